@@ -1,0 +1,72 @@
+/*
+** core/error.c: status names and the thread-local last-error message.
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+
+static _Thread_local char last_msg[KN__ERROR_CAP];
+static _Thread_local kn_status last_status = KN_OK;
+
+const char *kn_status_name(kn_status s) {
+  switch (s) {
+#define KN__STATUS_NAME(code, val, name, desc) case code: return name;
+    KN_STATUS_MAP(KN__STATUS_NAME)
+#undef KN__STATUS_NAME
+  }
+  return "unknown_status";
+}
+
+const char *kn_status_str(kn_status s) {
+  switch (s) {
+#define KN__STATUS_DESC(code, val, name, desc) case code: return desc;
+    KN_STATUS_MAP(KN__STATUS_DESC)
+#undef KN__STATUS_DESC
+  }
+  return "unknown status";
+}
+
+const char *kn_last_error(void) { return last_msg; }
+kn_status kn_last_status(void) { return last_status; }
+
+void kn_clear_error(void) {
+  last_msg[0] = '\0';
+  last_status = KN_OK;
+}
+
+const char *kn_version(void) { return "0.1.0"; }
+
+static void mark_truncated(int n) {
+  if (n >= (int)sizeof last_msg)
+    memcpy(last_msg + sizeof last_msg - 4, "...", 4);
+}
+
+kn_status kn__error(kn_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+  va_end(ap);
+  mark_truncated(n);
+  last_status = s;
+  return s;
+}
+
+kn_status kn__error_context(const char *fmt, ...) {
+  char old[KN__ERROR_CAP];
+  memcpy(old, last_msg, sizeof old);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof last_msg) {
+    int m = snprintf(last_msg + n, sizeof last_msg - (size_t)n, ": %s", old);
+    mark_truncated(n + m);
+  } else {
+    mark_truncated(n);
+  }
+  return last_status;
+}
+
+kn_status kn__oom(void) { return kn__error(KN_ENOMEM, "out of memory"); }

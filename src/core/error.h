@@ -1,0 +1,28 @@
+/*
+** core/error.h: raising errors. A failing internal function records its
+** status and message with kn__error() and returns the status, so callers
+** write `return kn__error(KN_ESHAPE, "...", ...);`.
+*/
+#ifndef KN_CORE_ERROR_H
+#define KN_CORE_ERROR_H
+
+#include <assert.h>
+#include "kiln/core.h"
+
+#define KN__ERROR_CAP 2048
+
+/* Record status s and a printf-style message as this thread's last error;
+** returns s. Messages longer than KN__ERROR_CAP are truncated with "...". */
+kn_status kn__error(kn_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prefix the current last-error message with a printf-style context, keeping
+** the status: "while tracing fn at f.c:10: <old message>". Returns the status. */
+kn_status kn__error_context(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+/* Shorthand for an allocation failure; returns KN_ENOMEM. */
+kn_status kn__oom(void);
+
+/* Internal invariants (never user input). */
+#define KN_ASSERT(x) assert(x)
+
+#endif

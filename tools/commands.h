@@ -1,0 +1,12 @@
+/*
+** tools/commands.h: the subcommands of `kiln`, one per file. Each takes the
+** arguments after `kiln` (argv[0] is the subcommand's name) and returns the
+** process exit status.
+*/
+#ifndef KN_TOOLS_COMMANDS_H
+#define KN_TOOLS_COMMANDS_H
+
+/* Add a declaration and a KN_TOOL_COMMANDS row per subcommand. */
+#define KN_TOOL_COMMANDS /* {"name", function, "help"}, */
+
+#endif

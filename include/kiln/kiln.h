@@ -1,0 +1,11 @@
+/*
+** kiln/kiln.h: the umbrella header. Include this one.
+*/
+#ifndef KILN_KILN_H
+#define KILN_KILN_H
+
+#include "kiln/core.h"
+#include "kiln/tensor.h"
+#include "kiln/ops.h"
+
+#endif

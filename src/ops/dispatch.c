@@ -1,0 +1,391 @@
+/*
+** ops/dispatch.c: the op table instance and the one dispatcher every op call
+** goes through: mode stack -> autograd -> backend (meta or CPU).
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "ops/opdef.h"
+
+const kn__opdef kn__ops[KN__OP_COUNT] = {
+#define KN_OP(ID, NAME, OVERLOAD, SCHEMA, FLAGS, META, KERNEL, BACKWARD, GRADFN) \
+  [KN_OP_##ID] = {KN_OP_##ID, NAME, OVERLOAD, SCHEMA, FLAGS, META, KERNEL, BACKWARD, GRADFN},
+#include "ops/ops.def"
+#undef KN_OP
+};
+
+/* The table must have exactly one row per op id. */
+#define KN_OP(ID, NAME, OVERLOAD, SCHEMA, FLAGS, META, KERNEL, BACKWARD, GRADFN) +1
+_Static_assert(0
+#include "ops/ops.def"
+                   == KN__OP_COUNT,
+               "every op id needs exactly one row in ops/ops.def");
+#undef KN_OP
+
+const kn__opdef *kn__op_lookup(const char *qname) {
+  const char *dot = strchr(qname, '.');
+  size_t nlen = dot ? (size_t)(dot - qname) : strlen(qname);
+  const char *ov = dot ? dot + 1 : "";
+  for (int i = 0; i < KN__OP_COUNT; i++) {
+    const kn__opdef *op = &kn__ops[i];
+    if (strlen(op->name) == nlen && !strncmp(op->name, qname, nlen) &&
+        !strcmp(op->overload, ov))
+      return op;
+  }
+  return NULL;
+}
+
+/* ---- output lists ----------------------------------------------------------- */
+
+void kn__metas_init(kn__metas *m) {
+  m->n = 0;
+  m->cap = KN__INLINE_OUTS;
+  m->m = m->inl;
+}
+
+void kn__metas_fini(kn__metas *m) {
+  if (m->m != m->inl) free(m->m);
+  kn__metas_init(m);
+}
+
+kn__outmeta *kn__metas_push(kn__metas *m, kn_dtype dt) {
+  if (m->n == m->cap) {
+    int ncap = m->cap * 2;
+    kn__outmeta *nm = malloc((size_t)ncap * sizeof *nm);
+    if (!nm) return NULL;
+    memcpy(nm, m->m, (size_t)m->n * sizeof *nm);
+    if (m->m != m->inl) free(m->m);
+    m->m = nm;
+    m->cap = ncap;
+  }
+  kn__outmeta *o = &m->m[m->n++];
+  memset(o, 0, sizeof *o);
+  o->dtype = dt;
+  o->view_of = -1;
+  o->alias_of = -1;
+  return o;
+}
+
+void kn__outs_init(kn__outs *o) {
+  o->n = 0;
+  o->cap = KN__INLINE_OUTS;
+  o->t = o->inl;
+}
+
+void kn__outs_fini(kn__outs *o) {
+  for (int i = 0; i < o->n; i++) kn_release(o->t[i]);
+  if (o->t != o->inl) free(o->t);
+  kn__outs_init(o);
+}
+
+bool kn__outs_push(kn__outs *o, kn_tensor *t) {
+  if (o->n == o->cap) {
+    int ncap = o->cap * 2;
+    kn_tensor **nt = malloc((size_t)ncap * sizeof *nt);
+    if (!nt) {
+      kn_release(t);
+      return false;
+    }
+    memcpy(nt, o->t, (size_t)o->n * sizeof *nt);
+    if (o->t != o->inl) free(o->t);
+    o->t = nt;
+    o->cap = ncap;
+  }
+  o->t[o->n++] = t;
+  return true;
+}
+
+/* ---- call helpers ----------------------------------------------------------- */
+
+int kn__call_ninputs(const kn__call *c) {
+  int n = 0;
+  for (int i = 0; i < c->nargs; i++) {
+    if (c->args[i].kind == KN__A_TENSOR) n++;
+    else if (c->args[i].kind == KN__A_TENSORS) n += c->args[i].u.ts.n;
+  }
+  return n;
+}
+
+int kn__bw_input_index(const kn__call *c, int argi, int j) {
+  int n = 0;
+  for (int i = 0; i < argi; i++) {
+    if (c->args[i].kind == KN__A_TENSOR) n++;
+    else if (c->args[i].kind == KN__A_TENSORS) n += c->args[i].u.ts.n;
+  }
+  return n + j;
+}
+
+kn_tensor *kn__call_input(const kn__call *c, int k) {
+  for (int i = 0; i < c->nargs; i++) {
+    const kn__arg *a = &c->args[i];
+    if (a->kind == KN__A_TENSOR) {
+      if (k == 0) return a->u.t;
+      k--;
+    } else if (a->kind == KN__A_TENSORS) {
+      if (k < a->u.ts.n) return a->u.ts.v[k];
+      k -= a->u.ts.n;
+    }
+  }
+  return NULL;
+}
+
+void kn__tensor_symsizes(const kn_tensor *t, kn_sym *sizes) {
+  for (int d = 0; d < t->ndim; d++)
+    sizes[d] = t->sym ? t->sym->sizes[d] : kn__sym_const(t->sizes[d]);
+}
+
+/* ---- backend ------------------------------------------------------------------ */
+
+/* Do the call's tensors carry data? Meta or fake inputs make every output
+** metadata-only. */
+static bool call_is_meta(const kn__call *c) {
+  int n = kn__call_ninputs(c);
+  for (int k = 0; k < n; k++) {
+    const kn_tensor *t = kn__call_input(c, k);
+    if (t && (t->device == KN_META || t->is_fake)) return true;
+  }
+  return false;
+}
+
+static void sym_to_concrete(int nd, const kn_sym *s, int64_t *out) {
+  for (int d = 0; d < nd; d++) out[d] = kn__sym_hint(s[d]);
+}
+
+static bool any_symbolic(int nd, const kn_sym *s) {
+  for (int d = 0; d < nd; d++)
+    if (!kn__sym_is_const(s[d])) return true;
+  return false;
+}
+
+/* Attach symbolic geometry to t when the meta result was symbolic. */
+static kn_status attach_sym(kn_tensor *t, const kn__outmeta *m, bool view) {
+  if (!any_symbolic(m->ndim, m->sizes) &&
+      !(view && (any_symbolic(m->ndim, m->strides) || !kn__sym_is_const(m->offset))))
+    return KN_OK;
+  kn__symshape *s = calloc(1, sizeof *s);
+  if (!s) return kn__oom();
+  for (int d = 0; d < m->ndim; d++) s->sizes[d] = m->sizes[d];
+  if (view) {
+    for (int d = 0; d < m->ndim; d++) s->strides[d] = m->strides[d];
+    s->offset = m->offset;
+  } else {
+    /* contiguous symbolic strides */
+    kn_sym acc = kn__sym_const(1);
+    for (int d = m->ndim - 1; d >= 0; d--) {
+      s->strides[d] = acc;
+      acc = kn__sym_mul(acc, kn__sym_max(m->sizes[d], kn__sym_const(1)));
+    }
+    s->offset = kn__sym_const(0);
+  }
+  t->sym = s;
+  return KN_OK;
+}
+
+static kn_device call_device(const kn__call *c, bool meta) {
+  (void)c;
+  return meta ? KN_META : KN_CPU;
+}
+
+/* Create the output tensor for one meta entry. Owned, or NULL. */
+static kn_tensor *make_output(const kn__call *c, const kn__outmeta *m, bool meta) {
+  int64_t sizes[KN_MAX_DIMS];
+  sym_to_concrete(m->ndim, m->sizes, sizes);
+  kn_tensor *t = NULL;
+  if (m->alias_of >= 0) {
+    t = kn_retain(c->args[m->alias_of].u.t);
+    return t;
+  }
+  if (m->view_of >= 0) {
+    int64_t strides[KN_MAX_DIMS];
+    sym_to_concrete(m->ndim, m->strides, strides);
+    t = kn__make_view(c->args[m->view_of].u.t, m->ndim, sizes, strides,
+                      kn__sym_hint(m->offset));
+  } else {
+    t = kn__empty(m->ndim, sizes, m->dtype, call_device(c, meta));
+  }
+  if (!t) return NULL;
+  /* fake inputs give fake outputs that report the CPU device */
+  for (int k = 0, n = kn__call_ninputs(c); k < n && meta && m->view_of < 0; k++) {
+    const kn_tensor *in = kn__call_input(c, k);
+    if (in && in->is_fake) {
+      t->is_fake = true;
+      t->device = KN_CPU;
+      break;
+    }
+  }
+  if (attach_sym(t, m, m->view_of >= 0) != KN_OK) {
+    kn_release(t);
+    return NULL;
+  }
+  return t;
+}
+
+kn_status kn__dispatch_backend(kn__call *c, kn__outs *out) {
+  const kn__opdef *op = c->op;
+  if (op->flags & KN_OPF_COMPOSITE) return op->kernel(c, out);
+  kn__metas metas;
+  kn__metas_init(&metas);
+  kn_status st = op->meta(c, &metas);
+  bool meta = call_is_meta(c);
+  for (int i = 0; st == KN_OK && i < metas.n; i++) {
+    kn_tensor *t = make_output(c, &metas.m[i], meta);
+    if (!t) st = kn_last_status() != KN_OK ? kn_last_status() : kn__oom();
+    else if (!kn__outs_push(out, t)) st = kn__oom();
+  }
+  kn__metas_fini(&metas);
+  if (st == KN_OK && !meta && !(op->flags & KN_OPF_VIEW)) st = op->kernel(c, out);
+  if (st == KN_OK && (op->flags & KN_OPF_INPLACE)) kn__bump_version(c->args[0].u.t);
+  if (st != KN_OK) kn__outs_fini(out);
+  return st;
+}
+
+/* ---- autograd layer ----------------------------------------------------------- */
+
+static kn_status dispatch_autograd(kn__call *c, kn__outs *out) {
+  const kn__opdef *op = c->op;
+  if (op->flags & KN_OPF_COMPOSITE) return op->kernel(c, out);
+  bool need = kn__autograd_needed(c);
+  if ((op->flags & KN_OPF_INPLACE) && kn__grad_enabled()) {
+    kn_status st = kn__autograd_check_inplace(c);
+    if (st != KN_OK) return st;
+  }
+  kn_status st = kn__dispatch_backend(c, out);
+  if (st == KN_OK && need) {
+    st = kn__autograd_record(c, out);
+    if (st != KN_OK) kn__outs_fini(out);
+  }
+  return st;
+}
+
+/* ---- modes ------------------------------------------------------------------------- */
+
+#define KN__MAX_MODES 16
+typedef struct mode_stack {
+  kn__mode *m[KN__MAX_MODES];
+  int n;       /* pushed */
+  int active;  /* modes [0, active) are visible to new calls */
+} mode_stack;
+
+static _Thread_local mode_stack modes;
+
+kn_status kn__mode_push(kn__mode *m) {
+  if (modes.n == KN__MAX_MODES)
+    return kn__error(KN_ESTATE, "dispatcher mode stack is full (%d modes)", KN__MAX_MODES);
+  modes.m[modes.n++] = m;
+  modes.active = modes.n;
+  return KN_OK;
+}
+
+void kn__mode_pop(kn__mode *m) {
+  KN_ASSERT(modes.n > 0 && modes.m[modes.n - 1] == m);
+  (void)m;
+  modes.n--;
+  modes.active = modes.n;
+}
+
+int kn__mode_depth(void) { return modes.n; }
+
+/* Run the call starting at mode index `top - 1` going down. */
+static kn_status dispatch_from(int top, kn__call *c, kn__outs *out) {
+  if (top <= 0) return dispatch_autograd(c, out);
+  kn__mode *m = modes.m[top - 1];
+  int saved = modes.active;
+  modes.active = top - 1; /* calls made by the handler see lower modes only */
+  kn_status st = m->handle(m, c, out);
+  modes.active = saved;
+  return st;
+}
+
+kn_status kn__dispatch_below(kn__mode *self, kn__call *c, kn__outs *out) {
+  int i = modes.n - 1;
+  while (i >= 0 && modes.m[i] != self) i--;
+  KN_ASSERT(i >= 0);
+  int saved = modes.active;
+  kn_status st = dispatch_from(i, c, out);
+  modes.active = saved;
+  return st;
+}
+
+static kn_status check_args(const kn__call *c) {
+  for (int i = 0; i < c->nargs; i++) {
+    const kn__arg *a = &c->args[i];
+    if (a->kind == KN__A_TENSORS && a->u.ts.n > 0 && !a->u.ts.v)
+      return kn__error(KN_EINVAL, "%s: argument %d: tensor list is NULL", c->op->name, i);
+    if (a->kind == KN__A_TENSORS)
+      for (int j = 0; j < a->u.ts.n; j++)
+        if (!a->u.ts.v[j])
+          return kn__error(KN_EINVAL, "%s: argument %d: tensor %d of the list is NULL",
+                           c->op->name, i, j);
+  }
+  return KN_OK;
+}
+
+kn_status kn__dispatch(kn__call *c, kn__outs *out) {
+  kn_status st = check_args(c);
+  if (st != KN_OK) return st;
+  return dispatch_from(modes.active, c, out);
+}
+
+/* ---- public-wrapper helpers ---------------------------------------------------- */
+
+static kn_status prepare(kn__call *c, kn__opid id, int nargs, const kn__arg *args) {
+  KN_ASSERT(nargs <= KN__MAX_ARGS);
+  c->op = &kn__ops[id];
+  c->nargs = nargs;
+  memcpy(c->args, args, (size_t)nargs * sizeof *args);
+  /* A NULL required tensor usually means an earlier call failed. */
+  for (int i = 0; i < nargs; i++)
+    if (args[i].kind == KN__A_TENSOR && !args[i].u.t)
+      return kn__error(KN_EINVAL, "%s: argument %d is a NULL tensor (did an earlier call fail? %s)",
+                       c->op->name, i, kn_last_error());
+  return KN_OK;
+}
+
+kn_tensor *kn__invoke(kn__opid id, int nargs, const kn__arg *args) {
+  kn__call c;
+  if (prepare(&c, id, nargs, args) != KN_OK) return NULL;
+  kn__outs out;
+  kn__outs_init(&out);
+  if (kn__dispatch(&c, &out) != KN_OK) return NULL;
+  KN_ASSERT(out.n >= 1);
+  kn_tensor *r = out.t[0];
+  out.t[0] = NULL;
+  kn__outs_fini(&out);
+  return kn__autorelease(r);
+}
+
+int kn__invoke_multi(kn__opid id, int nargs, const kn__arg *args,
+                     kn_tensor **outs, int cap) {
+  kn__call c;
+  if (prepare(&c, id, nargs, args) != KN_OK) return -1;
+  kn__outs out;
+  kn__outs_init(&out);
+  if (kn__dispatch(&c, &out) != KN_OK) return -1;
+  if (out.n > cap) {
+    int n = out.n;
+    kn__outs_fini(&out);
+    kn__error(KN_ERANGE, "%s produced %d outputs but the caller has room for %d",
+              c.op->name, n, cap);
+    return -1;
+  }
+  int n = out.n;
+  for (int i = 0; i < n; i++) {
+    outs[i] = kn__autorelease(out.t[i]);
+    out.t[i] = NULL;
+  }
+  kn__outs_fini(&out);
+  return n;
+}
+
+/* ---- shared table entries ----------------------------------------------------- */
+
+kn_status kn__bw_none(kn__bwctx *ctx) {
+  return kn__error(KN_EAUTOGRAD, "%s is not differentiable", ctx->call->op->name);
+}
+
+kn_status kn__kernel_view(const kn__call *c, kn__outs *out) {
+  (void)c;
+  (void)out;
+  return KN_OK;
+}

@@ -1,0 +1,119 @@
+/*
+** tensor/tensor.h: the tensor and storage structs (internal).
+**
+** A tensor is a strided view of a storage: element (i0, i1, ...) lives at
+** storage->data + (offset + sum(ik * strides[k])) * elsize. Views share the
+** storage (and so the version counter, which lives in the storage). Meta
+** tensors, and fake tensors used for tracing, have no storage data.
+** sizes/strides always hold concrete values (for symbolic tensors: hints);
+** `sym` is non-NULL only for tensors whose sizes are symbolic.
+*/
+#ifndef KN_TENSOR_TENSOR_H
+#define KN_TENSOR_TENSOR_H
+
+#include <stdatomic.h>
+
+#include "dynamic/sym.h"
+#include "kiln/tensor.h"
+
+typedef struct kn__node kn__node; /* autograd graph node (autograd/) */
+
+typedef struct kn__storage {
+  atomic_long refcount;
+  void *data;           /* NULL for meta storage */
+  size_t nbytes;
+  kn_device device;
+  bool from_allocator;  /* data came from the caching allocator */
+  bool borrowed;        /* data belongs to the user (kn_from_blob) */
+  atomic_ulong version; /* bumped by in-place writes */
+} kn__storage;
+
+/* Symbolic shape of a tensor under tracing; owned by the tensor. */
+typedef struct kn__symshape {
+  kn_sym sizes[KN_MAX_DIMS];
+  kn_sym strides[KN_MAX_DIMS];
+  kn_sym offset;
+} kn__symshape;
+
+struct kn_tensor {
+  atomic_long refcount;
+  kn__storage *storage;     /* owned reference; never NULL */
+  kn_dtype dtype;
+  kn_device device;         /* the device the tensor reports */
+  bool is_fake;             /* tracing stand-in: reports CPU, holds no data */
+  int ndim;
+  int64_t sizes[KN_MAX_DIMS];
+  int64_t strides[KN_MAX_DIMS]; /* in elements */
+  int64_t offset;               /* in elements */
+  kn__symshape *sym;        /* owned; NULL when sizes are all constants */
+
+  /* autograd */
+  bool requires_grad;       /* leaf flag, or "has grad_fn" for non-leaves */
+  bool retains_grad;
+  kn_tensor *grad;          /* owned reference or NULL */
+  kn__node *grad_fn;        /* owned reference or NULL (NULL = leaf) */
+  int output_nr;            /* which output of grad_fn this tensor is */
+  kn__node *grad_acc;       /* leaf's gradient accumulator (weak cache) */
+
+  /* dispatcher modes may attach data (e.g. the graph node that produced a
+  ** traced tensor); the owning mode frees it through the destructor. */
+  void *mode_data;
+  void (*mode_data_free)(void *);
+};
+
+/* ---- construction (tensor.c) ------------------------------------------- */
+/* A new contiguous tensor with fresh (uninitialised) storage from the
+** caching allocator. Owned; NULL with kn_last_error on bad sizes or OOM.
+** Internal constructors never register results in the autorelease scope:
+** the public entry points do that once, on success (kn__autorelease). */
+kn_tensor *kn__empty(int ndim, const int64_t *sizes, kn_dtype dt, kn_device dev);
+/* Same, with the given strides (which must be non-overlapping and fit). */
+kn_tensor *kn__empty_strided(int ndim, const int64_t *sizes,
+                             const int64_t *strides, kn_dtype dt, kn_device dev);
+/* A view of base's storage with new geometry; shares storage (retained).
+** Owned. The caller has validated the geometry. */
+kn_tensor *kn__make_view(kn_tensor *base, int ndim, const int64_t *sizes,
+                         const int64_t *strides, int64_t offset);
+/* A tensor struct around an existing storage (retained). Owned. */
+kn_tensor *kn__tensor_wrap(kn__storage *st, kn_dtype dt, int ndim,
+                           const int64_t *sizes, const int64_t *strides,
+                           int64_t offset);
+/* Record t in the current autorelease scope, if one is open. Returns t. */
+kn_tensor *kn__autorelease(kn_tensor *t);
+
+/* Contiguous strides for sizes. */
+void kn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
+/* Product of sizes; -1 on overflow. */
+int64_t kn__numel(int ndim, const int64_t *sizes);
+/* Normalise a possibly negative dim against ndim; KN_ERANGE with PyTorch's
+** message "Dimension out of range (expected to be in range of [-2, 1], but
+** got 2)" when it is out of range. */
+kn_status kn__wrap_dim(int64_t dim, int ndim, int *out);
+/* Writes "[3, 4]" into buf (snprintf semantics). */
+int kn__format_sizes(int ndim, const int64_t *sizes, char *buf, size_t n);
+/* Bump the version counter of t's storage. */
+void kn__bump_version(kn_tensor *t);
+
+/* ---- storage and the caching allocator (alloc.c) ------------------------ */
+/* A new storage of nbytes (data NULL for meta); refcount 1. NULL on OOM. */
+kn__storage *kn__storage_new(size_t nbytes, kn_device dev);
+void kn__storage_retain(kn__storage *s);
+void kn__storage_release(kn__storage *s);
+/* Raw buffers from the caching allocator: same-size buffers are reused
+** instead of being returned to the OS. 64-byte aligned. */
+void *kn__cached_alloc(size_t nbytes);
+void kn__cached_free(void *p, size_t nbytes);
+/* Release every cached buffer to the OS (tests, kn_reset). */
+void kn__allocator_empty_cache(void);
+
+/* Element-type helpers. */
+double kn__load_double(const void *p, kn_dtype dt);
+void kn__store_double(void *p, kn_dtype dt, double v);
+int64_t kn__load_int(const void *p, kn_dtype dt);
+void kn__store_int(void *p, kn_dtype dt, int64_t v);
+float kn__half_to_float(uint16_t h);
+uint16_t kn__float_to_half(float f);
+float kn__bf16_to_float(uint16_t h);
+uint16_t kn__float_to_bf16(float f);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+** test_dispatch.c: the op table, the dispatcher's layers and modes, factory
+** ops, autorelease scopes and reference counts.
+*/
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "kiln/kiln.h"
+#include "ops/opdef.h"
+
+Test(optable, lookup_by_qualified_name) {
+  const kn__opdef *op = kn__op_lookup("full");
+  cr_assert_not_null(op);
+  cr_assert_eq(op->id, KN_OP_FULL);
+  cr_assert_str_eq(kn__op_lookup("empty.memory_format")->name, "empty");
+  cr_assert_null(kn__op_lookup("no_such_op"));
+  for (int i = 0; i < KN__OP_COUNT; i++) {
+    cr_assert_eq(kn__ops[i].id, i, "row %d has id %d", i, kn__ops[i].id);
+    cr_assert_not_null(kn__ops[i].meta);
+    cr_assert_not_null(kn__ops[i].kernel);
+    cr_assert(strncmp(kn__ops[i].schema, kn__ops[i].name, strlen(kn__ops[i].name)) == 0,
+              "schema of %s starts with its name", kn__ops[i].name);
+  }
+}
+
+Test(factory, full_infers_dtype_and_fills) {
+  kn_tensor *a = kn_full(KN_SHAPE(2, 3), kn_float(2.5), KN_FLOAT64);
+  cr_assert_eq(kn_tensor_dtype(a), KN_FLOAT64);
+  cr_assert_eq(kn_numel(a), 6);
+  for (int i = 0; i < 6; i++) cr_assert_eq(((double *)kn_data(a))[i], 2.5);
+  kn_tensor *h = kn_ones(KN_SHAPE(4), KN_FLOAT16);
+  cr_assert_eq(((uint16_t *)kn_data(h))[3], 0x3c00); /* 1.0 in IEEE half */
+  kn_tensor *b = kn_ones(KN_SHAPE(4), KN_BFLOAT16);
+  cr_assert_eq(((uint16_t *)kn_data(b))[0], 0x3f80);
+  kn_tensor *z = kn_zeros(KN_SHAPE(0, 5), KN_INT32);
+  cr_assert_eq(kn_numel(z), 0);
+  cr_assert_eq(kn_size(z, 1), 5);
+  kn_release(a);
+  kn_release(h);
+  kn_release(b);
+  kn_release(z);
+  cr_assert_eq(kn_live_tensors(), 0);
+}
+
+Test(factory, negative_size_is_an_error_not_a_crash) {
+  kn_tensor *a = kn_zeros(KN_SHAPE(2, -1), KN_FLOAT32);
+  cr_assert_null(a);
+  cr_assert_eq(kn_last_status(), KN_EINVAL);
+  cr_assert(strstr(kn_last_error(), "negative dimension -1") != NULL, "%s", kn_last_error());
+}
+
+Test(factory, meta_tensors_have_no_data) {
+  kn_tensor *m = kn_empty_meta(KN_SHAPE(1000, 1000), KN_FLOAT32);
+  cr_assert_eq(kn_tensor_device(m), KN_META);
+  cr_assert_null(kn_data(m));
+  cr_assert_eq(kn_numel(m), 1000000);
+  kn_release(m);
+}
+
+Test(scope, releases_everything_but_kept) {
+  int64_t before = kn_live_tensors();
+  kn_scope_begin();
+  kn_tensor *keep = NULL;
+  for (int i = 0; i < 10; i++) keep = kn_ones(KN_SHAPE(8), KN_FLOAT32);
+  cr_assert_eq(kn_live_tensors(), before + 10);
+  keep = kn_scope_end_keep(keep);
+  cr_assert_eq(kn_live_tensors(), before + 1);
+  cr_assert_eq(((float *)kn_data(keep))[7], 1.0f);
+  kn_release(keep);
+  cr_assert_eq(kn_live_tensors(), before);
+  cr_assert_eq(kn_live_storages(), 0);
+}
+
+Test(scope, nested_scopes_hand_kept_tensor_outward) {
+  kn_scope_begin();
+  kn_scope_begin();
+  kn_tensor *t = kn_zeros(KN_SHAPE(3), KN_INT64);
+  kn_scope_end_keep(t);
+  cr_assert_eq(kn_live_tensors(), 1); /* now owned by the outer scope */
+  kn_scope_end();
+  cr_assert_eq(kn_live_tensors(), 0);
+}
+
+/* A mode that counts the calls it sees and forwards them below. */
+static int seen;
+static kn_status counting(kn__mode *self, kn__call *c, kn__outs *out) {
+  seen++;
+  return kn__dispatch_below(self, c, out);
+}
+
+Test(modes, a_pushed_mode_sees_every_call_then_forwards) {
+  kn__mode m = {"count", counting, NULL};
+  seen = 0;
+  cr_assert_eq(kn__mode_push(&m), KN_OK);
+  kn_tensor *a = kn_ones(KN_SHAPE(2), KN_FLOAT32);
+  kn__mode_pop(&m);
+  kn_tensor *b = kn_ones(KN_SHAPE(2), KN_FLOAT32);
+  cr_assert_eq(seen, 1);
+  cr_assert_eq(((float *)kn_data(a))[1], 1.0f);
+  kn_release(a);
+  kn_release(b);
+}
+
+Test(dtype, promotion_lattice_matches_torch) {
+  /* Values from torch.promote_types. */
+  cr_assert_eq(kn_promote_types(KN_UINT8, KN_INT8), KN_INT16);
+  cr_assert_eq(kn_promote_types(KN_UINT8, KN_INT32), KN_INT32);
+  cr_assert_eq(kn_promote_types(KN_BOOL, KN_UINT8), KN_UINT8);
+  cr_assert_eq(kn_promote_types(KN_INT64, KN_FLOAT16), KN_FLOAT16);
+  cr_assert_eq(kn_promote_types(KN_FLOAT16, KN_BFLOAT16), KN_FLOAT32);
+  cr_assert_eq(kn_promote_types(KN_BFLOAT16, KN_FLOAT64), KN_FLOAT64);
+  cr_assert_eq(kn_promote_types(KN_INT16, KN_INT32), KN_INT32);
+}

@@ -111,3 +111,25 @@ Test(dtype, promotion_lattice_matches_torch) {
   cr_assert_eq(kn_promote_types(KN_BFLOAT16, KN_FLOAT64), KN_FLOAT64);
   cr_assert_eq(kn_promote_types(KN_INT16, KN_INT32), KN_INT32);
 }
+
+#include "ops/iter.h"
+
+Test(iter, copy_of_a_transposed_view_and_dtype_conversion) {
+  kn_tensor *a = kn_empty(KN_SHAPE(3, 4), KN_FLOAT32);
+  float *pa = kn_data(a);
+  for (int i = 0; i < 12; i++) pa[i] = (float)i;
+  /* transpose: sizes [4, 3], strides [1, 4] */
+  kn_tensor *t = kn__make_view(a, 2, (int64_t[]){4, 3}, (int64_t[]){1, 4}, 0);
+  kn_tensor *c = kn__contiguous_copy(t, KN_INT64);
+  int64_t *pc = kn_data(c);
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++) cr_assert_eq(pc[i * 3 + j], j * 4 + i);
+  /* broadcast a row into a matrix */
+  kn_tensor *row = kn__make_view(a, 1, (int64_t[]){4}, (int64_t[]){1}, 4);
+  kn_tensor *m = kn_zeros(KN_SHAPE(2, 4), KN_FLOAT64);
+  cr_assert_eq(kn__copy_into(m, row), KN_OK);
+  cr_assert_eq(((double *)kn_data(m))[7], 7.0);
+  cr_assert_eq(((double *)kn_data(m))[0], 4.0);
+  kn_release(a); kn_release(t); kn_release(c); kn_release(row); kn_release(m);
+  cr_assert_eq(kn_live_tensors(), 0);
+}

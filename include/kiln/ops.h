@@ -12,5 +12,9 @@
 #define KILN_OPS_H
 
 #include "kiln/ops_factory.h"
+#include "kiln/ops_pointwise.h"
+#include "kiln/ops_reduce.h"
+#include "kiln/ops_shape.h"
+#include "kiln/ops_nn.h"
 
 #endif

@@ -1,0 +1,64 @@
+/*
+** ops/iter.h: strided n-dimensional iteration shared by kernels.
+**
+** kn__iter walks the elements of up to KN__ITER_MAX operands that share one
+** iteration shape (operands already broadcast: a broadcast dimension has
+** stride 0). Dimensions are coalesced where every operand is contiguous
+** across them, and the innermost dimension is handed out as a whole row, so
+** kernels write a tight inner loop over `n` elements with byte strides:
+**
+**   kn__iter it;
+**   kn__iter_init(&it, ndim, sizes);
+**   kn__iter_add(&it, out);  kn__iter_add_broadcast(&it, a);  ...
+**   kn__iter_start(&it);
+**   char *p[KN__ITER_MAX]; int64_t n;
+**   while (kn__iter_next(&it, p, &n)) { ... it.inner_stride[k] ... }
+**
+** Kernels never call public ops (that would re-enter the dispatcher and
+** record autograd nodes); they use these helpers and kn__copy_into.
+*/
+#ifndef KN_OPS_ITER_H
+#define KN_OPS_ITER_H
+
+#include "tensor/tensor.h"
+
+#define KN__ITER_MAX 6
+
+typedef struct kn__iter {
+  int ndim, nops;
+  int64_t sizes[KN_MAX_DIMS];
+  int64_t strides[KN__ITER_MAX][KN_MAX_DIMS]; /* bytes */
+  char *base[KN__ITER_MAX];
+  int64_t inner_stride[KN__ITER_MAX];         /* bytes, innermost dim */
+  int64_t inner_n;
+  int64_t idx[KN_MAX_DIMS];
+  int64_t remaining;                          /* rows left */
+  char *ptr[KN__ITER_MAX];
+} kn__iter;
+
+/* Set the iteration shape. */
+void kn__iter_init(kn__iter *it, int ndim, const int64_t *sizes);
+/* Add an operand whose shape equals the iteration shape. */
+void kn__iter_add(kn__iter *it, const kn_tensor *t);
+/* Add an operand broadcast to the iteration shape (missing leading dims and
+** size-1 dims get stride 0). The caller has checked broadcastability. */
+void kn__iter_add_broadcast(kn__iter *it, const kn_tensor *t);
+/* Add an operand with explicit per-dimension element strides. */
+void kn__iter_add_raw(kn__iter *it, void *base, const int64_t *elem_strides, size_t elsize);
+/* Coalesce dimensions and get ready; call after adding all operands. */
+void kn__iter_start(kn__iter *it);
+/* Next row: p[k] points at operand k's first element of the row, *n is the
+** row length (with inner_stride[k] byte strides). false when done. */
+bool kn__iter_next(kn__iter *it, char **p, int64_t *n);
+/* Total number of elements. */
+int64_t kn__iter_numel(const kn__iter *it);
+
+/* Copy src into dst (same shape, or src broadcastable to dst), converting
+** dtypes. Works on any strides; fast for contiguous same-dtype data. Does not
+** dispatch, record autograd or bump versions. dst must not overlap src
+** unless they are identical. */
+kn_status kn__copy_into(kn_tensor *dst, const kn_tensor *src);
+/* A new contiguous copy of t (dtype dt). Owned; NULL on error. No dispatch. */
+kn_tensor *kn__contiguous_copy(const kn_tensor *t, kn_dtype dt);
+
+#endif

@@ -249,3 +249,47 @@ Test(writer, rejects_reserved_event_and_bad_values) {
   cr_assert_eq(kn__trace_structured("e", bad, NULL, 0, &o), KN_EINVAL);
   text_is("");
 }
+
+static kn_status build_record(void *ud, json_t **meta, kn__sb *payload, bool *has) {
+  int *calls = ud;
+  (*calls)++;
+  *meta = json_pack("{ss}", "name", "lazy");
+  kn__sb_puts(payload, "a\nb");
+  *has = true;
+  return KN_OK;
+}
+
+Test(writer, lazy_builder_runs_only_when_enabled) {
+  int calls = 0;
+  kn__trace_opts o = at("src/x.c", 4);
+  cr_assert_eq(kn__trace_structured_lazy("e", build_record, &calls, &o), KN_OK);
+  cr_assert_eq(calls, 1);
+  kn_trace_disable();
+  cr_assert_eq(kn__trace_structured_lazy("e", build_record, &calls, &o), KN_OK);
+  cr_assert_eq(calls, 1);
+}
+
+Test(writer, lazy_builder_output) {
+  int calls = 0;
+  kn__trace_opts o = at("src/x.c", 4);
+  kn__trace_structured_lazy("e", build_record, &calls, &o);
+  /* md5("a\nb") */
+  text_is(HDR("src/x.c:4") "{\"e\": {\"name\": \"lazy\"}, \"has_payload\": "
+          "\"8cdeb44417f3c26826595d5820cf5700\"}\n\ta\n\tb\n");
+}
+
+Test(writer, enable_errors) {
+  cr_assert_eq(kn_trace_enable(""), KN_EINVAL);
+  cr_assert_eq(kn_trace_enable(NULL), KN_EINVAL);
+  char file[4200], sub[4300];
+  snprintf(file, sizeof file, "%s/plain", dir);
+  FILE *f = fopen(file, "w");
+  fclose(f);
+  snprintf(sub, sizeof sub, "%s/deeper", file);
+  cr_assert_eq(kn_trace_enable(sub), KN_OK);
+  kn__trace_opts o = at("src/x.c", 1);
+  cr_assert_eq(kn__trace_structured("e", NULL, NULL, 0, &o), KN_EIO);
+  cr_assert(strstr(kn_last_error(), "cannot create trace directory"), "%s", kn_last_error());
+  cr_assert(strstr(kn_last_error(), file), "%s", kn_last_error());
+  cr_assert_null(kn_trace_file_path());
+}

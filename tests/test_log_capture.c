@@ -126,11 +126,8 @@ static void default_logging(const kn_test_records *r, void *ud) {
 }
 
 Test(log_capture, default_logging_preset) {
-  kn_log_setting s[] = {KN_LOG_LEVEL("dynamo", KN_DEBUG), KN_LOG_LEVEL("aot", KN_DEBUG),
-                        KN_LOG_LEVEL("inductor", KN_DEBUG), KN_LOG_LEVEL("fsdp", KN_DEBUG),
-                        KN_LOG_FLAG("ddp_graphs", 1), KN_LOG_FLAG("graph_breaks", 1),
-                        KN_LOG_FLAG("guards", 1), KN_LOG_FLAG("recompiles", 1),
-                        KN_LOG_LEVEL("dynamic", KN_INFO)};
+  kn_log_setting s[] = {KN_LOG_DEFAULT_LOGGING};
+  cr_assert_eq(sizeof s / sizeof s[0], 9);
   kn_test_logging_twice(s, sizeof s / sizeof s[0], default_logging, NULL);
 }
 

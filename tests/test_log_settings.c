@@ -337,3 +337,36 @@ Test(log_settings, user_artifact_registration) {
   cr_assert_eq(kn_set_logs_str("nope"), KN_EINVAL);
   cr_assert(strstr(kn_last_error(), ", kernel_code, kiln, my_artifact, my_on, output_code,"));
 }
+
+/* ---- the `kiln logs` command ------------------------------------------------ */
+
+static char *run_tool(const char *args) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "env -u KILN_LOGS '%s' %s", KN_TOOL_PATH, args);
+  FILE *f = popen(cmd, "r");
+  cr_assert_not_null(f);
+  char *out = NULL;
+  size_t cap = 0, n = 0, got;
+  char buf[4096];
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+    if (n + got + 1 > cap) out = realloc(out, cap = (n + got + 1) * 2);
+    memcpy(out + n, buf, got);
+    n += got;
+  }
+  cr_assert_eq(pclose(f), 0);
+  if (!out) out = calloc(1, 1);
+  out[n] = '\0';
+  return out;
+}
+
+Test(kiln_logs_tool, prints_the_help_and_registry) {
+  char *out = run_tool("logs"), *help = kn_log_help(false);
+  cr_assert_str_eq(out, help);
+  cr_assert(strstr(out, "\n  graph_breaks                  \tPrints whenever Dynamo decides"));
+  free(out), free(help);
+  out = run_tool("logs --all");
+  help = kn_log_help(true);
+  cr_assert_str_eq(out, help);
+  cr_assert(strstr(out, "\nAll registered names\n"));
+  free(out), free(help);
+}

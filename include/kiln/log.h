@@ -48,6 +48,15 @@ typedef struct kn_log_setting {
 #define KN_LOG_LEVEL(name, level) {(name), KN_LOG_SET_LEVEL, (level)}
 #define KN_LOG_FLAG(name, on) {(name), KN_LOG_SET_FLAG, (on)}
 
+/* The preset of torch._logging.DEFAULT_LOGGING (2.4), for
+**   kn_log_setting s[] = {KN_LOG_DEFAULT_LOGGING}; kn_set_logs(s, 9); */
+#define KN_LOG_DEFAULT_LOGGING                                                  \
+  KN_LOG_LEVEL("dynamo", KN_DEBUG), KN_LOG_LEVEL("aot", KN_DEBUG),              \
+      KN_LOG_LEVEL("inductor", KN_DEBUG), KN_LOG_LEVEL("fsdp", KN_DEBUG),       \
+      KN_LOG_FLAG("ddp_graphs", 1), KN_LOG_FLAG("graph_breaks", 1),             \
+      KN_LOG_FLAG("guards", 1), KN_LOG_FLAG("recompiles", 1),                   \
+      KN_LOG_LEVEL("dynamic", KN_INFO)
+
 /* Replace all log settings (not additive: one call undoes the previous one).
 ** Settings apply in array order, so a later one wins where two share a
 ** logger. Errors (KN_EINVAL, settings unchanged, message in kn_last_error):

@@ -108,14 +108,17 @@ kn_status kn__log_parse(const char *spec, kn__log_state *st, int *help) {
   const char *p = spec;
   while (*p) {
     size_t n = 0;
+    bool too_long = false;
     int level = *p == '+' ? KN_DEBUG : *p == '-' ? KN_ERROR : KN_INFO;
-    for (; *p && *p != ','; p++)
-      if (*p != '+' && *p != '-' && !isspace((unsigned char)*p) && n + 1 < sizeof item)
-        item[n++] = *p;
+    for (; *p && *p != ','; p++) {
+      if (*p == '+' || *p == '-' || isspace((unsigned char)*p)) continue;
+      if (n + 1 < sizeof item) item[n++] = *p;
+      else too_long = true;
+    }
     item[n] = '\0';
     if (*p == ',') p++;
     while (isspace((unsigned char)*p)) p++;
-    if (!resolve(st, item, level)) return invalid_settings(spec);
+    if (too_long || !resolve(st, item, level)) return invalid_settings(spec);
   }
   return KN_OK;
 }

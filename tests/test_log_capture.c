@@ -9,6 +9,7 @@
 ** the seed's fixed counts (bytecode 2, output_code 2, aot_graphs 3).
 */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,4 +225,60 @@ Test(compile_times, dump_is_one_info_record_on_dynamo_utils, .init = kn_test_log
   kn_test_records_free(&r);
   kn__compile_times_reset();
   kn_test_log_clean();
+}
+
+/* ---- cost model and threads -------------------------------------------------- */
+
+static int evaluated;
+static int side_effect(void) { return ++evaluated; }
+
+Test(log_capture, disabled_calls_evaluate_nothing) {
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
+  evaluated = 0;
+  KN_LOG(KN_LOG_DYNAMO, KN_DEBUG, "%d", side_effect());
+  KN_LOG_ARTIFACT(KN_ART_OUTPUT_CODE, "%d", side_effect());
+  kn_log(KN_LOG_INDUCTOR, KN_INFO, "%d", side_effect());
+  cr_assert_eq(evaluated, 0);
+  cr_assert_eq(r.n, 0);
+  KN_LOG(KN_LOG_DYNAMO, KN_WARNING, "%d", side_effect());
+  cr_assert_eq(evaluated, 1);
+  cr_assert_eq(r.n, 1);
+  cr_assert_str_eq(r.v[0].message, "1");
+  kn_test_capture_end(&r);
+  kn_test_records_free(&r);
+}
+
+#define PER_THREAD 500
+
+static void *log_many(void *arg) {
+  for (int i = 0; i < PER_THREAD; i++) KN_LOG(KN_LOG_AOT, KN_INFO, "thread %d record %d", *(int *)arg, i);
+  return NULL;
+}
+
+static void *flip_settings(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 200; i++) kn_set_logs_str(i % 2 ? "aot,guards" : "aot");
+  return NULL;
+}
+
+Test(log_capture, threads_log_whole_records) {
+  cr_assert_eq(kn_set_logs_str("aot"), KN_OK);
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
+  pthread_t t[3];
+  int ids[2] = {0, 1};
+  pthread_create(&t[0], NULL, log_many, &ids[0]);
+  pthread_create(&t[1], NULL, log_many, &ids[1]);
+  pthread_create(&t[2], NULL, flip_settings, NULL);
+  for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  kn_test_capture_end(&r);
+  cr_assert_eq(r.n, 2 * PER_THREAD);
+  int next[2] = {0, 0};
+  for (size_t i = 0; i < r.n; i++) {
+    int th, k;
+    cr_assert_eq(sscanf(r.v[i].message, "thread %d record %d", &th, &k), 2);
+    cr_assert_eq(k, next[th]++, "records of one thread stay in order");
+  }
+  kn_test_records_free(&r);
 }

@@ -8,6 +8,8 @@
 #ifndef KN_TESTS_SUPPORT_LOG_CAPTURE_H
 #define KN_TESTS_SUPPORT_LOG_CAPTURE_H
 
+#include "support/files.h"
+
 #include <stddef.h>
 
 #include "kiln/log.h"
@@ -49,8 +51,6 @@ void kn_test_logging_twice(const kn_log_setting *s, size_t n, kn_test_body body,
 ** Owned by the caller. */
 char *kn_test_normalize(const char *text);
 
-/* Read a whole file (NUL-terminated; *len optional). Owned by the caller. */
-char *kn_test_read_file(const char *path, size_t *len);
 /* Run fn with fd 2 redirected to a temporary file; return what was written. */
 char *kn_test_capture_stderr(void (*fn)(void *), void *ud);
 

@@ -28,6 +28,11 @@ KN_API kn_tensor *kn_addmm(kn_tensor *self, kn_tensor *mat1, kn_tensor *mat2, kn
 KN_API kn_tensor *kn_dot(kn_tensor *self, kn_tensor *other);
 /* Matrix [n, m] times vector [m] -> [n]. */
 KN_API kn_tensor *kn_mv(kn_tensor *self, kn_tensor *vec);
+/* PyTorch's matmul: 1-D.1-D dot, 2-D.1-D mv, 1-D.2-D and 2-D.2-D mm, N-D with
+** broadcast batch dims (bmm). Errors as PyTorch (both ranks or shapes named). */
+KN_API kn_tensor *kn_matmul(kn_tensor *self, kn_tensor *other);
+/* input [..., in] @ weight[out, in]^T + bias[out] (bias may be NULL). */
+KN_API kn_tensor *kn_linear(kn_tensor *input, kn_tensor *weight, kn_tensor *bias);
 
 #ifdef __cplusplus
 }

@@ -11,16 +11,7 @@
 #include "kiln/ops.h"
 #include "ops/nn.h"
 
-/* Interim: a transposed view built directly (first order only) until the
-** shape family's kn_transpose is merged. */
-static kn_tensor *tr(kn_tensor *x) {
-  int64_t sz[KN_MAX_DIMS], st[KN_MAX_DIMS];
-  int n = x->ndim;
-  for (int d = 0; d < n; d++) sz[d] = x->sizes[d], st[d] = x->strides[d];
-  sz[n - 2] = x->sizes[n - 1], sz[n - 1] = x->sizes[n - 2];
-  st[n - 2] = x->strides[n - 1], st[n - 1] = x->strides[n - 2];
-  return kn__autorelease(kn__make_view(x, n, sz, st, x->offset));
-}
+static kn_tensor *tr(kn_tensor *x) { return kn_transpose(x, -2, -1); }
 
 static kn_status missing(const char *what) {
   return kn__error(KN_EUNSUPPORTED, "derivative of %s needs ops that are not available yet",
@@ -61,14 +52,7 @@ kn_status kn__bw_addmm(kn__bwctx *ctx) {
   kn_scalar beta = ctx->call->args[3].u.s, alpha = ctx->call->args[4].u.s;
   kn_tensor *g = ctx->grad_outputs[0];
   if (!is_one(beta) || !is_one(alpha)) return missing("addmm with beta/alpha != 1");
-  if (ctx->needs_input_grad[0]) {
-    if (kn_ndim(s) == 2 && kn_size(s, 0) == kn_size(g, 0) && kn_size(s, 1) == kn_size(g, 1))
-      ctx->grad_inputs[0] = kn__autorelease(kn_retain(g));
-    else if (kn_ndim(s) == 1 && kn_size(s, 0) == kn_size(g, 1))
-      ctx->grad_inputs[0] = kn_mv(tr(g), kn_ones(KN_SHAPE(kn_size(g, 0)), kn_tensor_dtype(g)));
-    else
-      return missing("addmm with a broadcast self");
-  }
+  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = kn_sum_to_size(g, kn_ndim(s), kn_sizes(s));
   if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = kn_mm(g, tr(b));
   if (ctx->needs_input_grad[2]) ctx->grad_inputs[2] = kn_mm(tr(a), g);
   return done(ctx);

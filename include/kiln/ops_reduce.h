@@ -1,6 +1,11 @@
 /*
-** kiln/ops_reduce.h: reductions (sum, mean, prod, amax/amin, argmax/argmin, var/std), cumsum, softmax/log_softmax, losses.
-** Ownership and errors: see kiln/tensor.h and kiln/ops.h.
+** kiln/ops_reduce.h: reductions (sum, mean, prod, amax/amin, argmax/argmin,
+** var/std), cumsum, softmax/log_softmax and losses.
+** Ownership and errors: see kiln/tensor.h and kiln/ops.h. Dims are
+** (const int64_t *dims, int ndims, bool keepdim): negative dims count from
+** the end, and NULL / an empty list means all dims. Dtype rules follow
+** torch: sum/prod of integer or bool tensors give int64; mean, var and std
+** need floating tensors.
 */
 #ifndef KILN_OPS_REDUCE_H
 #define KILN_OPS_REDUCE_H
@@ -10,6 +15,66 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- sum, mean, prod ----------------------------------------------------- */
+/* Sum of all elements (a 0-dim tensor). Empty input sums to 0. */
+KN_API kn_tensor *kn_sum(kn_tensor *t);
+/* Sum over dims (size 1 there with keepdim). KN_ERANGE on a bad dim,
+** KN_EINVAL on a repeated dim. */
+KN_API kn_tensor *kn_sum_dims(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim);
+/* The same, converting the input to dtype first (the result has dtype). */
+KN_API kn_tensor *kn_sum_dtype(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim,
+                               kn_dtype dtype);
+/* Reduce a broadcast gradient back to sizes: sums the leading extra dims and
+** (keeping them) the dims where sizes has 1. Returns t itself (a new
+** reference) when the shapes already match. KN_ESHAPE "size {[4]} is not
+** expandable to size {[2, 3]}." when t's shape is not a broadcast of sizes. */
+KN_API kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes);
+/* Mean of all elements / over dims; floating inputs only (KN_EDTYPE
+** otherwise, or pass a floating dtype). The mean of nothing is nan. */
+KN_API kn_tensor *kn_mean(kn_tensor *t);
+KN_API kn_tensor *kn_mean_dims(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim);
+KN_API kn_tensor *kn_mean_dtype(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim,
+                                kn_dtype dtype);
+/* Product of all elements / over one dim (torch's prod takes one dim). */
+KN_API kn_tensor *kn_prod(kn_tensor *t);
+KN_API kn_tensor *kn_prod_dim(kn_tensor *t, int64_t dim, bool keepdim);
+
+/* ---- amax/amin, argmax/argmin --------------------------------------------- */
+/* Largest / smallest value over dims (NaN if a reduced value is NaN); same
+** dtype. Empty reductions fail as in torch ("amax(): Expected reduction dim
+** 0 to have non-zero size."). Gradients go evenly to tied maxima. */
+KN_API kn_tensor *kn_amax(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim);
+KN_API kn_tensor *kn_amin(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim);
+/* int64 index of the first max / min of the flattened tensor, or along dim.
+** Not differentiable. */
+KN_API kn_tensor *kn_argmax(kn_tensor *t);
+KN_API kn_tensor *kn_argmax_dim(kn_tensor *t, int64_t dim, bool keepdim);
+KN_API kn_tensor *kn_argmin(kn_tensor *t);
+KN_API kn_tensor *kn_argmin_dim(kn_tensor *t, int64_t dim, bool keepdim);
+
+/* ---- var/std ----------------------------------------------------------------- */
+/* Variance / standard deviation over dims, dividing by max(0, N - correction)
+** (torch's default correction is 1). Floating inputs only. */
+KN_API kn_tensor *kn_var(kn_tensor *t, const int64_t *dims, int ndims, int64_t correction,
+                         bool keepdim);
+KN_API kn_tensor *kn_std(kn_tensor *t, const int64_t *dims, int ndims, int64_t correction,
+                         bool keepdim);
+
+/* ---- cumsum, softmax ----------------------------------------------------------- */
+/* Cumulative sum along dim; integer/bool inputs give int64. _dtype converts
+** the input to dtype first. */
+KN_API kn_tensor *kn_cumsum(kn_tensor *t, int64_t dim);
+KN_API kn_tensor *kn_cumsum_dtype(kn_tensor *t, int64_t dim, kn_dtype dtype);
+/* softmax / log_softmax along dim (floating inputs; numerically stable). */
+KN_API kn_tensor *kn_softmax(kn_tensor *t, int64_t dim);
+KN_API kn_tensor *kn_log_softmax(kn_tensor *t, int64_t dim);
+/* Their backward ops, given the forward output: output * (grad - sum(grad *
+** output, dim)) and grad - exp(output) * sum(grad, dim). Same shapes. */
+KN_API kn_tensor *kn_softmax_backward_data(kn_tensor *grad_output, kn_tensor *output,
+                                           int64_t dim);
+KN_API kn_tensor *kn_log_softmax_backward_data(kn_tensor *grad_output, kn_tensor *output,
+                                               int64_t dim);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,8 @@
 #ifndef KILN_TENSOR_H
 #define KILN_TENSOR_H
 
+#include <stdio.h>
+
 #include "kiln/core.h"
 
 #ifdef __cplusplus
@@ -122,6 +124,13 @@ KN_API kn_status kn_item_int(const kn_tensor *t, int64_t *out);
 KN_API uint64_t kn_tensor_version(const kn_tensor *t);
 /* Do a and b share storage? */
 KN_API bool kn_same_storage(const kn_tensor *a, const kn_tensor *b);
+
+/* ---- printing ------------------------------------------------------------ */
+/* PyTorch's layout: "tensor([[1., 2.],\n        [3., 4.]], dtype=float64)".
+** Owned: free() it. NULL on OOM. */
+KN_API char *kn_tensor_to_string(const kn_tensor *t);
+/* Print t and a newline to out (stdout when NULL). */
+KN_API kn_status kn_print_tensor(const kn_tensor *t, FILE *out);
 
 /* ---- autograd metadata --------------------------------------------------- */
 KN_API bool kn_requires_grad(const kn_tensor *t);

@@ -1,37 +1,567 @@
 /*
-** dynamic/sym.c: symbolic integers. Constants only for now: the symbolic
-** expression engine (shape environments, guards) is not built yet, so no
-** symbolic value can exist and the slow paths are unreachable.
+** dynamic/sym.c: symbolic integer expressions.
+**
+** Canonical form: every symbolic value is a POLY node, a sum of terms
+** coef * atom1^p1 * atom2^p2 ..., terms sorted by monomial and atoms inside a
+** monomial by id. Atoms are symbols and opaque nodes (FloorDiv, Mod, Max,
+** Min of two values that did not simplify). Nodes are hash-consed per shape
+** env (keyed by a textual signature), so two equal polynomials are one
+** pointer, and a - b is the constant 0 exactly when a and b are equal
+** polynomials. Value ranges of atoms give interval bounds for any
+** expression, which decide most size queries without a guard.
 */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/hashmap.h"
+#include "core/strbuf.h"
 #include "dynamic/sym.h"
 
-static kn_sym unreachable(void) {
-  abort(); /* no shape env exists yet, so no symbolic operand can reach here */
+typedef enum { N_SYMBOL, N_FLOORDIV, N_MOD, N_MAX, N_MIN, N_POLY } nkind;
+
+typedef struct factor { const kn__symnode *atom; int pow; } factor;
+typedef struct term { int64_t coef; int nf; const factor *f; } term;
+
+struct kn__symnode {
+  nkind kind;
+  int id;                  /* creation order within the env; orders atoms */
+  int sym;                 /* N_SYMBOL: symbol index */
+  double lo, hi;           /* value range (doubles, +-INFINITY unbounded) */
+  kn_sym a, b;             /* opaque nodes: operands */
+  int nt;                  /* N_POLY: terms, constant term last (nf == 0) */
+  const term *t;
+};
+
+typedef struct guard { const kn__symnode *d; int64_t dc; kn__sym_rel rel; char *text; } guard;
+
+struct kn__shape_env {
+  kn__arena arena;
+  kn__hashmap nodes;       /* signature -> node */
+  int nnodes;
+  const kn__symnode **syms;
+  int nsyms, capsyms;
+  guard *guards;
+  int nguards, capguards;
+  bool oom;
+};
+
+static _Thread_local kn__shape_env *current;
+
+kn__shape_env *kn__shape_env_current(void) { return current; }
+kn__shape_env *kn__shape_env_set_current(kn__shape_env *env) {
+  kn__shape_env *old = current;
+  current = env;
+  return old;
 }
 
-kn_sym kn__sym_add_slow(kn_sym a, kn_sym b) { (void)a; (void)b; return unreachable(); }
-kn_sym kn__sym_sub_slow(kn_sym a, kn_sym b) { (void)a; (void)b; return unreachable(); }
-kn_sym kn__sym_mul_slow(kn_sym a, kn_sym b) { (void)a; (void)b; return unreachable(); }
-kn_sym kn__sym_floordiv_slow(kn_sym a, kn_sym b) { (void)a; (void)b; return unreachable(); }
-kn_sym kn__sym_mod_slow(kn_sym a, kn_sym b) { (void)a; (void)b; return unreachable(); }
-kn_sym kn__sym_max_slow(kn_sym a, kn_sym b) { (void)a; (void)b; return unreachable(); }
-kn_sym kn__sym_min_slow(kn_sym a, kn_sym b) { (void)a; (void)b; return unreachable(); }
+kn__shape_env *kn__shape_env_new(void) {
+  kn__shape_env *e = calloc(1, sizeof *e);
+  if (!e) return NULL;
+  kn__arena_init(&e->arena, 0);
+  kn__hm_init(&e->nodes, true);
+  return e;
+}
 
-bool kn__sym_guard(kn_sym a, kn__sym_rel rel, kn_sym b) {
+void kn__shape_env_free(kn__shape_env *e) {
+  if (!e) return;
+  for (int i = 0; i < e->nguards; i++) free(e->guards[i].text);
+  free(e->guards);
+  free(e->syms);
+  kn__hm_fini(&e->nodes);
+  kn__arena_fini(&e->arena);
+  if (current == e) current = NULL;
+  free(e);
+}
+
+/* ---- polynomials as scratch term lists ------------------------------------------ */
+
+typedef struct poly { int n, cap; term *t; kn__arena *ar; bool oom; } poly;
+
+static void poly_push(poly *p, int64_t coef, int nf, const factor *f) {
+  if (p->n == p->cap) {
+    int ncap = p->cap ? p->cap * 2 : 8;
+    term *nt = kn__arena_alloc(p->ar, (size_t)ncap * sizeof *nt);
+    if (!nt) { p->oom = true; return; }
+    if (p->n) memcpy(nt, p->t, (size_t)p->n * sizeof *nt);
+    p->t = nt;
+    p->cap = ncap;
+  }
+  p->t[p->n++] = (term){coef, nf, f};
+}
+
+static int cmp_monomial(const term *x, const term *y) {
+  if (x->nf == 0 || y->nf == 0) return (x->nf == 0) - (y->nf == 0); /* constant last */
+  int dx = 0, dy = 0;
+  for (int i = 0; i < x->nf; i++) dx += x->f[i].pow;
+  for (int i = 0; i < y->nf; i++) dy += y->f[i].pow;
+  if (dx != dy) return dy - dx; /* higher degree first */
+  for (int i = 0; i < x->nf && i < y->nf; i++) {
+    if (x->f[i].atom->id != y->f[i].atom->id) return x->f[i].atom->id - y->f[i].atom->id;
+    if (x->f[i].pow != y->f[i].pow) return y->f[i].pow - x->f[i].pow;
+  }
+  return x->nf - y->nf;
+}
+
+static int cmp_term(const void *a, const void *b) { return cmp_monomial(a, b); }
+
+/* Sort, merge equal monomials, drop zero coefficients. */
+static void poly_normalise(poly *p) {
+  if (p->n > 1) qsort(p->t, (size_t)p->n, sizeof *p->t, cmp_term);
+  int w = 0;
+  for (int r = 0; r < p->n; r++) {
+    if (w > 0 && cmp_monomial(&p->t[w - 1], &p->t[r]) == 0) p->t[w - 1].coef += p->t[r].coef;
+    else p->t[w++] = p->t[r];
+    if (p->t[w - 1].coef == 0) w--;
+  }
+  p->n = w;
+}
+
+/* ---- nodes ------------------------------------------------------------------------ */
+
+static double node_eval_range(const kn__symnode *n, bool hi);
+
+static void sig_value(kn__sb *sb, kn_sym v) {
+  if (!v.e) kn__sb_printf(sb, "%lld", (long long)v.c);
+  else kn__sb_printf(sb, "#%d", v.e->id);
+}
+
+static const kn__symnode *intern_node(kn__shape_env *env, kn__symnode *proto, const char *sig) {
+  const kn__symnode *hit = kn__hm_get(&env->nodes, sig, NULL);
+  if (hit) return hit;
+  kn__symnode *n = kn__arena_alloc(&env->arena, sizeof *n);
+  if (!n) { env->oom = true; return NULL; }
+  *n = *proto;
+  n->id = env->nnodes++;
+  if (!kn__hm_put(&env->nodes, sig, n)) { env->oom = true; return NULL; }
+  return n;
+}
+
+/* Wrap a normalised term list as a value with the given hint. */
+static kn_sym make_poly(kn__shape_env *env, poly *p, int64_t hint) {
+  if (p->n == 0) return kn__sym_const(0);
+  if (p->n == 1 && p->t[0].nf == 0) return kn__sym_const(p->t[0].coef);
+  kn__sb sig = KN__SB_INIT;
+  kn__sb_puts(&sig, "P");
+  for (int i = 0; i < p->n; i++) {
+    kn__sb_printf(&sig, "%+lld", (long long)p->t[i].coef);
+    for (int j = 0; j < p->t[i].nf; j++)
+      kn__sb_printf(&sig, "*#%d^%d", p->t[i].f[j].atom->id, p->t[i].f[j].pow);
+  }
+  kn__symnode proto = {.kind = N_POLY, .nt = p->n, .t = p->t};
+  const kn__symnode *n = kn__sb_failed(&sig) ? NULL : intern_node(env, &proto, kn__sb_cstr(&sig));
+  kn__sb_fini(&sig);
+  if (!n) { env->oom = true; return kn__sym_const(hint); }
+  kn__symnode *m = (kn__symnode *)n;
+  m->lo = node_eval_range(n, false);
+  m->hi = node_eval_range(n, true);
+  return (kn_sym){hint, n};
+}
+
+/* The terms of a value (a constant is one constant term). */
+static void terms_of(kn__shape_env *env, kn_sym v, poly *out) {
+  out->n = out->cap = 0;
+  out->t = NULL;
+  out->ar = &env->arena;
+  out->oom = false;
+  if (!v.e) {
+    if (v.c) poly_push(out, v.c, 0, NULL);
+    return;
+  }
+  for (int i = 0; i < v.e->nt; i++) poly_push(out, v.e->t[i].coef, v.e->t[i].nf, v.e->t[i].f);
+}
+
+/* A value that is just one atom. */
+static kn_sym atom_value(kn__shape_env *env, const kn__symnode *atom, int64_t hint) {
+  factor *f = kn__arena_alloc(&env->arena, sizeof *f);
+  if (!f) { env->oom = true; return kn__sym_const(hint); }
+  f->atom = atom;
+  f->pow = 1;
+  poly p = {0, 0, NULL, &env->arena, false};
+  poly_push(&p, 1, 1, f);
+  return make_poly(env, &p, hint);
+}
+
+/* ---- ranges -------------------------------------------------------------------------- */
+
+static void mul_range(double alo, double ahi, double blo, double bhi, double *lo, double *hi) {
+  double c[4] = {alo * blo, alo * bhi, ahi * blo, ahi * bhi};
+  *lo = INFINITY;
+  *hi = -INFINITY;
+  for (int i = 0; i < 4; i++) {
+    double x = isnan(c[i]) ? 0.0 : c[i]; /* 0 * inf: the zero bound wins */
+    if (x < *lo) *lo = x;
+    if (x > *hi) *hi = x;
+  }
+}
+
+static void range_of(kn_sym v, double *lo, double *hi) {
+  if (!v.e) { *lo = *hi = (double)v.c; return; }
+  *lo = v.e->lo;
+  *hi = v.e->hi;
+}
+
+static double node_eval_range(const kn__symnode *n, bool want_hi) {
+  double lo = 0, hi = 0;
+  for (int i = 0; i < n->nt; i++) {
+    double tlo = (double)n->t[i].coef, thi = tlo;
+    for (int j = 0; j < n->t[i].nf; j++) {
+      const kn__symnode *a = n->t[i].f[j].atom;
+      for (int k = 0; k < n->t[i].f[j].pow; k++) mul_range(tlo, thi, a->lo, a->hi, &tlo, &thi);
+    }
+    lo += tlo;
+    hi += thi;
+  }
+  return want_hi ? hi : lo;
+}
+
+/* ---- arithmetic ------------------------------------------------------------------------ */
+
+static kn_sym no_env(kn_sym a, kn_sym b, int64_t hint) {
+  (void)a;
+  (void)b;
+  return kn__sym_const(hint); /* symbolic values outside a shape env: keep the hint */
+}
+
+static kn__shape_env *env_for(void) { return current; }
+
+kn_sym kn__sym_add_slow(kn_sym a, kn_sym b) {
+  kn__shape_env *env = env_for();
+  if (!env) return no_env(a, b, a.c + b.c);
+  poly pa, pb;
+  terms_of(env, a, &pa);
+  terms_of(env, b, &pb);
+  for (int i = 0; i < pb.n; i++) poly_push(&pa, pb.t[i].coef, pb.t[i].nf, pb.t[i].f);
+  poly_normalise(&pa);
+  if (pa.oom || pb.oom) { env->oom = true; return kn__sym_const(a.c + b.c); }
+  return make_poly(env, &pa, a.c + b.c);
+}
+
+kn_sym kn__sym_mul_slow(kn_sym a, kn_sym b) {
+  kn__shape_env *env = env_for();
+  if (!env) return no_env(a, b, a.c * b.c);
+  poly pa, pb, r = {0, 0, NULL, &env->arena, false};
+  terms_of(env, a, &pa);
+  terms_of(env, b, &pb);
+  for (int i = 0; i < pa.n; i++)
+    for (int j = 0; j < pb.n; j++) {
+      /* merge the two sorted factor lists */
+      int cap = pa.t[i].nf + pb.t[j].nf, nf = 0;
+      factor *f = cap ? kn__arena_alloc(&env->arena, (size_t)cap * sizeof *f) : NULL;
+      if (cap && !f) { env->oom = true; return kn__sym_const(a.c * b.c); }
+      int x = 0, y = 0;
+      while (x < pa.t[i].nf || y < pb.t[j].nf) {
+        const factor *fx = x < pa.t[i].nf ? &pa.t[i].f[x] : NULL;
+        const factor *fy = y < pb.t[j].nf ? &pb.t[j].f[y] : NULL;
+        if (fx && fy && fx->atom == fy->atom) {
+          f[nf++] = (factor){fx->atom, fx->pow + fy->pow};
+          x++, y++;
+        } else if (fx && (!fy || fx->atom->id < fy->atom->id)) {
+          f[nf++] = *fx, x++;
+        } else {
+          f[nf++] = *fy, y++;
+        }
+      }
+      poly_push(&r, pa.t[i].coef * pb.t[j].coef, nf, f);
+    }
+  poly_normalise(&r);
+  if (r.oom || pa.oom || pb.oom) { env->oom = true; return kn__sym_const(a.c * b.c); }
+  return make_poly(env, &r, a.c * b.c);
+}
+
+kn_sym kn__sym_sub_slow(kn_sym a, kn_sym b) {
+  return kn__sym_add(a, kn__sym_mul(b, kn__sym_const(-1)));
+}
+
+static kn_sym opaque(nkind k, kn_sym a, kn_sym b, int64_t hint) {
+  kn__shape_env *env = env_for();
+  if (!env) return no_env(a, b, hint);
+  kn__sb sig = KN__SB_INIT;
+  kn__sb_printf(&sig, "O%d(", (int)k);
+  sig_value(&sig, a);
+  kn__sb_putc(&sig, ',');
+  sig_value(&sig, b);
+  kn__sb_putc(&sig, ')');
+  double alo, ahi, blo, bhi;
+  range_of(a, &alo, &ahi);
+  range_of(b, &blo, &bhi);
+  kn__symnode proto = {.kind = k, .a = a, .b = b, .lo = -INFINITY, .hi = INFINITY};
+  if (k == N_MAX) proto.lo = fmax(alo, blo), proto.hi = fmax(ahi, bhi);
+  if (k == N_MIN) proto.lo = fmin(alo, blo), proto.hi = fmin(ahi, bhi);
+  if (k == N_MOD && !b.e && b.c > 0) proto.lo = 0, proto.hi = (double)(b.c - 1);
+  if (k == N_FLOORDIV && alo >= 0 && blo > 0) proto.lo = floor(alo / bhi), proto.hi = floor(ahi / blo);
+  const kn__symnode *n = kn__sb_failed(&sig) ? NULL : intern_node(env, &proto, kn__sb_cstr(&sig));
+  kn__sb_fini(&sig);
+  if (!n) return kn__sym_const(hint);
+  return atom_value(env, n, hint);
+}
+
+/* Is every coefficient of a (a polynomial) divisible by the constant d? */
+static bool divisible(kn_sym a, int64_t d) {
+  if (!a.e) return a.c % d == 0;
+  for (int i = 0; i < a.e->nt; i++)
+    if (a.e->t[i].coef % d != 0) return false;
+  return true;
+}
+
+static kn_sym scale_down(kn_sym a, int64_t d) {
+  kn__shape_env *env = env_for();
+  poly p;
+  terms_of(env, a, &p);
+  for (int i = 0; i < p.n; i++) p.t[i].coef /= d;
+  return make_poly(env, &p, kn__floordiv64(a.c, d));
+}
+
+kn_sym kn__sym_floordiv_slow(kn_sym a, kn_sym b) {
+  int64_t hint = b.c ? kn__floordiv64(a.c, b.c) : 0;
+  if (!b.e && b.c == 1) return a;
+  if (!b.e && b.c != 0 && env_for() && divisible(a, b.c)) return scale_down(a, b.c);
+  return opaque(N_FLOORDIV, a, b, hint);
+}
+
+kn_sym kn__sym_mod_slow(kn_sym a, kn_sym b) {
+  int64_t hint = b.c ? kn__mod64(a.c, b.c) : 0;
+  if (!b.e && b.c != 0 && divisible(a, b.c)) return kn__sym_const(0);
+  return opaque(N_MOD, a, b, hint);
+}
+
+/* Commutative opaque ops get their operands in a fixed order. */
+static void order(kn_sym *a, kn_sym *b) {
+  int ia = a->e ? a->e->id : -1, ib = b->e ? b->e->id : -1;
+  if (ia > ib || (ia == ib && a->c > b->c)) {
+    kn_sym t = *a;
+    *a = *b;
+    *b = t;
+  }
+}
+
+kn_sym kn__sym_max_slow(kn_sym a, kn_sym b) {
+  kn__sym_truth ge = kn__sym_query(a, KN__SYM_GE, b);
+  if (ge == KN__SYM_TRUE) return a;
+  if (ge == KN__SYM_FALSE) return b;
+  int64_t hint = a.c > b.c ? a.c : b.c;
+  order(&a, &b);
+  return opaque(N_MAX, a, b, hint);
+}
+
+kn_sym kn__sym_min_slow(kn_sym a, kn_sym b) {
+  kn__sym_truth le = kn__sym_query(a, KN__SYM_LE, b);
+  if (le == KN__SYM_TRUE) return a;
+  if (le == KN__SYM_FALSE) return b;
+  int64_t hint = a.c < b.c ? a.c : b.c;
+  order(&a, &b);
+  return opaque(N_MIN, a, b, hint);
+}
+
+/* ---- queries ------------------------------------------------------------------------ */
+
+static kn__sym_truth truth(bool b) { return b ? KN__SYM_TRUE : KN__SYM_FALSE; }
+
+static bool holds(int64_t d, kn__sym_rel rel) {
   switch (rel) {
-  case KN__SYM_EQ: return a.c == b.c;
-  case KN__SYM_NE: return a.c != b.c;
-  case KN__SYM_LT: return a.c < b.c;
-  case KN__SYM_LE: return a.c <= b.c;
-  case KN__SYM_GT: return a.c > b.c;
-  case KN__SYM_GE: return a.c >= b.c;
+  case KN__SYM_EQ: return d == 0;
+  case KN__SYM_NE: return d != 0;
+  case KN__SYM_LT: return d < 0;
+  case KN__SYM_LE: return d <= 0;
+  case KN__SYM_GT: return d > 0;
+  case KN__SYM_GE: return d >= 0;
   }
   return false;
 }
 
+kn__sym_truth kn__sym_query(kn_sym a, kn__sym_rel rel, kn_sym b) {
+  if (!a.e && !b.e) return truth(holds(a.c - b.c, rel));
+  if (a.e == b.e && a.c == b.c && a.e) return truth(holds(0, rel));
+  if (!env_for()) return KN__SYM_NEEDS_GUARD;
+  kn_sym d = kn__sym_sub(a, b);
+  if (!d.e) return truth(holds(d.c, rel));
+  double lo = d.e->lo, hi = d.e->hi;
+  switch (rel) {
+  case KN__SYM_EQ: if (lo > 0 || hi < 0) return KN__SYM_FALSE; break;
+  case KN__SYM_NE: if (lo > 0 || hi < 0) return KN__SYM_TRUE; break;
+  case KN__SYM_LT: if (hi < 0) return KN__SYM_TRUE; if (lo >= 0) return KN__SYM_FALSE; break;
+  case KN__SYM_LE: if (hi <= 0) return KN__SYM_TRUE; if (lo > 0) return KN__SYM_FALSE; break;
+  case KN__SYM_GT: if (lo > 0) return KN__SYM_TRUE; if (hi <= 0) return KN__SYM_FALSE; break;
+  case KN__SYM_GE: if (lo >= 0) return KN__SYM_TRUE; if (hi < 0) return KN__SYM_FALSE; break;
+  }
+  return KN__SYM_NEEDS_GUARD;
+}
+
+static kn__sym_rel negate(kn__sym_rel r) {
+  static const kn__sym_rel neg[] = {KN__SYM_NE, KN__SYM_EQ, KN__SYM_GE, KN__SYM_GT, KN__SYM_LE, KN__SYM_LT};
+  return neg[r];
+}
+
+static void format_guard(kn__sb *sb, kn_sym a, kn__sym_rel rel, kn_sym b) {
+  char xa[256], xb[256];
+  kn__sym_format(a, xa, sizeof xa);
+  kn__sym_format(b, xb, sizeof xb);
+  static const char *ops[] = {"", "", "<", "<=", ">", ">="};
+  if (rel == KN__SYM_EQ) kn__sb_printf(sb, "Eq(%s, %s)", xa, xb);
+  else if (rel == KN__SYM_NE) kn__sb_printf(sb, "Ne(%s, %s)", xa, xb);
+  else kn__sb_printf(sb, "%s %s %s", xa, ops[rel], xb);
+}
+
+static void record(kn__shape_env *env, kn_sym a, kn__sym_rel rel, kn_sym b) {
+  if (env->nguards == env->capguards) {
+    int ncap = env->capguards ? env->capguards * 2 : 16;
+    guard *ng = realloc(env->guards, (size_t)ncap * sizeof *ng);
+    if (!ng) { env->oom = true; return; }
+    env->guards = ng;
+    env->capguards = ncap;
+  }
+  kn__sb sb = KN__SB_INIT;
+  format_guard(&sb, a, rel, b);
+  kn_sym d = kn__sym_sub(a, b);
+  char *text = kn__sb_take(&sb);
+  if (!text) { env->oom = true; return; }
+  env->guards[env->nguards++] = (guard){d.e, d.c, rel, text};
+}
+
+bool kn__sym_guard(kn_sym a, kn__sym_rel rel, kn_sym b) {
+  kn__sym_truth t = kn__sym_query(a, rel, b);
+  if (t != KN__SYM_NEEDS_GUARD) return t == KN__SYM_TRUE;
+  bool r = holds(a.c - b.c, rel); /* decide by the hints */
+  kn__shape_env *env = env_for();
+  if (env) record(env, a, r ? rel : negate(rel), b);
+  return r;
+}
+
+/* ---- evaluation ----------------------------------------------------------------------- */
+
+static int64_t eval_node(const kn__symnode *n, const int64_t *vals);
+
+int64_t kn__sym_eval(kn_sym a, const int64_t *vals) { return a.e ? eval_node(a.e, vals) : a.c; }
+
+static int64_t eval_node(const kn__symnode *n, const int64_t *vals) {
+  switch (n->kind) {
+  case N_SYMBOL: return vals[n->sym];
+  case N_FLOORDIV: {
+    int64_t d = kn__sym_eval(n->b, vals);
+    return d ? kn__floordiv64(kn__sym_eval(n->a, vals), d) : 0;
+  }
+  case N_MOD: {
+    int64_t d = kn__sym_eval(n->b, vals);
+    return d ? kn__mod64(kn__sym_eval(n->a, vals), d) : 0;
+  }
+  case N_MAX: {
+    int64_t x = kn__sym_eval(n->a, vals), y = kn__sym_eval(n->b, vals);
+    return x > y ? x : y;
+  }
+  case N_MIN: {
+    int64_t x = kn__sym_eval(n->a, vals), y = kn__sym_eval(n->b, vals);
+    return x < y ? x : y;
+  }
+  case N_POLY: {
+    int64_t s = 0;
+    for (int i = 0; i < n->nt; i++) {
+      int64_t t = n->t[i].coef;
+      for (int j = 0; j < n->t[i].nf; j++)
+        for (int k = 0; k < n->t[i].f[j].pow; k++) t *= eval_node(n->t[i].f[j].atom, vals);
+      s += t;
+    }
+    return s;
+  }
+  }
+  return 0;
+}
+
+int kn__shape_env_check_guards(const kn__shape_env *env, const int64_t *vals) {
+  for (int i = 0; i < env->nguards; i++) {
+    const guard *g = &env->guards[i];
+    int64_t d = g->d ? eval_node(g->d, vals) : g->dc;
+    if (!holds(d, g->rel)) return i;
+  }
+  return -1;
+}
+
+/* ---- symbols ---------------------------------------------------------------------------- */
+
+kn_status kn__shape_env_create_symbol(kn__shape_env *env, int64_t hint, int64_t lower_bound,
+                                      kn_sym *out) {
+  if (env->nsyms == env->capsyms) {
+    int ncap = env->capsyms ? env->capsyms * 2 : 8;
+    const kn__symnode **ns = realloc(env->syms, (size_t)ncap * sizeof *ns);
+    if (!ns) return kn__oom();
+    env->syms = ns;
+    env->capsyms = ncap;
+  }
+  char sig[32];
+  snprintf(sig, sizeof sig, "S%d", env->nsyms);
+  kn__symnode proto = {.kind = N_SYMBOL, .sym = env->nsyms, .lo = (double)lower_bound,
+                       .hi = INFINITY};
+  const kn__symnode *n = intern_node(env, &proto, sig);
+  if (!n) return kn__oom();
+  env->syms[env->nsyms++] = n;
+  kn__shape_env *saved = kn__shape_env_set_current(env);
+  *out = atom_value(env, n, hint);
+  kn__shape_env_set_current(saved);
+  return env->oom ? kn__oom() : KN_OK;
+}
+
+int kn__shape_env_nsymbols(const kn__shape_env *env) { return env->nsyms; }
+int kn__shape_env_nguards(const kn__shape_env *env) { return env->nguards; }
+const char *kn__shape_env_guard_str(const kn__shape_env *env, int i) {
+  return i >= 0 && i < env->nguards ? env->guards[i].text : NULL;
+}
+
+/* ---- printing (sympy's style) -------------------------------------------------------- */
+
+static void fmt_value(kn__sb *sb, kn_sym v);
+
+static void fmt_atom(kn__sb *sb, const kn__symnode *n) {
+  switch (n->kind) {
+  case N_SYMBOL: kn__sb_printf(sb, "s%d", n->sym); return;
+  case N_FLOORDIV:
+    kn__sb_putc(sb, '(');
+    fmt_value(sb, n->a);
+    kn__sb_puts(sb, "//");
+    fmt_value(sb, n->b);
+    kn__sb_putc(sb, ')');
+    return;
+  default: {
+    static const char *names[] = {"", "", "Mod", "Max", "Min"};
+    kn__sb_printf(sb, "%s(", names[n->kind]);
+    fmt_value(sb, n->a);
+    kn__sb_puts(sb, ", ");
+    fmt_value(sb, n->b);
+    kn__sb_putc(sb, ')');
+    return;
+  }
+  }
+}
+
+static void fmt_monomial(kn__sb *sb, const term *t, bool paren_sums) {
+  (void)paren_sums;
+  for (int j = 0; j < t->nf; j++) {
+    if (j) kn__sb_putc(sb, '*');
+    fmt_atom(sb, t->f[j].atom);
+    if (t->f[j].pow > 1) kn__sb_printf(sb, "**%d", t->f[j].pow);
+  }
+}
+
+static void fmt_value(kn__sb *sb, kn_sym v) {
+  if (!v.e) { kn__sb_printf(sb, "%lld", (long long)v.c); return; }
+  const kn__symnode *n = v.e;
+  for (int i = 0; i < n->nt; i++) {
+    int64_t c = n->t[i].coef;
+    int64_t mag = c < 0 ? -c : c;
+    if (i == 0) { if (c < 0) kn__sb_putc(sb, '-'); }
+    else kn__sb_puts(sb, c < 0 ? " - " : " + ");
+    if (n->t[i].nf == 0) { kn__sb_printf(sb, "%lld", (long long)mag); continue; }
+    if (mag != 1) kn__sb_printf(sb, "%lld*", (long long)mag);
+    fmt_monomial(sb, &n->t[i], true);
+  }
+}
+
 int kn__sym_format(kn_sym a, char *buf, size_t n) {
-  return snprintf(buf, n, "%lld", (long long)a.c);
+  if (!a.e) return snprintf(buf, n, "%lld", (long long)a.c);
+  kn__sb sb = KN__SB_INIT;
+  fmt_value(&sb, a);
+  int len = snprintf(buf, n, "%s", kn__sb_failed(&sb) ? "?" : kn__sb_cstr(&sb));
+  kn__sb_fini(&sb);
+  return len;
 }

@@ -22,7 +22,9 @@ kn_status kn__broadcast_shapes(int na, const kn_sym *a, int nb, const kn_sym *b,
                                int *nout, kn_sym *out) {
   int n = na > nb ? na : nb;
   kn_sym res[KN_MAX_DIMS];
-  for (int i = 0; i < n; i++) {
+  /* From the last dimension back, as torch's infer_size: the error names the
+  ** innermost mismatching dimension. */
+  for (int i = n - 1; i >= 0; i--) {
     int ia = na - n + i, ib = nb - n + i;
     kn_sym sa = ia >= 0 ? a[ia] : kn__sym_const(1);
     kn_sym sb = ib >= 0 ? b[ib] : kn__sym_const(1);

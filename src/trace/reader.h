@@ -8,6 +8,17 @@
 ** record. Each defect is reported with its line number; in strict mode the
 ** first defect stops reading with an error, otherwise the reader skips to
 ** the next header line and goes on.
+**
+** Non-strict details: a record with a defect in its header, metadata or
+** payload framing is dropped together with its payload lines (one defect per
+** broken record); a record whose payload MD5 does not match is reported and
+** still returned, with payload_md5_ok false (tlparse also uses its payload).
+** Empty lines are skipped everywhere (tlparse does the same), unknown
+** metadata keys are kept and are not defects.
+**
+** Contract changes: has_compile_id is true when any of compiled_autograd_id,
+** frame_id, frame_compile_id is set (a compiled-autograd-only id "!2" has no
+** frame ids); unset fields are -1. Added payload_md5_ok.
 */
 #ifndef KN_TRACE_READER_H
 #define KN_TRACE_READER_H
@@ -33,7 +44,7 @@ typedef struct kn__trace_record {
   json_t *metadata;       /* the whole metadata object (borrowed) */
   json_t *value;          /* metadata[event] (borrowed) */
   int64_t rank;           /* -1 when absent */
-  bool has_compile_id;    /* frame_id and frame_compile_id present */
+  bool has_compile_id;    /* any compile-id field set (non-null) */
   kn_compile_id compile_id;
   int64_t attempt;        /* -1 when absent */
   bool has_payload;
@@ -41,6 +52,7 @@ typedef struct kn__trace_record {
                              (no trailing newline); "" when none */
   size_t payload_len;
   uint64_t payload_lines; /* number of payload lines */
+  bool payload_md5_ok;    /* no payload, or its MD5 equals has_payload */
 } kn__trace_record;
 
 typedef struct kn__trace_defect {
@@ -70,6 +82,9 @@ kn_status kn__trace_reader_next(kn__trace_reader *r, const kn__trace_record **re
 /* An interned string by id (from "str" records), or NULL. Borrowed until
 ** close. */
 const char *kn__trace_reader_string(const kn__trace_reader *r, int64_t id);
+/* The largest interned id defined so far, or -1 (added: with
+** kn__trace_reader_string it lists the string table, ids may have gaps). */
+int64_t kn__trace_reader_max_string_id(const kn__trace_reader *r);
 /* Defects seen so far, records read so far. */
 uint64_t kn__trace_reader_defects(const kn__trace_reader *r);
 uint64_t kn__trace_reader_records(const kn__trace_reader *r);

@@ -6,7 +6,10 @@
 #ifndef KN_TOOLS_COMMANDS_H
 #define KN_TOOLS_COMMANDS_H
 
+int kn_cmd_logs(int argc, char **argv);
+
 /* Add a declaration and a KN_TOOL_COMMANDS row per subcommand. */
-#define KN_TOOL_COMMANDS /* {"name", function, "help"}, */
+#define KN_TOOL_COMMANDS /* {"name", function, "help"}, */ \
+  {"logs", kn_cmd_logs, "KILN_LOGS help: log components and artifacts"},
 
 #endif

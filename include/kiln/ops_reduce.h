@@ -40,6 +40,42 @@ KN_API kn_tensor *kn_mean_dtype(kn_tensor *t, const int64_t *dims, int ndims, bo
 KN_API kn_tensor *kn_prod(kn_tensor *t);
 KN_API kn_tensor *kn_prod_dim(kn_tensor *t, int64_t dim, bool keepdim);
 
+/* ---- amax/amin, argmax/argmin --------------------------------------------- */
+/* Largest / smallest value over dims (NaN if a reduced value is NaN); same
+** dtype. Empty reductions fail as in torch ("amax(): Expected reduction dim
+** 0 to have non-zero size."). Gradients go evenly to tied maxima. */
+KN_API kn_tensor *kn_amax(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim);
+KN_API kn_tensor *kn_amin(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim);
+/* int64 index of the first max / min of the flattened tensor, or along dim.
+** Not differentiable. */
+KN_API kn_tensor *kn_argmax(kn_tensor *t);
+KN_API kn_tensor *kn_argmax_dim(kn_tensor *t, int64_t dim, bool keepdim);
+KN_API kn_tensor *kn_argmin(kn_tensor *t);
+KN_API kn_tensor *kn_argmin_dim(kn_tensor *t, int64_t dim, bool keepdim);
+
+/* ---- var/std ----------------------------------------------------------------- */
+/* Variance / standard deviation over dims, dividing by max(0, N - correction)
+** (torch's default correction is 1). Floating inputs only. */
+KN_API kn_tensor *kn_var(kn_tensor *t, const int64_t *dims, int ndims, int64_t correction,
+                         bool keepdim);
+KN_API kn_tensor *kn_std(kn_tensor *t, const int64_t *dims, int ndims, int64_t correction,
+                         bool keepdim);
+
+/* ---- cumsum, softmax ----------------------------------------------------------- */
+/* Cumulative sum along dim; integer/bool inputs give int64. _dtype converts
+** the input to dtype first. */
+KN_API kn_tensor *kn_cumsum(kn_tensor *t, int64_t dim);
+KN_API kn_tensor *kn_cumsum_dtype(kn_tensor *t, int64_t dim, kn_dtype dtype);
+/* softmax / log_softmax along dim (floating inputs; numerically stable). */
+KN_API kn_tensor *kn_softmax(kn_tensor *t, int64_t dim);
+KN_API kn_tensor *kn_log_softmax(kn_tensor *t, int64_t dim);
+/* Their backward ops, given the forward output: output * (grad - sum(grad *
+** output, dim)) and grad - exp(output) * sum(grad, dim). Same shapes. */
+KN_API kn_tensor *kn_softmax_backward_data(kn_tensor *grad_output, kn_tensor *output,
+                                           int64_t dim);
+KN_API kn_tensor *kn_log_softmax_backward_data(kn_tensor *grad_output, kn_tensor *output,
+                                               int64_t dim);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,7 +47,8 @@ static uint64_t tag(uint64_t h) { return h | 2u; }
 
 static bool key_eq(const kn__hashmap *m, const kn__hm_slot *s, const char *sk,
                    uint64_t uk) {
-  return m->str_keys ? strcmp(s->key.s, sk) == 0 : s->key.u == uk;
+  if (!m->str_keys) return s->key.u == uk;
+  return sk && strcmp(s->key.s, sk) == 0;
 }
 
 /* Index of the slot holding the key, or of the slot to insert it into. */

@@ -53,4 +53,18 @@ int64_t kn__reduce_count(const kn_tensor *t, const bool *mask);
 ** already has dt, else a contiguous converted copy. Owned; NULL on OOM. */
 kn_tensor *kn__reduce_input_as(kn_tensor *t, kn_dtype dt);
 
+/* Lines along one dim of up to 4 same-shaped tensors: line o of tensor k
+** starts at kn__lines_at(l, k, o) and steps by l->st[k] bytes, l->len
+** elements long (used by scans and softmax). */
+typedef struct kn__lines {
+  int nt;
+  int64_t nlines, len;
+  int64_t st[4];
+  kn__redplan p[4];
+} kn__lines;
+void kn__lines_init(kn__lines *l, int nt, const kn_tensor *const *ts, int dim);
+static inline const char *kn__lines_at(const kn__lines *l, int k, int64_t o) {
+  return kn__redplan_at(&l->p[k], o);
+}
+
 #endif

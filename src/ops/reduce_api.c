@@ -90,3 +90,70 @@ kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) {
   if (r && lead > 0) r = kn_sum_dims(r, leading, lead, false);
   return kn_scope_end_keep(r == t ? NULL : r);
 }
+
+/* ---- amax/amin, argmax/argmin, var/std, cumsum, softmax ------------------- */
+
+kn_tensor *kn_amax(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim) {
+  return kn__invoke(KN_OP_AMAX, 3, (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_amin(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim) {
+  return kn__invoke(KN_OP_AMIN, 3, (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_argmax(kn_tensor *t) {
+  return kn__invoke(KN_OP_ARGMAX, 3, (kn__arg[]){KN_A_T(t), KN_A_NONE, KN_A_B(false)});
+}
+
+kn_tensor *kn_argmax_dim(kn_tensor *t, int64_t dim, bool keepdim) {
+  return kn__invoke(KN_OP_ARGMAX, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_argmin(kn_tensor *t) {
+  return kn__invoke(KN_OP_ARGMIN, 3, (kn__arg[]){KN_A_T(t), KN_A_NONE, KN_A_B(false)});
+}
+
+kn_tensor *kn_argmin_dim(kn_tensor *t, int64_t dim, bool keepdim) {
+  return kn__invoke(KN_OP_ARGMIN, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_var(kn_tensor *t, const int64_t *dims, int ndims, int64_t correction,
+                  bool keepdim) {
+  return kn__invoke(KN_OP_VAR, 4, (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims),
+                                               KN_A_I(correction), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_std(kn_tensor *t, const int64_t *dims, int ndims, int64_t correction,
+                  bool keepdim) {
+  return kn__invoke(KN_OP_STD, 4, (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims),
+                                               KN_A_I(correction), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_cumsum(kn_tensor *t, int64_t dim) {
+  return kn__invoke(KN_OP_CUMSUM, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_NONE});
+}
+
+kn_tensor *kn_cumsum_dtype(kn_tensor *t, int64_t dim, kn_dtype dtype) {
+  return kn__invoke(KN_OP_CUMSUM, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_DT(dtype)});
+}
+
+kn_tensor *kn_softmax(kn_tensor *t, int64_t dim) {
+  return kn__invoke(KN_OP_SOFTMAX, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(false)});
+}
+
+kn_tensor *kn_log_softmax(kn_tensor *t, int64_t dim) {
+  return kn__invoke(KN_OP_LOG_SOFTMAX, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(false)});
+}
+
+kn_tensor *kn_softmax_backward_data(kn_tensor *grad_output, kn_tensor *output, int64_t dim) {
+  kn_dtype dt = output ? kn_tensor_dtype(output) : KN_FLOAT32;
+  return kn__invoke(KN_OP_SOFTMAX_BWD, 4, (kn__arg[]){KN_A_T(grad_output), KN_A_T(output),
+                                                       KN_A_I(dim), KN_A_DT(dt)});
+}
+
+kn_tensor *kn_log_softmax_backward_data(kn_tensor *grad_output, kn_tensor *output,
+                                        int64_t dim) {
+  kn_dtype dt = output ? kn_tensor_dtype(output) : KN_FLOAT32;
+  return kn__invoke(KN_OP_LOG_SOFTMAX_BWD, 4, (kn__arg[]){KN_A_T(grad_output), KN_A_T(output),
+                                                           KN_A_I(dim), KN_A_DT(dt)});
+}

@@ -117,3 +117,15 @@ kn_tensor *kn__reduce_input_as(kn_tensor *t, kn_dtype dt) {
   if (t->dtype == dt) return kn_retain(t);
   return kn__contiguous_copy(t, dt);
 }
+
+void kn__lines_init(kn__lines *l, int nt, const kn_tensor *const *ts, int dim) {
+  bool mask[KN_MAX_DIMS] = {false};
+  if (ts[0]->ndim > 0) mask[dim] = true;
+  l->nt = nt;
+  for (int k = 0; k < nt; k++) {
+    kn__redplan_init(&l->p[k], ts[k], mask);
+    l->st[k] = ts[k]->ndim > 0 ? ts[k]->strides[dim] * (int64_t)kn_dtype_size(ts[k]->dtype) : 0;
+  }
+  l->nlines = l->p[0].nout;
+  l->len = l->p[0].nred;
+}

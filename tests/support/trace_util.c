@@ -35,26 +35,6 @@ void kn_test_rmdir(char *dir) {
   free(dir);
 }
 
-char *kn_test_read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  size_t k;
-  while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-    n += k;
-    if (cap - n - 1 == 0) {
-      char *p = realloc(buf, cap *= 2);
-      if (!p) { free(buf); buf = NULL; }
-      buf = p;
-    }
-  }
-  fclose(f);
-  if (buf) buf[n] = '\0';
-  if (len) *len = n;
-  return buf;
-}
-
 char *kn_test_trace_start(void) {
   char *dir = kn_test_tmpdir();
   if (!dir || kn_trace_enable(dir) != KN_OK) return dir;

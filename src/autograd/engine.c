@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/hashmap.h"
 #include "kiln/autograd.h"
+#include "kiln/ops_pointwise.h"
 #include "ops/iter.h"
 
 typedef struct gnode {
@@ -217,21 +218,14 @@ static kn_tensor *add_raw(const kn_tensor *a, const kn_tensor *b) {
   return out;
 }
 
-/* Sum of two gradients: with history under create_graph (the add op),
+/* Sum of two gradients: with history under create_graph (kn_add),
 ** raw otherwise. Returns an owned reference (not in any scope) or NULL. */
 static kn_tensor *grad_sum(kn_tensor *a, kn_tensor *b, bool create_graph) {
   if (!create_graph || (!a->requires_grad && !b->requires_grad)) return add_raw(a, b);
-  const kn__opdef *add = kn__op_lookup("add.Tensor");
-  if (!add) {
-    kn__error(KN_EUNSUPPORTED, "create_graph: the add.Tensor op is not available");
-    return NULL;
-  }
   kn_scope_begin();
   bool prev = kn_set_grad_enabled(true);
-  kn_tensor *s = kn__invoke((kn__opid)add->id, 3,
-                            (kn__arg[]){KN_A_T(a), KN_A_T(b), KN_A_S(kn_int(1))});
+  kn_tensor *s = kn_retain(kn_add(a, b));
   kn_set_grad_enabled(prev);
-  kn_retain(s);
   kn_scope_end();
   return s;
 }

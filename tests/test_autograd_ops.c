@@ -170,3 +170,16 @@ Test(ops, gradcheck_and_gradgradcheck_on_pointwise) {
   cr_assert(kn_gradcheck(f_mix, in, 2, NULL, why, sizeof why), "%s", why);
   cr_assert(kn_gradgradcheck(f_mix, in, 2, NULL, why, sizeof why), "%s", why);
 }
+
+/* Gradients are cast to the input's dtype (float64 product, float32 leaf). */
+Test(ops, gradient_cast_to_input_dtype) {
+  kn_tensor *x = kn_from_floats((float[]){1, 2}, KN_SHAPE(2));
+  cr_assert_eq(kn_set_requires_grad(x, true), KN_OK);
+  kn_tensor *c = val(KN_SHAPE(2), (double[]){3, 0.5});
+  kn_tensor *y = kn_mul(x, c);
+  cr_assert_eq(kn_tensor_dtype(y), KN_FLOAT64);
+  cr_assert_eq(kn_backward(y, val(KN_SHAPE(2), (double[]){1, 1})), KN_OK, "%s",
+               kn_last_error());
+  cr_assert_eq(kn_tensor_dtype(kn_grad(x)), KN_FLOAT32);
+  expect(kn_grad(x), 2, (double[]){3, 0.5});
+}

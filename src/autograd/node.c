@@ -117,6 +117,7 @@ static void node_destroy(kn__node *n, kn__node ***stack, size_t *len, size_t *ca
   free(n->in_info);
   free(n->out_info);
   free(n->retained);
+  free(n->in_meta);
   free(n->next);
   free(n->out_dtype);
   free(n);
@@ -460,7 +461,17 @@ kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ct
   n->custom = fn;
   n->ctx = ctx;
   n->ctx_free = ctx_free;
+  n->in_meta = calloc((size_t)(nin ? nin : 1), sizeof *n->in_meta);
+  if (!n->in_meta) {
+    kn__node_release(n);
+    kn__oom();
+    return NULL;
+  }
   for (int k = 0; k < nin; k++) {
+    if (inputs && inputs[k]) {
+      n->in_meta[k].ndim = inputs[k]->ndim;
+      memcpy(n->in_meta[k].sizes, inputs[k]->sizes, sizeof n->in_meta[k].sizes);
+    }
     if (kn__gradient_edge(inputs ? inputs[k] : NULL, &n->next[k]) != KN_OK) {
       kn__node_release(n);
       return NULL;

@@ -183,3 +183,24 @@ Test(ops, gradient_cast_to_input_dtype) {
   cr_assert_eq(kn_tensor_dtype(kn_grad(x)), KN_FLOAT32);
   expect(kn_grad(x), 2, (double[]){3, 0.5});
 }
+
+Test(ops, in_place_on_views_with_history) {
+  kn_tensor *x = leaf(KN_SHAPE(2, 2), (double[]){1, 2, 3, 4});
+  kn_tensor *v = kn_t(x);
+  cr_assert_eq(kn_mul_scalar_(v, kn_float(2)), KN_EAUTOGRAD);
+  cr_assert_str_eq(kn_last_error(), "a view of a leaf Variable that requires grad is being "
+                                    "used in an in-place operation.");
+  kn_tensor *y = kn_mul_scalar(x, kn_float(2));
+  kn_tensor *w = kn_t(kn_t(y));
+  cr_assert_eq(kn_add_scalar_(w, kn_float(1)), KN_EUNSUPPORTED);
+  cr_assert(strstr(kn_last_error(), "in-place modification of a view (output of TBackward0) "
+                                    "that requires grad is not supported yet") != NULL,
+            "%s", kn_last_error());
+  const double *xd = kn_data(x);
+  cr_assert(xd[0] == 1 && xd[1] == 2 && xd[2] == 3 && xd[3] == 4, "x unchanged");
+  /* without grad mode it is a plain write */
+  bool prev = kn_no_grad_begin();
+  cr_assert_eq(kn_mul_scalar_(v, kn_float(2)), KN_OK);
+  kn_no_grad_end(prev);
+  cr_assert_eq(kn_get(x, (int64_t[]){1, 1}), 8.0);
+}

@@ -82,8 +82,14 @@ static bool empty_dir(int fd) {
   return ok;
 }
 
+/* A new open file description of the directory fd: dup() would share the
+** read position, so a second listing would start at the end. */
+static int reopen_dir(int fd) {
+  return openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
 static bool dir_is_empty(int fd) {
-  int dup_fd = dup(fd);
+  int dup_fd = reopen_dir(fd);
   if (dup_fd < 0) return false;
   DIR *d = fdopendir(dup_fd);
   if (!d) {
@@ -147,7 +153,7 @@ kn_status rp_out_prepare(rp_out *o, const char *path, bool overwrite) {
                        "--overwrite to replace it or use -o OUTDIR",
                        path);
     }
-    int sub = dup(fd);
+    int sub = reopen_dir(fd);
     if (sub < 0 || !empty_dir(sub)) {
       close(fd);
       return kn__error(KN_EIO, "cannot empty output directory '%s'", path);

@@ -172,6 +172,21 @@ Test(reader_corrupt, crlf_no_final_newline_and_blank_lines_are_legal) {
   cr_assert_eq(c.records, 2);
 }
 
+Test(reader_corrupt, rank_prefix_is_accepted) {
+  const char *t = "[rank0]:" H("a.py:1") "{\"x\": {}, \"rank\": 0}\n";
+  FILE *f = fmemopen((void *)t, strlen(t), "r");
+  kn__trace_reader_opts o = {.strict = true};
+  kn__trace_reader *r = kn__trace_reader_open_stream(f, "mem", &o);
+  const kn__trace_record *rec;
+  cr_assert_eq(kn__trace_reader_next(r, &rec), KN_OK, "%s", kn_last_error());
+  cr_assert_str_eq(rec->event, "x");
+  cr_assert_eq(rec->rank, 0);
+  cr_assert_str_eq(rec->src_file, "a.py");
+  cr_assert_eq(rec->src_line, 1);
+  kn__trace_reader_close(r);
+  fclose(f);
+}
+
 Test(reader_corrupt, flipped_payload_byte) {
   char *t = replace(GOOD, "obj_id(fn", "obj_id(fm");
   counts c = read_text(t, false, NULL);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <md5.h>
+
 #include "core/strbuf.h"
 #include "support/report_util.h"
 
@@ -216,4 +218,57 @@ Test(report_fixture, rank1_recompile) {
   free(rc);
   ru_rmtree(out);
   free(out);
+}
+
+/* A trace written by kiln's own writer: recompile and graph break views. */
+Test(report_fixture, kiln_trace) {
+  char *tmp = ru_tmpdir();
+  char *trace = ru_write_kiln_trace(tmp);
+  cr_assert_not_null(trace);
+  kn__sb args = KN__SB_INIT;
+  kn__sb_printf(&args, "--strict -o '%s/r' '%s'", tmp, trace);
+  char *err = NULL;
+  cr_assert_eq(ru_kiln(kn__sb_cstr(&args), &err), 0, "%s", err);
+  free(err);
+  kn__sb_fini(&args);
+  const char *code = "void kernel(float *out, const float *x) {\n"
+                     "  for (int i = 0; i < 4; i++) out[i] = x[i] * 2;\n}\n";
+  char md5[33], payload[64];
+  MD5Data((const unsigned char *)code, strlen(code), md5);
+  snprintf(payload, sizeof payload, "payloads/%s.txt", md5);
+  const char *files[] = {
+      COMMON, "-_0_0_0/dynamo_output_graph_0.txt",
+      "-_0_0_0/inductor_output_code_kernel_ab12_1.html",
+      "-_0_0_0/dynamo_cpp_guards_str_2.txt", "-_0_0_0/compilation_metrics_3.html",
+      "-_0_1_0/recompile_reasons_4.json", "-_0_1_0/dynamo_output_graph_5.txt",
+      "-_0_1_0/inductor_output_code_kernel_ab12_6.html",
+      "-_0_1_0/dynamo_cpp_guards_str_7.txt", "-_0_1_0/compilation_metrics_8.html",
+      "-_1_0_0/dynamo_output_graph_9.txt",
+      "-_1_0_0/dynamo_graph_break_reason_10.txt",
+      "-_1_0_0/inductor_output_code_kernel_ab12_11.html",
+      "-_1_0_0/dynamo_cpp_guards_str_12.txt",
+      "-_1_0_0/compilation_metrics_13.html", payload, NULL};
+  check_files(tmp, files);
+  cr_assert_eq(lines_of(tmp, "raw.jsonl"), 18);
+  cr_assert_eq(lines_of(tmp, "chromium_events.json"), 8);
+  char *rc = read_out(tmp, "recompiles.html");
+  cr_assert_not_null(strstr(rc, "2 compiles of step"));
+  cr_assert_not_null(strstr(rc, "<li>L[&#39;x&#39;].size()[0] == 4</li>"), "%s", rc);
+  cr_assert_not_null(strstr(rc, "<mark>| +- TENSOR_MATCH: L[&#39;x&#39;].size()"
+                                "[0] == 4</mark>"));
+  cr_assert_eq(strstr(strstr(rc, "[0/1]</a>"), "<mark>"), NULL,
+               "[0/1]'s own guards are not marked");
+  free(rc);
+  char *gb = read_out(tmp, "graph_breaks.html");
+  cr_assert_not_null(strstr(gb, "<tr><td><code>/home/u/train.c:14</code></td>"
+                                "<td class=\"num\">1</td><td><ul><li>"
+                                "Data-dependent branching</li></ul></td>"));
+  free(gb);
+  char *idx = read_out(tmp, "index.html");
+  cr_assert_not_null(strstr(idx, "/home/u/train.c:40 in main"));
+  cr_assert_not_null(strstr(idx, "class=\"status-ok\" href=\"index.html#[0/1]\""));
+  free(idx);
+  ru_rmtree(tmp);
+  free(trace);
+  free(tmp);
 }

@@ -189,3 +189,71 @@ size_t ru_check_links(const char *dir, size_t *checked) {
   free(list);
   return bad;
 }
+
+/* ---- a kiln trace written by kiln's writer ---- */
+#include "kiln/trace.h"
+#include "trace/compile_id.h"
+#include "trace/events.h"
+#include "trace/trace.h"
+
+static void one_compile(int64_t frame, int64_t fcid, const char *guard,
+                        const char *recompile_reason, bool graph_break) {
+  kn_compile_id id = {-1, frame, fcid};
+  kn__compile_ctx saved;
+  kn__compile_ctx_enter(id, &saved);
+  kn__trace_opts o = {.file = "tests/support/report_util.c", .line = 1};
+  if (recompile_reason) {
+    json_t *l = json_pack("[s]", recompile_reason);
+    kn__trace_artifact_json("recompile_reasons", l, &o);
+    json_decref(l);
+  }
+  kn__trace_frame st[2] = {{"/home/u/train.c", 40, "main", "loss = step(x);"},
+                           {"/home/u/train.c", 12, frame ? "step_resume" : "step",
+                            NULL}};
+  kn__trace_dynamo_start(st, 2, &o);
+  kn__trace_chromium_event("dynamo", 'B', 1000.0 + (double)fcid, NULL, &o);
+  char graph[200];
+  snprintf(graph, sizeof graph, "def forward(self, L_x_: \"f32[%d]\"):\n"
+           "    mul = L_x_ * 2\n    return (mul,)\n", fcid ? 5 : 4);
+  kn__trace_structured("dynamo_output_graph", json_pack("{s:{}}", "sizes"),
+                       graph, SIZE_MAX, &o);
+  if (graph_break)
+    kn__trace_artifact("dynamo_graph_break_reason", "string",
+                       "Graph break in user code at /home/u/train.c:14\n"
+                       "Graph Break Reason: Data-dependent branching\n"
+                       "  Hint: Use torch.cond to express dynamic control flow.",
+                       SIZE_MAX, &o);
+  kn__trace_structured("inductor_output_code",
+                       json_pack("{s:s}", "filename", "/tmp/kiln/ab/kernel_ab12.c"),
+                       "void kernel(float *out, const float *x) {\n"
+                       "  for (int i = 0; i < 4; i++) out[i] = x[i] * 2;\n}\n",
+                       SIZE_MAX, &o);
+  char guards[300];
+  snprintf(guards, sizeof guards, "TREE_GUARD_MANAGER:\n+- RootGuardManager\n"
+           "| +- TENSOR_MATCH: %s\n| +- GLOBAL_STATE: ___check_global_state()",
+           guard);
+  kn__trace_structured("dynamo_cpp_guards_str", NULL, guards, SIZE_MAX, &o);
+  kn__trace_chromium_event("dynamo", 'E', 2000.0 + (double)fcid, NULL, &o);
+  json_t *m = json_pack("{s:s,s:s,s:i,s:i,s:i,s:[]}", "co_name",
+                        frame ? "step_resume" : "step", "co_filename",
+                        "/home/u/train.c", "co_firstlineno", 12,
+                        "graph_op_count", 1, "guard_count", 2,
+                        "restart_reasons");
+  json_object_set_new(m, "dynamo_cumulative_compile_time_us",
+                      json_integer(1500 + fcid));
+  kn__trace_compilation_metrics(m, &o);
+  kn__compile_ctx_leave(&saved);
+}
+
+char *ru_write_kiln_trace(const char *dir) {
+  kn__trace_fake_header("1121 10:00:00.000000", 4242);
+  if (kn_trace_enable(dir) != KN_OK) return NULL;
+  one_compile(0, 0, "L['x'].size()[0] == 4", NULL, false);
+  one_compile(0, 1, "L['x'].size()[0] == 5", "0/0: L['x'].size()[0] == 4",
+              false);
+  one_compile(1, 0, "L['y'].size()[0] == 4", NULL, true);
+  char *path = kn_trace_file_path();
+  kn_trace_disable();
+  kn__trace_fake_header(NULL, 0);
+  return path;
+}

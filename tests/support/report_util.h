@@ -32,3 +32,9 @@ void ru_record(FILE *f, int line, const char *meta, const char *payload);
 size_t ru_check_links(const char *dir, size_t *checked);
 
 #endif
+
+/* Write a small kiln trace with kiln's own trace writer into a new file in
+** dir: function fn compiled as [0/0], recompiled as [0/1] because the guard
+** "L['x'].size()[0] == 4" failed, a graph break in frame [1/0], chromium
+** events and compilation_metrics. Returns the file path (owned). */
+char *ru_write_kiln_trace(const char *dir);

@@ -2,7 +2,7 @@
 ** tools/report/ranks.c: --all-ranks-html, one report per rank and a landing
 ** page that compares them.
 **
-** Rank files are dedicated_log_torch_trace_rank_<N>[_*].log in DIR (other
+** Rank files are dedicated_log_{torch,kiln}_trace_rank_<N>[_*].log in DIR (other
 ** names are ignored; for a rank with several files the first by name is
 ** used). Each rank's report goes to OUT/rank_<N>/. The landing page lists
 ** per-rank counts and the divergences: compile ids missing on some ranks and
@@ -18,6 +18,7 @@
 #include "report/report.h"
 
 #define PREFIX "dedicated_log_torch_trace_rank_"
+#define KILN_PREFIX "dedicated_log_kiln_trace_rank_"
 
 typedef struct rank_run {
   long rank;
@@ -42,11 +43,11 @@ static kn_status find_ranks(const char *dir, rank_run **out, size_t *n) {
   while ((e = readdir(d)) && !st) {
     const char *s = e->d_name;
     size_t len = strlen(s);
-    if (strncmp(s, PREFIX, strlen(PREFIX)) || len < 4 ||
-        strcmp(s + len - 4, ".log"))
-      continue;
+    const char *num = !strncmp(s, PREFIX, strlen(PREFIX)) ? s + strlen(PREFIX)
+                      : !strncmp(s, KILN_PREFIX, strlen(KILN_PREFIX))
+                          ? s + strlen(KILN_PREFIX) : NULL;
+    if (!num || len < 4 || strcmp(s + len - 4, ".log")) continue;
     char *end;
-    const char *num = s + strlen(PREFIX);
     long rank = strtol(num, &end, 10);
     if (end == num || (*end != '_' && *end != '.') || rank < 0 ||
         rank > 1000000)

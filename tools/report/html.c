@@ -57,7 +57,7 @@ static const char *style =
     ".trie ul{border-left:1px dotted #999;padding-left:1.2em}\n"
     ".frame-loc{color:#555}.ln{color:#999;user-select:none;"
     "display:inline-block;width:4em}\n"
-    "mark{background:#ffe08a}.summary td{min-width:6em}\n"
+    "mark{background:#ffe08a}.summary td{min-width:5em}\n"
     "#filter{display:none}nav a{margin-right:1em}\n"
     ".guards pre{max-width:52em;max-height:30em;overflow:auto}\n";
 

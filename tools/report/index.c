@@ -60,31 +60,47 @@ static uint64_t count_failed(const rp_report *r) {
   return n;
 }
 
-static void row(FILE *f, const char *name, const char *href,
+typedef struct cell {
+  const char *name, *href;
+  char value[32];
+} cell;
+
+static void put(cell *c, size_t *n, const char *name, const char *href,
                 unsigned long long v) {
-  fputs("<tr><th>", f);
-  if (href) fprintf(f, "<a href=\"%s\">%s</a>", href, name);
-  else fputs(name, f);
-  fprintf(f, "</th><td class=\"num\">%llu</td></tr>\n", v);
+  c[*n].name = name;
+  c[*n].href = href;
+  snprintf(c[*n].value, sizeof c[*n].value, "%llu", v);
+  (*n)++;
 }
 
+/* One header row of names and one row of values, so it stays compact. */
 static void summary(rp_report *r, FILE *f) {
+  cell c[12];
+  size_t n = 0;
   uint64_t restarts = r->nfailures - count_failed(r);
-  fputs("<h2 id=\"summary\">Summary</h2>\n<table class=\"summary\">\n", f);
-  row(f, "Compiles (dynamo_start)", NULL, r->trie.inserted);
-  row(f, "Compile ids", "#compile-ids", r->ncompiles);
-  row(f, "Recompiles", "recompiles.html", count_recompiles(r));
-  row(f, "Graph breaks", "graph_breaks.html", r->nbreaks);
-  row(f, "Failures", "failures_and_restarts.html", count_failed(r));
-  row(f, "Restarts", "failures_and_restarts.html", restarts);
-  fprintf(f, "<tr><th>Total compile time</th><td class=\"num\">%.3f s</td>"
-          "</tr>\n", r->total_compile_s);
-  row(f, "Records read", NULL, r->st.records);
-  row(f, "Records accepted", NULL, r->st.ok);
-  row(f, "Chromium events", r->st.chromium ? "chromium_events.json" : NULL,
+  put(c, &n, "Compiles", NULL, r->trie.inserted);
+  put(c, &n, "Compile ids", "#compile-ids", r->ncompiles);
+  put(c, &n, "Recompiles", "recompiles.html", count_recompiles(r));
+  put(c, &n, "Graph breaks", "graph_breaks.html", r->nbreaks);
+  put(c, &n, "Failures", "failures_and_restarts.html", count_failed(r));
+  put(c, &n, "Restarts", "failures_and_restarts.html", restarts);
+  c[n].name = "Compile time";
+  c[n].href = NULL;
+  snprintf(c[n++].value, sizeof c[0].value, "%.3f s", r->total_compile_s);
+  put(c, &n, "Records", NULL, r->st.records);
+  put(c, &n, "Chromium events", r->st.chromium ? "chromium_events.json" : NULL,
       r->st.chromium);
-  row(f, "Defects", "#defects", r->st.defects);
-  fputs("</table>\n", f);
+  put(c, &n, "Defects", "#defects", r->st.defects);
+  fputs("<h2 id=\"summary\">Summary</h2>\n<table class=\"summary\">\n<tr>", f);
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].href) fprintf(f, "<th><a href=\"%s\">%s</a></th>", c[i].href,
+                           c[i].name);
+    else fprintf(f, "<th>%s</th>", c[i].name);
+  }
+  fputs("</tr>\n<tr>", f);
+  for (size_t i = 0; i < n; i++)
+    fprintf(f, "<td class=\"num\">%s</td>", c[i].value);
+  fputs("</tr>\n</table>\n", f);
 }
 
 static void nav(FILE *f) {
@@ -149,7 +165,14 @@ static void artifact_item(FILE *f, const rp_artifact *a) {
     rp_html_esc(f, a->readable_url);
     fputs("\">readable</a>]", f);
   }
-  fprintf(f, " %s (%llu)</li>\n", a->suffix, (unsigned long long)a->number);
+  /* The JSON keeps tlparse's emoji; pages use words (no emoji font needed). */
+  const char *mark = !strcmp(a->suffix, "\xe2\x9d\x8c")
+                         ? " <span class=\"status-error\">cache miss</span>"
+                     : !strcmp(a->suffix, "\xe2\x9c\x85")
+                         ? " <span class=\"status-ok\">cache hit</span>"
+                     : *a->suffix ? " <span class=\"status-break\">cache bypass</span>"
+                                  : "";
+  fprintf(f, "%s (%llu)</li>\n", mark, (unsigned long long)a->number);
 }
 
 static void compile_list(rp_report *r, FILE *f) {

@@ -99,6 +99,11 @@ Test(reader_fixtures, rank_1_first_records_fields) {
   cr_assert_str_eq(kn__trace_reader_string(r, 0),
                    "/home/skarjala/pytorch/torch/_dynamo/convert_frame.py");
   cr_assert_null(kn__trace_reader_string(r, 1));
+  cr_assert_eq(kn__trace_reader_max_string_id(r), 0);
+  while (kn__trace_reader_next(r, &rec) == KN_OK && rec) {
+  }
+  cr_assert_eq(kn__trace_reader_max_string_id(r), 4); /* 5 str records */
+  cr_assert_not_null(kn__trace_reader_string(r, 4));
   kn__trace_reader_close(r);
 }
 
@@ -430,4 +435,55 @@ Test(reader_corrupt, payload_line_longer_than_read_chunk) {
   kn__trace_reader_close(r);
   fclose(f);
   free(t);
+}
+
+/* Deterministic mutations of a real log (bytes flipped, deleted, lines
+** duplicated, cut short): the reader must account for every line as part
+** of a record or a defect and never crash (run under ASan too). */
+static uint64_t lcg(uint64_t *s) {
+  *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+  return *s >> 33;
+}
+
+Test(reader_corrupt, mutated_fixture_never_crashes) {
+  FILE *src = fopen(FIX "chromium_events.log", "rb");
+  cr_assert_not_null(src);
+  static char orig[32768], buf[40000];
+  size_t n = fread(orig, 1, sizeof orig, src);
+  fclose(src);
+  static const char junk[] = "\t\n\r{}\":[]V0 x\xff";
+  uint64_t seed = 42;
+  for (int round = 0; round < 300; round++) {
+    memcpy(buf, orig, n);
+    size_t len = n;
+    int edits = 1 + (int)(lcg(&seed) % 8);
+    for (int e = 0; e < edits; e++) {
+      size_t at = lcg(&seed) % len;
+      switch (lcg(&seed) % 3) {
+      case 0: buf[at] = junk[lcg(&seed) % (sizeof junk - 1)]; break;
+      case 1: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
+      default: len = at + 1; break;
+      }
+    }
+    buf[len] = '\0';
+    counts c;
+    memset(&c, 0, sizeof c);
+    FILE *f = fmemopen(buf, len, "r");
+    kn__trace_reader_opts o = {.on_defect = on_defect, .ud = &c};
+    kn__trace_reader *r = kn__trace_reader_open_stream(f, "mut", &o);
+    const kn__trace_record *rec;
+    kn_status st;
+    uint64_t last_line = 0;
+    while ((st = kn__trace_reader_next(r, &rec)) == KN_OK && rec) {
+      cr_assert_gt(rec->line, last_line, "round %d", round);
+      last_line = rec->line;
+      c.records++;
+    }
+    cr_assert_eq(st, KN_OK, "round %d: %s", round, kn_last_error());
+    cr_assert_gt(c.records + c.defects, 0, "round %d", round);
+    for (uint64_t i = 0; i < c.defects && i < 16; i++)
+      cr_assert_gt(c.defect_lines[i], 0);
+    kn__trace_reader_close(r);
+    fclose(f);
+  }
 }

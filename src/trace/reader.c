@@ -29,6 +29,7 @@ struct kn__trace_reader {
   kn__sb path, payload, msg;
   kn__hashmap strings;   /* interned id -> owned copy */
   uint64_t records, defects;
+  int64_t max_string_id;
   kn_status stuck;       /* set once strict mode stopped */
 };
 
@@ -38,6 +39,7 @@ static kn__trace_reader *make(FILE *f, FILE *own, const char *name,
   if (!r) return NULL;
   if (opts) r->opts = *opts;
   r->own = own;
+  r->max_string_id = -1;
   r->name = strdup(name ? name : "<stream>");
   kn__hm_init(&r->strings, false);
   size_t max_line = r->opts.max_record_bytes;
@@ -98,6 +100,10 @@ void kn__trace_reader_close(kn__trace_reader *r) {
 const char *kn__trace_reader_string(const kn__trace_reader *r, int64_t id) {
   if (!r || id < 0) return NULL;
   return kn__hm_get_u64(&r->strings, (uint64_t)id, NULL);
+}
+
+int64_t kn__trace_reader_max_string_id(const kn__trace_reader *r) {
+  return r->max_string_id;
 }
 
 uint64_t kn__trace_reader_defects(const kn__trace_reader *r) { return r->defects; }
@@ -210,6 +216,7 @@ static kn_status intern(kn__trace_reader *r) {
     return r->stuck = kn__oom();
   }
   free(old);
+  if ((int64_t)id > r->max_string_id) r->max_string_id = (int64_t)id;
   if (old)
     return defectf(r, r->rec.line, "string id %llu redefined with a different "
                    "string", (unsigned long long)id);

@@ -82,6 +82,9 @@ kn_status kn__trace_reader_next(kn__trace_reader *r, const kn__trace_record **re
 /* An interned string by id (from "str" records), or NULL. Borrowed until
 ** close. */
 const char *kn__trace_reader_string(const kn__trace_reader *r, int64_t id);
+/* The largest interned id defined so far, or -1 (added: with
+** kn__trace_reader_string it lists the string table, ids may have gaps). */
+int64_t kn__trace_reader_max_string_id(const kn__trace_reader *r);
 /* Defects seen so far, records read so far. */
 uint64_t kn__trace_reader_defects(const kn__trace_reader *r);
 uint64_t kn__trace_reader_records(const kn__trace_reader *r);

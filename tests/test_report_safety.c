@@ -365,3 +365,41 @@ Test(report_cli, help_and_usage_errors) {
   ru_rmtree(tmp);
   free(tmp);
 }
+
+Test(report_safety, oversized_record_is_a_defect_not_a_memory_hog) {
+  char *tmp = ru_tmpdir();
+  char *trace = path2(tmp, "big.log"), *out = path2(tmp, "r");
+  FILE *f = fopen(trace, "w");
+  size_t n = 3u << 20;
+  char *payload = malloc(n + 1);
+  for (size_t i = 0; i < n; i++) payload[i] = i % 100 == 99 ? '\n' : 'x';
+  payload[n] = '\0';
+  ru_record(f, 1, "{\"dynamo_output_graph\": {}, \"frame_id\": 0, "
+            "\"frame_compile_id\": 0, \"attempt\": 0}", payload);
+  ru_record(f, 2, "{\"dynamo_start\": {\"stack\": []}, \"frame_id\": 1, "
+            "\"frame_compile_id\": 0, \"attempt\": 0}", NULL);
+  fclose(f);
+  free(payload);
+  char *err = NULL;
+  int rc = kiln(&err, "--max-record-mb 1 --strict -o '%s' '%s'", out, trace);
+  cr_assert_eq(rc, 1);
+  cr_assert_not_null(strstr(err, "big.log:1:"), "%s", err);
+  free(err);
+  /* Tolerant mode skips the big record and keeps the next one. */
+  rc = kiln(&err, "--max-record-mb 1 --overwrite -o '%s' '%s'", out, trace);
+  cr_assert_eq(rc, 0, "%s", err);
+  free(err);
+  char *files = ru_list(out);
+  cr_assert_null(strstr(files, "dynamo_output_graph"));
+  free(files);
+  char *ip = path2(out, "compile_directory.json");
+  char *dirj = ru_read(ip, NULL);
+  cr_assert_not_null(strstr(dirj, "\"[1/0]\""));
+  free(dirj), free(ip);
+  /* With the default limit the 3 MB payload is fine. */
+  rc = kiln(&err, "--strict --overwrite -o '%s' '%s'", out, trace);
+  cr_assert_eq(rc, 0, "%s", err);
+  free(err);
+  ru_rmtree(tmp);
+  free(trace), free(out), free(tmp);
+}

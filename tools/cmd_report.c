@@ -18,7 +18,8 @@
 static const char *help =
     "usage: kiln report [-o OUT] [--overwrite] [--no-browser] [--strict]\n"
     "                   [--strict-compile-id] [--latest] [--all-ranks-html]\n"
-    "                   [--custom-header-html FILE] [-p] [-v] FILE|DIR\n"
+    "                   [--custom-header-html FILE] [-p] [--max-record-mb N]\n"
+    "                   [-v] FILE|DIR\n"
     "\n"
     "Turn a structured trace (KILN_TRACE, or PyTorch's TORCH_TRACE) into a\n"
     "self-contained HTML report: index.html with a summary, the stack trie of\n"
@@ -48,6 +49,9 @@ static const char *help =
     "                         a landing page comparing the ranks\n"
     "  --custom-header-html FILE  HTML put at the top of the index pages\n"
     "  -p, --plain-text       generated code as .txt instead of .html\n"
+    "  --max-record-mb N      a record (header and payload) larger than N MB\n"
+    "                         is a defect and skipped (default 256), which\n"
+    "                         bounds memory on hostile traces\n"
     "  -v, --verbose          print every defect on stderr\n"
     "  -h, --help             this help\n"
     "\n"
@@ -70,6 +74,7 @@ static int usage_error(const char *fmt, const char *what) {
 /* Returns -1 when parsing succeeded, else the exit status. */
 static int parse(int argc, char **argv, args *a) {
   a->o.out = "tl_out";
+  a->o.max_record_bytes = (size_t)256 << 20;
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
@@ -78,6 +83,12 @@ static int parse(int argc, char **argv, args *a) {
     } else if (!strcmp(s, "-o") || !strcmp(s, "--out")) {
       if (++i >= argc) return usage_error("%s needs a directory", s);
       a->o.out = argv[i];
+    } else if (!strcmp(s, "--max-record-mb")) {
+      char *end;
+      long mb = ++i < argc ? strtol(argv[i], &end, 10) : -1;
+      if (mb <= 0 || mb > 1 << 20 || *end)
+        return usage_error("%s needs a positive number of MB", s);
+      a->o.max_record_bytes = (size_t)mb << 20;
     } else if (!strcmp(s, "--custom-header-html")) {
       if (++i >= argc) return usage_error("%s needs a file", s);
       a->header_file = argv[i];

@@ -105,7 +105,7 @@ char *ru_list(const char *dir) {
   char **v = NULL;
   size_t n = 0;
   walk(dir, "", &v, &n);
-  qsort(v, n, sizeof *v, cmp);
+  if (n) qsort(v, n, sizeof *v, cmp);
   kn__sb out = KN__SB_INIT;
   for (size_t i = 0; i < n; i++) {
     kn__sb_printf(&out, "%s\n", v[i]);

@@ -70,7 +70,7 @@ static kn_status find_ranks(const char *dir, rank_run **out, size_t *n) {
     nr++;
   }
   closedir(d);
-  qsort(rs, nr, sizeof *rs, by_rank);
+  if (nr) qsort(rs, nr, sizeof *rs, by_rank);
   size_t k = 0; /* keep the first file of each rank */
   for (size_t i = 0; i < nr; i++) {
     if (k && rs[k - 1].rank == rs[i].rank) {

@@ -37,7 +37,7 @@ static void fmt_field(char *p, size_t n, int64_t v) {
 
 rp_compile *rp_compile_get(rp_report *r, int64_t ca, int64_t frame,
                            int64_t fcid, int64_t attempt) {
-  char f[4][24], dir[96];
+  char f[4][24], dir[128];
   fmt_field(f[0], 24, ca);
   fmt_field(f[1], 24, frame);
   fmt_field(f[2], 24, fcid);

@@ -30,6 +30,7 @@ typedef struct rp_opts {
   bool verbose;             /* print unknown event names and defects */
   bool plain_text;          /* inductor_output_code as .txt, not .html */
   const char *custom_header;/* raw HTML put at the top of index pages */
+  size_t max_record_bytes;  /* larger records are defects (0 = no limit) */
 } rp_opts;
 
 /* One file or link listed under a compile id. */
@@ -44,8 +45,8 @@ typedef struct rp_artifact {
 /* What the report keeps per compile id (ca/frame/fcid/attempt). */
 typedef struct rp_compile {
   int64_t ca, frame, fcid, attempt; /* -1 when absent */
-  char dir[96];       /* "-_0_0_0" */
-  char label[96];     /* "[0/0]" */
+  char dir[128];      /* "-_0_0_0" */
+  char label[128];    /* "[0/0]" */
   rp_artifact *arts;
   size_t narts, caparts;
   bool has_metrics, failed, has_restarts, restarts_missing, empty_graph;

@@ -39,7 +39,7 @@ static void on_reader_defect(void *ud, const kn__trace_defect *d) {
 /* The record loop: the reader plugs in here and nowhere else. */
 static kn_status read_trace(rp_report *r, const char *path) {
   kn__trace_reader_opts ro = {.strict = r->opts->strict,
-                              .max_record_bytes = 0,
+                              .max_record_bytes = r->opts->max_record_bytes,
                               .on_defect = on_reader_defect,
                               .ud = r};
   kn__trace_reader *rd = kn__trace_reader_open(path, &ro);

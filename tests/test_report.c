@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <md5.h>
 
 #include "core/strbuf.h"
@@ -97,6 +98,31 @@ Test(report_fixture, simple) {
   cr_assert_eq(lines_of(out, "raw.jsonl"), 15);
   /* 50 chromium events, one per line between "[" and "]". */
   cr_assert_eq(lines_of(out, "chromium_events.json"), 52);
+  /* chromium_events.json is one JSON array (what Perfetto loads). */
+  json_error_t jerr;
+  kn__sb cp = KN__SB_INIT;
+  kn__sb_printf(&cp, "%s/r/chromium_events.json", out);
+  json_t *ev = json_load_file(kn__sb_cstr(&cp), 0, &jerr);
+  kn__sb_fini(&cp);
+  cr_assert(json_is_array(ev), "%s", jerr.text);
+  cr_assert_eq(json_array_size(ev), 50);
+  cr_assert_str_eq(json_string_value(json_object_get(json_array_get(ev, 0),
+                                                     "ph")), "B");
+  json_decref(ev);
+  /* raw.jsonl: the string table (12 str records), then JSON records with
+  ** the header fields added. */
+  char *raw = read_out(out, "raw.jsonl");
+  json_t *st = json_loadb(raw, strcspn(raw, "\n"), 0, &jerr);
+  cr_assert_eq(json_array_size(json_object_get(st, "string_table")), 12);
+  json_decref(st);
+  const char *second = strchr(raw, '\n') + 1;
+  json_t *r1 = json_loadb(second, strcspn(second, "\n"), 0, &jerr);
+  cr_assert(json_is_object(json_object_get(r1, "dynamo_start")), "%s", second);
+  cr_assert_eq(json_integer_value(json_object_get(r1, "lineno")), 961);
+  cr_assert_str_eq(json_string_value(json_object_get(r1, "pathname")),
+                   "torch/_dynamo/convert_frame.py");
+  json_decref(r1);
+  free(raw);
   char *dirj = read_out(out, "compile_directory.json");
   char *a = strstr(dirj, "\"[-/-]\""), *b = strstr(dirj, "\"[0/0]\"");
   cr_assert(a && b && a < b, "compile ids [-/-] then [0/0]");

@@ -138,6 +138,9 @@ Test(report_safety, hostile_trace_is_escaped_and_confined) {
     cr_assert_eq(count(html, "<img"), 0, "%s", l);
     cr_assert_eq(count(html, "javascript:"), 0, "%s", l);
     cr_assert_eq(count(html, "</td><script"), 0, "%s", l);
+    /* Offline: nothing is loaded from anywhere (no src=, no <link>). */
+    cr_assert_eq(count(html, " src=\""), 0, "%s", l);
+    cr_assert_eq(count(html, "<link"), 0, "%s", l);
     free(html);
     free(p);
   }

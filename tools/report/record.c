@@ -520,7 +520,7 @@ static void raw_line(rp_rec *x) {
   if (!json_object_get(o, "pathname"))
     json_object_set_new(o, "pathname", json_string(path));
   if (!json_object_get(o, "lineno"))
-    json_object_set_new(o, "lineno", json_integer((json_int_t)rec->line));
+    json_object_set_new(o, "lineno", json_integer((json_int_t)rec->src_line));
   if (x->payload_file[0] && !json_object_get(o, "payload_filename"))
     json_object_set_new(o, "payload_filename", json_string(x->payload_file));
   json_dumpf(o, x->r->raw, JSON_COMPACT | JSON_SORT_KEYS);

@@ -56,6 +56,7 @@ rp_compile *rp_compile_get(rp_report *r, int64_t ca, int64_t frame,
   if (!c) return NULL;
   c->ca = ca, c->frame = frame, c->fcid = fcid, c->attempt = attempt;
   c->co_firstlineno = -1;
+  c->guards_off = -1;
   memcpy(c->dir, dir, sizeof dir);
   char ca_part[32] = "";
   if (ca >= 0) snprintf(ca_part, sizeof ca_part, "!%lld/", (long long)ca);
@@ -178,13 +179,24 @@ static kn_status emit(rp_rec *x, const char *stem, const char *ext, int how,
   return KN_OK;
 }
 
-static void keep_guards(rp_compile *c, const char *s, size_t n,
-                        const char *url) {
-  free(c->guards);
+static void keep_guards(rp_rec *x, const char *s, size_t n, const char *url) {
+  rp_compile *c = x->c;
   free(c->guards_url);
   if (n > GUARDS_KEEP) n = GUARDS_KEEP;
-  c->guards = strndup(s, n);
+  fseek(x->r->side, 0, SEEK_END);
+  c->guards_off = ftell(x->r->side);
+  c->guards_len = fwrite(s, 1, n, x->r->side);
   c->guards_url = strdup(url);
+}
+
+char *rp_compile_guards(const rp_report *r, const rp_compile *c) {
+  if (c->guards_off < 0 || fseek(r->side, c->guards_off, SEEK_SET) != 0)
+    return NULL;
+  char *s = malloc(c->guards_len + 1);
+  if (!s) return NULL;
+  size_t n = fread(s, 1, c->guards_len, r->side);
+  s[n] = '\0';
+  return s;
 }
 
 static kn_status on_guards_json(rp_rec *x) {
@@ -215,7 +227,7 @@ static kn_status on_guards_json(rp_rec *x) {
   rp_html_end(f);
   fclose(f);
   json_decref(j);
-  keep_guards(x->c, kn__sb_cstr(&text), text.len, rel);
+  keep_guards(x, kn__sb_cstr(&text), text.len, rel);
   kn__sb_fini(&text);
   if (!rp_compile_add_artifact(x->c, rel, strrchr(rel, '/') + 1, num, "",
                                NULL))
@@ -292,9 +304,7 @@ static kn_status add_break(rp_rec *x, const char *url) {
   b->location = break_location(x->rec->payload, x->rec->payload_len);
   b->reason = break_reason(x->rec->payload);
   b->url = strdup(url);
-  b->compile = SIZE_MAX;
-  for (size_t i = 0; i < r->ncompiles; i++)
-    if (r->compiles[i] == x->c) b->compile = i;
+  b->compile = (uintptr_t)kn__hm_get(&r->by_dir, x->c->dir, NULL) - 1;
   if (!b->location || !b->reason || !b->url) {
     free(b->location), free(b->reason), free(b->url);
     return kn__oom();
@@ -412,7 +422,7 @@ static kn_status on_graph(rp_rec *x) {
   kn_status st = emit(x, x->rec->event, "txt", AS_RAW, rel, sizeof rel);
   if (st) return st;
   if (!strcmp(x->rec->event, "dynamo_cpp_guards_str"))
-    keep_guards(x->c, x->rec->payload, x->rec->payload_len, rel);
+    keep_guards(x, x->rec->payload, x->rec->payload_len, rel);
   if (!strcmp(x->rec->event, "dynamo_output_graph")) {
     const char *h = meta_str(x->rec->metadata, "has_payload");
     snprintf(x->c->graph_md5, sizeof x->c->graph_md5, "%s", h ? h : "");

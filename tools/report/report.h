@@ -54,7 +54,8 @@ typedef struct rp_compile {
   int64_t co_firstlineno;
   double compile_time_s;   /* entire frame compile time, 0 when unknown */
   char *metrics_url;       /* the last compilation_metrics page */
-  char *guards;            /* guard text (truncated), for the recompile view */
+  long guards_off;         /* guard text (first 64 KiB) in the side file, */
+  size_t guards_len;       /* for the recompile view; off -1 when none */
   char *guards_url;
   json_t *recompile_reasons; /* list of strings, or NULL (owned) */
   char graph_md5[33];      /* dynamo_output_graph payload hash, "" if none */
@@ -94,6 +95,8 @@ typedef struct rp_report {
   int64_t expected_rank;   /* -1 until the first record with a rank */
   FILE *chromium;          /* chromium_events.json, open while reading */
   FILE *raw;               /* raw.jsonl body, written to a temporary file */
+  FILE *side;              /* temporary file of guard texts, so memory does
+                              not grow with them */
   bool stop;               /* a strict-mode defect happened */
   double total_compile_s;
   const char **status_of;  /* per compile index, built by rp_status_build */
@@ -122,6 +125,9 @@ rp_compile *rp_compile_get(rp_report *r, int64_t ca, int64_t frame,
 bool rp_compile_add_artifact(rp_compile *c, const char *url, const char *name,
                              uint64_t number, const char *suffix,
                              const char *readable_url);
+/* The guard text of c from the side file, NUL-terminated (owned, free it),
+** or NULL when c has none. */
+char *rp_compile_guards(const rp_report *r, const rp_compile *c);
 /* The interned string with this id or "(unknown)". Borrowed. */
 const char *rp_string(const rp_report *r, int64_t id);
 

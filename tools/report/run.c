@@ -113,7 +113,9 @@ static kn_status start(rp_report *r, const rp_opts *opts, const char *path) {
   if (!r->chromium) return kn_last_status();
   fputs("[\n", r->chromium);
   r->raw = tmpfile();
-  if (!r->raw) return kn__error(KN_EIO, "cannot create a temporary file");
+  r->side = tmpfile();
+  if (!r->raw || !r->side)
+    return kn__error(KN_EIO, "cannot create a temporary file");
   return KN_OK;
 }
 
@@ -149,7 +151,7 @@ static void compile_free(rp_compile *c) {
   }
   free(c->arts);
   free(c->co_name), free(c->co_filename), free(c->fail_type);
-  free(c->fail_reason), free(c->metrics_url), free(c->guards);
+  free(c->fail_reason), free(c->metrics_url);
   free(c->guards_url), free(c->fn_name);
   json_decref(c->recompile_reasons);
   free(c);
@@ -178,6 +180,7 @@ void rp_report_fini(rp_report *r) {
   rp_trie_fini(&r->unknown_trie);
   if (r->chromium) fclose(r->chromium);
   if (r->raw) fclose(r->raw);
+  if (r->side) fclose(r->side);
   rp_out_close(&r->out);
   memset(r, 0, sizeof *r);
 }

@@ -140,14 +140,16 @@ static bool line_matches(const char *line, const char *failed) {
 }
 
 /* Guard text with lines matching the failed check highlighted. */
-static void guards_html(FILE *f, const rp_compile *c, const char *failed) {
-  if (!c->guards) {
+static void guards_html(FILE *f, const rp_report *r, const rp_compile *c,
+                        const char *failed) {
+  char *text = rp_compile_guards(r, c);
+  if (!text) {
     fputs("(no guards recorded)", f);
     return;
   }
   size_t lines = 1, hits = 0;
-  for (const char *p = c->guards; *p; p++) lines += *p == '\n';
-  for (const char *p = c->guards; *p && failed;) {
+  for (const char *p = text; *p; p++) lines += *p == '\n';
+  for (const char *p = text; *p && failed;) {
     size_t n = strcspn(p, "\n");
     char *line = strndup(p, n);
     hits += line && line_matches(line, failed);
@@ -157,7 +159,7 @@ static void guards_html(FILE *f, const rp_compile *c, const char *failed) {
   /* Open when a line is highlighted, so the failed guard shows at once. */
   fprintf(f, "<details%s><summary>%zu guard line(s), %zu matching the "
           "failure</summary><pre>", hits ? " open" : "", lines, hits);
-  const char *p = c->guards;
+  const char *p = text;
   while (*p) {
     size_t n = strcspn(p, "\n");
     char *line = strndup(p, n);
@@ -169,6 +171,7 @@ static void guards_html(FILE *f, const rp_compile *c, const char *failed) {
     free(line);
     p += n + (p[n] == '\n');
   }
+  free(text);
   fputs("</pre></details>", f);
   fputs(" <a href=\"", f);
   rp_html_esc(f, c->guards_url);
@@ -210,7 +213,7 @@ static void group_table(FILE *f, const rp_report *r, const group *g) {
     if (next) failed_guards(f, c, next, &failed);
     else fputs("(no later compile)", f);
     fputs("</td><td class=\"guards\">", f);
-    guards_html(f, c, failed);
+    guards_html(f, r, c, failed);
     fputs("</td></tr>\n", f);
   }
   fputs("</table>\n", f);

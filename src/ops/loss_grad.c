@@ -48,9 +48,17 @@ kn_tensor *kn__cross_entropy_smooth(kn_tensor *nll, kn_tensor *total_weight, kn_
 kn_status kn__bw_mse_loss(kn__bwctx *ctx) {
   kn_tensor *x = ctx->call->args[0].u.t, *t = ctx->call->args[1].u.t;
   int64_t red = ctx->call->args[2].u.i;
-  kn_tensor *d = kn_sub(x, t);
-  double scale = red == KN_REDUCTION_MEAN ? 2.0 / (double)kn_numel(d) : 2.0;
-  kn_tensor *gx = kn_mul(kn_mul_scalar(d, kn_float(scale)), ctx->grad_outputs[0]);
+  int nb = x->ndim > t->ndim ? x->ndim : t->ndim;
+  int64_t bs[KN_MAX_DIMS];
+  for (int d = 0; d < nb; d++) {
+    int dx = d - (nb - x->ndim), dt = d - (nb - t->ndim);
+    int64_t a = dx >= 0 ? x->sizes[dx] : 1, b = dt >= 0 ? t->sizes[dt] : 1;
+    bs[d] = a == 1 ? b : a;
+  }
+  /* operands expanded first, so no binary op has to reduce a broadcast */
+  kn_tensor *d = kn_sub(kn_expand(x, nb, bs), kn_expand(t, nb, bs));
+  double scale = red == KN_REDUCTION_MEAN ? 2.0 / (double)kn__numel(nb, bs) : 2.0;
+  kn_tensor *gx = kn_mul(kn_mul_scalar(d, kn_float(scale)), kn_expand(ctx->grad_outputs[0], nb, bs));
   kn_status st = KN_OK;
   if (ctx->needs_input_grad[0]) st = set_grad(ctx, 0, kn_sum_to_size(gx, x->ndim, x->sizes));
   if (st == KN_OK && ctx->needs_input_grad[1])
@@ -65,7 +73,7 @@ kn_status kn__bw_bce(kn__bwctx *ctx) {
   kn_tensor *x = ctx->call->args[0].u.t, *t = ctx->call->args[1].u.t;
   kn_tensor *w = ctx->call->args[2].u.t;
   int64_t red = ctx->call->args[3].u.i;
-  kn_tensor *g = ctx->grad_outputs[0];
+  kn_tensor *g = kn_expand(ctx->grad_outputs[0], x->ndim, x->sizes);
   if (red == KN_REDUCTION_MEAN) g = kn_div_scalar(g, kn_int(kn_numel(x)));
   if (w) g = kn_mul(g, w);
   kn_status st = KN_OK;

@@ -25,12 +25,10 @@ static kn_tensor *restore(kn_tensor *g, const kn_tensor *self, const bool *mask,
   return g ? kn_expand(g, self->ndim, self->sizes) : NULL;
 }
 
-/* Just unsqueezed (broadcastable against self). */
-static kn_tensor *unreduce(kn_tensor *g, const kn_tensor *self, const bool *mask, bool keepdim) {
-  if (!keepdim)
-    for (int d = 0; g && d < self->ndim; d++)
-      if (mask[d]) g = kn_unsqueeze(g, d);
-  return g;
+/* t expanded to like's shape (binary ops then never broadcast an operand
+** that may need a gradient). */
+static kn_tensor *full(kn_tensor *t, const kn_tensor *like) {
+  return t ? kn_expand(t, like->ndim, like->sizes) : NULL;
 }
 
 static kn_status set_grad(kn__bwctx *ctx, int k, kn_tensor *g) {
@@ -97,10 +95,10 @@ kn_status kn__bw_amax(kn__bwctx *ctx) {
   int nd = 0;
   for (int d = 0; d < x->ndim; d++)
     if (mask[d]) dims[nd++] = d;
-  kn_tensor *hit = kn_eq(x, unreduce(ctx->outputs[0], x, mask, keep));
+  kn_tensor *hit = kn_eq(x, restore(ctx->outputs[0], x, mask, keep));
   kn_tensor *cnt = kn_sum_dims(hit, dims, nd, true);
-  kn_tensor *g = unreduce(ctx->grad_outputs[0], x, mask, keep);
-  return set_grad(ctx, 0, kn_mul(kn_div(g, cnt), hit));
+  kn_tensor *g = restore(ctx->grad_outputs[0], x, mask, keep);
+  return set_grad(ctx, 0, kn_mul(kn_div(g, kn_expand(cnt, x->ndim, x->sizes)), hit));
 }
 
 /* var/std(self, dims?, correction?, keepdim) */
@@ -112,8 +110,9 @@ static kn_tensor *var_grad(kn__bwctx *ctx, kn_tensor *g, bool *mask, bool keep) 
   for (int d = 0; d < x->ndim; d++)
     if (mask[d]) dims[nd++] = d;
   double n = (double)kn__reduce_count(x, mask) - (double)corr;
-  kn_tensor *dev = kn_sub(x, kn_mean_dims(x, dims, nd, true));
-  return kn_mul(kn_mul_scalar(unreduce(g, x, mask, keep), kn_float(2.0 / (n > 0 ? n : 0))), dev);
+  kn_tensor *mean = kn_mean_dims(x, dims, nd, true);
+  kn_tensor *dev = kn_sub(x, mean ? kn_expand(mean, x->ndim, x->sizes) : NULL);
+  return kn_mul(kn_mul_scalar(restore(g, x, mask, keep), kn_float(2.0 / (n > 0 ? n : 0))), dev);
 }
 
 kn_status kn__bw_var(kn__bwctx *ctx) {
@@ -129,7 +128,7 @@ kn_status kn__bw_std(kn__bwctx *ctx) {
   bool mask[KN_MAX_DIMS];
   call_mask(ctx->call, 1, mask);
   kn_tensor *s = ctx->outputs[0];
-  kn_tensor *gv = kn_div(ctx->grad_outputs[0], kn_mul_scalar(s, kn_int(2)));
+  kn_tensor *gv = kn_div(ctx->grad_outputs[0], kn_mul_scalar(s, kn_int(2))); /* same shapes */
   gv = kn_where(kn_eq_scalar(s, kn_int(0)), kn_zeros(0, NULL, kn_tensor_dtype(s)), gv);
   return set_grad(ctx, 0, var_grad(ctx, gv, mask, ctx->call->args[3].u.b));
 }
@@ -142,6 +141,7 @@ kn_status kn__bw_cumsum(kn__bwctx *ctx) {
   int64_t dim = ctx->call->args[1].u.i;
   if (x->ndim == 0) return set_grad(ctx, 0, kn_to(g, x->dtype));
   kn_tensor *tot = kn_sum_dims(g, &dim, 1, true);
+  if (tot) tot = kn_expand(tot, kn_ndim(g), kn_sizes(g));
   kn_tensor *r = kn_add(kn_sub(tot, kn_cumsum(g, dim)), g);
   if (r && kn_tensor_dtype(r) != x->dtype) r = kn_to(r, x->dtype);
   return set_grad(ctx, 0, r);
@@ -167,8 +167,8 @@ kn_status kn__bw_softmax_bwd(kn__bwctx *ctx) {
   kn_status st = KN_OK;
   if (ctx->needs_input_grad[0]) st = set_grad(ctx, 0, kn_softmax_backward_data(h, y, dim));
   if (st == KN_OK && ctx->needs_input_grad[1]) {
-    kn_tensor *sgy = kn_sum_dims(kn_mul(g, y), &dim, 1, true);
-    kn_tensor *shy = kn_sum_dims(kn_mul(h, y), &dim, 1, true);
+    kn_tensor *sgy = full(kn_sum_dims(kn_mul(g, y), &dim, 1, true), g);
+    kn_tensor *shy = full(kn_sum_dims(kn_mul(h, y), &dim, 1, true), g);
     st = set_grad(ctx, 1, kn_sub(kn_mul(h, kn_sub(g, sgy)), kn_mul(g, shy)));
   }
   return st;
@@ -182,8 +182,8 @@ kn_status kn__bw_log_softmax_bwd(kn__bwctx *ctx) {
   kn_tensor *e = kn_exp(y);
   kn_status st = KN_OK;
   if (ctx->needs_input_grad[0])
-    st = set_grad(ctx, 0, kn_sub(h, kn_sum_dims(kn_mul(h, e), &dim, 1, true)));
+    st = set_grad(ctx, 0, kn_sub(h, full(kn_sum_dims(kn_mul(h, e), &dim, 1, true), g)));
   if (st == KN_OK && ctx->needs_input_grad[1])
-    st = set_grad(ctx, 1, kn_neg(kn_mul(kn_mul(h, e), kn_sum_dims(g, &dim, 1, true))));
+    st = set_grad(ctx, 1, kn_neg(kn_mul(kn_mul(h, e), full(kn_sum_dims(g, &dim, 1, true), g))));
   return st;
 }

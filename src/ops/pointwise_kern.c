@@ -297,6 +297,19 @@ static bool writes_bool(kn__pwcode code) {
   return (code >= KN__PW_EQ && code <= KN__PW_LOR) || code == KN__PW_LNOT;
 }
 
+/* Formulas cheap enough to be limited by memory bandwidth. */
+static bool memory_bound(kn__pwcode code) {
+  switch (code) {
+  case KN__PW_ADD: case KN__PW_SUB: case KN__PW_MUL: case KN__PW_MAXIMUM: case KN__PW_MINIMUM:
+  case KN__PW_EQ: case KN__PW_NE: case KN__PW_LT: case KN__PW_LE: case KN__PW_GT: case KN__PW_GE:
+  case KN__PW_LAND: case KN__PW_LOR: case KN__PW_LNOT: case KN__PW_NEG: case KN__PW_ABS:
+  case KN__PW_SGN: case KN__PW_RELU: case KN__PW_CLAMP: case KN__PW_THRESHOLD_BW:
+  case KN__PW_TANH_BW: case KN__PW_SIGMOID_BW:
+    return true;
+  default: return false;
+  }
+}
+
 static kn__iter_row_fn row_fn(kn_dtype cc, int nin) {
   switch (cc) {
   case KN_FLOAT32: return nin == 1 ? un_f32 : bin_f32;
@@ -352,7 +365,8 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
   }
   atomic_int zero_div = 0;
   rowctx ctx = {code, prm, &zero_div};
-  kn__iter_run(&it, row_fn(cc, nin), &ctx, KN__PAR_GRAIN);
+  kn__iter_run(&it, row_fn(cc, nin), &ctx,
+               memory_bound(code) ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN);
   if (atomic_load(&zero_div)) {
     st = kn__error(KN_EINVAL, "ZeroDivisionError");
     goto done;

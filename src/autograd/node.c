@@ -58,25 +58,33 @@ static void call_free(kn__call *c) {
   c->nargs = 0;
 }
 
+/* A metadata-only stand-in for a saved tensor (same sizes, strides, dtype). */
+kn_tensor *kn__saved_stand_in(const kn_tensor *t) {
+  return kn__empty_strided(t->ndim, t->sizes, t->strides, t->dtype, KN_META);
+}
+
 void kn__node_release_saved(kn__node *n) {
   if (n->kind != KN__NODE_OP || n->released) return;
   n->released = true;
-  /* keep the call's non-tensor arguments; drop tensors */
+  /* Values are freed; shapes stay (as meta stand-ins), so rules that only
+  ** need sizes still run, as PyTorch's nodes that save only sizes. */
+  int flat = 0;
   for (int i = 0; i < n->call.nargs; i++) {
     kn__arg *a = &n->call.args[i];
-    if (a->kind == KN__A_TENSOR) {
-      kn_release(a->u.t);
-      a->u.t = NULL;
-    } else if (a->kind == KN__A_TENSORS) {
-      for (int j = 0; j < a->u.ts.n; j++) kn_release(a->u.ts.v[j]);
-      free((void *)a->u.ts.v);
-      a->u.ts.v = NULL;
-      a->u.ts.n = 0;
+    int cnt = a->kind == KN__A_TENSOR ? 1 : a->kind == KN__A_TENSORS ? a->u.ts.n : 0;
+    kn_tensor **slot = a->kind == KN__A_TENSOR ? &a->u.t : (kn_tensor **)a->u.ts.v;
+    for (int j = 0; j < cnt; j++, flat++) {
+      kn_tensor *old = slot[j];
+      slot[j] = old ? kn__saved_stand_in(old) : NULL;
+      n->in_info[flat].check = false;
+      kn_release(old);
     }
   }
   for (int i = 0; i < n->nout; i++) {
-    kn_release(n->saved_out[i]);
-    n->saved_out[i] = NULL;
+    kn_tensor *old = n->saved_out[i];
+    n->saved_out[i] = old ? kn__saved_stand_in(old) : NULL;
+    n->out_info[i].check = false;
+    kn_release(old);
   }
 }
 
@@ -97,8 +105,8 @@ static void node_destroy(kn__node *n, kn__node ***stack, size_t *len, size_t *ca
     (*stack)[(*len)++] = n->next[k].fn;
   }
   if (n->kind == KN__NODE_OP) {
-    kn__node_release_saved(n);
     call_free(&n->call);
+    for (int i = 0; n->saved_out && i < n->nout; i++) kn_release(n->saved_out[i]);
   }
   if (n->leaf) {
     if (n->leaf->grad_acc == n) n->leaf->grad_acc = NULL;
@@ -406,6 +414,7 @@ static kn_status record_saved(kn__node *n, const kn__call *c, kn__outs *out,
     n->out_info[i].grad_fn = kn__node_name(n);
     n->out_info[i].output_nr = i;
     n->out_dtype[i] = out->t[i]->dtype;
+    n->on_meta = n->on_meta || out->t[i]->device == KN_META || out->t[i]->is_fake;
   }
   return KN_OK;
 }
@@ -464,8 +473,9 @@ kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ct
 
 kn_tensor *kn_detach(kn_tensor *t) {
   if (!t) {
-    kn__error(KN_EINVAL, "detach: tensor is NULL (did an earlier call fail? %s)",
-              kn_last_error());
+    char prev[512];
+    snprintf(prev, sizeof prev, "%s", kn_last_error());
+    kn__error(KN_EINVAL, "detach: tensor is NULL (did an earlier call fail? %s)", prev);
     return NULL;
   }
   return kn__autorelease(alias_of(t));

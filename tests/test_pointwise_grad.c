@@ -125,15 +125,13 @@ Test(pw_grad, binary_with_broadcasting) {
   kn_tensor *row = LEAF(0.4, 1.9, (3));
   kn_tensor *col = LEAF(-2, 2, (2, 1));
   kn_tensor *b = LEAF(0.4, 1.9, (2, 3));
-  /* Second order with broadcasting needs sum's own derivative (ops-reduce):
-  ** second-order cases use same-shape operands. */
   struct { const char *name; binary f; kn_tensor *x, *y; bool second; } cases[] = {
-    {"add", kn_add, a, row, false},         {"add_alpha", f_add_alpha, col, a, false},
-    {"sub", kn_sub, a, col, false},         {"sub_alpha", f_sub_alpha, row, a, false},
-    {"mul", kn_mul, a, row, false},         {"mul_col", kn_mul, col, row, false},
-    {"div", kn_div, a, row, false},         {"maximum", kn_maximum, a, col, false},
-    {"minimum", kn_minimum, row, a, false}, {"pow", f_pow_abs, a, row, false},
-    {"where", f_where, a, row, false},      {"div_trunc", f_div_trunc, a, row, false},
+    {"add", kn_add, a, row, true},         {"add_alpha", f_add_alpha, col, a, true},
+    {"sub", kn_sub, a, col, true},         {"sub_alpha", f_sub_alpha, row, a, true},
+    {"mul", kn_mul, a, row, true},         {"mul_col", kn_mul, col, row, true},
+    {"div", kn_div, a, row, true},         {"maximum", kn_maximum, a, col, true},
+    {"minimum", kn_minimum, row, a, true}, {"pow", f_pow_abs, a, row, true},
+    {"where", f_where, a, row, true},      {"div_trunc", f_div_trunc, a, row, false},
     {"add2", f_add_alpha, a, b, true},      {"sub2", f_sub_alpha, a, b, true},
     {"mul2", kn_mul, a, b, true},           {"div2", kn_div, a, b, true},
     {"maximum2", kn_maximum, a, b, true},   {"minimum2", kn_minimum, a, b, true},

@@ -175,6 +175,16 @@ static kn_status s_clamp(kn_tensor *y) {
 }
 static kn_status s_mul_s(kn_tensor *y) { return kn_mul_scalar_(y, kn_float(2)); }
 static kn_status s_fill(kn_tensor *y) { return kn_fill_(y, kn_float(3)); }
+static kn_status s_abs(kn_tensor *y) { return kn_abs_(y); }
+static kn_status s_recip(kn_tensor *y) { return kn_reciprocal_(y); }
+static kn_status s_log(kn_tensor *y) { return kn_log_(y); }
+static kn_status s_sqrt(kn_tensor *y) { return kn_sqrt_(y); }
+static kn_status s_floor(kn_tensor *y) { return kn_floor_(y); }
+static kn_tensor *i_abs(kn_tensor *x) { return ip(x, s_abs); }
+static kn_tensor *i_recip(kn_tensor *x) { return ip(x, s_recip); }
+static kn_tensor *i_log(kn_tensor *x) { return ip(x, s_log); }
+static kn_tensor *i_sqrt(kn_tensor *x) { return ip(x, s_sqrt); }
+static kn_tensor *i_floor(kn_tensor *x) { return ip(x, s_floor); }
 static kn_tensor *i_exp(kn_tensor *x) { return ip(x, s_exp); }
 static kn_tensor *i_relu(kn_tensor *x) { return ip(x, s_relu); }
 static kn_tensor *i_tanh(kn_tensor *x) { return ip(x, s_tanh); }
@@ -210,7 +220,13 @@ static kn_tensor *i_copy(kn_tensor *x, kn_tensor *w) {
 Test(pw_grad, inplace_variants) {
   kn_tensor *x = LEAF(-1.5, 1.5, (2, 3));
   kn_tensor *w = LEAF(0.5, 2, (3));
+  kn_tensor *pos = LEAF(0.3, 2.5, (2, 3));
   check1("exp_", i_exp, x, true);
+  check1("abs_", i_abs, x, false);
+  check1("reciprocal_", i_recip, pos, true);
+  check1("log_", i_log, pos, false);
+  check1("sqrt_", i_sqrt, pos, true);
+  check1("floor_", i_floor, x, false);
   check1("relu_", i_relu, x, false);
   check1("tanh_", i_tanh, x, true);
   check1("sigmoid_", i_sigmoid, x, true);

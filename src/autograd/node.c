@@ -356,12 +356,35 @@ static kn_tensor *pre_take(const kn__call *c) {
   return t;
 }
 
+static bool is_view_node(const kn__node *n) {
+  return n && n->kind == KN__NODE_OP && (n->call.op->flags & KN_OPF_VIEW);
+}
+
+/* In-place on a view with history: PyTorch rewrites the base's history
+** (CopySlices); kiln does not yet, so it refuses rather than computing a
+** wrong gradient. */
+static kn_status check_view(const kn__call *c, const kn_tensor *self) {
+  const kn__node *n = self->grad_fn;
+  if (!is_view_node(n)) return KN_OK;
+  while (is_view_node(n)) n = n->next[0].fn;
+  if (n && n->kind == KN__NODE_ACCUM)
+    return kn__error(KN_EAUTOGRAD, "a view of a leaf Variable that requires grad is being used "
+                                   "in an in-place operation.");
+  return kn__error(KN_EUNSUPPORTED,
+                   "%s: in-place modification of a view (output of %s) that requires grad is "
+                   "not supported yet (its base's history would need rewriting); use the "
+                   "out-of-place op, or modify the base tensor", c->op->name,
+                   kn__node_name(self->grad_fn));
+}
+
 kn_status kn__autograd_check_inplace(const kn__call *c) {
   kn_tensor *self = c->args[0].u.t;
   if (self && self->requires_grad && !self->grad_fn)
     return kn__error(KN_EAUTOGRAD,
                      "a leaf Variable that requires grad is being used in an in-place "
                      "operation.");
+  kn_status st = self ? check_view(c, self) : KN_OK;
+  if (st != KN_OK) return st;
   if (self && kn__autograd_needed(c)) return pre_save(c);
   return KN_OK;
 }

@@ -181,6 +181,9 @@ Test(reduce_grad, grad_fn_names_match_torch) {
       {kn_nll_loss(x, t, NULL, KN_REDUCTION_MEAN, -100), "NllLossBackward0"},
       {kn_cross_entropy(x, t, NULL, KN_REDUCTION_MEAN, -100, 0), "NllLossBackward0"},
       {kn_cross_entropy(x, t, NULL, KN_REDUCTION_MEAN, -100, 0.1), "AddBackward0"},
+      {kn_nll_loss(kn_expand(kn_unsqueeze(kn_unsqueeze(x, 2), 3), 4, (int64_t[]){2, 3, 2, 2}),
+                   kn_zeros(KN_SHAPE(2, 2, 2), KN_INT64), NULL, KN_REDUCTION_SUM, -100),
+       "NllLoss2DBackward0"},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     cr_assert_not_null(want[i].y, "%zu: %s", i, kn_last_error());

@@ -62,8 +62,12 @@ void kn__iter_row_ptrs(const kn__iter *it, int64_t r, char **p);
 ** elements in total (0: never) the rows, or chunks of a single long row, are
 ** spread over OpenMP threads, so fn must only touch its own row. */
 void kn__iter_run(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int64_t grain);
-/* Element count above which elementwise kernels go parallel. */
-#define KN__PAR_GRAIN ((int64_t)1 << 16)
+/* Element counts above which elementwise kernels go parallel: compute-bound
+** loops (exp, tanh, pow, ...) early; memory-bound ones (add, copy, compare,
+** fill) only when the data is far larger than the caches, because on a
+** loaded machine waking threads costs more than a second core gains. */
+#define KN__PAR_GRAIN ((int64_t)1 << 15)
+#define KN__PAR_GRAIN_MEM ((int64_t)1 << 22)
 
 /* Copy src into dst (same shape, or src broadcastable to dst), converting
 ** dtypes. Works on any strides; fast for contiguous same-dtype data. Does not

@@ -173,8 +173,11 @@ kn_status kn__k_cross_entropy(const kn__call *c, kn__outs *out) {
     return kn__error(KN_EINVAL, "label_smoothing must be between 0.0 and 1.0. Got: %g", ls);
   kn_scope_begin();
   kn_tensor *lp = kn_log_softmax(x, x->ndim == 1 ? 0 : 1);
-  kn_tensor *r = kn_nll_loss(lp, t, w, (kn_reduction)red, ignore);
-  if (r && ls > 0) r = kn__cross_entropy_smooth(r, lp, t, w, (kn_reduction)red, ignore, ls);
+  kn_tensor *nll[2] = {NULL, NULL};
+  kn_tensor *r = NULL;
+  if (lp && kn__nll_loss_forward(lp, t, w, (kn_reduction)red, ignore, nll) == 2)
+    r = ls > 0 ? kn__cross_entropy_smooth(nll[0], nll[1], lp, t, w, (kn_reduction)red, ignore, ls)
+               : nll[0];
   kn_status st = kn__loss_push(out, r);
   kn_scope_end();
   return st;

@@ -66,7 +66,7 @@ kn_status kn__k_where(const kn__call *c, kn__outs *out) {
     kn__iter_add_broadcast(&it, t);
   }
   size_t es = kn_dtype_size(o->dtype);
-  if (kn_numel(o) > 0) kn__iter_run(&it, select_fn, &es, KN__PAR_GRAIN);
+  if (kn_numel(o) > 0) kn__iter_run(&it, select_fn, &es, KN__PAR_GRAIN_MEM);
   kn_release(conv[0]);
   kn_release(conv[1]);
   return KN_OK;
@@ -195,6 +195,6 @@ kn_status kn__k_fill_(const kn__call *c, kn__outs *out) {
   kn__iter it;
   kn__iter_init(&it, self->ndim, self->sizes);
   kn__iter_add(&it, self);
-  kn__iter_run(&it, fill_fn, val, 4 * KN__PAR_GRAIN);
+  kn__iter_run(&it, fill_fn, val, KN__PAR_GRAIN_MEM);
   return KN_OK;
 }

@@ -297,6 +297,19 @@ static bool writes_bool(kn__pwcode code) {
   return (code >= KN__PW_EQ && code <= KN__PW_LOR) || code == KN__PW_LNOT;
 }
 
+/* Formulas cheap enough to be limited by memory bandwidth. */
+static bool memory_bound(kn__pwcode code) {
+  switch (code) {
+  case KN__PW_ADD: case KN__PW_SUB: case KN__PW_MUL: case KN__PW_MAXIMUM: case KN__PW_MINIMUM:
+  case KN__PW_EQ: case KN__PW_NE: case KN__PW_LT: case KN__PW_LE: case KN__PW_GT: case KN__PW_GE:
+  case KN__PW_LAND: case KN__PW_LOR: case KN__PW_LNOT: case KN__PW_NEG: case KN__PW_ABS:
+  case KN__PW_SGN: case KN__PW_RELU: case KN__PW_CLAMP: case KN__PW_THRESHOLD_BW:
+  case KN__PW_TANH_BW: case KN__PW_SIGMOID_BW:
+    return true;
+  default: return false;
+  }
+}
+
 static kn__iter_row_fn row_fn(kn_dtype cc, int nin) {
   switch (cc) {
   case KN_FLOAT32: return nin == 1 ? un_f32 : bin_f32;
@@ -304,6 +317,17 @@ static kn__iter_row_fn row_fn(kn_dtype cc, int nin) {
   case KN_BOOL: return nin == 1 ? un_bool : bin_bool;
   default: return nin == 1 ? un_i64 : bin_i64;
   }
+}
+
+/* Does in share memory with out without being exactly out's elements (an
+** in-place op reading another view of self)? It is then read from a copy. */
+static bool overlaps_differently(const kn_tensor *out, const kn_tensor *in) {
+  if (!kn_same_storage(out, in) || out == in) return false;
+  if (in->offset != out->offset || in->ndim != out->ndim) return true;
+  for (int d = 0; d < in->ndim; d++)
+    if (in->sizes[d] != out->sizes[d] || (in->sizes[d] > 1 && in->strides[d] != out->strides[d]))
+      return true;
+  return false;
 }
 
 typedef union scalar_buf { float f; double d; int64_t i; bool b; } scalar_buf;
@@ -337,7 +361,7 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
   for (int k = 0; k < nin; k++) {
     if (in[k].t) {
       const kn_tensor *t = in[k].t;
-      if (t->dtype != cc) {
+      if (t->dtype != cc || overlaps_differently(out, t)) {
         t = conv[k] = kn__contiguous_copy(t, cc);
         if (!t) {
           st = kn_last_status();
@@ -352,7 +376,8 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
   }
   atomic_int zero_div = 0;
   rowctx ctx = {code, prm, &zero_div};
-  kn__iter_run(&it, row_fn(cc, nin), &ctx, KN__PAR_GRAIN);
+  kn__iter_run(&it, row_fn(cc, nin), &ctx,
+               memory_bound(code) ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN);
   if (atomic_load(&zero_div)) {
     st = kn__error(KN_EINVAL, "ZeroDivisionError");
     goto done;

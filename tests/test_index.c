@@ -238,6 +238,8 @@ Test(index, setitem_slice_and_select) {
        "The expanded size of the tensor (2) must match the existing size (3) at non-singleton "
        "dimension 1.  Target sizes: [3, 2].  Tensor sizes: [3]");
   ERRS(kn_setitem_slice(y, 1, 0, 2, 0, col), KN_EINVAL, "slice step must be positive");
+  cr_assert_eq(kn_setitem_slice_scalar(y, 0, -1, KN_SLICE_END, 1, kn_float(0.25)), KN_OK);
+  V(kn_select(y, 0, 2), 0.25, 0.25, 0.25, 0.25);
   ERRS(kn_setitem_select(y, 0, 3, col), KN_ERANGE,
        "select(): index 3 out of range for tensor of size [3, 4] at dimension 0");
 }

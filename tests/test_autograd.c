@@ -315,3 +315,19 @@ Test(engine, long_chain_releases_iteratively) {
   expect(kn_grad(x), 4, (double[]){1, 2, 3, 4}); /* an even number of transposes */
   kn_release(keep); /* frees 20000 nodes without deep recursion */
 }
+
+/* Meta tensors: recording and backward propagate shapes only. */
+Test(engine, meta_graph_gives_meta_gradients) {
+  kn_tensor *x = kn_empty_meta(KN_SHAPE(3, 4), KN_FLOAT32);
+  cr_assert_eq(kn_set_requires_grad(x, true), KN_OK);
+  kn_tensor *w = kn_empty_meta(KN_SHAPE(4, 2), KN_FLOAT32);
+  cr_assert_eq(kn_set_requires_grad(w, true), KN_OK);
+  kn_tensor *y = kn_mm(x, w);
+  cr_assert_str_eq(kn_grad_fn_name(y), "MmBackward0");
+  cr_assert_eq(kn_backward(y, kn_empty_meta(KN_SHAPE(3, 2), KN_FLOAT32)), KN_OK, "%s",
+               kn_last_error());
+  cr_assert_eq(kn_tensor_device(kn_grad(x)), KN_META);
+  cr_assert_eq(kn_size(kn_grad(x), 1), 4);
+  cr_assert_eq(kn_size(kn_grad(w), 0), 4);
+  cr_assert_eq(kn_size(kn_grad(w), 1), 2);
+}

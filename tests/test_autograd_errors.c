@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "autograd/autograd.h"
+#include "core/error.h"
 #include "kiln/kiln.h"
 
 static int64_t live0;
@@ -214,4 +215,46 @@ Test(gradmode, grad_mode_is_restored_after_backward) {
   cr_assert_not(kn_is_grad_enabled());
   kn_no_grad_end(prev);
   cr_assert_eq(((double *)kn_data(kn_grad(x)))[0], 12.0);
+}
+
+/* A backward (here a custom one) returning the wrong shape is caught. */
+static kn_status bad_shape(void *ctx, kn_tensor *const *go, int nout, kn_tensor **gi,
+                           const bool *needs, int nin, bool cg) {
+  (void)ctx, (void)go, (void)nout, (void)needs, (void)nin, (void)cg;
+  gi[0] = kn_zeros(KN_SHAPE(3), KN_FLOAT64);
+  return KN_OK;
+}
+
+Test(misuse, invalid_gradient_shape_from_a_node) {
+  kn_tensor *x = leaf(KN_SHAPE(2, 1), (double[]){1, 2});
+  kn_tensor *y = kn_detach(x);
+  kn__node *n = kn__node_new_custom("BadBackward", bad_shape, NULL, NULL, &x, 1, 1);
+  cr_assert_eq(kn__node_set_output(n, y, 0), KN_OK);
+  kn__node_release(n);
+  expect_error(kn_backward(y, val(KN_SHAPE(2, 1), (double[]){1, 1})), KN_EAUTOGRAD,
+               "Function BadBackward returned an invalid gradient at index 0 - got [3] but "
+               "expected shape compatible with [2, 1]");
+  cr_assert_null(kn_grad(x));
+}
+
+/* Errors inside a run release every buffer (the suite checks live tensors). */
+static kn_status fails(void *ctx, kn_tensor *const *go, int nout, kn_tensor **gi,
+                       const bool *needs, int nin, bool cg) {
+  (void)ctx, (void)go, (void)nout, (void)gi, (void)needs, (void)nin, (void)cg;
+  return kn__error(KN_EUNSUPPORTED, "this backward always fails");
+}
+
+Test(misuse, failing_backward_leaks_nothing) {
+  kn_tensor *x = leaf(KN_SHAPE(2, 1), (double[]){1, 2});
+  kn_tensor *y = kn_detach(x);
+  kn__node *n = kn__node_new_custom("FailBackward", fails, NULL, NULL, &x, 1, 1);
+  cr_assert_eq(kn__node_set_output(n, y, 0), KN_OK);
+  kn__node_release(n);
+  kn_tensor *z = kn_mm(kn_t(y), kn_t(kn_t(y))); /* several nodes above the failing one */
+  expect_error(kn_backward(z, NULL), KN_EUNSUPPORTED, "this backward always fails");
+  kn_tensor *g = NULL;
+  z = kn_mm(kn_t(y), kn_t(kn_t(y))); /* nodes that ran were freed: a fresh graph */
+  expect_error(kn_autograd_grad(&z, 1, &x, 1, NULL, true, true, false, &g), KN_EUNSUPPORTED,
+               "this backward always fails");
+  cr_assert_null(g);
 }

@@ -10,6 +10,7 @@
 
 #include "autograd/autograd.h"
 #include "kiln/kiln.h"
+#include "support/fixture.h"
 #include "support/gradcheck.h"
 
 static int64_t live0;
@@ -169,4 +170,87 @@ Test(ops, gradcheck_and_gradgradcheck_on_pointwise) {
   char why[512] = "";
   cr_assert(kn_gradcheck(f_mix, in, 2, NULL, why, sizeof why), "%s", why);
   cr_assert(kn_gradgradcheck(f_mix, in, 2, NULL, why, sizeof why), "%s", why);
+}
+
+/* Gradients are cast to the input's dtype (float64 product, float32 leaf). */
+Test(ops, gradient_cast_to_input_dtype) {
+  kn_tensor *x = kn_from_floats((float[]){1, 2}, KN_SHAPE(2));
+  cr_assert_eq(kn_set_requires_grad(x, true), KN_OK);
+  kn_tensor *c = val(KN_SHAPE(2), (double[]){3, 0.5});
+  kn_tensor *y = kn_mul(x, c);
+  cr_assert_eq(kn_tensor_dtype(y), KN_FLOAT64);
+  cr_assert_eq(kn_backward(y, val(KN_SHAPE(2), (double[]){1, 1})), KN_OK, "%s",
+               kn_last_error());
+  cr_assert_eq(kn_tensor_dtype(kn_grad(x)), KN_FLOAT32);
+  expect(kn_grad(x), 2, (double[]){3, 0.5});
+}
+
+Test(ops, in_place_on_views_with_history) {
+  kn_tensor *x = leaf(KN_SHAPE(2, 2), (double[]){1, 2, 3, 4});
+  kn_tensor *v = kn_t(x);
+  cr_assert_eq(kn_mul_scalar_(v, kn_float(2)), KN_EAUTOGRAD);
+  cr_assert_str_eq(kn_last_error(), "a view of a leaf Variable that requires grad is being "
+                                    "used in an in-place operation.");
+  kn_tensor *y = kn_mul_scalar(x, kn_float(2));
+  kn_tensor *w = kn_t(kn_t(y));
+  cr_assert_eq(kn_add_scalar_(w, kn_float(1)), KN_EUNSUPPORTED);
+  cr_assert(strstr(kn_last_error(), "in-place modification of a view (output of TBackward0) "
+                                    "that requires grad is not supported yet") != NULL,
+            "%s", kn_last_error());
+  const double *xd = kn_data(x);
+  cr_assert(xd[0] == 1 && xd[1] == 2 && xd[2] == 3 && xd[3] == 4, "x unchanged");
+  /* without grad mode it is a plain write */
+  bool prev = kn_no_grad_begin();
+  cr_assert_eq(kn_mul_scalar_(v, kn_float(2)), KN_OK);
+  kn_no_grad_end(prev);
+  cr_assert_eq(kn_get(x, (int64_t[]){1, 1}), 8.0);
+}
+
+/* ---- end to end against torch 1.13 (tests/fixtures/autograd.json) ----------------- */
+
+static kn_tensor *mlp_loss(kn_tensor *const *in, int n, void *ud) {
+  (void)n, (void)ud;
+  kn_tensor *h = kn_tanh(kn_linear(in[0], in[2], in[3]));
+  return kn_mse_loss(kn_linear(h, in[4], in[5]), in[1], KN_REDUCTION_MEAN);
+}
+
+static kn_tensor *diamond(kn_tensor *const *in, int n, void *ud) {
+  (void)n, (void)ud;
+  kn_tensor *a = kn_exp(in[0]);
+  kn_tensor *b = kn_mul(a, in[0]);
+  kn_tensor *c = kn_tanh(a);
+  return kn_sum_dims(kn_add(b, kn_mul(c, a)), (int64_t[]){1}, 1, false);
+}
+
+static void check_case(const json_t *c, kn_gc_fn fn) {
+  int n = kn_fixture_ninputs(c);
+  kn_tensor *in[8];
+  for (int i = 0; i < n; i++) in[i] = kn_fixture_tensor(kn_fixture_input(c, i));
+  kn_tensor *out = fn(in, n, NULL);
+  char why[512];
+  cr_assert(kn_fixture_close(out, kn_fixture_output(c, 0), 1e-10, 1e-12, why, sizeof why),
+            "%s output: %s", kn_fixture_name(c), why);
+  const json_t *go = kn_fixture_grad_output(c, 0);
+  cr_assert_eq(kn_backward(out, go ? kn_fixture_tensor(go) : NULL), KN_OK, "%s",
+               kn_last_error());
+  for (int i = 0; i < n; i++) {
+    const json_t *g = kn_fixture_grad(c, i);
+    if (!g) {
+      cr_assert_null(kn_grad(in[i]), "%s: input %d has no gradient", kn_fixture_name(c), i);
+      continue;
+    }
+    cr_assert(kn_fixture_close(kn_grad(in[i]), g, 1e-10, 1e-12, why, sizeof why),
+              "%s grad of input %d: %s", kn_fixture_name(c), i, why);
+  }
+  char gwhy[512] = "";
+  cr_assert(kn_gradcheck(fn, in, n, NULL, gwhy, sizeof gwhy), "%s: %s", kn_fixture_name(c),
+            gwhy);
+}
+
+Test(ops, matches_torch_on_composite_graphs) {
+  kn_fixture *f = kn_fixture_load_named("autograd.json");
+  cr_assert_not_null(f, "%s", kn_last_error());
+  check_case(kn_fixture_find(f, "mlp_tanh_mse"), mlp_loss);
+  check_case(kn_fixture_find(f, "diamond_exp_mul_tanh"), diamond);
+  kn_fixture_free(f);
 }

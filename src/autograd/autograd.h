@@ -63,6 +63,7 @@ struct kn__node {
   kn__custom_backward custom;
   void *ctx;
   void (*ctx_free)(void *);
+  struct kn__tmeta { int ndim; int64_t sizes[KN_MAX_DIMS]; } *in_meta; /* per input */
   /* non-leaf tensors with retains_grad whose grad_fn this is (weak) */
   kn_tensor **retained;
   int nretained, capretained;

@@ -350,8 +350,8 @@ static kn_status run_op(kn__node *n, kn_tensor **gout, const bool *needs, kn_ten
       break;
     }
     if (!same_sizes(gin[k], in)) st = shape_error(kn__node_name(n), k, gin[k], in);
-    else if (gin[k]->dtype != in->dtype && !create_graph)
-      grads[k] = kn__contiguous_copy(gin[k], in->dtype);
+    else if (gin[k]->dtype != in->dtype) /* as PyTorch: cast to the input's dtype */
+      grads[k] = kn_retain(kn_to(gin[k], in->dtype));
     else grads[k] = kn_retain(gin[k]);
     if (st == KN_OK && !grads[k]) st = kn_last_status();
   }
@@ -367,8 +367,21 @@ static kn_status run_custom(kn__node *n, kn_tensor **gout, const bool *needs,
   kn_tensor **gin = calloc((size_t)(n->nin ? n->nin : 1), sizeof *gin);
   if (!gin) return kn__oom();
   kn_status st = n->custom(n->ctx, gout, n->nout, gin, needs, n->nin, create_graph);
-  for (int k = 0; st == KN_OK && k < n->nin; k++)
-    if (needs[k]) grads[k] = kn_retain(gin[k]);
+  for (int k = 0; st == KN_OK && k < n->nin; k++) {
+    if (!needs[k] || !gin[k]) continue;
+    const struct kn__tmeta *m = &n->in_meta[k];
+    bool ok = gin[k]->ndim == m->ndim;
+    for (int d = 0; ok && d < m->ndim; d++) ok = gin[k]->sizes[d] == m->sizes[d];
+    if (!ok) {
+      char a[160], b[160];
+      kn__format_sizes(gin[k]->ndim, gin[k]->sizes, a, sizeof a);
+      kn__format_sizes(m->ndim, m->sizes, b, sizeof b);
+      st = kn__error(KN_EAUTOGRAD, "Function %s returned an invalid gradient at index %d - got "
+                     "%s but expected shape compatible with %s", kn__node_name(n), k, a, b);
+    } else {
+      grads[k] = kn_retain(gin[k]);
+    }
+  }
   free(gin);
   return st;
 }

@@ -117,6 +117,7 @@ static void node_destroy(kn__node *n, kn__node ***stack, size_t *len, size_t *ca
   free(n->in_info);
   free(n->out_info);
   free(n->retained);
+  free(n->in_meta);
   free(n->next);
   free(n->out_dtype);
   free(n);
@@ -355,12 +356,35 @@ static kn_tensor *pre_take(const kn__call *c) {
   return t;
 }
 
+static bool is_view_node(const kn__node *n) {
+  return n && n->kind == KN__NODE_OP && (n->call.op->flags & KN_OPF_VIEW);
+}
+
+/* In-place on a view with history: PyTorch rewrites the base's history
+** (CopySlices); kiln does not yet, so it refuses rather than computing a
+** wrong gradient. */
+static kn_status check_view(const kn__call *c, const kn_tensor *self) {
+  const kn__node *n = self->grad_fn;
+  if (!is_view_node(n)) return KN_OK;
+  while (is_view_node(n)) n = n->next[0].fn;
+  if (n && n->kind == KN__NODE_ACCUM)
+    return kn__error(KN_EAUTOGRAD, "a view of a leaf Variable that requires grad is being used "
+                                   "in an in-place operation.");
+  return kn__error(KN_EUNSUPPORTED,
+                   "%s: in-place modification of a view (output of %s) that requires grad is "
+                   "not supported yet (its base's history would need rewriting); use the "
+                   "out-of-place op, or modify the base tensor", c->op->name,
+                   kn__node_name(self->grad_fn));
+}
+
 kn_status kn__autograd_check_inplace(const kn__call *c) {
   kn_tensor *self = c->args[0].u.t;
   if (self && self->requires_grad && !self->grad_fn)
     return kn__error(KN_EAUTOGRAD,
                      "a leaf Variable that requires grad is being used in an in-place "
                      "operation.");
+  kn_status st = self ? check_view(c, self) : KN_OK;
+  if (st != KN_OK) return st;
   if (self && kn__autograd_needed(c)) return pre_save(c);
   return KN_OK;
 }
@@ -460,7 +484,17 @@ kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ct
   n->custom = fn;
   n->ctx = ctx;
   n->ctx_free = ctx_free;
+  n->in_meta = calloc((size_t)(nin ? nin : 1), sizeof *n->in_meta);
+  if (!n->in_meta) {
+    kn__node_release(n);
+    kn__oom();
+    return NULL;
+  }
   for (int k = 0; k < nin; k++) {
+    if (inputs && inputs[k]) {
+      n->in_meta[k].ndim = inputs[k]->ndim;
+      memcpy(n->in_meta[k].sizes, inputs[k]->sizes, sizeof n->in_meta[k].sizes);
+    }
     if (kn__gradient_edge(inputs ? inputs[k] : NULL, &n->next[k]) != KN_OK) {
       kn__node_release(n);
       return NULL;

@@ -32,7 +32,4 @@ kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt);
 /* PyTorch's ScalarType name of a dtype ("Float", "Double", "Long", ...). */
 const char *kn__nn_scalar_type_name(kn_dtype dt);
 
-/* "3x4" style size text of a tensor's sizes into buf. */
-void kn__nn_format_x(const kn_tensor *t, char *buf, size_t n);
-
 #endif

@@ -74,6 +74,10 @@ Test(shape_sym, views_keep_symbolic_geometry) {
   cr_assert_eq(kn_ndim(se), 1);
   kn_tensor *v = kn_view(x, KN_SHAPE(-1));
   cr_assert_eq(size_at(v, 0), 36);   /* s0 * s1 */
+  kn_tensor *r = kn_reshape(x, KN_SHAPE(-1, 1));
+  cr_assert_eq(size_at(r, 0), 36);
+  kn_tensor *rc = kn_reshape(kn_t(x), KN_SHAPE(-1)); /* a copy, still symbolic */
+  cr_assert_eq(size_at(rc, 0), 36);
   kn_tensor *tr = kn_t(x);
   cr_assert_eq(size_at(tr, 0), 4);
   cr_assert_eq(stride_at(tr, 1), 4);

@@ -1,8 +1,8 @@
 /*
 ** examples/mlp_train.c: the eager demo. Trains a small MLP (2 -> 32 -> 32 -> 1,
 ** tanh) to fit f(a, b) = sin(2a) * cos(b) on 256 points drawn from a seeded
-** generator, with plain SGD written with kiln ops: forward (addmm, tanh),
-** the mean squared error, kn_backward, then p -= lr * p.grad under no_grad. Prints the loss every 100
+** generator, with plain SGD written with kiln ops: forward (linear, tanh),
+** mse_loss, kn_backward, then p -= lr * p.grad under no_grad. Prints the loss every 100
 ** steps; it falls by about two orders of magnitude.
 ** Uses only the public API (#include <kiln/kiln.h>).
 */
@@ -35,21 +35,10 @@ static kn_tensor *param(int64_t rows, int64_t cols, int64_t fan_in, kn_generator
   return p;
 }
 
-/* x W^T + b, as torch.nn.functional.linear. */
-static kn_tensor *linear(kn_tensor *x, kn_tensor *w, kn_tensor *b) {
-  return kn_addmm(b, x, kn_t(w), kn_int(1), kn_int(1));
-}
-
 static kn_tensor *forward(const mlp *m, kn_tensor *x) {
-  kn_tensor *h = kn_tanh(linear(x, m->w[0], m->b[0]));
-  h = kn_tanh(linear(h, m->w[1], m->b[1]));
-  return linear(h, m->w[2], m->b[2]);
-}
-
-/* mean((pred - y)^2) for column vectors: d^T d / n. */
-static kn_tensor *mse(kn_tensor *pred, kn_tensor *y) {
-  kn_tensor *d = kn_sub(pred, y);
-  return kn_mul_scalar(kn_mm(kn_t(d), d), kn_float(1.0 / (double)kn_size(y, 0)));
+  kn_tensor *h = kn_tanh(kn_linear(x, m->w[0], m->b[0]));
+  h = kn_tanh(kn_linear(h, m->w[1], m->b[1]));
+  return kn_linear(h, m->w[2], m->b[2]);
 }
 
 /* p -= lr * p.grad; clear the grad. No graph is recorded for the update. */
@@ -97,7 +86,7 @@ int main(void) {
   double first = 0, last = 0;
   for (int step = 0; step <= STEPS; step++) {
     kn_scope_begin();
-    kn_tensor *loss = mse(forward(&m, x), y);
+    kn_tensor *loss = kn_mse_loss(forward(&m, x), y, KN_REDUCTION_MEAN);
     double l = NAN;
     kn_status st = loss ? kn_item_double(loss, &l) : kn_last_status();
     if (st == KN_OK) st = kn_backward(loss, NULL);

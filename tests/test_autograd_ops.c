@@ -10,6 +10,7 @@
 
 #include "autograd/autograd.h"
 #include "kiln/kiln.h"
+#include "support/fixture.h"
 #include "support/gradcheck.h"
 
 static int64_t live0;
@@ -203,4 +204,53 @@ Test(ops, in_place_on_views_with_history) {
   cr_assert_eq(kn_mul_scalar_(v, kn_float(2)), KN_OK);
   kn_no_grad_end(prev);
   cr_assert_eq(kn_get(x, (int64_t[]){1, 1}), 8.0);
+}
+
+/* ---- end to end against torch 1.13 (tests/fixtures/autograd.json) ----------------- */
+
+static kn_tensor *mlp_loss(kn_tensor *const *in, int n, void *ud) {
+  (void)n, (void)ud;
+  kn_tensor *h = kn_tanh(kn_linear(in[0], in[2], in[3]));
+  return kn_mse_loss(kn_linear(h, in[4], in[5]), in[1], KN_REDUCTION_MEAN);
+}
+
+static kn_tensor *diamond(kn_tensor *const *in, int n, void *ud) {
+  (void)n, (void)ud;
+  kn_tensor *a = kn_exp(in[0]);
+  kn_tensor *b = kn_mul(a, in[0]);
+  kn_tensor *c = kn_tanh(a);
+  return kn_sum_dims(kn_add(b, kn_mul(c, a)), (int64_t[]){1}, 1, false);
+}
+
+static void check_case(const json_t *c, kn_gc_fn fn) {
+  int n = kn_fixture_ninputs(c);
+  kn_tensor *in[8];
+  for (int i = 0; i < n; i++) in[i] = kn_fixture_tensor(kn_fixture_input(c, i));
+  kn_tensor *out = fn(in, n, NULL);
+  char why[512];
+  cr_assert(kn_fixture_close(out, kn_fixture_output(c, 0), 1e-10, 1e-12, why, sizeof why),
+            "%s output: %s", kn_fixture_name(c), why);
+  const json_t *go = kn_fixture_grad_output(c, 0);
+  cr_assert_eq(kn_backward(out, go ? kn_fixture_tensor(go) : NULL), KN_OK, "%s",
+               kn_last_error());
+  for (int i = 0; i < n; i++) {
+    const json_t *g = kn_fixture_grad(c, i);
+    if (!g) {
+      cr_assert_null(kn_grad(in[i]), "%s: input %d has no gradient", kn_fixture_name(c), i);
+      continue;
+    }
+    cr_assert(kn_fixture_close(kn_grad(in[i]), g, 1e-10, 1e-12, why, sizeof why),
+              "%s grad of input %d: %s", kn_fixture_name(c), i, why);
+  }
+  char gwhy[512] = "";
+  cr_assert(kn_gradcheck(fn, in, n, NULL, gwhy, sizeof gwhy), "%s: %s", kn_fixture_name(c),
+            gwhy);
+}
+
+Test(ops, matches_torch_on_composite_graphs) {
+  kn_fixture *f = kn_fixture_load_named("autograd.json");
+  cr_assert_not_null(f, "%s", kn_last_error());
+  check_case(kn_fixture_find(f, "mlp_tanh_mse"), mlp_loss);
+  check_case(kn_fixture_find(f, "diamond_exp_mul_tanh"), diamond);
+  kn_fixture_free(f);
 }

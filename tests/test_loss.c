@@ -71,7 +71,7 @@ Test(loss, outputs_and_gradients_match_torch) {
     }
     kn_scope_end();
   }
-  cr_assert(ngrad == 49 || !KN_LOSS_GRADS, "only %d gradients checked", ngrad);
+  cr_assert(ngrad == 58 || !KN_LOSS_GRADS, "only %d gradients checked", ngrad);
   kn_fixture_free(f);
 }
 
@@ -152,6 +152,11 @@ Test(loss, errors_match_torch) {
   cr_assert_null(kn_nll_loss(v3, rt_from(KN_INT64, KN_SHAPE(1), (double[]){1}), NULL,
                              KN_REDUCTION_MEAN, -100));
   cr_assert_str_eq(kn_last_error(), "size mismatch (got input: [3], target: [1])");
+  kn_tensor *sp = kn_zeros(KN_SHAPE(2, 3, 4), KN_FLOAT32);
+  cr_assert_null(kn_nll_loss(sp, kn_zeros(KN_SHAPE(2, 5), KN_INT64), NULL, KN_REDUCTION_MEAN, -100));
+  cr_assert_str_eq(kn_last_error(), "Expected target size [2, 4], got [2, 5]");
+  cr_assert_null(kn_nll_loss(kn_zeros(0, NULL, KN_FLOAT32), ok, NULL, KN_REDUCTION_MEAN, -100));
+  cr_assert_str_eq(kn_last_error(), "Expected 1 or more dimensions (got 0)");
   cr_assert_null(kn_nll_loss(lp, ok, NULL, (kn_reduction)7, -100));
   cr_assert(strstr(kn_last_error(), "7 is not a valid value for reduction") != NULL);
   /* mse: the seed's shape error names both shapes */

@@ -232,6 +232,21 @@ Test(arith, large_tensors_use_every_path) {
   kn_tensor *r2 = kn_add_scalar(t, kn_int(1));
   const float *q = kn_data(r2);
   for (int64_t i = 0; i < n; i += 991) cr_assert_eq(q[i], 2.5f);
+  /* compute-bound ops go parallel above KN__PAR_GRAIN: one long row split in
+  ** chunks, and many strided rows */
+  kn_tensor *e = kn_exp(a);
+  const float *pe = kn_data(e);
+  for (int64_t i = 0; i < n; i += 997) cr_assert_eq(pe[i], expf(1.5f));
+  cr_assert_eq(pe[n - 1], expf(1.5f));
+  float *pa = kn_data(a);
+  for (int64_t i = 0; i < n; i++) pa[i] = (float)(i % 7) * 0.25f;
+  kn_tensor *s = kn_sigmoid(t); /* t is a's transpose: [n/3, 3] */
+  const float *ps = kn_data(s);
+  for (int64_t i = 0; i < n / 3; i += 101)
+    for (int64_t j = 0; j < 3; j++) {
+      float x = pa[j * (n / 3) + i];
+      cr_assert_eq(ps[i * 3 + j], 1.0f / (1.0f + expf(-x)), "at %lld,%lld", (long long)i, (long long)j);
+    }
 }
 
 Test(arith, inplace_reading_another_view_of_self) {

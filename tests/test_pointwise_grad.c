@@ -125,15 +125,13 @@ Test(pw_grad, binary_with_broadcasting) {
   kn_tensor *row = LEAF(0.4, 1.9, (3));
   kn_tensor *col = LEAF(-2, 2, (2, 1));
   kn_tensor *b = LEAF(0.4, 1.9, (2, 3));
-  /* Second order with broadcasting needs sum's own derivative (ops-reduce):
-  ** second-order cases use same-shape operands. */
   struct { const char *name; binary f; kn_tensor *x, *y; bool second; } cases[] = {
-    {"add", kn_add, a, row, false},         {"add_alpha", f_add_alpha, col, a, false},
-    {"sub", kn_sub, a, col, false},         {"sub_alpha", f_sub_alpha, row, a, false},
-    {"mul", kn_mul, a, row, false},         {"mul_col", kn_mul, col, row, false},
-    {"div", kn_div, a, row, false},         {"maximum", kn_maximum, a, col, false},
-    {"minimum", kn_minimum, row, a, false}, {"pow", f_pow_abs, a, row, false},
-    {"where", f_where, a, row, false},      {"div_trunc", f_div_trunc, a, row, false},
+    {"add", kn_add, a, row, true},         {"add_alpha", f_add_alpha, col, a, true},
+    {"sub", kn_sub, a, col, true},         {"sub_alpha", f_sub_alpha, row, a, true},
+    {"mul", kn_mul, a, row, true},         {"mul_col", kn_mul, col, row, true},
+    {"div", kn_div, a, row, true},         {"maximum", kn_maximum, a, col, true},
+    {"minimum", kn_minimum, row, a, true}, {"pow", f_pow_abs, a, row, true},
+    {"where", f_where, a, row, true},      {"div_trunc", f_div_trunc, a, row, false},
     {"add2", f_add_alpha, a, b, true},      {"sub2", f_sub_alpha, a, b, true},
     {"mul2", kn_mul, a, b, true},           {"div2", kn_div, a, b, true},
     {"maximum2", kn_maximum, a, b, true},   {"minimum2", kn_minimum, a, b, true},
@@ -177,6 +175,16 @@ static kn_status s_clamp(kn_tensor *y) {
 }
 static kn_status s_mul_s(kn_tensor *y) { return kn_mul_scalar_(y, kn_float(2)); }
 static kn_status s_fill(kn_tensor *y) { return kn_fill_(y, kn_float(3)); }
+static kn_status s_abs(kn_tensor *y) { return kn_abs_(y); }
+static kn_status s_recip(kn_tensor *y) { return kn_reciprocal_(y); }
+static kn_status s_log(kn_tensor *y) { return kn_log_(y); }
+static kn_status s_sqrt(kn_tensor *y) { return kn_sqrt_(y); }
+static kn_status s_floor(kn_tensor *y) { return kn_floor_(y); }
+static kn_tensor *i_abs(kn_tensor *x) { return ip(x, s_abs); }
+static kn_tensor *i_recip(kn_tensor *x) { return ip(x, s_recip); }
+static kn_tensor *i_log(kn_tensor *x) { return ip(x, s_log); }
+static kn_tensor *i_sqrt(kn_tensor *x) { return ip(x, s_sqrt); }
+static kn_tensor *i_floor(kn_tensor *x) { return ip(x, s_floor); }
 static kn_tensor *i_exp(kn_tensor *x) { return ip(x, s_exp); }
 static kn_tensor *i_relu(kn_tensor *x) { return ip(x, s_relu); }
 static kn_tensor *i_tanh(kn_tensor *x) { return ip(x, s_tanh); }
@@ -212,7 +220,13 @@ static kn_tensor *i_copy(kn_tensor *x, kn_tensor *w) {
 Test(pw_grad, inplace_variants) {
   kn_tensor *x = LEAF(-1.5, 1.5, (2, 3));
   kn_tensor *w = LEAF(0.5, 2, (3));
+  kn_tensor *pos = LEAF(0.3, 2.5, (2, 3));
   check1("exp_", i_exp, x, true);
+  check1("abs_", i_abs, x, false);
+  check1("reciprocal_", i_recip, pos, true);
+  check1("log_", i_log, pos, false);
+  check1("sqrt_", i_sqrt, pos, true);
+  check1("floor_", i_floor, x, false);
   check1("relu_", i_relu, x, false);
   check1("tanh_", i_tanh, x, true);
   check1("sigmoid_", i_sigmoid, x, true);

@@ -32,7 +32,14 @@ kn_tensor *kn__cross_entropy_smooth(kn_tensor *nll, kn_tensor *total_weight, kn_
                                     kn_tensor *target, kn_tensor *weight, kn_reduction reduction,
                                     int64_t ignore_index, double ls) {
   int64_t cdim = kn_ndim(lp) == 1 ? 0 : 1;
-  kn_tensor *wl = weight ? kn_mul(lp, weight) : lp; /* weight [C] broadcasts on the class dim */
+  kn_tensor *wl = lp;
+  if (weight) { /* weight [C] broadcast along the class dim */
+    int64_t ws[KN_MAX_DIMS];
+    int nd = kn_ndim(lp) > 2 ? kn_ndim(lp) - 1 : 1;
+    ws[0] = kn_numel(weight);
+    for (int d = 1; d < nd; d++) ws[d] = 1;
+    wl = kn_mul(lp, kn_reshape(weight, nd, ws));
+  }
   kn_tensor *smooth = kn_neg(kn_sum_dims(wl, &cdim, 1, false));
   kn_tensor *ign = kn_eq_scalar(target, kn_int(ignore_index));
   smooth = kn_where(ign, kn_zeros(0, NULL, kn_tensor_dtype(lp)), smooth);

@@ -16,6 +16,8 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/kilnConfigVersion.c
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/kilnConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/kilnConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
+# kiln.pc finds its prefix relative to itself, so an installed tree can move.
+file(RELATIVE_PATH KN_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file(cmake/kiln.pc.in ${CMAKE_CURRENT_BINARY_DIR}/kiln.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/kiln.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

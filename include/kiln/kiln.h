@@ -7,5 +7,6 @@
 #include "kiln/core.h"
 #include "kiln/tensor.h"
 #include "kiln/ops.h"
+#include "kiln/autograd.h"
 
 #endif

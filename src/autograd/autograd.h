@@ -1,19 +1,106 @@
 /*
 ** autograd/autograd.h: the eager autograd graph (internal).
 **
-** A kn__node is one recorded op (a grad_fn): its derivative rule, the saved
-** forward call, and edges to the nodes that produced its inputs. Leaves that
-** require grad get an AccumulateGrad node. Nodes are reference counted:
-** tensors own their grad_fn, nodes own their next edges.
+** A kn__node is one grad_fn: a recorded op (its derivative rule and the
+** saved forward call), a leaf's AccumulateGrad, or a custom node with a C
+** backward callback (how a compiled backward attaches to its outputs).
+** Nodes are reference counted: tensors own their grad_fn, nodes own their
+** next edges, an AccumulateGrad owns its leaf, and a leaf caches its
+** accumulator weakly (t->grad_acc), so the graph has no cycles. Saved
+** outputs are aliases without history; the node restores them as outputs of
+** itself only while it runs under create_graph.
 */
 #ifndef KN_AUTOGRAD_AUTOGRAD_H
 #define KN_AUTOGRAD_AUTOGRAD_H
 
 #include "ops/opdef.h"
 
+typedef enum kn__node_kind { KN__NODE_OP, KN__NODE_ACCUM, KN__NODE_CUSTOM } kn__node_kind;
+
+/* An edge to the node that takes the gradient of one input: `input_nr` is
+** the output of `fn` the input was (its output_nr). fn NULL: no gradient. */
+typedef struct kn__edge {
+  kn__node *fn;   /* owned reference or NULL */
+  int input_nr;
+} kn__edge;
+
+/* What was saved about one tensor, for the version check's message. */
+typedef struct kn__saved_info {
+  uint64_t version;
+  const char *grad_fn; /* name of its grad_fn when saved, or NULL (leaf) */
+  int output_nr;
+  bool check;          /* false for private copies nobody else can modify */
+} kn__saved_info;
+
+/* A custom backward: fill grad_inputs[k] (for each k where needs[k]) from
+** grad_outputs (NULL entries: no gradient flowed into that output). Results
+** must be registered in the current autorelease scope (every public op
+** result is); the engine retains what it keeps. Runs with grad mode set to
+** create_graph. */
+typedef kn_status (*kn__custom_backward)(void *ctx, kn_tensor *const *grad_outputs, int nout,
+                                         kn_tensor **grad_inputs, const bool *needs, int nin,
+                                         bool create_graph);
+
+struct kn__node {
+  atomic_long refcount;
+  kn__node_kind kind;
+  uint64_t seq;              /* creation order; UINT64_MAX for AccumulateGrad */
+  int nin, nout;
+  kn__edge *next;            /* nin edges (owned) */
+  /* output metadata, for zero-filling and checks */
+  kn_dtype *out_dtype;
+  /* KN__NODE_OP */
+  kn__call call;             /* the forward call; tensors retained */
+  kn__saved_info *in_info;   /* per flat input */
+  kn_tensor **saved_out;     /* nout aliases without history (owned) */
+  kn__saved_info *out_info;
+  bool released;             /* saved tensors freed after backward */
+  /* KN__NODE_ACCUM */
+  kn_tensor *leaf;           /* owned reference */
+  /* KN__NODE_CUSTOM */
+  const char *name;
+  kn__custom_backward custom;
+  void *ctx;
+  void (*ctx_free)(void *);
+  /* non-leaf tensors with retains_grad whose grad_fn this is (weak) */
+  kn_tensor **retained;
+  int nretained, capretained;
+};
+
 void kn__node_retain(kn__node *n);
 void kn__node_release(kn__node *n);
-/* The grad_fn name of a node ("AddBackward0", "AccumulateGrad"); static. */
+/* The grad_fn name of a node ("AddBackward0", "AccumulateGrad"); static or
+** owned by the node. */
 const char *kn__node_name(const kn__node *n);
+
+/* The edge along which t's gradient flows: (grad_fn, output_nr) for
+** non-leaves, the (created on demand) AccumulateGrad for leaves that
+** require grad, {NULL} otherwise. The returned fn is a NEW reference. */
+kn_status kn__gradient_edge(kn_tensor *t, kn__edge *out);
+
+/* Custom nodes (the hook for compiled backwards). Creates a node named
+** `name` (static string) whose backward is fn(ctx, ...); its edges lead to
+** the history of inputs[0..nin) (NULL or non-requiring inputs get no edge).
+** ctx_free (may be NULL) frees ctx when the node dies, also on error.
+** Owned reference, or NULL. Attach it to outputs with kn__node_set_output. */
+kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ctx,
+                              void (*ctx_free)(void *), kn_tensor *const *inputs, int nin,
+                              int nout);
+/* Make n the grad_fn of t as output output_nr (t becomes a non-leaf that
+** requires grad; its previous history is dropped). t must be floating. */
+kn_status kn__node_set_output(kn__node *n, kn_tensor *t, int output_nr);
+
+/* Forget a dying tensor that retains its grad (called by kn_release). */
+void kn__autograd_forget(kn_tensor *t);
+/* Next sequence number (process-wide, increasing). */
+uint64_t kn__next_seq(void);
+/* Free a node's saved tensors (after a backward without retain_graph). */
+void kn__node_release_saved(kn__node *n);
+/* The version-counter check for saved tensor k of n (inputs first, then
+** outputs): KN_OK or KN_EAUTOGRAD with PyTorch's message. */
+kn_status kn__saved_version_error(const kn__node *n, const kn_tensor *t,
+                                  const kn__saved_info *info);
+/* PyTorch's legacy type name of a dtype ("torch.FloatTensor"). */
+const char *kn__torch_type_name(kn_dtype dt);
 
 #endif

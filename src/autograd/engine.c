@@ -1,24 +1,592 @@
 /*
-** autograd/engine.c: graph nodes and the backward engine.
-** (Recording is not implemented yet: every recording attempt fails loudly.)
+** autograd/engine.c: the backward engine behind kn_backward and
+** kn_autograd_grad. One run: find the graph reachable from the roots, keep
+** the nodes that lead to what is wanted (every leaf for backward, the
+** captured inputs for grad), count dependencies, then execute nodes whose
+** gradients are complete, highest sequence number first (as PyTorch's ready
+** queue), summing contributions per node input. Not thread-safe on a shared
+** graph (one backward per graph at a time).
 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "autograd/autograd.h"
 #include "core/error.h"
+#include "core/hashmap.h"
+#include "kiln/autograd.h"
+#include "ops/iter.h"
 
-kn_status kn__autograd_check_inplace(const kn__call *c) {
-  (void)c;
+typedef struct gnode {
+  kn__node *node;   /* borrowed: the roots and edges keep it alive */
+  int deps;         /* incoming edges from needed nodes not yet executed */
+  bool needed, queued;
+  kn_tensor **buf;  /* nout accumulated gradients (owned) */
+} gnode;
+
+typedef struct capture {
+  kn__node *node;
+  int input_nr;
+} capture;
+
+typedef struct run {
+  kn__hashmap index;  /* node pointer -> gnode index + 1 */
+  gnode *g;
+  int n, cap;
+  int *heap;          /* ready gnodes, max-heap by seq */
+  int nheap;
+  bool retain_graph, create_graph, accumulate;
+  capture *caps;      /* kn_autograd_grad only */
+  int ncaps;
+  kn_tensor **cap_out;
+} run;
+
+static const char *const freed_msg =
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward.";
+
+/* ---- graph discovery ------------------------------------------------------------- */
+
+static int find(const run *r, const kn__node *n) {
+  bool found = false;
+  void *v = kn__hm_get_u64(&r->index, (uint64_t)(uintptr_t)n, &found);
+  return found ? (int)(intptr_t)v - 1 : -1;
+}
+
+static int add_node(run *r, kn__node *n) {
+  int i = find(r, n);
+  if (i >= 0) return i;
+  if (r->n == r->cap) {
+    int nc = r->cap ? r->cap * 2 : 32;
+    gnode *ng = realloc(r->g, (size_t)nc * sizeof *ng);
+    if (!ng) return -1;
+    r->g = ng;
+    r->cap = nc;
+  }
+  gnode *g = &r->g[r->n];
+  memset(g, 0, sizeof *g);
+  g->node = n;
+  g->buf = calloc((size_t)(n->nout > 0 ? n->nout : 1), sizeof *g->buf);
+  if (!g->buf || !kn__hm_put_u64(&r->index, (uint64_t)(uintptr_t)n, (void *)(intptr_t)(r->n + 1))) {
+    free(g->buf);
+    return -1;
+  }
+  return r->n++;
+}
+
+static bool is_capture(const run *r, const kn__node *n) {
+  for (int c = 0; c < r->ncaps; c++)
+    if (r->caps[c].node == n) return true;
+  return false;
+}
+
+/* Depth-first from the roots; `order` receives nodes in post-order (every
+** node after all nodes it leads to), which decides `needed`. */
+static kn_status discover(run *r, kn__node *const *roots, int nroots) {
+  typedef struct frame { int gi, k; } frame;
+  int cap = 64, sp = 0;
+  frame *st = malloc((size_t)cap * sizeof *st);
+  int *order = malloc(sizeof *order * 1), norder = 0, ordcap = 1;
+  kn_status status = st && order ? KN_OK : kn__oom();
+  for (int ri = 0; status == KN_OK && ri < nroots; ri++) {
+    if (!roots[ri] || find(r, roots[ri]) >= 0) continue;
+    int gi = add_node(r, roots[ri]);
+    if (gi < 0) { status = kn__oom(); break; }
+    st[sp++] = (frame){gi, 0};
+    while (sp > 0 && status == KN_OK) {
+      frame *f = &st[sp - 1];
+      kn__node *n = r->g[f->gi].node;
+      if (f->k == n->nin) { /* done: post-order */
+        if (norder == ordcap) {
+          ordcap *= 2;
+          int *no = realloc(order, (size_t)ordcap * sizeof *no);
+          if (!no) { status = kn__oom(); break; }
+          order = no;
+        }
+        order[norder++] = f->gi;
+        sp--;
+        continue;
+      }
+      kn__node *next = n->next[f->k++].fn;
+      if (!next || find(r, next) >= 0) continue;
+      int ni = add_node(r, next);
+      if (ni < 0) { status = kn__oom(); break; }
+      if (sp == cap) {
+        cap *= 2;
+        frame *ns = realloc(st, (size_t)cap * sizeof *ns);
+        if (!ns) { status = kn__oom(); break; }
+        st = ns;
+      }
+      st[sp++] = (frame){ni, 0};
+    }
+  }
+  /* needed: backward wants every node; grad wants paths to captures */
+  for (int o = 0; status == KN_OK && o < norder; o++) {
+    gnode *g = &r->g[order[o]];
+    if (r->accumulate) {
+      g->needed = true;
+      continue;
+    }
+    g->needed = is_capture(r, g->node);
+    for (int k = 0; !g->needed && k < g->node->nin; k++) {
+      kn__node *nx = g->node->next[k].fn;
+      g->needed = nx && g->node->kind != KN__NODE_ACCUM && r->g[find(r, nx)].needed;
+    }
+  }
+  for (int i = 0; status == KN_OK && i < r->n; i++) {
+    if (!r->g[i].needed) continue;
+    for (int k = 0; k < r->g[i].node->nin; k++) {
+      kn__node *nx = r->g[i].node->next[k].fn;
+      if (nx && r->g[find(r, nx)].needed) r->g[find(r, nx)].deps++;
+    }
+  }
+  free(st);
+  free(order);
+  return status;
+}
+
+/* ---- the ready queue ------------------------------------------------------------------- */
+
+static bool before(const run *r, int a, int b) {
+  return r->g[a].node->seq > r->g[b].node->seq;
+}
+
+static void heap_push(run *r, int gi) {
+  int i = r->nheap++;
+  r->heap[i] = gi;
+  while (i > 0 && before(r, r->heap[i], r->heap[(i - 1) / 2])) {
+    int p = (i - 1) / 2, t = r->heap[p];
+    r->heap[p] = r->heap[i];
+    r->heap[i] = t;
+    i = p;
+  }
+  r->g[gi].queued = true;
+}
+
+static int heap_pop(run *r) {
+  int top = r->heap[0];
+  r->heap[0] = r->heap[--r->nheap];
+  for (int i = 0;;) {
+    int l = 2 * i + 1, rr = l + 1, m = i;
+    if (l < r->nheap && before(r, r->heap[l], r->heap[m])) m = l;
+    if (rr < r->nheap && before(r, r->heap[rr], r->heap[m])) m = rr;
+    if (m == i) break;
+    int t = r->heap[m];
+    r->heap[m] = r->heap[i];
+    r->heap[i] = t;
+    i = m;
+  }
+  return top;
+}
+
+/* ---- gradient arithmetic ------------------------------------------------------------------ */
+
+/* a + b without dispatch (no history): same sizes; result has a's dtype. */
+static kn_tensor *add_raw(const kn_tensor *a, const kn_tensor *b) {
+  kn_tensor *out = kn__contiguous_copy(a, a->dtype);
+  if (!out || a->device == KN_META || a->is_fake) return out;
+  kn_tensor *bc = kn__contiguous_copy(b, a->dtype);
+  if (!bc) {
+    kn_release(out);
+    return NULL;
+  }
+  int64_t n = kn__numel(out->ndim, out->sizes);
+  if (out->dtype == KN_FLOAT32) {
+    float *o = kn_data(out);
+    const float *x = kn_data(bc);
+    for (int64_t i = 0; i < n; i++) o[i] += x[i];
+  } else if (out->dtype == KN_FLOAT64) {
+    double *o = kn_data(out);
+    const double *x = kn_data(bc);
+    for (int64_t i = 0; i < n; i++) o[i] += x[i];
+  } else {
+    size_t es = kn_dtype_size(out->dtype);
+    unsigned char *o = kn_data(out);
+    const unsigned char *x = kn_data(bc);
+    for (int64_t i = 0; i < n; i++)
+      kn__store_double(o + (size_t)i * es, out->dtype,
+                       kn__load_double(o + (size_t)i * es, out->dtype) +
+                           kn__load_double(x + (size_t)i * es, out->dtype));
+  }
+  kn_release(bc);
+  return out;
+}
+
+/* Sum of two gradients: with history under create_graph (the add op),
+** raw otherwise. Returns an owned reference (not in any scope) or NULL. */
+static kn_tensor *grad_sum(kn_tensor *a, kn_tensor *b, bool create_graph) {
+  if (!create_graph || (!a->requires_grad && !b->requires_grad)) return add_raw(a, b);
+  const kn__opdef *add = kn__op_lookup("add.Tensor");
+  if (!add) {
+    kn__error(KN_EUNSUPPORTED, "create_graph: the add.Tensor op is not available");
+    return NULL;
+  }
+  kn_scope_begin();
+  bool prev = kn_set_grad_enabled(true);
+  kn_tensor *s = kn__invoke((kn__opid)add->id, 3,
+                            (kn__arg[]){KN_A_T(a), KN_A_T(b), KN_A_S(kn_int(1))});
+  kn_set_grad_enabled(prev);
+  kn_retain(s);
+  kn_scope_end();
+  return s;
+}
+
+/* buf[i] += g (g borrowed). */
+static kn_status accumulate(kn_tensor **slot, kn_tensor *g, bool create_graph) {
+  if (!*slot) {
+    *slot = kn_retain(g);
+    return KN_OK;
+  }
+  kn_tensor *s = grad_sum(*slot, g, create_graph);
+  if (!s) return kn_last_status();
+  kn_release(*slot);
+  *slot = s;
   return KN_OK;
 }
 
-kn_status kn__autograd_record(const kn__call *c, kn__outs *out) {
-  (void)out;
-  return kn__error(KN_EUNSUPPORTED, "%s: autograd recording is not available yet",
-                   c->op->name);
+static bool same_sizes(const kn_tensor *a, const kn_tensor *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->sizes[d] != b->sizes[d]) return false;
+  return true;
 }
 
-void kn__node_retain(kn__node *n) { (void)n; }
-void kn__node_release(kn__node *n) { (void)n; }
-const char *kn__node_name(const kn__node *n) {
-  (void)n;
-  return "";
+static kn_status shape_error(const char *who, int k, const kn_tensor *g, const kn_tensor *in) {
+  char a[160], b[160];
+  kn__format_sizes(g->ndim, g->sizes, a, sizeof a);
+  kn__format_sizes(in->ndim, in->sizes, b, sizeof b);
+  return kn__error(KN_EAUTOGRAD,
+                   "Function %s returned an invalid gradient at index %d - got %s but expected "
+                   "shape compatible with %s", who, k, a, b);
+}
+
+/* ---- executing one node ------------------------------------------------------------------ */
+
+/* A metadata-only stand-in for a saved tensor modified in place: rules that
+** only read its shape still work; rules that read values produce meta
+** results, which run_op turns into the version error. */
+static kn_tensor *stand_in(const kn_tensor *t) {
+  return kn__empty_strided(t->ndim, t->sizes, t->strides, t->dtype, KN_META);
+}
+
+typedef struct opctx {
+  kn__call call;                 /* shallow copy, stand-ins substituted */
+  kn_tensor *outs[64];
+  kn_tensor *standins[KN__MAX_ARGS * 4];
+  int nstand;
+  int first_bad;                 /* -1, or saved index (inputs, then outputs) */
+} opctx;
+
+/* Saved output i for the rule: the alias, or (create_graph) an alias that is
+** output i of n again, so the rule's use of it is differentiable. */
+static kn_tensor *saved_output(kn__node *n, int i, bool create_graph) {
+  kn_tensor *s = n->saved_out[i];
+  kn_tensor *a = kn__make_view(s, s->ndim, s->sizes, s->strides, s->offset);
+  if (a && create_graph && kn_dtype_is_floating(a->dtype)) {
+    kn__node_retain(n);
+    a->grad_fn = n;
+    a->output_nr = i;
+    a->requires_grad = true;
+  }
+  return kn__autorelease(a);
+}
+
+static kn_status prepare_op(kn__node *n, opctx *o, bool create_graph) {
+  o->call = n->call;
+  o->nstand = 0;
+  o->first_bad = -1;
+  int flat = 0;
+  for (int i = 0; i < o->call.nargs; i++) {
+    kn__arg *a = &o->call.args[i];
+    if (a->kind != KN__A_TENSOR) {
+      if (a->kind == KN__A_TENSORS) flat += a->u.ts.n;
+      continue;
+    }
+    kn_tensor *t = a->u.t;
+    if (t && kn__saved_version_error(n, t, &n->in_info[flat]) != KN_OK) {
+      if (o->first_bad < 0) o->first_bad = flat;
+      kn_tensor *m = stand_in(t);
+      if (!m) return kn_last_status();
+      o->standins[o->nstand++] = m;
+      a->u.t = m;
+    }
+    flat++;
+  }
+  if (n->nout > 64) return kn__error(KN_EUNSUPPORTED, "backward: more than 64 outputs");
+  for (int i = 0; i < n->nout; i++) {
+    kn_tensor *s = n->saved_out[i];
+    if (kn__saved_version_error(n, s, &n->out_info[i]) != KN_OK) {
+      if (o->first_bad < 0) o->first_bad = n->nin + i;
+      o->outs[i] = kn__autorelease(stand_in(s));
+    } else {
+      o->outs[i] = saved_output(n, i, create_graph);
+    }
+    if (!o->outs[i]) return kn_last_status();
+  }
+  return KN_OK;
+}
+
+static kn_status version_error(kn__node *n, int bad) {
+  if (bad < n->nin) {
+    kn_tensor *t = kn__call_input(&n->call, bad);
+    return kn__saved_version_error(n, t, &n->in_info[bad]);
+  }
+  return kn__saved_version_error(n, n->saved_out[bad - n->nin], &n->out_info[bad - n->nin]);
+}
+
+/* Run the derivative rule of an op node. grads[k] receive owned results. */
+static kn_status run_op(kn__node *n, kn_tensor **gout, const bool *needs, kn_tensor **grads,
+                        bool create_graph) {
+  if (n->released) return kn__error(KN_EAUTOGRAD, "%s", freed_msg);
+  opctx o;
+  kn_status st = prepare_op(n, &o, create_graph);
+  kn_tensor **gin = calloc((size_t)(n->nin ? n->nin : 1), sizeof *gin);
+  if (!gin && st == KN_OK) st = kn__oom();
+  if (st == KN_OK) {
+    kn__bwctx ctx = {&o.call, o.outs, n->nout, gout, gin, needs, n->nin, NULL};
+    st = n->call.op->backward(&ctx);
+  }
+  for (int k = 0; st == KN_OK && k < n->nin; k++) {
+    if (!needs[k] || !gin[k]) continue;
+    kn_tensor *in = kn__call_input(&n->call, k);
+    if (gin[k]->device == KN_META && in->device != KN_META) {
+      st = KN_EAUTOGRAD; /* a stand-in's values were needed */
+      break;
+    }
+    if (!same_sizes(gin[k], in)) st = shape_error(kn__node_name(n), k, gin[k], in);
+    else if (gin[k]->dtype != in->dtype && !create_graph)
+      grads[k] = kn__contiguous_copy(gin[k], in->dtype);
+    else grads[k] = kn_retain(gin[k]);
+    if (st == KN_OK && !grads[k]) st = kn_last_status();
+  }
+  if (st != KN_OK && o.first_bad >= 0) st = version_error(n, o.first_bad);
+  for (int i = 0; i < o.nstand; i++) kn_release(o.standins[i]);
+  free(gin);
+  return st;
+}
+
+static kn_status run_custom(kn__node *n, kn_tensor **gout, const bool *needs,
+                            kn_tensor **grads, bool create_graph) {
+  kn_tensor **gin = calloc((size_t)(n->nin ? n->nin : 1), sizeof *gin);
+  if (!gin) return kn__oom();
+  kn_status st = n->custom(n->ctx, gout, n->nout, gin, needs, n->nin, create_graph);
+  for (int k = 0; st == KN_OK && k < n->nin; k++)
+    if (needs[k]) grads[k] = kn_retain(gin[k]);
+  free(gin);
+  return st;
+}
+
+/* AccumulateGrad: leaf.grad (+)= g. */
+static kn_status run_accum(kn__node *n, kn_tensor *g, bool create_graph) {
+  kn_tensor *leaf = n->leaf;
+  if (!g) return KN_OK;
+  if (!same_sizes(g, leaf)) return shape_error("AccumulateGrad", 0, g, leaf);
+  kn_tensor *next;
+  if (leaf->grad) {
+    next = grad_sum(leaf->grad, g, create_graph);
+  } else if (create_graph || (atomic_load(&g->refcount) == 1 &&
+                              atomic_load(&g->storage->refcount) == 1 && !g->grad_fn)) {
+    next = kn_retain(g); /* nobody else sees this buffer: steal it */
+  } else {
+    next = kn__contiguous_copy(g, leaf->dtype);
+  }
+  if (!next) return kn_last_status();
+  kn_set_grad(leaf, next);
+  kn_release(next);
+  return KN_OK;
+}
+
+/* Execute gnode gi: captures, retained grads, the node's function, then
+** pass its input gradients along its edges. */
+static kn_status execute(run *r, int gi) {
+  gnode *g = &r->g[gi];
+  kn__node *n = g->node;
+  for (int c = 0; c < r->ncaps; c++)
+    if (r->caps[c].node == n && g->buf[r->caps[c].input_nr] && !r->cap_out[c])
+      r->cap_out[c] = kn_retain(g->buf[r->caps[c].input_nr]);
+  for (int i = 0; r->accumulate && i < n->nretained; i++) {
+    kn_tensor *t = n->retained[i];
+    kn_tensor *gb = g->buf[t->output_nr];
+    if (!gb) continue;
+    kn_tensor *s = t->grad ? grad_sum(t->grad, gb, r->create_graph) : kn_retain(gb);
+    if (!s) return kn_last_status();
+    kn_set_grad(t, s);
+    kn_release(s);
+  }
+  bool any = false;
+  for (int i = 0; i < n->nout; i++) any = any || g->buf[i];
+  kn_status st = KN_OK;
+  if (n->kind == KN__NODE_ACCUM) {
+    if (r->accumulate) st = run_accum(n, g->buf[0], r->create_graph);
+    return st;
+  }
+  int nin = n->nin;
+  bool *needs = calloc((size_t)(nin ? nin : 1), sizeof *needs);
+  kn_tensor **grads = calloc((size_t)(nin ? nin : 1), sizeof *grads);
+  if (!needs || !grads) st = kn__oom();
+  for (int k = 0; st == KN_OK && k < nin; k++) {
+    kn__node *nx = n->next[k].fn;
+    needs[k] = nx && r->g[find(r, nx)].needed;
+  }
+  if (st == KN_OK && any) {
+    kn_scope_begin();
+    bool prev = kn_set_grad_enabled(r->create_graph);
+    st = n->kind == KN__NODE_OP ? run_op(n, g->buf, needs, grads, r->create_graph)
+                                : run_custom(n, g->buf, needs, grads, r->create_graph);
+    kn_set_grad_enabled(prev);
+    kn_scope_end();
+  }
+  if (st == KN_OK && !r->retain_graph) kn__node_release_saved(n);
+  for (int k = 0; st == KN_OK && k < nin; k++) {
+    if (!needs[k]) continue;
+    int ti = find(r, n->next[k].fn);
+    if (grads[k]) st = accumulate(&r->g[ti].buf[n->next[k].input_nr], grads[k], r->create_graph);
+    if (st == KN_OK && --r->g[ti].deps == 0) heap_push(r, ti);
+  }
+  for (int k = 0; grads && k < nin; k++) kn_release(grads[k]);
+  free(grads);
+  free(needs);
+  return st;
+}
+
+/* ---- a run ----------------------------------------------------------------------------------- */
+
+static void run_free(run *r) {
+  for (int i = 0; i < r->n; i++) {
+    for (int k = 0; k < r->g[i].node->nout; k++) kn_release(r->g[i].buf[k]);
+    free(r->g[i].buf);
+  }
+  free(r->g);
+  free(r->heap);
+  kn__hm_fini(&r->index);
+}
+
+/* Check one root and its gradient (NULL: implicit ones). On success *go is
+** an owned reference. */
+static kn_status root_grad(kn_tensor *t, kn_tensor *given, int i, kn_tensor **go) {
+  *go = NULL;
+  if (!t) return kn__error(KN_EINVAL, "backward: output %d is NULL (did an earlier call fail? %s)",
+                           i, kn_last_error());
+  if (!t->requires_grad)
+    return kn__error(KN_EAUTOGRAD,
+                     "element %d of tensors does not require grad and does not have a grad_fn",
+                     i);
+  if (given) {
+    if (!same_sizes(given, t)) {
+      char a[160], b[160];
+      kn__format_sizes(given->ndim, given->sizes, a, sizeof a);
+      kn__format_sizes(t->ndim, t->sizes, b, sizeof b);
+      return kn__error(KN_ESHAPE,
+                       "Mismatch in shape: grad_output[%d] has a shape of torch.Size(%s) and "
+                       "output[%d] has a shape of torch.Size(%s).", i, a, i, b);
+    }
+    *go = kn_retain(given);
+    return KN_OK;
+  }
+  if (kn__numel(t->ndim, t->sizes) != 1)
+    return kn__error(KN_EAUTOGRAD, "grad can be implicitly created only for scalar outputs");
+  *go = kn__empty(t->ndim, t->sizes, t->dtype, t->device == KN_META ? KN_META : KN_CPU);
+  if (!*go) return kn_last_status();
+  if (t->device != KN_META) kn__store_double(kn_data(*go), t->dtype, 1.0);
+  return KN_OK;
+}
+
+static kn_status engine_run(run *r, kn_tensor *const *outputs, int n,
+                            kn_tensor *const *grad_outputs) {
+  kn__node **roots = calloc((size_t)(n > 0 ? n : 1), sizeof *roots);
+  kn__edge *edges = calloc((size_t)(n > 0 ? n : 1), sizeof *edges);
+  kn_tensor **gos = calloc((size_t)(n > 0 ? n : 1), sizeof *gos);
+  kn_status st = roots && edges && gos ? KN_OK : kn__oom();
+  for (int i = 0; st == KN_OK && i < n; i++) {
+    st = root_grad(outputs[i], grad_outputs ? grad_outputs[i] : NULL, i, &gos[i]);
+    if (st == KN_OK) st = kn__gradient_edge(outputs[i], &edges[i]);
+    roots[i] = edges[i].fn;
+  }
+  if (st == KN_OK) st = discover(r, roots, n);
+  if (st == KN_OK && !(r->heap = malloc(sizeof *r->heap * (size_t)(r->n ? r->n : 1))))
+    st = kn__oom();
+  for (int i = 0; st == KN_OK && i < n; i++) {
+    int gi = find(r, roots[i]);
+    if (r->g[gi].needed) st = accumulate(&r->g[gi].buf[edges[i].input_nr], gos[i], r->create_graph);
+  }
+  for (int i = 0; st == KN_OK && i < n; i++) {
+    int gi = find(r, roots[i]);
+    if (r->g[gi].needed && r->g[gi].deps == 0 && !r->g[gi].queued) heap_push(r, gi);
+  }
+  while (st == KN_OK && r->nheap > 0) st = execute(r, heap_pop(r));
+  for (int i = 0; i < n; i++) {
+    kn_release(gos ? gos[i] : NULL);
+    kn__node_release(edges ? edges[i].fn : NULL);
+  }
+  free(roots);
+  free(edges);
+  free(gos);
+  return st;
+}
+
+kn_status kn_backward_ex(kn_tensor *t, kn_tensor *grad, bool retain_graph, bool create_graph) {
+  run r;
+  memset(&r, 0, sizeof r);
+  kn__hm_init(&r.index, false);
+  r.retain_graph = retain_graph || create_graph;
+  r.create_graph = create_graph;
+  r.accumulate = true;
+  kn_status st = engine_run(&r, &t, 1, grad ? &grad : NULL);
+  run_free(&r);
+  return st;
+}
+
+kn_status kn_backward(kn_tensor *t, kn_tensor *grad) {
+  return kn_backward_ex(t, grad, false, false);
+}
+
+kn_status kn_autograd_grad(kn_tensor *const *outputs, int n, kn_tensor *const *inputs, int m,
+                           kn_tensor *const *grad_outputs, bool retain_graph,
+                           bool create_graph, bool allow_unused, kn_tensor **out_grads) {
+  for (int j = 0; j < m; j++) out_grads[j] = NULL;
+  if (n <= 0 || m <= 0 || !outputs || !inputs)
+    return kn__error(KN_EINVAL, "grad requires at least one output and one input (got %d and %d)",
+                     n, m);
+  run r;
+  memset(&r, 0, sizeof r);
+  kn__hm_init(&r.index, false);
+  r.retain_graph = retain_graph;
+  r.create_graph = create_graph;
+  r.caps = calloc((size_t)m, sizeof *r.caps);
+  r.cap_out = out_grads;
+  r.ncaps = m;
+  kn_status st = r.caps ? KN_OK : kn__oom();
+  for (int j = 0; st == KN_OK && j < m; j++) {
+    kn_tensor *x = inputs[j];
+    if (!x) st = kn__error(KN_EINVAL, "grad: input %d is NULL", j);
+    else if (!x->requires_grad)
+      st = kn__error(KN_EAUTOGRAD, "One of the differentiated Tensors does not require grad");
+    else {
+      kn__edge e;
+      st = kn__gradient_edge(x, &e);
+      r.caps[j] = (capture){e.fn, e.input_nr}; /* owned until the run ends */
+    }
+  }
+  if (st == KN_OK) st = engine_run(&r, outputs, n, grad_outputs);
+  for (int j = 0; st == KN_OK && j < m; j++) {
+    if (!out_grads[j] && !allow_unused)
+      st = kn__error(KN_EAUTOGRAD, "One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.");
+  }
+  for (int j = 0; j < m; j++) {
+    if (st != KN_OK) {
+      kn_release(out_grads[j]);
+      out_grads[j] = NULL;
+    } else {
+      kn__autorelease(out_grads[j]);
+    }
+  }
+  run_free(&r);
+  for (int j = 0; r.caps && j < m; j++) kn__node_release(r.caps[j].node);
+  free(r.caps);
+  return st;
 }

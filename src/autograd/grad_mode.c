@@ -5,6 +5,7 @@
 */
 #include "autograd/autograd.h"
 #include "core/error.h"
+#include "kiln/autograd.h"
 
 static _Thread_local bool grad_disabled;
 
@@ -18,3 +19,17 @@ bool kn__autograd_needed(const kn__call *c) {
   }
   return false;
 }
+
+/* ---- public grad-mode API --------------------------------------------------- */
+
+bool kn_set_grad_enabled(bool enabled) {
+  bool prev = !grad_disabled;
+  grad_disabled = !enabled;
+  return prev;
+}
+
+bool kn_is_grad_enabled(void) { return !grad_disabled; }
+
+bool kn_no_grad_begin(void) { return kn_set_grad_enabled(false); }
+
+void kn_no_grad_end(bool prev) { kn_set_grad_enabled(prev); }

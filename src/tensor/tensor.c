@@ -26,6 +26,7 @@ void kn_release(kn_tensor *t) {
   if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
   if (t->mode_data_free) t->mode_data_free(t->mode_data);
   kn_release(t->grad);
+  if (t->retains_grad) kn__autograd_forget(t);
   if (t->grad_fn) kn__node_release(t->grad_fn);
   kn__storage_release(t->storage);
   free(t->sym);

@@ -1,0 +1,65 @@
+/*
+** kiln/autograd.h: eager reverse-mode autodiff. Ops record a graph of
+** grad_fn nodes on their outputs while grad mode is on and an input requires
+** grad; kn_backward / kn_autograd_grad walk that graph backwards.
+**
+** Ownership follows kiln/tensor.h: tensor arguments are borrowed; returned
+** tensors are new references (recorded in the open autorelease scope).
+** Gradients accumulated into a leaf's .grad are owned by the leaf (read them
+** with kn_grad(t), borrowed). Errors are values (KN_EAUTOGRAD with PyTorch's
+** message texts; see kn_last_error()).
+*/
+#ifndef KILN_AUTOGRAD_H
+#define KILN_AUTOGRAD_H
+
+#include "kiln/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- grad mode (thread-local, on by default) ------------------------------ */
+/* Set grad mode; returns the previous state. */
+KN_API bool kn_set_grad_enabled(bool enabled);
+KN_API bool kn_is_grad_enabled(void);
+/* A no_grad scope: `bool prev = kn_no_grad_begin(); ... kn_no_grad_end(prev);`
+** Ops inside record no graph. Scopes nest (restore the state they got). */
+KN_API bool kn_no_grad_begin(void);
+KN_API void kn_no_grad_end(bool prev);
+
+/* ---- tensors ---------------------------------------------------------------- */
+/* A new tensor sharing t's storage and geometry, without grad history
+** (a leaf that does not require grad). New reference; NULL if t is NULL. */
+KN_API kn_tensor *kn_detach(kn_tensor *t);
+/* Make a non-leaf keep its .grad during backward (no-op on leaves that
+** require grad). KN_EAUTOGRAD if t does not require grad. */
+KN_API kn_status kn_retain_grad(kn_tensor *t);
+
+/* ---- backward ------------------------------------------------------------------ */
+/* Accumulate d(t)/d(leaf) * grad into the .grad of every leaf that requires
+** grad (and of non-leaves with retains_grad). grad may be NULL only when t
+** has one element (it is then 1). Frees the graph's saved tensors
+** (retain_graph = false). */
+KN_API kn_status kn_backward(kn_tensor *t, kn_tensor *grad);
+/* The same with PyTorch's options: retain_graph keeps saved tensors for a
+** second backward; create_graph records the backward computation itself,
+** so the gradients have history (higher-order derivatives). */
+KN_API kn_status kn_backward_ex(kn_tensor *t, kn_tensor *grad, bool retain_graph,
+                                bool create_graph);
+/* torch.autograd.grad: gradients of sum_i <outputs[i], grad_outputs[i]>
+** with respect to inputs[0..m), written to out_grads[0..m) as new
+** references; .grad fields are not touched. grad_outputs may be NULL (all
+** outputs must then be one-element) or hold NULL entries (same rule per
+** output). An input that does not take part in the graph is an error unless
+** allow_unused, in which case its gradient is NULL. On error no reference
+** is returned (out_grads entries are NULL). */
+KN_API kn_status kn_autograd_grad(kn_tensor *const *outputs, int n,
+                                  kn_tensor *const *inputs, int m,
+                                  kn_tensor *const *grad_outputs, bool retain_graph,
+                                  bool create_graph, bool allow_unused,
+                                  kn_tensor **out_grads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,38 @@
+/*
+** ops/nn.h: helpers shared by the nn op family (internal).
+**
+** kn__nn_gemm is the one matrix-multiply kernel behind mm, bmm, addmm, dot,
+** mv and the im2col convolution: float32/float64 go to OpenBLAS
+** (cblas_sgemm/dgemm) with transpose flags chosen from the operands' strides
+** (operands that no BLAS layout describes are copied first), bfloat16 is
+** computed in float32 and rounded on store, integer dtypes use a plain loop.
+*/
+#ifndef KN_OPS_NN_H
+#define KN_OPS_NN_H
+
+#include "ops/opdef.h"
+
+/* A strided 2-D operand: element (i, j) at p[i * s0 + j * s1] (elements). */
+typedef struct kn__mat {
+  const void *p;
+  int64_t s0, s1;
+} kn__mat;
+
+/* C = alpha * A @ B + beta * C for A [M, K], B [K, N] (any strides) and C
+** [M, N] with row stride ldc and unit column stride, all of dtype dt. With
+** beta == 0, C's old contents are ignored (NaN included). KN_EDTYPE for
+** dtypes without a kernel (float16, bool), naming `opname` as PyTorch does
+** ("addmm_impl_cpu_" not implemented for 'Half'). */
+kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
+                      kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta);
+
+/* KN_OK when kn__nn_gemm has a kernel for dt, else its dtype error. */
+kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt);
+
+/* PyTorch's ScalarType name of a dtype ("Float", "Double", "Long", ...). */
+const char *kn__nn_scalar_type_name(kn_dtype dt);
+
+/* "3x4" style size text of a tensor's sizes into buf. */
+void kn__nn_format_x(const kn_tensor *t, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,208 @@
+/*
+** ops/nn_gemm.c: the matrix-multiply kernel of the nn family.
+**
+** float32/float64 run on OpenBLAS. A strided operand is handed to BLAS as is
+** when one of its strides is 1 and the other a valid leading dimension
+** (row-major "no transpose" or "transpose"); anything else is first copied
+** into a contiguous buffer. bfloat16 goes through float32 buffers; integer
+** dtypes use a straightforward loop with int64 accumulation.
+*/
+#include <cblas.h>
+#include <limits.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "ops/nn.h"
+
+const char *kn__nn_scalar_type_name(kn_dtype dt) {
+  switch (dt) {
+  case KN_BOOL: return "Bool";
+  case KN_UINT8: return "Byte";
+  case KN_INT8: return "Char";
+  case KN_INT16: return "Short";
+  case KN_INT32: return "Int";
+  case KN_INT64: return "Long";
+  case KN_FLOAT16: return "Half";
+  case KN_BFLOAT16: return "BFloat16";
+  case KN_FLOAT32: return "Float";
+  case KN_FLOAT64: return "Double";
+  default: return "Unknown";
+  }
+}
+
+/* Can BLAS read a rows x cols operand with strides (s0, s1) directly? Sets
+** *trans (the operand is stored column-major) and *ld. */
+static bool blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool *trans,
+                        int64_t *ld) {
+  int64_t rc = cols > 1 ? cols : 1, rr = rows > 1 ? rows : 1;
+  if (s1 == 1 || cols <= 1) {
+    int64_t l = rows <= 1 ? rc : s0;
+    if (l >= rc && l <= INT_MAX) {
+      *trans = false;
+      *ld = l;
+      return true;
+    }
+  }
+  if (s0 == 1 || rows <= 1) {
+    int64_t l = cols <= 1 ? rr : s1;
+    if (l >= rr && l <= INT_MAX) {
+      *trans = true;
+      *ld = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* A contiguous (row-major) copy of a strided operand, converted to float or
+** double (out_dt). Owned buffer from the caching allocator, or NULL. */
+static void *pack(kn_dtype dt, kn_dtype out_dt, int64_t rows, int64_t cols, kn__mat m,
+                  size_t *nbytes) {
+  size_t es = kn_dtype_size(out_dt);
+  *nbytes = (size_t)(rows * cols) * es + 64;
+  char *buf = kn__cached_alloc(*nbytes);
+  if (!buf) return NULL;
+  size_t is = kn_dtype_size(dt);
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      const char *src = (const char *)m.p + (i * m.s0 + j * m.s1) * (int64_t)is;
+      char *dst = buf + (size_t)(i * cols + j) * es;
+      if (dt == out_dt) memcpy(dst, src, es);
+      else kn__store_double(dst, out_dt, kn__load_double(src, dt));
+    }
+  return buf;
+}
+
+/* One float/double operand ready for BLAS: either the original or a packed
+** copy (freed with release_operand). */
+typedef struct operand {
+  const void *p;
+  bool trans;
+  int ld;
+  void *owned;
+  size_t nbytes;
+} operand;
+
+static kn_status prepare_operand(kn_dtype dt, kn_dtype blas_dt, int64_t rows, int64_t cols,
+                                 kn__mat m, operand *o) {
+  int64_t ld;
+  bool trans;
+  o->owned = NULL;
+  if (dt == blas_dt && blas_layout(rows, cols, m.s0, m.s1, &trans, &ld)) {
+    o->p = m.p;
+    o->trans = trans;
+    o->ld = (int)ld;
+    return KN_OK;
+  }
+  o->owned = pack(dt, blas_dt, rows, cols, m, &o->nbytes);
+  if (!o->owned) return kn__oom();
+  o->p = o->owned;
+  o->trans = false;
+  o->ld = (int)(cols > 1 ? cols : 1);
+  return KN_OK;
+}
+
+static void release_operand(operand *o) {
+  if (o->owned) kn__cached_free(o->owned, o->nbytes);
+  o->owned = NULL;
+}
+
+static void scale_c(kn_dtype dt, int64_t M, int64_t N, void *C, int64_t ldc, double beta) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      char *p = (char *)C + (i * ldc + j) * (int64_t)kn_dtype_size(dt);
+      kn__store_double(p, dt, beta == 0 ? 0.0 : beta * kn__load_double(p, dt));
+    }
+}
+
+static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
+                           void *C, int64_t ldc, double alpha, double beta) {
+  kn_dtype bdt = dt == KN_FLOAT64 ? KN_FLOAT64 : KN_FLOAT32;
+  operand a, b;
+  kn_status st = prepare_operand(dt, bdt, M, K, A, &a);
+  if (st != KN_OK) return st;
+  st = prepare_operand(dt, bdt, K, N, B, &b);
+  if (st != KN_OK) {
+    release_operand(&a);
+    return st;
+  }
+  /* bfloat16 output: compute into a float buffer, then round. */
+  void *c = C;
+  int ldcc = (int)ldc;
+  size_t cbytes = 0;
+  if (dt != bdt) {
+    cbytes = (size_t)(M * N) * sizeof(float) + 64;
+    c = kn__cached_alloc(cbytes);
+    if (!c) st = kn__oom();
+    else {
+      ldcc = (int)(N > 1 ? N : 1);
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++)
+          ((float *)c)[i * N + j] =
+              beta == 0 ? 0.0f : (float)kn__load_double((char *)C + (i * ldc + j) * 2, dt);
+    }
+  }
+  if (st == KN_OK) {
+    enum CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE tb = b.trans ? CblasTrans : CblasNoTrans;
+    if (bdt == KN_FLOAT32)
+      cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, (float)alpha, a.p, a.ld, b.p,
+                  b.ld, (float)beta, c, ldcc);
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, alpha, a.p, a.ld, b.p, b.ld,
+                  beta, c, ldcc);
+    if (c != C)
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++)
+          kn__store_double((char *)C + (i * ldc + j) * 2, dt, ((float *)c)[i * N + j]);
+  }
+  if (c != C && c) kn__cached_free(c, cbytes);
+  release_operand(&a);
+  release_operand(&b);
+  return st;
+}
+
+static int64_t load_i(const void *base, int64_t idx, kn_dtype dt) {
+  return kn__load_int((const char *)base + idx * (int64_t)kn_dtype_size(dt), dt);
+}
+
+static void int_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
+                     void *C, int64_t ldc, int64_t alpha, int64_t beta) {
+  size_t es = kn_dtype_size(dt);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      uint64_t acc = 0; /* wraps like the fixed-width C types */
+      for (int64_t k = 0; k < K; k++)
+        acc += (uint64_t)load_i(A.p, i * A.s0 + k * A.s1, dt) *
+               (uint64_t)load_i(B.p, k * B.s0 + j * B.s1, dt);
+      char *p = (char *)C + (size_t)(i * ldc + j) * es;
+      uint64_t old = beta == 0 ? 0 : (uint64_t)kn__load_int(p, dt);
+      kn__store_int(p, dt, (int64_t)((uint64_t)alpha * acc + (uint64_t)beta * old));
+    }
+}
+
+kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt) {
+  if (dt == KN_FLOAT16 || dt == KN_BOOL)
+    return kn__error(KN_EDTYPE, "\"%s\" not implemented for '%s'", opname,
+                     kn__nn_scalar_type_name(dt));
+  return KN_OK;
+}
+
+kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
+                      kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta) {
+  kn_status st = kn__nn_gemm_check(opname, dt);
+  if (st != KN_OK) return st;
+  if (M == 0 || N == 0) return KN_OK;
+  if (M > INT_MAX || N > INT_MAX || K > INT_MAX || ldc > INT_MAX)
+    return kn__error(KN_EUNSUPPORTED, "%s: matrix dimensions above %d are not supported", opname,
+                     INT_MAX);
+  if (kn_dtype_is_integral(dt, false)) {
+    int_gemm(dt, M, N, K, A, B, C, ldc, (int64_t)alpha, (int64_t)beta);
+    return KN_OK;
+  }
+  if (K == 0 || alpha == 0) {
+    scale_c(dt, M, N, C, ldc, beta);
+    return KN_OK;
+  }
+  return blas_gemm(dt, M, N, K, A, B, C, ldc, alpha, beta);
+}

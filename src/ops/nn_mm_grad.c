@@ -1,0 +1,78 @@
+/*
+** ops/nn_mm_grad.c: derivative rules of mm, bmm, addmm, dot and mv.
+** Written with public ops only (so they run under tracing too, and are
+** themselves differentiable: second order works through them):
+**   mm:    dA = g @ B^T,            dB = A^T @ g
+**   bmm:   the same per batch with transpose(1, 2)
+**   addmm: dself = sum_to_size(beta * g), dA = alpha * g @ B^T, dB = alpha * A^T @ g
+**   dot:   da = g * b, db = g * a (as b[:, None] @ g[None]);
+**   mv:    dA = g[:, None] @ v[None, :], dv = A^T @ g
+*/
+#include "core/error.h"
+#include "kiln/ops.h"
+#include "ops/nn.h"
+
+static kn_tensor *tr(kn_tensor *x) { return kn_transpose(x, -2, -1); }
+
+static kn_status missing(const char *what) {
+  return kn__error(KN_EUNSUPPORTED, "derivative of %s needs ops that are not available yet",
+                   what);
+}
+
+static bool is_one(kn_scalar s) {
+  return s.kind == KN_SCALAR_FLOAT ? s.v.f == 1.0 : s.kind == KN_SCALAR_INT ? s.v.i == 1 : s.v.b;
+}
+
+
+static kn_status done(kn__bwctx *ctx) {
+  for (int k = 0; k < ctx->ninputs; k++)
+    if (ctx->needs_input_grad[k] && !ctx->grad_inputs[k])
+      return kn_last_status() != KN_OK ? kn_last_status() : KN_EINTERNAL;
+  return KN_OK;
+}
+
+kn_status kn__bw_mm(kn__bwctx *ctx) {
+  kn_tensor *a = kn__call_input(ctx->call, 0), *b = kn__call_input(ctx->call, 1);
+  kn_tensor *g = ctx->grad_outputs[0];
+  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = kn_mm(g, tr(b));
+  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = kn_mm(tr(a), g);
+  return done(ctx);
+}
+
+kn_status kn__bw_bmm(kn__bwctx *ctx) {
+  kn_tensor *a = kn__call_input(ctx->call, 0), *b = kn__call_input(ctx->call, 1);
+  kn_tensor *g = ctx->grad_outputs[0];
+  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = kn_bmm(g, tr(b));
+  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = kn_bmm(tr(a), g);
+  return done(ctx);
+}
+
+kn_status kn__bw_addmm(kn__bwctx *ctx) {
+  kn_tensor *s = kn__call_input(ctx->call, 0);
+  kn_tensor *a = kn__call_input(ctx->call, 1), *b = kn__call_input(ctx->call, 2);
+  kn_scalar beta = ctx->call->args[3].u.s, alpha = ctx->call->args[4].u.s;
+  kn_tensor *g = ctx->grad_outputs[0];
+  if (!is_one(beta) || !is_one(alpha)) return missing("addmm with beta/alpha != 1");
+  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = kn_sum_to_size(g, kn_ndim(s), kn_sizes(s));
+  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = kn_mm(g, tr(b));
+  if (ctx->needs_input_grad[2]) ctx->grad_inputs[2] = kn_mm(tr(a), g);
+  return done(ctx);
+}
+
+kn_status kn__bw_dot(kn__bwctx *ctx) {
+  kn_tensor *a = kn__call_input(ctx->call, 0), *b = kn__call_input(ctx->call, 1);
+  kn_tensor *g = ctx->grad_outputs[0];
+  /* g is 0-d: g * b written as the matrix-vector product b[:, None] @ g[None] */
+  kn_tensor *g1 = kn_unsqueeze(g, 0);
+  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = kn_mv(kn_unsqueeze(b, 1), g1);
+  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = kn_mv(kn_unsqueeze(a, 1), g1);
+  return done(ctx);
+}
+
+kn_status kn__bw_mv(kn__bwctx *ctx) {
+  kn_tensor *a = kn__call_input(ctx->call, 0), *v = kn__call_input(ctx->call, 1);
+  kn_tensor *g = ctx->grad_outputs[0];
+  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = kn_mm(kn_unsqueeze(g, 1), kn_unsqueeze(v, 0));
+  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = kn_mv(tr(a), g);
+  return done(ctx);
+}

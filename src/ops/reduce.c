@@ -1,0 +1,176 @@
+/*
+** ops/reduce.c: sum, mean and prod: meta functions and kernels.
+**
+** Floating inputs accumulate in double (float16/bfloat16/float32 values are
+** exact in double, and a double accumulator keeps float32 sums of 1e6
+** elements within torch's tolerances); integer and bool inputs accumulate in
+** int64 with wrap-around, as torch does. Output dtypes follow torch: integer
+** and bool sums/products give int64 unless a dtype is given; mean needs a
+** floating input or dtype. Large reductions run with OpenMP.
+*/
+#include <math.h>
+
+#include "core/error.h"
+#include "ops/reduce.h"
+
+typedef enum { R_SUM, R_MEAN, R_PROD } rkind;
+
+/* Argument layout: all-dims rows (self, dtype?); dim rows (self, dims,
+** keepdim, dtype?). */
+static bool is_dim_row(const kn__call *c) {
+  return c->nargs >= 3 && c->args[2].kind == KN__A_BOOL;
+}
+
+static kn_status red_meta(const kn__call *c, kn__metas *out, rkind k) {
+  const kn_tensor *t = c->args[0].u.t;
+  bool dimrow = is_dim_row(c);
+  kn__arg all = KN_A_NONE;
+  const kn__arg *dims = dimrow ? &c->args[1] : &all;
+  bool keepdim = dimrow && c->args[2].u.b;
+  int dti = dimrow ? 3 : 1;
+  bool has_dt = dti < c->nargs && c->args[dti].kind == KN__A_DTYPE;
+  kn_dtype dt = kn__arg_dtype(c, dti, t->dtype);
+  if ((unsigned)dt >= KN_DTYPE_COUNT)
+    return kn__error(KN_EDTYPE, "%s(): invalid dtype %d", c->op->name, (int)dt);
+  if (k == R_MEAN && !kn_dtype_is_floating(dt))
+    return kn__error(KN_EDTYPE,
+                     "mean(): could not infer output dtype. %s dtype must be either a floating "
+                     "point or complex dtype. Got: %s",
+                     has_dt ? "Optional" : "Input", kn__torch_dtype_name(dt));
+  if (!has_dt && kn_dtype_is_integral(dt, true)) dt = KN_INT64;
+  bool mask[KN_MAX_DIMS];
+  kn_status st = kn__reduce_mask(c->op->name, t, dims, mask);
+  if (st != KN_OK) return st;
+  kn__outmeta *m = kn__metas_push(out, dt);
+  if (!m) return kn__oom();
+  kn__reduce_shape(t, mask, keepdim, m);
+  return KN_OK;
+}
+
+kn_status kn__meta_sum(const kn__call *c, kn__metas *out) { return red_meta(c, out, R_SUM); }
+kn_status kn__meta_mean(const kn__call *c, kn__metas *out) { return red_meta(c, out, R_MEAN); }
+kn_status kn__meta_prod(const kn__call *c, kn__metas *out) { return red_meta(c, out, R_PROD); }
+
+/* ---- rows ------------------------------------------------------------------- */
+
+typedef struct acc {
+  kn_dtype dt;   /* input dtype */
+  double d;      /* floating accumulator */
+  uint64_t u;    /* integer accumulator (wraps like int64) */
+} acc;
+
+static double sum_f32(const float *x, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += x[i];
+    s1 += x[i + 1];
+    s2 += x[i + 2];
+    s3 += x[i + 3];
+  }
+  for (; i < n; i++) s0 += x[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+static double sum_f64(const double *x, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += x[i];
+    s1 += x[i + 1];
+    s2 += x[i + 2];
+    s3 += x[i + 3];
+  }
+  for (; i < n; i++) s0 += x[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+static void row_sum(void *state, const char *p, int64_t n, int64_t s, int64_t start) {
+  (void)start;
+  acc *a = state;
+  if (a->dt == KN_FLOAT32 && s == 4) {
+    a->d += sum_f32((const float *)p, n);
+  } else if (a->dt == KN_FLOAT64 && s == 8) {
+    a->d += sum_f64((const double *)p, n);
+  } else if (kn_dtype_is_floating(a->dt)) {
+    double t = 0;
+    for (int64_t i = 0; i < n; i++) t += kn__load_double(p + i * s, a->dt);
+    a->d += t;
+  } else {
+    for (int64_t i = 0; i < n; i++) a->u += (uint64_t)kn__load_int(p + i * s, a->dt);
+  }
+}
+
+static void row_prod(void *state, const char *p, int64_t n, int64_t s, int64_t start) {
+  (void)start;
+  acc *a = state;
+  if (kn_dtype_is_floating(a->dt)) {
+    for (int64_t i = 0; i < n; i++) a->d *= kn__load_double(p + i * s, a->dt);
+  } else {
+    for (int64_t i = 0; i < n; i++) a->u *= (uint64_t)kn__load_int(p + i * s, a->dt);
+  }
+}
+
+static void store_acc(const acc *a, rkind k, int64_t nred, char *dst, kn_dtype odt) {
+  if (kn_dtype_is_floating(a->dt)) {
+    double v = k == R_MEAN ? a->d / (double)nred : a->d;
+    kn__store_double(dst, odt, v);
+  } else {
+    kn__store_int(dst, odt, (int64_t)a->u);
+  }
+}
+
+/* Whole-tensor sum of one contiguous float row, split across threads. */
+static double par_sum_row(const char *p, int64_t n, kn_dtype dt) {
+  const int64_t blk = 16384;
+  int64_t nb = (n + blk - 1) / blk;
+  double total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+  for (int64_t b = 0; b < nb; b++) {
+    int64_t lo = b * blk, len = (lo + blk <= n) ? blk : n - lo;
+    total += dt == KN_FLOAT32 ? sum_f32((const float *)p + lo, len)
+                              : sum_f64((const double *)p + lo, len);
+  }
+  return total;
+}
+
+static kn_status red_kernel(const kn__call *c, kn__outs *out, rkind k) {
+  kn_tensor *o = out->t[0];
+  bool dimrow = is_dim_row(c);
+  kn__arg all = KN_A_NONE;
+  bool mask[KN_MAX_DIMS];
+  kn_status st = kn__reduce_mask(c->op->name, c->args[0].u.t, dimrow ? &c->args[1] : &all, mask);
+  if (st != KN_OK) return st;
+  /* an explicit dtype converts the input first; ints otherwise read as-is */
+  kn_dtype idt = kn_dtype_is_floating(o->dtype) ? o->dtype : c->args[0].u.t->dtype;
+  if (kn__arg_dtype(c, dimrow ? 3 : 1, KN_DTYPE_COUNT) != KN_DTYPE_COUNT) idt = o->dtype;
+  kn_tensor *t = kn__reduce_input_as(c->args[0].u.t, idt);
+  if (!t) return kn__oom();
+  kn__redplan p;
+  kn__redplan_init(&p, t, mask);
+  char *dst = kn_data(o);
+  size_t oes = kn_dtype_size(o->dtype);
+  kn__row_fn fn = k == R_PROD ? row_prod : row_sum;
+  acc init = {t->dtype, k == R_PROD ? 1.0 : 0.0, k == R_PROD ? 1u : 0u};
+  bool big = p.nout * p.nred >= KN__RED_PAR_MIN;
+  if (p.nout == 1 && k != R_PROD && p.nr == 1 && big &&
+      p.rst[0] == (int64_t)kn_dtype_size(t->dtype) &&
+      (t->dtype == KN_FLOAT32 || t->dtype == KN_FLOAT64)) {
+    acc a = init;
+    a.d = par_sum_row(p.base, p.nred, t->dtype);
+    store_acc(&a, k, p.nred, dst, o->dtype);
+  } else {
+#pragma omp parallel for if (big && p.nout > 1) schedule(static)
+    for (int64_t i = 0; i < p.nout; i++) {
+      acc a = init;
+      kn__redplan_rows(&p, kn__redplan_at(&p, i), fn, &a);
+      store_acc(&a, k, p.nred, dst + (size_t)i * oes, o->dtype);
+    }
+  }
+  kn_release(t);
+  return KN_OK;
+}
+
+kn_status kn__k_sum(const kn__call *c, kn__outs *out) { return red_kernel(c, out, R_SUM); }
+kn_status kn__k_mean(const kn__call *c, kn__outs *out) { return red_kernel(c, out, R_MEAN); }
+kn_status kn__k_prod(const kn__call *c, kn__outs *out) { return red_kernel(c, out, R_PROD); }

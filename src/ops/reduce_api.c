@@ -1,0 +1,159 @@
+/*
+** ops/reduce_api.c: public wrappers of the reduction family
+** (kiln/ops_reduce.h) and sum_to_size, which is composite over sum.
+*/
+#include <stdio.h>
+
+#include "core/error.h"
+#include "ops/reduce.h"
+
+static kn__arg dims_arg(const int64_t *dims, int ndims) {
+  return (dims && ndims > 0) ? KN_A_INTS(dims, ndims) : KN_A_INTS(NULL, 0);
+}
+
+kn_tensor *kn_sum(kn_tensor *t) {
+  return kn__invoke(KN_OP_SUM, 2, (kn__arg[]){KN_A_T(t), KN_A_NONE});
+}
+
+kn_tensor *kn_sum_dims(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim) {
+  return kn__invoke(KN_OP_SUM_DIM, 4,
+                    (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims), KN_A_B(keepdim), KN_A_NONE});
+}
+
+kn_tensor *kn_sum_dtype(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim,
+                        kn_dtype dtype) {
+  return kn__invoke(KN_OP_SUM_DIM, 4, (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims),
+                                                   KN_A_B(keepdim), KN_A_DT(dtype)});
+}
+
+kn_tensor *kn_mean(kn_tensor *t) {
+  return kn__invoke(KN_OP_MEAN, 2, (kn__arg[]){KN_A_T(t), KN_A_NONE});
+}
+
+kn_tensor *kn_mean_dims(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim) {
+  return kn__invoke(KN_OP_MEAN_DIM, 4,
+                    (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims), KN_A_B(keepdim), KN_A_NONE});
+}
+
+kn_tensor *kn_mean_dtype(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim,
+                         kn_dtype dtype) {
+  return kn__invoke(KN_OP_MEAN_DIM, 4, (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims),
+                                                    KN_A_B(keepdim), KN_A_DT(dtype)});
+}
+
+kn_tensor *kn_prod(kn_tensor *t) {
+  return kn__invoke(KN_OP_PROD, 2, (kn__arg[]){KN_A_T(t), KN_A_NONE});
+}
+
+kn_tensor *kn_prod_dim(kn_tensor *t, int64_t dim, bool keepdim) {
+  return kn__invoke(KN_OP_PROD_DIM, 4,
+                    (kn__arg[]){KN_A_T(t), KN_A_INTS(&dim, 1), KN_A_B(keepdim), KN_A_NONE});
+}
+
+/* ---- sum_to_size ------------------------------------------------------------ */
+
+static kn_status not_expandable(const kn_tensor *t, int ndim, const int64_t *sizes) {
+  char a[256], b[256];
+  kn__format_sizes(ndim, sizes, a, sizeof a);
+  kn__format_sizes(t->ndim, t->sizes, b, sizeof b);
+  return kn__error(KN_ESHAPE, "size {%s} is not expandable to size {%s}.", a, b);
+}
+
+kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) {
+  if (!t) {
+    kn__error(KN_EINVAL, "sum_to_size: input is a NULL tensor (did an earlier call fail? %s)",
+              kn_last_error());
+    return NULL;
+  }
+  if (ndim < 0 || ndim > t->ndim) {
+    if (ndim >= 0 && ndim <= KN_MAX_DIMS) not_expandable(t, ndim, sizes);
+    else kn__error(KN_EINVAL, "sum_to_size: expected at most %d dims, got %d", KN_MAX_DIMS, ndim);
+    return NULL;
+  }
+  int lead = t->ndim - ndim;
+  int64_t ones[KN_MAX_DIMS], leading[KN_MAX_DIMS];
+  int n1 = 0;
+  for (int d = 0; d < ndim; d++) {
+    int64_t have = t->sizes[lead + d];
+    if (sizes[d] == have) continue;
+    if (sizes[d] != 1) {
+      not_expandable(t, ndim, sizes);
+      return NULL;
+    }
+    ones[n1++] = lead + d;
+  }
+  for (int d = 0; d < lead; d++) leading[d] = d;
+  if (n1 == 0 && lead == 0) return kn__autorelease(kn_retain(t));
+  kn_scope_begin(); /* owns the intermediate sum */
+  kn_tensor *r = t;
+  if (n1 > 0) r = kn_sum_dims(t, ones, n1, true);
+  if (r && lead > 0) r = kn_sum_dims(r, leading, lead, false);
+  return kn_scope_end_keep(r == t ? NULL : r);
+}
+
+/* ---- amax/amin, argmax/argmin, var/std, cumsum, softmax ------------------- */
+
+kn_tensor *kn_amax(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim) {
+  return kn__invoke(KN_OP_AMAX, 3, (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_amin(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim) {
+  return kn__invoke(KN_OP_AMIN, 3, (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_argmax(kn_tensor *t) {
+  return kn__invoke(KN_OP_ARGMAX, 3, (kn__arg[]){KN_A_T(t), KN_A_NONE, KN_A_B(false)});
+}
+
+kn_tensor *kn_argmax_dim(kn_tensor *t, int64_t dim, bool keepdim) {
+  return kn__invoke(KN_OP_ARGMAX, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_argmin(kn_tensor *t) {
+  return kn__invoke(KN_OP_ARGMIN, 3, (kn__arg[]){KN_A_T(t), KN_A_NONE, KN_A_B(false)});
+}
+
+kn_tensor *kn_argmin_dim(kn_tensor *t, int64_t dim, bool keepdim) {
+  return kn__invoke(KN_OP_ARGMIN, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_var(kn_tensor *t, const int64_t *dims, int ndims, int64_t correction,
+                  bool keepdim) {
+  return kn__invoke(KN_OP_VAR, 4, (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims),
+                                               KN_A_I(correction), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_std(kn_tensor *t, const int64_t *dims, int ndims, int64_t correction,
+                  bool keepdim) {
+  return kn__invoke(KN_OP_STD, 4, (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims),
+                                               KN_A_I(correction), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_cumsum(kn_tensor *t, int64_t dim) {
+  return kn__invoke(KN_OP_CUMSUM, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_NONE});
+}
+
+kn_tensor *kn_cumsum_dtype(kn_tensor *t, int64_t dim, kn_dtype dtype) {
+  return kn__invoke(KN_OP_CUMSUM, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_DT(dtype)});
+}
+
+kn_tensor *kn_softmax(kn_tensor *t, int64_t dim) {
+  return kn__invoke(KN_OP_SOFTMAX, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(false)});
+}
+
+kn_tensor *kn_log_softmax(kn_tensor *t, int64_t dim) {
+  return kn__invoke(KN_OP_LOG_SOFTMAX, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(false)});
+}
+
+kn_tensor *kn_softmax_backward_data(kn_tensor *grad_output, kn_tensor *output, int64_t dim) {
+  kn_dtype dt = output ? kn_tensor_dtype(output) : KN_FLOAT32;
+  return kn__invoke(KN_OP_SOFTMAX_BWD, 4, (kn__arg[]){KN_A_T(grad_output), KN_A_T(output),
+                                                       KN_A_I(dim), KN_A_DT(dt)});
+}
+
+kn_tensor *kn_log_softmax_backward_data(kn_tensor *grad_output, kn_tensor *output,
+                                        int64_t dim) {
+  kn_dtype dt = output ? kn_tensor_dtype(output) : KN_FLOAT32;
+  return kn__invoke(KN_OP_LOG_SOFTMAX_BWD, 4, (kn__arg[]){KN_A_T(grad_output), KN_A_T(output),
+                                                           KN_A_I(dim), KN_A_DT(dt)});
+}

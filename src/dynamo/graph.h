@@ -207,6 +207,15 @@ kn__gnode *kn__graph_get_attr(kn__graph *g, const char *attr, kn_tensor *value);
 ** unknown). Named after the op ("add", "sum_1", "ones_1", ...). */
 kn__gnode *kn__graph_call(kn__graph *g, const kn__opdef *op, int nargs, const kn__garg *args,
                           int nout, const kn__vmeta *metas);
+/* Record a dispatcher call as a call node (the tracing mode's shortcut):
+** each tensor argument t is mapped to a graph value by lookup(ud, t, &ref)
+** (which may create nodes, e.g. a get_attr for a tensor captured from
+** outside; it returns KN_OK or an error that is passed on); NULL optional
+** tensors stay absent; ints, int lists, scalars, dtypes ... become constants
+** (int lists copied). metas as for kn__graph_call. */
+typedef kn_status (*kn__graph_lookup_fn)(void *ud, kn_tensor *t, kn__gref *out);
+kn__gnode *kn__graph_call_from(kn__graph *g, const kn__call *c, kn__graph_lookup_fn lookup,
+                               void *ud, int nout, const kn__vmeta *metas);
 /* Output k of multi-output node src as its own node ("getitem", "getitem_1"),
 ** FX's operator.getitem; its metadata is src->meta[k]. Repeated calls for the
 ** same (src, k) return the same node. */

@@ -333,10 +333,8 @@ done:
 }
 
 kn__gnode *kn__graph_getitem(kn__graph *g, kn__gnode *src, int k) {
-  if (!src || check_ref(g, "getitem", (kn__gref){src, k}, false) != KN_OK) {
-    if (!src) kn__error(KN_EINVAL, "getitem: no source node");
-    return NULL;
-  }
+  if (!src) return kn__error(KN_EINVAL, "getitem: no source node"), NULL;
+  if (check_ref(g, "getitem", (kn__gref){src, k}, false) != KN_OK) return NULL;
   uint64_t key = ((uint64_t)src->seq_nr << 20) | (uint64_t)k;
   bool found;
   kn__gnode *old = kn__hm_get_u64(&g->getitems, key, &found);
@@ -350,11 +348,10 @@ kn__gnode *kn__graph_getitem(kn__graph *g, kn__gnode *src, int k) {
   n->nargs = 2;
   n->args = a;
   if (add_node(g, n, g->n) != KN_OK) return NULL;
-  if (!kn__hm_put_u64(&g->getitems, key, n)) { /* keep going: only the cache failed */
-    count_users(n, 1);
-    return n;
-  }
   count_users(n, 1);
+  /* If the cache entry cannot be stored, a later request makes a second
+  ** getitem node for the same output: still a correct graph. */
+  (void)kn__hm_put_u64(&g->getitems, key, n);
   return n;
 }
 

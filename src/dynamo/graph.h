@@ -165,6 +165,10 @@ struct kn__gnode {
                                 read from stack[nstack-1].file when printing */
 };
 
+/* Inline depth of the node's op call (0 = in the compiled function itself),
+** -1 when the location is unknown. */
+static inline int kn__gnode_inline_depth(const kn__gnode *n) { return n->nstack - 1; }
+
 /* ---- graphs ---------------------------------------------------------------- */
 /* A new empty graph. Owned: free with kn__graph_free. NULL on OOM. */
 kn__graph *kn__graph_new(void);

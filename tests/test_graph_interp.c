@@ -377,3 +377,49 @@ Test(graph_hash, get_attr_data_counts) {
   kn_release(c2);
   cr_assert_eq(kn_live_tensors(), live);
 }
+
+Test(graph_interp, tensor_lists_and_symbolic_int_printing) {
+  int64_t live = kn_live_tensors();
+  /* cat([split[1], split[0]], 0) of split(x, 2): the halves swapped */
+  kn__graph *g = kn__graph_new();
+  kn__vmeta m = tmeta(KN_FLOAT32, 2, (int64_t[]){4, 3});
+  kn__vmeta h[2] = {tmeta(KN_FLOAT32, 2, (int64_t[]){2, 3}), tmeta(KN_FLOAT32, 2, (int64_t[]){2, 3})};
+  kn__gnode *x = kn__graph_placeholder(g, "L['x']", &m);
+  kn__garg sargs[3] = {KN_GA_T(x), KN_GA_I(2), KN_GA_I(0)};
+  kn__gnode *sp = kn__graph_call(g, &kn__ops[KN_OP_SPLIT], 3, sargs, 2, h);
+  kn__gref parts[2] = {kn__graph_value(g, sp, 1), kn__graph_value(g, sp, 0)};
+  kn__garg cargs[2] = {KN_GA_TS(parts, 2), KN_GA_I(0)};
+  kn__gnode *cat = kn__graph_call(g, &kn__ops[KN_OP_CAT], 2, cargs, 1, &m);
+  kn__gref r = {cat, 0};
+  kn__graph_output(g, 1, &r);
+  char *code = kn__graph_code(g, NULL);
+  /* getitem nodes are named in creation order: output 1 was asked for first */
+  cr_assert(strstr(code, "        getitem: \"f32[2, 3][3, 1]cpu\" = split[1]\n"
+                         "        getitem_1: \"f32[2, 3][3, 1]cpu\" = split[0];  split = None\n"
+                         "        cat: \"f32[4, 3][3, 1]cpu\" = kiln.ops.cat([getitem, getitem_1], "
+                         "0);  getitem = getitem_1 = None\n"), "%s", code);
+  free(code);
+  kn__gprog *p;
+  cr_assert_eq(kn__gprog_new(g, &p), KN_OK, "%s", kn_last_error());
+  kn_tensor *in = ramp(4, 3), *out;
+  cr_assert_eq(kn__gprog_run(p, &in, 1, &out, 1), KN_OK, "%s", kn_last_error());
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++)
+      cr_assert_eq(kn_get(out, (int64_t[]){i, j}), kn_get(in, (int64_t[]){(i + 2) % 4, j}));
+  kn_release(out);
+  kn_release(in);
+  kn__gprog_free(p);
+  kn__graph_free(g);
+
+  /* symbolic int lists print and serialize with their symbols */
+  g = dyn_matmul();
+  code = kn__graph_code(g, NULL);
+  cr_assert(strstr(code, " = kiln.ops.full([s0, s3], 1, dtype = torch.float32)\n"), "%s", code);
+  free(code);
+  char *s = kn__graph_serialize(g);
+  cr_assert(strstr(s, "%3 call_function full. (is:[{s0},{s3}], s:i:1, dt:float32) "
+                      ":float32[{s0},{s3}][{s3},1]+0\n"), "%s", s);
+  free(s);
+  kn__graph_free(g);
+  cr_assert_eq(kn_live_tensors(), live);
+}

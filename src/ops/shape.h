@@ -57,6 +57,9 @@ kn_tensor *kn__as_strided_grad(kn_tensor *grad, int in_nd, const int64_t *in_siz
                                const int64_t *in_stride, int64_t in_offset, int nd,
                                const int64_t *size, const int64_t *stride, int64_t offset);
 
+/* PyTorch's legacy type name of a dtype ("Float", "Long"); static. */
+const char *kn__legacy_type_name(kn_dtype dt);
+
 /* Composite kernels open a private autorelease scope, call public ops, and
 ** push the result with this (it takes a new reference of r; NULL r gives the
 ** last error's status), then close the scope. */

@@ -201,7 +201,7 @@ kn_status kn__bw_t(kn__bwctx *ctx) {
 
 /* ---- expand -------------------------------------------------------------------------- */
 
-static const char *legacy_type_name(kn_dtype dt) {
+const char *kn__legacy_type_name(kn_dtype dt) {
   static const char *names[KN_DTYPE_COUNT] = {
       [KN_BOOL] = "Bool",   [KN_UINT8] = "Byte",    [KN_INT8] = "Char",
       [KN_INT16] = "Short", [KN_INT32] = "Int",     [KN_INT64] = "Long",
@@ -222,7 +222,7 @@ kn_status kn__meta_expand(const kn__call *c, kn__metas *out) {
     return kn__error(KN_ESHAPE,
                      "expand(torch.%sTensor{%s}, size=%s): the number of sizes provided (%d) "
                      "must be greater or equal to the number of dimensions in the tensor (%d)",
-                     legacy_type_name(self_of(c)->dtype), have, want, n, in.nd);
+                     kn__legacy_type_name(self_of(c)->dtype), have, want, n, in.nd);
   if (n > KN_MAX_DIMS)
     return kn__error(KN_EINVAL, "expand: at most %d dimensions, got %d", KN_MAX_DIMS, n);
   g.nd = n;

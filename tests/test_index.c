@@ -238,6 +238,8 @@ Test(index, setitem_slice_and_select) {
        "The expanded size of the tensor (2) must match the existing size (3) at non-singleton "
        "dimension 1.  Target sizes: [3, 2].  Tensor sizes: [3]");
   ERRS(kn_setitem_slice(y, 1, 0, 2, 0, col), KN_EINVAL, "slice step must be positive");
+  cr_assert_eq(kn_setitem_slice_scalar(y, 0, -1, KN_SLICE_END, 1, kn_float(0.25)), KN_OK);
+  V(kn_select(y, 0, 2), 0.25, 0.25, 0.25, 0.25);
   ERRS(kn_setitem_select(y, 0, 3, col), KN_ERANGE,
        "select(): index 3 out of range for tensor of size [3, 4] at dimension 0");
 }
@@ -344,4 +346,46 @@ Test(index, gradchecks_and_grad_fn_names) {
               "case %d (%s) second order: %s", k, cases[k].grad_fn, why);
     kn_scope_end();
   }
+}
+
+Test(index, dtypes_and_zero_size) {
+  /* float16 accumulation is computed in float and rounded on store */
+  kn_tensor *h = kn_zeros(KN_SHAPE(2), KN_FLOAT16);
+  kn_tensor *hs = kn_full(KN_SHAPE(3), kn_float(0.5), KN_FLOAT16);
+  V(kn_scatter_add(h, 0, IDX(1, SZ(3), 1, 1, 0), hs), 0.5, 1.0);
+  /* int64 index_put with accumulate, bool masked_fill, bfloat16 gather */
+  kn_tensor *i = kn_zeros(KN_SHAPE(3), KN_INT64);
+  kn_tensor *l[] = {IDX(1, SZ(4), 0, 2, 2, -1)};
+  V(kn_index_put(i, l, 1, kn_full(KN_SHAPE(4), kn_int(3), KN_INT64), true), 3, 0, 9);
+  kn_tensor *b = kn_zeros(KN_SHAPE(3), KN_BOOL);
+  V(kn_masked_fill(b, mask(KN_SHAPE(3), (const bool[]){0, 1, 0}), kn_bool(true)), 0, 1, 0);
+  kn_tensor *bf = kn_from_floats((const float[]){1.5f, -2, 4}, KN_SHAPE(3));
+  kn_tensor *bfc = kn_to(bf, KN_BFLOAT16);
+  kn_tensor *gb = kn_gather(bfc, 0, IDX(1, SZ(2), 2, 0));
+  cr_assert_eq(kn_tensor_dtype(gb), KN_BFLOAT16);
+  V(gb, 4, 1.5);
+  /* zero-size inputs */
+  kn_tensor *z = kn_zeros(KN_SHAPE(0, 3), KN_FLOAT32);
+  cr_assert_eq(kn_numel(kn_gather(z, 0, kn_zeros(KN_SHAPE(0, 3), KN_INT64))), 0);
+  cr_assert_eq(kn_numel(kn_masked_fill(z, mask(KN_SHAPE(3), (const bool[]){1, 1, 1}),
+                                       kn_float(1))), 0);
+  kn_tensor *none[] = {kn_zeros(KN_SHAPE(0), KN_INT64)};
+  kn_tensor *x = x34();
+  kn_tensor *ix = kn_index(x, none, 1);
+  cr_assert_eq(kn_size(ix, 0), 0);
+  cr_assert_eq(kn_size(ix, 1), 4);
+  V(kn_index_put(x, none, 1, kn_zeros(KN_SHAPE(4), KN_FLOAT32), false), 0, 1, 2, 3, 4, 5, 6, 7,
+    8, 9, 10, 11);
+  cr_assert_eq(kn_setitem_slice(x, 0, 5, 9, 1, kn_ones(KN_SHAPE(4), KN_FLOAT32)), KN_OK);
+  cr_assert_eq(kn_get(x, SZ(2, 3)), 11.0); /* empty slice: nothing written */
+}
+
+Test(index, inplace_on_a_leaf_that_requires_grad_is_refused) {
+  kn_tensor *x = kn_zeros(KN_SHAPE(3), KN_FLOAT64);
+  kn_set_requires_grad(x, true);
+  cr_assert_neq(kn_setitem_slice(x, 0, 0, 1, 1, kn_ones(KN_SHAPE(1), KN_FLOAT64)), KN_OK);
+  cr_assert_eq(kn_last_status(), KN_EAUTOGRAD);
+  cr_assert_eq(kn_masked_fill_(x, mask(KN_SHAPE(3), (const bool[]){1, 0, 0}), kn_float(1)),
+               KN_EAUTOGRAD);
+  cr_assert_eq(kn_get(x, SZ(0)), 0.0);
 }

@@ -118,6 +118,9 @@ KN_API kn_status kn_index_put_(kn_tensor *t, kn_tensor *const *indices, int n,
 ** value (grad_fn CopySlices). */
 KN_API kn_status kn_setitem_slice(kn_tensor *t, int64_t dim, int64_t start, int64_t end,
                                   int64_t step, kn_tensor *value);
+/* The same with a scalar value (converted to t's dtype). */
+KN_API kn_status kn_setitem_slice_scalar(kn_tensor *t, int64_t dim, int64_t start, int64_t end,
+                                         int64_t step, kn_scalar value);
 /* t.select(dim, index) = value, in place. */
 KN_API kn_status kn_setitem_select(kn_tensor *t, int64_t dim, int64_t index, kn_tensor *value);
 

@@ -565,3 +565,13 @@ kn_status kn_setitem_select(kn_tensor *t, int64_t dim, int64_t index, kn_tensor 
   return inplace(KN_OP_SETITEM_SELECT, 4,
                  (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_I(index), KN_A_T(value)});
 }
+
+kn_status kn_setitem_slice_scalar(kn_tensor *t, int64_t dim, int64_t start, int64_t end,
+                                  int64_t step, kn_scalar value) {
+  if (!t) return kn__error(KN_EINVAL, "setitem: tensor is NULL");
+  kn_scope_begin(); /* the temporary value tensor dies here */
+  kn_tensor *v = kn_scalar_tensor(value, t->dtype);
+  kn_status st = v ? kn_setitem_slice(t, dim, start, end, step, v) : kn_last_status();
+  kn_scope_end();
+  return st;
+}

@@ -251,9 +251,9 @@ static window avg_window(const poolg *g, const kn__call *c, int argbase, int64_t
   int64_t pool = (h1 - h0) * (w1 - w0);
   r.h0 = h0 < 0 ? 0 : h0, r.w0 = w0 < 0 ? 0 : w0;
   r.h1 = h1 > g->H ? g->H : h1, r.w1 = w1 > g->W ? g->W : w1;
-  const kn__arg *dv = &c->args[argbase + 5];
+  const kn__arg *dv = &c->args[argbase + 6];
   if (dv->kind == KN__A_INT) r.div = (double)dv->u.i;
-  else if (c->args[argbase + 4].u.b) r.div = (double)pool;
+  else if (c->args[argbase + 5].u.b) r.div = (double)pool;
   else r.div = (double)((r.h1 - r.h0) * (r.w1 - r.w0));
   return r;
 }

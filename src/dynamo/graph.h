@@ -25,6 +25,9 @@
 ** graph only through the functions here (they keep names and user counts
 ** consistent).
 **
+** THREADS. A graph is built by one thread; once built, any number of threads
+** may print, hash, verify or run it (kn__gprog_run is reentrant).
+**
 ** Other pieces: printers (graph_code / tabular / sizes, as the spec shows
 ** them), a verifier, a canonical serialization and its SHA-256, and an
 ** interpreter (kn__gprog) that runs a graph on real tensors through the

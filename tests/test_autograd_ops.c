@@ -254,3 +254,18 @@ Test(ops, matches_torch_on_composite_graphs) {
   check_case(kn_fixture_find(f, "diamond_exp_mul_tanh"), diamond);
   kn_fixture_free(f);
 }
+
+/* retain_grad follows an in-place rebase: y.grad is the gradient of the
+** new y. x = [1,2], y = 2x, y *= 3, out = y * [1, 10]: y.grad = [1, 10],
+** x.grad = 6 * [1, 10]. */
+Test(ops, retain_grad_follows_in_place_rebase) {
+  kn_tensor *x = leaf(KN_SHAPE(2), (double[]){1, 2});
+  kn_tensor *y = kn_mul_scalar(x, kn_float(2));
+  cr_assert_eq(kn_retain_grad(y), KN_OK);
+  cr_assert_eq(kn_mul_scalar_(y, kn_float(3)), KN_OK, "%s", kn_last_error());
+  kn_tensor *out = kn_mul(y, val(KN_SHAPE(2), (double[]){1, 10}));
+  cr_assert_eq(kn_backward(out, val(KN_SHAPE(2), (double[]){1, 1})), KN_OK, "%s",
+               kn_last_error());
+  expect(kn_grad(y), 2, (double[]){1, 10});
+  expect(kn_grad(x), 2, (double[]){6, 60});
+}

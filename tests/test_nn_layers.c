@@ -288,3 +288,52 @@ static kn_tensor *f_emb(kn_tensor *const *x, int n, void *ud) {
 Test(nn_layers, embedding_gradcheck) {
   GC(1, f_emb, NULL, leaf(KN_SHAPE(5, 3), 0));
 }
+
+/* ---- zero-size and meta inputs ------------------------------------------------------------ */
+
+Test(nn_layers, zero_size_and_meta_inputs) {
+  kn_tensor *p = kn_max_pool2d(kn_ones(KN_SHAPE(0, 2, 4, 4), KN_FLOAT32), (int64_t[]){2, 2}, NULL,
+                               NULL, NULL, false);
+  cr_assert_not_null(p, "%s", kn_last_error());
+  cr_assert_eq(kn_size(p, 0), 0);
+  cr_assert_eq(kn_size(p, 2), 2);
+  kn_tensor *l = kn_layer_norm(kn_ones(KN_SHAPE(0, 3), KN_FLOAT32), KN_SHAPE(3), NULL, NULL, 1e-5);
+  cr_assert_not_null(l, "%s", kn_last_error());
+  cr_assert_eq(kn_numel(l), 0);
+  kn_tensor *e = kn_embedding(kn_zeros(KN_SHAPE(0), KN_INT64), kn_ones(KN_SHAPE(3, 2), KN_FLOAT32),
+                              KN_NO_PADDING_IDX, false);
+  cr_assert_not_null(e, "%s", kn_last_error());
+  cr_assert_eq(kn_size(e, 0), 0);
+  cr_assert_eq(kn_size(e, 1), 2);
+  /* meta: shapes and dtypes only */
+  kn_tensor *bn = kn_batch_norm(kn_empty_meta(KN_SHAPE(4, 3, 5), KN_FLOAT64), NULL, NULL, NULL,
+                                NULL, true, 0.1, 1e-5);
+  cr_assert_not_null(bn, "%s", kn_last_error());
+  cr_assert_eq(kn_tensor_device(bn), KN_META);
+  cr_assert_eq(kn_tensor_dtype(bn), KN_FLOAT64);
+  cr_assert_eq(kn_size(bn, 2), 5);
+  kn_tensor *mask = NULL;
+  kn_tensor *d = kn_native_dropout(kn_empty_meta(KN_SHAPE(6, 7), KN_FLOAT32), 0.5, true, NULL, &mask);
+  cr_assert_not_null(d, "%s", kn_last_error());
+  cr_assert_eq(kn_tensor_dtype(mask), KN_BOOL);
+  cr_assert_eq(kn_tensor_device(mask), KN_META);
+  kn_tensor *em = kn_embedding(kn_empty_meta(KN_SHAPE(2, 5), KN_INT64),
+                               kn_empty_meta(KN_SHAPE(10, 4), KN_FLOAT32), KN_NO_PADDING_IDX, false);
+  cr_assert_not_null(em, "%s", kn_last_error());
+  cr_assert_eq(kn_ndim(em), 3);
+  cr_assert_eq(kn_size(em, 2), 4);
+  kn_tensor *ap = kn_avg_pool2d(kn_empty_meta(KN_SHAPE(3, 7, 7), KN_BFLOAT16), (int64_t[]){3, 3},
+                                (int64_t[]){2, 2}, (int64_t[]){1, 1}, true, false, 0);
+  cr_assert_not_null(ap, "%s", kn_last_error());
+  cr_assert_eq(kn_size(ap, 1), 4);
+  cr_assert_eq(kn_tensor_dtype(ap), KN_BFLOAT16);
+}
+
+Test(nn_layers, bfloat16_pool_and_norm) {
+  kn_tensor *x = NT(KN_BFLOAT16, KN_SHAPE(1, 2, 2), 1, 2, 3, 4);
+  EXPECT(kn_max_pool2d(x, (int64_t[]){2, 2}, NULL, NULL, NULL, false), KN_SHAPE(1, 1, 1), 0, 4);
+  EXPECT(kn_avg_pool2d(x, (int64_t[]){2, 2}, NULL, NULL, false, true, 0), KN_SHAPE(1, 1, 1), 0, 2.5);
+  kn_tensor *y = kn_layer_norm(NT(KN_BFLOAT16, KN_SHAPE(1, 2), 1, 3), KN_SHAPE(2), NULL, NULL, 0);
+  EXPECT(y, KN_SHAPE(1, 2), 0.01, -1, 1);
+  cr_assert_eq(kn_tensor_dtype(y), KN_BFLOAT16);
+}

@@ -406,9 +406,22 @@ static kn_status run_accum(kn__node *n, kn_tensor *g, bool create_graph) {
   return KN_OK;
 }
 
-/* Execute gnode gi: captures, retained grads, the node's function, then
-** pass its input gradients along its edges. */
+static kn_status execute_node(run *r, int gi);
+
+/* Execute gnode gi, then free its gradient buffers (as PyTorch: a node's
+** incoming gradients die once it ran, keeping peak memory low). */
 static kn_status execute(run *r, int gi) {
+  kn_status st = execute_node(r, gi);
+  for (int i = 0; i < r->g[gi].node->nout; i++) {
+    kn_release(r->g[gi].buf[i]);
+    r->g[gi].buf[i] = NULL;
+  }
+  return st;
+}
+
+/* Run gnode gi: captures, retained grads, the node's function, then pass
+** its input gradients along its edges. */
+static kn_status execute_node(run *r, int gi) {
   gnode *g = &r->g[gi];
   kn__node *n = g->node;
   for (int c = 0; c < r->ncaps; c++)
@@ -542,7 +555,7 @@ kn_status kn_backward_ex(kn_tensor *t, kn_tensor *grad, bool retain_graph, bool 
   run r;
   memset(&r, 0, sizeof r);
   kn__hm_init(&r.index, false);
-  r.retain_graph = retain_graph || create_graph;
+  r.retain_graph = retain_graph;
   r.create_graph = create_graph;
   r.accumulate = true;
   kn_status st = engine_run(&r, &t, 1, grad ? &grad : NULL);

@@ -32,6 +32,17 @@ static int64_t out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d
   return o;
 }
 
+kn_sym kn__nn_window_out(kn_sym in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
+  kn_sym num = kn__sym_add(in, kn__sym_const(2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0)));
+  kn_sym o = kn__sym_add(kn__sym_floordiv(num, kn__sym_const(s)), kn__sym_const(1));
+  if (ceil) {
+    kn_sym start = kn__sym_mul(kn__sym_sub(o, kn__sym_const(1)), kn__sym_const(s));
+    if (kn__sym_guard(start, KN__SYM_GE, kn__sym_add(in, kn__sym_const(p))))
+      o = kn__sym_sub(o, kn__sym_const(1));
+  }
+  return o;
+}
+
 static kn_status list_len(const kn__arg *a, const char *op, const char *what, bool may_omit) {
   int n = a->kind == KN__A_INTS ? a->u.ints.n : 0;
   if ((n == 0 && !may_omit) || n > 2)
@@ -86,14 +97,16 @@ static kn_status pool_geometry(const kn__call *c, const kn_tensor *x, const char
   return KN_OK;
 }
 
-static kn_status push_like(kn__metas *out, const kn_tensor *x, kn_dtype dt, int64_t oh,
-                           int64_t ow) {
+/* Output of x's leading dims and the (symbolic) pooled H and W. */
+static kn_status push_like(kn__metas *out, const kn_tensor *x, kn_dtype dt, const poolg *g) {
   kn__outmeta *m = kn__metas_push(out, dt);
   if (!m) return kn__oom();
   m->ndim = x->ndim;
-  for (int d = 0; d < x->ndim - 2; d++) m->sizes[d] = kn__sym_const(x->sizes[d]);
-  m->sizes[x->ndim - 2] = kn__sym_const(oh);
-  m->sizes[x->ndim - 1] = kn__sym_const(ow);
+  kn__tensor_symsizes(x, m->sizes);
+  m->sizes[x->ndim - 2] =
+      kn__nn_window_out(m->sizes[x->ndim - 2], g->kh, g->sh, g->ph, g->dh, g->ceil);
+  m->sizes[x->ndim - 1] =
+      kn__nn_window_out(m->sizes[x->ndim - 1], g->kw, g->sw, g->pw, g->dw, g->ceil);
   return KN_OK;
 }
 
@@ -135,8 +148,8 @@ kn_status kn__meta_max_pool2d(const kn__call *c, kn__metas *out) {
   poolg g;
   kn_status s = pool_geometry(c, x, "max_pool2d", true, &g);
   if (s != KN_OK) return s;
-  if ((s = push_like(out, x, x->dtype, g.OH, g.OW)) != KN_OK) return s;
-  return push_like(out, x, KN_INT64, g.OH, g.OW);
+  if ((s = push_like(out, x, x->dtype, &g)) != KN_OK) return s;
+  return push_like(out, x, KN_INT64, &g);
 }
 
 static void max_plane(const kn_tensor *x, const poolg *g, int64_t p, char *op, int64_t *ip) {
@@ -234,7 +247,7 @@ kn_status kn__meta_avg_pool2d(const kn__call *c, kn__metas *out) {
   if (s != KN_OK) return s;
   if (c->args[6].kind == KN__A_INT && c->args[6].u.i == 0)
     return kn__error(KN_EINVAL, "divisor must be not zero");
-  return push_like(out, x, x->dtype, g.OH, g.OW);
+  return push_like(out, x, x->dtype, &g);
 }
 
 /* The window of output (oh, ow) clamped to the input, and its divisor. */

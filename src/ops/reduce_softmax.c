@@ -28,18 +28,25 @@ kn_status kn__meta_softmax(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
-/* In place on a line of n doubles. */
-static void softmax_line(double *x, int64_t n, bool log_) {
+/* In place on a line of n doubles; f32 lines take their exp in float (as
+** torch computes float32 softmax), which is several times cheaper. */
+static void softmax_line(double *x, int64_t n, bool log_, bool f32) {
   double mx = -INFINITY, sum = 0;
-  for (int64_t k = 0; k < n; k++)
-    if (x[k] > mx || isnan(x[k])) mx = x[k];
+  /* NaN is skipped here but reaches the sum, so its whole line becomes NaN */
+  for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;
   if (isinf(mx) && mx < 0) mx = 0; /* all -inf: keep exp(-inf - 0) = 0 */
   if (log_) {
-    for (int64_t k = 0; k < n; k++) sum += exp(x[k] - mx);
+    if (f32)
+      for (int64_t k = 0; k < n; k++) sum += expf((float)(x[k] - mx));
+    else
+      for (int64_t k = 0; k < n; k++) sum += exp(x[k] - mx);
     double ls = log(sum);
     for (int64_t k = 0; k < n; k++) x[k] = (x[k] - mx) - ls;
   } else {
-    for (int64_t k = 0; k < n; k++) sum += (x[k] = exp(x[k] - mx));
+    if (f32)
+      for (int64_t k = 0; k < n; k++) sum += (x[k] = expf((float)(x[k] - mx)));
+    else
+      for (int64_t k = 0; k < n; k++) sum += (x[k] = exp(x[k] - mx));
     double inv = 1.0 / sum;
     for (int64_t k = 0; k < n; k++) x[k] *= inv;
   }
@@ -77,7 +84,7 @@ static kn_status run_lines(const kn_tensor *const *ts, int nin, int dim, bool lo
       for (int k = 0; k < nin; k++)
         kn__line_load(kn__lines_at(&l, k, i), l.st[k], dt, l.len, buf + k * l.len);
       if (bwd) softmax_bwd_line(buf, l.len, log_);
-      else softmax_line(buf, l.len, log_);
+      else softmax_line(buf, l.len, log_, dt == KN_FLOAT32);
       kn__line_store((char *)kn__lines_at(&l, nin, i), l.st[nin], dt, l.len, buf);
     }
     free(buf);

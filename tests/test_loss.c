@@ -181,6 +181,9 @@ Test(loss, errors_match_torch) {
   cr_assert_null(kn_binary_cross_entropy(p, kn_ones(KN_SHAPE(2, 3), KN_FLOAT64), NULL,
                                          KN_REDUCTION_MEAN));
   cr_assert_str_eq(kn_last_error(), "Found dtype Double but expected Float");
+  cr_assert_null(kn_binary_cross_entropy(p, q, kn_ones(KN_SHAPE(4), KN_FLOAT32), KN_REDUCTION_MEAN));
+  cr_assert(strstr(kn_last_error(), "The size of tensor a (3) must match the size of tensor b (4) "
+                                    "at non-singleton dimension 1") != NULL, "%s", kn_last_error());
   cr_assert_null(kn_cross_entropy(lp, ok, NULL, KN_REDUCTION_MEAN, -100, 1.5));
   cr_assert(strstr(kn_last_error(), "label_smoothing must be between 0.0 and 1.0") != NULL);
 }

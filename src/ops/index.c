@@ -62,7 +62,11 @@ kn_status kn__meta_index_select(const kn__call *c, kn__metas *out) {
   if (st != KN_OK) return st;
   kn_sym sz[KN_MAX_DIMS];
   kn__tensor_symsizes(self, sz);
-  if (self->ndim > 0) sz[d] = kn__sym_const(kn_numel(index));
+  if (self->ndim > 0) {
+    kn_sym isz[KN_MAX_DIMS];
+    kn__tensor_symsizes(index, isz);
+    sz[d] = kn__sym_numel(index->ndim, isz);
+  }
   return kn__push_fresh(out, self->dtype, self->ndim, sz);
 }
 

@@ -18,6 +18,8 @@ typedef struct poolg {
   int64_t P, H, W, OH, OW; /* P = N * C planes */
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
   bool ceil;
+  bool cip;       /* avg: count_include_pad */
+  int64_t divov;  /* avg: divisor_override, 0 for none */
 } poolg;
 
 static int64_t pick(const kn__arg *a, int i, int64_t dflt) {
@@ -29,6 +31,17 @@ static int64_t out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d
   int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
   int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
   if (ceil && (o - 1) * s >= in + pad) o--;
+  return o;
+}
+
+kn_sym kn__nn_window_out(kn_sym in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
+  kn_sym num = kn__sym_add(in, kn__sym_const(2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0)));
+  kn_sym o = kn__sym_add(kn__sym_floordiv(num, kn__sym_const(s)), kn__sym_const(1));
+  if (ceil) {
+    kn_sym start = kn__sym_mul(kn__sym_sub(o, kn__sym_const(1)), kn__sym_const(s));
+    if (kn__sym_guard(start, KN__SYM_GE, kn__sym_add(in, kn__sym_const(p))))
+      o = kn__sym_sub(o, kn__sym_const(1));
+  }
   return o;
 }
 
@@ -59,6 +72,10 @@ static kn_status pool_geometry(const kn__call *c, const kn_tensor *x, const char
                .kw = pick(&a[0], 1, 1), .ph = pick(&a[2], 0, 0), .pw = pick(&a[2], 1, 0),
                .dh = dilation ? pick(&a[3], 0, 1) : 1, .dw = dilation ? pick(&a[3], 1, 1) : 1,
                .ceil = a[dilation ? 4 : 3].u.b};
+  if (!dilation) {
+    g->cip = a[4].u.b;
+    g->divov = a[5].kind == KN__A_INT ? a[5].u.i : 0;
+  }
   g->sh = pick(&a[1], 0, g->kh);
   g->sw = pick(&a[1], 1, g->kw);
   g->P = (off ? x->sizes[0] : 1) * x->sizes[off];
@@ -86,14 +103,16 @@ static kn_status pool_geometry(const kn__call *c, const kn_tensor *x, const char
   return KN_OK;
 }
 
-static kn_status push_like(kn__metas *out, const kn_tensor *x, kn_dtype dt, int64_t oh,
-                           int64_t ow) {
+/* Output of x's leading dims and the (symbolic) pooled H and W. */
+static kn_status push_like(kn__metas *out, const kn_tensor *x, kn_dtype dt, const poolg *g) {
   kn__outmeta *m = kn__metas_push(out, dt);
   if (!m) return kn__oom();
   m->ndim = x->ndim;
-  for (int d = 0; d < x->ndim - 2; d++) m->sizes[d] = kn__sym_const(x->sizes[d]);
-  m->sizes[x->ndim - 2] = kn__sym_const(oh);
-  m->sizes[x->ndim - 1] = kn__sym_const(ow);
+  kn__tensor_symsizes(x, m->sizes);
+  m->sizes[x->ndim - 2] =
+      kn__nn_window_out(m->sizes[x->ndim - 2], g->kh, g->sh, g->ph, g->dh, g->ceil);
+  m->sizes[x->ndim - 1] =
+      kn__nn_window_out(m->sizes[x->ndim - 1], g->kw, g->sw, g->pw, g->dw, g->ceil);
   return KN_OK;
 }
 
@@ -135,8 +154,8 @@ kn_status kn__meta_max_pool2d(const kn__call *c, kn__metas *out) {
   poolg g;
   kn_status s = pool_geometry(c, x, "max_pool2d", true, &g);
   if (s != KN_OK) return s;
-  if ((s = push_like(out, x, x->dtype, g.OH, g.OW)) != KN_OK) return s;
-  return push_like(out, x, KN_INT64, g.OH, g.OW);
+  if ((s = push_like(out, x, x->dtype, &g)) != KN_OK) return s;
+  return push_like(out, x, KN_INT64, &g);
 }
 
 static void max_plane(const kn_tensor *x, const poolg *g, int64_t p, char *op, int64_t *ip) {
@@ -234,7 +253,7 @@ kn_status kn__meta_avg_pool2d(const kn__call *c, kn__metas *out) {
   if (s != KN_OK) return s;
   if (c->args[6].kind == KN__A_INT && c->args[6].u.i == 0)
     return kn__error(KN_EINVAL, "divisor must be not zero");
-  return push_like(out, x, x->dtype, g.OH, g.OW);
+  return push_like(out, x, x->dtype, &g);
 }
 
 /* The window of output (oh, ow) clamped to the input, and its divisor. */
@@ -243,7 +262,7 @@ typedef struct window {
   double div;
 } window;
 
-static window avg_window(const poolg *g, const kn__call *c, int argbase, int64_t oh, int64_t ow) {
+static window avg_window(const poolg *g, int64_t oh, int64_t ow) {
   window r;
   int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
   int64_t h1 = h0 + g->kh < g->H + g->ph ? h0 + g->kh : g->H + g->ph;
@@ -251,14 +270,13 @@ static window avg_window(const poolg *g, const kn__call *c, int argbase, int64_t
   int64_t pool = (h1 - h0) * (w1 - w0);
   r.h0 = h0 < 0 ? 0 : h0, r.w0 = w0 < 0 ? 0 : w0;
   r.h1 = h1 > g->H ? g->H : h1, r.w1 = w1 > g->W ? g->W : w1;
-  const kn__arg *dv = &c->args[argbase + 5];
-  if (dv->kind == KN__A_INT) r.div = (double)dv->u.i;
-  else if (c->args[argbase + 4].u.b) r.div = (double)pool;
+  if (g->divov) r.div = (double)g->divov;
+  else if (g->cip) r.div = (double)pool;
   else r.div = (double)((r.h1 - r.h0) * (r.w1 - r.w0));
   return r;
 }
 
-static void avg_plane(const kn__call *c, const kn_tensor *x, const poolg *g, int64_t p, char *op) {
+static void avg_plane(const kn_tensor *x, const poolg *g, int64_t p, char *op) {
   kn_dtype dt = x->dtype;
   int64_t es = (int64_t)kn_dtype_size(dt), sH = x->strides[x->ndim - 2] * es;
   int64_t sW = x->strides[x->ndim - 1] * es;
@@ -266,7 +284,7 @@ static void avg_plane(const kn__call *c, const kn_tensor *x, const poolg *g, int
   bool integral = kn_dtype_is_integral(dt, false);
   for (int64_t oh = 0; oh < g->OH; oh++)
     for (int64_t ow = 0; ow < g->OW; ow++) {
-      window w = avg_window(g, c, 0, oh, ow);
+      window w = avg_window(g, oh, ow);
       double s = 0;
       for (int64_t h = w.h0; h < w.h1; h++)
         for (int64_t v = w.w0; v < w.w1; v++) s += ld(base + h * sH + v * sW, dt);
@@ -285,7 +303,7 @@ kn_status kn__k_avg_pool2d(const kn__call *c, kn__outs *out) {
   int64_t es = (int64_t)kn_dtype_size(x->dtype), ohw = g.OH * g.OW;
   char *o = kn_data(out->t[0]);
 #pragma omp parallel for if (g.P * ohw * g.kh * g.kw >= OMP_MIN)
-  for (int64_t p = 0; p < g.P; p++) avg_plane(c, x, &g, p, o + p * ohw * es);
+  for (int64_t p = 0; p < g.P; p++) avg_plane(x, &g, p, o + p * ohw * es);
   return KN_OK;
 }
 
@@ -315,7 +333,7 @@ kn_status kn__k_avg_pool2d_backward(const kn__call *c, kn__outs *out) {
   for (int64_t p = 0; p < g.P; p++)
     for (int64_t oh = 0; oh < g.OH; oh++)
       for (int64_t ow = 0; ow < g.OW; ow++) {
-        window w = avg_window(&g, &fc, 0, oh, ow);
+        window w = avg_window(&g, oh, ow);
         double v = ld(op + (p * ohw + oh * g.OW + ow) * es, dt) / w.div;
         for (int64_t h = w.h0; h < w.h1; h++)
           for (int64_t k = w.w0; k < w.w1; k++) {

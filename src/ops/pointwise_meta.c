@@ -270,14 +270,6 @@ static kn_status pw_meta(const kn__call *c, kn__metas *out) {
 kn_status kn__meta_pw_binary(const kn__call *c, kn__metas *out) { return pw_meta(c, out); }
 kn_status kn__meta_pw_unary(const kn__call *c, kn__metas *out) { return pw_meta(c, out); }
 
-/* Composite rows never reach their meta function (the dispatcher runs their
-** kernel, whose sub-ops propagate metadata). */
-kn_status kn__meta_pw_composite(const kn__call *c, kn__metas *out) {
-  (void)out;
-  return kn__error(KN_ESTATE, "%s is composite: it has no meta function of its own",
-                   c->op->name);
-}
-
 /* ---- shared kernels ---------------------------------------------------------------- */
 
 static kn__pwopnd operand(const kn__call *c, int i) {

@@ -79,12 +79,6 @@ kn_status kn__k_reshape_copy(const kn__call *c, kn__outs *out) {
   return s;
 }
 
-/* Meta of composite rows: never called (the dispatcher runs the kernel). */
-kn_status kn__meta_shape_composite(const kn__call *c, kn__metas *out) {
-  (void)out;
-  return kn__error(KN_EINTERNAL, "%s is composite and has no meta function", c->op->name);
-}
-
 static bool geom_is_const(const kn__geom *g) {
   for (int d = 0; d < g->nd; d++)
     if (!kn__sym_is_const(g->sz[d]) || !kn__sym_is_const(g->st[d])) return false;

@@ -28,7 +28,7 @@ deps-test:
 demo: deps-build
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DKN_BUILD_TESTS=OFF > /dev/null
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target example_mlp_train
-	./$(BUILD_DIR)/examples/mlp_train
+	$(BUILD_DIR)/examples/mlp_train
 
 test: deps-test
 	$(MAKE) --no-print-directory test-plain test-asan

@@ -9,18 +9,9 @@
 
 #include "autograd/autograd.h"
 #include "kiln/kiln.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void init(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void fini(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(engine, .init = init, .fini = fini);
+TestSuite(engine, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 /* A float64 leaf that requires grad. */
 static kn_tensor *leaf(int nd, const int64_t *sz, const double *v) {

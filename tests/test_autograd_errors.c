@@ -9,19 +9,10 @@
 #include "autograd/autograd.h"
 #include "core/error.h"
 #include "kiln/kiln.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void init(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void fini(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(misuse, .init = init, .fini = fini);
-TestSuite(gradmode, .init = init, .fini = fini);
+TestSuite(misuse, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
+TestSuite(gradmode, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 static kn_tensor *leaf(int nd, const int64_t *sz, const double *v) {
   kn_tensor *t = kn_from_doubles(v, nd, sz);

@@ -12,18 +12,9 @@
 #include "kiln/kiln.h"
 #include "support/fixture.h"
 #include "support/gradcheck.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void init(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void fini(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(ops, .init = init, .fini = fini);
+TestSuite(ops, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 static kn_tensor *leaf(int nd, const int64_t *sz, const double *v) {
   kn_tensor *t = kn_from_doubles(v, nd, sz);

@@ -10,18 +10,9 @@
 
 #include "kiln/kiln.h"
 #include "support/gradcheck.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void start(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void finish(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(index, .init = start, .fini = finish);
+TestSuite(index, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 #define SZ(...) (const int64_t[]){__VA_ARGS__}
 #define IDX(nd, sizes, ...) kn_from_ints((const int64_t[]){__VA_ARGS__}, nd, sizes)

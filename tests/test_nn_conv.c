@@ -6,18 +6,9 @@
 */
 #include "nn_util.h"
 #include "ops/opdef.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void setup(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void teardown(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(nn_conv, .init = setup, .fini = teardown);
+TestSuite(nn_conv, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 typedef struct cp {
   int64_t s[2], p[2], d[2], g;

@@ -5,18 +5,9 @@
 */
 #include "nn_util.h"
 #include "support/gradcheck.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void setup(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void teardown(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(nn_grad, .init = setup, .fini = teardown);
+TestSuite(nn_grad, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 /* A float64 leaf that requires grad, with distinct values. */
 static kn_tensor *leaf(int ndim, const int64_t *sizes, double start) {

@@ -6,18 +6,9 @@
 */
 #include "nn_util.h"
 #include "support/gradcheck.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void setup(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void teardown(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(nn_layers, .init = setup, .fini = teardown);
+TestSuite(nn_layers, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 static kn_tensor *leaf(int ndim, const int64_t *sizes, double start) {
   kn_tensor *t = kn_empty(ndim, sizes, KN_FLOAT64);

@@ -4,18 +4,9 @@
 ** inputs and the error texts of PyTorch 1.13.
 */
 #include "nn_util.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void setup(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void teardown(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(nn_matmul, .init = setup, .fini = teardown);
+TestSuite(nn_matmul, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 /* Reference matmul on contiguous float64 tensors, written from the
 ** definition: a is [..., n, m] (or [m]), b [..., m, p] (or [m]); batch dims

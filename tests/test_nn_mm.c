@@ -4,18 +4,9 @@
 ** and bool errors), zero sizes, meta inputs and PyTorch's error messages.
 */
 #include "nn_util.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void setup(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void teardown(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(nn_mm, .init = setup, .fini = teardown);
+TestSuite(nn_mm, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 /* Reference product in double over any strides. */
 static void ref_mm(const kn_tensor *a, const kn_tensor *b, double *out) {

@@ -6,18 +6,9 @@
 */
 #include "nn_util.h"
 #include "support/fixture.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void setup(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void teardown(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(nn_ref, .init = setup, .fini = teardown);
+TestSuite(nn_ref, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 #define MAXIN 8
 

@@ -8,18 +8,9 @@
 
 #include "kiln/kiln.h"
 #include "support/gradcheck.h"
+#include "support/leakcheck.h"
 
-static int64_t live0;
-static void start(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void finish(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(shape_grad, .init = start, .fini = finish);
+TestSuite(shape_grad, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 /* A float64 leaf with distinct values (0.5 + 0.37 i mod 3 - 1), requiring grad. */
 static kn_tensor *leaf(int n, const int64_t *sizes) {

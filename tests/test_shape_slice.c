@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kiln/kiln.h"
+#include "support/leakcheck.h"
 
 static kn_tensor *seq(int n, const int64_t *sizes) {
   kn_tensor *t = kn_empty(n, sizes, KN_FLOAT32);
@@ -40,18 +41,8 @@ static void expect_err(const kn_tensor *t, kn_status st, const char *msg) {
   expect_err_st(kn_last_status(), st, msg);
 }
 
-static int64_t live0;
-static void start(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void finish(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(slice, .init = start, .fini = finish);
-TestSuite(join, .init = start, .fini = finish);
+TestSuite(slice, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
+TestSuite(join, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 static void expect_values(const kn_tensor *t, const float *want, int64_t n) {
   cr_assert_eq(kn_numel(t), n);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kiln/kiln.h"
+#include "support/leakcheck.h"
 
 /* A float32 tensor holding 0, 1, 2, ... in row-major order. Owned. */
 static kn_tensor *seq(int n, const int64_t *sizes) {
@@ -38,18 +39,8 @@ static void expect_err(const kn_tensor *t, kn_status st, const char *msg) {
   cr_assert_str_eq(kn_last_error(), msg);
 }
 
-static int64_t live0;
-static void start(void) {
-  live0 = kn_live_tensors();
-  kn_scope_begin();
-}
-static void finish(void) {
-  kn_scope_end();
-  cr_assert_eq(kn_live_tensors(), live0, "leaked %lld tensors",
-               (long long)(kn_live_tensors() - live0));
-}
 
-TestSuite(view, .init = start, .fini = finish);
+TestSuite(view, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 
 static float at(const kn_tensor *t, const int64_t *idx) { return (float)kn_get(t, idx); }
 

@@ -34,17 +34,7 @@ void ru_rmtree(const char *dir) {
   if (dir) nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-char *ru_read(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  kn__sb sb = KN__SB_INIT;
-  char buf[8192];
-  size_t k;
-  while ((k = fread(buf, 1, sizeof buf, f)) > 0) kn__sb_putn(&sb, buf, k);
-  fclose(f);
-  if (n) *n = sb.len;
-  return kn__sb_take(&sb);
-}
+char *ru_read(const char *path, size_t *n) { return kn_test_read_file(path, n); }
 
 int ru_kiln(const char *args, char **err) {
   char errfile[] = "/tmp/kiln_report_err_XXXXXX";
@@ -195,6 +185,7 @@ size_t ru_check_links(const char *dir, size_t *checked) {
 #include "trace/compile_id.h"
 #include "trace/events.h"
 #include "trace/trace.h"
+#include "support/files.h"
 
 static void one_compile(int64_t frame, int64_t fcid, const char *guard,
                         const char *recompile_reason, bool graph_break) {

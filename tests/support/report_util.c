@@ -14,6 +14,7 @@
 
 #include "core/strbuf.h"
 #include "support/report_util.h"
+#include "support/files.h"
 
 char *ru_tmpdir(void) {
   char *t = strdup("/tmp/kiln_report_test_XXXXXX");
@@ -185,7 +186,6 @@ size_t ru_check_links(const char *dir, size_t *checked) {
 #include "trace/compile_id.h"
 #include "trace/events.h"
 #include "trace/trace.h"
-#include "support/files.h"
 
 static void one_compile(int64_t frame, int64_t fcid, const char *guard,
                         const char *recompile_reason, bool graph_break) {

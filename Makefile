@@ -9,7 +9,7 @@ BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
 
 BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libjansson-dev libmd-dev
-TEST_PKGS := $(BUILD_PKGS) libcriterion-dev
+TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev
 
 .PHONY: demo test bench deps-build deps-test configure build test-plain test-asan
 

@@ -17,19 +17,20 @@ static kn_tensor *seq(int n, const int64_t *sizes) {
   return t;
 }
 
-static void expect_geom(const kn_tensor *t, int nd, const int64_t *sz, const int64_t *st,
-                        int64_t off) {
-  cr_assert_eq(kn_ndim(t), nd, "ndim %d, expected %d", kn_ndim(t), nd);
+static void expect_geom(int line, const kn_tensor *t, int nd, const int64_t *sz,
+                        const int64_t *st, int64_t off) {
+  cr_assert_not_null(t, "line %d: %s", line, kn_last_error());
+  cr_assert_eq(kn_ndim(t), nd, "line %d: ndim %d, expected %d", line, kn_ndim(t), nd);
   for (int d = 0; d < nd; d++) {
-    cr_assert_eq(kn_sizes(t)[d], sz[d], "size[%d] = %lld, expected %lld", d,
+    cr_assert_eq(kn_sizes(t)[d], sz[d], "line %d: size[%d] = %lld, expected %lld", line, d,
                  (long long)kn_sizes(t)[d], (long long)sz[d]);
-    cr_assert_eq(kn_strides(t)[d], st[d], "stride[%d] = %lld, expected %lld", d,
+    cr_assert_eq(kn_strides(t)[d], st[d], "line %d: stride[%d] = %lld, expected %lld", line, d,
                  (long long)kn_strides(t)[d], (long long)st[d]);
   }
-  cr_assert_eq(kn_storage_offset(t), off);
+  cr_assert_eq(kn_storage_offset(t), off, "line %d: offset %lld", line, (long long)kn_storage_offset(t));
 }
 #define SZ(...) (const int64_t[]){__VA_ARGS__}
-#define G(t, nd, sz, st, off) expect_geom(t, nd, sz, st, off)
+#define G(...) expect_geom(__LINE__, __VA_ARGS__)
 
 static void expect_err(const kn_tensor *t, kn_status st, const char *msg) {
   cr_assert_null(t);

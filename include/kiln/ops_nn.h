@@ -34,6 +34,16 @@ KN_API kn_tensor *kn_matmul(kn_tensor *self, kn_tensor *other);
 /* input [..., in] @ weight[out, in]^T + bias[out] (bias may be NULL). */
 KN_API kn_tensor *kn_linear(kn_tensor *input, kn_tensor *weight, kn_tensor *bias);
 
+/* ---- convolution ------------------------------------------------------------ */
+/* 2-D convolution: input [N, C, H, W] (or unbatched [C, H, W]), weight
+** [O, C/groups, kh, kw], bias [O] or NULL. stride/padding/dilation point at
+** 2 values (height, width) or are NULL for 1/0/1. Output [N, O, OH, OW].
+** Errors (channels, groups, bias size, kernel larger than the padded input,
+** non-positive stride...) use PyTorch's texts. */
+KN_API kn_tensor *kn_conv2d(kn_tensor *input, kn_tensor *weight, kn_tensor *bias,
+                            const int64_t *stride, const int64_t *padding,
+                            const int64_t *dilation, int64_t groups);
+
 #ifdef __cplusplus
 }
 #endif

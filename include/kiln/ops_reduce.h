@@ -76,6 +76,43 @@ KN_API kn_tensor *kn_softmax_backward_data(kn_tensor *grad_output, kn_tensor *ou
 KN_API kn_tensor *kn_log_softmax_backward_data(kn_tensor *grad_output, kn_tensor *output,
                                                int64_t dim);
 
+/* ---- losses ---------------------------------------------------------------- */
+/* torch's at::Reduction values. */
+typedef enum kn_reduction {
+  KN_REDUCTION_NONE = 0,  /* per-element losses */
+  KN_REDUCTION_MEAN = 1,  /* mean (nan for no elements) */
+  KN_REDUCTION_SUM = 2
+} kn_reduction;
+
+/* (input - target)^2, broadcasting input and target, reduced. */
+KN_API kn_tensor *kn_mse_loss(kn_tensor *input, kn_tensor *target, kn_reduction reduction);
+/* |input - target| reduced (composite: sub, abs, mean/sum). */
+KN_API kn_tensor *kn_l1_loss(kn_tensor *input, kn_tensor *target, kn_reduction reduction);
+/* -weight * (t log(x) + (1 - t) log(1 - x)), each log clamped to >= -100 as
+** in torch. target has input's shape and dtype; weight (optional) broadcasts
+** to it. Inputs outside [0, 1] fail with "all elements of input should be
+** between 0 and 1". */
+KN_API kn_tensor *kn_binary_cross_entropy(kn_tensor *input, kn_tensor *target,
+                                          kn_tensor *weight, kn_reduction reduction);
+/* Negative log likelihood of log-probabilities input ([C] or [N, C]) at
+** int64 class indices target (0-dim or [N]); weight is optional ([C]);
+** targets equal to ignore_index (torch's default is -100) are skipped; the
+** mean divides by the total weight of the counted targets. KN_ERANGE
+** "Target 5 is out of bounds." for a class outside [0, C). */
+KN_API kn_tensor *kn_nll_loss(kn_tensor *input, kn_tensor *target, kn_tensor *weight,
+                              kn_reduction reduction, int64_t ignore_index);
+/* nll_loss of log_softmax(input) over the class dim, with optional label
+** smoothing in [0, 1] (as torch's cross_entropy with class indices). */
+KN_API kn_tensor *kn_cross_entropy(kn_tensor *input, kn_tensor *target, kn_tensor *weight,
+                                   kn_reduction reduction, int64_t ignore_index,
+                                   double label_smoothing);
+/* The gradient op of nll_loss (torch's nll_loss_backward); total_weight is
+** the second output of the forward (the sum of the counted weights). */
+KN_API kn_tensor *kn_nll_loss_backward(kn_tensor *grad_output, kn_tensor *input,
+                                       kn_tensor *target, kn_tensor *weight,
+                                       kn_reduction reduction, int64_t ignore_index,
+                                       kn_tensor *total_weight);
+
 #ifdef __cplusplus
 }
 #endif

@@ -38,6 +38,50 @@ KN_API kn_tensor *kn_squeeze_dim(kn_tensor *t, int64_t dim);
 /* Merge dims start_dim..end_dim into one (reshape semantics). */
 KN_API kn_tensor *kn_flatten(kn_tensor *t, int64_t start_dim, int64_t end_dim);
 
+/* Python-style slice [start:end:step] of dim: negative start/end count from
+** the end, both are clamped to the size; step must be positive. Use
+** KN_SLICE_END for an open end. */
+#define KN_SLICE_END INT64_MAX
+KN_API kn_tensor *kn_slice(kn_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step);
+/* length elements of dim from start (start may be negative). */
+KN_API kn_tensor *kn_narrow(kn_tensor *t, int64_t dim, int64_t start, int64_t length);
+/* Element `index` of dim (negative counts from the end); drops the dim. */
+KN_API kn_tensor *kn_select(kn_tensor *t, int64_t dim, int64_t index);
+/* The diagonal of dims dim1/dim2 (offset > 0: above), appended as last dim. */
+KN_API kn_tensor *kn_diagonal(kn_tensor *t, int64_t offset, int64_t dim1, int64_t dim2);
+/* Arbitrary geometry over t's storage; storage_offset < 0 keeps t's offset.
+** KN_ERANGE when the view reaches past the storage. */
+KN_API kn_tensor *kn_as_strided(kn_tensor *t, int n, const int64_t *size, const int64_t *stride,
+                                int64_t storage_offset);
+
+/* ---- multi-output views: fill outs[0..k) (each a new reference in the
+** current scope) and return k, or -1 on error (also when k > cap). */
+/* One view per index of dim (select). */
+KN_API int kn_unbind(kn_tensor *t, int64_t dim, kn_tensor **outs, int cap);
+/* Pieces of split_size along dim (the last may be smaller). */
+KN_API int kn_split(kn_tensor *t, int64_t split_size, int64_t dim, kn_tensor **outs, int cap);
+/* Pieces of the given sizes (which must sum to the size of dim). */
+KN_API int kn_split_sizes(kn_tensor *t, int n, const int64_t *sizes, int64_t dim,
+                          kn_tensor **outs, int cap);
+/* `chunks` pieces of ceil(size / chunks) (fewer when the size runs out). */
+KN_API int kn_chunk(kn_tensor *t, int64_t chunks, int64_t dim, kn_tensor **outs, int cap);
+
+/* ---- joining ------------------------------------------------------------- */
+/* Concatenate along dim; 1-D empty tensors are skipped (legacy rule), the
+** result dtype is the promotion of all inputs. */
+KN_API kn_tensor *kn_cat(kn_tensor *const *tensors, int n, int64_t dim);
+/* Stack equal-sized tensors along a new dim. */
+KN_API kn_tensor *kn_stack(kn_tensor *const *tensors, int n, int64_t dim);
+
+/* ---- writing into views, out of place ----------------------------------- */
+/* A copy of self with src written into self[slice] / select / diagonal; src
+** must have exactly that view's sizes. */
+KN_API kn_tensor *kn_slice_scatter(kn_tensor *self, kn_tensor *src, int64_t dim, int64_t start,
+                                   int64_t end, int64_t step);
+KN_API kn_tensor *kn_select_scatter(kn_tensor *self, kn_tensor *src, int64_t dim, int64_t index);
+KN_API kn_tensor *kn_diagonal_scatter(kn_tensor *self, kn_tensor *src, int64_t offset,
+                                      int64_t dim1, int64_t dim2);
+
 #ifdef __cplusplus
 }
 #endif

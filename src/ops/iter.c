@@ -1,6 +1,8 @@
 /*
-** ops/iter.c: the strided iterator and the generic copy.
+** ops/iter.c: the strided iterator (sequential and OpenMP row runners) and
+** the generic copy.
 */
+#include <omp.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -109,6 +111,13 @@ static void copy_row(char *d, int64_t ds, kn_dtype dt, const char *s, int64_t ss
   }
 }
 
+typedef struct copy_ctx { kn_dtype dt, st; } copy_ctx;
+
+static void copy_fn(char **p, const int64_t *s, int64_t n, const void *ctx) {
+  const copy_ctx *c = ctx;
+  copy_row(p[0], s[0], c->dt, p[1], s[1], c->st, n);
+}
+
 kn_status kn__copy_into(kn_tensor *dst, const kn_tensor *src) {
   if (!kn_data(dst) || !kn_data(src)) {
     if (kn_numel(dst) == 0) return KN_OK;
@@ -118,11 +127,8 @@ kn_status kn__copy_into(kn_tensor *dst, const kn_tensor *src) {
   kn__iter_init(&it, dst->ndim, dst->sizes);
   kn__iter_add(&it, dst);
   kn__iter_add_broadcast(&it, src);
-  kn__iter_start(&it);
-  char *p[KN__ITER_MAX];
-  int64_t n;
-  while (kn__iter_next(&it, p, &n))
-    copy_row(p[0], it.inner_stride[0], dst->dtype, p[1], it.inner_stride[1], src->dtype, n);
+  copy_ctx c = {dst->dtype, src->dtype};
+  kn__iter_run(&it, copy_fn, &c, KN__PAR_GRAIN_MEM);
   return KN_OK;
 }
 
@@ -134,4 +140,50 @@ kn_tensor *kn__contiguous_copy(const kn_tensor *t, kn_dtype dt) {
     return NULL;
   }
   return r;
+}
+
+void kn__iter_row_ptrs(const kn__iter *it, int64_t r, char **p) {
+  for (int k = 0; k < it->nops; k++) p[k] = it->base[k];
+  for (int d = it->ndim - 2; d >= 0 && r > 0; d--) {
+    int64_t i = r % it->sizes[d];
+    r /= it->sizes[d];
+    for (int k = 0; k < it->nops; k++) p[k] += i * it->strides[k][d];
+  }
+}
+
+/* Split one long row into chunks of whole cache lines for the threads. */
+static void run_chunks(kn__iter *it, kn__iter_row_fn fn, const void *ctx) {
+  int64_t n = it->inner_n;
+  int nt = omp_get_max_threads();
+  int64_t chunk = (n + nt - 1) / nt;
+  chunk = (chunk + 63) & ~(int64_t)63;
+  int64_t nchunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < nchunks; c++) {
+    char *p[KN__ITER_MAX];
+    int64_t lo = c * chunk, len = n - lo < chunk ? n - lo : chunk;
+    for (int k = 0; k < it->nops; k++) p[k] = it->base[k] + lo * it->inner_stride[k];
+    fn(p, it->inner_stride, len, ctx);
+  }
+}
+
+void kn__iter_run(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int64_t grain) {
+  kn__iter_start(it);
+  int64_t rows = it->remaining;
+  bool par = grain > 0 && rows > 0 && rows * it->inner_n >= grain &&
+             omp_get_max_threads() > 1 && !omp_in_parallel();
+  if (par && rows == 1) {
+    run_chunks(it, fn, ctx);
+  } else if (par) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+      char *p[KN__ITER_MAX];
+      kn__iter_row_ptrs(it, r, p);
+      fn(p, it->inner_stride, it->inner_n, ctx);
+    }
+  } else {
+    char *p[KN__ITER_MAX];
+    int64_t n;
+    while (kn__iter_next(it, p, &n)) fn(p, it->inner_stride, n, ctx);
+  }
 }

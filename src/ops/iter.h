@@ -53,6 +53,22 @@ bool kn__iter_next(kn__iter *it, char **p, int64_t *n);
 /* Total number of elements. */
 int64_t kn__iter_numel(const kn__iter *it);
 
+/* A row function: p[k] and s[k] are operand k's row start and byte stride,
+** n the row length, ctx the caller's data. */
+typedef void (*kn__iter_row_fn)(char **p, const int64_t *s, int64_t n, const void *ctx);
+/* Pointers of row r (0 <= r < number of rows) after kn__iter_start. */
+void kn__iter_row_ptrs(const kn__iter *it, int64_t r, char **p);
+/* Start the iterator and call fn on every row. With at least `grain`
+** elements in total (0: never) the rows, or chunks of a single long row, are
+** spread over OpenMP threads, so fn must only touch its own row. */
+void kn__iter_run(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int64_t grain);
+/* Element counts above which elementwise kernels go parallel: compute-bound
+** loops (exp, tanh, pow, ...) early; memory-bound ones (add, copy, compare,
+** fill) only when the data is far larger than the caches, because on a
+** loaded machine waking threads costs more than a second core gains. */
+#define KN__PAR_GRAIN ((int64_t)1 << 15)
+#define KN__PAR_GRAIN_MEM ((int64_t)1 << 22)
+
 /* Copy src into dst (same shape, or src broadcastable to dst), converting
 ** dtypes. Works on any strides; fast for contiguous same-dtype data. Does not
 ** dispatch, record autograd or bump versions. dst must not overlap src

@@ -5,7 +5,8 @@
 **   mm:    dA = g @ B^T,            dB = A^T @ g
 **   bmm:   the same per batch with transpose(1, 2)
 **   addmm: dself = sum_to_size(beta * g), dA = alpha * g @ B^T, dB = alpha * A^T @ g
-**   dot:   da = g * b, db = g * a;  mv: dA = g (outer) v, dv = A^T @ g
+**   dot:   da = g * b, db = g * a (as b[:, None] @ g[None]);
+**   mv:    dA = g[:, None] @ v[None, :], dv = A^T @ g
 */
 #include "core/error.h"
 #include "kiln/ops.h"
@@ -60,15 +61,18 @@ kn_status kn__bw_addmm(kn__bwctx *ctx) {
 
 kn_status kn__bw_dot(kn__bwctx *ctx) {
   kn_tensor *a = kn__call_input(ctx->call, 0), *b = kn__call_input(ctx->call, 1);
-  (void)a, (void)b;
-  return missing("dot");
+  kn_tensor *g = ctx->grad_outputs[0];
+  /* g is 0-d: g * b written as the matrix-vector product b[:, None] @ g[None] */
+  kn_tensor *g1 = kn_unsqueeze(g, 0);
+  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = kn_mv(kn_unsqueeze(b, 1), g1);
+  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = kn_mv(kn_unsqueeze(a, 1), g1);
+  return done(ctx);
 }
 
 kn_status kn__bw_mv(kn__bwctx *ctx) {
   kn_tensor *a = kn__call_input(ctx->call, 0), *v = kn__call_input(ctx->call, 1);
   kn_tensor *g = ctx->grad_outputs[0];
-  if (ctx->needs_input_grad[0]) return missing("mv");
+  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = kn_mm(kn_unsqueeze(g, 1), kn_unsqueeze(v, 0));
   if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = kn_mv(tr(a), g);
-  (void)v;
   return done(ctx);
 }

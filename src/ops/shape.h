@@ -45,6 +45,18 @@ bool kn__compute_stride(int ond, const kn_sym *osz, const kn_sym *ost, int nnd,
 /* Product of sizes. */
 kn_sym kn__sym_numel(int nd, const kn_sym *sz);
 
+/* Apply slice / select / diagonal to a geometry (PyTorch's checks and
+** messages). */
+kn_status kn__geom_slice(kn__geom *g, int64_t dim, int64_t start, int64_t end, int64_t step);
+kn_status kn__geom_select(kn__geom *g, int64_t dim, int64_t index);
+kn_status kn__geom_diagonal(kn__geom *g, int64_t offset, int64_t dim1, int64_t dim2);
+
+/* The gradient of as_strided(input geometry -> size/stride/offset) for grad
+** (op _as_strided_backward). New reference in the current scope, or NULL. */
+kn_tensor *kn__as_strided_grad(kn_tensor *grad, int in_nd, const int64_t *in_size,
+                               const int64_t *in_stride, int64_t in_offset, int nd,
+                               const int64_t *size, const int64_t *stride, int64_t offset);
+
 /* Composite kernels open a private autorelease scope, call public ops, and
 ** push the result with this (it takes a new reference of r; NULL r gives the
 ** last error's status), then close the scope. */

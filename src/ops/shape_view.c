@@ -9,12 +9,10 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kiln/ops_reduce.h"
 #include "kiln/ops_shape.h"
 #include "ops/iter.h"
 #include "ops/shape.h"
-
-/* Provided by the reduction family (kiln/ops_reduce.h); weak until merged. */
-kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) __attribute__((weak));
 
 static const kn_tensor *self_of(const kn__call *c) { return c->args[0].u.t; }
 
@@ -265,7 +263,6 @@ kn_status kn__meta_expand(const kn__call *c, kn__metas *out) {
 
 kn_status kn__bw_expand(kn__bwctx *ctx) {
   const kn_tensor *self = kn__call_input(ctx->call, 0);
-  if (!kn_sum_to_size) return kn__error(KN_EUNSUPPORTED, "expand backward needs sum_to_size");
   kn_tensor *g = kn_sum_to_size(ctx->grad_outputs[0], self->ndim, self->sizes);
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();

@@ -1,0 +1,66 @@
+/*
+** dynamo/graph_int.h: private pieces shared by the graph IR's files
+** (graph.c, graph_names.c, graph_print.c, graph_serial.c, interp.c). Not for
+** other subsystems: they use dynamo/graph.h.
+*/
+#ifndef KN_DYNAMO_GRAPH_INT_H
+#define KN_DYNAMO_GRAPH_INT_H
+
+#include "core/arena.h"
+#include "core/hashmap.h"
+#include "core/strbuf.h"
+#include "dynamo/graph.h"
+
+/* FX's _Namespace: names in use and the per-base suffix counters. */
+typedef struct kn__gnames {
+  kn__hashmap used;   /* name -> node (or NULL) */
+  kn__hashmap count;  /* base -> (void*)(intptr_t)last suffix */
+} kn__gnames;
+
+struct kn__graph {
+  kn__arena arena;        /* nodes, strings and arrays */
+  kn__gnode **nodes;      /* owned array of arena nodes, in order */
+  int n, cap;
+  int ninputs;            /* placeholders come first: nodes[0..ninputs) */
+  kn__gnode *output;
+  int next_seq;
+  kn__gnames names;
+  kn__hashmap getitems;   /* (src seq_nr << 20 | k) -> getitem node */
+  kn__shape_env *env;
+  bool owns_env;
+};
+
+void kn__gnames_init(kn__gnames *ns);
+void kn__gnames_fini(kn__gnames *ns);
+/* FX's create_name: a unique name for candidate, copied into arena. NULL on
+** OOM. */
+const char *kn__gnames_create(kn__gnames *ns, kn__arena *a, const char *candidate,
+                              kn__gnode *node);
+void kn__gnames_release(kn__gnames *ns, const char *name);
+/* FX's _snake_case ("L_x_" -> "l_x_", "pascalCase" -> "pascal_case");
+** writes into out (cap bytes, truncating). */
+void kn__gnames_snake(const char *s, char *out, size_t cap);
+/* Is name a Python keyword or builtin (or one of FX's custom builtins)? */
+bool kn__gnames_reserved(const char *name);
+
+/* Python repr of a double ("1.0", "0.1", "1e-05", "inf", "nan"). */
+void kn__py_float(kn__sb *sb, double v);
+/* "torch.float32" */
+void kn__py_dtype(kn__sb *sb, kn_dtype dt);
+/* A kn_sym as Python shows it ("1000", "s0", "s0*s1"). */
+void kn__py_sym(kn__sb *sb, kn_sym s);
+
+/* Python repr of a call argument: node names for values ("add",
+** "split[1]" for an output without a getitem node), "[a, b]", "[1000, s0]",
+** "None", "True", "torch.float32". */
+void kn__gfmt_arg(kn__sb *sb, const kn__garg *a);
+/* Argument names of an op's schema and whether each is keyword-only (after
+** "*"). Returns the count (at most cap). names[i] are borrowed views into
+** the schema: name_len[i] bytes. */
+int kn__schema_args(const char *schema, const char **names, int *name_len, bool *kwonly,
+                    int cap);
+
+/* Short dtype names of FX annotations: "f32", "i64", "b8". */
+const char *kn__dtype_abbr(kn_dtype dt);
+
+#endif

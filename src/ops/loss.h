@@ -1,0 +1,27 @@
+/*
+** ops/loss.h: helpers shared by the loss ops (internal).
+*/
+#ifndef KN_OPS_LOSS_H
+#define KN_OPS_LOSS_H
+
+#include "ops/reduce.h"
+
+/* Check a reduction argument (torch's at::Reduction values 0, 1, 2). */
+kn_status kn__loss_check_reduction(int64_t r);
+/* Push r (a public op's result, borrowed) into a composite's outputs as an
+** owned reference; propagates r == NULL as the last error. */
+kn_status kn__loss_push(kn__outs *out, kn_tensor *r);
+/* "[2, 3]" of t's (hinted) sizes into buf. */
+void kn__loss_shape_str(const kn_tensor *t, char *buf, size_t n);
+
+/* Both outputs (loss, total_weight) of nll_loss_forward, registered in the
+** open scope; returns 2, or -1 on error. */
+int kn__nll_loss_forward(kn_tensor *input, kn_tensor *target, kn_tensor *weight,
+                         kn_reduction reduction, int64_t ignore_index, kn_tensor **outs);
+/* cross_entropy's label-smoothing blend: (1 - ls) * nll + ls * smooth term,
+** from the nll loss and the log-probabilities lp. Result in the open scope. */
+kn_tensor *kn__cross_entropy_smooth(kn_tensor *nll, kn_tensor *lp, kn_tensor *target,
+                                    kn_tensor *weight, kn_reduction reduction,
+                                    int64_t ignore_index, double ls);
+
+#endif

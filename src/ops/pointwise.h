@@ -1,0 +1,89 @@
+/*
+** ops/pointwise.h: internals shared by the pointwise family's files
+** (pointwise_meta.c: metadata and type rules; pointwise_kern.c: the element
+** loops; pointwise_bw.c: derivative rules; pointwise_api.c: public
+** wrappers; pointwise_copy.c: copies and fills).
+**
+** Every pointwise op computes in a "compute type": float32 (also for
+** float16/bfloat16, rounded once on store), float64, int64 (every integer
+** type and bool; results wrap like a C cast on store) or bool (logical ops).
+** Operands of another dtype are converted to the compute type first.
+*/
+#ifndef KN_OPS_POINTWISE_H
+#define KN_OPS_POINTWISE_H
+
+#include "ops/opdef.h"
+
+/* What an op computes; one code per element formula. */
+typedef enum kn__pwcode {
+  /* binary */
+  KN__PW_ADD, KN__PW_SUB, KN__PW_MUL, KN__PW_DIV, KN__PW_DIV_TRUNC, KN__PW_DIV_FLOOR,
+  KN__PW_MAXIMUM, KN__PW_MINIMUM, KN__PW_POW,
+  KN__PW_EQ, KN__PW_NE, KN__PW_LT, KN__PW_LE, KN__PW_GT, KN__PW_GE,
+  KN__PW_LAND, KN__PW_LOR,
+  KN__PW_THRESHOLD_BW, KN__PW_SIGMOID_BW, KN__PW_TANH_BW, KN__PW_GELU_BW,
+  KN__PW_GELU_TANH_BW,
+  /* unary */
+  KN__PW_NEG, KN__PW_ABS, KN__PW_SGN, KN__PW_RECIPROCAL, KN__PW_EXP, KN__PW_EXP2,
+  KN__PW_LOG, KN__PW_LOG2, KN__PW_LOG1P, KN__PW_EXPM1, KN__PW_SQRT, KN__PW_RSQRT,
+  KN__PW_SIN, KN__PW_COS, KN__PW_TAN, KN__PW_TANH, KN__PW_SIGMOID, KN__PW_RELU,
+  KN__PW_GELU, KN__PW_GELU_TANH, KN__PW_SILU, KN__PW_ERF, KN__PW_ROUND, KN__PW_TRUNC,
+  KN__PW_FLOOR, KN__PW_CEIL, KN__PW_LNOT, KN__PW_CLAMP,
+  KN__PW_NCODES
+} kn__pwcode;
+
+/* Kinds of result dtype of a pointwise op. */
+typedef enum kn__pwkind {
+  KN__PWK_SAME,     /* the promoted type (add, mul, neg, ...) */
+  KN__PWK_FLOAT,    /* promoted, integers -> default float (div, exp, ...) */
+  KN__PWK_BOOL,     /* comparisons and logical ops: bool */
+} kn__pwkind;
+
+/* Per-op facts for the shared meta functions and kernels. */
+typedef struct kn__pwinfo {
+  kn__pwcode code;
+  kn__pwkind kind;
+  int nopnds;        /* leading operand args (tensors or scalars) */
+  bool inplace;
+} kn__pwinfo;
+
+/* The facts for op id (every row of ops_pointwise.def that uses the shared
+** meta functions has an entry). */
+const kn__pwinfo *kn__pw_info(int opid);
+
+/* Extra parameters of an element formula. */
+typedef struct kn__pwparams {
+  double alpha;      /* add/sub: other is scaled by alpha */
+  int64_t ialpha;
+  double lo, hi;     /* clamp bounds, threshold (lo) */
+  bool has_lo, has_hi;
+} kn__pwparams;
+
+/* An operand: a tensor, or a scalar broadcast everywhere. */
+typedef struct kn__pwopnd {
+  const kn_tensor *t;  /* NULL for a scalar */
+  kn_scalar s;
+} kn__pwopnd;
+
+/* Compute type for a promoted dtype (see the banner). */
+kn_dtype kn__pw_compute_type(kn_dtype promoted);
+/* Run an element formula: out[i] = f(in[0][i], in[1][i], ...) with the inputs
+** broadcast to out's shape, computing in cc (out is written in its own dtype;
+** comparisons write bool). Returns an error for integer division by zero. */
+kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
+                     kn__pwcode code, const kn__pwparams *prm);
+
+/* PyTorch's name of a dtype in error messages ("Float", "Long"). Static. */
+const char *kn__pw_torch_name(kn_dtype dt);
+/* torch.can_cast(from, to): no float -> integral, no non-bool -> bool. */
+bool kn__pw_can_cast(kn_dtype from, kn_dtype to);
+/* The check in-place ops make: result dtype castable to self's, and the
+** broadcast shape equal to self's. */
+kn_status kn__pw_check_inplace(const kn_tensor *self, kn_dtype result, int nd,
+                               const kn_sym *shape);
+
+/* Scalar value helpers. */
+double kn__pw_scalar_double(kn_scalar s);
+int64_t kn__pw_scalar_int(kn_scalar s);
+
+#endif

@@ -1,0 +1,380 @@
+/*
+** ops/pointwise_kern.c: the element loops of every pointwise op and the
+** driver that runs them (kn__pw_run).
+**
+** One row function per compute type (float32, float64, int64, bool) and
+** arity switches on the formula once per row; each formula is expanded into
+** a contiguous loop that gcc vectorises (`omp simd`, no fast-math), loops for
+** a broadcast scalar operand, and a general strided loop. Integer arithmetic
+** wraps (done in unsigned) like PyTorch's; float16/bfloat16 compute in float.
+*/
+#include <stdatomic.h>
+#include <string.h>
+#include <tgmath.h>
+
+#include "core/error.h"
+#include "ops/iter.h"
+#include "ops/pointwise.h"
+
+typedef struct rowctx {
+  kn__pwcode code;
+  const kn__pwparams *prm;
+  atomic_int *zero_div; /* set when an integer division meets a zero */
+} rowctx;
+
+#define KBETA 0.7978845608028654    /* sqrt(2 / pi) */
+#define KKAPPA 0.044715
+#define KINVSQRT2PI 0.3989422804014327
+
+/* ---- loop shapes ---------------------------------------------------------- */
+
+#define UN_LOOP(T, TO, EXPR)                                                    \
+  do {                                                                         \
+    if (s[0] == (int64_t)sizeof(TO) && s[1] == (int64_t)sizeof(T)) {           \
+      TO *y = (TO *)p[0];                                                      \
+      const T *xs = (const T *)p[1];                                           \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                    \
+        T x = xs[i];                                                           \
+        y[i] = (TO)(EXPR);                                                     \
+      }                                                                        \
+    } else {                                                                   \
+      for (int64_t i = 0; i < n; i++) {                                        \
+        T x = *(const T *)(p[1] + i * s[1]);                                   \
+        *(TO *)(p[0] + i * s[0]) = (TO)(EXPR);                                 \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+
+#define BIN_LOOP(T, TO, EXPR)                                                   \
+  do {                                                                         \
+    const int64_t es = (int64_t)sizeof(T), eo = (int64_t)sizeof(TO);           \
+    TO *y = (TO *)p[0];                                                        \
+    const T *as = (const T *)p[1], *bs = (const T *)p[2];                      \
+    if (s[0] == eo && s[1] == es && s[2] == es) {                              \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                    \
+        T a = as[i], b = bs[i];                                                \
+        y[i] = (TO)(EXPR);                                                     \
+      }                                                                        \
+    } else if (s[0] == eo && s[1] == es && s[2] == 0) {                        \
+      const T b = bs[0];                                                       \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                    \
+        T a = as[i];                                                           \
+        y[i] = (TO)(EXPR);                                                     \
+      }                                                                        \
+    } else if (s[0] == eo && s[1] == 0 && s[2] == es) {                        \
+      const T a = as[0];                                                       \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                    \
+        T b = bs[i];                                                           \
+        y[i] = (TO)(EXPR);                                                     \
+      }                                                                        \
+    } else {                                                                   \
+      for (int64_t i = 0; i < n; i++) {                                        \
+        T a = *(const T *)(p[1] + i * s[1]), b = *(const T *)(p[2] + i * s[2]); \
+        *(TO *)(p[0] + i * s[0]) = (TO)(EXPR);                                 \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+
+/* ---- scalar helpers --------------------------------------------------------- */
+
+#define DEF_FLOAT_HELPERS(T, SFX)                                               \
+  static inline T floordiv_##SFX(T a, T b) {                                   \
+    if (b == 0) return a / b;                                                  \
+    T mod = fmod(a, b), div = (a - mod) / b;                                   \
+    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;                            \
+    if (div == 0) return copysign((T)0, a / b);                                \
+    T fl = floor(div);                                                         \
+    if (div - fl > (T)0.5) fl += 1;                                            \
+    return fl;                                                                 \
+  }                                                                            \
+  static inline T max_##SFX(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \
+  static inline T min_##SFX(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; } \
+  static inline T gelu_tanh_##SFX(T x) {                                       \
+    T inner = (T)KBETA * (x + (T)KKAPPA * x * x * x);                          \
+    return (T)0.5 * x * ((T)1 + tanh(inner));                                  \
+  }                                                                            \
+  static inline T gelu_bw_##SFX(T g, T x) {                                    \
+    T cdf = (T)0.5 * ((T)1 + erf(x * (T)M_SQRT1_2));                           \
+    T pdf = exp((T)-0.5 * x * x) * (T)KINVSQRT2PI;                             \
+    return g * (cdf + x * pdf);                                                \
+  }                                                                            \
+  static inline T gelu_tanh_bw_##SFX(T g, T x) {                               \
+    T inner = (T)KBETA * (x + (T)KKAPPA * x * x * x);                          \
+    T th = tanh(inner);                                                        \
+    T dinner = (T)KBETA * ((T)1 + (T)3 * (T)KKAPPA * x * x);                   \
+    return g * ((T)0.5 * ((T)1 + th) + (T)0.5 * x * ((T)1 - th * th) * dinner); \
+  }                                                                            \
+  static inline T clamp_##SFX(T x, const kn__pwparams *q) {                    \
+    if (x != x) return x;                                                      \
+    if (q->has_lo && x < (T)q->lo) x = (T)q->lo;                               \
+    if (q->has_hi && x > (T)q->hi) x = (T)q->hi;                               \
+    return x;                                                                  \
+  }
+
+DEF_FLOAT_HELPERS(float, f32)
+DEF_FLOAT_HELPERS(double, f64)
+
+static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline int64_t wrap_neg(int64_t a) { return (int64_t)(0 - (uint64_t)a); }
+
+static inline int64_t ipow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)a;
+  while (b) {
+    if (b & 1) r *= x;
+    x *= x;
+    b >>= 1;
+  }
+  return (int64_t)r;
+}
+
+/* Integer division; a zero divisor gives 0 and is reported by the driver. */
+static inline int64_t idiv(int64_t a, int64_t b, bool floor_mode) {
+  if (b == 0) return 0;
+  if (b == -1) return wrap_neg(a);
+  int64_t q = a / b;
+  if (floor_mode && a % b != 0 && ((a < 0) != (b < 0))) q--;
+  return q;
+}
+
+static inline int64_t clamp_i64(int64_t x, const kn__pwparams *q) {
+  if (q->has_lo && (double)x < q->lo) x = (int64_t)q->lo;
+  if (q->has_hi && (double)x > q->hi) x = (int64_t)q->hi;
+  return x;
+}
+
+/* ---- float rows ------------------------------------------------------------------ */
+
+#define DEF_FLOAT_ROWS(T, SFX)                                                  \
+  static void bin_##SFX(char **p, const int64_t *s, int64_t n, const void *vctx) { \
+    const rowctx *c = vctx;                                                    \
+    const T al = (T)c->prm->alpha, th = (T)c->prm->lo;                         \
+    switch (c->code) {                                                         \
+    case KN__PW_ADD:                                                           \
+      if (al == 1) BIN_LOOP(T, T, a + b);                                      \
+      else BIN_LOOP(T, T, a + al * b);                                         \
+      break;                                                                   \
+    case KN__PW_SUB:                                                           \
+      if (al == 1) BIN_LOOP(T, T, a - b);                                      \
+      else BIN_LOOP(T, T, a - al * b);                                         \
+      break;                                                                   \
+    case KN__PW_MUL: BIN_LOOP(T, T, a * b); break;                             \
+    case KN__PW_DIV: BIN_LOOP(T, T, a / b); break;                             \
+    case KN__PW_DIV_TRUNC: BIN_LOOP(T, T, trunc(a / b)); break;                \
+    case KN__PW_DIV_FLOOR: BIN_LOOP(T, T, floordiv_##SFX(a, b)); break;        \
+    case KN__PW_MAXIMUM: BIN_LOOP(T, T, max_##SFX(a, b)); break;               \
+    case KN__PW_MINIMUM: BIN_LOOP(T, T, min_##SFX(a, b)); break;               \
+    case KN__PW_POW: BIN_LOOP(T, T, pow(a, b)); break;                         \
+    case KN__PW_EQ: BIN_LOOP(T, bool, a == b); break;                          \
+    case KN__PW_NE: BIN_LOOP(T, bool, a != b); break;                          \
+    case KN__PW_LT: BIN_LOOP(T, bool, a < b); break;                           \
+    case KN__PW_LE: BIN_LOOP(T, bool, a <= b); break;                          \
+    case KN__PW_GT: BIN_LOOP(T, bool, a > b); break;                           \
+    case KN__PW_GE: BIN_LOOP(T, bool, a >= b); break;                          \
+    case KN__PW_THRESHOLD_BW: BIN_LOOP(T, T, b <= th ? (T)0 : a); break;       \
+    case KN__PW_SIGMOID_BW: BIN_LOOP(T, T, a * ((T)1 - b) * b); break;         \
+    case KN__PW_TANH_BW: BIN_LOOP(T, T, a * ((T)1 - b * b)); break;            \
+    case KN__PW_GELU_BW: BIN_LOOP(T, T, gelu_bw_##SFX(a, b)); break;           \
+    case KN__PW_GELU_TANH_BW: BIN_LOOP(T, T, gelu_tanh_bw_##SFX(a, b)); break; \
+    default: break;                                                            \
+    }                                                                          \
+  }                                                                            \
+  static void un_##SFX(char **p, const int64_t *s, int64_t n, const void *vctx) { \
+    const rowctx *c = vctx;                                                    \
+    switch (c->code) {                                                         \
+    case KN__PW_NEG: UN_LOOP(T, T, -x); break;                                 \
+    case KN__PW_ABS: UN_LOOP(T, T, fabs(x)); break;                            \
+    case KN__PW_SGN: UN_LOOP(T, T, (x > 0) - (x < 0)); break;                  \
+    case KN__PW_RECIPROCAL: UN_LOOP(T, T, (T)1 / x); break;                    \
+    case KN__PW_EXP: UN_LOOP(T, T, exp(x)); break;                             \
+    case KN__PW_EXP2: UN_LOOP(T, T, exp2(x)); break;                           \
+    case KN__PW_LOG: UN_LOOP(T, T, log(x)); break;                             \
+    case KN__PW_LOG2: UN_LOOP(T, T, log2(x)); break;                           \
+    case KN__PW_LOG1P: UN_LOOP(T, T, log1p(x)); break;                         \
+    case KN__PW_EXPM1: UN_LOOP(T, T, expm1(x)); break;                         \
+    case KN__PW_SQRT: UN_LOOP(T, T, sqrt(x)); break;                           \
+    case KN__PW_RSQRT: UN_LOOP(T, T, (T)1 / sqrt(x)); break;                   \
+    case KN__PW_SIN: UN_LOOP(T, T, sin(x)); break;                             \
+    case KN__PW_COS: UN_LOOP(T, T, cos(x)); break;                             \
+    case KN__PW_TAN: UN_LOOP(T, T, tan(x)); break;                             \
+    case KN__PW_TANH: UN_LOOP(T, T, tanh(x)); break;                           \
+    case KN__PW_SIGMOID: UN_LOOP(T, T, (T)1 / ((T)1 + exp(-x))); break;        \
+    case KN__PW_RELU: UN_LOOP(T, T, (x > 0 || x != x) ? x : (T)0); break;      \
+    case KN__PW_GELU: UN_LOOP(T, T, (T)0.5 * x * ((T)1 + erf(x * (T)M_SQRT1_2))); break; \
+    case KN__PW_GELU_TANH: UN_LOOP(T, T, gelu_tanh_##SFX(x)); break;           \
+    case KN__PW_SILU: UN_LOOP(T, T, x / ((T)1 + exp(-x))); break;              \
+    case KN__PW_ERF: UN_LOOP(T, T, erf(x)); break;                             \
+    case KN__PW_ROUND: UN_LOOP(T, T, nearbyint(x)); break;                     \
+    case KN__PW_TRUNC: UN_LOOP(T, T, trunc(x)); break;                         \
+    case KN__PW_FLOOR: UN_LOOP(T, T, floor(x)); break;                         \
+    case KN__PW_CEIL: UN_LOOP(T, T, ceil(x)); break;                           \
+    case KN__PW_CLAMP: UN_LOOP(T, T, clamp_##SFX(x, c->prm)); break;           \
+    default: break;                                                            \
+    }                                                                          \
+  }
+
+DEF_FLOAT_ROWS(float, f32)
+DEF_FLOAT_ROWS(double, f64)
+
+/* ---- integer and bool rows ------------------------------------------------------- */
+
+static void bin_i64(char **p, const int64_t *s, int64_t n, const void *vctx) {
+  const rowctx *c = vctx;
+  const int64_t al = c->prm->ialpha;
+  switch (c->code) {
+  case KN__PW_ADD: BIN_LOOP(int64_t, int64_t, wrap_add(a, wrap_mul(al, b))); break;
+  case KN__PW_SUB: BIN_LOOP(int64_t, int64_t, wrap_add(a, wrap_neg(wrap_mul(al, b)))); break;
+  case KN__PW_MUL: BIN_LOOP(int64_t, int64_t, wrap_mul(a, b)); break;
+  case KN__PW_DIV_TRUNC:
+  case KN__PW_DIV_FLOOR: {
+    bool fl = c->code == KN__PW_DIV_FLOOR, zero = false;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t a = *(const int64_t *)(p[1] + i * s[1]), b = *(const int64_t *)(p[2] + i * s[2]);
+      zero = zero || b == 0;
+      *(int64_t *)(p[0] + i * s[0]) = idiv(a, b, fl);
+    }
+    if (zero) atomic_store(c->zero_div, 1);
+  } break;
+  case KN__PW_MAXIMUM: BIN_LOOP(int64_t, int64_t, a > b ? a : b); break;
+  case KN__PW_MINIMUM: BIN_LOOP(int64_t, int64_t, a < b ? a : b); break;
+  case KN__PW_POW: BIN_LOOP(int64_t, int64_t, ipow(a, b)); break;
+  case KN__PW_EQ: BIN_LOOP(int64_t, bool, a == b); break;
+  case KN__PW_NE: BIN_LOOP(int64_t, bool, a != b); break;
+  case KN__PW_LT: BIN_LOOP(int64_t, bool, a < b); break;
+  case KN__PW_LE: BIN_LOOP(int64_t, bool, a <= b); break;
+  case KN__PW_GT: BIN_LOOP(int64_t, bool, a > b); break;
+  case KN__PW_GE: BIN_LOOP(int64_t, bool, a >= b); break;
+  default: break;
+  }
+}
+
+static void un_i64(char **p, const int64_t *s, int64_t n, const void *vctx) {
+  const rowctx *c = vctx;
+  switch (c->code) {
+  case KN__PW_NEG: UN_LOOP(int64_t, int64_t, wrap_neg(x)); break;
+  case KN__PW_ABS: UN_LOOP(int64_t, int64_t, x < 0 ? wrap_neg(x) : x); break;
+  case KN__PW_SGN: UN_LOOP(int64_t, int64_t, (x > 0) - (x < 0)); break;
+  case KN__PW_RELU: UN_LOOP(int64_t, int64_t, x > 0 ? x : 0); break;
+  case KN__PW_ROUND:
+  case KN__PW_TRUNC:
+  case KN__PW_FLOOR:
+  case KN__PW_CEIL: UN_LOOP(int64_t, int64_t, x); break;
+  case KN__PW_CLAMP: UN_LOOP(int64_t, int64_t, clamp_i64(x, c->prm)); break;
+  default: break;
+  }
+}
+
+static void bin_bool(char **p, const int64_t *s, int64_t n, const void *vctx) {
+  const rowctx *c = vctx;
+  switch (c->code) {
+  case KN__PW_LAND: BIN_LOOP(bool, bool, a && b); break;
+  case KN__PW_LOR: BIN_LOOP(bool, bool, a || b); break;
+  case KN__PW_EQ: BIN_LOOP(bool, bool, a == b); break;
+  case KN__PW_NE: BIN_LOOP(bool, bool, a != b); break;
+  default: break;
+  }
+}
+
+static void un_bool(char **p, const int64_t *s, int64_t n, const void *vctx) {
+  const rowctx *c = vctx;
+  if (c->code == KN__PW_LNOT) UN_LOOP(bool, bool, !x);
+}
+
+/* ---- driver -------------------------------------------------------------------- */
+
+kn_dtype kn__pw_compute_type(kn_dtype promoted) {
+  switch (promoted) {
+  case KN_FLOAT64: return KN_FLOAT64;
+  case KN_FLOAT32:
+  case KN_FLOAT16:
+  case KN_BFLOAT16: return KN_FLOAT32;
+  default: return KN_INT64;
+  }
+}
+
+static bool writes_bool(kn__pwcode code) {
+  return (code >= KN__PW_EQ && code <= KN__PW_LOR) || code == KN__PW_LNOT;
+}
+
+/* Formulas cheap enough to be limited by memory bandwidth. */
+static bool memory_bound(kn__pwcode code) {
+  switch (code) {
+  case KN__PW_ADD: case KN__PW_SUB: case KN__PW_MUL: case KN__PW_MAXIMUM: case KN__PW_MINIMUM:
+  case KN__PW_EQ: case KN__PW_NE: case KN__PW_LT: case KN__PW_LE: case KN__PW_GT: case KN__PW_GE:
+  case KN__PW_LAND: case KN__PW_LOR: case KN__PW_LNOT: case KN__PW_NEG: case KN__PW_ABS:
+  case KN__PW_SGN: case KN__PW_RELU: case KN__PW_CLAMP: case KN__PW_THRESHOLD_BW:
+  case KN__PW_TANH_BW: case KN__PW_SIGMOID_BW:
+    return true;
+  default: return false;
+  }
+}
+
+static kn__iter_row_fn row_fn(kn_dtype cc, int nin) {
+  switch (cc) {
+  case KN_FLOAT32: return nin == 1 ? un_f32 : bin_f32;
+  case KN_FLOAT64: return nin == 1 ? un_f64 : bin_f64;
+  case KN_BOOL: return nin == 1 ? un_bool : bin_bool;
+  default: return nin == 1 ? un_i64 : bin_i64;
+  }
+}
+
+typedef union scalar_buf { float f; double d; int64_t i; bool b; } scalar_buf;
+
+static void scalar_to(scalar_buf *b, kn_scalar s, kn_dtype cc) {
+  switch (cc) {
+  case KN_FLOAT32: b->f = (float)kn__pw_scalar_double(s); break;
+  case KN_FLOAT64: b->d = kn__pw_scalar_double(s); break;
+  case KN_BOOL: b->b = kn__pw_scalar_double(s) != 0; break;
+  default: b->i = kn__pw_scalar_int(s); break;
+  }
+}
+
+kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
+                     kn__pwcode code, const kn__pwparams *prm) {
+  KN_ASSERT(nin >= 1 && nin <= 2);
+  if (kn_numel(out) == 0) return KN_OK;
+  kn_dtype ot = writes_bool(code) ? KN_BOOL : cc;
+  kn_tensor *conv[2] = {NULL, NULL}, *tmp = NULL;
+  scalar_buf bufs[2];
+  static const int64_t zeros[KN_MAX_DIMS];
+  kn_status st = KN_OK;
+  kn_tensor *dst = out;
+  if (out->dtype != ot) {
+    dst = tmp = kn__empty(out->ndim, out->sizes, ot, KN_CPU);
+    if (!tmp) return kn_last_status();
+  }
+  kn__iter it;
+  kn__iter_init(&it, out->ndim, out->sizes);
+  kn__iter_add(&it, dst);
+  for (int k = 0; k < nin; k++) {
+    if (in[k].t) {
+      const kn_tensor *t = in[k].t;
+      if (t->dtype != cc) {
+        t = conv[k] = kn__contiguous_copy(t, cc);
+        if (!t) {
+          st = kn_last_status();
+          goto done;
+        }
+      }
+      kn__iter_add_broadcast(&it, t);
+    } else {
+      scalar_to(&bufs[k], in[k].s, cc);
+      kn__iter_add_raw(&it, &bufs[k], zeros, kn_dtype_size(cc));
+    }
+  }
+  atomic_int zero_div = 0;
+  rowctx ctx = {code, prm, &zero_div};
+  kn__iter_run(&it, row_fn(cc, nin), &ctx,
+               memory_bound(code) ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN);
+  if (atomic_load(&zero_div)) {
+    st = kn__error(KN_EINVAL, "ZeroDivisionError");
+    goto done;
+  }
+  if (tmp) st = kn__copy_into(out, tmp);
+done:
+  kn_release(tmp);
+  kn_release(conv[0]);
+  kn_release(conv[1]);
+  return st;
+}

@@ -1,0 +1,40 @@
+/*
+** support/report_util.h: helpers for the `kiln report` tests: run the built
+** kiln binary, read and list the files of a report, build trace records with
+** correct payload MD5s, and walk every href of every generated page.
+*/
+#ifndef KN_TESTS_REPORT_UTIL_H
+#define KN_TESTS_REPORT_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* A fresh temporary directory (mkdtemp); owned string, free() it. */
+char *ru_tmpdir(void);
+/* rm -rf of a directory tree (no symlink following). */
+void ru_rmtree(const char *dir);
+/* Run `kiln report <args>` (a shell-quoted argument string); stderr goes
+** to *err (owned, may be NULL). Returns the exit status. */
+int ru_kiln(const char *args, char **err);
+/* The whole file (owned, NUL-terminated) or NULL; *n gets the length. */
+char *ru_read(const char *path, size_t *n);
+/* Number of '\n'-terminated lines (plus a final unterminated one). */
+size_t ru_lines(const char *path);
+/* Every regular file under dir, relative, sorted, joined by '\n' (owned). */
+char *ru_list(const char *dir);
+/* Append one trace record to f: header with the given JSON metadata (without
+** has_payload) and, if payload is not NULL, its MD5 and tab lines. */
+void ru_record(FILE *f, int line, const char *meta, const char *payload);
+/* Check every href/src in every .html under dir resolves to an existing
+** file (fragments and http(s) links skipped). Returns the number of
+** broken links and prints them; *checked receives how many were checked. */
+size_t ru_check_links(const char *dir, size_t *checked);
+
+#endif
+
+/* Write a small kiln trace with kiln's own trace writer into a new file in
+** dir: function fn compiled as [0/0], recompiled as [0/1] because the guard
+** "L['x'].size()[0] == 4" failed, a graph break in frame [1/0], chromium
+** events and compilation_metrics. Returns the file path (owned). */
+char *ru_write_kiln_trace(const char *dir);

@@ -1,0 +1,104 @@
+/*
+** tools/report/html.c: escaping, page frame, numbered listings.
+*/
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/html.h"
+
+void rp_html_escn(FILE *f, const char *s, size_t n) {
+  size_t start = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *rep = NULL;
+    switch (s[i]) {
+    case '&': rep = "&amp;"; break;
+    case '<': rep = "&lt;"; break;
+    case '>': rep = "&gt;"; break;
+    case '"': rep = "&quot;"; break;
+    case '\'': rep = "&#39;"; break;
+    case '\0': rep = ""; break;
+    default: continue;
+    }
+    fwrite(s + start, 1, i - start, f);
+    fputs(rep, f);
+    start = i + 1;
+  }
+  fwrite(s + start, 1, n - start, f);
+}
+
+void rp_html_esc(FILE *f, const char *s) {
+  if (s) rp_html_escn(f, s, strlen(s));
+}
+
+void rp_html_escf(FILE *f, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  rp_html_esc(f, buf);
+}
+
+static const char *style =
+    "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;"
+    "max-width:80em}\n"
+    "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em;"
+    "border-bottom:1px solid #ccc}\n"
+    "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:.85em}\n"
+    "table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+    "padding:.2em .5em;vertical-align:top;text-align:left}\n"
+    "th{background:#eee}.num{text-align:right}\n"
+    ".status-ok{color:#1a7f37}.status-error{color:#cf222e;font-weight:bold}\n"
+    ".status-break{color:#9a6700}.status-empty{color:#777}"
+    ".status-missing{color:#8250df}\n"
+    ".legend span{margin-right:1em}.trie{font-family:monospace;"
+    "font-size:.9em}\n"
+    ".trie ul{border-left:1px dotted #999;padding-left:1.2em}\n"
+    ".frame-loc{color:#555}.ln{color:#999;user-select:none;"
+    "display:inline-block;width:4em}\n"
+    "mark{background:#ffe08a}.summary td{min-width:5em}\n"
+    "#filter{display:none}nav a{margin-right:1em}\n"
+    ".guards pre{max-width:52em;max-height:30em;overflow:auto}\n";
+
+void rp_html_begin(FILE *f, const char *title, const char *base) {
+  fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">"
+        "\n",
+        f);
+  if (base && *base) fprintf(f, "<base href=\"%s\">\n", base);
+  fputs("<title>", f);
+  rp_html_esc(f, title);
+  fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n", style);
+}
+
+void rp_html_end(FILE *f) { fputs("</body>\n</html>\n", f); }
+
+void rp_html_numbered(FILE *f, const char *s, size_t n) {
+  fputs("<pre class=\"code\">", f);
+  size_t line = 1, i = 0;
+  while (i <= n) {
+    const char *nl = i < n ? memchr(s + i, '\n', n - i) : NULL;
+    size_t end = nl ? (size_t)(nl - s) : n;
+    fprintf(f, "<span id=\"L%zu\"><span class=\"ln\">%zu</span>", line, line);
+    rp_html_escn(f, s + i, end - i);
+    fputs("</span>\n", f);
+    line++;
+    if (!nl) break;
+    i = end + 1;
+  }
+  fputs("</pre>\n", f);
+}
+
+void rp_html_filter_script(FILE *f) {
+  fputs("<script>\n"
+        "(function(){var box=document.getElementById('filter');\n"
+        "box.style.display='block';var q=document.getElementById('q');\n"
+        "q.addEventListener('input',function(){\n"
+        "var t=q.value.toLowerCase();\n"
+        "var items=document.querySelectorAll('#compiles > li');\n"
+        "for(var i=0;i<items.length;i++){var li=items[i];\n"
+        "li.style.display=li.textContent.toLowerCase().indexOf(t)>=0?'':"
+        "'none';}});})();\n"
+        "</script>\n",
+        f);
+}

@@ -54,11 +54,19 @@ void kn__py_sym(kn__sb *sb, kn_sym s);
 ** "split[1]" for an output without a getitem node), "[a, b]", "[1000, s0]",
 ** "None", "True", "torch.float32". */
 void kn__gfmt_arg(kn__sb *sb, const kn__garg *a);
-/* Argument names of an op's schema and whether each is keyword-only (after
-** "*"). Returns the count (at most cap). names[i] are borrowed views into
-** the schema: name_len[i] bytes. */
-int kn__schema_args(const char *schema, const char **names, int *name_len, bool *kwonly,
-                    int cap);
+/* Argument names of an op's schema, whether each is keyword-only (after
+** "*"), and its default value text ("1", "None", "False"; NULL when none).
+** Returns the count (at most KN__MAX_ARGS). Names and defaults are borrowed
+** views into the schema (len bytes). */
+typedef struct kn__schema_arg {
+  const char *name, *def;
+  int name_len, def_len;
+  bool kwonly;
+} kn__schema_arg;
+int kn__schema_args(const char *schema, kn__schema_arg *out);
+/* Is argument i of n printed as a keyword (kw-only) and is it at its
+** default (omitted by the printers)? */
+bool kn__gargs_kw_default(const kn__gnode *n, const kn__schema_arg *sa, int nsa, int i);
 
 /* Short dtype names of FX annotations: "f32", "i64", "b8". */
 const char *kn__dtype_abbr(kn_dtype dt);

@@ -92,17 +92,14 @@ static void annotation(kn__sb *sb, const kn__gnode *n, const kn__gprint_opts *o)
 }
 
 static void call_args(kn__sb *sb, const kn__gnode *n) {
-  const char *names[KN__MAX_ARGS];
-  int len[KN__MAX_ARGS];
-  bool kw[KN__MAX_ARGS];
-  int ns = kn__schema_args(n->opdef->schema, names, len, kw, KN__MAX_ARGS);
+  kn__schema_arg sa[KN__MAX_ARGS];
+  int ns = kn__schema_args(n->opdef->schema, sa);
   bool first = true;
   for (int i = 0; i < n->nargs; i++) {
-    bool is_kw = i < ns && kw[i];
-    if (is_kw && n->args[i].kind == KN__GA_NONE) continue;
+    if (kn__gargs_kw_default(n, sa, ns, i)) continue;
     if (!first) kn__sb_puts(sb, ", ");
     first = false;
-    if (is_kw) kn__sb_printf(sb, "%.*s = ", len[i], names[i]);
+    if (i < ns && sa[i].kwonly) kn__sb_printf(sb, "%.*s = ", sa[i].name_len, sa[i].name);
     kn__gfmt_arg(sb, &n->args[i]);
   }
 }
@@ -242,14 +239,12 @@ char *kn__graph_code(const kn__graph *g, const kn__gprint_opts *opts) {
 #define NCOL 5
 
 static void tab_args(kn__sb *sb, const kn__gnode *n) {
-  const char *names[KN__MAX_ARGS];
-  int len[KN__MAX_ARGS];
-  bool kw[KN__MAX_ARGS];
-  int ns = n->opdef ? kn__schema_args(n->opdef->schema, names, len, kw, KN__MAX_ARGS) : 0;
+  kn__schema_arg sa[KN__MAX_ARGS];
+  int ns = n->opdef ? kn__schema_args(n->opdef->schema, sa) : 0;
   int np = 0;
   kn__sb_putc(sb, '(');
   for (int i = 0; i < n->nargs; i++) {
-    if (i < ns && kw[i]) continue;
+    if (i < ns && sa[i].kwonly) continue;
     if (np++) kn__sb_puts(sb, ", ");
     if (!n->opdef && i == 0) kn__sb_puts(sb, n->args[0].u.t.node->name);
     else kn__gfmt_arg(sb, &n->args[i]);
@@ -258,16 +253,14 @@ static void tab_args(kn__sb *sb, const kn__gnode *n) {
 }
 
 static void tab_kwargs(kn__sb *sb, const kn__gnode *n) {
-  const char *names[KN__MAX_ARGS];
-  int len[KN__MAX_ARGS];
-  bool kw[KN__MAX_ARGS];
-  int ns = n->opdef ? kn__schema_args(n->opdef->schema, names, len, kw, KN__MAX_ARGS) : 0;
+  kn__schema_arg sa[KN__MAX_ARGS];
+  int ns = n->opdef ? kn__schema_args(n->opdef->schema, sa) : 0;
   int nk = 0;
   kn__sb_putc(sb, '{');
   for (int i = 0; i < n->nargs && i < ns; i++) {
-    if (!kw[i] || n->args[i].kind == KN__GA_NONE) continue;
+    if (!sa[i].kwonly || kn__gargs_kw_default(n, sa, ns, i)) continue;
     if (nk++) kn__sb_puts(sb, ", ");
-    kn__sb_printf(sb, "'%.*s': ", len[i], names[i]);
+    kn__sb_printf(sb, "'%.*s': ", sa[i].name_len, sa[i].name);
     kn__gfmt_arg(sb, &n->args[i]);
   }
   kn__sb_putc(sb, '}');

@@ -130,9 +130,8 @@ void kn__gfmt_arg(kn__sb *sb, const kn__garg *a) {
 
 /* "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor":
 ** split the parenthesised list at top-level commas; the name is the last
-** word before '=' (or the end) of each item. */
-int kn__schema_args(const char *schema, const char **names, int *name_len, bool *kwonly,
-                    int cap) {
+** word before '=' (or the end) of each item, the default what follows '='. */
+int kn__schema_args(const char *schema, kn__schema_arg *out) {
   const char *p = schema ? strchr(schema, '(') : NULL;
   if (!p) return 0;
   int n = 0, depth = 0;
@@ -142,16 +141,20 @@ int kn__schema_args(const char *schema, const char **names, int *name_len, bool 
     if (*p == '(' || *p == '[') depth++;
     else if ((*p == ')' || *p == ']') && depth > 0) depth--;
     else if (depth == 0 && (*p == ',' || *p == ')')) {
-      const char *end = item;
-      while (end < p && *end != '=') end++;
+      const char *eq = item;
+      while (eq < p && *eq != '=') eq++;
+      const char *end = eq;
       while (end > item && end[-1] == ' ') end--;
       const char *b = end;
       while (b > item && b[-1] != ' ') b--;
-      if (end - b == 1 && *b == '*') kw = true;
-      else if (end > b && n < cap) {
-        names[n] = b;
-        name_len[n] = (int)(end - b);
-        kwonly[n] = kw;
+      if (end - b == 1 && *b == '*') {
+        kw = true;
+      } else if (end > b && n < KN__MAX_ARGS) {
+        out[n] = (kn__schema_arg){b, NULL, (int)(end - b), 0, kw};
+        if (eq < p) {
+          out[n].def = eq + 1;
+          out[n].def_len = (int)(p - eq - 1);
+        }
         n++;
       }
       if (*p == ')') break;
@@ -159,4 +162,16 @@ int kn__schema_args(const char *schema, const char **names, int *name_len, bool 
     }
   }
   return n;
+}
+
+bool kn__gargs_kw_default(const kn__gnode *n, const kn__schema_arg *sa, int nsa, int i) {
+  if (i >= nsa || !sa[i].kwonly) return false;
+  if (n->args[i].kind == KN__GA_NONE) return true;
+  if (!sa[i].def) return false;
+  kn__sb sb = KN__SB_INIT;
+  kn__gfmt_arg(&sb, &n->args[i]);
+  bool same = !kn__sb_failed(&sb) && sb.len == (size_t)sa[i].def_len &&
+              memcmp(kn__sb_cstr(&sb), sa[i].def, sb.len) == 0;
+  kn__sb_fini(&sb);
+  return same;
 }

@@ -215,6 +215,7 @@ struct kn_compiled {
   int nentries;
   int ncompiles;          /* entries + branches, for the cache limit */
   bool limit_hit;         /* the warning was printed: run new inputs eagerly */
+  bool skip;              /* drop_cache_on_limit: every call runs eagerly */
   char *last_reason;
   kn__hashmap *resume;    /* break site -> kn__frame* */
   /* automatic dynamic: per tensor source expr, sizes seen at the first compile */
@@ -274,6 +275,8 @@ int kn__user_base_depth(void);
 kn_status kn__backend_compile(kn_compiled *f, kn_graph_module *gm, kn_tensor *const *examples,
                               int n, kn_compiled_graph *out);
 const char *kn__backend_name(const kn_compiled *f);
+/* The eager backend: the graph interpreter over gm's graph. */
+kn_status kn__eager_compile(kn_graph_module *gm, kn_compiled_graph *out);
 
 /* ---- misc --------------------------------------------------------------------------- */
 /* The global graph-break dedup set (reset by kn_reset). Returns true the first

@@ -131,14 +131,26 @@ kn__srcframe kn__srcloc_symbolize(void *addr) {
   return r;
 }
 
-static bool is_kiln_func(const char *f) { return f && !strncmp(f, "kn_", 3); }
+/* kiln's own source tree: this file is <root>/src/dynamo/srcloc.c */
+static bool in_kiln_tree(const char *file) {
+  static const char self[] = __FILE__;
+  static const char tail[] = "src/dynamo/srcloc.c";
+  size_t ls = sizeof self - 1, lt = sizeof tail - 1;
+  if (!file || ls < lt) return false;
+  size_t root = ls - lt; /* length of "<root>/" */
+  return root > 0 && !strncmp(file, self, root) && !strncmp(file + root, "src/", 4);
+}
+
+static bool is_kiln_frame(const kn__srcframe *f) {
+  return (f->func && !strncmp(f->func, "kn_", 3)) || in_kiln_tree(f->file);
+}
 
 int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcframe *out,
                           int cap, const char **api) {
   if (api) *api = NULL;
   /* addrs[n - base_depth] is the frame that called the user's root
   ** function; user frames are above it (smaller indexes). */
-  int top = n - base_depth; /* exclusive upper bound of candidate indexes */
+  int top = n - base_depth + 1; /* exclusive bound: both backtraces include the capture frame */
   if (top <= 0 || top > n) return 0;
   int cnt = 0;
   const char *last_kiln = NULL;
@@ -149,7 +161,7 @@ int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcfram
   for (int i = 0; i < top && nt < KN__SRC_MAX_FRAMES; i++) {
     kn__srcframe f = kn__srcloc_symbolize(addrs[i]);
     if (!f.func) continue;
-    if (is_kiln_func(f.func)) {
+    if (is_kiln_frame(&f)) {
       if (nt == 0) last_kiln = f.func;
       continue;
     }

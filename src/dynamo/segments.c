@@ -15,6 +15,7 @@
 #include "logging/log.h"
 #include "tensor/tensor.h"
 #include "trace/events.h"
+#include "trace/trace.h"
 
 /* ---- freeing ------------------------------------------------------------------- */
 static void rspec_fini(kn__rspec *r) {
@@ -289,6 +290,16 @@ kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment 
   kn__tseg *s = &tr->segs[tr->nseg - 1];
   *out = NULL;
   if (!kn__graph_output(s->g, s->nout, s->out_ref)) return kn_last_status();
+  int ng = kn__shape_env_nguards(tr->env);
+  for (; tr->nguards_emitted < ng; tr->nguards_emitted++) {
+    const char *e = kn__shape_env_guard_str(tr->env, tr->nguards_emitted);
+    if (s->quiet) continue;
+    KN_LOG(KN_LOG_SYMBOLIC_SHAPES, KN_DEBUG, "eval %s [guard added]", e);
+    if (kn__trace_enabled()) {
+      json_t *m = json_pack("{s:s, s:[], s:[]}", "expr", e, "user_stack", "stack");
+      (void)kn__trace_structured("guard_added_fast", m, NULL, 0, NULL);
+    }
+  }
   kn__fc_graph(&s->fc, s->g);
   kn_status st = KN_OK;
   kn__segment *seg = NULL;

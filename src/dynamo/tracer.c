@@ -348,7 +348,7 @@ static const char *name_from_api(kn__gnode *n, const kn__call *c, const char *ap
     if (nm && kn__graph_node_set_name_hint(n, nm) == KN_OK)
       return d == 1 ? "kn_ones" : "kn_zeros";
   }
-  if (!api || strncmp(api, "kn_", 3)) return api;
+  if (!api || strncmp(api, "kn_", 3) || api[3] == '_') return NULL;
   const char *stem = api + 3;
   size_t ol = strlen(op->name);
   if (!strncmp(stem, op->name, ol) || !*stem) return api;
@@ -377,6 +377,7 @@ static kn_status record(kn__trace *tr, kn__call *c, kn__outs *out, const argscra
     kn_status st = kn__graph_node_set_stack(node, gf, n, line ? code : NULL);
     if (st != KN_OK) return st;
   }
+  if (n == 0) api = NULL; /* no user frame (a tail call): no call site */
   const char *api2 = name_from_api(node, c, api);
   char opapi[64];
   snprintf(opapi, sizeof opapi, "kn_%s", c->op->name);

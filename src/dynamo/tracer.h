@@ -85,6 +85,7 @@ struct kn__trace {
   /* a graph break that must end the trace with an error (fullgraph) */
   bool stop;
   char *trace_src_last;   /* last trace_source file:line (dedup) */
+  int nguards_emitted;    /* shape guards already written as guard_added_fast */
   bool guards_done;       /* comments and size lower bounds added */
   const char *recompile_msg; /* logged inside the first frame's context */
   bool recompile_verbose;

@@ -100,7 +100,9 @@ typedef kn_value (*kn_fn)(const kn_value *args, int nargs, void *ud);
 typedef struct kn_graph_module kn_graph_module; /* kiln/graph.h */
 
 /* What a backend returns: a callable that runs the graph on real tensors.
-** run fills outputs[0..nout) with new references. */
+** run fills outputs[0..nout) the way kiln ops return tensors: new references
+** recorded in the open autorelease scope (kiln runs it inside one), e.g. the
+** results of kn_graph_module_call or of kiln ops. */
 typedef struct kn_compiled_graph {
   kn_status (*run)(void *state, kn_tensor *const *inputs, int ninputs,
                    kn_tensor **outputs, int noutputs);

@@ -11,9 +11,12 @@
 
 #include "core/error.h"
 #include "dynamo/dynamo.h"
+#include "tensor/tensor.h"
 
 static kn_status eager_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
-  return kn__gprog_run(state, in, nin, out, nout);
+  kn_status st = kn__gprog_run(state, in, nin, out, nout);
+  for (int i = 0; st == KN_OK && i < nout; i++) kn__autorelease(out[i]);
+  return st;
 }
 
 static void eager_free(void *state) { kn__gprog_free(state); }

@@ -8,6 +8,7 @@
 ** every compiled function's state.
 */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,9 +157,19 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
   f->opts = o;
   f->opts.arg_names = NULL;
   f->frame.frame_id = -1;
+  /* the definition's location from the debug info (first line of the
+  ** function's code), else found by name in the source file */
+  void (*addr)(void) = tfn ? tfn : (void (*)(void))fn;
+  kn__srcframe d = kn__srcloc_symbolize((void *)((uintptr_t)addr + 1));
+  if (d.file && d.line > 0) {
+    file = d.file;
+    line = d.line;
+  } else if (file) {
+    line = kn__srcloc_def_line(file, name, line);
+  }
   f->frame.name = strdup(name);
   f->frame.file = strdup(file ? file : "<unknown>");
-  f->frame.line = file ? kn__srcloc_def_line(file, name, line) : line;
+  f->frame.line = line;
   f->resume = malloc(sizeof *f->resume);
   f->dyn_state = malloc(sizeof *f->dyn_state);
   if (!f->frame.name || !f->frame.file || !f->resume || !f->dyn_state) goto oom;

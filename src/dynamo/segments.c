@@ -59,7 +59,12 @@ static kn_status run_segment(kn__segment *s, kn_tensor **vals) {
     if (!in[i]) st = kn__error(KN_EINTERNAL, "graph segment input %d has no value", i);
   }
   if (st == KN_OK) {
+    /* outputs follow the op convention: new references recorded in the
+    ** open scope; keep them past it */
+    kn_scope_begin();
     st = s->cg.run(s->cg.state, in, s->nin, out, s->nout);
+    for (int j = 0; st == KN_OK && j < s->nout; j++) kn_retain(out[j]);
+    kn_scope_end();
   }
   for (int j = 0; st == KN_OK && j < s->nout; j++) {
     kn_tensor **dst = &vals[s->out_slot[j]];

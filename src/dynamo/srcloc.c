@@ -269,7 +269,8 @@ static bool defines(const char *l, const char *name) {
     const char *q = p + nl;
     while (*q == ' ') q++;
     if (left_ok && *q == '(') {
-      if (p == l || l[0] == ' ' || l[0] == '\t') return false; /* a call, not a definition */
+      if (p == l || l[0] == ' ' || l[0] == '\t' || l[0] == '/' || l[0] == '*' || l[0] == '#')
+        return false; /* a call, a comment or a macro, not a definition */
       for (const char *k = l; k < p; k++)
         if (*k == '=' || *k == '(' || *k == ';') return false;
       size_t len = strlen(l);

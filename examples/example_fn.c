@@ -3,6 +3,9 @@
 ** backend: two calls, one compile. Run with KILN_LOGS=graph_code,guards to
 ** see the captured graph and its guards, KILN_TRACE=<dir> for a trace.
 */
+/* Keep the frames of functions that end in a tail call to a kiln op, so
+** traced ops have their exact source lines (see docs/DYNAMO.md). */
+#pragma GCC optimize("no-optimize-sibling-calls")
 #include <stdio.h>
 
 #include "kiln/compile.h"

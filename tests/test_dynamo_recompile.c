@@ -3,6 +3,9 @@
 ** recompiles, guard_fail_fn, the cache limit (the recompile-UX seed
 ** test_recompile_ux.py ported to C), automatic dynamic shapes.
 */
+/* Keep the frames of functions that end in a tail call to a kiln op, so
+** traced ops have their exact source lines (see docs/DYNAMO.md). */
+#pragma GCC optimize("no-optimize-sibling-calls")
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/strbuf.h"
 #include "kiln/trace.h"
@@ -158,4 +159,25 @@ int kn_test_count_sub(const char *hay, const char *needle) {
   size_t l = strlen(needle);
   for (const char *p = hay; l && (p = strstr(p, needle)); p += l) n++;
   return n;
+}
+
+char *kn_test_capture_stdout(void (*fn)(void *), void *ud) {
+  fflush(stdout);
+  FILE *tmp = tmpfile();
+  if (!tmp) return NULL;
+  int saved = dup(1);
+  dup2(fileno(tmp), 1);
+  fn(ud);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  off_t n = lseek(fileno(tmp), 0, SEEK_END);
+  char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
+  if (buf) {
+    lseek(fileno(tmp), 0, SEEK_SET);
+    ssize_t r = read(fileno(tmp), buf, (size_t)(n > 0 ? n : 0));
+    buf[r > 0 ? r : 0] = 0;
+  }
+  fclose(tmp);
+  return buf;
 }

@@ -27,4 +27,9 @@ char *kn_test_dyn_filter(const char *text);
 /* Occurrences of needle in hay. */
 int kn_test_count_sub(const char *hay, const char *needle);
 
+
+
+/* Run fn with stdout redirected to a temporary file; return what was
+** printed (owned). */
+char *kn_test_capture_stdout(void (*fn)(void *), void *ud);
 #endif

@@ -184,3 +184,47 @@ Test(dynamo_trace, graph_sizes_dynamic) {
   free(got);
   kn_compiled_free(f);
 }
+
+/* The seed's example_training_fn has two graph breaks (creating a tensor
+** that requires grad, and backward()); kiln's purity rule keeps autograd
+** calls out of compiled functions, so the port breaks explicitly at the
+** same two places and returns what the seed returns. */
+static kn_tensor *example_training_fn(kn_tensor *a) {
+  kn_graph_break();
+  kn_tensor *output = kn_name(kn_mul(a, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32)), "output");
+  output = kn_name(kn_add(output, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32)), "output");
+  kn_tensor *s = kn_sum(output);
+  kn_graph_break();
+  (void)s;
+  return output;
+}
+
+Test(dynamo_trace, example_training_fn_graph_break_shape) {
+  kn_compiled *f = KN_COMPILE(example_training_fn, NULL);
+  kn_scope_begin();
+  kn_tensor *a = kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32);
+  cr_assert_eq(kn_set_requires_grad(a, true), KN_OK);
+  kn_tensor *y = kn_call_t(f, a);
+  cr_assert(y, "%s", kn_last_error());
+  cr_expect_eq(kn_get(y, (int64_t[]){3, 3}), 2.0);
+  cr_expect(kn_requires_grad(y));
+  kn_scope_end();
+  check_trace(
+      "{\"dynamo_start\": {\"stack\": \"STACK\"}, " CTX(0, 0, 0) "}\n"
+      DESC(0, 0, 0, "\"is_leaf\": true, \"requires_grad\": true, ", "L['a']")
+      "{\"artifact\": {\"name\": \"dynamo_graph_break_reason\", \"encoding\": \"string\"}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
+      DESC(0, 0, 1, "\"is_leaf\": true, \"requires_grad\": true, ", "L['a']")
+      "{\"dynamo_cpp_guards_str\": {}, " CTX(0, 0, 1) ", \"has_payload\": \"HASH\"}\n"
+      "{\"compilation_metrics\": \"METRICS\", " CTX(0, 0, 1) "}\n"
+      "{\"dynamo_start\": {\"stack\": \"STACK\"}, " CTX(1, 0, 0) "}\n"
+      DESC(1, 0, 0, "\"is_leaf\": true, \"requires_grad\": true, ", "L['___stack0']")
+      "{\"artifact\": {\"name\": \"dynamo_graph_break_reason\", \"encoding\": \"string\"}, " CTX(1, 0, 0) ", \"has_payload\": \"HASH\"}\n"
+      DESC(1, 0, 1, "\"is_leaf\": true, \"requires_grad\": true, ", "L['___stack0']")
+      "{\"dynamo_output_graph\": {\"sizes\": {\"l_stack0_\": [1000, 1000], \"ones\": [1000, 1000], \"output\": [1000, 1000], \"ones_1\": [1000, 1000], \"output_1\": [1000, 1000], \"sum_1\": []}}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
+      "{\"dynamo_cpp_guards_str\": {}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
+      "{\"compilation_metrics\": \"METRICS\", " CTX(1, 0, 1) "}\n"
+      "{\"dynamo_start\": {\"stack\": \"STACK\"}, " CTX(2, 0, 0) "}\n"
+      "{\"dynamo_cpp_guards_str\": {}, " CTX(2, 0, 0) ", \"has_payload\": \"HASH\"}\n"
+      "{\"compilation_metrics\": \"METRICS\", " CTX(2, 0, 0) "}\n");
+  kn_compiled_free(f);
+}

@@ -171,6 +171,7 @@ kn_status kn__tseg_start(kn__trace *tr, kn__frame *fr, const char *reasons_json)
   if (!s->g) return kn__oom();
   kn__graph_set_shape_env(s->g, tr->env, false);
   s->known = tr->cur_known;
+  tr->ndescribed = 0; /* one describer per frame */
   s->quiet = s->known != NULL;
   tr->nseg++;
   kn__fc_begin(&s->fc, fr, reasons_json, s->quiet);

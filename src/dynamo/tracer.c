@@ -230,8 +230,16 @@ static void note_error(kn__trace *tr, const kn__call *c, kn_status st) {
   int n = kn__trace_user_stack(tr, fr, KN__SRC_MAX_FRAMES, &api);
   kn__sb sb = KN__SB_INIT;
   kn__sb_printf(&sb, "Failed running call_function kiln.ops.%s(*(", c->op->name);
+  /* positional parameters only (the schema's keyword-only ones follow "*") */
+  int npos = c->nargs;
+  const char *star = c->op->schema ? strstr(c->op->schema, ", *") : NULL;
+  if (star) {
+    npos = 0;
+    const char *open = strchr(c->op->schema, '(');
+    for (const char *q = open; q && q < star; q++) npos += *q == ',' || (q == open && q[1] != ')');
+  }
   bool first = true;
-  for (int i = 0; i < c->nargs; i++) {
+  for (int i = 0; i < c->nargs && i < npos; i++) {
     const kn__arg *a = &c->args[i];
     if (a->kind == KN__A_NONE) continue;
     if (!first) kn__sb_puts(&sb, ", ");

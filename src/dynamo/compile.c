@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "dynamo/dynamo.h"
+#include "dynamo/tracer.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
 #include "trace/trace.h"
@@ -248,8 +249,7 @@ int kn__user_base_depth(void) { return base_depth; }
 
 __attribute__((noinline)) kn_status kn__invoke_user(kn_compiled *f, const kn_value *args,
                                                     int nargs, kn_value *result) {
-  void *bt[KN__SRC_MAX_FRAMES];
-  base_depth = kn__srcloc_capture(bt, KN__SRC_MAX_FRAMES);
+  if (kn__trace_current()) base_depth = kn__srcloc_base_depth("kn__invoke_user");
   *result = kn_vnone();
   kn_value v = kn_vnone();
   kn_scope_begin();

@@ -145,7 +145,7 @@ kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int 
       break;
     }
     double ans = 0;
-    st = break_answer(s->brk, vals[s->brk_slot], &ans);
+    if (s->brk_slot >= 0) st = break_answer(s->brk, vals[s->brk_slot], &ans);
     if (st != KN_OK) break;
     kn__segment *c = find_child(s, ans);
     if (!c) st = KN__MISS_BRANCH;

@@ -81,6 +81,16 @@ static void init_caches(void) {
 
 int kn__srcloc_capture(void **addrs, int cap) { return backtrace(addrs, cap); }
 
+int kn__srcloc_base_depth(const char *func) {
+  void *addrs[KN__SRC_MAX_FRAMES];
+  int n = backtrace(addrs, KN__SRC_MAX_FRAMES);
+  for (int i = 0; i < n; i++) {
+    kn__srcframe f = kn__srcloc_symbolize(addrs[i]);
+    if (f.func && !strcmp(f.func, func)) return n - i;
+  }
+  return n > 1 ? n - 1 : n;
+}
+
 static kn__srcframe lookup(uint64_t pc) {
   kn__srcframe f = {NULL, NULL, 0};
   if (!dw.tried) dw_load();
@@ -150,7 +160,7 @@ int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcfram
   if (api) *api = NULL;
   /* addrs[n - base_depth] is the frame that called the user's root
   ** function; user frames are above it (smaller indexes). */
-  int top = n - base_depth + 1; /* exclusive bound: both backtraces include the capture frame */
+  int top = n - base_depth; /* the index of the frame that called the user's function */
   if (top <= 0 || top > n) return 0;
   int cnt = 0;
   const char *last_kiln = NULL;
@@ -158,9 +168,12 @@ int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcfram
   ** directly called by the innermost user frame */
   kn__srcframe tmp[KN__SRC_MAX_FRAMES];
   int nt = 0;
+  bool seen_kiln = false; /* frames before kiln's own (sanitizer interceptors) are skipped */
   for (int i = 0; i < top && nt < KN__SRC_MAX_FRAMES; i++) {
     kn__srcframe f = kn__srcloc_symbolize(addrs[i]);
     if (!f.func) continue;
+    if (!seen_kiln && !is_kiln_frame(&f)) continue;
+    seen_kiln = true;
     if (is_kiln_frame(&f)) {
       if (nt == 0) last_kiln = f.func;
       continue;

@@ -28,12 +28,15 @@ typedef struct kn__srcframe {
 
 /* A raw backtrace of the calling thread (return addresses), innermost first. */
 int kn__srcloc_capture(void **addrs, int cap);
+/* The number of frames from the calling function `func` (found by name in
+** the backtrace) to the bottom of the stack: the `base_depth` below. */
+int kn__srcloc_base_depth(const char *func);
 /* Symbolize one return address (the call instruction just before it). */
 kn__srcframe kn__srcloc_symbolize(void *addr);
 
 /* The user frames of a backtrace taken inside kiln, outermost first, given
-** the depth of the frame that called the user's root function (`base_depth`:
-** the length of a backtrace taken in that frame). Frames of functions named
+** the depth of the frame that called the user's root function (`base_depth`,
+** from kn__srcloc_base_depth). Frames of functions named
 ** kn_* / kn__* (kiln itself) are skipped. `api` receives the kiln function
 ** called by the innermost user frame (e.g. "kn_mul"), or NULL. Returns the
 ** number of frames written (at most cap). */

@@ -2,7 +2,9 @@
 ** bench_mm.c: kiln mm against a direct cblas_sgemm call in the same process.
 ** 512x512x512 float32; kiln allocates a fresh output every call (through the
 ** public API and the dispatcher). Prints the median GFLOP/s of both, their
-** ratio (goal >= 0.95) and which OpenBLAS core is in use.
+** ratio (goal >= 0.95) and which OpenBLAS core is in use. Also times a mixed
+** loop that alternates kiln's OpenMP kernels (avg_pool2d) with BLAS calls
+** (mm), where OpenMP and OpenBLAS thread pools could fight over the cores.
 */
 #include <cblas.h>
 #include <stdio.h>
@@ -37,6 +39,8 @@ int main(void) {
   const char *ct = getenv("OPENBLAS_CORETYPE");
   printf("BENCH_INFO openblas_core %s\n", openblas_get_corename());
   if (ct) printf("BENCH_INFO OPENBLAS_CORETYPE %s\n", ct);
+  const char *wp = getenv("OMP_WAIT_POLICY");
+  printf("BENCH_INFO omp_wait_policy %s\n", wp ? wp : "default");
   printf("BENCH_INFO openblas_threads %d\n", openblas_get_num_threads());
   kn_tensor *a = kn_ones(KN_SHAPE(N, N), KN_FLOAT32);
   kn_tensor *b = kn_ones(KN_SHAPE(N, N), KN_FLOAT32);
@@ -68,6 +72,19 @@ int main(void) {
     tk[r] = t1 - t0;
     tb[r] = t3 - t2;
   }
+  /* mixed: an OpenMP kernel, then BLAS, back to back */
+  kn_tensor *img = kn_ones(KN_SHAPE(8, 32, 64, 64), KN_FLOAT32);
+  double tm[REPS];
+  for (int r = 0; r < REPS; r++) {
+    double t0 = now();
+    for (int k = 0; k < 4; k++) {
+      kn_release(kn_avg_pool2d(img, (int64_t[]){2, 2}, NULL, NULL, false, true, 0));
+      kn_release(kn_mm(a, b));
+    }
+    tm[r] = now() - t0;
+  }
+  kn_release(img);
+  printf("BENCH mixed_pool_mm_4x %.1f us\n", median(tm, REPS) * 1e6);
   double flops = 2.0 * N * N * N;
   double gk = flops / median(tk, REPS) * 1e-9, gb = flops / median(tb, REPS) * 1e-9;
   printf("BENCH mm_512_f32_kiln %.2f GFLOP/s\n", gk);

@@ -3,6 +3,16 @@
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
 pkg_check_modules(LIBMD REQUIRED IMPORTED_TARGET libmd)
+# OpenBLAS threading: we keep Debian's pthread build (libopenblas-dev) rather
+# than libopenblas-openmp-dev. Measured with bench/bench_mm on the 2-core CI
+# box (under load): the OpenMP build ran 512^3 sgemm at 10-21 GFLOP/s against
+# 17-98 for the pthread build, and a loop alternating kiln's OpenMP kernels
+# with BLAS calls was no faster (44-260 ms vs 56-265 ms). What hurt that loop
+# was libgomp's spin-wait after parallel regions: OMP_WAIT_POLICY=passive cut
+# it 3x with either build. So kiln never calls BLAS from inside its own
+# OpenMP regions and only opens them above 64K elements. (Both -dev packages
+# can be installed together; the openblas.pc alternative then prefers the
+# pthread build by priority.)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 find_package(OpenMP REQUIRED COMPONENTS C)
 find_package(Threads REQUIRED)

@@ -133,3 +133,23 @@ Test(iter, copy_of_a_transposed_view_and_dtype_conversion) {
   kn_release(a); kn_release(t); kn_release(c); kn_release(row); kn_release(m);
   cr_assert_eq(kn_live_tensors(), 0);
 }
+
+Test(composite, meta_of_a_composite_runs_its_decomposition_on_metadata) {
+  /* reshape is composite: its meta comes from running it on meta aliases */
+  kn_tensor *a = kn_ones(KN_SHAPE(2, 6), KN_FLOAT64);
+  int64_t shape[] = {3, -1};
+  kn__call c = {kn__op_lookup("reshape"), 2, {KN_A_T(a), KN_A_INTS(shape, 2)}};
+  cr_assert_not_null(c.op);
+  kn__metas m;
+  kn__metas_init(&m);
+  cr_assert_eq(kn__meta_composite(&c, &m), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(m.n, 1);
+  cr_assert_eq(m.m[0].dtype, KN_FLOAT64);
+  cr_assert_eq(m.m[0].ndim, 2);
+  cr_assert_eq(kn__sym_hint(m.m[0].sizes[0]), 3);
+  cr_assert_eq(kn__sym_hint(m.m[0].sizes[1]), 4);
+  kn__metas_fini(&m);
+  kn_release(a);
+  cr_assert_eq(kn_live_tensors(), 0);
+  cr_assert_eq(kn_live_storages(), 0);
+}

@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "graph_util.h"
 #include "kiln/kiln.h"
 
@@ -262,6 +263,76 @@ Test(graph_verify, no_leaks_of_constants) {
   kn_tensor *c = kn_zeros(KN_SHAPE(4), KN_INT64);
   kn__graph_get_attr(g, "w", c);
   kn_release(c);
+  cr_assert_eq(kn_live_tensors(), live + 1);
+  kn__graph_free(g);
+  cr_assert_eq(kn_live_tensors(), live);
+}
+
+/* ---- recording dispatcher calls ------------------------------------------- */
+typedef struct lookup_map {
+  kn__graph *g;
+  kn_tensor *t[4];
+  kn__gnode *n[4];
+  int k;
+  bool refuse;
+} lookup_map;
+
+/* Known tensors map to their nodes; unknown ones become constants. */
+static kn_status map_tensor(void *ud, kn_tensor *t, kn__gref *out) {
+  lookup_map *m = ud;
+  for (int i = 0; i < m->k; i++)
+    if (m->t[i] == t) {
+      *out = (kn__gref){m->n[i], 0};
+      return KN_OK;
+    }
+  if (m->refuse) return kn__error(KN_EINVAL, "unknown tensor");
+  kn__gnode *c = kn__graph_get_attr(m->g, "_tensor_constant0", t);
+  if (!c) return kn_last_status();
+  m->t[m->k] = t;
+  m->n[m->k++] = c;
+  *out = (kn__gref){c, 0};
+  return KN_OK;
+}
+
+Test(graph_nodes, call_from_dispatcher_call) {
+  int64_t live = kn_live_tensors();
+  kn__graph *g = kn__graph_new();
+  kn_tensor *x = kn_empty_meta(KN_SHAPE(2, 3), KN_FLOAT32);
+  kn_tensor *w = kn_ones(KN_SHAPE(2, 3), KN_FLOAT32);
+  kn__vmeta m;
+  kn__vmeta_from_tensor(x, &m);
+  lookup_map map = {.g = g};
+  map.t[0] = x;
+  map.n[0] = kn__graph_placeholder(g, "L['x']", &m);
+  map.k = 1;
+  kn__call c = {.op = &kn__ops[KN_OP_ADD], .nargs = 3,
+                .args = {KN_A_T(x), KN_A_T(w), KN_A_S(kn_float(2.0))}};
+  kn__gnode *n = kn__graph_call_from(g, &c, map_tensor, &map, 1, &m);
+  cr_assert_not_null(n, "%s", kn_last_error());
+  cr_assert_eq(n->args[0].u.t.node, map.n[0]);
+  cr_assert_eq(n->args[1].u.t.node->op, KN__GN_GET_ATTR);
+  cr_assert_eq(n->args[1].u.t.node->attr, w);
+  cr_assert_eq(n->args[2].kind, KN__GA_SCALAR);
+  cr_assert_eq(n->args[2].u.s.v.f, 2.0);
+  int64_t sz[2] = {4, 5};
+  kn__call f = {.op = &kn__ops[KN_OP_FULL], .nargs = 3,
+                .args = {KN_A_INTS(sz, 2), KN_A_S(kn_int(0)), KN_A_NONE}};
+  kn__gnode *fn = kn__graph_call_from(g, &f, map_tensor, &map, 0, NULL);
+  sz[0] = 99; /* copied: the node does not see later changes */
+  cr_assert_eq(fn->args[0].u.ints.n, 2);
+  cr_assert_eq(fn->args[0].u.ints.v[0].c, 4);
+  cr_assert_eq(fn->args[2].kind, KN__GA_NONE);
+  map.refuse = true;
+  kn_tensor *other = kn_zeros(KN_SHAPE(1), KN_FLOAT32);
+  kn_tensor *list[2] = {x, other};
+  kn__call cat = {.op = &kn__ops[KN_OP_ADD], .nargs = 1, .args = {KN_A_TS(list, 2)}};
+  int before = kn__graph_num_nodes(g);
+  cr_assert_null(kn__graph_call_from(g, &cat, map_tensor, &map, 0, NULL));
+  cr_assert_str_eq(kn_last_error(), "unknown tensor");
+  cr_assert_eq(kn__graph_num_nodes(g), before);
+  kn_release(w); /* the graph keeps its own reference */
+  kn_release(x);
+  kn_release(other);
   cr_assert_eq(kn_live_tensors(), live + 1);
   kn__graph_free(g);
   cr_assert_eq(kn_live_tensors(), live);

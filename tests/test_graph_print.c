@@ -279,3 +279,57 @@ Test(graph_print, schema_argument_names) {
   cr_assert_eq(sa[0].def_len, 6);
   cr_assert_eq(strncmp(sa[1].def, "None", 4), 0);
 }
+
+Test(graph_print, a_value_used_twice_is_deleted_once) {
+  kn__graph *g = kn__graph_new();
+  kn__vmeta m = tmeta(KN_FLOAT64, 1, (int64_t[]){2});
+  kn__gnode *x = kn__graph_placeholder(g, "L['x']", &m);
+  kn__garg a[2] = {KN_GA_T(x), KN_GA_T(x)};
+  kn__gnode *mu = kn__graph_call(g, &kn__ops[KN_OP_MUL], 2, a, 1, &m);
+  kn__gref o[2] = {{mu, 0}, {mu, 0}};
+  kn__graph_output(g, 2, o);
+  char *code = kn__graph_code(g, NULL);
+  cr_assert_str_eq(code, "class GraphModule(torch.nn.Module):\n"
+                         "    def forward(self, L_x_: \"f64[2][1]cpu\"):\n"
+                         "        l_x_ = L_x_\n"
+                         "        mul: \"f64[2][1]cpu\" = kiln.ops.mul(l_x_, l_x_);  l_x_ = None\n"
+                         "        return (mul, mul)\n"
+                         "        ");
+  free(code);
+  kn__graph_free(g);
+}
+
+Test(graph_print, empty_graph_passes) {
+  kn__graph *g = kn__graph_new();
+  kn__graph_output(g, 0, NULL);
+  char *code = kn__graph_code(g, NULL);
+  cr_assert_str_eq(code, "class GraphModule(torch.nn.Module):\n"
+                         "    def forward(self):\n"
+                         "        return ()\n"
+                         "        ");
+  free(code);
+  kn__graph_free(g);
+}
+
+Test(graph_print, inlined_calls_show_the_innermost_frame) {
+  kn__graph *g = kn__graph_new();
+  kn__vmeta m = tmeta(KN_FLOAT32, 1, (int64_t[]){2});
+  kn__gnode *x = kn__graph_placeholder(g, "L['x']", &m);
+  kn__garg a[1] = {KN_GA_T(x)};
+  kn__gnode *r = kn__graph_call(g, &kn__ops[KN_OP_RELU], 1, a, 1, &m);
+  cr_assert_eq(kn__gnode_inline_depth(r), -1);
+  kn__gframe st[3] = {{"/x/main.c", 40, "train_step"}, {"/x/model.c", 7, "forward"},
+                      {GRAPH_SRC, 5, "example_fn"}};
+  cr_assert_eq(kn__graph_node_set_stack(r, st, 3, NULL), KN_OK);
+  cr_assert_eq(kn__gnode_inline_depth(r), 2);
+  cr_assert_str_eq(r->stack[0].func, "train_step");
+  cr_assert(r->stack[2].file != st[2].file, "frames are copied");
+  kn__gref o = {r, 0};
+  kn__graph_output(g, 1, &o);
+  char *code = kn__graph_code(g, NULL);
+  cr_assert(strstr(code, "\n         # File: " GRAPH_SRC ":5 in example_fn, code: return output;\n"
+                         "        relu: "),
+            "%s", code);
+  free(code);
+  kn__graph_free(g);
+}

@@ -238,7 +238,7 @@ Test(log_capture, disabled_calls_evaluate_nothing) {
   evaluated = 0;
   KN_LOG(KN_LOG_DYNAMO, KN_DEBUG, "%d", side_effect());
   KN_LOG_ARTIFACT(KN_ART_OUTPUT_CODE, "%d", side_effect());
-  kn_log(KN_LOG_INDUCTOR, KN_INFO, "%d", side_effect());
+  KN_LOG_TO(KN_LOG_INDUCTOR, KN_INFO, "%d", side_effect());
   cr_assert_eq(evaluated, 0);
   cr_assert_eq(r.n, 0);
   KN_LOG(KN_LOG_DYNAMO, KN_WARNING, "%d", side_effect());

@@ -266,7 +266,7 @@ Test(log_settings, kwargs_to_settings) {
 static int hi_logger;
 static void say_hi(const kn_test_records *r, void *ud) {
   (void)ud;
-  kn_log(hi_logger, KN_INFO, "hi");
+  KN_LOG_TO(hi_logger, KN_INFO, "hi");
   cr_assert_eq(r->n, 1);
 }
 
@@ -321,8 +321,8 @@ Test(log_settings, user_artifact_registration) {
   cr_assert_eq(kn_set_logs_str("my_artifact"), KN_OK);
   kn_test_records r = {0};
   kn_test_capture_begin(&r);
-  kn_log(art, KN_DEBUG, "mine %d", 1);
-  kn_log(on, KN_DEBUG, "not shown");
+  KN_LOG_TO(art, KN_DEBUG, "mine %d", 1);
+  KN_LOG_TO(on, KN_DEBUG, "not shown");
   kn_test_capture_end(&r);
   cr_assert_eq(r.n, 1);
   cr_assert_str_eq(r.v[0].name, "kiln.myext.__my_artifact");

@@ -232,4 +232,56 @@ Test(arith, large_tensors_use_every_path) {
   kn_tensor *r2 = kn_add_scalar(t, kn_int(1));
   const float *q = kn_data(r2);
   for (int64_t i = 0; i < n; i += 991) cr_assert_eq(q[i], 2.5f);
+  /* compute-bound ops go parallel above KN__PAR_GRAIN: one long row split in
+  ** chunks, and many strided rows */
+  kn_tensor *e = kn_exp(a);
+  const float *pe = kn_data(e);
+  for (int64_t i = 0; i < n; i += 997) cr_assert_eq(pe[i], expf(1.5f));
+  cr_assert_eq(pe[n - 1], expf(1.5f));
+  float *pa = kn_data(a);
+  for (int64_t i = 0; i < n; i++) pa[i] = (float)(i % 7) * 0.25f;
+  kn_tensor *s = kn_sigmoid(t); /* t is a's transpose: [n/3, 3] */
+  const float *ps = kn_data(s);
+  for (int64_t i = 0; i < n / 3; i += 101)
+    for (int64_t j = 0; j < 3; j++) {
+      float x = pa[j * (n / 3) + i];
+      cr_assert_eq(ps[i * 3 + j], 1.0f / (1.0f + expf(-x)), "at %lld,%lld", (long long)i, (long long)j);
+    }
+}
+
+Test(arith, inplace_reading_another_view_of_self) {
+  /* a += a.T reads elements it has already written unless it copies first */
+  kn_tensor *a = TV(KN_FLOAT32, (2, 2), 1, 2, 3, 4);
+  kn_tensor *t = kn__autorelease(kn__make_view(a, 2, (int64_t[]){2, 2}, (int64_t[]){1, 2}, 0));
+  cr_assert_eq(kn_add_(a, t), KN_OK);
+  EXPECT(a, KN_FLOAT32, (2, 2), 2, 5, 5, 8);
+  /* shifted view: b[1:] *= b[:-1] */
+  kn_tensor *b = TV(KN_INT64, (4), 1, 2, 3, 4);
+  kn_tensor *hi = kn__autorelease(kn__make_view(b, 1, (int64_t[]){3}, (int64_t[]){1}, 1));
+  kn_tensor *lo = kn__autorelease(kn__make_view(b, 1, (int64_t[]){3}, (int64_t[]){1}, 0));
+  cr_assert_eq(kn_mul_(hi, lo), KN_OK);
+  EXPECT(b, KN_INT64, (4), 1, 2, 6, 12);
+  /* a meta self: metadata only, alias of self */
+  kn_tensor *m = kn_empty_meta(KN_SHAPE(3, 4), KN_FLOAT32);
+  cr_assert_eq(kn_add_scalar_(m, kn_int(1)), KN_OK);
+  cr_assert_eq(kn_mul_(m, kn_empty_meta(KN_SHAPE(4), KN_INT32)), KN_OK);
+  cr_assert_eq(kn_mul_(m, kn_empty_meta(KN_SHAPE(2, 3, 4), KN_FLOAT32)), KN_ESHAPE);
+  cr_assert_eq(kn_mul_(m, kn_empty_meta(KN_SHAPE(4), KN_FLOAT64)), KN_OK);
+  cr_assert_eq(kn_tensor_dtype(m), KN_FLOAT32);
+}
+
+Test(arith, every_integer_dtype) {
+  kn_dtype dts[] = {KN_UINT8, KN_INT8, KN_INT16, KN_INT32, KN_INT64};
+  for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+    kn_tensor *a = TV(dts[i], (3), 9, 4, 1);
+    kn_tensor *b = TV(dts[i], (3), 2, 4, 3);
+    EXPECT(kn_add(a, b), dts[i], (3), 11, 8, 4);
+    EXPECT(kn_mul(a, b), dts[i], (3), 18, 16, 3);
+    EXPECT(kn_sub(a, b), dts[i], (3), 7, 0, dts[i] == KN_UINT8 ? 254 : -2);
+    EXPECT(kn_div_mode(a, b, KN_ROUND_FLOOR), dts[i], (3), 4, 1, 0);
+    EXPECT(kn_div(a, b), KN_FLOAT32, (3), 4.5, 1, 1.0 / 3);
+    EXPECT(kn_maximum(a, b), dts[i], (3), 9, 4, 3);
+    EXPECT(kn_ge(a, b), KN_BOOL, (3), 1, 1, 0);
+    EXPECT(kn_pow_scalar(a, kn_int(2)), dts[i], (3), 81, 16, 1);
+  }
 }

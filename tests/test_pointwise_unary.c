@@ -51,8 +51,28 @@ Test(unary, rounding_and_nan_rules) {
   kn_tensor *n = TV(KN_FLOAT32, (3), NAN, -0.0, -1);
   EXPECT(kn_relu(n), KN_FLOAT32, (3), NAN, 0, 0);
   EXPECT(kn_sgn(n), KN_FLOAT32, (3), 0, 0, -1);
+  kn_tensor *y = kn_clone(x), *z = kn_clone(x), *w = kn_clone(x);
   cr_assert_eq(kn_trunc_(x), KN_OK);
   EXPECT(x, KN_FLOAT64, (6), -2, -1, -0.0, 0, 1, 2);
+  cr_assert_eq(kn_round_(y), KN_OK);
+  EXPECT(y, KN_FLOAT64, (6), -2, -2, -0.0, 0, 2, 3);
+  cr_assert_eq(kn_floor_(z), KN_OK);
+  EXPECT(z, KN_FLOAT64, (6), -3, -2, -1, 0, 1, 2);
+  cr_assert_eq(kn_ceil_(w), KN_OK);
+  EXPECT(w, KN_FLOAT64, (6), -2, -1, -0.0, 1, 2, 3);
+  cr_assert_eq(kn_abs_(w), KN_OK);
+  EXPECT(w, KN_FLOAT64, (6), 2, 1, 0, 1, 2, 3);
+  kn_tensor *p = TV(KN_FLOAT32, (3), 4, 0.25, 1);
+  cr_assert_eq(kn_sqrt_(p), KN_OK);
+  EXPECT(p, KN_FLOAT32, (3), 2, 0.5, 1);
+  cr_assert_eq(kn_reciprocal_(p), KN_OK);
+  EXPECT(p, KN_FLOAT32, (3), 0.5, 2, 1);
+  cr_assert_eq(kn_log_(p), KN_OK);
+  EXPECT(p, KN_FLOAT32, (3), log(0.5), log(2), 0);
+  kn_tensor *iv = TV(KN_INT32, (2), 4, 9);
+  cr_assert_eq(kn_sqrt_(iv), KN_EDTYPE);
+  cr_assert_eq(kn_floor_(iv), KN_OK);
+  EXPECT(iv, KN_INT32, (2), 4, 9);
 }
 
 Test(unary, integer_inputs) {

@@ -117,6 +117,9 @@ Test(rops, softmax_stable_rows_and_errors) {
   cr_assert_str_eq(kn_last_error(), "\"softmax_lastdim_kernel_impl\" not implemented for 'Long'");
   cr_assert_null(kn_log_softmax(x, 2));
   cr_assert_eq(kn_last_status(), KN_ERANGE);
+  kn_tensor *n = rt_from(KN_FLOAT32, KN_SHAPE(2, 2), (double[]){1, NAN, 2, 3});
+  rt_expect(kn_softmax(n, 1), (double[]){NAN, NAN, 1 / (1 + exp(1.0)), 1 / (1 + exp(-1.0))}, 1e-6);
+  rt_expect(kn_log_softmax(n, 1), (double[]){NAN, NAN, -log1p(exp(1.0)), -log1p(exp(-1.0))}, 1e-6);
   kn_tensor *h = rt_from(KN_FLOAT16, KN_SHAPE(2), (double[]){0, 0});
   rt_expect(kn_softmax(h, 0), (double[]){0.5, 0.5}, 0);
 }
@@ -131,6 +134,25 @@ Test(rops, softmax_backward_data_literals) {
   rt_expect(kn_log_softmax_backward_data(g, ly, -1), (double[]){0, 0}, 1e-15);
   cr_assert_null(kn_softmax_backward_data(g, rt_arange(KN_FLOAT64, KN_SHAPE(2)), 0));
   cr_assert_eq(kn_last_status(), KN_ESHAPE);
+}
+
+Test(rops, sums_over_outer_dims_take_the_row_path) {
+  /* [5, 3, 40] summed over dims 0 and 1 (inner dim kept, contiguous) and
+  ** over dim 0 of a transposed view (inner dim strided: column path) */
+  kn_tensor *a = rt_arange(KN_FLOAT32, KN_SHAPE(5, 3, 40));
+  kn_tensor *s = kn_sum_dims(a, (int64_t[]){0, 1}, 2, false);
+  kn_tensor *m = kn_mean_dims(a, (int64_t[]){0}, 1, true);
+  for (int k = 0; k < 40; k++) {
+    double want = 0, want_m = 0;
+    for (int i = 0; i < 5; i++)
+      for (int j = 0; j < 3; j++) want += i * 120 + j * 40 + k;
+    for (int i = 0; i < 5; i++) want_m += (i * 120 + 2 * 40 + k) / 5.0;
+    cr_assert_eq(((float *)kn_data(s))[k], (float)want);
+    cr_assert_float_eq(((float *)kn_data(m))[2 * 40 + k], (float)want_m, 1e-4);
+  }
+  kn_tensor *d = rt_arange(KN_FLOAT64, KN_SHAPE(3, 700)); /* more than one chunk */
+  kn_tensor *c = kn_sum_dims(d, (int64_t[]){0}, 1, false);
+  for (int k = 0; k < 700; k += 7) cr_assert_eq(((double *)kn_data(c))[k], 3.0 * k + 2100);
 }
 
 Test(rops, meta_inputs) {

@@ -11,7 +11,7 @@
 #include "support/fixture.h"
 
 #ifndef KN_REDUCE_REF_GRADS
-#define KN_REDUCE_REF_GRADS 0
+#define KN_REDUCE_REF_GRADS 1
 #endif
 
 /* Run the case's op on x with its params. New reference or NULL. */

@@ -270,3 +270,20 @@ Test(join, scatter_into_views) {
   V(kn_select_scatter(x, seq(KN_SHAPE(3)), 1, -1), 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2);
   V(kn_diagonal_scatter(x, seq(KN_SHAPE(3)), 1, 0, 1), 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 2);
 }
+
+Test(slice, as_strided_and_views_of_meta_and_dtypes) {
+  kn_tensor *m = kn_empty_meta(KN_SHAPE(4, 5), KN_FLOAT16);
+  G(kn_as_strided(m, KN_SHAPE(2, 2), SZ(5, 1), 3), 2, SZ(2, 2), SZ(5, 1), 3);
+  cr_assert_null(kn_as_strided(m, KN_SHAPE(30), SZ(1), 0));
+  cr_assert_eq(kn_last_status(), KN_ERANGE);
+  kn_tensor *o[8];
+  cr_assert_eq(kn_unbind(m, -1, o, 8), 5);
+  G(o[4], 1, SZ(4), SZ(5), 4);
+  cr_assert_eq(kn_tensor_device(o[4]), KN_META);
+  /* views keep the dtype and read through to the base */
+  kn_tensor *b = kn_full(KN_SHAPE(2, 3), kn_bool(true), KN_BOOL);
+  kn_tensor *s = kn_select(kn_t(b), 0, 2);
+  cr_assert_eq(kn_tensor_dtype(s), KN_BOOL);
+  G(s, 1, SZ(2), SZ(3), 2);
+  cr_assert_eq(kn_get(s, SZ(1)), 1.0);
+}

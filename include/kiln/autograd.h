@@ -43,7 +43,9 @@ KN_API kn_status kn_retain_grad(kn_tensor *t);
 KN_API kn_status kn_backward(kn_tensor *t, kn_tensor *grad);
 /* The same with PyTorch's options: retain_graph keeps saved tensors for a
 ** second backward; create_graph records the backward computation itself,
-** so the gradients have history (higher-order derivatives). */
+** so the gradients have history (higher-order derivatives). PyTorch's
+** default is retain_graph = create_graph: pass both true for a double
+** backward through this graph later. */
 KN_API kn_status kn_backward_ex(kn_tensor *t, kn_tensor *grad, bool retain_graph,
                                 bool create_graph);
 /* torch.autograd.grad: gradients of sum_i <outputs[i], grad_outputs[i]>

@@ -8,5 +8,9 @@
 #include "kiln/tensor.h"
 #include "kiln/ops.h"
 #include "kiln/autograd.h"
+#include "kiln/graph.h"
+#include "kiln/log.h"
+#include "kiln/random.h"
+#include "kiln/trace.h"
 
 #endif

@@ -97,10 +97,10 @@ KN_API kn_status kn_log_register_artifact(const char *name, const char *owner_qn
 /* Whether a record of this level on this logger would be printed. */
 KN_API bool kn_log_enabled(kn_logger_id id, int level);
 /* Emit one record (printf-style); lines of a multi-line message each get
-** the full prefix. Call through kn_log() so disabled calls format nothing. */
+** the full prefix. Call through KN_LOG_TO() so disabled calls format nothing. */
 KN_API void kn_log_write(kn_logger_id id, int level, const char *file, int line,
                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-#define kn_log(id, level, ...)                                       \
+#define KN_LOG_TO(id, level, ...)                                     \
   do {                                                               \
     if (kn_log_enabled((id), (level)))                               \
       kn_log_write((id), (level), __FILE__, __LINE__, __VA_ARGS__);  \

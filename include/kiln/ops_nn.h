@@ -8,6 +8,7 @@
 #ifndef KILN_OPS_NN_H
 #define KILN_OPS_NN_H
 
+#include "kiln/random.h"
 #include "kiln/tensor.h"
 
 #ifdef __cplusplus
@@ -43,6 +44,56 @@ KN_API kn_tensor *kn_linear(kn_tensor *input, kn_tensor *weight, kn_tensor *bias
 KN_API kn_tensor *kn_conv2d(kn_tensor *input, kn_tensor *weight, kn_tensor *bias,
                             const int64_t *stride, const int64_t *padding,
                             const int64_t *dilation, int64_t groups);
+
+/* ---- pooling ---------------------------------------------------------------------- */
+/* Over the last two dims of [N, C, H, W] or [C, H, W]. kernel_size points at
+** 2 values; stride NULL means kernel_size; padding NULL 0; dilation NULL 1.
+** PyTorch's output sizes (ceil_mode included) and checks ("pad should be at
+** most half of kernel size", "Output size is too small"). max_pool2d needs
+** floating dtypes; *indices (may be NULL) gets the int64 flat h * W + w
+** position of each maximum in its input plane. */
+KN_API kn_tensor *kn_max_pool2d(kn_tensor *input, const int64_t *kernel_size,
+                                const int64_t *stride, const int64_t *padding,
+                                const int64_t *dilation, bool ceil_mode);
+KN_API kn_tensor *kn_max_pool2d_with_indices(kn_tensor *input, const int64_t *kernel_size,
+                                             const int64_t *stride, const int64_t *padding,
+                                             const int64_t *dilation, bool ceil_mode,
+                                             kn_tensor **indices);
+/* Window means; count_include_pad counts padding zeros in the divisor;
+** divisor_override (0 = none) replaces the divisor. Integers truncate. */
+KN_API kn_tensor *kn_avg_pool2d(kn_tensor *input, const int64_t *kernel_size,
+                                const int64_t *stride, const int64_t *padding, bool ceil_mode,
+                                bool count_include_pad, int64_t divisor_override);
+
+/* ---- normalisation ---------------------------------------------------------------- */
+/* Batch norm over dim 1 of input [N, C, ...] (F.batch_norm's argument order).
+** training: batch statistics, and running_mean/running_var (may be NULL)
+** are updated in place: r = (1 - momentum) * r + momentum * stat, with the
+** unbiased batch variance. eval: the running stats (required). weight and
+** bias [C] are optional. */
+KN_API kn_tensor *kn_batch_norm(kn_tensor *input, kn_tensor *running_mean,
+                                kn_tensor *running_var, kn_tensor *weight, kn_tensor *bias,
+                                bool training, double momentum, double eps);
+/* Layer norm over the trailing dims normalized_shape[0..ndim) (which must end
+** input's shape); weight and bias (shape normalized_shape) optional. */
+KN_API kn_tensor *kn_layer_norm(kn_tensor *input, int ndim, const int64_t *normalized_shape,
+                                kn_tensor *weight, kn_tensor *bias, double eps);
+
+/* ---- dropout and embedding -------------------------------------------------------- */
+/* Zeroes each element with probability p (drawn from gen; NULL = the default
+** generator) and scales the rest by 1 / (1 - p). Not training, or p == 0:
+** returns input itself (a new reference), as PyTorch does. */
+KN_API kn_tensor *kn_dropout(kn_tensor *input, double p, bool training, kn_generator *gen);
+/* The underlying op: also returns the keep mask (bool, may be NULL). */
+KN_API kn_tensor *kn_native_dropout(kn_tensor *input, double p, bool training,
+                                    kn_generator *gen, kn_tensor **mask);
+/* Rows of weight [num, dim] picked by integer indices (int64/int32) of any
+** shape -> [*indices.shape, dim]. padding_idx (negative counts from the end,
+** KN_NO_PADDING_IDX for none) gets no gradient; scale_grad_by_freq divides
+** each row's gradient by its count in indices. */
+#define KN_NO_PADDING_IDX INT64_MIN
+KN_API kn_tensor *kn_embedding(kn_tensor *input, kn_tensor *weight, int64_t padding_idx,
+                               bool scale_grad_by_freq);
 
 #ifdef __cplusplus
 }

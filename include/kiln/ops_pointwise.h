@@ -147,6 +147,13 @@ KN_API kn_status kn_tanh_(kn_tensor *self);
 KN_API kn_status kn_sigmoid_(kn_tensor *self);
 KN_API kn_status kn_relu_(kn_tensor *self);
 KN_API kn_status kn_trunc_(kn_tensor *self);
+KN_API kn_status kn_abs_(kn_tensor *self);
+KN_API kn_status kn_reciprocal_(kn_tensor *self);
+KN_API kn_status kn_log_(kn_tensor *self);
+KN_API kn_status kn_sqrt_(kn_tensor *self);
+KN_API kn_status kn_round_(kn_tensor *self);
+KN_API kn_status kn_floor_(kn_tensor *self);
+KN_API kn_status kn_ceil_(kn_tensor *self);
 KN_API kn_status kn_clamp_(kn_tensor *self, const kn_scalar *min, const kn_scalar *max);
 /* Copy src into self (src broadcasts to self's shape; any dtype). */
 KN_API kn_status kn_copy_(kn_tensor *self, kn_tensor *src);

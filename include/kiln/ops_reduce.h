@@ -94,14 +94,15 @@ KN_API kn_tensor *kn_l1_loss(kn_tensor *input, kn_tensor *target, kn_reduction r
 ** between 0 and 1". */
 KN_API kn_tensor *kn_binary_cross_entropy(kn_tensor *input, kn_tensor *target,
                                           kn_tensor *weight, kn_reduction reduction);
-/* Negative log likelihood of log-probabilities input ([C] or [N, C]) at
-** int64 class indices target (0-dim or [N]); weight is optional ([C]);
+/* Negative log likelihood of log-probabilities input ([C], [N, C] or
+** [N, C, d1, ...]) at int64 class indices target ([], [N] or [N, d1, ...]);
+** weight is optional ([C]);
 ** targets equal to ignore_index (torch's default is -100) are skipped; the
 ** mean divides by the total weight of the counted targets. KN_ERANGE
 ** "Target 5 is out of bounds." for a class outside [0, C). */
 KN_API kn_tensor *kn_nll_loss(kn_tensor *input, kn_tensor *target, kn_tensor *weight,
                               kn_reduction reduction, int64_t ignore_index);
-/* nll_loss of log_softmax(input) over the class dim, with optional label
+/* nll_loss of log_softmax(input) over the class dim (dim 1, or 0 for [C]), with optional label
 ** smoothing in [0, 1] (as torch's cross_entropy with class indices). */
 KN_API kn_tensor *kn_cross_entropy(kn_tensor *input, kn_tensor *target, kn_tensor *weight,
                                    kn_reduction reduction, int64_t ignore_index,

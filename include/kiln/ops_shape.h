@@ -82,6 +82,48 @@ KN_API kn_tensor *kn_select_scatter(kn_tensor *self, kn_tensor *src, int64_t dim
 KN_API kn_tensor *kn_diagonal_scatter(kn_tensor *self, kn_tensor *src, int64_t offset,
                                       int64_t dim1, int64_t dim2);
 
+/* ---- indexing ------------------------------------------------------------ */
+/* Rows of dim picked by a 1-D int32/int64 index. */
+KN_API kn_tensor *kn_index_select(kn_tensor *t, int64_t dim, kn_tensor *index);
+/* A copy of t with source's rows added at index along dim (index_add). */
+KN_API kn_tensor *kn_index_add(kn_tensor *t, int64_t dim, kn_tensor *index, kn_tensor *source);
+/* out[i][j] = t[index[i][j]][j] for dim 0 (and so on); int64 index with t's
+** rank; the result has index's shape. */
+KN_API kn_tensor *kn_gather(kn_tensor *t, int64_t dim, kn_tensor *index);
+/* A copy of t with src's elements (or value) written at index along dim. */
+KN_API kn_tensor *kn_scatter(kn_tensor *t, int64_t dim, kn_tensor *index, kn_tensor *src);
+KN_API kn_tensor *kn_scatter_value(kn_tensor *t, int64_t dim, kn_tensor *index, kn_scalar value);
+/* The same, adding instead of writing. */
+KN_API kn_tensor *kn_scatter_add(kn_tensor *t, int64_t dim, kn_tensor *index, kn_tensor *src);
+/* value where mask (bool, broadcast with t), else t. The tensor overload
+** takes a 0-dim value tensor (differentiable). In-place variants keep t's
+** shape. */
+KN_API kn_tensor *kn_masked_fill(kn_tensor *t, kn_tensor *mask, kn_scalar value);
+KN_API kn_tensor *kn_masked_fill_tensor(kn_tensor *t, kn_tensor *mask, kn_tensor *value);
+KN_API kn_status kn_masked_fill_(kn_tensor *t, kn_tensor *mask, kn_scalar value);
+KN_API kn_status kn_masked_fill_tensor_(kn_tensor *t, kn_tensor *mask, kn_tensor *value);
+/* Advanced indexing t[i0, i1, ...] with n index tensors over t's leading
+** dims: integer tensors (negative values count from the end) broadcast
+** together, a bool mask covers as many dims as it has (its true entries).
+** The result has shape broadcast(indices) + t's remaining sizes. */
+KN_API kn_tensor *kn_index(kn_tensor *t, kn_tensor *const *indices, int n);
+/* A copy of t with values (broadcast to the indexing result's shape, same
+** dtype as t) written at t[indices], or added when accumulate. */
+KN_API kn_tensor *kn_index_put(kn_tensor *t, kn_tensor *const *indices, int n,
+                               kn_tensor *values, bool accumulate);
+KN_API kn_status kn_index_put_(kn_tensor *t, kn_tensor *const *indices, int n,
+                               kn_tensor *values, bool accumulate);
+/* t[..., start:end:step (along dim), ...] = value, in place (value broadcasts
+** to the slice; any dtype). Bumps t's version; differentiable for t and
+** value (grad_fn CopySlices). */
+KN_API kn_status kn_setitem_slice(kn_tensor *t, int64_t dim, int64_t start, int64_t end,
+                                  int64_t step, kn_tensor *value);
+/* The same with a scalar value (converted to t's dtype). */
+KN_API kn_status kn_setitem_slice_scalar(kn_tensor *t, int64_t dim, int64_t start, int64_t end,
+                                         int64_t step, kn_scalar value);
+/* t.select(dim, index) = value, in place. */
+KN_API kn_status kn_setitem_select(kn_tensor *t, int64_t dim, int64_t index, kn_tensor *value);
+
 #ifdef __cplusplus
 }
 #endif

@@ -55,6 +55,7 @@ struct kn__node {
   kn_tensor **saved_out;     /* nout aliases without history (owned) */
   kn__saved_info *out_info;
   bool released;             /* saved tensors freed after backward */
+  bool on_meta;              /* recorded on meta/fake tensors */
   /* KN__NODE_ACCUM */
   kn_tensor *leaf;           /* owned reference */
   /* KN__NODE_CUSTOM */
@@ -62,6 +63,7 @@ struct kn__node {
   kn__custom_backward custom;
   void *ctx;
   void (*ctx_free)(void *);
+  struct kn__tmeta { int ndim; int64_t sizes[KN_MAX_DIMS]; } *in_meta; /* per input */
   /* non-leaf tensors with retains_grad whose grad_fn this is (weak) */
   kn_tensor **retained;
   int nretained, capretained;
@@ -94,8 +96,11 @@ kn_status kn__node_set_output(kn__node *n, kn_tensor *t, int output_nr);
 void kn__autograd_forget(kn_tensor *t);
 /* Next sequence number (process-wide, increasing). */
 uint64_t kn__next_seq(void);
-/* Free a node's saved tensors (after a backward without retain_graph). */
+/* Free a node's saved tensors (after a backward without retain_graph): they
+** become meta stand-ins keeping only the metadata. */
 void kn__node_release_saved(kn__node *n);
+/* A metadata-only (meta device) copy of t's geometry. Owned or NULL. */
+kn_tensor *kn__saved_stand_in(const kn_tensor *t);
 /* The version-counter check for saved tensor k of n (inputs first, then
 ** outputs): KN_OK or KN_EAUTOGRAD with PyTorch's message. */
 kn_status kn__saved_version_error(const kn__node *n, const kn_tensor *t,

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/hashmap.h"
 #include "kiln/autograd.h"
+#include "kiln/ops_pointwise.h"
 #include "ops/iter.h"
 
 typedef struct gnode {
@@ -39,6 +40,8 @@ typedef struct run {
   capture *caps;      /* kn_autograd_grad only */
   int ncaps;
   kn_tensor **cap_out;
+  kn__edge *roots;    /* owned root edges, released last */
+  int nroots;
 } run;
 
 static const char *const freed_msg =
@@ -215,21 +218,14 @@ static kn_tensor *add_raw(const kn_tensor *a, const kn_tensor *b) {
   return out;
 }
 
-/* Sum of two gradients: with history under create_graph (the add op),
+/* Sum of two gradients: with history under create_graph (kn_add),
 ** raw otherwise. Returns an owned reference (not in any scope) or NULL. */
 static kn_tensor *grad_sum(kn_tensor *a, kn_tensor *b, bool create_graph) {
   if (!create_graph || (!a->requires_grad && !b->requires_grad)) return add_raw(a, b);
-  const kn__opdef *add = kn__op_lookup("add.Tensor");
-  if (!add) {
-    kn__error(KN_EUNSUPPORTED, "create_graph: the add.Tensor op is not available");
-    return NULL;
-  }
   kn_scope_begin();
   bool prev = kn_set_grad_enabled(true);
-  kn_tensor *s = kn__invoke((kn__opid)add->id, 3,
-                            (kn__arg[]){KN_A_T(a), KN_A_T(b), KN_A_S(kn_int(1))});
+  kn_tensor *s = kn_retain(kn_add(a, b));
   kn_set_grad_enabled(prev);
-  kn_retain(s);
   kn_scope_end();
   return s;
 }
@@ -268,9 +264,7 @@ static kn_status shape_error(const char *who, int k, const kn_tensor *g, const k
 /* A metadata-only stand-in for a saved tensor modified in place: rules that
 ** only read its shape still work; rules that read values produce meta
 ** results, which run_op turns into the version error. */
-static kn_tensor *stand_in(const kn_tensor *t) {
-  return kn__empty_strided(t->ndim, t->sizes, t->strides, t->dtype, KN_META);
-}
+static kn_tensor *stand_in(const kn_tensor *t) { return kn__saved_stand_in(t); }
 
 typedef struct opctx {
   kn__call call;                 /* shallow copy, stand-ins substituted */
@@ -340,7 +334,6 @@ static kn_status version_error(kn__node *n, int bad) {
 /* Run the derivative rule of an op node. grads[k] receive owned results. */
 static kn_status run_op(kn__node *n, kn_tensor **gout, const bool *needs, kn_tensor **grads,
                         bool create_graph) {
-  if (n->released) return kn__error(KN_EAUTOGRAD, "%s", freed_msg);
   opctx o;
   kn_status st = prepare_op(n, &o, create_graph);
   kn_tensor **gin = calloc((size_t)(n->nin ? n->nin : 1), sizeof *gin);
@@ -352,17 +345,18 @@ static kn_status run_op(kn__node *n, kn_tensor **gout, const bool *needs, kn_ten
   for (int k = 0; st == KN_OK && k < n->nin; k++) {
     if (!needs[k] || !gin[k]) continue;
     kn_tensor *in = kn__call_input(&n->call, k);
-    if (gin[k]->device == KN_META && in->device != KN_META) {
+    if (gin[k]->device == KN_META && !n->on_meta) {
       st = KN_EAUTOGRAD; /* a stand-in's values were needed */
       break;
     }
     if (!same_sizes(gin[k], in)) st = shape_error(kn__node_name(n), k, gin[k], in);
-    else if (gin[k]->dtype != in->dtype && !create_graph)
-      grads[k] = kn__contiguous_copy(gin[k], in->dtype);
+    else if (gin[k]->dtype != in->dtype) /* as PyTorch: cast to the input's dtype */
+      grads[k] = kn_retain(kn_to(gin[k], in->dtype));
     else grads[k] = kn_retain(gin[k]);
     if (st == KN_OK && !grads[k]) st = kn_last_status();
   }
   if (st != KN_OK && o.first_bad >= 0) st = version_error(n, o.first_bad);
+  else if (st != KN_OK && n->released) st = kn__error(KN_EAUTOGRAD, "%s", freed_msg);
   for (int i = 0; i < o.nstand; i++) kn_release(o.standins[i]);
   free(gin);
   return st;
@@ -373,8 +367,21 @@ static kn_status run_custom(kn__node *n, kn_tensor **gout, const bool *needs,
   kn_tensor **gin = calloc((size_t)(n->nin ? n->nin : 1), sizeof *gin);
   if (!gin) return kn__oom();
   kn_status st = n->custom(n->ctx, gout, n->nout, gin, needs, n->nin, create_graph);
-  for (int k = 0; st == KN_OK && k < n->nin; k++)
-    if (needs[k]) grads[k] = kn_retain(gin[k]);
+  for (int k = 0; st == KN_OK && k < n->nin; k++) {
+    if (!needs[k] || !gin[k]) continue;
+    const struct kn__tmeta *m = &n->in_meta[k];
+    bool ok = gin[k]->ndim == m->ndim;
+    for (int d = 0; ok && d < m->ndim; d++) ok = gin[k]->sizes[d] == m->sizes[d];
+    if (!ok) {
+      char a[160], b[160];
+      kn__format_sizes(gin[k]->ndim, gin[k]->sizes, a, sizeof a);
+      kn__format_sizes(m->ndim, m->sizes, b, sizeof b);
+      st = kn__error(KN_EAUTOGRAD, "Function %s returned an invalid gradient at index %d - got "
+                     "%s but expected shape compatible with %s", kn__node_name(n), k, a, b);
+    } else {
+      grads[k] = kn_retain(gin[k]);
+    }
+  }
   free(gin);
   return st;
 }
@@ -399,9 +406,22 @@ static kn_status run_accum(kn__node *n, kn_tensor *g, bool create_graph) {
   return KN_OK;
 }
 
-/* Execute gnode gi: captures, retained grads, the node's function, then
-** pass its input gradients along its edges. */
+static kn_status execute_node(run *r, int gi);
+
+/* Execute gnode gi, then free its gradient buffers (as PyTorch: a node's
+** incoming gradients die once it ran, keeping peak memory low). */
 static kn_status execute(run *r, int gi) {
+  kn_status st = execute_node(r, gi);
+  for (int i = 0; i < r->g[gi].node->nout; i++) {
+    kn_release(r->g[gi].buf[i]);
+    r->g[gi].buf[i] = NULL;
+  }
+  return st;
+}
+
+/* Run gnode gi: captures, retained grads, the node's function, then pass
+** its input gradients along its edges. */
+static kn_status execute_node(run *r, int gi) {
   gnode *g = &r->g[gi];
   kn__node *n = g->node;
   for (int c = 0; c < r->ncaps; c++)
@@ -462,14 +482,20 @@ static void run_free(run *r) {
   free(r->g);
   free(r->heap);
   kn__hm_fini(&r->index);
+  for (int i = 0; i < r->nroots; i++) kn__node_release(r->roots[i].fn);
+  free(r->roots);
 }
 
 /* Check one root and its gradient (NULL: implicit ones). On success *go is
 ** an owned reference. */
 static kn_status root_grad(kn_tensor *t, kn_tensor *given, int i, kn_tensor **go) {
   *go = NULL;
-  if (!t) return kn__error(KN_EINVAL, "backward: output %d is NULL (did an earlier call fail? %s)",
-                           i, kn_last_error());
+  if (!t) {
+    char prev[512];
+    snprintf(prev, sizeof prev, "%s", kn_last_error());
+    return kn__error(KN_EINVAL, "backward: output %d is NULL (did an earlier call fail? %s)", i,
+                     prev);
+  }
   if (!t->requires_grad)
     return kn__error(KN_EAUTOGRAD,
                      "element %d of tensors does not require grad and does not have a grad_fn",
@@ -498,6 +524,8 @@ static kn_status engine_run(run *r, kn_tensor *const *outputs, int n,
                             kn_tensor *const *grad_outputs) {
   kn__node **roots = calloc((size_t)(n > 0 ? n : 1), sizeof *roots);
   kn__edge *edges = calloc((size_t)(n > 0 ? n : 1), sizeof *edges);
+  r->roots = edges;
+  r->nroots = edges ? n : 0;
   kn_tensor **gos = calloc((size_t)(n > 0 ? n : 1), sizeof *gos);
   kn_status st = roots && edges && gos ? KN_OK : kn__oom();
   for (int i = 0; st == KN_OK && i < n; i++) {
@@ -517,12 +545,8 @@ static kn_status engine_run(run *r, kn_tensor *const *outputs, int n,
     if (r->g[gi].needed && r->g[gi].deps == 0 && !r->g[gi].queued) heap_push(r, gi);
   }
   while (st == KN_OK && r->nheap > 0) st = execute(r, heap_pop(r));
-  for (int i = 0; i < n; i++) {
-    kn_release(gos ? gos[i] : NULL);
-    kn__node_release(edges ? edges[i].fn : NULL);
-  }
+  for (int i = 0; gos && i < n; i++) kn_release(gos[i]);
   free(roots);
-  free(edges);
   free(gos);
   return st;
 }
@@ -531,7 +555,7 @@ kn_status kn_backward_ex(kn_tensor *t, kn_tensor *grad, bool retain_graph, bool 
   run r;
   memset(&r, 0, sizeof r);
   kn__hm_init(&r.index, false);
-  r.retain_graph = retain_graph || create_graph;
+  r.retain_graph = retain_graph;
   r.create_graph = create_graph;
   r.accumulate = true;
   kn_status st = engine_run(&r, &t, 1, grad ? &grad : NULL);

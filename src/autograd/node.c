@@ -58,25 +58,33 @@ static void call_free(kn__call *c) {
   c->nargs = 0;
 }
 
+/* A metadata-only stand-in for a saved tensor (same sizes, strides, dtype). */
+kn_tensor *kn__saved_stand_in(const kn_tensor *t) {
+  return kn__empty_strided(t->ndim, t->sizes, t->strides, t->dtype, KN_META);
+}
+
 void kn__node_release_saved(kn__node *n) {
   if (n->kind != KN__NODE_OP || n->released) return;
   n->released = true;
-  /* keep the call's non-tensor arguments; drop tensors */
+  /* Values are freed; shapes stay (as meta stand-ins), so rules that only
+  ** need sizes still run, as PyTorch's nodes that save only sizes. */
+  int flat = 0;
   for (int i = 0; i < n->call.nargs; i++) {
     kn__arg *a = &n->call.args[i];
-    if (a->kind == KN__A_TENSOR) {
-      kn_release(a->u.t);
-      a->u.t = NULL;
-    } else if (a->kind == KN__A_TENSORS) {
-      for (int j = 0; j < a->u.ts.n; j++) kn_release(a->u.ts.v[j]);
-      free((void *)a->u.ts.v);
-      a->u.ts.v = NULL;
-      a->u.ts.n = 0;
+    int cnt = a->kind == KN__A_TENSOR ? 1 : a->kind == KN__A_TENSORS ? a->u.ts.n : 0;
+    kn_tensor **slot = a->kind == KN__A_TENSOR ? &a->u.t : (kn_tensor **)a->u.ts.v;
+    for (int j = 0; j < cnt; j++, flat++) {
+      kn_tensor *old = slot[j];
+      slot[j] = old ? kn__saved_stand_in(old) : NULL;
+      n->in_info[flat].check = false;
+      kn_release(old);
     }
   }
   for (int i = 0; i < n->nout; i++) {
-    kn_release(n->saved_out[i]);
-    n->saved_out[i] = NULL;
+    kn_tensor *old = n->saved_out[i];
+    n->saved_out[i] = old ? kn__saved_stand_in(old) : NULL;
+    n->out_info[i].check = false;
+    kn_release(old);
   }
 }
 
@@ -97,8 +105,8 @@ static void node_destroy(kn__node *n, kn__node ***stack, size_t *len, size_t *ca
     (*stack)[(*len)++] = n->next[k].fn;
   }
   if (n->kind == KN__NODE_OP) {
-    kn__node_release_saved(n);
     call_free(&n->call);
+    for (int i = 0; n->saved_out && i < n->nout; i++) kn_release(n->saved_out[i]);
   }
   if (n->leaf) {
     if (n->leaf->grad_acc == n) n->leaf->grad_acc = NULL;
@@ -109,6 +117,7 @@ static void node_destroy(kn__node *n, kn__node ***stack, size_t *len, size_t *ca
   free(n->in_info);
   free(n->out_info);
   free(n->retained);
+  free(n->in_meta);
   free(n->next);
   free(n->out_dtype);
   free(n);
@@ -347,12 +356,35 @@ static kn_tensor *pre_take(const kn__call *c) {
   return t;
 }
 
+static bool is_view_node(const kn__node *n) {
+  return n && n->kind == KN__NODE_OP && (n->call.op->flags & KN_OPF_VIEW);
+}
+
+/* In-place on a view with history: PyTorch rewrites the base's history
+** (CopySlices); kiln does not yet, so it refuses rather than computing a
+** wrong gradient. */
+static kn_status check_view(const kn__call *c, const kn_tensor *self) {
+  const kn__node *n = self->grad_fn;
+  if (!is_view_node(n)) return KN_OK;
+  while (is_view_node(n)) n = n->next[0].fn;
+  if (n && n->kind == KN__NODE_ACCUM)
+    return kn__error(KN_EAUTOGRAD, "a view of a leaf Variable that requires grad is being used "
+                                   "in an in-place operation.");
+  return kn__error(KN_EUNSUPPORTED,
+                   "%s: in-place modification of a view (output of %s) that requires grad is "
+                   "not supported yet (its base's history would need rewriting); use the "
+                   "out-of-place op, or modify the base tensor", c->op->name,
+                   kn__node_name(self->grad_fn));
+}
+
 kn_status kn__autograd_check_inplace(const kn__call *c) {
   kn_tensor *self = c->args[0].u.t;
   if (self && self->requires_grad && !self->grad_fn)
     return kn__error(KN_EAUTOGRAD,
                      "a leaf Variable that requires grad is being used in an in-place "
                      "operation.");
+  kn_status st = self ? check_view(c, self) : KN_OK;
+  if (st != KN_OK) return st;
   if (self && kn__autograd_needed(c)) return pre_save(c);
   return KN_OK;
 }
@@ -406,6 +438,7 @@ static kn_status record_saved(kn__node *n, const kn__call *c, kn__outs *out,
     n->out_info[i].grad_fn = kn__node_name(n);
     n->out_info[i].output_nr = i;
     n->out_dtype[i] = out->t[i]->dtype;
+    n->on_meta = n->on_meta || out->t[i]->device == KN_META || out->t[i]->is_fake;
   }
   return KN_OK;
 }
@@ -451,7 +484,17 @@ kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ct
   n->custom = fn;
   n->ctx = ctx;
   n->ctx_free = ctx_free;
+  n->in_meta = calloc((size_t)(nin ? nin : 1), sizeof *n->in_meta);
+  if (!n->in_meta) {
+    kn__node_release(n);
+    kn__oom();
+    return NULL;
+  }
   for (int k = 0; k < nin; k++) {
+    if (inputs && inputs[k]) {
+      n->in_meta[k].ndim = inputs[k]->ndim;
+      memcpy(n->in_meta[k].sizes, inputs[k]->sizes, sizeof n->in_meta[k].sizes);
+    }
     if (kn__gradient_edge(inputs ? inputs[k] : NULL, &n->next[k]) != KN_OK) {
       kn__node_release(n);
       return NULL;
@@ -464,8 +507,9 @@ kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ct
 
 kn_tensor *kn_detach(kn_tensor *t) {
   if (!t) {
-    kn__error(KN_EINVAL, "detach: tensor is NULL (did an earlier call fail? %s)",
-              kn_last_error());
+    char prev[512];
+    snprintf(prev, sizeof prev, "%s", kn_last_error());
+    kn__error(KN_EINVAL, "detach: tensor is NULL (did an earlier call fail? %s)", prev);
     return NULL;
   }
   return kn__autorelease(alias_of(t));

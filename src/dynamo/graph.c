@@ -275,11 +275,66 @@ kn__gnode *kn__graph_call(kn__graph *g, const kn__opdef *op, int nargs, const kn
   return n;
 }
 
-kn__gnode *kn__graph_getitem(kn__graph *g, kn__gnode *src, int k) {
-  if (!src || check_ref(g, "getitem", (kn__gref){src, k}, false) != KN_OK) {
-    if (!src) kn__error(KN_EINVAL, "getitem: no source node");
-    return NULL;
+/* One dispatcher argument as a graph argument; lists use the scratch
+** arrays (refs for tensor lists, syms for int lists). */
+static kn_status from_arg(const kn__arg *a, kn__garg *out, kn__graph_lookup_fn lookup, void *ud,
+                          kn__gref *refs, kn_sym *syms) {
+  switch (a->kind) {
+  case KN__A_NONE: *out = KN_GA_NONE; return KN_OK;
+  case KN__A_TENSOR:
+    *out = KN_GA_REF(((kn__gref){NULL, 0}));
+    return a->u.t ? lookup(ud, a->u.t, &out->u.t) : KN_OK;
+  case KN__A_TENSORS:
+    for (int j = 0; j < a->u.ts.n; j++) {
+      kn_status st = lookup(ud, a->u.ts.v[j], &refs[j]);
+      if (st != KN_OK) return st;
+    }
+    *out = KN_GA_TS(refs, a->u.ts.n);
+    return KN_OK;
+  case KN__A_INT: *out = KN_GA_I(a->u.i); return KN_OK;
+  case KN__A_DOUBLE: *out = KN_GA_D(a->u.d); return KN_OK;
+  case KN__A_BOOL: *out = KN_GA_B(a->u.b); return KN_OK;
+  case KN__A_SCALAR: *out = KN_GA_S(a->u.s); return KN_OK;
+  case KN__A_INTS: *out = kn__garg_ints64(a->u.ints.v, a->u.ints.n, syms); return KN_OK;
+  case KN__A_DTYPE: *out = KN_GA_DT(a->u.dt); return KN_OK;
+  case KN__A_GEN: *out = KN_GA_GEN(a->u.gen); return KN_OK;
   }
+  return kn__error(KN_EINVAL, "graph call: unknown argument kind %d", (int)a->kind);
+}
+
+kn__gnode *kn__graph_call_from(kn__graph *g, const kn__call *c, kn__graph_lookup_fn lookup,
+                               void *ud, int nout, const kn__vmeta *metas) {
+  if (!c || !c->op || !lookup || c->nargs < 0 || c->nargs > KN__MAX_ARGS)
+    return kn__error(KN_EINVAL, "graph call: expected a call with an op and a lookup"), NULL;
+  size_t nref = 0, nsym = 0;
+  for (int i = 0; i < c->nargs; i++) {
+    if (c->args[i].kind == KN__A_TENSORS && c->args[i].u.ts.n > 0) nref += (size_t)c->args[i].u.ts.n;
+    if (c->args[i].kind == KN__A_INTS && c->args[i].u.ints.n > 0) nsym += (size_t)c->args[i].u.ints.n;
+  }
+  kn__gref *refs = malloc((nref + 1) * sizeof *refs);
+  kn_sym *syms = malloc((nsym + 1) * sizeof *syms);
+  kn__gnode *n = NULL;
+  kn__garg args[KN__MAX_ARGS];
+  if (!refs || !syms) {
+    kn__oom();
+    goto done;
+  }
+  size_t r = 0, s = 0;
+  for (int i = 0; i < c->nargs; i++) {
+    if (from_arg(&c->args[i], &args[i], lookup, ud, refs + r, syms + s) != KN_OK) goto done;
+    if (c->args[i].kind == KN__A_TENSORS) r += (size_t)c->args[i].u.ts.n;
+    if (c->args[i].kind == KN__A_INTS) s += (size_t)c->args[i].u.ints.n;
+  }
+  n = kn__graph_call(g, c->op, c->nargs, args, nout, metas);
+done:
+  free(refs);
+  free(syms);
+  return n;
+}
+
+kn__gnode *kn__graph_getitem(kn__graph *g, kn__gnode *src, int k) {
+  if (!src) return kn__error(KN_EINVAL, "getitem: no source node"), NULL;
+  if (check_ref(g, "getitem", (kn__gref){src, k}, false) != KN_OK) return NULL;
   uint64_t key = ((uint64_t)src->seq_nr << 20) | (uint64_t)k;
   bool found;
   kn__gnode *old = kn__hm_get_u64(&g->getitems, key, &found);
@@ -293,11 +348,10 @@ kn__gnode *kn__graph_getitem(kn__graph *g, kn__gnode *src, int k) {
   n->nargs = 2;
   n->args = a;
   if (add_node(g, n, g->n) != KN_OK) return NULL;
-  if (!kn__hm_put_u64(&g->getitems, key, n)) { /* keep going: only the cache failed */
-    count_users(n, 1);
-    return n;
-  }
   count_users(n, 1);
+  /* If the cache entry cannot be stored, a later request makes a second
+  ** getitem node for the same output: still a correct graph. */
+  (void)kn__hm_put_u64(&g->getitems, key, n);
   return n;
 }
 

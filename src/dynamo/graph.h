@@ -25,6 +25,9 @@
 ** graph only through the functions here (they keep names and user counts
 ** consistent).
 **
+** THREADS. A graph is built by one thread; once built, any number of threads
+** may print, hash, verify or run it (kn__gprog_run is reentrant).
+**
 ** Other pieces: printers (graph_code / tabular / sizes, as the spec shows
 ** them), a verifier, a canonical serialization and its SHA-256, and an
 ** interpreter (kn__gprog) that runs a graph on real tensors through the
@@ -165,6 +168,10 @@ struct kn__gnode {
                                 read from stack[nstack-1].file when printing */
 };
 
+/* Inline depth of the node's op call (0 = in the compiled function itself),
+** -1 when the location is unknown. */
+static inline int kn__gnode_inline_depth(const kn__gnode *n) { return n->nstack - 1; }
+
 /* ---- graphs ---------------------------------------------------------------- */
 /* A new empty graph. Owned: free with kn__graph_free. NULL on OOM. */
 kn__graph *kn__graph_new(void);
@@ -207,6 +214,15 @@ kn__gnode *kn__graph_get_attr(kn__graph *g, const char *attr, kn_tensor *value);
 ** unknown). Named after the op ("add", "sum_1", "ones_1", ...). */
 kn__gnode *kn__graph_call(kn__graph *g, const kn__opdef *op, int nargs, const kn__garg *args,
                           int nout, const kn__vmeta *metas);
+/* Record a dispatcher call as a call node (the tracing mode's shortcut):
+** each tensor argument t is mapped to a graph value by lookup(ud, t, &ref)
+** (which may create nodes, e.g. a get_attr for a tensor captured from
+** outside; it returns KN_OK or an error that is passed on); NULL optional
+** tensors stay absent; ints, int lists, scalars, dtypes ... become constants
+** (int lists copied). metas as for kn__graph_call. */
+typedef kn_status (*kn__graph_lookup_fn)(void *ud, kn_tensor *t, kn__gref *out);
+kn__gnode *kn__graph_call_from(kn__graph *g, const kn__call *c, kn__graph_lookup_fn lookup,
+                               void *ud, int nout, const kn__vmeta *metas);
 /* Output k of multi-output node src as its own node ("getitem", "getitem_1"),
 ** FX's operator.getitem; its metadata is src->meta[k]. Repeated calls for the
 ** same (src, k) return the same node. */

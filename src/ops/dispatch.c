@@ -389,3 +389,67 @@ kn_status kn__kernel_view(const kn__call *c, kn__outs *out) {
   (void)out;
   return KN_OK;
 }
+
+/* ---- meta of composite ops ------------------------------------------------------- */
+
+/* A metadata-only alias of t: same dtype, geometry and symbolic sizes. */
+static kn_tensor *meta_alias(const kn_tensor *t) {
+  kn__storage *st = kn__storage_new(0, KN_META);
+  if (!st) return NULL;
+  kn_tensor *m = kn__tensor_wrap(st, t->dtype, t->ndim, t->sizes, t->strides, t->offset);
+  kn__storage_release(st);
+  if (m && t->sym) {
+    m->sym = malloc(sizeof *m->sym);
+    if (!m->sym) {
+      kn_release(m);
+      return NULL;
+    }
+    *m->sym = *t->sym;
+  }
+  return m;
+}
+
+/* Run the composite's decomposition on metadata-only copies of the inputs
+** and describe its outputs. Tracing modes use this to record a composite op
+** as one node. The outputs are reported as fresh tensors. */
+kn_status kn__meta_composite(const kn__call *c, kn__metas *out) {
+  kn__call mc = *c;
+  kn_tensor *owned[KN__MAX_ARGS] = {0};
+  kn_tensor **lists[KN__MAX_ARGS] = {0};
+  kn_status st = KN_OK;
+  for (int i = 0; i < c->nargs && st == KN_OK; i++) {
+    const kn__arg *a = &c->args[i];
+    if (a->kind == KN__A_TENSOR && a->u.t) {
+      owned[i] = meta_alias(a->u.t);
+      if (!owned[i]) st = kn__oom();
+      mc.args[i].u.t = owned[i];
+    } else if (a->kind == KN__A_TENSORS) {
+      lists[i] = calloc((size_t)a->u.ts.n + 1, sizeof *lists[i]);
+      if (!lists[i]) st = kn__oom();
+      for (int j = 0; st == KN_OK && j < a->u.ts.n; j++)
+        if (!(lists[i][j] = meta_alias(a->u.ts.v[j]))) st = kn__oom();
+      mc.args[i].u.ts.v = lists[i];
+    }
+  }
+  kn__outs o;
+  kn__outs_init(&o);
+  if (st == KN_OK) st = c->op->kernel(&mc, &o);
+  for (int i = 0; st == KN_OK && i < o.n; i++) {
+    kn__outmeta *m = kn__metas_push(out, o.t[i]->dtype);
+    if (!m) {
+      st = kn__oom();
+      break;
+    }
+    m->ndim = o.t[i]->ndim;
+    kn__tensor_symsizes(o.t[i], m->sizes);
+  }
+  kn__outs_fini(&o);
+  for (int i = 0; i < c->nargs; i++) {
+    kn_release(owned[i]);
+    if (lists[i]) {
+      for (int j = 0; j < c->args[i].u.ts.n; j++) kn_release(lists[i][j]);
+      free(lists[i]);
+    }
+  }
+  return st;
+}

@@ -18,10 +18,11 @@ void kn__loss_shape_str(const kn_tensor *t, char *buf, size_t n);
 ** open scope; returns 2, or -1 on error. */
 int kn__nll_loss_forward(kn_tensor *input, kn_tensor *target, kn_tensor *weight,
                          kn_reduction reduction, int64_t ignore_index, kn_tensor **outs);
-/* cross_entropy's label-smoothing blend: (1 - ls) * nll + ls * smooth term,
-** from the nll loss and the log-probabilities lp. Result in the open scope. */
-kn_tensor *kn__cross_entropy_smooth(kn_tensor *nll, kn_tensor *lp, kn_tensor *target,
-                                    kn_tensor *weight, kn_reduction reduction,
+/* cross_entropy's label-smoothing blend: (1 - ls) * nll + ls / C * smooth
+** term, from nll_loss_forward's outputs (loss, total_weight) and the
+** log-probabilities lp. Result in the open scope. */
+kn_tensor *kn__cross_entropy_smooth(kn_tensor *nll, kn_tensor *total_weight, kn_tensor *lp,
+                                    kn_tensor *target, kn_tensor *weight, kn_reduction reduction,
                                     int64_t ignore_index, double ls);
 
 #endif

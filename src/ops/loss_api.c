@@ -26,7 +26,8 @@ kn_tensor *kn_binary_cross_entropy(kn_tensor *input, kn_tensor *target, kn_tenso
 /* Both outputs of nll_loss_forward (registered in the open scope). */
 int kn__nll_loss_forward(kn_tensor *input, kn_tensor *target, kn_tensor *weight,
                          kn_reduction reduction, int64_t ignore_index, kn_tensor **outs) {
-  return kn__invoke_multi(KN_OP_NLL_LOSS, 5,
+  kn__opid id = input && kn_ndim(input) > 2 ? KN_OP_NLL_LOSS2D : KN_OP_NLL_LOSS;
+  return kn__invoke_multi(id, 5,
                           (kn__arg[]){KN_A_T(input), KN_A_T(target), opt(weight),
                                       KN_A_I(reduction), KN_A_I(ignore_index)},
                           outs, 2);

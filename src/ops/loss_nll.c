@@ -1,42 +1,75 @@
 /*
 ** ops/loss_nll.c: nll_loss_forward / nll_loss_backward (real ops, as in
 ** torch; grad_fn NllLossBackward0) for inputs [C] (target 0-dim) and [N, C]
-** (target [N], int64), with optional per-class weight, ignore_index and
+** (target [N], int64), and nll_loss2d_forward (NllLoss2DBackward0) for
+** inputs [N, C, d1, ...] with targets [N, d1, ...], with optional per-class weight, ignore_index and
 ** reduction; cross_entropy is composite (log_softmax + nll_loss, and the
 ** label-smoothing term when asked). A target outside [0, C) that is not
 ** ignore_index fails with torch's "Target 5 is out of bounds.".
 */
 #include <math.h>
+#include <string.h>
 
 #include "core/error.h"
+#include "ops/iter.h"
 #include "ops/loss.h"
 
-/* Shared checks of (self, target, weight); *n and *ncls get N and C. */
+/* Geometry of an nll call: input [C] (no batch), [N, C] or [N, C, S...]
+** with target [], [N] or [N, S...]; S is the product of the spatial dims. */
+typedef struct nllgeom {
+  int64_t n, ncls, s;
+} nllgeom;
+
+static void geom_of(const kn_tensor *x, nllgeom *g) {
+  g->n = x->ndim >= 2 ? x->sizes[0] : 1;
+  g->ncls = x->ndim >= 2 ? x->sizes[1] : x->sizes[0];
+  g->s = 1;
+  for (int d = 2; d < x->ndim; d++) g->s *= x->sizes[d];
+}
+
+static kn_status check_spatial(const kn_tensor *x, const kn_tensor *t) {
+  bool ok = t->ndim == x->ndim - 1;
+  for (int d = 1; ok && d < t->ndim; d++) ok = t->sizes[d] == x->sizes[d + 1];
+  if (ok) return KN_OK;
+  int64_t want[KN_MAX_DIMS];
+  want[0] = x->sizes[0];
+  for (int d = 2; d < x->ndim; d++) want[d - 1] = x->sizes[d];
+  char a[128], b[128];
+  kn__format_sizes(x->ndim - 1, want, a, sizeof a);
+  kn__loss_shape_str(t, b, sizeof b);
+  return kn__error(KN_ESHAPE, "Expected target size %s, got %s", a, b);
+}
+
+/* Shared checks of (self, target, weight), with torch's messages. */
 static kn_status nll_check(const kn_tensor *x, const kn_tensor *t, const kn_tensor *w) {
   char a[128], b[128];
-  if (x->ndim < 1 || x->ndim > 2) return kn__error(KN_ESHAPE, "input tensor should be 1D or 2D");
-  if (t->ndim > 1)
-    return kn__error(KN_ESHAPE, "0D or 1D target tensor expected, multi-target not supported");
+  if (x->ndim < 1)
+    return kn__error(KN_ESHAPE, "Expected 1 or more dimensions (got %d)", x->ndim);
   if (t->dtype != KN_INT64)
     return kn__error(KN_EDTYPE, "expected scalar type Long but found %s",
                      kn__torch_dtype_name(t->dtype));
   if (!kn_dtype_is_floating(x->dtype))
     return kn__error(KN_EDTYPE, "\"nll_loss_out_frame\" not implemented for '%s'",
                      kn__torch_dtype_name(x->dtype));
-  bool no_batch = x->ndim == 1 && t->ndim == 0;
-  if (x->ndim == 2 && t->ndim == 1 && x->sizes[0] != t->sizes[0])
+  if (x->ndim >= 2 && t->ndim >= 1 && x->sizes[0] != t->sizes[0])
     return kn__error(KN_ESHAPE, "Expected input batch_size (%lld) to match target batch_size (%lld).",
                      (long long)x->sizes[0], (long long)t->sizes[0]);
-  if (!no_batch && !(x->ndim == 2 && t->ndim == 1)) {
+  if (x->ndim > 2) {
+    kn_status st = check_spatial(x, t);
+    if (st != KN_OK) return st;
+  } else if (t->ndim > 1) {
+    return kn__error(KN_ESHAPE, "0D or 1D target tensor expected, multi-target not supported");
+  } else if (!(x->ndim == 1 && t->ndim == 0) && !(x->ndim == 2 && t->ndim == 1)) {
     kn__loss_shape_str(x, a, sizeof a);
     kn__loss_shape_str(t, b, sizeof b);
     return kn__error(KN_ESHAPE, "size mismatch (got input: %s, target: %s)", a, b);
   }
-  int64_t ncls = x->sizes[x->ndim - 1];
-  if (w && (kn_numel(w) != ncls)) {
+  nllgeom g;
+  geom_of(x, &g);
+  if (w && (kn_numel(w) != g.ncls)) {
     kn__loss_shape_str(w, a, sizeof a);
     return kn__error(KN_ESHAPE, "weight tensor should be defined either for all %lld classes or no "
-                     "classes but got weight tensor of shape: %s", (long long)ncls, a);
+                     "classes but got weight tensor of shape: %s", (long long)g.ncls, a);
   }
   if (w && w->dtype != x->dtype)
     return kn__error(KN_EDTYPE, "expected scalar type %s but found %s",
@@ -44,8 +77,8 @@ static kn_status nll_check(const kn_tensor *x, const kn_tensor *t, const kn_tens
   return KN_OK;
 }
 
-/* nll_loss_forward(self, target, weight?, reduction, ignore_index) ->
-** (output, total_weight) */
+/* nll_loss_forward / nll_loss2d_forward(self, target, weight?, reduction,
+** ignore_index) -> (output, total_weight) */
 kn_status kn__meta_nll_loss(const kn__call *c, kn__metas *out) {
   const kn_tensor *x = c->args[0].u.t, *t = c->args[1].u.t, *w = c->args[2].u.t;
   kn_status st = kn__loss_check_reduction(c->args[3].u.i);
@@ -53,26 +86,44 @@ kn_status kn__meta_nll_loss(const kn__call *c, kn__metas *out) {
   if (st != KN_OK) return st;
   kn__outmeta *m = kn__metas_push(out, x->dtype);
   if (!m) return kn__oom();
-  if (c->args[3].u.i == KN_REDUCTION_NONE && x->ndim == 2) {
-    m->ndim = 1;
+  if (c->args[3].u.i == KN_REDUCTION_NONE) {
+    m->ndim = t->ndim;
     kn__tensor_symsizes(t, m->sizes);
   }
   if (!kn__metas_push(out, x->dtype)) return kn__oom();
   return KN_OK;
 }
 
-/* Element (n, cls) of a [C] or [N, C] tensor, by strides. */
-static const char *at2(const kn_tensor *x, int64_t n, int64_t cls) {
-  size_t es = kn_dtype_size(x->dtype);
-  int64_t off = x->ndim == 2 ? n * x->strides[0] + cls * x->strides[1] : cls * x->strides[0];
-  return (const char *)kn_data(x) + off * (int64_t)es;
+/* Contiguous views of the operands (new references; NULL on OOM). */
+typedef struct nllops {
+  kn_tensor *x, *t, *w;
+} nllops;
+
+static kn_status nll_ops(const kn_tensor *x, const kn_tensor *t, const kn_tensor *w, nllops *o) {
+  o->x = kn__reduce_input_as((kn_tensor *)x, x->dtype);
+  o->t = kn__contiguous_copy(t, KN_INT64);
+  o->w = w ? kn__contiguous_copy(w, x->dtype) : NULL;
+  if (o->x && !kn_is_contiguous(o->x)) {
+    kn_tensor *cx = kn__contiguous_copy(o->x, x->dtype);
+    kn_release(o->x);
+    o->x = cx;
+  }
+  if (o->x && o->t && (o->w || !w)) return KN_OK;
+  kn_release(o->x);
+  kn_release(o->t);
+  kn_release(o->w);
+  return kn__oom();
 }
 
-/* The class of sample n, after the bounds check; -1 when ignored. */
-static kn_status target_of(const kn_tensor *t, int64_t n, int64_t ncls, int64_t ignore,
-                           int64_t *cls) {
-  int64_t v = *(const int64_t *)((const char *)kn_data(t) +
-                                 (t->ndim ? n * t->strides[0] : 0) * 8);
+static void nll_ops_free(nllops *o) {
+  kn_release(o->x);
+  kn_release(o->t);
+  kn_release(o->w);
+}
+
+/* The class of target element i after the bounds check; -1 when ignored. */
+static kn_status class_of(const int64_t *t, int64_t i, int64_t ncls, int64_t ignore, int64_t *cls) {
+  int64_t v = t[i];
   if (v == ignore) {
     *cls = -1;
     return KN_OK;
@@ -83,35 +134,52 @@ static kn_status target_of(const kn_tensor *t, int64_t n, int64_t ncls, int64_t 
 }
 
 static double weight_of(const kn_tensor *w, int64_t cls) {
-  if (!w) return 1.0;
-  return kn__load_double((const char *)kn_data(w) + cls * w->strides[0] * (int64_t)kn_dtype_size(w->dtype),
-                         w->dtype);
+  return w ? kn__load_double((const char *)kn_data(w) + cls * (int64_t)kn_dtype_size(w->dtype),
+                             w->dtype)
+           : 1.0;
+}
+
+static double x_at(const kn_tensor *x, const nllgeom *g, int64_t n, int64_t cls, int64_t s) {
+  int64_t off = (n * g->ncls + cls) * g->s + s;
+  return kn__load_double((const char *)kn_data(x) + off * (int64_t)kn_dtype_size(x->dtype),
+                         x->dtype);
+}
+
+static kn_status nll_forward(const nllops *o, const nllgeom *g, int64_t red, int64_t ignore,
+                             kn_tensor *out, kn_tensor *tw_out) {
+  const int64_t *t = kn_data(o->t);
+  char *dst = kn_data(out);
+  size_t oes = kn_dtype_size(out->dtype);
+  double acc = 0, tw = 0;
+  for (int64_t n = 0; n < g->n; n++)
+    for (int64_t s = 0; s < g->s; s++) {
+      int64_t i = n * g->s + s, cls = -1;
+      kn_status st = class_of(t, i, g->ncls, ignore, &cls);
+      if (st != KN_OK) return st;
+      double l = 0;
+      if (cls >= 0) {
+        double wv = weight_of(o->w, cls);
+        l = -wv * x_at(o->x, g, n, cls, s);
+        tw += wv;
+        acc += l;
+      }
+      if (red == KN_REDUCTION_NONE) kn__store_double(dst + (size_t)i * oes, out->dtype, l);
+    }
+  if (red == KN_REDUCTION_MEAN) kn__store_double(dst, out->dtype, acc / tw);
+  else if (red == KN_REDUCTION_SUM) kn__store_double(dst, out->dtype, acc);
+  kn__store_double(kn_data(tw_out), tw_out->dtype, tw);
+  return KN_OK;
 }
 
 kn_status kn__k_nll_loss(const kn__call *c, kn__outs *out) {
-  const kn_tensor *x = c->args[0].u.t, *t = c->args[1].u.t, *w = c->args[2].u.t;
-  int64_t red = c->args[3].u.i, ignore = c->args[4].u.i;
-  kn_tensor *o = out->t[0];
-  int64_t nb = x->ndim == 2 ? x->sizes[0] : 1, ncls = x->sizes[x->ndim - 1];
-  size_t oes = kn_dtype_size(o->dtype);
-  double acc = 0, tw = 0;
-  for (int64_t n = 0; n < nb; n++) {
-    int64_t cls;
-    kn_status st = target_of(t, n, ncls, ignore, &cls);
-    if (st != KN_OK) return st;
-    double l = 0;
-    if (cls >= 0) {
-      double wv = weight_of(w, cls);
-      l = -wv * kn__load_double(at2(x, n, cls), x->dtype);
-      tw += wv;
-      acc += l;
-    }
-    if (red == KN_REDUCTION_NONE) kn__store_double((char *)kn_data(o) + (size_t)n * oes, o->dtype, l);
-  }
-  if (red == KN_REDUCTION_MEAN) kn__store_double(kn_data(o), o->dtype, acc / tw);
-  else if (red == KN_REDUCTION_SUM) kn__store_double(kn_data(o), o->dtype, acc);
-  kn__store_double(kn_data(out->t[1]), o->dtype, tw);
-  return KN_OK;
+  nllops o;
+  kn_status st = nll_ops(c->args[0].u.t, c->args[1].u.t, c->args[2].u.t, &o);
+  if (st != KN_OK) return st;
+  nllgeom g;
+  geom_of(o.x, &g);
+  st = nll_forward(&o, &g, c->args[3].u.i, c->args[4].u.i, out->t[0], out->t[1]);
+  nll_ops_free(&o);
+  return st;
 }
 
 /* nll_loss_backward(grad_output, self, target, weight?, reduction,
@@ -122,8 +190,8 @@ kn_status kn__meta_nll_loss_bwd(const kn__call *c, kn__metas *out) {
   kn_status st = kn__loss_check_reduction(c->args[4].u.i);
   if (st == KN_OK) st = nll_check(x, t, w);
   if (st != KN_OK) return st;
-  int64_t want = c->args[4].u.i == KN_REDUCTION_NONE && x->ndim == 2 ? x->sizes[0] : 1;
-  if (kn_numel(g) != want || g->ndim > 1) {
+  int64_t want = c->args[4].u.i == KN_REDUCTION_NONE ? kn_numel(t) : 1;
+  if (kn_numel(g) != want || (c->args[4].u.i != KN_REDUCTION_NONE && g->ndim > 1)) {
     char a[128];
     kn__loss_shape_str(g, a, sizeof a);
     return kn__error(KN_ESHAPE, "nll_loss_backward: expected a grad_output of %lld element%s, "
@@ -137,28 +205,37 @@ kn_status kn__meta_nll_loss_bwd(const kn__call *c, kn__metas *out) {
 }
 
 kn_status kn__k_nll_loss_bwd(const kn__call *c, kn__outs *out) {
-  const kn_tensor *g = c->args[0].u.t, *x = c->args[1].u.t, *t = c->args[2].u.t;
-  const kn_tensor *w = c->args[3].u.t, *twt = c->args[6].u.t;
+  const kn_tensor *twt = c->args[6].u.t;
   int64_t red = c->args[4].u.i, ignore = c->args[5].u.i;
   kn_tensor *o = out->t[0];
-  int64_t nb = x->ndim == 2 ? x->sizes[0] : 1, ncls = x->sizes[x->ndim - 1];
+  nllops ops;
+  kn_status st = nll_ops(c->args[1].u.t, c->args[2].u.t, c->args[3].u.t, &ops);
+  if (st != KN_OK) return st;
+  kn_tensor *g = kn__contiguous_copy(c->args[0].u.t, o->dtype);
+  if (!g) {
+    nll_ops_free(&ops);
+    return kn__oom();
+  }
+  nllgeom geo;
+  geom_of(o, &geo);
   size_t es = kn_dtype_size(o->dtype);
-  for (int64_t i = 0; i < kn_numel(o); i++) kn__store_double((char *)kn_data(o) + (size_t)i * es, o->dtype, 0);
+  memset(kn_data(o), 0, (size_t)kn_numel(o) * es); /* all-zero bits are 0.0 in every float */
+  const int64_t *t = kn_data(ops.t);
   double tw = kn__load_double(kn_data(twt), twt->dtype);
-  for (int64_t n = 0; n < nb; n++) {
-    int64_t cls;
-    kn_status st = target_of(t, n, ncls, ignore, &cls);
-    if (st != KN_OK) return st;
-    if (cls < 0) continue;
-    double gv = kn__load_double((const char *)kn_data(g) +
-                                (red == KN_REDUCTION_NONE && g->ndim ? n * g->strides[0] : 0) *
-                                    (int64_t)kn_dtype_size(g->dtype), g->dtype);
-    double v = -weight_of(w, cls) * gv;
+  for (int64_t i = 0; st == KN_OK && i < geo.n * geo.s; i++) {
+    int64_t cls = -1, n = i / geo.s, s = i % geo.s;
+    st = class_of(t, i, geo.ncls, ignore, &cls);
+    if (st != KN_OK || cls < 0) continue;
+    double gv = kn__load_double((const char *)kn_data(g) + (red == KN_REDUCTION_NONE ? i : 0) *
+                                                                (int64_t)es, o->dtype);
+    double v = -weight_of(ops.w, cls) * gv;
     if (red == KN_REDUCTION_MEAN) v /= tw;
-    int64_t off = x->ndim == 2 ? n * ncls + cls : cls; /* o is contiguous */
+    int64_t off = (n * geo.ncls + cls) * geo.s + s; /* o is contiguous */
     kn__store_double((char *)kn_data(o) + (size_t)off * es, o->dtype, v);
   }
-  return KN_OK;
+  kn_release(g);
+  nll_ops_free(&ops);
+  return st;
 }
 
 /* ---- cross_entropy (composite) ------------------------------------------------- */
@@ -173,8 +250,11 @@ kn_status kn__k_cross_entropy(const kn__call *c, kn__outs *out) {
     return kn__error(KN_EINVAL, "label_smoothing must be between 0.0 and 1.0. Got: %g", ls);
   kn_scope_begin();
   kn_tensor *lp = kn_log_softmax(x, x->ndim == 1 ? 0 : 1);
-  kn_tensor *r = kn_nll_loss(lp, t, w, (kn_reduction)red, ignore);
-  if (r && ls > 0) r = kn__cross_entropy_smooth(r, lp, t, w, (kn_reduction)red, ignore, ls);
+  kn_tensor *nll[2] = {NULL, NULL};
+  kn_tensor *r = NULL;
+  if (lp && kn__nll_loss_forward(lp, t, w, (kn_reduction)red, ignore, nll) == 2)
+    r = ls > 0 ? kn__cross_entropy_smooth(nll[0], nll[1], lp, t, w, (kn_reduction)red, ignore, ls)
+               : nll[0];
   kn_status st = kn__loss_push(out, r);
   kn_scope_end();
   return st;

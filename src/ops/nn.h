@@ -29,10 +29,12 @@ kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int
 /* KN_OK when kn__nn_gemm has a kernel for dt, else its dtype error. */
 kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt);
 
+/* PyTorch's sliding-window output size over a (possibly symbolic) input size:
+** floor((in + 2p - d(k-1) - 1 [+ s-1 with ceil]) / s) + 1, one less with
+** ceil when the last window would start past in + p (decided by a guard). */
+kn_sym kn__nn_window_out(kn_sym in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil);
+
 /* PyTorch's ScalarType name of a dtype ("Float", "Double", "Long", ...). */
 const char *kn__nn_scalar_type_name(kn_dtype dt);
-
-/* "3x4" style size text of a tensor's sizes into buf. */
-void kn__nn_format_x(const kn_tensor *t, char *buf, size_t n);
 
 #endif

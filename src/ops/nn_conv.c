@@ -125,11 +125,14 @@ kn_status kn__meta_convolution(const kn__call *c, kn__metas *out) {
   kn__outmeta *m = kn__metas_push(out, x->dtype);
   if (!m) return kn__oom();
   m->ndim = x->ndim;
-  int d = 0;
-  if (x->ndim == 4) m->sizes[d++] = kn__sym_const(g.N);
-  m->sizes[d++] = kn__sym_const(g.O);
-  m->sizes[d++] = kn__sym_const(g.OH);
-  m->sizes[d++] = kn__sym_const(g.OW);
+  kn_sym xs[4], ws[4];
+  kn__tensor_symsizes(x, xs);
+  kn__tensor_symsizes(c->args[1].u.t, ws);
+  int off = x->ndim - 3;
+  if (off) m->sizes[0] = xs[0];
+  m->sizes[off] = ws[0];
+  m->sizes[off + 1] = kn__nn_window_out(xs[off + 1], g.kh, g.sh, g.ph, g.dh, false);
+  m->sizes[off + 2] = kn__nn_window_out(xs[off + 2], g.kw, g.sw, g.pw, g.dw, false);
   return KN_OK;
 }
 

@@ -14,15 +14,14 @@
 
 static kn_tensor *tr(kn_tensor *x) { return kn_transpose(x, -2, -1); }
 
-static kn_status missing(const char *what) {
-  return kn__error(KN_EUNSUPPORTED, "derivative of %s needs ops that are not available yet",
-                   what);
-}
-
 static bool is_one(kn_scalar s) {
   return s.kind == KN_SCALAR_FLOAT ? s.v.f == 1.0 : s.kind == KN_SCALAR_INT ? s.v.i == 1 : s.v.b;
 }
 
+/* x * s, skipping the multiplication when s is 1 (NULL passes through). */
+static kn_tensor *scaled(kn_tensor *x, kn_scalar s) {
+  return !x || is_one(s) ? x : kn_mul_scalar(x, s);
+}
 
 static kn_status done(kn__bwctx *ctx) {
   for (int k = 0; k < ctx->ninputs; k++)
@@ -52,10 +51,10 @@ kn_status kn__bw_addmm(kn__bwctx *ctx) {
   kn_tensor *a = kn__call_input(ctx->call, 1), *b = kn__call_input(ctx->call, 2);
   kn_scalar beta = ctx->call->args[3].u.s, alpha = ctx->call->args[4].u.s;
   kn_tensor *g = ctx->grad_outputs[0];
-  if (!is_one(beta) || !is_one(alpha)) return missing("addmm with beta/alpha != 1");
-  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = kn_sum_to_size(g, kn_ndim(s), kn_sizes(s));
-  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = kn_mm(g, tr(b));
-  if (ctx->needs_input_grad[2]) ctx->grad_inputs[2] = kn_mm(tr(a), g);
+  if (ctx->needs_input_grad[0])
+    ctx->grad_inputs[0] = kn_sum_to_size(scaled(g, beta), kn_ndim(s), kn_sizes(s));
+  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = scaled(kn_mm(g, tr(b)), alpha);
+  if (ctx->needs_input_grad[2]) ctx->grad_inputs[2] = scaled(kn_mm(tr(a), g), alpha);
   return done(ctx);
 }
 

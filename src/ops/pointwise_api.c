@@ -185,6 +185,13 @@ kn_status kn_tanh_(kn_tensor *self) { return I1(TANH_, self); }
 kn_status kn_sigmoid_(kn_tensor *self) { return I1(SIGMOID_, self); }
 kn_status kn_relu_(kn_tensor *self) { return I1(RELU_, self); }
 kn_status kn_trunc_(kn_tensor *self) { return I1(TRUNC_, self); }
+kn_status kn_abs_(kn_tensor *self) { return I1(ABS_, self); }
+kn_status kn_reciprocal_(kn_tensor *self) { return I1(RECIPROCAL_, self); }
+kn_status kn_log_(kn_tensor *self) { return I1(LOG_, self); }
+kn_status kn_sqrt_(kn_tensor *self) { return I1(SQRT_, self); }
+kn_status kn_round_(kn_tensor *self) { return I1(ROUND_, self); }
+kn_status kn_floor_(kn_tensor *self) { return I1(FLOOR_, self); }
+kn_status kn_ceil_(kn_tensor *self) { return I1(CEIL_, self); }
 kn_status kn_clamp_(kn_tensor *self, const kn_scalar *min, const kn_scalar *max) {
   return inplace(KN_OP_CLAMP_, 3, (kn__arg[]){KN_A_T(self), opt_scalar(min), opt_scalar(max)});
 }

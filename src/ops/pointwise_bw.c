@@ -3,17 +3,19 @@
 ** public ops only (so they run eagerly now and under tracing later, and are
 ** themselves differentiable for higher-order gradients).
 **
-** Saved outputs carry no grad history; rules that PyTorch writes with the
-** result therefore recompute it from the inputs while grad mode is on
-** (create_graph), and use the saved output otherwise. Gradients of
-** broadcast operands are summed back to the operand's shape and cast to its
-** dtype. In-place rules read input 0 as the value self had before the op.
+** Rules that PyTorch writes with the result use the saved output (under
+** create_graph the engine hands it out with the node as its grad_fn, so
+** such rules stay differentiable). Gradients of broadcast operands are
+** summed back to the operand's shape (kn_sum_to_size) and cast to its dtype.
+** In-place rules read input 0 as the value self had before the op (the
+** engine saves that pre-image).
 */
 #include <math.h>
 
 #include "core/error.h"
 #include "kiln/ops_factory.h"
 #include "kiln/ops_pointwise.h"
+#include "kiln/ops_reduce.h"
 #include "ops/pointwise.h"
 
 #define NEED(k) ((k) < ctx->ninputs && ctx->needs_input_grad[k])
@@ -27,10 +29,8 @@ static kn_tensor *to_input(kn_tensor *g, const kn_tensor *like) {
   if (!g) return NULL;
   bool same = g->ndim == like->ndim;
   for (int d = 0; same && d < g->ndim; d++) same = g->sizes[d] == like->sizes[d];
-  if (!same) {
-    kn__error(KN_EUNSUPPORTED, "gradient of a broadcast operand needs kn_sum_to_size");
-    return NULL;
-  }
+  if (!same) g = kn_sum_to_size(g, like->ndim, like->sizes);
+  if (!g) return NULL;
   return g->dtype == like->dtype ? g : kn_to(g, like->dtype);
 }
 
@@ -46,15 +46,6 @@ static kn_tensor *zeros_like(const kn_tensor *t) {
 
 static kn_tensor *zero_scalar(const kn_tensor *t) { return kn_zeros(0, NULL, t->dtype); }
 
-/* The op's result: recomputed from the inputs when the rule itself is being
-** recorded (so its history is available), the saved output otherwise. */
-static kn_tensor *result(kn__bwctx *ctx, kn_tensor *recomputed_or_null) {
-  return recomputed_or_null ? recomputed_or_null : ctx->outputs[0];
-}
-
-static bool recompute(const kn__bwctx *ctx) {
-  return kn__grad_enabled() && !(ctx->call->op->flags & KN_OPF_INPLACE);
-}
 
 static kn_scalar arg_scalar(const kn__bwctx *ctx, int argi) { return ctx->call->args[argi].u.s; }
 
@@ -141,7 +132,7 @@ kn_status kn__bw_pow(kn__bwctx *ctx) {
     kn_scalar base = arg_scalar(ctx, 0);
     double bd = kn__pw_scalar_double(base);
     kn_tensor *e = IN(0);
-    kn_tensor *r = result(ctx, recompute(ctx) ? kn_scalar_pow(base, e) : NULL);
+    kn_tensor *r = ctx->outputs[0];
     kn_tensor *gr = kn_mul_scalar(kn_mul(g, r), kn_float(log(bd)));
     if (bd == 0) gr = kn_where(kn_ge_scalar(e, kn_int(0)), zero_scalar(g), gr);
     return set_grad(ctx, 0, gr);
@@ -152,7 +143,7 @@ kn_status kn__bw_pow(kn__bwctx *ctx) {
     st = set_grad(ctx, 0, kn_where(kn_eq_scalar(e, kn_int(0)), z, kn_mul(g, d)));
   }
   if (st == KN_OK && NEED(1)) {
-    kn_tensor *r = result(ctx, recompute(ctx) ? kn_pow(x, e) : NULL);
+    kn_tensor *r = ctx->outputs[0];
     kn_tensor *mask = kn_logical_and(kn_eq_scalar(x, kn_int(0)), kn_ge_scalar(e, kn_int(0)));
     st = set_grad(ctx, 1, kn_where(mask, z, kn_mul(g, kn_mul(r, kn_log(x)))));
   }
@@ -185,35 +176,34 @@ static kn_tensor *gelu2_tanh(kn_tensor *x) {
 /* Unary rules: d out / d x times g, by formula. */
 static kn_tensor *unary_grad(kn__bwctx *ctx, kn_tensor *g) {
   kn_tensor *x = IN(0), *out = ctx->outputs[0];
-  bool rc = recompute(ctx);
   switch (kn__pw_info(ctx->call->op->id)->code) {
   case KN__PW_NEG: return kn_neg(g);
   case KN__PW_ABS: return kn_mul(g, kn_sgn(x));
   case KN__PW_RECIPROCAL: {
-    kn_tensor *r = result(ctx, rc ? kn_reciprocal(x) : NULL);
+    kn_tensor *r = out;
     return kn_neg(kn_mul(g, kn_mul(r, r)));
   }
-  case KN__PW_EXP: return kn_mul(g, result(ctx, rc ? kn_exp(x) : NULL));
+  case KN__PW_EXP: return kn_mul(g, out);
   case KN__PW_EXP2:
-    return kn_mul_scalar(kn_mul(g, result(ctx, rc ? kn_exp2(x) : NULL)), kn_float(M_LN2));
+    return kn_mul_scalar(kn_mul(g, out), kn_float(M_LN2));
   case KN__PW_LOG: return kn_div(g, x);
   case KN__PW_LOG2: return kn_div(g, kn_mul_scalar(x, kn_float(M_LN2)));
   case KN__PW_LOG1P: return kn_div(g, kn_add_scalar(x, kn_int(1)));
-  case KN__PW_EXPM1: return kn_mul(g, kn_add_scalar(result(ctx, rc ? kn_expm1(x) : NULL), kn_int(1)));
+  case KN__PW_EXPM1: return kn_mul(g, kn_add_scalar(out, kn_int(1)));
   case KN__PW_SQRT:
-    return kn_div(g, kn_mul_scalar(result(ctx, rc ? kn_sqrt(x) : NULL), kn_int(2)));
+    return kn_div(g, kn_mul_scalar(out, kn_int(2)));
   case KN__PW_RSQRT: {
-    kn_tensor *r = result(ctx, rc ? kn_rsqrt(x) : NULL);
+    kn_tensor *r = out;
     return kn_mul(g, kn_mul_scalar(kn_mul(r, kn_mul(r, r)), kn_float(-0.5)));
   }
   case KN__PW_SIN: return kn_mul(g, kn_cos(x));
   case KN__PW_COS: return kn_neg(kn_mul(g, kn_sin(x)));
   case KN__PW_TAN: {
-    kn_tensor *r = result(ctx, rc ? kn_tan(x) : NULL);
+    kn_tensor *r = out;
     return kn_mul(g, kn_add_scalar(kn_mul(r, r), kn_int(1)));
   }
-  case KN__PW_TANH: return kn_tanh_backward(g, result(ctx, rc ? kn_tanh(x) : NULL));
-  case KN__PW_SIGMOID: return kn_sigmoid_backward(g, result(ctx, rc ? kn_sigmoid(x) : NULL));
+  case KN__PW_TANH: return kn_tanh_backward(g, out);
+  case KN__PW_SIGMOID: return kn_sigmoid_backward(g, out);
   case KN__PW_RELU: return kn_threshold_backward(g, out, kn_int(0));
   case KN__PW_GELU:
     return kn_gelu_backward(g, x, ctx->call->args[1].u.i == 1 ? KN_GELU_TANH : KN_GELU_NONE);

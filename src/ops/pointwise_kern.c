@@ -319,6 +319,17 @@ static kn__iter_row_fn row_fn(kn_dtype cc, int nin) {
   }
 }
 
+/* Does in share memory with out without being exactly out's elements (an
+** in-place op reading another view of self)? It is then read from a copy. */
+static bool overlaps_differently(const kn_tensor *out, const kn_tensor *in) {
+  if (!kn_same_storage(out, in) || out == in) return false;
+  if (in->offset != out->offset || in->ndim != out->ndim) return true;
+  for (int d = 0; d < in->ndim; d++)
+    if (in->sizes[d] != out->sizes[d] || (in->sizes[d] > 1 && in->strides[d] != out->strides[d]))
+      return true;
+  return false;
+}
+
 typedef union scalar_buf { float f; double d; int64_t i; bool b; } scalar_buf;
 
 static void scalar_to(scalar_buf *b, kn_scalar s, kn_dtype cc) {
@@ -350,7 +361,7 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
   for (int k = 0; k < nin; k++) {
     if (in[k].t) {
       const kn_tensor *t = in[k].t;
-      if (t->dtype != cc) {
+      if (t->dtype != cc || overlaps_differently(out, t)) {
         t = conv[k] = kn__contiguous_copy(t, cc);
         if (!t) {
           st = kn_last_status();

@@ -62,16 +62,20 @@ static const kn__pwinfo infos[KN__OP_COUNT] = {
   [KN_OP_NEG] = U1(KN__PW_NEG, KN__PWK_SAME),
   [KN_OP_NEG_] = U1I(KN__PW_NEG, KN__PWK_SAME),
   [KN_OP_ABS] = U1(KN__PW_ABS, KN__PWK_SAME),
+  [KN_OP_ABS_] = U1I(KN__PW_ABS, KN__PWK_SAME),
   [KN_OP_SGN] = U1(KN__PW_SGN, KN__PWK_SAME),
   [KN_OP_RECIPROCAL] = U1(KN__PW_RECIPROCAL, KN__PWK_FLOAT),
+  [KN_OP_RECIPROCAL_] = U1I(KN__PW_RECIPROCAL, KN__PWK_FLOAT),
   [KN_OP_EXP] = U1(KN__PW_EXP, KN__PWK_FLOAT),
   [KN_OP_EXP_] = U1I(KN__PW_EXP, KN__PWK_FLOAT),
   [KN_OP_EXP2] = U1(KN__PW_EXP2, KN__PWK_FLOAT),
   [KN_OP_LOG] = U1(KN__PW_LOG, KN__PWK_FLOAT),
+  [KN_OP_LOG_] = U1I(KN__PW_LOG, KN__PWK_FLOAT),
   [KN_OP_LOG2] = U1(KN__PW_LOG2, KN__PWK_FLOAT),
   [KN_OP_LOG1P] = U1(KN__PW_LOG1P, KN__PWK_FLOAT),
   [KN_OP_EXPM1] = U1(KN__PW_EXPM1, KN__PWK_FLOAT),
   [KN_OP_SQRT] = U1(KN__PW_SQRT, KN__PWK_FLOAT),
+  [KN_OP_SQRT_] = U1I(KN__PW_SQRT, KN__PWK_FLOAT),
   [KN_OP_RSQRT] = U1(KN__PW_RSQRT, KN__PWK_FLOAT),
   [KN_OP_SIN] = U1(KN__PW_SIN, KN__PWK_FLOAT),
   [KN_OP_COS] = U1(KN__PW_COS, KN__PWK_FLOAT),
@@ -86,10 +90,13 @@ static const kn__pwinfo infos[KN__OP_COUNT] = {
   [KN_OP_SILU] = U1(KN__PW_SILU, KN__PWK_FLOAT),
   [KN_OP_ERF] = U1(KN__PW_ERF, KN__PWK_FLOAT),
   [KN_OP_ROUND] = U1(KN__PW_ROUND, KN__PWK_SAME),
+  [KN_OP_ROUND_] = U1I(KN__PW_ROUND, KN__PWK_SAME),
   [KN_OP_TRUNC] = U1(KN__PW_TRUNC, KN__PWK_SAME),
   [KN_OP_TRUNC_] = U1I(KN__PW_TRUNC, KN__PWK_SAME),
   [KN_OP_FLOOR] = U1(KN__PW_FLOOR, KN__PWK_SAME),
+  [KN_OP_FLOOR_] = U1I(KN__PW_FLOOR, KN__PWK_SAME),
   [KN_OP_CEIL] = U1(KN__PW_CEIL, KN__PWK_SAME),
+  [KN_OP_CEIL_] = U1I(KN__PW_CEIL, KN__PWK_SAME),
   [KN_OP_CLAMP] = {KN__PW_CLAMP, KN__PWK_SAME, 3, false},
   [KN_OP_CLAMP_] = {KN__PW_CLAMP, KN__PWK_SAME, 3, true},
   [KN_OP_THRESHOLD_BACKWARD] = B2(KN__PW_THRESHOLD_BW, KN__PWK_SAME),
@@ -262,14 +269,6 @@ static kn_status pw_meta(const kn__call *c, kn__metas *out) {
 
 kn_status kn__meta_pw_binary(const kn__call *c, kn__metas *out) { return pw_meta(c, out); }
 kn_status kn__meta_pw_unary(const kn__call *c, kn__metas *out) { return pw_meta(c, out); }
-
-/* Composite rows never reach their meta function (the dispatcher runs their
-** kernel, whose sub-ops propagate metadata). */
-kn_status kn__meta_pw_composite(const kn__call *c, kn__metas *out) {
-  (void)out;
-  return kn__error(KN_ESTATE, "%s is composite: it has no meta function of its own",
-                   c->op->name);
-}
 
 /* ---- shared kernels ---------------------------------------------------------------- */
 

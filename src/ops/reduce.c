@@ -134,6 +134,60 @@ static double par_sum_row(const char *p, int64_t n, kn_dtype dt) {
   return total;
 }
 
+/* Sum/mean over outer dims when the innermost kept dim is contiguous
+** (e.g. a bias gradient: sum over the batch of [N, H]): every reduced
+** element contributes a contiguous vector that is added into a double
+** accumulator for a chunk of the inner dim, in memory order, instead of
+** walking each output's strided column. */
+#define OUTER_CHUNK 512
+
+typedef struct vacc {
+  kn_dtype dt;
+  double *acc;
+  int64_t len;
+} vacc;
+
+static void row_vadd(void *state, const char *p, int64_t n, int64_t s, int64_t start) {
+  (void)start;
+  vacc *v = state;
+  double *sums = v->acc;
+  for (int64_t k = 0; k < n; k++) {
+    const char *q = p + k * s;
+    if (v->dt == KN_FLOAT32) {
+      const float *x = (const float *)q;
+      for (int64_t j = 0; j < v->len; j++) sums[j] += x[j];
+    } else {
+      const double *x = (const double *)q;
+      for (int64_t j = 0; j < v->len; j++) sums[j] += x[j];
+    }
+  }
+}
+
+static bool outer_sum_applies(const kn__redplan *p, kn_dtype dt) {
+  return (dt == KN_FLOAT32 || dt == KN_FLOAT64) && p->nk >= 1 && p->nr >= 1 &&
+         p->kst[p->nk - 1] == (int64_t)kn_dtype_size(dt) && p->ksz[p->nk - 1] >= 16;
+}
+
+static void outer_sum(const kn__redplan *p, kn_dtype dt, rkind k, char *dst, kn_dtype odt) {
+  int64_t inner = p->ksz[p->nk - 1], nrows = p->nout / inner;
+  int64_t nch = (inner + OUTER_CHUNK - 1) / OUTER_CHUNK, tasks = nrows * nch;
+  size_t oes = kn_dtype_size(odt);
+  bool big = p->nout * p->nred >= KN__RED_PAR_MIN;
+#pragma omp parallel for if (big && tasks > 1) schedule(static)
+  for (int64_t t = 0; t < tasks; t++) {
+    int64_t r = t / nch, c0 = (t % nch) * OUTER_CHUNK;
+    int64_t len = inner - c0 < OUTER_CHUNK ? inner - c0 : OUTER_CHUNK;
+    double sums[OUTER_CHUNK];
+    for (int64_t j = 0; j < len; j++) sums[j] = 0;
+    vacc v = {dt, sums, len};
+    int64_t o = r * inner + c0;
+    kn__redplan_rows(p, kn__redplan_at(p, o), row_vadd, &v);
+    for (int64_t j = 0; j < len; j++)
+      kn__store_double(dst + (size_t)(o + j) * oes, odt,
+                       k == R_MEAN ? sums[j] / (double)p->nred : sums[j]);
+  }
+}
+
 static kn_status red_kernel(const kn__call *c, kn__outs *out, rkind k) {
   kn_tensor *o = out->t[0];
   bool dimrow = is_dim_row(c);
@@ -159,6 +213,8 @@ static kn_status red_kernel(const kn__call *c, kn__outs *out, rkind k) {
     acc a = init;
     a.d = par_sum_row(p.base, p.nred, t->dtype);
     store_acc(&a, k, p.nred, dst, o->dtype);
+  } else if (k != R_PROD && outer_sum_applies(&p, t->dtype)) {
+    outer_sum(&p, t->dtype, k, dst, o->dtype);
   } else {
 #pragma omp parallel for if (big && p.nout > 1) schedule(static)
     for (int64_t i = 0; i < p.nout; i++) {

@@ -63,6 +63,10 @@ typedef struct kn__lines {
   kn__redplan p[4];
 } kn__lines;
 void kn__lines_init(kn__lines *l, int nt, const kn_tensor *const *ts, int dim);
+/* A line of n elements (byte stride) converted to / from doubles; fast for
+** contiguous float32/float64. */
+void kn__line_load(const char *p, int64_t stride, kn_dtype dt, int64_t n, double *dst);
+void kn__line_store(char *p, int64_t stride, kn_dtype dt, int64_t n, const double *src);
 static inline const char *kn__lines_at(const kn__lines *l, int k, int64_t o) {
   return kn__redplan_at(&l->p[k], o);
 }

@@ -77,10 +77,30 @@ typedef struct best {
   int64_t at;     /* index of the best in the reduced region */
 } best;
 
+/* Contiguous float rows without a per-element dtype switch. */
+static void row_best_f32(best *b, const float *x, int64_t n, int64_t start) {
+  for (int64_t k = 0; k < n; k++) {
+    float v = x[k];
+    if (v != v) {
+      b->nan = b->have = true;
+      b->d = v;
+      b->at = start + k;
+      return;
+    }
+    if (!b->have || (b->max ? v > b->d : v < b->d)) {
+      b->d = v;
+      b->at = start + k;
+      b->have = true;
+    }
+  }
+}
+
 static void row_best(void *state, const char *p, int64_t n, int64_t s, int64_t start) {
   best *b = state;
   if (b->nan) return;
-  if (kn_dtype_is_floating(b->dt)) {
+  if (b->dt == KN_FLOAT32 && s == 4) {
+    row_best_f32(b, (const float *)p, n, start);
+  } else if (kn_dtype_is_floating(b->dt)) {
     for (int64_t k = 0; k < n; k++) {
       double v = kn__load_double(p + k * s, b->dt);
       if (isnan(v)) {

@@ -1,10 +1,12 @@
 /*
 ** ops/reduce_softmax.c: _softmax and _log_softmax along a dim (numerically
-** stable: the row maximum is subtracted before exp) and their backward ops
+** stable: the line maximum is subtracted before exp) and their backward ops
 ** _softmax_backward_data / _log_softmax_backward_data, which have kernels of
-** their own like torch's. Lines are computed in double.
+** their own like torch's. Each line is loaded into a per-thread double
+** buffer (fast for contiguous float32/float64), computed, and stored back.
 */
 #include <math.h>
+#include <stdlib.h>
 
 #include "core/error.h"
 #include "ops/reduce.h"
@@ -26,35 +28,75 @@ kn_status kn__meta_softmax(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
-static void softmax_line(const char *x, int64_t xs, char *y, int64_t ys, int64_t n,
-                         kn_dtype dt, bool log_) {
+/* In place on a line of n doubles; f32 lines take their exp in float (as
+** torch computes float32 softmax), which is several times cheaper. */
+static void softmax_line(double *x, int64_t n, bool log_, bool f32) {
   double mx = -INFINITY, sum = 0;
-  for (int64_t k = 0; k < n; k++) {
-    double v = kn__load_double(x + k * xs, dt);
-    if (v > mx || isnan(v)) mx = v;
-  }
+  /* NaN is skipped here but reaches the sum, so its whole line becomes NaN */
+  for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;
   if (isinf(mx) && mx < 0) mx = 0; /* all -inf: keep exp(-inf - 0) = 0 */
-  for (int64_t k = 0; k < n; k++) sum += exp(kn__load_double(x + k * xs, dt) - mx);
-  double lse = log(sum);
-  for (int64_t k = 0; k < n; k++) {
-    double v = kn__load_double(x + k * xs, dt) - mx;
-    kn__store_double(y + k * ys, dt, log_ ? v - lse : exp(v) / sum);
+  if (log_) {
+    if (f32)
+      for (int64_t k = 0; k < n; k++) sum += expf((float)(x[k] - mx));
+    else
+      for (int64_t k = 0; k < n; k++) sum += exp(x[k] - mx);
+    double ls = log(sum);
+    for (int64_t k = 0; k < n; k++) x[k] = (x[k] - mx) - ls;
+  } else {
+    if (f32)
+      for (int64_t k = 0; k < n; k++) sum += (x[k] = expf((float)(x[k] - mx)));
+    else
+      for (int64_t k = 0; k < n; k++) sum += (x[k] = exp(x[k] - mx));
+    double inv = 1.0 / sum;
+    for (int64_t k = 0; k < n; k++) x[k] *= inv;
   }
 }
 
-static kn_status softmax_kernel(const kn__call *c, kn__outs *out, bool log_) {
-  const kn_tensor *t = c->args[0].u.t;
-  kn_tensor *o = out->t[0];
-  int dim = 0;
-  kn__wrap_dim(c->args[1].u.i, t->ndim, &dim);
-  const kn_tensor *ts[2] = {t, o};
+/* g (buf) and y (buf + n) in, result in buf. */
+static void softmax_bwd_line(double *buf, int64_t n, bool log_) {
+  double *g = buf, *y = buf + n, s = 0;
+  if (log_) {
+    for (int64_t k = 0; k < n; k++) s += g[k];
+    for (int64_t k = 0; k < n; k++) g[k] -= exp(y[k]) * s;
+  } else {
+    for (int64_t k = 0; k < n; k++) s += g[k] * y[k];
+    for (int64_t k = 0; k < n; k++) g[k] = y[k] * (g[k] - s);
+  }
+}
+
+/* Run over the lines of ts (the last one is the output): load inputs
+** (nin of them) into a per-thread buffer, compute, store. */
+static kn_status run_lines(const kn_tensor *const *ts, int nin, int dim, bool log_, bool bwd) {
   kn__lines l;
-  kn__lines_init(&l, 2, ts, dim);
-#pragma omp parallel for if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1) schedule(static)
-  for (int64_t i = 0; i < l.nlines; i++)
-    softmax_line(kn__lines_at(&l, 0, i), l.st[0], (char *)kn__lines_at(&l, 1, i), l.st[1],
-                 l.len, t->dtype, log_);
-  return KN_OK;
+  kn__lines_init(&l, nin + 1, ts, dim);
+  kn_dtype dt = ts[0]->dtype;
+  bool oom = false;
+#pragma omp parallel if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1)
+  {
+    double *buf = malloc((size_t)(l.len > 0 ? l.len : 1) * (size_t)nin * sizeof *buf);
+    if (!buf) {
+#pragma omp atomic write
+      oom = true;
+    }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < l.nlines; i++) {
+      if (!buf) continue;
+      for (int k = 0; k < nin; k++)
+        kn__line_load(kn__lines_at(&l, k, i), l.st[k], dt, l.len, buf + k * l.len);
+      if (bwd) softmax_bwd_line(buf, l.len, log_);
+      else softmax_line(buf, l.len, log_, dt == KN_FLOAT32);
+      kn__line_store((char *)kn__lines_at(&l, nin, i), l.st[nin], dt, l.len, buf);
+    }
+    free(buf);
+  }
+  return oom ? kn__oom() : KN_OK;
+}
+
+static kn_status softmax_kernel(const kn__call *c, kn__outs *out, bool log_) {
+  const kn_tensor *ts[2] = {c->args[0].u.t, out->t[0]};
+  int dim = 0;
+  kn__wrap_dim(c->args[1].u.i, ts[0]->ndim, &dim);
+  return run_lines(ts, 1, dim, log_, false);
 }
 
 kn_status kn__k_softmax(const kn__call *c, kn__outs *out) { return softmax_kernel(c, out, false); }
@@ -78,6 +120,9 @@ kn_status kn__meta_softmax_bwd(const kn__call *c, kn__metas *out) {
                      "and dtype", c->op->name, a, kn_dtype_name(g->dtype), b,
                      kn_dtype_name(y->dtype));
   }
+  if (!kn_dtype_is_floating(g->dtype))
+    return kn__error(KN_EDTYPE, "%s: expected floating tensors, got %s", c->op->name,
+                     kn_dtype_name(g->dtype));
   int dim;
   kn_status st = kn__wrap_dim(c->args[2].u.i, g->ndim, &dim);
   if (st != KN_OK) return st;
@@ -88,29 +133,11 @@ kn_status kn__meta_softmax_bwd(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
-static void softmax_bwd_line(const kn__lines *l, int64_t i, kn_dtype dt, bool log_) {
-  const char *g = kn__lines_at(l, 0, i), *y = kn__lines_at(l, 1, i);
-  char *r = (char *)kn__lines_at(l, 2, i);
-  double s = 0;
-  for (int64_t k = 0; k < l->len; k++) {
-    double gv = kn__load_double(g + k * l->st[0], dt);
-    s += log_ ? gv : gv * kn__load_double(y + k * l->st[1], dt);
-  }
-  for (int64_t k = 0; k < l->len; k++) {
-    double gv = kn__load_double(g + k * l->st[0], dt), yv = kn__load_double(y + k * l->st[1], dt);
-    kn__store_double(r + k * l->st[2], dt, log_ ? gv - exp(yv) * s : yv * (gv - s));
-  }
-}
-
 static kn_status softmax_bwd_kernel(const kn__call *c, kn__outs *out, bool log_) {
   const kn_tensor *ts[3] = {c->args[0].u.t, c->args[1].u.t, out->t[0]};
   int dim = 0;
   kn__wrap_dim(c->args[2].u.i, ts[0]->ndim, &dim);
-  kn__lines l;
-  kn__lines_init(&l, 3, ts, dim);
-#pragma omp parallel for if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1) schedule(static)
-  for (int64_t i = 0; i < l.nlines; i++) softmax_bwd_line(&l, i, ts[0]->dtype, log_);
-  return KN_OK;
+  return run_lines(ts, 2, dim, log_, true);
 }
 
 kn_status kn__k_softmax_bwd(const kn__call *c, kn__outs *out) {

@@ -129,3 +129,25 @@ void kn__lines_init(kn__lines *l, int nt, const kn_tensor *const *ts, int dim) {
   l->nlines = l->p[0].nout;
   l->len = l->p[0].nred;
 }
+
+void kn__line_load(const char *p, int64_t stride, kn_dtype dt, int64_t n, double *dst) {
+  if (dt == KN_FLOAT32 && stride == 4) {
+    const float *x = (const float *)p;
+    for (int64_t k = 0; k < n; k++) dst[k] = x[k];
+  } else if (dt == KN_FLOAT64 && stride == 8) {
+    memcpy(dst, p, (size_t)n * sizeof *dst);
+  } else {
+    for (int64_t k = 0; k < n; k++) dst[k] = kn__load_double(p + k * stride, dt);
+  }
+}
+
+void kn__line_store(char *p, int64_t stride, kn_dtype dt, int64_t n, const double *src) {
+  if (dt == KN_FLOAT32 && stride == 4) {
+    float *y = (float *)p;
+    for (int64_t k = 0; k < n; k++) y[k] = (float)src[k];
+  } else if (dt == KN_FLOAT64 && stride == 8) {
+    memcpy(p, src, (size_t)n * sizeof *src);
+  } else {
+    for (int64_t k = 0; k < n; k++) kn__store_double(p + k * stride, dt, src[k]);
+  }
+}

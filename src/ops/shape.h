@@ -30,10 +30,10 @@ int kn__format_symsizes(int nd, const kn_sym *s, char *buf, size_t n);
 kn_status kn__shape_wrap(int64_t dim, int ndim, int *out);
 /* Python-style clamping of slice bounds for a dimension of the given size:
 ** negative start/end count from the end, then both are clamped to [0, size]
-** with end >= start. Works on hints for symbolic sizes. */
-void kn__slice_bounds(kn_sym size, int64_t *start, int64_t *end);
-/* Number of elements of a slice [start, end) with step (after clamping). */
-int64_t kn__slice_len(int64_t start, int64_t end, int64_t step);
+** with end >= start (guards recorded for symbolic sizes). */
+void kn__slice_bounds(kn_sym size, int64_t start, int64_t end, kn_sym *s, kn_sym *e);
+/* Number of elements of a slice [start, end) with step > 0 (after clamping). */
+kn_sym kn__slice_len(kn_sym start, kn_sym end, int64_t step);
 
 /* Resolve a size list with at most one -1 against numel (PyTorch's
 ** infer_size): KN_ESHAPE "shape '[3, 5]' is invalid for input of size 12". */
@@ -56,6 +56,9 @@ kn_status kn__geom_diagonal(kn__geom *g, int64_t offset, int64_t dim1, int64_t d
 kn_tensor *kn__as_strided_grad(kn_tensor *grad, int in_nd, const int64_t *in_size,
                                const int64_t *in_stride, int64_t in_offset, int nd,
                                const int64_t *size, const int64_t *stride, int64_t offset);
+
+/* PyTorch's legacy type name of a dtype ("Float", "Long"); static. */
+const char *kn__legacy_type_name(kn_dtype dt);
 
 /* Composite kernels open a private autorelease scope, call public ops, and
 ** push the result with this (it takes a new reference of r; NULL r gives the

@@ -22,33 +22,42 @@ kn_status kn__geom_slice(kn__geom *g, int64_t dim, int64_t start, int64_t end, i
   kn_status st = kn__wrap_dim(dim, g->nd, &d);
   if (st != KN_OK) return st;
   if (step <= 0) return kn__error(KN_EINVAL, "slice step must be positive");
-  kn__slice_bounds(g->sz[d], &start, &end);
-  g->off = kn__sym_add(g->off, kn__sym_mul(kn__sym_const(start), g->st[d]));
-  g->sz[d] = kn__sym_const(kn__slice_len(start, end, step));
+  kn_sym s, e;
+  kn__slice_bounds(g->sz[d], start, end, &s, &e);
+  g->off = kn__sym_add(g->off, kn__sym_mul(s, g->st[d]));
+  g->sz[d] = kn__slice_len(s, e, step);
   g->st[d] = kn__sym_mul(g->st[d], kn__sym_const(step));
   return KN_OK;
 }
+
+static void drop_dim(kn__geom *g, int d, kn_sym idx);
 
 kn_status kn__geom_select(kn__geom *g, int64_t dim, int64_t index) {
   if (g->nd == 0) return kn__error(KN_EINVAL, "select() cannot be applied to a 0-dim tensor.");
   int d;
   kn_status st = kn__wrap_dim(dim, g->nd, &d);
   if (st != KN_OK) return st;
-  int64_t size = kn__sym_hint(g->sz[d]);
-  if (index < -size || index >= size) {
+  kn_sym size = g->sz[d], idx = kn__sym_const(index);
+  if (kn__sym_guard(idx, KN__SYM_LT, kn__sym_sub(kn__sym_const(0), size)) ||
+      kn__sym_guard(idx, KN__SYM_GE, size)) {
     char buf[256];
     kn__format_symsizes(g->nd, g->sz, buf, sizeof buf);
     return kn__error(KN_ERANGE, "select(): index %lld out of range for tensor of size %s at "
                      "dimension %lld", (long long)index, buf, (long long)dim);
   }
-  if (index < 0) index += size;
-  g->off = kn__sym_add(g->off, kn__sym_mul(kn__sym_const(index), g->st[d]));
+  if (index < 0) idx = kn__sym_add(size, idx);
+  drop_dim(g, d, idx);
+  return KN_OK;
+}
+
+/* Fix dim d of g at a (checked) index and remove it. */
+static void drop_dim(kn__geom *g, int d, kn_sym idx) {
+  g->off = kn__sym_add(g->off, kn__sym_mul(idx, g->st[d]));
   for (int k = d; k + 1 < g->nd; k++) {
     g->sz[k] = g->sz[k + 1];
     g->st[k] = g->st[k + 1];
   }
   g->nd--;
-  return KN_OK;
 }
 
 kn_status kn__geom_diagonal(kn__geom *g, int64_t offset, int64_t dim1, int64_t dim2) {
@@ -59,11 +68,11 @@ kn_status kn__geom_diagonal(kn__geom *g, int64_t offset, int64_t dim1, int64_t d
   if (a == b)
     return kn__error(KN_EINVAL, "diagonal dimensions cannot be identical %lld, %lld",
                      (long long)dim1, (long long)dim2);
-  int64_t n1 = kn__sym_hint(g->sz[a]), n2 = kn__sym_hint(g->sz[b]);
-  int64_t len = offset >= 0 ? (n1 < n2 - offset ? n1 : n2 - offset)
-                            : (n1 + offset < n2 ? n1 + offset : n2);
-  if (len < 0) len = 0;
-  if (len > 0)
+  kn_sym n1 = g->sz[a], n2 = g->sz[b], off = kn__sym_const(offset);
+  kn_sym len = offset >= 0 ? kn__sym_min(n1, kn__sym_sub(n2, off))
+                           : kn__sym_min(kn__sym_add(n1, off), n2);
+  if (kn__sym_guard(len, KN__SYM_LE, kn__sym_const(0))) len = kn__sym_const(0);
+  else
     g->off = kn__sym_add(g->off, offset >= 0 ? kn__sym_mul(kn__sym_const(offset), g->st[b])
                                              : kn__sym_mul(kn__sym_const(-offset), g->st[a]));
   kn_sym dst = kn__sym_add(g->st[a], g->st[b]);
@@ -74,7 +83,7 @@ kn_status kn__geom_diagonal(kn__geom *g, int64_t offset, int64_t dim1, int64_t d
     g->st[n] = g->st[k];
     n++;
   }
-  g->sz[n] = kn__sym_const(len);
+  g->sz[n] = len;
   g->st[n] = dst;
   g->nd = n + 1;
   return KN_OK;
@@ -83,6 +92,16 @@ kn_status kn__geom_diagonal(kn__geom *g, int64_t offset, int64_t dim1, int64_t d
 /* ---- slice, select, diagonal, as_strided ----------------------------------------------- */
 
 static const kn_tensor *self_of(const kn__call *c) { return c->args[0].u.t; }
+
+/* The size of dim d of self as a number: symbolic sizes are specialised to
+** their hint (with a guard), as the number of outputs depends on it. */
+static int64_t concrete_size(const kn__call *c, int d) {
+  kn_sym sz[KN_MAX_DIMS];
+  kn__tensor_symsizes(self_of(c), sz);
+  int64_t v = kn__sym_hint(sz[d]);
+  (void)kn__sym_guard_eq_int(sz[d], v);
+  return v;
+}
 
 kn_status kn__meta_slice(const kn__call *c, kn__metas *out) {
   kn__geom g;
@@ -224,10 +243,11 @@ kn_status kn__meta_unbind(const kn__call *c, kn__metas *out) {
                      (long long)c->args[1].u.i);
   int d;
   kn_status st = kn__wrap_dim(c->args[1].u.i, in.nd, &d);
-  for (int64_t i = 0; st == KN_OK && i < kn__sym_hint(in.sz[d]); i++) {
+  int64_t n = st == KN_OK ? concrete_size(c, d) : 0;
+  for (int64_t i = 0; st == KN_OK && i < n; i++) {
     kn__geom g = in;
-    st = kn__geom_select(&g, d, i);
-    if (st == KN_OK) st = kn__push_view(out, c, 0, &g);
+    drop_dim(&g, d, kn__sym_const(i));
+    st = kn__push_view(out, c, 0, &g);
   }
   return st;
 }
@@ -279,7 +299,7 @@ kn_status kn__meta_split(const kn__call *c, kn__metas *out) {
   int d;
   kn_status st = split_dim(c, c->args[2].u.i, &d);
   if (st != KN_OK) return st;
-  int64_t size = self_of(c)->sizes[d], ss = c->args[1].u.i;
+  int64_t size = concrete_size(c, d), ss = c->args[1].u.i;
   if (ss < 0)
     return kn__error(KN_EINVAL, "split expects split_size be non-negative, but got "
                      "split_size=%lld", (long long)ss);
@@ -298,7 +318,7 @@ kn_status kn__meta_split_with_sizes(const kn__call *c, kn__metas *out) {
   kn_status st = split_dim(c, c->args[2].u.i, &d);
   if (st != KN_OK) return st;
   const kn__arg *ss = &c->args[1];
-  int64_t size = self_of(c)->sizes[d], sum = 0;
+  int64_t size = concrete_size(c, d), sum = 0;
   char buf[512];
   kn__format_sizes(ss->u.ints.n, ss->u.ints.v, buf, sizeof buf);
   for (int i = 0; i < ss->u.ints.n; i++) {

@@ -54,21 +54,27 @@ kn_status kn__shape_wrap(int64_t dim, int ndim, int *out) {
   return kn__wrap_dim(dim, ndim, out);
 }
 
-void kn__slice_bounds(kn_sym size, int64_t *start, int64_t *end) {
-  int64_t n = kn__sym_hint(size);
-  int64_t s = *start, e = *end;
-  if (s < 0) s += n;
-  if (e < 0) e += n;
-  if (s < 0) s = 0;
-  else if (s > n) s = n;
-  if (e < s) e = s;
-  else if (e > n) e = n;
-  *start = s;
-  *end = e;
+/* Clamp v to [lo, hi] (guards on symbolic values). */
+static kn_sym clamp(kn_sym v, kn_sym lo, kn_sym hi) {
+  if (kn__sym_guard(v, KN__SYM_LT, lo)) return lo;
+  if (kn__sym_guard(v, KN__SYM_GT, hi)) return hi;
+  return v;
 }
 
-int64_t kn__slice_len(int64_t start, int64_t end, int64_t step) {
-  return end > start ? (end - start + step - 1) / step : 0;
+void kn__slice_bounds(kn_sym size, int64_t start, int64_t end, kn_sym *s, kn_sym *e) {
+  kn_sym zero = kn__sym_const(0);
+  /* an end past any size (KN_SLICE_END) is the size itself */
+  kn_sym st = start < 0 ? kn__sym_add(size, kn__sym_const(start)) : kn__sym_const(start);
+  kn_sym en = end < 0 ? kn__sym_add(size, kn__sym_const(end))
+              : end >= INT64_MAX / 2 ? size : kn__sym_const(end);
+  *s = clamp(st, zero, size);
+  *e = clamp(en, *s, size);
+}
+
+kn_sym kn__slice_len(kn_sym start, kn_sym end, int64_t step) {
+  kn_sym span = kn__sym_sub(end, start);
+  if (step == 1) return span;
+  return kn__sym_floordiv(kn__sym_add(span, kn__sym_const(step - 1)), kn__sym_const(step));
 }
 
 kn_sym kn__sym_numel(int nd, const kn_sym *sz) {

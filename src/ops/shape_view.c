@@ -79,14 +79,15 @@ kn_status kn__k_reshape_copy(const kn__call *c, kn__outs *out) {
   return s;
 }
 
-/* Meta of composite rows: never called (the dispatcher runs the kernel). */
-kn_status kn__meta_shape_composite(const kn__call *c, kn__metas *out) {
-  (void)out;
-  return kn__error(KN_EINTERNAL, "%s is composite and has no meta function", c->op->name);
+static bool geom_is_const(const kn__geom *g) {
+  for (int d = 0; d < g->nd; d++)
+    if (!kn__sym_is_const(g->sz[d]) || !kn__sym_is_const(g->st[d])) return false;
+  return true;
 }
 
 kn_status kn__k_reshape(const kn__call *c, kn__outs *out) {
   kn_tensor *self = c->args[0].u.t;
+  const kn__arg *req = &c->args[1];
   kn__geom g;
   bool ok = false;
   kn_status st = view_geometry(c, &g, &ok);
@@ -98,11 +99,13 @@ kn_status kn__k_reshape(const kn__call *c, kn__outs *out) {
   }
   kn_scope_begin();
   kn_tensor *r;
-  if (ok)
+  if (ok && geom_is_const(&g))
     r = kn__invoke(KN_OP_RESHAPE_ALIAS, 3,
                    (kn__arg[]){KN_A_T(self), KN_A_INTS(sizes, g.nd), KN_A_INTS(strides, g.nd)});
+  else if (ok) /* symbolic geometry: view keeps it symbolic */
+    r = kn__invoke(KN_OP_VIEW, 2, (kn__arg[]){KN_A_T(self), *req});
   else
-    r = kn__invoke(KN_OP_RESHAPE_COPY, 2, (kn__arg[]){KN_A_T(self), KN_A_INTS(sizes, g.nd)});
+    r = kn__invoke(KN_OP_RESHAPE_COPY, 2, (kn__arg[]){KN_A_T(self), *req});
   st = kn__composite_push(out, r);
   kn_scope_end();
   return st;
@@ -201,7 +204,7 @@ kn_status kn__bw_t(kn__bwctx *ctx) {
 
 /* ---- expand -------------------------------------------------------------------------- */
 
-static const char *legacy_type_name(kn_dtype dt) {
+const char *kn__legacy_type_name(kn_dtype dt) {
   static const char *names[KN_DTYPE_COUNT] = {
       [KN_BOOL] = "Bool",   [KN_UINT8] = "Byte",    [KN_INT8] = "Char",
       [KN_INT16] = "Short", [KN_INT32] = "Int",     [KN_INT64] = "Long",
@@ -222,7 +225,7 @@ kn_status kn__meta_expand(const kn__call *c, kn__metas *out) {
     return kn__error(KN_ESHAPE,
                      "expand(torch.%sTensor{%s}, size=%s): the number of sizes provided (%d) "
                      "must be greater or equal to the number of dimensions in the tensor (%d)",
-                     legacy_type_name(self_of(c)->dtype), have, want, n, in.nd);
+                     kn__legacy_type_name(self_of(c)->dtype), have, want, n, in.nd);
   if (n > KN_MAX_DIMS)
     return kn__error(KN_EINVAL, "expand: at most %d dimensions, got %d", KN_MAX_DIMS, n);
   g.nd = n;
@@ -329,6 +332,10 @@ kn_status kn__k_flatten(const kn__call *c, kn__outs *out) {
   if (st != KN_OK) return st;
   if (s > e)
     return kn__error(KN_EINVAL, "flatten() has invalid args: start_dim cannot come after end_dim");
+  /* size lists are concrete: symbolic sizes are specialised, with guards */
+  kn_sym sym[KN_MAX_DIMS];
+  kn__tensor_symsizes(self, sym);
+  for (int d = 0; d < self->ndim; d++) (void)kn__sym_guard_eq_int(sym[d], self->sizes[d]);
   kn_scope_begin();
   kn_tensor *r;
   if (self->ndim == 0) {

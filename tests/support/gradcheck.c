@@ -112,7 +112,9 @@ static bool numeric_eval(const mfn *f, kn_tensor *const *inputs, int n, jac *J, 
                          int64_t j, bool minus, double eps, char *why, size_t whyn) {
   kn_scope_begin();
   kn_tensor *outs[MAX_OUTS] = {0};
+  bool prev = kn_set_grad_enabled(f->second); /* first order needs no graph */
   int no = f->eval(f, inputs, n, false, outs);
+  kn_set_grad_enabled(prev);
   bool ok = no == J->nout;
   if (!ok) fail(why, whyn, "evaluating the function at a perturbed point failed");
   for (int p = 0; ok && p < no; p++) {

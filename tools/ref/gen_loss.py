@@ -80,4 +80,20 @@ add("bce_f32", "binary_cross_entropy", lambda a, b: F.binary_cross_entropy(a, b)
 add("nll_all_ignored", "nll_loss", lambda a, t: F.nll_loss(a, t),
     [logp.detach()[:2], torch.tensor([-100, -100])], reduction=1)
 
+# spatial inputs [N, C, d1, ...] with targets [N, d1, ...]
+sp3 = refgen.randn(2, 4, 3, gen=refgen.seeded(7), requires_grad=True)
+sp4 = refgen.randn(2, 4, 2, 2, gen=refgen.seeded(8), requires_grad=True)
+t3 = torch.tensor([[0, 3, -100], [2, 1, 1]])
+t4 = torch.tensor([[[0, 3], [1, 1]], [[2, -100], [3, 0]]])
+for r in (0, 1, 2):
+    add("nll_3d_w_%s" % RED[r], "nll_loss",
+        lambda a, t, w, r=r: F.nll_loss(a, t, weight=w, reduction=RED[r]),
+        [sp3, t3, cw], reduction=r, weight=True, ignore_index=-100)
+    add("ce_4d_%s" % RED[r], "cross_entropy",
+        lambda a, t, r=r: F.cross_entropy(a, t, reduction=RED[r]), [sp4, t4], reduction=r)
+    add("ce_3d_ls_w_%s" % RED[r], "cross_entropy",
+        lambda a, t, w, r=r: F.cross_entropy(a, t, weight=w, reduction=RED[r],
+                                             label_smoothing=0.15),
+        [sp3, t3, cw], reduction=r, weight=True, ignore_index=-100, label_smoothing=0.15)
+
 refgen.write("loss", cases)

@@ -1,0 +1,404 @@
+/*
+** ops/nn_pool.c: max_pool2d (with indices) and avg_pool2d, their backward
+** ops and derivative rules. Input [N, C, H, W] or [C, H, W], any strides;
+** every (image, channel) plane is pooled independently (OpenMP across
+** planes for large inputs). Output sizes, ceil_mode and the checks follow
+** PyTorch 1.13's pooling_output_shape and pool2d_shape_check.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kiln/ops.h"
+#include "ops/iter.h"
+#include "ops/nn.h"
+
+typedef struct poolg {
+  int64_t P, H, W, OH, OW; /* P = N * C planes */
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  bool ceil;
+} poolg;
+
+static int64_t pick(const kn__arg *a, int i, int64_t dflt) {
+  if (a->kind != KN__A_INTS || a->u.ints.n == 0) return dflt;
+  return a->u.ints.v[a->u.ints.n == 1 ? 0 : i];
+}
+
+static int64_t out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil) {
+  int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
+  int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil && (o - 1) * s >= in + pad) o--;
+  return o;
+}
+
+kn_sym kn__nn_window_out(kn_sym in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
+  kn_sym num = kn__sym_add(in, kn__sym_const(2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0)));
+  kn_sym o = kn__sym_add(kn__sym_floordiv(num, kn__sym_const(s)), kn__sym_const(1));
+  if (ceil) {
+    kn_sym start = kn__sym_mul(kn__sym_sub(o, kn__sym_const(1)), kn__sym_const(s));
+    if (kn__sym_guard(start, KN__SYM_GE, kn__sym_add(in, kn__sym_const(p))))
+      o = kn__sym_sub(o, kn__sym_const(1));
+  }
+  return o;
+}
+
+static kn_status list_len(const kn__arg *a, const char *op, const char *what, bool may_omit) {
+  int n = a->kind == KN__A_INTS ? a->u.ints.n : 0;
+  if ((n == 0 && !may_omit) || n > 2)
+    return kn__error(KN_EINVAL, "%s: %s must either be %sa single int, or a tuple of two ints",
+                     op, what, may_omit ? "omitted, " : "");
+  return KN_OK;
+}
+
+/* args from index 1: kernel, stride, padding, [dilation], ceil_mode. */
+static kn_status pool_geometry(const kn__call *c, const kn_tensor *x, const char *op,
+                               bool dilation, poolg *g) {
+  const kn__arg *a = &c->args[1];
+  kn_status st;
+  if ((st = list_len(&a[0], op, "kernel_size", false)) != KN_OK ||
+      (st = list_len(&a[1], op, "stride", true)) != KN_OK ||
+      (st = list_len(&a[2], op, "padding", false)) != KN_OK ||
+      (dilation && (st = list_len(&a[3], op, "dilation", false)) != KN_OK))
+    return st;
+  bool valid = x->ndim == 3 || x->ndim == 4;
+  for (int d = 1; valid && d < x->ndim; d++) valid = x->sizes[d] != 0;
+  if (!valid)
+    return kn__error(KN_ESHAPE, "non-empty 3D or 4D (batch mode) tensor expected for input");
+  int off = x->ndim - 3;
+  *g = (poolg){.H = x->sizes[off + 1], .W = x->sizes[off + 2], .kh = pick(&a[0], 0, 1),
+               .kw = pick(&a[0], 1, 1), .ph = pick(&a[2], 0, 0), .pw = pick(&a[2], 1, 0),
+               .dh = dilation ? pick(&a[3], 0, 1) : 1, .dw = dilation ? pick(&a[3], 1, 1) : 1,
+               .ceil = a[dilation ? 4 : 3].u.b};
+  g->sh = pick(&a[1], 0, g->kh);
+  g->sw = pick(&a[1], 1, g->kw);
+  g->P = (off ? x->sizes[0] : 1) * x->sizes[off];
+  if (g->kh <= 0 || g->kw <= 0)
+    return kn__error(KN_EINVAL, "kernel size should be greater than zero, but got kH: %lld kW: "
+                     "%lld", (long long)g->kh, (long long)g->kw);
+  if (g->sh <= 0 || g->sw <= 0) return kn__error(KN_EINVAL, "stride should not be zero");
+  if (g->dh <= 0 || g->dw <= 0)
+    return kn__error(KN_EINVAL, "dilation should be greater than zero, but got dilationH: %lld "
+                     "dilationW: %lld", (long long)g->dh, (long long)g->dw);
+  if (g->ph < 0 || g->pw < 0) return kn__error(KN_EINVAL, "pad must be non-negative");
+  if (g->ph > g->kh / 2 || g->pw > g->kw / 2) {
+    bool h = g->ph > g->kh / 2;
+    return kn__error(KN_EINVAL, "pad should be at most half of kernel size, but got pad=%lld "
+                     "and kernel_size=%lld", (long long)(h ? g->ph : g->pw),
+                     (long long)(h ? g->kh : g->kw));
+  }
+  g->OH = out_size(g->H, g->kh, g->ph, g->sh, g->dh, g->ceil);
+  g->OW = out_size(g->W, g->kw, g->pw, g->sw, g->dw, g->ceil);
+  if (g->OH < 1 || g->OW < 1)
+    return kn__error(KN_ESHAPE, "Given input size: (%lldx%lldx%lld). Calculated output size: "
+                     "(%lldx%lldx%lld). Output size is too small", (long long)x->sizes[off],
+                     (long long)g->H, (long long)g->W, (long long)x->sizes[off],
+                     (long long)g->OH, (long long)g->OW);
+  return KN_OK;
+}
+
+/* Output of x's leading dims and the (symbolic) pooled H and W. */
+static kn_status push_like(kn__metas *out, const kn_tensor *x, kn_dtype dt, const poolg *g) {
+  kn__outmeta *m = kn__metas_push(out, dt);
+  if (!m) return kn__oom();
+  m->ndim = x->ndim;
+  kn__tensor_symsizes(x, m->sizes);
+  m->sizes[x->ndim - 2] =
+      kn__nn_window_out(m->sizes[x->ndim - 2], g->kh, g->sh, g->ph, g->dh, g->ceil);
+  m->sizes[x->ndim - 1] =
+      kn__nn_window_out(m->sizes[x->ndim - 1], g->kw, g->sw, g->pw, g->dw, g->ceil);
+  return KN_OK;
+}
+
+static kn_status dtype_check(const char *op, kn_dtype dt, bool ints_ok) {
+  if (dt == KN_FLOAT16 || dt == KN_BOOL || (!ints_ok && kn_dtype_is_integral(dt, false)))
+    return kn__error(KN_EDTYPE, "\"%s\" not implemented for '%s'", op,
+                     kn__nn_scalar_type_name(dt));
+  return KN_OK;
+}
+
+/* Element (p, h, w) of a 3-D/4-D tensor viewed as [P, H, W]: planes are
+** (n, c) pairs. Returns a byte offset. */
+static int64_t plane_off(const kn_tensor *x, int64_t p) {
+  int64_t es = (int64_t)kn_dtype_size(x->dtype);
+  if (x->ndim == 3) return p * x->strides[0] * es;
+  int64_t C = x->sizes[1];
+  return ((p / C) * x->strides[0] + (p % C) * x->strides[1]) * es;
+}
+
+static inline double ld(const char *p, kn_dtype dt) {
+  if (dt == KN_FLOAT32) return *(const float *)(const void *)p;
+  if (dt == KN_FLOAT64) return *(const double *)(const void *)p;
+  return kn__load_double(p, dt);
+}
+
+static inline void st(char *p, kn_dtype dt, double v) {
+  if (dt == KN_FLOAT32) *(float *)(void *)p = (float)v;
+  else if (dt == KN_FLOAT64) *(double *)(void *)p = v;
+  else kn__store_double(p, dt, v);
+}
+
+#define OMP_MIN 65536
+
+/* ---- max_pool2d_with_indices ---------------------------------------------------- */
+/* args: self, kernel_size, stride, padding, dilation, ceil_mode */
+
+kn_status kn__meta_max_pool2d(const kn__call *c, kn__metas *out) {
+  const kn_tensor *x = c->args[0].u.t;
+  poolg g;
+  kn_status s = pool_geometry(c, x, "max_pool2d", true, &g);
+  if (s != KN_OK) return s;
+  if ((s = push_like(out, x, x->dtype, &g)) != KN_OK) return s;
+  return push_like(out, x, KN_INT64, &g);
+}
+
+static void max_plane(const kn_tensor *x, const poolg *g, int64_t p, char *op, int64_t *ip) {
+  kn_dtype dt = x->dtype;
+  int64_t es = (int64_t)kn_dtype_size(dt), sH = x->strides[x->ndim - 2] * es;
+  int64_t sW = x->strides[x->ndim - 1] * es;
+  const char *base = (const char *)kn_data(x) + plane_off(x, p);
+  for (int64_t oh = 0; oh < g->OH; oh++)
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      double best = -INFINITY;
+      int64_t bi = -1;
+      for (int64_t i = 0; i < g->kh; i++) {
+        int64_t h = oh * g->sh - g->ph + i * g->dh;
+        if (h < 0 || h >= g->H) continue;
+        for (int64_t j = 0; j < g->kw; j++) {
+          int64_t w = ow * g->sw - g->pw + j * g->dw;
+          if (w < 0 || w >= g->W) continue;
+          double v = ld(base + h * sH + w * sW, dt);
+          if (bi < 0 || v > best || (isnan(v) && !isnan(best))) best = v, bi = h * g->W + w;
+        }
+      }
+      int64_t o = oh * g->OW + ow;
+      st(op + o * es, dt, best);
+      ip[o] = bi;
+    }
+}
+
+kn_status kn__k_max_pool2d(const kn__call *c, kn__outs *out) {
+  const kn_tensor *x = c->args[0].u.t;
+  kn_status s = dtype_check("max_pool2d", x->dtype, false);
+  if (s != KN_OK) return s;
+  poolg g;
+  pool_geometry(c, x, "max_pool2d", true, &g);
+  int64_t es = (int64_t)kn_dtype_size(x->dtype), ohw = g.OH * g.OW;
+  char *o = kn_data(out->t[0]);
+  int64_t *idx = kn_data(out->t[1]);
+#pragma omp parallel for if (g.P * ohw * g.kh * g.kw >= OMP_MIN)
+  for (int64_t p = 0; p < g.P; p++) max_plane(x, &g, p, o + p * ohw * es, idx + p * ohw);
+  return KN_OK;
+}
+
+/* args: grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices */
+kn_status kn__meta_max_pool2d_backward(const kn__call *c, kn__metas *out) {
+  const kn_tensor *x = c->args[1].u.t;
+  kn__outmeta *m = kn__metas_push(out, x->dtype);
+  if (!m) return kn__oom();
+  m->ndim = x->ndim;
+  kn__tensor_symsizes(x, m->sizes);
+  return KN_OK;
+}
+
+kn_status kn__k_max_pool2d_backward(const kn__call *c, kn__outs *out) {
+  kn_tensor *gout = kn__contiguous_copy(c->args[0].u.t, c->args[1].u.t->dtype);
+  kn_tensor *idx = kn__contiguous_copy(c->args[7].u.t, KN_INT64);
+  kn_tensor *gi = out->t[0];
+  kn_status s = gout && idx ? KN_OK : kn_last_status();
+  if (s == KN_OK) {
+    kn_dtype dt = gi->dtype;
+    int64_t es = (int64_t)kn_dtype_size(dt), hw = gi->sizes[gi->ndim - 2] * gi->sizes[gi->ndim - 1];
+    int64_t ohw = gout->sizes[gout->ndim - 2] * gout->sizes[gout->ndim - 1];
+    int64_t P = hw ? kn_numel(gi) / hw : 0;
+    memset(kn_data(gi), 0, (size_t)(kn_numel(gi) * es));
+    const int64_t *ip = kn_data(idx);
+    char *gp = kn_data(gi);
+    const char *op = kn_data(gout);
+#pragma omp parallel for if (P * ohw >= OMP_MIN)
+    for (int64_t p = 0; p < P; p++)
+      for (int64_t o = 0; o < ohw; o++) {
+        int64_t k = ip[p * ohw + o];
+        if (k < 0) continue;
+        char *dst = gp + (p * hw + k) * es;
+        st(dst, dt, ld(dst, dt) + ld(op + (p * ohw + o) * es, dt));
+      }
+  }
+  kn_release(gout);
+  kn_release(idx);
+  return s;
+}
+
+kn_status kn__bw_max_pool2d(kn__bwctx *ctx) {
+  const kn__call *c = ctx->call;
+  kn__arg args[8] = {KN_A_T(ctx->grad_outputs[0]), c->args[0], c->args[1], c->args[2],
+                     c->args[3], c->args[4], c->args[5], KN_A_T(ctx->outputs[1])};
+  ctx->grad_inputs[0] = kn__invoke(KN_OP_MAX_POOL2D_BACKWARD, 8, args);
+  return ctx->grad_inputs[0] ? KN_OK : kn_last_status();
+}
+
+/* ---- avg_pool2d -------------------------------------------------------------------- */
+/* args: self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override */
+
+kn_status kn__meta_avg_pool2d(const kn__call *c, kn__metas *out) {
+  const kn_tensor *x = c->args[0].u.t;
+  poolg g;
+  kn_status s = pool_geometry(c, x, "avg_pool2d", false, &g);
+  if (s != KN_OK) return s;
+  if (c->args[6].kind == KN__A_INT && c->args[6].u.i == 0)
+    return kn__error(KN_EINVAL, "divisor must be not zero");
+  return push_like(out, x, x->dtype, &g);
+}
+
+/* The window of output (oh, ow) clamped to the input, and its divisor. */
+typedef struct window {
+  int64_t h0, h1, w0, w1;
+  double div;
+} window;
+
+static window avg_window(const poolg *g, const kn__call *c, int argbase, int64_t oh, int64_t ow) {
+  window r;
+  int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
+  int64_t h1 = h0 + g->kh < g->H + g->ph ? h0 + g->kh : g->H + g->ph;
+  int64_t w1 = w0 + g->kw < g->W + g->pw ? w0 + g->kw : g->W + g->pw;
+  int64_t pool = (h1 - h0) * (w1 - w0);
+  r.h0 = h0 < 0 ? 0 : h0, r.w0 = w0 < 0 ? 0 : w0;
+  r.h1 = h1 > g->H ? g->H : h1, r.w1 = w1 > g->W ? g->W : w1;
+  const kn__arg *dv = &c->args[argbase + 6];
+  if (dv->kind == KN__A_INT) r.div = (double)dv->u.i;
+  else if (c->args[argbase + 5].u.b) r.div = (double)pool;
+  else r.div = (double)((r.h1 - r.h0) * (r.w1 - r.w0));
+  return r;
+}
+
+static void avg_plane(const kn__call *c, const kn_tensor *x, const poolg *g, int64_t p, char *op) {
+  kn_dtype dt = x->dtype;
+  int64_t es = (int64_t)kn_dtype_size(dt), sH = x->strides[x->ndim - 2] * es;
+  int64_t sW = x->strides[x->ndim - 1] * es;
+  const char *base = (const char *)kn_data(x) + plane_off(x, p);
+  bool integral = kn_dtype_is_integral(dt, false);
+  for (int64_t oh = 0; oh < g->OH; oh++)
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      window w = avg_window(g, c, 0, oh, ow);
+      double s = 0;
+      for (int64_t h = w.h0; h < w.h1; h++)
+        for (int64_t v = w.w0; v < w.w1; v++) s += ld(base + h * sH + v * sW, dt);
+      double r = s / w.div;
+      if (integral) r = trunc(r); /* torch divides integer sums with truncation */
+      st(op + (oh * g->OW + ow) * es, dt, r);
+    }
+}
+
+kn_status kn__k_avg_pool2d(const kn__call *c, kn__outs *out) {
+  const kn_tensor *x = c->args[0].u.t;
+  kn_status s = dtype_check("avg_pool2d", x->dtype, true);
+  if (s != KN_OK) return s;
+  poolg g;
+  pool_geometry(c, x, "avg_pool2d", false, &g);
+  int64_t es = (int64_t)kn_dtype_size(x->dtype), ohw = g.OH * g.OW;
+  char *o = kn_data(out->t[0]);
+#pragma omp parallel for if (g.P * ohw * g.kh * g.kw >= OMP_MIN)
+  for (int64_t p = 0; p < g.P; p++) avg_plane(c, x, &g, p, o + p * ohw * es);
+  return KN_OK;
+}
+
+/* args: grad_output, self, kernel_size, stride, padding, ceil_mode,
+** count_include_pad, divisor_override */
+kn_status kn__meta_avg_pool2d_backward(const kn__call *c, kn__metas *out) {
+  return kn__meta_max_pool2d_backward(c, out);
+}
+
+kn_status kn__k_avg_pool2d_backward(const kn__call *c, kn__outs *out) {
+  const kn_tensor *x = c->args[1].u.t;
+  kn__call fc = *c; /* the forward's arguments start at self */
+  fc.nargs = 7;
+  for (int i = 0; i < 7; i++) fc.args[i] = c->args[i + 1];
+  poolg g;
+  kn_status s = pool_geometry(&fc, x, "avg_pool2d", false, &g);
+  if (s != KN_OK) return s;
+  kn_tensor *gi = out->t[0];
+  kn_tensor *gout = kn__contiguous_copy(c->args[0].u.t, gi->dtype);
+  if (!gout) return kn_last_status();
+  kn_dtype dt = gi->dtype;
+  int64_t es = (int64_t)kn_dtype_size(dt), ohw = g.OH * g.OW, hw = g.H * g.W;
+  memset(kn_data(gi), 0, (size_t)(kn_numel(gi) * es));
+  char *gp = kn_data(gi);
+  const char *op = kn_data(gout);
+#pragma omp parallel for if (g.P * ohw * g.kh * g.kw >= OMP_MIN)
+  for (int64_t p = 0; p < g.P; p++)
+    for (int64_t oh = 0; oh < g.OH; oh++)
+      for (int64_t ow = 0; ow < g.OW; ow++) {
+        window w = avg_window(&g, &fc, 0, oh, ow);
+        double v = ld(op + (p * ohw + oh * g.OW + ow) * es, dt) / w.div;
+        for (int64_t h = w.h0; h < w.h1; h++)
+          for (int64_t k = w.w0; k < w.w1; k++) {
+            char *dst = gp + (p * hw + h * g.W + k) * es;
+            st(dst, dt, ld(dst, dt) + v);
+          }
+      }
+  kn_release(gout);
+  return KN_OK;
+}
+
+kn_status kn__bw_avg_pool2d(kn__bwctx *ctx) {
+  const kn__call *c = ctx->call;
+  kn__arg args[8] = {KN_A_T(ctx->grad_outputs[0]), c->args[0], c->args[1], c->args[2],
+                     c->args[3], c->args[4], c->args[5], c->args[6]};
+  ctx->grad_inputs[0] = kn__invoke(KN_OP_AVG_POOL2D_BACKWARD, 8, args);
+  return ctx->grad_inputs[0] ? KN_OK : kn_last_status();
+}
+
+/* avg_pool2d_backward is linear in grad_output: its derivative there is
+** avg_pool2d with the same parameters (none for self). */
+kn_status kn__bw_avg_pool2d_backward(kn__bwctx *ctx) {
+  const kn__call *c = ctx->call;
+  if (ctx->needs_input_grad[0]) {
+    kn__arg args[7] = {KN_A_T(ctx->grad_outputs[0]), c->args[2], c->args[3], c->args[4],
+                       c->args[5], c->args[6], c->args[7]};
+    ctx->grad_inputs[0] = kn__invoke(KN_OP_AVG_POOL2D, 7, args);
+    if (!ctx->grad_inputs[0]) return kn_last_status();
+  }
+  if (ctx->needs_input_grad[1])
+    ctx->grad_inputs[1] = kn_zeros(kn_ndim(c->args[1].u.t), kn_sizes(c->args[1].u.t),
+                                   kn_tensor_dtype(c->args[1].u.t));
+  return KN_OK;
+}
+
+/* ---- public API ---------------------------------------------------------------------- */
+
+static kn__arg ints2(const int64_t *v, int64_t dflt_storage[2], int64_t dflt) {
+  if (v) return KN_A_INTS(v, 2);
+  dflt_storage[0] = dflt_storage[1] = dflt;
+  return KN_A_INTS(dflt_storage, 2);
+}
+
+kn_tensor *kn_max_pool2d_with_indices(kn_tensor *input, const int64_t *kernel_size,
+                                      const int64_t *stride, const int64_t *padding,
+                                      const int64_t *dilation, bool ceil_mode,
+                                      kn_tensor **indices) {
+  int64_t pz[2], dl[2];
+  kn__arg args[6] = {KN_A_T(input), KN_A_INTS(kernel_size, 2),
+                     stride ? KN_A_INTS(stride, 2) : KN_A_INTS(NULL, 0), ints2(padding, pz, 0),
+                     ints2(dilation, dl, 1), KN_A_B(ceil_mode)};
+  kn_tensor *r[2];
+  if (kn__invoke_multi(KN_OP_MAX_POOL2D, 6, args, r, 2) != 2) return NULL;
+  if (indices) *indices = r[1];
+  return r[0];
+}
+
+kn_tensor *kn_max_pool2d(kn_tensor *input, const int64_t *kernel_size, const int64_t *stride,
+                         const int64_t *padding, const int64_t *dilation, bool ceil_mode) {
+  return kn_max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode,
+                                    NULL);
+}
+
+kn_tensor *kn_avg_pool2d(kn_tensor *input, const int64_t *kernel_size, const int64_t *stride,
+                         const int64_t *padding, bool ceil_mode, bool count_include_pad,
+                         int64_t divisor_override) {
+  int64_t pz[2];
+  kn__arg args[7] = {KN_A_T(input), KN_A_INTS(kernel_size, 2),
+                     stride ? KN_A_INTS(stride, 2) : KN_A_INTS(NULL, 0), ints2(padding, pz, 0),
+                     KN_A_B(ceil_mode), KN_A_B(count_include_pad),
+                     divisor_override ? KN_A_I(divisor_override) : KN_A_NONE};
+  return kn__invoke(KN_OP_AVG_POOL2D, 7, args);
+}

@@ -331,3 +331,16 @@ Test(engine, meta_graph_gives_meta_gradients) {
   cr_assert_eq(kn_size(kn_grad(w), 0), 4);
   cr_assert_eq(kn_size(kn_grad(w), 1), 2);
 }
+
+/* The saved-tensor check a compiled backward uses. */
+Test(engine, saved_info_for_custom_backwards) {
+  kn_tensor *x = leaf(KN_SHAPE(3), (double[]){1, 2, 3});
+  kn_tensor *y = kn_t(kn_t(kn_t(x))); /* 1-d: t is identity, output of TBackward0 */
+  kn__saved_info info = kn__saved_info_of(y);
+  cr_assert_eq(kn__saved_version_error(NULL, y, &info), KN_OK);
+  kn__bump_version(x);
+  cr_assert_eq(kn__saved_version_error(NULL, y, &info), KN_EAUTOGRAD);
+  cr_assert(strstr(kn_last_error(), "[torch.DoubleTensor [3]], which is output 0 of "
+                                    "TBackward0, is at version 1; expected version 0") != NULL,
+            "%s", kn_last_error());
+}

@@ -269,3 +269,27 @@ Test(ops, retain_grad_follows_in_place_rebase) {
   expect(kn_grad(y), 2, (double[]){1, 10});
   expect(kn_grad(x), 2, (double[]){6, 60});
 }
+
+/* Tensor-list inputs: cat only needs shapes, so a modified list entry is
+** fine; stack(..) of a modified tensor whose values a rule needs is not.
+** x = [0, 1]: c = cat(2x, exp(x)); dx = 2 + exp(x). */
+Test(ops, saved_tensor_lists) {
+  kn_tensor *x = leaf(KN_SHAPE(2), (double[]){0, 1});
+  kn_tensor *a = kn_mul_scalar(x, kn_float(2));
+  kn_tensor *c = kn_cat((kn_tensor *[]){a, kn_exp(x)}, 2, 0);
+  bool prev = kn_no_grad_begin();
+  cr_assert_eq(kn_add_scalar_(a, kn_float(5)), KN_OK);
+  kn_no_grad_end(prev);
+  cr_assert_eq(kn_backward(c, kn_ones(KN_SHAPE(4), KN_FLOAT64)), KN_OK, "%s", kn_last_error());
+  expect(kn_grad(x), 2, (double[]){3, 2 + exp(1.0)});
+  /* a product over a list member that was modified */
+  kn_tensor *b = kn_mul_scalar(x, kn_float(1));
+  kn_tensor *s = kn_stack((kn_tensor *[]){b, b}, 2, 0);
+  kn_tensor *p = kn_mul(s, s); /* saves s */
+  prev = kn_no_grad_begin();
+  cr_assert_eq(kn_mul_scalar_(s, kn_float(2)), KN_OK);
+  kn_no_grad_end(prev);
+  cr_assert_eq(kn_backward(p, kn_ones(KN_SHAPE(2, 2), KN_FLOAT64)), KN_EAUTOGRAD);
+  cr_assert(strstr(kn_last_error(), "which is output 0 of StackBackward0, is at version 1; "
+                                    "expected version 0 instead") != NULL, "%s", kn_last_error());
+}

@@ -181,6 +181,9 @@ Test(loss, errors_match_torch) {
   cr_assert_null(kn_binary_cross_entropy(p, kn_ones(KN_SHAPE(2, 3), KN_FLOAT64), NULL,
                                          KN_REDUCTION_MEAN));
   cr_assert_str_eq(kn_last_error(), "Found dtype Double but expected Float");
+  cr_assert_null(kn_binary_cross_entropy(p, q, kn_ones(KN_SHAPE(4), KN_FLOAT32), KN_REDUCTION_MEAN));
+  cr_assert(strstr(kn_last_error(), "The size of tensor a (3) must match the size of tensor b (4) "
+                                    "at non-singleton dimension 1") != NULL, "%s", kn_last_error());
   cr_assert_null(kn_cross_entropy(lp, ok, NULL, KN_REDUCTION_MEAN, -100, 1.5));
   cr_assert(strstr(kn_last_error(), "label_smoothing must be between 0.0 and 1.0") != NULL);
 }
@@ -201,4 +204,33 @@ Test(loss, ignored_targets_and_empty_batches) {
   cr_assert_eq(kn_numel(r), 0);
   cr_assert_eq(kn_item_double(kn_nll_loss(e, et, NULL, KN_REDUCTION_SUM, -100), &v), KN_OK);
   cr_assert_eq(v, 0);
+}
+
+Test(loss, results_without_an_open_scope_are_owned_and_nothing_leaks) {
+  kn_scope_end(); /* no scope: every result is the caller's reference */
+  int64_t before = kn_live_tensors();
+  kn_tensor *x = kn_zeros(KN_SHAPE(2, 3), KN_FLOAT32);
+  kn_tensor *t = kn_zeros(KN_SHAPE(2), KN_INT64);
+  kn_tensor *l = kn_nll_loss(x, t, NULL, KN_REDUCTION_SUM, -100);
+  kn_tensor *ce = kn_cross_entropy(x, t, NULL, KN_REDUCTION_MEAN, -100, 0.1);
+  kn_tensor *l1 = kn_l1_loss(x, x, KN_REDUCTION_SUM);
+  double v;
+  cr_assert_eq(kn_item_double(l, &v), KN_OK);
+  cr_assert_eq(v, 0);
+  cr_assert_eq(kn_item_double(ce, &v), KN_OK);
+  cr_assert_float_eq(v, log(3.0), 1e-6); /* uniform logits: log C whatever the smoothing */
+  cr_assert_eq(kn_item_double(l1, &v), KN_OK);
+  cr_assert_eq(v, 0);
+  kn_tensor *t9 = kn_full(KN_SHAPE(2), kn_int(9), KN_INT64);
+  cr_assert_null(kn_nll_loss(x, t9, NULL, KN_REDUCTION_SUM, -100));
+  cr_assert_null(kn_cross_entropy(x, t9, NULL, KN_REDUCTION_SUM, -100, 0.3));
+  cr_assert_str_eq(kn_last_error(), "Target 9 is out of bounds.");
+  kn_release(t9);
+  kn_release(l);
+  kn_release(ce);
+  kn_release(l1);
+  kn_release(x);
+  kn_release(t);
+  cr_assert_eq(kn_live_tensors(), before);
+  kn_scope_begin();
 }

@@ -181,6 +181,24 @@ Test(reduce, mean_and_prod_literals) {
   rt_expect(mi, (double[]){101.0 / 3.0}, 1e-12);
 }
 
+Test(reduce, half_precision_and_integer_wraparound) {
+  kn_tensor *b = rt_from(KN_BFLOAT16, KN_SHAPE(2, 2), (double[]){1, 2, 3, 5});
+  kn_tensor *m = kn_mean_dims(b, (int64_t[]){1}, 1, false);
+  cr_assert_eq(kn_tensor_dtype(m), KN_BFLOAT16);
+  rt_expect(m, (double[]){1.5, 4}, 0);
+  kn_tensor *h = rt_from(KN_FLOAT16, KN_SHAPE(3), (double[]){1, 2, 4});
+  rt_expect(kn_var(h, NULL, 0, 1, false), (double[]){7.0 / 3.0}, 1e-3); /* rounded to half */
+  rt_expect(kn_cumsum(h, 0), (double[]){1, 3, 7}, 0);
+  rt_expect(kn_amax(h, NULL, 0, false), (double[]){4}, 0);
+  /* 1024 + 0.5 rounds back to 1024 in half: the sum is accumulated wide */
+  kn_tensor *h2 = rt_from(KN_FLOAT16, KN_SHAPE(3), (double[]){1024, 0.5, 0.5});
+  rt_expect(kn_sum(h2), (double[]){1025}, 0);
+  kn_tensor *big = kn_full(KN_SHAPE(2), kn_int(INT64_MAX), KN_INT64);
+  int64_t v;
+  cr_assert_eq(kn_item_int(kn_sum(big), &v), KN_OK);
+  cr_assert_eq(v, -2); /* wraps like torch's int64 arithmetic */
+}
+
 Test(reduce, float32_sum_of_a_million_matches_exact_sum) {
   int64_t n = 1000000;
   kn_tensor *a = kn_empty(KN_SHAPE(n), KN_FLOAT32);

@@ -197,3 +197,51 @@ Test(rops, large_inputs_use_threads_and_stay_correct) {
     cr_assert_float_eq(((float *)kn_data(cs))[r * cols + cols - 1], (float)run, 1e-3);
   }
 }
+
+#include <stdlib.h>
+
+#include "dynamic/sym.h"
+#include "tensor/tensor.h"
+
+/* A meta tensor [s0, 5] whose first size is the symbol s0 (hint 8). */
+static kn_tensor *sym_meta(kn_sym s0, kn_dtype dt) {
+  kn_tensor *t = kn_empty_meta(KN_SHAPE(8, 5), dt);
+  t->sym = calloc(1, sizeof *t->sym);
+  t->sym->sizes[0] = s0;
+  t->sym->sizes[1] = kn__sym_const(5);
+  t->sym->strides[0] = kn__sym_const(5);
+  t->sym->strides[1] = kn__sym_const(1);
+  t->sym->offset = kn__sym_const(0);
+  return t;
+}
+
+Test(rops, meta_functions_keep_symbolic_sizes) {
+  kn__shape_env *env = kn__shape_env_new();
+  kn__shape_env *prev = kn__shape_env_set_current(env);
+  kn_sym s0;
+  cr_assert_eq(kn__shape_env_create_symbol(env, 8, 2, &s0), KN_OK);
+  kn_tensor *x = sym_meta(s0, KN_FLOAT32);
+  kn_tensor *r = kn_sum_dims(x, (int64_t[]){1}, 1, true);
+  cr_assert_not_null(r, "%s", kn_last_error());
+  cr_assert_not_null(r->sym);
+  cr_assert_eq(r->sym->sizes[0].e, s0.e); /* still s0, not the hint */
+  cr_assert_eq(kn_size(r, 1), 1);
+  kn_tensor *sm = kn_log_softmax(x, 1);
+  cr_assert_eq(sm->sym->sizes[0].e, s0.e);
+  kn_tensor *t = kn_empty_meta(KN_SHAPE(8), KN_INT64);
+  t->sym = calloc(1, sizeof *t->sym);
+  t->sym->sizes[0] = s0;
+  t->sym->strides[0] = kn__sym_const(1);
+  kn_tensor *l = kn_nll_loss(x, t, NULL, KN_REDUCTION_NONE, -100);
+  cr_assert_not_null(l, "%s", kn_last_error());
+  cr_assert_eq(l->sym->sizes[0].e, s0.e);
+  /* a constant batch of the hint's size matches s0 only under a guard */
+  kn_tensor *t8 = kn_empty_meta(KN_SHAPE(8), KN_INT64);
+  cr_assert_not_null(kn_nll_loss(x, t8, NULL, KN_REDUCTION_MEAN, -100));
+  cr_assert_geq(kn__shape_env_nguards(env), 1);
+  cr_assert_str_eq(kn__shape_env_guard_str(env, kn__shape_env_nguards(env) - 1), "Eq(s0, 8)");
+  kn__shape_env_set_current(prev);
+  kn_scope_end();
+  kn_scope_begin();
+  kn__shape_env_free(env);
+}

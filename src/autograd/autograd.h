@@ -84,7 +84,17 @@ kn_status kn__gradient_edge(kn_tensor *t, kn__edge *out);
 ** `name` (static string) whose backward is fn(ctx, ...); its edges lead to
 ** the history of inputs[0..nin) (NULL or non-requiring inputs get no edge).
 ** ctx_free (may be NULL) frees ctx when the node dies, also on error.
-** Owned reference, or NULL. Attach it to outputs with kn__node_set_output. */
+** Owned reference, or NULL. Attach it to outputs with kn__node_set_output.
+** Typical use (an AOT-compiled function):
+**   out = compiled forward on detached inputs (no history);
+**   n = kn__node_new_custom("CompiledFunctionBackward", bw, ctx, ctx_free,
+**                           inputs, nin, nout);
+**   kn__node_set_output(n, out_i, i) for each differentiable output;
+**   kn__node_release(n);           (the outputs own it now)
+** ctx may retain tensors the backward needs, but never a tensor whose
+** grad_fn is this node (a reference cycle): save kn_detach() aliases of
+** outputs instead, and record kn__saved_info_of(t) to check versions with
+** kn__saved_version_error at backward time. */
 kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ctx,
                               void (*ctx_free)(void *), kn_tensor *const *inputs, int nin,
                               int nout);
@@ -101,8 +111,11 @@ uint64_t kn__next_seq(void);
 void kn__node_release_saved(kn__node *n);
 /* A metadata-only (meta device) copy of t's geometry. Owned or NULL. */
 kn_tensor *kn__saved_stand_in(const kn_tensor *t);
-/* The version-counter check for saved tensor k of n (inputs first, then
-** outputs): KN_OK or KN_EAUTOGRAD with PyTorch's message. */
+/* Version and origin of t now, for a later kn__saved_version_error. */
+kn__saved_info kn__saved_info_of(const kn_tensor *t);
+/* The version-counter check of a saved tensor t (info recorded when it was
+** saved; n may be NULL): KN_OK, or KN_EAUTOGRAD with PyTorch's message when
+** t was modified in place since. */
 kn_status kn__saved_version_error(const kn__node *n, const kn_tensor *t,
                                   const kn__saved_info *info);
 /* PyTorch's legacy type name of a dtype ("torch.FloatTensor"). */

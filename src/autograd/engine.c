@@ -268,11 +268,15 @@ static kn_tensor *stand_in(const kn_tensor *t) { return kn__saved_stand_in(t); }
 
 typedef struct opctx {
   kn__call call;                 /* shallow copy, stand-ins substituted */
-  kn_tensor *outs[64];
-  kn_tensor *standins[KN__MAX_ARGS * 4];
-  int nstand;
+  kn_tensor **outs;              /* nout saved outputs for the rule (malloc) */
+  kn_tensor **lists[KN__MAX_ARGS]; /* substituted tensor lists (malloc) */
   int first_bad;                 /* -1, or saved index (inputs, then outputs) */
 } opctx;
+
+static void opctx_free(opctx *o) {
+  free(o->outs);
+  for (int i = 0; i < KN__MAX_ARGS; i++) free(o->lists[i]);
+}
 
 /* Saved output i for the rule: the alias, or (create_graph) an alias that is
 ** output i of n again, so the rule's use of it is differentiable. */
@@ -288,29 +292,40 @@ static kn_tensor *saved_output(kn__node *n, int i, bool create_graph) {
   return kn__autorelease(a);
 }
 
+/* *slot is saved tensor `flat`: replace it by a stand-in (registered in the
+** rule's scope) when it was modified since it was saved. */
+static kn_status check_saved(kn__node *n, opctx *o, kn_tensor **slot, int flat) {
+  kn_tensor *t = *slot;
+  if (!t || kn__saved_version_error(n, t, &n->in_info[flat]) == KN_OK) return KN_OK;
+  if (o->first_bad < 0) o->first_bad = flat;
+  kn_tensor *m = kn__autorelease(stand_in(t));
+  if (!m) return kn_last_status();
+  *slot = m;
+  return KN_OK;
+}
+
 static kn_status prepare_op(kn__node *n, opctx *o, bool create_graph) {
+  memset(o, 0, sizeof *o);
   o->call = n->call;
-  o->nstand = 0;
   o->first_bad = -1;
+  kn_status st = KN_OK;
   int flat = 0;
-  for (int i = 0; i < o->call.nargs; i++) {
+  for (int i = 0; st == KN_OK && i < o->call.nargs; i++) {
     kn__arg *a = &o->call.args[i];
-    if (a->kind != KN__A_TENSOR) {
-      if (a->kind == KN__A_TENSORS) flat += a->u.ts.n;
-      continue;
+    if (a->kind == KN__A_TENSOR) {
+      st = check_saved(n, o, &a->u.t, flat++);
+    } else if (a->kind == KN__A_TENSORS && a->u.ts.n > 0) {
+      o->lists[i] = malloc((size_t)a->u.ts.n * sizeof *o->lists[i]);
+      if (!o->lists[i]) return kn__oom();
+      memcpy(o->lists[i], a->u.ts.v, (size_t)a->u.ts.n * sizeof *o->lists[i]);
+      for (int j = 0; st == KN_OK && j < a->u.ts.n; j++)
+        st = check_saved(n, o, &o->lists[i][j], flat++);
+      a->u.ts.v = o->lists[i];
     }
-    kn_tensor *t = a->u.t;
-    if (t && kn__saved_version_error(n, t, &n->in_info[flat]) != KN_OK) {
-      if (o->first_bad < 0) o->first_bad = flat;
-      kn_tensor *m = stand_in(t);
-      if (!m) return kn_last_status();
-      o->standins[o->nstand++] = m;
-      a->u.t = m;
-    }
-    flat++;
   }
-  if (n->nout > 64) return kn__error(KN_EUNSUPPORTED, "backward: more than 64 outputs");
-  for (int i = 0; i < n->nout; i++) {
+  o->outs = calloc((size_t)(n->nout ? n->nout : 1), sizeof *o->outs);
+  if (st == KN_OK && !o->outs) st = kn__oom();
+  for (int i = 0; st == KN_OK && i < n->nout; i++) {
     kn_tensor *s = n->saved_out[i];
     if (kn__saved_version_error(n, s, &n->out_info[i]) != KN_OK) {
       if (o->first_bad < 0) o->first_bad = n->nin + i;
@@ -318,9 +333,9 @@ static kn_status prepare_op(kn__node *n, opctx *o, bool create_graph) {
     } else {
       o->outs[i] = saved_output(n, i, create_graph);
     }
-    if (!o->outs[i]) return kn_last_status();
+    if (!o->outs[i]) st = kn_last_status();
   }
-  return KN_OK;
+  return st;
 }
 
 static kn_status version_error(kn__node *n, int bad) {
@@ -357,7 +372,7 @@ static kn_status run_op(kn__node *n, kn_tensor **gout, const bool *needs, kn_ten
   }
   if (st != KN_OK && o.first_bad >= 0) st = version_error(n, o.first_bad);
   else if (st != KN_OK && n->released) st = kn__error(KN_EAUTOGRAD, "%s", freed_msg);
-  for (int i = 0; i < o.nstand; i++) kn_release(o.standins[i]);
+  opctx_free(&o);
   free(gin);
   return st;
 }
@@ -444,14 +459,16 @@ static kn_status execute_node(run *r, int gi) {
     return st;
   }
   int nin = n->nin;
+  bool any_need = false;
   bool *needs = calloc((size_t)(nin ? nin : 1), sizeof *needs);
   kn_tensor **grads = calloc((size_t)(nin ? nin : 1), sizeof *grads);
   if (!needs || !grads) st = kn__oom();
   for (int k = 0; st == KN_OK && k < nin; k++) {
     kn__node *nx = n->next[k].fn;
     needs[k] = nx && r->g[find(r, nx)].needed;
+    any_need = any_need || needs[k];
   }
-  if (st == KN_OK && any) {
+  if (st == KN_OK && any && any_need) {
     kn_scope_begin();
     bool prev = kn_set_grad_enabled(r->create_graph);
     st = n->kind == KN__NODE_OP ? run_op(n, g->buf, needs, grads, r->create_graph)

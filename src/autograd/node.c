@@ -284,6 +284,8 @@ static kn__saved_info info_of(const kn_tensor *t, bool check) {
   return i;
 }
 
+kn__saved_info kn__saved_info_of(const kn_tensor *t) { return info_of(t, true); }
+
 kn_status kn__saved_version_error(const kn__node *n, const kn_tensor *t,
                                   const kn__saved_info *info) {
   (void)n;

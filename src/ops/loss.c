@@ -105,8 +105,11 @@ kn_status kn__meta_bce(const kn__call *c, kn__metas *out) {
   const kn_tensor *x = c->args[0].u.t, *t = c->args[1].u.t, *w = c->args[2].u.t;
   kn_status st = kn__loss_check_reduction(c->args[3].u.i);
   if (st != KN_OK) return st;
+  kn_sym xsz[KN_MAX_DIMS], tsz[KN_MAX_DIMS];
+  kn__tensor_symsizes(x, xsz);
+  kn__tensor_symsizes(t, tsz);
   bool same = x->ndim == t->ndim;
-  for (int d = 0; same && d < x->ndim; d++) same = x->sizes[d] == t->sizes[d];
+  for (int d = 0; same && d < x->ndim; d++) same = kn__sym_guard_eq(xsz[d], tsz[d]);
   if (!same) {
     char a[256], b[256];
     torch_size(t, a, sizeof a);
@@ -128,7 +131,7 @@ kn_status kn__meta_bce(const kn__call *c, kn__metas *out) {
     kn__tensor_symsizes(x, xs);
     kn__tensor_symsizes(w, ws);
     int nb;
-    st = kn__broadcast_shapes(w->ndim, ws, x->ndim, xs, &nb, bs);
+    st = kn__broadcast_shapes(x->ndim, xs, w->ndim, ws, &nb, bs); /* torch: (target, weight) */
     if (st != KN_OK) return st;
     if (nb != x->ndim)
       return kn__error(KN_ESHAPE, "binary_cross_entropy: weight of %d dims cannot broadcast to an "

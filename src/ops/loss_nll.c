@@ -28,8 +28,11 @@ static void geom_of(const kn_tensor *x, nllgeom *g) {
 }
 
 static kn_status check_spatial(const kn_tensor *x, const kn_tensor *t) {
+  kn_sym xs[KN_MAX_DIMS], ts[KN_MAX_DIMS];
+  kn__tensor_symsizes(x, xs);
+  kn__tensor_symsizes(t, ts);
   bool ok = t->ndim == x->ndim - 1;
-  for (int d = 1; ok && d < t->ndim; d++) ok = t->sizes[d] == x->sizes[d + 1];
+  for (int d = 1; ok && d < t->ndim; d++) ok = kn__sym_guard_eq(ts[d], xs[d + 1]);
   if (ok) return KN_OK;
   int64_t want[KN_MAX_DIMS];
   want[0] = x->sizes[0];
@@ -51,7 +54,10 @@ static kn_status nll_check(const kn_tensor *x, const kn_tensor *t, const kn_tens
   if (!kn_dtype_is_floating(x->dtype))
     return kn__error(KN_EDTYPE, "\"nll_loss_out_frame\" not implemented for '%s'",
                      kn__torch_dtype_name(x->dtype));
-  if (x->ndim >= 2 && t->ndim >= 1 && x->sizes[0] != t->sizes[0])
+  kn_sym xs[KN_MAX_DIMS], ts[KN_MAX_DIMS];
+  kn__tensor_symsizes(x, xs);
+  kn__tensor_symsizes(t, ts);
+  if (x->ndim >= 2 && t->ndim >= 1 && !kn__sym_guard_eq(xs[0], ts[0]))
     return kn__error(KN_ESHAPE, "Expected input batch_size (%lld) to match target batch_size (%lld).",
                      (long long)x->sizes[0], (long long)t->sizes[0]);
   if (x->ndim > 2) {

@@ -18,6 +18,8 @@ typedef struct poolg {
   int64_t P, H, W, OH, OW; /* P = N * C planes */
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
   bool ceil;
+  bool cip;       /* avg: count_include_pad */
+  int64_t divov;  /* avg: divisor_override, 0 for none */
 } poolg;
 
 static int64_t pick(const kn__arg *a, int i, int64_t dflt) {
@@ -70,6 +72,10 @@ static kn_status pool_geometry(const kn__call *c, const kn_tensor *x, const char
                .kw = pick(&a[0], 1, 1), .ph = pick(&a[2], 0, 0), .pw = pick(&a[2], 1, 0),
                .dh = dilation ? pick(&a[3], 0, 1) : 1, .dw = dilation ? pick(&a[3], 1, 1) : 1,
                .ceil = a[dilation ? 4 : 3].u.b};
+  if (!dilation) {
+    g->cip = a[4].u.b;
+    g->divov = a[5].kind == KN__A_INT ? a[5].u.i : 0;
+  }
   g->sh = pick(&a[1], 0, g->kh);
   g->sw = pick(&a[1], 1, g->kw);
   g->P = (off ? x->sizes[0] : 1) * x->sizes[off];
@@ -256,7 +262,7 @@ typedef struct window {
   double div;
 } window;
 
-static window avg_window(const poolg *g, const kn__call *c, int argbase, int64_t oh, int64_t ow) {
+static window avg_window(const poolg *g, int64_t oh, int64_t ow) {
   window r;
   int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
   int64_t h1 = h0 + g->kh < g->H + g->ph ? h0 + g->kh : g->H + g->ph;
@@ -264,14 +270,13 @@ static window avg_window(const poolg *g, const kn__call *c, int argbase, int64_t
   int64_t pool = (h1 - h0) * (w1 - w0);
   r.h0 = h0 < 0 ? 0 : h0, r.w0 = w0 < 0 ? 0 : w0;
   r.h1 = h1 > g->H ? g->H : h1, r.w1 = w1 > g->W ? g->W : w1;
-  const kn__arg *dv = &c->args[argbase + 6];
-  if (dv->kind == KN__A_INT) r.div = (double)dv->u.i;
-  else if (c->args[argbase + 5].u.b) r.div = (double)pool;
+  if (g->divov) r.div = (double)g->divov;
+  else if (g->cip) r.div = (double)pool;
   else r.div = (double)((r.h1 - r.h0) * (r.w1 - r.w0));
   return r;
 }
 
-static void avg_plane(const kn__call *c, const kn_tensor *x, const poolg *g, int64_t p, char *op) {
+static void avg_plane(const kn_tensor *x, const poolg *g, int64_t p, char *op) {
   kn_dtype dt = x->dtype;
   int64_t es = (int64_t)kn_dtype_size(dt), sH = x->strides[x->ndim - 2] * es;
   int64_t sW = x->strides[x->ndim - 1] * es;
@@ -279,7 +284,7 @@ static void avg_plane(const kn__call *c, const kn_tensor *x, const poolg *g, int
   bool integral = kn_dtype_is_integral(dt, false);
   for (int64_t oh = 0; oh < g->OH; oh++)
     for (int64_t ow = 0; ow < g->OW; ow++) {
-      window w = avg_window(g, c, 0, oh, ow);
+      window w = avg_window(g, oh, ow);
       double s = 0;
       for (int64_t h = w.h0; h < w.h1; h++)
         for (int64_t v = w.w0; v < w.w1; v++) s += ld(base + h * sH + v * sW, dt);
@@ -298,7 +303,7 @@ kn_status kn__k_avg_pool2d(const kn__call *c, kn__outs *out) {
   int64_t es = (int64_t)kn_dtype_size(x->dtype), ohw = g.OH * g.OW;
   char *o = kn_data(out->t[0]);
 #pragma omp parallel for if (g.P * ohw * g.kh * g.kw >= OMP_MIN)
-  for (int64_t p = 0; p < g.P; p++) avg_plane(c, x, &g, p, o + p * ohw * es);
+  for (int64_t p = 0; p < g.P; p++) avg_plane(x, &g, p, o + p * ohw * es);
   return KN_OK;
 }
 
@@ -328,7 +333,7 @@ kn_status kn__k_avg_pool2d_backward(const kn__call *c, kn__outs *out) {
   for (int64_t p = 0; p < g.P; p++)
     for (int64_t oh = 0; oh < g.OH; oh++)
       for (int64_t ow = 0; ow < g.OW; ow++) {
-        window w = avg_window(&g, &fc, 0, oh, ow);
+        window w = avg_window(&g, oh, ow);
         double v = ld(op + (p * ohw + oh * g.OW + ow) * es, dt) / w.div;
         for (int64_t h = w.h0; h < w.h1; h++)
           for (int64_t k = w.w0; k < w.w1; k++) {

@@ -72,10 +72,11 @@ kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) {
   }
   int lead = t->ndim - ndim;
   int64_t ones[KN_MAX_DIMS], leading[KN_MAX_DIMS];
+  kn_sym have[KN_MAX_DIMS];
+  kn__tensor_symsizes(t, have);
   int n1 = 0;
   for (int d = 0; d < ndim; d++) {
-    int64_t have = t->sizes[lead + d];
-    if (sizes[d] == have) continue;
+    if (kn__sym_guard_eq_int(have[lead + d], sizes[d])) continue;
     if (sizes[d] != 1) {
       not_expandable(t, ndim, sizes);
       return NULL;

@@ -3,6 +3,8 @@
 ** unless a dtype is given (then the input is converted first), as in torch.
 ** Floating sums run in double along each line.
 */
+#include <stdlib.h>
+
 #include "core/error.h"
 #include "ops/reduce.h"
 
@@ -22,6 +24,17 @@ kn_status kn__meta_cumsum(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
+/* Integer lines: int64 running sums that wrap like torch's. */
+static void cumsum_int(const kn__lines *l, int64_t i, kn_dtype it, kn_dtype ot) {
+  const char *x = kn__lines_at(l, 0, i);
+  char *y = (char *)kn__lines_at(l, 1, i);
+  uint64_t u = 0;
+  for (int64_t k = 0; k < l->len; k++) {
+    u += (uint64_t)kn__load_int(x + k * l->st[0], it);
+    kn__store_int(y + k * l->st[1], ot, (int64_t)u);
+  }
+}
+
 kn_status kn__k_cumsum(const kn__call *c, kn__outs *out) {
   kn_tensor *o = out->t[0];
   int dim = 0;
@@ -32,23 +45,27 @@ kn_status kn__k_cumsum(const kn__call *c, kn__outs *out) {
   const kn_tensor *ts[2] = {t, o};
   kn__lines l;
   kn__lines_init(&l, 2, ts, dim);
-  bool fl = kn_dtype_is_floating(t->dtype);
-#pragma omp parallel for if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1) schedule(static)
-  for (int64_t i = 0; i < l.nlines; i++) {
-    const char *x = kn__lines_at(&l, 0, i);
-    char *y = (char *)kn__lines_at(&l, 1, i);
-    double d = 0;
-    uint64_t u = 0;
-    for (int64_t k = 0; k < l.len; k++) {
-      if (fl) {
-        d += kn__load_double(x + k * l.st[0], t->dtype);
-        kn__store_double(y + k * l.st[1], o->dtype, d);
-      } else {
-        u += (uint64_t)kn__load_int(x + k * l.st[0], t->dtype);
-        kn__store_int(y + k * l.st[1], o->dtype, (int64_t)u);
-      }
+  bool fl = kn_dtype_is_floating(t->dtype), oom = false;
+#pragma omp parallel if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1)
+  {
+    double *buf = fl ? malloc((size_t)(l.len > 0 ? l.len : 1) * sizeof *buf) : NULL;
+    if (fl && !buf) {
+#pragma omp atomic write
+      oom = true;
     }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < l.nlines; i++) {
+      if (!fl) {
+        cumsum_int(&l, i, t->dtype, o->dtype);
+        continue;
+      }
+      if (!buf) continue;
+      kn__line_load(kn__lines_at(&l, 0, i), l.st[0], t->dtype, l.len, buf);
+      for (int64_t k = 1; k < l.len; k++) buf[k] += buf[k - 1]; /* running sum in double */
+      kn__line_store((char *)kn__lines_at(&l, 1, i), l.st[1], o->dtype, l.len, buf);
+    }
+    free(buf);
   }
   kn_release(t);
-  return KN_OK;
+  return oom ? kn__oom() : KN_OK;
 }

@@ -135,6 +135,8 @@ Test(nn_conv, errors_like_torch) {
              KN_ESHAPE, "Calculated padded input size per channel: (5 x 5). Kernel size: (7 x 7). Kernel size can't be greater than actual input size");
   EXPECT_ERR(kn_conv2d(x, kn_ones(KN_SHAPE(6, 4, 3, 3), KN_FLOAT32), kn_ones(KN_SHAPE(5), KN_FLOAT32), NULL, NULL, NULL, 1),
              KN_ESHAPE, "Given weight of size [6, 4, 3, 3], expected bias to be 1-dimensional with 6 elements, but got bias of size [5] instead");
+  EXPECT_ERR(kn_conv2d(x, kn_ones(KN_SHAPE(6, 4, 3), KN_FLOAT32), NULL, NULL, NULL, NULL, 1),
+             KN_ESHAPE, "Expected 4-dimensional weight for conv2d, but got 3-dimensional weight of size [6, 4, 3]");
   kn_tensor *w = kn_ones(KN_SHAPE(6, 4, 3, 3), KN_FLOAT32);
   EXPECT_ERR(kn_conv2d(x, w, NULL, (int64_t[]){0, 1}, NULL, NULL, 1), KN_EINVAL, "non-positive stride is not supported");
   EXPECT_ERR(kn_conv2d(x, w, NULL, NULL, (int64_t[]){-1, 0}, NULL, 1), KN_EINVAL, "negative padding is not supported");

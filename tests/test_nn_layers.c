@@ -87,6 +87,8 @@ Test(nn_layers, pool_errors_and_meta) {
   EXPECT_ERR(kn_avg_pool2d(x, k7, NULL, NULL, false, true, 0), KN_ESHAPE, "Output size is too small");
   EXPECT_ERR(kn_max_pool2d(kn_ones(KN_SHAPE(2, 5), KN_FLOAT32), k2, NULL, NULL, NULL, false),
              KN_ESHAPE, "non-empty 3D or 4D (batch mode) tensor expected for input");
+  EXPECT_ERR(kn_max_pool2d(x, NULL, NULL, NULL, NULL, false), KN_EINVAL,
+             "max_pool2d: kernel_size must either be a single int, or a tuple of two ints");
   EXPECT_ERR(kn_max_pool2d(x, k2, (int64_t[]){0, 0}, NULL, NULL, false), KN_EINVAL,
              "stride should not be zero");
   EXPECT_ERR(kn_max_pool2d(x, k2, NULL, NULL, (int64_t[]){0, 0}, false), KN_EINVAL,

@@ -63,9 +63,8 @@ static kn_status conv_geometry(const kn__call *c, convg *g) {
     return kn__error(KN_ESHAPE, "Expected 3D (unbatched) or 4D (batched) input to conv2d, but "
                      "got input of size: %s", xs);
   if (w->ndim != 4)
-    return kn__error(KN_ESHAPE, "Expected %d-dimensional input for %d-dimensional weight %s, "
-                     "but got weight of size %s: conv2d needs a 4-dimensional weight",
-                     x->ndim, w->ndim, ws, ws);
+    return kn__error(KN_ESHAPE, "Expected 4-dimensional weight for conv2d, but got "
+                     "%d-dimensional weight of size %s", w->ndim, ws);
   kn_status st = check_params(c, 3);
   if (st != KN_OK) return st;
   int64_t G = c->args[8].u.i;

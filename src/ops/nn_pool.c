@@ -382,7 +382,7 @@ kn_tensor *kn_max_pool2d_with_indices(kn_tensor *input, const int64_t *kernel_si
                                       const int64_t *dilation, bool ceil_mode,
                                       kn_tensor **indices) {
   int64_t pz[2], dl[2];
-  kn__arg args[6] = {KN_A_T(input), KN_A_INTS(kernel_size, 2),
+  kn__arg args[6] = {KN_A_T(input), KN_A_INTS(kernel_size, kernel_size ? 2 : 0),
                      stride ? KN_A_INTS(stride, 2) : KN_A_INTS(NULL, 0), ints2(padding, pz, 0),
                      ints2(dilation, dl, 1), KN_A_B(ceil_mode)};
   kn_tensor *r[2];
@@ -401,7 +401,7 @@ kn_tensor *kn_avg_pool2d(kn_tensor *input, const int64_t *kernel_size, const int
                          const int64_t *padding, bool ceil_mode, bool count_include_pad,
                          int64_t divisor_override) {
   int64_t pz[2];
-  kn__arg args[7] = {KN_A_T(input), KN_A_INTS(kernel_size, 2),
+  kn__arg args[7] = {KN_A_T(input), KN_A_INTS(kernel_size, kernel_size ? 2 : 0),
                      stride ? KN_A_INTS(stride, 2) : KN_A_INTS(NULL, 0), ints2(padding, pz, 0),
                      KN_A_B(ceil_mode), KN_A_B(count_include_pad),
                      divisor_override ? KN_A_I(divisor_override) : KN_A_NONE};

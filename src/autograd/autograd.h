@@ -15,7 +15,21 @@
 
 #include "ops/opdef.h"
 
-typedef enum kn__node_kind { KN__NODE_OP, KN__NODE_ACCUM, KN__NODE_CUSTOM } kn__node_kind;
+typedef enum kn__node_kind {
+  KN__NODE_OP,
+  KN__NODE_ACCUM,
+  KN__NODE_CUSTOM,
+  KN__NODE_COPYSLICES /* an in-place op on a view, seen from the view's base */
+} kn__node_kind;
+
+/* What a CopySlices node knows: the in-place op's node and the geometry of
+** the modified view inside its base. */
+typedef struct kn__cslice {
+  kn__node *fn;              /* owned: the in-place op's node */
+  int ndim, base_ndim;
+  int64_t sizes[KN_MAX_DIMS], strides[KN_MAX_DIMS], offset; /* offset from base's */
+  int64_t base_sizes[KN_MAX_DIMS], base_strides[KN_MAX_DIMS];
+} kn__cslice;
 
 /* An edge to the node that takes the gradient of one input: `input_nr` is
 ** the output of `fn` the input was (its output_nr). fn NULL: no gradient. */
@@ -64,6 +78,8 @@ struct kn__node {
   void *ctx;
   void (*ctx_free)(void *);
   struct kn__tmeta { int ndim; int64_t sizes[KN_MAX_DIMS]; } *in_meta; /* per input */
+  /* KN__NODE_COPYSLICES */
+  kn__cslice *cs;            /* owned */
   /* non-leaf tensors with retains_grad whose grad_fn this is (weak) */
   kn_tensor **retained;
   int nretained, capretained;
@@ -118,6 +134,25 @@ kn__saved_info kn__saved_info_of(const kn_tensor *t);
 ** t was modified in place since. */
 kn_status kn__saved_version_error(const kn__node *n, const kn_tensor *t,
                                   const kn__saved_info *info);
+/* The base of a view with history (the first tensor up its chain of view
+** nodes that is not itself such a view), or NULL. Borrowed. */
+kn_tensor *kn__view_base(const kn_tensor *t);
+/* Record an in-place op on a view: fn (the op's node, consumed) becomes part
+** of a CopySlices node that is the base's new history; the view becomes
+** as_strided(base). */
+kn_status kn__copyslices_record(kn__node *fn, kn_tensor *view, kn_tensor *base);
+/* Run a CopySlices node: g is the gradient of the base; grads[k] receive
+** owned gradients of the node's inputs. */
+kn_status kn__copyslices_backward(kn__node *n, kn_tensor *g, const bool *needs,
+                                  kn_tensor **grads, bool create_graph);
+/* Run an op node's derivative rule (engine.c). */
+kn_status kn__run_op(kn__node *n, kn_tensor **gout, const bool *needs, kn_tensor **grads,
+                     bool create_graph);
+/* Make n the history of t as output output_nr (takes a new reference). */
+kn_status kn__set_history(kn_tensor *t, kn__node *n, int output_nr);
+/* A new node of the given kind with nin edges and nout outputs; refcount 1. */
+kn__node *kn__node_alloc(kn__node_kind kind, int nin, int nout);
+
 /* PyTorch's legacy type name of a dtype ("torch.FloatTensor"). */
 const char *kn__torch_type_name(kn_dtype dt);
 

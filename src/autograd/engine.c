@@ -347,7 +347,7 @@ static kn_status version_error(kn__node *n, int bad) {
 }
 
 /* Run the derivative rule of an op node. grads[k] receive owned results. */
-static kn_status run_op(kn__node *n, kn_tensor **gout, const bool *needs, kn_tensor **grads,
+kn_status kn__run_op(kn__node *n, kn_tensor **gout, const bool *needs, kn_tensor **grads,
                         bool create_graph) {
   opctx o;
   kn_status st = prepare_op(n, &o, create_graph);
@@ -471,8 +471,10 @@ static kn_status execute_node(run *r, int gi) {
   if (st == KN_OK && any && any_need) {
     kn_scope_begin();
     bool prev = kn_set_grad_enabled(r->create_graph);
-    st = n->kind == KN__NODE_OP ? run_op(n, g->buf, needs, grads, r->create_graph)
-                                : run_custom(n, g->buf, needs, grads, r->create_graph);
+    if (n->kind == KN__NODE_OP) st = kn__run_op(n, g->buf, needs, grads, r->create_graph);
+    else if (n->kind == KN__NODE_CUSTOM)
+      st = run_custom(n, g->buf, needs, grads, r->create_graph);
+    else st = kn__copyslices_backward(n, g->buf[0], needs, grads, r->create_graph);
     kn_set_grad_enabled(prev);
     kn_scope_end();
   }

@@ -20,7 +20,7 @@ uint64_t kn__next_seq(void) { return seq_counter++; }
 
 /* ---- allocation and release --------------------------------------------------- */
 
-static kn__node *node_new(kn__node_kind kind, int nin, int nout) {
+kn__node *kn__node_alloc(kn__node_kind kind, int nin, int nout) {
   kn__node *n = calloc(1, sizeof *n);
   if (!n) return NULL;
   atomic_init(&n->refcount, 1);
@@ -64,6 +64,7 @@ kn_tensor *kn__saved_stand_in(const kn_tensor *t) {
 }
 
 void kn__node_release_saved(kn__node *n) {
+  if (n->kind == KN__NODE_COPYSLICES) kn__node_release_saved(n->cs->fn);
   if (n->kind != KN__NODE_OP || n->released) return;
   n->released = true;
   /* Values are freed; shapes stay (as meta stand-ins), so rules that only
@@ -113,6 +114,10 @@ static void node_destroy(kn__node *n, kn__node ***stack, size_t *len, size_t *ca
     kn_release(n->leaf);
   }
   if (n->ctx_free) n->ctx_free(n->ctx);
+  if (n->cs) {
+    kn__node_release(n->cs->fn); /* queued: we are inside the release loop */
+    free(n->cs);
+  }
   free(n->saved_out);
   free(n->in_info);
   free(n->out_info);
@@ -167,6 +172,7 @@ const char *kn__node_name(const kn__node *n) {
   switch (n->kind) {
   case KN__NODE_OP: return n->call.op->grad_fn_name;
   case KN__NODE_ACCUM: return "AccumulateGrad";
+  case KN__NODE_COPYSLICES: return "CopySlices";
   default: return n->name ? n->name : "CustomBackward";
   }
 }
@@ -198,7 +204,7 @@ kn_status kn__gradient_edge(kn_tensor *t, kn__edge *out) {
     out->fn = t->grad_acc;
     return KN_OK;
   }
-  kn__node *a = node_new(KN__NODE_ACCUM, 0, 1);
+  kn__node *a = kn__node_alloc(KN__NODE_ACCUM, 0, 1);
   if (!a) return kn__oom();
   a->seq = UINT64_MAX; /* accumulate as soon as ready, as PyTorch */
   a->leaf = kn_retain(t);
@@ -246,7 +252,7 @@ kn_status kn_retain_grad(kn_tensor *t) {
 }
 
 /* Make n the history of t (output output_nr). Takes a new reference to n. */
-static kn_status set_history(kn_tensor *t, kn__node *n, int output_nr) {
+kn_status kn__set_history(kn_tensor *t, kn__node *n, int output_nr) {
   if (t->retains_grad) {
     retained_remove(t->grad_fn, t);
     if (!retained_add(n, t)) {
@@ -270,7 +276,7 @@ kn_status kn__node_set_output(kn__node *n, kn_tensor *t, int output_nr) {
     return kn__error(KN_EAUTOGRAD, "only Tensors of floating point dtype can require "
                                    "gradients (got %s)", kn_dtype_name(t->dtype));
   n->out_dtype[output_nr] = t->dtype;
-  return set_history(t, n, output_nr);
+  return kn__set_history(t, n, output_nr);
 }
 
 /* ---- saved tensors ----------------------------------------------------------------- */
@@ -362,21 +368,23 @@ static bool is_view_node(const kn__node *n) {
   return n && n->kind == KN__NODE_OP && (n->call.op->flags & KN_OPF_VIEW);
 }
 
-/* In-place on a view with history: PyTorch rewrites the base's history
-** (CopySlices); kiln does not yet, so it refuses rather than computing a
-** wrong gradient. */
+/* In-place on a view with history: the base's history is rewritten
+** (CopySlices, see copyslices.c). A view of a leaf that requires grad is
+** refused as in PyTorch; so is a view whose base cannot be found (its
+** graph was freed). */
 static kn_status check_view(const kn__call *c, const kn_tensor *self) {
-  const kn__node *n = self->grad_fn;
-  if (!is_view_node(n)) return KN_OK;
-  while (is_view_node(n)) n = n->next[0].fn;
-  if (n && n->kind == KN__NODE_ACCUM)
+  if (!is_view_node(self->grad_fn)) return KN_OK;
+  const kn_tensor *base = kn__view_base(self);
+  if (base && base->requires_grad && !base->grad_fn)
     return kn__error(KN_EAUTOGRAD, "a view of a leaf Variable that requires grad is being used "
                                    "in an in-place operation.");
+  if (base && base->grad_fn && kn_same_storage(base, self) && base->device != KN_META &&
+      !base->is_fake)
+    return KN_OK;
   return kn__error(KN_EUNSUPPORTED,
-                   "%s: in-place modification of a view (output of %s) that requires grad is "
-                   "not supported yet (its base's history would need rewriting); use the "
-                   "out-of-place op, or modify the base tensor", c->op->name,
-                   kn__node_name(self->grad_fn));
+                   "%s: in-place modification of this view (output of %s) is not supported: "
+                   "its base is unknown (graph freed) or has no history; use the out-of-place "
+                   "op", c->op->name, kn__node_name(self->grad_fn));
 }
 
 kn_status kn__autograd_check_inplace(const kn__call *c) {
@@ -450,7 +458,7 @@ kn_status kn__autograd_record(const kn__call *c, kn__outs *out) {
   kn_tensor *self_pre = NULL;
   if (inplace && !(self_pre = pre_take(c))) return kn_last_status();
   int nin = kn__call_ninputs(c);
-  kn__node *n = node_new(KN__NODE_OP, nin, out->n);
+  kn__node *n = kn__node_alloc(KN__NODE_OP, nin, out->n);
   kn_status st = n ? KN_OK : kn__oom();
   if (st == KN_OK) {
     n->call.op = c->op;
@@ -463,9 +471,12 @@ kn_status kn__autograd_record(const kn__call *c, kn__outs *out) {
   for (int k = 0; st == KN_OK && k < nin; k++)
     st = kn__gradient_edge(kn__call_input(c, k), &n->next[k]);
   if (st == KN_OK) st = record_saved(n, c, out, self_pre);
-  for (int i = 0; st == KN_OK && i < out->n; i++)
-    if (kn_dtype_is_floating(out->t[i]->dtype)) st = set_history(out->t[i], n, i);
   kn_release(self_pre);
+  kn_tensor *self = inplace ? c->args[0].u.t : NULL;
+  if (st == KN_OK && self && is_view_node(self->grad_fn))
+    return kn__copyslices_record(n, self, kn__view_base(self)); /* consumes n */
+  for (int i = 0; st == KN_OK && i < out->n; i++)
+    if (kn_dtype_is_floating(out->t[i]->dtype)) st = kn__set_history(out->t[i], n, i);
   kn__node_release(n); /* the outputs hold it now */
   return st;
 }
@@ -475,7 +486,7 @@ kn_status kn__autograd_record(const kn__call *c, kn__outs *out) {
 kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ctx,
                               void (*ctx_free)(void *), kn_tensor *const *inputs, int nin,
                               int nout) {
-  kn__node *n = node_new(KN__NODE_CUSTOM, nin, nout);
+  kn__node *n = kn__node_alloc(KN__NODE_CUSTOM, nin, nout);
   if (!n) {
     if (ctx_free) ctx_free(ctx);
     kn__oom();

@@ -254,3 +254,30 @@ Test(breaks, trace_source_nested) {
   kn_log_setting s[] = {KN_LOG_FLAG("trace_source", 1)};
   kn_test_logging_twice(s, 1, nested_body, NULL);
 }
+
+static kn_tensor *dyn_branch(kn_tensor *x) {
+  kn_tensor *r;
+  if (kn_is_true(kn_gt_scalar(kn_sum(x), kn_int(0))))
+    r = kn_sum_dims(x, (int64_t[]){0}, 1, false);
+  else
+    r = kn_neg(kn_sum_dims(x, (int64_t[]){0}, 1, false));
+  return r;
+}
+
+Test(breaks, dynamic_sizes_in_branches) {
+  kn_compile_options o = counting();
+  o.dynamic = KN_DYNAMIC_TRUE;
+  kn_compiled *f = KN_COMPILE(dyn_branch, &o);
+  kn_scope_begin();
+  for (int i = 0; i < 6; i++) {
+    int64_t n = 2 + i, m = 3 + (i % 3);
+    double fill = (i % 2) ? -1 : 1;
+    kn_tensor *y = kn_call_t(f, kn_full(KN_SHAPE(n, m), kn_float(fill), KN_FLOAT32));
+    cr_assert(y, "%s", kn_last_error());
+    cr_expect_eq(kn_size(y, 0), m);
+    cr_expect_eq(kn_get(y, (int64_t[]){m - 1}), (double)n); /* n * fill * sign(fill) */
+  }
+  kn_scope_end();
+  cr_expect_eq(cc.frame_count, 3); /* condition, then-branch, else-branch */
+  kn_compiled_free(f);
+}

@@ -160,6 +160,13 @@ Test(dynamo_trace, dynamo_error) {
       DESC(0, 0, 0, "\"is_leaf\": true, \"requires_grad\": true, ", "L['a']")
       "{\"artifact\": {\"name\": \"dynamo_error\", \"encoding\": \"string\"}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"compilation_metrics\": \"METRICS\", " CTX(0, 0, 0) "}\n");
+  char *m = kn_test_dyn_metadata("compilation_metrics", 0);
+  cr_assert(m);
+  cr_expect(strstr(m, "\"fail_type\":\"TorchRuntimeError\""), "%s", m);
+  cr_expect(strstr(m, "\"fail_reason\":\"Failed running call_function kiln.ops.add(*(FakeTensor(..., size=(1000, 1000)"), "%s", m);
+  cr_expect(strstr(m, "\"co_name\":\"dynamo_error_fn\""), "%s", m);
+  cr_expect(strstr(m, "\"graph_op_count\":null") || strstr(m, "\"graph_op_count\":0"), "%s", m);
+  free(m);
   kn_compiled_free(f);
 }
 

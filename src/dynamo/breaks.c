@@ -476,8 +476,17 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
       e->cid = e->root->cid;
       *out_entry = e;
     }
-  } else if (st == KN_OK && into) {
+  } else if (into) {
     if (tr->nslots > into->nslots) into->nslots = tr->nslots;
+    /* graphs linked into the tree refer to this trace's symbols */
+    kn__shape_env **ne = realloc(into->branch_envs, sizeof *ne * (size_t)(into->nbranch_envs + 1));
+    if (ne) {
+      into->branch_envs = ne;
+      into->branch_envs[into->nbranch_envs++] = tr->env;
+      tr->env = NULL;
+    } else if (st == KN_OK) {
+      st = kn__oom();
+    }
   } else if (!into && tr->root_seg) {
     kn__segment_free(tr->root_seg);
   }

@@ -182,6 +182,8 @@ typedef struct kn__entry {
   struct kn__entry *next;
   kn__guards guards;
   kn__shape_env *env;     /* owned */
+  kn__shape_env **branch_envs; /* owned: envs of branches traced later */
+  int nbranch_envs;
   kn__segment *root;
   int nslots;             /* value-table size (grows with branches) */
   int nroot_inputs;       /* root inputs = the first slots */

@@ -44,6 +44,8 @@ void kn__entry_free(kn__entry *e) {
   for (int i = 0; i < e->nroot_inputs; i++) kn__src_fini(&e->root_src[i]);
   free(e->root_src);
   kn__shape_env_free(e->env);
+  for (int i = 0; i < e->nbranch_envs; i++) kn__shape_env_free(e->branch_envs[i]);
+  free(e->branch_envs);
   free(e);
 }
 

@@ -128,6 +128,20 @@ char *kn_test_dyn_payload(const char *event, int n) {
   return f.out;
 }
 
+static bool find_metadata(void *ud, const kn__trace_record *rec) {
+  find *f = ud;
+  if (strcmp(rec->event, f->event)) return true;
+  if (f->n-- > 0) return true;
+  f->out = json_dumps(rec->value, JSON_PRESERVE_ORDER | JSON_COMPACT);
+  return false;
+}
+
+char *kn_test_dyn_metadata(const char *event, int n) {
+  find f = {event, n, NULL};
+  each_record(NULL, find_metadata, &f);
+  return f.out;
+}
+
 char *kn_test_dyn_filter(const char *text) {
   kn__sb sb = KN__SB_INIT;
   for (const char *p = text; *p;) {

@@ -22,6 +22,9 @@ char *kn_test_dyn_trace(bool owned_only, uint64_t *defects);
 /* The payload of the n-th record (0-based) whose event is `event` (or, for
 ** artifacts, whose name is `event`); owned; NULL when absent. */
 char *kn_test_dyn_payload(const char *event, int n);
+/* The metadata value of the n-th record of `event` as compact JSON (owned),
+** NULL when absent. */
+char *kn_test_dyn_metadata(const char *event, int n);
 /* The same filter applied to expected text (lines as the seed shows them). */
 char *kn_test_dyn_filter(const char *text);
 /* Occurrences of needle in hay. */

@@ -186,3 +186,19 @@ Test(dynamo_logging, compile_times) {
   cr_expect(strstr(t, "OutputGraph.call_user_compiler"), "%s", t);
   free(t);
 }
+
+static void dump_body(const kn_test_records *r, void *ud) {
+  (void)ud;
+  kn_reset();
+  run_example(example_fn, "example_fn", false);
+  kn_dump_compile_times();
+  size_t n = 0;
+  for (size_t i = 0; i < r->n; i++)
+    if (strstr(r->v[i].message, "compilation metrics")) n++;
+  cr_expect_eq(n, 1);
+}
+
+Test(dynamo_logging, dump_compile_times) {
+  kn_log_setting s[] = {KN_LOG_LEVEL("kiln.dynamo.utils", KN_INFO)};
+  kn_test_logging_twice(s, 1, dump_body, NULL);
+}

@@ -110,8 +110,9 @@ typedef struct kn_compiled_graph {
   void (*free_state)(void *state); /* may be NULL */
 } kn_compiled_graph;
 
-/* A user backend: receives the graph (borrowed; kn_graph_module_retain it to
-** keep it) and example inputs (fake tensors), returns a callable in *out.
+/* A user backend: receives the graph module (borrowed: it lives as long as
+** the cache entry, so the callable may keep and run it) and the example
+** inputs (fake tensors: metadata only), and returns a callable in *out.
 ** Returning an error makes kiln log "WON'T CONVERT" and run eagerly
 ** (suppress_errors) or fail the call. */
 typedef kn_status (*kn_backend_fn)(kn_graph_module *gm, kn_tensor *const *example_inputs,
@@ -218,7 +219,7 @@ KN_API kn_status kn_print(kn_tensor *t);
 
 /* ---- export --------------------------------------------------------------------- */
 /* Trace fn once on args (no guards, no cache, no graph breaks allowed) and
-** return the graph module (owned; kn_graph_module_release). NULL with
+** return the graph module (owned; kn_graph_module_free). NULL with
 ** kn_last_error on a break or an error. */
 KN_API kn_graph_module *kn_export(kn_compiled *f, const kn_value *args, int nargs);
 

@@ -138,3 +138,27 @@ Test(values, none_result) {
   kn_scope_end();
   kn_compiled_free(f);
 }
+
+static kn_tensor *noisy(kn_tensor *a) {
+  kn_tensor *r = kn_add(a, kn_rand(KN_SHAPE(64), NULL, KN_FLOAT32));
+  return r;
+}
+
+Test(values, random_ops_draw_on_every_call) {
+  kn_compiled *f = KN_COMPILE(noisy, NULL);
+  kn_scope_begin();
+  kn_tensor *x = kn_zeros(KN_SHAPE(64), KN_FLOAT32);
+  kn_tensor *y1 = kn_call_t(f, x), *y2 = kn_call_t(f, x), *y3 = kn_call_t(f, x);
+  cr_assert(y1 && y2 && y3, "%s", kn_last_error());
+  int same12 = 0, same23 = 0;
+  for (int64_t i = 0; i < 64; i++) {
+    double a = kn_get(y1, &i), b = kn_get(y2, &i), c = kn_get(y3, &i);
+    cr_expect(a >= 0 && a < 1 && b >= 0 && b < 1);
+    same12 += a == b;
+    same23 += b == c;
+  }
+  cr_expect_lt(same12, 4);
+  cr_expect_lt(same23, 4);
+  kn_scope_end();
+  kn_compiled_free(f);
+}

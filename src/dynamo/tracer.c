@@ -430,12 +430,16 @@ static kn_status handle(kn__mode *self, kn__call *c, kn__outs *out) {
     kn_tensor *t = kn__call_input(c, k);
     if (t && t->is_fake) anyfake = true;
   }
-  if (!factory && !anyfake) return kn__dispatch_below(self, c, out);
+  /* random ops are recorded even on real inputs: folding them into
+  ** constants would freeze their draws */
+  bool random_on_real = !factory && !anyfake && (c->op->flags & KN_OPF_RANDOM);
+  if (!factory && !anyfake && !random_on_real) return kn__dispatch_below(self, c, out);
   if (tr->stop)
     return kn__error(KN_ESTATE, "%s: tracing stopped after an earlier error", c->op->name);
   argscratch a;
   kn_status st = map_args(tr, c, &a);
-  if (st == KN_OK) st = factory ? fake_factory(c, out) : kn__dispatch_below(self, c, out);
+  if (st == KN_OK)
+    st = factory || random_on_real ? fake_factory(c, out) : kn__dispatch_below(self, c, out);
   if (st != KN_OK) {
     scratch_fini(&a);
     note_error(tr, c, st);

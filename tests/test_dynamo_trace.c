@@ -235,3 +235,33 @@ Test(dynamo_trace, example_training_fn_graph_break_shape) {
       "{\"compilation_metrics\": \"METRICS\", " CTX(2, 0, 0) "}\n");
   kn_compiled_free(f);
 }
+
+static kn_tensor *branchy(kn_tensor *x) {
+  kn_tensor *r;
+  if (kn_is_true(kn_gt_scalar(kn_sum(x), kn_int(0))))
+    r = kn_mul_scalar(x, kn_float(2));
+  else
+    r = kn_mul_scalar(x, kn_float(3));
+  return r;
+}
+
+Test(dynamo_trace, new_branch_is_a_recompile_of_the_resume_frame) {
+  kn_compiled *f = KN_COMPILE(branchy, NULL);
+  kn_scope_begin();
+  cr_assert(kn_call_t(f, kn_ones(KN_SHAPE(4), KN_FLOAT32)));
+  cr_assert(kn_call_t(f, kn_neg(kn_ones(KN_SHAPE(4), KN_FLOAT32))));
+  cr_assert(kn_call_t(f, kn_ones(KN_SHAPE(4), KN_FLOAT32)));
+  kn_scope_end();
+  uint64_t defects = 9;
+  char *got = kn_test_dyn_trace(true, &defects);
+  cr_expect_eq(defects, 0);
+  /* frame 0 (the condition), frame 1 compiled twice (one per answer) */
+  cr_expect_eq(kn_test_count_sub(got, "{\"dynamo_start\""), 3, "%s", got);
+  cr_expect(strstr(got, "{\"dynamo_start\": {\"stack\": \"STACK\"}, " CTX(1, 0, 0) "}"), "%s", got);
+  cr_expect(strstr(got, "{\"dynamo_start\": {\"stack\": \"STACK\"}, " CTX(1, 1, 0) "}"), "%s", got);
+  cr_expect_eq(kn_test_count_sub(got, "{\"dynamo_output_graph\""), 3, "%s", got);
+  cr_expect_eq(kn_test_count_sub(got, "{\"compilation_metrics\""), 3, "%s", got);
+  cr_expect_eq(kn_test_count_sub(got, "\"name\": \"dynamo_graph_break_reason\""), 1, "%s", got);
+  free(got);
+  kn_compiled_free(f);
+}

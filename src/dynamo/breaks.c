@@ -22,14 +22,6 @@
 #include "trace/events.h"
 #include "trace/trace.h"
 
-void kn__trace_set_current(kn__trace *tr);
-void kn__trace_mode_init(kn__trace *tr);
-void kn__trace_free_fargs(kn__trace *tr);
-kn_status kn__trace_slot_of(kn__trace *tr, kn_tensor *t, int *slot);
-kn_status kn__trace_carry_live(kn__trace *tr);
-void kn__trace_log_call(kn__trace *tr, const char *node_name, const kn__srcframe *fr, int depth,
-                        const char *api);
-void kn__trace_guard_dump(kn__trace *tr, kn__tseg *s);
 
 /* ---- guard dumps ------------------------------------------------------------------ */
 void kn__trace_guard_dump(kn__trace *tr, kn__tseg *s) {

@@ -3,10 +3,13 @@
 **
 **   values.c    kiln values, tuples, modules, sources (paths from the call's
 **               arguments to a value: L['a'], L['ys'][0], L['self']._modules...)
-**   guards.c    guard building, the flat check array, reasons, the dump
-**   tracer.c    the tracing mode: fake inputs, graph nodes, breaks
-**   segeval.c   eager evaluation of a partial segment at a graph break
-**   frame.c     per-frame compile events (dynamo_start ... compilation_metrics)
+**   guards.c    the flat check array, failure reasons, the guard dump
+**   srcloc.c    user call stacks (backtrace + libdw) and source lines
+**   tracer.c    the tracing mode: graph nodes for op calls, trace logs
+**   fakify.c    fake inputs, their guards, describe_* / create_symbol records
+**   segments.c  graph segments: finish/compile/run, replaying an entry
+**   breaks.c    one trace from start to end, and its graph breaks
+**   frame.c     per-frame compile records (dynamo_start ... compilation_metrics)
 **   compile.c   kn_compile, kn_call, the cache, recompiles, limits, kn_reset
 **   backends.c  "eager", user backends, the compile counter
 **
@@ -90,7 +93,6 @@ typedef struct kn__guard {
   /* tensors */
   kn_dtype dtype;
   kn_device device;
-  bool is_fake_dev;      /* reserved */
   bool requires_grad;
   int ndim;
   int64_t sizes[KN_MAX_DIMS], strides[KN_MAX_DIMS];
@@ -163,7 +165,6 @@ typedef struct kn__child {
 struct kn__segment {
   kn_graph_module *gm;    /* owns the graph */
   kn_compiled_graph cg;   /* the backend's callable */
-  bool eager_fallback;    /* the backend failed: run gm directly */
   int nin, nout;
   int *in_slot;           /* value-table index of each input */
   int *out_slot;          /* value-table index of each output */
@@ -222,7 +223,6 @@ struct kn_compiled {
   kn__hashmap *resume;    /* break site -> kn__frame* */
   /* automatic dynamic: per tensor source expr, sizes seen at the first compile */
   kn__hashmap *dyn_state; /* source expr -> struct kn__dynstate* */
-  bool *arg_is_tensor;    /* tensor form helpers */
   struct kn_compiled *next_all, *prev_all; /* every live compiled function */
 };
 

@@ -234,8 +234,7 @@ static kn_status tensor_input(walk *w, const kn__src *src, kn_tensor *t, bool pa
   kn__gnode *ph = kn__graph_placeholder(tr->segs[0].g, src->expr, &vm);
   int s2 = ph ? kn__trace_new_slot(tr, t) : -1;
   kn_status st = ph && s2 >= 0 ? kn__tbind_set(tr, f, 0, ph, 0, s2) : kn_last_status();
-  kn_status kn__tseg_add_input(kn__tseg *s, int slot);
-  if (st == KN_OK) st = kn__tseg_add_input(&tr->segs[0], s2);
+    if (st == KN_OK) st = kn__tseg_add_input(&tr->segs[0], s2);
   if (st != KN_OK) {
     kn_release(f);
     return st;
@@ -386,7 +385,6 @@ static void free_fargs(kn_value *v, int n) {
     }
 }
 
-void kn__trace_free_fargs(kn__trace *tr);
 void kn__trace_free_fargs(kn__trace *tr) {
   if (!tr->fargs) return;
   free_fargs(tr->fargs, tr->nargs);

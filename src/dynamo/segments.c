@@ -196,7 +196,6 @@ static kn_status push_out(kn__tseg *s, int slot, kn__gref ref) {
   return KN_OK;
 }
 
-kn_status kn__trace_slot_of(kn__trace *tr, kn_tensor *t, int *slot);
 /* The slot of traced value t, giving a value of the current segment a new
 ** slot (an output of the segment). Real tensors become graph constants. */
 kn_status kn__trace_slot_of(kn__trace *tr, kn_tensor *t, int *slot) {
@@ -225,7 +224,6 @@ kn_status kn__trace_slot_of(kn__trace *tr, kn_tensor *t, int *slot) {
 }
 
 /* Values of the current segment that user code still holds get slots. */
-kn_status kn__trace_carry_live(kn__trace *tr);
 kn_status kn__trace_carry_live(kn__trace *tr) {
   int si = tr->nseg - 1;
   for (int i = 0; i < tr->nfakes; i++) {
@@ -293,7 +291,6 @@ static kn_status compile_segment(kn__trace *tr, kn__tseg *s, kn__segment **out) 
   return KN_OK;
 }
 
-void kn__trace_guard_dump(kn__trace *tr, kn__tseg *s);
 kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment **out) {
   kn__tseg *s = &tr->segs[tr->nseg - 1];
   *out = NULL;

@@ -172,12 +172,14 @@ int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcfram
   for (int i = 0; i < top && nt < KN__SRC_MAX_FRAMES; i++) {
     kn__srcframe f = kn__srcloc_symbolize(addrs[i]);
     if (!f.func) continue;
-    if (!seen_kiln && !is_kiln_frame(&f)) continue;
+    bool kiln = is_kiln_frame(&f);
+    if (!seen_kiln && !kiln) continue;
     seen_kiln = true;
-    if (is_kiln_frame(&f)) {
+    if (kiln) {
       if (nt == 0) last_kiln = f.func;
       continue;
     }
+    if (!f.file) continue; /* no debug info: kiln's static helpers or unlocatable code */
     tmp[nt++] = f;
   }
   if (api) *api = last_kiln;

@@ -19,7 +19,6 @@
 static _Thread_local kn__trace *cur;
 
 kn__trace *kn__trace_current(void) { return cur; }
-void kn__trace_set_current(kn__trace *tr);
 void kn__trace_set_current(kn__trace *tr) { cur = tr; }
 
 /* ---- bindings ----------------------------------------------------------------- */
@@ -89,7 +88,6 @@ static kn_status push_int(int **v, int *n, int *cap, int x) {
   return KN_OK;
 }
 
-kn_status kn__tseg_add_input(kn__tseg *s, int slot);
 kn_status kn__tseg_add_input(kn__tseg *s, int slot) {
   return push_int(&s->in_slot, &s->nin, &s->capin, slot);
 }
@@ -189,8 +187,6 @@ static void call_markers(const char *line, const char *api, kn__sb *sb) {
   }
 }
 
-void kn__trace_log_call(kn__trace *tr, const char *node_name, const kn__srcframe *fr, int depth,
-                        const char *api);
 void kn__trace_log_call(kn__trace *tr, const char *node_name, const kn__srcframe *fr, int depth,
                         const char *api) {
   (void)tr;
@@ -454,7 +450,6 @@ static kn_status handle(kn__mode *self, kn__call *c, kn__outs *out) {
   return st;
 }
 
-void kn__trace_mode_init(kn__trace *tr);
 void kn__trace_mode_init(kn__trace *tr) {
   tr->mode = (kn__mode){"dynamo_tracing", handle, tr};
 }

@@ -124,4 +124,24 @@ kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment 
 ** function it called. */
 int kn__trace_user_stack(kn__trace *tr, kn__srcframe *out, int cap, const char **api);
 
+/* ---- internal plumbing between tracer.c, fakify.c, segments.c, breaks.c ---- */
+/* The trace running on this thread is tr (NULL: none). */
+void kn__trace_set_current(kn__trace *tr);
+/* Set up tr->mode (the dispatcher mode that records nodes). */
+void kn__trace_mode_init(kn__trace *tr);
+/* Free the fake argument copies and module substitutions. */
+void kn__trace_free_fargs(kn__trace *tr);
+/* The slot of traced value t; a value of the current segment gets a new slot
+** (an output of the segment); real tensors become graph constants. */
+kn_status kn__trace_slot_of(kn__trace *tr, kn_tensor *t, int *slot);
+/* Give slots to the values of the current segment user code still holds. */
+kn_status kn__trace_carry_live(kn__trace *tr);
+/* Write the guard dump of segment s's frame. */
+void kn__trace_guard_dump(kn__trace *tr, kn__tseg *s);
+/* Record that the next placeholder of s reads slot `slot`. */
+kn_status kn__tseg_add_input(kn__tseg *s, int slot);
+/* The trace_call record of one traced call. */
+void kn__trace_log_call(kn__trace *tr, const char *node_name, const kn__srcframe *fr, int depth,
+                        const char *api);
+
 #endif

@@ -162,3 +162,30 @@ Test(values, random_ops_draw_on_every_call) {
   kn_scope_end();
   kn_compiled_free(f);
 }
+
+static kn_value general(const kn_value *args, int n, void *ud) {
+  (void)ud;
+  kn_tensor *acc = args[0].u.t;
+  for (int i = 1; i < n; i++) acc = kn_add(acc, args[i].u.t);
+  return kn_vtensor(acc);
+}
+
+Test(values, compile_macro_takes_both_forms) {
+  kn_compiled *g = KN_COMPILE(general, NULL); /* general form: any number of arguments */
+  kn_compiled *t = KN_COMPILE(noisy, NULL);   /* tensor form: one tensor */
+  cr_assert(g && t);
+  kn_scope_begin();
+  kn_tensor *x = kn_ones(KN_SHAPE(2), KN_FLOAT32);
+  kn_value out;
+  cr_assert_eq(kn_call(g, (kn_value[]){kn_vtensor(x), kn_vtensor(x), kn_vtensor(x)}, 3, &out), KN_OK);
+  cr_expect_eq(kn_get(out.u.t, (int64_t[]){0}), 3.0);
+  kn_value_release(out);
+  cr_assert_eq(kn_call(g, (kn_value[]){kn_vtensor(x)}, 1, &out), KN_OK);
+  cr_expect_eq(kn_get(out.u.t, (int64_t[]){0}), 1.0);
+  kn_value_release(out);
+  cr_expect_null(kn_call_t(t, x, x));
+  cr_expect(strstr(kn_last_error(), "noisy: expected 1 arguments, got 2"), "%s", kn_last_error());
+  kn_scope_end();
+  kn_compiled_free(g);
+  kn_compiled_free(t);
+}

@@ -372,7 +372,17 @@ static char *reasons_json(const miss *m) {
   return s;
 }
 
+static void limit_warning_body(kn_compiled *f, const miss *m, bool accumulated);
+/* Logged inside the context of the compile that would have happened
+** ("[0/8]"), as PyTorch does since 2.5. */
 static void limit_warning(kn_compiled *f, const miss *m, bool accumulated) {
+  kn__compile_ctx saved;
+  kn__compile_ctx_enter((kn_compile_id){-1, f->frame.frame_id, f->frame.ncompiles}, &saved);
+  limit_warning_body(f, m, accumulated);
+  kn__compile_ctx_leave(&saved);
+}
+
+static void limit_warning_body(kn_compiled *f, const miss *m, bool accumulated) {
   const char *lt = accumulated ? "accumulated_cache_size_limit" : "cache_size_limit";
   int lim = accumulated ? f->opts.accumulated_cache_size_limit : f->opts.cache_size_limit;
   kn__sb more = KN__SB_INIT;

@@ -344,3 +344,20 @@ Test(engine, saved_info_for_custom_backwards) {
                                     "TBackward0, is at version 1; expected version 0") != NULL,
             "%s", kn_last_error());
 }
+
+/* d y / d y is the grad_output, for non-leaves and leaves alike; the same
+** input twice gets the gradient twice. */
+Test(engine, gradient_of_a_tensor_with_respect_to_itself) {
+  kn_tensor *x = leaf(KN_SHAPE(2), (double[]){1, 2});
+  kn_tensor *y = kn_t(x);
+  kn_tensor *go = val(KN_SHAPE(2), (double[]){3, 4});
+  kn_tensor *g[2];
+  cr_assert_eq(kn_autograd_grad(&y, 1, (kn_tensor *[]){y, y}, 2, &go, true, false, false, g),
+               KN_OK, "%s", kn_last_error());
+  expect(g[0], 2, (double[]){3, 4});
+  expect(g[1], 2, (double[]){3, 4});
+  cr_assert_eq(kn_autograd_grad(&x, 1, &x, 1, &go, false, false, false, g), KN_OK, "%s",
+               kn_last_error());
+  expect(g[0], 2, (double[]){3, 4});
+  cr_assert_null(kn_grad(x));
+}

@@ -335,3 +335,19 @@ Test(ops, saved_tensor_lists) {
   cr_assert(strstr(kn_last_error(), "which is output 0 of StackBackward0, is at version 1; "
                                     "expected version 0 instead") != NULL, "%s", kn_last_error());
 }
+
+/* A view taken before its base changed history in place is stale: refused
+** (PyTorch would regenerate it). Taking the view again works. */
+Test(ops, stale_view_after_base_in_place) {
+  kn_tensor *x = leaf(KN_SHAPE(2), (double[]){1, 2});
+  kn_tensor *y = kn_mul_scalar(x, kn_float(2));
+  kn_tensor *q = kn_t(y);                        /* 1-d: same values, a view */
+  cr_assert_eq(kn_mul_scalar_(y, kn_float(3)), KN_OK, "%s", kn_last_error());
+  kn_status st = kn_backward(q, kn_ones(KN_SHAPE(2), KN_FLOAT64));
+  cr_assert_eq(st, KN_EUNSUPPORTED);
+  cr_assert(strstr(kn_last_error(), "the base of a view (output 0 of TBackward0) was modified "
+                                    "by an in-place operation") != NULL, "%s", kn_last_error());
+  kn_tensor *q2 = kn_t(y);
+  cr_assert_eq(kn_backward(q2, kn_ones(KN_SHAPE(2), KN_FLOAT64)), KN_OK, "%s", kn_last_error());
+  expect(kn_grad(x), 2, (double[]){6, 6});
+}

@@ -134,3 +134,10 @@ Test(intern, dense_ids_and_identity) {
   cr_assert_null(kn__intern_str(&t, 2));
   kn__intern_fini(&t);
 }
+
+Test(error, message_may_quote_the_previous_message) {
+  kn__error(KN_EINVAL, "inner problem");
+  kn__error(KN_ESHAPE, "outer: %s (again: %s)", kn_last_error(), kn_last_error());
+  cr_assert_str_eq(kn_last_error(), "outer: inner problem (again: inner problem)");
+  cr_assert_eq(kn_last_status(), KN_ESHAPE);
+}

@@ -20,6 +20,24 @@ Test(optable, lookup_by_qualified_name) {
     cr_assert_not_null(kn__ops[i].kernel);
     cr_assert(strncmp(kn__ops[i].schema, kn__ops[i].name, strlen(kn__ops[i].name)) == 0,
               "schema of %s starts with its name", kn__ops[i].name);
+    if (kn__ops[i].flags & KN_OPF_COMPOSITE)
+      cr_assert(kn__ops[i].meta == kn__meta_composite, "%s: composite rows use kn__meta_composite",
+                kn__ops[i].name);
+    if (kn__ops[i].flags & KN_OPF_VIEW)
+      cr_assert(kn__ops[i].kernel == kn__kernel_view, "%s: view rows use kn__kernel_view",
+                kn__ops[i].name);
+    bool differentiable = !(kn__ops[i].flags & KN_OPF_NONDIFF) && !(kn__ops[i].flags & KN_OPF_COMPOSITE);
+    /* Backward ops whose own derivative (double backward) is not written yet:
+    ** differentiating through them fails with "... is not differentiable". */
+    static const char *no_double_backward[] = {"convolution_backward", "max_pool2d_with_indices_backward",
+                                               "native_batch_norm_backward", "native_layer_norm_backward",
+                                               "embedding_dense_backward"};
+    for (size_t k = 0; k < sizeof no_double_backward / sizeof *no_double_backward; k++)
+      if (!strcmp(kn__ops[i].name, no_double_backward[k])) differentiable = false;
+    if (differentiable)
+      cr_assert(kn__ops[i].backward != kn__bw_none && kn__ops[i].grad_fn_name[0],
+                "%s.%s is differentiable but has no derivative rule or grad_fn name",
+                kn__ops[i].name, kn__ops[i].overload);
   }
 }
 

@@ -42,6 +42,7 @@ typedef struct kn__edge {
 typedef struct kn__saved_info {
   uint64_t version;
   const char *grad_fn; /* name of its grad_fn when saved, or NULL (leaf) */
+  const kn__node *node; /* its grad_fn when saved (compared, never followed) */
   int output_nr;
   bool check;          /* false for private copies nobody else can modify */
 } kn__saved_info;

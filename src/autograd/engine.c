@@ -304,8 +304,28 @@ static kn_status check_saved(kn__node *n, opctx *o, kn_tensor **slot, int flat) 
   return KN_OK;
 }
 
+/* A view whose base got a new history in place after the view was made
+** (PyTorch regenerates such a view's grad_fn; kiln refuses rather than
+** return a gradient through the stale history). */
+static kn_status check_stale_view(const kn__node *n) {
+  if (!(n->call.op->flags & KN_OPF_VIEW) || n->released || n->nin < 1) return KN_OK;
+  const kn_tensor *base = kn__call_input(&n->call, 0);
+  const kn__saved_info *i = &n->in_info[0];
+  if (!base || !i->check || kn_tensor_version(base) == i->version || base->grad_fn == i->node)
+    return KN_OK;
+  return kn__error(KN_EUNSUPPORTED,
+                   "the base of a view (output 0 of %s) was modified by an in-place operation "
+                   "after the view was created, which changed the base's history to %s; "
+                   "kiln cannot regenerate the view's grad_fn yet: take the view again after "
+                   "the in-place operation", kn__node_name(n),
+                   base->grad_fn ? kn__node_name(base->grad_fn) : "a leaf");
+}
+
 static kn_status prepare_op(kn__node *n, opctx *o, bool create_graph) {
   memset(o, 0, sizeof *o);
+  o->first_bad = -1;
+  kn_status vst = check_stale_view(n);
+  if (vst != KN_OK) return vst;
   o->call = n->call;
   o->first_bad = -1;
   kn_status st = KN_OK;

@@ -282,10 +282,11 @@ kn_status kn__node_set_output(kn__node *n, kn_tensor *t, int output_nr) {
 /* ---- saved tensors ----------------------------------------------------------------- */
 
 static kn__saved_info info_of(const kn_tensor *t, bool check) {
-  kn__saved_info i = {0, NULL, 0, check};
+  kn__saved_info i = {0, NULL, NULL, 0, check};
   if (!t) return i;
   i.version = kn_tensor_version(t);
   i.grad_fn = t->grad_fn ? kn__node_name(t->grad_fn) : NULL;
+  i.node = t->grad_fn;
   i.output_nr = t->output_nr;
   return i;
 }

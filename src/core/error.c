@@ -43,29 +43,31 @@ static void mark_truncated(int n) {
     memcpy(last_msg + sizeof last_msg - 4, "...", 4);
 }
 
+/* Messages are formatted into a local buffer first: an argument may be the
+** previous message itself (kn_last_error()). */
 kn_status kn__error(kn_status s, const char *fmt, ...) {
+  char msg[KN__ERROR_CAP];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  memcpy(last_msg, msg, sizeof msg);
   mark_truncated(n);
   last_status = s;
   return s;
 }
 
 kn_status kn__error_context(const char *fmt, ...) {
-  char old[KN__ERROR_CAP];
-  memcpy(old, last_msg, sizeof old);
+  char ctx[KN__ERROR_CAP];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+  int n = vsnprintf(ctx, sizeof ctx, fmt, ap);
   va_end(ap);
-  if (n >= 0 && (size_t)n < sizeof last_msg) {
-    int m = snprintf(last_msg + n, sizeof last_msg - (size_t)n, ": %s", old);
-    mark_truncated(n + m);
-  } else {
-    mark_truncated(n);
-  }
+  if (n < 0) return last_status;
+  char joined[KN__ERROR_CAP];
+  int m = snprintf(joined, sizeof joined, "%s: %s", ctx, last_msg);
+  memcpy(last_msg, joined, sizeof joined);
+  mark_truncated(m);
   return last_status;
 }
 

@@ -28,13 +28,6 @@ void kn__loss_shape_str(const kn_tensor *t, char *buf, size_t n) {
   kn__format_sizes(t->ndim, t->sizes, buf, n);
 }
 
-/* Composite rows never run a meta function (the dispatcher calls the kernel,
-** whose sub-ops propagate metadata). */
-kn_status kn__meta_loss_composite(const kn__call *c, kn__metas *out) {
-  (void)out;
-  return kn__error(KN_EINTERNAL, "%s is composite: it has no meta function", c->op->name);
-}
-
 /* ---- mse_loss(self, target, reduction) ---------------------------------------- */
 
 kn_status kn__meta_mse_loss(const kn__call *c, kn__metas *out) {

@@ -17,11 +17,6 @@ static kn_status push_result(kn__outs *out, kn_tensor *r) {
   return KN_OK;
 }
 
-kn_status kn__meta_nn_composite(const kn__call *c, kn__metas *out) {
-  (void)out;
-  return kn__error(KN_EINTERNAL, "%s is composite and has no meta function", c->op->name);
-}
-
 /* N-D @ 1-D or 2-D: one mm over the folded batch. */
 static kn_tensor *matmul_fold(kn_tensor *a, kn_tensor *b) {
   int d1 = kn_ndim(a), d2 = kn_ndim(b);

@@ -189,3 +189,44 @@ Test(values, compile_macro_takes_both_forms) {
   kn_compiled_free(g);
   kn_compiled_free(t);
 }
+
+static kn_compiled *inner_c;
+static kn_tensor *inner(kn_tensor *x) {
+  kn_tensor *r = kn_add_scalar(x, kn_int(1));
+  return r;
+}
+static kn_tensor *outer(kn_tensor *x) {
+  kn_tensor *r = kn_mul_scalar(kn_call_t(inner_c, x), kn_float(2));
+  return r;
+}
+
+static void nested_compiled_body(const kn_test_records *r, void *ud) {
+  (void)ud;
+  kn_reset();
+  kn_compile_counter ci = {0}, co = {0};
+  kn_compile_options oi = {.backend_fn = kn_compile_counter_backend, .backend_ud = &ci};
+  kn_compile_options oo = {.backend_fn = kn_compile_counter_backend, .backend_ud = &co};
+  inner_c = KN_COMPILE(inner, &oi);
+  kn_compiled *f = KN_COMPILE(outer, &oo);
+  kn_scope_begin();
+  for (int i = 0; i < 2; i++) {
+    kn_tensor *y = kn_call_t(f, kn_full(KN_SHAPE(2), kn_float(i), KN_FLOAT32));
+    cr_assert(y, "%s", kn_last_error());
+    cr_expect_eq(kn_get(y, (int64_t[]){0}), 2.0 * (i + 1));
+  }
+  kn_scope_end();
+  cr_expect_eq(co.frame_count, 1);
+  cr_expect_eq(co.op_count, 2);
+  cr_expect_eq(ci.frame_count, 0); /* inlined into outer's graph */
+  bool found = false;
+  for (size_t i = 0; i < r->n; i++)
+    if (strstr(r->v[i].message, "in inner (inline depth: 1)")) found = true;
+  cr_expect(found);
+  kn_compiled_free(f);
+  kn_compiled_free(inner_c);
+}
+
+Test(values, nested_compiled_functions_are_inlined) {
+  kn_log_setting s[] = {KN_LOG_FLAG("trace_source", 1)};
+  kn_test_logging_twice(s, 1, nested_compiled_body, NULL);
+}

@@ -249,7 +249,9 @@ int kn__user_base_depth(void) { return base_depth; }
 
 __attribute__((noinline)) kn_status kn__invoke_user(kn_compiled *f, const kn_value *args,
                                                     int nargs, kn_value *result) {
-  if (kn__trace_current()) base_depth = kn__srcloc_base_depth("kn__invoke_user");
+  static _Thread_local int nesting;
+  if (kn__trace_current() && nesting == 0) base_depth = kn__srcloc_base_depth("kn__invoke_user");
+  nesting++;
   *result = kn_vnone();
   kn_value v = kn_vnone();
   kn_scope_begin();
@@ -272,6 +274,7 @@ __attribute__((noinline)) kn_status kn__invoke_user(kn_compiled *f, const kn_val
   } else {
     v = f->fn(args, nargs, f->ud);
   }
+  nesting--;
   kn_status st = kn__value_clone(v, result);
   kn_scope_end();
   if (st == KN_OK && result->kind == KN_VTENSOR && !result->u.t)
@@ -462,7 +465,9 @@ kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out
     for (int i = 0; i < nargs; i++)
       if (args[i].kind != KN_VTENSOR || !args[i].u.t)
         return kn__error(KN_EINVAL, "%s: argument %d: expected a tensor", f->frame.name, i);
-  if (f->skip) return kn__call_eager(f, args, nargs, out);
+  /* called while another compiled function is traced: inline it (its ops
+  ** are recorded in the caller's graph) */
+  if (f->skip || kn__trace_current()) return kn__call_eager(f, args, nargs, out);
   kn__entry *prev = NULL;
   for (kn__entry *e = f->entries; e; prev = e, e = e->next) {
     if (!kn__guards_check(&e->guards, args, nargs)) continue;

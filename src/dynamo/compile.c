@@ -444,7 +444,7 @@ static kn_status compile_and_run(kn_compiled *f, const kn_value *args, int nargs
     return KN_OK;
   }
   wont_convert(f);
-  if (!f->opts.suppress_errors) return st;
+  if (!f->opts.suppress_errors || f->opts.fullgraph) return st;
   return kn__call_eager(f, args, nargs, out);
 }
 
@@ -560,10 +560,13 @@ kn_graph_module *kn_export(kn_compiled *f, const kn_value *args, int nargs) {
   }
   kn__entry *e = NULL;
   kn_value out;
-  bool saved = f->opts.fullgraph;
+  /* one trace, no breaks, no backend: the graph as captured */
+  kn_compile_options saved = f->opts;
   f->opts.fullgraph = true;
+  f->opts.backend_fn = NULL;
+  f->opts.backend = "eager";
   kn_status st = kn__trace_call(f, args, nargs, NULL, NULL, &e, &out);
-  f->opts.fullgraph = saved;
+  f->opts = saved;
   if (st != KN_OK) return NULL;
   kn_value_release(out);
   kn_graph_module *gm = e->root->gm;

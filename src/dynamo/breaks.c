@@ -161,7 +161,7 @@ static void redescribe(kn__trace *tr) {
   tr->ndescribed = 0;
   for (int i = 0; i < s->nin && s->g; i++) {
     const kn__gnode *ph = kn__graph_input(s->g, i);
-    if (ph) kn__trace_describe(tr, tr->slot_real[s->in_slot[i]], ph->source);
+    if (ph) kn__trace_describe(tr, tr->slot_real[s->in_slot[i]], ph->source, false);
   }
 }
 

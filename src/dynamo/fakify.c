@@ -33,7 +33,7 @@ static json_t *int_list(int n, const int64_t *v) {
   return a;
 }
 
-void kn__trace_describe(kn__trace *tr, const kn_tensor *real, const char *source) {
+void kn__trace_describe(kn__trace *tr, const kn_tensor *real, const char *source, bool is_param) {
   if (!kn__trace_enabled() || !real) return;
   int id = tr->ndescribed++;
   json_t *st = json_pack("{s:i, s:i, s:I}", "id", id, "describer_id", tr->describer_id, "size",
@@ -50,6 +50,7 @@ void kn__trace_describe(kn__trace *tr, const kn_tensor *real, const char *source
     json_object_set_new(t, "dynamo_hint_overrides", json_object());
     if (kn_is_leaf(real)) json_object_set_new(t, "is_leaf", json_true());
     if (real->requires_grad) json_object_set_new(t, "requires_grad", json_true());
+    if (is_param) json_object_set_new(t, "is_parameter", json_true());
     json_object_set_new(t, "stride", int_list(real->ndim, real->strides));
     if (real->offset) json_object_set_new(t, "storage_offset", json_integer(real->offset));
     json_object_set_new(t, "storage", json_integer(id));
@@ -226,7 +227,7 @@ static kn_status tensor_input(walk *w, const kn__src *src, kn_tensor *t, bool pa
                  .device = t->device, .requires_grad = t->requires_grad, .ndim = t->ndim};
   memcpy(g.sizes, t->sizes, sizeof g.sizes);
   memcpy(g.strides, t->strides, sizeof g.strides);
-  if (!tr->segs[0].quiet) kn__trace_describe(tr, t, src->expr);
+  if (!tr->segs[0].quiet) kn__trace_describe(tr, t, src->expr, param);
   kn_tensor *f = make_fake(tr, t, src->expr, slot, param, &g.dyn_size, &g.dyn_stride);
   if (!f) return kn_last_status();
   kn__vmeta vm;

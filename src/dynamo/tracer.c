@@ -111,7 +111,7 @@ kn_status kn__trace_value(kn__trace *tr, kn_tensor *t, kn__gref *out) {
     if (!ph) return kn_last_status();
     kn_status st = kn__tseg_add_input(s, b->slot);
     if (st != KN_OK) return st;
-    if (!s->quiet) kn__trace_describe(tr, tr->slot_real[b->slot], src);
+    if (!s->quiet) kn__trace_describe(tr, tr->slot_real[b->slot], src, false);
     b->seg = si;
     b->node = ph;
     b->idx = 0;

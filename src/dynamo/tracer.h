@@ -112,7 +112,7 @@ kn_status kn__trace_fakify(kn__trace *tr);
 ** called after the trace. */
 kn_status kn__trace_finish_guards(kn__trace *tr);
 /* Describe one fake input (describe_storage/tensor/source). */
-void kn__trace_describe(kn__trace *tr, const kn_tensor *real, const char *source);
+void kn__trace_describe(kn__trace *tr, const kn_tensor *real, const char *source, bool is_param);
 
 /* Segments (segments.c). Start a segment (frame compile begins). */
 kn_status kn__tseg_start(kn__trace *tr, kn__frame *fr, const char *reasons_json);

@@ -7,6 +7,7 @@
 #include "kiln/core.h"
 #include "kiln/tensor.h"
 #include "kiln/ops.h"
+#include "kiln/compile.h"
 #include "kiln/autograd.h"
 #include "kiln/graph.h"
 #include "kiln/log.h"

@@ -1,0 +1,289 @@
+/*
+** dynamo/dynamo.h: internals of the capture frontend (kiln/compile.h).
+**
+**   values.c    kiln values, tuples, modules, sources (paths from the call's
+**               arguments to a value: L['a'], L['ys'][0], L['self']._modules...)
+**   guards.c    the flat check array, failure reasons, the guard dump
+**   srcloc.c    user call stacks (backtrace + libdw) and source lines
+**   tracer.c    the tracing mode: graph nodes for op calls, trace logs
+**   fakify.c    fake inputs, their guards, describe_* / create_symbol records
+**   segments.c  graph segments: finish/compile/run, replaying an entry
+**   breaks.c    one trace from start to end, and its graph breaks
+**   frame.c     per-frame compile records (dynamo_start ... compilation_metrics)
+**   compile.c   kn_compile, kn_call, the cache, recompiles, limits, kn_reset
+**   backends.c  "eager", user backends, the compile counter
+**
+** A compiled function owns a list of cache entries (most recently used
+** first). An entry = guards + a tree of segments: a segment is one graph
+** ending either at the function's return (a leaf) or at a graph break whose
+** recorded answer selects the child segment. Values flow between segments
+** through a per-call value table: the root inputs (tensor sources) first,
+** then the carried values in the order they were first needed.
+*/
+#ifndef KN_DYNAMO_DYNAMO_H
+#define KN_DYNAMO_DYNAMO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/hashmap.h"
+#include "dynamic/sym.h"
+#include "dynamo/graph.h"
+#include "dynamo/srcloc.h"
+#include "kiln/compile.h"
+#include "trace/compile_id.h"
+
+/* ---- sources ------------------------------------------------------------ */
+#define KN__SRC_MAXIDX 4
+typedef struct kn__src {
+  int arg;                  /* argument index */
+  int nidx;                 /* list/tuple item indexes after the argument */
+  int idx[KN__SRC_MAXIDX];
+  char *modpath;            /* dotted module tensor path, or NULL; owned */
+  char *expr;               /* "L['a']"; owned */
+} kn__src;
+
+/* Resolve s against the call's arguments; false when the path does not
+** exist (wrong kind, index out of range, missing module entry). */
+bool kn__src_get(const kn__src *s, const kn_value *args, int nargs, kn_value *out);
+/* Deep copy / free. */
+kn_status kn__src_copy(kn__src *dst, const kn__src *s);
+void kn__src_fini(kn__src *s);
+/* Python type name of a value kind: "<class 'int'>". */
+const char *kn__value_pytype(kn_value_kind k);
+/* Python repr of a double (shortest round-trip, "3.0"). */
+void kn__py_float_repr(double d, char *buf, size_t n);
+/* Module internals. */
+int kn__module_count(const kn_module *m);
+/* Visit every tensor of m (params then buffers then children, recursively)
+** with its source suffix ("._modules['0']._parameters['weight']") and its
+** dotted path; stops at the first non-OK status. */
+typedef kn_status (*kn__module_visit_fn)(void *ud, const char *suffix, const char *path,
+                                         kn_tensor *t, bool is_param);
+kn_status kn__module_visit(kn_module *m, kn__module_visit_fn fn, void *ud);
+/* Tracing substitutes stand-ins for module tensors (borrowed map, may be
+** NULL to clear): kn_module_get consults it first. */
+typedef kn_tensor *(*kn__module_subst_fn)(void *ud, const kn_module *m, const char *path);
+void kn__module_set_subst(kn__module_subst_fn fn, void *ud);
+
+/* Tuples created by kn_tuple inside a user function live in the calling
+** thread's tuple pool until the compiled call ends. */
+void kn__tuple_pool_mark(size_t *mark);
+void kn__tuple_pool_release(size_t mark);
+/* A deep copy of v with retained tensors (owned by the caller). */
+kn_status kn__value_clone(kn_value v, kn_value *out);
+
+/* ---- guards ------------------------------------------------------------- */
+typedef enum kn__gkind {
+  KN__G_KIND,       /* the value's kind (type) */
+  KN__G_TENSOR,     /* TENSOR_MATCH (+ aliasing) */
+  KN__G_INT,
+  KN__G_DOUBLE,
+  KN__G_BOOL,
+  KN__G_LEN,
+  KN__G_MODULE_ID,
+  KN__G_GRAD_MODE,
+  KN__G_SYM_MIN     /* a dynamic size's lower bound (2 <= size) */
+} kn__gkind;
+
+typedef struct kn__guard {
+  kn__gkind kind;
+  kn__src src;
+  kn_value_kind vkind;
+  /* tensors */
+  kn_dtype dtype;
+  kn_device device;
+  bool requires_grad;
+  int ndim;
+  int64_t sizes[KN_MAX_DIMS], strides[KN_MAX_DIMS];
+  uint32_t dyn_size, dyn_stride; /* bit d: dim d not checked */
+  int tensor_slot;       /* index among the tensor guards */
+  int alias_of;          /* tensor slot this must be identical to, or -1 */
+  /* scalars, lengths, identities */
+  int64_t i;
+  double d;
+  bool b;
+  const void *ptr;
+  int dim;               /* KN__G_SYM_MIN: the dim */
+  /* text */
+  char *code;            /* the guard's source text */
+  char *comment;         /* "<user line>  # file:line in fn" or NULL */
+} kn__guard;
+
+typedef struct kn__guards {
+  int n, cap;
+  kn__guard *g;
+  int ntensors;
+  /* symbolic sizes: symbol k is size `sym_dim[k]` of tensor slot sym_slot[k] */
+  int nsyms;
+  int *sym_slot, *sym_dim;
+  kn__shape_env *env;    /* borrowed (owned by the entry) */
+  int nshape;            /* number of shape-env guards checked */
+  char **shape_code;     /* their text in source terms */
+} kn__guards;
+
+void kn__guards_init(kn__guards *gs);
+void kn__guards_fini(kn__guards *gs);
+/* Append a guard (copied; strings owned by gs afterwards). */
+kn_status kn__guards_add(kn__guards *gs, const kn__guard *g);
+/* The fast check: true when every guard passes. */
+bool kn__guards_check(const kn__guards *gs, const kn_value *args, int nargs);
+/* Failure reasons (slow path): the first failing check (verbose: every
+** failing check), joined by '\n'. Owned string; "" never returned (a
+** non-empty fallback names the guard). NULL when all guards pass. */
+char *kn__guards_reason(const kn__guards *gs, const kn_value *args, int nargs, bool verbose);
+/* The `guards` artifact / dynamo_cpp_guards_str text (tree form). Owned. */
+char *kn__guards_dump(const kn__guards *gs);
+/* Number of guards (for compilation_metrics guard_count). */
+int kn__guards_count(const kn__guards *gs);
+
+/* ---- segments and cache entries --------------------------------------------- */
+typedef enum kn__brk {
+  KN__BRK_NONE = 0,   /* a leaf: the function returned */
+  KN__BRK_ITEM,       /* kn_item: answer = the value */
+  KN__BRK_BOOL,       /* kn_is_true: answer = 0/1 */
+  KN__BRK_EXPLICIT,   /* kn_graph_break: no answer */
+  KN__BRK_PRINT,      /* kn_print: print the value, no answer */
+  KN__BRK_UNSUPPORTED /* an op that cannot be captured: run it eagerly */
+} kn__brk;
+
+/* The shape of a returned value: tensors refer to the value table. */
+typedef struct kn__rspec {
+  kn_value_kind kind;
+  int slot;               /* tensors: value-table index */
+  kn_value konst;         /* scalars: the constant */
+  int n;
+  struct kn__rspec *items;
+} kn__rspec;
+
+typedef struct kn__segment kn__segment;
+typedef struct kn__child {
+  double answer;
+  kn__segment *seg;
+} kn__child;
+
+struct kn__segment {
+  kn_graph_module *gm;    /* owns the graph */
+  kn_compiled_graph cg;   /* the backend's callable */
+  int nin, nout;
+  int *in_slot;           /* value-table index of each input */
+  int *out_slot;          /* value-table index of each output */
+  kn_compile_id cid;
+  /* what ends the segment */
+  kn__brk brk;
+  int brk_slot;           /* value-table index of the queried value */
+  const kn__opdef *brk_op; /* KN__BRK_UNSUPPORTED: the op run eagerly */
+  int nchild, capchild;
+  kn__child *child;
+  /* leaf */
+  kn__rspec *result;
+};
+
+typedef struct kn__entry {
+  struct kn__entry *next;
+  kn__guards guards;
+  kn__shape_env *env;     /* owned */
+  kn__shape_env **branch_envs; /* owned: envs of branches traced later */
+  int nbranch_envs;
+  kn__segment *root;
+  int nslots;             /* value-table size (grows with branches) */
+  int nroot_inputs;       /* root inputs = the first slots */
+  kn__src *root_src;      /* [nroot_inputs] */
+  kn_compile_id cid;
+} kn__entry;
+
+void kn__segment_free(kn__segment *s);
+void kn__entry_free(kn__entry *e);
+
+/* ---- frames (compile ids per compiled function / resume point) ------------- */
+typedef struct kn__frame {
+  int64_t frame_id;        /* -1 until the first compile */
+  int64_t ncompiles;       /* next frame_compile_id */
+  char *name;              /* "example_fn" or "resume_in_example_fn_at_12" */
+  char *file;
+  int line;
+} kn__frame;
+
+/* ---- the compiled function ----------------------------------------------------- */
+struct kn_compiled {
+  kn_fn fn;
+  void *ud;
+  void (*tfn)(void);      /* tensor form, or NULL */
+  int nargs;              /* -1: any */
+  kn_compile_options opts;
+  char **arg_names;       /* owned copies (NULL entries = default names) */
+  int narg_names;
+  kn__frame frame;
+  kn__entry *entries;     /* MRU first */
+  int nentries;
+  int ncompiles;          /* entries + branches, for the cache limit */
+  bool limit_hit;         /* the warning was printed: run new inputs eagerly */
+  bool skip;              /* drop_cache_on_limit: every call runs eagerly */
+  char *last_reason;
+  kn__hashmap *resume;    /* break site -> kn__frame* */
+  /* automatic dynamic: per tensor source expr, sizes seen at the first compile */
+  kn__hashmap *dyn_state; /* source expr -> struct kn__dynstate* */
+  struct kn_compiled *next_all, *prev_all; /* every live compiled function */
+};
+
+/* Default argument name of index i ("a".."z", then "arg26"...). Static or
+** thread-local buffer; copy it. */
+const char *kn__default_arg_name(int i, char *buf, size_t n);
+/* The source expression of argument i: "L['a']". */
+void kn__arg_source(const kn_compiled *f, int i, char *buf, size_t n);
+
+/* Allocate a frame id (global counter, reset by kn_reset). */
+int64_t kn__next_frame_id(void);
+/* Global __compiled_fn_N counter. */
+int kn__next_compiled_fn_number(void);
+
+/* ---- tracing --------------------------------------------------------------------- */
+typedef struct kn__trace kn__trace;
+
+/* Automatic-dynamic state of one tensor source. */
+typedef struct kn__dynstate {
+  int ndim;
+  int64_t sizes[KN_MAX_DIMS];
+  uint32_t dynamic;       /* dims that changed: symbolic from now on */
+} kn__dynstate;
+
+/* Trace f on args: on success *out_entry is a new entry (not yet linked)
+** and *result the call's result (real values). When `into` is an existing
+** entry whose root segment tree is being extended (a different answer at a
+** break), the trace replays the known segments quietly and adds a branch;
+** *out_entry is then NULL. */
+kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
+                         const char *recompile_reasons_json, kn__entry **out_entry,
+                         kn_value *result);
+
+/* Run an entry whose guards passed: returns KN_OK with *result, or
+** KN__MISS_BRANCH when a break's answer differs (nothing leaks). */
+#define KN__MISS_BRANCH ((kn_status)1)
+kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int nargs,
+                        kn_value *result);
+
+/* Call the user function eagerly (fallback), result owned by the caller. */
+kn_status kn__call_eager(kn_compiled *f, const kn_value *args, int nargs, kn_value *result);
+/* Invoke the user function (the tensor form is unpacked). Runs inside an
+** autorelease scope; the result's tensors are retained (owned by caller). */
+kn_status kn__invoke_user(kn_compiled *f, const kn_value *args, int nargs, kn_value *result);
+/* Depth of the backtrace inside kn__invoke_user's caller frame (set while
+** the user function runs under tracing). */
+int kn__user_base_depth(void);
+
+/* ---- backends ---------------------------------------------------------------------- */
+/* Compile gm with f's backend into *out; example inputs are the graph's
+** fake inputs. On failure the error is set. */
+kn_status kn__backend_compile(kn_compiled *f, kn_graph_module *gm, kn_tensor *const *examples,
+                              int n, kn_compiled_graph *out);
+const char *kn__backend_name(const kn_compiled *f);
+/* The eager backend: the graph interpreter over gm's graph. */
+kn_status kn__eager_compile(kn_graph_module *gm, kn_compiled_graph *out);
+
+/* ---- misc --------------------------------------------------------------------------- */
+/* The global graph-break dedup set (reset by kn_reset). Returns true the first
+** time a (file, line) is seen. */
+bool kn__graph_break_first_at(const char *file, int line);
+void kn__dynamo_reset_globals(void);
+
+#endif

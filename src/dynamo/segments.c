@@ -1,0 +1,333 @@
+/*
+** dynamo/segments.c: graph segments. While tracing: start a segment (a frame
+** compile), finish it (output node, compile with the backend, run it on the
+** real values so the user's C code can continue past a break). At run time:
+** replay an entry's segment tree, checking each break's recorded answer.
+*/
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dynamo/tracer.h"
+#include "logging/log.h"
+#include "tensor/tensor.h"
+#include "trace/events.h"
+#include "trace/trace.h"
+
+/* ---- freeing ------------------------------------------------------------------- */
+static void rspec_fini(kn__rspec *r) {
+  if (!r) return;
+  for (int i = 0; i < r->n; i++) rspec_fini(&r->items[i]);
+  free(r->items);
+}
+
+void kn__segment_free(kn__segment *s) {
+  if (!s) return;
+  for (int i = 0; i < s->nchild; i++) kn__segment_free(s->child[i].seg);
+  free(s->child);
+  if (s->cg.free_state) s->cg.free_state(s->cg.state);
+  kn_graph_module_free(s->gm);
+  free(s->in_slot);
+  free(s->out_slot);
+  rspec_fini(s->result);
+  free(s->result);
+  free(s);
+}
+
+void kn__entry_free(kn__entry *e) {
+  if (!e) return;
+  kn__guards_fini(&e->guards);
+  kn__segment_free(e->root);
+  for (int i = 0; i < e->nroot_inputs; i++) kn__src_fini(&e->root_src[i]);
+  free(e->root_src);
+  kn__shape_env_free(e->env);
+  for (int i = 0; i < e->nbranch_envs; i++) kn__shape_env_free(e->branch_envs[i]);
+  free(e->branch_envs);
+  free(e);
+}
+
+/* ---- running one segment ---------------------------------------------------------- */
+static kn_status run_segment(kn__segment *s, kn_tensor **vals) {
+  kn_tensor *in_inl[8], *out_inl[8];
+  kn_tensor **in = s->nin <= 8 ? in_inl : malloc(sizeof *in * (size_t)s->nin);
+  kn_tensor **out = s->nout <= 8 ? out_inl : malloc(sizeof *out * (size_t)s->nout);
+  kn_status st = KN_OK;
+  if (!in || !out) st = kn__oom();
+  for (int i = 0; st == KN_OK && i < s->nin; i++) {
+    in[i] = vals[s->in_slot[i]];
+    if (!in[i]) st = kn__error(KN_EINTERNAL, "graph segment input %d has no value", i);
+  }
+  if (st == KN_OK) {
+    /* outputs follow the op convention: new references recorded in the
+    ** open scope; keep them past it */
+    kn_scope_begin();
+    st = s->cg.run(s->cg.state, in, s->nin, out, s->nout);
+    for (int j = 0; st == KN_OK && j < s->nout; j++) kn_retain(out[j]);
+    kn_scope_end();
+  }
+  for (int j = 0; st == KN_OK && j < s->nout; j++) {
+    kn_tensor **dst = &vals[s->out_slot[j]];
+    kn_release(*dst);
+    *dst = out[j];
+  }
+  if (in != in_inl) free(in);
+  if (out != out_inl) free(out);
+  return st;
+}
+
+/* The answer a break records for value t. */
+static kn_status break_answer(kn__brk brk, kn_tensor *t, double *ans) {
+  *ans = 0;
+  if (brk == KN__BRK_ITEM || brk == KN__BRK_BOOL) {
+    double v = 0;
+    kn_status st = kn_item_double(t, &v);
+    if (st != KN_OK) return st;
+    *ans = brk == KN__BRK_BOOL ? (v != 0) : v;
+  } else if (brk == KN__BRK_PRINT) {
+    return kn_print_tensor(t, NULL);
+  }
+  return KN_OK;
+}
+
+static kn__segment *find_child(const kn__segment *s, double ans) {
+  for (int i = 0; i < s->nchild; i++)
+    if (s->child[i].answer == ans || (isnan(ans) && isnan(s->child[i].answer)))
+      return s->child[i].seg;
+  return NULL;
+}
+
+static kn_status build_result(const kn__rspec *r, kn_tensor **vals, kn_value *out) {
+  *out = r->konst;
+  out->kind = r->kind;
+  if (r->kind == KN_VTENSOR) {
+    out->u.t = kn_retain(vals[r->slot]);
+    return KN_OK;
+  }
+  if (r->kind != KN_VTUPLE && r->kind != KN_VLIST) return KN_OK;
+  kn_value *items = calloc((size_t)(r->n ? r->n : 1), sizeof *items);
+  if (!items) return kn__oom();
+  for (int i = 0; i < r->n; i++) {
+    kn_status st = build_result(&r->items[i], vals, &items[i]);
+    if (st != KN_OK) {
+      for (int j = 0; j < i; j++) kn_value_release(items[j]);
+      free(items);
+      return st;
+    }
+  }
+  out->n = r->n;
+  out->u.items = items;
+  return KN_OK;
+}
+
+kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int nargs,
+                        kn_value *result) {
+  (void)f;
+  kn_tensor *inl[16];
+  kn_tensor **vals = e->nslots <= 16 ? inl : calloc((size_t)e->nslots, sizeof *vals);
+  if (!vals) return kn__oom();
+  memset(vals, 0, sizeof *vals * (size_t)(e->nslots <= 16 ? 16 : 0));
+  for (int i = 0; i < e->nroot_inputs; i++) {
+    kn_value v;
+    if (!kn__src_get(&e->root_src[i], args, nargs, &v) || v.kind != KN_VTENSOR) {
+      if (vals != inl) free(vals);
+      return kn__error(KN_EINTERNAL, "guarded input %s is missing", e->root_src[i].expr);
+    }
+    vals[i] = v.u.t;
+  }
+  kn_status st = KN_OK;
+  kn__segment *s = e->root;
+  while (st == KN_OK) {
+    st = run_segment(s, vals);
+    if (st != KN_OK) break;
+    if (s->brk == KN__BRK_NONE) {
+      st = build_result(s->result, vals, result);
+      break;
+    }
+    double ans = 0;
+    if (s->brk_slot >= 0) st = break_answer(s->brk, vals[s->brk_slot], &ans);
+    if (st != KN_OK) break;
+    kn__segment *c = find_child(s, ans);
+    if (!c) st = KN__MISS_BRANCH;
+    s = c;
+  }
+  for (int i = e->nroot_inputs; i < e->nslots; i++) kn_release(vals[i]);
+  if (vals != inl) free(vals);
+  return st;
+}
+
+/* ---- segments while tracing ---------------------------------------------------------- */
+kn_status kn__tseg_start(kn__trace *tr, kn__frame *fr, const char *reasons_json) {
+  if (tr->nseg == tr->capseg) {
+    int nc = tr->capseg ? tr->capseg * 2 : 4;
+    kn__tseg *ns = realloc(tr->segs, sizeof *ns * (size_t)nc);
+    if (!ns) return kn__oom();
+    tr->segs = ns;
+    tr->capseg = nc;
+  }
+  kn__tseg *s = &tr->segs[tr->nseg];
+  memset(s, 0, sizeof *s);
+  s->g = kn__graph_new();
+  if (!s->g) return kn__oom();
+  kn__graph_set_shape_env(s->g, tr->env, false);
+  s->known = tr->cur_known;
+  tr->ndescribed = 0; /* one describer per frame */
+  s->quiet = s->known != NULL;
+  tr->nseg++;
+  kn__fc_begin(&s->fc, fr, reasons_json, s->quiet);
+  return KN_OK;
+}
+
+static kn_status push_out(kn__tseg *s, int slot, kn__gref ref) {
+  if (s->nout == s->capout) {
+    int nc = s->capout ? s->capout * 2 : 8;
+    int *no = realloc(s->out_slot, sizeof *no * (size_t)nc);
+    if (!no) return kn__oom();
+    s->out_slot = no;
+    kn__gref *nr = realloc(s->out_ref, sizeof *nr * (size_t)nc);
+    if (!nr) return kn__oom();
+    s->out_ref = nr;
+    s->capout = nc;
+  }
+  s->out_slot[s->nout] = slot;
+  s->out_ref[s->nout++] = ref;
+  return KN_OK;
+}
+
+/* The slot of traced value t, giving a value of the current segment a new
+** slot (an output of the segment). Real tensors become graph constants. */
+kn_status kn__trace_slot_of(kn__trace *tr, kn_tensor *t, int *slot) {
+  kn__tbind *b = kn__tbind_of(tr, t);
+  if (!b) {
+    kn__gref r;
+    kn_status st = kn__trace_value(tr, t, &r); /* a get_attr constant */
+    if (st != KN_OK) return st;
+    int k = kn__trace_new_slot(tr, NULL);
+    if (k < 0) return kn_last_status();
+    *slot = k;
+    return push_out(&tr->segs[tr->nseg - 1], k, r);
+  }
+  if (b->slot >= 0) {
+    *slot = b->slot;
+    return KN_OK;
+  }
+  if (b->seg != tr->nseg - 1)
+    return kn__error(KN_EINTERNAL, "a value computed before a graph break was not carried over");
+  kn__tseg *s = &tr->segs[tr->nseg - 1];
+  int k = kn__trace_new_slot(tr, NULL);
+  if (k < 0) return kn_last_status();
+  b->slot = k;
+  *slot = k;
+  return push_out(s, k, kn__graph_value(s->g, b->node, b->idx));
+}
+
+/* Values of the current segment that user code still holds get slots. */
+kn_status kn__trace_carry_live(kn__trace *tr) {
+  int si = tr->nseg - 1;
+  for (int i = 0; i < tr->nfakes; i++) {
+    kn_tensor *t = tr->fakes[i];
+    kn__tbind *b = kn__tbind_of(tr, t);
+    if (!b || b->seg != si || b->slot >= 0 || b->node->op == KN__GN_PLACEHOLDER) continue;
+    if (atomic_load(&t->refcount) <= 1) continue;
+    int k;
+    kn_status st = kn__trace_slot_of(tr, t, &k);
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
+static kn_status copy_ints(int **dst, const int *src, int n) {
+  *dst = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  if (!*dst) return kn__oom();
+  if (n) memcpy(*dst, src, sizeof(int) * (size_t)n);
+  return KN_OK;
+}
+
+static kn_status compile_segment(kn__trace *tr, kn__tseg *s, kn__segment **out) {
+  kn__segment *seg = calloc(1, sizeof *seg);
+  if (!seg) return kn__oom();
+  seg->cid = s->fc.cid;
+  seg->nin = s->nin;
+  seg->nout = s->nout;
+  kn_status st = copy_ints(&seg->in_slot, s->in_slot, s->nin);
+  if (st == KN_OK) st = copy_ints(&seg->out_slot, s->out_slot, s->nout);
+  if (st == KN_OK) {
+    kn__graph *g = s->g;
+    s->g = NULL;
+    st = kn__graph_module_new(g, &seg->gm);
+  }
+  if (st == KN_OK && s->fc.graph_ops > 0) {
+    const char *bn = kn__backend_name(tr->f);
+    int n = kn__graph_num_inputs(kn__graph_module_graph(seg->gm));
+    kn_tensor *ex_inl[16];
+    kn_tensor **ex = n <= 16 ? ex_inl : calloc((size_t)n, sizeof *ex);
+    if (!ex) st = kn__oom();
+    for (int i = 0; st == KN_OK && i < n; i++) {
+      /* the example inputs are the fakes bound to the placeholders */
+      ex[i] = NULL;
+      const kn__gnode *ph = kn__graph_input(kn__graph_module_graph(seg->gm), i);
+      for (int k = 0; k < tr->nfakes && !ex[i]; k++) {
+        kn__tbind *b = kn__tbind_of(tr, tr->fakes[k]);
+        if (b && b->node == ph) ex[i] = tr->fakes[k];
+        else if (b && b->slot == s->in_slot[i]) ex[i] = tr->fakes[k];
+      }
+    }
+    if (st == KN_OK) {
+      kn__fc_backend_begin(&s->fc, bn);
+      st = kn__backend_compile(tr->f, seg->gm, ex, n, &seg->cg);
+      kn__fc_backend_end(&s->fc, bn);
+    }
+    if (ex != ex_inl) free(ex);
+  } else if (st == KN_OK) {
+    st = kn__eager_compile(seg->gm, &seg->cg); /* nothing for a backend to compile */
+  }
+  if (st != KN_OK) {
+    kn__segment_free(seg);
+    return st;
+  }
+  *out = seg;
+  return KN_OK;
+}
+
+kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment **out) {
+  kn__tseg *s = &tr->segs[tr->nseg - 1];
+  *out = NULL;
+  if (!kn__graph_output(s->g, s->nout, s->out_ref)) return kn_last_status();
+  int ng = kn__shape_env_nguards(tr->env);
+  for (; tr->nguards_emitted < ng; tr->nguards_emitted++) {
+    const char *e = kn__shape_env_guard_str(tr->env, tr->nguards_emitted);
+    if (s->quiet) continue;
+    KN_LOG(KN_LOG_SYMBOLIC_SHAPES, KN_DEBUG, "eval %s [guard added]", e);
+    if (kn__trace_enabled()) {
+      json_t *m = json_pack("{s:s, s:[], s:[]}", "expr", e, "user_stack", "stack");
+      (void)kn__trace_structured("guard_added_fast", m, NULL, 0, NULL);
+    }
+  }
+  kn__fc_graph(&s->fc, s->g);
+  kn_status st = KN_OK;
+  kn__segment *seg = NULL;
+  if (s->quiet) {
+    seg = s->known;
+    if (seg->nout != s->nout || seg->nin != s->nin)
+      st = kn__error(KN_ESTATE, "the compiled function did not trace the same way twice "
+                                "(a kiln function must be pure: see docs/DYNAMO.md)");
+    kn__graph_free(s->g);
+    s->g = NULL;
+  } else {
+    st = compile_segment(tr, s, &seg);
+    if (st == KN_OK) {
+      seg->brk = brk;
+      seg->brk_slot = brk_slot;
+    }
+  }
+  if (st == KN_OK) st = run_segment(seg, tr->slot_real);
+  if (st != KN_OK) {
+    if (!s->quiet) kn__segment_free(seg);
+    return st;
+  }
+  kn__trace_guard_dump(tr, s);
+  *out = seg;
+  return KN_OK;
+}

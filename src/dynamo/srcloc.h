@@ -1,0 +1,57 @@
+/*
+** dynamo/srcloc.h: where in the user's C code an op was called.
+**
+** While tracing, the capture frontend takes a backtrace at each op call and
+** keeps the frames that lie between the compiled function's entry and the
+** public kiln function the user called. Addresses are turned into function,
+** file and line with elfutils' libdwfl, loaded with dlopen at first use (no
+** build dependency: without libdw or without debug info every location is
+** unknown and callers fall back to the compiled function's own location).
+** Results are cached per address. Source lines are read from the files and
+** cached per file.
+*/
+#ifndef KN_DYNAMO_SRCLOC_H
+#define KN_DYNAMO_SRCLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define KN__SRC_MAX_FRAMES 64
+
+/* One symbolized frame. Strings are borrowed from the process-wide cache
+** (valid until kn__srcloc_reset). Unknown parts are NULL / 0. */
+typedef struct kn__srcframe {
+  const char *func;
+  const char *file;
+  int line;
+} kn__srcframe;
+
+/* A raw backtrace of the calling thread (return addresses), innermost first. */
+int kn__srcloc_capture(void **addrs, int cap);
+/* The number of frames from the calling function `func` (found by name in
+** the backtrace) to the bottom of the stack: the `base_depth` below. */
+int kn__srcloc_base_depth(const char *func);
+/* Symbolize one return address (the call instruction just before it). */
+kn__srcframe kn__srcloc_symbolize(void *addr);
+
+/* The user frames of a backtrace taken inside kiln, outermost first, given
+** the depth of the frame that called the user's root function (`base_depth`,
+** from kn__srcloc_base_depth). Frames of functions named
+** kn_* / kn__* (kiln itself) are skipped. `api` receives the kiln function
+** called by the innermost user frame (e.g. "kn_mul"), or NULL. Returns the
+** number of frames written (at most cap). */
+int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcframe *out,
+                          int cap, const char **api);
+
+/* Line `line` (1-based) of `file`, without its newline; borrowed from the
+** cache; NULL when unreadable. */
+const char *kn__srcloc_line(const char *file, int line);
+/* The first line at or after `from` whose text defines function `name`
+** (name followed by '(' at the start of a definition), or `from` itself
+** when none is found. Used for a function's first line. */
+int kn__srcloc_def_line(const char *file, const char *name, int from);
+
+/* Forget cached files (tests). */
+void kn__srcloc_reset(void);
+
+#endif

@@ -1,0 +1,147 @@
+/*
+** dynamo/tracer.h: the state of one trace (internal to tracer.c, fakify.c,
+** breaks.c and segments.c).
+**
+** A trace runs the user function once under the tracing mode. Each fake
+** tensor carries a binding (its mode_data): the segment and graph value that
+** produce it, and its value-table slot once it has one. Slots: the root
+** inputs first (one per distinct input tensor), then values carried across
+** graph breaks and returned values, numbered in the order they get one.
+*/
+#ifndef KN_DYNAMO_TRACER_H
+#define KN_DYNAMO_TRACER_H
+
+#include "dynamo/dynamo.h"
+#include "dynamo/frame.h"
+#include "ops/opdef.h"
+
+typedef struct kn__tbind {
+  kn__trace *tr;
+  int seg;
+  kn__gnode *node;
+  int idx;
+  int slot; /* -1 until the value has a slot */
+} kn__tbind;
+
+/* One segment being traced. */
+typedef struct kn__tseg {
+  kn__graph *g;           /* owned until handed to a segment */
+  kn__fc fc;              /* its frame compile */
+  bool quiet;             /* replaying a known segment */
+  kn__segment *known;     /* quiet: the existing segment */
+  int nstack;             /* ___stackN counter */
+  struct { kn_tensor *real; kn__gnode *node; } consts[16];
+  int nconsts;
+  int *in_slot;           /* slot of each placeholder, in order */
+  int nin, capin;
+  int *out_slot;          /* slots produced here, in order */
+  kn__gref *out_ref;
+  int nout, capout;
+} kn__tseg;
+
+typedef struct kn__subst {
+  const kn_module *m;
+  char *path;
+  kn_tensor *fake;
+} kn__subst;
+
+struct kn__trace {
+  kn__mode mode;
+  kn_compiled *f;
+  const kn_value *args;   /* the real arguments */
+  int nargs;
+  kn_value *fargs;        /* the arguments with fakes (deep copy) */
+  kn__shape_env *env;     /* owned until handed to the entry */
+  bool export_mode;       /* kn_export: breaks are errors */
+  /* segments of this trace */
+  kn__tseg *segs;
+  int nseg, capseg;
+  kn__segment *cur_known; /* quiet replay position in an existing tree */
+  kn__entry *into;        /* extending this entry's tree, or NULL */
+  kn__segment *parent;    /* the segment whose break led to the current one */
+  double parent_answer;
+  kn__segment *root_seg;  /* the first segment (new entries) */
+  /* value table while tracing: real values per slot (owned) */
+  kn_tensor **slot_real;
+  int nslots, capslots;
+  int nroot;
+  kn__src *root_src;      /* [nroot] */
+  /* every fake created (one reference each, owned) */
+  kn_tensor **fakes;
+  int nfakes, capfakes;
+  kn__subst *subst;
+  int nsubst;
+  /* guards */
+  kn__guards guards;
+  int *root_first_line;   /* per root slot: node that first used it */
+  kn__gnode **root_first_node;
+  /* errors */
+  kn_status err;
+  char *err_msg;          /* the first error (owned) */
+  kn__srcframe err_frame;
+  /* describe events */
+  int describer_id, ndescribed;
+  int base_depth;
+  /* a graph break that must end the trace with an error (fullgraph) */
+  bool stop;
+  char *trace_src_last;   /* last trace_source file:line (dedup) */
+  int nguards_emitted;    /* shape guards already written as guard_added_fast */
+  bool guards_done;       /* comments and size lower bounds added */
+  const char *recompile_msg; /* logged inside the first frame's context */
+  bool recompile_verbose;
+};
+
+/* The trace running on this thread (NULL outside tracing). */
+kn__trace *kn__trace_current(void);
+
+/* Bindings. */
+kn__tbind *kn__tbind_of(const kn__trace *tr, const kn_tensor *t);
+kn_status kn__tbind_set(kn__trace *tr, kn_tensor *t, int seg, kn__gnode *node, int idx, int slot);
+/* Keep a reference to a fake created by the trace. */
+kn_status kn__trace_keep(kn__trace *tr, kn_tensor *t);
+/* A new slot with its real value (reference taken). Returns the index or -1. */
+int kn__trace_new_slot(kn__trace *tr, kn_tensor *real);
+/* The graph value of t in the current segment: its node, a placeholder for a
+** value carried from an earlier segment, or a get_attr for a real tensor. */
+kn_status kn__trace_value(kn__trace *tr, kn_tensor *t, kn__gref *out);
+
+/* Fakification of the root inputs (fakify.c): fills tr->fargs, the root
+** placeholders and slots, the input guards and the describe_* records. */
+kn_status kn__trace_fakify(kn__trace *tr);
+/* Guards that depend on the traced graph (first-use comments, shape env);
+** called after the trace. */
+kn_status kn__trace_finish_guards(kn__trace *tr);
+/* Describe one fake input (describe_storage/tensor/source). */
+void kn__trace_describe(kn__trace *tr, const kn_tensor *real, const char *source, bool is_param);
+
+/* Segments (segments.c). Start a segment (frame compile begins). */
+kn_status kn__tseg_start(kn__trace *tr, kn__frame *fr, const char *reasons_json);
+/* Finish the current segment with outputs = the given slots' values in the
+** current graph; makes a kn__segment (compiled), runs it on the real slot
+** values, stores the real outputs. brk/brk_slot describe the break. */
+kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment **out);
+/* The user stack of the current op call (outermost first) and the kiln API
+** function it called. */
+int kn__trace_user_stack(kn__trace *tr, kn__srcframe *out, int cap, const char **api);
+
+/* ---- internal plumbing between tracer.c, fakify.c, segments.c, breaks.c ---- */
+/* The trace running on this thread is tr (NULL: none). */
+void kn__trace_set_current(kn__trace *tr);
+/* Set up tr->mode (the dispatcher mode that records nodes). */
+void kn__trace_mode_init(kn__trace *tr);
+/* Free the fake argument copies and module substitutions. */
+void kn__trace_free_fargs(kn__trace *tr);
+/* The slot of traced value t; a value of the current segment gets a new slot
+** (an output of the segment); real tensors become graph constants. */
+kn_status kn__trace_slot_of(kn__trace *tr, kn_tensor *t, int *slot);
+/* Give slots to the values of the current segment user code still holds. */
+kn_status kn__trace_carry_live(kn__trace *tr);
+/* Write the guard dump of segment s's frame. */
+void kn__trace_guard_dump(kn__trace *tr, kn__tseg *s);
+/* Record that the next placeholder of s reads slot `slot`. */
+kn_status kn__tseg_add_input(kn__tseg *s, int slot);
+/* The trace_call record of one traced call. */
+void kn__trace_log_call(kn__trace *tr, const char *node_name, const kn__srcframe *fr, int depth,
+                        const char *api);
+
+#endif

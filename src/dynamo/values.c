@@ -1,0 +1,274 @@
+/*
+** dynamo/values.c: kiln values (tuples, release, clone), modules (named trees
+** of parameters, buffers and submodules) and sources (paths from a call's
+** arguments to one value, with PyTorch's source text: L['a'], L['ys'][0],
+** L['self']._modules['layers']._modules['0']._parameters['weight']).
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dynamo/dynamo.h"
+
+/* ---- tuples --------------------------------------------------------------- */
+static _Thread_local struct {
+  kn_value **v;
+  size_t n, cap;
+} pool;
+
+kn_value kn_tuple(int n, const kn_value *items) {
+  kn_value r = kn_vnone();
+  if (n < 0 || (n > 0 && !items)) return r;
+  kn_value *copy = malloc(sizeof *copy * (size_t)(n ? n : 1));
+  if (!copy) return r;
+  if (n) memcpy(copy, items, sizeof *copy * (size_t)n);
+  if (pool.n == pool.cap) {
+    size_t nc = pool.cap ? pool.cap * 2 : 16;
+    kn_value **nv = realloc(pool.v, nc * sizeof *nv);
+    if (!nv) {
+      free(copy);
+      return r;
+    }
+    pool.v = nv;
+    pool.cap = nc;
+  }
+  pool.v[pool.n++] = copy;
+  r.kind = KN_VTUPLE;
+  r.n = n;
+  r.u.items = copy;
+  return r;
+}
+
+void kn__tuple_pool_mark(size_t *mark) { *mark = pool.n; }
+
+void kn__tuple_pool_release(size_t mark) {
+  while (pool.n > mark) free(pool.v[--pool.n]);
+  if (pool.n == 0) {
+    free(pool.v);
+    pool.v = NULL;
+    pool.cap = 0;
+  }
+}
+
+void kn_value_release(kn_value v) {
+  if (v.kind == KN_VTENSOR) {
+    kn_release(v.u.t);
+  } else if (v.kind == KN_VTUPLE || v.kind == KN_VLIST) {
+    for (int i = 0; i < v.n; i++) kn_value_release(v.u.items[i]);
+    free((void *)v.u.items);
+  }
+}
+
+kn_status kn__value_clone(kn_value v, kn_value *out) {
+  *out = v;
+  if (v.kind == KN_VTENSOR) {
+    if (v.u.t) kn_retain(v.u.t);
+    return KN_OK;
+  }
+  if (v.kind != KN_VTUPLE && v.kind != KN_VLIST) return KN_OK;
+  kn_value *items = calloc((size_t)(v.n ? v.n : 1), sizeof *items);
+  if (!items) {
+    *out = kn_vnone();
+    return kn__oom();
+  }
+  for (int i = 0; i < v.n; i++) {
+    kn_status st = kn__value_clone(v.u.items[i], &items[i]);
+    if (st != KN_OK) {
+      for (int j = 0; j < i; j++) kn_value_release(items[j]);
+      free(items);
+      *out = kn_vnone();
+      return st;
+    }
+  }
+  out->u.items = items;
+  return KN_OK;
+}
+
+const char *kn__value_pytype(kn_value_kind k) {
+  switch (k) {
+  case KN_VNONE: return "<class 'NoneType'>";
+  case KN_VTENSOR: return "<class 'torch.Tensor'>";
+  case KN_VINT: return "<class 'int'>";
+  case KN_VDOUBLE: return "<class 'float'>";
+  case KN_VBOOL: return "<class 'bool'>";
+  case KN_VLIST: return "<class 'list'>";
+  case KN_VTUPLE: return "<class 'tuple'>";
+  case KN_VMODULE: return "<class 'kiln.Module'>";
+  }
+  return "<class 'object'>";
+}
+
+void kn__py_float_repr(double d, char *buf, size_t n) {
+  if (isnan(d)) {
+    snprintf(buf, n, "nan");
+    return;
+  }
+  if (isinf(d)) {
+    snprintf(buf, n, d > 0 ? "inf" : "-inf");
+    return;
+  }
+  for (int p = 1; p <= 17; p++) {
+    snprintf(buf, n, "%.*g", p, d);
+    if (strtod(buf, NULL) == d) break;
+  }
+  if (!strpbrk(buf, ".en")) {
+    size_t l = strlen(buf);
+    if (l + 3 <= n) memcpy(buf + l, ".0", 3);
+  }
+}
+
+/* ---- modules ------------------------------------------------------------------- */
+typedef struct mod_item {
+  char *name;
+  int kind; /* 0 param, 1 buffer, 2 child */
+  kn_tensor *t;
+  kn_module *child;
+} mod_item;
+
+struct kn_module {
+  int n, cap;
+  mod_item *items;
+};
+
+kn_module *kn_module_new(void) { return calloc(1, sizeof(kn_module)); }
+
+void kn_module_free(kn_module *m) {
+  if (!m) return;
+  for (int i = 0; i < m->n; i++) {
+    free(m->items[i].name);
+    kn_release(m->items[i].t);
+    kn_module_free(m->items[i].child);
+  }
+  free(m->items);
+  free(m);
+}
+
+static kn_status mod_add(kn_module *m, const char *name, int kind, kn_tensor *t, kn_module *c) {
+  if (!m || !name || !*name || strchr(name, '.') || (kind < 2 && !t) || (kind == 2 && !c))
+    return kn__error(KN_EINVAL, "kn_module_add: expected a module, a name without '.' and a %s",
+                     kind == 2 ? "child module" : "tensor");
+  for (int i = 0; i < m->n; i++)
+    if (!strcmp(m->items[i].name, name))
+      return kn__error(KN_EINVAL, "kn_module_add: the module already has an entry named '%s'",
+                       name);
+  if (m->n == m->cap) {
+    int nc = m->cap ? m->cap * 2 : 4;
+    mod_item *ni = realloc(m->items, sizeof *ni * (size_t)nc);
+    if (!ni) return kn__oom();
+    m->items = ni;
+    m->cap = nc;
+  }
+  char *nm = strdup(name);
+  if (!nm) return kn__oom();
+  m->items[m->n++] = (mod_item){nm, kind, t ? kn_retain(t) : NULL, c};
+  return KN_OK;
+}
+
+kn_status kn_module_add_param(kn_module *m, const char *name, kn_tensor *t) {
+  return mod_add(m, name, 0, t, NULL);
+}
+kn_status kn_module_add_buffer(kn_module *m, const char *name, kn_tensor *t) {
+  return mod_add(m, name, 1, t, NULL);
+}
+kn_status kn_module_add_child(kn_module *m, const char *name, kn_module *child) {
+  return mod_add(m, name, 2, NULL, child);
+}
+
+static _Thread_local kn__module_subst_fn subst_fn;
+static _Thread_local void *subst_ud;
+
+void kn__module_set_subst(kn__module_subst_fn fn, void *ud) {
+  subst_fn = fn;
+  subst_ud = ud;
+}
+
+static kn_tensor *mod_lookup(kn_module *m, const char *path) {
+  const char *dot = strchr(path, '.');
+  size_t len = dot ? (size_t)(dot - path) : strlen(path);
+  for (int i = 0; m && i < m->n; i++) {
+    mod_item *it = &m->items[i];
+    if (strlen(it->name) != len || strncmp(it->name, path, len)) continue;
+    if (dot) return it->kind == 2 ? mod_lookup(it->child, dot + 1) : NULL;
+    return it->kind < 2 ? it->t : NULL;
+  }
+  return NULL;
+}
+
+kn_tensor *kn_module_get(kn_module *m, const char *path) {
+  if (!m || !path) return NULL;
+  if (subst_fn) {
+    kn_tensor *t = subst_fn(subst_ud, m, path);
+    if (t) return t;
+  }
+  return mod_lookup(m, path);
+}
+
+int kn__module_count(const kn_module *m) {
+  int n = 0;
+  for (int i = 0; m && i < m->n; i++)
+    n += m->items[i].kind == 2 ? kn__module_count(m->items[i].child) : 1;
+  return n;
+}
+
+static kn_status visit(kn_module *m, char *suffix, size_t slen, char *path, size_t plen,
+                       kn__module_visit_fn fn, void *ud) {
+  static const char *const kinds[] = {"_parameters", "_buffers", "_modules"};
+  for (int pass = 0; pass < 3; pass++)
+    for (int i = 0; i < m->n; i++) {
+      mod_item *it = &m->items[i];
+      if (it->kind != pass) continue;
+      int a = snprintf(suffix + slen, 1024 - slen, ".%s['%s']", kinds[it->kind], it->name);
+      int b = snprintf(path + plen, 1024 - plen, "%s%s", plen ? "." : "", it->name);
+      if (a < 0 || b < 0 || slen + (size_t)a >= 1024 || plen + (size_t)b >= 1024)
+        return kn__error(KN_ERANGE, "module path too long at '%s'", it->name);
+      kn_status st = it->kind == 2 ? visit(it->child, suffix, slen + (size_t)a, path,
+                                           plen + (size_t)b, fn, ud)
+                                   : fn(ud, suffix, path, it->t, it->kind == 0);
+      suffix[slen] = 0;
+      path[plen] = 0;
+      if (st != KN_OK) return st;
+    }
+  return KN_OK;
+}
+
+kn_status kn__module_visit(kn_module *m, kn__module_visit_fn fn, void *ud) {
+  char suffix[1024] = "", path[1024] = "";
+  return m ? visit(m, suffix, 0, path, 0, fn, ud) : KN_OK;
+}
+
+/* ---- sources ------------------------------------------------------------------- */
+bool kn__src_get(const kn__src *s, const kn_value *args, int nargs, kn_value *out) {
+  if (s->arg < 0 || s->arg >= nargs) return false;
+  kn_value v = args[s->arg];
+  for (int k = 0; k < s->nidx; k++) {
+    if ((v.kind != KN_VLIST && v.kind != KN_VTUPLE) || s->idx[k] >= v.n) return false;
+    v = v.u.items[s->idx[k]];
+  }
+  if (s->modpath) {
+    if (v.kind != KN_VMODULE) return false;
+    kn_tensor *t = mod_lookup(v.u.m, s->modpath);
+    if (!t) return false;
+    v = kn_vtensor(t);
+  }
+  *out = v;
+  return true;
+}
+
+kn_status kn__src_copy(kn__src *dst, const kn__src *s) {
+  *dst = *s;
+  dst->expr = s->expr ? strdup(s->expr) : NULL;
+  dst->modpath = s->modpath ? strdup(s->modpath) : NULL;
+  if ((s->expr && !dst->expr) || (s->modpath && !dst->modpath)) {
+    kn__src_fini(dst);
+    return kn__oom();
+  }
+  return KN_OK;
+}
+
+void kn__src_fini(kn__src *s) {
+  free(s->expr);
+  free(s->modpath);
+  s->expr = s->modpath = NULL;
+}

@@ -26,9 +26,12 @@ deps-test:
 	@./scripts/install-deps.sh $(TEST_PKGS)
 
 demo: deps-build
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DKN_BUILD_TESTS=OFF > /dev/null
-	cmake --build $(BUILD_DIR) -j $(JOBS) --target example_mlp_train
-	$(BUILD_DIR)/examples/mlp_train
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DKN_BUILD_TESTS=OFF > /dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target example_mlp_train kiln_tool > /dev/null
+	@rm -rf $(BUILD_DIR)/demo_trace
+	$(BUILD_DIR)/examples/mlp_train $(BUILD_DIR)/demo_trace
+	$(BUILD_DIR)/tools/kiln report --overwrite --no-browser -o $(BUILD_DIR)/demo_report $(BUILD_DIR)/demo_trace
+	@echo "open $(BUILD_DIR)/demo_report/index.html in a browser to read the report"
 
 test: deps-test
 	$(MAKE) --no-print-directory test-plain test-asan

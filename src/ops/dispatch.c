@@ -286,6 +286,8 @@ void kn__mode_pop(kn__mode *m) {
 
 int kn__mode_depth(void) { return modes.n; }
 
+bool kn__dispatch_in_handler(void) { return modes.active < modes.n; }
+
 /* Run the call starting at mode index `top - 1` going down. */
 static kn_status dispatch_from(int top, kn__call *c, kn__outs *out) {
   if (top <= 0) return dispatch_autograd(c, out);

@@ -223,22 +223,56 @@ kn_tensor *kn__make_view(kn_tensor *base, int ndim, const int64_t *sizes,
 
 int kn_ndim(const kn_tensor *t) { return t ? t->ndim : -1; }
 
+/* Reading a symbolic size or stride as a plain integer bakes its current
+** value into whatever the caller computes with it, so under tracing the
+** value is specialised: a guard Eq(s, value) is recorded in the current
+** shape environment and the compiled entry only serves inputs of that size.
+** (A no-op for constant sizes and outside tracing.) Internal code that
+** must not specialise reads t->sizes / t->sym directly. */
+static void specialise(kn_sym s) {
+  /* Reads made by ops themselves (meta functions, composite kernels: they
+  ** run inside a dispatcher mode's handler) keep sizes symbolic. */
+  if (!kn__sym_is_const(s) && !kn__dispatch_in_handler())
+    kn__sym_guard_eq_int(s, kn__sym_hint(s));
+}
+
+static void specialise_all(const kn_tensor *t, bool strides) {
+  if (!t->sym) return;
+  for (int d = 0; d < t->ndim; d++) specialise(strides ? t->sym->strides[d] : t->sym->sizes[d]);
+  if (strides) specialise(t->sym->offset);
+}
+
 int64_t kn_size(const kn_tensor *t, int d) {
   int w = 0;
   if (!t || kn__wrap_dim(d, t->ndim, &w) != KN_OK || t->ndim == 0) return -1;
+  if (t->sym) specialise(t->sym->sizes[w]);
   return t->sizes[w];
 }
 
 int64_t kn_stride(const kn_tensor *t, int d) {
   int w = 0;
   if (!t || kn__wrap_dim(d, t->ndim, &w) != KN_OK || t->ndim == 0) return -1;
+  if (t->sym) specialise(t->sym->strides[w]);
   return t->strides[w];
 }
 
-const int64_t *kn_sizes(const kn_tensor *t) { return t->sizes; }
-const int64_t *kn_strides(const kn_tensor *t) { return t->strides; }
-int64_t kn_storage_offset(const kn_tensor *t) { return t->offset; }
-int64_t kn_numel(const kn_tensor *t) { return t ? kn__numel(t->ndim, t->sizes) : -1; }
+const int64_t *kn_sizes(const kn_tensor *t) {
+  specialise_all(t, false);
+  return t->sizes;
+}
+const int64_t *kn_strides(const kn_tensor *t) {
+  specialise_all(t, true);
+  return t->strides;
+}
+int64_t kn_storage_offset(const kn_tensor *t) {
+  if (t->sym) specialise(t->sym->offset);
+  return t->offset;
+}
+int64_t kn_numel(const kn_tensor *t) {
+  if (!t) return -1;
+  specialise_all(t, false);
+  return kn__numel(t->ndim, t->sizes);
+}
 kn_dtype kn_tensor_dtype(const kn_tensor *t) { return t->dtype; }
 kn_device kn_tensor_device(const kn_tensor *t) { return t->device; }
 

@@ -91,6 +91,9 @@ int64_t kn__numel(int ndim, const int64_t *sizes);
 kn_status kn__wrap_dim(int64_t dim, int ndim, int *out);
 /* Writes "[3, 4]" into buf (snprintf semantics). */
 int kn__format_sizes(int ndim, const int64_t *sizes, char *buf, size_t n);
+/* Is the calling code running inside a dispatcher mode's handler (an op
+** being traced or propagated), rather than user code? (ops/dispatch.c) */
+bool kn__dispatch_in_handler(void);
 /* Bump the version counter of t's storage. */
 void kn__bump_version(kn_tensor *t);
 

@@ -30,66 +30,61 @@ static kn_status check_float_dtype(const char *op, kn_dtype dt) {
   return KN_OK;
 }
 
-kn_status kn__k_rand(const kn__call *c, kn__outs *out) {
-  kn_tensor *t = out->t[0];
-  kn_status st = check_float_dtype("rand", t->dtype);
-  if (st != KN_OK) return st;
-  int64_t n = kn_numel(t);
-  kn_generator *g = kn__generator_or_default(c->args[1].u.gen);
+/* Fill t: element i is sample(philox block (offset + i)). */
+typedef void (*sample_fn)(const uint32_t w[4], char *dst, kn_dtype dt, const void *ud);
+
+static kn_status fill_random(kn_tensor *t, kn_generator *gen, sample_fn sample, const void *ud) {
+  int64_t n = kn__numel(t->ndim, t->sizes);
+  kn_generator *g = kn__generator_or_default(gen);
   uint64_t seed = g->seed, first = kn__generator_reserve(g, (uint64_t)n);
   char *p = kn_data(t);
-  size_t es = kn_dtype_size(t->dtype);
+  int64_t es = (int64_t)kn_dtype_size(t->dtype);
   kn_dtype dt = t->dtype;
 #pragma omp parallel for if (n > PAR_THRESHOLD)
   for (int64_t i = 0; i < n; i++) {
     uint32_t w[4];
     kn__philox(seed, first + (uint64_t)i, w);
-    if (dt == KN_FLOAT64) ((double *)p)[i] = kn__u01_double(w[0], w[1]);
-    else if (dt == KN_FLOAT32) ((float *)p)[i] = kn__u01_float(w[0]);
-    else kn__store_double(p + i * (int64_t)es, dt, kn__u01_float(w[0]));
+    sample(w, p + i * es, dt, ud);
   }
   return KN_OK;
+}
+
+static void sample_uniform(const uint32_t w[4], char *dst, kn_dtype dt, const void *ud) {
+  (void)ud;
+  if (dt == KN_FLOAT64) *(double *)dst = kn__u01_double(w[0], w[1]);
+  else if (dt == KN_FLOAT32) *(float *)dst = kn__u01_float(w[0]);
+  else kn__store_double(dst, dt, kn__u01_float(w[0]));
+}
+
+/* Box-Muller; 1 - u keeps the log argument in (0, 1]. */
+static void sample_normal(const uint32_t w[4], char *dst, kn_dtype dt, const void *ud) {
+  (void)ud;
+  double u1 = 1.0 - kn__u01_double(w[0], w[1]), u2 = kn__u01_double(w[2], w[3]);
+  kn__store_double(dst, dt, sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+typedef struct int_range { int64_t lo; uint64_t span; } int_range;
+
+/* Modulo of 64 random bits: bias below 2^-32 for spans below 2^32. */
+static void sample_int(const uint32_t w[4], char *dst, kn_dtype dt, const void *ud) {
+  const int_range *r = ud;
+  uint64_t x = (((uint64_t)w[0] << 32) | w[1]) % r->span;
+  kn__store_int(dst, dt, r->lo + (int64_t)x);
+}
+
+kn_status kn__k_rand(const kn__call *c, kn__outs *out) {
+  kn_status st = check_float_dtype("rand", out->t[0]->dtype);
+  return st != KN_OK ? st : fill_random(out->t[0], c->args[1].u.gen, sample_uniform, NULL);
 }
 
 kn_status kn__k_randn(const kn__call *c, kn__outs *out) {
-  kn_tensor *t = out->t[0];
-  kn_status st = check_float_dtype("randn", t->dtype);
-  if (st != KN_OK) return st;
-  int64_t n = kn_numel(t);
-  kn_generator *g = kn__generator_or_default(c->args[1].u.gen);
-  uint64_t seed = g->seed, first = kn__generator_reserve(g, (uint64_t)n);
-  char *p = kn_data(t);
-  size_t es = kn_dtype_size(t->dtype);
-  kn_dtype dt = t->dtype;
-#pragma omp parallel for if (n > PAR_THRESHOLD)
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t w[4];
-    kn__philox(seed, first + (uint64_t)i, w);
-    /* Box-Muller; 1 - u keeps the log argument in (0, 1]. */
-    double u1 = 1.0 - kn__u01_double(w[0], w[1]), u2 = kn__u01_double(w[2], w[3]);
-    double z = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-    kn__store_double(p + i * (int64_t)es, dt, z);
-  }
-  return KN_OK;
+  kn_status st = check_float_dtype("randn", out->t[0]->dtype);
+  return st != KN_OK ? st : fill_random(out->t[0], c->args[1].u.gen, sample_normal, NULL);
 }
 
 kn_status kn__k_randint(const kn__call *c, kn__outs *out) {
-  kn_tensor *t = out->t[0];
-  int64_t lo = c->args[1].u.i, n = kn_numel(t);
-  uint64_t range = (uint64_t)(c->args[2].u.i - lo);
-  kn_generator *g = kn__generator_or_default(c->args[3].u.gen);
-  uint64_t seed = g->seed, first = kn__generator_reserve(g, (uint64_t)n);
-  char *p = kn_data(t);
-  size_t es = kn_dtype_size(t->dtype);
-  kn_dtype dt = t->dtype;
-#pragma omp parallel for if (n > PAR_THRESHOLD)
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t w[4];
-    kn__philox(seed, first + (uint64_t)i, w);
-    uint64_t r = (((uint64_t)w[0] << 32) | w[1]) % range; /* bias < 2^-32 for ranges < 2^32 */
-    kn__store_int(p + i * (int64_t)es, dt, lo + (int64_t)r);
-  }
-  return KN_OK;
+  int_range r = {c->args[1].u.i, (uint64_t)(c->args[2].u.i - c->args[1].u.i)};
+  return fill_random(out->t[0], c->args[3].u.gen, sample_int, &r);
 }
 
 /* ---- ranges ------------------------------------------------------------------- */

@@ -67,6 +67,15 @@ kn__outmeta *kn__metas_push(kn__metas *m, kn_dtype dt) {
   return o;
 }
 
+kn__outmeta *kn__metas_push_like(kn__metas *m, const kn_tensor *t, kn_dtype dt) {
+  kn__outmeta *o = kn__metas_push(m, dt);
+  if (o) {
+    o->ndim = t->ndim;
+    kn__tensor_symsizes(t, o->sizes);
+  }
+  return o;
+}
+
 void kn__outs_init(kn__outs *o) {
   o->n = 0;
   o->cap = KN__INLINE_OUTS;

@@ -203,10 +203,8 @@ kn_status kn__meta_nll_loss_bwd(const kn__call *c, kn__metas *out) {
     return kn__error(KN_ESHAPE, "nll_loss_backward: expected a grad_output of %lld element%s, "
                      "got shape %s", (long long)want, want == 1 ? "" : "s", a);
   }
-  kn__outmeta *m = kn__metas_push(out, x->dtype);
+  kn__outmeta *m = kn__metas_push_like(out, x, x->dtype);
   if (!m) return kn__oom();
-  m->ndim = x->ndim;
-  kn__tensor_symsizes(x, m->sizes);
   return KN_OK;
 }
 

@@ -37,10 +37,8 @@ kn_status kn__meta_dropout(const kn__call *c, kn__metas *out) {
                      kn_dtype_name(x->dtype));
   kn_dtype dts[2] = {x->dtype, KN_BOOL};
   for (int i = 0; i < 2; i++) {
-    kn__outmeta *m = kn__metas_push(out, dts[i]);
+    kn__outmeta *m = kn__metas_push_like(out, x, dts[i]);
     if (!m) return kn__oom();
-    m->ndim = x->ndim;
-    kn__tensor_symsizes(x, m->sizes);
   }
   return KN_OK;
 }
@@ -80,10 +78,8 @@ kn_status kn__meta_dropout_backward(const kn__call *c, kn__metas *out) {
   bool same = g->ndim == m->ndim;
   for (int d = 0; same && d < g->ndim; d++) same = g->sizes[d] == m->sizes[d];
   if (!same) return kn__error(KN_ESHAPE, "native_dropout_backward: mask and grad_output differ in shape");
-  kn__outmeta *o = kn__metas_push(out, g->dtype);
+  kn__outmeta *o = kn__metas_push_like(out, g, g->dtype);
   if (!o) return kn__oom();
-  o->ndim = g->ndim;
-  kn__tensor_symsizes(g, o->sizes);
   return KN_OK;
 }
 

@@ -105,10 +105,8 @@ static kn_status pool_geometry(const kn__call *c, const kn_tensor *x, const char
 
 /* Output of x's leading dims and the (symbolic) pooled H and W. */
 static kn_status push_like(kn__metas *out, const kn_tensor *x, kn_dtype dt, const poolg *g) {
-  kn__outmeta *m = kn__metas_push(out, dt);
+  kn__outmeta *m = kn__metas_push_like(out, x, dt);
   if (!m) return kn__oom();
-  m->ndim = x->ndim;
-  kn__tensor_symsizes(x, m->sizes);
   m->sizes[x->ndim - 2] =
       kn__nn_window_out(m->sizes[x->ndim - 2], g->kh, g->sh, g->ph, g->dh, g->ceil);
   m->sizes[x->ndim - 1] =
@@ -200,10 +198,8 @@ kn_status kn__k_max_pool2d(const kn__call *c, kn__outs *out) {
 /* args: grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices */
 kn_status kn__meta_max_pool2d_backward(const kn__call *c, kn__metas *out) {
   const kn_tensor *x = c->args[1].u.t;
-  kn__outmeta *m = kn__metas_push(out, x->dtype);
+  kn__outmeta *m = kn__metas_push_like(out, x, x->dtype);
   if (!m) return kn__oom();
-  m->ndim = x->ndim;
-  kn__tensor_symsizes(x, m->sizes);
   return KN_OK;
 }
 

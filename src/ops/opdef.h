@@ -132,6 +132,8 @@ void kn__metas_fini(kn__metas *m);
 /* A new entry, initialised as a fresh contiguous output of dtype dt, rank 0
 ** (view_of = alias_of = -1). NULL on OOM. */
 kn__outmeta *kn__metas_push(kn__metas *m, kn_dtype dt);
+/* The same, shaped like t (its rank and symbolic sizes), with dtype dt. */
+kn__outmeta *kn__metas_push_like(kn__metas *m, const kn_tensor *t, kn_dtype dt);
 void kn__outs_init(kn__outs *o);
 /* Releases every output still held. */
 void kn__outs_fini(kn__outs *o);

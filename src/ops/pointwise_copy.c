@@ -112,10 +112,8 @@ kn_status kn__meta_clone(const kn__call *c, kn__metas *out) {
   kn_dtype dt = c->nargs > 1 && c->args[1].kind == KN__A_DTYPE ? c->args[1].u.dt : self->dtype;
   if ((unsigned)dt >= KN_DTYPE_COUNT)
     return kn__error(KN_EDTYPE, "%s: invalid dtype %d", c->op->name, (int)dt);
-  kn__outmeta *m = kn__metas_push(out, dt);
+  kn__outmeta *m = kn__metas_push_like(out, self, dt);
   if (!m) return kn__oom();
-  m->ndim = self->ndim;
-  kn__tensor_symsizes(self, m->sizes);
   return KN_OK;
 }
 
@@ -158,10 +156,8 @@ kn_status kn__k_to_dtype(const kn__call *c, kn__outs *out) {
 
 kn_status kn__meta_fill_(const kn__call *c, kn__metas *out) {
   const kn_tensor *self = c->args[0].u.t;
-  kn__outmeta *m = kn__metas_push(out, self->dtype);
+  kn__outmeta *m = kn__metas_push_like(out, self, self->dtype);
   if (!m) return kn__oom();
-  m->ndim = self->ndim;
-  kn__tensor_symsizes(self, m->sizes);
   m->alias_of = 0;
   return KN_OK;
 }

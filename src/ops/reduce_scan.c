@@ -17,10 +17,8 @@ kn_status kn__meta_cumsum(const kn__call *c, kn__metas *out) {
   kn_dtype dt = kn__arg_dtype(c, 2, kn_dtype_is_integral(t->dtype, true) ? KN_INT64 : t->dtype);
   if ((unsigned)dt >= KN_DTYPE_COUNT)
     return kn__error(KN_EDTYPE, "cumsum(): invalid dtype %d", (int)dt);
-  kn__outmeta *m = kn__metas_push(out, dt);
+  kn__outmeta *m = kn__metas_push_like(out, t, dt);
   if (!m) return kn__oom();
-  m->ndim = t->ndim;
-  kn__tensor_symsizes(t, m->sizes);
   return KN_OK;
 }
 

@@ -21,10 +21,8 @@ kn_status kn__meta_softmax(const kn__call *c, kn__metas *out) {
   int dim;
   kn_status st = kn__wrap_dim(c->args[1].u.i, t->ndim, &dim);
   if (st != KN_OK) return st;
-  kn__outmeta *m = kn__metas_push(out, t->dtype);
+  kn__outmeta *m = kn__metas_push_like(out, t, t->dtype);
   if (!m) return kn__oom();
-  m->ndim = t->ndim;
-  kn__tensor_symsizes(t, m->sizes);
   return KN_OK;
 }
 

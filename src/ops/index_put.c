@@ -306,7 +306,7 @@ kn_status kn__k_index(const kn__call *c, kn__outs *out) {
   int64_t ost[KN_MAX_DIMS];
   kn__contiguous_strides(rnd, rsz, ost);
   for (int64_t k = 0; k < nb && st == KN_OK; k++) {
-    int64_t off;
+    int64_t off = 0;
     st = adv_offset(&a, self, k, &off);
     if (st == KN_OK)
       move_block((char *)kn_data(o) + k * block * (int64_t)es, ost,
@@ -375,7 +375,7 @@ kn_status kn__k_index_put(const kn__call *c, kn__outs *out) {
   int64_t nb = kn__numel(a.bnd, a.bsz);
   size_t es = kn_dtype_size(self->dtype);
   for (int64_t k = 0; k < nb && st == KN_OK; k++) {
-    int64_t off, voff = values->offset, rem = k;
+    int64_t off = 0, voff = values->offset, rem = k;
     st = adv_offset(&a, o, k, &off);
     for (int d = a.bnd - 1; d >= 0; d--) {
       voff += (rem % a.bsz[d]) * vst[d];

@@ -388,6 +388,19 @@ static kn_status fail(kn__trace *tr) {
   return st;
 }
 
+/* A branch traced into an existing entry may have relied on shape guards the
+** entry's first trace did not need (its env has been moved into the entry,
+** so the guard set's borrowed env stays valid). */
+static kn_status keep_branch_guards(kn__trace *tr, kn__entry *into) {
+  if (tr->guards.nshape == 0) return KN_OK;
+  kn__guards *ng = realloc(into->branch_guards, sizeof *ng * (size_t)(into->nbranch_guards + 1));
+  if (!ng) return kn__oom();
+  into->branch_guards = ng;
+  into->branch_guards[into->nbranch_guards++] = tr->guards;
+  kn__guards_init(&tr->guards);
+  return KN_OK;
+}
+
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
                          const char *reasons_json, kn__entry **out_entry, kn_value *result) {
   *out_entry = NULL;
@@ -470,12 +483,19 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
     }
   } else if (into) {
     if (tr->nslots > into->nslots) into->nslots = tr->nslots;
+    /* the branch relied on its shape guards: they are checked at the entry
+    ** (also after a failed trace: segments linked before the error stay) */
+    /* (the replayed root graph is freed: comments use the function's line) */
+    for (int i = 0; i < tr->nroot; i++) tr->root_first_node[i] = NULL;
+    kn_status gst = kn__trace_finish_guards(tr);
     /* graphs linked into the tree refer to this trace's symbols */
     kn__shape_env **ne = realloc(into->branch_envs, sizeof *ne * (size_t)(into->nbranch_envs + 1));
     if (ne) {
       into->branch_envs = ne;
       into->branch_envs[into->nbranch_envs++] = tr->env;
       tr->env = NULL;
+      if (gst == KN_OK) gst = keep_branch_guards(tr, into);
+      if (st == KN_OK) st = gst;
     } else if (st == KN_OK) {
       st = kn__oom();
     }

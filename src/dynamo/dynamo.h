@@ -185,6 +185,10 @@ typedef struct kn__entry {
   kn__shape_env *env;     /* owned */
   kn__shape_env **branch_envs; /* owned: envs of branches traced later */
   int nbranch_envs;
+  /* guards of branches traced later whose trace added shape guards: all of
+  ** them are checked at the entry (kn__entry_check) */
+  kn__guards *branch_guards; /* owned */
+  int nbranch_guards;
   kn__segment *root;
   int nslots;             /* value-table size (grows with branches) */
   int nroot_inputs;       /* root inputs = the first slots */
@@ -194,6 +198,13 @@ typedef struct kn__entry {
 
 void kn__segment_free(kn__segment *s);
 void kn__entry_free(kn__entry *e);
+/* True when the entry's guards and the guards of every branch traced into
+** it later pass (a branch relied on them, so a cached call must not replay
+** it otherwise). */
+bool kn__entry_check(const kn__entry *e, const kn_value *args, int nargs);
+/* The failure reasons of the entry (its own guards first, then its
+** branches'); owned, NULL when everything passes. */
+char *kn__entry_reason(const kn__entry *e, const kn_value *args, int nargs, bool verbose);
 
 /* ---- frames (compile ids per compiled function / resume point) ------------- */
 typedef struct kn__frame {

@@ -46,7 +46,23 @@ void kn__entry_free(kn__entry *e) {
   kn__shape_env_free(e->env);
   for (int i = 0; i < e->nbranch_envs; i++) kn__shape_env_free(e->branch_envs[i]);
   free(e->branch_envs);
+  for (int i = 0; i < e->nbranch_guards; i++) kn__guards_fini(&e->branch_guards[i]);
+  free(e->branch_guards);
   free(e);
+}
+
+bool kn__entry_check(const kn__entry *e, const kn_value *args, int nargs) {
+  if (!kn__guards_check(&e->guards, args, nargs)) return false;
+  for (int i = 0; i < e->nbranch_guards; i++)
+    if (!kn__guards_check(&e->branch_guards[i], args, nargs)) return false;
+  return true;
+}
+
+char *kn__entry_reason(const kn__entry *e, const kn_value *args, int nargs, bool verbose) {
+  char *r = kn__guards_reason(&e->guards, args, nargs, verbose);
+  for (int i = 0; !r && i < e->nbranch_guards; i++)
+    r = kn__guards_reason(&e->branch_guards[i], args, nargs, verbose);
+  return r;
 }
 
 /* ---- running one segment ---------------------------------------------------------- */

@@ -172,7 +172,13 @@ struct kn__segment {
   /* what ends the segment */
   kn__brk brk;
   int brk_slot;           /* value-table index of the queried value */
-  const kn__opdef *brk_op; /* KN__BRK_UNSUPPORTED: the op run eagerly */
+  /* KN__BRK_UNSUPPORTED: the op run eagerly after this segment; its answer
+  ** is the output's size(0), its output goes to brk_out_slot */
+  const kn__opdef *brk_op;
+  int brk_nargs;
+  kn__arg brk_args[KN__MAX_ARGS]; /* non-tensor arguments by value */
+  int brk_arg_slot[KN__MAX_ARGS]; /* tensor arguments: value-table index, else -1 */
+  int brk_out_slot;
   int nchild, capchild;
   kn__child *child;
   /* leaf */
@@ -266,6 +272,10 @@ typedef struct kn__dynstate {
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
                          const char *recompile_reasons_json, kn__entry **out_entry,
                          kn_value *result);
+
+/* Run segment s's eager op (KN__BRK_UNSUPPORTED) on the value table: stores
+** its output (owned by vals) and returns the answer (its size(0)). */
+kn_status kn__segment_run_op(const kn__segment *s, kn_tensor **vals, double *ans);
 
 /* Run an entry whose guards passed: returns KN_OK with *result, or
 ** KN__MISS_BRANCH when a break's answer differs (nothing leaks). */

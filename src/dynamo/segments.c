@@ -108,6 +108,23 @@ static kn_status break_answer(kn__brk brk, kn_tensor *t, double *ans) {
   return KN_OK;
 }
 
+kn_status kn__segment_run_op(const kn__segment *s, kn_tensor **vals, double *ans) {
+  kn__arg args[KN__MAX_ARGS];
+  for (int i = 0; i < s->brk_nargs; i++) {
+    args[i] = s->brk_args[i];
+    if (s->brk_arg_slot[i] >= 0) args[i].u.t = vals[s->brk_arg_slot[i]];
+  }
+  kn_scope_begin();
+  kn_tensor *r = kn__invoke(s->brk_op->id, s->brk_nargs, args);
+  if (r) kn_retain(r);
+  kn_scope_end();
+  if (!r) return kn_last_status() != KN_OK ? kn_last_status() : KN_EINTERNAL;
+  kn_release(vals[s->brk_out_slot]);
+  vals[s->brk_out_slot] = r;
+  *ans = r->ndim > 0 ? (double)r->sizes[0] : 0;
+  return KN_OK;
+}
+
 static kn__segment *find_child(const kn__segment *s, double ans) {
   for (int i = 0; i < s->nchild; i++)
     if (s->child[i].answer == ans || (isnan(ans) && isnan(s->child[i].answer)))
@@ -163,7 +180,8 @@ kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int 
       break;
     }
     double ans = 0;
-    if (s->brk_slot >= 0) st = break_answer(s->brk, vals[s->brk_slot], &ans);
+    if (s->brk == KN__BRK_UNSUPPORTED) st = kn__segment_run_op(s, vals, &ans);
+    else if (s->brk_slot >= 0) st = break_answer(s->brk, vals[s->brk_slot], &ans);
     if (st != KN_OK) break;
     kn__segment *c = find_child(s, ans);
     if (!c) st = KN__MISS_BRANCH;

@@ -114,9 +114,12 @@ typedef struct kn__guards {
   int n, cap;
   kn__guard *g;
   int ntensors;
-  /* symbolic sizes: symbol k is size `sym_dim[k]` of tensor slot sym_slot[k] */
+  /* symbolic sizes: symbol k is size `sym_dim[k]` of tensor slot sym_slot[k];
+  ** an int argument's symbol has sym_slot[k] = -1 and is specialised to its
+  ** hint sym_hint[k] (its KN__G_INT guard holds it there) */
   int nsyms;
   int *sym_slot, *sym_dim;
+  int64_t *sym_hint;
   kn__shape_env *env;    /* borrowed (owned by the entry) */
   int nshape;            /* number of shape-env guards checked */
   char **shape_code;     /* their text in source terms */
@@ -262,6 +265,10 @@ typedef struct kn__dynstate {
   int ndim;
   int64_t sizes[KN_MAX_DIMS];
   uint32_t dynamic;       /* dims that changed: symbolic from now on */
+  /* an int argument: its last value, and whether it changed (value or type) */
+  bool is_int;
+  int64_t ival;
+  bool int_dynamic;
 } kn__dynstate;
 
 /* Trace f on args: on success *out_entry is a new entry (not yet linked)

@@ -86,6 +86,7 @@ struct kn__trace {
   bool stop;
   char *trace_src_last;   /* last trace_source file:line (dedup) */
   int nguards_emitted;    /* shape guards already written as guard_added_fast */
+  int nint_syms;          /* int arguments given a symbol */
   bool guards_done;       /* comments and size lower bounds added */
   const char *recompile_msg; /* logged inside the first frame's context */
   bool recompile_verbose;

@@ -291,9 +291,17 @@ static kn_tensor *late_guard(kn_tensor *x) {
   return kn_add_scalar(x, kn_int(n));
 }
 
+static char late_reason[256];
+static void late_fail(const kn_guard_failure *g, void *ud) {
+  (void)ud;
+  snprintf(late_reason, sizeof late_reason, "%s", g->reason);
+}
+
 Test(breaks, guards_of_later_branch_are_checked) {
   kn_compile_options o = counting();
   o.dynamic = KN_DYNAMIC_TRUE;
+  o.guard_fail_fn = late_fail;
+  late_reason[0] = 0;
   kn_compiled *f = KN_COMPILE(late_guard, &o);
   kn_scope_begin();
   /* 1: branch A, size 4 */
@@ -311,6 +319,7 @@ Test(breaks, guards_of_later_branch_are_checked) {
   cr_expect_eq(kn_size(y, 0), 5);
   cr_expect_eq(kn_get(y, (int64_t[]){4}), 4.0);
   cr_expect_gt(cc.frame_count, frames, "the violated branch must be recompiled");
+  cr_expect_str_eq(late_reason, "Eq(L['a'].size()[0], 4)"); /* the branch's guard */
   /* 4: size 4 through branch B again is cached and right */
   frames = cc.frame_count;
   y = kn_call_t(f, kn_full(KN_SHAPE(4), kn_float(-1), KN_FLOAT32));

@@ -211,3 +211,29 @@ Test(nonzero, trace_records) {
   kn_trace_disable();
   kn_test_rmdir(dir);
 }
+
+/* A break after the nonzero break: the replay (a new branch at the later
+** break) re-runs nonzero eagerly on the real values and carries its output. */
+static kn_tensor *nz_then_if(kn_tensor *x) {
+  kn_tensor *idx = kn_nonzero(kn_relu(x));
+  if (kn_is_true(kn_gt_scalar(kn_sum(idx), kn_int(2)))) return kn_mul_scalar(idx, kn_int(2));
+  return kn_mul_scalar(idx, kn_int(3));
+}
+
+Test(nonzero, later_break_branches) {
+  kn_compile_counter_clear(&cc);
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc};
+  kn_compiled *f = KN_COMPILE(nz_then_if, &o);
+  kn_scope_begin();
+  /* rows [1], [3]: sum 4 > 2 -> * 2 */
+  expect_coords(kn_call_t(f, vec4(-1, 2, -3, 4)), 2, 1, (int64_t[]){2, 6});
+  /* rows [0], [1]: sum 1 -> * 3 (same count, other answer at the later break) */
+  expect_coords(kn_call_t(f, vec4(1, 2, -3, -4)), 2, 1, (int64_t[]){0, 3});
+  int frames = cc.frame_count;
+  /* both cached now */
+  expect_coords(kn_call_t(f, vec4(-1, -2, 3, 4)), 2, 1, (int64_t[]){4, 6});
+  expect_coords(kn_call_t(f, vec4(2, 1, -3, -4)), 2, 1, (int64_t[]){0, 3});
+  cr_expect_eq(cc.frame_count, frames);
+  kn_scope_end();
+  kn_compiled_free(f);
+}

@@ -143,3 +143,41 @@ Test(ints, dynamic_false_int) {
   kn_log_setting s[] = {KN_LOG_LEVEL("dynamic", KN_INFO), KN_LOG_LEVEL("dynamo", KN_INFO)};
   kn_test_logging_twice(s, 2, false_body, NULL);
 }
+
+/* fn(x, y) = x + y for a tensor or an int y (the seed's fn, the other way
+** round: an int first, then a tensor: its dims become dynamic) */
+static kn_value add_any(const kn_value *args, int nargs, void *ud) {
+  (void)nargs;
+  (void)ud;
+  kn_tensor *x = args[0].u.t;
+  if (args[1].kind == KN_VTENSOR) return kn_vtensor(kn_add(x, args[1].u.t));
+  return kn_vtensor(kn_add_scalar(x, kn_int(args[1].u.i)));
+}
+
+static void int_then_tensor_body(const kn_test_records *r, void *ud) {
+  (void)ud;
+  kn_reset();
+  static const char *names[] = {"x", "y", NULL};
+  kn_compile_options o = {.arg_names = names};
+  kn_compiled *f = kn_compile_fn(add_any, NULL, 2, "fn", __FILE__, __LINE__, &o);
+  kn_scope_begin();
+  kn_tensor *x = kn_ones(KN_SHAPE(3, 4), KN_FLOAT32);
+  kn_value out;
+  cr_assert_eq(kn_call(f, (kn_value[]){kn_vtensor(x), kn_vint(2)}, 2, &out), KN_OK, "%s", kn_last_error());
+  cr_expect_eq(kn_get(out.u.t, (int64_t[]){2, 3}), 3.0);
+  kn_value_release(out);
+  kn_tensor *y = kn_full(KN_SHAPE(3, 4), kn_float(5), KN_FLOAT32);
+  cr_assert_eq(kn_call(f, (kn_value[]){kn_vtensor(x), kn_vtensor(y)}, 2, &out), KN_OK, "%s", kn_last_error());
+  cr_expect_eq(kn_get(out.u.t, (int64_t[]){2, 3}), 6.0);
+  kn_value_release(out);
+  kn_scope_end();
+  cr_expect_eq(count_msg(r, "automatic dynamic L['y'] dim 2 != int"), 1);
+  cr_expect_eq(count_msg(r, "create_symbol s0 = 3 for L['y'].size()[0] [2, int_oo]"), 1);
+  cr_expect_eq(count_msg(r, "create_symbol s1 = 4 for L['y'].size()[1] [2, int_oo]"), 1);
+  kn_compiled_free(f);
+}
+
+Test(ints, int_then_tensor) {
+  kn_log_setting s[] = {KN_LOG_LEVEL("dynamic", KN_INFO), KN_LOG_LEVEL("dynamo", KN_INFO)};
+  kn_test_logging_twice(s, 2, int_then_tensor_body, NULL);
+}

@@ -281,3 +281,54 @@ Test(breaks, dynamic_sizes_in_branches) {
   cr_expect_eq(cc.frame_count, 3); /* condition, then-branch, else-branch */
   kn_compiled_free(f);
 }
+
+/* Branch B reads the (dynamic) size as a C int: its graph is specialised to
+** that size (shape guard Eq(s0, n)) although the entry was traced through
+** branch A, which needed no such guard. */
+static kn_tensor *late_guard(kn_tensor *x) {
+  if (kn_is_true(kn_gt_scalar(kn_sum(x), kn_int(0)))) return kn_mul_scalar(x, kn_int(2));
+  int64_t n = kn_size(x, 0);
+  return kn_add_scalar(x, kn_int(n));
+}
+
+static char late_reason[256];
+static void late_fail(const kn_guard_failure *g, void *ud) {
+  (void)ud;
+  snprintf(late_reason, sizeof late_reason, "%s", g->reason);
+}
+
+Test(breaks, guards_of_later_branch_are_checked) {
+  kn_compile_options o = counting();
+  o.dynamic = KN_DYNAMIC_TRUE;
+  o.guard_fail_fn = late_fail;
+  late_reason[0] = 0;
+  kn_compiled *f = KN_COMPILE(late_guard, &o);
+  kn_scope_begin();
+  /* 1: branch A, size 4 */
+  kn_tensor *y = kn_call_t(f, kn_full(KN_SHAPE(4), kn_float(1), KN_FLOAT32));
+  cr_assert(y, "%s", kn_last_error());
+  cr_expect_eq(kn_get(y, (int64_t[]){0}), 2.0);
+  /* 2: branch B traced with size 4: x + 4 */
+  y = kn_call_t(f, kn_full(KN_SHAPE(4), kn_float(-1), KN_FLOAT32));
+  cr_assert(y, "%s", kn_last_error());
+  cr_expect_eq(kn_get(y, (int64_t[]){3}), 3.0);
+  int frames = cc.frame_count;
+  /* 3: branch B with size 5 violates B's Eq(s0, 4): x + 5, never x + 4 */
+  y = kn_call_t(f, kn_full(KN_SHAPE(5), kn_float(-1), KN_FLOAT32));
+  cr_assert(y, "%s", kn_last_error());
+  cr_expect_eq(kn_size(y, 0), 5);
+  cr_expect_eq(kn_get(y, (int64_t[]){4}), 4.0);
+  cr_expect_gt(cc.frame_count, frames, "the violated branch must be recompiled");
+  cr_expect_str_eq(late_reason, "Eq(L['a'].size()[0], 4)"); /* the branch's guard */
+  /* 4: size 4 through branch B again is cached and right */
+  frames = cc.frame_count;
+  y = kn_call_t(f, kn_full(KN_SHAPE(4), kn_float(-1), KN_FLOAT32));
+  cr_assert(y, "%s", kn_last_error());
+  cr_expect_eq(kn_get(y, (int64_t[]){0}), 3.0);
+  /* 5: size 7 through branch A is still right (the newest entry serves it) */
+  y = kn_call_t(f, kn_full(KN_SHAPE(7), kn_float(1), KN_FLOAT32));
+  cr_assert(y, "%s", kn_last_error());
+  cr_expect_eq(kn_get(y, (int64_t[]){6}), 2.0);
+  kn_scope_end();
+  kn_compiled_free(f);
+}

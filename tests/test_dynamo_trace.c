@@ -113,8 +113,11 @@ Test(dynamo_trace, recompiles) {
   cr_expect_eq(kn_get(out.u.t, (int64_t[]){1, 1}), 2.0);
   kn_value_release(out);
   kn_scope_end();
-  /* the seed's records; kiln specialises C ints (guard L['y'] == 1) instead
-  ** of the seed's create_symbol for L['y'] */
+  /* the seed's records: y changed type (tensor -> int), so automatic dynamic
+  ** gives it a symbol on the recompile (kiln numbers symbols from s0; the
+  ** seed's ShapeEnv was at s48). C code reads the int, so kiln specialises
+  ** the symbol at once: the entry keeps the guard L['y'] == 1 (see
+  ** docs/DYNAMO.md, "Int arguments"). */
   check_trace(
       "{\"dynamo_start\": {\"stack\": \"STACK\"}, " CTX(0, 0, 0) "}\n"
       DESC(0, 0, 0, "\"is_leaf\": true, ", "L['x']")
@@ -127,6 +130,7 @@ Test(dynamo_trace, recompiles) {
       "{\"artifact\": {\"name\": \"recompile_reasons\", \"encoding\": \"json\"}, " CTX(0, 1, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"dynamo_start\": {\"stack\": \"STACK\"}, " CTX(0, 1, 0) "}\n"
       DESC(0, 1, 0, "\"is_leaf\": true, ", "L['x']")
+      "{\"create_symbol\": {\"symbol\": \"s0\", \"val\": \"1\", \"vr\": \"[-int_oo, int_oo]\", \"source\": \"L['y']\", \"user_stack\": \"STACK\", \"stack\": \"STACK\"}, " CTX(0, 1, 0) "}\n"
       "{\"dynamo_output_graph\": {\"sizes\": {\"l_x_\": [1000, 1000], \"add\": [1000, 1000]}}, " CTX(0, 1, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"dynamo_cpp_guards_str\": {}, " CTX(0, 1, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"compilation_metrics\": \"METRICS\", " CTX(0, 1, 0) "}\n");
@@ -134,6 +138,10 @@ Test(dynamo_trace, recompiles) {
   cr_assert(rr);
   cr_expect_str_eq(rr, "[\n\"0/0: expected type of 'L['y']' to be a tensor type, ' but found <class 'int'>\"\n]");
   free(rr);
+  char *g = kn_test_dyn_payload("dynamo_cpp_guards_str", 1);
+  cr_assert(g);
+  cr_expect(strstr(g, "L['y'] == 1"), "%s", g);
+  free(g);
   kn_compiled_free(f);
 }
 

@@ -123,6 +123,11 @@ KN_API kn_status kn_setitem_slice_scalar(kn_tensor *t, int64_t dim, int64_t star
                                          int64_t step, kn_scalar value);
 /* t.select(dim, index) = value, in place. */
 KN_API kn_status kn_setitem_select(kn_tensor *t, int64_t dim, int64_t index, kn_tensor *value);
+/* The int64 [n, t.ndim] coordinates of t's nonzero elements (NaN counts),
+** row-major order, as torch.nonzero. Not differentiable. The output shape
+** depends on the data: KN_EUNSUPPORTED for meta tensors; inside a compiled
+** function it is a graph break (the op runs eagerly on the real values). */
+KN_API kn_tensor *kn_nonzero(kn_tensor *t);
 
 #ifdef __cplusplus
 }

@@ -105,6 +105,7 @@ static const char *brk_type(kn__brk k) {
   case KN__BRK_BOOL: return "Data-dependent branching";
   case KN__BRK_EXPLICIT: return "Call to `kn_graph_break()`";
   case KN__BRK_PRINT: return "Call to `kn_print()`";
+  case KN__BRK_UNSUPPORTED: return "Dynamic shape operator";
   default: return "Unsupported operation";
   }
 }
@@ -115,12 +116,15 @@ static const char *brk_hint(kn__brk k) {
   case KN__BRK_BOOL: return "Compute both branches and select with tensor ops (kn_where) instead of branching in C.";
   case KN__BRK_EXPLICIT: return "Remove the `kn_graph_break()` call.";
   case KN__BRK_PRINT: return "Remove the kn_print() call, or print outside the compiled function.";
+  case KN__BRK_UNSUPPORTED:
+    return "Use an op with a fixed output shape (a mask with kn_where) or run it outside the compiled function.";
   default: return "Run this part outside the compiled function.";
   }
 }
 
 /* The graph_breaks artifact, the dedup line and the trace artifact. */
-static void report_break(kn__trace *tr, kn__brk k, const kn__srcframe *fr, int n) {
+static void report_break(kn__trace *tr, kn__brk k, const kn__opdef *op, const kn__srcframe *fr,
+                         int n) {
   const kn__srcframe *at = n > 0 ? &fr[n - 1] : NULL;
   const char *file = at && at->file ? at->file : tr->f->frame.file;
   int line = at ? at->line : tr->f->frame.line;
@@ -132,9 +136,17 @@ static void report_break(kn__trace *tr, kn__brk k, const kn__srcframe *fr, int n
   case KN__BRK_BOOL: kn__sb_puts(&sb, "A C condition depends on a tensor's value."); break;
   case KN__BRK_EXPLICIT: kn__sb_puts(&sb, "User-inserted graph break."); break;
   case KN__BRK_PRINT: kn__sb_puts(&sb, "Printing needs the tensor's value."); break;
+  case KN__BRK_UNSUPPORTED:
+    kn__sb_printf(&sb, "Operator `kiln.ops.%s`'s output shape depends on input Tensor data.",
+                  op ? op->name : "?");
+    break;
   default: kn__sb_puts(&sb, "This operation cannot be captured."); break;
   }
-  kn__sb_printf(&sb, "\n  Hint: %s\nUser code traceback:", brk_hint(k));
+  kn__sb_printf(&sb, "\n  Hint: %s", brk_hint(k));
+  if (k == KN__BRK_UNSUPPORTED)
+    kn__sb_printf(&sb, "\n  Developer debug context: dynamic shape operator: kiln.ops.%s",
+                  op ? op->name : "?");
+  kn__sb_puts(&sb, "\nUser code traceback:");
   for (int i = 0; i < n; i++) {
     const char *src = kn__srcloc_line(fr[i].file, fr[i].line);
     while (src && (*src == ' ' || *src == '\t')) src++;
@@ -165,9 +177,78 @@ static void redescribe(kn__trace *tr) {
   }
 }
 
-/* End the current segment at a break on value t (may be NULL); returns the
-** answer through *ans. On error the trace stops. */
-static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, double *ans) {
+/* A data-dependent op call that ends a segment (KN__BRK_UNSUPPORTED): the
+** call and, after the break, the fake standing for its output (owned). */
+typedef struct ddcall {
+  const kn__call *c;
+  int slot[KN__MAX_ARGS];
+  kn_tensor *fake_out;
+} ddcall;
+
+/* Slots of the call's tensor arguments (carried to the eager op). */
+static kn_status dd_slots(kn__trace *tr, ddcall *dd) {
+  const kn__call *c = dd->c;
+  for (int i = 0; i < c->nargs; i++) {
+    dd->slot[i] = -1;
+    switch (c->args[i].kind) {
+    case KN__A_TENSOR:
+      if (c->args[i].u.t) {
+        kn_status st = kn__trace_slot_of(tr, c->args[i].u.t, &dd->slot[i]);
+        if (st != KN_OK) return st;
+      }
+      break;
+    case KN__A_NONE: case KN__A_INT: case KN__A_DOUBLE: case KN__A_BOOL: case KN__A_SCALAR:
+    case KN__A_DTYPE:
+      break;
+    default:
+      return kn__error(KN_EUNSUPPORTED, "%s: a data-dependent op with list or generator "
+                       "arguments cannot be traced", c->op->name);
+    }
+  }
+  return KN_OK;
+}
+
+static void dd_store(const ddcall *dd, kn__segment *seg) {
+  const kn__call *c = dd->c;
+  seg->brk_op = c->op;
+  seg->brk_nargs = c->nargs;
+  for (int i = 0; i < c->nargs; i++) {
+    seg->brk_args[i] = c->args[i];
+    seg->brk_arg_slot[i] = dd->slot[i];
+    if (dd->slot[i] >= 0) seg->brk_args[i].u.t = NULL;
+  }
+  seg->brk_out_slot = -1;
+}
+
+/* After the segment ran: run the op eagerly on the real values into a new
+** slot and bind a fake to it (an input of the next segment). */
+static kn_status dd_run(kn__trace *tr, ddcall *dd, kn__segment *seg, bool quiet, double *ans) {
+  int oslot = kn__trace_new_slot(tr, NULL);
+  if (oslot < 0) return kn_last_status();
+  if (!quiet) seg->brk_out_slot = oslot;
+  else if (seg->brk_out_slot != oslot)
+    return kn__error(KN_ESTATE, "the compiled function did not trace the same way twice "
+                                "(a kiln function must be pure: see docs/DYNAMO.md)");
+  kn_status st = kn__segment_run_op(seg, tr->slot_real, ans);
+  if (st != KN_OK) return st;
+  const kn_tensor *r = tr->slot_real[oslot];
+  kn_tensor *fk = kn__empty(r->ndim, r->sizes, r->dtype, KN_META);
+  if (!fk) return kn_last_status() != KN_OK ? kn_last_status() : kn__oom();
+  fk->is_fake = true;
+  fk->device = r->device;
+  st = kn__tbind_set(tr, fk, tr->nseg - 1, NULL, 0, oslot);
+  if (st != KN_OK) {
+    kn_release(fk);
+    return st;
+  }
+  dd->fake_out = fk;
+  return KN_OK;
+}
+
+/* End the current segment at a break on value t (may be NULL; dd: a
+** data-dependent op call); returns the answer through *ans. On error the
+** trace stops. */
+static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, ddcall *dd, double *ans) {
   kn__srcframe fr[KN__SRC_MAX_FRAMES];
   const char *api = NULL;
   int n = kn__trace_user_stack(tr, fr, KN__SRC_MAX_FRAMES, &api);
@@ -176,9 +257,10 @@ static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, double *ans) {
     const kn__srcframe *at = n > 0 ? &fr[n - 1] : NULL;
     tr->stop = true;
     char msg[1024];
-    snprintf(msg, sizeof msg, "graph break in user code at %s:%d (fullgraph=true): %s",
+    snprintf(msg, sizeof msg, "graph break in user code at %s:%d (fullgraph=true): %s%s%s",
              at && at->file ? at->file : tr->f->frame.file, at ? at->line : tr->f->frame.line,
-             brk_type(k));
+             brk_type(k), dd ? ": dynamic shape operator: kiln.ops." : "",
+             dd ? dd->c->op->name : "");
     if (!tr->err) {
       tr->err = KN_EUNSUPPORTED;
       tr->err_msg = strdup(msg);
@@ -192,20 +274,23 @@ static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, double *ans) {
       snprintf(nm, sizeof nm, "%s", k == KN__BRK_EXPLICIT ? "graph_break" : "break");
       kn__trace_log_call(tr, nm, &fr[n - 1], n - 1, api);
     }
-    report_break(tr, k, fr, n);
+    report_break(tr, k, dd ? dd->c->op : NULL, fr, n);
     kn__fc_restart(&s->fc, brk_type(k));
     redescribe(tr);
   }
   int slot = -1;
   kn_status st = t ? kn__trace_slot_of(tr, t, &slot) : KN_OK;
+  if (st == KN_OK && dd) st = dd_slots(tr, dd);
   if (st == KN_OK) st = kn__trace_carry_live(tr);
   kn__mode_pop(&tr->mode);
   kn__segment *seg = NULL;
   if (st == KN_OK) st = kn__tseg_finish(tr, k, slot, &seg);
+  if (st == KN_OK && dd && !s->quiet) dd_store(dd, seg);
   if (st == KN_OK) end_seg(tr, NULL);
   if (st == KN_OK && t) st = (k == KN__BRK_PRINT) ? kn_print_tensor(tr->slot_real[slot], NULL)
                                                   : KN_OK;
   double a = 0;
+  if (st == KN_OK && dd) st = dd_run(tr, dd, seg, s->quiet, &a);
   if (st == KN_OK && t && k != KN__BRK_PRINT) {
     double v = 0;
     st = kn_item_double(tr->slot_real[slot], &v);
@@ -253,7 +338,7 @@ double kn_item(kn_tensor *t) {
     return NAN;
   }
   if (!traced(&tr, t)) return kn_item_double(t, &v) == KN_OK ? v : NAN;
-  if (tr->stop || do_break(tr, KN__BRK_ITEM, t, &v) != KN_OK) return NAN;
+  if (tr->stop || do_break(tr, KN__BRK_ITEM, t, NULL, &v) != KN_OK) return NAN;
   return v;
 }
 
@@ -265,14 +350,14 @@ bool kn_is_true(kn_tensor *t) {
     return false;
   }
   if (!traced(&tr, t)) return kn_item_double(t, &v) == KN_OK && v != 0;
-  if (tr->stop || do_break(tr, KN__BRK_BOOL, t, &v) != KN_OK) return false;
+  if (tr->stop || do_break(tr, KN__BRK_BOOL, t, NULL, &v) != KN_OK) return false;
   return v != 0;
 }
 
 void kn_graph_break(void) {
   kn__trace *tr = kn__trace_current();
   double v;
-  if (tr && !tr->stop) (void)do_break(tr, KN__BRK_EXPLICIT, NULL, &v);
+  if (tr && !tr->stop) (void)do_break(tr, KN__BRK_EXPLICIT, NULL, NULL, &v);
 }
 
 kn_status kn_print(kn_tensor *t) {
@@ -281,7 +366,21 @@ kn_status kn_print(kn_tensor *t) {
   if (!t) return kn__error(KN_EINVAL, "kn_print: the tensor is NULL");
   if (!traced(&tr, t)) return kn_print_tensor(t, NULL);
   if (tr->stop) return kn__error(KN_ESTATE, "kn_print: tracing stopped after an earlier error");
-  return do_break(tr, KN__BRK_PRINT, t, &v);
+  return do_break(tr, KN__BRK_PRINT, t, NULL, &v);
+}
+
+kn_status kn__trace_data_dep_break(kn__trace *tr, const kn__call *c, kn__outs *out) {
+  if (tr->stop)
+    return kn__error(KN_ESTATE, "%s: tracing stopped after an earlier error", c->op->name);
+  ddcall dd = {.c = c};
+  double a;
+  kn_status st = do_break(tr, KN__BRK_UNSUPPORTED, NULL, &dd, &a);
+  if (st != KN_OK) {
+    kn_release(dd.fake_out);
+    return st;
+  }
+  if (!kn__outs_push(out, dd.fake_out)) return kn__oom();
+  return KN_OK;
 }
 
 /* ---- one trace ------------------------------------------------------------------------- */
@@ -388,6 +487,19 @@ static kn_status fail(kn__trace *tr) {
   return st;
 }
 
+/* A branch traced into an existing entry may have relied on shape guards the
+** entry's first trace did not need (its env has been moved into the entry,
+** so the guard set's borrowed env stays valid). */
+static kn_status keep_branch_guards(kn__trace *tr, kn__entry *into) {
+  if (tr->guards.nshape == 0) return KN_OK;
+  kn__guards *ng = realloc(into->branch_guards, sizeof *ng * (size_t)(into->nbranch_guards + 1));
+  if (!ng) return kn__oom();
+  into->branch_guards = ng;
+  into->branch_guards[into->nbranch_guards++] = tr->guards;
+  kn__guards_init(&tr->guards);
+  return KN_OK;
+}
+
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
                          const char *reasons_json, kn__entry **out_entry, kn_value *result) {
   *out_entry = NULL;
@@ -470,12 +582,19 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
     }
   } else if (into) {
     if (tr->nslots > into->nslots) into->nslots = tr->nslots;
+    /* the branch relied on its shape guards: they are checked at the entry
+    ** (also after a failed trace: segments linked before the error stay) */
+    /* (the replayed root graph is freed: comments use the function's line) */
+    for (int i = 0; i < tr->nroot; i++) tr->root_first_node[i] = NULL;
+    kn_status gst = kn__trace_finish_guards(tr);
     /* graphs linked into the tree refer to this trace's symbols */
     kn__shape_env **ne = realloc(into->branch_envs, sizeof *ne * (size_t)(into->nbranch_envs + 1));
     if (ne) {
       into->branch_envs = ne;
       into->branch_envs[into->nbranch_envs++] = tr->env;
       tr->env = NULL;
+      if (gst == KN_OK) gst = keep_branch_guards(tr, into);
+      if (st == KN_OK) st = gst;
     } else if (st == KN_OK) {
       st = kn__oom();
     }

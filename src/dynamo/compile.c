@@ -317,7 +317,7 @@ static kn_status gather(kn_compiled *f, const kn_value *args, int nargs, bool ve
   m->cid = calloc((size_t)(f->nentries ? f->nentries : 1), sizeof *m->cid);
   if (!m->reason || !m->cid) return kn__oom();
   for (kn__entry *e = f->entries; e; e = e->next) {
-    char *r = kn__guards_reason(&e->guards, args, nargs, verbose);
+    char *r = kn__entry_reason(e, args, nargs, verbose);
     if (!r) r = strdup("a graph break answered differently (new branch)");
     char buf[64];
     kn__compile_id_format(e->cid, buf, sizeof buf);
@@ -470,7 +470,7 @@ kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out
   if (f->skip || kn__trace_current()) return kn__call_eager(f, args, nargs, out);
   kn__entry *prev = NULL;
   for (kn__entry *e = f->entries; e; prev = e, e = e->next) {
-    if (!kn__guards_check(&e->guards, args, nargs)) continue;
+    if (!kn__entry_check(e, args, nargs)) continue;
     kn_status st = kn__entry_run(f, e, args, nargs, out);
     if (st == KN_OK) {
       move_to_front(f, prev, e);

@@ -114,9 +114,12 @@ typedef struct kn__guards {
   int n, cap;
   kn__guard *g;
   int ntensors;
-  /* symbolic sizes: symbol k is size `sym_dim[k]` of tensor slot sym_slot[k] */
+  /* symbolic sizes: symbol k is size `sym_dim[k]` of tensor slot sym_slot[k];
+  ** an int argument's symbol has sym_slot[k] = -1 and is specialised to its
+  ** hint sym_hint[k] (its KN__G_INT guard holds it there) */
   int nsyms;
   int *sym_slot, *sym_dim;
+  int64_t *sym_hint;
   kn__shape_env *env;    /* borrowed (owned by the entry) */
   int nshape;            /* number of shape-env guards checked */
   char **shape_code;     /* their text in source terms */
@@ -172,7 +175,13 @@ struct kn__segment {
   /* what ends the segment */
   kn__brk brk;
   int brk_slot;           /* value-table index of the queried value */
-  const kn__opdef *brk_op; /* KN__BRK_UNSUPPORTED: the op run eagerly */
+  /* KN__BRK_UNSUPPORTED: the op run eagerly after this segment; its answer
+  ** is the output's size(0), its output goes to brk_out_slot */
+  const kn__opdef *brk_op;
+  int brk_nargs;
+  kn__arg brk_args[KN__MAX_ARGS]; /* non-tensor arguments by value */
+  int brk_arg_slot[KN__MAX_ARGS]; /* tensor arguments: value-table index, else -1 */
+  int brk_out_slot;
   int nchild, capchild;
   kn__child *child;
   /* leaf */
@@ -185,6 +194,10 @@ typedef struct kn__entry {
   kn__shape_env *env;     /* owned */
   kn__shape_env **branch_envs; /* owned: envs of branches traced later */
   int nbranch_envs;
+  /* guards of branches traced later whose trace added shape guards: all of
+  ** them are checked at the entry (kn__entry_check) */
+  kn__guards *branch_guards; /* owned */
+  int nbranch_guards;
   kn__segment *root;
   int nslots;             /* value-table size (grows with branches) */
   int nroot_inputs;       /* root inputs = the first slots */
@@ -194,6 +207,13 @@ typedef struct kn__entry {
 
 void kn__segment_free(kn__segment *s);
 void kn__entry_free(kn__entry *e);
+/* True when the entry's guards and the guards of every branch traced into
+** it later pass (a branch relied on them, so a cached call must not replay
+** it otherwise). */
+bool kn__entry_check(const kn__entry *e, const kn_value *args, int nargs);
+/* The failure reasons of the entry (its own guards first, then its
+** branches'); owned, NULL when everything passes. */
+char *kn__entry_reason(const kn__entry *e, const kn_value *args, int nargs, bool verbose);
 
 /* ---- frames (compile ids per compiled function / resume point) ------------- */
 typedef struct kn__frame {
@@ -245,6 +265,10 @@ typedef struct kn__dynstate {
   int ndim;
   int64_t sizes[KN_MAX_DIMS];
   uint32_t dynamic;       /* dims that changed: symbolic from now on */
+  /* an int argument: its last value, and whether it changed (value or type) */
+  bool is_int;
+  int64_t ival;
+  bool int_dynamic;
 } kn__dynstate;
 
 /* Trace f on args: on success *out_entry is a new entry (not yet linked)
@@ -255,6 +279,10 @@ typedef struct kn__dynstate {
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
                          const char *recompile_reasons_json, kn__entry **out_entry,
                          kn_value *result);
+
+/* Run segment s's eager op (KN__BRK_UNSUPPORTED) on the value table: stores
+** its output (owned by vals) and returns the answer (its size(0)). */
+kn_status kn__segment_run_op(const kn__segment *s, kn_tensor **vals, double *ans);
 
 /* Run an entry whose guards passed: returns KN_OK with *result, or
 ** KN__MISS_BRANCH when a break's answer differs (nothing leaks). */

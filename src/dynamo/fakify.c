@@ -84,6 +84,12 @@ static uint32_t dynamic_dims(kn__trace *tr, const char *expr, const kn_tensor *t
       ds->ndim = t->ndim;
       memcpy(ds->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
     } else if (!tr->into) {
+      if (ds->is_int) { /* an int before: every dim changed */
+        KN_LOG(KN_LOG_DYNAMO, KN_INFO, "automatic dynamic %s dim %d != int", expr, t->ndim);
+        ds->is_int = false;
+        ds->dynamic = (1u << t->ndim) - 1;
+        ds->ndim = t->ndim;
+      }
       if (ds->ndim != t->ndim) {
         KN_LOG(KN_LOG_DYNAMO, KN_INFO, "automatic dynamic %s dim %d != %d", expr, t->ndim,
                ds->ndim);
@@ -105,16 +111,69 @@ static uint32_t dynamic_dims(kn__trace *tr, const char *expr, const kn_tensor *t
   return mask & ((1u << t->ndim) - 1);
 }
 
-static void emit_create_symbol(kn__trace *tr, kn_sym s, int64_t val, const char *src) {
+/* Is the int argument at `expr` (value v) dynamic? dynamic=true: always;
+** auto: once its value or its type changed between compiles. */
+static bool int_is_dynamic(kn__trace *tr, const char *expr, int64_t v) {
+  kn_compiled *f = tr->f;
+  if (f->opts.dynamic == KN_DYNAMIC_FALSE || tr->export_mode) return false;
+  if (f->opts.dynamic == KN_DYNAMIC_TRUE) return true;
+  bool found = false;
+  kn__dynstate *ds = kn__hm_get(f->dyn_state, expr, &found);
+  if (!found) {
+    ds = calloc(1, sizeof *ds);
+    if (!ds || !kn__hm_put(f->dyn_state, expr, ds)) {
+      free(ds);
+      return false;
+    }
+    ds->is_int = true;
+    ds->ival = v;
+    return false;
+  }
+  if (!tr->into) {
+    if (!ds->is_int) {
+      KN_LOG(KN_LOG_DYNAMO, KN_INFO, "automatic dynamic int %s (was a tensor)", expr);
+      ds->int_dynamic = true;
+    } else if (!ds->int_dynamic && ds->ival != v) {
+      KN_LOG(KN_LOG_DYNAMO, KN_INFO, "automatic dynamic int %s val %lld != %lld", expr,
+             (long long)v, (long long)ds->ival);
+      ds->int_dynamic = true;
+    }
+    ds->is_int = true;
+    ds->ival = v;
+  }
+  return ds->int_dynamic;
+}
+
+/* Symbol k (the env's newest) stands for size `dim` of tensor slot `slot`, or
+** (slot -1) for an int argument specialised to `hint`. */
+static kn_status push_sym(kn__trace *tr, int slot, int dim, int64_t hint) {
+  kn__guards *gs = &tr->guards;
+  int k = kn__shape_env_nsymbols(tr->env) - 1;
+  int *ns = realloc(gs->sym_slot, sizeof(int) * (size_t)(k + 1));
+  if (ns) gs->sym_slot = ns;
+  int *nd = ns ? realloc(gs->sym_dim, sizeof(int) * (size_t)(k + 1)) : NULL;
+  if (nd) gs->sym_dim = nd;
+  int64_t *nh = nd ? realloc(gs->sym_hint, sizeof(int64_t) * (size_t)(k + 1)) : NULL;
+  if (!nh) return kn__oom();
+  gs->sym_hint = nh;
+  gs->sym_slot[k] = slot;
+  gs->sym_dim[k] = dim;
+  gs->sym_hint[k] = hint;
+  gs->nsyms = k + 1;
+  return KN_OK;
+}
+
+static void emit_create_symbol(kn__trace *tr, kn_sym s, int64_t val, const char *src,
+                               const char *vr) {
   char name[32], v[32];
   kn__sym_format(s, name, sizeof name);
   snprintf(v, sizeof v, "%lld", (long long)val);
   if (!tr->segs[0].quiet) {
-    KN_LOG(KN_LOG_SYMBOLIC_SHAPES, KN_INFO, "create_symbol %s = %lld for %s [2, int_oo]", name,
-           (long long)val, src);
+    KN_LOG(KN_LOG_SYMBOLIC_SHAPES, KN_INFO, "create_symbol %s = %lld for %s %s", name,
+           (long long)val, src, vr);
     if (kn__trace_enabled()) {
       json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:[], s:[]}", "symbol", name, "val", v, "vr",
-                            "[2, int_oo]", "source", src, "user_stack", "stack");
+                            vr, "source", src, "user_stack", "stack");
       (void)kn__trace_structured("create_symbol", m, NULL, 0, NULL);
     }
   }
@@ -157,19 +216,12 @@ static kn_tensor *make_fake(kn__trace *tr, kn_tensor *t, const char *src, int sl
           kn_release(f);
           return NULL;
         }
-        int k = kn__shape_env_nsymbols(tr->env) - 1;
-        tr->guards.sym_slot = realloc(tr->guards.sym_slot, sizeof(int) * (size_t)(k + 1));
-        tr->guards.sym_dim = realloc(tr->guards.sym_dim, sizeof(int) * (size_t)(k + 1));
-        if (!tr->guards.sym_slot || !tr->guards.sym_dim) {
+        if (push_sym(tr, slot, d, t->sizes[d]) != KN_OK) {
           free(ss);
           kn_release(f);
-          kn__oom();
           return NULL;
         }
-        tr->guards.sym_slot[k] = slot;
-        tr->guards.sym_dim[k] = d;
-        tr->guards.nsyms = k + 1;
-        emit_create_symbol(tr, ss->sizes[d], t->sizes[d], s);
+        emit_create_symbol(tr, ss->sizes[d], t->sizes[d], s, "[2, int_oo]");
       }
     }
     /* contiguous inputs get symbolic strides; others keep theirs */
@@ -313,6 +365,17 @@ static kn_status walk_value(walk *w, kn__src *src, kn_value v, kn_value *fv, int
   case KN_VTENSOR:
     return tensor_input(w, src, v.u.t, false, &fv->u.t);
   case KN_VINT:
+    /* (at most 64 int symbols: the guard check's symbol table is fixed) */
+    if (int_is_dynamic(tr, src->expr, v.u.i) && tr->nint_syms < 64) {
+      tr->nint_syms++;
+      /* a symbol (create_symbol), specialised at once: C code reads the
+      ** value, so the guard below keeps it (see docs/DYNAMO.md) */
+      kn_sym sym;
+      kn_status st = kn__shape_env_create_symbol(tr->env, v.u.i, INT64_MIN, &sym);
+      if (st == KN_OK) st = push_sym(tr, -1, 0, v.u.i);
+      if (st != KN_OK) return st;
+      emit_create_symbol(tr, sym, v.u.i, src->expr, "[-int_oo, int_oo]");
+    }
     g.kind = KN__G_INT;
     g.i = v.u.i;
     snprintf(code, sizeof code, "%s == %lld", src->expr, (long long)v.u.i);
@@ -436,7 +499,7 @@ static char *to_source_terms(kn__trace *tr, const char *expr) {
     if (*p == 's' && p[1] >= '0' && p[1] <= '9' && (p == expr || !((p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= 'A' && p[-1] <= 'Z') || p[-1] == '_'))) {
       char *end;
       long k = strtol(p + 1, &end, 10);
-      if (k >= 0 && k < tr->guards.nsyms) {
+      if (k >= 0 && k < tr->guards.nsyms && tr->guards.sym_slot[k] >= 0) {
         int slot = tr->guards.sym_slot[k];
         kn__sb_printf(&sb, "%s.size()[%d]", tr->root_src[slot].expr, tr->guards.sym_dim[k]);
         p = end;
@@ -478,6 +541,7 @@ kn_status kn__trace_finish_guards(kn__trace *tr) {
   /* symbolic sizes: lower bounds and the shape env's guards */
   for (int k = 0; k < gs->nsyms; k++) {
     int slot = gs->sym_slot[k];
+    if (slot < 0) continue; /* an int: its value guard holds it */
     kn__guard g = {.kind = KN__G_SYM_MIN, .i = 2, .dim = gs->sym_dim[k], .alias_of = -1};
     char code[512];
     snprintf(code, sizeof code, "2 <= %s.size()[%d]", tr->root_src[slot].expr, gs->sym_dim[k]);

@@ -17,6 +17,8 @@
 #include "tensor/tensor.h"
 
 #define MAX_SLOTS 64
+#define MAX_INT_SYMS 64 /* int arguments with a symbol (fakify.c) */
+#define MAX_SYMS (MAX_SLOTS * KN_MAX_DIMS + MAX_INT_SYMS)
 
 void kn__guards_init(kn__guards *gs) { memset(gs, 0, sizeof *gs); }
 
@@ -31,6 +33,7 @@ void kn__guards_fini(kn__guards *gs) {
   free(gs->g);
   free(gs->sym_slot);
   free(gs->sym_dim);
+  free(gs->sym_hint);
   kn__guards_init(gs);
 }
 
@@ -106,8 +109,9 @@ static bool alias_ok(const kn__guard *g, kn_tensor *t, kn_tensor *const *slots) 
 
 static bool shape_ok(const kn__guards *gs, kn_tensor *const *slots) {
   if (!gs->nsyms) return true;
-  int64_t vals[MAX_SLOTS * KN_MAX_DIMS];
-  for (int k = 0; k < gs->nsyms; k++) vals[k] = slots[gs->sym_slot[k]]->sizes[gs->sym_dim[k]];
+  int64_t vals[MAX_SYMS];
+  for (int k = 0; k < gs->nsyms; k++)
+    vals[k] = gs->sym_slot[k] < 0 ? gs->sym_hint[k] : slots[gs->sym_slot[k]]->sizes[gs->sym_dim[k]];
   return !gs->env || kn__shape_env_check_guards(gs->env, vals) < 0;
 }
 
@@ -283,11 +287,12 @@ char *kn__guards_reason(const kn__guards *gs, const kn_value *args, int nargs, b
   if (!stop && (!any || verbose) && gs->nsyms && gs->env) {
     bool have_all = true;
     for (int k = 0; k < gs->nsyms; k++)
-      if (!slots[gs->sym_slot[k]]) have_all = false;
+      if (gs->sym_slot[k] >= 0 && !slots[gs->sym_slot[k]]) have_all = false;
     if (have_all) {
-      int64_t vals[MAX_SLOTS * KN_MAX_DIMS];
+      int64_t vals[MAX_SYMS];
       for (int k = 0; k < gs->nsyms; k++)
-        vals[k] = slots[gs->sym_slot[k]]->sizes[gs->sym_dim[k]];
+        vals[k] = gs->sym_slot[k] < 0 ? gs->sym_hint[k]
+                                      : slots[gs->sym_slot[k]]->sizes[gs->sym_dim[k]];
       int bad = kn__shape_env_check_guards(gs->env, vals);
       if (bad >= 0) {
         if (any) kn__sb_putc(&sb, '\n');

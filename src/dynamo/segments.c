@@ -46,7 +46,23 @@ void kn__entry_free(kn__entry *e) {
   kn__shape_env_free(e->env);
   for (int i = 0; i < e->nbranch_envs; i++) kn__shape_env_free(e->branch_envs[i]);
   free(e->branch_envs);
+  for (int i = 0; i < e->nbranch_guards; i++) kn__guards_fini(&e->branch_guards[i]);
+  free(e->branch_guards);
   free(e);
+}
+
+bool kn__entry_check(const kn__entry *e, const kn_value *args, int nargs) {
+  if (!kn__guards_check(&e->guards, args, nargs)) return false;
+  for (int i = 0; i < e->nbranch_guards; i++)
+    if (!kn__guards_check(&e->branch_guards[i], args, nargs)) return false;
+  return true;
+}
+
+char *kn__entry_reason(const kn__entry *e, const kn_value *args, int nargs, bool verbose) {
+  char *r = kn__guards_reason(&e->guards, args, nargs, verbose);
+  for (int i = 0; !r && i < e->nbranch_guards; i++)
+    r = kn__guards_reason(&e->branch_guards[i], args, nargs, verbose);
+  return r;
 }
 
 /* ---- running one segment ---------------------------------------------------------- */
@@ -89,6 +105,23 @@ static kn_status break_answer(kn__brk brk, kn_tensor *t, double *ans) {
   } else if (brk == KN__BRK_PRINT) {
     return kn_print_tensor(t, NULL);
   }
+  return KN_OK;
+}
+
+kn_status kn__segment_run_op(const kn__segment *s, kn_tensor **vals, double *ans) {
+  kn__arg args[KN__MAX_ARGS];
+  for (int i = 0; i < s->brk_nargs; i++) {
+    args[i] = s->brk_args[i];
+    if (s->brk_arg_slot[i] >= 0) args[i].u.t = vals[s->brk_arg_slot[i]];
+  }
+  kn_scope_begin();
+  kn_tensor *r = kn__invoke(s->brk_op->id, s->brk_nargs, args);
+  if (r) kn_retain(r);
+  kn_scope_end();
+  if (!r) return kn_last_status() != KN_OK ? kn_last_status() : KN_EINTERNAL;
+  kn_release(vals[s->brk_out_slot]);
+  vals[s->brk_out_slot] = r;
+  *ans = r->ndim > 0 ? (double)r->sizes[0] : 0;
   return KN_OK;
 }
 
@@ -147,7 +180,8 @@ kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int 
       break;
     }
     double ans = 0;
-    if (s->brk_slot >= 0) st = break_answer(s->brk, vals[s->brk_slot], &ans);
+    if (s->brk == KN__BRK_UNSUPPORTED) st = kn__segment_run_op(s, vals, &ans);
+    else if (s->brk_slot >= 0) st = break_answer(s->brk, vals[s->brk_slot], &ans);
     if (st != KN_OK) break;
     kn__segment *c = find_child(s, ans);
     if (!c) st = KN__MISS_BRANCH;

@@ -429,6 +429,8 @@ static kn_status handle(kn__mode *self, kn__call *c, kn__outs *out) {
   /* random ops are recorded even on real inputs: folding them into
   ** constants would freeze their draws */
   bool random_on_real = !factory && !anyfake && (c->op->flags & KN_OPF_RANDOM);
+  /* an output shape that depends on the data cannot be traced: a break */
+  if (anyfake && (c->op->flags & KN_OPF_DATA_DEP)) return kn__trace_data_dep_break(tr, c, out);
   if (!factory && !anyfake && !random_on_real) return kn__dispatch_below(self, c, out);
   if (tr->stop)
     return kn__error(KN_ESTATE, "%s: tracing stopped after an earlier error", c->op->name);

@@ -86,6 +86,7 @@ struct kn__trace {
   bool stop;
   char *trace_src_last;   /* last trace_source file:line (dedup) */
   int nguards_emitted;    /* shape guards already written as guard_added_fast */
+  int nint_syms;          /* int arguments given a symbol */
   bool guards_done;       /* comments and size lower bounds added */
   const char *recompile_msg; /* logged inside the first frame's context */
   bool recompile_verbose;
@@ -136,6 +137,10 @@ void kn__trace_free_fargs(kn__trace *tr);
 kn_status kn__trace_slot_of(kn__trace *tr, kn_tensor *t, int *slot);
 /* Give slots to the values of the current segment user code still holds. */
 kn_status kn__trace_carry_live(kn__trace *tr);
+/* A call of a data-dependent op (KN_OPF_DATA_DEP) on traced values: a graph
+** break; the op runs eagerly on the real values and *out gets the fake that
+** stands for its output in the next segment. */
+kn_status kn__trace_data_dep_break(kn__trace *tr, const kn__call *c, kn__outs *out);
 /* Write the guard dump of segment s's frame. */
 void kn__trace_guard_dump(kn__trace *tr, kn__tseg *s);
 /* Record that the next placeholder of s reads slot `slot`. */

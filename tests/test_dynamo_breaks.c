@@ -21,18 +21,7 @@
 #include "support/log_capture.h"
 #include "support/trace_util.h"
 
-static int64_t live0;
-static void setup(void) {
-  kn_reset();
-  kn_test_log_clean();
-  live0 = kn_live_tensors();
-}
-static void teardown(void) {
-  kn_reset();
-  cr_expect_eq(kn_live_tensors(), live0, "leaked tensors: %lld",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(breaks, .init = setup, .fini = teardown);
+TestSuite(breaks, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
 
 static kn_compile_counter cc;
 static kn_compile_options counting(void) {

@@ -22,18 +22,7 @@
 #include "support/dynamo_util.h"
 #include "support/log_capture.h"
 
-static int64_t live0;
-static void setup(void) {
-  kn_reset();
-  kn_test_log_clean();
-  live0 = kn_live_tensors();
-}
-static void teardown(void) {
-  kn_reset();
-  cr_expect_eq(kn_live_tensors(), live0, "leaked tensors: %lld",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(guards, .init = setup, .fini = teardown);
+TestSuite(guards, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
 
 static char reason[8][512];
 static int nreason;

@@ -16,19 +16,9 @@
 #include "kiln/kiln.h"
 #include "kiln/log.h"
 #include "support/log_capture.h"
+#include "support/dynamo_util.h"
 
-static int64_t live0;
-static void setup(void) {
-  kn_reset();
-  kn_test_log_clean();
-  live0 = kn_live_tensors();
-}
-static void teardown(void) {
-  kn_reset();
-  cr_expect_eq(kn_live_tensors(), live0, "leaked tensors: %lld",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(ints, .init = setup, .fini = teardown);
+TestSuite(ints, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
 
 /* fn(x, n) = x + n */
 static kn_value add_n(const kn_value *args, int nargs, void *ud) {

@@ -21,18 +21,7 @@
 #include "support/log_capture.h"
 #include "support/trace_util.h"
 
-static int64_t live0;
-static void setup(void) {
-  kn_reset();
-  kn_test_log_clean();
-  live0 = kn_live_tensors();
-}
-static void teardown(void) {
-  kn_reset();
-  cr_expect_eq(kn_live_tensors(), live0, "leaked tensors: %lld",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(nonzero, .init = setup, .fini = teardown);
+TestSuite(nonzero, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
 
 /* r must be int64 [rows, cols] holding want (row-major). */
 static void expect_coords(kn_tensor *r, int64_t rows, int64_t cols, const int64_t *want) {

@@ -20,18 +20,7 @@
 #include "support/log_capture.h"
 #include "tensor/tensor.h"
 
-static int64_t live0;
-static void setup(void) {
-  kn_reset();
-  kn_test_log_clean();
-  live0 = kn_live_tensors();
-}
-static void teardown(void) {
-  kn_reset();
-  cr_expect_eq(kn_live_tensors(), live0, "leaked tensors: %lld",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(recompile, .init = setup, .fini = teardown);
+TestSuite(recompile, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
 
 static kn_tensor *add4(kn_tensor *a) { kn_tensor *r = kn_add_scalar(a, kn_int(4)); return r; }
 

@@ -17,18 +17,7 @@
 #include "support/dynamo_util.h"
 #include "support/log_capture.h"
 
-static int64_t live0;
-static void setup(void) {
-  kn_reset();
-  kn_test_log_clean();
-  live0 = kn_live_tensors();
-}
-static void teardown(void) {
-  kn_reset();
-  cr_expect_eq(kn_live_tensors(), live0, "leaked tensors: %lld",
-               (long long)(kn_live_tensors() - live0));
-}
-TestSuite(values, .init = setup, .fini = teardown);
+TestSuite(values, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
 
 /* unbind rows, add the row index to each, return them as a tuple with the
 ** row count */

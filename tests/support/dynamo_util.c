@@ -4,6 +4,7 @@
 */
 #include "support/dynamo_util.h"
 
+#include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,9 @@
 #include <unistd.h>
 
 #include "core/strbuf.h"
+#include "kiln/compile.h"
 #include "kiln/trace.h"
+#include "support/log_capture.h"
 #include "trace/reader.h"
 
 static const char *const foreign[] = {
@@ -194,4 +197,18 @@ char *kn_test_capture_stdout(void (*fn)(void *), void *ud) {
   }
   fclose(tmp);
   return buf;
+}
+
+static int64_t live_at_setup;
+
+void kn_test_dynamo_setup(void) {
+  kn_reset();
+  kn_test_log_clean();
+  live_at_setup = kn_live_tensors();
+}
+
+void kn_test_dynamo_teardown(void) {
+  kn_reset();
+  cr_expect_eq(kn_live_tensors(), live_at_setup, "leaked tensors: %lld",
+               (long long)(kn_live_tensors() - live_at_setup));
 }

@@ -32,6 +32,12 @@ int kn_test_count_sub(const char *hay, const char *needle);
 
 
 
+/* Suite fixture for capture-frontend tests: kn_reset() and clean log
+** settings before each test; after it, kn_reset() and an expectation that
+** no tensor outlived the test. */
+void kn_test_dynamo_setup(void);
+void kn_test_dynamo_teardown(void);
+
 /* Run fn with stdout redirected to a temporary file; return what was
 ** printed (owned). */
 char *kn_test_capture_stdout(void (*fn)(void *), void *ud);

@@ -34,6 +34,19 @@ kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt);
 ** ceil when the last window would start past in + p (decided by a guard). */
 kn_sym kn__nn_window_out(kn_sym in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil);
 
+/* One element as double / stored from double, with float32 and float64
+** fast paths (the other dtypes convert through kn__load/store_double). */
+static inline double kn__nn_ld(const char *p, kn_dtype dt) {
+  if (dt == KN_FLOAT32) return *(const float *)(const void *)p;
+  if (dt == KN_FLOAT64) return *(const double *)(const void *)p;
+  return kn__load_double(p, dt);
+}
+static inline void kn__nn_st(char *p, kn_dtype dt, double v) {
+  if (dt == KN_FLOAT32) *(float *)(void *)p = (float)v;
+  else if (dt == KN_FLOAT64) *(double *)(void *)p = v;
+  else kn__store_double(p, dt, v);
+}
+
 /* PyTorch's ScalarType name of a dtype ("Float", "Double", "Long", ...). */
 const char *kn__nn_scalar_type_name(kn_dtype dt);
 

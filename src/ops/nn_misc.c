@@ -13,17 +13,6 @@
 #include "ops/nn.h"
 #include "tensor/random.h"
 
-static inline double ld(const char *p, kn_dtype dt) {
-  if (dt == KN_FLOAT32) return *(const float *)(const void *)p;
-  if (dt == KN_FLOAT64) return *(const double *)(const void *)p;
-  return kn__load_double(p, dt);
-}
-static inline void st(char *p, kn_dtype dt, double v) {
-  if (dt == KN_FLOAT32) *(float *)(void *)p = (float)v;
-  else if (dt == KN_FLOAT64) *(double *)(void *)p = v;
-  else kn__store_double(p, dt, v);
-}
-
 /* ---- dropout ------------------------------------------------------------------------- */
 /* args: input, p, train, generator */
 
@@ -65,7 +54,7 @@ kn_status kn__k_dropout(const kn__call *c, kn__outs *out) {
       int64_t i = b * 4 + k;
       bool m = !train || kn__u01_float(r[k]) < keep;
       mp[i] = m;
-      st(op + i * es, dt, m ? ld(xp + i * es, dt) * (train ? scale : 1.0) : 0.0);
+      kn__nn_st(op + i * es, dt, m ? kn__nn_ld(xp + i * es, dt) * (train ? scale : 1.0) : 0.0);
     }
   }
   kn_release(x);
@@ -94,7 +83,7 @@ kn_status kn__k_dropout_backward(const kn__call *c, kn__outs *out) {
     const char *gp = kn_data(g);
     const bool *mp = kn_data(m);
     char *op = kn_data(out->t[0]);
-    for (int64_t i = 0; i < n; i++) st(op + i * es, dt, mp[i] ? ld(gp + i * es, dt) * scale : 0.0);
+    for (int64_t i = 0; i < n; i++) kn__nn_st(op + i * es, dt, mp[i] ? kn__nn_ld(gp + i * es, dt) * scale : 0.0);
   }
   kn_release(g);
   kn_release(m);
@@ -204,7 +193,7 @@ kn_status kn__k_embedding_backward(const kn__call *c, kn__outs *out) {
       double f = freq ? 1.0 / (double)cnt[r] : 1.0;
       for (int64_t j = 0; j < D; j++) acc[r * D + j] += gp[i * D + j] * f;
     }
-    for (int64_t k = 0; k < V * D; k++) st((char *)kn_data(gw) + k * es, gw->dtype, acc[k]);
+    for (int64_t k = 0; k < V * D; k++) kn__nn_st((char *)kn_data(gw) + k * es, gw->dtype, acc[k]);
   }
   if (acc) kn__cached_free(acc, (size_t)(V * D + 1) * sizeof(double));
   if (cnt) kn__cached_free(cnt, (size_t)(V + 1) * sizeof(int64_t));

@@ -22,17 +22,6 @@ static const kn_tensor *opt(const kn__call *c, int i) {
 }
 
 /* Element access through a contiguous copy: callers pass contiguous data. */
-static inline double ld(const char *p, kn_dtype dt) {
-  if (dt == KN_FLOAT32) return *(const float *)(const void *)p;
-  if (dt == KN_FLOAT64) return *(const double *)(const void *)p;
-  return kn__load_double(p, dt);
-}
-static inline void st(char *p, kn_dtype dt, double v) {
-  if (dt == KN_FLOAT32) *(float *)(void *)p = (float)v;
-  else if (dt == KN_FLOAT64) *(double *)(void *)p = v;
-  else kn__store_double(p, dt, v);
-}
-
 static double vget(const kn_tensor *t, int64_t i, double dflt) {
   return t ? kn_get(t, &i) : dflt;
 }
@@ -107,13 +96,13 @@ static void channel_stats(const char *xp, kn_dtype dt, const bng *g, int64_t ch,
   double s = 0, ss = 0, n = (double)(g->N * g->S);
   for (int64_t b = 0; b < g->N; b++) {
     const char *p = xp + ((b * g->C + ch) * g->S) * es;
-    for (int64_t i = 0; i < g->S; i++) s += ld(p + i * es, dt);
+    for (int64_t i = 0; i < g->S; i++) s += kn__nn_ld(p + i * es, dt);
   }
   double m = s / n;
   for (int64_t b = 0; b < g->N; b++) {
     const char *p = xp + ((b * g->C + ch) * g->S) * es;
     for (int64_t i = 0; i < g->S; i++) {
-      double d = ld(p + i * es, dt) - m;
+      double d = kn__nn_ld(p + i * es, dt) - m;
       ss += d * d;
     }
   }
@@ -158,7 +147,7 @@ kn_status kn__k_batch_norm(const kn__call *c, kn__outs *out) {
     double scale = invstd * vget(w, ch, 1), shift = vget(b, ch, 0) - mean * scale;
     for (int64_t bi = 0; bi < g.N; bi++) {
       int64_t o = ((bi * g.C + ch) * g.S) * es;
-      for (int64_t i = 0; i < g.S; i++) st(op + o + i * es, dt, ld(xp + o + i * es, dt) * scale + shift);
+      for (int64_t i = 0; i < g.S; i++) kn__nn_st(op + o + i * es, dt, kn__nn_ld(xp + o + i * es, dt) * scale + shift);
     }
   }
   if (training && rm) kn__bump_version(rm);
@@ -209,9 +198,9 @@ kn_status kn__k_batch_norm_backward(const kn__call *c, kn__outs *out) {
     for (int64_t b = 0; b < g.N; b++) {
       int64_t o = ((b * g.C + ch) * g.S) * es;
       for (int64_t i = 0; i < g.S; i++) {
-        double gv = ld(gp + o + i * es, dt);
+        double gv = kn__nn_ld(gp + o + i * es, dt);
         sg += gv;
-        sgx += gv * (ld(xp + o + i * es, dt) - mean) * invstd;
+        sgx += gv * (kn__nn_ld(xp + o + i * es, dt) - mean) * invstd;
       }
     }
     if (mask_at(c, 9, 1)) set1(out->t[1], ch, sgx);
@@ -221,14 +210,14 @@ kn_status kn__k_batch_norm_backward(const kn__call *c, kn__outs *out) {
     for (int64_t b = 0; b < g.N; b++) {
       int64_t o = ((b * g.C + ch) * g.S) * es;
       for (int64_t i = 0; i < g.S; i++) {
-        double gv = ld(gp + o + i * es, dt), r;
+        double gv = kn__nn_ld(gp + o + i * es, dt), r;
         if (train) {
-          double xh = (ld(xp + o + i * es, dt) - mean) * invstd;
+          double xh = (kn__nn_ld(xp + o + i * es, dt) - mean) * invstd;
           r = wv * invstd / M * (M * gv - sg - xh * sgx);
         } else {
           r = gv * wv * invstd;
         }
-        st(gi + o + i * es, dt, r);
+        kn__nn_st(gi + o + i * es, dt, r);
       }
     }
   }
@@ -330,21 +319,21 @@ static void ln_rows(const char *xp, char *op, kn_dtype dt, int64_t M, int64_t D,
   for (int64_t r = 0; r < M; r++) {
     const char *x = xp + r * D * es;
     double s = 0, ss = 0;
-    for (int64_t i = 0; i < D; i++) s += ld(x + i * es, dt);
+    for (int64_t i = 0; i < D; i++) s += kn__nn_ld(x + i * es, dt);
     double m = s / (double)D;
     for (int64_t i = 0; i < D; i++) {
-      double d = ld(x + i * es, dt) - m;
+      double d = kn__nn_ld(x + i * es, dt) - m;
       ss += d * d;
     }
     double rs = 1.0 / sqrt(ss / (double)D + eps);
     for (int64_t i = 0; i < D; i++) {
-      double v = (ld(x + i * es, dt) - m) * rs;
+      double v = (kn__nn_ld(x + i * es, dt) - m) * rs;
       if (w) v *= w[i];
       if (b) v += b[i];
-      st(op + (r * D + i) * es, dt, v);
+      kn__nn_st(op + (r * D + i) * es, dt, v);
     }
-    st(mp + r * es, dt, m);
-    st(rp + r * es, dt, rs);
+    kn__nn_st(mp + r * es, dt, m);
+    kn__nn_st(rp + r * es, dt, rs);
   }
 }
 
@@ -415,12 +404,12 @@ kn_status kn__k_layer_norm_backward(const kn__call *c, kn__outs *out) {
       }
       for (int64_t i = 0; gi && i < D; i++) {
         double xh = (xr[i] - mp[r]) * rp[r], g = gr[i] * (wp ? wp[i] : 1);
-        st(gi + (r * D + i) * es, dt, rp[r] / (double)D * ((double)D * g - sg - xh * sgx));
+        kn__nn_st(gi + (r * D + i) * es, dt, rp[r] / (double)D * ((double)D * g - sg - xh * sgx));
       }
     }
     for (int64_t i = 0; i < D; i++) {
-      if (mask_at(c, 7, 1)) st((char *)kn_data(out->t[1]) + i * es, dt, gw[i]);
-      if (mask_at(c, 7, 2)) st((char *)kn_data(out->t[2]) + i * es, dt, gb[i]);
+      if (mask_at(c, 7, 1)) kn__nn_st((char *)kn_data(out->t[1]) + i * es, dt, gw[i]);
+      if (mask_at(c, 7, 2)) kn__nn_st((char *)kn_data(out->t[2]) + i * es, dt, gb[i]);
     }
   } else if (s == KN_OK) {
     s = kn__oom();

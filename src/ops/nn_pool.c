@@ -130,18 +130,6 @@ static int64_t plane_off(const kn_tensor *x, int64_t p) {
   return ((p / C) * x->strides[0] + (p % C) * x->strides[1]) * es;
 }
 
-static inline double ld(const char *p, kn_dtype dt) {
-  if (dt == KN_FLOAT32) return *(const float *)(const void *)p;
-  if (dt == KN_FLOAT64) return *(const double *)(const void *)p;
-  return kn__load_double(p, dt);
-}
-
-static inline void st(char *p, kn_dtype dt, double v) {
-  if (dt == KN_FLOAT32) *(float *)(void *)p = (float)v;
-  else if (dt == KN_FLOAT64) *(double *)(void *)p = v;
-  else kn__store_double(p, dt, v);
-}
-
 #define OMP_MIN 65536
 
 /* ---- max_pool2d_with_indices ---------------------------------------------------- */
@@ -171,12 +159,12 @@ static void max_plane(const kn_tensor *x, const poolg *g, int64_t p, char *op, i
         for (int64_t j = 0; j < g->kw; j++) {
           int64_t w = ow * g->sw - g->pw + j * g->dw;
           if (w < 0 || w >= g->W) continue;
-          double v = ld(base + h * sH + w * sW, dt);
+          double v = kn__nn_ld(base + h * sH + w * sW, dt);
           if (bi < 0 || v > best || (isnan(v) && !isnan(best))) best = v, bi = h * g->W + w;
         }
       }
       int64_t o = oh * g->OW + ow;
-      st(op + o * es, dt, best);
+      kn__nn_st(op + o * es, dt, best);
       ip[o] = bi;
     }
 }
@@ -223,7 +211,7 @@ kn_status kn__k_max_pool2d_backward(const kn__call *c, kn__outs *out) {
         int64_t k = ip[p * ohw + o];
         if (k < 0) continue;
         char *dst = gp + (p * hw + k) * es;
-        st(dst, dt, ld(dst, dt) + ld(op + (p * ohw + o) * es, dt));
+        kn__nn_st(dst, dt, kn__nn_ld(dst, dt) + kn__nn_ld(op + (p * ohw + o) * es, dt));
       }
   }
   kn_release(gout);
@@ -283,10 +271,10 @@ static void avg_plane(const kn_tensor *x, const poolg *g, int64_t p, char *op) {
       window w = avg_window(g, oh, ow);
       double s = 0;
       for (int64_t h = w.h0; h < w.h1; h++)
-        for (int64_t v = w.w0; v < w.w1; v++) s += ld(base + h * sH + v * sW, dt);
+        for (int64_t v = w.w0; v < w.w1; v++) s += kn__nn_ld(base + h * sH + v * sW, dt);
       double r = s / w.div;
       if (integral) r = trunc(r); /* torch divides integer sums with truncation */
-      st(op + (oh * g->OW + ow) * es, dt, r);
+      kn__nn_st(op + (oh * g->OW + ow) * es, dt, r);
     }
 }
 
@@ -330,11 +318,11 @@ kn_status kn__k_avg_pool2d_backward(const kn__call *c, kn__outs *out) {
     for (int64_t oh = 0; oh < g.OH; oh++)
       for (int64_t ow = 0; ow < g.OW; ow++) {
         window w = avg_window(&g, oh, ow);
-        double v = ld(op + (p * ohw + oh * g.OW + ow) * es, dt) / w.div;
+        double v = kn__nn_ld(op + (p * ohw + oh * g.OW + ow) * es, dt) / w.div;
         for (int64_t h = w.h0; h < w.h1; h++)
           for (int64_t k = w.w0; k < w.w1; k++) {
             char *dst = gp + (p * hw + h * g.W + k) * es;
-            st(dst, dt, ld(dst, dt) + v);
+            kn__nn_st(dst, dt, kn__nn_ld(dst, dt) + v);
           }
       }
   kn_release(gout);

@@ -8,29 +8,8 @@
 
 #include "kiln/kiln.h"
 #include "support/leakcheck.h"
+#include "support/shape_util.h"
 
-static kn_tensor *seq(int n, const int64_t *sizes) {
-  kn_tensor *t = kn_empty(n, sizes, KN_FLOAT32);
-  float *p = kn_data(t);
-  for (int64_t i = 0; i < kn_numel(t); i++) p[i] = (float)i;
-  return t;
-}
-
-static void expect_geom(int line, const kn_tensor *t, int nd, const int64_t *sz,
-                        const int64_t *st, int64_t off) {
-  cr_assert_not_null(t, "line %d: %s", line, kn_last_error());
-  cr_assert_eq(kn_ndim(t), nd, "line %d: ndim %d, expected %d", line, kn_ndim(t), nd);
-  for (int d = 0; d < nd; d++) {
-    cr_assert_eq(kn_sizes(t)[d], sz[d], "line %d: size[%d] = %lld, expected %lld", line, d,
-                 (long long)kn_sizes(t)[d], (long long)sz[d]);
-    cr_assert_eq(kn_strides(t)[d], st[d], "line %d: stride[%d] = %lld, expected %lld", line, d,
-                 (long long)kn_strides(t)[d], (long long)st[d]);
-  }
-  cr_assert_eq(kn_storage_offset(t), off, "line %d: offset %lld, expected %lld", line,
-               (long long)kn_storage_offset(t), (long long)off);
-}
-#define SZ(...) (const int64_t[]){__VA_ARGS__}
-#define G(...) expect_geom(__LINE__, __VA_ARGS__)
 
 static void expect_err_st(kn_status got, kn_status st, const char *msg) {
   cr_assert_eq(got, st, "status %d (%s)", got, kn_last_error());
@@ -58,7 +37,7 @@ static void expect_values(const kn_tensor *t, const float *want, int64_t n) {
                                 (int64_t)(sizeof((float[]){__VA_ARGS__}) / sizeof(float)))
 
 Test(slice, python_style_bounds_and_steps) {
-  kn_tensor *a = seq(KN_SHAPE(2, 3, 4));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(2, 3, 4));
   G(kn_slice(a, 1, 1, KN_SLICE_END, 1), 3, SZ(2, 2, 4), SZ(12, 4, 1), 4);
   G(kn_slice(a, -1, 0, KN_SLICE_END, 2), 3, SZ(2, 3, 2), SZ(12, 4, 2), 0);
   G(kn_slice(a, 1, -2, KN_SLICE_END, 1), 3, SZ(2, 2, 4), SZ(12, 4, 1), 4);
@@ -90,7 +69,7 @@ Test(slice, writes_through_views_reach_the_base) {
 }
 
 Test(slice, narrow_select_diagonal) {
-  kn_tensor *a = seq(KN_SHAPE(2, 3, 4));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(2, 3, 4));
   G(kn_narrow(a, 2, -3, 2), 3, SZ(2, 3, 2), SZ(12, 4, 1), 1);
   G(kn_narrow(a, 1, 3, 0), 3, SZ(2, 0, 4), SZ(12, 4, 1), 12);
   expect_err(kn_narrow(a, 1, 2, 2), KN_ERANGE, "start (2) + length (2) exceeds dimension size (3).");
@@ -103,7 +82,7 @@ Test(slice, narrow_select_diagonal) {
   G(kn_select(a, 0, 1), 2, SZ(3, 4), SZ(4, 1), 12);
   G(kn_select(a, 2, 3), 2, SZ(2, 3), SZ(12, 4), 3);
   V(kn_select(a, 2, 3), 3, 7, 11, 15, 19, 23);
-  kn_tensor *v = seq(KN_SHAPE(3));
+  kn_tensor *v = kn_test_seq(KN_SHAPE(3));
   expect_err(kn_select(v, 0, 5), KN_ERANGE,
              "select(): index 5 out of range for tensor of size [3] at dimension 0");
   expect_err(kn_select(v, 0, -4), KN_ERANGE,
@@ -120,7 +99,7 @@ Test(slice, narrow_select_diagonal) {
 }
 
 Test(slice, as_strided) {
-  kn_tensor *a = seq(KN_SHAPE(12));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(12));
   kn_tensor *w = kn_as_strided(a, KN_SHAPE(3, 3), SZ(1, 1), 2);
   G(w, 2, SZ(3, 3), SZ(1, 1), 2);
   V(w, 2, 3, 4, 3, 4, 5, 4, 5, 6);
@@ -137,7 +116,7 @@ Test(slice, as_strided) {
 }
 
 Test(slice, unbind_split_chunk) {
-  kn_tensor *a = seq(KN_SHAPE(2, 3, 4));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(2, 3, 4));
   kn_tensor *o[8];
   cr_assert_eq(kn_unbind(a, 1, o, 8), 3);
   for (int i = 0; i < 3; i++) G(o[i], 2, SZ(2, 4), SZ(12, 1), 4 * i);
@@ -153,7 +132,7 @@ Test(slice, unbind_split_chunk) {
   G(o[0], 3, SZ(2, 3, 4), SZ(12, 4, 1), 0);
   cr_assert_eq(kn_chunk(a, 3, -1, o, 8), 2);
   G(o[1], 3, SZ(2, 3, 2), SZ(12, 4, 1), 2);
-  cr_assert_eq(kn_chunk(seq(KN_SHAPE(5)), 4, 0, o, 8), 3);
+  cr_assert_eq(kn_chunk(kn_test_seq(KN_SHAPE(5)), 4, 0, o, 8), 3);
   G(o[2], 1, SZ(1), SZ(1), 4);
   kn_tensor *z = kn_zeros(KN_SHAPE(0, 2), KN_FLOAT32);
   cr_assert_eq(kn_chunk(z, 3, 0, o, 8), 3);
@@ -201,7 +180,7 @@ Test(slice, meta_inputs) {
 }
 
 Test(join, cat_values_dtypes_and_legacy_empty) {
-  kn_tensor *a = seq(KN_SHAPE(2, 3));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(2, 3));
   kn_tensor *b = kn_full(KN_SHAPE(1, 3), kn_int(7), KN_INT64);
   kn_tensor *e = kn_zeros(KN_SHAPE(0), KN_FLOAT64);
   kn_tensor *l[] = {a, e, b};
@@ -216,11 +195,11 @@ Test(join, cat_values_dtypes_and_legacy_empty) {
   V(c2, 0, 3, 0, 3, 1, 4, 1, 4, 2, 5, 2, 5);
   kn_tensor *ee[] = {e, kn_zeros(KN_SHAPE(0), KN_INT32)};
   G(kn_cat(ee, 2, 0), 1, SZ(0), SZ(1), 0);
-  kn_tensor *bad[] = {a, seq(KN_SHAPE(3, 2))};
+  kn_tensor *bad[] = {a, kn_test_seq(KN_SHAPE(3, 2))};
   expect_err(kn_cat(bad, 2, 1), KN_ESHAPE,
              "Sizes of tensors must match except in dimension 1. Expected size 2 but got size 3 "
              "for tensor number 1 in the list.");
-  kn_tensor *bad2[] = {a, seq(KN_SHAPE(2))};
+  kn_tensor *bad2[] = {a, kn_test_seq(KN_SHAPE(2))};
   expect_err(kn_cat(bad2, 2, 0), KN_ESHAPE, "Tensors must have same number of dimensions: got 2 and 1");
   expect_err(kn_cat(NULL, 0, 0), KN_EINVAL, "torch.cat(): expected a non-empty list of Tensors");
   kn_tensor *zd[] = {kn_full(0, NULL, kn_float(1), KN_FLOAT32)};
@@ -232,7 +211,7 @@ Test(join, cat_values_dtypes_and_legacy_empty) {
 }
 
 Test(join, stack) {
-  kn_tensor *a = seq(KN_SHAPE(3));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(3));
   kn_tensor *b = kn_full(KN_SHAPE(3), kn_int(9), KN_INT32);
   kn_tensor *l[] = {a, b};
   kn_tensor *s = kn_stack(l, 2, -1);
@@ -240,7 +219,7 @@ Test(join, stack) {
   G(s, 2, SZ(3, 2), SZ(2, 1), 0);
   V(s, 0, 9, 1, 9, 2, 9);
   G(kn_stack(l, 2, 0), 2, SZ(2, 3), SZ(3, 1), 0);
-  kn_tensor *bad[] = {seq(KN_SHAPE(2, 3)), seq(KN_SHAPE(3, 2))};
+  kn_tensor *bad[] = {kn_test_seq(KN_SHAPE(2, 3)), kn_test_seq(KN_SHAPE(3, 2))};
   expect_err(kn_stack(bad, 2, 0), KN_ESHAPE,
              "stack expects each tensor to be equal size, but got [2, 3] at entry 0 and [3, 2] at "
              "entry 1");
@@ -258,8 +237,8 @@ Test(join, scatter_into_views) {
   expect_err(kn_slice_scatter(x, kn_ones(KN_SHAPE(3, 3), KN_FLOAT32), 1, 1, 4, 2), KN_ESHAPE,
              "expected src to have a size equal to the slice of self. src size = [3, 3], slice "
              "size = [3, 2]");
-  V(kn_select_scatter(x, seq(KN_SHAPE(3)), 1, -1), 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2);
-  V(kn_diagonal_scatter(x, seq(KN_SHAPE(3)), 1, 0, 1), 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 2);
+  V(kn_select_scatter(x, kn_test_seq(KN_SHAPE(3)), 1, -1), 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2);
+  V(kn_diagonal_scatter(x, kn_test_seq(KN_SHAPE(3)), 1, 0, 1), 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 2);
 }
 
 Test(slice, as_strided_and_views_of_meta_and_dtypes) {

@@ -9,29 +9,8 @@
 
 #include "kiln/kiln.h"
 #include "support/leakcheck.h"
+#include "support/shape_util.h"
 
-/* A float32 tensor holding 0, 1, 2, ... in row-major order. Owned. */
-static kn_tensor *seq(int n, const int64_t *sizes) {
-  kn_tensor *t = kn_empty(n, sizes, KN_FLOAT32);
-  float *p = kn_data(t);
-  for (int64_t i = 0; i < kn_numel(t); i++) p[i] = (float)i;
-  return t;
-}
-
-static void expect_geom(int line, const kn_tensor *t, int nd, const int64_t *sz,
-                        const int64_t *st, int64_t off) {
-  cr_assert_not_null(t, "line %d: %s", line, kn_last_error());
-  cr_assert_eq(kn_ndim(t), nd, "line %d: ndim %d, expected %d", line, kn_ndim(t), nd);
-  for (int d = 0; d < nd; d++) {
-    cr_assert_eq(kn_sizes(t)[d], sz[d], "line %d: size[%d] = %lld, expected %lld", line, d,
-                 (long long)kn_sizes(t)[d], (long long)sz[d]);
-    cr_assert_eq(kn_strides(t)[d], st[d], "line %d: stride[%d] = %lld, expected %lld", line, d,
-                 (long long)kn_strides(t)[d], (long long)st[d]);
-  }
-  cr_assert_eq(kn_storage_offset(t), off, "line %d: offset %lld", line, (long long)kn_storage_offset(t));
-}
-#define SZ(...) (const int64_t[]){__VA_ARGS__}
-#define G(...) expect_geom(__LINE__, __VA_ARGS__)
 
 static void expect_err(const kn_tensor *t, kn_status st, const char *msg) {
   cr_assert_null(t);
@@ -45,7 +24,7 @@ TestSuite(view, .init = kn_test_leakcheck_begin, .fini = kn_test_leakcheck_end);
 static float at(const kn_tensor *t, const int64_t *idx) { return (float)kn_get(t, idx); }
 
 Test(view, infers_minus_one_and_shares_storage) {
-  kn_tensor *a = seq(KN_SHAPE(2, 6));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(2, 6));
   kn_tensor *v = kn_view(a, KN_SHAPE(3, -1));
   cr_assert_not_null(v, "%s", kn_last_error());
   G(v, 2, SZ(3, 4), SZ(4, 1), 0);
@@ -63,7 +42,7 @@ Test(view, infers_minus_one_and_shares_storage) {
 Test(view, of_a_non_contiguous_tensor_when_strides_allow) {
   /* x = arange(24).view(2,3,4).permute(1,0,2) (sizes [3,2,4], strides [4,12,1]);
   ** x.view(3,2,2,2) -> strides (4, 12, 2, 1) per torch */
-  kn_tensor *a = seq(KN_SHAPE(2, 3, 4));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(2, 3, 4));
   kn_tensor *p = kn_permute(a, KN_SHAPE(1, 0, 2));
   G(p, 3, SZ(3, 2, 4), SZ(4, 12, 1), 0);
   kn_tensor *v = kn_view(p, KN_SHAPE(3, 2, 2, 2));
@@ -77,7 +56,7 @@ Test(view, of_a_non_contiguous_tensor_when_strides_allow) {
 }
 
 Test(view, errors) {
-  kn_tensor *a = seq(KN_SHAPE(3, 4));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(3, 4));
   expect_err(kn_view(a, KN_SHAPE(3, 5)), KN_ESHAPE, "shape '[3, 5]' is invalid for input of size 12");
   expect_err(kn_view(a, KN_SHAPE(-1, -1)), KN_ESHAPE, "only one dimension can be inferred");
   expect_err(kn_view(a, KN_SHAPE(-2, 6)), KN_ESHAPE, "invalid shape dimension -2");
@@ -103,7 +82,7 @@ Test(view, zero_size_and_scalars) {
 }
 
 Test(view, reshape_views_or_copies) {
-  kn_tensor *a = seq(KN_SHAPE(2, 3));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(2, 3));
   kn_tensor *r = kn_reshape(a, KN_SHAPE(-1));
   G(r, 1, SZ(6), SZ(1), 0);
   cr_assert(kn_same_storage(a, r));
@@ -119,7 +98,7 @@ Test(view, reshape_views_or_copies) {
 }
 
 Test(view, permute_transpose_t_geometry_and_errors) {
-  kn_tensor *a = seq(KN_SHAPE(2, 3, 4));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(2, 3, 4));
   G(kn_permute(a, KN_SHAPE(2, 0, 1)), 3, SZ(4, 2, 3), SZ(1, 12, 4), 0);
   G(kn_permute(a, KN_SHAPE(-1, -3, 1)), 3, SZ(4, 2, 3), SZ(1, 12, 4), 0);
   G(kn_transpose(a, 0, -1), 3, SZ(4, 3, 2), SZ(1, 4, 12), 0);
@@ -132,7 +111,7 @@ Test(view, permute_transpose_t_geometry_and_errors) {
   expect_err(kn_transpose(a, 0, 3), KN_ERANGE,
              "Dimension out of range (expected to be in range of [-3, 2], but got 3)");
   expect_err(kn_t(a), KN_ESHAPE, "t() expects a tensor with <= 2 dimensions, but self is 3D");
-  kn_tensor *v = seq(KN_SHAPE(3));
+  kn_tensor *v = kn_test_seq(KN_SHAPE(3));
   G(kn_t(v), 1, SZ(3), SZ(1), 0);
   kn_tensor *s = kn_full(0, NULL, kn_int(1), KN_INT64);
   cr_assert_eq(kn_ndim(kn_t(s)), 0);
@@ -140,7 +119,7 @@ Test(view, permute_transpose_t_geometry_and_errors) {
 }
 
 Test(view, expand) {
-  kn_tensor *a = seq(KN_SHAPE(3, 1));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(3, 1));
   kn_tensor *e = kn_expand(a, KN_SHAPE(2, -1, 4));
   cr_assert_not_null(e, "%s", kn_last_error());
   G(e, 3, SZ(2, 3, 4), SZ(0, 1, 0), 0);
@@ -149,12 +128,12 @@ Test(view, expand) {
   kn_tensor *s = kn_full(0, NULL, kn_float(2), KN_FLOAT32);
   G(kn_expand(s, KN_SHAPE(2, 2)), 2, SZ(2, 2), SZ(0, 0), 0);
   G(kn_expand(s, KN_SHAPE(1)), 1, SZ(1), SZ(0), 0);
-  G(kn_expand(seq(KN_SHAPE(3)), KN_SHAPE(1, 1, 3)), 3, SZ(1, 1, 3), SZ(3, 3, 1), 0);
-  kn_tensor *v = seq(KN_SHAPE(2));
+  G(kn_expand(kn_test_seq(KN_SHAPE(3)), KN_SHAPE(1, 1, 3)), 3, SZ(1, 1, 3), SZ(3, 3, 1), 0);
+  kn_tensor *v = kn_test_seq(KN_SHAPE(2));
   expect_err(kn_expand(v, KN_SHAPE(2, 3)), KN_ESHAPE,
              "The expanded size of the tensor (3) must match the existing size (2) at "
              "non-singleton dimension 1.  Target sizes: [2, 3].  Tensor sizes: [2]");
-  kn_tensor *m = seq(KN_SHAPE(2, 3));
+  kn_tensor *m = kn_test_seq(KN_SHAPE(2, 3));
   expect_err(kn_expand(m, KN_SHAPE(3)), KN_ESHAPE,
              "expand(torch.FloatTensor{[2, 3]}, size=[3]): the number of sizes provided (1) must "
              "be greater or equal to the number of dimensions in the tensor (2)");
@@ -166,20 +145,20 @@ Test(view, expand) {
 }
 
 Test(view, unsqueeze_squeeze_flatten) {
-  kn_tensor *a = seq(KN_SHAPE(2, 3));
+  kn_tensor *a = kn_test_seq(KN_SHAPE(2, 3));
   G(kn_unsqueeze(a, 0), 3, SZ(1, 2, 3), SZ(6, 3, 1), 0);
   G(kn_unsqueeze(a, 1), 3, SZ(2, 1, 3), SZ(3, 3, 1), 0);
   G(kn_unsqueeze(a, -1), 3, SZ(2, 3, 1), SZ(3, 1, 1), 0);
   expect_err(kn_unsqueeze(a, 3), KN_ERANGE,
              "Dimension out of range (expected to be in range of [-3, 2], but got 3)");
-  kn_tensor *b = kn_view(seq(KN_SHAPE(6)), KN_SHAPE(1, 2, 1, 3, 1));
+  kn_tensor *b = kn_view(kn_test_seq(KN_SHAPE(6)), KN_SHAPE(1, 2, 1, 3, 1));
   G(kn_squeeze(b), 2, SZ(2, 3), SZ(3, 1), 0);
   G(kn_squeeze_dim(b, 2), 4, SZ(1, 2, 3, 1), SZ(6, 3, 1, 1), 0);
   G(kn_squeeze_dim(b, 1), 5, SZ(1, 2, 1, 3, 1), SZ(6, 3, 3, 1, 1), 0);
   G(kn_squeeze_dim(b, -1), 4, SZ(1, 2, 1, 3), SZ(6, 3, 3, 1), 0);
   expect_err(kn_squeeze_dim(a, 2), KN_ERANGE,
              "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
-  kn_tensor *c = seq(KN_SHAPE(2, 3, 4));
+  kn_tensor *c = kn_test_seq(KN_SHAPE(2, 3, 4));
   G(kn_flatten(c, 0, -1), 1, SZ(24), SZ(1), 0);
   G(kn_flatten(c, 1, 2), 2, SZ(2, 12), SZ(12, 1), 0);
   G(kn_flatten(c, 1, 1), 3, SZ(2, 3, 4), SZ(12, 4, 1), 0);

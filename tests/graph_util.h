@@ -68,4 +68,27 @@ static inline kn__graph *example_graph(int64_t n) {
   return g;
 }
 
+/* a @ b with sizes (s0, s1) @ (s1, s3), hints 5x10 @ 10x15, as seed
+** test_graph_sizes_dynamic (s0..s3 exist, s2 was unified with s1). The
+** graph owns env. The matmul node is not yet an output; *sym receives the
+** four symbols and *out_meta the matmul's metadata. */
+static inline kn__graph *dyn_matmul_graph(kn__shape_env *env, kn_sym *sym, kn__gnode **mm,
+                                          kn__vmeta *out_meta) {
+  int64_t hints[4] = {5, 10, 10, 15};
+  for (int i = 0; i < 4; i++) kn__shape_env_create_symbol(env, hints[i], 2, &sym[i]);
+  kn__graph *g = kn__graph_new();
+  kn__graph_set_shape_env(g, env, true);
+  kn__vmeta ma = tmeta(KN_FLOAT32, 2, (int64_t[]){5, 10});
+  ma.sizes[0] = sym[0], ma.sizes[1] = sym[1], ma.strides[0] = sym[1];
+  kn__vmeta mb = tmeta(KN_FLOAT32, 2, (int64_t[]){10, 15});
+  mb.sizes[0] = sym[1], mb.sizes[1] = sym[3], mb.strides[0] = sym[3];
+  *out_meta = tmeta(KN_FLOAT32, 2, (int64_t[]){5, 15});
+  out_meta->sizes[0] = sym[0], out_meta->sizes[1] = sym[3], out_meta->strides[0] = sym[3];
+  kn__gnode *a = kn__graph_placeholder(g, "L['a']", &ma);
+  kn__gnode *b = kn__graph_placeholder(g, "L['b']", &mb);
+  kn__garg args[2] = {KN_GA_T(a), KN_GA_T(b)};
+  *mm = kn__graph_call(g, &kn__ops[KN_OP_MATMUL], 2, args, 1, out_meta);
+  return g;
+}
+
 #endif

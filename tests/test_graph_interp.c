@@ -66,22 +66,10 @@ Test(graph_interp, example_fn_matches_eager_and_hand_values) {
 
 /* a @ b with sizes (s0, s1) @ (s1, s3); hints 5x10 @ 10x15. */
 static kn__graph *dyn_matmul(void) {
-  kn__shape_env *env = kn__shape_env_new();
   kn_sym s[4];
-  int64_t hints[4] = {5, 10, 10, 15};
-  for (int i = 0; i < 4; i++) kn__shape_env_create_symbol(env, hints[i], 2, &s[i]);
-  kn__graph *g = kn__graph_new();
-  kn__graph_set_shape_env(g, env, true);
-  kn__vmeta ma = tmeta(KN_FLOAT32, 2, (int64_t[]){5, 10});
-  ma.sizes[0] = s[0], ma.sizes[1] = s[1], ma.strides[0] = s[1];
-  kn__vmeta mb = tmeta(KN_FLOAT32, 2, (int64_t[]){10, 15});
-  mb.sizes[0] = s[1], mb.sizes[1] = s[3], mb.strides[0] = s[3];
-  kn__vmeta mo = tmeta(KN_FLOAT32, 2, (int64_t[]){5, 15});
-  mo.sizes[0] = s[0], mo.sizes[1] = s[3], mo.strides[0] = s[3];
-  kn__gnode *a = kn__graph_placeholder(g, "L['a']", &ma);
-  kn__gnode *b = kn__graph_placeholder(g, "L['b']", &mb);
-  kn__garg args[2] = {KN_GA_T(a), KN_GA_T(b)};
-  kn__gnode *mm = kn__graph_call(g, &kn__ops[KN_OP_MATMUL], 2, args, 1, &mo);
+  kn__gnode *mm;
+  kn__vmeta mo;
+  kn__graph *g = dyn_matmul_graph(kn__shape_env_new(), s, &mm, &mo);
   /* ones of size (s0, s3): symbolic int list argument */
   kn_sym sz[2] = {s[0], s[3]};
   kn__garg fa[3] = {KN_GA_INTS(sz, 2), KN_GA_S(kn_int(1)), KN_GA_DT(KN_FLOAT32)};

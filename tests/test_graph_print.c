@@ -96,20 +96,9 @@ Test(graph_print, example_fn_sizes_and_json) {
 ** s2 was unified with s1. */
 static kn__graph *dynamic_matmul(kn__shape_env *env) {
   kn_sym s[4];
-  int64_t hints[4] = {5, 10, 10, 15};
-  for (int i = 0; i < 4; i++) kn__shape_env_create_symbol(env, hints[i], 2, &s[i]);
-  kn__graph *g = kn__graph_new();
-  kn__graph_set_shape_env(g, env, true);
-  kn__vmeta ma = tmeta(KN_FLOAT32, 2, (int64_t[]){5, 10});
-  ma.sizes[0] = s[0], ma.sizes[1] = s[1], ma.strides[0] = s[1];
-  kn__vmeta mb = tmeta(KN_FLOAT32, 2, (int64_t[]){10, 15});
-  mb.sizes[0] = s[1], mb.sizes[1] = s[3], mb.strides[0] = s[3];
-  kn__vmeta mo = tmeta(KN_FLOAT32, 2, (int64_t[]){5, 15});
-  mo.sizes[0] = s[0], mo.sizes[1] = s[3], mo.strides[0] = s[3];
-  kn__gnode *a = kn__graph_placeholder(g, "L['a']", &ma);
-  kn__gnode *b = kn__graph_placeholder(g, "L['b']", &mb);
-  kn__garg args[2] = {KN_GA_T(a), KN_GA_T(b)};
-  kn__gnode *mm = kn__graph_call(g, &kn__ops[KN_OP_MATMUL], 2, args, 1, &mo);
+  kn__gnode *mm;
+  kn__vmeta mo;
+  kn__graph *g = dyn_matmul_graph(env, s, &mm, &mo);
   kn__gref r = {mm, 0};
   kn__graph_output(g, 1, &r);
   return g;

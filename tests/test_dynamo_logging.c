@@ -104,8 +104,8 @@ static void info_body(const kn_test_records *r, void *ud) {
   kn_reset();
   run_example(example_fn, "example_fn", false);
   cr_expect(r->n >= 2 && r->n <= 10, "%zu records", r->n);
-  cr_expect(kn_test_get_record(r, "Step 1: torchdynamo start tracing example_fn"));
-  cr_expect(kn_test_get_record(r, "Step 1: torchdynamo done tracing example_fn (RETURN_VALUE)"));
+  cr_expect(kn_test_get_record(r, "Step 1: dynamo start tracing example_fn "));
+  cr_expect(kn_test_get_record(r, "Step 1: dynamo done tracing example_fn (return)"));
   cr_expect(kn_test_get_record(r, "Step 2: calling compiler function eager"));
   cr_expect(kn_test_get_record(r, "Step 2: done compiler function eager"));
 }

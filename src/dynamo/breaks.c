@@ -101,7 +101,7 @@ static kn__frame *resume_frame(kn__trace *tr, const kn__srcframe *at) {
 /* ---- breaks ---------------------------------------------------------------------------- */
 static const char *brk_type(kn__brk k) {
   switch (k) {
-  case KN__BRK_ITEM: return "Unsupported Tensor.item() call with capture_scalar_outputs=False";
+  case KN__BRK_ITEM: return "Call to `kn_item()`";
   case KN__BRK_BOOL: return "Data-dependent branching";
   case KN__BRK_EXPLICIT: return "Call to `kn_graph_break()`";
   case KN__BRK_PRINT: return "Call to `kn_print()`";
@@ -467,10 +467,10 @@ static kn_status fail(kn__trace *tr) {
   const char *msg = tr->err_msg ? tr->err_msg : kn_last_error();
   char *copy = strdup(msg ? msg : "unknown error");
   kn__tseg *s = &tr->segs[tr->nseg - 1];
-  const char *ftype = st == KN_EUNSUPPORTED ? "Unsupported" : "TorchRuntimeError";
+  const char *ftype = kn_status_name(st); /* kiln's status name: "shape_error" */
   if (!s->quiet && kn__trace_enabled()) {
     kn__sb sb = KN__SB_INIT;
-    kn__sb_printf(&sb, "Traceback (most recent call last):\nkiln.dynamo.exc.%s: %s\n", ftype,
+    kn__sb_printf(&sb, "Traceback (most recent call last):\nkiln.%s: %s\n", ftype,
                   copy ? copy : "");
     (void)kn__trace_artifact("dynamo_error", "string", kn__sb_cstr(&sb), SIZE_MAX, NULL);
     kn__sb_fini(&sb);

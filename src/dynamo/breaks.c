@@ -275,6 +275,7 @@ static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, ddcall *dd, do
       kn__trace_log_call(tr, nm, &fr[n - 1], n - 1, api);
     }
     report_break(tr, k, dd ? dd->c->op : NULL, fr, n);
+    kn__explain_note_break(brk_type(k), dd ? dd->c->op->name : NULL, fr, n);
     kn__fc_restart(&s->fc, brk_type(k));
     redescribe(tr);
   }

@@ -28,9 +28,11 @@ static const char notice[] =
     "lines. Compile the code you pass to kn_compile with -g (and -fno-optimize-sibling-calls "
     "for exact lines); see docs/DYNAMO.md, \"Tracing\".";
 
-/* Compile fn, call it on two shapes (two traces), return the records. */
-static void run(kn_tensor *(*fn)(kn_tensor *), const char *name, kn_test_records *r) {
-  cr_assert_eq(kn_set_logs_str("graph_code"), KN_OK);
+/* Compile fn, call it on two shapes (two traces) with these log settings,
+** return the records. */
+static void run(kn_tensor *(*fn)(kn_tensor *), const char *name, const char *logs,
+                kn_test_records *r) {
+  cr_assert_eq(kn_set_logs_str(logs), KN_OK);
   *r = (kn_test_records){0};
   kn_test_capture_begin(r);
   kn_compiled *f = kn_compile_tensor_fn((void (*)(void))fn, 1, name, __FILE__, __LINE__, NULL);
@@ -54,7 +56,7 @@ static size_t count_containing(const kn_test_records *r, const char *s) {
 
 Test(srcloc, no_debug_info_is_said_once) {
   kn_test_records r;
-  run(nodebug_fn, "nodebug_fn", &r);
+  run(nodebug_fn, "nodebug_fn", "graph_code", &r);
   size_t warnings = 0;
   for (size_t i = 0; i < r.n; i++) warnings += r.v[i].level == KN_WARNING;
   cr_expect_eq(warnings, 1);
@@ -70,8 +72,22 @@ Test(srcloc, no_debug_info_is_said_once) {
 
 Test(srcloc, debug_info_gives_lines_and_no_notice) {
   kn_test_records r;
-  run(debug_fn, "debug_fn", &r);
+  run(debug_fn, "debug_fn", "graph_code", &r);
   cr_expect_eq(count_containing(&r, "no debug info"), 0);
   cr_expect_eq(count_containing(&r, "# File: " __FILE__), 2);
+  kn_test_records_free(&r);
+}
+
+/* Nothing shows source lines: the notice is INFO (quiet by default). */
+Test(srcloc, no_debug_info_is_info_when_no_lines_are_shown) {
+  kn_test_records r;
+  run(nodebug_fn, "nodebug_fn", "dynamo", &r);
+  const kn_test_record *w = kn_test_get_record(&r, "no debug info");
+  cr_assert(w);
+  cr_expect_eq(w->level, KN_INFO);
+  cr_expect_str_eq(w->message, notice);
+  kn_test_records_free(&r);
+  run(nodebug_fn, "nodebug_fn", "", &r); /* defaults: once was enough */
+  cr_expect_eq(r.n, 0);
   kn_test_records_free(&r);
 }

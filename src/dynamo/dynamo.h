@@ -12,6 +12,7 @@
 **   frame.c     per-frame compile records (dynamo_start ... compilation_metrics)
 **   compile.c   kn_compile, kn_call, the cache, recompiles, limits, kn_reset
 **   backends.c  "eager", user backends, the compile counter
+**   explain.c   kn_explain: one trace into a private copy, read back
 **
 ** A compiled function owns a list of cache entries (most recently used
 ** first). An entry = guards + a tree of segments: a segment is one graph

@@ -18,6 +18,7 @@
 
 #include "core/hashmap.h"
 #include "logging/log.h"
+#include "trace/trace.h"
 
 /* ---- libdwfl, declared by hand ------------------------------------------ */
 typedef struct Dwfl Dwfl;
@@ -153,17 +154,27 @@ static bool in_kiln_tree(const char *file) {
   return root > 0 && !strncmp(file, self, root) && !strncmp(file + root, "src/", 4);
 }
 
-/* Say once per process how to get source lines when none can be found. */
+/* Say once per process how to get source lines when none can be found: a
+** WARNING when something shows source lines (a structured trace, or the
+** graph_code / trace_source / trace_call / graph_breaks logs), else INFO. */
 static atomic_bool told_no_debug;
+
+static int notice_level(void) {
+  bool shown = kn__trace_enabled() || KN_ARTIFACT_ENABLED(KN_ART_GRAPH_CODE) ||
+               KN_ARTIFACT_ENABLED(KN_ART_TRACE_SOURCE) || KN_ARTIFACT_ENABLED(KN_ART_TRACE_CALL) ||
+               KN_ARTIFACT_ENABLED(KN_ART_GRAPH_BREAKS);
+  return shown ? KN_WARNING : KN_INFO;
+}
 
 static void tell_no_debug_info(const char *func) {
   if (atomic_exchange(&told_no_debug, true)) return;
+  int level = notice_level();
   if (!dw.ok)
-    KN_LOG(KN_LOG_DYNAMO, KN_WARNING,
+    KN_LOG(KN_LOG_DYNAMO, level,
            "kiln could not load libdw.so.1 (elfutils), so graph code and logs have no source "
            "lines. Install it (Debian: libdw1) to get `# File:` comments and trace_source lines.");
   else
-    KN_LOG(KN_LOG_DYNAMO, KN_WARNING,
+    KN_LOG(KN_LOG_DYNAMO, level,
            "no debug info for the compiled function %s, so graph code and logs have no source "
            "lines. Compile the code you pass to kn_compile with -g (and "
            "-fno-optimize-sibling-calls for exact lines); see docs/DYNAMO.md, \"Tracing\".",

@@ -29,6 +29,10 @@ deps-build:
 deps-test:
 	@./scripts/install-deps.sh $(TEST_PKGS)
 
+# cmake --build as a top-level make (no "Entering directory" noise between
+# the progress lines).
+CMAKE_BUILD := env -u MAKELEVEL -u MAKEFLAGS cmake --build
+
 # The release build tree shared by demo, examples and install.
 configure-release:
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DKN_BUILD_TESTS=OFF \
@@ -36,7 +40,7 @@ configure-release:
 
 demo: deps-build configure-release
 	@echo "== building kiln, the demo and the kiln command in $(BUILD_DIR)/ (about a minute on 2 cores)"
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target example_mlp_train kiln_tool
+	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target example_mlp_train kiln_tool
 	@rm -rf $(BUILD_DIR)/demo_trace
 	@echo "== running the demo"
 	$(BUILD_DIR)/examples/mlp_train $(BUILD_DIR)/demo_trace
@@ -45,14 +49,14 @@ demo: deps-build configure-release
 	@echo "open $(BUILD_DIR)/demo_trace_report/index.html in a browser to read the report"
 
 examples: deps-build configure-release
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target examples
+	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target examples
 	@echo "examples built in $(BUILD_DIR)/examples/:" $$(cd examples && ls *.c | sed 's/\.c$$//')
 
 # Installs the library (shared and static), the headers, the kiln command,
 # kiln.pc and the CMake package under PREFIX; refreshes the loader cache
 # when PREFIX is a system prefix and we may.
 install: deps-build configure-release
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target kiln kiln_static kiln_tool
+	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target kiln kiln_static kiln_tool
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 	@case "$(PREFIX)" in /usr|/usr/local) \
 	  if [ "$$(id -u)" = 0 ]; then ldconfig; fi;; esac

@@ -115,6 +115,22 @@ Test(dynamo_logging, dynamo_info) {
   kn_test_logging_twice(s, 1, info_body, NULL);
 }
 
+/* The progress lines speak kiln's words: no Python bytecode or module names. */
+static void debug_body(const kn_test_records *r, void *ud) {
+  (void)ud;
+  kn_reset();
+  run_example(example_fn, "example_fn", false);
+  cr_expect(kn_test_get_record(r, "dynamo start compiling example_fn "));
+  for (size_t i = 0; i < r->n; i++)
+    cr_expect(!strstr(r->v[i].message, "torchdynamo") && !strstr(r->v[i].message, "RETURN_VALUE"),
+              "%s", r->v[i].message);
+}
+
+Test(dynamo_logging, dynamo_debug_words) {
+  kn_log_setting s[] = {KN_LOG_LEVEL("dynamo", KN_DEBUG)};
+  kn_test_logging_twice(s, 1, debug_body, NULL);
+}
+
 static void graph_body(const kn_test_records *r, void *ud) {
   (void)ud;
   kn_reset();

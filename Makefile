@@ -1,11 +1,14 @@
 # kiln: user-facing targets. Each installs the Debian packages it needs first
 # (as root, non-interactive) when they are missing, then drives CMake.
-#   make demo    build and run the main demo
-#   make test    build and run the whole suite, then again under ASan+UBSan
-#   make bench   build and run the benchmarks
+#   make demo      build and run the main demo
+#   make examples  build every program of examples/
+#   make install   build and install kiln under PREFIX (default /usr/local)
+#   make test      build and run the whole suite, then again under ASan+UBSan
+#   make bench     build and run the benchmarks
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD_DIR ?= build
+PREFIX ?= /usr/local
 ASAN_DIR ?= build-asan
 
 # libgomp's idle threads spin after each parallel region and then compete
@@ -17,7 +20,8 @@ export OMP_WAIT_POLICY
 BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libjansson-dev libmd-dev libdw1
 TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev
 
-.PHONY: demo test bench deps-build deps-test configure build test-plain test-asan
+.PHONY: demo examples install configure-release test bench deps-build deps-test configure build \
+  test-plain test-asan
 
 deps-build:
 	@./scripts/install-deps.sh $(BUILD_PKGS)
@@ -25,13 +29,38 @@ deps-build:
 deps-test:
 	@./scripts/install-deps.sh $(TEST_PKGS)
 
-demo: deps-build
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DKN_BUILD_TESTS=OFF > /dev/null
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target example_mlp_train kiln_tool > /dev/null
+# cmake --build as a top-level make (no "Entering directory" noise between
+# the progress lines).
+CMAKE_BUILD := env -u MAKELEVEL -u MAKEFLAGS cmake --build
+
+# The release build tree shared by demo, examples and install.
+configure-release:
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DKN_BUILD_TESTS=OFF \
+	  -DKN_BUILD_EXAMPLES=ON -DKN_BUILD_TOOLS=ON > /dev/null
+
+demo: deps-build configure-release
+	@echo "== building kiln, the demo and the kiln command in $(BUILD_DIR)/ (about a minute on 2 cores)"
+	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target example_mlp_train kiln_tool
 	@rm -rf $(BUILD_DIR)/demo_trace
+	@echo "== running the demo"
 	$(BUILD_DIR)/examples/mlp_train $(BUILD_DIR)/demo_trace
-	$(BUILD_DIR)/tools/kiln report --overwrite --no-browser -o $(BUILD_DIR)/demo_report $(BUILD_DIR)/demo_trace
-	@echo "open $(BUILD_DIR)/demo_report/index.html in a browser to read the report"
+	@echo "== writing the HTML report"
+	$(BUILD_DIR)/tools/kiln report --overwrite -o $(BUILD_DIR)/demo_trace_report $(BUILD_DIR)/demo_trace
+	@echo "open $(BUILD_DIR)/demo_trace_report/index.html in a browser to read the report"
+
+examples: deps-build configure-release
+	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target examples
+	@echo "examples built in $(BUILD_DIR)/examples/:" $$(cd examples && ls *.c | sed 's/\.c$$//')
+
+# Installs the library (shared and static), the headers, the kiln command,
+# kiln.pc and the CMake package under PREFIX; refreshes the loader cache
+# when PREFIX is a system prefix and we may.
+install: deps-build configure-release
+	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target kiln kiln_static kiln_tool
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+	@case "$(PREFIX)" in /usr|/usr/local) \
+	  if [ "$$(id -u)" = 0 ]; then ldconfig; fi;; esac
+	@echo "installed: $(PREFIX)/bin/kiln, $(PREFIX)/include/kiln/, libkiln.so and libkiln.a in $(PREFIX)/$$(grep -m1 '^CMAKE_INSTALL_LIBDIR' $(BUILD_DIR)/CMakeCache.txt | cut -d= -f2)/"
 
 test: deps-test
 	$(MAKE) --no-print-directory test-plain test-asan

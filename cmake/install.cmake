@@ -17,6 +17,8 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/kilnConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/kilnConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
 # kiln.pc finds its prefix relative to itself, so an installed tree can move.
+# Its Libs carry an rpath to that libdir, so a program linked with
+# `pkg-config --libs kiln` finds libkiln.so at run time from any prefix.
 file(RELATIVE_PATH KN_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file(cmake/kiln.pc.in ${CMAKE_CURRENT_BINARY_DIR}/kiln.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/kiln.pc

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define NPOINTS 256
 #define HIDDEN 32
@@ -102,6 +103,27 @@ static kn_status make_data(kn_generator *gen, kn_tensor **x, kn_tensor **y) {
   return *x && *y ? KN_OK : kn_last_status();
 }
 
+/* The kiln command: tools/kiln of the build tree this program was built in
+** (it sits in <build>/examples/), else `kiln` from PATH (installed). */
+static void kiln_command(const char *argv0, char *buf, size_t n) {
+  const char *slash = strrchr(argv0, '/');
+  snprintf(buf, n, "kiln");
+  if (!slash) return;
+  char cand[4200];
+  snprintf(cand, sizeof cand, "%.*s/../tools/kiln", (int)(slash - argv0), argv0);
+  FILE *f = fopen(cand, "rb");
+  if (!f) return;
+  fclose(f);
+  /* print it the short way: <build>/tools/kiln when argv0 is <build>/examples/x */
+  const char *dir_end = slash;
+  const char *parent = dir_end;
+  while (parent > argv0 && parent[-1] != '/') parent--;
+  if (!strncmp(parent, "examples", (size_t)(dir_end - parent)) && dir_end - parent == 8)
+    snprintf(buf, n, "%.*stools/kiln", (int)(parent - argv0), argv0);
+  else
+    snprintf(buf, n, "%s", cand);
+}
+
 int main(int argc, char **argv) {
   const char *trace_dir = argc > 1 ? argv[1] : "kiln_trace_demo";
   kn_generator *gen = kn_generator_new(1234);
@@ -149,7 +171,9 @@ int main(int argc, char **argv) {
          STEPS + 1, counter.frame_count, counter.op_count);
   char *path = kn_trace_file_path();
   printf("structured trace: %s\n", path ? path : "(none)");
-  printf("HTML report: kiln report %s\n", trace_dir);
+  char kiln[4200];
+  kiln_command(argv[0], kiln, sizeof kiln);
+  printf("HTML report: %s report --overwrite -o %s_report %s\n", kiln, trace_dir, trace_dir);
   free(path);
   rc = last < first ? 0 : 1;
 done:

@@ -321,3 +321,24 @@ Test(breaks, guards_of_later_branch_are_checked) {
   kn_scope_end();
   kn_compiled_free(f);
 }
+
+static void item_break_body(const kn_test_records *r, void *ud) {
+  (void)ud;
+  kn_reset();
+  kn_compiled *f = KN_COMPILE(item_fn, NULL);
+  kn_scope_begin();
+  cr_assert(kn_call_t(f, kn_ones(KN_SHAPE(2), KN_FLOAT32)), "%s", kn_last_error());
+  kn_scope_end();
+  kn_compiled_free(f);
+  cr_assert_eq(r->n, 1);
+  /* the reason names the C function, not a Python method or config flag */
+  cr_expect(strstr(r->v[0].message, "Graph Break Reason: Call to `kn_item()`\n"
+                                    "  Explanation: kn_item() reads a tensor's data, which a "
+                                    "traced graph does not have.\n"),
+            "%s", r->v[0].message);
+}
+
+Test(breaks, item_reason_names_the_c_function) {
+  kn_log_setting s[] = {KN_LOG_FLAG("graph_breaks", 1)};
+  kn_test_logging_twice(s, 1, item_break_body, NULL);
+}

@@ -104,8 +104,8 @@ static void info_body(const kn_test_records *r, void *ud) {
   kn_reset();
   run_example(example_fn, "example_fn", false);
   cr_expect(r->n >= 2 && r->n <= 10, "%zu records", r->n);
-  cr_expect(kn_test_get_record(r, "Step 1: torchdynamo start tracing example_fn"));
-  cr_expect(kn_test_get_record(r, "Step 1: torchdynamo done tracing example_fn (RETURN_VALUE)"));
+  cr_expect(kn_test_get_record(r, "Step 1: dynamo start tracing example_fn "));
+  cr_expect(kn_test_get_record(r, "Step 1: dynamo done tracing example_fn (return)"));
   cr_expect(kn_test_get_record(r, "Step 2: calling compiler function eager"));
   cr_expect(kn_test_get_record(r, "Step 2: done compiler function eager"));
 }
@@ -113,6 +113,22 @@ static void info_body(const kn_test_records *r, void *ud) {
 Test(dynamo_logging, dynamo_info) {
   kn_log_setting s[] = {KN_LOG_LEVEL("dynamo", KN_INFO)};
   kn_test_logging_twice(s, 1, info_body, NULL);
+}
+
+/* The progress lines speak kiln's words: no Python bytecode or module names. */
+static void debug_body(const kn_test_records *r, void *ud) {
+  (void)ud;
+  kn_reset();
+  run_example(example_fn, "example_fn", false);
+  cr_expect(kn_test_get_record(r, "dynamo start compiling example_fn "));
+  for (size_t i = 0; i < r->n; i++)
+    cr_expect(!strstr(r->v[i].message, "torchdynamo") && !strstr(r->v[i].message, "RETURN_VALUE"),
+              "%s", r->v[i].message);
+}
+
+Test(dynamo_logging, dynamo_debug_words) {
+  kn_log_setting s[] = {KN_LOG_LEVEL("dynamo", KN_DEBUG)};
+  kn_test_logging_twice(s, 1, debug_body, NULL);
 }
 
 static void graph_body(const kn_test_records *r, void *ud) {

@@ -64,6 +64,8 @@ static void cache_fail_test(kn_tensor *cached, kn_tensor *missed, const char *ex
   cr_expect_eq(warnings, 1);
   cr_assert(w);
   cr_expect(!strncmp(w->message, "kiln.dynamo hit config.cache_size_limit (1)", 43), "%s", w->message);
+  cr_expect(strstr(w->message, "\nTo diagnose recompilation issues, see docs/DYNAMO.md, "
+                               "\"Cache, recompiles and the limit\"."), "%s", w->message);
   cr_expect(strstr(w->message, expected) != NULL, "expected \"%s\" in \"%s\"", expected, w->message);
   kn_test_records_free(&r);
   kn_scope_end();

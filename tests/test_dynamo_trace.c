@@ -170,9 +170,14 @@ Test(dynamo_trace, dynamo_error) {
       "{\"compilation_metrics\": \"METRICS\", " CTX(0, 0, 0) "}\n");
   char *m = kn_test_dyn_metadata("compilation_metrics", 0);
   cr_assert(m);
-  cr_expect(strstr(m, "\"fail_type\":\"TorchRuntimeError\""), "%s", m);
+  cr_expect(strstr(m, "\"fail_type\":\"shape_error\""), "%s", m);
   cr_expect(strstr(m, "\"fail_reason\":\"Failed running call_function kiln.ops.add(*(FakeTensor(..., size=(1000, 1000)"), "%s", m);
   cr_expect(strstr(m, "\"co_name\":\"dynamo_error_fn\""), "%s", m);
+  char *err = kn_test_dyn_payload("dynamo_error", 0);
+  cr_expect(err && !strncmp(err, "Traceback (most recent call last):\n"
+                                 "kiln.shape_error: Failed running call_function kiln.ops.add(", 95),
+            "%s", err ? err : "(none)");
+  free(err);
   cr_expect(strstr(m, "\"graph_op_count\":null") || strstr(m, "\"graph_op_count\":0"), "%s", m);
   free(m);
   kn_compiled_free(f);

@@ -26,12 +26,12 @@ Test(graph_print, example_fn_code) {
       "        \n"
       "         # File: " GRAPH_SRC ":3 in example_fn, code: kn_tensor *output = kn_mul(a, "
       "kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));\n"
-      "        ones: " F32 " = kiln.ops.full([1000, 1000], 1, dtype = torch.float32)\n"
+      "        ones: " F32 " = kiln.ops.full([1000, 1000], 1, dtype = kiln.float32)\n"
       "        output: " F32 " = kiln.ops.mul(l_a_, ones);  l_a_ = ones = None\n"
       "        \n"
       "         # File: " GRAPH_SRC ":4 in example_fn, code: output = kn_add(output, "
       "kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));\n"
-      "        ones_1: " F32 " = kiln.ops.full([1000, 1000], 1, dtype = torch.float32)\n"
+      "        ones_1: " F32 " = kiln.ops.full([1000, 1000], 1, dtype = kiln.float32)\n"
       "        output_1: " F32 " = kiln.ops.add(output, ones_1);  output = ones_1 = None\n"
       "        return (output_1,)\n"
       "        ";
@@ -58,11 +58,11 @@ Test(graph_print, example_fn_tabular) {
   char *t = kn__graph_tabular(g);
   const char *expect =
       "opcode         name      target         args               kwargs\n"
-      "-------------  --------  -------------  -----------------  ------------------------\n"
+      "-------------  --------  -------------  -----------------  -----------------------\n"
       "placeholder    l_a_      L_a_           ()                 {}\n"
-      "call_function  ones      kiln.ops.full  ([1000, 1000], 1)  {'dtype': torch.float32}\n"
+      "call_function  ones      kiln.ops.full  ([1000, 1000], 1)  {'dtype': kiln.float32}\n"
       "call_function  output    kiln.ops.mul   (l_a_, ones)       {}\n"
-      "call_function  ones_1    kiln.ops.full  ([1000, 1000], 1)  {'dtype': torch.float32}\n"
+      "call_function  ones_1    kiln.ops.full  ([1000, 1000], 1)  {'dtype': kiln.float32}\n"
       "call_function  output_1  kiln.ops.add   (output, ones_1)   {}\n"
       "output         output_2  output         ((output_1,),)     {}";
   cr_assert_str_eq(t, expect);

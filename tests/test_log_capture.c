@@ -92,7 +92,7 @@ Test(log_capture, component_levels) {
   /* INFO: step 1, create_symbol, step 2; the warning. */
   RUN(4, NULL, KN_LOG_LEVEL("dynamo", KN_INFO));
   /* DEBUG adds 3 trace lines and the 12 default-on artifacts under dynamo. */
-  RUN(19, NULL, KN_LOG_LEVEL("dynamo", KN_DEBUG));
+  RUN(18, NULL, KN_LOG_LEVEL("dynamo", KN_DEBUG));
   RUN(3, NULL, KN_LOG_LEVEL("aot", KN_INFO));
   /* aot DEBUG: 3 lines, aot_graphs (3) and aot_joint_graph, the warning. */
   RUN(8, NULL, KN_LOG_LEVEL("aot", KN_DEBUG));
@@ -135,7 +135,7 @@ Test(log_capture, default_logging_preset) {
 static void custom_format(const kn_test_records *r, void *ud) {
   (void)ud;
   KN_LOG(KN_LOG_DYNAMO, KN_INFO, "test dynamo");
-  KN_LOG_ARTIFACT_AT(KN_ART_CUSTOM_FORMAT_TEST_ARTIFACT, KN_INFO, "custom format");
+  KN_LOG_TO(kn_test_custom_artifact(), KN_INFO, "custom format");
   cr_assert_eq(r->n, 2);
   cr_assert(strchr(r->v[0].formatted, 'I'));
   cr_assert_str_eq(r->v[1].formatted, "custom format");

@@ -125,6 +125,7 @@ static kn_test_records got;
 
 static void capture(void) {
   utc();
+  (void)kn_test_custom_artifact();
   kn_set_logs_str("+dynamo,recompiles,custom_format_test_artifact");
   got = (kn_test_records){0};
   kn_test_capture_begin(&got);
@@ -200,7 +201,7 @@ Test(log_emit, multiline_every_line_has_level_letter, .init = capture, .fini = r
 
 Test(log_emit, custom_format_artifact_and_exc_stack, .init = capture, .fini = release) {
   KN_LOG(KN_LOG_DYNAMO, KN_INFO, "test dynamo");
-  KN_LOG_ARTIFACT_AT(KN_ART_CUSTOM_FORMAT_TEST_ARTIFACT, KN_INFO, "custom format");
+  KN_LOG_TO(kn_test_custom_artifact(), KN_INFO, "custom format");
   kn__error(KN_ESHAPE, "expected 3, found 4");
   kn__error_context("while tracing %s", "fn");
   KN_LOG_EXC(KN_LOG_DYNAMO, KN_ERROR, "test dynamo");

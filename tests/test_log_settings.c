@@ -28,7 +28,7 @@ static int level_of(int id) {
 
 #define VALID_LIST                                                                    \
   "all, aot, aot_graphs, aot_joint_graph, autograd, bytecode, c10d, compiled_autograd, " \
-  "compiled_autograd_verbose, custom_format_test_artifact, ddp, ddp_graphs, "          \
+  "compiled_autograd_verbose, ddp, ddp_graphs, "                                        \
   "distributed, dynamic, dynamo, export, fsdp, fusion, graph, graph_breaks, "          \
   "graph_code, graph_sizes, guards, inductor, kernel_code, kiln, output_code, "        \
   "overlap, perf_hints, post_grad_graphs, pp, recompiles, recompiles_verbose, "        \
@@ -107,7 +107,7 @@ Test(log_settings, debug_component_shows_only_default_on_artifacts) {
   const int on[] = {KN_ART_GUARDS, KN_ART_GRAPH, KN_ART_GRAPH_CODE, KN_ART_GRAPH_SIZES,
                     KN_ART_TRACE_SOURCE, KN_ART_TRACE_CALL, KN_ART_TRACE_BYTECODE,
                     KN_ART_RECOMPILES, KN_ART_GRAPH_BREAKS, KN_ART_DDP_GRAPHS,
-                    KN_ART_COMPILED_AUTOGRAD, KN_ART_CUSTOM_FORMAT_TEST_ARTIFACT};
+                    KN_ART_COMPILED_AUTOGRAD};
   const int off[] = {KN_ART_BYTECODE, KN_ART_VERBOSE_GUARDS, KN_ART_RECOMPILES_VERBOSE,
                      KN_ART_COMPILED_AUTOGRAD_VERBOSE, KN_ART_SYM_NODE, KN_ART_OUTPUT_CODE,
                      KN_ART_AOT_GRAPHS, KN_ART_POST_GRAD_GRAPHS, KN_ART_SCHEDULE};
@@ -232,8 +232,8 @@ Test(log_settings, env_help_prints_help_and_keeps_defaults) {
   free(help);
   err = kn_test_capture_stderr(reset_env, (void *)"+help");
   cr_assert(strstr(err, "\nAll registered names\n  all\n"));
-  cr_assert(strstr(err, "\n  bytecode                      \tPrints the original"));
-  cr_assert(strstr(err, "\n  perf_hints                    \t\n"));
+  cr_assert(strstr(err, "\n  bytecode                      \t(not built yet) Prints the original"));
+  cr_assert(strstr(err, "\n  perf_hints                    \t(not built yet)\n"));
   free(err);
 }
 
@@ -369,4 +369,43 @@ Test(kiln_logs_tool, prints_the_help_and_registry) {
   cr_assert_str_eq(out, help);
   cr_assert(strstr(out, "\nAll registered names\n"));
   free(out), free(help);
+}
+
+/* ---- unknown names get the nearest valid name ------------------------------- */
+
+Test(log_settings, unknown_name_suggests_the_nearest) {
+  cr_assert_eq(kn_set_logs_str("guards,graph_cod"), KN_EINVAL);
+  cr_assert(strstr(kn_last_error(), "try KILN_LOGS=\"help\"\n"
+                                    "Unknown name \"graph_cod\"; did you mean \"graph_code\"?\n"
+                                    "Valid settings:\n"),
+            "%s", kn_last_error());
+  cr_assert_eq(kn_set_logs_str("+dynamoo"), KN_EINVAL);
+  cr_assert(strstr(kn_last_error(), "did you mean \"dynamo\"?"), "%s", kn_last_error());
+  cr_assert_eq(kn_set_logs_str("kiln.dynamo.gaurds"), KN_EINVAL);
+  cr_assert(strstr(kn_last_error(), "did you mean \"kiln.dynamo.guards\"?"), "%s", kn_last_error());
+  kn_log_setting s[] = {KN_LOG_LEVEL("dynamp", KN_INFO)};
+  cr_assert_eq(kn_set_logs(s, 1), KN_EINVAL);
+  cr_assert_str_eq(kn_last_error(), "Unrecognized log or artifact name passed to set_logs: "
+                                    "dynamp (did you mean \"dynamo\"?)");
+  /* nothing close: no suggestion */
+  cr_assert_eq(kn_set_logs_str("zzzzzz"), KN_EINVAL);
+  cr_assert_null(strstr(kn_last_error(), "did you mean"), "%s", kn_last_error());
+}
+
+Test(log_settings, env_unknown_name_suggests_the_nearest) {
+  char *err = kn_test_capture_stderr(reset_env, (void *)"recompile");
+  cr_assert(strstr(err, "Unknown name \"recompile\"; did you mean \"recompiles\"?\n"), "%s", err);
+  free(err);
+}
+
+/* `kiln logs` lists what kiln emits: no test artifacts; artifacts of layers
+** that are not built yet are marked. */
+Test(kiln_logs_tool, lists_only_what_kiln_emits) {
+  char *out = run_tool("logs --all");
+  cr_assert_null(strstr(out, "custom_format_test_artifact"));
+  cr_assert(strstr(out, "\n  aot_graphs                    \t(not built yet) Prints the forward"),
+            "%s", out);
+  cr_assert(strstr(out, "\n  output_code                   \t(not built yet) "), "%s", out);
+  cr_assert(strstr(out, "\n  graph_code                    \tLike `graph`"), "%s", out);
+  free(out);
 }

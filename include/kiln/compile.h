@@ -223,6 +223,60 @@ KN_API kn_status kn_print(kn_tensor *t);
 ** kn_last_error on a break or an error. */
 KN_API kn_graph_module *kn_export(kn_compiled *f, const kn_value *args, int nargs);
 
+/* ---- explain ------------------------------------------------------------------- */
+/* What kn_compile makes of fn on these arguments, as torch._dynamo.explain:
+** the graphs (with their ops), the graph breaks (reason and user location)
+** and the guards. The function is traced as a first call would trace it,
+** into a private cache entry that is then discarded: f's cache entries,
+** compile counters and automatic-dynamic state are not touched, and its
+** backend is not called (the graphs run on the eager backend, since graph
+** breaks need the real values). The trace is logged and written to the
+** structured trace like any compile. Everything below is owned by the
+** kn_explanation (kn_explanation_free). */
+typedef struct kn_explain_frame {
+  char *file;             /* NULL when unknown (no debug info) */
+  int line;
+  char *func;
+  char *code;             /* the source line, trimmed; NULL when unreadable */
+} kn_explain_frame;
+
+typedef struct kn_explain_break {
+  char *reason;           /* "Data-dependent branching", "Call to `kn_graph_break()`" */
+  int nstack;             /* user stack, outermost first: the break is at stack[nstack - 1] */
+  kn_explain_frame *stack;
+} kn_explain_break;
+
+typedef struct kn_explain_graph {
+  char *compile_id;       /* "0/0", "1/0": the frame and compile of the graph */
+  int op_count;           /* call nodes (as kn_compile_counter counts them) */
+  char **ops;             /* [op_count] their targets: "kiln.ops.mul" */
+  char *code;             /* the graph as code (the graph_code form) */
+} kn_explain_graph;
+
+typedef struct kn_explanation {
+  int graph_count;        /* graphs with ops, i.e. handed to a backend */
+  int graph_break_count;
+  int op_count;           /* over every graph */
+  kn_explain_graph *graphs;  /* [graph_count] in execution order */
+  kn_explain_break *breaks;  /* [graph_break_count] in execution order */
+  int nguards;
+  char **guards;          /* "TENSOR_MATCH: check_tensor(L['a'], ...)", "SHAPE_ENV: ..." */
+} kn_explanation;
+
+/* Explain f on args (borrowed). Owned result: kn_explanation_free. NULL with
+** kn_last_error() when the trace fails (the error a call would report), on
+** bad arguments, or when called while a compiled function is being traced. */
+KN_API kn_explanation *kn_explain(kn_compiled *f, const kn_value *args, int nargs);
+/* The tensor form: kn_explain_t(f, x, y). */
+KN_API kn_explanation *kn_explain_tensors(kn_compiled *f, kn_tensor *const *args, int nargs);
+#define kn_explain_t(f, ...)                                                   \
+  kn_explain_tensors((f), (kn_tensor *const[]){__VA_ARGS__},                   \
+                     (int)(sizeof((kn_tensor *[]){__VA_ARGS__}) / sizeof(kn_tensor *)))
+/* The explanation as text ("Graph Count: 1\nGraph Break Count: 0\n..."), as
+** explain()'s str() prints it. Owned: free(). NULL on out of memory. */
+KN_API char *kn_explanation_str(const kn_explanation *e);
+KN_API void kn_explanation_free(kn_explanation *e);
+
 #ifdef __cplusplus
 }
 #endif

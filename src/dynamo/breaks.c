@@ -101,7 +101,7 @@ static kn__frame *resume_frame(kn__trace *tr, const kn__srcframe *at) {
 /* ---- breaks ---------------------------------------------------------------------------- */
 static const char *brk_type(kn__brk k) {
   switch (k) {
-  case KN__BRK_ITEM: return "Unsupported Tensor.item() call with capture_scalar_outputs=False";
+  case KN__BRK_ITEM: return "Call to `kn_item()`";
   case KN__BRK_BOOL: return "Data-dependent branching";
   case KN__BRK_EXPLICIT: return "Call to `kn_graph_break()`";
   case KN__BRK_PRINT: return "Call to `kn_print()`";
@@ -275,6 +275,7 @@ static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, ddcall *dd, do
       kn__trace_log_call(tr, nm, &fr[n - 1], n - 1, api);
     }
     report_break(tr, k, dd ? dd->c->op : NULL, fr, n);
+    kn__explain_note_break(brk_type(k), dd ? dd->c->op->name : NULL, fr, n);
     kn__fc_restart(&s->fc, brk_type(k));
     redescribe(tr);
   }
@@ -467,10 +468,10 @@ static kn_status fail(kn__trace *tr) {
   const char *msg = tr->err_msg ? tr->err_msg : kn_last_error();
   char *copy = strdup(msg ? msg : "unknown error");
   kn__tseg *s = &tr->segs[tr->nseg - 1];
-  const char *ftype = st == KN_EUNSUPPORTED ? "Unsupported" : "TorchRuntimeError";
+  const char *ftype = kn_status_name(st); /* kiln's status name: "shape_error" */
   if (!s->quiet && kn__trace_enabled()) {
     kn__sb sb = KN__SB_INIT;
-    kn__sb_printf(&sb, "Traceback (most recent call last):\nkiln.dynamo.exc.%s: %s\n", ftype,
+    kn__sb_printf(&sb, "Traceback (most recent call last):\nkiln.%s: %s\n", ftype,
                   copy ? copy : "");
     (void)kn__trace_artifact("dynamo_error", "string", kn__sb_cstr(&sb), SIZE_MAX, NULL);
     kn__sb_fini(&sb);

@@ -21,7 +21,7 @@
 #include "tensor/tensor.h"
 #include "trace/trace.h"
 
-#define URL "https://pytorch.org/docs/main/torch.compiler_troubleshooting.html"
+#define URL "docs/DYNAMO.md, \"Cache, recompiles and the limit\""
 
 /* ---- process-wide state (reset by kn_reset) --------------------------------------- */
 static pthread_mutex_t glock = PTHREAD_MUTEX_INITIALIZER;

@@ -12,6 +12,7 @@
 **   frame.c     per-frame compile records (dynamo_start ... compilation_metrics)
 **   compile.c   kn_compile, kn_call, the cache, recompiles, limits, kn_reset
 **   backends.c  "eager", user backends, the compile counter
+**   explain.c   kn_explain: one trace into a private copy, read back
 **
 ** A compiled function owns a list of cache entries (most recently used
 ** first). An entry = guards + a tree of segments: a segment is one graph
@@ -313,5 +314,9 @@ kn_status kn__eager_compile(kn_graph_module *gm, kn_compiled_graph *out);
 ** time a (file, line) is seen. */
 bool kn__graph_break_first_at(const char *file, int line);
 void kn__dynamo_reset_globals(void);
+/* kn_explain's collector (explain.c): a graph break seen by the trace of
+** this thread (reason, user stack outermost first); a no-op unless
+** kn_explain is tracing on this thread. */
+void kn__explain_note_break(const char *reason, const char *op, const kn__srcframe *fr, int n);
 
 #endif

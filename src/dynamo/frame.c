@@ -48,9 +48,9 @@ void kn__fc_begin(kn__fc *c, kn__frame *fr, const char *reasons_json, bool quiet
     (void)kn__trace_chromium_event("dynamo", 'B', -1, NULL, NULL);
     (void)kn__trace_chromium_event("entire_frame_compile", 'B', -1, NULL, NULL);
   }
-  KN_LOG(KN_LOG_DYNAMO, KN_INFO, "Step 1: torchdynamo start tracing %s %s:%d", fr->name,
+  KN_LOG(KN_LOG_DYNAMO, KN_INFO, "Step 1: dynamo start tracing %s %s:%d", fr->name,
          fr->file ? fr->file : "<unknown>", fr->line);
-  KN_LOG(KN_LOG_DYNAMO, KN_DEBUG, "torchdynamo start compiling %s %s:%d", fr->name,
+  KN_LOG(KN_LOG_DYNAMO, KN_DEBUG, "dynamo start compiling %s %s:%d", fr->name,
          fr->file ? fr->file : "<unknown>", fr->line);
 }
 
@@ -66,7 +66,7 @@ void kn__fc_graph(kn__fc *c, const kn__graph *g) {
   c->graph_nodes = kn__graph_num_nodes(g);
   c->graph_inputs = kn__graph_num_inputs(g);
   if (c->quiet) return;
-  KN_LOG(KN_LOG_DYNAMO, KN_INFO, "Step 1: torchdynamo done tracing %s (RETURN_VALUE)",
+  KN_LOG(KN_LOG_DYNAMO, KN_INFO, "Step 1: dynamo done tracing %s (return)",
          c->frame->name);
   if (c->graph_ops == 0) return; /* an empty graph is not compiled */
   char title[64];

@@ -45,14 +45,14 @@ bool kn__gnames_reserved(const char *name);
 
 /* Python repr of a double ("1.0", "0.1", "1e-05", "inf", "nan"). */
 void kn__py_float(kn__sb *sb, double v);
-/* "torch.float32" */
+/* "kiln.float32" (the dtype in graph code) */
 void kn__py_dtype(kn__sb *sb, kn_dtype dt);
 /* A kn_sym as Python shows it ("1000", "s0", "s0*s1"). */
 void kn__py_sym(kn__sb *sb, kn_sym s);
 
 /* Python repr of a call argument: node names for values ("add",
 ** "split[1]" for an output without a getitem node), "[a, b]", "[1000, s0]",
-** "None", "True", "torch.float32". */
+** "None", "True", "kiln.float32". */
 void kn__gfmt_arg(kn__sb *sb, const kn__garg *a);
 /* Argument names of an op's schema, whether each is keyword-only (after
 ** "*"), and its default value text ("1", "None", "False"; NULL when none).

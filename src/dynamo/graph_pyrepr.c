@@ -53,7 +53,7 @@ void kn__py_float(kn__sb *sb, double v) {
   }
 }
 
-void kn__py_dtype(kn__sb *sb, kn_dtype dt) { kn__sb_printf(sb, "torch.%s", kn_dtype_name(dt)); }
+void kn__py_dtype(kn__sb *sb, kn_dtype dt) { kn__sb_printf(sb, "kiln.%s", kn_dtype_name(dt)); }
 
 void kn__py_sym(kn__sb *sb, kn_sym s) {
   if (kn__sym_is_const(s)) {

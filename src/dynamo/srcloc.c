@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@
 #include <unistd.h>
 
 #include "core/hashmap.h"
+#include "logging/log.h"
+#include "trace/trace.h"
 
 /* ---- libdwfl, declared by hand ------------------------------------------ */
 typedef struct Dwfl Dwfl;
@@ -151,6 +154,33 @@ static bool in_kiln_tree(const char *file) {
   return root > 0 && !strncmp(file, self, root) && !strncmp(file + root, "src/", 4);
 }
 
+/* Say once per process how to get source lines when none can be found: a
+** WARNING when something shows source lines (a structured trace, or the
+** graph_code / trace_source / trace_call / graph_breaks logs), else INFO. */
+static atomic_bool told_no_debug;
+
+static int notice_level(void) {
+  bool shown = kn__trace_enabled() || KN_ARTIFACT_ENABLED(KN_ART_GRAPH_CODE) ||
+               KN_ARTIFACT_ENABLED(KN_ART_TRACE_SOURCE) || KN_ARTIFACT_ENABLED(KN_ART_TRACE_CALL) ||
+               KN_ARTIFACT_ENABLED(KN_ART_GRAPH_BREAKS);
+  return shown ? KN_WARNING : KN_INFO;
+}
+
+static void tell_no_debug_info(const char *func) {
+  if (atomic_exchange(&told_no_debug, true)) return;
+  int level = notice_level();
+  if (!dw.ok)
+    KN_LOG(KN_LOG_DYNAMO, level,
+           "kiln could not load libdw.so.1 (elfutils), so graph code and logs have no source "
+           "lines. Install it (Debian: libdw1) to get `# File:` comments and trace_source lines.");
+  else
+    KN_LOG(KN_LOG_DYNAMO, level,
+           "no debug info for the compiled function %s, so graph code and logs have no source "
+           "lines. Compile the code you pass to kn_compile with -g (and "
+           "-fno-optimize-sibling-calls for exact lines); see docs/DYNAMO.md, \"Tracing\".",
+           func ? func : "?");
+}
+
 static bool is_kiln_frame(const kn__srcframe *f) {
   return (f->func && !strncmp(f->func, "kn_", 3)) || in_kiln_tree(f->file);
 }
@@ -169,19 +199,28 @@ int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcfram
   kn__srcframe tmp[KN__SRC_MAX_FRAMES];
   int nt = 0;
   bool seen_kiln = false; /* frames before kiln's own (sanitizer interceptors) are skipped */
+  /* a frame outside kiln (above the last kiln frame: the user's) without a file */
+  const char *nodebug = NULL;
   for (int i = 0; i < top && nt < KN__SRC_MAX_FRAMES; i++) {
     kn__srcframe f = kn__srcloc_symbolize(addrs[i]);
+    if (!f.func && !dw.ok) nodebug = "?";
     if (!f.func) continue;
     bool kiln = is_kiln_frame(&f);
     if (!seen_kiln && !kiln) continue;
     seen_kiln = true;
     if (kiln) {
+      nodebug = NULL; /* kiln's own static helpers lack files in release builds */
       if (nt == 0) last_kiln = f.func;
       continue;
     }
-    if (!f.file) continue; /* no debug info: kiln's static helpers or unlocatable code */
+    if (!f.file) { /* no debug info: kiln's static helpers or unlocatable code */
+      nodebug = f.func;
+      continue;
+    }
     tmp[nt++] = f;
   }
+  /* no user frame has a location: the user's code lacks debug info */
+  if (nt == 0 && nodebug) tell_no_debug_info(nodebug);
   if (api) *api = last_kiln;
   for (int i = nt - 1; i >= 0 && cnt < cap; i--) out[cnt++] = tmp[i];
   return cnt;
@@ -313,6 +352,7 @@ int kn__srcloc_def_line(const char *file, const char *name, int from) {
 }
 
 void kn__srcloc_reset(void) {
+  atomic_store(&told_no_debug, false);
   pthread_mutex_lock(&lock);
   if (caches_init) {
     const kn__hm_slot *sl;

@@ -51,7 +51,11 @@ const char *kn__srcloc_line(const char *file, int line);
 ** when none is found. Used for a function's first line. */
 int kn__srcloc_def_line(const char *file, const char *name, int from);
 
-/* Forget cached files (tests). */
+/* Forget cached files and whether the missing-debug-info notice was
+** logged (tests). When no frame of the user's code has a source location
+** (built without -g, or libdw missing), kn__srcloc_user_stack logs once, on
+** kiln.dynamo, how to get source lines: at WARNING when a structured trace
+** or a log that shows source lines is on, else at INFO. */
 void kn__srcloc_reset(void);
 
 #endif

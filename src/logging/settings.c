@@ -56,16 +56,67 @@ static void valid_names(kn__sb *sb) {
   }
 }
 
-static kn_status invalid_settings(const char *spec) {
+/* Edit distance (insertions, deletions, substitutions; case-insensitive),
+** capped: names longer than 63 characters are not compared. */
+static int edit_distance(const char *a, const char *b) {
+  size_t na = strlen(a), nb = strlen(b);
+  if (na > 63 || nb > 63) return 1 << 20;
+  int row[64];
+  for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= na; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= nb; j++) {
+      int up = row[j];
+      int sub = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+      int best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+      row[j] = sub < best ? sub : best;
+      diag = up;
+    }
+  }
+  return row[nb];
+}
+
+static void consider(const char *bad, const char *cand, const char **best, int *bestd) {
+  int d = edit_distance(bad, cand);
+  if (d < *bestd) {
+    *bestd = d;
+    *best = cand;
+  }
+}
+
+/* The valid name closest to `bad` ("all", components, artifacts, logger
+** names), or NULL when none is close (more than a third of its length,
+** at least one edit). */
+static const char *closest_name(const char *bad) {
+  if (!bad || !*bad) return NULL;
+  const char *best = NULL;
+  int bestd = 1 << 20;
+  consider(bad, "all", &best, &bestd);
+  for (int c = 0; c < kn__log_ncomponents(); c++)
+    consider(bad, kn__log_component_name(c), &best, &bestd);
+  for (int a = 0; a < kn__logs.nartifacts; a++)
+    consider(bad, kn__logs.artifacts[a].name, &best, &bestd);
+  for (int i = 0; i < kn__logs.nloggers; i++)
+    if (kn__logs.loggers[i].artifact < 0) consider(bad, kn__logs.loggers[i].name, &best, &bestd);
+  int limit = (int)strlen(bad) / 3;
+  return bestd <= (limit > 1 ? limit : 1) ? best : NULL;
+}
+
+/* bad: the first unknown name, or NULL (a syntax error). */
+static kn_status invalid_settings(const char *spec, const char *bad) {
   kn__sb sb = KN__SB_INIT;
   valid_names(&sb);
+  const char *near = closest_name(bad);
+  char hint[160] = "";
+  if (near) snprintf(hint, sizeof hint, "Unknown name \"%s\"; did you mean \"%s\"?\n", bad, near);
   kn_status s = kn__error(
       KN_EINVAL,
       "\nInvalid log settings: %s, must be a comma separated list of fully\n"
       "qualified module names, registered log names or registered artifact names.\n"
       "For more info on various settings, try KILN_LOGS=\"help\"\n"
-      "Valid settings:\n%s\n",
-      spec, kn__sb_failed(&sb) ? "(out of memory)" : kn__sb_cstr(&sb));
+      "%sValid settings:\n%s\n",
+      spec, hint, kn__sb_failed(&sb) ? "(out of memory)" : kn__sb_cstr(&sb));
   kn__sb_fini(&sb);
   return s;
 }
@@ -103,7 +154,7 @@ kn_status kn__log_parse(const char *spec, kn__log_state *st, int *help) {
   if (!strcmp(spec, "+help")) return (*help = 2), KN_OK;
   kn__log_state_default(st);
   if (!*spec) return KN_OK;
-  if (!valid_syntax(spec)) return invalid_settings(spec);
+  if (!valid_syntax(spec)) return invalid_settings(spec, NULL);
   char item[256];
   const char *p = spec;
   while (*p) {
@@ -118,7 +169,7 @@ kn_status kn__log_parse(const char *spec, kn__log_state *st, int *help) {
     item[n] = '\0';
     if (*p == ',') p++;
     while (isspace((unsigned char)*p)) p++;
-    if (too_long || !resolve(st, item, level)) return invalid_settings(spec);
+    if (too_long || !resolve(st, item, level)) return invalid_settings(spec, too_long ? NULL : item);
   }
   return KN_OK;
 }
@@ -188,8 +239,13 @@ static kn_status apply_one(kn__log_state *st, const kn_log_setting *s) {
   const char *alias = s->name && !strcmp(name, "all") ? "kiln" : name;
   int c = s->name ? kn__log_find_component(alias) : -1;
   int id = c < 0 && s->name ? kn__log_find(alias) : -1;
-  if (c < 0 && (id < 0 || kn__logs.loggers[id].artifact >= 0))
+  if (c < 0 && (id < 0 || kn__logs.loggers[id].artifact >= 0)) {
+    const char *near = s->name ? closest_name(name) : NULL;
+    if (near)
+      return kn__error(KN_EINVAL, "Unrecognized log or artifact name passed to set_logs: %s "
+                       "(did you mean \"%s\"?)", name, near);
     return kn__error(KN_EINVAL, "Unrecognized log or artifact name passed to set_logs: %s", name);
+  }
   if (!valid_level(s))
     return kn__error(KN_EINVAL,
                      "Unrecognized log level for log %s: %s, valid level values are: "
@@ -278,7 +334,11 @@ static void help_lines(kn__sb *sb, bool verbose) {
     const kn__artifact *art = &kn__logs.artifacts[a];
     if (!verbose && !(art->flags & KN_ARTIFACT_VISIBLE)) continue;
     kn__sb line = KN__SB_INIT;
-    kn__sb_printf(&line, "%-30s\t%s", art->name, art->desc);
+    if (art->flags & KN__ARTIFACT_NOT_BUILT)
+      kn__sb_printf(&line, "%-30s\t(not built yet)%s%s", art->name, *art->desc ? " " : "",
+                    art->desc);
+    else
+      kn__sb_printf(&line, "%-30s\t%s", art->name, art->desc);
     char *l = kn__sb_take(&line);
     if (l) lines[n++] = l;
     else sb->oom = true;

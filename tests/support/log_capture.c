@@ -151,3 +151,11 @@ char *kn_test_capture_stderr(void (*fn)(void *), void *ud) {
   unlink(path);
   return text;
 }
+
+kn_logger_id kn_test_custom_artifact(void) {
+  static kn_logger_id id = -1;
+  if (id < 0 && kn_log_register_artifact("custom_format_test_artifact", "kiln.dynamo",
+                                         "Testing only", KN_ARTIFACT_RAW, &id) != KN_OK)
+    id = -1;
+  return id;
+}

@@ -51,6 +51,9 @@ void kn_test_logging_twice(const kn_log_setting *s, size_t n, kn_test_body body,
 ** Owned by the caller. */
 char *kn_test_normalize(const char *text);
 
+/* The test-only artifact "custom_format_test_artifact" (owner kiln.dynamo,
+** printed as the bare message), registered on first use: its logger id. */
+kn_logger_id kn_test_custom_artifact(void);
 /* Run fn with fd 2 redirected to a temporary file; return what was written. */
 char *kn_test_capture_stderr(void (*fn)(void *), void *ud);
 

@@ -11,6 +11,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "kiln/ops_nn.h"
@@ -46,19 +47,9 @@ kn_status kn__nn_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
 }
 
 const char *kn__dnnl_isa_name(void) {
-  switch (dnnl_get_effective_cpu_isa()) {
-  case dnnl_cpu_isa_sse41: return "sse41";
-  case dnnl_cpu_isa_avx: return "avx";
-  case dnnl_cpu_isa_avx2: return "avx2";
-  case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-  case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
-  case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
-  case dnnl_cpu_isa_avx512_core: return "avx512_core";
-  case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-  case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-  case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-  default: return "baseline";
-  }
+  const char *s = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
+  if (!s) return "unknown";
+  return strncmp(s, "cpu_isa_", 8) == 0 ? s + 8 : s;
 }
 
 static pthread_once_t info_once = PTHREAD_ONCE_INIT;

@@ -9,8 +9,9 @@ BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
 
 # libgomp's idle threads spin after each parallel region and then compete
-# with OpenBLAS's own threads; passive waiting removes that contention
-# (measured ~3x on an alternating kernel/GEMM loop). Users may override it.
+# with OpenBLAS's own threads (float64 GEMM; oneDNN shares libgomp's pool);
+# passive waiting removes that contention (measured ~3x on an alternating
+# kernel/GEMM loop). Users may override it.
 OMP_WAIT_POLICY ?= passive
 export OMP_WAIT_POLICY
 

@@ -23,7 +23,9 @@ static const int64_t s2[2] = {2, 2}, p1[2] = {1, 1};
 static kn_tensor *f_mm(kn_tensor **x) { return kn_mm(x[0], x[1]); }
 static kn_tensor *f_mm_colmajor_b(kn_tensor **x) { return kn_mm(x[0], x[1]); }
 static kn_tensor *f_mm_colmajor_a(kn_tensor **x) { return kn_mm(x[0], x[1]); }
-static kn_tensor *f_addmm(kn_tensor **x) { return kn_addmm(x[0], x[1], x[2], kn_int(1), kn_int(1)); }
+static kn_tensor *f_addmm(kn_tensor **x) {
+  return kn_addmm(x[0], x[1], x[2], kn_int(1), kn_int(1));
+}
 static kn_tensor *f_addmm_scaled(kn_tensor **x) {
   return kn_addmm(x[0], x[1], x[2], kn_int(3), kn_int(2));
 }
@@ -63,7 +65,9 @@ static kn_tensor *f_layer_norm(kn_tensor **x) {
 static kn_tensor *f_batch_norm(kn_tensor **x) {
   return kn_batch_norm(x[0], NULL, NULL, x[1], x[2], true, 0.1, 1e-5);
 }
-static kn_tensor *f_max_pool2d(kn_tensor **x) { return kn_max_pool2d(x[0], s2, NULL, NULL, NULL, false); }
+static kn_tensor *f_max_pool2d(kn_tensor **x) {
+  return kn_max_pool2d(x[0], s2, NULL, NULL, NULL, false);
+}
 static kn_tensor *f_avg_pool2d(kn_tensor **x) {
   return kn_avg_pool2d(x[0], s2, NULL, NULL, false, true, 0);
 }
@@ -97,22 +101,55 @@ typedef struct lcase {
 
 static const lcase cases[] = {
     {"mm", f_mm, 2, {{2, {3, 4}, false, {4, 1}, {4, 1}}, {2, {4, 5}, false, {5, 1}, {5, 1}}}},
-    {"mm_colmajor_b", f_mm_colmajor_b, 2, {{2, {3, 4}, false, {4, 1}, {4, 1}}, {2, {4, 5}, true, {1, 4}, {1, 4}}}},
-    {"mm_colmajor_a", f_mm_colmajor_a, 2, {{2, {3, 4}, true, {1, 3}, {1, 3}}, {2, {4, 5}, false, {5, 1}, {5, 1}}}},
-    {"addmm", f_addmm, 3, {{1, {5}, false, {1}, {1}}, {2, {3, 4}, false, {4, 1}, {4, 1}}, {2, {4, 5}, false, {5, 1}, {5, 1}}}},
-    {"addmm_scaled", f_addmm_scaled, 3, {{2, {3, 5}, false, {5, 1}, {5, 1}}, {2, {3, 4}, false, {4, 1}, {4, 1}}, {2, {4, 5}, false, {5, 1}, {5, 1}}}},
-    {"linear", f_linear, 3, {{2, {6, 4}, false, {4, 1}, {4, 1}}, {2, {5, 4}, false, {4, 1}, {4, 1}}, {1, {5}, false, {1}, {1}}}},
-    {"linear_3d", f_linear_3d, 3, {{3, {2, 3, 4}, false, {12, 4, 1}, {12, 4, 1}}, {2, {5, 4}, false, {4, 1}, {4, 1}}, {1, {5}, false, {1}, {1}}}},
-    {"linear_nobias", f_linear_nobias, 2, {{2, {6, 4}, false, {4, 1}, {4, 1}}, {2, {5, 4}, false, {4, 1}, {4, 1}}}},
-    {"bmm", f_bmm, 2, {{3, {2, 3, 4}, false, {12, 4, 1}, {12, 4, 1}}, {3, {2, 4, 5}, false, {20, 5, 1}, {20, 5, 1}}}},
-    {"matmul_3d_2d", f_matmul_3d_2d, 2, {{3, {2, 3, 4}, false, {12, 4, 1}, {12, 4, 1}}, {2, {4, 5}, false, {5, 1}, {5, 1}}}},
-    {"matmul_broadcast", f_matmul_broadcast, 2, {{4, {2, 1, 3, 4}, false, {12, 12, 4, 1}, {12, 12, 4, 1}}, {3, {5, 4, 6}, false, {24, 6, 1}, {24, 6, 1}}}},
-    {"matmul_1d_2d", f_matmul_1d_2d, 2, {{1, {4}, false, {1}, {1}}, {2, {4, 5}, false, {5, 1}, {5, 1}}}},
+    {"mm_colmajor_b", f_mm_colmajor_b, 2,
+     {{2, {3, 4}, false, {4, 1}, {4, 1}},
+      {2, {4, 5}, true, {1, 4}, {1, 4}}}},
+    {"mm_colmajor_a", f_mm_colmajor_a, 2,
+     {{2, {3, 4}, true, {1, 3}, {1, 3}},
+      {2, {4, 5}, false, {5, 1}, {5, 1}}}},
+    {"addmm", f_addmm, 3,
+     {{1, {5}, false, {1}, {1}},
+      {2, {3, 4}, false, {4, 1}, {4, 1}},
+      {2, {4, 5}, false, {5, 1}, {5, 1}}}},
+    {"addmm_scaled", f_addmm_scaled, 3,
+     {{2, {3, 5}, false, {5, 1}, {5, 1}},
+      {2, {3, 4}, false, {4, 1}, {4, 1}},
+      {2, {4, 5}, false, {5, 1}, {5, 1}}}},
+    {"linear", f_linear, 3,
+     {{2, {6, 4}, false, {4, 1}, {4, 1}},
+      {2, {5, 4}, false, {4, 1}, {4, 1}},
+      {1, {5}, false, {1}, {1}}}},
+    {"linear_3d", f_linear_3d, 3,
+     {{3, {2, 3, 4}, false, {12, 4, 1}, {12, 4, 1}},
+      {2, {5, 4}, false, {4, 1}, {4, 1}},
+      {1, {5}, false, {1}, {1}}}},
+    {"linear_nobias", f_linear_nobias, 2,
+     {{2, {6, 4}, false, {4, 1}, {4, 1}},
+      {2, {5, 4}, false, {4, 1}, {4, 1}}}},
+    {"bmm", f_bmm, 2,
+     {{3, {2, 3, 4}, false, {12, 4, 1}, {12, 4, 1}},
+      {3, {2, 4, 5}, false, {20, 5, 1}, {20, 5, 1}}}},
+    {"matmul_3d_2d", f_matmul_3d_2d, 2,
+     {{3, {2, 3, 4}, false, {12, 4, 1}, {12, 4, 1}},
+      {2, {4, 5}, false, {5, 1}, {5, 1}}}},
+    {"matmul_broadcast", f_matmul_broadcast, 2,
+     {{4, {2, 1, 3, 4}, false, {12, 12, 4, 1}, {12, 12, 4, 1}},
+      {3, {5, 4, 6}, false, {24, 6, 1}, {24, 6, 1}}}},
+    {"matmul_1d_2d", f_matmul_1d_2d, 2,
+     {{1, {4}, false, {1}, {1}},
+      {2, {4, 5}, false, {5, 1}, {5, 1}}}},
     {"mv", f_mv, 2, {{2, {3, 4}, false, {4, 1}, {4, 1}}, {1, {4}, false, {1}, {1}}}},
     {"dot", f_dot, 2, {{1, {4}, false, {1}, {1}}, {1, {4}, false, {1}, {1}}}},
-    {"conv2d", f_conv2d, 3, {{4, {2, 4, 7, 7}, false, {196, 49, 7, 1}, {196, 49, 7, 1}}, {4, {6, 2, 3, 3}, false, {18, 9, 3, 1}, {18, 9, 3, 1}}, {1, {6}, false, {1}, {1}}}},
-    {"conv2d_nobias", f_conv2d_nobias, 2, {{4, {1, 3, 5, 5}, false, {75, 25, 5, 1}, {75, 25, 5, 1}}, {4, {4, 3, 3, 3}, false, {27, 9, 3, 1}, {27, 9, 3, 1}}}},
-    {"add_broadcast", f_add_broadcast, 2, {{2, {3, 4}, false, {4, 1}, {4, 1}}, {1, {4}, false, {1}, {1}}}},
+    {"conv2d", f_conv2d, 3,
+     {{4, {2, 4, 7, 7}, false, {196, 49, 7, 1}, {196, 49, 7, 1}},
+      {4, {6, 2, 3, 3}, false, {18, 9, 3, 1}, {18, 9, 3, 1}},
+      {1, {6}, false, {1}, {1}}}},
+    {"conv2d_nobias", f_conv2d_nobias, 2,
+     {{4, {1, 3, 5, 5}, false, {75, 25, 5, 1}, {75, 25, 5, 1}},
+      {4, {4, 3, 3, 3}, false, {27, 9, 3, 1}, {27, 9, 3, 1}}}},
+    {"add_broadcast", f_add_broadcast, 2,
+     {{2, {3, 4}, false, {4, 1}, {4, 1}},
+      {1, {4}, false, {1}, {1}}}},
     {"mul", f_mul, 2, {{2, {3, 4}, false, {4, 1}, {4, 1}}, {2, {3, 4}, false, {4, 1}, {4, 1}}}},
     {"tanh", f_tanh, 1, {{2, {3, 4}, false, {4, 1}, {4, 1}}}},
     {"relu", f_relu, 1, {{2, {3, 4}, false, {4, 1}, {4, 1}}}},
@@ -127,8 +164,14 @@ static const lcase cases[] = {
     {"expand", f_expand, 1, {{2, {3, 1}, false, {1, 1}, {1, 1}}}},
     {"reshape", f_reshape, 1, {{2, {3, 4}, false, {4, 1}, {4, 1}}}},
     {"cat", f_cat, 2, {{2, {2, 3}, false, {3, 1}, {3, 1}}, {2, {4, 3}, false, {3, 1}, {3, 1}}}},
-    {"layer_norm", f_layer_norm, 3, {{3, {2, 3, 4}, false, {12, 4, 1}, {12, 4, 1}}, {1, {4}, false, {1}, {1}}, {1, {4}, false, {1}, {1}}}},
-    {"batch_norm", f_batch_norm, 3, {{4, {4, 3, 2, 2}, false, {12, 4, 2, 1}, {12, 4, 2, 1}}, {1, {3}, false, {1}, {1}}, {1, {3}, false, {1}, {1}}}},
+    {"layer_norm", f_layer_norm, 3,
+     {{3, {2, 3, 4}, false, {12, 4, 1}, {12, 4, 1}},
+      {1, {4}, false, {1}, {1}},
+      {1, {4}, false, {1}, {1}}}},
+    {"batch_norm", f_batch_norm, 3,
+     {{4, {4, 3, 2, 2}, false, {12, 4, 2, 1}, {12, 4, 2, 1}},
+      {1, {3}, false, {1}, {1}},
+      {1, {3}, false, {1}, {1}}}},
     {"max_pool2d", f_max_pool2d, 1, {{4, {1, 2, 5, 5}, false, {50, 25, 5, 1}, {50, 25, 5, 1}}}},
     {"avg_pool2d", f_avg_pool2d, 1, {{4, {1, 2, 5, 5}, false, {50, 25, 5, 1}, {50, 25, 5, 1}}}},
     {"cross_entropy", f_cross_entropy, 1, {{2, {4, 5}, false, {5, 1}, {5, 1}}}},
@@ -178,7 +221,8 @@ Test(nn_layout, derivative_rule_outputs_match_torch) {
     kn_tensor *y = run_case(c, x, &gy);
     cr_assert_eq(kn_autograd_grad(&y, 1, x, c->n, &gy, false, false, false, g), KN_OK, "%s: %s",
                  c->name, kn_last_error());
-    for (int k = 0; k < c->n; k++) expect_strides(c->name, "rule", k, g[k], &c->in[k], c->in[k].rule);
+    for (int k = 0; k < c->n; k++)
+      expect_strides(c->name, "rule", k, g[k], &c->in[k], c->in[k].rule);
     kn_scope_end();
   }
 }

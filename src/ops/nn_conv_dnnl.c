@@ -79,8 +79,9 @@ static void mds_of(const kn__convg *g, bool any, conv_mds *m) {
   dnnl_dims_t src = {g->N, g->C, g->H, g->W}, dst = {g->N, g->O, g->OH, g->OW};
   dnnl_dims_t w4 = {g->O, g->C, g->kh, g->kw};
   dnnl_dims_t w5 = {g->G, g->O / g->G, g->C / g->G, g->kh, g->kw}, b = {g->O};
-  dnnl_memory_desc_init_by_tag(&m->md[R_SRC], 4, src, dnnl_f32, any ? dnnl_format_tag_any : dnnl_nchw);
-  dnnl_memory_desc_init_by_tag(&m->md[R_DST], 4, dst, dnnl_f32, any ? dnnl_format_tag_any : dnnl_nchw);
+  dnnl_format_tag_t act = any ? dnnl_format_tag_any : dnnl_nchw;
+  dnnl_memory_desc_init_by_tag(&m->md[R_SRC], 4, src, dnnl_f32, act);
+  dnnl_memory_desc_init_by_tag(&m->md[R_DST], 4, dst, dnnl_f32, act);
   if (g->G == 1)
     dnnl_memory_desc_init_by_tag(&m->md[R_WEI], 4, w4, dnnl_f32,
                                  any ? dnnl_format_tag_any : dnnl_oihw);

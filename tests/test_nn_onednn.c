@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
+#include <pthread.h>
 #include <stdio.h>
 
 #include "nn_util.h"
@@ -231,6 +232,50 @@ Test(nn_onednn, conv_primitive_cache_eviction) {
                          (long long)h);
       kn_scope_end();
     }
+}
+
+/* Several threads run the same cached primitives (forward and both backward
+** directions) at once; every result equals the single-threaded one. */
+typedef struct conv_job {
+  kn_tensor *x, *w, *want_y, *want_gx;
+  int bad;
+} conv_job;
+
+static void *conv_worker(void *arg) {
+  conv_job *j = arg;
+  for (int it = 0; it < 20; it++) {
+    kn_scope_begin();
+    kn_tensor *x = kn_detach(j->x);
+    kn_set_requires_grad(x, true);
+    kn_tensor *y = kn_conv2d(x, j->w, NULL, NULL, (int64_t[]){1, 1}, NULL, 1), *gx = NULL;
+    if (y) kn_autograd_grad(&y, 1, &x, 1, (kn_tensor *[]){j->want_y}, false, false, false, &gx);
+    for (int64_t i = 0; y && gx && i < kn_numel(y); i++)
+      j->bad += nt_at(y, i) != nt_at(j->want_y, i);
+    for (int64_t i = 0; gx && i < kn_numel(gx); i++)
+      j->bad += nt_at(gx, i) != nt_at(j->want_gx, i);
+    j->bad += !y || !gx;
+    kn_scope_end();
+  }
+  return NULL;
+}
+
+Test(nn_onednn, concurrent_calls_share_primitives) {
+  kn_tensor *x = vals(KN_SHAPE(2, 16, 12, 12), 0.3), *w = vals(KN_SHAPE(16, 16, 3, 3), 0.6);
+  kn_tensor *xg = kn_detach(x);
+  cr_assert_eq(kn_set_requires_grad(xg, true), KN_OK);
+  kn_tensor *y = kn_conv2d(xg, w, NULL, NULL, (int64_t[]){1, 1}, NULL, 1), *gx = NULL;
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_assert_eq(kn_autograd_grad(&y, 1, &xg, 1, &y, false, false, false, &gx), KN_OK);
+  conv_job jobs[3];
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) {
+    jobs[i] = (conv_job){x, w, kn_detach(y), gx, 0};
+    cr_assert_eq(pthread_create(&th[i], NULL, conv_worker, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 3; i++) {
+    pthread_join(th[i], NULL);
+    cr_assert_eq(jobs[i].bad, 0, "thread %d: %d mismatches", i, jobs[i].bad);
+  }
 }
 
 Test(nn_onednn, kernel_info_names_the_libraries) {

@@ -6,8 +6,11 @@
 ** (direction, bias, geometry) in a small process-wide list guarded by a
 ** mutex; the least recently used entry leaves the list when it is full and
 ** is destroyed once no thread is running it. Primitives run outside the lock
-** (oneDNN primitives may execute concurrently). Cached primitives live until
-** evicted or until exit (reachable from the list).
+** and may run in several threads at once: they are created with the "user"
+** scratchpad mode and every call passes its own scratchpad buffer (oneDNN's
+** default library-owned scratchpad would tie a primitive to the thread that
+** created it). Cached primitives live until evicted or until exit
+** (reachable from the list).
 **
 ** Callers hold PyTorch's layouts (NCHW activations, OIHW / GOIHW weights).
 ** The primitive is created with "any" layouts so that oneDNN can pick its
@@ -43,6 +46,7 @@ typedef struct conv_slot {
   bool out; /* written by the primitive */
   dnnl_memory_desc_t user, prim;
   dnnl_primitive_t reorder;
+  dnnl_memory_desc_t reorder_scratch;
 } conv_slot;
 
 /* One cached primitive with its arguments (in the order the entry points
@@ -50,6 +54,7 @@ typedef struct conv_slot {
 typedef struct conv_entry {
   conv_key key;
   dnnl_primitive_t prim;
+  dnnl_memory_desc_t scratch; /* the primitive's scratchpad */
   int nslots;
   conv_slot slot[4];
   char impl[64];
@@ -122,20 +127,31 @@ static dnnl_status_t bwd_desc(const conv_key *k, const conv_mds *m,
       k->bias ? &m->md[R_BIAS] : NULL, &m->md[R_DST], p.strides, p.dil, p.pad, p.pad);
 }
 
+/* Attributes asking for a caller-provided scratchpad (destroyed by the
+** caller). */
+static dnnl_status_t user_scratch(dnnl_primitive_attr_t *attr) {
+  dnnl_status_t s = dnnl_primitive_attr_create(attr);
+  if (s != dnnl_success) return s;
+  s = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
+  if (s != dnnl_success) dnnl_primitive_attr_destroy(*attr);
+  return s;
+}
+
 /* The primitive descriptor for k (a backward one needs the forward one as a
 ** hint). The caller destroys *pd. */
-static dnnl_status_t make_pd(const conv_key *k, dnnl_engine_t eng, dnnl_primitive_desc_t *pd) {
+static dnnl_status_t make_pd(const conv_key *k, dnnl_engine_t eng, dnnl_primitive_attr_t attr,
+                             dnnl_primitive_desc_t *pd) {
   conv_mds m;
   mds_of(&k->g, true, &m);
   dnnl_convolution_desc_t fd, bd;
   dnnl_status_t s = fwd_desc(k, &m, k->dir == FWD && k->bias, &fd);
   if (s != dnnl_success) return s;
-  if (k->dir == FWD) return dnnl_primitive_desc_create(pd, &fd, NULL, eng, NULL);
+  if (k->dir == FWD) return dnnl_primitive_desc_create(pd, &fd, attr, eng, NULL);
   dnnl_primitive_desc_t hint;
   s = dnnl_primitive_desc_create(&hint, &fd, NULL, eng, NULL);
   if (s != dnnl_success) return s;
   s = bwd_desc(k, &m, &bd);
-  if (s == dnnl_success) s = dnnl_primitive_desc_create(pd, &bd, NULL, eng, hint);
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(pd, &bd, attr, eng, hint);
   dnnl_primitive_desc_destroy(hint);
   return s;
 }
@@ -157,9 +173,18 @@ static const slot_spec specs[3][4] = {
                      {DNNL_ARG_DIFF_WEIGHTS, true, R_WEI}, {DNNL_ARG_DIFF_BIAS, true, R_BIAS}},
 };
 
+/* The scratchpad descriptor of pd (zero bytes when it needs none). */
+static dnnl_memory_desc_t scratch_md(const_dnnl_primitive_desc_t pd) {
+  const dnnl_memory_desc_t *m = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  dnnl_memory_desc_t none;
+  memset(&none, 0, sizeof none);
+  return m ? *m : none;
+}
+
 /* Fill slot i of e from the primitive descriptor: layouts and reorder. */
 static dnnl_status_t fill_slot(conv_entry *e, int i, const conv_mds *plain,
-                               const_dnnl_primitive_desc_t pd, dnnl_engine_t eng) {
+                               const_dnnl_primitive_desc_t pd, dnnl_engine_t eng,
+                               dnnl_primitive_attr_t attr) {
   const slot_spec *sp = &specs[e->key.dir][i];
   conv_slot *sl = &e->slot[i];
   sl->kind = sp->kind;
@@ -171,8 +196,9 @@ static dnnl_status_t fill_slot(conv_entry *e, int i, const conv_mds *plain,
   const dnnl_memory_desc_t *from = sp->out ? &sl->prim : &sl->user;
   const dnnl_memory_desc_t *to = sp->out ? &sl->user : &sl->prim;
   dnnl_primitive_desc_t rpd;
-  dnnl_status_t s = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL);
+  dnnl_status_t s = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, attr);
   if (s != dnnl_success) return s;
+  sl->reorder_scratch = scratch_md(rpd);
   s = dnnl_primitive_create(&sl->reorder, rpd);
   dnnl_primitive_desc_destroy(rpd);
   return s;
@@ -189,9 +215,15 @@ static kn_status build_entry(conv_entry *e) {
   dnnl_engine_t eng;
   kn_status st = kn__dnnl_engine(&eng);
   if (st != KN_OK) return st;
+  dnnl_primitive_attr_t attr;
+  dnnl_status_t s = user_scratch(&attr);
+  if (s != dnnl_success) return kn__dnnl_status(s, "primitive attributes");
   dnnl_primitive_desc_t pd;
-  dnnl_status_t s = make_pd(&e->key, eng, &pd);
-  if (s != dnnl_success) return kn__dnnl_status(s, "convolution descriptor");
+  s = make_pd(&e->key, eng, attr, &pd);
+  if (s != dnnl_success) {
+    dnnl_primitive_attr_destroy(attr);
+    return kn__dnnl_status(s, "convolution descriptor");
+  }
   const char *impl = NULL;
   if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
     impl = "unknown";
@@ -199,9 +231,12 @@ static kn_status build_entry(conv_entry *e) {
   conv_mds plain;
   mds_of(&e->key.g, false, &plain);
   e->nslots = e->key.dir == BWD_DATA ? 3 : e->key.bias ? 4 : 3;
-  for (int i = 0; i < e->nslots && s == dnnl_success; i++) s = fill_slot(e, i, &plain, pd, eng);
+  e->scratch = scratch_md(pd);
+  for (int i = 0; i < e->nslots && s == dnnl_success; i++)
+    s = fill_slot(e, i, &plain, pd, eng, attr);
   if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
   dnnl_primitive_desc_destroy(pd);
+  dnnl_primitive_attr_destroy(attr);
   return kn__dnnl_status(s, "convolution primitive creation");
 }
 
@@ -287,38 +322,74 @@ static void slot_close(slot_mem *m) {
   if (m->buf) kn__cached_free(m->buf, m->nbytes);
 }
 
+/* One call's stream and scratchpad buffer (large enough for every primitive
+** of the entry; they run one after the other). */
+typedef struct exec_ctx {
+  dnnl_engine_t eng;
+  dnnl_stream_t stream;
+  void *scratch;
+  size_t nscratch;
+} exec_ctx;
+
+/* Run prim on n arguments plus its scratchpad (smd, over the call's buffer). */
+static dnnl_status_t exec_prim(const exec_ctx *x, dnnl_primitive_t prim, int n,
+                               const dnnl_exec_arg_t *args, const dnnl_memory_desc_t *smd) {
+  dnnl_exec_arg_t a[5];
+  memcpy(a, args, (size_t)n * sizeof *a);
+  dnnl_memory_t sm = NULL;
+  dnnl_status_t s = dnnl_success;
+  if (dnnl_memory_desc_get_size(smd) > 0) {
+    s = dnnl_memory_create(&sm, smd, x->eng, x->scratch);
+    a[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, sm};
+  }
+  if (s == dnnl_success) s = dnnl_primitive_execute(prim, x->stream, n, a);
+  if (s == dnnl_success) s = dnnl_stream_wait(x->stream);
+  if (sm) dnnl_memory_destroy(sm);
+  return s;
+}
+
+static size_t scratch_size(const conv_entry *e) {
+  size_t n = dnnl_memory_desc_get_size(&e->scratch);
+  for (int i = 0; i < e->nslots; i++) {
+    size_t r = e->slot[i].reorder ? dnnl_memory_desc_get_size(&e->slot[i].reorder_scratch) : 0;
+    if (r > n) n = r;
+  }
+  return n;
+}
+
 /* Reorder the slots of one direction (inputs before, outputs after). */
-static dnnl_status_t reorders(const conv_entry *e, const slot_mem *m, bool outs,
-                              dnnl_stream_t stream) {
+static dnnl_status_t reorders(const exec_ctx *x, const conv_entry *e, const slot_mem *m,
+                              bool outs) {
   dnnl_status_t s = dnnl_success;
   for (int i = 0; i < e->nslots && s == dnnl_success; i++) {
     const conv_slot *sl = &e->slot[i];
     if (!sl->reorder || sl->out != outs) continue;
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, outs ? m[i].prim : m[i].user},
                             {DNNL_ARG_TO, outs ? m[i].user : m[i].prim}};
-    s = dnnl_primitive_execute(sl->reorder, stream, 2, a);
+    s = exec_prim(x, sl->reorder, 2, a, &sl->reorder_scratch);
   }
   return s;
 }
 
 static kn_status execute(const conv_entry *e, const float *const *ptrs) {
-  dnnl_engine_t eng;
-  kn_status st = kn__dnnl_engine(&eng);
+  exec_ctx x = {NULL, NULL, NULL, scratch_size(e)};
+  kn_status st = kn__dnnl_engine(&x.eng);
   if (st != KN_OK) return st;
   slot_mem m[4] = {0};
   dnnl_exec_arg_t args[4];
   dnnl_status_t s = dnnl_success;
   for (int i = 0; i < e->nslots && s == dnnl_success; i++) {
-    s = slot_open(&e->slot[i], eng, ptrs[i], &m[i]);
+    s = slot_open(&e->slot[i], x.eng, ptrs[i], &m[i]);
     args[i] = (dnnl_exec_arg_t){e->slot[i].kind, m[i].prim};
   }
-  dnnl_stream_t stream = NULL;
-  if (s == dnnl_success) s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
-  if (s == dnnl_success) s = reorders(e, m, false, stream);
-  if (s == dnnl_success) s = dnnl_primitive_execute(e->prim, stream, e->nslots, args);
-  if (s == dnnl_success) s = reorders(e, m, true, stream);
-  if (s == dnnl_success) s = dnnl_stream_wait(stream);
-  if (stream) dnnl_stream_destroy(stream);
+  if (s == dnnl_success && x.nscratch && !(x.scratch = kn__cached_alloc(x.nscratch)))
+    s = dnnl_out_of_memory;
+  if (s == dnnl_success) s = dnnl_stream_create(&x.stream, x.eng, dnnl_stream_default_flags);
+  if (s == dnnl_success) s = reorders(&x, e, m, false);
+  if (s == dnnl_success) s = exec_prim(&x, e->prim, e->nslots, args, &e->scratch);
+  if (s == dnnl_success) s = reorders(&x, e, m, true);
+  if (x.stream) dnnl_stream_destroy(x.stream);
+  if (x.scratch) kn__cached_free(x.scratch, x.nscratch);
   for (int i = 0; i < e->nslots; i++) slot_close(&m[i]);
   return kn__dnnl_status(s, "convolution");
 }

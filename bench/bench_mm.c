@@ -12,7 +12,9 @@
 **         openblas)> (goal >= 0.9; lowest <case> <x>)
 ** plus BENCH_INFO lines naming the kernels in use (oneDNN version and ISA,
 ** OpenBLAS core and configuration). Also times a mixed loop that alternates
-** one of kiln's OpenMP kernels (avg_pool2d) with mm.
+** one of kiln's OpenMP kernels (avg_pool2d) with mm, and the SGD update of a
+** linear layer's weight (784 -> 512, batch 256) by its gradient, whose layout
+** decides how fast that update walks memory.
 */
 #include <cblas.h>
 #include <math.h>
@@ -209,9 +211,34 @@ static int bench_mixed(void) {
   return 0;
 }
 
+/* w -= 0.01 * w.grad after one linear backward; w.grad's layout matters. */
+static int bench_sgd(void) {
+  kn_scope_begin();
+  kn_tensor *x = kn_ones(KN_SHAPE(256, 784), KN_FLOAT32);
+  kn_tensor *w = kn_full(KN_SHAPE(512, 784), kn_float(0.01), KN_FLOAT32);
+  kn_tensor *b = kn_zeros(KN_SHAPE(512), KN_FLOAT32);
+  kn_set_requires_grad(w, true);
+  kn_set_requires_grad(b, true);
+  kn_tensor *y = kn_linear(x, w, b);
+  if (!y || kn_backward(kn_sum(y), NULL) != KN_OK || !kn_grad(w)) return -1;
+  printf("BENCH_INFO linear_weight_grad_contiguous %d\n", kn_is_contiguous(kn_grad(w)));
+  bool prev = kn_no_grad_begin();
+  double t[41];
+  for (int r = 0; r < 41; r++) {
+    double t0 = now();
+    kn_status st = kn_add_scaled_(w, kn_grad(w), kn_float(-0.01));
+    t[r] = now() - t0;
+    if (st != KN_OK) return -1;
+  }
+  kn_no_grad_end(prev);
+  printf("BENCH mlp_linear_weight_sgd_update %.1f us\n", median(t, 41) * 1e6);
+  kn_scope_end();
+  return 0;
+}
+
 int main(void) {
   print_info();
-  if (bench_cases() != 0 || bench_mixed() != 0) {
+  if (bench_cases() != 0 || bench_mixed() != 0 || bench_sgd() != 0) {
     fprintf(stderr, "bench_mm: %s\n", kn_last_error());
     return 1;
   }

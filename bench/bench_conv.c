@@ -13,8 +13,9 @@
 **   RATIO conv2d_vs_onednn <faster direct time / kiln time> (goal >= 0.9)
 ** and, for information, BENCH conv2d_onednn_blocked_kernel_ms: the blocked
 ** primitive alone with the data already reordered (what a caller that keeps
-** its tensors in oneDNN layouts would pay). BENCH_INFO names the
-** implementations oneDNN picked.
+** its tensors in oneDNN layouts would pay), and BENCH conv2d_backward_kiln_ms
+** (input, weight and bias gradients through autograd; twice the forward's
+** FLOPs). BENCH_INFO names the implementations oneDNN picked.
 */
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
@@ -183,6 +184,29 @@ static double kiln_run(kn_tensor *x, kn_tensor *w, kn_tensor *b) {
   return t;
 }
 
+/* Median time of the three gradients of y = conv2d(x, w, b). */
+static double kiln_backward_ms(kn_tensor *x0, kn_tensor *w0, kn_tensor *b0) {
+  static const int64_t pad[2] = {1, 1};
+  kn_scope_begin();
+  kn_tensor *in[3] = {kn_detach(x0), kn_detach(w0), kn_detach(b0)};
+  for (int i = 0; i < 3; i++) kn_set_requires_grad(in[i], true);
+  kn_tensor *y = kn_conv2d(in[0], in[1], in[2], NULL, pad, NULL, 1);
+  kn_tensor *gy = y ? kn_ones(kn_ndim(y), kn_sizes(y), KN_FLOAT32) : NULL;
+  double t[5];
+  for (int r = 0; r < 5 && gy; r++) {
+    kn_tensor *g[3];
+    double t0 = now();
+    if (kn_autograd_grad(&y, 1, in, 3, &gy, true, false, false, g) != KN_OK) gy = NULL;
+    t[r] = now() - t0;
+  }
+  if (!gy) {
+    fprintf(stderr, "bench_conv: %s\n", kn_last_error());
+    exit(1);
+  }
+  kn_scope_end();
+  return median(t, 5) * 1e3;
+}
+
 static void fill(kn_tensor *t, int mod, float scale) {
   float *p = kn_data(t);
   for (int64_t i = 0; i < kn_numel(t); i++) p[i] = (float)(i % mod) * scale - 0.5f;
@@ -222,6 +246,8 @@ int main(void) {
   printf("BENCH conv2d_onednn_plain_ms %.2f (%.1f GFLOP/s)\n", mp, gflop / mp * 1e3);
   printf("BENCH conv2d_onednn_blocked_ms %.2f (%.1f GFLOP/s)\n", mr, gflop / mr * 1e3);
   printf("BENCH conv2d_onednn_blocked_kernel_ms %.2f (%.1f GFLOP/s)\n", mb, gflop / mb * 1e3);
+  double mbw = kiln_backward_ms(x, w, b);
+  printf("BENCH conv2d_backward_kiln_ms %.2f (%.1f GFLOP/s)\n", mbw, 2 * gflop / mbw * 1e3);
   printf("RATIO conv2d_vs_onednn %.3f (goal >= 0.9)\n", (mp < mr ? mp : mr) / mk);
   direct_free(&plain);
   direct_free(&blocked);

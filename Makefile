@@ -12,12 +12,13 @@ PREFIX ?= /usr/local
 ASAN_DIR ?= build-asan
 
 # libgomp's idle threads spin after each parallel region and then compete
-# with OpenBLAS's own threads; passive waiting removes that contention
-# (measured ~3x on an alternating kernel/GEMM loop). Users may override it.
+# with OpenBLAS's own threads (float64 GEMM; oneDNN shares libgomp's pool);
+# passive waiting removes that contention (measured ~3x on an alternating
+# kernel/GEMM loop). Users may override it.
 OMP_WAIT_POLICY ?= passive
 export OMP_WAIT_POLICY
 
-BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libjansson-dev libmd-dev libdw1
+BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libdnnl-dev libjansson-dev libmd-dev libdw1
 TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev
 
 .PHONY: demo examples install configure-release test bench deps-build deps-test configure build \

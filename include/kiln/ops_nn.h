@@ -2,8 +2,9 @@
 ** kiln/ops_nn.h: matmul family (mm, bmm, addmm, dot, mv, matmul, linear),
 ** conv2d, pooling, batch_norm, layer_norm, dropout, embedding.
 ** Ownership and errors: see kiln/tensor.h and kiln/ops.h. Matrix products
-** need operands of one dtype (float32/float64 through OpenBLAS, bfloat16,
-** integers; float16 and bool fail as in PyTorch on CPU); any strides work.
+** need operands of one dtype (float32 through oneDNN, float64 through
+** OpenBLAS, bfloat16, integers; float16 and bool fail as in PyTorch on CPU);
+** any strides work.
 */
 #ifndef KILN_OPS_NN_H
 #define KILN_OPS_NN_H
@@ -94,6 +95,13 @@ KN_API kn_tensor *kn_native_dropout(kn_tensor *input, double p, bool training,
 #define KN_NO_PADDING_IDX INT64_MIN
 KN_API kn_tensor *kn_embedding(kn_tensor *input, kn_tensor *weight, int64_t padding_idx,
                                bool scale_grad_by_freq);
+
+/* ---- kernels ------------------------------------------------------------------------ */
+/* Which libraries and kernels run matrix products and convolutions, one line:
+** "float32 gemm/conv: onednn 2.6.3 isa avx512_core; float64 gemm: openblas
+** core Haswell (OpenBLAS 0.3.21 ...)". Static storage (not owned by the
+** caller); computed on the first call. */
+KN_API const char *kn_nn_kernel_info(void);
 
 #ifdef __cplusplus
 }

@@ -421,6 +421,17 @@ static kn_status run_custom(kn__node *n, kn_tensor **gout, const bool *needs,
   return st;
 }
 
+/* PyTorch's layout contract for a stolen gradient: contiguous, or strided
+** exactly like its leaf. Anything else (a transposed or expanded view) is
+** copied to a contiguous buffer, so that .grad never makes the optimizer's
+** update walk memory out of order. */
+static bool layout_ok(const kn_tensor *g, const kn_tensor *leaf) {
+  if (kn_is_contiguous(g)) return true;
+  for (int d = 0; d < g->ndim; d++)
+    if (g->strides[d] != leaf->strides[d] && g->sizes[d] > 1) return false;
+  return true;
+}
+
 /* AccumulateGrad: leaf.grad (+)= g. */
 static kn_status run_accum(kn__node *n, kn_tensor *g, bool create_graph) {
   kn_tensor *leaf = n->leaf;
@@ -430,7 +441,8 @@ static kn_status run_accum(kn__node *n, kn_tensor *g, bool create_graph) {
   if (leaf->grad) {
     next = grad_sum(leaf->grad, g, create_graph);
   } else if (create_graph || (atomic_load(&g->refcount) == 1 &&
-                              atomic_load(&g->storage->refcount) == 1 && !g->grad_fn)) {
+                              atomic_load(&g->storage->refcount) == 1 && !g->grad_fn &&
+                              layout_ok(g, leaf))) {
     next = kn_retain(g); /* nobody else sees this buffer: steal it */
   } else {
     next = kn__contiguous_copy(g, leaf->dtype);

@@ -1,13 +1,16 @@
 /*
-** ops/nn_conv.c: 2-D convolution by im2col + GEMM, forward and backward.
+** ops/nn_conv.c: 2-D convolution, forward and backward.
 **
-** Forward, per image and group: unfold the input patch of every output
+** float32 runs on oneDNN convolution primitives (ops/nn_conv_dnnl.c). Other
+** dtypes (and empty channel counts) use im2col + GEMM. Forward, per image and
+** group: unfold the input patch of every output
 ** position into the columns of a [C/g * kh * kw, OH * OW] matrix, then one
 ** GEMM with the group's weights viewed as [O/g, C/g * kh * kw]. Backward
 ** (the op convolution_backward): grad_weight accumulates gout @ col^T,
 ** grad_input folds W^T @ gout back over the input (col2im), grad_bias sums
 ** gout over batch and positions. Meta checks and messages follow PyTorch.
 */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,12 +18,9 @@
 #include "kiln/ops.h"
 #include "ops/iter.h"
 #include "ops/nn.h"
+#include "ops/nn_dnnl.h"
 
-/* Convolution geometry (the input as 4-D; unbatched input has N = 1). */
-typedef struct convg {
-  int64_t N, C, H, W, O, kh, kw, OH, OW, G;
-  int64_t sh, sw, ph, pw, dh, dw;
-} convg;
+typedef kn__convg convg;
 
 static int64_t arg2(const kn__arg *a, int i, int64_t dflt) {
   if (a->kind != KN__A_INTS || a->u.ints.n == 0) return dflt;
@@ -267,6 +267,31 @@ static void add_bias(kn_tensor *o, const kn_tensor *b, const convg *g) {
     }
 }
 
+/* ---- float32 on oneDNN ---------------------------------------------------------- */
+
+static bool use_dnnl(kn_dtype dt, const convg *g) {
+  return dt == KN_FLOAT32 && g->N > 0 && g->C > 0 && g->O > 0;
+}
+
+/* t itself (a new reference) when contiguous, else a contiguous copy. */
+static kn_tensor *dense(const kn_tensor *t) {
+  if (kn_is_contiguous(t)) return kn_retain((kn_tensor *)(uintptr_t)t);
+  return kn__contiguous_copy(t, t->dtype);
+}
+
+static const float *fdata(const kn_tensor *t) { return t ? kn_data(t) : NULL; }
+
+static kn_status conv_fwd_dnnl(const convg *g, const kn_tensor *x0, const kn_tensor *w0,
+                              const kn_tensor *b0, kn_tensor *o) {
+  kn_tensor *x = dense(x0), *w = dense(w0), *b = b0 ? dense(b0) : NULL;
+  kn_status st = !x || !w || (b0 && !b) ? kn_last_status()
+                 : kn__dnnl_conv_fwd(g, fdata(x), fdata(w), fdata(b), kn_data(o));
+  kn_release(x);
+  kn_release(w);
+  kn_release(b);
+  return st;
+}
+
 kn_status kn__k_convolution(const kn__call *c, kn__outs *out) {
   convg g;
   kn_status st = conv_geometry(c, &g);
@@ -277,6 +302,7 @@ kn_status kn__k_convolution(const kn__call *c, kn__outs *out) {
   if ((st = kn__nn_gemm_check("slow_conv2d_cpu", dt)) != KN_OK) return st;
   kn_tensor *o = out->t[0];
   if (kn_numel(o) == 0) return KN_OK;
+  if (use_dnnl(dt, &g)) return conv_fwd_dnnl(&g, x, c->args[1].u.t, b, o);
   kn_tensor *w = kn__contiguous_copy(c->args[1].u.t, dt);
   if (!w) return kn_last_status();
   int64_t Cg = g.C / g.G, Og = g.O / g.G, kk = Cg * g.kh * g.kw, ohw = g.OH * g.OW;
@@ -393,6 +419,22 @@ static kn_status backward_group(const convg *g, kn_dtype dt, const kn_tensor *x,
   return st;
 }
 
+static kn_status conv_bwd_dnnl(const convg *g, const kn__call *c, kn_tensor *gi, kn_tensor *gw,
+                               kn_tensor *gb) {
+  kn_tensor *gout = dense(c->args[0].u.t);
+  kn_tensor *x = gw ? dense(c->args[1].u.t) : NULL, *w = gi ? dense(c->args[2].u.t) : NULL;
+  kn_status st = !gout || (gw && !x) || (gi && !w) ? kn_last_status() : KN_OK;
+  if (st == KN_OK && gi) st = kn__dnnl_conv_bwd_data(g, fdata(gout), fdata(w), kn_data(gi));
+  if (st == KN_OK && gw)
+    st = kn__dnnl_conv_bwd_weights(g, fdata(x), fdata(gout), kn_data(gw),
+                                   gb ? (float *)kn_data(gb) : NULL);
+  if (st == KN_OK && gb && !gw) bias_grad(gb, gout, g);
+  kn_release(gout);
+  kn_release(x);
+  kn_release(w);
+  return st;
+}
+
 kn_status kn__k_convolution_backward(const kn__call *c, kn__outs *out) {
   kn__call fc;
   forward_call(c, &fc);
@@ -404,6 +446,7 @@ kn_status kn__k_convolution_backward(const kn__call *c, kn__outs *out) {
   if ((st = kn__nn_gemm_check("slow_conv2d_cpu", dt)) != KN_OK) return st;
   kn_tensor *gi = mask_bit(c, 0) ? out->t[0] : NULL, *gw = mask_bit(c, 1) ? out->t[1] : NULL;
   kn_tensor *gb = mask_bit(c, 2) ? out->t[2] : NULL;
+  if (use_dnnl(dt, &g)) return conv_bwd_dnnl(&g, c, gi, gw, gb);
   if (gi) zero(gi);
   if (gw) zero(gw);
   kn_tensor *gout = kn__contiguous_copy(c->args[0].u.t, dt);

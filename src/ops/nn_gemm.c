@@ -1,11 +1,13 @@
 /*
 ** ops/nn_gemm.c: the matrix-multiply kernel of the nn family.
 **
-** float32/float64 run on OpenBLAS. A strided operand is handed to BLAS as is
-** when one of its strides is 1 and the other a valid leading dimension
-** (row-major "no transpose" or "transpose"); anything else is first copied
-** into a contiguous buffer. bfloat16 goes through float32 buffers; integer
-** dtypes use a straightforward loop with int64 accumulation.
+** float32 runs on oneDNN (dnnl_sgemm, whose JIT kernels follow the CPU's
+** features), float64 on OpenBLAS (cblas_dgemm: oneDNN has no float64 GEMM).
+** A strided operand is handed to the library as is when one of its strides
+** is 1 and the other a valid leading dimension (row-major "no transpose" or
+** "transpose"); anything else is first copied into a contiguous buffer.
+** bfloat16 goes through float32 buffers; integer dtypes use a
+** straightforward loop with int64 accumulation.
 */
 #include <cblas.h>
 #include <limits.h>
@@ -13,6 +15,7 @@
 
 #include "core/error.h"
 #include "ops/nn.h"
+#include "ops/nn_dnnl.h"
 
 const char *kn__nn_scalar_type_name(kn_dtype dt) {
   switch (dt) {
@@ -146,12 +149,12 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
     enum CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = b.trans ? CblasTrans : CblasNoTrans;
     if (bdt == KN_FLOAT32)
-      cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, (float)alpha, a.p, a.ld, b.p,
-                  b.ld, (float)beta, c, ldcc);
+      st = kn__nn_sgemm(a.trans, b.trans, M, N, K, (float)alpha, a.p, a.ld, b.p, b.ld,
+                        (float)beta, c, ldcc);
     else
       cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, alpha, a.p, a.ld, b.p, b.ld,
                   beta, c, ldcc);
-    if (c != C)
+    if (c != C && st == KN_OK)
       for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++)
           kn__store_double((char *)C + (i * ldc + j) * 2, dt, ((float *)c)[i * N + j]);

@@ -7,6 +7,11 @@
 **   addmm: dself = sum_to_size(beta * g), dA = alpha * g @ B^T, dB = alpha * A^T @ g
 **   dot:   da = g * b, db = g * a (as b[:, None] @ g[None]);
 **   mv:    dA = g[:, None] @ v[None, :], dv = A^T @ g
+** Layouts: a matrix gradient comes out in its operand's layout, as in
+** PyTorch. For a column-major operand (strides (1, rows), such as the W^T
+** that linear multiplies by) the product is computed transposed, e.g.
+** dB = (g^T @ A)^T, so that the gradient is column-major as well and the
+** transpose's backward hands the parameter a contiguous gradient.
 */
 #include "core/error.h"
 #include "kiln/ops.h"
@@ -23,6 +28,23 @@ static kn_tensor *scaled(kn_tensor *x, kn_scalar s) {
   return !x || is_one(s) ? x : kn_mul_scalar(x, s);
 }
 
+/* Stored column-major: strides (1, rows) (PyTorch's test for the layout it
+** preserves in mm's backward). */
+static bool col_major(const kn_tensor *t) {
+  const int64_t *sz = kn_sizes(t), *st = kn_strides(t);
+  return kn_ndim(t) == 2 && st[0] == 1 && st[1] == sz[0] && sz[0] > 1 && sz[1] > 1;
+}
+
+/* d mat1 = g @ mat2^T, in mat1's layout. */
+static kn_tensor *grad_mat1(kn_tensor *g, kn_tensor *mat1, kn_tensor *mat2) {
+  return col_major(mat1) ? tr(kn_mm(mat2, tr(g))) : kn_mm(g, tr(mat2));
+}
+
+/* d mat2 = mat1^T @ g, in mat2's layout. */
+static kn_tensor *grad_mat2(kn_tensor *g, kn_tensor *mat1, kn_tensor *mat2) {
+  return col_major(mat2) ? tr(kn_mm(tr(g), mat1)) : kn_mm(tr(mat1), g);
+}
+
 static kn_status done(kn__bwctx *ctx) {
   for (int k = 0; k < ctx->ninputs; k++)
     if (ctx->needs_input_grad[k] && !ctx->grad_inputs[k])
@@ -33,8 +55,8 @@ static kn_status done(kn__bwctx *ctx) {
 kn_status kn__bw_mm(kn__bwctx *ctx) {
   kn_tensor *a = kn__call_input(ctx->call, 0), *b = kn__call_input(ctx->call, 1);
   kn_tensor *g = ctx->grad_outputs[0];
-  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = kn_mm(g, tr(b));
-  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = kn_mm(tr(a), g);
+  if (ctx->needs_input_grad[0]) ctx->grad_inputs[0] = grad_mat1(g, a, b);
+  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = grad_mat2(g, a, b);
   return done(ctx);
 }
 
@@ -53,8 +75,8 @@ kn_status kn__bw_addmm(kn__bwctx *ctx) {
   kn_tensor *g = ctx->grad_outputs[0];
   if (ctx->needs_input_grad[0])
     ctx->grad_inputs[0] = kn_sum_to_size(scaled(g, beta), kn_ndim(s), kn_sizes(s));
-  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = scaled(kn_mm(g, tr(b)), alpha);
-  if (ctx->needs_input_grad[2]) ctx->grad_inputs[2] = scaled(kn_mm(tr(a), g), alpha);
+  if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = scaled(grad_mat1(g, a, b), alpha);
+  if (ctx->needs_input_grad[2]) ctx->grad_inputs[2] = scaled(grad_mat2(g, a, b), alpha);
   return done(ctx);
 }
 

@@ -1,0 +1,51 @@
+/*
+** ops/nn_dnnl.h: oneDNN-backed float32 kernels of the nn family (internal).
+**
+** kn__nn_sgemm is dnnl_sgemm (row-major, transpose flags per operand); the
+** convolution entry points run cached oneDNN convolution primitives on
+** contiguous float32 NCHW data with OIHW (or, grouped, GOIHW) weights.
+** ops/nn_onednn.c and ops/nn_conv_dnnl.c implement them.
+*/
+#ifndef KN_OPS_NN_DNNL_H
+#define KN_OPS_NN_DNNL_H
+
+#include <oneapi/dnnl/dnnl_types.h>
+
+#include "ops/opdef.h"
+
+/* Convolution geometry (the input as 4-D; unbatched input has N = 1). */
+typedef struct kn__convg {
+  int64_t N, C, H, W, O, kh, kw, OH, OW, G;
+  int64_t sh, sw, ph, pw, dh, dw;
+} kn__convg;
+
+/* KN_OK, or an error naming `what` and oneDNN's status. */
+kn_status kn__dnnl_status(dnnl_status_t s, const char *what);
+
+/* The process-wide oneDNN CPU engine (created on first call; not owned by the
+** caller, lives until exit). */
+kn_status kn__dnnl_engine(dnnl_engine_t *out);
+
+/* oneDNN's name of the instruction set its JIT kernels use ("avx512_core"). */
+const char *kn__dnnl_isa_name(void);
+
+/* Row-major C = alpha * op(A) @ op(B) + beta * C (op = transpose when ta/tb),
+** A [M, K] after op with leading dimension lda, likewise B and C. */
+kn_status kn__nn_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                       float *C, int64_t ldc);
+
+/* y = conv(x, w) (+ b when b is non-NULL); contiguous float32 buffers. */
+kn_status kn__dnnl_conv_fwd(const kn__convg *g, const float *x, const float *w, const float *b,
+                            float *y);
+/* gx = d conv / d x for output gradient gy (gx is overwritten). */
+kn_status kn__dnnl_conv_bwd_data(const kn__convg *g, const float *gy, const float *w, float *gx);
+/* gw (and gb when non-NULL) for input x and output gradient gy (overwritten). */
+kn_status kn__dnnl_conv_bwd_weights(const kn__convg *g, const float *x, const float *gy,
+                                    float *gw, float *gb);
+
+/* The implementation oneDNN picked for the forward convolution of g (for
+** example "gemm:jit" or "jit:avx512_core"), copied into buf (n bytes). */
+kn_status kn__dnnl_conv_impl(const kn__convg *g, char *buf, size_t n);
+
+#endif

@@ -1,12 +1,14 @@
 # kiln: user-facing targets. Each installs the Debian packages it needs first
 # (as root, non-interactive) when they are missing, then drives CMake.
 #   make demo    build and run the main demo
-#   make test    build and run the whole suite, then again under ASan+UBSan
+#   make test    build and run the whole suite, then again under ASan+UBSan,
+#                then the threaded tests under ThreadSanitizer
 #   make bench   build and run the benchmarks
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
 
 # libgomp's idle threads spin after each parallel region and then compete
 # with OpenBLAS's own threads; passive waiting removes that contention
@@ -15,9 +17,9 @@ OMP_WAIT_POLICY ?= passive
 export OMP_WAIT_POLICY
 
 BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libjansson-dev libmd-dev libdw1
-TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev
+TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev libtsan2
 
-.PHONY: demo test bench deps-build deps-test configure build test-plain test-asan
+.PHONY: demo test bench deps-build deps-test configure build test-plain test-asan test-tsan
 
 deps-build:
 	@./scripts/install-deps.sh $(BUILD_PKGS)
@@ -34,7 +36,7 @@ demo: deps-build
 	@echo "open $(BUILD_DIR)/demo_report/index.html in a browser to read the report"
 
 test: deps-test
-	$(MAKE) --no-print-directory test-plain test-asan
+	$(MAKE) --no-print-directory test-plain test-asan test-tsan
 
 test-plain:
 	cmake -S . -B $(BUILD_DIR)-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKN_WERROR=ON > /dev/null
@@ -48,6 +50,16 @@ test-asan:
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+# ThreadSanitizer: builds the library and only the threaded tests
+# (KN_THREADED_TESTS in tests/CMakeLists.txt). They run with one OpenMP thread
+# per team: libgomp is not instrumented, and TSan would report its team's
+# shared work as races (false positives).
+test-tsan:
+	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKN_WERROR=ON -DKN_TSAN=ON \
+	  -DKN_BUILD_BENCH=OFF -DKN_BUILD_TOOLS=OFF -DKN_BUILD_EXAMPLES=OFF > /dev/null
+	cmake --build $(TSAN_DIR) -j $(JOBS)
+	cd $(TSAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
 bench: deps-build
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release > /dev/null

@@ -142,10 +142,23 @@ Test(threads, varying_shapes_one_compile_per_shape) {
   kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc,
                           .dynamic = KN_DYNAMIC_FALSE};
   kn_compiled *f = KN_COMPILE(affine, &o);
+  cr_assert_eq(kn_set_logs_str("recompiles"), KN_OK);
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
   atomic_int calls = 0;
   cr_expect_eq(run_threads(f, s, 6, 300, NULL, &calls), 0);
+  kn_test_capture_end(&r);
   cr_expect_eq(atomic_load(&calls), NTHREADS * 300);
   cr_expect_eq(cc.frame_count, 6, "one compile per shape, got %d", cc.frame_count);
+  /* one whole recompile record per compile after the first */
+  cr_expect_eq(kn_test_count_artifact(&r, "recompiles"), 5);
+  for (size_t i = 0; i < r.n; i++) {
+    const char *m = r.v[i].message;
+    cr_expect(!strncmp(m, "Recompiling function affine in ", 31), "%s", m);
+    cr_expect(strstr(m, "triggered by the following guard failure(s):\n"), "%s", m);
+    cr_expect_eq(kn_test_count_sub(m, "Recompiling"), 1, "%s", m);
+  }
+  kn_test_records_free(&r);
   cr_expect_eq(f->nentries, 6);
   cr_expect_eq(f->ncompiles, 6);
   cr_expect_eq(list_length(f), 6, "the MRU list is whole");

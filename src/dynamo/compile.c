@@ -6,6 +6,12 @@
 ** applies the cache limit (warning once, then new inputs run eagerly while
 ** the existing entries stay in use) or traces a new entry. kn_reset forgets
 ** every compiled function's state.
+**
+** Threads: a call checks the guards and replays an entry under the shared
+** entries_lock; misses go to slow_call, serialised by compile_lock, which
+** looks again when the entry list changed while it waited. kn_reset marks
+** every function stale (reset_epoch) and forgets the idle ones at once,
+** the busy ones at their next call (ensure_fresh). Locks: dynamo.h.
 */
 #include <pthread.h>
 #include <stdatomic.h>

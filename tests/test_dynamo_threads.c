@@ -276,6 +276,37 @@ Test(threads, reset_while_other_threads_call) {
   free_samples(s, 3);
 }
 
+/* kn_reset while the workers share one function: busy moments defer the
+** forgetting to the next call; every result stays right and the cache
+** stays consistent. */
+Test(threads, reset_while_threads_share_a_function) {
+  sample s[3];
+  for (int k = 0; k < 3; k++) s[k] = make_sample(affine, k, 1);
+  kn_compile_options o = {.dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(affine, &o);
+  atomic_bool stop = false;
+  atomic_int wrong = 0, calls = 0;
+  pthread_t th[NTHREADS];
+  job jobs[NTHREADS];
+  for (int t = 0; t < NTHREADS; t++) {
+    jobs[t] = (job){f, s, 3, 0, &stop, 7u * (unsigned)t + 1u, &wrong, &calls};
+    cr_assert_eq(pthread_create(&th[t], NULL, worker, &jobs[t]), 0);
+  }
+  for (int i = 0; i < 100; i++) {
+    kn_reset();
+    sleep_ms(5);
+  }
+  atomic_store(&stop, true);
+  for (int t = 0; t < NTHREADS; t++) pthread_join(th[t], NULL);
+  cr_expect_eq(atomic_load(&wrong), 0);
+  cr_expect_gt(atomic_load(&calls), 0);
+  cr_expect_leq(f->nentries, 3);
+  cr_expect_eq(f->ncompiles, f->nentries);
+  cr_expect_eq(list_length(f), f->nentries);
+  kn_compiled_free(f);
+  free_samples(s, 3);
+}
+
 /* A compiled function left stale by kn_reset (it was busy) starts over: the
 ** next call compiles again. */
 Test(threads, reset_forgets_entries) {

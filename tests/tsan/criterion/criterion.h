@@ -50,6 +50,7 @@ void kn_shim_fail(bool fatal, const char *file, int line, const char *expr, cons
 #define cr_expect_eq(a, b, ...) KN_SHIM_CHECK(false, (a) == (b), #a " == " #b, __VA_ARGS__)
 #define cr_assert_gt(a, b, ...) KN_SHIM_CHECK(true, (a) > (b), #a " > " #b, __VA_ARGS__)
 #define cr_expect_gt(a, b, ...) KN_SHIM_CHECK(false, (a) > (b), #a " > " #b, __VA_ARGS__)
+#define cr_expect_leq(a, b, ...) KN_SHIM_CHECK(false, (a) <= (b), #a " <= " #b, __VA_ARGS__)
 #define cr_assert_null(p, ...) KN_SHIM_CHECK(true, (p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) KN_SHIM_CHECK(true, (p) != NULL, #p " != NULL", __VA_ARGS__)
 #define cr_assert_str_eq(a, b, ...)                                            \

@@ -226,8 +226,10 @@ typedef struct kn__frame {
 } kn__frame;
 
 /* ---- the compiled function ----------------------------------------------------- */
-/* Threads (see docs/ARCHITECTURE.md, "Threads"). The fields below `opts` up
-** to `entries_lock` are set at creation and read-only afterwards. Two locks:
+/* Threads (see docs/ARCHITECTURE.md, "Threads"). fn, ud, tfn, nargs and the
+** arg names are read-only after creation; opts too, except that kn_export
+** swaps it for its trace under compile_lock (the hit path never reads it).
+** Two locks:
 **   compile_lock  serialises everything that changes the cache: tracing,
 **                 recompile decisions, ncompiles/limit_hit/last_reason, the
 **                 frame and resume/automatic-dynamic state, kn_export;

@@ -3,13 +3,15 @@
 #   make demo      build and run the main demo
 #   make examples  build every program of examples/
 #   make install   build and install kiln under PREFIX (default /usr/local)
-#   make test      build and run the whole suite, then again under ASan+UBSan
+#   make test      build and run the whole suite, then again under ASan+UBSan,
+#                  then the threaded tests under ThreadSanitizer
 #   make bench     build and run the benchmarks
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD_DIR ?= build
 PREFIX ?= /usr/local
 ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
 
 # libgomp's idle threads spin after each parallel region and then compete
 # with OpenBLAS's own threads (float64 GEMM; oneDNN shares libgomp's pool);
@@ -19,10 +21,10 @@ OMP_WAIT_POLICY ?= passive
 export OMP_WAIT_POLICY
 
 BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libdnnl-dev libjansson-dev libmd-dev libdw1
-TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev
+TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev libtsan2
 
 .PHONY: demo examples install configure-release test bench deps-build deps-test configure build \
-  test-plain test-asan
+  test-plain test-asan test-tsan
 
 deps-build:
 	@./scripts/install-deps.sh $(BUILD_PKGS)
@@ -64,7 +66,7 @@ install: deps-build configure-release
 	@echo "installed: $(PREFIX)/bin/kiln, $(PREFIX)/include/kiln/, libkiln.so and libkiln.a in $(PREFIX)/$$(grep -m1 '^CMAKE_INSTALL_LIBDIR' $(BUILD_DIR)/CMakeCache.txt | cut -d= -f2)/"
 
 test: deps-test
-	$(MAKE) --no-print-directory test-plain test-asan
+	$(MAKE) --no-print-directory test-plain test-asan test-tsan
 
 test-plain:
 	cmake -S . -B $(BUILD_DIR)-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKN_WERROR=ON > /dev/null
@@ -78,6 +80,16 @@ test-asan:
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+# ThreadSanitizer: builds the library and only the threaded tests
+# (KN_THREADED_TESTS in tests/CMakeLists.txt). They run with one OpenMP thread
+# per team: libgomp is not instrumented, and TSan would report its team's
+# shared work as races (false positives).
+test-tsan:
+	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKN_WERROR=ON -DKN_TSAN=ON \
+	  -DKN_BUILD_BENCH=OFF -DKN_BUILD_TOOLS=OFF -DKN_BUILD_EXAMPLES=OFF > /dev/null
+	cmake --build $(TSAN_DIR) -j $(JOBS)
+	cd $(TSAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
 bench: deps-build
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release > /dev/null

@@ -172,7 +172,10 @@ KN_API kn_compiled *kn_compile_tensor_fn(void (*fn)(void), int nargs, const char
 KN_API void kn_compiled_free(kn_compiled *f);
 
 /* Call: args borrowed; *out receives the result (kn_value_release it). On
-** an error *out is none and nothing leaks. */
+** an error *out is none and nothing leaks. Any number of threads may call
+** one compiled function at once (compiles are serialised per function);
+** kn_compiled_free(f) must not overlap calls of f, and f's guard_fail_fn
+** and backend callable must not call f (docs/ARCHITECTURE.md, "Threads"). */
 KN_API kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out);
 /* Tensors in, tensor out: a new reference (recorded in the open scope), or
 ** NULL with kn_last_error(). */
@@ -199,7 +202,9 @@ KN_API kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int na
                                  __LINE__, (opts)))
 
 /* Forget every compiled entry of every compiled function, the frame and
-** graph counters, automatic-dynamic state and deduplication state. */
+** graph counters, automatic-dynamic state and deduplication state. May run
+** while other threads call compiled functions: a function busy at that
+** moment finishes its call and forgets its state when its next call starts. */
 KN_API void kn_reset(void);
 
 /* ---- inside user functions ---------------------------------------------------- */

@@ -37,8 +37,10 @@ kn_status kn_compile_counter_backend(kn_graph_module *gm, kn_tensor *const *exam
   if (!cc || !gm || !out) return kn__error(KN_EINVAL, "CompileCounter: expected a counter");
   if (cc->inner && strcmp(cc->inner, "eager"))
     return kn__error(KN_EINVAL, "CompileCounterWithBackend: unknown backend '%s'", cc->inner);
-  cc->frame_count++;
-  cc->op_count += kn__graph_op_count(kn__graph_module_graph(gm));
+  /* one counter may serve functions compiled in several threads at once */
+  __atomic_fetch_add(&cc->frame_count, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&cc->op_count, kn__graph_op_count(kn__graph_module_graph(gm)),
+                     __ATOMIC_RELAXED);
   return kn__eager_compile(gm, out);
 }
 

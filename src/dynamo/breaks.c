@@ -10,6 +10,7 @@
 ** a call that gets another answer traces again and adds a branch.
 */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,8 +514,8 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   tr->into = into;
   tr->cur_known = into ? into->root : NULL;
   tr->env = kn__shape_env_new();
-  static int describer;
-  tr->describer_id = describer++;
+  static atomic_int describer; /* process-wide: traces run in several threads */
+  tr->describer_id = atomic_fetch_add(&describer, 1);
   kn__guards_init(&tr->guards);
   kn__trace_mode_init(tr);
   if (!tr->env) {

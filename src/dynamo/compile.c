@@ -6,8 +6,15 @@
 ** applies the cache limit (warning once, then new inputs run eagerly while
 ** the existing entries stay in use) or traces a new entry. kn_reset forgets
 ** every compiled function's state.
+**
+** Threads: a call checks the guards and replays an entry under the shared
+** entries_lock; misses go to slow_call, serialised by compile_lock, which
+** looks again when the entry list changed while it waited. kn_reset marks
+** every function stale (reset_epoch) and forgets the idle ones at once,
+** the busy ones at their next call (ensure_fresh). Locks: dynamo.h.
 */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,32 +30,29 @@
 
 #define URL "docs/DYNAMO.md, \"Cache, recompiles and the limit\""
 
-/* ---- process-wide state (reset by kn_reset) --------------------------------------- */
-static pthread_mutex_t glock = PTHREAD_MUTEX_INITIALIZER;
-static int64_t frame_counter;
-static int compiled_fn_counter;
+/* ---- process-wide state (reset by kn_reset) ---------------------------------------
+** Counters are atomics; the graph-break dedup set and the list of live
+** compiled functions have a mutex each. None of these locks is held while
+** another lock is taken, except list_lock in kn_reset, which only try-locks
+** the functions' locks (a tracing thread that creates a compiled function
+** or reaches a graph break never waits for kn_reset). */
+static _Atomic int_least64_t frame_counter;
+static atomic_int compiled_fn_counter;
+static atomic_uint reset_epoch;
+static pthread_mutex_t break_lock = PTHREAD_MUTEX_INITIALIZER;
 static kn__hashmap break_sites;
 static bool break_sites_init;
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static kn_compiled *all_fns;
 
-int64_t kn__next_frame_id(void) {
-  pthread_mutex_lock(&glock);
-  int64_t id = frame_counter++;
-  pthread_mutex_unlock(&glock);
-  return id;
-}
+int64_t kn__next_frame_id(void) { return atomic_fetch_add(&frame_counter, 1); }
 
-int kn__next_compiled_fn_number(void) {
-  pthread_mutex_lock(&glock);
-  int n = ++compiled_fn_counter;
-  pthread_mutex_unlock(&glock);
-  return n;
-}
+int kn__next_compiled_fn_number(void) { return atomic_fetch_add(&compiled_fn_counter, 1) + 1; }
 
 bool kn__graph_break_first_at(const char *file, int line) {
   char key[600];
   snprintf(key, sizeof key, "%s:%d", file ? file : "?", line);
-  pthread_mutex_lock(&glock);
+  pthread_mutex_lock(&break_lock);
   if (!break_sites_init) {
     kn__hm_init(&break_sites, true);
     break_sites_init = true;
@@ -56,19 +60,19 @@ bool kn__graph_break_first_at(const char *file, int line) {
   bool found = false;
   (void)kn__hm_get(&break_sites, key, &found);
   if (!found) (void)kn__hm_put(&break_sites, key, NULL);
-  pthread_mutex_unlock(&glock);
+  pthread_mutex_unlock(&break_lock);
   return !found;
 }
 
 void kn__dynamo_reset_globals(void) {
-  pthread_mutex_lock(&glock);
-  frame_counter = 0;
-  compiled_fn_counter = 0;
+  atomic_store(&frame_counter, 0);
+  atomic_store(&compiled_fn_counter, 0);
+  pthread_mutex_lock(&break_lock);
   if (break_sites_init) {
     kn__hm_fini(&break_sites);
     break_sites_init = false;
   }
-  pthread_mutex_unlock(&glock);
+  pthread_mutex_unlock(&break_lock);
 }
 
 /* ---- names ------------------------------------------------------------------------- */
@@ -109,6 +113,7 @@ static void free_maps(kn_compiled *f) {
   }
 }
 
+/* Both locks held (or f not shared yet). */
 static void drop_entries(kn_compiled *f) {
   while (f->entries) {
     kn__entry *e = f->entries;
@@ -116,8 +121,10 @@ static void drop_entries(kn_compiled *f) {
     kn__entry_free(e);
   }
   f->nentries = 0;
+  f->gen++;
 }
 
+/* Both locks held. */
 static void forget(kn_compiled *f) {
   drop_entries(f);
   free_maps(f);
@@ -128,6 +135,51 @@ static void forget(kn_compiled *f) {
   f->last_reason = NULL;
   f->frame.frame_id = -1;
   f->frame.ncompiles = 0;
+}
+
+/* Forget f's state if kn_reset ran since it was last forgotten; `wait`:
+** block for f's locks, else give up when f is busy (it is then forgotten
+** at its next call). */
+static void refresh(kn_compiled *f, bool wait) {
+  if (wait) {
+    pthread_mutex_lock(&f->compile_lock);
+    pthread_rwlock_wrlock(&f->entries_lock);
+  } else {
+    if (pthread_mutex_trylock(&f->compile_lock)) return;
+    if (pthread_rwlock_trywrlock(&f->entries_lock)) {
+      pthread_mutex_unlock(&f->compile_lock);
+      return;
+    }
+  }
+  unsigned now = atomic_load(&reset_epoch);
+  if (atomic_load(&f->epoch) != now) {
+    forget(f);
+    atomic_store(&f->epoch, now);
+  }
+  pthread_rwlock_unlock(&f->entries_lock);
+  pthread_mutex_unlock(&f->compile_lock);
+}
+
+static inline void ensure_fresh(kn_compiled *f) {
+  if (atomic_load_explicit(&f->epoch, memory_order_acquire) !=
+      atomic_load_explicit(&reset_epoch, memory_order_acquire))
+    refresh(f, true);
+}
+
+/* A writer-preferring rwlock: a compile waiting to publish is not starved
+** by threads that keep hitting the cache. */
+static bool init_locks(kn_compiled *f) {
+  pthread_rwlockattr_t a;
+  if (pthread_rwlockattr_init(&a)) return false;
+  (void)pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  bool ok = pthread_rwlock_init(&f->entries_lock, &a) == 0;
+  pthread_rwlockattr_destroy(&a);
+  if (ok && pthread_mutex_init(&f->compile_lock, NULL)) {
+    pthread_rwlock_destroy(&f->entries_lock);
+    ok = false;
+  }
+  f->locks_init = ok;
+  return ok;
 }
 
 static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const char *name,
@@ -150,7 +202,8 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
   if (!o.cache_size_limit) o.cache_size_limit = 8;
   if (!o.accumulated_cache_size_limit) o.accumulated_cache_size_limit = 256;
   kn_compiled *f = calloc(1, sizeof *f);
-  if (!f) goto oom;
+  if (!f || !init_locks(f)) goto oom;
+  atomic_store(&f->epoch, atomic_load(&reset_epoch));
   f->fn = fn;
   f->ud = ud;
   f->tfn = tfn;
@@ -185,17 +238,15 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
     for (int i = 0; i < n; i++)
       if (!(f->arg_names[i] = strdup(o.arg_names[i]))) goto oom;
   }
-  pthread_mutex_lock(&glock);
+  pthread_mutex_lock(&list_lock);
   f->next_all = all_fns;
   if (all_fns) all_fns->prev_all = f;
   all_fns = f;
-  pthread_mutex_unlock(&glock);
+  f->linked = true;
+  pthread_mutex_unlock(&list_lock);
   return f;
 oom:
-  if (f) {
-    f->next_all = f->prev_all = f; /* not linked */
-    kn_compiled_free(f);
-  }
+  kn_compiled_free(f);
   kn__oom();
   return NULL;
 }
@@ -216,12 +267,12 @@ kn_compiled *kn_compile_tensor_fn(void (*fn)(void), int nargs, const char *name,
 
 void kn_compiled_free(kn_compiled *f) {
   if (!f) return;
-  if (f->next_all != f) {
-    pthread_mutex_lock(&glock);
+  if (f->linked) {
+    pthread_mutex_lock(&list_lock);
     if (f->prev_all) f->prev_all->next_all = f->next_all;
-    else if (all_fns == f) all_fns = f->next_all;
+    else all_fns = f->next_all;
     if (f->next_all) f->next_all->prev_all = f->prev_all;
-    pthread_mutex_unlock(&glock);
+    pthread_mutex_unlock(&list_lock);
   }
   drop_entries(f);
   if (f->resume || f->dyn_state) free_maps(f);
@@ -233,14 +284,22 @@ void kn_compiled_free(kn_compiled *f) {
   free(f->arg_names);
   free_frame(&f->frame);
   free(f->last_reason);
+  if (f->locks_init) {
+    pthread_rwlock_destroy(&f->entries_lock);
+    pthread_mutex_destroy(&f->compile_lock);
+  }
   free(f);
 }
 
+/* May overlap calls, compiles, creation and freeing of compiled functions
+** in other threads: a function busy in another thread is forgotten when
+** its current call has finished (at its next call). */
 void kn_reset(void) {
-  pthread_mutex_lock(&glock);
-  for (kn_compiled *f = all_fns; f; f = f->next_all) forget(f);
-  pthread_mutex_unlock(&glock);
+  atomic_fetch_add(&reset_epoch, 1);
   kn__dynamo_reset_globals();
+  pthread_mutex_lock(&list_lock);
+  for (kn_compiled *f = all_fns; f; f = f->next_all) refresh(f, false);
+  pthread_mutex_unlock(&list_lock);
 }
 
 /* ---- calling the user function --------------------------------------------------------- */
@@ -419,11 +478,13 @@ static void wont_convert(kn_compiled *f) {
          f->frame.name, f->frame.file, f->frame.line, kn_last_error());
 }
 
-/* Trace and add an entry (or extend `into`); on failure the WON'T CONVERT
-** policy applies. */
-static kn_status compile_and_run(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                                 const char *rj, const char *msg, bool verbose, kn_value *out) {
-  kn__entry *e = NULL;
+/* Trace and add an entry (or extend `into`), compile_lock held. On failure
+** *eager says whether the WON'T CONVERT policy runs the call eagerly (the
+** caller does, after unlocking). */
+static kn_status compile_entry(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
+                               const char *rj, const char *msg, bool verbose, kn_value *out,
+                               bool *eager) {
+  *eager = false;
   if (msg) {
     /* logged inside the new compile's context: the trace call enters it */
     kn__compile_ctx saved;
@@ -433,26 +494,166 @@ static kn_status compile_and_run(kn_compiled *f, const kn_value *args, int nargs
     else KN_LOG_ARTIFACT(KN_ART_RECOMPILES, "%s", msg);
     kn__compile_ctx_leave(&saved);
   }
+  /* a branch grows an entry that other threads may be replaying: exclusive
+  ** for the whole trace; a new entry is private until it is linked */
+  if (into) pthread_rwlock_wrlock(&f->entries_lock);
+  kn__entry *e = NULL;
   kn_status st = kn__trace_call(f, args, nargs, into, rj, &e, out);
+  if (!into && e) pthread_rwlock_wrlock(&f->entries_lock);
+  if (e) {
+    e->next = f->entries;
+    f->entries = e;
+    f->nentries++;
+  }
+  if (into || e) {
+    f->gen++;
+    pthread_rwlock_unlock(&f->entries_lock);
+  }
   if (st == KN_OK) {
     f->ncompiles++;
-    if (e) {
-      e->next = f->entries;
-      f->entries = e;
-      f->nentries++;
-    }
     return KN_OK;
   }
   wont_convert(f);
-  if (!f->opts.suppress_errors || f->opts.fullgraph) return st;
-  return kn__call_eager(f, args, nargs, out);
+  *eager = f->opts.suppress_errors && !f->opts.fullgraph;
+  return st;
 }
 
-static void move_to_front(kn_compiled *f, kn__entry *prev, kn__entry *e) {
-  if (!prev) return;
-  prev->next = e->next;
-  e->next = f->entries;
-  f->entries = e;
+/* entries_lock held exclusive. e is compared by identity only: it may have
+** been dropped since it was seen. */
+static void move_to_front(kn_compiled *f, const kn__entry *e) {
+  for (kn__entry **p = &f->entries; *p; p = &(*p)->next)
+    if (*p == e) {
+      kn__entry *hit = *p;
+      *p = hit->next;
+      hit->next = f->entries;
+      f->entries = hit;
+      return;
+    }
+}
+
+/* ---- the hit path ------------------------------------------------------------------------ */
+typedef enum found { FOUND_NONE, FOUND_HIT, FOUND_BRANCH, FOUND_ERROR, FOUND_SKIP } found;
+
+typedef struct lookup {
+  found kind;
+  kn_status st;
+  const kn__entry *e; /* the entry whose guards passed */
+  int pos;            /* its position in the list */
+  uint64_t gen;       /* the list generation seen */
+} lookup;
+
+/* Under the shared lock: the first entry whose guards pass runs. */
+static void find(kn_compiled *f, const kn_value *args, int nargs, kn_value *out, lookup *lk) {
+  *lk = (lookup){FOUND_NONE, KN_OK, NULL, 0, 0};
+  pthread_rwlock_rdlock(&f->entries_lock);
+  lk->gen = f->gen;
+  if (f->skip) lk->kind = FOUND_SKIP;
+  for (kn__entry *e = f->skip ? NULL : f->entries; e; e = e->next, lk->pos++) {
+    if (!kn__entry_check(e, args, nargs)) continue;
+    lk->st = kn__entry_run(f, e, args, nargs, out);
+    lk->e = e;
+    lk->kind = lk->st == KN_OK ? FOUND_HIT : lk->st == KN__MISS_BRANCH ? FOUND_BRANCH : FOUND_ERROR;
+    break;
+  }
+  pthread_rwlock_unlock(&f->entries_lock);
+}
+
+/* Most recently used first: a hit behind the head moves to the front when
+** the list is free; under contention the move is skipped (the order only
+** decides which entry is checked first). */
+static void promote(kn_compiled *f, const lookup *lk) {
+  if (lk->pos == 0 || pthread_rwlock_trywrlock(&f->entries_lock)) return;
+  move_to_front(f, lk->e);
+  pthread_rwlock_unlock(&f->entries_lock);
+}
+
+/* ---- misses (compile_lock held) ------------------------------------------------------------ */
+static void branch_limit_warning(kn_compiled *f, const kn__entry *e) {
+  miss m = {0};
+  m.n = 1;
+  char *r = strdup("a graph break answered differently (new branch)");
+  char cid[64];
+  kn__compile_id_format(e->cid, cid, sizeof cid);
+  char *c = strdup(cid);
+  m.reason = &r;
+  m.cid = &c;
+  limit_warning(f, &m, false);
+  free(r);
+  free(c);
+}
+
+/* A break answered differently: add a branch to e (still linked: the list
+** generation did not change since it was found). */
+static kn_status new_branch(kn_compiled *f, const kn_value *args, int nargs, const kn__entry *e,
+                            kn_value *out, bool *eager) {
+  pthread_rwlock_wrlock(&f->entries_lock);
+  move_to_front(f, e);
+  pthread_rwlock_unlock(&f->entries_lock);
+  if (f->ncompiles >= f->opts.cache_size_limit) {
+    if (!f->limit_hit) branch_limit_warning(f, e);
+    f->limit_hit = true;
+    *eager = true;
+    return KN_OK;
+  }
+  return compile_entry(f, args, nargs, (kn__entry *)e, NULL, NULL, false, out, eager);
+}
+
+/* Every entry rejected the call: recompile, or apply the cache limit. */
+static kn_status new_entry(kn_compiled *f, const kn_value *args, int nargs, kn_value *out,
+                           bool *eager) {
+  *eager = false;
+  if (!f->nentries) return compile_entry(f, args, nargs, NULL, NULL, NULL, false, out, eager);
+  bool verbose = KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES_VERBOSE);
+  miss m;
+  pthread_rwlock_rdlock(&f->entries_lock);
+  kn_status st = gather(f, args, nargs, verbose, &m);
+  pthread_rwlock_unlock(&f->entries_lock);
+  if (st != KN_OK) {
+    miss_free(&m);
+    return st;
+  }
+  call_guard_fail_fn(f, &m);
+  free(f->last_reason);
+  f->last_reason = m.n ? strdup(m.reason[0]) : NULL;
+  bool acc = f->nentries >= f->opts.accumulated_cache_size_limit;
+  if (acc || f->ncompiles >= f->opts.cache_size_limit) {
+    if (!f->limit_hit) limit_warning(f, &m, acc);
+    f->limit_hit = true;
+    miss_free(&m);
+    if (f->opts.drop_cache_on_limit) {
+      pthread_rwlock_wrlock(&f->entries_lock);
+      drop_entries(f);
+      f->skip = true;
+      pthread_rwlock_unlock(&f->entries_lock);
+    }
+    if (f->opts.fullgraph)
+      return kn__error(KN_ESTATE, "%s: %s reached, and fullgraph=true makes this a hard failure",
+                       f->frame.name, acc ? "accumulated_cache_size_limit" : "cache_size_limit");
+    *eager = true;
+    return KN_OK;
+  }
+  char *msg = recompile_message(f, &m, verbose);
+  char *rj = reasons_json(&m);
+  miss_free(&m);
+  st = compile_entry(f, args, nargs, NULL, rj, msg, verbose, out, eager);
+  free(msg);
+  free(rj);
+  return st;
+}
+
+/* Compiles of one function are serialised: the decision is taken again
+** when another thread changed the entries while this one waited. */
+static kn_status slow_call(kn_compiled *f, const kn_value *args, int nargs, lookup *lk,
+                           kn_value *out) {
+  pthread_mutex_lock(&f->compile_lock);
+  if (lk->gen != f->gen) find(f, args, nargs, out, lk);
+  bool eager = lk->kind == FOUND_SKIP;
+  kn_status st = lk->st;
+  if (lk->kind == FOUND_BRANCH) st = new_branch(f, args, nargs, lk->e, out, &eager);
+  else if (lk->kind == FOUND_NONE) st = new_entry(f, args, nargs, out, &eager);
+  pthread_mutex_unlock(&f->compile_lock);
+  if (lk->kind == FOUND_HIT) promote(f, lk);
+  return eager ? kn__call_eager(f, args, nargs, out) : st;
 }
 
 kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out) {
@@ -467,70 +668,16 @@ kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out
         return kn__error(KN_EINVAL, "%s: argument %d: expected a tensor", f->frame.name, i);
   /* called while another compiled function is traced: inline it (its ops
   ** are recorded in the caller's graph) */
-  if (f->skip || kn__trace_current()) return kn__call_eager(f, args, nargs, out);
-  kn__entry *prev = NULL;
-  for (kn__entry *e = f->entries; e; prev = e, e = e->next) {
-    if (!kn__entry_check(e, args, nargs)) continue;
-    kn_status st = kn__entry_run(f, e, args, nargs, out);
-    if (st == KN_OK) {
-      move_to_front(f, prev, e);
-      return KN_OK;
-    }
-    if (st != KN__MISS_BRANCH) return st;
-    /* a break answered differently: add a branch to this entry */
-    move_to_front(f, prev, e);
-    if (f->ncompiles >= f->opts.cache_size_limit) {
-      if (!f->limit_hit) {
-        miss m = {0};
-        m.n = 1;
-        char *r = strdup("a graph break answered differently (new branch)");
-        char cid[64];
-        kn__compile_id_format(e->cid, cid, sizeof cid);
-        char *c = strdup(cid);
-        m.reason = &r;
-        m.cid = &c;
-        limit_warning(f, &m, false);
-        free(r);
-        free(c);
-        f->limit_hit = true;
-      }
-      return kn__call_eager(f, args, nargs, out);
-    }
-    return compile_and_run(f, args, nargs, e, NULL, NULL, false, out);
+  if (kn__trace_current()) return kn__call_eager(f, args, nargs, out);
+  ensure_fresh(f);
+  lookup lk;
+  find(f, args, nargs, out, &lk);
+  switch (lk.kind) {
+  case FOUND_HIT: promote(f, &lk); return KN_OK;
+  case FOUND_ERROR: return lk.st;
+  case FOUND_SKIP: return kn__call_eager(f, args, nargs, out);
+  default: return slow_call(f, args, nargs, &lk, out);
   }
-  if (!f->entries) return compile_and_run(f, args, nargs, NULL, NULL, NULL, false, out);
-  /* a miss: every entry rejected the call */
-  bool verbose = KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES_VERBOSE);
-  miss m;
-  kn_status st = gather(f, args, nargs, verbose, &m);
-  if (st != KN_OK) {
-    miss_free(&m);
-    return st;
-  }
-  call_guard_fail_fn(f, &m);
-  free(f->last_reason);
-  f->last_reason = m.n ? strdup(m.reason[0]) : NULL;
-  bool acc = f->nentries >= f->opts.accumulated_cache_size_limit;
-  if (acc || f->ncompiles >= f->opts.cache_size_limit) {
-    if (!f->limit_hit) limit_warning(f, &m, acc);
-    f->limit_hit = true;
-    miss_free(&m);
-    if (f->opts.drop_cache_on_limit) {
-      drop_entries(f);
-      f->skip = true;
-    }
-    if (f->opts.fullgraph)
-      return kn__error(KN_ESTATE, "%s: %s reached, and fullgraph=true makes this a hard failure",
-                       f->frame.name, acc ? "accumulated_cache_size_limit" : "cache_size_limit");
-    return kn__call_eager(f, args, nargs, out);
-  }
-  char *msg = recompile_message(f, &m, verbose);
-  char *rj = reasons_json(&m);
-  miss_free(&m);
-  st = compile_and_run(f, args, nargs, NULL, rj, msg, verbose, out);
-  free(msg);
-  free(rj);
-  return st;
 }
 
 kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int nargs) {
@@ -558,15 +705,22 @@ kn_graph_module *kn_export(kn_compiled *f, const kn_value *args, int nargs) {
     kn__error(KN_EINVAL, "kn_export: the compiled function is NULL");
     return NULL;
   }
+  if (kn__trace_current()) {
+    kn__error(KN_ESTATE, "kn_export: called while a compiled function is being traced");
+    return NULL;
+  }
+  ensure_fresh(f);
   kn__entry *e = NULL;
   kn_value out;
   /* one trace, no breaks, no backend: the graph as captured */
+  pthread_mutex_lock(&f->compile_lock);
   kn_compile_options saved = f->opts;
   f->opts.fullgraph = true;
   f->opts.backend_fn = NULL;
   f->opts.backend = "eager";
   kn_status st = kn__trace_call(f, args, nargs, NULL, NULL, &e, &out);
   f->opts = saved;
+  pthread_mutex_unlock(&f->compile_lock);
   if (st != KN_OK) return NULL;
   kn_value_release(out);
   kn_graph_module *gm = e->root->gm;

@@ -24,6 +24,7 @@
 #ifndef KN_DYNAMO_DYNAMO_H
 #define KN_DYNAMO_DYNAMO_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -226,6 +227,22 @@ typedef struct kn__frame {
 } kn__frame;
 
 /* ---- the compiled function ----------------------------------------------------- */
+/* Threads (see docs/ARCHITECTURE.md, "Threads"). fn, ud, tfn, nargs and the
+** arg names are read-only after creation; opts too, except that kn_export
+** swaps it for its trace under compile_lock (the hit path never reads it).
+** Two locks:
+**   compile_lock  serialises everything that changes the cache: tracing,
+**                 recompile decisions, ncompiles/limit_hit/last_reason, the
+**                 frame and resume/automatic-dynamic state, kn_export;
+**   entries_lock  a writer-preferring rwlock over the entry list and the
+**                 entries' segment trees: calls take it shared for the guard
+**                 check and the replay; it is taken exclusive (with
+**                 compile_lock held) to link an entry, trace a branch into
+**                 an entry, drop entries, and move a hit to the front.
+** Lock order: compile_lock, then entries_lock. `gen` counts changes of the
+** entry list (written with both locks held), `epoch` is the kn_reset
+** generation the state belongs to (stale state is forgotten at the next
+** call). */
 struct kn_compiled {
   kn_fn fn;
   void *ud;
@@ -234,16 +251,25 @@ struct kn_compiled {
   kn_compile_options opts;
   char **arg_names;       /* owned copies (NULL entries = default names) */
   int narg_names;
-  kn__frame frame;
-  kn__entry *entries;     /* MRU first */
+  pthread_mutex_t compile_lock;
+  pthread_rwlock_t entries_lock;
+  bool locks_init;        /* the two locks were initialised */
+  bool linked;            /* in the list of live compiled functions */
+  /* under entries_lock */
+  kn__entry *entries;     /* most recently used first */
   int nentries;
+  bool skip;              /* drop_cache_on_limit: every call runs eagerly */
+  uint64_t gen;
+  /* under compile_lock (frame.name, .file and .line are read-only) */
+  kn__frame frame;
   int ncompiles;          /* entries + branches, for the cache limit */
   bool limit_hit;         /* the warning was printed: run new inputs eagerly */
-  bool skip;              /* drop_cache_on_limit: every call runs eagerly */
   char *last_reason;
   kn__hashmap *resume;    /* break site -> kn__frame* */
   /* automatic dynamic: per tensor source expr, sizes seen at the first compile */
   kn__hashmap *dyn_state; /* source expr -> struct kn__dynstate* */
+  _Atomic unsigned epoch;
+  /* under the list lock (compile.c) */
   struct kn_compiled *next_all, *prev_all; /* every live compiled function */
 };
 

@@ -20,11 +20,9 @@
 #include "trace/trace.h"
 
 /* ---- describe records ------------------------------------------------------------ */
-static const char *py_dtype(kn_dtype dt) {
-  static char buf[KN_DTYPE_COUNT][24];
-  char *b = buf[dt];
-  if (!b[0]) snprintf(b, sizeof buf[0], "torch.%s", kn_dtype_name(dt));
-  return b;
+static const char *py_dtype(kn_dtype dt, char *buf, size_t n) {
+  snprintf(buf, n, "torch.%s", kn_dtype_name(dt));
+  return buf;
 }
 
 static json_t *int_list(int n, const int64_t *v) {
@@ -43,7 +41,8 @@ void kn__trace_describe(kn__trace *tr, const kn_tensor *real, const char *source
   if (t) {
     json_object_set_new(t, "id", json_integer(id));
     json_object_set_new(t, "ndim", json_integer(real->ndim));
-    json_object_set_new(t, "dtype", json_string(py_dtype(real->dtype)));
+    char dt[40];
+    json_object_set_new(t, "dtype", json_string(py_dtype(real->dtype, dt, sizeof dt)));
     json_object_set_new(t, "device", json_string(real->device == KN_META ? "device(type='meta')"
                                                                          : "device(type='cpu')"));
     json_object_set_new(t, "size", int_list(real->ndim, real->sizes));

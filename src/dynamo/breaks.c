@@ -74,21 +74,28 @@ static kn__segment *known_child(const kn__segment *s, double ans) {
   return NULL;
 }
 
+/* The frame resuming after a break at `at`. Without a location (no debug
+** info in the user's code) break sites are told apart by their position in
+** the trace: the k-th break resumes in "resume_in_<fn>_at_unknown_<k>". */
 static kn__frame *resume_frame(kn__trace *tr, const kn__srcframe *at) {
   kn_compiled *f = tr->f;
-  char key[600];
-  snprintf(key, sizeof key, "%s:%d", at->file ? at->file : "?", at->line);
+  char key[600], name[300];
+  if (at) {
+    snprintf(key, sizeof key, "%s:%d", at->file ? at->file : "?", at->line);
+    snprintf(name, sizeof name, "resume_in_%s_at_%d", f->frame.name, at->line);
+  } else {
+    snprintf(key, sizeof key, "<unknown>#%d", tr->nseg);
+    snprintf(name, sizeof name, "resume_in_%s_at_unknown_%d", f->frame.name, tr->nseg);
+  }
   bool found = false;
   kn__frame *fr = kn__hm_get(f->resume, key, &found);
   if (found) return fr;
   fr = calloc(1, sizeof *fr);
   if (!fr) return NULL;
-  char name[300];
-  snprintf(name, sizeof name, "resume_in_%s_at_%d", f->frame.name, at->line);
   fr->frame_id = -1;
   fr->name = strdup(name);
-  fr->file = strdup(at->file ? at->file : f->frame.file);
-  fr->line = at->line;
+  fr->file = strdup(at && at->file ? at->file : f->frame.file);
+  fr->line = at ? at->line : f->frame.line;
   if (!fr->name || !fr->file || !kn__hm_put(f->resume, key, fr)) {
     free(fr->name);
     free(fr->file);
@@ -96,6 +103,12 @@ static kn__frame *resume_frame(kn__trace *tr, const kn__srcframe *at) {
     return NULL;
   }
   return fr;
+}
+
+/* "file:line" of a break site, or "<unknown>" without a location. */
+static void site_text(const kn__srcframe *at, char *buf, size_t n) {
+  if (at && at->file) snprintf(buf, n, "%s:%d", at->file, at->line);
+  else snprintf(buf, n, "<unknown>");
 }
 
 /* ---- breaks ---------------------------------------------------------------------------- */
@@ -126,11 +139,14 @@ static const char *brk_hint(kn__brk k) {
 static void report_break(kn__trace *tr, kn__brk k, const kn__opdef *op, const kn__srcframe *fr,
                          int n) {
   const kn__srcframe *at = n > 0 ? &fr[n - 1] : NULL;
+  /* without a location, breaks are deduplicated per function and position */
   const char *file = at && at->file ? at->file : tr->f->frame.file;
-  int line = at ? at->line : tr->f->frame.line;
+  int line = at ? at->line : -tr->nseg;
+  char site[600];
+  site_text(at, site, sizeof site);
   kn__sb sb = KN__SB_INIT;
-  kn__sb_printf(&sb, "Graph break in user code at %s:%d\nGraph Break Reason: %s\n  Explanation: ",
-                file, line, brk_type(k));
+  kn__sb_printf(&sb, "Graph break in user code at %s\nGraph Break Reason: %s\n  Explanation: ",
+                site, brk_type(k));
   switch (k) {
   case KN__BRK_ITEM: kn__sb_puts(&sb, "kn_item() reads a tensor's data, which a traced graph does not have."); break;
   case KN__BRK_BOOL: kn__sb_puts(&sb, "A C condition depends on a tensor's value."); break;
@@ -147,6 +163,7 @@ static void report_break(kn__trace *tr, kn__brk k, const kn__opdef *op, const kn
     kn__sb_printf(&sb, "\n  Developer debug context: dynamic shape operator: kiln.ops.%s",
                   op ? op->name : "?");
   kn__sb_puts(&sb, "\nUser code traceback:");
+  if (n == 0) kn__sb_puts(&sb, "\n  <unknown>");
   for (int i = 0; i < n; i++) {
     const char *src = kn__srcloc_line(fr[i].file, fr[i].line);
     while (src && (*src == ' ' || *src == '\t')) src++;
@@ -157,8 +174,8 @@ static void report_break(kn__trace *tr, kn__brk k, const kn__opdef *op, const kn
     if (kn__graph_break_first_at(file, line))
       KN_LOG_ARTIFACT(KN_ART_GRAPH_BREAKS, "%s", kn__sb_cstr(&sb));
     else
-      KN_LOG(KN_LOG_DYNAMO, KN_DEBUG, "Unsupported break in user code at %s:%d (details suppressed)",
-             file, line);
+      KN_LOG(KN_LOG_DYNAMO, KN_DEBUG, "Unsupported break in user code at %s (details suppressed)",
+             site);
     if (kn__trace_enabled())
       (void)kn__trace_artifact("dynamo_graph_break_reason", "string", kn__sb_cstr(&sb), SIZE_MAX,
                                NULL);
@@ -256,9 +273,9 @@ static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, ddcall *dd, do
   if (tr->export_mode || tr->f->opts.fullgraph) {
     const kn__srcframe *at = n > 0 ? &fr[n - 1] : NULL;
     tr->stop = true;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "graph break in user code at %s:%d (fullgraph=true): %s%s%s",
-             at && at->file ? at->file : tr->f->frame.file, at ? at->line : tr->f->frame.line,
+    char msg[1024], site[600];
+    site_text(at, site, sizeof site);
+    snprintf(msg, sizeof msg, "graph break in user code at %s (fullgraph=true): %s%s%s", site,
              brk_type(k), dd ? ": dynamic shape operator: kiln.ops." : "",
              dd ? dd->c->op->name : "");
     if (!tr->err) {

@@ -216,6 +216,13 @@ KN_API bool kn_is_true(kn_tensor *t);
 KN_API void kn_graph_break(void);
 /* Print a tensor (traced: printed with the real value on every call). */
 KN_API kn_status kn_print(kn_tensor *t);
+/* Hand the value of a one-element tensor to C code without specialising on
+** it: fn(value, ud) is called with the real value at this point of every
+** call, traced or cached (a graph break with no recorded answer, so a new
+** value never recompiles). For logging a loss from inside a compiled step.
+** ud must stay valid as long as the compiled function is called. Eagerly:
+** fn is called at once. */
+KN_API kn_status kn_host_read(kn_tensor *t, void (*fn)(double value, void *ud), void *ud);
 
 /* ---- export --------------------------------------------------------------------- */
 /* Trace fn once on args (no guards, no cache, no graph breaks allowed) and

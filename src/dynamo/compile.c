@@ -422,7 +422,8 @@ static void wont_convert(kn_compiled *f) {
 /* Trace and add an entry (or extend `into`); on failure the WON'T CONVERT
 ** policy applies. */
 static kn_status compile_and_run(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                                 const char *rj, const char *msg, bool verbose, kn_value *out) {
+                                 kn_tensor **partial, const char *rj, const char *msg,
+                                 bool verbose, kn_value *out) {
   kn__entry *e = NULL;
   if (msg) {
     /* logged inside the new compile's context: the trace call enters it */
@@ -433,7 +434,7 @@ static kn_status compile_and_run(kn_compiled *f, const kn_value *args, int nargs
     else KN_LOG_ARTIFACT(KN_ART_RECOMPILES, "%s", msg);
     kn__compile_ctx_leave(&saved);
   }
-  kn_status st = kn__trace_call(f, args, nargs, into, rj, &e, out);
+  kn_status st = kn__trace_call(f, args, nargs, into, partial, rj, &e, out);
   if (st == KN_OK) {
     f->ncompiles++;
     if (e) {
@@ -446,6 +447,41 @@ static kn_status compile_and_run(kn_compiled *f, const kn_value *args, int nargs
   wont_convert(f);
   if (!f->opts.suppress_errors || f->opts.fullgraph) return st;
   return kn__call_eager(f, args, nargs, out);
+}
+
+/* A break of entry e answered differently: add a branch to e (a recompile,
+** logged with its reason), or at the cache limit run the call eagerly. */
+static kn_status add_branch(kn_compiled *f, kn__entry *e, const kn_value *args, int nargs,
+                            kn__branch_miss *bm, kn_value *out) {
+  char cid[64];
+  kn__compile_id_format(e->cid, cid, sizeof cid);
+  char *r = kn__branch_miss_reason(bm);
+  char *c = strdup(cid);
+  miss m = {1, &r, &c};
+  kn_status st;
+  if (!r || !c) {
+    kn__values_free(bm->vals, e->nslots);
+    st = kn__oom();
+  } else if (f->ncompiles >= f->opts.cache_size_limit) {
+    kn__values_free(bm->vals, e->nslots);
+    call_guard_fail_fn(f, &m);
+    if (!f->limit_hit) limit_warning(f, &m, false);
+    f->limit_hit = true;
+    st = kn__call_eager(f, args, nargs, out);
+  } else {
+    call_guard_fail_fn(f, &m);
+    free(f->last_reason);
+    f->last_reason = strdup(r);
+    bool verbose = KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES_VERBOSE);
+    char *msg = recompile_message(f, &m, verbose);
+    char *rj = reasons_json(&m);
+    st = compile_and_run(f, args, nargs, e, bm->vals, rj, msg, verbose, out);
+    free(msg);
+    free(rj);
+  }
+  free(r);
+  free(c);
+  return st;
 }
 
 static void move_to_front(kn_compiled *f, kn__entry *prev, kn__entry *e) {
@@ -471,34 +507,17 @@ kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out
   kn__entry *prev = NULL;
   for (kn__entry *e = f->entries; e; prev = e, e = e->next) {
     if (!kn__entry_check(e, args, nargs)) continue;
-    kn_status st = kn__entry_run(f, e, args, nargs, out);
+    kn__branch_miss bm = {0};
+    kn_status st = kn__entry_run(f, e, args, nargs, out, &bm);
     if (st == KN_OK) {
       move_to_front(f, prev, e);
       return KN_OK;
     }
     if (st != KN__MISS_BRANCH) return st;
-    /* a break answered differently: add a branch to this entry */
     move_to_front(f, prev, e);
-    if (f->ncompiles >= f->opts.cache_size_limit) {
-      if (!f->limit_hit) {
-        miss m = {0};
-        m.n = 1;
-        char *r = strdup("a graph break answered differently (new branch)");
-        char cid[64];
-        kn__compile_id_format(e->cid, cid, sizeof cid);
-        char *c = strdup(cid);
-        m.reason = &r;
-        m.cid = &c;
-        limit_warning(f, &m, false);
-        free(r);
-        free(c);
-        f->limit_hit = true;
-      }
-      return kn__call_eager(f, args, nargs, out);
-    }
-    return compile_and_run(f, args, nargs, e, NULL, NULL, false, out);
+    return add_branch(f, e, args, nargs, &bm, out);
   }
-  if (!f->entries) return compile_and_run(f, args, nargs, NULL, NULL, NULL, false, out);
+  if (!f->entries) return compile_and_run(f, args, nargs, NULL, NULL, NULL, NULL, false, out);
   /* a miss: every entry rejected the call */
   bool verbose = KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES_VERBOSE);
   miss m;
@@ -527,7 +546,7 @@ kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out
   char *msg = recompile_message(f, &m, verbose);
   char *rj = reasons_json(&m);
   miss_free(&m);
-  st = compile_and_run(f, args, nargs, NULL, rj, msg, verbose, out);
+  st = compile_and_run(f, args, nargs, NULL, NULL, rj, msg, verbose, out);
   free(msg);
   free(rj);
   return st;
@@ -565,7 +584,7 @@ kn_graph_module *kn_export(kn_compiled *f, const kn_value *args, int nargs) {
   f->opts.fullgraph = true;
   f->opts.backend_fn = NULL;
   f->opts.backend = "eager";
-  kn_status st = kn__trace_call(f, args, nargs, NULL, NULL, &e, &out);
+  kn_status st = kn__trace_call(f, args, nargs, NULL, NULL, NULL, &e, &out);
   f->opts = saved;
   if (st != KN_OK) return NULL;
   kn_value_release(out);

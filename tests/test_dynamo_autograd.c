@@ -335,3 +335,52 @@ Test(dyn_autograd, item_branches_are_logged_as_recompiles) {
   kn_log_setting s[] = {KN_LOG_FLAG("recompiles", 1)};
   kn_test_logging_twice(s, 1, item_recompiles_body, NULL);
 }
+
+/* ---- grad mode changed inside (seed test_mutation) ------------------------------------ */
+static kn_tensor *mutation_fn(kn_tensor *param, kn_tensor *y) {
+  bool prev = kn_set_grad_enabled(false);
+  kn_add_(param, y);
+  kn_set_grad_enabled(prev);
+  return kn_mul_scalar(y, kn_float(1));
+}
+
+Test(dyn_autograd, grad_mode_change_inside_is_replayed) {
+  kn_compile_options o = counting();
+  kn_compiled *f = KN_COMPILE(mutation_fn, &o);
+  kn_scope_begin();
+  kn_tensor *x = filled(1, true), *y = filled(0.5, false);
+  for (int i = 1; i <= 3; i++) {
+    cr_assert(kn_call_t(f, x, y), "call %d: %s", i, kn_last_error());
+    expect_all(x, 1 + 0.5 * i, "param after the in-place update");
+    cr_expect(kn_is_leaf(x) && kn_requires_grad(x));
+    cr_expect(kn_is_grad_enabled());
+  }
+  cr_expect_eq(cc.frame_count, 1, "no recompile (%d graphs)", cc.frame_count);
+  kn_scope_end();
+  kn_compiled_free(f);
+}
+
+/* An input that is a non-leaf (a clone of a tensor requiring grad): in-place
+** ops on it work as they do eagerly, and gradients flow to the leaf. */
+static kn_tensor *inplace_on_input(kn_tensor *a) {
+  kn_mul_scalar_(a, kn_float(3));
+  return kn_add_scalar(a, kn_float(1));
+}
+
+Test(dyn_autograd, non_leaf_input_traced_as_non_leaf) {
+  kn_compiled *f = KN_COMPILE(inplace_on_input, NULL);
+  kn_scope_begin();
+  kn_tensor *leaf = filled(2, true), *leaf_e = filled(2, true);
+  for (int i = 1; i <= 2; i++) {
+    kn_tensor *y = kn_call_t(f, kn_clone(leaf));
+    kn_tensor *e = inplace_on_input(kn_clone(leaf_e));
+    expect_all(y, 7, "3a + 1");
+    expect_all(e, 7, "eager 3a + 1");
+    cr_assert_eq(kn_backward(kn_sum(y), NULL), KN_OK, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(e), NULL), KN_OK, "%s", kn_last_error());
+    expect_all(kn_grad(leaf), 3.0 * i, "leaf.grad");
+    expect_all(kn_grad(leaf_e), 3.0 * i, "eager leaf.grad");
+  }
+  kn_scope_end();
+  kn_compiled_free(f);
+}

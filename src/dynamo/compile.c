@@ -207,11 +207,16 @@ kn_compiled *kn_compile_fn(kn_fn fn, void *ud, int nargs, const char *name, cons
 
 kn_compiled *kn_compile_tensor_fn(void (*fn)(void), int nargs, const char *name, const char *file,
                                   int line, const kn_compile_options *opts) {
-  if (nargs < 1 || nargs > 4) {
-    kn__error(KN_EINVAL, "kn_compile_tensor_fn: expected 1 to 4 tensor arguments, got %d", nargs);
+  bool tconst = (nargs & KN_TENSOR_FN_CONST) != 0;
+  nargs &= ~KN_TENSOR_FN_CONST;
+  if (nargs < 1 || nargs > KN_TENSOR_FN_MAX_ARGS) {
+    kn__error(KN_EINVAL, "kn_compile_tensor_fn: expected 1 to %d tensor arguments, got %d",
+              KN_TENSOR_FN_MAX_ARGS, nargs);
     return NULL;
   }
-  return make(NULL, NULL, fn, nargs, name, file, line, opts);
+  kn_compiled *f = make(NULL, NULL, fn, nargs, name, file, line, opts);
+  if (f) f->tconst = tconst;
+  return f;
 }
 
 void kn_compiled_free(kn_compiled *f) {
@@ -243,7 +248,41 @@ void kn_reset(void) {
   kn__dynamo_reset_globals();
 }
 
-/* ---- calling the user function --------------------------------------------------------- */
+/* ---- calling the user function ----------------------------------------------------------- */
+/* The tensor form, called through its exact type. */
+#define KN__P1(T) T
+#define KN__P2(T) KN__P1(T), T
+#define KN__P3(T) KN__P2(T), T
+#define KN__P4(T) KN__P3(T), T
+#define KN__P5(T) KN__P4(T), T
+#define KN__P6(T) KN__P5(T), T
+#define KN__P7(T) KN__P6(T), T
+#define KN__P8(T) KN__P7(T), T
+#define KN__A1 t[0]
+#define KN__A2 KN__A1, t[1]
+#define KN__A3 KN__A2, t[2]
+#define KN__A4 KN__A3, t[3]
+#define KN__A5 KN__A4, t[4]
+#define KN__A6 KN__A5, t[5]
+#define KN__A7 KN__A6, t[6]
+#define KN__A8 KN__A7, t[7]
+#define KN__CALLT(n, T) ((kn_tensor * (*)(KN__P##n(T))) fn)(KN__A##n)
+#define KN__CASES(T)                                                                  \
+  case 1: return KN__CALLT(1, T);                                                    \
+  case 2: return KN__CALLT(2, T);                                                    \
+  case 3: return KN__CALLT(3, T);                                                    \
+  case 4: return KN__CALLT(4, T);                                                    \
+  case 5: return KN__CALLT(5, T);                                                    \
+  case 6: return KN__CALLT(6, T);                                                    \
+  case 7: return KN__CALLT(7, T);                                                    \
+  default: return KN__CALLT(8, T);
+
+static kn_tensor *call_tensor_fn(void (*fn)(void), bool tconst, kn_tensor *const *t, int n) {
+  if (tconst) switch (n) { KN__CASES(const kn_tensor *) }
+  switch (n) { KN__CASES(kn_tensor *) }
+}
+
+/* ---- calling the user function (cont.) --------------------------------------------------------- */
 static _Thread_local int base_depth;
 int kn__user_base_depth(void) { return base_depth; }
 
@@ -256,21 +295,9 @@ __attribute__((noinline)) kn_status kn__invoke_user(kn_compiled *f, const kn_val
   kn_value v = kn_vnone();
   kn_scope_begin();
   if (f->tfn) {
-    kn_tensor *t[4] = {0};
-    for (int i = 0; i < nargs && i < 4; i++) t[i] = args[i].u.t;
-    kn_tensor *r = NULL;
-    switch (nargs) {
-    case 1: r = ((kn_tensor * (*)(kn_tensor *)) f->tfn)(t[0]); break;
-    case 2: r = ((kn_tensor * (*)(kn_tensor *, kn_tensor *)) f->tfn)(t[0], t[1]); break;
-    case 3:
-      r = ((kn_tensor * (*)(kn_tensor *, kn_tensor *, kn_tensor *)) f->tfn)(t[0], t[1], t[2]);
-      break;
-    default:
-      r = ((kn_tensor * (*)(kn_tensor *, kn_tensor *, kn_tensor *, kn_tensor *)) f->tfn)(
-          t[0], t[1], t[2], t[3]);
-      break;
-    }
-    v = kn_vtensor(r);
+    kn_tensor *t[KN_TENSOR_FN_MAX_ARGS] = {0};
+    for (int i = 0; i < nargs && i < KN_TENSOR_FN_MAX_ARGS; i++) t[i] = args[i].u.t;
+    v = kn_vtensor(call_tensor_fn(f->tfn, f->tconst, t, nargs));
   } else {
     v = f->fn(args, nargs, f->ud);
   }

@@ -247,6 +247,7 @@ struct kn_compiled {
   kn_fn fn;
   void *ud;
   void (*tfn)(void);      /* tensor form, or NULL */
+  bool tconst;            /* its parameters are const kn_tensor * */
   int nargs;              /* -1: any */
   kn_compile_options opts;
   char **arg_names;       /* owned copies (NULL entries = default names) */

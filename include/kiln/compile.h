@@ -20,8 +20,11 @@
 ** printing and kn_item / kn_is_true for data-dependent decisions: they are
 ** traced (they end a graph segment; see "graph breaks" in docs/DYNAMO.md).
 **
-** Ownership: arguments are borrowed. Results are new references (tensor
-** results are also recorded in the open autorelease scope, like op results).
+** Ownership: arguments are borrowed. One rule, as everywhere in kiln: a
+** tensor returned as kn_tensor * (kn_call_t, kn_call_tensors) is a new
+** reference recorded in the open autorelease scope, like an op's result; a
+** result written to a kn_value (kn_call's *out) is owned by the caller,
+** who releases it with kn_value_release (it is not in any scope).
 ** A user function runs inside its own autorelease scope: create temporaries
 ** freely and return results WITHOUT retaining them.
 */

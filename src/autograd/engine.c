@@ -530,10 +530,8 @@ static void run_free(run *r) {
 static kn_status root_grad(kn_tensor *t, kn_tensor *given, int i, kn_tensor **go) {
   *go = NULL;
   if (!t) {
-    char prev[512];
-    snprintf(prev, sizeof prev, "%s", kn_last_error());
-    return kn__error(KN_EINVAL, "backward: output %d is NULL (did an earlier call fail? %s)", i,
-                     prev);
+    char h[KN__HINT_CAP];
+    return kn__error(KN_EINVAL, "backward: output %d is NULL%s", i, kn__error_hint(h, sizeof h));
   }
   if (!t->requires_grad)
     return kn__error(KN_EAUTOGRAD,

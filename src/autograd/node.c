@@ -521,9 +521,8 @@ kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ct
 
 kn_tensor *kn_detach(kn_tensor *t) {
   if (!t) {
-    char prev[512];
-    snprintf(prev, sizeof prev, "%s", kn_last_error());
-    kn__error(KN_EINVAL, "detach: tensor is NULL (did an earlier call fail? %s)", prev);
+    char h[KN__HINT_CAP];
+    kn__error(KN_EINVAL, "detach: tensor is NULL%s", kn__error_hint(h, sizeof h));
     return NULL;
   }
   return kn__autorelease(alias_of(t));

@@ -21,7 +21,7 @@
 #include "tensor/tensor.h"
 #include "trace/trace.h"
 
-#define URL "https://pytorch.org/docs/main/torch.compiler_troubleshooting.html"
+#define DOCS "docs/DYNAMO.md, \"Cache, recompiles and the limit\""
 
 /* ---- process-wide state (reset by kn_reset) --------------------------------------- */
 static pthread_mutex_t glock = PTHREAD_MUTEX_INITIALIZER;
@@ -416,17 +416,22 @@ static void limit_warning_body(kn_compiled *f, const miss *m, bool accumulated) 
   const char *lt = accumulated ? "accumulated_cache_size_limit" : "cache_size_limit";
   int lim = accumulated ? f->opts.accumulated_cache_size_limit : f->opts.cache_size_limit;
   kn__sb more = KN__SB_INIT;
-  if (m->n > 1) kn__sb_printf(&more, " (+%d more; KILN_LOGS=\"recompiles\")", m->n - 1);
+  if (m->n > 1) kn__sb_printf(&more, " (+%d more)", m->n - 1);
+  bool logged = KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES) ||
+                KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES_VERBOSE);
   KN_LOG(KN_LOG_DYNAMO_CONVERT_FRAME, KN_WARNING,
          "kiln.dynamo hit config.%s (%d)\n"
          "   function: '%s' (%s:%d)\n"
          "   last reason: %s: %s%s\n"
-         "To log all recompilation reasons, use KILN_LOGS=\"recompiles\".\n"
+         "%s\n"
          "Already compiled versions stay in use; new inputs run eagerly (raise "
          "kn_compile_options.%s to compile more).\n"
-         "To diagnose recompilation issues, see " URL ".",
+         "To diagnose recompilation issues, see " DOCS ".",
          lt, lim, f->frame.name, f->frame.file, f->frame.line, m->n ? m->cid[0] : "-",
-         m->n ? m->reason[0] : "Unable to find recompilation reasons", kn__sb_cstr(&more), lt);
+         m->n ? m->reason[0] : "Unable to find recompilation reasons", kn__sb_cstr(&more),
+         logged ? "The recompilation reasons are logged above (recompiles)."
+                : "To log all recompilation reasons, use KILN_LOGS=\"recompiles\".",
+         lt);
   kn__sb_fini(&more);
 }
 
@@ -590,7 +595,10 @@ kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int nargs) {
   kn_value out;
   kn_status st = kn_call(f, v, nargs, &out);
   if (v != inl) free(v);
-  if (st != KN_OK) return NULL;
+  if (st != KN_OK) {
+    kn__error_null_result();
+    return NULL;
+  }
   if (out.kind != KN_VTENSOR) {
     kn_value_release(out);
     kn__error(KN_EINVAL, "%s did not return a tensor", f->frame.name);

@@ -702,6 +702,16 @@ static void trace_free(kn__trace *tr) {
   free(tr);
 }
 
+const char *kn__exc_type(kn_status st, const char *msg, const char **body) {
+  static const char bcf[] = "BackendCompilerFailed: ";
+  *body = msg;
+  if (!strncmp(msg, bcf, sizeof bcf - 1)) {
+    *body = msg + sizeof bcf - 1;
+    return "BackendCompilerFailed";
+  }
+  return st == KN_EUNSUPPORTED ? "Unsupported" : "TorchRuntimeError";
+}
+
 /* The failed compile's records: dynamo_error artifact, metrics with the
 ** failure, and the error message. */
 static kn_status fail(kn__trace *tr) {
@@ -710,11 +720,12 @@ static kn_status fail(kn__trace *tr) {
   const char *msg = tr->err_msg ? tr->err_msg : kn_last_error();
   char *copy = strdup(msg ? msg : "unknown error");
   kn__tseg *s = &tr->segs[tr->nseg - 1];
-  const char *ftype = st == KN_EUNSUPPORTED ? "Unsupported" : "TorchRuntimeError";
+  const char *body = NULL;
+  const char *ftype = kn__exc_type(st, copy ? copy : "", &body);
   if (!s->quiet && kn__trace_enabled()) {
     kn__sb sb = KN__SB_INIT;
     kn__sb_printf(&sb, "Traceback (most recent call last):\nkiln.dynamo.exc.%s: %s\n", ftype,
-                  copy ? copy : "");
+                  body);
     (void)kn__trace_artifact("dynamo_error", "string", kn__sb_cstr(&sb), SIZE_MAX, NULL);
     kn__sb_fini(&sb);
   }

@@ -446,9 +446,12 @@ static void call_guard_fail_fn(kn_compiled *f, const miss *m) {
 
 static void wont_convert(kn_compiled *f) {
   int lvl = f->opts.suppress_errors ? KN_WARNING : KN_INFO;
+  const char *body = NULL;
+  const char *type = kn__exc_type(kn_last_status(), kn_last_error(), &body);
   KN_LOG(KN_LOG_DYNAMO_CONVERT_FRAME, lvl,
-         "WON'T CONVERT %s %s line %d \ndue to: \nTraceback (most recent call last):\n%s",
-         f->frame.name, f->frame.file, f->frame.line, kn_last_error());
+         "WON'T CONVERT %s %s line %d \ndue to: \nTraceback (most recent call last):\n"
+         "kiln.dynamo.exc.%s: %s",
+         f->frame.name, f->frame.file, f->frame.line, type, body);
 }
 
 /* Trace and add an entry (or extend `into`); on failure the WON'T CONVERT

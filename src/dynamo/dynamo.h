@@ -345,6 +345,11 @@ const char *kn__backend_name(const kn_compiled *f);
 /* The eager backend: the graph interpreter over gm's graph. */
 kn_status kn__eager_compile(kn_graph_module *gm, kn_compiled_graph *out);
 
+/* The exception type a failed compile reports ("TorchRuntimeError",
+** "Unsupported", "BackendCompilerFailed") and, in *body, msg without the
+** type's own prefix. */
+const char *kn__exc_type(kn_status st, const char *msg, const char **body);
+
 /* ---- misc --------------------------------------------------------------------------- */
 /* The global graph-break dedup set (reset by kn_reset). Returns true the first
 ** time a (file, line) is seen. */

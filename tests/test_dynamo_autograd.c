@@ -111,6 +111,10 @@ Test(dyn_autograd, backward_break_in_trace) {
   cr_expect_null(strstr(text, "_tensor_constant"), "a constant was recorded: %s", text);
   cr_expect_null(strstr(text, "backward_ex"), "a backward call was recorded: %s", text);
   cr_expect_eq(kn_test_count_sub(text, "\"dynamo_start\""), 2);
+  /* headers name the emitting source file and line (docs/TRACE_FORMAT.md) */
+  cr_expect_null(strstr(text, " kiln:0] "), "%s", text);
+  cr_expect(strstr(text, " src/dynamo/breaks.c:"), "%s", text);
+  cr_expect(strstr(text, " src/dynamo/frame.c:"), "%s", text);
   free(reason);
   free(text);
   kn_trace_disable();

@@ -307,12 +307,21 @@ static bool reserved(const char *e) {
   return false;
 }
 
-kn_status kn__trace_structured(const char *event, json_t *metadata,
-                               const char *payload, size_t payload_len,
-                               const kn__trace_opts *opts) {
+const kn__trace_opts *kn__trace_at(kn__trace_opts *buf, const kn__trace_opts *o,
+                                   const char *file, int line) {
+  if (o && o->file) return o;
+  *buf = o ? *o : (kn__trace_opts){0};
+  buf->file = file;
+  buf->line = line;
+  return buf;
+}
+
+kn_status kn__trace_structured_at(const char *file, int line, const char *event,
+                                  json_t *metadata, const char *payload, size_t payload_len,
+                                  const kn__trace_opts *opts) {
   if (!kn__trace_enabled()) { json_decref(metadata); return KN_OK; }
-  static const kn__trace_opts defaults = {0};
-  const kn__trace_opts *o = opts ? opts : &defaults;
+  kn__trace_opts ob;
+  const kn__trace_opts *o = kn__trace_at(&ob, opts, file, line);
   if (!event || !*event || reserved(event)) {
     json_decref(metadata);
     return kn__error(KN_EINVAL, "trace event name: expected a non-reserved name, "
@@ -340,9 +349,12 @@ kn_status kn__trace_structured(const char *event, json_t *metadata,
   return s;
 }
 
-kn_status kn__trace_structured_lazy(const char *event, kn__trace_build_fn build,
-                                    void *ud, const kn__trace_opts *opts) {
+kn_status kn__trace_structured_lazy_at(const char *file, int line, const char *event,
+                                       kn__trace_build_fn build, void *ud,
+                                       const kn__trace_opts *opts) {
   if (!kn__trace_enabled()) return KN_OK;
+  kn__trace_opts ob;
+  opts = kn__trace_at(&ob, opts, file, line);
   json_t *meta = NULL;
   kn__sb payload = KN__SB_INIT;
   bool has_payload = false;

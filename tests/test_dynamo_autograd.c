@@ -388,3 +388,26 @@ Test(dyn_autograd, non_leaf_input_traced_as_non_leaf) {
   kn_scope_end();
   kn_compiled_free(f);
 }
+
+/* Past the cache limit a new answer is not cached, but the call still does
+** its backward once (it finishes from the break, not eagerly from the start). */
+static kn_tensor *backward_then_item(kn_tensor *a, kn_tensor *s) {
+  kn_tensor *w = kn_full(KN_SHAPE(4, 4), kn_float(2), KN_FLOAT32);
+  kn_backward(kn_sum(kn_mul(a, w)), NULL);
+  double k = kn_item(s);
+  return kn_add_scalar(a, kn_float(k));
+}
+
+Test(dyn_autograd, backward_runs_once_past_the_cache_limit) {
+  kn_compile_options o = {.cache_size_limit = 2};
+  kn_compiled *f = KN_COMPILE(backward_then_item, &o);
+  kn_scope_begin();
+  kn_tensor *a = filled(1, true);
+  for (int i = 1; i <= 5; i++) {
+    kn_tensor *s = kn_scalar_tensor(kn_float(i), KN_FLOAT32);
+    expect_all(kn_call_t(f, a, s), 1 + i, "a + s");
+    expect_all(kn_grad(a), 2.0 * i, "a.grad");
+  }
+  kn_scope_end();
+  kn_compiled_free(f);
+}

@@ -52,6 +52,13 @@ static void end_seg(kn__trace *tr, const kn__fc_info *extra) {
 /* Link a finished segment below the segment whose break led to it. */
 static kn_status link_segment(kn__trace *tr, kn__segment *seg, bool quiet) {
   if (quiet) return KN_OK;
+  if (tr->no_cache) { /* run for this call only */
+    kn__segment **ns = realloc(tr->scratch, sizeof *ns * (size_t)(tr->nscratch + 1));
+    if (!ns) return kn__oom();
+    tr->scratch = ns;
+    tr->scratch[tr->nscratch++] = seg;
+    return KN_OK;
+  }
   if (!tr->parent) {
     tr->root_seg = seg;
     return KN_OK;
@@ -673,6 +680,8 @@ static kn_status real_result(const kn__rspec *r, kn__trace *tr, kn_value *out) {
 }
 
 static void trace_free(kn__trace *tr) {
+  for (int i = 0; i < tr->nscratch; i++) kn__segment_free(tr->scratch[i]);
+  free(tr->scratch);
   for (int i = 0; i < tr->nseg; i++) {
     kn__graph_free(tr->segs[i].g);
     free(tr->segs[i].in_slot);
@@ -755,8 +764,8 @@ static kn_status keep_branch_guards(kn__trace *tr, kn__entry *into) {
 }
 
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                         kn_tensor **partial, const char *reasons_json, kn__entry **out_entry,
-                         kn_value *result) {
+                         kn_tensor **partial, int flags, const char *reasons_json,
+                         kn__entry **out_entry, kn_value *result) {
   *out_entry = NULL;
   *result = kn_vnone();
   kn__set_fake_hooks(&hooks);
@@ -767,6 +776,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   }
   tr->partial = partial;
   tr->npartial = partial && into ? into->nslots : 0;
+  tr->no_cache = into && (flags & KN__TRACE_NO_CACHE);
   tr->f = f;
   tr->args = args;
   tr->nargs = nargs;
@@ -841,7 +851,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
       e->cid = e->root->cid;
       *out_entry = e;
     }
-  } else if (into) {
+  } else if (into && !tr->no_cache) {
     if (tr->nslots > into->nslots) into->nslots = tr->nslots;
     /* the branch relied on its shape guards: they are checked at the entry
     ** (also after a failed trace: segments linked before the error stay) */

@@ -469,7 +469,7 @@ static kn_status compile_and_run(kn_compiled *f, const kn_value *args, int nargs
     else KN_LOG_ARTIFACT(KN_ART_RECOMPILES, "%s", msg);
     kn__compile_ctx_leave(&saved);
   }
-  kn_status st = kn__trace_call(f, args, nargs, into, partial, rj, &e, out);
+  kn_status st = kn__trace_call(f, args, nargs, into, partial, 0, rj, &e, out);
   if (st == KN_OK) {
     f->ncompiles++;
     if (e) {
@@ -498,11 +498,13 @@ static kn_status add_branch(kn_compiled *f, kn__entry *e, const kn_value *args, 
     kn__values_free(bm->vals, e->nslots);
     st = kn__oom();
   } else if (f->ncompiles >= f->opts.cache_size_limit) {
-    kn__values_free(bm->vals, e->nslots);
     call_guard_fail_fn(f, &m);
     if (!f->limit_hit) limit_warning(f, &m, false);
     f->limit_hit = true;
-    st = kn__call_eager(f, args, nargs, out);
+    /* not eagerly from the start: the known segments (and a backward in
+    ** them) already ran; finish this call from where it stopped */
+    kn__entry *none = NULL;
+    st = kn__trace_call(f, args, nargs, e, bm->vals, KN__TRACE_NO_CACHE, NULL, &none, out);
   } else {
     call_guard_fail_fn(f, &m);
     free(f->last_reason);
@@ -622,7 +624,7 @@ kn_graph_module *kn_export(kn_compiled *f, const kn_value *args, int nargs) {
   f->opts.fullgraph = true;
   f->opts.backend_fn = NULL;
   f->opts.backend = "eager";
-  kn_status st = kn__trace_call(f, args, nargs, NULL, NULL, NULL, &e, &out);
+  kn_status st = kn__trace_call(f, args, nargs, NULL, NULL, 0, NULL, &e, &out);
   f->opts = saved;
   if (st != KN_OK) return NULL;
   kn_value_release(out);

@@ -295,9 +295,12 @@ typedef struct kn__dynstate {
 ** entry whose root segment tree is being extended (a different answer at a
 ** break), the trace replays the known segments quietly and adds a branch;
 ** *out_entry is then NULL. `partial` (taken over, may be NULL) is the value
-** table of the cached run that missed the branch (kn__entry_run). */
+** table of the cached run that missed the branch (kn__entry_run). With
+** KN__TRACE_NO_CACHE the new segments run and are dropped: `into` is left
+** as it was (the cache limit was reached; effects still happen once). */
+#define KN__TRACE_NO_CACHE 1 /* extend `into` for this call only (cache limit) */
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                         kn_tensor **partial, const char *recompile_reasons_json,
+                         kn_tensor **partial, int flags, const char *recompile_reasons_json,
                          kn__entry **out_entry, kn_value *result);
 
 /* Run segment s's eager op (KN__BRK_UNSUPPORTED) on the value table: stores

@@ -93,6 +93,9 @@ struct kn__trace {
   ** running again */
   kn_tensor **partial;
   int npartial;
+  bool no_cache;          /* KN__TRACE_NO_CACHE: new segments are dropped */
+  kn__segment **scratch;  /* those segments, freed with the trace */
+  int nscratch;
   const char *recompile_msg; /* logged inside the first frame's context */
   bool recompile_verbose;
 };

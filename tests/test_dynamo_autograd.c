@@ -221,6 +221,13 @@ static kn_tensor *grad_read_fn(kn_tensor *x) {
   return g ? kn_add(x, g) : kn_mul_scalar(x, kn_float(1));
 }
 
+static kn_tensor *detach_fn(kn_tensor *x) { return kn_detach(kn_mul_scalar(x, kn_float(2))); }
+static kn_tensor *retain_grad_fn(kn_tensor *x) {
+  kn_tensor *y = kn_mul_scalar(x, kn_float(2));
+  kn_retain_grad(y);
+  return y;
+}
+
 static void expect_refused(kn_compiled *f, const char *api, bool rg) {
   kn_scope_begin();
   kn_tensor *x = filled(3, rg);
@@ -245,6 +252,12 @@ Test(dyn_autograd, data_reads_fail_the_call) {
   kn_compiled_free(f);
   f = KN_COMPILE(grad_read_fn, NULL);
   expect_refused(f, "kn_grad", true);
+  kn_compiled_free(f);
+  f = KN_COMPILE(detach_fn, NULL);
+  expect_refused(f, "kn_detach", true);
+  kn_compiled_free(f);
+  f = KN_COMPILE(retain_grad_fn, NULL);
+  expect_refused(f, "kn_retain_grad", true);
   kn_compiled_free(f);
 }
 

@@ -389,6 +389,7 @@ static int count_of(const char *s, const char *sub) {
 static void expect_help_once_at_first_init(const char *spec, const char *names_line) {
   /* the test process has logged already: start over as a new process does */
   atomic_store(&kn__logs.ready, false);
+  kn__logs.nloggers = 0;
   char *err = kn_test_capture_stderr(first_log, (void *)spec);
   cr_assert_eq(count_of(err, help_start), 1, "%s", err);
   cr_assert_eq(count_of(err, names_line), 1, "%s", err);

@@ -157,7 +157,7 @@ typedef struct kn_compile_options {
   void *guard_fail_ud;
   bool suppress_errors;      /* compile failures run the function eagerly */
   bool drop_cache_on_limit;  /* at the cache limit, also drop the cached entries */
-  const char *const *arg_names; /* NULL: "a", "b", "c", ... */
+  const char *const *arg_names; /* NULL-terminated; NULL: "a", "b", "c", ... */
 } kn_compile_options;
 
 typedef struct kn_compiled kn_compiled;

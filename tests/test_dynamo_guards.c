@@ -243,7 +243,9 @@ static void backend_failure_body(const kn_test_records *r, void *ud) {
   const kn_test_record *w = kn_test_get_record(r, "WON'T CONVERT scale3 ");
   cr_assert(w);
   cr_expect_eq(w->level, suppress ? KN_WARNING : KN_INFO);
-  cr_expect(strstr(w->message, "BackendCompilerFailed: backend='user_backend' raised:"), "%s", w->message);
+  cr_expect(strstr(w->message, "Traceback (most recent call last):\n"
+                               "kiln.BackendCompilerFailed: backend='user_backend' raised:"),
+            "%s", w->message);
 }
 
 Test(guards, backend_failure_suppressed) {

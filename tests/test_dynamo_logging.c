@@ -63,7 +63,8 @@ static void wont_convert_body(const kn_test_records *r, void *ud) {
   const char *m = rec->message;
   const char *want = "WON'T CONVERT dynamo_error_fn " __FILE__ " line ";
   cr_expect(!strncmp(m, want, strlen(want)), "%s", m);
-  cr_expect(strstr(m, " \ndue to: \nTraceback (most recent call last):\n"), "%s", m);
+  cr_expect(strstr(m, " \ndue to: \nTraceback (most recent call last):\n"
+                      "kiln.shape_error: Failed running call_function"), "%s", m);
   cr_expect(strstr(m, "Failed running call_function kiln.ops.add(*(FakeTensor(..., size=(1000, 1000), "
                       "grad_fn=<MulBackward0>), FakeTensor(..., size=(10, 10))), **{}):\n"),
             "%s", m);
@@ -146,6 +147,11 @@ static void graph_body(const kn_test_records *r, void *ud) {
   const kn_test_record *sz = kn_test_get_record(r, "TRACED GRAPH TENSOR SIZES");
   cr_assert(sz);
   cr_expect(strstr(sz->message, "output_1: (1000, 1000)"), "%s", sz->message);
+  static const char head[] = "TRACED GRAPH TENSOR SIZES\n===== __compiled_fn_";
+  cr_expect(!strncmp(sz->message, head, strlen(head)) &&
+                strstr(sz->message, " =====\nl_a_: (1000, 1000)\n") &&
+                !strstr(sz->message, "===== ====="),
+            "%s", sz->message);
 }
 
 Test(dynamo_logging, graph_artifacts) {

@@ -228,6 +228,52 @@ Test(graph_interp, autograd_records_through_a_run) {
   cr_assert_eq(kn_live_tensors(), live);
 }
 
+/* Per-node attributes replayed by the interpreter: a node traced with grad
+** mode off runs with it off (whatever the caller's mode), a node made to
+** require grad gives a leaf that requires grad; both change the hash. */
+Test(graph_interp, node_grad_mode_and_requires_grad_are_replayed) {
+  int64_t live = kn_live_tensors();
+  kn__graph *g = example_graph(2);
+  char h0[65], h1[65], h2[65];
+  cr_assert_eq(kn__graph_hash(g, h0), KN_OK);
+  kn__gnode *last = NULL, *ones = NULL;
+  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
+    kn__gnode *n = kn__graph_node(g, i);
+    if (n->op != KN__GN_CALL) continue;
+    if (!ones) ones = n;
+    last = n;
+  }
+  cr_assert(last && ones && last != ones);
+  for (int i = 0; i < kn__graph_num_nodes(g); i++)
+    if (kn__graph_node(g, i)->op == KN__GN_CALL) kn__graph_node(g, i)->grad_mode = 0;
+  cr_assert_eq(kn__graph_hash(g, h1), KN_OK);
+  cr_expect_str_neq(h0, h1);
+  kn__gprog *p;
+  cr_assert_eq(kn__gprog_new(g, &p), KN_OK);
+  kn_tensor *a = ramp(2, 2), *out;
+  kn_set_requires_grad(a, true);
+  cr_assert_eq(kn__gprog_run(p, &a, 1, &out, 1), KN_OK, "%s", kn_last_error());
+  cr_expect_not(kn_requires_grad(out), "ran with grad mode off: no history");
+  cr_expect(kn_is_grad_enabled(), "the caller's grad mode is restored");
+  kn_release(out);
+  kn__gprog_free(p);
+  ones->grad_mode = -1;
+  ones->set_requires_grad = true;
+  cr_assert_eq(kn__graph_hash(g, h2), KN_OK);
+  cr_expect_str_neq(h1, h2);
+  for (int i = 0; i < kn__graph_num_nodes(g); i++)
+    if (kn__graph_node(g, i)->op == KN__GN_CALL) kn__graph_node(g, i)->grad_mode = -1;
+  cr_assert_eq(kn__gprog_new(g, &p), KN_OK);
+  kn_set_requires_grad(a, false);
+  cr_assert_eq(kn__gprog_run(p, &a, 1, &out, 1), KN_OK, "%s", kn_last_error());
+  cr_expect(kn_requires_grad(out), "the ones node's output requires grad: history recorded");
+  kn_release(out);
+  kn_release(a);
+  kn__gprog_free(p);
+  kn__graph_free(g);
+  cr_assert_eq(kn_live_tensors(), live);
+}
+
 typedef struct runner { kn__gprog *p; kn_tensor *a; int bad; } runner;
 
 static void *run_many(void *arg) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "logging/log.h"
+#include "logging/log_int.h"
 #include "support/log_capture.h"
 
 static const char *const qnames[] = {
@@ -408,4 +409,38 @@ Test(kiln_logs_tool, lists_only_what_kiln_emits) {
   cr_assert(strstr(out, "\n  output_code                   \t(not built yet) "), "%s", out);
   cr_assert(strstr(out, "\n  graph_code                    \tLike `graph`"), "%s", out);
   free(out);
+}
+
+/* KILN_LOGS=help read by the first log call of the process: the help is
+** printed once and the program goes on (it used to recurse into the
+** initialisation until the stack overflowed). */
+static void first_log(void *ud) {
+  setenv("KILN_LOGS", ud, 1);
+  KN_LOG(KN_LOG_DYNAMO, KN_WARNING, "after the help");
+}
+
+static int count_of(const char *s, const char *sub) {
+  int n = 0;
+  for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub)) n++;
+  return n;
+}
+
+static void expect_help_once_at_first_init(const char *spec, const char *names_line) {
+  /* the test process has logged already: start over as a new process does */
+  atomic_store(&kn__logs.ready, false);
+  kn__logs.nloggers = 0;
+  char *err = kn_test_capture_stderr(first_log, (void *)spec);
+  cr_assert_eq(count_of(err, help_start), 1, "%s", err);
+  cr_assert_eq(count_of(err, names_line), 1, "%s", err);
+  cr_assert(strstr(err, "after the help"), "%s", err);
+  cr_assert_eq(level_of(KN_LOG_DYNAMO), KN_WARNING);
+  free(err);
+}
+
+Test(log_settings, env_help_at_first_init_prints_once) {
+  expect_help_once_at_first_init("help", "Visible registered names");
+}
+
+Test(log_settings, env_plus_help_at_first_init_prints_once) {
+  expect_help_once_at_first_init("+help", "All registered names");
 }

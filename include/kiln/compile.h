@@ -20,8 +20,11 @@
 ** printing and kn_item / kn_is_true for data-dependent decisions: they are
 ** traced (they end a graph segment; see "graph breaks" in docs/DYNAMO.md).
 **
-** Ownership: arguments are borrowed. Results are new references (tensor
-** results are also recorded in the open autorelease scope, like op results).
+** Ownership: arguments are borrowed. One rule, as everywhere in kiln: a
+** tensor returned as kn_tensor * (kn_call_t, kn_call_tensors) is a new
+** reference recorded in the open autorelease scope, like an op's result; a
+** result written to a kn_value (kn_call's *out) is owned by the caller,
+** who releases it with kn_value_release (it is not in any scope).
 ** A user function runs inside its own autorelease scope: create temporaries
 ** freely and return results WITHOUT retaining them.
 */
@@ -154,7 +157,7 @@ typedef struct kn_compile_options {
   void *guard_fail_ud;
   bool suppress_errors;      /* compile failures run the function eagerly */
   bool drop_cache_on_limit;  /* at the cache limit, also drop the cached entries */
-  const char *const *arg_names; /* NULL: "a", "b", "c", ... */
+  const char *const *arg_names; /* NULL-terminated; NULL: "a", "b", "c", ... */
 } kn_compile_options;
 
 typedef struct kn_compiled kn_compiled;
@@ -164,8 +167,11 @@ typedef struct kn_compiled kn_compiled;
 ** opts may be NULL. Owned: kn_compiled_free. NULL on bad options. */
 KN_API kn_compiled *kn_compile_fn(kn_fn fn, void *ud, int nargs, const char *name,
                                   const char *file, int line, const kn_compile_options *opts);
-/* The tensor form: fn is kn_tensor *(*)(kn_tensor *, ...) with nargs (1..4)
-** tensor arguments. */
+/* The tensor form: fn is kn_tensor *(*)(kn_tensor *, ...) with nargs
+** (1..KN_TENSOR_FN_MAX_ARGS) tensor arguments; nargs | KN_TENSOR_FN_CONST when
+** they are all const kn_tensor *. */
+#define KN_TENSOR_FN_MAX_ARGS 8
+#define KN_TENSOR_FN_CONST 0x100
 KN_API kn_compiled *kn_compile_tensor_fn(void (*fn)(void), int nargs, const char *name,
                                          const char *file, int line,
                                          const kn_compile_options *opts);
@@ -184,22 +190,45 @@ KN_API kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int na
   kn_call_tensors((f), (kn_tensor *const[]){__VA_ARGS__},                      \
                   (int)(sizeof((kn_tensor *[]){__VA_ARGS__}) / sizeof(kn_tensor *)))
 
-/* KN_COMPILE(fn, opts): fn is either a tensor function with 1-4 tensor
-** arguments or a kn_fn (general form, any number of arguments). The
-** function's name and source file are recorded; its line is found in the
-** file when readable (else the line of this macro). */
-#define KN__TFN(n) kn_tensor *(*)(KN__TARGS##n)
-#define KN__TARGS1 kn_tensor *
-#define KN__TARGS2 kn_tensor *, kn_tensor *
-#define KN__TARGS3 kn_tensor *, kn_tensor *, kn_tensor *
-#define KN__TARGS4 kn_tensor *, kn_tensor *, kn_tensor *, kn_tensor *
-#define KN__ARITY(fn)                                                          \
-  _Generic(&(fn), KN__TFN(1): 1, KN__TFN(2): 2, KN__TFN(3): 3, KN__TFN(4): 4, default: 0)
+/* KN_COMPILE(fn, opts): fn is either a kn_fn (general form, any number of
+** arguments) or a tensor function kn_tensor *fn(kn_tensor *a, ...) with 1 to
+** 8 parameters, all kn_tensor * or all const kn_tensor *. Any other
+** signature is a compile-time error (a static assertion naming these
+** forms). The function's name and source file are recorded; its line is
+** found in the file when readable (else the line of this macro). */
+#define KN__TP1(T) T
+#define KN__TP2(T) KN__TP1(T), T
+#define KN__TP3(T) KN__TP2(T), T
+#define KN__TP4(T) KN__TP3(T), T
+#define KN__TP5(T) KN__TP4(T), T
+#define KN__TP6(T) KN__TP5(T), T
+#define KN__TP7(T) KN__TP6(T), T
+#define KN__TP8(T) KN__TP7(T), T
+#define KN__TFN(n) kn_tensor *(*)(KN__TP##n(kn_tensor *))
+#define KN__CTFN(n) kn_tensor *(*)(KN__TP##n(const kn_tensor *))
+/* 1..8: tensor form; 0x101..0x108: const tensor form; -1: kn_fn; 0: neither */
+#define KN__FORM(fn)                                                           \
+  _Generic((fn), kn_fn: -1,                                                    \
+           KN__TFN(1): 1, KN__TFN(2): 2, KN__TFN(3): 3, KN__TFN(4): 4,         \
+           KN__TFN(5): 5, KN__TFN(6): 6, KN__TFN(7): 7, KN__TFN(8): 8,         \
+           KN__CTFN(1): 0x101, KN__CTFN(2): 0x102, KN__CTFN(3): 0x103,         \
+           KN__CTFN(4): 0x104, KN__CTFN(5): 0x105, KN__CTFN(6): 0x106,         \
+           KN__CTFN(7): 0x107, KN__CTFN(8): 0x108, default: 0)
+#define KN__CHECK_FORM(fn)                                                     \
+  ((void)sizeof(struct {                                                       \
+    _Static_assert(KN__FORM(fn) != 0,                                          \
+                   "KN_COMPILE(" #fn ", ...): unsupported signature. Accepted forms: "  \
+                   "kn_value fn(const kn_value *args, int nargs, void *ud), or "       \
+                   "kn_tensor *fn(kn_tensor *a, ...) with 1 to 8 parameters, all "     \
+                   "kn_tensor * or all const kn_tensor *");                            \
+    int kn__form;                                                              \
+  }))
 #define KN_COMPILE(fn, opts)                                                   \
-  (KN__ARITY(fn) ? kn_compile_tensor_fn((void (*)(void))(fn), KN__ARITY(fn), #fn, __FILE__, \
-                                        __LINE__, (opts))                      \
-                 : kn_compile_fn((kn_fn)(void (*)(void))(fn), NULL, -1, #fn, __FILE__, \
-                                 __LINE__, (opts)))
+  (KN__CHECK_FORM(fn),                                                         \
+   KN__FORM(fn) > 0 ? kn_compile_tensor_fn((void (*)(void))(fn), KN__FORM(fn), #fn, __FILE__, \
+                                           __LINE__, (opts))                   \
+                    : kn_compile_fn((kn_fn)(void (*)(void))(fn), NULL, -1, #fn, __FILE__, \
+                                    __LINE__, (opts)))
 
 /* Forget every compiled entry of every compiled function, the frame and
 ** graph counters, automatic-dynamic state and deduplication state. May run
@@ -221,6 +250,13 @@ KN_API bool kn_is_true(kn_tensor *t);
 KN_API void kn_graph_break(void);
 /* Print a tensor (traced: printed with the real value on every call). */
 KN_API kn_status kn_print(kn_tensor *t);
+/* Hand the value of a one-element tensor to C code without specialising on
+** it: fn(value, ud) is called with the real value at this point of every
+** call, traced or cached (a graph break with no recorded answer, so a new
+** value never recompiles). For logging a loss from inside a compiled step.
+** ud must stay valid as long as the compiled function is called. Eagerly:
+** fn is called at once. */
+KN_API kn_status kn_host_read(kn_tensor *t, void (*fn)(double value, void *ud), void *ud);
 
 /* ---- export --------------------------------------------------------------------- */
 /* Trace fn once on args (no guards, no cache, no graph breaks allowed) and

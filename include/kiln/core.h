@@ -54,9 +54,13 @@ KN_API const char *kn_status_name(kn_status s);
 KN_API const char *kn_status_str(kn_status s);
 
 /* The message of the last error raised on this thread, or "" if none.
-** Borrowed: valid until the next kiln call on this thread that fails. */
+** Borrowed: valid until the next kiln call on this thread that fails.
+** Like errno, the last error is sticky: successful calls do not reset it;
+** only the next failure replaces it and kn_clear_error() forgets it. Check
+** a call's own return value (NULL / negative status) before reading it. */
 KN_API const char *kn_last_error(void);
-/* The status of the last error on this thread (KN_OK if none). */
+/* The status of the last error on this thread (KN_OK if none or after
+** kn_clear_error()); sticky as above. */
 KN_API kn_status kn_last_status(void);
 /* Forget the last error on this thread. */
 KN_API void kn_clear_error(void);

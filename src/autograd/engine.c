@@ -542,10 +542,8 @@ static void run_free(run *r) {
 static kn_status root_grad(kn_tensor *t, kn_tensor *given, int i, kn_tensor **go) {
   *go = NULL;
   if (!t) {
-    char prev[512];
-    snprintf(prev, sizeof prev, "%s", kn_last_error());
-    return kn__error(KN_EINVAL, "backward: output %d is NULL (did an earlier call fail? %s)", i,
-                     prev);
+    char h[KN__HINT_CAP];
+    return kn__error(KN_EINVAL, "backward: output %d is NULL%s", i, kn__error_hint(h, sizeof h));
   }
   if (!t->requires_grad)
     return kn__error(KN_EAUTOGRAD,
@@ -602,7 +600,21 @@ static kn_status engine_run(run *r, kn_tensor *const *outputs, int n,
   return st;
 }
 
+/* A call on a value of a compiled function being traced: a graph break
+** (the capture frontend runs it on the real values), or KN__FAKE_PASS. */
+static kn_status traced_call(const kn__autograd_call *c) {
+  for (int i = 0; i < c->n; i++) {
+    const kn__fake_hooks *h = kn__fake_hooks_for(c->outputs[i]);
+    if (h) return h->autograd(c);
+  }
+  return KN__FAKE_PASS;
+}
+
 kn_status kn_backward_ex(kn_tensor *t, kn_tensor *grad, bool retain_graph, bool create_graph) {
+  kn__autograd_call c = {.outputs = &t, .n = 1, .grad_outputs = grad ? &grad : NULL,
+                         .retain_graph = retain_graph, .create_graph = create_graph};
+  kn_status hs = traced_call(&c);
+  if (hs != KN__FAKE_PASS) return hs;
   run r;
   memset(&r, 0, sizeof r);
   kn__hm_init(&r.index, false);
@@ -625,6 +637,10 @@ kn_status kn_autograd_grad(kn_tensor *const *outputs, int n, kn_tensor *const *i
   if (n <= 0 || m <= 0 || !outputs || !inputs)
     return kn__error(KN_EINVAL, "grad requires at least one output and one input (got %d and %d)",
                      n, m);
+  kn__autograd_call c = {outputs, n, inputs, m, grad_outputs, retain_graph, create_graph,
+                         allow_unused, out_grads};
+  kn_status hs = traced_call(&c);
+  if (hs != KN__FAKE_PASS) return hs;
   run r;
   memset(&r, 0, sizeof r);
   kn__hm_init(&r.index, false);

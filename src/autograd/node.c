@@ -243,6 +243,9 @@ void kn__autograd_forget(kn_tensor *t) {
 
 kn_status kn_retain_grad(kn_tensor *t) {
   if (!t) return kn__error(KN_EINVAL, "retain_grad: tensor is NULL");
+  const kn__fake_hooks *h = kn__fake_hooks_for(t);
+  kn_status hs = h ? h->refuse(t, "kn_retain_grad") : KN__FAKE_PASS;
+  if (hs != KN__FAKE_PASS) return hs;
   if (!t->requires_grad)
     return kn__error(KN_EAUTOGRAD, "can't retain_grad on Tensor that has requires_grad=False");
   if (!t->grad_fn || t->retains_grad) return KN_OK; /* leaves keep .grad anyway */
@@ -521,10 +524,11 @@ kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ct
 
 kn_tensor *kn_detach(kn_tensor *t) {
   if (!t) {
-    char prev[512];
-    snprintf(prev, sizeof prev, "%s", kn_last_error());
-    kn__error(KN_EINVAL, "detach: tensor is NULL (did an earlier call fail? %s)", prev);
+    char h[KN__HINT_CAP];
+    kn__error(KN_EINVAL, "detach: tensor is NULL%s", kn__error_hint(h, sizeof h));
     return NULL;
   }
+  const kn__fake_hooks *fh = kn__fake_hooks_for(t);
+  if (fh && fh->refuse(t, "kn_detach") != KN__FAKE_PASS) return NULL;
   return kn__autorelease(alias_of(t));
 }

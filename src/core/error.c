@@ -9,6 +9,8 @@
 
 static _Thread_local char last_msg[KN__ERROR_CAP];
 static _Thread_local kn_status last_status = KN_OK;
+/* errors raised on this thread, and the one that made a call return NULL */
+static _Thread_local unsigned long serial, null_serial;
 
 const char *kn_status_name(kn_status s) {
   switch (s) {
@@ -54,7 +56,34 @@ kn_status kn__error(kn_status s, const char *fmt, ...) {
   memcpy(last_msg, msg, sizeof msg);
   mark_truncated(n);
   last_status = s;
+  serial++;
   return s;
+}
+
+/* What the hint quotes: the first line of the error that started a chain
+** of NULL results (a NULL argument's own error passes its origin on). */
+static _Thread_local char origin[320], pending[320];
+static _Thread_local unsigned long pending_serial = (unsigned long)-1;
+
+void kn__error_null_result(void) {
+  null_serial = serial;
+  if (serial == pending_serial + 1) { /* raised for a NULL argument: same origin */
+    memcpy(origin, pending, sizeof origin);
+    return;
+  }
+  size_t len = strcspn(last_msg, "\n");
+  snprintf(origin, sizeof origin, "%.*s%s", (int)(len > 300 ? 300 : len), last_msg,
+           len > 300 ? "..." : "");
+}
+
+const char *kn__error_hint(char *buf, size_t n) {
+  buf[0] = '\0';
+  pending[0] = '\0';
+  pending_serial = serial;
+  if (last_status == KN_OK || !serial || null_serial != serial || !origin[0]) return buf;
+  memcpy(pending, origin, sizeof pending);
+  snprintf(buf, n, " (did an earlier call fail? %s)", origin);
+  return buf;
 }
 
 kn_status kn__error_context(const char *fmt, ...) {

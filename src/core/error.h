@@ -7,6 +7,7 @@
 #define KN_CORE_ERROR_H
 
 #include <assert.h>
+#include <stddef.h>
 #include "kiln/core.h"
 
 #define KN__ERROR_CAP 2048
@@ -19,6 +20,15 @@ kn_status kn__error(kn_status s, const char *fmt, ...)
 ** the status: "while tracing fn at f.c:10: <old message>". Returns the status. */
 kn_status kn__error_context(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
+/* The current error made a public call return a NULL tensor (op wrappers,
+** kn_module_get). */
+void kn__error_null_result(void);
+/* The hint for a NULL tensor argument: " (did an earlier call fail? <first
+** line of that call's error>)" when the last error on this thread made a
+** call return a NULL tensor, else "" (an error of another kind, or none,
+** explains nothing). Written into buf. */
+const char *kn__error_hint(char *buf, size_t n);
+#define KN__HINT_CAP 360
 /* Shorthand for an allocation failure; returns KN_ENOMEM. */
 kn_status kn__oom(void);
 

@@ -46,6 +46,10 @@ struct kn__shape_env {
   int nsyms, capsyms;
   guard *guards;
   int nguards, capguards;
+  /* repl[i]: the symbol that replaces symbol i after a guard Eq(si, sj)
+  ** (the older one), or -1; nrepl entries */
+  int *repl;
+  int nrepl;
   bool oom;
 };
 
@@ -70,6 +74,7 @@ void kn__shape_env_free(kn__shape_env *e) {
   if (!e) return;
   for (int i = 0; i < e->nguards; i++) free(e->guards[i].text);
   free(e->guards);
+  free(e->repl);
   free(e->syms);
   kn__hm_fini(&e->nodes);
   kn__arena_fini(&e->arena);
@@ -405,7 +410,40 @@ static void format_guard(kn__sb *sb, kn_sym a, kn__sym_rel rel, kn_sym b) {
   else kn__sb_printf(sb, "%s %s %s", xa, ops[rel], xb);
 }
 
+/* The symbol index of a plain symbol value (s3, not 2*s3), else -1. */
+static int plain_symbol(kn_sym v) {
+  const kn__symnode *n = v.e;
+  if (!n) return -1;
+  if (n->kind == N_SYMBOL) return n->sym;
+  if (n->kind != N_POLY || n->nt != 1 || n->t[0].coef != 1 || n->t[0].nf != 1) return -1;
+  const factor *f = &n->t[0].f[0];
+  return f->pow == 1 && f->atom->kind == N_SYMBOL ? f->atom->sym : -1;
+}
+
+static int canon(const kn__shape_env *env, int s) {
+  while (s >= 0 && s < env->nrepl && env->repl[s] >= 0) s = env->repl[s];
+  return s;
+}
+
+/* Eq(si, sj) holds: the newer symbol is replaced by the older one. */
+static void add_replacement(kn__shape_env *env, int x, int y) {
+  x = canon(env, x);
+  y = canon(env, y);
+  if (x == y) return;
+  int hi = x > y ? x : y, lo = x > y ? y : x;
+  if (hi >= env->nrepl) {
+    int *nr = realloc(env->repl, (size_t)(hi + 1) * sizeof *nr);
+    if (!nr) { env->oom = true; return; }
+    for (int i = env->nrepl; i <= hi; i++) nr[i] = -1;
+    env->repl = nr;
+    env->nrepl = hi + 1;
+  }
+  env->repl[hi] = lo;
+}
+
 static void record(kn__shape_env *env, kn_sym a, kn__sym_rel rel, kn_sym b) {
+  if (rel == KN__SYM_EQ && plain_symbol(a) >= 0 && plain_symbol(b) >= 0)
+    add_replacement(env, plain_symbol(a), plain_symbol(b));
   if (env->nguards == env->capguards) {
     int ncap = env->capguards ? env->capguards * 2 : 16;
     guard *ng = realloc(env->guards, (size_t)ncap * sizeof *ng);
@@ -512,9 +550,12 @@ const char *kn__shape_env_guard_str(const kn__shape_env *env, int i) {
 
 static void fmt_value(kn__sb *sb, kn_sym v);
 
+/* kn__sym_format_canon: print symbols through this env's replacements */
+static _Thread_local const kn__shape_env *fmt_env;
+
 static void fmt_atom(kn__sb *sb, const kn__symnode *n) {
   switch (n->kind) {
-  case N_SYMBOL: kn__sb_printf(sb, "s%d", n->sym); return;
+  case N_SYMBOL: kn__sb_printf(sb, "s%d", fmt_env ? canon(fmt_env, n->sym) : n->sym); return;
   case N_FLOORDIV:
     kn__sb_putc(sb, '(');
     fmt_value(sb, n->a);
@@ -555,6 +596,14 @@ static void fmt_value(kn__sb *sb, kn_sym v) {
     if (mag != 1) kn__sb_printf(sb, "%lld*", (long long)mag);
     fmt_monomial(sb, &n->t[i], true);
   }
+}
+
+int kn__sym_format_canon(const kn__shape_env *env, kn_sym a, char *buf, size_t n) {
+  const kn__shape_env *saved = fmt_env;
+  fmt_env = env;
+  int r = kn__sym_format(a, buf, n);
+  fmt_env = saved;
+  return r;
 }
 
 int kn__sym_format(kn_sym a, char *buf, size_t n) {

@@ -110,6 +110,9 @@ static inline bool kn__sym_guard_lt(kn_sym a, kn_sym b) {
 /* Print in sympy's style ("s0*s1", "s0 + 1", "2*s0", "(s0//2)", "Max(s0, s1)")
 ** into buf (snprintf semantics). */
 int kn__sym_format(kn_sym a, char *buf, size_t n);
+/* The same with the replacements env's guards made: after Eq(s1, s2) holds,
+** s2 prints as s1 (PyTorch's ShapeEnv replacements). env may be NULL. */
+int kn__sym_format_canon(const kn__shape_env *env, kn_sym a, char *buf, size_t n);
 
 /* ---- shape environments ---------------------------------------------- */
 /* A new empty env; owned, free with kn__shape_env_free. NULL on OOM. */

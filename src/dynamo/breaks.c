@@ -53,6 +53,13 @@ static void end_seg(kn__trace *tr, const kn__fc_info *extra) {
 /* Link a finished segment below the segment whose break led to it. */
 static kn_status link_segment(kn__trace *tr, kn__segment *seg, bool quiet) {
   if (quiet) return KN_OK;
+  if (tr->no_cache) { /* run for this call only */
+    kn__segment **ns = realloc(tr->scratch, sizeof *ns * (size_t)(tr->nscratch + 1));
+    if (!ns) return kn__oom();
+    tr->scratch = ns;
+    tr->scratch[tr->nscratch++] = seg;
+    return KN_OK;
+  }
   if (!tr->parent) {
     tr->root_seg = seg;
     return KN_OK;
@@ -75,21 +82,28 @@ static kn__segment *known_child(const kn__segment *s, double ans) {
   return NULL;
 }
 
+/* The frame resuming after a break at `at`. Without a location (no debug
+** info in the user's code) break sites are told apart by their position in
+** the trace: the k-th break resumes in "resume_in_<fn>_at_unknown_<k>". */
 static kn__frame *resume_frame(kn__trace *tr, const kn__srcframe *at) {
   kn_compiled *f = tr->f;
-  char key[600];
-  snprintf(key, sizeof key, "%s:%d", at->file ? at->file : "?", at->line);
+  char key[600], name[300];
+  if (at) {
+    snprintf(key, sizeof key, "%s:%d", at->file ? at->file : "?", at->line);
+    snprintf(name, sizeof name, "resume_in_%s_at_%d", f->frame.name, at->line);
+  } else {
+    snprintf(key, sizeof key, "<unknown>#%d", tr->nseg);
+    snprintf(name, sizeof name, "resume_in_%s_at_unknown_%d", f->frame.name, tr->nseg);
+  }
   bool found = false;
   kn__frame *fr = kn__hm_get(f->resume, key, &found);
   if (found) return fr;
   fr = calloc(1, sizeof *fr);
   if (!fr) return NULL;
-  char name[300];
-  snprintf(name, sizeof name, "resume_in_%s_at_%d", f->frame.name, at->line);
   fr->frame_id = -1;
   fr->name = strdup(name);
-  fr->file = strdup(at->file ? at->file : f->frame.file);
-  fr->line = at->line;
+  fr->file = strdup(at && at->file ? at->file : f->frame.file);
+  fr->line = at ? at->line : f->frame.line;
   if (!fr->name || !fr->file || !kn__hm_put(f->resume, key, fr)) {
     free(fr->name);
     free(fr->file);
@@ -97,6 +111,12 @@ static kn__frame *resume_frame(kn__trace *tr, const kn__srcframe *at) {
     return NULL;
   }
   return fr;
+}
+
+/* "file:line" of a break site, or "<unknown>" without a location. */
+static void site_text(const kn__srcframe *at, char *buf, size_t n) {
+  if (at && at->file) snprintf(buf, n, "%s:%d", at->file, at->line);
+  else snprintf(buf, n, "<unknown>");
 }
 
 /* ---- breaks ---------------------------------------------------------------------------- */
@@ -107,6 +127,9 @@ static const char *brk_type(kn__brk k) {
   case KN__BRK_EXPLICIT: return "Call to `kn_graph_break()`";
   case KN__BRK_PRINT: return "Call to `kn_print()`";
   case KN__BRK_UNSUPPORTED: return "Dynamic shape operator";
+  case KN__BRK_AUTOGRAD: return "Unsupported Tensor.backward() call";
+  case KN__BRK_REQUIRES_GRAD: return "Call to `kn_set_requires_grad()` on a traced tensor";
+  case KN__BRK_HOST: return "Call to `kn_host_read()`";
   default: return "Unsupported operation";
   }
 }
@@ -119,6 +142,12 @@ static const char *brk_hint(kn__brk k) {
   case KN__BRK_PRINT: return "Remove the kn_print() call, or print outside the compiled function.";
   case KN__BRK_UNSUPPORTED:
     return "Use an op with a fixed output shape (a mask with kn_where) or run it outside the compiled function.";
+  case KN__BRK_AUTOGRAD:
+    return "Call kn_backward() on the compiled function's result after the call to keep one graph.";
+  case KN__BRK_REQUIRES_GRAD:
+    return "Create the tensor outside the compiled function, or pass it in already requiring grad.";
+  case KN__BRK_HOST:
+    return "Return the value from the compiled function and read it after the call to keep one graph.";
   default: return "Run this part outside the compiled function.";
   }
 }
@@ -127,11 +156,14 @@ static const char *brk_hint(kn__brk k) {
 static void report_break(kn__trace *tr, kn__brk k, const kn__opdef *op, const kn__srcframe *fr,
                          int n) {
   const kn__srcframe *at = n > 0 ? &fr[n - 1] : NULL;
+  /* without a location, breaks are deduplicated per function and position */
   const char *file = at && at->file ? at->file : tr->f->frame.file;
-  int line = at ? at->line : tr->f->frame.line;
+  int line = at ? at->line : -tr->nseg;
+  char site[600];
+  site_text(at, site, sizeof site);
   kn__sb sb = KN__SB_INIT;
-  kn__sb_printf(&sb, "Graph break in user code at %s:%d\nGraph Break Reason: %s\n  Explanation: ",
-                file, line, brk_type(k));
+  kn__sb_printf(&sb, "Graph break in user code at %s\nGraph Break Reason: %s\n  Explanation: ",
+                site, brk_type(k));
   switch (k) {
   case KN__BRK_ITEM: kn__sb_puts(&sb, "kn_item() reads a tensor's data, which a traced graph does not have."); break;
   case KN__BRK_BOOL: kn__sb_puts(&sb, "A C condition depends on a tensor's value."); break;
@@ -141,6 +173,14 @@ static void report_break(kn__trace *tr, kn__brk k, const kn__opdef *op, const kn
     kn__sb_printf(&sb, "Operator `kiln.ops.%s`'s output shape depends on input Tensor data.",
                   op ? op->name : "?");
     break;
+  case KN__BRK_AUTOGRAD:
+    kn__sb_puts(&sb, "kn_backward() and kn_autograd_grad() run the autograd engine on real "
+                     "tensors: they run between two graphs.");
+    break;
+  case KN__BRK_REQUIRES_GRAD:
+    kn__sb_puts(&sb, "requires_grad changes how the ops that follow record autograd history.");
+    break;
+  case KN__BRK_HOST: kn__sb_puts(&sb, "The value is handed to C code on every call."); break;
   default: kn__sb_puts(&sb, "This operation cannot be captured."); break;
   }
   kn__sb_printf(&sb, "\n  Hint: %s", brk_hint(k));
@@ -148,6 +188,7 @@ static void report_break(kn__trace *tr, kn__brk k, const kn__opdef *op, const kn
     kn__sb_printf(&sb, "\n  Developer debug context: dynamic shape operator: kiln.ops.%s",
                   op ? op->name : "?");
   kn__sb_puts(&sb, "\nUser code traceback:");
+  if (n == 0) kn__sb_puts(&sb, "\n  <unknown>");
   for (int i = 0; i < n; i++) {
     const char *src = kn__srcloc_line(fr[i].file, fr[i].line);
     while (src && (*src == ' ' || *src == '\t')) src++;
@@ -158,8 +199,8 @@ static void report_break(kn__trace *tr, kn__brk k, const kn__opdef *op, const kn
     if (kn__graph_break_first_at(file, line))
       KN_LOG_ARTIFACT(KN_ART_GRAPH_BREAKS, "%s", kn__sb_cstr(&sb));
     else
-      KN_LOG(KN_LOG_DYNAMO, KN_DEBUG, "Unsupported break in user code at %s:%d (details suppressed)",
-             file, line);
+      KN_LOG(KN_LOG_DYNAMO, KN_DEBUG, "Unsupported break in user code at %s (details suppressed)",
+             site);
     if (kn__trace_enabled())
       (void)kn__trace_artifact("dynamo_graph_break_reason", "string", kn__sb_cstr(&sb), SIZE_MAX,
                                NULL);
@@ -221,6 +262,8 @@ static void dd_store(const ddcall *dd, kn__segment *seg) {
   seg->brk_out_slot = -1;
 }
 
+static const char *c_name(const ddcall *dd) { return dd->c->op->name; }
+
 /* After the segment ran: run the op eagerly on the real values into a new
 ** slot and bind a fake to it (an input of the next segment). */
 static kn_status dd_run(kn__trace *tr, ddcall *dd, kn__segment *seg, bool quiet, double *ans) {
@@ -230,7 +273,14 @@ static kn_status dd_run(kn__trace *tr, ddcall *dd, kn__segment *seg, bool quiet,
   else if (seg->brk_out_slot != oslot)
     return kn__error(KN_ESTATE, "the compiled function did not trace the same way twice "
                                 "(a kiln function must be pure: see docs/DYNAMO.md)");
-  kn_status st = kn__segment_run_op(seg, tr->slot_real, ans);
+  kn_status st = KN_OK;
+  if (quiet && tr->partial) { /* the cached run computed it already */
+    kn__trace_take_partial(tr, &oslot, 1);
+    if (!tr->slot_real[oslot]) return kn__error(KN_EINTERNAL, "%s: no value was kept", c_name(dd));
+    *ans = tr->slot_real[oslot]->ndim > 0 ? (double)tr->slot_real[oslot]->sizes[0] : 0;
+  } else {
+    st = kn__segment_run_op(seg, tr->slot_real, ans);
+  }
   if (st != KN_OK) return st;
   const kn_tensor *r = tr->slot_real[oslot];
   kn_tensor *fk = kn__empty(r->ndim, r->sizes, r->dtype, KN_META);
@@ -246,10 +296,103 @@ static kn_status dd_run(kn__trace *tr, ddcall *dd, kn__segment *seg, bool quiet,
   return KN_OK;
 }
 
-/* End the current segment at a break on value t (may be NULL; dd: a
-** data-dependent op call); returns the answer through *ans. On error the
-** trace stops. */
-static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, ddcall *dd, double *ans) {
+/* A break: what ends the segment, and what it acts on. */
+typedef struct brkreq {
+  kn__brk k;
+  kn_tensor *t;                 /* the queried value, or NULL */
+  ddcall *dd;                   /* KN__BRK_UNSUPPORTED */
+  const kn__autograd_call *agc; /* KN__BRK_AUTOGRAD */
+  kn__agcall ag;                /* its slots */
+  bool flag;                    /* KN__BRK_REQUIRES_GRAD */
+  void (*host_fn)(double, void *);
+  void *host_ud;
+} brkreq;
+
+/* Slots of an autograd call's tensors (before the segment ends). */
+static kn_status ag_slots(kn__trace *tr, brkreq *rq) {
+  const kn__autograd_call *c = rq->agc;
+  kn__agcall *a = &rq->ag;
+  *a = (kn__agcall){.n = c->n, .m = c->m, .retain_graph = c->retain_graph,
+                    .create_graph = c->create_graph, .allow_unused = c->allow_unused};
+  kn_status st = KN_OK;
+  for (int i = 0; st == KN_OK && i < c->n; i++) {
+    kn_tensor *g = c->grad_outputs ? c->grad_outputs[i] : NULL;
+    a->gout_slot[i] = -1;
+    if (!c->outputs[i]) return kn__error(KN_EINVAL, "backward: output %d is NULL", i);
+    st = kn__trace_slot_of(tr, c->outputs[i], &a->out_slot[i]);
+    if (st == KN_OK && g) st = kn__trace_slot_of(tr, g, &a->gout_slot[i]);
+  }
+  for (int j = 0; st == KN_OK && j < c->m; j++) {
+    if (!c->inputs[j]) return kn__error(KN_EINVAL, "grad: input %d is NULL", j);
+    st = kn__trace_slot_of(tr, c->inputs[j], &a->in_slot[j]);
+  }
+  return st;
+}
+
+static kn_status act_store(const brkreq *rq, kn__segment *seg) {
+  seg->brk_flag = rq->flag;
+  seg->host_fn = rq->host_fn;
+  seg->host_ud = rq->host_ud;
+  if (rq->k != KN__BRK_AUTOGRAD) return KN_OK;
+  seg->ag = malloc(sizeof *seg->ag);
+  if (!seg->ag) return kn__oom();
+  *seg->ag = rq->ag;
+  return KN_OK;
+}
+
+/* A fake standing for real value slot_real[slot] (bound to it; the trace
+** keeps one reference, the other is returned). */
+static kn_status bind_result(kn__trace *tr, int slot, kn_tensor **out) {
+  const kn_tensor *r = tr->slot_real[slot];
+  *out = NULL;
+  if (!r) return KN_OK; /* an unused input's gradient (allow_unused) */
+  kn_tensor *fk = kn__empty(r->ndim, r->sizes, r->dtype, KN_META);
+  if (!fk) return kn_last_status() != KN_OK ? kn_last_status() : kn__oom();
+  fk->is_fake = true;
+  fk->device = r->device;
+  fk->requires_grad = r->requires_grad;
+  kn_status st = kn__tbind_set(tr, fk, tr->nseg - 1, NULL, 0, slot);
+  if (st != KN_OK) {
+    kn_release(fk);
+    return st;
+  }
+  *out = fk;
+  return KN_OK;
+}
+
+/* After the segment ran: the break's action on the real values (once: a
+** quiet replay with the cached run's values does not repeat it). */
+static kn_status act_run(kn__trace *tr, brkreq *rq, kn__segment *seg, bool quiet) {
+  if (quiet && seg->brk != rq->k)
+    return kn__error(KN_ESTATE, "the compiled function did not trace the same way twice "
+                                "(a kiln function must be pure: see docs/DYNAMO.md)");
+  int m = rq->k == KN__BRK_AUTOGRAD ? rq->ag.m : 0;
+  for (int j = 0; j < m; j++) {
+    int k = kn__trace_new_slot(tr, NULL);
+    if (k < 0) return kn_last_status();
+    if (quiet && seg->ag->res_slot[j] != k)
+      return kn__error(KN_ESTATE, "the compiled function did not trace the same way twice "
+                                  "(a kiln function must be pure: see docs/DYNAMO.md)");
+    rq->ag.res_slot[j] = seg->ag->res_slot[j] = k;
+  }
+  kn_status st = KN_OK;
+  if (quiet && tr->partial) kn__trace_take_partial(tr, rq->ag.res_slot, m);
+  else st = kn__segment_run_action(seg, tr->slot_real);
+  for (int j = 0; st == KN_OK && j < m; j++) {
+    kn_tensor *fk = NULL;
+    st = bind_result(tr, rq->ag.res_slot[j], &fk);
+    rq->agc->out_grads[j] = fk ? kn__autorelease(fk) : NULL;
+  }
+  if (st == KN_OK && rq->k == KN__BRK_REQUIRES_GRAD) rq->t->requires_grad = rq->flag;
+  return st;
+}
+
+/* End the current segment at a break; returns the answer through *ans. On
+** error the trace stops. */
+static kn_status do_break_x(kn__trace *tr, brkreq *rq, double *ans) {
+  kn__brk k = rq->k;
+  kn_tensor *t = rq->t;
+  ddcall *dd = rq->dd;
   kn__srcframe fr[KN__SRC_MAX_FRAMES];
   const char *api = NULL;
   int n = kn__trace_user_stack(tr, fr, KN__SRC_MAX_FRAMES, &api);
@@ -257,9 +400,9 @@ static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, ddcall *dd, do
   if (tr->export_mode || tr->f->opts.fullgraph) {
     const kn__srcframe *at = n > 0 ? &fr[n - 1] : NULL;
     tr->stop = true;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "graph break in user code at %s:%d (fullgraph=true): %s%s%s",
-             at && at->file ? at->file : tr->f->frame.file, at ? at->line : tr->f->frame.line,
+    char msg[1024], site[600];
+    site_text(at, site, sizeof site);
+    snprintf(msg, sizeof msg, "graph break in user code at %s (fullgraph=true): %s%s%s", site,
              brk_type(k), dd ? ": dynamic shape operator: kiln.ops." : "",
              dd ? dd->c->op->name : "");
     if (!tr->err) {
@@ -283,17 +426,20 @@ static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, ddcall *dd, do
   int slot = -1;
   kn_status st = t ? kn__trace_slot_of(tr, t, &slot) : KN_OK;
   if (st == KN_OK && dd) st = dd_slots(tr, dd);
+  if (st == KN_OK && rq->agc) st = ag_slots(tr, rq);
   if (st == KN_OK) st = kn__trace_carry_live(tr);
   kn__mode_pop(&tr->mode);
   kn__segment *seg = NULL;
   if (st == KN_OK) st = kn__tseg_finish(tr, k, slot, &seg);
   if (st == KN_OK && dd && !s->quiet) dd_store(dd, seg);
+  if (st == KN_OK && !s->quiet) st = act_store(rq, seg);
   if (st == KN_OK) end_seg(tr, NULL);
-  if (st == KN_OK && t) st = (k == KN__BRK_PRINT) ? kn_print_tensor(tr->slot_real[slot], NULL)
-                                                  : KN_OK;
+  if (st == KN_OK && k == KN__BRK_PRINT && !(s->quiet && tr->partial))
+    st = kn_print_tensor(tr->slot_real[slot], NULL);
   double a = 0;
   if (st == KN_OK && dd) st = dd_run(tr, dd, seg, s->quiet, &a);
-  if (st == KN_OK && t && k != KN__BRK_PRINT) {
+  if (st == KN_OK && k >= KN__BRK_AUTOGRAD) st = act_run(tr, rq, seg, s->quiet);
+  if (st == KN_OK && t && (k == KN__BRK_ITEM || k == KN__BRK_BOOL)) {
     double v = 0;
     st = kn_item_double(tr->slot_real[slot], &v);
     a = k == KN__BRK_BOOL ? (v != 0) : v;
@@ -324,6 +470,11 @@ static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, ddcall *dd, do
   }
   *ans = a;
   return KN_OK;
+}
+
+static kn_status do_break(kn__trace *tr, kn__brk k, kn_tensor *t, ddcall *dd, double *ans) {
+  brkreq rq = {.k = k, .t = t, .dd = dd};
+  return do_break_x(tr, &rq, ans);
 }
 
 static bool traced(kn__trace **trp, kn_tensor *t) {
@@ -370,6 +521,104 @@ kn_status kn_print(kn_tensor *t) {
   if (tr->stop) return kn__error(KN_ESTATE, "kn_print: tracing stopped after an earlier error");
   return do_break(tr, KN__BRK_PRINT, t, NULL, &v);
 }
+
+kn_status kn_host_read(kn_tensor *t, void (*fn)(double value, void *ud), void *ud) {
+  kn__trace *tr;
+  double v = 0;
+  if (!t) return kn__error(KN_EINVAL, "kn_host_read: the tensor is NULL");
+  if (!fn) return kn__error(KN_EINVAL, "kn_host_read: the callback is NULL");
+  if (!traced(&tr, t)) {
+    kn_status st = kn_item_double(t, &v);
+    if (st == KN_OK) fn(v, ud);
+    return st;
+  }
+  if (tr->stop) return kn__error(KN_ESTATE, "kn_host_read: tracing stopped after an earlier error");
+  if (kn_numel(t) != 1)
+    return kn__error(KN_EINVAL, "kn_host_read: a Tensor with %lld elements cannot be converted "
+                     "to Scalar", (long long)kn_numel(t));
+  brkreq rq = {.k = KN__BRK_HOST, .t = t, .host_fn = fn, .host_ud = ud};
+  return do_break_x(tr, &rq, &v);
+}
+
+/* ---- public entry points reached with a traced tensor (kn__fake_hooks) ----------------- */
+static kn__trace *trace_of(const kn_tensor *t) {
+  kn__trace *tr = kn__trace_current();
+  return tr && kn__tbind_of(tr, t) ? tr : NULL;
+}
+
+static kn_status stopped(const char *api) {
+  return kn__error(KN_ESTATE, "%s: tracing stopped after an earlier error", api);
+}
+
+static kn_status hook_item(const kn_tensor *t, double *out) {
+  kn__trace *tr = trace_of(t);
+  if (!tr) return KN__FAKE_PASS;
+  if (tr->stop) return stopped("kn_item_double");
+  if (kn_numel(t) != 1)
+    return kn__error(KN_EINVAL, "a Tensor with %lld elements cannot be converted to Scalar",
+                     (long long)kn_numel(t));
+  return do_break(tr, KN__BRK_ITEM, (kn_tensor *)t, NULL, out);
+}
+
+static kn_status hook_print(const kn_tensor *t) {
+  kn__trace *tr = trace_of(t);
+  double v;
+  if (!tr) return KN__FAKE_PASS;
+  if (tr->stop) return stopped("kn_print_tensor");
+  return do_break(tr, KN__BRK_PRINT, (kn_tensor *)t, NULL, &v);
+}
+
+/* An entry point that cannot work on a traced value: the trace stops and the
+** compiled call fails with this error. */
+static kn_status hook_refuse(const kn_tensor *t, const char *api) {
+  kn__trace *tr = trace_of(t);
+  if (!tr) return KN__FAKE_PASS;
+  kn__srcframe fr[KN__SRC_MAX_FRAMES];
+  int n = kn__trace_user_stack(tr, fr, KN__SRC_MAX_FRAMES, NULL);
+  char site[600];
+  site_text(n > 0 ? &fr[n - 1] : NULL, site, sizeof site);
+  char msg[1200];
+  snprintf(msg, sizeof msg,
+           "%s at %s: inside compiled function '%s' tensors are traced stand-ins without data "
+           "or gradients; read a value with kn_item() or kn_host_read(), print with kn_print(), "
+           "or use the compiled call's results after it returns (docs/DYNAMO.md, purity rule)",
+           api, site, tr->f->frame.name);
+  if (!tr->err) {
+    tr->err = KN_EUNSUPPORTED;
+    tr->err_msg = strdup(msg);
+    if (n > 0) tr->err_frame = fr[n - 1];
+  }
+  tr->stop = true;
+  return kn__error(KN_EUNSUPPORTED, "%s", msg);
+}
+
+static kn_status hook_autograd(const kn__autograd_call *c) {
+  kn__trace *tr = NULL;
+  for (int i = 0; i < c->n && !tr; i++) tr = trace_of(c->outputs[i]);
+  if (!tr) return KN__FAKE_PASS;
+  const char *api = c->m ? "kn_autograd_grad" : "kn_backward";
+  if (tr->stop) return stopped(api);
+  if (c->n > KN__AG_MAX || c->m > KN__AG_MAX)
+    return hook_refuse(c->outputs[0], c->n > KN__AG_MAX ? "kn_autograd_grad with more than 8 outputs"
+                                                        : "kn_autograd_grad with more than 8 inputs");
+  brkreq rq = {.k = KN__BRK_AUTOGRAD, .agc = c};
+  double v;
+  return do_break_x(tr, &rq, &v);
+}
+
+static kn_status hook_set_requires_grad(kn_tensor *t, bool flag) {
+  kn__trace *tr = trace_of(t);
+  if (!tr || t->requires_grad == flag || t->grad_fn) return KN__FAKE_PASS;
+  if (tr->stop) return stopped("kn_set_requires_grad");
+  if (flag && !kn_dtype_is_floating(t->dtype)) return KN__FAKE_PASS; /* the eager error */
+  if (flag && kn__trace_capture_requires_grad(tr, t)) return KN__FAKE_PASS; /* flag the fake too */
+  brkreq rq = {.k = KN__BRK_REQUIRES_GRAD, .t = t, .flag = flag};
+  double v;
+  return do_break_x(tr, &rq, &v);
+}
+
+static const kn__fake_hooks hooks = {hook_item, hook_print, hook_refuse, hook_autograd,
+                                     hook_set_requires_grad};
 
 kn_status kn__trace_data_dep_break(kn__trace *tr, const kn__call *c, kn__outs *out) {
   if (tr->stop)
@@ -433,6 +682,8 @@ static kn_status real_result(const kn__rspec *r, kn__trace *tr, kn_value *out) {
 }
 
 static void trace_free(kn__trace *tr) {
+  for (int i = 0; i < tr->nscratch; i++) kn__segment_free(tr->scratch[i]);
+  free(tr->scratch);
   for (int i = 0; i < tr->nseg; i++) {
     kn__graph_free(tr->segs[i].g);
     free(tr->segs[i].in_slot);
@@ -458,7 +709,18 @@ static void trace_free(kn__trace *tr) {
   kn__shape_env_free(tr->env);
   free(tr->err_msg);
   free(tr->trace_src_last);
+  kn__values_free(tr->partial, tr->npartial);
   free(tr);
+}
+
+const char *kn__exc_type(kn_status st, const char *msg, const char **body) {
+  static const char bcf[] = "BackendCompilerFailed: ";
+  *body = msg;
+  if (!strncmp(msg, bcf, sizeof bcf - 1)) {
+    *body = msg + sizeof bcf - 1;
+    return "BackendCompilerFailed";
+  }
+  return kn_status_name(st);
 }
 
 /* The failed compile's records: dynamo_error artifact, metrics with the
@@ -469,11 +731,11 @@ static kn_status fail(kn__trace *tr) {
   const char *msg = tr->err_msg ? tr->err_msg : kn_last_error();
   char *copy = strdup(msg ? msg : "unknown error");
   kn__tseg *s = &tr->segs[tr->nseg - 1];
-  const char *ftype = kn_status_name(st); /* kiln's status name: "shape_error" */
+  const char *body = NULL;
+  const char *ftype = kn__exc_type(st, copy ? copy : "", &body); /* "shape_error" */
   if (!s->quiet && kn__trace_enabled()) {
     kn__sb sb = KN__SB_INIT;
-    kn__sb_printf(&sb, "Traceback (most recent call last):\nkiln.%s: %s\n", ftype,
-                  copy ? copy : "");
+    kn__sb_printf(&sb, "Traceback (most recent call last):\nkiln.%s: %s\n", ftype, body);
     (void)kn__trace_artifact("dynamo_error", "string", kn__sb_cstr(&sb), SIZE_MAX, NULL);
     kn__sb_fini(&sb);
   }
@@ -503,11 +765,19 @@ static kn_status keep_branch_guards(kn__trace *tr, kn__entry *into) {
 }
 
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                         const char *reasons_json, kn__entry **out_entry, kn_value *result) {
+                         kn_tensor **partial, int flags, const char *reasons_json,
+                         kn__entry **out_entry, kn_value *result) {
   *out_entry = NULL;
   *result = kn_vnone();
+  kn__set_fake_hooks(&hooks);
   kn__trace *tr = calloc(1, sizeof *tr);
-  if (!tr) return kn__oom();
+  if (!tr) {
+    kn__values_free(partial, into ? into->nslots : 0);
+    return kn__oom();
+  }
+  tr->partial = partial;
+  tr->npartial = partial && into ? into->nslots : 0;
+  tr->no_cache = into && (flags & KN__TRACE_NO_CACHE);
   tr->f = f;
   tr->args = args;
   tr->nargs = nargs;
@@ -582,7 +852,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
       e->cid = e->root->cid;
       *out_entry = e;
     }
-  } else if (into) {
+  } else if (into && !tr->no_cache) {
     if (tr->nslots > into->nslots) into->nslots = tr->nslots;
     /* the branch relied on its shape guards: they are checked at the entry
     ** (also after a failed trace: segments linked before the error stay) */

@@ -28,7 +28,7 @@
 #include "tensor/tensor.h"
 #include "trace/trace.h"
 
-#define URL "docs/DYNAMO.md, \"Cache, recompiles and the limit\""
+#define DOCS "docs/DYNAMO.md, \"Cache, recompiles and the limit\""
 
 /* ---- process-wide state (reset by kn_reset) ---------------------------------------
 ** Counters are atomics; the graph-break dedup set and the list of live
@@ -258,11 +258,16 @@ kn_compiled *kn_compile_fn(kn_fn fn, void *ud, int nargs, const char *name, cons
 
 kn_compiled *kn_compile_tensor_fn(void (*fn)(void), int nargs, const char *name, const char *file,
                                   int line, const kn_compile_options *opts) {
-  if (nargs < 1 || nargs > 4) {
-    kn__error(KN_EINVAL, "kn_compile_tensor_fn: expected 1 to 4 tensor arguments, got %d", nargs);
+  bool tconst = (nargs & KN_TENSOR_FN_CONST) != 0;
+  nargs &= ~KN_TENSOR_FN_CONST;
+  if (nargs < 1 || nargs > KN_TENSOR_FN_MAX_ARGS) {
+    kn__error(KN_EINVAL, "kn_compile_tensor_fn: expected 1 to %d tensor arguments, got %d",
+              KN_TENSOR_FN_MAX_ARGS, nargs);
     return NULL;
   }
-  return make(NULL, NULL, fn, nargs, name, file, line, opts);
+  kn_compiled *f = make(NULL, NULL, fn, nargs, name, file, line, opts);
+  if (f) f->tconst = tconst;
+  return f;
 }
 
 void kn_compiled_free(kn_compiled *f) {
@@ -302,7 +307,41 @@ void kn_reset(void) {
   pthread_mutex_unlock(&list_lock);
 }
 
-/* ---- calling the user function --------------------------------------------------------- */
+/* ---- calling the user function ----------------------------------------------------------- */
+/* The tensor form, called through its exact type. */
+#define KN__P1(T) T
+#define KN__P2(T) KN__P1(T), T
+#define KN__P3(T) KN__P2(T), T
+#define KN__P4(T) KN__P3(T), T
+#define KN__P5(T) KN__P4(T), T
+#define KN__P6(T) KN__P5(T), T
+#define KN__P7(T) KN__P6(T), T
+#define KN__P8(T) KN__P7(T), T
+#define KN__A1 t[0]
+#define KN__A2 KN__A1, t[1]
+#define KN__A3 KN__A2, t[2]
+#define KN__A4 KN__A3, t[3]
+#define KN__A5 KN__A4, t[4]
+#define KN__A6 KN__A5, t[5]
+#define KN__A7 KN__A6, t[6]
+#define KN__A8 KN__A7, t[7]
+#define KN__CALLT(n, T) ((kn_tensor * (*)(KN__P##n(T))) fn)(KN__A##n)
+#define KN__CASES(T)                                                                  \
+  case 1: return KN__CALLT(1, T);                                                    \
+  case 2: return KN__CALLT(2, T);                                                    \
+  case 3: return KN__CALLT(3, T);                                                    \
+  case 4: return KN__CALLT(4, T);                                                    \
+  case 5: return KN__CALLT(5, T);                                                    \
+  case 6: return KN__CALLT(6, T);                                                    \
+  case 7: return KN__CALLT(7, T);                                                    \
+  default: return KN__CALLT(8, T);
+
+static kn_tensor *call_tensor_fn(void (*fn)(void), bool tconst, kn_tensor *const *t, int n) {
+  if (tconst) switch (n) { KN__CASES(const kn_tensor *) }
+  switch (n) { KN__CASES(kn_tensor *) }
+}
+
+/* ---- calling the user function (cont.) --------------------------------------------------------- */
 static _Thread_local int base_depth;
 int kn__user_base_depth(void) { return base_depth; }
 
@@ -315,21 +354,9 @@ __attribute__((noinline)) kn_status kn__invoke_user(kn_compiled *f, const kn_val
   kn_value v = kn_vnone();
   kn_scope_begin();
   if (f->tfn) {
-    kn_tensor *t[4] = {0};
-    for (int i = 0; i < nargs && i < 4; i++) t[i] = args[i].u.t;
-    kn_tensor *r = NULL;
-    switch (nargs) {
-    case 1: r = ((kn_tensor * (*)(kn_tensor *)) f->tfn)(t[0]); break;
-    case 2: r = ((kn_tensor * (*)(kn_tensor *, kn_tensor *)) f->tfn)(t[0], t[1]); break;
-    case 3:
-      r = ((kn_tensor * (*)(kn_tensor *, kn_tensor *, kn_tensor *)) f->tfn)(t[0], t[1], t[2]);
-      break;
-    default:
-      r = ((kn_tensor * (*)(kn_tensor *, kn_tensor *, kn_tensor *, kn_tensor *)) f->tfn)(
-          t[0], t[1], t[2], t[3]);
-      break;
-    }
-    v = kn_vtensor(r);
+    kn_tensor *t[KN_TENSOR_FN_MAX_ARGS] = {0};
+    for (int i = 0; i < nargs && i < KN_TENSOR_FN_MAX_ARGS; i++) t[i] = args[i].u.t;
+    v = kn_vtensor(call_tensor_fn(f->tfn, f->tconst, t, nargs));
   } else {
     v = f->fn(args, nargs, f->ud);
   }
@@ -448,17 +475,22 @@ static void limit_warning_body(kn_compiled *f, const miss *m, bool accumulated) 
   const char *lt = accumulated ? "accumulated_cache_size_limit" : "cache_size_limit";
   int lim = accumulated ? f->opts.accumulated_cache_size_limit : f->opts.cache_size_limit;
   kn__sb more = KN__SB_INIT;
-  if (m->n > 1) kn__sb_printf(&more, " (+%d more; KILN_LOGS=\"recompiles\")", m->n - 1);
+  if (m->n > 1) kn__sb_printf(&more, " (+%d more)", m->n - 1);
+  bool logged = KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES) ||
+                KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES_VERBOSE);
   KN_LOG(KN_LOG_DYNAMO_CONVERT_FRAME, KN_WARNING,
          "kiln.dynamo hit config.%s (%d)\n"
          "   function: '%s' (%s:%d)\n"
          "   last reason: %s: %s%s\n"
-         "To log all recompilation reasons, use KILN_LOGS=\"recompiles\".\n"
+         "%s\n"
          "Already compiled versions stay in use; new inputs run eagerly (raise "
          "kn_compile_options.%s to compile more).\n"
-         "To diagnose recompilation issues, see " URL ".",
+         "To diagnose recompilation issues, see " DOCS ".",
          lt, lim, f->frame.name, f->frame.file, f->frame.line, m->n ? m->cid[0] : "-",
-         m->n ? m->reason[0] : "Unable to find recompilation reasons", kn__sb_cstr(&more), lt);
+         m->n ? m->reason[0] : "Unable to find recompilation reasons", kn__sb_cstr(&more),
+         logged ? "The recompilation reasons are logged above (recompiles)."
+                : "To log all recompilation reasons, use KILN_LOGS=\"recompiles\".",
+         lt);
   kn__sb_fini(&more);
 }
 
@@ -473,17 +505,21 @@ static void call_guard_fail_fn(kn_compiled *f, const miss *m) {
 
 static void wont_convert(kn_compiled *f) {
   int lvl = f->opts.suppress_errors ? KN_WARNING : KN_INFO;
+  const char *body = NULL;
+  const char *type = kn__exc_type(kn_last_status(), kn_last_error(), &body);
   KN_LOG(KN_LOG_DYNAMO_CONVERT_FRAME, lvl,
-         "WON'T CONVERT %s %s line %d \ndue to: \nTraceback (most recent call last):\n%s",
-         f->frame.name, f->frame.file, f->frame.line, kn_last_error());
+         "WON'T CONVERT %s %s line %d \ndue to: \nTraceback (most recent call last):\n"
+         "kiln.%s: %s",
+         f->frame.name, f->frame.file, f->frame.line, type, body);
 }
 
-/* Trace and add an entry (or extend `into`), compile_lock held. On failure
-** *eager says whether the WON'T CONVERT policy runs the call eagerly (the
-** caller does, after unlocking). */
+/* Trace and add an entry (or extend `into` with a branch, reusing the
+** values `partial` of the run that missed it: taken over), compile_lock
+** held. On failure *eager says whether the WON'T CONVERT policy runs the
+** call eagerly (the caller does, after unlocking). */
 static kn_status compile_entry(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                               const char *rj, const char *msg, bool verbose, kn_value *out,
-                               bool *eager) {
+                               kn_tensor **partial, const char *rj, const char *msg,
+                               bool verbose, kn_value *out, bool *eager) {
   *eager = false;
   if (msg) {
     /* logged inside the new compile's context: the trace call enters it */
@@ -498,7 +534,7 @@ static kn_status compile_entry(kn_compiled *f, const kn_value *args, int nargs, 
   ** for the whole trace; a new entry is private until it is linked */
   if (into) pthread_rwlock_wrlock(&f->entries_lock);
   kn__entry *e = NULL;
-  kn_status st = kn__trace_call(f, args, nargs, into, rj, &e, out);
+  kn_status st = kn__trace_call(f, args, nargs, into, partial, 0, rj, &e, out);
   if (!into && e) pthread_rwlock_wrlock(&f->entries_lock);
   if (e) {
     e->next = f->entries;
@@ -519,16 +555,17 @@ static kn_status compile_entry(kn_compiled *f, const kn_value *args, int nargs, 
 }
 
 /* entries_lock held exclusive. e is compared by identity only: it may have
-** been dropped since it was seen. */
-static void move_to_front(kn_compiled *f, const kn__entry *e) {
+** been dropped since it was seen. Returns whether e is linked. */
+static bool move_to_front(kn_compiled *f, const kn__entry *e) {
   for (kn__entry **p = &f->entries; *p; p = &(*p)->next)
     if (*p == e) {
       kn__entry *hit = *p;
       *p = hit->next;
       hit->next = f->entries;
       f->entries = hit;
-      return;
+      return true;
     }
+  return false;
 }
 
 /* ---- the hit path ------------------------------------------------------------------------ */
@@ -539,19 +576,22 @@ typedef struct lookup {
   kn_status st;
   const kn__entry *e; /* the entry whose guards passed */
   int pos;            /* its position in the list */
+  int nslots;         /* e->nslots (e may be dropped before bm is used) */
   uint64_t gen;       /* the list generation seen */
+  kn__branch_miss bm; /* FOUND_BRANCH: the values so far (owned) and the break */
 } lookup;
 
 /* Under the shared lock: the first entry whose guards pass runs. */
 static void find(kn_compiled *f, const kn_value *args, int nargs, kn_value *out, lookup *lk) {
-  *lk = (lookup){FOUND_NONE, KN_OK, NULL, 0, 0};
+  *lk = (lookup){FOUND_NONE, KN_OK, NULL, 0, 0, 0, {0}};
   pthread_rwlock_rdlock(&f->entries_lock);
   lk->gen = f->gen;
   if (f->skip) lk->kind = FOUND_SKIP;
   for (kn__entry *e = f->skip ? NULL : f->entries; e; e = e->next, lk->pos++) {
     if (!kn__entry_check(e, args, nargs)) continue;
-    lk->st = kn__entry_run(f, e, args, nargs, out);
+    lk->st = kn__entry_run(f, e, args, nargs, out, &lk->bm);
     lk->e = e;
+    lk->nslots = e->nslots;
     lk->kind = lk->st == KN_OK ? FOUND_HIT : lk->st == KN__MISS_BRANCH ? FOUND_BRANCH : FOUND_ERROR;
     break;
   }
@@ -568,41 +608,78 @@ static void promote(kn_compiled *f, const lookup *lk) {
 }
 
 /* ---- misses (compile_lock held) ------------------------------------------------------------ */
-static void branch_limit_warning(kn_compiled *f, const kn__entry *e) {
-  miss m = {0};
-  m.n = 1;
-  char *r = strdup("a graph break answered differently (new branch)");
-  char cid[64];
-  kn__compile_id_format(e->cid, cid, sizeof cid);
-  char *c = strdup(cid);
-  m.reason = &r;
-  m.cid = &c;
-  limit_warning(f, &m, false);
-  free(r);
-  free(c);
+/* Whether another thread added the missed branch while this one waited. */
+static bool branch_known(const kn__branch_miss *bm) {
+  for (int i = 0; bm->seg && i < bm->seg->nchild; i++)
+    if (bm->seg->child[i].answer == bm->answer) return true;
+  return false;
 }
 
-/* A break answered differently: add a branch to e (still linked: the list
-** generation did not change since it was found). */
-static kn_status new_branch(kn_compiled *f, const kn_value *args, int nargs, const kn__entry *e,
-                            kn_value *out, bool *eager) {
+/* At the cache limit: finish this call from the break (the known segments,
+** and a backward in them, already ran) without caching the new branch. */
+static kn_status finish_uncached(kn_compiled *f, const kn_value *args, int nargs, kn__entry *e,
+                                 kn_tensor **partial, kn_value *out) {
+  kn__entry *none = NULL;
   pthread_rwlock_wrlock(&f->entries_lock);
-  move_to_front(f, e);
+  kn_status st = kn__trace_call(f, args, nargs, e, partial, KN__TRACE_NO_CACHE, NULL, &none, out);
   pthread_rwlock_unlock(&f->entries_lock);
-  if (f->ncompiles >= f->opts.cache_size_limit) {
-    if (!f->limit_hit) branch_limit_warning(f, e);
-    f->limit_hit = true;
-    *eager = true;
-    return KN_OK;
+  return st;
+}
+
+/* A break of the entry found answered differently: add a branch to it (a
+** recompile, logged with its reason), or at the cache limit finish the call
+** uncached. The known segments already ran, so the call is never re-run
+** from the start. */
+static kn_status new_branch(kn_compiled *f, const kn_value *args, int nargs, lookup *lk,
+                            kn_value *out, bool *eager) {
+  kn__branch_miss *bm = &lk->bm;
+  kn__entry *e = (kn__entry *)lk->e;
+  pthread_rwlock_wrlock(&f->entries_lock);
+  bool linked = move_to_front(f, e);
+  pthread_rwlock_unlock(&f->entries_lock);
+  if (!linked) { /* kn_reset forgot the function while this call ran */
+    kn__values_free(bm->vals, lk->nslots);
+    return kn__error(KN_ESTATE, "%s: kn_reset() ran while this call was between two graph "
+                     "segments; the call stopped after its first segments (call it again)",
+                     f->frame.name);
   }
-  return compile_entry(f, args, nargs, (kn__entry *)e, NULL, NULL, false, out, eager);
+  if (branch_known(bm)) /* added by another thread meanwhile: replay, no recompile */
+    return finish_uncached(f, args, nargs, e, bm->vals, out);
+  char cid[64];
+  kn__compile_id_format(e->cid, cid, sizeof cid);
+  char *r = kn__branch_miss_reason(bm);
+  char *c = strdup(cid);
+  miss m = {1, &r, &c};
+  kn_status st;
+  if (!r || !c) {
+    kn__values_free(bm->vals, lk->nslots);
+    st = kn__oom();
+  } else if (f->ncompiles >= f->opts.cache_size_limit) {
+    call_guard_fail_fn(f, &m);
+    if (!f->limit_hit) limit_warning(f, &m, false);
+    f->limit_hit = true;
+    st = finish_uncached(f, args, nargs, e, bm->vals, out);
+  } else {
+    call_guard_fail_fn(f, &m);
+    free(f->last_reason);
+    f->last_reason = strdup(r);
+    bool verbose = KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES_VERBOSE);
+    char *msg = recompile_message(f, &m, verbose);
+    char *rj = reasons_json(&m);
+    st = compile_entry(f, args, nargs, e, bm->vals, rj, msg, verbose, out, eager);
+    free(msg);
+    free(rj);
+  }
+  free(r);
+  free(c);
+  return st;
 }
 
 /* Every entry rejected the call: recompile, or apply the cache limit. */
 static kn_status new_entry(kn_compiled *f, const kn_value *args, int nargs, kn_value *out,
                            bool *eager) {
   *eager = false;
-  if (!f->nentries) return compile_entry(f, args, nargs, NULL, NULL, NULL, false, out, eager);
+  if (!f->nentries) return compile_entry(f, args, nargs, NULL, NULL, NULL, NULL, false, out, eager);
   bool verbose = KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES_VERBOSE);
   miss m;
   pthread_rwlock_rdlock(&f->entries_lock);
@@ -635,21 +712,22 @@ static kn_status new_entry(kn_compiled *f, const kn_value *args, int nargs, kn_v
   char *msg = recompile_message(f, &m, verbose);
   char *rj = reasons_json(&m);
   miss_free(&m);
-  st = compile_entry(f, args, nargs, NULL, rj, msg, verbose, out, eager);
+  st = compile_entry(f, args, nargs, NULL, NULL, rj, msg, verbose, out, eager);
   free(msg);
   free(rj);
   return st;
 }
 
 /* Compiles of one function are serialised: the decision is taken again
-** when another thread changed the entries while this one waited. */
+** when another thread changed the entries while this one waited (a branch
+** miss is not looked up again: its segments ran already). */
 static kn_status slow_call(kn_compiled *f, const kn_value *args, int nargs, lookup *lk,
                            kn_value *out) {
   pthread_mutex_lock(&f->compile_lock);
-  if (lk->gen != f->gen) find(f, args, nargs, out, lk);
+  if (lk->kind == FOUND_NONE && lk->gen != f->gen) find(f, args, nargs, out, lk);
   bool eager = lk->kind == FOUND_SKIP;
   kn_status st = lk->st;
-  if (lk->kind == FOUND_BRANCH) st = new_branch(f, args, nargs, lk->e, out, &eager);
+  if (lk->kind == FOUND_BRANCH) st = new_branch(f, args, nargs, lk, out, &eager);
   else if (lk->kind == FOUND_NONE) st = new_entry(f, args, nargs, out, &eager);
   pthread_mutex_unlock(&f->compile_lock);
   if (lk->kind == FOUND_HIT) promote(f, lk);
@@ -691,7 +769,10 @@ kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int nargs) {
   kn_value out;
   kn_status st = kn_call(f, v, nargs, &out);
   if (v != inl) free(v);
-  if (st != KN_OK) return NULL;
+  if (st != KN_OK) {
+    kn__error_null_result();
+    return NULL;
+  }
   if (out.kind != KN_VTENSOR) {
     kn_value_release(out);
     kn__error(KN_EINVAL, "%s did not return a tensor", f->frame.name);
@@ -718,7 +799,7 @@ kn_graph_module *kn_export(kn_compiled *f, const kn_value *args, int nargs) {
   f->opts.fullgraph = true;
   f->opts.backend_fn = NULL;
   f->opts.backend = "eager";
-  kn_status st = kn__trace_call(f, args, nargs, NULL, NULL, &e, &out);
+  kn_status st = kn__trace_call(f, args, nargs, NULL, NULL, 0, NULL, &e, &out);
   f->opts = saved;
   pthread_mutex_unlock(&f->compile_lock);
   if (st != KN_OK) return NULL;

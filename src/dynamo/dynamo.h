@@ -149,8 +149,22 @@ typedef enum kn__brk {
   KN__BRK_BOOL,       /* kn_is_true: answer = 0/1 */
   KN__BRK_EXPLICIT,   /* kn_graph_break: no answer */
   KN__BRK_PRINT,      /* kn_print: print the value, no answer */
-  KN__BRK_UNSUPPORTED /* an op that cannot be captured: run it eagerly */
+  KN__BRK_UNSUPPORTED, /* an op that cannot be captured: run it eagerly */
+  KN__BRK_AUTOGRAD,   /* kn_backward / kn_autograd_grad: run on the real values */
+  KN__BRK_REQUIRES_GRAD, /* kn_set_requires_grad on a traced value */
+  KN__BRK_HOST        /* kn_host_read: hand the value to a C callback */
 } kn__brk;
+
+/* What a KN__BRK_AUTOGRAD break runs, on value-table slots. */
+#define KN__AG_MAX 8
+typedef struct kn__agcall {
+  int n, m;                 /* m = 0: kn_backward (gradients go to .grad) */
+  int out_slot[KN__AG_MAX];
+  int gout_slot[KN__AG_MAX]; /* -1: implicit */
+  int in_slot[KN__AG_MAX];
+  int res_slot[KN__AG_MAX]; /* kn_autograd_grad's results */
+  bool retain_graph, create_graph, allow_unused;
+} kn__agcall;
 
 /* The shape of a returned value: tensors refer to the value table. */
 typedef struct kn__rspec {
@@ -184,6 +198,10 @@ struct kn__segment {
   kn__arg brk_args[KN__MAX_ARGS]; /* non-tensor arguments by value */
   int brk_arg_slot[KN__MAX_ARGS]; /* tensor arguments: value-table index, else -1 */
   int brk_out_slot;
+  kn__agcall *ag;         /* KN__BRK_AUTOGRAD (owned) */
+  bool brk_flag;          /* KN__BRK_REQUIRES_GRAD: the flag */
+  void (*host_fn)(double value, void *ud); /* KN__BRK_HOST */
+  void *host_ud;
   int nchild, capchild;
   kn__child *child;
   /* leaf */
@@ -247,6 +265,7 @@ struct kn_compiled {
   kn_fn fn;
   void *ud;
   void (*tfn)(void);      /* tensor form, or NULL */
+  bool tconst;            /* its parameters are const kn_tensor * */
   int nargs;              /* -1: any */
   kn_compile_options opts;
   char **arg_names;       /* owned copies (NULL entries = default names) */
@@ -302,20 +321,41 @@ typedef struct kn__dynstate {
 ** and *result the call's result (real values). When `into` is an existing
 ** entry whose root segment tree is being extended (a different answer at a
 ** break), the trace replays the known segments quietly and adds a branch;
-** *out_entry is then NULL. */
+** *out_entry is then NULL. `partial` (taken over, may be NULL) is the value
+** table of the cached run that missed the branch (kn__entry_run). With
+** KN__TRACE_NO_CACHE the new segments run and are dropped: `into` is left
+** as it was (the cache limit was reached; effects still happen once). */
+#define KN__TRACE_NO_CACHE 1 /* extend `into` for this call only (cache limit) */
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                         const char *recompile_reasons_json, kn__entry **out_entry,
-                         kn_value *result);
+                         kn_tensor **partial, int flags, const char *recompile_reasons_json,
+                         kn__entry **out_entry, kn_value *result);
 
 /* Run segment s's eager op (KN__BRK_UNSUPPORTED) on the value table: stores
 ** its output (owned by vals) and returns the answer (its size(0)). */
 kn_status kn__segment_run_op(const kn__segment *s, kn_tensor **vals, double *ans);
 
+/* Run the action of a break that acts instead of answering
+** (KN__BRK_AUTOGRAD / REQUIRES_GRAD / HOST) on the value table. */
+kn_status kn__segment_run_action(const kn__segment *s, kn_tensor **vals);
+
 /* Run an entry whose guards passed: returns KN_OK with *result, or
-** KN__MISS_BRANCH when a break's answer differs (nothing leaks). */
+** KN__MISS_BRANCH when a break's answer differs. Then, when `bm` is not
+** NULL, it receives the value table so far (e->nslots entries, each an
+** owned reference or NULL; kn__values_free): the trace that adds the branch
+** reuses these values instead of running the known segments (and their
+** effects: backward, prints) again; and the break that answered
+** differently. */
 #define KN__MISS_BRANCH ((kn_status)1)
+typedef struct kn__branch_miss {
+  kn_tensor **vals;
+  const kn__segment *seg;
+  double answer;
+} kn__branch_miss;
 kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int nargs,
-                        kn_value *result);
+                        kn_value *result, kn__branch_miss *bm);
+/* The recompile reason of a branch miss (owned). */
+char *kn__branch_miss_reason(const kn__branch_miss *bm);
+void kn__values_free(kn_tensor **vals, int n);
 
 /* Call the user function eagerly (fallback), result owned by the caller. */
 kn_status kn__call_eager(kn_compiled *f, const kn_value *args, int nargs, kn_value *result);
@@ -334,6 +374,11 @@ kn_status kn__backend_compile(kn_compiled *f, kn_graph_module *gm, kn_tensor *co
 const char *kn__backend_name(const kn_compiled *f);
 /* The eager backend: the graph interpreter over gm's graph. */
 kn_status kn__eager_compile(kn_graph_module *gm, kn_compiled_graph *out);
+
+/* The error type a failed compile reports (kiln's status name such as
+** "shape_error" or "unsupported", or "BackendCompilerFailed" for a backend's
+** failure) and, in *body, msg without the type's own prefix. */
+const char *kn__exc_type(kn_status st, const char *msg, const char **body);
 
 /* ---- misc --------------------------------------------------------------------------- */
 /* The global graph-break dedup set (reset by kn_reset). Returns true the first

@@ -249,7 +249,7 @@ kn_explanation *kn_explain(kn_compiled *f, const kn_value *args, int nargs) {
   cur = &c;
   kn__entry *e = NULL;
   kn_value out;
-  kn_status st = kn__trace_call(&p, args, nargs, NULL, NULL, &e, &out);
+  kn_status st = kn__trace_call(&p, args, nargs, NULL, NULL, 0, NULL, &e, &out);
   cur = saved;
   kn_explanation *x = NULL;
   if (st == KN_OK) {

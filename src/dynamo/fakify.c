@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "dynamo/tracer.h"
 #include "kiln/autograd.h"
+#include "kiln/ops_pointwise.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
 #include "trace/events.h"
@@ -178,6 +179,24 @@ static void emit_create_symbol(kn__trace *tr, kn_sym s, int64_t val, const char 
   }
 }
 
+/* The fake of a non-leaf input is a non-leaf too (a clone of the leaf fake,
+** as PyTorch's fakification does), so in-place ops on it trace as they run
+** eagerly. Takes f over. */
+static kn_tensor *non_leaf(kn_tensor *f) {
+  if (!kn_is_contiguous(f)) return f; /* a clone would not keep the strides */
+  bool prev = kn_set_grad_enabled(true);
+  kn_scope_begin();
+  kn_tensor *c = kn_retain(kn_clone(f));
+  kn_scope_end();
+  kn_set_grad_enabled(prev);
+  if (!c) {
+    kn_release(f);
+    return NULL;
+  }
+  kn_release(f);
+  return c;
+}
+
 /* Make the fake for real tensor t at source src (slot = its tensor slot). */
 static kn_tensor *make_fake(kn__trace *tr, kn_tensor *t, const char *src, int slot, bool param,
                             uint32_t *dyn_size, uint32_t *dyn_stride) {
@@ -237,7 +256,7 @@ static kn_tensor *make_fake(kn__trace *tr, kn_tensor *t, const char *src, int sl
     ss->offset = kn__sym_const(t->offset);
     f->sym = ss;
   }
-  return f;
+  return t->grad_fn && t->requires_grad ? non_leaf(f) : f;
 }
 
 /* ---- walking the arguments ------------------------------------------------------------- */

@@ -71,6 +71,7 @@ void kn__fc_graph(kn__fc *c, const kn__graph *g) {
   if (c->graph_ops == 0) return; /* an empty graph is not compiled */
   char title[64];
   snprintf(title, sizeof title, "===== __compiled_fn_%d =====", kn__next_compiled_fn_number());
+  const char *fn_name = title + 6; /* graph_sizes adds its own "=====" */
   const char *file = c->frame->file ? c->frame->file : "<unknown>";
   if (kn__trace_enabled()) {
     char *code = kn__graph_code(g, NULL);
@@ -94,7 +95,9 @@ void kn__fc_graph(kn__fc *c, const kn__graph *g) {
     free(tab);
   }
   if (KN_ARTIFACT_ENABLED(KN_ART_GRAPH_SIZES)) {
-    char *s = kn__graph_sizes(g, title);
+    char title2[64];
+    snprintf(title2, sizeof title2, "%.*s", (int)(strlen(fn_name) - 6), fn_name);
+    char *s = kn__graph_sizes(g, title2);
     if (s) KN_LOG_ARTIFACT(KN_ART_GRAPH_SIZES, "%s", s);
     free(s);
   }

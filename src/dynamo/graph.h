@@ -166,6 +166,10 @@ struct kn__gnode {
   const kn__gframe *stack;   /* NULL when unknown */
   const char *code;          /* the user's source line (stripped), or NULL:
                                 read from stack[nstack-1].file when printing */
+  /* replayed by the interpreter */
+  signed char grad_mode;     /* call: -1 = the caller's; 0/1 = run with grad
+                                mode off/on (the mode when it was traced) */
+  bool set_requires_grad;    /* call: make output 0 (a new leaf) require grad */
 };
 
 /* Inline depth of the node's op call (0 = in the compiled function itself),

@@ -355,12 +355,20 @@ char *kn__graph_tabular(const kn__graph *g) {
 
 /* ---- sizes --------------------------------------------------------------------- */
 
-static void py_tuple(kn__sb *sb, const kn__vmeta *m, bool concrete) {
+/* Sizes print with the symbols that guards replaced substituted (s2 -> s1
+** after Eq(s1, s2)), as PyTorch prints them. */
+static void canon_sym(kn__sb *sb, const kn__graph *g, kn_sym s) {
+  char buf[256];
+  kn__sym_format_canon(kn__graph_shape_env(g), s, buf, sizeof buf);
+  kn__sb_puts(sb, buf);
+}
+
+static void py_tuple(kn__sb *sb, const kn__graph *g, const kn__vmeta *m, bool concrete) {
   kn__sb_putc(sb, '(');
   for (int d = 0; d < m->ndim; d++) {
     if (d) kn__sb_puts(sb, ", ");
     if (concrete) kn__sb_printf(sb, "%lld", (long long)kn__sym_hint(m->sizes[d]));
-    else kn__py_sym(sb, m->sizes[d]);
+    else canon_sym(sb, g, m->sizes[d]);
   }
   kn__sb_puts(sb, m->ndim == 1 ? ",)" : ")");
 }
@@ -377,13 +385,13 @@ char *kn__graph_sizes(const kn__graph *g, const char *title) {
     const kn__vmeta *m = tensor_value(g->nodes[i]);
     if (!m) continue;
     kn__sb_printf(&sb, "%s: ", g->nodes[i]->name);
-    py_tuple(&sb, m, false);
+    py_tuple(&sb, g, m, false);
     kn__sb_putc(&sb, '\n');
     bool sym = false;
     for (int d = 0; d < m->ndim; d++) sym = sym || !kn__sym_is_const(m->sizes[d]);
     if (!sym) continue;
     kn__sb_printf(&sb, "%s (concrete): ", g->nodes[i]->name);
-    py_tuple(&sb, m, true);
+    py_tuple(&sb, g, m, true);
     kn__sb_putc(&sb, '\n');
   }
   char *s = kn__sb_take(&sb);
@@ -405,7 +413,7 @@ json_t *kn__graph_sizes_json(const kn__graph *g) {
         v = json_integer(m->sizes[d].c);
       } else {
         char buf[256];
-        kn__sym_format(m->sizes[d], buf, sizeof buf);
+        kn__sym_format_canon(kn__graph_shape_env(g), m->sizes[d], buf, sizeof buf);
         v = json_string(buf);
       }
       ok = v && json_array_append_new(arr, v) == 0;

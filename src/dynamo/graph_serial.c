@@ -6,7 +6,8 @@
 ** hex-float so the text is exact) and example metadata. Names, sources,
 ** source locations and sequence numbers are left out: two captures of the
 ** same computation get the same text, and any change that matters to a
-** compiled program (an op, a constant, a dtype, a size) changes it.
+** compiled program (an op, a constant, a dtype, a size, a node run without
+** grad mode or made to require grad) changes it.
 ** get_attr constants contribute dtype, geometry and their data bytes.
 */
 #include <sha2.h>
@@ -133,6 +134,8 @@ char *kn__graph_serialize(const kn__graph *g) {
     }
     for (int k = 0; k < n->nout; k++) ser_meta(&sb, &n->meta[k]);
     if (n->attr) ser_data(&sb, n->attr);
+    if (n->grad_mode == 0) kn__sb_puts(&sb, " no_grad"); /* replayed by the interpreter */
+    if (n->set_requires_grad) kn__sb_puts(&sb, " requires_grad_");
     kn__sb_putc(&sb, '\n');
   }
   char *s = kn__sb_take(&sb);

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "dynamo/graph_int.h"
+#include "kiln/autograd.h"
 
 enum { P_TENSOR, P_LIST, P_SYMINT, P_SYMINTS };
 
@@ -35,6 +36,8 @@ typedef struct step {
   int out, nout;        /* value slots [out, out + nout) */
   int f0, f1;           /* owned slots to release after the step: frees[f0..f1) */
   const char *name;     /* for error messages (graph-owned) */
+  signed char grad_mode; /* -1: the caller's, else the node's */
+  bool set_requires_grad;
 } step;
 
 typedef struct binding { int input, dim, sym; } binding;
@@ -199,6 +202,8 @@ static kn_status build_steps(kn__gprog *p, const int *slot, const int *lastuse,
     st->op = n->opdef;
     st->nargs = n->nargs;
     st->name = n->name;
+    st->grad_mode = n->grad_mode;
+    st->set_requires_grad = n->set_requires_grad;
     st->out = slot[i];
     st->nout = n->nout;
     st->src = n->opdef ? -1 : value_of(slot, n->args[0].u.t);
@@ -369,7 +374,11 @@ static kn_status run_step(const kn__gprog *p, const step *st, frame *f) {
   }
   kn__outs o;
   kn__outs_init(&o);
+  bool prev = st->grad_mode >= 0 ? kn_set_grad_enabled(st->grad_mode != 0) : false;
   kn_status s = kn__dispatch(&c, &o);
+  if (st->grad_mode >= 0) kn_set_grad_enabled(prev);
+  if (s == KN_OK && st->set_requires_grad && o.n > 0) s = kn_set_requires_grad(o.t[0], true);
+  if (s != KN_OK) kn__outs_fini(&o);
   if (s != KN_OK) return kn__error_context("while running graph node '%s'", st->name), s;
   if (o.n != st->nout) {
     kn__outs_fini(&o);

@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/strbuf.h"
 #include "dynamo/tracer.h"
+#include "kiln/autograd.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
 #include "trace/events.h"
@@ -34,7 +36,14 @@ void kn__segment_free(kn__segment *s) {
   free(s->out_slot);
   rspec_fini(s->result);
   free(s->result);
+  free(s->ag);
   free(s);
+}
+
+void kn__values_free(kn_tensor **vals, int n) {
+  if (!vals) return;
+  for (int i = 0; i < n; i++) kn_release(vals[i]);
+  free(vals);
 }
 
 void kn__entry_free(kn__entry *e) {
@@ -125,6 +134,41 @@ kn_status kn__segment_run_op(const kn__segment *s, kn_tensor **vals, double *ans
   return KN_OK;
 }
 
+static kn_status run_autograd(const kn__agcall *ag, kn_tensor **vals) {
+  kn_tensor *outs[KN__AG_MAX], *gouts[KN__AG_MAX], *ins[KN__AG_MAX], *res[KN__AG_MAX];
+  bool given = false;
+  for (int i = 0; i < ag->n; i++) {
+    outs[i] = vals[ag->out_slot[i]];
+    gouts[i] = ag->gout_slot[i] >= 0 ? vals[ag->gout_slot[i]] : NULL;
+    given = given || gouts[i];
+  }
+  if (ag->m == 0) return kn_backward_ex(outs[0], gouts[0], ag->retain_graph, ag->create_graph);
+  for (int j = 0; j < ag->m; j++) ins[j] = vals[ag->in_slot[j]];
+  kn_scope_begin();
+  kn_status st = kn_autograd_grad(outs, ag->n, ins, ag->m, given ? gouts : NULL, ag->retain_graph,
+                                  ag->create_graph, ag->allow_unused, res);
+  for (int j = 0; st == KN_OK && j < ag->m; j++) {
+    kn_release(vals[ag->res_slot[j]]);
+    vals[ag->res_slot[j]] = kn_retain(res[j]);
+  }
+  kn_scope_end();
+  return st;
+}
+
+kn_status kn__segment_run_action(const kn__segment *s, kn_tensor **vals) {
+  switch (s->brk) {
+  case KN__BRK_AUTOGRAD: return run_autograd(s->ag, vals);
+  case KN__BRK_REQUIRES_GRAD: return kn_set_requires_grad(vals[s->brk_slot], s->brk_flag);
+  case KN__BRK_HOST: {
+    double v = 0;
+    kn_status st = kn_item_double(vals[s->brk_slot], &v);
+    if (st == KN_OK) s->host_fn(v, s->host_ud);
+    return st;
+  }
+  default: return KN_OK;
+  }
+}
+
 static kn__segment *find_child(const kn__segment *s, double ans) {
   for (int i = 0; i < s->nchild; i++)
     if (s->child[i].answer == ans || (isnan(ans) && isnan(s->child[i].answer)))
@@ -155,8 +199,18 @@ static kn_status build_result(const kn__rspec *r, kn_tensor **vals, kn_value *ou
   return KN_OK;
 }
 
+/* The value table handed to the trace that adds a missing branch: every
+** slot an owned reference (the root inputs too). NULL when out of memory
+** (the trace then runs the known segments again). */
+static kn_tensor **hand_over(kn_tensor **vals, int n, int nroot) {
+  kn_tensor **p = calloc((size_t)(n ? n : 1), sizeof *p);
+  (void)nroot; /* root inputs are borrowed from the call: retained like the rest */
+  for (int i = 0; p && i < n; i++) p[i] = kn_retain(vals[i]);
+  return p;
+}
+
 kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int nargs,
-                        kn_value *result) {
+                        kn_value *result, kn__branch_miss *bm) {
   (void)f;
   kn_tensor *inl[16];
   kn_tensor **vals = e->nslots <= 16 ? inl : calloc((size_t)e->nslots, sizeof *vals);
@@ -171,7 +225,8 @@ kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int 
     vals[i] = v.u.t;
   }
   kn_status st = KN_OK;
-  kn__segment *s = e->root;
+  kn__segment *s = e->root, *missed = NULL;
+  double missed_ans = 0;
   while (st == KN_OK) {
     st = run_segment(s, vals);
     if (st != KN_OK) break;
@@ -181,15 +236,51 @@ kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int 
     }
     double ans = 0;
     if (s->brk == KN__BRK_UNSUPPORTED) st = kn__segment_run_op(s, vals, &ans);
+    else if (s->brk >= KN__BRK_AUTOGRAD) st = kn__segment_run_action(s, vals);
     else if (s->brk_slot >= 0) st = break_answer(s->brk, vals[s->brk_slot], &ans);
     if (st != KN_OK) break;
     kn__segment *c = find_child(s, ans);
-    if (!c) st = KN__MISS_BRANCH;
+    if (!c) {
+      st = KN__MISS_BRANCH;
+      missed = s;
+      missed_ans = ans;
+    }
     s = c;
+  }
+  if (st == KN__MISS_BRANCH && bm) {
+    bm->vals = hand_over(vals, e->nslots, e->nroot_inputs);
+    bm->seg = missed;
+    bm->answer = missed_ans;
   }
   for (int i = e->nroot_inputs; i < e->nslots; i++) kn_release(vals[i]);
   if (vals != inl) free(vals);
   return st;
+}
+
+static void answer_text(kn__sb *sb, kn__brk brk, double v) {
+  if (brk == KN__BRK_BOOL) kn__sb_puts(sb, v != 0 ? "True" : "False");
+  else kn__sb_printf(sb, "%.17g", v);
+}
+
+char *kn__branch_miss_reason(const kn__branch_miss *bm) {
+  const kn__segment *s = bm->seg;
+  if (!s) return strdup("a graph break answered differently (new branch)");
+  kn__sb sb = KN__SB_INIT;
+  char cid[64];
+  kn__compile_id_format(s->cid, cid, sizeof cid);
+  const char *what = s->brk == KN__BRK_BOOL ? "kn_is_true()"
+                     : s->brk == KN__BRK_UNSUPPORTED ? "the size(0) of a data-dependent op"
+                                                    : "kn_item()";
+  kn__sb_printf(&sb, "a graph break answered differently (new branch): %s at the end of %s "
+                     "gave ", what, cid);
+  answer_text(&sb, s->brk, bm->answer);
+  kn__sb_puts(&sb, ", recorded: ");
+  for (int i = 0; i < s->nchild && i < 4; i++) {
+    if (i) kn__sb_puts(&sb, ", ");
+    answer_text(&sb, s->brk, s->child[i].answer);
+  }
+  if (s->nchild > 4) kn__sb_printf(&sb, " (+%d more)", s->nchild - 4);
+  return kn__sb_take(&sb);
 }
 
 /* ---- segments while tracing ---------------------------------------------------------- */
@@ -325,6 +416,15 @@ static kn_status compile_segment(kn__trace *tr, kn__tseg *s, kn__segment **out) 
   return KN_OK;
 }
 
+void kn__trace_take_partial(kn__trace *tr, const int *slots, int n) {
+  for (int j = 0; j < n; j++) {
+    int k = slots[j];
+    kn_tensor *v = k < tr->npartial ? tr->partial[k] : NULL;
+    kn_release(tr->slot_real[k]);
+    tr->slot_real[k] = kn_retain(v);
+  }
+}
+
 kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment **out) {
   kn__tseg *s = &tr->segs[tr->nseg - 1];
   *out = NULL;
@@ -356,7 +456,8 @@ kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment 
       seg->brk_slot = brk_slot;
     }
   }
-  if (st == KN_OK) st = run_segment(seg, tr->slot_real);
+  if (st == KN_OK && s->quiet && tr->partial) kn__trace_take_partial(tr, seg->out_slot, seg->nout);
+  else if (st == KN_OK) st = run_segment(seg, tr->slot_real);
   if (st != KN_OK) {
     if (!s->quiet) kn__segment_free(seg);
     return st;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kiln/autograd.h"
 #include "core/strbuf.h"
 #include "dynamo/tracer.h"
 #include "logging/log.h"
@@ -369,6 +370,7 @@ static kn_status record(kn__trace *tr, kn__call *c, kn__outs *out, const argscra
   kn__gnode *node = kn__graph_call(s->g, c->op, c->nargs, a->ga, out->n, vm);
   if (vm != vm_inl) free(vm);
   if (!node) return kn_last_status();
+  node->grad_mode = kn_is_grad_enabled() ? 1 : 0; /* kn_set_grad_enabled inside is replayed */
   kn__srcframe fr[KN__SRC_MAX_FRAMES];
   const char *api = NULL;
   int n = s->quiet ? 0 : kn__trace_user_stack(tr, fr, KN__SRC_MAX_FRAMES, &api);
@@ -454,6 +456,18 @@ static kn_status handle(kn__mode *self, kn__call *c, kn__outs *out) {
 
 void kn__trace_mode_init(kn__trace *tr) {
   tr->mode = (kn__mode){"dynamo_tracing", handle, tr};
+}
+
+/* kn_set_requires_grad(t, true) on a new leaf that no op has used yet (a
+** factory's result): captured on its node. Anything else is a break. */
+bool kn__trace_capture_requires_grad(kn__trace *tr, kn_tensor *t) {
+  kn__tbind *b = kn__tbind_of(tr, t);
+  if (!b || b->seg != tr->nseg - 1 || !b->node || b->node->op != KN__GN_CALL || b->idx != 0 ||
+      b->node->nusers > 0 || t->grad_fn || b->node->nout != 1)
+    return false;
+  b->node->set_requires_grad = true;
+  ((kn__vmeta *)b->node->meta)[0].requires_grad = true;
+  return true;
 }
 
 /* ---- naming ---------------------------------------------------------------------------- */

@@ -88,6 +88,14 @@ struct kn__trace {
   int nguards_emitted;    /* shape guards already written as guard_added_fast */
   int nint_syms;          /* int arguments given a symbol */
   bool guards_done;       /* comments and size lower bounds added */
+  /* adding a branch: the value table of the cached run that missed it
+  ** (owned); quiet segments and breaks take their values from it instead of
+  ** running again */
+  kn_tensor **partial;
+  int npartial;
+  bool no_cache;          /* KN__TRACE_NO_CACHE: new segments are dropped */
+  kn__segment **scratch;  /* those segments, freed with the trace */
+  int nscratch;
   const char *recompile_msg; /* logged inside the first frame's context */
   bool recompile_verbose;
 };
@@ -141,6 +149,11 @@ kn_status kn__trace_carry_live(kn__trace *tr);
 ** break; the op runs eagerly on the real values and *out gets the fake that
 ** stands for its output in the next segment. */
 kn_status kn__trace_data_dep_break(kn__trace *tr, const kn__call *c, kn__outs *out);
+/* Quiet replay with a partial table: slot_real[slots[j]] = partial value. */
+void kn__trace_take_partial(kn__trace *tr, const int *slots, int n);
+/* Capture kn_set_requires_grad(t, true) on t's node when t is a new leaf
+** of the current segment no op has used yet; false otherwise. */
+bool kn__trace_capture_requires_grad(kn__trace *tr, kn_tensor *t);
 /* Write the guard dump of segment s's frame. */
 void kn__trace_guard_dump(kn__trace *tr, kn__tseg *s);
 /* Record that the next placeholder of s reads slot `slot`. */

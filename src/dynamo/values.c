@@ -196,13 +196,77 @@ static kn_tensor *mod_lookup(kn_module *m, const char *path) {
   return NULL;
 }
 
+/* The 3 existing paths nearest to a missing one (edit distance). */
+typedef struct nearest {
+  const char *want;
+  char path[3][256];
+  int dist[3], n;
+} nearest;
+
+static int edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 255 || lb > 255) return 1 << 20;
+  int row[256];
+  for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      diag = up;
+      row[j] = best;
+    }
+  }
+  return row[lb];
+}
+
+static kn_status near_visit(void *ud, const char *suffix, const char *path, kn_tensor *t,
+                            bool is_param) {
+  (void)suffix, (void)t, (void)is_param;
+  nearest *nr = ud;
+  int d = edit_distance(nr->want, path), k = nr->n < 3 ? nr->n++ : 3;
+  while (k > 0 && nr->dist[k - 1] > d) {
+    if (k < 3) {
+      nr->dist[k] = nr->dist[k - 1];
+      memcpy(nr->path[k], nr->path[k - 1], sizeof nr->path[k]);
+    }
+    k--;
+  }
+  if (k < 3) {
+    nr->dist[k] = d;
+    snprintf(nr->path[k], sizeof nr->path[k], "%s", path);
+  }
+  return KN_OK;
+}
+
+static void missing_path(kn_module *m, const char *path) {
+  nearest nr = {.want = path};
+  (void)kn__module_visit(m, near_visit, &nr);
+  char list[900] = "";
+  for (int i = 0; i < nr.n; i++) {
+    size_t l = strlen(list);
+    snprintf(list + l, sizeof list - l, "%s'%s'", i ? ", " : "", nr.path[i]);
+  }
+  kn__error(KN_EINVAL, "kn_module_get: no tensor '%s' in the module%s%s%s", path,
+            nr.n ? " (nearest: " : " (it holds no tensors)", list, nr.n ? ")" : "");
+  kn__error_null_result();
+}
+
 kn_tensor *kn_module_get(kn_module *m, const char *path) {
-  if (!m || !path) return NULL;
+  if (!m || !path) {
+    kn__error(KN_EINVAL, "kn_module_get: the %s is NULL", m ? "path" : "module");
+    kn__error_null_result();
+    return NULL;
+  }
   if (subst_fn) {
     kn_tensor *t = subst_fn(subst_ud, m, path);
     if (t) return t;
   }
-  return mod_lookup(m, path);
+  kn_tensor *t = mod_lookup(m, path);
+  if (!t) missing_path(m, path);
+  return t;
 }
 
 int kn__module_count(const kn_module *m) {

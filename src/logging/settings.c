@@ -174,8 +174,12 @@ kn_status kn__log_parse(const char *spec, kn__log_state *st, int *help) {
   return KN_OK;
 }
 
+static char *help_text(bool verbose);
+
+/* Called from the first initialisation (the tables are built, the lock is
+** held): the help is printed once, without initialising again. */
 static void print_help(int verbose) {
-  char *h = kn_log_help(verbose == 2);
+  char *h = help_text(verbose == 2);
   if (h) fputs(h, stderr);
   free(h);
 }
@@ -350,8 +354,7 @@ static void help_lines(kn__sb *sb, bool verbose) {
   }
 }
 
-char *kn_log_help(bool verbose) {
-  kn__log_ensure_init();
+static char *help_text(bool verbose) {
   kn__sb sb = KN__SB_INIT;
   kn__sb_puts(&sb, help_head);
   kn__sb_puts(&sb, verbose ? "All registered names\n"
@@ -360,4 +363,9 @@ char *kn_log_help(bool verbose) {
   help_lines(&sb, verbose);
   pthread_mutex_unlock(&kn__logs.lock);
   return kn__sb_take(&sb);
+}
+
+char *kn_log_help(bool verbose) {
+  kn__log_ensure_init();
+  return help_text(verbose);
 }

@@ -346,19 +346,22 @@ static kn_status prepare(kn__call *c, kn__opid id, int nargs, const kn__arg *arg
   c->nargs = nargs;
   memcpy(c->args, args, (size_t)nargs * sizeof *args);
   /* A NULL required tensor usually means an earlier call failed. */
+  char h[KN__HINT_CAP];
   for (int i = 0; i < nargs; i++)
     if (args[i].kind == KN__A_TENSOR && !args[i].u.t)
-      return kn__error(KN_EINVAL, "%s: argument %d is a NULL tensor (did an earlier call fail? %s)",
-                       c->op->name, i, kn_last_error());
+      return kn__error(KN_EINVAL, "%s: argument %d is a NULL tensor%s", c->op->name, i,
+                       kn__error_hint(h, sizeof h));
   return KN_OK;
 }
 
 kn_tensor *kn__invoke(kn__opid id, int nargs, const kn__arg *args) {
   kn__call c;
-  if (prepare(&c, id, nargs, args) != KN_OK) return NULL;
   kn__outs out;
   kn__outs_init(&out);
-  if (kn__dispatch(&c, &out) != KN_OK) return NULL;
+  if (prepare(&c, id, nargs, args) != KN_OK || kn__dispatch(&c, &out) != KN_OK) {
+    kn__error_null_result();
+    return NULL;
+  }
   KN_ASSERT(out.n >= 1);
   kn_tensor *r = out.t[0];
   out.t[0] = NULL;

@@ -20,9 +20,14 @@ static kn_dtype factory_dtype(const kn__call *c) {
 
 kn_status kn__meta_factory(const kn__call *c, kn__metas *out) {
   const kn__arg *sz = &c->args[0];
-  if (sz->kind != KN__A_INTS || sz->u.ints.n > KN_MAX_DIMS || sz->u.ints.n < 0)
-    return kn__error(KN_EINVAL, "%s: expected a size list of at most %d dims", c->op->name,
-                     KN_MAX_DIMS);
+  if (sz->kind != KN__A_INTS)
+    return kn__error(KN_EINVAL, "%s: expected a size list", c->op->name);
+  if (sz->u.ints.n > KN_MAX_DIMS || sz->u.ints.n < 0)
+    return kn__error(KN_EINVAL, "%s: expected 0 to %d dims, got %d", c->op->name, KN_MAX_DIMS,
+                     sz->u.ints.n);
+  if (sz->u.ints.n > 0 && !sz->u.ints.v)
+    return kn__error(KN_EINVAL, "%s: the size list is NULL (%d dims)", c->op->name,
+                     sz->u.ints.n);
   kn_dtype dt = factory_dtype(c);
   if ((unsigned)dt >= KN_DTYPE_COUNT)
     return kn__error(KN_EDTYPE, "%s: invalid dtype %d", c->op->name, (int)dt);
@@ -81,12 +86,20 @@ kn_tensor *kn_full(int ndim, const int64_t *sizes, kn_scalar value, kn_dtype dty
                     (kn__arg[]){KN_A_INTS(sizes, ndim), KN_A_S(value), KN_A_DT(dtype)});
 }
 
+/* A fill by another name: errors name the function the user called. */
+static kn_tensor *filled(const char *api, int ndim, const int64_t *sizes, int64_t v,
+                         kn_dtype dtype) {
+  kn_tensor *t = kn_full(ndim, sizes, kn_int(v), dtype);
+  if (!t) kn__error_context("%s", api);
+  return t;
+}
+
 kn_tensor *kn_zeros(int ndim, const int64_t *sizes, kn_dtype dtype) {
-  return kn_full(ndim, sizes, kn_int(0), dtype);
+  return filled("kn_zeros", ndim, sizes, 0, dtype);
 }
 
 kn_tensor *kn_ones(int ndim, const int64_t *sizes, kn_dtype dtype) {
-  return kn_full(ndim, sizes, kn_int(1), dtype);
+  return filled("kn_ones", ndim, sizes, 1, dtype);
 }
 
 kn_tensor *kn_empty_meta(int ndim, const int64_t *sizes, kn_dtype dtype) {

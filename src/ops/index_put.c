@@ -518,9 +518,10 @@ kn_tensor *kn_masked_fill_tensor(kn_tensor *t, kn_tensor *mask, kn_tensor *value
 static kn_status inplace(kn__opid id, int n, const kn__arg *args) {
   kn__call c = {.op = &kn__ops[id], .nargs = n};
   for (int i = 0; i < n; i++) {
+    char h[KN__HINT_CAP];
     if (args[i].kind == KN__A_TENSOR && !args[i].u.t)
-      return kn__error(KN_EINVAL, "%s: argument %d is a NULL tensor (did an earlier call fail? "
-                       "%s)", c.op->name, i, kn_last_error());
+      return kn__error(KN_EINVAL, "%s: argument %d is a NULL tensor%s", c.op->name, i,
+                       kn__error_hint(h, sizeof h));
     c.args[i] = args[i];
   }
   kn__outs out;

@@ -214,8 +214,8 @@ kn_status kn__bw_embedding(kn__bwctx *ctx) {
 
 kn_tensor *kn_dropout(kn_tensor *input, double p, bool training, kn_generator *gen) {
   if (!input) {
-    kn__error(KN_EINVAL, "dropout: input is a NULL tensor (did an earlier call fail? %s)",
-              kn_last_error());
+    char h[KN__HINT_CAP];
+    kn__error(KN_EINVAL, "dropout: input is a NULL tensor%s", kn__error_hint(h, sizeof h));
     return NULL;
   }
   if (!(p >= 0 && p <= 1)) {

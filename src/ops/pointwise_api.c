@@ -16,9 +16,10 @@
 static kn_status inplace(kn__opid id, int nargs, const kn__arg *args) {
   kn__call c = {.op = &kn__ops[id], .nargs = nargs};
   for (int i = 0; i < nargs; i++) {
+    char h[KN__HINT_CAP];
     if (args[i].kind == KN__A_TENSOR && !args[i].u.t)
-      return kn__error(KN_EINVAL, "%s: argument %d is a NULL tensor (did an earlier call fail? %s)",
-                       c.op->name, i, kn_last_error());
+      return kn__error(KN_EINVAL, "%s: argument %d is a NULL tensor%s", c.op->name, i,
+                       kn__error_hint(h, sizeof h));
     c.args[i] = args[i];
   }
   kn__outs out;

@@ -61,8 +61,8 @@ static kn_status not_expandable(const kn_tensor *t, int ndim, const int64_t *siz
 
 kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) {
   if (!t) {
-    kn__error(KN_EINVAL, "sum_to_size: input is a NULL tensor (did an earlier call fail? %s)",
-              kn_last_error());
+    char h[KN__HINT_CAP];
+    kn__error(KN_EINVAL, "sum_to_size: input is a NULL tensor%s", kn__error_hint(h, sizeof h));
     return NULL;
   }
   if (ndim < 0 || ndim > t->ndim) {

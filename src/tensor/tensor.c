@@ -286,14 +286,45 @@ bool kn_is_contiguous(const kn_tensor *t) {
   return true;
 }
 
+/* ---- fake tensors reaching the public API ---------------------------------------- */
+static _Atomic(const kn__fake_hooks *) fake_hooks;
+
+void kn__set_fake_hooks(const kn__fake_hooks *h) { atomic_store(&fake_hooks, h); }
+
+const kn__fake_hooks *kn__fake_hooks_for(const kn_tensor *t) {
+  if (!t || !t->is_fake || kn__dispatch_in_handler()) return NULL;
+  return atomic_load(&fake_hooks);
+}
+
+/* A data read on a tensor without data: the trace's answer, or why not. */
+static kn_status no_data(const kn_tensor *t, const char *api) {
+  const kn__fake_hooks *h = kn__fake_hooks_for(t);
+  kn_status st = h ? h->refuse(t, api) : KN__FAKE_PASS;
+  if (st != KN__FAKE_PASS) return st;
+  return kn__error(KN_EINVAL, "%s: the tensor has no data (a %s tensor holds metadata only)", api,
+                   t->is_fake ? "fake" : "meta");
+}
+
 void *kn_data(const kn_tensor *t) {
-  if (!t || !t->storage->data) return NULL;
+  if (!t) return NULL;
+  if (!t->storage->data) {
+    (void)no_data(t, "kn_data");
+    return NULL;
+  }
   return (char *)t->storage->data + t->offset * (int64_t)kn_dtype_size(t->dtype);
 }
 
 double kn_get(const kn_tensor *t, const int64_t *index) {
-  if (!t || !t->storage->data) {
-    kn__error(KN_EINVAL, "kn_get: tensor has no data (meta or fake)");
+  if (!t) {
+    kn__error(KN_EINVAL, "kn_get: the tensor is NULL");
+    return NAN;
+  }
+  if (!index && t->ndim > 0) {
+    kn__error(KN_EINVAL, "kn_get: the index is NULL (expected %d indices)", t->ndim);
+    return NAN;
+  }
+  if (!t->storage->data) {
+    (void)no_data(t, "kn_get");
     return NAN;
   }
   int64_t off = t->offset;
@@ -309,25 +340,36 @@ double kn_get(const kn_tensor *t, const int64_t *index) {
                          t->dtype);
 }
 
-static kn_status check_item(const kn_tensor *t) {
-  if (!t) return kn__error(KN_EINVAL, "item: tensor is NULL");
+static kn_status check_item(const kn_tensor *t, const char *api) {
+  if (!t) return kn__error(KN_EINVAL, "%s: the tensor is NULL", api);
   if (kn_numel(t) != 1)
     return kn__error(KN_EINVAL,
                      "a Tensor with %lld elements cannot be converted to Scalar",
                      (long long)kn_numel(t));
-  if (!t->storage->data)
-    return kn__error(KN_EINVAL, "item: tensor has no data (meta or fake)");
+  if (!t->storage->data) return no_data(t, api);
   return KN_OK;
 }
 
+/* A fake tensor of the running trace: its value is a graph break (kn_item). */
+static kn_status traced_item(const kn_tensor *t, double *v) {
+  const kn__fake_hooks *h = kn__fake_hooks_for(t);
+  return h ? h->item(t, v) : KN__FAKE_PASS;
+}
+
 kn_status kn_item_double(const kn_tensor *t, double *out) {
-  kn_status st = check_item(t);
+  kn_status st = traced_item(t, out);
+  if (st != KN__FAKE_PASS) return st;
+  st = check_item(t, "kn_item_double");
   if (st == KN_OK) *out = kn__load_double(kn_data(t), t->dtype);
   return st;
 }
 
 kn_status kn_item_int(const kn_tensor *t, int64_t *out) {
-  kn_status st = check_item(t);
+  double v = 0;
+  kn_status st = traced_item(t, &v);
+  if (st == KN_OK) *out = (int64_t)v;
+  if (st != KN__FAKE_PASS) return st;
+  st = check_item(t, "kn_item_int");
   if (st == KN_OK) *out = kn__load_int(kn_data(t), t->dtype);
   return st;
 }
@@ -337,9 +379,19 @@ bool kn_same_storage(const kn_tensor *a, const kn_tensor *b) { return a->storage
 
 bool kn_requires_grad(const kn_tensor *t) { return t && t->requires_grad; }
 bool kn_is_leaf(const kn_tensor *t) { return t && t->grad_fn == NULL; }
-kn_tensor *kn_grad(const kn_tensor *t) { return t ? t->grad : NULL; }
+kn_tensor *kn_grad(const kn_tensor *t) {
+  const kn__fake_hooks *h = kn__fake_hooks_for(t);
+  if (h && h->refuse(t, "kn_grad") != KN__FAKE_PASS) return NULL;
+  return t ? t->grad : NULL;
+}
 
 void kn_set_grad(kn_tensor *t, kn_tensor *grad) {
+  if (!t) {
+    kn__error(KN_EINVAL, "kn_set_grad: the tensor is NULL");
+    return;
+  }
+  const kn__fake_hooks *h = kn__fake_hooks_for(t);
+  if (h && h->refuse(t, "kn_set_grad") != KN__FAKE_PASS) return;
   kn_retain(grad);
   kn_release(t->grad);
   t->grad = grad;
@@ -347,6 +399,9 @@ void kn_set_grad(kn_tensor *t, kn_tensor *grad) {
 
 kn_status kn_set_requires_grad(kn_tensor *t, bool requires_grad) {
   if (!t) return kn__error(KN_EINVAL, "set_requires_grad: tensor is NULL");
+  const kn__fake_hooks *h = kn__fake_hooks_for(t);
+  kn_status hs = h ? h->set_requires_grad(t, requires_grad) : KN__FAKE_PASS;
+  if (hs != KN__FAKE_PASS) return hs;
   if (t->grad_fn) {
     if (requires_grad) return KN_OK;
     return kn__error(KN_EAUTOGRAD,

@@ -109,6 +109,35 @@ void kn__cached_free(void *p, size_t nbytes);
 /* Release every cached buffer to the OS (tests, kn_reset). */
 void kn__allocator_empty_cache(void);
 
+/* ---- fake tensors reaching the public API (tensor.c) --------------------
+** A public entry point that needs a tensor's data or its autograd state
+** (reading values, printing, .grad, backward), called from user code with
+** a fake tensor, asks the capture frontend, which registers these hooks:
+** the call becomes a graph break or an error that fails the compiled call.
+** Each hook returns KN__FAKE_PASS when t is not a value of a trace running
+** on this thread (the entry point then does what it does on any tensor
+** without data). kn__fake_hooks_for(t) is NULL for real tensors, inside op
+** handlers, and before any hook is registered. */
+#define KN__FAKE_PASS ((kn_status)2)
+typedef struct kn__autograd_call {
+  kn_tensor *const *outputs;
+  int n;
+  kn_tensor *const *inputs; /* kn_autograd_grad's inputs; m = 0: kn_backward */
+  int m;
+  kn_tensor *const *grad_outputs; /* may be NULL */
+  bool retain_graph, create_graph, allow_unused;
+  kn_tensor **out_grads;    /* [m] */
+} kn__autograd_call;
+typedef struct kn__fake_hooks {
+  kn_status (*item)(const kn_tensor *t, double *out);  /* kn_item_double/int */
+  kn_status (*print)(const kn_tensor *t);              /* kn_print_tensor to stdout */
+  kn_status (*refuse)(const kn_tensor *t, const char *api); /* anything else */
+  kn_status (*autograd)(const kn__autograd_call *c);  /* kn_backward*, kn_autograd_grad */
+  kn_status (*set_requires_grad)(kn_tensor *t, bool requires_grad);
+} kn__fake_hooks;
+void kn__set_fake_hooks(const kn__fake_hooks *h);
+const kn__fake_hooks *kn__fake_hooks_for(const kn_tensor *t);
+
 /* Element-type helpers. */
 double kn__load_double(const void *p, kn_dtype dt);
 void kn__store_double(void *p, kn_dtype dt, double v);

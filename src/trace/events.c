@@ -30,8 +30,10 @@ json_t *kn__trace_stack(const kn__trace_frame *frames, size_t n) {
   return a;
 }
 
-kn_status kn__trace_dynamo_start(const kn__trace_frame *frames, size_t n,
-                                 const kn__trace_opts *o) {
+kn_status kn__trace_dynamo_start_at(const char *file, int line, const kn__trace_frame *frames,
+                                    size_t n, const kn__trace_opts *o) {
+  kn__trace_opts ob;
+  o = kn__trace_at(&ob, o, file, line);
   if (!kn__trace_enabled()) return KN_OK;
   json_t *stack = kn__trace_stack(frames, n);
   if (!stack)
@@ -41,9 +43,11 @@ kn_status kn__trace_dynamo_start(const kn__trace_frame *frames, size_t n,
                               NULL, 0, o);
 }
 
-kn_status kn__trace_artifact(const char *name, const char *encoding,
-                             const char *payload, size_t len,
-                             const kn__trace_opts *o) {
+kn_status kn__trace_artifact_at(const char *file, int line, const char *name,
+                                const char *encoding, const char *payload, size_t len,
+                                const kn__trace_opts *o) {
+  kn__trace_opts ob;
+  o = kn__trace_at(&ob, o, file, line);
   if (!kn__trace_enabled()) return KN_OK;
   if (!name || !encoding || !payload ||
       (strcmp(encoding, "string") != 0 && strcmp(encoding, "json") != 0))
@@ -56,8 +60,10 @@ kn_status kn__trace_artifact(const char *name, const char *encoding,
   return kn__trace_structured("artifact", meta, payload, len, o);
 }
 
-kn_status kn__trace_artifact_json(const char *name, const json_t *value,
-                                  const kn__trace_opts *o) {
+kn_status kn__trace_artifact_json_at(const char *file, int line, const char *name,
+                                     const json_t *value, const kn__trace_opts *o) {
+  kn__trace_opts ob;
+  o = kn__trace_at(&ob, o, file, line);
   if (!kn__trace_enabled()) return KN_OK;
   kn__sb sb = KN__SB_INIT;
   bool ok = kn__json_py_payload(&sb, value);
@@ -84,8 +90,10 @@ static void chromium_compile_id(const kn__trace_opts *o, char *buf, size_t n) {
   else snprintf(buf, n, "None");
 }
 
-kn_status kn__trace_chromium_event(const char *name, char ph, double ts_us,
-                                   json_t *args, const kn__trace_opts *o) {
+kn_status kn__trace_chromium_event_at(const char *file, int line, const char *name, char ph,
+                                      double ts_us, json_t *args, const kn__trace_opts *o) {
+  kn__trace_opts ob;
+  o = kn__trace_at(&ob, o, file, line);
   if (!kn__trace_enabled()) { json_decref(args); return KN_OK; }
   if (!name || (ph != 'B' && ph != 'E' && ph != 'i') ||
       (args && !json_is_object(args))) {

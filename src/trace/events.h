@@ -28,17 +28,20 @@ typedef struct kn__trace_frame {
 json_t *kn__trace_stack(const kn__trace_frame *frames, size_t n);
 
 /* {"dynamo_start": {"stack": [...]}} for the compile starting now. */
-kn_status kn__trace_dynamo_start(const kn__trace_frame *frames, size_t n,
-                                 const kn__trace_opts *o);
+kn_status kn__trace_dynamo_start_at(const char *file, int line, const kn__trace_frame *frames,
+                                    size_t n, const kn__trace_opts *o);
+#define kn__trace_dynamo_start(...) kn__trace_dynamo_start_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* {"artifact": {"name": name, "encoding": "string"|"json"}} with the payload
 ** text (len, or strlen when SIZE_MAX). KN_EINVAL for another encoding. */
-kn_status kn__trace_artifact(const char *name, const char *encoding,
-                             const char *payload, size_t len,
-                             const kn__trace_opts *o);
+kn_status kn__trace_artifact_at(const char *file, int line, const char *name,
+                                const char *encoding, const char *payload, size_t len,
+                                const kn__trace_opts *o);
+#define kn__trace_artifact(...) kn__trace_artifact_at(__FILE__, __LINE__, __VA_ARGS__)
 /* A "json" artifact from a value (borrowed), encoded as spec §1.4 says. */
-kn_status kn__trace_artifact_json(const char *name, const json_t *value,
-                                  const kn__trace_opts *o);
+kn_status kn__trace_artifact_json_at(const char *file, int line, const char *name,
+                                     const json_t *value, const kn__trace_opts *o);
+#define kn__trace_artifact_json(...) kn__trace_artifact_json_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* Wall-clock time in microseconds since the epoch, as PyTorch's
 ** time.time_ns() / 1000 (a float with a fractional part). */
@@ -48,8 +51,9 @@ double kn__trace_now_us(void);
 ** (instant, process scope). args (stolen, NULL = {}) gets "compile_id" last:
 ** the compile id of o or of the compile context, else "None". ts_us < 0 =
 ** now. The record carries compile-id keys only inside a compile. */
-kn_status kn__trace_chromium_event(const char *name, char ph, double ts_us,
-                                   json_t *args, const kn__trace_opts *o);
+kn_status kn__trace_chromium_event_at(const char *file, int line, const char *name, char ph,
+                                      double ts_us, json_t *args, const kn__trace_opts *o);
+#define kn__trace_chromium_event(...) kn__trace_chromium_event_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* A compilation_metrics record. fields (stolen) holds the metrics kiln
 ** knows, by PyTorch's names; the record lists every field of PyTorch's
@@ -59,6 +63,9 @@ kn_status kn__trace_chromium_event(const char *name, char ph, double ts_us,
 ** "compilation_metrics", "bwd_..." when is_forward is false, "..._runtime"
 ** when is_runtime is true. KN_EINVAL for an unknown field, a field of the
 ** wrong type for tlparse, or fail_type without fail_reason (or vice versa). */
-kn_status kn__trace_compilation_metrics(json_t *fields, const kn__trace_opts *o);
+kn_status kn__trace_compilation_metrics_at(const char *file, int line, json_t *fields,
+                                           const kn__trace_opts *o);
+#define kn__trace_compilation_metrics(...)                                     \
+  kn__trace_compilation_metrics_at(__FILE__, __LINE__, __VA_ARGS__)
 
 #endif

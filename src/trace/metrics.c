@@ -135,7 +135,10 @@ static void complete(json_t *in, const kn__trace_opts *o) {
   }
 }
 
-kn_status kn__trace_compilation_metrics(json_t *in, const kn__trace_opts *o) {
+kn_status kn__trace_compilation_metrics_at(const char *file, int line, json_t *in,
+                                           const kn__trace_opts *o) {
+  kn__trace_opts ob;
+  o = kn__trace_at(&ob, o, file, line);
   if (!kn__trace_enabled()) { json_decref(in); return KN_OK; }
   if (!json_is_object(in)) {
     json_decref(in);

@@ -56,10 +56,27 @@ static void close_file(void) {
   st.path = st.dir = NULL;
 }
 
+static kn_status mkdir_p(const char *dir);
+
+/* The directory exists (created if needed) and can take a new file. */
+static kn_status usable_dir(const char *dir) {
+  kn_status s = mkdir_p(dir);
+  if (s != KN_OK) return kn__error_context("kn_trace_enable");
+  struct stat sb;
+  int err = stat(dir, &sb) != 0 ? errno : !S_ISDIR(sb.st_mode) ? ENOTDIR
+                                          : access(dir, W_OK | X_OK) != 0 ? errno : 0;
+  if (err)
+    return kn__error(KN_EIO, "kn_trace_enable: cannot use '%s' as the trace directory: %s", dir,
+                     strerror(err));
+  return KN_OK;
+}
+
 kn_status kn_trace_enable(const char *dir) {
   if (!dir || !*dir)
     return kn__error(KN_EINVAL, "kn_trace_enable: expected a directory, found %s",
                      dir ? "\"\"" : "NULL");
+  kn_status us = usable_dir(dir);
+  if (us != KN_OK) return us;
   char *copy = strdup(dir);
   if (!copy) return kn__oom();
   pthread_mutex_lock(&intern_lock);
@@ -103,7 +120,12 @@ void kn__trace_fake_header(const char *ts, long pid) {
 
 kn_status kn__trace_init_from_env(void) {
   const char *dir = getenv("KILN_TRACE");
-  return dir && *dir ? kn_trace_enable(dir) : KN_OK;
+  kn_status s = dir && *dir ? kn_trace_enable(dir) : KN_OK;
+  if (s != KN_OK) {
+    fprintf(stderr, "kiln: KILN_TRACE: %s; no trace is written\n", kn_last_error());
+    kn_clear_error();
+  }
+  return s;
 }
 
 __attribute__((constructor)) static void trace_from_env(void) {
@@ -120,7 +142,7 @@ static kn_status mkdir_p(const char *dir) {
     if (c != '/' && c != '\0') continue;
     *s = '\0';
     if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-      kn_status e = kn__error(KN_EIO, "cannot create trace directory '%s': %s", p,
+      kn_status e = kn__error(KN_EIO, "cannot create the trace directory '%s': %s", p,
                               strerror(errno));
       free(p);
       return e;
@@ -285,12 +307,21 @@ static bool reserved(const char *e) {
   return false;
 }
 
-kn_status kn__trace_structured(const char *event, json_t *metadata,
-                               const char *payload, size_t payload_len,
-                               const kn__trace_opts *opts) {
+const kn__trace_opts *kn__trace_at(kn__trace_opts *buf, const kn__trace_opts *o,
+                                   const char *file, int line) {
+  if (o && o->file) return o;
+  *buf = o ? *o : (kn__trace_opts){0};
+  buf->file = file;
+  buf->line = line;
+  return buf;
+}
+
+kn_status kn__trace_structured_at(const char *file, int line, const char *event,
+                                  json_t *metadata, const char *payload, size_t payload_len,
+                                  const kn__trace_opts *opts) {
   if (!kn__trace_enabled()) { json_decref(metadata); return KN_OK; }
-  static const kn__trace_opts defaults = {0};
-  const kn__trace_opts *o = opts ? opts : &defaults;
+  kn__trace_opts ob;
+  const kn__trace_opts *o = kn__trace_at(&ob, opts, file, line);
   if (!event || !*event || reserved(event)) {
     json_decref(metadata);
     return kn__error(KN_EINVAL, "trace event name: expected a non-reserved name, "
@@ -318,9 +349,12 @@ kn_status kn__trace_structured(const char *event, json_t *metadata,
   return s;
 }
 
-kn_status kn__trace_structured_lazy(const char *event, kn__trace_build_fn build,
-                                    void *ud, const kn__trace_opts *opts) {
+kn_status kn__trace_structured_lazy_at(const char *file, int line, const char *event,
+                                       kn__trace_build_fn build, void *ud,
+                                       const kn__trace_opts *opts) {
   if (!kn__trace_enabled()) return KN_OK;
+  kn__trace_opts ob;
+  opts = kn__trace_at(&ob, opts, file, line);
   json_t *meta = NULL;
   kn__sb payload = KN__SB_INIT;
   bool has_payload = false;

@@ -32,8 +32,9 @@ static inline bool kn__trace_enabled(void) {
 }
 
 /* Where the record comes from and whose it is. Zero-initialised = defaults:
-** call site unknown ("kiln"), compile id and attempt from the calling
-** thread's compile context. */
+** the call site of the kn__trace_* call (its __FILE__ and __LINE__, filled
+** by the macros below), compile id and attempt from the calling thread's
+** compile context. */
 typedef struct kn__trace_opts {
   const char *file;              /* header path (__FILE__; shortened to
                                     "src/..."; ':' is replaced by '_') */
@@ -51,17 +52,25 @@ typedef struct kn__trace_opts {
 ** tracing is off. KN_EINVAL for a reserved event name or a value JSON cannot
 ** carry (non-finite number, invalid UTF-8); KN_EIO when the file cannot be
 ** created or written. */
-kn_status kn__trace_structured(const char *event, json_t *metadata,
-                               const char *payload, size_t payload_len,
-                               const kn__trace_opts *opts);
+kn_status kn__trace_structured_at(const char *file, int line, const char *event,
+                                  json_t *metadata, const char *payload, size_t payload_len,
+                                  const kn__trace_opts *opts);
+#define kn__trace_structured(...) kn__trace_structured_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* opts with the call site filled in when it has none: o itself, or *buf. */
+const kn__trace_opts *kn__trace_at(kn__trace_opts *buf, const kn__trace_opts *o,
+                                   const char *file, int line);
 
 /* Build metadata and payload only when tracing is on. The builder sets
 ** *metadata (owned, may stay NULL) and appends the payload to *payload
 ** (set *has_payload); a non-OK status drops the record. */
 typedef kn_status (*kn__trace_build_fn)(void *ud, json_t **metadata,
                                         kn__sb *payload, bool *has_payload);
-kn_status kn__trace_structured_lazy(const char *event, kn__trace_build_fn build,
-                                    void *ud, const kn__trace_opts *opts);
+kn_status kn__trace_structured_lazy_at(const char *file, int line, const char *event,
+                                       kn__trace_build_fn build, void *ud,
+                                       const kn__trace_opts *opts);
+#define kn__trace_structured_lazy(...)                                         \
+  kn__trace_structured_lazy_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* The usual call: evaluates metadata/payload only when tracing is on. */
 #define KN_TRACE(event, metadata, payload)                                    \

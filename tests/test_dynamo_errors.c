@@ -1,0 +1,191 @@
+/*
+** test_dynamo_errors.c: errors that say what is wrong. kn_trace_enable on
+** an unusable path fails with the path and the reason (KILN_TRACE warns
+** once on stderr); the "(did an earlier call fail? ...)" hint quotes only a
+** fresh error, first line only, or nothing; kn_module_get names the missing
+** path and the nearest existing ones; NULL and negative arguments name
+** themselves; kn_last_status() is reset by a successful op call; the
+** cache-limit warning points at kiln's docs and does not ask for logs that
+** are already on.
+*/
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kiln/compile.h"
+#include "kiln/kiln.h"
+#include "kiln/log.h"
+#include "kiln/trace.h"
+#include "support/dynamo_util.h"
+#include "support/log_capture.h"
+#include "support/trace_util.h"
+#include "trace/trace.h"
+
+TestSuite(errors, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
+
+/* ---- trace paths ------------------------------------------------------------------------ */
+Test(errors, trace_enable_on_a_file_fails_with_path_and_reason) {
+  char *dir = kn_test_tmpdir();
+  char file[4200], sub[4300], want[4400];
+  snprintf(file, sizeof file, "%s/plain", dir);
+  FILE *f = fopen(file, "w");
+  cr_assert(f);
+  fclose(f);
+  cr_expect_eq(kn_trace_enable(file), KN_EIO);
+  snprintf(want, sizeof want, "kn_trace_enable: cannot use '%s' as the trace directory: Not a directory",
+           file);
+  cr_expect_str_eq(kn_last_error(), want);
+  cr_expect_not(kn_trace_is_enabled());
+  snprintf(sub, sizeof sub, "%s/deeper/still", file);
+  cr_expect_eq(kn_trace_enable(sub), KN_EIO);
+  snprintf(want, sizeof want, "kn_trace_enable: cannot create the trace directory '%s/deeper': Not a directory",
+           file);
+  cr_expect_str_eq(kn_last_error(), want);
+  cr_expect_not(kn_trace_is_enabled());
+  /* a usable directory is created at once, the file when the first record comes */
+  snprintf(sub, sizeof sub, "%s/new/dir", dir);
+  cr_expect_eq(kn_trace_enable(sub), KN_OK, "%s", kn_last_error());
+  struct stat s;
+  cr_expect(stat(sub, &s) == 0 && S_ISDIR(s.st_mode));
+  cr_expect_null(kn_trace_file_path());
+  kn_trace_disable();
+  kn_test_rmdir(dir);
+}
+
+static void env_trace(void *ud) {
+  setenv("KILN_TRACE", ud, 1);
+  (void)kn__trace_init_from_env();
+  unsetenv("KILN_TRACE");
+}
+
+Test(errors, kiln_trace_env_warns_once_with_path_and_reason) {
+  char *dir = kn_test_tmpdir();
+  char file[4200], want[4400];
+  snprintf(file, sizeof file, "%s/plain", dir);
+  FILE *f = fopen(file, "w");
+  cr_assert(f);
+  fclose(f);
+  char *err = kn_test_capture_stderr(env_trace, file);
+  snprintf(want, sizeof want,
+           "kiln: KILN_TRACE: kn_trace_enable: cannot use '%s' as the trace directory: Not a "
+           "directory; no trace is written\n", file);
+  cr_expect_str_eq(err, want);
+  free(err);
+  kn_test_rmdir(dir);
+}
+
+/* ---- the NULL-argument hint ---------------------------------------------------------------- */
+static kn_tensor *x3(void) { return kn_ones(KN_SHAPE(3), KN_FLOAT32); }
+
+Test(errors, hint_quotes_the_fresh_error_only) {
+  kn_scope_begin();
+  kn_tensor *bad = kn_reshape(x3(), KN_SHAPE(2, 2));
+  cr_assert_null(bad);
+  char first[512];
+  snprintf(first, sizeof first, "%s", kn_last_error());
+  cr_assert_null(kn_add(bad, x3()));
+  char want[1024];
+  snprintf(want, sizeof want, "add: argument 0 is a NULL tensor (did an earlier call fail? %s)",
+           first);
+  cr_expect_str_eq(kn_last_error(), want);
+  /* the last error is not one that returned a NULL tensor: nothing is quoted */
+  kn_tensor *leaf = x3();
+  cr_assert_eq(kn_backward(leaf, NULL), KN_EAUTOGRAD);
+  cr_assert_null(kn_add(NULL, x3()));
+  cr_expect_str_eq(kn_last_error(), "add: argument 0 is a NULL tensor");
+  kn_clear_error();
+  cr_assert_null(kn_mul(x3(), NULL));
+  cr_expect_str_eq(kn_last_error(), "mul: argument 1 is a NULL tensor");
+  kn_scope_end();
+}
+
+Test(errors, hint_does_not_grow_along_a_chain) {
+  kn_scope_begin();
+  kn_tensor *t = kn_reshape(x3(), KN_SHAPE(2, 2));
+  char first[512];
+  snprintf(first, sizeof first, "%s", kn_last_error());
+  for (int i = 0; i < 20; i++) t = kn_neg(t);
+  char want[1024];
+  snprintf(want, sizeof want, "neg: argument 0 is a NULL tensor (did an earlier call fail? %s)",
+           first);
+  cr_expect_str_eq(kn_last_error(), want);
+  kn_scope_end();
+}
+
+/* ---- kn_module_get ------------------------------------------------------------------------- */
+Test(errors, module_get_names_missing_path_and_nearest) {
+  kn_scope_begin();
+  kn_module *m = kn_module_new(), *fc1 = kn_module_new(), *fc2 = kn_module_new();
+  kn_module_add_param(fc1, "weight", kn_ones(KN_SHAPE(2, 2), KN_FLOAT32));
+  kn_module_add_param(fc2, "weight", kn_ones(KN_SHAPE(2, 2), KN_FLOAT32));
+  kn_module_add_param(fc2, "bias", kn_ones(KN_SHAPE(2), KN_FLOAT32));
+  kn_module_add_child(m, "fc1", fc1);
+  kn_module_add_child(m, "fc2", fc2);
+  cr_expect_null(kn_module_get(m, "fc2.weights"));
+  cr_expect_str_eq(kn_last_error(), "kn_module_get: no tensor 'fc2.weights' in the module "
+                                    "(nearest: 'fc2.weight', 'fc1.weight', 'fc2.bias')");
+  cr_expect_null(kn_linear(x3(), kn_module_get(m, "fc3.weight"), NULL));
+  cr_expect(strstr(kn_last_error(), "(did an earlier call fail? kn_module_get: no tensor "
+                                    "'fc3.weight' in the module (nearest: 'fc1.weight', 'fc2.weight', "),
+            "%s", kn_last_error());
+  kn_module_free(m);
+  kn_scope_end();
+}
+
+/* ---- arguments that name themselves ------------------------------------------------------ */
+Test(errors, null_and_negative_arguments) {
+  cr_expect(isnan(kn_get(NULL, (int64_t[]){0})));
+  cr_expect_str_eq(kn_last_error(), "kn_get: the tensor is NULL");
+  cr_expect_eq(kn_print_tensor(NULL, NULL), KN_EINVAL);
+  cr_expect_str_eq(kn_last_error(), "kn_print_tensor: the tensor is NULL");
+  cr_expect_null(kn_zeros(-1, NULL, KN_FLOAT32));
+  cr_expect_str_eq(kn_last_error(), "kn_zeros: full: expected 0 to 8 dims, got -1");
+  cr_expect_null(kn_ones(2, NULL, KN_FLOAT32));
+  cr_expect_str_eq(kn_last_error(), "kn_ones: full: the size list is NULL (2 dims)");
+}
+
+/* ---- when kn_last_status() resets -------------------------------------------------------- */
+/* Documented in kiln/core.h: like errno, the last error stays until the
+** next failure or kn_clear_error(); successful calls do not reset it. */
+Test(errors, last_status_is_sticky_until_cleared) {
+  kn_scope_begin();
+  cr_assert_null(kn_reshape(x3(), KN_SHAPE(2, 2)));
+  cr_expect_eq(kn_last_status(), KN_ESHAPE);
+  cr_expect(kn_neg(x3()));
+  cr_expect_eq(kn_last_status(), KN_ESHAPE);
+  kn_clear_error();
+  cr_expect_eq(kn_last_status(), KN_OK);
+  cr_expect_str_eq(kn_last_error(), "");
+  kn_scope_end();
+}
+
+/* ---- the cache-limit warning ----------------------------------------------------------------- */
+static kn_tensor *double_it(kn_tensor *x) { return kn_mul_scalar(x, kn_float(2)); }
+
+static void limit_body(const kn_test_records *r, void *ud) {
+  (void)ud;
+  kn_reset();
+  kn_compile_options o = {.cache_size_limit = 1, .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(double_it, &o);
+  kn_scope_begin();
+  cr_assert(kn_call_t(f, kn_ones(KN_SHAPE(2), KN_FLOAT32)));
+  cr_assert(kn_call_t(f, kn_ones(KN_SHAPE(3), KN_FLOAT32)));
+  kn_scope_end();
+  kn_compiled_free(f);
+  const kn_test_record *w = kn_test_get_record(r, "hit config.cache_size_limit");
+  cr_assert(w);
+  cr_expect_null(strstr(w->message, "pytorch.org"), "%s", w->message);
+  cr_expect(strstr(w->message, "see docs/DYNAMO.md, \"Cache, recompiles and the limit\""), "%s",
+            w->message);
+  cr_expect_null(strstr(w->message, "use KILN_LOGS"), "%s", w->message);
+  cr_expect(strstr(w->message, "The recompilation reasons are logged above (recompiles)."), "%s",
+            w->message);
+}
+
+Test(errors, cache_limit_warning_with_recompiles_on) {
+  kn_log_setting s[] = {KN_LOG_FLAG("recompiles", 1)};
+  kn_test_logging_twice(s, 1, limit_body, NULL);
+}

@@ -114,7 +114,7 @@ static kn_status add_failure(rp_report *r, size_t ci, const char *type,
 
 /* Fill the compile summary and the failures list. */
 static kn_status summarize(rp_report *r, rp_compile *c, json_t *m) {
-  size_t ci = (uintptr_t)kn__hm_get(&r->by_dir, c->dir, NULL) - 1;
+  size_t ci = c->idx;
   c->has_metrics = true;
   free(c->co_name), free(c->co_filename), free(c->fail_type),
       free(c->fail_reason);

@@ -30,73 +30,6 @@ static const char *meta_str(json_t *v, const char *k) {
   return json_is_string(s) ? json_string_value(s) : NULL;
 }
 
-static void fmt_field(char *p, size_t n, int64_t v) {
-  if (v < 0) snprintf(p, n, "-");
-  else snprintf(p, n, "%lld", (long long)v);
-}
-
-rp_compile *rp_compile_get(rp_report *r, int64_t ca, int64_t frame,
-                           int64_t fcid, int64_t attempt) {
-  char f[4][24], dir[128];
-  fmt_field(f[0], 24, ca);
-  fmt_field(f[1], 24, frame);
-  fmt_field(f[2], 24, fcid);
-  fmt_field(f[3], 24, attempt);
-  snprintf(dir, sizeof dir, "%s_%s_%s_%s", f[0], f[1], f[2], f[3]);
-  uintptr_t idx = (uintptr_t)kn__hm_get(&r->by_dir, dir, NULL);
-  if (idx) return r->compiles[idx - 1];
-  if (r->ncompiles == r->capcompiles) {
-    size_t nc = r->capcompiles ? r->capcompiles * 2 : 16;
-    rp_compile **p = realloc(r->compiles, nc * sizeof *p);
-    if (!p) return NULL;
-    r->compiles = p;
-    r->capcompiles = nc;
-  }
-  rp_compile *c = calloc(1, sizeof *c);
-  if (!c) return NULL;
-  c->ca = ca, c->frame = frame, c->fcid = fcid, c->attempt = attempt;
-  c->co_firstlineno = -1;
-  c->guards_off = -1;
-  memcpy(c->dir, dir, sizeof dir);
-  char ca_part[32] = "";
-  if (ca >= 0) snprintf(ca_part, sizeof ca_part, "!%lld/", (long long)ca);
-  if (attempt > 0)
-    snprintf(c->label, sizeof c->label, "[%s%s/%s_%s]", ca_part, f[1], f[2],
-             f[3]);
-  else
-    snprintf(c->label, sizeof c->label, "[%s%s/%s]", ca_part, f[1], f[2]);
-  if (!kn__hm_put(&r->by_dir, dir, (void *)(uintptr_t)(r->ncompiles + 1))) {
-    free(c);
-    return NULL;
-  }
-  r->compiles[r->ncompiles++] = c;
-  return c;
-}
-
-bool rp_compile_add_artifact(rp_compile *c, const char *url, const char *name,
-                             uint64_t number, const char *suffix,
-                             const char *readable_url) {
-  if (c->narts == c->caparts) {
-    size_t nc = c->caparts ? c->caparts * 2 : 8;
-    rp_artifact *p = realloc(c->arts, nc * sizeof *p);
-    if (!p) return false;
-    c->arts = p;
-    c->caparts = nc;
-  }
-  rp_artifact *a = &c->arts[c->narts];
-  a->url = strdup(url);
-  a->name = strdup(name);
-  a->number = number;
-  a->suffix = suffix;
-  a->readable_url = readable_url ? strdup(readable_url) : NULL;
-  if (!a->url || !a->name || (readable_url && !a->readable_url)) {
-    free(a->url), free(a->name), free(a->readable_url);
-    return false;
-  }
-  c->narts++;
-  return true;
-}
-
 const char *rp_string(const rp_report *r, int64_t id) {
   if (id < 0 || (size_t)id >= r->nstrings || !r->strings[id])
     return "(unknown)";
@@ -304,7 +237,7 @@ static kn_status add_break(rp_rec *x, const char *url) {
   b->location = break_location(x->rec->payload, x->rec->payload_len);
   b->reason = break_reason(x->rec->payload);
   b->url = strdup(url);
-  b->compile = (uintptr_t)kn__hm_get(&r->by_dir, x->c->dir, NULL) - 1;
+  b->compile = x->c->idx;
   if (!b->location || !b->reason || !b->url) {
     free(b->location), free(b->reason), free(b->url);
     return kn__oom();
@@ -445,7 +378,7 @@ static kn_status on_dynamo_start(rp_rec *x) {
     free(x->c->fn_name);
     x->c->fn_name = fn ? strdup(fn) : NULL;
   }
-  size_t idx = (uintptr_t)kn__hm_get(&x->r->by_dir, x->c->dir, NULL) - 1;
+  size_t idx = x->c->idx;
   if (!rp_trie_insert(&x->r->trie, stack, n, idx, NULL)) return kn__oom();
   return KN_OK;
 }
@@ -540,12 +473,20 @@ static void raw_line(rp_rec *x) {
 
 static kn_status on_str(rp_report *r, const kn__trace_record *rec) {
   json_t *s = json_array_get(rec->value, 0), *id = json_array_get(rec->value, 1);
-  if (!json_is_string(s) || !json_is_integer(id) || json_integer_value(id) < 0 ||
-      json_integer_value(id) > (1 << 24)) {
+  if (!json_is_string(s) || !json_is_integer(id) || json_integer_value(id) < 0) {
     rp_defect(r, rec->line, "str record must be [string, id >= 0]");
     return KN_OK;
   }
-  size_t i = (size_t)json_integer_value(id);
+  /* The table is dense (raw.jsonl lists it by index): bound its size and
+  ** the gap one record may open, so a tiny file cannot make it huge. */
+  json_int_t v = json_integer_value(id);
+  if (v >= RP_MAX_STRINGS || v > (json_int_t)(r->nstrings + RP_MAX_STRING_GAP)) {
+    rp_defect(r, rec->line, "str record id %lld is out of range: ids must be "
+              "below %d and at most %d past the largest id so far (%zu)",
+              (long long)v, RP_MAX_STRINGS, RP_MAX_STRING_GAP, r->nstrings);
+    return KN_OK;
+  }
+  size_t i = (size_t)v;
   if (i >= r->nstrings) {
     char **p = realloc(r->strings, (i + 1) * sizeof *p);
     if (!p) return kn__oom();
@@ -570,7 +511,6 @@ kn_status rp_handle_record(rp_report *r, const kn__trace_record *rec) {
     raw_line(&x);
     return KN_OK;
   }
-  r->st.ok++;
   json_t *m = rec->metadata;
   int64_t ca = meta_int(m, "compiled_autograd_id"), fr = meta_int(m, "frame_id");
   int64_t fc = meta_int(m, "frame_compile_id"), at = meta_int(m, "attempt");
@@ -582,12 +522,18 @@ kn_status rp_handle_record(rp_report *r, const kn__trace_record *rec) {
       rp_defect(r, rec->line, "record '%s' has no compile id", rec->event);
   }
   x.c = rp_compile_get(r, ca, fr, fc, at);
+  if (!x.c && r->ncompiles >= RP_MAX_COMPILES) {
+    rp_defect(r, rec->line, "more than %d distinct compile ids; record '%s' "
+              "skipped", RP_MAX_COMPILES, rec->event);
+    return KN_OK;
+  }
   if (!x.c) return kn__oom();
+  r->st.ok++;
   kn_status st = dispatch(&x);
   if (st) return st;
   json_t *stack = json_object_get(m, "stack");
   if (json_is_array(stack)) {
-    size_t idx = (uintptr_t)kn__hm_get(&r->by_dir, x.c->dir, NULL) - 1;
+    size_t idx = x.c->idx;
     if (!rp_trie_insert(&r->unknown_trie, stack, json_array_size(stack), idx,
                         NULL))
       return kn__oom();

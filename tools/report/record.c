@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "report/html.h"
+#include "report/jsonout.h"
 #include "report/report.h"
 #include "trace/reader.h"
 
@@ -383,7 +384,16 @@ static kn_status on_dynamo_start(rp_rec *x) {
   return KN_OK;
 }
 
+/* The payload minified as read; jansson only when that fails. */
 static void on_chromium(rp_rec *x) {
+  kn__sb *b = &x->r->jbuf;
+  kn__sb_clear(b);
+  if (x->r->st.chromium) kn__sb_puts(b, ",\n");
+  if (rp_json_minify_object(x->rec->payload, x->rec->payload_len, b)) {
+    fwrite(b->buf, 1, b->len, x->r->chromium);
+    x->r->st.chromium++;
+    return;
+  }
   json_t *j = json_loadb(x->rec->payload, x->rec->payload_len, 0, NULL);
   if (!json_is_object(j)) {
     x->r->st.chromium_bad++;
@@ -449,19 +459,24 @@ static kn_status save_payload(rp_rec *x) {
   return fclose(f) == 0 ? KN_OK : kn__error(KN_EIO, "cannot write payload");
 }
 
-static void raw_line(rp_rec *x) {
+static const char *trimmed_path(const kn__trace_record *rec) {
+  const char *path = rec->src_file ? rec->src_file : "";
+  while (*path == ' ') path++;
+  return path;
+}
+
+/* The old way, for metadata text that cannot be extended as is. */
+static void raw_line_json(rp_rec *x) {
   json_t *o = json_copy(x->rec->metadata);
   if (!o) return;
   const kn__trace_record *rec = x->rec;
-  const char *path = rec->src_file ? rec->src_file : "";
-  while (*path == ' ') path++;
   if (!json_object_get(o, "timestamp"))
     json_object_set_new(o, "timestamp", json_string(rec->timestamp ?
                                                     rec->timestamp : ""));
   if (!json_object_get(o, "thread"))
     json_object_set_new(o, "thread", json_integer(rec->thread));
   if (!json_object_get(o, "pathname"))
-    json_object_set_new(o, "pathname", json_string(path));
+    json_object_set_new(o, "pathname", json_string(trimmed_path(rec)));
   if (!json_object_get(o, "lineno"))
     json_object_set_new(o, "lineno", json_integer((json_int_t)rec->src_line));
   if (x->payload_file[0] && !json_object_get(o, "payload_filename"))
@@ -469,6 +484,37 @@ static void raw_line(rp_rec *x) {
   json_dumpf(o, x->r->raw, JSON_COMPACT | JSON_SORT_KEYS);
   fputc('\n', x->r->raw);
   json_decref(o);
+}
+
+static void str_field(kn__sb *b, json_t *m, const char *k, const char *v) {
+  if (json_object_get(m, k)) return;
+  kn__sb_printf(b, ",\"%s\":", k);
+  rp_json_string(b, v);
+}
+
+static void int_field(kn__sb *b, json_t *m, const char *k, long long v) {
+  if (!json_object_get(m, k)) kn__sb_printf(b, ",\"%s\":%lld", k, v);
+}
+
+/* The metadata text as read, with the fields tlparse adds (keys the
+** metadata has already are kept as they are). */
+static void raw_line(rp_rec *x) {
+  const kn__trace_record *rec = x->rec;
+  kn__sb *b = &x->r->jbuf;
+  kn__sb_clear(b);
+  if (!rec->metadata_text ||
+      !rp_json_open_object(b, rec->metadata_text, rec->metadata_len)) {
+    raw_line_json(x);
+    return;
+  }
+  json_t *m = rec->metadata;
+  str_field(b, m, "timestamp", rec->timestamp ? rec->timestamp : "");
+  int_field(b, m, "thread", (long long)rec->thread);
+  str_field(b, m, "pathname", trimmed_path(rec));
+  int_field(b, m, "lineno", (long long)rec->src_line);
+  if (x->payload_file[0]) str_field(b, m, "payload_filename", x->payload_file);
+  kn__sb_puts(b, "}\n");
+  fwrite(b->buf, 1, b->len, x->r->raw);
 }
 
 static kn_status on_str(rp_report *r, const kn__trace_record *rec) {

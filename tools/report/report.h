@@ -105,6 +105,7 @@ typedef struct rp_report {
   FILE *raw;               /* raw.jsonl body, written to a temporary file */
   FILE *side;              /* temporary file of guard texts, so memory does
                               not grow with them */
+  kn__sb jbuf;             /* scratch for raw.jsonl / chromium lines */
   bool stop;               /* a strict-mode defect happened */
   double total_compile_s;
   const char **status_of;  /* per compile index, built by rp_status_build */

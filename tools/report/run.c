@@ -163,6 +163,7 @@ void rp_report_fini(rp_report *r) {
   kn__hm_fini(&r->unknown);
   rp_trie_fini(&r->trie);
   rp_trie_fini(&r->unknown_trie);
+  kn__sb_fini(&r->jbuf);
   if (r->chromium) fclose(r->chromium);
   if (r->raw) fclose(r->raw);
   if (r->side) fclose(r->side);

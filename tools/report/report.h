@@ -163,6 +163,10 @@ kn_status rp_status_build(rp_report *r);
 /* Render a trie frame / terminal (shared by index and metrics pages). */
 void rp_write_trie(rp_report *r, FILE *f, const rp_trie *t);
 
+/* guardmatch.c: whether a guard line (from dynamo_cpp_guards_str or the
+** guard table) checks what a recompile reason says failed. */
+bool rp_guard_line_matches(const char *line, const char *failed);
+
 /* ranks.c: the --all-ranks-html landing page over DIR. */
 kn_status rp_report_all_ranks(const rp_opts *opts, const char *dir);
 

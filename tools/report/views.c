@@ -119,36 +119,6 @@ static void failed_guards(FILE *f, const rp_compile *prev,
   fputs("</ul>", f);
 }
 
-static bool word_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9') || c == '_';
-}
-
-/* Whether a guard line checks what the failure names: it holds the whole
-** reason, or every word of 3+ characters in it (so the reason
-** "___check_obj_id(fn, 1396)" finds "___check_obj_id(L['fn'], 1396)"). */
-static bool line_matches(const char *line, const char *failed) {
-  if (!failed || !*failed) return false;
-  size_t n = strlen(failed);
-  while (n && failed[n - 1] == ' ') n--;
-  if (n && memmem(line, strlen(line), failed, n)) return true;
-  size_t words = 0;
-  for (size_t i = 0; i < n;) {
-    if (!word_char(failed[i])) {
-      i++;
-      continue;
-    }
-    size_t j = i;
-    while (j < n && word_char(failed[j])) j++;
-    if (j - i >= 3) {
-      if (!memmem(line, strlen(line), failed + i, j - i)) return false;
-      words++;
-    }
-    i = j;
-  }
-  return words > 0;
-}
-
 /* Guard text with lines matching the failed check highlighted. */
 static void guards_html(FILE *f, const rp_report *r, const rp_compile *c,
                         const char *failed) {
@@ -162,7 +132,7 @@ static void guards_html(FILE *f, const rp_report *r, const rp_compile *c,
   for (const char *p = text; *p && failed;) {
     size_t n = strcspn(p, "\n");
     char *line = strndup(p, n);
-    hits += line && line_matches(line, failed);
+    hits += line && rp_guard_line_matches(line, failed);
     free(line);
     p += n + (p[n] == '\n');
   }
@@ -173,7 +143,7 @@ static void guards_html(FILE *f, const rp_report *r, const rp_compile *c,
   while (*p) {
     size_t n = strcspn(p, "\n");
     char *line = strndup(p, n);
-    bool hit = line && line_matches(line, failed);
+    bool hit = line && rp_guard_line_matches(line, failed);
     if (hit) fputs("<mark>", f);
     rp_html_escn(f, p, n);
     if (hit) fputs("</mark>", f);

@@ -97,6 +97,9 @@ Test(report_limits, stack_of_500k_frames, .timeout = 300) {
   /* The whole chain is listed, outermost frame first, innermost last. */
   char *first = strstr(idx, "a.py:0 in f"), *last = strstr(idx, "a.py:499999 in f");
   cr_assert(first && last && first < last);
+  /* So deep a trie starts collapsed. */
+  cr_assert_not_null(strstr(idx, "<details><summary>Stack trie: 1 stack(s), "
+                                 "500000 frame(s), deepest 500000 (collapsed"));
   free(idx), free(ip);
   ru_rmtree(tmp);
   free(trace), free(out), free(tmp);

@@ -159,3 +159,22 @@ Test(report_units, trie_shares_prefixes_and_nests_only_at_divergence) {
   json_decref(s1), json_decref(s2), json_decref(s3);
   rp_trie_fini(&t);
 }
+
+/* Expected strings are Python 3's repr() of the same doubles. */
+Test(report_units, floats_print_as_python_repr) {
+  const struct {
+    double v;
+    const char *repr;
+  } cases[] = {{0.00061, "0.00061"},        {1e-05, "1e-05"},
+               {0.0001, "0.0001"},          {3.910064697265625e-05, "3.910064697265625e-05"},
+               {2.0, "2.0"},                {0.1 + 0.2, "0.30000000000000004"},
+               {1712154528.0523684, "1712154528.0523684"},
+               {1e16, "1e+16"},             {1e15, "1000000000000000.0"},
+               {123456789012.0, "123456789012.0"}, {-0.5, "-0.5"},
+               {1.5e300, "1.5e+300"},       {0.0, "0.0"},
+               {5e-324, "5e-324"},          {0.012439489364624023, "0.012439489364624023"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char buf[40];
+    cr_assert_str_eq(rp_fmt_double(buf, sizeof buf, cases[i].v), cases[i].repr);
+  }
+}

@@ -52,6 +52,45 @@ Test(report_views, recompile_highlights_kiln_size_guard) {
   free(tmp);
 }
 
+/* The value text of key in the trace's first compilation_metrics record. */
+static char *trace_value(const char *tmp, const char *key) {
+  char *list = ru_list(tmp);
+  char *nl = strchr(list, '\n');
+  *nl = '\0';
+  kn__sb p = KN__SB_INIT;
+  kn__sb_printf(&p, "%s/%s", tmp, list);
+  char *text = ru_read(kn__sb_cstr(&p), NULL);
+  kn__sb_fini(&p);
+  kn__sb k = KN__SB_INIT;
+  kn__sb_printf(&k, "\"%s\": ", key);
+  char *at = strstr(text, kn__sb_cstr(&k));
+  cr_assert_not_null(at);
+  at += k.len;
+  char *v = strndup(at, strcspn(at, ",}"));
+  kn__sb_fini(&k);
+  free(text), free(list);
+  return v;
+}
+
+Test(report_views, metrics_floats_as_written_in_the_trace) {
+  char *tmp = real_report();
+  char *m = page(tmp, "-_0_0_0/compilation_metrics_2.html");
+  const char *keys[] = {"entire_frame_compile_time_s", "backend_compile_time_s",
+                        "start_time"};
+  for (int i = 0; i < 3; i++) {
+    char *v = trace_value(tmp, keys[i]);
+    cr_assert(strchr(v, '.') || strchr(v, 'e'), "%s is a float: %s", keys[i], v);
+    kn__sb want = KN__SB_INIT;
+    kn__sb_printf(&want, "<tr><th>%s</th><td>%s</td></tr>", keys[i], v);
+    cr_assert_not_null(strstr(m, kn__sb_cstr(&want)), "%s", kn__sb_cstr(&want));
+    kn__sb_fini(&want);
+    free(v);
+  }
+  free(m);
+  ru_rmtree(tmp);
+  free(tmp);
+}
+
 /* Reason texts from the seeds (test_recompiles) against guard lines in the
 ** format kiln and PyTorch print them. */
 Test(report_views, guard_matcher_on_seed_reasons) {

@@ -59,7 +59,9 @@ static const char *style =
     "display:inline-block;width:4em}\n"
     "mark{background:#ffe08a}.summary td{min-width:5em}\n"
     "#filter{display:none}nav a{margin-right:1em}\n"
-    ".guards pre{max-width:52em;max-height:30em;overflow:auto}\n";
+    ".guards pre{max-width:52em;max-height:30em;overflow:auto}\n"
+    "td{overflow-wrap:anywhere}td pre{white-space:pre-wrap}"
+    ".guards pre{white-space:pre}\n";
 
 void rp_html_begin(FILE *f, const char *title, const char *base) {
   fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">"
@@ -69,6 +71,33 @@ void rp_html_begin(FILE *f, const char *title, const char *base) {
   fputs("<title>", f);
   rp_html_esc(f, title);
   fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n", style);
+}
+
+/* Python's repr of a float (what PyTorch's json.dumps wrote): the fewest
+** significant digits that read back as v; positional notation for decimal
+** exponents -4..15 (with ".0" when integral), else d.ddde+XX. */
+char *rp_fmt_double(char *buf, size_t n, double v) {
+  if (v != v) return snprintf(buf, n, "NaN"), buf;
+  if (v == 1.0 / 0.0 || v == -1.0 / 0.0)
+    return snprintf(buf, n, "%sInfinity", v < 0 ? "-" : ""), buf;
+  char e[40];
+  int p = 1;
+  for (; p < 17; p++) {
+    snprintf(e, sizeof e, "%.*e", p - 1, v);
+    if (strtod(e, NULL) == v) break;
+  }
+  snprintf(e, sizeof e, "%.*e", p - 1, v);
+  char *x = strchr(e, 'e');
+  int exp = atoi(x + 1);
+  if (exp < -4 || exp >= 16) {
+    snprintf(buf, n, "%.*s%s%02d", (int)(x - e), e, exp < 0 ? "e-" : "e+",
+             exp < 0 ? -exp : exp);
+    return buf;
+  }
+  int decimals = p - 1 - exp;
+  snprintf(buf, n, "%.*f", decimals > 0 ? decimals : 0, v);
+  if (decimals <= 0 && strlen(buf) + 2 < n) strcat(buf, ".0");
+  return buf;
 }
 
 void rp_html_end(FILE *f) { fputs("</body>\n</html>\n", f); }

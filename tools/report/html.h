@@ -26,6 +26,9 @@ void rp_html_end(FILE *f);
 /* Text as a <pre> with one <span id="L<n>"> anchor and a line number per
 ** line (generated code, dump_file sources). */
 void rp_html_numbered(FILE *f, const char *s, size_t n);
+/* v as Python's repr writes a float ("0.00061", "1e-05", "2.0"), into buf
+** (32 bytes are enough). Returns buf. */
+char *rp_fmt_double(char *buf, size_t n, double v);
 /* The inline script that filters the compile list (index page only). */
 void rp_html_filter_script(FILE *f);
 

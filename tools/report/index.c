@@ -122,8 +122,14 @@ static void trie_section(rp_report *r, FILE *f) {
         "</span><span class=\"status-break\">restarted (graph break)</span>"
         "<span class=\"status-empty\">empty graph</span><span "
         "class=\"status-error\">failed</span><span class=\"status-missing\">"
-        "no metrics</span></p>\n<details open><summary>Stack trie</summary>\n",
-        f);
+        "no metrics</span></p>\n", f);
+  /* A deep or large trie starts collapsed, so the page opens on the summary
+  ** and the compile list rather than on thousands of frames. */
+  const rp_trie *t = &r->trie;
+  bool open = t->maxdepth <= RP_TRIE_OPEN_DEPTH && t->nnodes <= RP_TRIE_OPEN_NODES;
+  fprintf(f, "<details%s><summary>Stack trie: %zu stack(s), %zu frame(s), "
+          "deepest %zu%s</summary>\n", open ? " open" : "", t->inserted,
+          t->nnodes, t->maxdepth, open ? "" : " (collapsed: click to open)");
   rp_write_trie(r, f, &r->trie);
   fputs("</details>\n", f);
 }

@@ -172,6 +172,9 @@ static void value_html(FILE *f, json_t *v) {
       fputs("</li>", f);
     }
     fputs("</ul>", f);
+  } else if (json_is_real(v)) {
+    char buf[40];
+    fputs(rp_fmt_double(buf, sizeof buf, json_real_value(v)), f);
   } else {
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS);
     rp_html_esc(f, s ? s : "");

@@ -83,6 +83,9 @@ typedef struct rp_stats {
 ** skipped). */
 #define RP_MAX_STRINGS (1 << 20)
 #define RP_MAX_STRING_GAP 4096
+/* The index's stack trie starts collapsed past this depth or node count. */
+#define RP_TRIE_OPEN_DEPTH 40
+#define RP_TRIE_OPEN_NODES 2000
 /* Distinct compile ids kept; records of further ids are defects. */
 #define RP_MAX_COMPILES (1 << 20)
 

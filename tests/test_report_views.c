@@ -121,3 +121,76 @@ Test(report_views, guard_matcher_on_seed_reasons) {
   cr_assert_not(rp_guard_line_matches(ta, ""));
   cr_assert_not(rp_guard_line_matches(ta, NULL));
 }
+
+Test(report_views, symbolic_shapes_page_of_a_real_trace) {
+  char *tmp = real_report();
+  char *s = page(tmp, "symbolic_shapes.html");
+  /* kiln keeps the 2 <= s0 bound in the guards (SHAPE_ENV), not as a
+  ** guard_added record: this function adds no other shape guard. */
+  cr_assert_not_null(strstr(s, "1 symbol(s), 0 guard(s), 0 specialization(s)"), "%s", s);
+  cr_assert_not_null(strstr(s, "<tr><td><a href=\"index.html#[0/1]\">[0/1]</a></td>"
+                               "<td>s0</td><td>8</td><td>[2, int_oo]</td><td>L[&#39;a"
+                               "&#39;].size()[0]</td><td></td><td></td></tr>"), "%s", s);
+  free(s);
+  char *idx = page(tmp, "index.html");
+  cr_assert_not_null(strstr(idx, "<a href=\"symbolic_shapes.html\">Symbolic shapes</a>"));
+  cr_assert_null(strstr(idx, "<code>create_symbol</code>"), "no longer without a page");
+  free(idx);
+  ru_rmtree(tmp);
+  free(tmp);
+}
+
+/* Records as PyTorch writes them, with user and framework stacks. */
+Test(report_views, symbolic_shapes_with_stacks_and_specializations) {
+  char *tmp = ru_tmpdir();
+  kn__sb tp = KN__SB_INIT;
+  kn__sb_printf(&tp, "%s/t.log", tmp);
+  FILE *f = fopen(kn__sb_cstr(&tp), "w");
+  ru_record(f, 1, "{\"str\": [\"/u/model.py\", 0]}", NULL);
+  ru_record(f, 2, "{\"str\": [\"torch/fx/experimental/symbolic_shapes.py\", 1]}", NULL);
+  const char *cid = "\"frame_id\": 0, \"frame_compile_id\": 1, \"attempt\": 0";
+  const char *us = "\"user_stack\": [{\"line\": 7, \"name\": \"forward\", "
+                   "\"filename\": 0, \"loc\": \"return x.view(-1) <b>\"}], "
+                   "\"stack\": [{\"line\": 4010, \"name\": \"evaluate_expr\", "
+                   "\"filename\": 1}]";
+  char meta[1024];
+  snprintf(meta, sizeof meta, "{\"create_symbol\": {\"symbol\": \"s1\", \"val\": "
+           "\"5\", \"vr\": \"[2, int_oo]\", \"source\": \"L['x'].size()[0]\", %s}, "
+           "%s}", us, cid);
+  ru_record(f, 3, meta, NULL);
+  snprintf(meta, sizeof meta, "{\"guard_added\": {\"expr\": \"Eq(s1, 5)\", %s}, "
+           "%s}", us, cid);
+  ru_record(f, 4, meta, NULL);
+  snprintf(meta, sizeof meta, "{\"symbolic_shape_specialization\": {\"symbol\": "
+           "\"s1\", \"sources\": [\"L['x'].size()[0]\"], \"value\": \"5\", "
+           "\"reason\": \"Eq(s1, 5)\", %s}, %s}", us, cid);
+  ru_record(f, 5, meta, NULL);
+  fclose(f);
+  kn__sb args = KN__SB_INIT;
+  kn__sb_printf(&args, "--strict -o '%s/r' '%s'", tmp, kn__sb_cstr(&tp));
+  char *err = NULL;
+  cr_assert_eq(ru_kiln(kn__sb_cstr(&args), &err), 0, "%s", err);
+  free(err);
+  char *s = page(tmp, "symbolic_shapes.html");
+  const char *stacks = "<td><details><summary>1 frame(s)</summary><ul class=\"stack\">"
+                       "<li>/u/model.py:7 in forward<br><code>return x.view(-1) "
+                       "&lt;b&gt;</code></li></ul></details></td><td><details>"
+                       "<summary>1 frame(s)</summary><ul class=\"stack\"><li>"
+                       "torch/fx/experimental/symbolic_shapes.py:4010 in "
+                       "evaluate_expr</li></ul></details></td></tr>";
+  kn__sb want = KN__SB_INIT;
+  kn__sb_printf(&want, "<td>s1</td><td>5</td><td>[2, int_oo]</td><td>L[&#39;x&#39;]"
+                ".size()[0]</td>%s", stacks);
+  cr_assert_not_null(strstr(s, kn__sb_cstr(&want)), "%s", s);
+  kn__sb_clear(&want);
+  kn__sb_printf(&want, "<td><code>Eq(s1, 5)</code></td><td>guard_added</td>%s", stacks);
+  cr_assert_not_null(strstr(s, kn__sb_cstr(&want)), "%s", s);
+  kn__sb_clear(&want);
+  kn__sb_printf(&want, "<td>s1</td><td>L[&#39;x&#39;].size()[0]</td><td>5</td>"
+                "<td>Eq(s1, 5)</td>%s", stacks);
+  cr_assert_not_null(strstr(s, kn__sb_cstr(&want)), "%s", s);
+  kn__sb_fini(&want), kn__sb_fini(&args), kn__sb_fini(&tp);
+  free(s);
+  ru_rmtree(tmp);
+  free(tmp);
+}

@@ -108,6 +108,7 @@ static void nav(FILE *f) {
         "trie</a><a href=\"#compile-ids\">Compile ids</a><a "
         "href=\"recompiles.html\">Recompiles</a><a "
         "href=\"graph_breaks.html\">Graph breaks</a><a "
+        "href=\"symbolic_shapes.html\">Symbolic shapes</a><a "
         "href=\"failures_and_restarts.html\">Failures and restarts</a><a "
         "href=\"chromium_events.json\">chromium_events.json</a><a "
         "href=\"raw.jsonl\">raw.jsonl</a><a "

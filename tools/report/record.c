@@ -415,6 +415,8 @@ static kn_status dispatch(rp_rec *x) {
   if (!strcmp(ev, "dynamo_guards")) return on_guards_json(x);
   if (!strcmp(ev, "dump_file")) return on_dump_file(x);
   if (!strcmp(ev, "link")) return on_link(x);
+  if (rp_is_symbolic_event(ev))
+    return rp_symbolic_record(x->r, x->c, ev, x->rec->value);
   if (!strcmp(ev, "chromium_event")) {
     on_chromium(x);
     return KN_OK;

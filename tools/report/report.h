@@ -108,6 +108,8 @@ typedef struct rp_report {
   FILE *raw;               /* raw.jsonl body, written to a temporary file */
   FILE *side;              /* temporary file of guard texts, so memory does
                               not grow with them */
+  FILE *sym[3];             /* symbolic_shapes.html rows per kind (tmpfiles) */
+  size_t nsym[3];
   kn__sb jbuf;             /* scratch for raw.jsonl / chromium lines */
   bool stop;               /* a strict-mode defect happened */
   double total_compile_s;
@@ -165,6 +167,12 @@ kn_status rp_write_graph_breaks_page(rp_report *r);
 kn_status rp_status_build(rp_report *r);
 /* Render a trie frame / terminal (shared by index and metrics pages). */
 void rp_write_trie(rp_report *r, FILE *f, const rp_trie *t);
+
+/* symbolic.c: the rows of symbolic_shapes.html and the page. */
+bool rp_is_symbolic_event(const char *ev);
+kn_status rp_symbolic_record(rp_report *r, const rp_compile *c, const char *ev,
+                             json_t *v);
+kn_status rp_write_symbolic_page(rp_report *r);
 
 /* guardmatch.c: whether a guard line (from dynamo_cpp_guards_str or the
 ** guard table) checks what a recompile reason says failed. */

@@ -92,6 +92,7 @@ static kn_status finish(rp_report *r) {
   if (!st) st = rp_write_failures_page(r);
   if (!st) st = rp_write_recompiles_page(r);
   if (!st) st = rp_write_graph_breaks_page(r);
+  if (!st) st = rp_write_symbolic_page(r);
   if (!st) st = rp_write_compile_directory(r);
   if (!st) st = rp_write_index(r);
   return st;
@@ -167,6 +168,8 @@ void rp_report_fini(rp_report *r) {
   if (r->chromium) fclose(r->chromium);
   if (r->raw) fclose(r->raw);
   if (r->side) fclose(r->side);
+  for (int k = 0; k < 3; k++)
+    if (r->sym[k]) fclose(r->sym[k]);
   rp_out_close(&r->out);
   memset(r, 0, sizeof *r);
 }

@@ -43,7 +43,7 @@ void rp_html_escf(FILE *f, const char *fmt, ...) {
 static const char *style =
     "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;"
     "max-width:80em}\n"
-    "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em;"
+    "h1{font-size:1.5em;overflow-wrap:anywhere}h2{font-size:1.2em;margin-top:1.5em;"
     "border-bottom:1px solid #ccc}\n"
     "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:.85em}\n"
     "table{border-collapse:collapse}td,th{border:1px solid #ccc;"
@@ -61,7 +61,10 @@ static const char *style =
     "#filter{display:none}nav a{margin-right:1em}\n"
     ".guards pre{max-width:52em;max-height:30em;overflow:auto}\n"
     "td{overflow-wrap:anywhere}td pre{white-space:pre-wrap}"
-    ".guards pre{white-space:pre}\n";
+    ".guards pre{white-space:pre}\n"
+    ".code .k{color:#8250df;font-weight:bold}.code .s{color:#0a3069}"
+    ".code .c{color:#6e7781;font-style:italic}.code .n{color:#0550ae}"
+    ".code .fn{color:#953800}\n";
 
 void rp_html_begin(FILE *f, const char *title, const char *base) {
   fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">"
@@ -103,19 +106,7 @@ char *rp_fmt_double(char *buf, size_t n, double v) {
 void rp_html_end(FILE *f) { fputs("</body>\n</html>\n", f); }
 
 void rp_html_numbered(FILE *f, const char *s, size_t n) {
-  fputs("<pre class=\"code\">", f);
-  size_t line = 1, i = 0;
-  while (i <= n) {
-    const char *nl = i < n ? memchr(s + i, '\n', n - i) : NULL;
-    size_t end = nl ? (size_t)(nl - s) : n;
-    fprintf(f, "<span id=\"L%zu\"><span class=\"ln\">%zu</span>", line, line);
-    rp_html_escn(f, s + i, end - i);
-    fputs("</span>\n", f);
-    line++;
-    if (!nl) break;
-    i = end + 1;
-  }
-  fputs("</pre>\n", f);
+  rp_html_code(f, s, n, RP_LANG_NONE);
 }
 
 void rp_html_filter_script(FILE *f) {

@@ -98,7 +98,8 @@ static kn_status emit(rp_rec *x, const char *stem, const char *ext, int how,
     rp_html_esc(f, strrchr(rel, '/') + 1);
     fprintf(f, " <a href=\"index.html#%s\">%s</a></h1>\n", x->c->label,
             x->c->label);
-    rp_html_numbered(f, rec->payload, rec->payload_len);
+    rp_html_code(f, rec->payload, rec->payload_len,
+                 rp_guess_lang(rec->payload, rec->payload_len));
     rp_html_end(f);
   } else {
     fwrite(rec->payload, 1, rec->payload_len, f);
@@ -313,7 +314,7 @@ static kn_status on_dump_file(rp_rec *x) {
   fputs("<h1>", f);
   rp_html_esc(f, name ? name : "dump_file");
   fputs("</h1>\n", f);
-  rp_html_numbered(f, x->rec->payload, x->rec->payload_len);
+  rp_html_code(f, x->rec->payload, x->rec->payload_len, RP_LANG_PY);
   rp_html_end(f);
   fclose(f);
   snprintf(x->payload_file, sizeof x->payload_file, "%s", rel);
@@ -351,10 +352,37 @@ static bool in_list(const char *const *l, const char *s) {
   return false;
 }
 
+/* A highlighted HTML rendition beside a graph's .txt (rel), listed as its
+** readable_url; it takes no number of its own. */
+static kn_status graph_readable(rp_rec *x, const char *rel) {
+  char html[300];
+  snprintf(html, sizeof html, "%.*s.html", (int)(strrchr(rel, '.') - rel), rel);
+  FILE *f = rp_out_fopen(&x->r->out, html);
+  if (!f) return kn_last_status();
+  rp_html_begin(f, strrchr(html, '/') + 1, "../");
+  fputs("<h1>", f);
+  rp_html_esc(f, strrchr(html, '/') + 1);
+  fprintf(f, " <a href=\"index.html#%s\">%s</a> <small><a href=\"", x->c->label,
+          x->c->label);
+  rp_html_esc(f, rel);
+  fputs("\">plain text</a></small></h1>\n", f);
+  rp_html_code(f, x->rec->payload, x->rec->payload_len, RP_LANG_PY);
+  rp_html_end(f);
+  bool bad = ferror(f) != 0;
+  if (fclose(f) != 0 || bad)
+    return kn__error(KN_EIO, "cannot write '%s/%s'", x->r->out.path, html);
+  rp_artifact *a = &x->c->arts[x->c->narts - 1];
+  a->readable_url = strdup(html);
+  return a->readable_url ? KN_OK : kn__oom();
+}
+
 static kn_status on_graph(rp_rec *x) {
   char rel[256];
   kn_status st = emit(x, x->rec->event, "txt", AS_RAW, rel, sizeof rel);
   if (st) return st;
+  if (strcmp(x->rec->event, "dynamo_cpp_guards_str") &&
+      (st = graph_readable(x, rel)))
+    return st;
   if (!strcmp(x->rec->event, "dynamo_cpp_guards_str"))
     keep_guards(x, x->rec->payload, x->rec->payload_len, rel);
   if (!strcmp(x->rec->event, "dynamo_output_graph")) {

@@ -78,7 +78,7 @@ static char *read_out(const char *out, const char *rel) {
 
 #define COMMON "index.html", "failures_and_restarts.html", "recompiles.html", \
   "graph_breaks.html", "compile_directory.json", "chromium_events.json",    \
-  "raw.jsonl", "symbolic_shapes.html"
+  "raw.jsonl", "symbolic_shapes.html", "timeline.html"
 
 Test(report_fixture, simple) {
   const char *files[] = {
@@ -202,7 +202,7 @@ Test(report_fixture, rank1_recompile) {
       "inductor_provenance_tracking_kernel_stack_traces_%d.json"};
   static char buf[64][160];
   const char *files[80] = {COMMON};
-  size_t n = 8, b = 0;
+  size_t n = 9, b = 0;
   for (int k = 0; k < 2; k++) {
     int base = k ? 21 : 0;
     const char *d = k ? d1 : d0;

@@ -109,6 +109,7 @@ static void nav(FILE *f) {
         "href=\"recompiles.html\">Recompiles</a><a "
         "href=\"graph_breaks.html\">Graph breaks</a><a "
         "href=\"symbolic_shapes.html\">Symbolic shapes</a><a "
+        "href=\"timeline.html\">Timeline</a><a "
         "href=\"failures_and_restarts.html\">Failures and restarts</a><a "
         "href=\"chromium_events.json\">chromium_events.json</a><a "
         "href=\"raw.jsonl\">raw.jsonl</a><a "

@@ -200,3 +200,43 @@ bool rp_json_open_object(kn__sb *out, const char *text, size_t n) {
   kn__sb_putn(out, text, end);
   return true;
 }
+
+/* End of the JSON value starting at s[i] in minified, valid JSON. */
+static size_t value_end(const char *s, size_t n, size_t i) {
+  size_t depth = 0;
+  for (; i < n; i++) {
+    char c = s[i];
+    if (c == '"') {
+      for (i++; i < n && s[i] != '"'; i++)
+        if (s[i] == '\\') i++;
+      if (!depth) return i + 1;
+    } else if (c == '{' || c == '[') {
+      depth++;
+    } else if (c == '}' || c == ']') {
+      if (!depth) return i;
+      if (!--depth) return i + 1;
+    } else if (!depth && c == ',') {
+      return i;
+    }
+  }
+  return n;
+}
+
+bool rp_json_field(const char *s, size_t n, const char *key, const char **val,
+                   size_t *vlen) {
+  size_t klen = strlen(key), i = 1;
+  if (n < 2 || s[0] != '{') return false;
+  while (i < n && s[i] == '"') {
+    size_t k = value_end(s, n, i); /* the key string */
+    bool hit = k - i == klen + 2 && !memcmp(s + i + 1, key, klen);
+    if (k >= n || s[k] != ':') return false;
+    size_t e = value_end(s, n, k + 1);
+    if (hit) {
+      *val = s + k + 1;
+      *vlen = e - (k + 1);
+      return true;
+    }
+    i = e + (e < n && s[e] == ',');
+  }
+  return false;
+}

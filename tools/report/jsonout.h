@@ -26,4 +26,10 @@ void rp_json_string(kn__sb *out, const char *s);
 ** appended) when text does not look like that. */
 bool rp_json_open_object(kn__sb *out, const char *text, size_t n);
 
+/* In a minified, valid JSON object s[0..n) (as rp_json_minify_object
+** writes it), the text of the top-level member key: *val points into s,
+** strings keep their quotes. false when absent. */
+bool rp_json_field(const char *s, size_t n, const char *key, const char **val,
+                   size_t *vlen);
+
 #endif

@@ -413,24 +413,29 @@ static kn_status on_dynamo_start(rp_rec *x) {
 }
 
 /* The payload minified as read; jansson only when that fails. */
-static void on_chromium(rp_rec *x) {
+static kn_status on_chromium(rp_rec *x) {
   kn__sb *b = &x->r->jbuf;
   kn__sb_clear(b);
   if (x->r->st.chromium) kn__sb_puts(b, ",\n");
+  size_t at = b->len;
   if (rp_json_minify_object(x->rec->payload, x->rec->payload_len, b)) {
     fwrite(b->buf, 1, b->len, x->r->chromium);
     x->r->st.chromium++;
-    return;
+    return rp_timeline_event(x->r, x->c, b->buf + at, b->len - at);
   }
   json_t *j = json_loadb(x->rec->payload, x->rec->payload_len, 0, NULL);
   if (!json_is_object(j)) {
     x->r->st.chromium_bad++;
     json_decref(j);
-    return;
+    return KN_OK;
   }
   if (x->r->st.chromium++) fputs(",\n", x->r->chromium);
   json_dumpf(j, x->r->chromium, JSON_COMPACT | JSON_SORT_KEYS);
+  char *text = json_dumps(j, JSON_COMPACT);
   json_decref(j);
+  kn_status st = text ? rp_timeline_event(x->r, x->c, text, strlen(text)) : KN_OK;
+  free(text);
+  return st;
 }
 
 static kn_status dispatch(rp_rec *x) {
@@ -445,10 +450,7 @@ static kn_status dispatch(rp_rec *x) {
   if (!strcmp(ev, "link")) return on_link(x);
   if (rp_is_symbolic_event(ev))
     return rp_symbolic_record(x->r, x->c, ev, x->rec->value);
-  if (!strcmp(ev, "chromium_event")) {
-    on_chromium(x);
-    return KN_OK;
-  }
+  if (!strcmp(ev, "chromium_event")) return on_chromium(x);
   if (!strcmp(ev, "graph_dump")) {
     const char *name = meta_str(x->rec->value, "name");
     return emit(x, name ? name : "graph_dump", "txt", AS_RAW, rel, sizeof rel);

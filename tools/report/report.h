@@ -89,6 +89,8 @@ typedef struct rp_stats {
 /* Distinct compile ids kept; records of further ids are defects. */
 #define RP_MAX_COMPILES (1 << 20)
 
+typedef struct rp_timeline rp_timeline; /* timeline.c */
+
 typedef struct rp_report {
   const rp_opts *opts;
   const char *input;       /* the trace file name, for messages */
@@ -108,6 +110,7 @@ typedef struct rp_report {
   FILE *raw;               /* raw.jsonl body, written to a temporary file */
   FILE *side;              /* temporary file of guard texts, so memory does
                               not grow with them */
+  rp_timeline *timeline;    /* chromium event intervals, or NULL */
   FILE *sym[3];             /* symbolic_shapes.html rows per kind (tmpfiles) */
   size_t nsym[3];
   kn__sb jbuf;             /* scratch for raw.jsonl / chromium lines */
@@ -173,6 +176,14 @@ bool rp_is_symbolic_event(const char *ev);
 kn_status rp_symbolic_record(rp_report *r, const rp_compile *c, const char *ev,
                              json_t *v);
 kn_status rp_write_symbolic_page(rp_report *r);
+
+/* timeline.c: intervals from one minified chromium event (of compile c),
+** and timeline.html. At most RP_TIMELINE_MAX intervals are kept. */
+#define RP_TIMELINE_MAX 200000
+kn_status rp_timeline_event(rp_report *r, const rp_compile *c, const char *ev,
+                            size_t n);
+kn_status rp_write_timeline_page(rp_report *r);
+void rp_timeline_free(rp_timeline *t);
 
 /* guardmatch.c: whether a guard line (from dynamo_cpp_guards_str or the
 ** guard table) checks what a recompile reason says failed. */

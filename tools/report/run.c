@@ -93,6 +93,7 @@ static kn_status finish(rp_report *r) {
   if (!st) st = rp_write_recompiles_page(r);
   if (!st) st = rp_write_graph_breaks_page(r);
   if (!st) st = rp_write_symbolic_page(r);
+  if (!st) st = rp_write_timeline_page(r);
   if (!st) st = rp_write_compile_directory(r);
   if (!st) st = rp_write_index(r);
   return st;
@@ -165,6 +166,7 @@ void rp_report_fini(rp_report *r) {
   rp_trie_fini(&r->trie);
   rp_trie_fini(&r->unknown_trie);
   kn__sb_fini(&r->jbuf);
+  rp_timeline_free(r->timeline);
   if (r->chromium) fclose(r->chromium);
   if (r->raw) fclose(r->raw);
   if (r->side) fclose(r->side);

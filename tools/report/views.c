@@ -167,9 +167,12 @@ static void function_title(FILE *f, const rp_report *r, const group *g) {
     if (!file && c->co_filename) file = c->co_filename, line = c->co_firstlineno;
   }
   rp_html_esc(f, name ? name : "(unknown function)");
-  if (file) {
-    fputs(" <small>", f);
+  if (file) { /* the file's base name; the full path shows on hover */
+    const char *base = strrchr(file, '/');
+    fputs(" <small title=\"", f);
     rp_html_esc(f, file);
+    fputs("\">", f);
+    rp_html_esc(f, base ? base + 1 : file);
     fprintf(f, ":%lld</small>", (long long)line);
   }
 }

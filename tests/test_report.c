@@ -78,14 +78,14 @@ static char *read_out(const char *out, const char *rel) {
 
 #define COMMON "index.html", "failures_and_restarts.html", "recompiles.html", \
   "graph_breaks.html", "compile_directory.json", "chromium_events.json",    \
-  "raw.jsonl"
+  "raw.jsonl", "symbolic_shapes.html", "timeline.html"
 
 Test(report_fixture, simple) {
   const char *files[] = {
-      COMMON, "-_0_0_0/dynamo_output_graph_0.txt",
+      COMMON, "-_0_0_0/dynamo_output_graph_0.txt", "-_0_0_0/dynamo_output_graph_0.html",
       "-_0_0_0/aot_forward_graph_fw_metadata_1.txt",
-      "-_0_0_0/aot_inference_graph_2.txt", "-_0_0_0/fx_graph_runnable_3.txt",
-      "-_0_0_0/inductor_post_grad_graph_4.txt",
+      "-_0_0_0/aot_inference_graph_2.txt", "-_0_0_0/aot_inference_graph_2.html", "-_0_0_0/fx_graph_runnable_3.txt",
+      "-_0_0_0/inductor_post_grad_graph_4.txt", "-_0_0_0/inductor_post_grad_graph_4.html",
       "-_0_0_0/inductor_output_code_cyjwx6x6efpuwt4dvr4ev42v4ghac5zo2uggvscht2"
       "otwnesito6_5.html",
       "-_0_0_0/fx_graph_cache_miss_6.json",
@@ -138,10 +138,10 @@ Test(report_fixture, simple) {
 
 Test(report_fixture, comp_metrics_restarts) {
   const char *files[] = {
-      COMMON, "-_0_0_1/dynamo_output_graph_0.txt", "-_0_0_1/dynamo_guards_1.html",
-      "-_0_0_1/compilation_metrics_2.html", "-_1_0_1/dynamo_output_graph_3.txt",
+      COMMON, "-_0_0_1/dynamo_output_graph_0.txt", "-_0_0_1/dynamo_output_graph_0.html", "-_0_0_1/dynamo_guards_1.html",
+      "-_0_0_1/compilation_metrics_2.html", "-_1_0_1/dynamo_output_graph_3.txt", "-_1_0_1/dynamo_output_graph_3.html",
       "-_1_0_1/dynamo_guards_4.html", "-_1_0_1/compilation_metrics_5.html",
-      "-_2_0_0/dynamo_output_graph_6.txt", "-_2_0_0/dynamo_guards_7.html",
+      "-_2_0_0/dynamo_output_graph_6.txt", "-_2_0_0/dynamo_output_graph_6.html", "-_2_0_0/dynamo_guards_7.html",
       "-_2_0_0/compilation_metrics_8.html",
       "payloads/11726d08889974e57b12edee2812504e.txt",
       "payloads/29e35548d59d0e446f0c8a3f3010cc72.txt",
@@ -169,7 +169,7 @@ Test(report_fixture, comp_metrics_restarts) {
 }
 
 Test(report_fixture, chromium_events_failure) {
-  const char *files[] = {COMMON, "-_0_0_0/dynamo_output_graph_0.txt",
+  const char *files[] = {COMMON, "-_0_0_0/dynamo_output_graph_0.txt", "-_0_0_0/dynamo_output_graph_0.html",
                          "-_0_0_0/dynamo_error_1.txt",
                          "-_0_0_0/compilation_metrics_2.html", NULL};
   char *out = run_fixture("chromium_events.log");
@@ -202,7 +202,7 @@ Test(report_fixture, rank1_recompile) {
       "inductor_provenance_tracking_kernel_stack_traces_%d.json"};
   static char buf[64][160];
   const char *files[80] = {COMMON};
-  size_t n = 7, b = 0;
+  size_t n = 9, b = 0;
   for (int k = 0; k < 2; k++) {
     int base = k ? 21 : 0;
     const char *d = k ? d1 : d0;
@@ -211,6 +211,9 @@ Test(report_fixture, rank1_recompile) {
       char nm[128];
       snprintf(nm, sizeof nm, names[i], base + i);
       snprintf(buf[b], sizeof buf[b], "%s%s", d, nm);
+      files[n++] = buf[b++];
+      if (i != 0 && i != 5) continue; /* graphs get a highlighted .html */
+      snprintf(buf[b], sizeof buf[b], "%s%.*s.html", d, (int)strlen(nm) - 4, nm);
       files[n++] = buf[b++];
     }
     snprintf(buf[b], sizeof buf[b], "%sinductor_provenance_tracking_kernel_stack_"
@@ -263,13 +266,13 @@ Test(report_fixture, kiln_trace) {
   MD5Data((const unsigned char *)code, strlen(code), md5);
   snprintf(payload, sizeof payload, "payloads/%s.txt", md5);
   const char *files[] = {
-      COMMON, "-_0_0_0/dynamo_output_graph_0.txt",
+      COMMON, "-_0_0_0/dynamo_output_graph_0.txt", "-_0_0_0/dynamo_output_graph_0.html",
       "-_0_0_0/inductor_output_code_kernel_ab12_1.html",
       "-_0_0_0/dynamo_cpp_guards_str_2.txt", "-_0_0_0/compilation_metrics_3.html",
-      "-_0_1_0/recompile_reasons_4.json", "-_0_1_0/dynamo_output_graph_5.txt",
+      "-_0_1_0/recompile_reasons_4.json", "-_0_1_0/dynamo_output_graph_5.txt", "-_0_1_0/dynamo_output_graph_5.html",
       "-_0_1_0/inductor_output_code_kernel_ab12_6.html",
       "-_0_1_0/dynamo_cpp_guards_str_7.txt", "-_0_1_0/compilation_metrics_8.html",
-      "-_1_0_0/dynamo_output_graph_9.txt",
+      "-_1_0_0/dynamo_output_graph_9.txt", "-_1_0_0/dynamo_output_graph_9.html",
       "-_1_0_0/dynamo_graph_break_reason_10.txt",
       "-_1_0_0/inductor_output_code_kernel_ab12_11.html",
       "-_1_0_0/dynamo_cpp_guards_str_12.txt",

@@ -4,7 +4,9 @@
 ** written by kiln's writer); the DOM it builds must hold the compile
 ** entries and links, the filter script must have run, and a screenshot is
 ** saved (report_*.png in the test's working directory; docs/img/ holds a
-** copy). Skipped with a message when /usr/bin/chromium is missing.
+** copy). The recompile, symbolic-shape and timeline pages are checked on a
+** trace of a real compiled function. Skipped with a message when
+** /usr/bin/chromium is missing.
 */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -124,9 +126,59 @@ Test(report_browser, kiln_trace_index_and_recompiles, .timeout = 240) {
   dom = dom_of(tmp, kn__sb_cstr(&rp));
   cr_assert_not_null(strstr(dom, "<details open=\"\">"), "failed guard opened");
   cr_assert_not_null(strstr(dom, "<mark>| +- TENSOR_MATCH: L['x'].size()[0] == 4</mark>"));
-  screenshot(tmp, kn__sb_cstr(&rp), "report_recompiles_kiln.png");
+  screenshot(tmp, kn__sb_cstr(&rp), "report_recompiles_writer.png");
   kn__sb_fini(&rp);
   free(dom), free(page), free(trace);
+  ru_rmtree(tmp);
+  free(tmp);
+}
+
+static char *dom_of_page(const char *tmp, const char *rel) {
+  kn__sb p = KN__SB_INIT;
+  kn__sb_printf(&p, "%s/r/%s", tmp, rel);
+  char *dom = dom_of(tmp, kn__sb_cstr(&p));
+  kn__sb_fini(&p);
+  return dom;
+}
+
+static void screenshot_page(const char *tmp, const char *rel, const char *png) {
+  kn__sb p = KN__SB_INIT;
+  kn__sb_printf(&p, "%s/r/%s", tmp, rel);
+  screenshot(tmp, kn__sb_cstr(&p), png);
+  kn__sb_fini(&p);
+}
+
+static size_t count(const char *s, const char *needle) {
+  size_t n = 0;
+  for (const char *p = s; (p = strstr(p, needle)); p++) n++;
+  return n;
+}
+
+Test(report_browser, real_kiln_trace_pages, .timeout = 300) {
+  need_chromium();
+  char *tmp = ru_tmpdir();
+  char *trace = ru_write_real_kiln_trace(tmp);
+  cr_assert_not_null(trace);
+  free(report(tmp, trace));
+  char *dom = dom_of_page(tmp, "recompiles.html");
+  cr_assert_not_null(strstr(dom, "<details open=\"\"><summary>7 guard line(s), 1 "
+                                 "matching the failure</summary>"), "%s", dom);
+  cr_assert_not_null(strstr(dom, "<mark>| | +- TENSOR_MATCH: check_tensor(L['a'], "
+                                 "Tensor,"), "%s", dom);
+  screenshot_page(tmp, "recompiles.html", "report_recompiles_kiln.png");
+  free(dom);
+  dom = dom_of_page(tmp, "symbolic_shapes.html");
+  cr_assert_not_null(strstr(dom, "<td>s0</td><td>8</td><td>[2, int_oo]</td>"));
+  free(dom);
+  dom = dom_of_page(tmp, "timeline.html");
+  /* The SVG was parsed as SVG: its elements are in the DOM with their
+  ** titles, per phase (bars) and per compile id and phase (timeline). */
+  cr_assert_gt(count(dom, "<rect "), 10, "%s", dom);
+  cr_assert_not_null(strstr(dom, "<title>entire_frame_compile: "));
+  cr_assert_not_null(strstr(dom, "<title>[0/0] entire_frame_compile: "));
+  cr_assert_not_null(strstr(dom, "<title>[0/1] entire_frame_compile: "));
+  screenshot_page(tmp, "timeline.html", "report_timeline_kiln.png");
+  free(dom), free(trace);
   ru_rmtree(tmp);
   free(tmp);
 }

@@ -159,3 +159,76 @@ Test(report_units, trie_shares_prefixes_and_nests_only_at_divergence) {
   json_decref(s1), json_decref(s2), json_decref(s3);
   rp_trie_fini(&t);
 }
+
+/* Expected strings are Python 3's repr() of the same doubles. */
+Test(report_units, floats_print_as_python_repr) {
+  const struct {
+    double v;
+    const char *repr;
+  } cases[] = {{0.00061, "0.00061"},        {1e-05, "1e-05"},
+               {0.0001, "0.0001"},          {3.910064697265625e-05, "3.910064697265625e-05"},
+               {2.0, "2.0"},                {0.1 + 0.2, "0.30000000000000004"},
+               {1712154528.0523684, "1712154528.0523684"},
+               {1e16, "1e+16"},             {1e15, "1000000000000000.0"},
+               {123456789012.0, "123456789012.0"}, {-0.5, "-0.5"},
+               {1.5e300, "1.5e+300"},       {0.0, "0.0"},
+               {5e-324, "5e-324"},          {0.012439489364624023, "0.012439489364624023"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char buf[40];
+    cr_assert_str_eq(rp_fmt_double(buf, sizeof buf, cases[i].v), cases[i].repr);
+  }
+}
+
+static char *code_html(const char *src, rp_lang lang) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  rp_html_code(f, src, strlen(src), lang);
+  fclose(f);
+  return buf;
+}
+
+Test(report_units, python_graph_code_is_highlighted_and_escaped) {
+  char *h = code_html("def forward(self, x: \"f32[4]<b>\"):\n"
+                      "    y = x * 2.5e-3  # scale <i>\n"
+                      "    s = '''a\n</pre>'''\n    return (y,)",
+                      RP_LANG_PY);
+  const char *want =
+      "<pre class=\"code\">"
+      "<span id=\"L1\"><span class=\"ln\">1</span><span class=\"k\">def</span> "
+      "<span class=\"fn\">forward</span>(self, x: <span class=\"s\">&quot;"
+      "f32[4]&lt;b&gt;&quot;</span>):</span>\n"
+      "<span id=\"L2\"><span class=\"ln\">2</span>    y = x * <span "
+      "class=\"n\">2.5e-3</span>  <span class=\"c\"># scale &lt;i&gt;</span></span>\n"
+      "<span id=\"L3\"><span class=\"ln\">3</span>    s = <span class=\"s\">"
+      "&#39;&#39;&#39;a</span></span>\n"
+      "<span id=\"L4\"><span class=\"ln\">4</span><span class=\"s\">&lt;/pre&gt;"
+      "&#39;&#39;&#39;</span></span>\n"
+      "<span id=\"L5\"><span class=\"ln\">5</span>    <span class=\"k\">return"
+      "</span> (y,)</span>\n</pre>\n";
+  cr_assert_str_eq(h, want);
+  free(h);
+}
+
+Test(report_units, c_kernel_code_is_highlighted) {
+  const char *src = "#include <math.h>\n/* a <kernel>\n   spans */ void k(float *o) {\n"
+                    "  o[0] = 1.0f; // \"x\"\n}";
+  cr_assert_eq(rp_guess_lang(src, strlen(src)), RP_LANG_C);
+  cr_assert_eq(rp_guess_lang("def f(x):\n  return x", 20), RP_LANG_PY);
+  char *h = code_html(src, RP_LANG_C);
+  const char *want =
+      "<pre class=\"code\">"
+      "<span id=\"L1\"><span class=\"ln\">1</span><span class=\"k\">#include</span>"
+      " &lt;math.h&gt;</span>\n"
+      "<span id=\"L2\"><span class=\"ln\">2</span><span class=\"c\">/* a "
+      "&lt;kernel&gt;</span></span>\n"
+      "<span id=\"L3\"><span class=\"ln\">3</span><span class=\"c\">   spans */"
+      "</span> <span class=\"k\">void</span> <span class=\"fn\">k</span>(<span "
+      "class=\"k\">float</span> *o) {</span>\n"
+      "<span id=\"L4\"><span class=\"ln\">4</span>  o[<span class=\"n\">0</span>] "
+      "= <span class=\"n\">1.0f</span>; <span class=\"c\">// &quot;x&quot;</span>"
+      "</span>\n"
+      "<span id=\"L5\"><span class=\"ln\">5</span>}</span>\n</pre>\n";
+  cr_assert_str_eq(h, want);
+  free(h);
+}

@@ -27,6 +27,7 @@ struct kn__trace_reader {
   json_t *meta;          /* metadata of rec; owned */
   char ts[21];
   kn__sb path, payload, msg;
+  kn__sb metatext;       /* the metadata's JSON text as read */
   kn__hashmap strings;   /* interned id -> owned copy */
   uint64_t records, defects;
   int64_t max_string_id;
@@ -92,6 +93,7 @@ void kn__trace_reader_close(kn__trace_reader *r) {
   kn__sb_fini(&r->path);
   kn__sb_fini(&r->payload);
   kn__sb_fini(&r->msg);
+  kn__sb_fini(&r->metatext);
   if (r->own) fclose(r->own);
   free(r->name);
   free(r);
@@ -262,6 +264,11 @@ static kn_status read_header(kn__trace_reader *r, bool *bad, char md5[33]) {
                    jerr.column + (int)(h.json - r->src.line), jerr.text);
   }
   r->rec.metadata = r->meta;
+  kn__sb_clear(&r->metatext);
+  kn__sb_putn(&r->metatext, h.json, h.json_len);
+  if (kn__sb_failed(&r->metatext)) return r->stuck = kn__oom();
+  r->rec.metadata_text = kn__sb_cstr(&r->metatext);
+  r->rec.metadata_len = r->metatext.len;
   if (!kn__trace_meta_check(r->meta, &r->strings, &r->rec, md5, &r->msg)) {
     *bad = true;
     return defect(r, line);

@@ -43,6 +43,8 @@ typedef struct kn__trace_record {
   const char *event;      /* metadata's first key: "dynamo_start", "str"... */
   json_t *metadata;       /* the whole metadata object (borrowed) */
   json_t *value;          /* metadata[event] (borrowed) */
+  const char *metadata_text; /* the metadata's JSON text as read, one line */
+  size_t metadata_len;    /* (added: lets a consumer copy it unchanged) */
   int64_t rank;           /* -1 when absent */
   bool has_compile_id;    /* any compile-id field set (non-null) */
   kn_compile_id compile_id;

@@ -38,3 +38,10 @@ size_t ru_check_links(const char *dir, size_t *checked);
 ** "L['x'].size()[0] == 4" failed, a graph break in frame [1/0], chromium
 ** events and compilation_metrics. Returns the file path (owned). */
 char *ru_write_kiln_trace(const char *dir);
+
+/* Write a trace of a real compiled function (kiln's tracer, guards and
+** shape environment) into a new file in dir: y = x * 2 + 1 called with x of
+** sizes [4, 3], [8, 3] and [16, 3], so [0/0] is static, the size change
+** recompiles it as [0/1] with a dynamic first dimension (create_symbol,
+** guards added) and [16, 3] hits [0/1]. Returns the path (owned) or NULL. */
+char *ru_write_real_kiln_trace(const char *dir);

@@ -43,7 +43,7 @@ void rp_html_escf(FILE *f, const char *fmt, ...) {
 static const char *style =
     "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;"
     "max-width:80em}\n"
-    "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em;"
+    "h1{font-size:1.5em;overflow-wrap:anywhere}h2{font-size:1.2em;margin-top:1.5em;"
     "border-bottom:1px solid #ccc}\n"
     "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:.85em}\n"
     "table{border-collapse:collapse}td,th{border:1px solid #ccc;"
@@ -59,7 +59,12 @@ static const char *style =
     "display:inline-block;width:4em}\n"
     "mark{background:#ffe08a}.summary td{min-width:5em}\n"
     "#filter{display:none}nav a{margin-right:1em}\n"
-    ".guards pre{max-width:52em;max-height:30em;overflow:auto}\n";
+    ".guards pre{max-width:52em;max-height:30em;overflow:auto}\n"
+    "td{overflow-wrap:anywhere}td pre{white-space:pre-wrap}"
+    ".guards pre{white-space:pre}\n"
+    ".code .k{color:#8250df;font-weight:bold}.code .s{color:#0a3069}"
+    ".code .c{color:#6e7781;font-style:italic}.code .n{color:#0550ae}"
+    ".code .fn{color:#953800}\n";
 
 void rp_html_begin(FILE *f, const char *title, const char *base) {
   fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">"
@@ -71,22 +76,37 @@ void rp_html_begin(FILE *f, const char *title, const char *base) {
   fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n", style);
 }
 
+/* Python's repr of a float (what PyTorch's json.dumps wrote): the fewest
+** significant digits that read back as v; positional notation for decimal
+** exponents -4..15 (with ".0" when integral), else d.ddde+XX. */
+char *rp_fmt_double(char *buf, size_t n, double v) {
+  if (v != v) return snprintf(buf, n, "NaN"), buf;
+  if (v == 1.0 / 0.0 || v == -1.0 / 0.0)
+    return snprintf(buf, n, "%sInfinity", v < 0 ? "-" : ""), buf;
+  char e[40];
+  int p = 1;
+  for (; p < 17; p++) {
+    snprintf(e, sizeof e, "%.*e", p - 1, v);
+    if (strtod(e, NULL) == v) break;
+  }
+  snprintf(e, sizeof e, "%.*e", p - 1, v);
+  char *x = strchr(e, 'e');
+  int exp = atoi(x + 1);
+  if (exp < -4 || exp >= 16) {
+    snprintf(buf, n, "%.*s%s%02d", (int)(x - e), e, exp < 0 ? "e-" : "e+",
+             exp < 0 ? -exp : exp);
+    return buf;
+  }
+  int decimals = p - 1 - exp;
+  snprintf(buf, n, "%.*f", decimals > 0 ? decimals : 0, v);
+  if (decimals <= 0 && strlen(buf) + 2 < n) strcat(buf, ".0");
+  return buf;
+}
+
 void rp_html_end(FILE *f) { fputs("</body>\n</html>\n", f); }
 
 void rp_html_numbered(FILE *f, const char *s, size_t n) {
-  fputs("<pre class=\"code\">", f);
-  size_t line = 1, i = 0;
-  while (i <= n) {
-    const char *nl = i < n ? memchr(s + i, '\n', n - i) : NULL;
-    size_t end = nl ? (size_t)(nl - s) : n;
-    fprintf(f, "<span id=\"L%zu\"><span class=\"ln\">%zu</span>", line, line);
-    rp_html_escn(f, s + i, end - i);
-    fputs("</span>\n", f);
-    line++;
-    if (!nl) break;
-    i = end + 1;
-  }
-  fputs("</pre>\n", f);
+  rp_html_code(f, s, n, RP_LANG_NONE);
 }
 
 void rp_html_filter_script(FILE *f) {

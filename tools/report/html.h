@@ -10,6 +10,7 @@
 #ifndef KN_TOOLS_REPORT_HTML_H
 #define KN_TOOLS_REPORT_HTML_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -26,6 +27,16 @@ void rp_html_end(FILE *f);
 /* Text as a <pre> with one <span id="L<n>"> anchor and a line number per
 ** line (generated code, dump_file sources). */
 void rp_html_numbered(FILE *f, const char *s, size_t n);
+/* v as Python's repr writes a float ("0.00061", "1e-05", "2.0"), into buf
+** (32 bytes are enough). Returns buf. */
+char *rp_fmt_double(char *buf, size_t n, double v);
+/* highlight.c: code as rp_html_numbered lays it out, with keywords,
+** strings, comments, numbers and called names in <span class="k|s|c|n|fn">
+** (everything escaped). RP_LANG_NONE gives plain numbered lines. */
+typedef enum { RP_LANG_NONE, RP_LANG_PY, RP_LANG_C } rp_lang;
+void rp_html_code(FILE *f, const char *s, size_t n, rp_lang lang);
+/* C when the first 4 KiB look like C (#include, void, ...), else Python. */
+rp_lang rp_guess_lang(const char *s, size_t n);
 /* The inline script that filters the compile list (index page only). */
 void rp_html_filter_script(FILE *f);
 

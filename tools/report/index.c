@@ -108,6 +108,8 @@ static void nav(FILE *f) {
         "trie</a><a href=\"#compile-ids\">Compile ids</a><a "
         "href=\"recompiles.html\">Recompiles</a><a "
         "href=\"graph_breaks.html\">Graph breaks</a><a "
+        "href=\"symbolic_shapes.html\">Symbolic shapes</a><a "
+        "href=\"timeline.html\">Timeline</a><a "
         "href=\"failures_and_restarts.html\">Failures and restarts</a><a "
         "href=\"chromium_events.json\">chromium_events.json</a><a "
         "href=\"raw.jsonl\">raw.jsonl</a><a "
@@ -122,8 +124,14 @@ static void trie_section(rp_report *r, FILE *f) {
         "</span><span class=\"status-break\">restarted (graph break)</span>"
         "<span class=\"status-empty\">empty graph</span><span "
         "class=\"status-error\">failed</span><span class=\"status-missing\">"
-        "no metrics</span></p>\n<details open><summary>Stack trie</summary>\n",
-        f);
+        "no metrics</span></p>\n", f);
+  /* A deep or large trie starts collapsed, so the page opens on the summary
+  ** and the compile list rather than on thousands of frames. */
+  const rp_trie *t = &r->trie;
+  bool open = t->maxdepth <= RP_TRIE_OPEN_DEPTH && t->nnodes <= RP_TRIE_OPEN_NODES;
+  fprintf(f, "<details%s><summary>Stack trie: %zu stack(s), %zu frame(s), "
+          "deepest %zu%s</summary>\n", open ? " open" : "", t->inserted,
+          t->nnodes, t->maxdepth, open ? "" : " (collapsed: click to open)");
   rp_write_trie(r, f, &r->trie);
   fputs("</details>\n", f);
 }
@@ -294,28 +302,51 @@ kn_status rp_write_failures_page(rp_report *r) {
   return fclose(f) == 0 ? KN_OK : kn__error(KN_EIO, "cannot write page");
 }
 
+static json_t *compile_entry(const rp_compile *c) {
+  json_t *arts = json_array();
+  for (size_t k = 0; k < c->narts; k++) {
+    rp_artifact *a = &c->arts[k];
+    json_array_append_new(arts, json_pack("{s:s,s:s,s:I,s:s,s:s?}", "url",
+                                          a->url, "name", a->name, "number",
+                                          (json_int_t)a->number, "suffix",
+                                          a->suffix, "readable_url",
+                                          a->readable_url));
+  }
+  return json_pack("{s:o}", "artifacts", arts);
+}
+
+/* Text with every newline followed by two more spaces of indentation. */
+static void put_indented(FILE *f, const char *s) {
+  for (; *s; s++) {
+    fputc(*s, f);
+    if (*s == '\n') fputs("  ", f);
+  }
+}
+
+/* Written one compile id at a time (as jansson would indent the whole
+** object), so memory does not grow with the number of compile ids. */
 kn_status rp_write_compile_directory(rp_report *r) {
-  json_t *top = json_object();
-  for (size_t i = 0; i < r->ncompiles; i++) {
-    rp_compile *c = r->compiles[i];
-    json_t *arts = json_array();
-    for (size_t k = 0; k < c->narts; k++) {
-      rp_artifact *a = &c->arts[k];
-      json_array_append_new(arts, json_pack("{s:s,s:s,s:I,s:s,s:s?}", "url",
-                                            a->url, "name", a->name, "number",
-                                            (json_int_t)a->number, "suffix",
-                                            a->suffix, "readable_url",
-                                            a->readable_url));
-    }
-    json_object_set_new(top, c->label, json_pack("{s:o}", "artifacts", arts));
-  }
   FILE *f = rp_out_fopen(&r->out, "compile_directory.json");
-  if (!f) {
-    json_decref(top);
-    return kn_last_status();
+  if (!f) return kn_last_status();
+  fputs(r->ncompiles ? "{\n" : "{}", f);
+  bool oom = false;
+  for (size_t i = 0; i < r->ncompiles && !oom; i++) {
+    json_t *label = json_string(r->compiles[i]->label);
+    json_t *e = compile_entry(r->compiles[i]);
+    char *ls = json_dumps(label, JSON_ENCODE_ANY);
+    char *es = json_dumps(e, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    oom = !ls || !es;
+    if (!oom) {
+      fprintf(f, "  %s: ", ls);
+      put_indented(f, es);
+      fputs(i + 1 < r->ncompiles ? ",\n" : "\n}", f);
+    }
+    free(ls), free(es);
+    json_decref(label), json_decref(e);
   }
-  json_dumpf(top, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   fputc('\n', f);
-  json_decref(top);
-  return fclose(f) == 0 ? KN_OK : kn__error(KN_EIO, "cannot write json");
+  bool bad = ferror(f) != 0;
+  if (fclose(f) != 0 || bad || oom)
+    return oom ? kn__oom() : kn__error(KN_EIO, "cannot write json");
+  return KN_OK;
 }

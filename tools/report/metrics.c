@@ -114,7 +114,7 @@ static kn_status add_failure(rp_report *r, size_t ci, const char *type,
 
 /* Fill the compile summary and the failures list. */
 static kn_status summarize(rp_report *r, rp_compile *c, json_t *m) {
-  size_t ci = (uintptr_t)kn__hm_get(&r->by_dir, c->dir, NULL) - 1;
+  size_t ci = c->idx;
   c->has_metrics = true;
   free(c->co_name), free(c->co_filename), free(c->fail_type),
       free(c->fail_reason);
@@ -172,6 +172,9 @@ static void value_html(FILE *f, json_t *v) {
       fputs("</li>", f);
     }
     fputs("</ul>", f);
+  } else if (json_is_real(v)) {
+    char buf[40];
+    fputs(rp_fmt_double(buf, sizeof buf, json_real_value(v)), f);
   } else {
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS);
     rp_html_esc(f, s ? s : "");

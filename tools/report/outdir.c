@@ -130,18 +130,34 @@ static kn_status make_dirs(const char *path) {
   return st;
 }
 
+/* lstat of OUT without its trailing slashes: "link/" would follow link. */
+static int lstat_trimmed(const char *path, struct stat *st) {
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') n--;
+  char *p = strndup(path, n);
+  if (!p) return -1;
+  int rc = lstat(p, st);
+  free(p);
+  return rc;
+}
+
 kn_status rp_out_prepare(rp_out *o, const char *path, bool overwrite) {
   o->fd = -1;
   o->path = NULL;
   struct stat st;
-  if (stat(path, &st) != 0) {
+  if (lstat_trimmed(path, &st) != 0) {
     kn_status s = make_dirs(path);
     if (s) return s;
+  } else if (S_ISLNK(st.st_mode)) {
+    return kn__error(KN_EINVAL, "output '%s' is a symbolic link; kiln report "
+                     "never writes or deletes through a link: name the "
+                     "directory itself", path);
   } else if (!S_ISDIR(st.st_mode)) {
     return kn__error(KN_EINVAL, "output '%s' exists and is not a directory",
                      path);
   }
-  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  /* O_NOFOLLOW: a link swapped in after the check is refused too. */
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return kn__error(KN_EIO, "cannot open output directory '%s': %s", path,
                      strerror(errno));

@@ -8,23 +8,37 @@
 ** per-rank counts and the divergences: compile ids missing on some ranks and
 ** compile ids whose Dynamo graph (payload MD5) differs between ranks. The
 ** combined chromium_events.json has each event's pid set to its rank.
+**
+** Ranks are reported one after the other, and each rank's report state is
+** released (its files closed) as soon as a small summary is taken: the
+** number of ranks is bounded by neither memory nor open files.
 */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/hashmap.h"
 #include "report/html.h"
 #include "report/report.h"
 
 #define PREFIX "dedicated_log_torch_trace_rank_"
 #define KILN_PREFIX "dedicated_log_kiln_trace_rank_"
 
+/* What the landing page needs of one compile id of a rank. */
+typedef struct rank_id {
+  char *label;
+  char md5[33];
+} rank_id;
+
 typedef struct rank_run {
   long rank;
   char *file;
-  rp_report rep;
-  bool done;
+  rank_id *ids;          /* frame compile ids, sorted by label */
+  size_t nids;
+  size_t ncompiles, compiles, breaks, failures;
+  uint64_t defects;
+  double compile_s;
 } rank_run;
 
 static int by_rank(const void *a, const void *b) {
@@ -86,11 +100,36 @@ static kn_status find_ranks(const char *dir, rank_run **out, size_t *n) {
   return st;
 }
 
-static const rp_compile *find_label(const rp_report *r, const char *label) {
-  uintptr_t i = 0;
-  for (size_t k = 0; k < r->ncompiles && !i; k++)
-    if (!strcmp(r->compiles[k]->label, label)) i = k + 1;
-  return i ? r->compiles[i - 1] : NULL;
+static int by_label(const void *a, const void *b) {
+  return strcmp(((const rank_id *)a)->label, ((const rank_id *)b)->label);
+}
+
+static const rank_id *find_label(const rank_run *r, const char *label) {
+  rank_id key = {.label = (char *)label};
+  return bsearch(&key, r->ids, r->nids, sizeof key, by_label);
+}
+
+/* Keep the counts and frame compile ids of a finished rank report. */
+static kn_status summarize(rank_run *rr, const rp_report *r) {
+  rr->ncompiles = r->ncompiles;
+  rr->compiles = r->trie.inserted;
+  rr->breaks = r->nbreaks;
+  rr->failures = r->nfailures;
+  rr->defects = r->st.defects;
+  rr->compile_s = r->total_compile_s;
+  rr->ids = calloc(r->ncompiles + 1, sizeof *rr->ids);
+  if (!rr->ids) return kn__oom();
+  for (size_t k = 0; k < r->ncompiles; k++) {
+    const rp_compile *c = r->compiles[k];
+    if (c->frame < 0) continue;
+    rank_id *id = &rr->ids[rr->nids];
+    id->label = strdup(c->label);
+    if (!id->label) return kn__oom();
+    memcpy(id->md5, c->graph_md5, sizeof id->md5);
+    rr->nids++;
+  }
+  qsort(rr->ids, rr->nids, sizeof *rr->ids, by_label);
+  return KN_OK;
 }
 
 /* Compile ids seen on any rank, with where they are missing or differ. */
@@ -98,21 +137,20 @@ static void divergence(FILE *f, rank_run *rs, size_t n) {
   fputs("<h2>Divergence</h2>\n<table>\n<tr><th>Compile id</th><th>Missing on"
         " ranks</th><th>Dynamo graph differs</th></tr>\n", f);
   size_t rows = 0;
+  kn__hashmap seen;
+  kn__hm_init(&seen, true);
   for (size_t i = 0; i < n; i++) {
-    const rp_report *r = &rs[i].rep;
-    for (size_t k = 0; k < r->ncompiles; k++) {
-      const rp_compile *c = r->compiles[k];
-      if (c->frame < 0) continue;
-      bool seen_before = false;
-      for (size_t j = 0; j < i && !seen_before; j++)
-        seen_before = find_label(&rs[j].rep, c->label) != NULL;
-      if (seen_before) continue;
+    for (size_t k = 0; k < rs[i].nids; k++) {
+      const rank_id *c = &rs[i].ids[k];
+      bool dup;
+      kn__hm_get(&seen, c->label, &dup);
+      if (dup || !kn__hm_put(&seen, c->label, NULL)) continue;
       kn__sb missing = KN__SB_INIT;
       bool differs = false;
       for (size_t j = 0; j < n; j++) {
-        const rp_compile *o = find_label(&rs[j].rep, c->label);
+        const rank_id *o = find_label(&rs[j], c->label);
         if (!o) kn__sb_printf(&missing, "%ld ", rs[j].rank);
-        else if (strcmp(o->graph_md5, c->graph_md5)) differs = true;
+        else if (strcmp(o->md5, c->md5)) differs = true;
       }
       if (missing.len || differs) {
         fprintf(f, "<tr><td>%s</td><td>%s</td><td>%s</td></tr>\n", c->label,
@@ -122,6 +160,7 @@ static void divergence(FILE *f, rank_run *rs, size_t n) {
       kn__sb_fini(&missing);
     }
   }
+  kn__hm_fini(&seen);
   fputs("</table>\n", f);
   if (!rows) fputs("<p>All ranks compiled the same compile ids with the same "
                    "Dynamo graphs.</p>\n", f);
@@ -139,14 +178,13 @@ static kn_status landing(rp_out *out, const rp_opts *o, rank_run *rs,
         "</th><th>Failures and restarts</th><th>Defects</th><th>Compile time"
         "</th></tr>\n", f);
   for (size_t i = 0; i < n; i++) {
-    const rp_report *r = &rs[i].rep;
+    const rank_run *r = &rs[i];
     fprintf(f, "<tr><td><a href=\"rank_%ld/index.html\">rank %ld</a></td>"
             "<td class=\"num\">%zu</td><td class=\"num\">%zu</td><td "
             "class=\"num\">%zu</td><td class=\"num\">%zu</td><td "
             "class=\"num\">%llu</td><td class=\"num\">%.3f s</td></tr>\n",
-            rs[i].rank, rs[i].rank, r->ncompiles, r->trie.inserted,
-            r->nbreaks, r->nfailures, (unsigned long long)r->st.defects,
-            r->total_compile_s);
+            r->rank, r->rank, r->ncompiles, r->compiles, r->breaks,
+            r->failures, (unsigned long long)r->defects, r->compile_s);
   }
   fputs("</table>\n", f);
   divergence(f, rs, n);
@@ -212,16 +250,18 @@ kn_status rp_report_all_ranks(const rp_opts *opts, const char *dir) {
     snprintf(path, need, "%s/%s", opts->out, sub);
     o.out = path;
     o.overwrite = false;
-    st = rp_report_file(&o, rs[i].file, &rs[i].rep);
-    rs[i].done = true;
-    rs[i].rep.opts = opts; /* o dies here; keep a living pointer */
+    rp_report rep;
+    st = rp_report_file(&o, rs[i].file, &rep);
+    if (!st) st = summarize(&rs[i], &rep);
+    rp_report_fini(&rep);
     free(path);
   }
   if (!st) st = landing(&out, opts, rs, n);
   if (!st) st = merge_chromium(&out, rs, n);
   char *msg = st ? strdup(kn_last_error()) : NULL;
   for (size_t i = 0; i < n; i++) {
-    if (rs[i].done) rp_report_fini(&rs[i].rep);
+    for (size_t k = 0; k < rs[i].nids; k++) free(rs[i].ids[k].label);
+    free(rs[i].ids);
     free(rs[i].file);
   }
   free(rs);

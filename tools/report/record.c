@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "report/html.h"
+#include "report/jsonout.h"
 #include "report/report.h"
 #include "trace/reader.h"
 
@@ -28,73 +29,6 @@ static int64_t meta_int(json_t *m, const char *k) {
 static const char *meta_str(json_t *v, const char *k) {
   json_t *s = json_object_get(v, k);
   return json_is_string(s) ? json_string_value(s) : NULL;
-}
-
-static void fmt_field(char *p, size_t n, int64_t v) {
-  if (v < 0) snprintf(p, n, "-");
-  else snprintf(p, n, "%lld", (long long)v);
-}
-
-rp_compile *rp_compile_get(rp_report *r, int64_t ca, int64_t frame,
-                           int64_t fcid, int64_t attempt) {
-  char f[4][24], dir[128];
-  fmt_field(f[0], 24, ca);
-  fmt_field(f[1], 24, frame);
-  fmt_field(f[2], 24, fcid);
-  fmt_field(f[3], 24, attempt);
-  snprintf(dir, sizeof dir, "%s_%s_%s_%s", f[0], f[1], f[2], f[3]);
-  uintptr_t idx = (uintptr_t)kn__hm_get(&r->by_dir, dir, NULL);
-  if (idx) return r->compiles[idx - 1];
-  if (r->ncompiles == r->capcompiles) {
-    size_t nc = r->capcompiles ? r->capcompiles * 2 : 16;
-    rp_compile **p = realloc(r->compiles, nc * sizeof *p);
-    if (!p) return NULL;
-    r->compiles = p;
-    r->capcompiles = nc;
-  }
-  rp_compile *c = calloc(1, sizeof *c);
-  if (!c) return NULL;
-  c->ca = ca, c->frame = frame, c->fcid = fcid, c->attempt = attempt;
-  c->co_firstlineno = -1;
-  c->guards_off = -1;
-  memcpy(c->dir, dir, sizeof dir);
-  char ca_part[32] = "";
-  if (ca >= 0) snprintf(ca_part, sizeof ca_part, "!%lld/", (long long)ca);
-  if (attempt > 0)
-    snprintf(c->label, sizeof c->label, "[%s%s/%s_%s]", ca_part, f[1], f[2],
-             f[3]);
-  else
-    snprintf(c->label, sizeof c->label, "[%s%s/%s]", ca_part, f[1], f[2]);
-  if (!kn__hm_put(&r->by_dir, dir, (void *)(uintptr_t)(r->ncompiles + 1))) {
-    free(c);
-    return NULL;
-  }
-  r->compiles[r->ncompiles++] = c;
-  return c;
-}
-
-bool rp_compile_add_artifact(rp_compile *c, const char *url, const char *name,
-                             uint64_t number, const char *suffix,
-                             const char *readable_url) {
-  if (c->narts == c->caparts) {
-    size_t nc = c->caparts ? c->caparts * 2 : 8;
-    rp_artifact *p = realloc(c->arts, nc * sizeof *p);
-    if (!p) return false;
-    c->arts = p;
-    c->caparts = nc;
-  }
-  rp_artifact *a = &c->arts[c->narts];
-  a->url = strdup(url);
-  a->name = strdup(name);
-  a->number = number;
-  a->suffix = suffix;
-  a->readable_url = readable_url ? strdup(readable_url) : NULL;
-  if (!a->url || !a->name || (readable_url && !a->readable_url)) {
-    free(a->url), free(a->name), free(a->readable_url);
-    return false;
-  }
-  c->narts++;
-  return true;
 }
 
 const char *rp_string(const rp_report *r, int64_t id) {
@@ -164,7 +98,8 @@ static kn_status emit(rp_rec *x, const char *stem, const char *ext, int how,
     rp_html_esc(f, strrchr(rel, '/') + 1);
     fprintf(f, " <a href=\"index.html#%s\">%s</a></h1>\n", x->c->label,
             x->c->label);
-    rp_html_numbered(f, rec->payload, rec->payload_len);
+    rp_html_code(f, rec->payload, rec->payload_len,
+                 rp_guess_lang(rec->payload, rec->payload_len));
     rp_html_end(f);
   } else {
     fwrite(rec->payload, 1, rec->payload_len, f);
@@ -304,7 +239,7 @@ static kn_status add_break(rp_rec *x, const char *url) {
   b->location = break_location(x->rec->payload, x->rec->payload_len);
   b->reason = break_reason(x->rec->payload);
   b->url = strdup(url);
-  b->compile = (uintptr_t)kn__hm_get(&r->by_dir, x->c->dir, NULL) - 1;
+  b->compile = x->c->idx;
   if (!b->location || !b->reason || !b->url) {
     free(b->location), free(b->reason), free(b->url);
     return kn__oom();
@@ -379,7 +314,7 @@ static kn_status on_dump_file(rp_rec *x) {
   fputs("<h1>", f);
   rp_html_esc(f, name ? name : "dump_file");
   fputs("</h1>\n", f);
-  rp_html_numbered(f, x->rec->payload, x->rec->payload_len);
+  rp_html_code(f, x->rec->payload, x->rec->payload_len, RP_LANG_PY);
   rp_html_end(f);
   fclose(f);
   snprintf(x->payload_file, sizeof x->payload_file, "%s", rel);
@@ -417,10 +352,37 @@ static bool in_list(const char *const *l, const char *s) {
   return false;
 }
 
+/* A highlighted HTML rendition beside a graph's .txt (rel), listed as its
+** readable_url; it takes no number of its own. */
+static kn_status graph_readable(rp_rec *x, const char *rel) {
+  char html[300];
+  snprintf(html, sizeof html, "%.*s.html", (int)(strrchr(rel, '.') - rel), rel);
+  FILE *f = rp_out_fopen(&x->r->out, html);
+  if (!f) return kn_last_status();
+  rp_html_begin(f, strrchr(html, '/') + 1, "../");
+  fputs("<h1>", f);
+  rp_html_esc(f, strrchr(html, '/') + 1);
+  fprintf(f, " <a href=\"index.html#%s\">%s</a> <small><a href=\"", x->c->label,
+          x->c->label);
+  rp_html_esc(f, rel);
+  fputs("\">plain text</a></small></h1>\n", f);
+  rp_html_code(f, x->rec->payload, x->rec->payload_len, RP_LANG_PY);
+  rp_html_end(f);
+  bool bad = ferror(f) != 0;
+  if (fclose(f) != 0 || bad)
+    return kn__error(KN_EIO, "cannot write '%s/%s'", x->r->out.path, html);
+  rp_artifact *a = &x->c->arts[x->c->narts - 1];
+  a->readable_url = strdup(html);
+  return a->readable_url ? KN_OK : kn__oom();
+}
+
 static kn_status on_graph(rp_rec *x) {
   char rel[256];
   kn_status st = emit(x, x->rec->event, "txt", AS_RAW, rel, sizeof rel);
   if (st) return st;
+  if (strcmp(x->rec->event, "dynamo_cpp_guards_str") &&
+      (st = graph_readable(x, rel)))
+    return st;
   if (!strcmp(x->rec->event, "dynamo_cpp_guards_str"))
     keep_guards(x, x->rec->payload, x->rec->payload_len, rel);
   if (!strcmp(x->rec->event, "dynamo_output_graph")) {
@@ -445,21 +407,35 @@ static kn_status on_dynamo_start(rp_rec *x) {
     free(x->c->fn_name);
     x->c->fn_name = fn ? strdup(fn) : NULL;
   }
-  size_t idx = (uintptr_t)kn__hm_get(&x->r->by_dir, x->c->dir, NULL) - 1;
+  size_t idx = x->c->idx;
   if (!rp_trie_insert(&x->r->trie, stack, n, idx, NULL)) return kn__oom();
   return KN_OK;
 }
 
-static void on_chromium(rp_rec *x) {
+/* The payload minified as read; jansson only when that fails. */
+static kn_status on_chromium(rp_rec *x) {
+  kn__sb *b = &x->r->jbuf;
+  kn__sb_clear(b);
+  if (x->r->st.chromium) kn__sb_puts(b, ",\n");
+  size_t at = b->len;
+  if (rp_json_minify_object(x->rec->payload, x->rec->payload_len, b)) {
+    fwrite(b->buf, 1, b->len, x->r->chromium);
+    x->r->st.chromium++;
+    return rp_timeline_event(x->r, x->c, b->buf + at, b->len - at);
+  }
   json_t *j = json_loadb(x->rec->payload, x->rec->payload_len, 0, NULL);
   if (!json_is_object(j)) {
     x->r->st.chromium_bad++;
     json_decref(j);
-    return;
+    return KN_OK;
   }
   if (x->r->st.chromium++) fputs(",\n", x->r->chromium);
   json_dumpf(j, x->r->chromium, JSON_COMPACT | JSON_SORT_KEYS);
+  char *text = json_dumps(j, JSON_COMPACT);
   json_decref(j);
+  kn_status st = text ? rp_timeline_event(x->r, x->c, text, strlen(text)) : KN_OK;
+  free(text);
+  return st;
 }
 
 static kn_status dispatch(rp_rec *x) {
@@ -472,10 +448,9 @@ static kn_status dispatch(rp_rec *x) {
   if (!strcmp(ev, "dynamo_guards")) return on_guards_json(x);
   if (!strcmp(ev, "dump_file")) return on_dump_file(x);
   if (!strcmp(ev, "link")) return on_link(x);
-  if (!strcmp(ev, "chromium_event")) {
-    on_chromium(x);
-    return KN_OK;
-  }
+  if (rp_is_symbolic_event(ev))
+    return rp_symbolic_record(x->r, x->c, ev, x->rec->value);
+  if (!strcmp(ev, "chromium_event")) return on_chromium(x);
   if (!strcmp(ev, "graph_dump")) {
     const char *name = meta_str(x->rec->value, "name");
     return emit(x, name ? name : "graph_dump", "txt", AS_RAW, rel, sizeof rel);
@@ -516,19 +491,24 @@ static kn_status save_payload(rp_rec *x) {
   return fclose(f) == 0 ? KN_OK : kn__error(KN_EIO, "cannot write payload");
 }
 
-static void raw_line(rp_rec *x) {
+static const char *trimmed_path(const kn__trace_record *rec) {
+  const char *path = rec->src_file ? rec->src_file : "";
+  while (*path == ' ') path++;
+  return path;
+}
+
+/* The old way, for metadata text that cannot be extended as is. */
+static void raw_line_json(rp_rec *x) {
   json_t *o = json_copy(x->rec->metadata);
   if (!o) return;
   const kn__trace_record *rec = x->rec;
-  const char *path = rec->src_file ? rec->src_file : "";
-  while (*path == ' ') path++;
   if (!json_object_get(o, "timestamp"))
     json_object_set_new(o, "timestamp", json_string(rec->timestamp ?
                                                     rec->timestamp : ""));
   if (!json_object_get(o, "thread"))
     json_object_set_new(o, "thread", json_integer(rec->thread));
   if (!json_object_get(o, "pathname"))
-    json_object_set_new(o, "pathname", json_string(path));
+    json_object_set_new(o, "pathname", json_string(trimmed_path(rec)));
   if (!json_object_get(o, "lineno"))
     json_object_set_new(o, "lineno", json_integer((json_int_t)rec->src_line));
   if (x->payload_file[0] && !json_object_get(o, "payload_filename"))
@@ -538,14 +518,53 @@ static void raw_line(rp_rec *x) {
   json_decref(o);
 }
 
+static void str_field(kn__sb *b, json_t *m, const char *k, const char *v) {
+  if (json_object_get(m, k)) return;
+  kn__sb_printf(b, ",\"%s\":", k);
+  rp_json_string(b, v);
+}
+
+static void int_field(kn__sb *b, json_t *m, const char *k, long long v) {
+  if (!json_object_get(m, k)) kn__sb_printf(b, ",\"%s\":%lld", k, v);
+}
+
+/* The metadata text as read, with the fields tlparse adds (keys the
+** metadata has already are kept as they are). */
+static void raw_line(rp_rec *x) {
+  const kn__trace_record *rec = x->rec;
+  kn__sb *b = &x->r->jbuf;
+  kn__sb_clear(b);
+  if (!rec->metadata_text ||
+      !rp_json_open_object(b, rec->metadata_text, rec->metadata_len)) {
+    raw_line_json(x);
+    return;
+  }
+  json_t *m = rec->metadata;
+  str_field(b, m, "timestamp", rec->timestamp ? rec->timestamp : "");
+  int_field(b, m, "thread", (long long)rec->thread);
+  str_field(b, m, "pathname", trimmed_path(rec));
+  int_field(b, m, "lineno", (long long)rec->src_line);
+  if (x->payload_file[0]) str_field(b, m, "payload_filename", x->payload_file);
+  kn__sb_puts(b, "}\n");
+  fwrite(b->buf, 1, b->len, x->r->raw);
+}
+
 static kn_status on_str(rp_report *r, const kn__trace_record *rec) {
   json_t *s = json_array_get(rec->value, 0), *id = json_array_get(rec->value, 1);
-  if (!json_is_string(s) || !json_is_integer(id) || json_integer_value(id) < 0 ||
-      json_integer_value(id) > (1 << 24)) {
+  if (!json_is_string(s) || !json_is_integer(id) || json_integer_value(id) < 0) {
     rp_defect(r, rec->line, "str record must be [string, id >= 0]");
     return KN_OK;
   }
-  size_t i = (size_t)json_integer_value(id);
+  /* The table is dense (raw.jsonl lists it by index): bound its size and
+  ** the gap one record may open, so a tiny file cannot make it huge. */
+  json_int_t v = json_integer_value(id);
+  if (v >= RP_MAX_STRINGS || v > (json_int_t)(r->nstrings + RP_MAX_STRING_GAP)) {
+    rp_defect(r, rec->line, "str record id %lld is out of range: ids must be "
+              "below %d and at most %d past the largest id so far (%zu)",
+              (long long)v, RP_MAX_STRINGS, RP_MAX_STRING_GAP, r->nstrings);
+    return KN_OK;
+  }
+  size_t i = (size_t)v;
   if (i >= r->nstrings) {
     char **p = realloc(r->strings, (i + 1) * sizeof *p);
     if (!p) return kn__oom();
@@ -570,7 +589,6 @@ kn_status rp_handle_record(rp_report *r, const kn__trace_record *rec) {
     raw_line(&x);
     return KN_OK;
   }
-  r->st.ok++;
   json_t *m = rec->metadata;
   int64_t ca = meta_int(m, "compiled_autograd_id"), fr = meta_int(m, "frame_id");
   int64_t fc = meta_int(m, "frame_compile_id"), at = meta_int(m, "attempt");
@@ -582,12 +600,18 @@ kn_status rp_handle_record(rp_report *r, const kn__trace_record *rec) {
       rp_defect(r, rec->line, "record '%s' has no compile id", rec->event);
   }
   x.c = rp_compile_get(r, ca, fr, fc, at);
+  if (!x.c && r->ncompiles >= RP_MAX_COMPILES) {
+    rp_defect(r, rec->line, "more than %d distinct compile ids; record '%s' "
+              "skipped", RP_MAX_COMPILES, rec->event);
+    return KN_OK;
+  }
   if (!x.c) return kn__oom();
+  r->st.ok++;
   kn_status st = dispatch(&x);
   if (st) return st;
   json_t *stack = json_object_get(m, "stack");
   if (json_is_array(stack)) {
-    size_t idx = (uintptr_t)kn__hm_get(&r->by_dir, x.c->dir, NULL) - 1;
+    size_t idx = x.c->idx;
     if (!rp_trie_insert(&r->unknown_trie, stack, json_array_size(stack), idx,
                         NULL))
       return kn__oom();

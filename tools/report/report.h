@@ -45,8 +45,9 @@ typedef struct rp_artifact {
 /* What the report keeps per compile id (ca/frame/fcid/attempt). */
 typedef struct rp_compile {
   int64_t ca, frame, fcid, attempt; /* -1 when absent */
-  char dir[128];      /* "-_0_0_0" */
-  char label[128];    /* "[0/0]" */
+  size_t idx;         /* position in rp_report.compiles */
+  char *dir;          /* "-_0_0_0" (owned; one allocation with label) */
+  const char *label;  /* "[0/0]" */
   rp_artifact *arts;
   size_t narts, caparts;
   bool has_metrics, failed, has_restarts, restarts_missing, empty_graph;
@@ -77,6 +78,18 @@ typedef struct rp_stats {
 } rp_stats;
 
 #define RP_MAX_DEFECT_MSGS 50
+/* Interned strings: ids at or past RP_MAX_STRINGS, or more than
+** RP_MAX_STRING_GAP past the table's end, are defects (the record is
+** skipped). */
+#define RP_MAX_STRINGS (1 << 20)
+#define RP_MAX_STRING_GAP 4096
+/* The index's stack trie starts collapsed past this depth or node count. */
+#define RP_TRIE_OPEN_DEPTH 40
+#define RP_TRIE_OPEN_NODES 2000
+/* Distinct compile ids kept; records of further ids are defects. */
+#define RP_MAX_COMPILES (1 << 20)
+
+typedef struct rp_timeline rp_timeline; /* timeline.c */
 
 typedef struct rp_report {
   const rp_opts *opts;
@@ -84,7 +97,7 @@ typedef struct rp_report {
   rp_out out;
   uint64_t counter;        /* the global file number N */
   rp_compile **compiles; size_t ncompiles, capcompiles;
-  kn__hashmap by_dir;      /* dir name -> index + 1 */
+  size_t *cid_tab, cid_cap; /* compile id -> index + 1 (compiles.c) */
   char **strings; size_t nstrings; /* the interned-string table */
   rp_trie trie, unknown_trie;
   rp_failure *failures; size_t nfailures, capfailures;
@@ -97,6 +110,10 @@ typedef struct rp_report {
   FILE *raw;               /* raw.jsonl body, written to a temporary file */
   FILE *side;              /* temporary file of guard texts, so memory does
                               not grow with them */
+  rp_timeline *timeline;    /* chromium event intervals, or NULL */
+  FILE *sym[3];             /* symbolic_shapes.html rows per kind (tmpfiles) */
+  size_t nsym[3];
+  kn__sb jbuf;             /* scratch for raw.jsonl / chromium lines */
   bool stop;               /* a strict-mode defect happened */
   double total_compile_s;
   const char **status_of;  /* per compile index, built by rp_status_build */
@@ -118,9 +135,15 @@ void rp_defect(rp_report *r, uint64_t line, const char *fmt, ...)
 /* record.c: one record from the reader. */
 typedef struct kn__trace_record kn__trace_record;
 kn_status rp_handle_record(rp_report *r, const kn__trace_record *rec);
-/* The compile entry for a key, created on first sight. NULL on OOM. */
+/* compiles.c: the compile entry for a key, created on first sight. NULL
+** on OOM or when RP_MAX_COMPILES entries exist already (then
+** r->ncompiles == RP_MAX_COMPILES). Owned by r. */
 rp_compile *rp_compile_get(rp_report *r, int64_t ca, int64_t frame,
                            int64_t fcid, int64_t attempt);
+/* The entry for a key or NULL (borrowed). */
+rp_compile *rp_compile_find(const rp_report *r, int64_t ca, int64_t frame,
+                            int64_t fcid, int64_t attempt);
+void rp_compile_free(rp_compile *c);
 /* Add a listed artifact to c; strings are copied. false on OOM. */
 bool rp_compile_add_artifact(rp_compile *c, const char *url, const char *name,
                              uint64_t number, const char *suffix,
@@ -147,6 +170,24 @@ kn_status rp_write_graph_breaks_page(rp_report *r);
 kn_status rp_status_build(rp_report *r);
 /* Render a trie frame / terminal (shared by index and metrics pages). */
 void rp_write_trie(rp_report *r, FILE *f, const rp_trie *t);
+
+/* symbolic.c: the rows of symbolic_shapes.html and the page. */
+bool rp_is_symbolic_event(const char *ev);
+kn_status rp_symbolic_record(rp_report *r, const rp_compile *c, const char *ev,
+                             json_t *v);
+kn_status rp_write_symbolic_page(rp_report *r);
+
+/* timeline.c: intervals from one minified chromium event (of compile c),
+** and timeline.html. At most RP_TIMELINE_MAX intervals are kept. */
+#define RP_TIMELINE_MAX 200000
+kn_status rp_timeline_event(rp_report *r, const rp_compile *c, const char *ev,
+                            size_t n);
+kn_status rp_write_timeline_page(rp_report *r);
+void rp_timeline_free(rp_timeline *t);
+
+/* guardmatch.c: whether a guard line (from dynamo_cpp_guards_str or the
+** guard table) checks what a recompile reason says failed. */
+bool rp_guard_line_matches(const char *line, const char *failed);
 
 /* ranks.c: the --all-ranks-html landing page over DIR. */
 kn_status rp_report_all_ranks(const rp_opts *opts, const char *dir);

@@ -92,6 +92,8 @@ static kn_status finish(rp_report *r) {
   if (!st) st = rp_write_failures_page(r);
   if (!st) st = rp_write_recompiles_page(r);
   if (!st) st = rp_write_graph_breaks_page(r);
+  if (!st) st = rp_write_symbolic_page(r);
+  if (!st) st = rp_write_timeline_page(r);
   if (!st) st = rp_write_compile_directory(r);
   if (!st) st = rp_write_index(r);
   return st;
@@ -103,7 +105,6 @@ static kn_status start(rp_report *r, const rp_opts *opts, const char *path) {
   r->input = path;
   r->expected_rank = -1;
   r->out.fd = -1;
-  kn__hm_init(&r->by_dir, true);
   kn__hm_init(&r->unknown, true);
   rp_trie_init(&r->trie);
   rp_trie_init(&r->unknown_trie);
@@ -143,22 +144,9 @@ kn_status rp_report_file(const rp_opts *opts, const char *path,
   return st;
 }
 
-static void compile_free(rp_compile *c) {
-  for (size_t i = 0; i < c->narts; i++) {
-    free(c->arts[i].url);
-    free(c->arts[i].name);
-    free(c->arts[i].readable_url);
-  }
-  free(c->arts);
-  free(c->co_name), free(c->co_filename), free(c->fail_type);
-  free(c->fail_reason), free(c->metrics_url);
-  free(c->guards_url), free(c->fn_name);
-  json_decref(c->recompile_reasons);
-  free(c);
-}
-
 void rp_report_fini(rp_report *r) {
-  for (size_t i = 0; i < r->ncompiles; i++) compile_free(r->compiles[i]);
+  for (size_t i = 0; i < r->ncompiles; i++) rp_compile_free(r->compiles[i]);
+  free(r->cid_tab);
   free(r->compiles);
   for (size_t i = 0; i < r->nstrings; i++) free(r->strings[i]);
   free(r->strings);
@@ -174,13 +162,16 @@ void rp_report_fini(rp_report *r) {
   }
   free(r->breaks);
   for (size_t i = 0; i < r->ndefect_msgs; i++) free(r->defect_msgs[i]);
-  kn__hm_fini(&r->by_dir);
   kn__hm_fini(&r->unknown);
   rp_trie_fini(&r->trie);
   rp_trie_fini(&r->unknown_trie);
+  kn__sb_fini(&r->jbuf);
+  rp_timeline_free(r->timeline);
   if (r->chromium) fclose(r->chromium);
   if (r->raw) fclose(r->raw);
   if (r->side) fclose(r->side);
+  for (int k = 0; k < 3; k++)
+    if (r->sym[k]) fclose(r->sym[k]);
   rp_out_close(&r->out);
   memset(r, 0, sizeof *r);
 }

@@ -6,7 +6,9 @@
 ** are equal when filename id, line, name and source text are equal. Children
 ** keep insertion order, so the rendering is chronological and deterministic.
 ** A chain without branching prints as a flat list; nesting appears only
-** where stacks diverge.
+** where stacks diverge. Children are found through one hash table over
+** (parent, frame), so many distinct stacks insert in linear time, and
+** freeing and printing are iterative, so a stack of any depth is safe.
 */
 #ifndef KN_TOOLS_REPORT_TRIE_H
 #define KN_TOOLS_REPORT_TRIE_H
@@ -26,6 +28,9 @@ typedef struct rp_frame {
 
 typedef struct rp_trie_node {
   rp_frame frame;
+  struct rp_trie_node *parent;
+  uint64_t hash;     /* of (parent, frame), for the child table */
+  size_t depth;      /* frames from the root */
   struct rp_trie_node **kids;
   size_t nkids, capkids;
   size_t *terms;     /* compile indices ending here */
@@ -35,6 +40,9 @@ typedef struct rp_trie_node {
 typedef struct rp_trie {
   rp_trie_node root;
   size_t inserted;   /* number of stacks inserted */
+  rp_trie_node **tab;/* open addressing over every non-root node */
+  size_t tabcap, nnodes;
+  size_t maxdepth;   /* deepest node, in frames */
 } rp_trie;
 
 void rp_trie_init(rp_trie *t);
@@ -52,7 +60,7 @@ typedef struct rp_trie_render {
   void *ud;
 } rp_trie_render;
 
-/* Write the trie as nested <ul>/<li> HTML. */
+/* Write the trie as nested <ul>/<li> HTML (iteratively). */
 void rp_trie_write(const rp_trie *t, FILE *f, const rp_trie_render *r);
 
 #endif

@@ -17,66 +17,76 @@
 
 enum { F_METRICS = 1, F_FAILED = 2, F_EMPTY = 4, F_RESTART = 8 };
 
-static void group_key(const rp_compile *c, char *buf, size_t n, bool fcid) {
-  snprintf(buf, n, "%lld_%lld_%lld", (long long)c->ca, (long long)c->frame,
-           fcid ? (long long)c->fcid : -2LL);
+/* Compile ids in (ca, frame, fcid, attempt) order, first seen first on a
+** tie; an owned array of r->ncompiles indices, NULL on OOM. Sorting replaces
+** a map keyed by strings: 8 bytes per compile id. */
+static int by_id(const void *a, const void *b, void *ud) {
+  const rp_report *r = ud;
+  size_t i = *(const size_t *)a, j = *(const size_t *)b;
+  const rp_compile *x = r->compiles[i], *y = r->compiles[j];
+  int64_t kx[4] = {x->ca, x->frame, x->fcid, x->attempt};
+  int64_t ky[4] = {y->ca, y->frame, y->fcid, y->attempt};
+  for (int k = 0; k < 4; k++)
+    if (kx[k] != ky[k]) return kx[k] < ky[k] ? -1 : 1;
+  return i < j ? -1 : i > j;
+}
+
+static size_t *sorted_ids(const rp_report *r) {
+  size_t *v = malloc((r->ncompiles + 1) * sizeof *v);
+  if (!v) return NULL;
+  for (size_t i = 0; i < r->ncompiles; i++) v[i] = i;
+  qsort_r(v, r->ncompiles, sizeof *v, by_id, (void *)r);
+  return v;
+}
+
+static bool same_fn(const rp_compile *a, const rp_compile *b) {
+  return a->ca == b->ca && a->frame == b->frame;
+}
+
+static bool same_fcid(const rp_compile *a, const rp_compile *b) {
+  return same_fn(a, b) && a->fcid == b->fcid;
+}
+
+static unsigned flags_of(const rp_compile *c) {
+  if (!c->has_metrics) return 0;
+  return F_METRICS | (c->failed ? F_FAILED : 0) |
+         (c->empty_graph ? F_EMPTY : 0) |
+         (c->has_restarts || c->restarts_missing ? F_RESTART : 0);
+}
+
+static const char *status_name(unsigned fl) {
+  return !(fl & F_METRICS) ? "status-missing"
+         : fl & F_FAILED   ? "status-error"
+         : fl & F_EMPTY    ? "status-empty"
+         : fl & F_RESTART  ? "status-break"
+                           : "status-ok";
 }
 
 kn_status rp_status_build(rp_report *r) {
-  kn__hashmap m;
-  kn__hm_init(&m, true);
-  char key[80];
-  kn_status st = KN_OK;
-  for (size_t i = 0; i < r->ncompiles && !st; i++) {
-    rp_compile *c = r->compiles[i];
-    if (!c->has_metrics) continue;
-    group_key(c, key, sizeof key, true);
-    uintptr_t fl = (uintptr_t)kn__hm_get(&m, key, NULL) | F_METRICS;
-    if (c->failed) fl |= F_FAILED;
-    if (c->empty_graph) fl |= F_EMPTY;
-    if (c->has_restarts || c->restarts_missing) fl |= F_RESTART;
-    if (!kn__hm_put(&m, key, (void *)fl)) st = kn__oom();
-  }
   free(r->status_of);
   r->status_of = calloc(r->ncompiles + 1, sizeof *r->status_of);
-  if (!r->status_of && !st) st = kn__oom();
-  for (size_t i = 0; i < r->ncompiles && !st; i++) {
-    group_key(r->compiles[i], key, sizeof key, true);
-    uintptr_t fl = (uintptr_t)kn__hm_get(&m, key, NULL);
-    r->status_of[i] = !(fl & F_METRICS) ? "status-missing"
-                      : fl & F_FAILED   ? "status-error"
-                      : fl & F_EMPTY    ? "status-empty"
-                      : fl & F_RESTART  ? "status-break"
-                                        : "status-ok";
+  size_t *v = sorted_ids(r);
+  if (!r->status_of || !v) {
+    free(v);
+    return kn__oom();
   }
-  kn__hm_fini(&m);
-  return st;
+  for (size_t s = 0, e; s < r->ncompiles; s = e) {
+    unsigned fl = 0;
+    for (e = s; e < r->ncompiles &&
+                same_fcid(r->compiles[v[s]], r->compiles[v[e]]); e++)
+      fl |= flags_of(r->compiles[v[e]]);
+    for (size_t k = s; k < e; k++) r->status_of[v[k]] = status_name(fl);
+  }
+  free(v);
+  return KN_OK;
 }
 
-/* Compile indices of one function, sorted by (fcid, attempt). */
+/* The compiles of one function: a run of the sorted index array, already
+** in (fcid, attempt) order; first is its earliest compile index. */
 typedef struct group {
-  size_t *idx, n, cap;
+  const size_t *idx;
+  size_t n, first;
 } group;
-
-static int by_fcid(const void *a, const void *b, void *ud) {
-  const rp_report *r = ud;
-  const rp_compile *x = r->compiles[*(const size_t *)a];
-  const rp_compile *y = r->compiles[*(const size_t *)b];
-  if (x->fcid != y->fcid) return x->fcid < y->fcid ? -1 : 1;
-  return x->attempt < y->attempt ? -1 : x->attempt > y->attempt;
-}
-
-static bool push(group *g, size_t i) {
-  if (g->n == g->cap) {
-    size_t nc = g->cap ? g->cap * 2 : 4;
-    size_t *p = realloc(g->idx, nc * sizeof *p);
-    if (!p) return false;
-    g->idx = p;
-    g->cap = nc;
-  }
-  g->idx[g->n++] = i;
-  return true;
-}
 
 /* Reasons in next's recompile_reasons that name prev ("0/0: ...") or carry
 ** no id at all (older traces); prefix is "0/0: " or "!1/0/0: ". */
@@ -109,36 +119,6 @@ static void failed_guards(FILE *f, const rp_compile *prev,
   fputs("</ul>", f);
 }
 
-static bool word_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9') || c == '_';
-}
-
-/* Whether a guard line checks what the failure names: it holds the whole
-** reason, or every word of 3+ characters in it (so the reason
-** "___check_obj_id(fn, 1396)" finds "___check_obj_id(L['fn'], 1396)"). */
-static bool line_matches(const char *line, const char *failed) {
-  if (!failed || !*failed) return false;
-  size_t n = strlen(failed);
-  while (n && failed[n - 1] == ' ') n--;
-  if (n && memmem(line, strlen(line), failed, n)) return true;
-  size_t words = 0;
-  for (size_t i = 0; i < n;) {
-    if (!word_char(failed[i])) {
-      i++;
-      continue;
-    }
-    size_t j = i;
-    while (j < n && word_char(failed[j])) j++;
-    if (j - i >= 3) {
-      if (!memmem(line, strlen(line), failed + i, j - i)) return false;
-      words++;
-    }
-    i = j;
-  }
-  return words > 0;
-}
-
 /* Guard text with lines matching the failed check highlighted. */
 static void guards_html(FILE *f, const rp_report *r, const rp_compile *c,
                         const char *failed) {
@@ -152,7 +132,7 @@ static void guards_html(FILE *f, const rp_report *r, const rp_compile *c,
   for (const char *p = text; *p && failed;) {
     size_t n = strcspn(p, "\n");
     char *line = strndup(p, n);
-    hits += line && line_matches(line, failed);
+    hits += line && rp_guard_line_matches(line, failed);
     free(line);
     p += n + (p[n] == '\n');
   }
@@ -163,7 +143,7 @@ static void guards_html(FILE *f, const rp_report *r, const rp_compile *c,
   while (*p) {
     size_t n = strcspn(p, "\n");
     char *line = strndup(p, n);
-    bool hit = line && line_matches(line, failed);
+    bool hit = line && rp_guard_line_matches(line, failed);
     if (hit) fputs("<mark>", f);
     rp_html_escn(f, p, n);
     if (hit) fputs("</mark>", f);
@@ -187,9 +167,12 @@ static void function_title(FILE *f, const rp_report *r, const group *g) {
     if (!file && c->co_filename) file = c->co_filename, line = c->co_firstlineno;
   }
   rp_html_esc(f, name ? name : "(unknown function)");
-  if (file) {
-    fputs(" <small>", f);
+  if (file) { /* the file's base name; the full path shows on hover */
+    const char *base = strrchr(file, '/');
+    fputs(" <small title=\"", f);
     rp_html_esc(f, file);
+    fputs("\">", f);
+    rp_html_esc(f, base ? base + 1 : file);
     fprintf(f, ":%lld</small>", (long long)line);
   }
 }
@@ -219,72 +202,65 @@ static void group_table(FILE *f, const rp_report *r, const group *g) {
   fputs("</table>\n", f);
 }
 
-static kn_status collect_groups(const rp_report *r, group **out, size_t *n) {
-  kn__hashmap m;
-  kn__hm_init(&m, true);
+static int by_first(const void *a, const void *b) {
+  const group *x = a, *y = b;
+  return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* Functions compiled more than once, in first-seen order. */
+static kn_status collect_groups(const rp_report *r, const size_t *v,
+                                group **out, size_t *n) {
   group *gs = NULL;
-  size_t ng = 0;
-  char key[80];
-  for (size_t i = 0; i < r->ncompiles; i++) {
-    const rp_compile *c = r->compiles[i];
-    if (c->frame < 0) continue;
-    group_key(c, key, sizeof key, false);
-    uintptr_t gi = (uintptr_t)kn__hm_get(&m, key, NULL);
-    if (!gi) {
-      group *p = realloc(gs, (ng + 1) * sizeof *p);
-      if (!p || !kn__hm_put(&m, key, (void *)(uintptr_t)(ng + 1))) {
-        gs = p ? p : gs;
-        goto oom;
+  size_t ng = 0, cap = 0;
+  for (size_t s = 0, e; s < r->ncompiles; s = e) {
+    size_t first = v[s];
+    for (e = s; e < r->ncompiles && same_fn(r->compiles[v[s]],
+                                            r->compiles[v[e]]); e++)
+      if (v[e] < first) first = v[e];
+    if (r->compiles[v[s]]->frame < 0 || r->compiles[v[e - 1]]->fcid <= 0)
+      continue;
+    if (ng == cap) {
+      cap = cap ? cap * 2 : 8;
+      group *p = realloc(gs, cap * sizeof *p);
+      if (!p) {
+        free(gs);
+        return kn__oom();
       }
       gs = p;
-      memset(&gs[ng], 0, sizeof gs[ng]);
-      gi = ++ng;
     }
-    if (!push(&gs[gi - 1], i)) goto oom;
+    gs[ng++] = (group){v + s, e - s, first};
   }
-  kn__hm_fini(&m);
+  if (ng) qsort(gs, ng, sizeof *gs, by_first);
   *out = gs;
   *n = ng;
   return KN_OK;
-oom:
-  for (size_t k = 0; k < ng; k++) free(gs[k].idx);
-  free(gs);
-  kn__hm_fini(&m);
-  return kn__oom();
 }
 
 kn_status rp_write_recompiles_page(rp_report *r) {
   group *gs = NULL;
-  size_t ng = 0;
-  kn_status st = collect_groups(r, &gs, &ng);
-  if (st) return st;
-  FILE *f = rp_out_fopen(&r->out, "recompiles.html");
+  size_t ng = 0, *v = sorted_ids(r);
+  if (!v) return kn__oom();
+  kn_status st = collect_groups(r, v, &gs, &ng);
+  FILE *f = st ? NULL : rp_out_fopen(&r->out, "recompiles.html");
   if (!f) {
-    for (size_t k = 0; k < ng; k++) free(gs[k].idx);
-    free(gs);
-    return kn_last_status();
+    free(gs), free(v);
+    return st ? st : kn_last_status();
   }
   rp_html_begin(f, "Recompiles", "");
   fputs("<h1>Recompiles</h1>\n<p><a href=\"index.html\">back to the index</a>"
         "</p>\n<p>Per function, each compile's guards next to the guard that "
         "failed on a later call and why, which is what made the next compile "
         "happen.</p>\n", f);
-  size_t shown = 0;
   for (size_t k = 0; k < ng; k++) {
-    group *g = &gs[k];
-    qsort_r(g->idx, g->n, sizeof *g->idx, by_fcid, r);
-    int64_t maxf = r->compiles[g->idx[g->n - 1]]->fcid;
-    if (maxf <= 0) continue;
-    fprintf(f, "<h2>%lld compiles of ", (long long)maxf + 1);
-    function_title(f, r, g);
+    fprintf(f, "<h2>%lld compiles of ",
+            (long long)r->compiles[gs[k].idx[gs[k].n - 1]]->fcid + 1);
+    function_title(f, r, &gs[k]);
     fputs("</h2>\n", f);
-    group_table(f, r, g);
-    shown++;
+    group_table(f, r, &gs[k]);
   }
-  if (!shown) fputs("<p>No function was compiled more than once.</p>\n", f);
+  if (!ng) fputs("<p>No function was compiled more than once.</p>\n", f);
   rp_html_end(f);
-  for (size_t k = 0; k < ng; k++) free(gs[k].idx);
-  free(gs);
+  free(gs), free(v);
   return fclose(f) == 0 ? KN_OK : kn__error(KN_EIO, "cannot write page");
 }
 

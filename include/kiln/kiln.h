@@ -13,5 +13,6 @@
 #include "kiln/log.h"
 #include "kiln/random.h"
 #include "kiln/trace.h"
+#include "kiln/nn.h"
 
 #endif

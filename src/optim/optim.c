@@ -13,6 +13,7 @@
 #include "dynamo/dynamo.h"
 #include "kiln/kiln.h"
 #include "kiln/optim.h"
+#include "optim/optim_int.h"
 
 typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP } opt_kind;
 static const char *const kind_names[] = {"SGD", "Adam", "AdamW", "RMSprop"};
@@ -362,3 +363,21 @@ int64_t kn_optim_steps(const kn_optimizer *opt) { return opt ? opt->steps : 0; }
 const char *kn_optim_name(const kn_optimizer *opt) { return opt ? kind_names[opt->kind] : NULL; }
 kn_module *kn_optim_state(kn_optimizer *opt) { return opt ? opt->state : NULL; }
 int kn_optim_num_params(const kn_optimizer *opt) { return opt ? opt->n : 0; }
+
+/* ---- checkpoint support ------------------------------------------------------------ */
+kn_status kn__optim_ensure_state(kn_optimizer *opt, int i) {
+  if (has_state(opt, i)) return KN_OK;
+  if (opt->kind != OPT_SGD) return init_state(opt, i, NULL);
+  kn_scope_begin();
+  kn_tensor *z = kn_detach(kn_mul_scalar(opt->params[i], kn_float(0)));
+  kn_status st = z ? kn_module_add_buffer(child(opt, i), "momentum_buffer", z) : kn_last_status();
+  kn_scope_end();
+  return st;
+}
+
+void kn__optim_restored(kn_optimizer *opt, int64_t steps) {
+  double lr = opt->o.lr;
+  kn_item_double(kn_module_get(opt->state, "lr"), &lr);
+  opt->o.lr = lr;
+  opt->steps = steps;
+}

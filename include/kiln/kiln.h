@@ -14,5 +14,8 @@
 #include "kiln/random.h"
 #include "kiln/trace.h"
 #include "kiln/nn.h"
+#include "kiln/optim.h"
+#include "kiln/checkpoint.h"
+#include "kiln/data.h"
 
 #endif

@@ -3,6 +3,7 @@
 #   make demo    build and run the main demo
 #   make test    build and run the whole suite, then again under ASan+UBSan
 #   make bench   build and run the benchmarks
+#   make digits  train an MLP and a CNN on scikit-learn's digits (eager vs compiled)
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD_DIR ?= build
@@ -17,7 +18,7 @@ export OMP_WAIT_POLICY
 BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libjansson-dev libmd-dev libdw1
 TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev
 
-.PHONY: demo test bench deps-build deps-test configure build test-plain test-asan
+.PHONY: demo digits test bench deps-build deps-test configure build test-plain test-asan
 
 deps-build:
 	@./scripts/install-deps.sh $(BUILD_PKGS)
@@ -32,6 +33,16 @@ demo: deps-build
 	$(BUILD_DIR)/examples/mlp_train $(BUILD_DIR)/demo_trace
 	$(BUILD_DIR)/tools/kiln report --overwrite --no-browser -o $(BUILD_DIR)/demo_report $(BUILD_DIR)/demo_trace
 	@echo "open $(BUILD_DIR)/demo_report/index.html in a browser to read the report"
+
+# The digits example: an MLP and a CNN on scikit-learn's digits (data from
+# Debian's python3-sklearn), eager vs compiled, with a trace and its report.
+digits: deps-build
+	@./scripts/fetch-digits.sh $(BUILD_DIR)/digits.csv
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DKN_BUILD_TESTS=OFF > /dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target example_digits kiln_tool > /dev/null
+	@rm -rf $(BUILD_DIR)/digits_trace
+	cd $(BUILD_DIR) && ./examples/digits digits.csv digits_trace
+	$(BUILD_DIR)/tools/kiln report --overwrite --no-browser -o $(BUILD_DIR)/digits_report $(BUILD_DIR)/digits_trace
 
 test: deps-test
 	$(MAKE) --no-print-directory test-plain test-asan

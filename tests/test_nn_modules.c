@@ -71,6 +71,14 @@ static kn_module *build(const char *op, const json_t *c) {
   if (!strcmp(op, "MaxPool2d")) return kn_nn_maxpool2d(ci(c, "k"), ci(c, "s"), ci(c, "p"));
   if (!strcmp(op, "AvgPool2d")) return kn_nn_avgpool2d(ci(c, "k"), ci(c, "s"), ci(c, "p"));
   if (!strcmp(op, "Sequential")) return cnn();
+  if (!strcmp(op, "LSTM"))
+    return kn_nn_lstm(ci(c, "in"), ci(c, "hidden"), (int)ci(c, "layers"), cb(c, "bias"),
+                      cb(c, "batch_first"), NULL);
+  if (!strcmp(op, "MultiheadAttention"))
+    return kn_nn_multihead_attention(ci(c, "e"), ci(c, "heads"), 0.0, cb(c, "batch_first"), NULL);
+  if (!strcmp(op, "TransformerEncoderLayer"))
+    return kn_nn_transformer_encoder_layer(ci(c, "d"), ci(c, "nhead"), ci(c, "ff"),
+                                           cd(c, "dropout"), cb(c, "batch_first"), NULL);
   return NULL;
 }
 
@@ -212,6 +220,38 @@ Test(nn_modules, embedding_init_is_standard_normal_with_zero_padding_row) {
   kn_scope_end();
 }
 
+Test(nn_modules, lstm_states_and_attention_init) {
+  kn_scope_begin();
+  kn_generator *g = kn_generator_new(9);
+  kn_module *lstm = kn_nn_lstm(3, 200, 2, true, true, g);
+  check_uniform(kn_module_get(lstm, "weight_hh_l1"), 1 / sqrt(200.0), "LSTM.weight_hh_l1");
+  kn_tensor *x = kn_randn(KN_SHAPE(2, 4, 3), g, KN_FLOAT32), *hn, *cn;
+  kn_tensor *h0 = kn_randn(KN_SHAPE(2, 2, 200), g, KN_FLOAT32);
+  kn_tensor *y = kn_nn_lstm_forward(lstm, x, h0, NULL, &hn, &cn);
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_assert_eq(kn_size(hn, 0), 2);
+  char why[256];
+  /* h_n of the last layer is the output's last step */
+  cr_assert(kn_tensors_close(kn_select(hn, 0, 1), kn_select(y, 1, 3), 0, 0, true, why,
+                             sizeof why), "%s", why);
+  cr_assert_eq(kn_size(cn, 2), 200);
+  /* a different h0 changes the output: it is used */
+  kn_tensor *y0 = kn_nn_forward(lstm, x);
+  cr_assert(!kn_tensors_close(y0, y, 1e-3, 1e-3, true, why, sizeof why));
+  kn_module *mha = kn_nn_multihead_attention(64, 4, 0.0, true, g);
+  check_uniform(kn_module_get(mha, "in_proj_weight"), sqrt(6.0 / (64 + 192)), "in_proj_weight");
+  double lo, hi, mean, var;
+  moments(kn_module_get(mha, "out_proj.bias"), &lo, &hi, &mean, &var);
+  cr_assert(lo == 0 && hi == 0, "out_proj.bias starts at zero");
+  moments(kn_module_get(mha, "in_proj_bias"), &lo, &hi, &mean, &var);
+  cr_assert(lo == 0 && hi == 0, "in_proj_bias starts at zero");
+  cr_assert_null(kn_nn_multihead_attention(10, 3, 0, true, NULL));
+  cr_assert(strstr(kn_last_error(), "divisible by num_heads"), "%s", kn_last_error());
+  kn_module_free(lstm), kn_module_free(mha);
+  kn_generator_free(g);
+  kn_scope_end();
+}
+
 Test(nn_modules, dropout_train_zeroes_about_p_and_scales_eval_is_identity) {
   kn_scope_begin();
   kn_generator *g = kn_generator_new(3);
@@ -313,3 +353,32 @@ static void compiled_matches_eager(bool training) {
 
 Test(nn_modules, sequential_compiles_into_one_graph_eval) { compiled_matches_eager(false); }
 Test(nn_modules, sequential_compiles_into_one_graph_train) { compiled_matches_eager(true); }
+
+static void compiled_layer_matches_eager(kn_module *m, kn_tensor *x) {
+  kn_compile_counter cc = {0, 0, "eager"};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc};
+  kn_compiled *f = kn_compile_fn(fwd_fn, NULL, 2, "fwd", __FILE__, __LINE__, &o);
+  for (int i = 0; i < 2; i++) {
+    kn_value args[2] = {kn_vmodule(m), kn_vtensor(x)}, out;
+    cr_assert_eq(kn_call(f, args, 2, &out), KN_OK, "%s", kn_last_error());
+    char why[256];
+    cr_assert(kn_tensors_close(out.u.t, kn_nn_forward(m, x), 1e-6, 1e-7, true, why, sizeof why),
+              "%s: %s", kn_nn_type(m), why);
+    kn_value_release(out);
+  }
+  cr_assert_eq(cc.frame_count, 1, "%s: %d graphs", kn_nn_type(m), cc.frame_count);
+  kn_compiled_free(f);
+  kn_module_free(m);
+}
+
+Test(nn_modules, lstm_and_transformer_compile_into_one_graph) {
+  kn_scope_begin();
+  kn_generator *g = kn_generator_new(13);
+  compiled_layer_matches_eager(kn_nn_lstm(3, 6, 2, true, true, g),
+                               kn_randn(KN_SHAPE(2, 5, 3), g, KN_FLOAT32));
+  kn_module *enc = kn_nn_transformer_encoder_layer(8, 2, 16, 0.1, true, g);
+  kn_nn_train(enc, false);
+  compiled_layer_matches_eager(enc, kn_randn(KN_SHAPE(2, 5, 8), g, KN_FLOAT32));
+  kn_generator_free(g);
+  kn_scope_end();
+}

@@ -94,6 +94,32 @@ KN_API kn_module *kn_nn_sequential(int n, kn_module *const *layers);
 /* Append a layer to a Sequential (owned by it, also on failure). */
 KN_API kn_status kn_nn_sequential_append(kn_module *seq, kn_module *layer);
 
+/* LSTM: per layer k weight_ih_l<k> [4H, in], weight_hh_l<k> [4H, H],
+** bias_ih_l<k>, bias_hh_l<k> [4H], all U(-1/sqrt(H), 1/sqrt(H)); gates in
+** PyTorch's order (input, forget, cell, output). Input [B, T, in]
+** (batch_first) or [T, B, in]; kn_nn_forward returns the last layer's
+** hidden states for every step, shaped like the input. */
+KN_API kn_module *kn_nn_lstm(int64_t input_size, int64_t hidden_size, int num_layers, bool bias,
+                             bool batch_first, kn_generator *gen);
+/* The full LSTM call: h0 and c0 [num_layers, B, H] may be NULL (zeros);
+** *h_n and *c_n (may be NULL) receive the final states (new references). */
+KN_API kn_tensor *kn_nn_lstm_forward(kn_module *lstm, kn_tensor *input, kn_tensor *h0,
+                                     kn_tensor *c0, kn_tensor **h_n, kn_tensor **c_n);
+/* MultiheadAttention(embed_dim, num_heads) used as self-attention
+** (query = key = value = input): in_proj_weight [3E, E] (xavier_uniform),
+** in_proj_bias [3E] zeros, child out_proj (weight like Linear's, bias
+** zeros). Input [B, L, E] (batch_first) or [L, B, E]; dropout applies to
+** the attention weights in training mode. */
+KN_API kn_module *kn_nn_multihead_attention(int64_t embed_dim, int64_t num_heads, double dropout,
+                                            bool batch_first, kn_generator *gen);
+/* TransformerEncoderLayer (post-norm, ReLU, PyTorch's defaults: dropout
+** 0.1, layer_norm_eps 1e-5): x = norm1(x + dropout1(self_attn(x)));
+** x = norm2(x + dropout2(linear2(dropout(relu(linear1(x)))))). Dropout
+** layers draw from the default generator. */
+KN_API kn_module *kn_nn_transformer_encoder_layer(int64_t d_model, int64_t nhead,
+                                                  int64_t dim_feedforward, double dropout,
+                                                  bool batch_first, kn_generator *gen);
+
 /* ---- using a layer ------------------------------------------------------------ */
 /* Run the layer (and its children). New reference, or NULL with
 ** kn_last_error() (KN_EINVAL if m is not a layer). */

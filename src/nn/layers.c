@@ -45,14 +45,22 @@ static void linear_repr(const kn__nn_layer *l, kn__sb *sb) {
 }
 
 static const kn__nn_type linear_type = {"Linear", linear_fwd, linear_repr};
+/* MultiheadAttention's out_proj: a Linear under another name. */
+static const kn__nn_type ndq_linear_type = {"NonDynamicallyQuantizableLinear", linear_fwd,
+                                            linear_repr};
 
 kn_module *kn_nn_linear(int64_t in_features, int64_t out_features, bool bias,
                         kn_generator *gen) {
+  return kn__nn_linear_typed(false, in_features, out_features, bias, gen);
+}
+
+kn_module *kn__nn_linear_typed(bool ndq, int64_t in_features, int64_t out_features, bool bias,
+                               kn_generator *gen) {
   if (in_features <= 0 || out_features <= 0)
     return bad("%s: expected positive feature counts, found %lld", "Linear",
                in_features <= 0 ? in_features : out_features);
   kn__nn_layer *l;
-  kn_module *m = kn__nn_new(&linear_type, &l);
+  kn_module *m = kn__nn_new(ndq ? &ndq_linear_type : &linear_type, &l);
   if (!m) return NULL;
   l->i[0] = in_features, l->i[1] = out_features, l->i[2] = bias;
   double bound = 1.0 / sqrt((double)in_features); /* kaiming_uniform(a=sqrt(5)) */

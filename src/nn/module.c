@@ -65,6 +65,28 @@ kn_tensor *kn_nn_forward(kn_module *m, kn_tensor *input) {
   return kn__nn_forward_at(m, &ctx, input);
 }
 
+kn_module *kn__nn_child(kn_module *m, const char *name) {
+  for (int i = 0; i < kn__module_nitems(m); i++) {
+    int kind;
+    kn_tensor *t;
+    kn_module *c;
+    const char *n = kn__module_item(m, i, &kind, &t, &c);
+    if (kind == 2 && !strcmp(n, name)) return c;
+  }
+  return NULL;
+}
+
+kn_tensor *kn__nn_child_forward(kn_module *m, const kn__nn_ctx *ctx, const char *name,
+                                kn_tensor *x) {
+  kn__nn_ctx cc;
+  kn_module *c = kn__nn_child(m, name);
+  if (!c) {
+    kn__error(KN_EINTERNAL, "layer has no child '%s'", name);
+    return NULL;
+  }
+  return kn__nn_child_ctx(ctx, name, &cc) == KN_OK ? kn__nn_forward_at(c, &cc, x) : NULL;
+}
+
 void kn_nn_train(kn_module *m, bool training) {
   kn__nn_layer *l = kn__nn_layer_of(m);
   if (l) l->training = training;

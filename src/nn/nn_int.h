@@ -5,6 +5,8 @@
 **              parameter iteration, zero_grad, the printed summary
 **   layers.c   Linear, Conv2d, norms, Embedding, Dropout, activations,
 **              Flatten, pooling, Sequential
+**   rnn.c      LSTM
+**   attention.c MultiheadAttention (self-attention), TransformerEncoderLayer
 **   init.c     PyTorch's initialisation distributions
 **
 ** A layer is a kn_module whose ext is a kn__nn_layer (its type, training
@@ -53,6 +55,16 @@ kn_tensor *kn__nn_get(const kn__nn_ctx *ctx, const char *name);
 kn_tensor *kn__nn_forward_at(kn_module *m, const kn__nn_ctx *ctx, kn_tensor *x);
 /* ctx for the child `name` of the layer at ctx; KN_ERANGE if too long. */
 kn_status kn__nn_child_ctx(const kn__nn_ctx *ctx, const char *name, kn__nn_ctx *out);
+
+/* The child called name (borrowed), or NULL. */
+kn_module *kn__nn_child(kn_module *m, const char *name);
+/* Forward of m's child `name` at ctx (ctx names m). */
+kn_tensor *kn__nn_child_forward(kn_module *m, const kn__nn_ctx *ctx, const char *name,
+                                kn_tensor *x);
+/* A Linear; ndq: named NonDynamicallyQuantizableLinear (MultiheadAttention's
+** out_proj). */
+kn_module *kn__nn_linear_typed(bool ndq, int64_t in_features, int64_t out_features, bool bias,
+                               kn_generator *gen);
 
 /* ---- init.c ---- */
 /* Owned references, recorded in no scope: float32 leaves that require grad

@@ -33,14 +33,14 @@ def randomize(m, seed):
             t.copy_(v)
 
 
-def add(name, m, x, cfg, training=True, seed=1, randomize_state=True):
+def add(name, m, x, cfg, training=True, seed=1, randomize_state=True, call=None):
     if randomize_state:
         randomize(m, seed)
     m.train(training)
     names = list(m.state_dict().keys())
     state = [t.detach().clone() for t in m.state_dict().values()]
     with torch.no_grad():
-        y = m(x)
+        y = call(m, x) if call else m(x)
     after = [t.detach().clone() for t in m.state_dict().values()]
     cases.append(refgen.case(name, type(m).__name__, [x] + state, [y] + after,
                              params={"names": names, "cfg": cfg, "training": training,
@@ -117,5 +117,20 @@ add("avgpool_3_2_1", nn.AvgPool2d(3, stride=2, padding=1), xp, {"k": 3, "s": 2, 
 seq = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
                     nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64, 10))
 add("sequential_cnn", seq, x32(3, 1, 8, 8, seed=7), {})
+
+# ---- LSTM, MultiheadAttention, TransformerEncoderLayer --------------------------------------
+add("lstm_2layer_batch_first", nn.LSTM(3, 5, num_layers=2, batch_first=True), x32(2, 4, 3, seed=8),
+    {"in": 3, "hidden": 5, "layers": 2, "bias": True, "batch_first": True},
+    call=lambda m, x: m(x)[0])
+add("lstm_seq_first_nobias", nn.LSTM(4, 3, bias=False), x32(5, 2, 4, seed=9),
+    {"in": 4, "hidden": 3, "layers": 1, "bias": False, "batch_first": False},
+    call=lambda m, x: m(x)[0])
+add("mha_batch_first", nn.MultiheadAttention(8, 2, batch_first=True), x32(2, 5, 8, seed=10),
+    {"e": 8, "heads": 2, "batch_first": True}, call=lambda m, x: m(x, x, x)[0])
+add("mha_seq_first", nn.MultiheadAttention(6, 3), x32(4, 2, 6, seed=11),
+    {"e": 6, "heads": 3, "batch_first": False}, call=lambda m, x: m(x, x, x)[0])
+add("transformer_encoder_layer",
+    nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True), x32(2, 5, 8, seed=12),
+    {"d": 8, "nhead": 2, "ff": 16, "dropout": 0.1, "batch_first": True}, training=False)
 
 refgen.write("layers", cases, generator="gen_layers.py")

@@ -17,5 +17,6 @@
 #include "kiln/optim.h"
 #include "kiln/checkpoint.h"
 #include "kiln/data.h"
+#include "kiln/profiler.h"
 
 #endif

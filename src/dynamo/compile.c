@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "dynamo/dynamo.h"
+#include "profiler/profiler.h"
 #include "dynamo/tracer.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
@@ -455,7 +456,17 @@ static void move_to_front(kn_compiled *f, kn__entry *prev, kn__entry *e) {
   f->entries = e;
 }
 
+static kn_status call_impl(kn_compiled *f, const kn_value *args, int nargs, kn_value *out);
+
 kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out) {
+  if (!KN__PROF_ON() || !f) return call_impl(f, args, nargs, out);
+  int64_t t0 = kn__prof_range_begin(); /* the profiler's compiled-call range */
+  kn_status st = call_impl(f, args, nargs, out);
+  kn__prof_range_end("Torch-Compiled Region: ", f->frame.name, t0);
+  return st;
+}
+
+static kn_status call_impl(kn_compiled *f, const kn_value *args, int nargs, kn_value *out) {
   if (!out) return kn__error(KN_EINVAL, "kn_call: out is NULL");
   *out = kn_vnone();
   if (!f) return kn__error(KN_EINVAL, "kn_call: the compiled function is NULL");

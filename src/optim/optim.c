@@ -14,9 +14,12 @@
 #include "kiln/kiln.h"
 #include "kiln/optim.h"
 #include "optim/optim_int.h"
+#include "profiler/profiler.h"
 
 typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP } opt_kind;
 static const char *const kind_names[] = {"SGD", "Adam", "AdamW", "RMSprop"};
+static const char *const step_names[] = {"SGD.step", "Adam.step", "AdamW.step",
+                                         "RMSprop.step"};
 
 struct kn_optimizer {
   opt_kind kind;
@@ -292,8 +295,18 @@ static kn_status update(const kn_optimizer *opt, kn_module *root, int i, kn_tens
   return st;
 }
 
+static kn_status step_impl(kn_optimizer *opt);
+
 kn_status kn_optim_step(kn_optimizer *opt) {
   if (!opt) return kn__error(KN_EINVAL, "kn_optim_step: expected an optimizer, found NULL");
+  if (!KN__PROF_ON()) return step_impl(opt);
+  int64_t t0 = kn__prof_range_begin();
+  kn_status st = step_impl(opt);
+  kn__prof_range_end("Optimizer.step#", step_names[opt->kind], t0);
+  return st;
+}
+
+static kn_status step_impl(kn_optimizer *opt) {
   for (int i = 0; i < opt->n; i++) {
     kn_tensor *g = kn_grad(opt->params[i]);
     if (!g) continue;

@@ -112,7 +112,8 @@ Test(profiler, ranges_table_and_chrome_trace) {
   for (size_t k = 0; k < json_array_size(evs); k++) {
     json_t *ev = json_array_get(evs, k);
     cr_assert_str_eq(json_string_value(json_object_get(ev, "ph")), "X");
-    cr_assert(json_is_number(json_object_get(ev, "ts")) && json_is_number(json_object_get(ev, "dur")));
+    cr_assert(json_is_number(json_object_get(ev, "ts")));
+    cr_assert(json_is_number(json_object_get(ev, "dur")));
     if (strcmp(json_string_value(json_object_get(ev, "name")), "aten::linear")) continue;
     json_t *dims = json_object_get(json_object_get(ev, "args"), "Input Dims");
     cr_assert_eq(json_integer_value(json_array_get(json_array_get(dims, 0), 0)), 5);

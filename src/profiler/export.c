@@ -112,8 +112,9 @@ static void put_rows(kn__sb *sb, const row *rows, int nr, int width, int64_t all
     fmt_time(s, sizeof s, rows[r].self_ns);
     fmt_time(t, sizeof t, rows[r].total_ns);
     fmt_time(a, sizeof a, rows[r].total_ns / rows[r].count);
-    snprintf(ps, sizeof ps, "%.2f%%", all_self ? 100.0 * (double)rows[r].self_ns / (double)all_self : 0);
-    snprintf(pt, sizeof pt, "%.2f%%", all_self ? 100.0 * (double)rows[r].total_ns / (double)all_self : 0);
+    double scale = all_self ? 100.0 / (double)all_self : 0;
+    snprintf(ps, sizeof ps, "%.2f%%", scale * (double)rows[r].self_ns);
+    snprintf(pt, sizeof pt, "%.2f%%", scale * (double)rows[r].total_ns);
     kn__sb_printf(sb, "%*.*s  %12s  %12s  %12s  %12s  %12s  %12lld  \n", width, width,
                   rows[r].name, ps, s, pt, t, a, (long long)rows[r].count);
   }
@@ -142,7 +143,8 @@ char *kn_profiler_table(const char *sort_by, int row_limit) {
     for (int r = 0; r < nr; r++) all_self += rows[r].self_ns;
     qsort(rows, (size_t)nr, sizeof *rows, by_key);
     if (row_limit > 0 && nr > row_limit) nr = row_limit;
-    for (int r = 0; r < nr; r++) width = (int)strlen(rows[r].name) > width ? (int)strlen(rows[r].name) : width;
+    for (int r = 0; r < nr; r++)
+      if ((int)strlen(rows[r].name) > width) width = (int)strlen(rows[r].name);
     width = width > 60 ? 60 : width;
     kn__sb sb;
     kn__sb_init(&sb);

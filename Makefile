@@ -1,6 +1,7 @@
 # kiln: user-facing targets. Each installs the Debian packages it needs first
 # (as root, non-interactive) when they are missing, then drives CMake.
-#   make demo      build and run the main demo
+#   make demo      train an MLP and a CNN on scikit-learn's digits, eager and
+#                  compiled; write the trace, its HTML report and a profile
 #   make examples  build every program of examples/
 #   make install   build and install kiln under PREFIX (default /usr/local)
 #   make test      build and run the whole suite, then again under ASan+UBSan,
@@ -23,8 +24,8 @@ export OMP_WAIT_POLICY
 BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libdnnl-dev libjansson-dev libmd-dev libdw1
 TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev libtsan2
 
-.PHONY: demo examples install configure-release test bench deps-build deps-test configure build \
-  test-plain test-asan test-tsan
+.PHONY: demo digits examples install configure-release test bench deps-build deps-test configure \
+  build test-plain test-asan test-tsan
 
 deps-build:
 	@./scripts/install-deps.sh $(BUILD_PKGS)
@@ -41,15 +42,23 @@ configure-release:
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DKN_BUILD_TESTS=OFF \
 	  -DKN_BUILD_EXAMPLES=ON -DKN_BUILD_TOOLS=ON > /dev/null
 
+# The main demo: an MLP and a small CNN trained on scikit-learn's digits
+# (data from Debian's python3-sklearn), eager and compiled, with a structured
+# trace, its HTML report and an op-level profile.
 demo: deps-build configure-release
+	@./scripts/fetch-digits.sh $(BUILD_DIR)/digits.csv
 	@echo "== building kiln, the demo and the kiln command in $(BUILD_DIR)/ (about a minute on 2 cores)"
-	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target example_mlp_train kiln_tool
+	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target example_digits kiln_tool
 	@rm -rf $(BUILD_DIR)/demo_trace
 	@echo "== running the demo"
-	$(BUILD_DIR)/examples/mlp_train $(BUILD_DIR)/demo_trace
+	KILN_PROFILE=$(BUILD_DIR)/demo_profile.json $(BUILD_DIR)/examples/digits $(BUILD_DIR)/digits.csv $(BUILD_DIR)/demo_trace
 	@echo "== writing the HTML report"
 	$(BUILD_DIR)/tools/kiln report --overwrite -o $(BUILD_DIR)/demo_trace_report $(BUILD_DIR)/demo_trace
-	@echo "open $(BUILD_DIR)/demo_trace_report/index.html in a browser to read the report"
+	@echo "open $(BUILD_DIR)/demo_trace_report/index.html in a browser to read the report;"
+	@echo "$(BUILD_DIR)/demo_profile.json opens in Perfetto (ui.perfetto.dev) or chrome://tracing"
+
+# The same demo under its own name.
+digits: demo
 
 examples: deps-build configure-release
 	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target examples

@@ -13,5 +13,10 @@
 #include "kiln/log.h"
 #include "kiln/random.h"
 #include "kiln/trace.h"
+#include "kiln/nn.h"
+#include "kiln/optim.h"
+#include "kiln/checkpoint.h"
+#include "kiln/data.h"
+#include "kiln/profiler.h"
 
 #endif

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "dynamo/dynamo.h"
+#include "profiler/profiler.h"
 #include "dynamo/tracer.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
@@ -737,7 +738,17 @@ static kn_status slow_call(kn_compiled *f, const kn_value *args, int nargs, look
   return eager ? kn__call_eager(f, args, nargs, out) : st;
 }
 
+static kn_status call_impl(kn_compiled *f, const kn_value *args, int nargs, kn_value *out);
+
 kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out) {
+  if (!KN__PROF_ON() || !f) return call_impl(f, args, nargs, out);
+  int64_t t0 = kn__prof_range_begin(); /* the profiler's compiled-call range */
+  kn_status st = call_impl(f, args, nargs, out);
+  kn__prof_range_end("Torch-Compiled Region: ", f->frame.name, t0);
+  return st;
+}
+
+static kn_status call_impl(kn_compiled *f, const kn_value *args, int nargs, kn_value *out) {
   if (!out) return kn__error(KN_EINVAL, "kn_call: out is NULL");
   *out = kn_vnone();
   if (!f) return kn__error(KN_EINVAL, "kn_call: the compiled function is NULL");

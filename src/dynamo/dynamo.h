@@ -67,6 +67,19 @@ kn_status kn__module_visit(kn_module *m, kn__module_visit_fn fn, void *ud);
 ** NULL to clear): kn_module_get consults it first. */
 typedef kn_tensor *(*kn__module_subst_fn)(void *ud, const kn_module *m, const char *path);
 void kn__module_set_subst(kn__module_subst_fn fn, void *ud);
+/* Distinct tensors the arguments of one traced call may hold (tensor slots
+** in fakify.c and guards.c; an optimizer step over 100 parameters with
+** Adam's state reads about 500). */
+#define KN__MAX_TRACED_INPUTS 1024
+/* Layer data attached to a module (src/nn): ext is freed with free_ext when
+** the module is freed or the data replaced. kn__module_ext: borrowed. */
+void kn__module_set_ext(kn_module *m, void *ext, void (*free_ext)(void *));
+void *kn__module_ext(const kn_module *m);
+/* The module's own entries in insertion order: kind 0 parameter, 1 buffer,
+** 2 child; *t / *child borrowed. Returns the entry's name (borrowed). */
+int kn__module_nitems(const kn_module *m);
+const char *kn__module_item(const kn_module *m, int i, int *kind, kn_tensor **t,
+                            kn_module **child);
 
 /* Tuples created by kn_tuple inside a user function live in the calling
 ** thread's tuple pool until the compiled call ends. */

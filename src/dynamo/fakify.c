@@ -262,8 +262,8 @@ static kn_tensor *make_fake(kn__trace *tr, kn_tensor *t, const char *src, int sl
 /* ---- walking the arguments ------------------------------------------------------------- */
 typedef struct walk {
   kn__trace *tr;
-  kn_tensor *seen_real[64];
-  kn_tensor *seen_fake[64];
+  kn_tensor *seen_real[KN__MAX_TRACED_INPUTS];
+  kn_tensor *seen_fake[KN__MAX_TRACED_INPUTS];
   int nseen;
 } walk;
 
@@ -291,7 +291,9 @@ static kn_status tensor_input(walk *w, const kn__src *src, kn_tensor *t, bool pa
       *fake_out = w->seen_fake[i];
       return add_guard(tr, &g, src, code);
     }
-  if (w->nseen == 64) return kn__error(KN_EUNSUPPORTED, "at most 64 tensor inputs can be traced");
+  if (w->nseen == KN__MAX_TRACED_INPUTS)
+    return kn__error(KN_EUNSUPPORTED, "at most %d tensor inputs can be traced",
+                     KN__MAX_TRACED_INPUTS);
   int slot = w->nseen;
   kn__guard g = {.kind = KN__G_TENSOR, .tensor_slot = slot, .alias_of = -1, .dtype = t->dtype,
                  .device = t->device, .requires_grad = t->requires_grad, .ndim = t->ndim};

@@ -16,7 +16,7 @@
 #include "kiln/autograd.h"
 #include "tensor/tensor.h"
 
-#define MAX_SLOTS 64
+#define MAX_SLOTS KN__MAX_TRACED_INPUTS
 #define MAX_INT_SYMS 64 /* int arguments with a symbol (fakify.c) */
 #define MAX_SYMS (MAX_SLOTS * KN_MAX_DIMS + MAX_INT_SYMS)
 

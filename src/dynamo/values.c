@@ -130,6 +130,8 @@ typedef struct mod_item {
 struct kn_module {
   int n, cap;
   mod_item *items;
+  void *ext;                  /* layer data (src/nn), owned through free_ext */
+  void (*free_ext)(void *ext);
 };
 
 kn_module *kn_module_new(void) { return calloc(1, sizeof(kn_module)); }
@@ -142,7 +144,27 @@ void kn_module_free(kn_module *m) {
     kn_module_free(m->items[i].child);
   }
   free(m->items);
+  if (m->free_ext) m->free_ext(m->ext);
   free(m);
+}
+
+void kn__module_set_ext(kn_module *m, void *ext, void (*free_ext)(void *)) {
+  if (m->free_ext) m->free_ext(m->ext);
+  m->ext = ext;
+  m->free_ext = free_ext;
+}
+
+void *kn__module_ext(const kn_module *m) { return m ? m->ext : NULL; }
+
+int kn__module_nitems(const kn_module *m) { return m ? m->n : 0; }
+
+const char *kn__module_item(const kn_module *m, int i, int *kind, kn_tensor **t,
+                            kn_module **child) {
+  const mod_item *it = &m->items[i];
+  *kind = it->kind;
+  *t = it->t;
+  *child = it->child;
+  return it->name;
 }
 
 static kn_status mod_add(kn_module *m, const char *name, int kind, kn_tensor *t, kn_module *c) {

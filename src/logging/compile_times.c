@@ -14,6 +14,7 @@
 
 #include "core/strbuf.h"
 #include "logging/log.h"
+#include "profiler/profiler.h"
 
 typedef struct phase {
   char *name;
@@ -48,6 +49,7 @@ static phase *find_or_add(const char *name) {
 }
 
 void kn__compile_time_record(const char *phase_name, double seconds) {
+  if (KN__PROF_ON()) kn__prof_range_done(phase_name, seconds); /* a profiler range */
   pthread_mutex_lock(&lock);
   if (!at_exit_registered) at_exit_registered = atexit(dump_at_exit) == 0;
   phase *p = find_or_add(phase_name);

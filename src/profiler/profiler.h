@@ -1,0 +1,29 @@
+/*
+** profiler/profiler.h: the hooks other subsystems call (kiln/profiler.h).
+** The check is one relaxed atomic load: callers write
+**   if (KN__PROF_ON()) { ... kn__prof_op_begin / kn__prof_op_end ... }
+*/
+#ifndef KN_PROFILER_PROFILER_H
+#define KN_PROFILER_PROFILER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "kiln/profiler.h"
+
+extern atomic_int kn__prof_on;
+#define KN__PROF_ON() \
+  __builtin_expect(atomic_load_explicit(&kn__prof_on, memory_order_relaxed), 0)
+
+struct kn__call;
+struct kn__outs;
+/* Around one dispatched op: begin returns a token for end. */
+int64_t kn__prof_op_begin(void);
+void kn__prof_op_end(int64_t begin_ns, const struct kn__call *c, const struct kn__outs *out);
+/* A range that already ended: [now - seconds, now] (compile phases). */
+void kn__prof_range_done(const char *name, double seconds);
+/* A range around a compiled call: begin returns a token for end. */
+int64_t kn__prof_range_begin(void);
+void kn__prof_range_end(const char *prefix, const char *name, int64_t begin_ns);
+
+#endif

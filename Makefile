@@ -51,7 +51,8 @@ demo: deps-build configure-release
 	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target example_digits kiln_tool
 	@rm -rf $(BUILD_DIR)/demo_trace
 	@echo "== running the demo"
-	KILN_PROFILE=$(BUILD_DIR)/demo_profile.json $(BUILD_DIR)/examples/digits $(BUILD_DIR)/digits.csv $(BUILD_DIR)/demo_trace
+	KILN_PROFILE=$(BUILD_DIR)/demo_profile.json $(BUILD_DIR)/examples/digits $(BUILD_DIR)/digits.csv $(BUILD_DIR)/demo_trace \
+	  $(BUILD_DIR)/digits_cnn.safetensors
 	@echo "== writing the HTML report"
 	$(BUILD_DIR)/tools/kiln report --overwrite -o $(BUILD_DIR)/demo_trace_report $(BUILD_DIR)/demo_trace
 	@echo "open $(BUILD_DIR)/demo_trace_report/index.html in a browser to read the report;"

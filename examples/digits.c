@@ -14,6 +14,7 @@
 ** >= 95%), then saves the CNN to a safetensors checkpoint, reloads it into
 ** a fresh model and checks the reloaded accuracy. Exit status 0 when all
 ** of that holds. Uses only the public API (#include <kiln/kiln.h>).
+** Usage: digits [DATA.csv [TRACE_DIR [CHECKPOINT.safetensors]]]
 */
 #include <kiln/kiln.h>
 #include <math.h>
@@ -235,7 +236,7 @@ int main(int argc, char **argv) {
   rc |= compare_runs("CNN conv16-conv32-linear", make_cnn, &s, 15, 0.95, &cnn);
   if (cnn) {
     kn_nn_print(cnn, stdout);
-    rc |= checkpoint_round_trip(cnn, &s, "digits_cnn.safetensors");
+    rc |= checkpoint_round_trip(cnn, &s, argc > 3 ? argv[3] : "digits_cnn.safetensors");
   }
   kn_module_free(cnn);
   kn_dataset_free(s.train), kn_dataset_free(s.test);

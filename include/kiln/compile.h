@@ -154,7 +154,12 @@ typedef struct kn_compile_options {
   void *guard_fail_ud;
   bool suppress_errors;      /* compile failures run the function eagerly */
   bool drop_cache_on_limit;  /* at the cache limit, also drop the cached entries */
-  const char *const *arg_names; /* NULL: "a", "b", "c", ... */
+  /* Names of the arguments in guards and logs (NULL: "a", "b", "c", ...).
+  ** With narg_names > 0, exactly that many entries are read (a NULL entry
+  ** keeps the default name); with narg_names == 0 the array must end with a
+  ** NULL entry. Copied by kn_compile_*. */
+  const char *const *arg_names;
+  int narg_names;
 } kn_compile_options;
 
 typedef struct kn_compiled kn_compiled;

@@ -640,13 +640,10 @@ kn_status kn_autograd_grad(kn_tensor *const *outputs, int n, kn_tensor *const *i
                                    "used in the graph. Set allow_unused=True if this is the "
                                    "desired behavior.");
   }
-  for (int j = 0; j < m; j++) {
-    if (st != KN_OK) {
-      kn_release(out_grads[j]);
-      out_grads[j] = NULL;
-    } else {
-      kn__autorelease(out_grads[j]);
-    }
+  if (st == KN_OK) st = kn__autorelease_many(out_grads, m);
+  for (int j = 0; st != KN_OK && j < m; j++) {
+    kn_release(out_grads[j]);
+    out_grads[j] = NULL;
   }
   run_free(&r);
   for (int j = 0; r.caps && j < m; j++) kn__node_release(r.caps[j].node);

@@ -142,6 +142,11 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
               o.backend);
     return NULL;
   }
+  if (o.narg_names < 0) {
+    kn__error(KN_EINVAL, "kn_compile: narg_names must be >= 0 (0 = NULL-terminated), got %d",
+              o.narg_names);
+    return NULL;
+  }
   if (o.cache_size_limit < 0 || o.accumulated_cache_size_limit < 0) {
     kn__error(KN_EINVAL, "kn_compile: cache limits must be >= 0 (0 = default), got %d and %d",
               o.cache_size_limit, o.accumulated_cache_size_limit);
@@ -177,13 +182,14 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
   kn__hm_init(f->resume, true);
   kn__hm_init(f->dyn_state, true);
   if (o.arg_names) {
-    int n = 0;
-    while (o.arg_names[n]) n++;
+    /* without a count: up to the NULL entry, and never past nargs */
+    int n = o.narg_names;
+    while (o.narg_names == 0 && (nargs < 0 || n < nargs) && o.arg_names[n]) n++;
     f->arg_names = calloc((size_t)(n ? n : 1), sizeof *f->arg_names);
     if (!f->arg_names) goto oom;
     f->narg_names = n;
     for (int i = 0; i < n; i++)
-      if (!(f->arg_names[i] = strdup(o.arg_names[i]))) goto oom;
+      if (o.arg_names[i] && !(f->arg_names[i] = strdup(o.arg_names[i]))) goto oom;
   }
   pthread_mutex_lock(&glock);
   f->next_all = all_fns;
@@ -455,16 +461,23 @@ static void move_to_front(kn_compiled *f, kn__entry *prev, kn__entry *e) {
   f->entries = e;
 }
 
-kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out) {
-  if (!out) return kn__error(KN_EINVAL, "kn_call: out is NULL");
-  *out = kn_vnone();
-  if (!f) return kn__error(KN_EINVAL, "kn_call: the compiled function is NULL");
+static kn_status check_call(const char *api, kn_compiled *f, const kn_value *args, int nargs) {
+  if (!f) return kn__error(KN_EINVAL, "%s: the compiled function is NULL", api);
   if (nargs < 0 || (nargs > 0 && !args) || (f->nargs >= 0 && nargs != f->nargs))
-    return kn__error(KN_EINVAL, "%s: expected %d arguments, got %d", f->frame.name, f->nargs, nargs);
+    return kn__error(KN_EINVAL, "%s: expected %d arguments, got %d%s", f->frame.name, f->nargs,
+                     nargs, nargs > 0 && !args ? " at NULL" : "");
   if (f->tfn)
     for (int i = 0; i < nargs; i++)
       if (args[i].kind != KN_VTENSOR || !args[i].u.t)
         return kn__error(KN_EINVAL, "%s: argument %d: expected a tensor", f->frame.name, i);
+  return KN_OK;
+}
+
+kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out) {
+  if (!out) return kn__error(KN_EINVAL, "kn_call: out is NULL");
+  *out = kn_vnone();
+  kn_status cst = check_call("kn_call", f, args, nargs);
+  if (cst != KN_OK) return cst;
   /* called while another compiled function is traced: inline it (its ops
   ** are recorded in the caller's graph) */
   if (f->skip || kn__trace_current()) return kn__call_eager(f, args, nargs, out);
@@ -534,6 +547,11 @@ kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out
 }
 
 kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int nargs) {
+  if (nargs < 0 || (nargs > 0 && !args)) {
+    kn__error(KN_EINVAL, "kn_call_tensors: expected an array of nargs >= 0 tensors, got %d at %s",
+              nargs, args ? "an array" : "NULL");
+    return NULL;
+  }
   kn_value inl[8] = {{0}};
   kn_value *v = nargs <= 8 ? inl : malloc(sizeof *v * (size_t)(nargs > 0 ? nargs : 1));
   if (!v) {
@@ -554,10 +572,7 @@ kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int nargs) {
 }
 
 kn_graph_module *kn_export(kn_compiled *f, const kn_value *args, int nargs) {
-  if (!f) {
-    kn__error(KN_EINVAL, "kn_export: the compiled function is NULL");
-    return NULL;
-  }
+  if (check_call("kn_export", f, args, nargs) != KN_OK) return NULL;
   kn__entry *e = NULL;
   kn_value out;
   /* one trace, no breaks, no backend: the graph as captured */

@@ -178,6 +178,8 @@ kn_status kn__meta_as_strided(const kn__call *c, kn__metas *out) {
                        (long long)sz->u.ints.v[d], sbuf);
     if (sz->u.ints.v[d] == 0) extent = 0;
   }
+  kn_status st = kn__check_geometry("as_strided", n, sz->u.ints.v, sd->u.ints.v, off, self->dtype);
+  if (st != KN_OK) return st; /* from here on the arithmetic below cannot overflow */
   for (int d = 0; d < n && extent > 0; d++) extent += (sz->u.ints.v[d] - 1) * sd->u.ints.v[d];
   size_t es = kn_dtype_size(self->dtype);
   int64_t need = extent > 0 ? (off + extent) * (int64_t)es : 0;

@@ -564,8 +564,10 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   kn__shape_env_set_current(prev_env);
   if (st == KN_OK && !into) {
     kn__entry *e = calloc(1, sizeof *e);
-    if (!e) st = kn__oom();
-    else {
+    if (!e) {
+      st = kn__oom();
+      kn__segment_free(tr->root_seg);
+    } else {
       if (kn__trace_finish_guards(tr) != KN_OK) st = kn_last_status();
       e->guards = tr->guards;
       kn__guards_init(&tr->guards);
@@ -578,7 +580,8 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
       tr->root_src = NULL;
       tr->nroot = 0;
       e->cid = e->root->cid;
-      *out_entry = e;
+      if (st == KN_OK) *out_entry = e;
+      else kn__entry_free(e); /* nobody else holds it */
     }
   } else if (into) {
     if (tr->nslots > into->nslots) into->nslots = tr->nslots;

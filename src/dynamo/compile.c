@@ -177,10 +177,10 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
   f->frame.file = strdup(file ? file : "<unknown>");
   f->frame.line = line;
   f->resume = malloc(sizeof *f->resume);
+  if (f->resume) kn__hm_init(f->resume, true); /* before any goto oom: freed there */
   f->dyn_state = malloc(sizeof *f->dyn_state);
+  if (f->dyn_state) kn__hm_init(f->dyn_state, true);
   if (!f->frame.name || !f->frame.file || !f->resume || !f->dyn_state) goto oom;
-  kn__hm_init(f->resume, true);
-  kn__hm_init(f->dyn_state, true);
   if (o.arg_names) {
     /* without a count: up to the NULL entry, and never past nargs */
     int n = o.narg_names;

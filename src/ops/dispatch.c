@@ -367,8 +367,8 @@ static kn_status check_args(const kn__call *c) {
     if (a->kind == KN__A_TENSORS)
       for (int j = 0; j < a->u.ts.n; j++)
         if (!a->u.ts.v[j])
-          return kn__error(KN_EINVAL, "%s: argument %d: tensor %d of the list is NULL",
-                           c->op->name, i, j);
+          return kn__error(KN_EINVAL, "%s: argument %d: tensor %d of the list is NULL (did an "
+                           "earlier call fail? %s)", c->op->name, i, j, kn_last_error());
   }
   return KN_OK;
 }

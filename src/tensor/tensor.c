@@ -45,8 +45,9 @@ typedef struct scope_stack {
 
 static _Thread_local scope_stack scopes;
 
-/* Scopes that could not be opened for lack of memory: their results go to
-** the enclosing scope, and kn_scope_end closes them without releasing. */
+/* Scopes that could not be opened for lack of memory. While one is open,
+** every call that would register a result fails with KN_ENOMEM (so nothing
+** escapes unowned), and kn_scope_end closes it without releasing. */
 static _Thread_local size_t lost_scopes;
 
 void kn_scope_begin(void) {
@@ -100,8 +101,8 @@ static bool scope_reserve(size_t n) {
 }
 
 kn_tensor *kn__autorelease(kn_tensor *t) {
-  if (!t || scopes.depth == 0) return t;
-  if (!scope_reserve(1)) {
+  if (!t || (scopes.depth == 0 && lost_scopes == 0)) return t;
+  if (lost_scopes > 0 || !scope_reserve(1)) {
     /* Cannot record it, so the call fails: release and report. */
     kn_release(t);
     kn__oom();
@@ -112,8 +113,8 @@ kn_tensor *kn__autorelease(kn_tensor *t) {
 }
 
 kn_status kn__autorelease_many(kn_tensor **ts, int n) {
-  if (scopes.depth == 0 || n <= 0) return KN_OK;
-  if (!scope_reserve((size_t)n)) {
+  if ((scopes.depth == 0 && lost_scopes == 0) || n <= 0) return KN_OK;
+  if (lost_scopes > 0 || !scope_reserve((size_t)n)) {
     for (int i = 0; i < n; i++) {
       kn_release(ts[i]);
       ts[i] = NULL;

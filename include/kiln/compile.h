@@ -74,7 +74,8 @@ static inline kn_value kn_vlist(int n, const kn_value *items) {
 static inline kn_value kn_vmodule(kn_module *m) { kn_value v = {KN_VMODULE, 0, {.m = m}}; return v; }
 /* A tuple result built inside a user function: copies items (the tensors
 ** are borrowed, as for a single tensor result). The copy lives until the
-** compiled call returns. */
+** compiled call returns. A negative n, NULL items with n > 0, or OOM give
+** none, with kn_last_error. */
 KN_API kn_value kn_tuple(int n, const kn_value *items);
 /* Release what a compiled call returned: tensor references and tuple
 ** storage. */

@@ -127,7 +127,7 @@ KN_API bool kn_same_storage(const kn_tensor *a, const kn_tensor *b);
 
 /* ---- printing ------------------------------------------------------------ */
 /* PyTorch's layout: "tensor([[1., 2.],\n        [3., 4.]], dtype=float64)".
-** Owned: free() it. NULL on OOM. */
+** Owned: free() it. NULL on OOM or a NULL tensor (KN_EINVAL). */
 KN_API char *kn_tensor_to_string(const kn_tensor *t);
 /* Print t and a newline to out (stdout when NULL). */
 KN_API kn_status kn_print_tensor(const kn_tensor *t, FILE *out);

@@ -609,10 +609,11 @@ kn_status kn_backward(kn_tensor *t, kn_tensor *grad) {
 kn_status kn_autograd_grad(kn_tensor *const *outputs, int n, kn_tensor *const *inputs, int m,
                            kn_tensor *const *grad_outputs, bool retain_graph,
                            bool create_graph, bool allow_unused, kn_tensor **out_grads) {
+  if (!out_grads) return kn__error(KN_EINVAL, "grad: the output array out_grads is NULL");
   for (int j = 0; j < m; j++) out_grads[j] = NULL;
   if (n <= 0 || m <= 0 || !outputs || !inputs)
-    return kn__error(KN_EINVAL, "grad requires at least one output and one input (got %d and %d)",
-                     n, m);
+    return kn__error(KN_EINVAL, "grad requires at least one output and one input (got %d%s and "
+                     "%d%s)", n, outputs ? "" : " at NULL", m, inputs ? "" : " at NULL");
   run r;
   memset(&r, 0, sizeof r);
   kn__hm_init(&r.index, false);

@@ -132,8 +132,9 @@ static void forget(kn_compiled *f) {
 
 static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const char *name,
                          const char *file, int line, const kn_compile_options *opts) {
-  if ((!fn && !tfn) || !name) {
-    kn__error(KN_EINVAL, "kn_compile: expected a function and its name");
+  if ((!fn && !tfn) || !name || nargs < -1) {
+    kn__error(KN_EINVAL, "kn_compile: expected a function, its name and nargs >= -1; found %s, "
+              "%s and %d", fn || tfn ? "a function" : "NULL", name ? name : "NULL", nargs);
     return NULL;
   }
   kn_compile_options o = opts ? *opts : (kn_compile_options){0};

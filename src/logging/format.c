@@ -230,7 +230,10 @@ void kn__log_format(const kn_log_record *r, kn__sb *out) {
 }
 
 char *kn_log_format_record(const kn_log_record *rec) {
-  if (!rec) return NULL;
+  if (!rec) {
+    kn__error(KN_EINVAL, "kn_log_format_record: expected a record, got NULL");
+    return NULL;
+  }
   kn__log_ensure_init();
   kn__sb sb = KN__SB_INIT;
   pthread_mutex_lock(&kn__logs.lock);

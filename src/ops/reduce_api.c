@@ -70,6 +70,10 @@ kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) {
     else kn__error(KN_EINVAL, "sum_to_size: expected at most %d dims, got %d", KN_MAX_DIMS, ndim);
     return NULL;
   }
+  if (ndim > 0 && !sizes) {
+    kn__error(KN_EINVAL, "sum_to_size: expected %d sizes, got NULL", ndim);
+    return NULL;
+  }
   int lead = t->ndim - ndim;
   int64_t ones[KN_MAX_DIMS], leading[KN_MAX_DIMS];
   kn_sym have[KN_MAX_DIMS];

@@ -283,7 +283,14 @@ kn_tensor *kn__make_view(kn_tensor *base, int ndim, const int64_t *sizes,
 
 /* ---- accessors ------------------------------------------------------------------- */
 
-int kn_ndim(const kn_tensor *t) { return t ? t->ndim : -1; }
+/* Accessors that cannot return a status report a NULL tensor this way. */
+static bool null_tensor(const kn_tensor *t, const char *fn) {
+  if (t) return false;
+  kn__error(KN_EINVAL, "%s: expected a tensor, got NULL", fn);
+  return true;
+}
+
+int kn_ndim(const kn_tensor *t) { return null_tensor(t, "kn_ndim") ? -1 : t->ndim; }
 
 /* Reading a symbolic size or stride as a plain integer bakes its current
 ** value into whatever the caller computes with it, so under tracing the
@@ -316,13 +323,6 @@ int64_t kn_stride(const kn_tensor *t, int d) {
   if (!t || kn__wrap_dim(d, t->ndim, &w) != KN_OK || t->ndim == 0) return -1;
   if (t->sym) specialise(t->sym->strides[w]);
   return t->strides[w];
-}
-
-/* Accessors that cannot return a status report a NULL tensor this way. */
-static bool null_tensor(const kn_tensor *t, const char *fn) {
-  if (t) return false;
-  kn__error(KN_EINVAL, "%s: expected a tensor, got NULL", fn);
-  return true;
 }
 
 const int64_t *kn_sizes(const kn_tensor *t) {

@@ -62,8 +62,11 @@ Test(hardening, views_with_overflowing_geometry_fail) {
   cr_assert_null(kn_as_strided(x, KN_SHAPE(3), (int64_t[]){INT64_MAX}, INT64_MAX - 2));
   cr_assert_null(kn_narrow(x, 0, INT64_MAX, INT64_MAX));
   /* extreme but valid slice bounds clamp, as in Python */
-  cr_assert_eq(kn_size(kn_slice(x, 0, INT64_MIN, INT64_MAX, INT64_MAX), 0), 1, "%s",
+  cr_assert_eq(kn_size(kn_slice(x, 0, INT64_MIN, INT64_MAX, INT64_MAX / 8), 0), 1, "%s",
                kn_last_error());
+  /* a step whose stride in bytes does not fit is refused */
+  cr_assert_null(kn_slice(x, 0, INT64_MIN, INT64_MAX, INT64_MAX));
+  EXPECT_ERROR(KN_ERANGE, "slice: stride 9223372036854775807 of dimension 0 does not fit");
   cr_assert_eq(kn_size(kn_slice(x, 1, INT64_MIN, INT64_MIN, 1), 1), 0, "%s", kn_last_error());
 }
 
@@ -255,4 +258,44 @@ Test(hardening, arg_names_are_read_up_to_the_given_count) {
   cr_assert_null(kn_compile_fn(add_named, NULL, 2, "add_named", __FILE__, __LINE__, &o));
   EXPECT_ERROR(KN_EINVAL, "narg_names");
   kn_reset();
+}
+
+/* ---- size arithmetic at the int64 limits (signed overflow under UBSan) ------------- */
+
+Test(hardening, splits_ranges_and_slices_at_the_int64_limits) {
+  kn_tensor *x = kn_ones(KN_SHAPE(2, 3), KN_FLOAT32), *outs[4];
+  cr_assert_eq(kn_split(x, INT64_MAX, 1, outs, 4), 1, "%s", kn_last_error());
+  cr_assert_eq(kn_size(outs[0], 1), 3);
+  cr_assert_eq(kn_chunk(x, INT64_MAX, 1, outs, 4), 3, "%s", kn_last_error());
+  cr_assert_eq(kn_size(outs[2], 1), 1);
+  /* randint's span high - low is 2^64 - 1 */
+  kn_tensor *r = kn_randint(INT64_MIN, INT64_MAX, KN_SHAPE(4), NULL, KN_INT64);
+  cr_assert_not_null(r, "%s", kn_last_error());
+  kn_tensor *lo = kn_randint(INT64_MIN, INT64_MIN + 1, KN_SHAPE(2), NULL, KN_INT64);
+  kn_tensor *hi = kn_randint(INT64_MAX - 1, INT64_MAX, KN_SHAPE(2), NULL, KN_INT64);
+  int64_t v;
+  cr_assert_eq(kn_item_int(kn_select(lo, 0, 1), &v), KN_OK);
+  cr_assert_eq(v, INT64_MIN);
+  cr_assert_eq(kn_item_int(kn_select(hi, 0, 1), &v), KN_OK);
+  cr_assert_eq(v, INT64_MAX - 1);
+  /* arange from INT64_MIN by INT64_MAX: [INT64_MIN, -1] */
+  kn_tensor *a = kn_arange(kn_int(INT64_MIN), kn_int(INT64_MAX), kn_int(INT64_MAX));
+  cr_assert_not_null(a, "%s", kn_last_error());
+  cr_assert_eq(kn_numel(a), 2);
+  cr_assert_eq(kn_item_int(kn_select(a, 0, 1), &v), KN_OK);
+  cr_assert_eq(v, -1);
+  cr_assert_null(kn_arange(kn_float(0), kn_float(1e30), kn_float(1)));
+  EXPECT_ERROR(KN_ERANGE, "arange: the number of elements (1e+30) does not fit in int64");
+  /* a slice of 3 by INT64_MAX / 8 has one element: (3 + step - 1) overflowed */
+  cr_assert_eq(kn_setitem_slice_scalar(x, 1, INT64_MIN, INT64_MAX, INT64_MAX / 8, kn_int(5)),
+               KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_get(x, (int64_t[]){1, 0}), 5.0);
+  cr_assert_eq(kn_get(x, (int64_t[]){1, 1}), 1.0);
+  /* window parameters whose arithmetic overflows */
+  kn_tensor *img = kn_ones(KN_SHAPE(1, 1, 4, 4), KN_FLOAT32);
+  cr_assert_null(kn_max_pool2d(img, (int64_t[]){2, 2}, NULL, NULL,
+                               (int64_t[]){INT64_MAX, INT64_MAX}, true));
+  EXPECT_ERROR(KN_ERANGE, "max_pool2d_with_indices: integer overflow computing the output sizes");
+  cr_assert_null(kn_conv2d(img, img, NULL, NULL, (int64_t[]){INT64_MAX, INT64_MAX}, NULL, 1));
+  EXPECT_ERROR(KN_ERANGE, "integer overflow");
 }

@@ -228,6 +228,12 @@ kn_status kn__check_geometry(const char *what, int ndim, const int64_t *sizes,
   if (offset < 0)
     return kn__error(KN_ERANGE, "%s: storage offset must be >= 0, got %lld", what,
                      (long long)offset);
+  /* strides in bytes fit too, also those of size-1 dims (kernels scale them all) */
+  for (int d = 0; d < ndim; d++)
+    if (strides[d] == INT64_MIN ||
+        __builtin_mul_overflow(strides[d] < 0 ? -strides[d] : strides[d], es, &bytes))
+      return kn__error(KN_ERANGE, "%s: stride %lld of dimension %d does not fit in int64 bytes",
+                       what, (long long)strides[d], d);
   int64_t r = reach(ndim, sizes, strides, offset);
   if (r < 0 || __builtin_mul_overflow(r, es, &bytes))
     return geometry_error(what, "integer overflow: the strides and storage offset reach beyond "

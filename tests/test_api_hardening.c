@@ -224,6 +224,24 @@ Test(hardening, an_exported_module_with_dynamic_sizes_outlives_its_trace) {
   kn_graph_module_free(gm);
 }
 
+Test(hardening, export_after_a_size_became_dynamic_keeps_its_symbols) {
+  /* automatic dynamic: the second size marks dim 0 dynamic for later traces */
+  kn_reset();
+  kn_compiled *f = KN_COMPILE(double_rows, NULL);
+  kn_tensor *a = kn_ones(KN_SHAPE(3, 4), KN_FLOAT32), *b = kn_ones(KN_SHAPE(6, 4), KN_FLOAT32);
+  cr_assert_not_null(kn_call_t(f, a), "%s", kn_last_error());
+  cr_assert_not_null(kn_call_t(f, b), "%s", kn_last_error());
+  kn_value arg = kn_vtensor(kn_ones(KN_SHAPE(7, 4), KN_FLOAT32));
+  kn_graph_module *gm = kn_export(f, &arg, 1);
+  cr_assert_not_null(gm, "%s", kn_last_error());
+  kn_compiled_free(f);
+  kn_reset();
+  char *code = kn_graph_module_code(gm);
+  cr_assert(code && strstr(code, "s0"), "%s", code ? code : "NULL");
+  free(code);
+  kn_graph_module_free(gm);
+}
+
 static kn_value add_named(const kn_value *args, int nargs, void *ud) {
   (void)ud;
   (void)nargs;

@@ -363,6 +363,15 @@ static int bad_list_row(int i, const char **expr) {
   ROW_P(kn_max_pool2d(x4, SIZES, MAX2, (int64_t[]){1, 1}, MAX2, true))
   ROW_P(kn_avg_pool2d(x4, SIZES, MAX2, (int64_t[]){1, 1}, true, true, INT64_MIN))
   ROW_P(kn_avg_pool2d(x4, MAX2, SIZES, NULL, false, true, 0))
+  /* enum values out of range */
+  ROW_P(kn_empty(KN_SHAPE(2), (kn_dtype)99))
+  ROW_P(kn_to(X, (kn_dtype)-1))
+  ROW_P(kn_full(KN_SHAPE(2), ((kn_scalar){(kn_scalar_kind)9, {.i = 1}}), KN_FLOAT32))
+  ROW_P(kn_add_scalar(X, ((kn_scalar){(kn_scalar_kind)9, {.i = 1}})))
+  ROW_P(kn_gelu(X, (kn_gelu_approx)9))
+  ROW_P(kn_gelu_backward(X, X, (kn_gelu_approx)-1))
+  ROW_P(kn_div_mode(X, X, (kn_rounding_mode)9))
+  ROW_P(kn_mse_loss(X, X, (kn_reduction)9))
   ROW_P(kn_chunk(X, 0, 0, OUTS, 4) < 0 ? NULL : X)
   ROW_P(kn_split(X, 0, 0, OUTS, 4) < 0 ? NULL : X)
   ROW_P(kn_split_sizes(X, 1, (int64_t[]){BIG}, 0, OUTS, 4) < 0 ? NULL : X)
@@ -496,4 +505,6 @@ Test(api_table, accessors_of_a_null_tensor) {
   kn_clear_error();
   kn_set_grad(NULL, NULL);
   cr_assert(strstr(kn_last_error(), "kn_set_grad"), "%s", kn_last_error());
+  cr_assert_eq(kn_promote_types((kn_dtype)99, KN_FLOAT32), KN_DTYPE_COUNT); /* read past a table */
+  cr_assert(strstr(kn_last_error(), "promote_types: invalid dtype 99"), "%s", kn_last_error());
 }

@@ -359,6 +359,12 @@ static kn_status check_args(const kn__call *c) {
     if ((a->kind == KN__A_TENSORS && a->u.ts.n < 0) || (a->kind == KN__A_INTS && a->u.ints.n < 0))
       return kn__error(KN_EINVAL, "%s: argument %d: expected a list length >= 0, got %d",
                        c->op->name, i, a->kind == KN__A_INTS ? a->u.ints.n : a->u.ts.n);
+    if (a->kind == KN__A_SCALAR && (unsigned)a->u.s.kind > KN_SCALAR_FLOAT)
+      return kn__error(KN_EINVAL, "%s: argument %d: invalid scalar kind %d", c->op->name, i,
+                       (int)a->u.s.kind);
+    if (a->kind == KN__A_DTYPE && (unsigned)a->u.dt >= KN_DTYPE_COUNT)
+      return kn__error(KN_EDTYPE, "%s: argument %d: invalid dtype %d", c->op->name, i,
+                       (int)a->u.dt);
     if (a->kind == KN__A_INTS && a->u.ints.n > 0 && !a->u.ints.v)
       return kn__error(KN_EINVAL, "%s: argument %d: int list of length %d is NULL", c->op->name,
                        i, a->u.ints.n);

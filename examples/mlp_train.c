@@ -143,7 +143,8 @@ int main(int argc, char **argv) {
   kn_compile_options opts = {0};
   opts.backend_fn = kn_compile_counter_backend; /* counts graphs, compiles with "eager" */
   opts.backend_ud = &counter;
-  opts.arg_names = (const char *const[]){"self", "x", "y", NULL};
+  opts.arg_names = (const char *const[]){"self", "x", "y"};
+  opts.narg_names = 3;
   step_fn = kn_compile_fn(train_loss, NULL, 3, "train_loss", __FILE__, __LINE__, &opts);
   if (!step_fn) goto done;
 

@@ -77,7 +77,8 @@ static inline kn_value kn_vlist(int n, const kn_value *items) {
 static inline kn_value kn_vmodule(kn_module *m) { kn_value v = {KN_VMODULE, 0, {.m = m}}; return v; }
 /* A tuple result built inside a user function: copies items (the tensors
 ** are borrowed, as for a single tensor result). The copy lives until the
-** compiled call returns. */
+** compiled call returns. A negative n, NULL items with n > 0, or OOM give
+** none, with kn_last_error. */
 KN_API kn_value kn_tuple(int n, const kn_value *items);
 /* Release what a compiled call returned: tensor references and tuple
 ** storage. */
@@ -157,7 +158,12 @@ typedef struct kn_compile_options {
   void *guard_fail_ud;
   bool suppress_errors;      /* compile failures run the function eagerly */
   bool drop_cache_on_limit;  /* at the cache limit, also drop the cached entries */
-  const char *const *arg_names; /* NULL-terminated; NULL: "a", "b", "c", ... */
+  /* Names of the arguments in guards and logs (NULL: "a", "b", "c", ...).
+  ** With narg_names > 0, exactly that many entries are read (a NULL entry
+  ** keeps the default name); with narg_names == 0 the array must end with a
+  ** NULL entry. Copied by kn_compile_*. */
+  const char *const *arg_names;
+  int narg_names;
 } kn_compile_options;
 
 typedef struct kn_compiled kn_compiled;

@@ -75,7 +75,8 @@ KN_API const char *kn_dtype_name(kn_dtype dt);      /* "float32"; static */
 KN_API size_t kn_dtype_size(kn_dtype dt);
 KN_API bool kn_dtype_is_floating(kn_dtype dt);
 KN_API bool kn_dtype_is_integral(kn_dtype dt, bool include_bool);
-/* PyTorch's promote_types (the lattice of torch.promote_types). */
+/* PyTorch's promote_types (the lattice of torch.promote_types).
+** KN_DTYPE_COUNT, with KN_EDTYPE, for an invalid dtype. */
 KN_API kn_dtype kn_promote_types(kn_dtype a, kn_dtype b);
 /* The default float dtype (float32). */
 KN_API kn_dtype kn_default_dtype(void);
@@ -127,7 +128,7 @@ KN_API bool kn_same_storage(const kn_tensor *a, const kn_tensor *b);
 
 /* ---- printing ------------------------------------------------------------ */
 /* PyTorch's layout: "tensor([[1., 2.],\n        [3., 4.]], dtype=float64)".
-** Owned: free() it. NULL on OOM. */
+** Owned: free() it. NULL on OOM or a NULL tensor (KN_EINVAL). */
 KN_API char *kn_tensor_to_string(const kn_tensor *t);
 /* Print t and a newline to out (stdout when NULL). */
 KN_API kn_status kn_print_tensor(const kn_tensor *t, FILE *out);

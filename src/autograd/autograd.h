@@ -84,6 +84,7 @@ struct kn__node {
   /* non-leaf tensors with retains_grad whose grad_fn this is (weak) */
   kn_tensor **retained;
   int nretained, capretained;
+  struct kn__node *rel_next; /* release queue link (see kn__node_release) */
 };
 
 void kn__node_retain(kn__node *n);

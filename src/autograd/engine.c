@@ -633,10 +633,11 @@ kn_status kn_backward(kn_tensor *t, kn_tensor *grad) {
 kn_status kn_autograd_grad(kn_tensor *const *outputs, int n, kn_tensor *const *inputs, int m,
                            kn_tensor *const *grad_outputs, bool retain_graph,
                            bool create_graph, bool allow_unused, kn_tensor **out_grads) {
+  if (!out_grads) return kn__error(KN_EINVAL, "grad: the output array out_grads is NULL");
   for (int j = 0; j < m; j++) out_grads[j] = NULL;
   if (n <= 0 || m <= 0 || !outputs || !inputs)
-    return kn__error(KN_EINVAL, "grad requires at least one output and one input (got %d and %d)",
-                     n, m);
+    return kn__error(KN_EINVAL, "grad requires at least one output and one input (got %d%s and "
+                     "%d%s)", n, outputs ? "" : " at NULL", m, inputs ? "" : " at NULL");
   kn__autograd_call c = {outputs, n, inputs, m, grad_outputs, retain_graph, create_graph,
                          allow_unused, out_grads};
   kn_status hs = traced_call(&c);
@@ -668,13 +669,10 @@ kn_status kn_autograd_grad(kn_tensor *const *outputs, int n, kn_tensor *const *i
                                    "used in the graph. Set allow_unused=True if this is the "
                                    "desired behavior.");
   }
-  for (int j = 0; j < m; j++) {
-    if (st != KN_OK) {
-      kn_release(out_grads[j]);
-      out_grads[j] = NULL;
-    } else {
-      kn__autorelease(out_grads[j]);
-    }
+  if (st == KN_OK) st = kn__autorelease_many(out_grads, m);
+  for (int j = 0; st != KN_OK && j < m; j++) {
+    kn_release(out_grads[j]);
+    out_grads[j] = NULL;
   }
   run_free(&r);
   for (int j = 0; r.caps && j < m; j++) kn__node_release(r.caps[j].node);

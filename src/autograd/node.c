@@ -89,22 +89,10 @@ void kn__node_release_saved(kn__node *n) {
   }
 }
 
-/* Destroy one node whose count reached zero; push its edges' nodes. */
-static void node_destroy(kn__node *n, kn__node ***stack, size_t *len, size_t *cap) {
-  for (int k = 0; k < n->nin; k++) {
-    if (!n->next[k].fn) continue;
-    if (*len == *cap) {
-      size_t nc = *cap ? *cap * 2 : 64;
-      kn__node **ns = realloc(*stack, nc * sizeof *ns);
-      if (!ns) { /* cannot defer: release recursively instead */
-        kn__node_release(n->next[k].fn);
-        continue;
-      }
-      *stack = ns;
-      *cap = nc;
-    }
-    (*stack)[(*len)++] = n->next[k].fn;
-  }
+/* Destroy one node whose count reached zero; release its edges' nodes
+** (queued, since this runs inside the release loop). */
+static void node_destroy(kn__node *n) {
+  for (int k = 0; k < n->nin; k++) kn__node_release(n->next[k].fn);
   if (n->kind == KN__NODE_OP) {
     call_free(&n->call);
     for (int i = 0; n->saved_out && i < n->nout; i++) kn_release(n->saved_out[i]);
@@ -129,39 +117,25 @@ static void node_destroy(kn__node *n, kn__node ***stack, size_t *len, size_t *ca
 }
 
 /* Releasing a node can release tensors that release nodes: nested calls
-** only queue their node, the outermost call drains the queue. */
+** only drop their reference and, when it was the last one, queue the node
+** on an intrusive list (no allocation, so freeing never fails); the
+** outermost call drains the list. */
 static _Thread_local struct {
-  kn__node **stack;
-  size_t len, cap;
+  kn__node *head;
   bool active;
 } rel;
 
 void kn__node_release(kn__node *n) {
-  if (!n) return;
-  if (rel.active) {
-    if (rel.len == rel.cap) {
-      size_t nc = rel.cap ? rel.cap * 2 : 64;
-      kn__node **ns = realloc(rel.stack, nc * sizeof *ns);
-      if (!ns) abort(); /* OOM while freeing: nothing sane is left to do */
-      rel.stack = ns;
-      rel.cap = nc;
-    }
-    rel.stack[rel.len++] = n;
-    return;
-  }
+  if (!n || atomic_fetch_sub(&n->refcount, 1) != 1) return;
+  n->rel_next = rel.head;
+  rel.head = n;
+  if (rel.active) return;
   rel.active = true;
-  rel.stack = NULL;
-  rel.len = rel.cap = 0;
-  kn__node *cur = n;
-  for (;;) {
-    if (atomic_fetch_sub(&cur->refcount, 1) == 1)
-      node_destroy(cur, &rel.stack, &rel.len, &rel.cap);
-    if (rel.len == 0) break;
-    cur = rel.stack[--rel.len];
+  while (rel.head) {
+    kn__node *cur = rel.head;
+    rel.head = cur->rel_next;
+    node_destroy(cur);
   }
-  free(rel.stack);
-  rel.stack = NULL;
-  rel.cap = 0;
   rel.active = false;
 }
 

@@ -11,6 +11,7 @@
 ** expression, which decide most size queries without a guard.
 */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ struct kn__symnode {
 typedef struct guard { const kn__symnode *d; int64_t dc; kn__sym_rel rel; char *text; } guard;
 
 struct kn__shape_env {
+  atomic_int refs;         /* kn__shape_env_retain / kn__shape_env_free */
   kn__arena arena;
   kn__hashmap nodes;       /* signature -> node */
   int nnodes;
@@ -55,6 +57,14 @@ struct kn__shape_env {
 
 static _Thread_local kn__shape_env *current;
 
+_Thread_local bool kn__sym_overflowed;
+
+bool kn__sym_overflow_take(void) {
+  bool r = kn__sym_overflowed;
+  kn__sym_overflowed = false;
+  return r;
+}
+
 kn__shape_env *kn__shape_env_current(void) { return current; }
 kn__shape_env *kn__shape_env_set_current(kn__shape_env *env) {
   kn__shape_env *old = current;
@@ -65,13 +75,18 @@ kn__shape_env *kn__shape_env_set_current(kn__shape_env *env) {
 kn__shape_env *kn__shape_env_new(void) {
   kn__shape_env *e = calloc(1, sizeof *e);
   if (!e) return NULL;
+  atomic_init(&e->refs, 1);
   kn__arena_init(&e->arena, 0);
   kn__hm_init(&e->nodes, true);
   return e;
 }
 
+void kn__shape_env_retain(kn__shape_env *e) {
+  if (e) atomic_fetch_add(&e->refs, 1);
+}
+
 void kn__shape_env_free(kn__shape_env *e) {
-  if (!e) return;
+  if (!e || atomic_fetch_sub(&e->refs, 1) != 1) return;
   for (int i = 0; i < e->nguards; i++) free(e->guards[i].text);
   free(e->guards);
   free(e->repl);
@@ -235,19 +250,19 @@ static kn__shape_env *env_for(void) { return current; }
 
 kn_sym kn__sym_add_slow(kn_sym a, kn_sym b) {
   kn__shape_env *env = env_for();
-  if (!env) return no_env(a, b, a.c + b.c);
+  if (!env) return no_env(a, b, kn__ck_add(a.c, b.c));
   poly pa, pb;
   terms_of(env, a, &pa);
   terms_of(env, b, &pb);
   for (int i = 0; i < pb.n; i++) poly_push(&pa, pb.t[i].coef, pb.t[i].nf, pb.t[i].f);
   poly_normalise(&pa);
-  if (pa.oom || pb.oom) { env->oom = true; return kn__sym_const(a.c + b.c); }
-  return make_poly(env, &pa, a.c + b.c);
+  if (pa.oom || pb.oom) { env->oom = true; return kn__sym_const(kn__ck_add(a.c, b.c)); }
+  return make_poly(env, &pa, kn__ck_add(a.c, b.c));
 }
 
 kn_sym kn__sym_mul_slow(kn_sym a, kn_sym b) {
   kn__shape_env *env = env_for();
-  if (!env) return no_env(a, b, a.c * b.c);
+  if (!env) return no_env(a, b, kn__ck_mul(a.c, b.c));
   poly pa, pb, r = {0, 0, NULL, &env->arena, false};
   terms_of(env, a, &pa);
   terms_of(env, b, &pb);
@@ -256,7 +271,7 @@ kn_sym kn__sym_mul_slow(kn_sym a, kn_sym b) {
       /* merge the two sorted factor lists */
       int cap = pa.t[i].nf + pb.t[j].nf, nf = 0;
       factor *f = cap ? kn__arena_alloc(&env->arena, (size_t)cap * sizeof *f) : NULL;
-      if (cap && !f) { env->oom = true; return kn__sym_const(a.c * b.c); }
+      if (cap && !f) { env->oom = true; return kn__sym_const(kn__ck_mul(a.c, b.c)); }
       int x = 0, y = 0;
       while (x < pa.t[i].nf || y < pb.t[j].nf) {
         const factor *fx = x < pa.t[i].nf ? &pa.t[i].f[x] : NULL;
@@ -273,8 +288,8 @@ kn_sym kn__sym_mul_slow(kn_sym a, kn_sym b) {
       poly_push(&r, pa.t[i].coef * pb.t[j].coef, nf, f);
     }
   poly_normalise(&r);
-  if (r.oom || pa.oom || pb.oom) { env->oom = true; return kn__sym_const(a.c * b.c); }
-  return make_poly(env, &r, a.c * b.c);
+  if (r.oom || pa.oom || pb.oom) { env->oom = true; return kn__sym_const(kn__ck_mul(a.c, b.c)); }
+  return make_poly(env, &r, kn__ck_mul(a.c, b.c));
 }
 
 kn_sym kn__sym_sub_slow(kn_sym a, kn_sym b) {
@@ -365,6 +380,9 @@ kn_sym kn__sym_min_slow(kn_sym a, kn_sym b) {
 
 static kn__sym_truth truth(bool b) { return b ? KN__SYM_TRUE : KN__SYM_FALSE; }
 
+/* a - b's sign, without computing a - b (which may overflow). */
+static int64_t diff_sign(int64_t a, int64_t b) { return a < b ? -1 : a > b; }
+
 static bool holds(int64_t d, kn__sym_rel rel) {
   switch (rel) {
   case KN__SYM_EQ: return d == 0;
@@ -378,7 +396,7 @@ static bool holds(int64_t d, kn__sym_rel rel) {
 }
 
 kn__sym_truth kn__sym_query(kn_sym a, kn__sym_rel rel, kn_sym b) {
-  if (!a.e && !b.e) return truth(holds(a.c - b.c, rel));
+  if (!a.e && !b.e) return truth(holds(diff_sign(a.c, b.c), rel));
   if (a.e == b.e && a.c == b.c && a.e) return truth(holds(0, rel));
   if (!env_for()) return KN__SYM_NEEDS_GUARD;
   kn_sym d = kn__sym_sub(a, b);
@@ -462,7 +480,7 @@ static void record(kn__shape_env *env, kn_sym a, kn__sym_rel rel, kn_sym b) {
 bool kn__sym_guard(kn_sym a, kn__sym_rel rel, kn_sym b) {
   kn__sym_truth t = kn__sym_query(a, rel, b);
   if (t != KN__SYM_NEEDS_GUARD) return t == KN__SYM_TRUE;
-  bool r = holds(a.c - b.c, rel); /* decide by the hints */
+  bool r = holds(diff_sign(a.c, b.c), rel); /* decide by the hints */
   kn__shape_env *env = env_for();
   if (env) record(env, a, r ? rel : negate(rel), b);
   return r;

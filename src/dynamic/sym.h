@@ -49,23 +49,50 @@ kn_sym kn__sym_mod_slow(kn_sym a, kn_sym b);
 kn_sym kn__sym_max_slow(kn_sym a, kn_sym b);
 kn_sym kn__sym_min_slow(kn_sym a, kn_sym b);
 
+/* Size arithmetic never overflows silently: a result that does not fit in
+** int64 saturates and sets this thread's overflow flag, which the
+** dispatcher turns into an error after an op's meta function
+** (kn__sym_overflow_take). */
+extern _Thread_local bool kn__sym_overflowed;
+/* Was there an overflow since the last call? Clears the flag. */
+bool kn__sym_overflow_take(void);
+
+static inline int64_t kn__sym_saturate(bool negative) {
+  kn__sym_overflowed = true;
+  return negative ? INT64_MIN : INT64_MAX;
+}
+static inline int64_t kn__ck_add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? kn__sym_saturate(a < 0) : r;
+}
+static inline int64_t kn__ck_sub(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_sub_overflow(a, b, &r) ? kn__sym_saturate(a < 0) : r;
+}
+static inline int64_t kn__ck_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? kn__sym_saturate((a < 0) != (b < 0)) : r;
+}
+
 static inline int64_t kn__floordiv64(int64_t a, int64_t b) {
+  if (b == -1) return kn__ck_sub(0, a);
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 static inline int64_t kn__mod64(int64_t a, int64_t b) {
+  if (b == -1) return 0;
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
 static inline kn_sym kn__sym_add(kn_sym a, kn_sym b) {
-  return (!a.e && !b.e) ? kn__sym_const(a.c + b.c) : kn__sym_add_slow(a, b);
+  return (!a.e && !b.e) ? kn__sym_const(kn__ck_add(a.c, b.c)) : kn__sym_add_slow(a, b);
 }
 static inline kn_sym kn__sym_sub(kn_sym a, kn_sym b) {
-  return (!a.e && !b.e) ? kn__sym_const(a.c - b.c) : kn__sym_sub_slow(a, b);
+  return (!a.e && !b.e) ? kn__sym_const(kn__ck_sub(a.c, b.c)) : kn__sym_sub_slow(a, b);
 }
 static inline kn_sym kn__sym_mul(kn_sym a, kn_sym b) {
-  return (!a.e && !b.e) ? kn__sym_const(a.c * b.c) : kn__sym_mul_slow(a, b);
+  return (!a.e && !b.e) ? kn__sym_const(kn__ck_mul(a.c, b.c)) : kn__sym_mul_slow(a, b);
 }
 /* Python floor division / modulo; b must not be 0 (callers check). */
 static inline kn_sym kn__sym_floordiv(kn_sym a, kn_sym b) {
@@ -115,8 +142,14 @@ int kn__sym_format(kn_sym a, char *buf, size_t n);
 int kn__sym_format_canon(const kn__shape_env *env, kn_sym a, char *buf, size_t n);
 
 /* ---- shape environments ---------------------------------------------- */
-/* A new empty env; owned, free with kn__shape_env_free. NULL on OOM. */
+/* A new empty env; owned, free with kn__shape_env_free. NULL on OOM.
+** Envs are reference counted: whatever keeps expressions of an env (a graph
+** module's graph, a cache entry) holds a reference, so the expressions live
+** as long as their longest holder. */
 kn__shape_env *kn__shape_env_new(void);
+/* Add a reference (NULL is ignored). */
+void kn__shape_env_retain(kn__shape_env *env);
+/* Drop a reference; the env is freed with the last one. */
 void kn__shape_env_free(kn__shape_env *env);
 /* The calling thread's current env (borrowed), or NULL. */
 kn__shape_env *kn__shape_env_current(void);

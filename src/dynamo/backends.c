@@ -15,8 +15,7 @@
 
 static kn_status eager_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
   kn_status st = kn__gprog_run(state, in, nin, out, nout);
-  for (int i = 0; st == KN_OK && i < nout; i++) kn__autorelease(out[i]);
-  return st;
+  return st == KN_OK ? kn__autorelease_many(out, nout) : st;
 }
 
 static void eager_free(void *state) { kn__gprog_free(state); }

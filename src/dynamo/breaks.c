@@ -487,7 +487,7 @@ double kn_item(kn_tensor *t) {
   kn__trace *tr;
   double v = NAN;
   if (!t) {
-    kn__error(KN_EINVAL, "kn_item: the tensor is NULL");
+    kn__error(KN_EINVAL, "kn_item: expected a tensor, got NULL");
     return NAN;
   }
   if (!traced(&tr, t)) return kn_item_double(t, &v) == KN_OK ? v : NAN;
@@ -499,7 +499,7 @@ bool kn_is_true(kn_tensor *t) {
   kn__trace *tr;
   double v = 0;
   if (!t) {
-    kn__error(KN_EINVAL, "kn_is_true: the tensor is NULL");
+    kn__error(KN_EINVAL, "kn_is_true: expected a tensor, got NULL");
     return false;
   }
   if (!traced(&tr, t)) return kn_item_double(t, &v) == KN_OK && v != 0;
@@ -516,7 +516,7 @@ void kn_graph_break(void) {
 kn_status kn_print(kn_tensor *t) {
   kn__trace *tr;
   double v;
-  if (!t) return kn__error(KN_EINVAL, "kn_print: the tensor is NULL");
+  if (!t) return kn__error(KN_EINVAL, "kn_print: expected a tensor, got NULL");
   if (!traced(&tr, t)) return kn_print_tensor(t, NULL);
   if (tr->stop) return kn__error(KN_ESTATE, "kn_print: tracing stopped after an earlier error");
   return do_break(tr, KN__BRK_PRINT, t, NULL, &v);
@@ -525,7 +525,7 @@ kn_status kn_print(kn_tensor *t) {
 kn_status kn_host_read(kn_tensor *t, void (*fn)(double value, void *ud), void *ud) {
   kn__trace *tr;
   double v = 0;
-  if (!t) return kn__error(KN_EINVAL, "kn_host_read: the tensor is NULL");
+  if (!t) return kn__error(KN_EINVAL, "kn_host_read: expected a tensor, got NULL");
   if (!fn) return kn__error(KN_EINVAL, "kn_host_read: the callback is NULL");
   if (!traced(&tr, t)) {
     kn_status st = kn_item_double(t, &v);
@@ -836,8 +836,10 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   kn__shape_env_set_current(prev_env);
   if (st == KN_OK && !into) {
     kn__entry *e = calloc(1, sizeof *e);
-    if (!e) st = kn__oom();
-    else {
+    if (!e) {
+      st = kn__oom();
+      kn__segment_free(tr->root_seg);
+    } else {
       if (kn__trace_finish_guards(tr) != KN_OK) st = kn_last_status();
       e->guards = tr->guards;
       kn__guards_init(&tr->guards);
@@ -850,7 +852,8 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
       tr->root_src = NULL;
       tr->nroot = 0;
       e->cid = e->root->cid;
-      *out_entry = e;
+      if (st == KN_OK) *out_entry = e;
+      else kn__entry_free(e); /* nobody else holds it */
     }
   } else if (into && !tr->no_cache) {
     if (tr->nslots > into->nslots) into->nslots = tr->nslots;

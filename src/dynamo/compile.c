@@ -185,14 +185,20 @@ static bool init_locks(kn_compiled *f) {
 
 static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const char *name,
                          const char *file, int line, const kn_compile_options *opts) {
-  if ((!fn && !tfn) || !name) {
-    kn__error(KN_EINVAL, "kn_compile: expected a function and its name");
+  if ((!fn && !tfn) || !name || nargs < -1) {
+    kn__error(KN_EINVAL, "kn_compile: expected a function, its name and nargs >= -1; found %s, "
+              "%s and %d", fn || tfn ? "a function" : "NULL", name ? name : "NULL", nargs);
     return NULL;
   }
   kn_compile_options o = opts ? *opts : (kn_compile_options){0};
   if (!o.backend_fn && o.backend && strcmp(o.backend, "eager")) {
     kn__error(KN_EINVAL, "kn_compile: unknown backend '%s' (expected \"eager\" or a backend_fn)",
               o.backend);
+    return NULL;
+  }
+  if (o.narg_names < 0) {
+    kn__error(KN_EINVAL, "kn_compile: narg_names must be >= 0 (0 = NULL-terminated), got %d",
+              o.narg_names);
     return NULL;
   }
   if (o.cache_size_limit < 0 || o.accumulated_cache_size_limit < 0) {
@@ -226,18 +232,19 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
   f->frame.file = strdup(file ? file : "<unknown>");
   f->frame.line = line;
   f->resume = malloc(sizeof *f->resume);
+  if (f->resume) kn__hm_init(f->resume, true); /* before any goto oom: freed there */
   f->dyn_state = malloc(sizeof *f->dyn_state);
+  if (f->dyn_state) kn__hm_init(f->dyn_state, true);
   if (!f->frame.name || !f->frame.file || !f->resume || !f->dyn_state) goto oom;
-  kn__hm_init(f->resume, true);
-  kn__hm_init(f->dyn_state, true);
   if (o.arg_names) {
-    int n = 0;
-    while (o.arg_names[n]) n++;
+    /* without a count: up to the NULL entry, and never past nargs */
+    int n = o.narg_names;
+    while (o.narg_names == 0 && (nargs < 0 || n < nargs) && o.arg_names[n]) n++;
     f->arg_names = calloc((size_t)(n ? n : 1), sizeof *f->arg_names);
     if (!f->arg_names) goto oom;
     f->narg_names = n;
     for (int i = 0; i < n; i++)
-      if (!(f->arg_names[i] = strdup(o.arg_names[i]))) goto oom;
+      if (o.arg_names[i] && !(f->arg_names[i] = strdup(o.arg_names[i]))) goto oom;
   }
   pthread_mutex_lock(&list_lock);
   f->next_all = all_fns;
@@ -572,6 +579,18 @@ static bool move_to_front(kn_compiled *f, const kn__entry *e) {
   return false;
 }
 
+static kn_status check_call(const char *api, kn_compiled *f, const kn_value *args, int nargs) {
+  if (!f) return kn__error(KN_EINVAL, "%s: the compiled function is NULL", api);
+  if (nargs < 0 || (nargs > 0 && !args) || (f->nargs >= 0 && nargs != f->nargs))
+    return kn__error(KN_EINVAL, "%s: expected %d arguments, got %d%s", f->frame.name, f->nargs,
+                     nargs, nargs > 0 && !args ? " at NULL" : "");
+  if (f->tfn)
+    for (int i = 0; i < nargs; i++)
+      if (args[i].kind != KN_VTENSOR || !args[i].u.t)
+        return kn__error(KN_EINVAL, "%s: argument %d: expected a tensor", f->frame.name, i);
+  return KN_OK;
+}
+
 /* ---- the hit path ------------------------------------------------------------------------ */
 typedef enum found { FOUND_NONE, FOUND_HIT, FOUND_BRANCH, FOUND_ERROR, FOUND_SKIP } found;
 
@@ -751,13 +770,8 @@ kn_status kn_call(kn_compiled *f, const kn_value *args, int nargs, kn_value *out
 static kn_status call_impl(kn_compiled *f, const kn_value *args, int nargs, kn_value *out) {
   if (!out) return kn__error(KN_EINVAL, "kn_call: out is NULL");
   *out = kn_vnone();
-  if (!f) return kn__error(KN_EINVAL, "kn_call: the compiled function is NULL");
-  if (nargs < 0 || (nargs > 0 && !args) || (f->nargs >= 0 && nargs != f->nargs))
-    return kn__error(KN_EINVAL, "%s: expected %d arguments, got %d", f->frame.name, f->nargs, nargs);
-  if (f->tfn)
-    for (int i = 0; i < nargs; i++)
-      if (args[i].kind != KN_VTENSOR || !args[i].u.t)
-        return kn__error(KN_EINVAL, "%s: argument %d: expected a tensor", f->frame.name, i);
+  kn_status cst = check_call("kn_call", f, args, nargs);
+  if (cst != KN_OK) return cst;
   /* called while another compiled function is traced: inline it (its ops
   ** are recorded in the caller's graph) */
   if (kn__trace_current()) return kn__call_eager(f, args, nargs, out);
@@ -773,6 +787,11 @@ static kn_status call_impl(kn_compiled *f, const kn_value *args, int nargs, kn_v
 }
 
 kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int nargs) {
+  if (nargs < 0 || (nargs > 0 && !args)) {
+    kn__error(KN_EINVAL, "kn_call_tensors: expected an array of nargs >= 0 tensors, got %d at %s",
+              nargs, args ? "an array" : "NULL");
+    return NULL;
+  }
   kn_value inl[8] = {{0}};
   kn_value *v = nargs <= 8 ? inl : malloc(sizeof *v * (size_t)(nargs > 0 ? nargs : 1));
   if (!v) {
@@ -796,10 +815,7 @@ kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int nargs) {
 }
 
 kn_graph_module *kn_export(kn_compiled *f, const kn_value *args, int nargs) {
-  if (!f) {
-    kn__error(KN_EINVAL, "kn_export: the compiled function is NULL");
-    return NULL;
-  }
+  if (check_call("kn_export", f, args, nargs) != KN_OK) return NULL;
   if (kn__trace_current()) {
     kn__error(KN_ESTATE, "kn_export: called while a compiled function is being traced");
     return NULL;

@@ -426,6 +426,11 @@ static kn_status walk_value(walk *w, kn__src *src, kn_value v, kn_value *fv, int
   }
   case KN_VLIST:
   case KN_VTUPLE: {
+    fv->u.items = NULL; /* the copy owns its own items, never the caller's */
+    if (v.n < 0 || (v.n > 0 && !v.u.items))
+      return kn__error(KN_EINVAL, "%s: expected a %s of n >= 0 items, got n = %d and items %s",
+                       src->expr, v.kind == KN_VLIST ? "list" : "tuple", v.n,
+                       v.u.items ? "set" : "NULL");
     if (depth >= KN__SRC_MAXIDX)
       return kn__error(KN_EUNSUPPORTED, "%s: lists nested deeper than %d cannot be traced",
                        src->expr, KN__SRC_MAXIDX);

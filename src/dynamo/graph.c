@@ -80,9 +80,11 @@ void kn__graph_free(kn__graph *g) {
 }
 
 void kn__graph_set_shape_env(kn__graph *g, kn__shape_env *env, bool take_ownership) {
-  if (g->owns_env && g->env != env) kn__shape_env_free(g->env);
+  /* the graph always holds a reference: its nodes' sizes point into env */
+  if (!take_ownership) kn__shape_env_retain(env);
+  if (g->owns_env) kn__shape_env_free(g->env);
   g->env = env;
-  g->owns_env = take_ownership;
+  g->owns_env = env != NULL;
 }
 
 kn__shape_env *kn__graph_shape_env(const kn__graph *g) { return g->env; }

@@ -179,11 +179,14 @@ static inline int kn__gnode_inline_depth(const kn__gnode *n) { return n->nstack 
 /* ---- graphs ---------------------------------------------------------------- */
 /* A new empty graph. Owned: free with kn__graph_free. NULL on OOM. */
 kn__graph *kn__graph_new(void);
-/* Frees nodes, strings, and releases get_attr tensors (and the shape env if
-** the graph owns it). NULL is ignored. */
+/* Frees nodes, strings, and releases get_attr tensors and the graph's
+** reference to its shape env. NULL is ignored. */
 void kn__graph_free(kn__graph *g);
-/* The shape env whose expressions appear in the graph's kn_sym values.
-** take_ownership: the graph frees env in kn__graph_free. Borrowed (returned). */
+/* The shape env whose expressions appear in the graph's kn_sym values. The
+** graph holds a reference to env (released in kn__graph_free), so a graph
+** module outlives the trace that made it. take_ownership: the caller's
+** reference passes to the graph; otherwise the graph adds its own.
+** Borrowed (returned). */
 void kn__graph_set_shape_env(kn__graph *g, kn__shape_env *env, bool take_ownership);
 kn__shape_env *kn__graph_shape_env(const kn__graph *g);
 

@@ -38,8 +38,7 @@ kn_status kn_graph_module_call(kn_graph_module *gm, kn_tensor *const *inputs, in
   if (!gm) return kn__error(KN_EINVAL, "graph module is NULL");
   kn_status st = kn__gprog_run(gm->p, inputs, n, outputs, m);
   if (st != KN_OK) return st;
-  for (int i = 0; i < m; i++) kn__autorelease(outputs[i]);
-  return KN_OK;
+  return kn__autorelease_many(outputs, m);
 }
 
 int kn_graph_module_num_inputs(const kn_graph_module *gm) {

@@ -20,15 +20,23 @@ static _Thread_local struct {
 
 kn_value kn_tuple(int n, const kn_value *items) {
   kn_value r = kn_vnone();
-  if (n < 0 || (n > 0 && !items)) return r;
+  if (n < 0 || (n > 0 && !items)) {
+    kn__error(KN_EINVAL, "kn_tuple: expected n >= 0 items, got n = %d and items %s", n,
+              items ? "set" : "NULL");
+    return r;
+  }
   kn_value *copy = malloc(sizeof *copy * (size_t)(n ? n : 1));
-  if (!copy) return r;
+  if (!copy) {
+    kn__oom();
+    return r;
+  }
   if (n) memcpy(copy, items, sizeof *copy * (size_t)n);
   if (pool.n == pool.cap) {
     size_t nc = pool.cap ? pool.cap * 2 : 16;
     kn_value **nv = realloc(pool.v, nc * sizeof *nv);
     if (!nv) {
       free(copy);
+      kn__oom();
       return r;
     }
     pool.v = nv;
@@ -169,8 +177,10 @@ const char *kn__module_item(const kn_module *m, int i, int *kind, kn_tensor **t,
 
 static kn_status mod_add(kn_module *m, const char *name, int kind, kn_tensor *t, kn_module *c) {
   if (!m || !name || !*name || strchr(name, '.') || (kind < 2 && !t) || (kind == 2 && !c))
-    return kn__error(KN_EINVAL, "kn_module_add: expected a module, a name without '.' and a %s",
-                     kind == 2 ? "child module" : "tensor");
+    return kn__error(KN_EINVAL, "kn_module_add: expected a module, a name without '.' and a %s; "
+                     "found module %s, name %s%s%s and %s %s", kind == 2 ? "child module" : "tensor",
+                     m ? "set" : "NULL", name ? "'" : "", name ? name : "NULL", name ? "'" : "",
+                     kind == 2 ? "child" : "tensor", (kind == 2 ? !!c : !!t) ? "set" : "NULL");
   for (int i = 0; i < m->n; i++)
     if (!strcmp(m->items[i].name, name))
       return kn__error(KN_EINVAL, "kn_module_add: the module already has an entry named '%s'",
@@ -278,7 +288,8 @@ static void missing_path(kn_module *m, const char *path) {
 
 kn_tensor *kn_module_get(kn_module *m, const char *path) {
   if (!m || !path) {
-    kn__error(KN_EINVAL, "kn_module_get: the %s is NULL", m ? "path" : "module");
+    kn__error(KN_EINVAL, "kn_module_get: expected a module and a path, found %s and %s",
+              m ? "a module" : "NULL", path ? path : "NULL");
     kn__error_null_result();
     return NULL;
   }

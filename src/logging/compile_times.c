@@ -8,13 +8,13 @@
 ** joined by ", ". Rows keep first-recorded order.
 */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/strbuf.h"
 #include "logging/log.h"
-#include "profiler/profiler.h"
 
 typedef struct phase {
   char *name;
@@ -48,8 +48,13 @@ static phase *find_or_add(const char *name) {
   return &phases[nphases++];
 }
 
+static _Atomic(kn__compile_time_hook) time_hook;
+
+void kn__compile_times_set_hook(kn__compile_time_hook hook) { atomic_store(&time_hook, hook); }
+
 void kn__compile_time_record(const char *phase_name, double seconds) {
-  if (KN__PROF_ON()) kn__prof_range_done(phase_name, seconds); /* a profiler range */
+  kn__compile_time_hook hook = atomic_load_explicit(&time_hook, memory_order_relaxed);
+  if (hook) hook(phase_name, seconds); /* e.g. a profiler range */
   pthread_mutex_lock(&lock);
   if (!at_exit_registered) at_exit_registered = atexit(dump_at_exit) == 0;
   phase *p = find_or_add(phase_name);

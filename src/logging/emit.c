@@ -22,19 +22,33 @@
 #include "logging/log_int.h"
 #include "trace/compile_id.h"
 
-static void write_all(int fd, const char *p, size_t n) {
+/* 0, or the errno of the failed write. */
+static int write_all(int fd, const char *p, size_t n) {
   while (n > 0) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
+    if (w < 0) return errno;
+    if (w == 0) return EIO;
     p += w;
     n -= (size_t)w;
   }
+  return 0;
 }
 
+/* A failed write to KILN_LOGS_OUT (a full disk, /dev/full) is reported once
+** on stderr, and the file is closed: later lines go to stderr only. */
 void kn__log_write_raw(const char *text, size_t n) {
   write_all(2, text, n);
-  if (kn__logs.out_fd >= 0) write_all(kn__logs.out_fd, text, n);
+  if (kn__logs.out_fd < 0) return;
+  int err = write_all(kn__logs.out_fd, text, n);
+  if (!err) return;
+  char msg[600];
+  int m = snprintf(msg, sizeof msg, "kiln: cannot write to KILN_LOGS_OUT file %s: %s; logging "
+                   "to stderr only from now on\n", kn__logs.out_path ? kn__logs.out_path : "?",
+                   strerror(err));
+  write_all(2, msg, m < 0 ? 0 : (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1);
+  close(kn__logs.out_fd);
+  kn__logs.out_fd = -1;
 }
 
 /* The error chain: "while a: while b: msg" → one frame per context. */
@@ -175,6 +189,8 @@ void kn_set_log_rank(int rank) {
 void kn__log_close_output(void) {
   if (kn__logs.out_fd >= 0) close(kn__logs.out_fd);
   kn__logs.out_fd = -1;
+  free(kn__logs.out_path);
+  kn__logs.out_path = NULL;
   free(kn__logs.format);
   kn__logs.format = NULL;
 }
@@ -185,6 +201,7 @@ void kn__log_read_env_output(void) {
     kn__logs.out_fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (kn__logs.out_fd < 0)
       fprintf(stderr, "kiln: cannot open KILN_LOGS_OUT file %s: %s\n", out, strerror(errno));
+    kn__logs.out_path = strdup(out); /* for the message of a failed write; NULL on OOM */
   }
   const char *fmt = getenv("KILN_LOGS_FORMAT");
   if (!fmt || !*fmt) return;

@@ -112,11 +112,47 @@ typedef struct spec {
   size_t len;     /* bytes of the format consumed */
 } spec;
 
+/* Widths and precisions above this are refused: a line is at most a few
+** kilobytes, never gigabytes of padding. */
+#define KN__FORMAT_MAX_WIDTH 1024
+
+/* The number of digits at p, and their value (capped) in *v. */
+static size_t digits(const char *p, long *v) {
+  size_t n = strspn(p, "0123456789");
+  *v = 0;
+  for (size_t i = 0; i < n; i++) *v = *v > KN__FORMAT_MAX_WIDTH ? *v : *v * 10 + (p[i] - '0');
+  return n;
+}
+
+/* flags, width, precision and conversion after "%(field)"; false with a
+** message if bad. */
+static bool parse_conv(const char *p, spec *sp, const char *f, char *err, size_t errn) {
+  long width = 0, prec = 0;
+  size_t mods = strspn(p, "-#0 +");
+  mods += digits(p + mods, &width);
+  if (p[mods] == '.') mods += 1 + digits(p + mods + 1, &prec);
+  if (width > KN__FORMAT_MAX_WIDTH || prec > KN__FORMAT_MAX_WIDTH) {
+    snprintf(err, errn, "width or precision larger than %d at \"%.20s\"", KN__FORMAT_MAX_WIDTH,
+             f);
+    return false;
+  }
+  char c = p[mods];
+  bool numeric = sp->field == 3 || sp->field == 4;
+  if (!c || !strchr("sdir", c) || ((c == 'd' || c == 'i') && !numeric) || mods > 16) {
+    snprintf(err, errn, "bad conversion for field '%s' at \"%.20s\"", fields[sp->field], f);
+    return false;
+  }
+  snprintf(sp->conv, sizeof sp->conv, "%%%.*s%c", (int)mods, p, c == 'r' ? 's' : c);
+  sp->len = (size_t)(p + mods + 1 - f);
+  return true;
+}
+
 /* Parse a conversion at f ("%(name)-8s"); false with a message if bad. */
 static bool parse_spec(const char *f, spec *sp, char *err, size_t errn) {
-  const char *close = strchr(f + 2, ')');
-  if (f[1] != '(' || !close) {
-    snprintf(err, errn, "expected \"%%(field)s\" at \"%.20s\"", f);
+  const char *close = f[1] == '(' ? strchr(f + 2, ')') : NULL;
+  if (!close) {
+    snprintf(err, errn, "expected \"%%(field)s\" or \"%%%%\" at \"%.20s\"%s", f,
+             f[1] ? "" : " (the format ends with a lone '%')");
     return false;
   }
   size_t klen = (size_t)(close - f - 2);
@@ -127,19 +163,7 @@ static bool parse_spec(const char *f, spec *sp, char *err, size_t errn) {
     snprintf(err, errn, "unknown field '%.*s'", (int)klen, f + 2);
     return false;
   }
-  const char *p = close + 1;
-  size_t mods = strspn(p, "-#0 +");
-  mods += strspn(p + mods, "0123456789");
-  if (p[mods] == '.') mods += 1 + strspn(p + mods + 1, "0123456789");
-  char c = p[mods];
-  bool numeric = sp->field == 3 || sp->field == 4;
-  if (!c || !strchr("sdir", c) || ((c == 'd' || c == 'i') && !numeric) || mods > 16) {
-    snprintf(err, errn, "bad conversion for field '%s' at \"%.20s\"", fields[sp->field], f);
-    return false;
-  }
-  snprintf(sp->conv, sizeof sp->conv, "%%%.*s%c", (int)mods, p, c == 'r' ? 's' : c);
-  sp->len = (size_t)(p + mods + 1 - f);
-  return true;
+  return parse_conv(close + 1, sp, f, err, errn);
 }
 
 kn_status kn__log_check_format(const char *fmt) {
@@ -206,7 +230,10 @@ void kn__log_format(const kn_log_record *r, kn__sb *out) {
 }
 
 char *kn_log_format_record(const kn_log_record *rec) {
-  if (!rec) return NULL;
+  if (!rec) {
+    kn__error(KN_EINVAL, "kn_log_format_record: expected a record, got NULL");
+    return NULL;
+  }
   kn__log_ensure_init();
   kn__sb sb = KN__SB_INIT;
   pthread_mutex_lock(&kn__logs.lock);

@@ -86,5 +86,9 @@ void kn__compile_time_record(const char *phase, double seconds);
 double kn__compile_time_begin(void);
 void kn__compile_time_end(const char *phase, double begin);
 void kn__compile_times_reset(void);
+/* A higher layer that wants every recorded phase too (the profiler, as a
+** range) installs a hook; NULL removes it. Logging calls no layer above it. */
+typedef void (*kn__compile_time_hook)(const char *phase, double seconds);
+void kn__compile_times_set_hook(kn__compile_time_hook hook);
 
 #endif

@@ -53,6 +53,7 @@ typedef struct kn__log_global {
   bool env_logs;            /* KILN_LOGS is present: it wins over the API */
   int rank;                 /* -1: no rank prefix */
   int out_fd;               /* KILN_LOGS_OUT, or -1 */
+  char *out_path;           /* its path (owned), or NULL */
   char *format;             /* KILN_LOGS_FORMAT (validated), or NULL */
   int nsinks;
   kn__log_sink sinks[KN__SINK_MAX];

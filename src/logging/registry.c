@@ -215,6 +215,7 @@ void kn__log_apply(const kn__log_state *st) {
 /* ---- public registration ------------------------------------------------ */
 
 kn_status kn_log_get_logger(const char *qname, kn_logger_id *out) {
+  if (!out) return kn__error(KN_EINVAL, "kn_log_get_logger: the output pointer is NULL");
   if (!kn__log_valid_qname(qname))
     return kn__error(KN_EINVAL, "expected a dotted logger name like \"kiln.myext\", found \"%s\"",
                      qname ? qname : "(null)");
@@ -262,6 +263,7 @@ static kn_status register_locked(const char *name, const char *owner, const char
 kn_status kn_log_register_artifact(const char *name, const char *owner_qname,
                                    const char *description, unsigned flags,
                                    kn_logger_id *out) {
+  if (!out) return kn__error(KN_EINVAL, "kn_log_register_artifact: the output pointer is NULL");
   if (!name || !*name || !kn__log_valid_qname(name) || strchr(name, '.'))
     return kn__error(KN_EINVAL, "expected an artifact name of word characters, found \"%s\"",
                      name ? name : "(null)");

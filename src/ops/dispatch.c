@@ -209,6 +209,9 @@ static kn_tensor *make_output(const kn__call *c, const kn__outmeta *m, bool meta
   if (m->view_of >= 0) {
     int64_t strides[KN_MAX_DIMS];
     sym_to_concrete(m->ndim, m->strides, strides);
+    if (kn__check_geometry(c->op->name, m->ndim, sizes, strides, kn__sym_hint(m->offset),
+                           m->dtype) != KN_OK)
+      return NULL;
     t = kn__make_view(c->args[m->view_of].u.t, m->ndim, sizes, strides,
                       kn__sym_hint(m->offset));
   } else {
@@ -231,12 +234,44 @@ static kn_tensor *make_output(const kn__call *c, const kn__outmeta *m, bool meta
   return t;
 }
 
+/* Writing into a tensor whose elements share memory (a stride-0 dim of
+** size > 1, as expand makes) would depend on the element order: refused,
+** as PyTorch does. */
+static kn_status check_no_internal_overlap(const kn__call *c) {
+  const kn_tensor *t = c->args[0].kind == KN__A_TENSOR ? c->args[0].u.t : NULL;
+  for (int d = 0; t && d < t->ndim; d++)
+    if (t->sizes[d] > 1 && t->strides[d] == 0)
+      return kn__error(KN_EUNSUPPORTED,
+                       "%s: unsupported operation: more than one element of the written-to "
+                       "tensor refers to a single memory location. Please clone the tensor "
+                       "(kn_clone) before performing the operation.",
+                       c->op->name);
+  return KN_OK;
+}
+
+/* Run the meta function; an overflow in its size arithmetic is an error. */
+static kn_status run_meta(const kn__call *c, kn__metas *metas) {
+  bool outer = kn__sym_overflow_take(); /* an enclosing call's flag */
+  kn_status st = c->op->meta(c, metas);
+  if (kn__sym_overflow_take()) { /* (an error the overflow caused names saturated values) */
+    char buf[256] = "";
+    const kn_tensor *in = kn__call_ninputs(c) > 0 ? kn__call_input(c, 0) : NULL;
+    if (in) kn__format_sizes(in->ndim, in->sizes, buf, sizeof buf);
+    st = kn__error(KN_ERANGE, "%s: integer overflow computing the output sizes (input sizes %s)",
+                   c->op->name, in ? buf : "none");
+  }
+  if (outer) kn__sym_overflowed = true;
+  return st;
+}
+
 kn_status kn__dispatch_backend(kn__call *c, kn__outs *out) {
   const kn__opdef *op = c->op;
   if (op->flags & KN_OPF_COMPOSITE) return op->kernel(c, out);
+  kn_status st = (op->flags & KN_OPF_INPLACE) ? check_no_internal_overlap(c) : KN_OK;
+  if (st != KN_OK) return st;
   kn__metas metas;
   kn__metas_init(&metas);
-  kn_status st = op->meta(c, &metas);
+  st = run_meta(c, &metas);
   bool meta = call_is_meta(c);
   for (int i = 0; st == KN_OK && i < metas.n; i++) {
     kn_tensor *t = make_output(c, &metas.m[i], meta);
@@ -322,13 +357,25 @@ kn_status kn__dispatch_below(kn__mode *self, kn__call *c, kn__outs *out) {
 static kn_status check_args(const kn__call *c) {
   for (int i = 0; i < c->nargs; i++) {
     const kn__arg *a = &c->args[i];
+    if ((a->kind == KN__A_TENSORS && a->u.ts.n < 0) || (a->kind == KN__A_INTS && a->u.ints.n < 0))
+      return kn__error(KN_EINVAL, "%s: argument %d: expected a list length >= 0, got %d",
+                       c->op->name, i, a->kind == KN__A_INTS ? a->u.ints.n : a->u.ts.n);
+    if (a->kind == KN__A_SCALAR && (unsigned)a->u.s.kind > KN_SCALAR_FLOAT)
+      return kn__error(KN_EINVAL, "%s: argument %d: invalid scalar kind %d", c->op->name, i,
+                       (int)a->u.s.kind);
+    if (a->kind == KN__A_DTYPE && (unsigned)a->u.dt >= KN_DTYPE_COUNT)
+      return kn__error(KN_EDTYPE, "%s: argument %d: invalid dtype %d", c->op->name, i,
+                       (int)a->u.dt);
+    if (a->kind == KN__A_INTS && a->u.ints.n > 0 && !a->u.ints.v)
+      return kn__error(KN_EINVAL, "%s: argument %d: int list of length %d is NULL", c->op->name,
+                       i, a->u.ints.n);
     if (a->kind == KN__A_TENSORS && a->u.ts.n > 0 && !a->u.ts.v)
       return kn__error(KN_EINVAL, "%s: argument %d: tensor list is NULL", c->op->name, i);
     if (a->kind == KN__A_TENSORS)
       for (int j = 0; j < a->u.ts.n; j++)
         if (!a->u.ts.v[j])
-          return kn__error(KN_EINVAL, "%s: argument %d: tensor %d of the list is NULL",
-                           c->op->name, i, j);
+          return kn__error(KN_EINVAL, "%s: argument %d: tensor %d of the list is NULL (did an "
+                           "earlier call fail? %s)", c->op->name, i, j, kn_last_error());
   }
   return KN_OK;
 }
@@ -378,6 +425,11 @@ kn_tensor *kn__invoke(kn__opid id, int nargs, const kn__arg *args) {
 
 int kn__invoke_multi(kn__opid id, int nargs, const kn__arg *args,
                      kn_tensor **outs, int cap) {
+  if (!outs || cap < 0) {
+    kn__error(KN_EINVAL, "%s: expected an output array with room for cap >= 0 tensors, got %s "
+              "with cap %d", kn__ops[id].name, outs ? "an array" : "NULL", cap);
+    return -1;
+  }
   kn__call c;
   if (prepare(&c, id, nargs, args) != KN_OK) return -1;
   kn__outs out;
@@ -392,11 +444,11 @@ int kn__invoke_multi(kn__opid id, int nargs, const kn__arg *args,
   }
   int n = out.n;
   for (int i = 0; i < n; i++) {
-    outs[i] = kn__autorelease(out.t[i]);
+    outs[i] = out.t[i];
     out.t[i] = NULL;
   }
   kn__outs_fini(&out);
-  return n;
+  return kn__autorelease_many(outs, n) == KN_OK ? n : -1;
 }
 
 /* ---- shared table entries ----------------------------------------------------- */

@@ -103,8 +103,9 @@ kn_tensor *kn_ones(int ndim, const int64_t *sizes, kn_dtype dtype) {
 }
 
 kn_tensor *kn_empty_meta(int ndim, const int64_t *sizes, kn_dtype dtype) {
-  if (ndim < 0 || ndim > KN_MAX_DIMS) {
-    kn__error(KN_EINVAL, "expected at most %d dimensions, got %d", KN_MAX_DIMS, ndim);
+  if (ndim < 0 || ndim > KN_MAX_DIMS || (ndim > 0 && !sizes)) {
+    kn__error(KN_EINVAL, "empty_meta: expected a size list of 0 to %d dims, got %d dims at %s",
+              KN_MAX_DIMS, ndim, sizes ? "an array" : "NULL");
     return NULL;
   }
   for (int d = 0; d < ndim; d++)

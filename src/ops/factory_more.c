@@ -69,7 +69,7 @@ typedef struct int_range { int64_t lo; uint64_t span; } int_range;
 static void sample_int(const uint32_t w[4], char *dst, kn_dtype dt, const void *ud) {
   const int_range *r = ud;
   uint64_t x = (((uint64_t)w[0] << 32) | w[1]) % r->span;
-  kn__store_int(dst, dt, r->lo + (int64_t)x);
+  kn__store_int(dst, dt, (int64_t)((uint64_t)r->lo + x)); /* < high: fits, wraps no sign */
 }
 
 kn_status kn__k_rand(const kn__call *c, kn__outs *out) {
@@ -83,7 +83,7 @@ kn_status kn__k_randn(const kn__call *c, kn__outs *out) {
 }
 
 kn_status kn__k_randint(const kn__call *c, kn__outs *out) {
-  int_range r = {c->args[1].u.i, (uint64_t)(c->args[2].u.i - c->args[1].u.i)};
+  int_range r = {c->args[1].u.i, (uint64_t)c->args[2].u.i - (uint64_t)c->args[1].u.i};
   return fill_random(out->t[0], c->args[3].u.gen, sample_int, &r);
 }
 
@@ -110,6 +110,9 @@ kn_status kn__meta_arange(const kn__call *c, kn__metas *out) {
     return kn__error(KN_EINVAL, "upper bound and larger bound inconsistent with step sign");
   kn_dtype dt = range_dtype(c, 3, 3);
   double len = ceil((end - start) / step);
+  if (!(len < 0x1p63))
+    return kn__error(KN_ERANGE, "arange: the number of elements (%g) does not fit in int64 "
+                     "(start %g, end %g, step %g)", len, start, end, step);
   kn__outmeta *m = kn__metas_push(out, dt);
   if (!m) return kn__oom();
   m->ndim = 1;
@@ -124,7 +127,11 @@ kn_status kn__k_arange(const kn__call *c, kn__outs *out) {
   size_t es = kn_dtype_size(t->dtype);
   bool ints = c->args[0].u.s.kind != KN_SCALAR_FLOAT && c->args[2].u.s.kind != KN_SCALAR_FLOAT;
   for (int64_t i = 0; i < t->sizes[0]; i++) {
-    if (ints) kn__store_int(p + i * (int64_t)es, t->dtype, c->args[0].u.s.v.i + i * c->args[2].u.s.v.i);
+    /* start + i * step lies in [start, end): computed modulo 2^64, it is exact */
+    if (ints)
+      kn__store_int(p + i * (int64_t)es, t->dtype,
+                    (int64_t)((uint64_t)c->args[0].u.s.v.i +
+                              (uint64_t)i * (uint64_t)c->args[2].u.s.v.i));
     else kn__store_double(p + i * (int64_t)es, t->dtype, start + (double)i * step);
   }
   return KN_OK;

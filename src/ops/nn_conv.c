@@ -93,8 +93,10 @@ static kn_status conv_geometry(const kn__call *c, convg *g) {
                      "with %lld elements, but got bias of size %s instead", ws,
                      (long long)g->O, bs);
   }
-  int64_t eh = g->H + 2 * g->ph, ew = g->W + 2 * g->pw;
-  int64_t kh = g->dh * (g->kh - 1) + 1, kw = g->dw * (g->kw - 1) + 1;
+  /* overflow-checked: huge parameters saturate and fail the meta function */
+  int64_t eh = kn__ck_add(g->H, kn__ck_mul(2, g->ph)), ew = kn__ck_add(g->W, kn__ck_mul(2, g->pw));
+  int64_t kh = kn__ck_add(kn__ck_mul(g->dh, g->kh - 1), 1);
+  int64_t kw = kn__ck_add(kn__ck_mul(g->dw, g->kw - 1), 1);
   if (eh < kh || ew < kw)
     return kn__error(KN_ESHAPE, "Calculated padded input size per channel: (%lld x %lld). "
                      "Kernel size: (%lld x %lld). Kernel size can't be greater than actual "

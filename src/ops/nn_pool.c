@@ -27,15 +27,23 @@ static int64_t pick(const kn__arg *a, int i, int64_t dflt) {
   return a->u.ints.v[a->u.ints.n == 1 ? 0 : i];
 }
 
+/* in + 2 pad - d (k - 1) - 1 (+ s - 1 with ceil), overflow-checked: huge
+** parameters saturate and flag the overflow, which fails the op's meta. */
+static int64_t window_num(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil) {
+  int64_t span = kn__ck_add(kn__ck_mul(d, kn__ck_sub(k, 1)), 1);
+  int64_t num = kn__ck_sub(kn__ck_add(in, kn__ck_mul(2, pad)), span);
+  return ceil ? kn__ck_add(num, s - 1) : num;
+}
+
 static int64_t out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil) {
-  int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
-  int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil && (o - 1) * s >= in + pad) o--;
+  int64_t num = window_num(in, k, pad, s, d, ceil);
+  int64_t o = kn__ck_add(kn__floordiv64(num, s), 1); /* s > 0 (checked by the caller) */
+  if (ceil && kn__ck_mul(o - 1, s) >= kn__ck_add(in, pad)) o--;
   return o;
 }
 
 kn_sym kn__nn_window_out(kn_sym in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
-  kn_sym num = kn__sym_add(in, kn__sym_const(2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0)));
+  kn_sym num = kn__sym_add(in, kn__sym_const(window_num(0, k, p, s, d, ceil)));
   kn_sym o = kn__sym_add(kn__sym_floordiv(num, kn__sym_const(s)), kn__sym_const(1));
   if (ceil) {
     kn_sym start = kn__sym_mul(kn__sym_sub(o, kn__sym_const(1)), kn__sym_const(s));

@@ -116,7 +116,15 @@ kn_tensor *kn_tan(kn_tensor *a) { return T1(TAN, a); }
 kn_tensor *kn_tanh(kn_tensor *a) { return T1(TANH, a); }
 kn_tensor *kn_sigmoid(kn_tensor *a) { return T1(SIGMOID, a); }
 kn_tensor *kn_relu(kn_tensor *a) { return T1(RELU, a); }
+static bool bad_approx(kn_gelu_approx approx) {
+  if (approx == KN_GELU_NONE || approx == KN_GELU_TANH) return false;
+  kn__error(KN_EINVAL, "gelu: expected approximate KN_GELU_NONE or KN_GELU_TANH, got %d",
+            (int)approx);
+  return true;
+}
+
 kn_tensor *kn_gelu(kn_tensor *a, kn_gelu_approx approx) {
+  if (bad_approx(approx)) return NULL;
   return kn__invoke(KN_OP_GELU, 2, (kn__arg[]){KN_A_T(a), KN_A_I(approx == KN_GELU_TANH)});
 }
 kn_tensor *kn_silu(kn_tensor *a) { return T1(SILU, a); }
@@ -150,6 +158,7 @@ kn_tensor *kn_threshold_backward(kn_tensor *grad, kn_tensor *self, kn_scalar thr
 kn_tensor *kn_sigmoid_backward(kn_tensor *grad, kn_tensor *out) { return T2(SIGMOID_BACKWARD, grad, out); }
 kn_tensor *kn_tanh_backward(kn_tensor *grad, kn_tensor *out) { return T2(TANH_BACKWARD, grad, out); }
 kn_tensor *kn_gelu_backward(kn_tensor *grad, kn_tensor *self, kn_gelu_approx approx) {
+  if (bad_approx(approx)) return NULL;
   return kn__invoke(KN_OP_GELU_BACKWARD, 3,
                     (kn__arg[]){KN_A_T(grad), KN_A_T(self), KN_A_I(approx == KN_GELU_TANH)});
 }

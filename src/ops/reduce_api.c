@@ -7,9 +7,9 @@
 #include "core/error.h"
 #include "ops/reduce.h"
 
-static kn__arg dims_arg(const int64_t *dims, int ndims) {
-  return (dims && ndims > 0) ? KN_A_INTS(dims, ndims) : KN_A_INTS(NULL, 0);
-}
+/* An empty list reduces every dim; a negative count or a NULL list of
+** ndims > 0 entries is refused by the dispatcher. */
+static kn__arg dims_arg(const int64_t *dims, int ndims) { return KN_A_INTS(dims, ndims); }
 
 kn_tensor *kn_sum(kn_tensor *t) {
   return kn__invoke(KN_OP_SUM, 2, (kn__arg[]){KN_A_T(t), KN_A_NONE});
@@ -68,6 +68,10 @@ kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) {
   if (ndim < 0 || ndim > t->ndim) {
     if (ndim >= 0 && ndim <= KN_MAX_DIMS) not_expandable(t, ndim, sizes);
     else kn__error(KN_EINVAL, "sum_to_size: expected at most %d dims, got %d", KN_MAX_DIMS, ndim);
+    return NULL;
+  }
+  if (ndim > 0 && !sizes) {
+    kn__error(KN_EINVAL, "sum_to_size: expected %d sizes, got NULL", ndim);
     return NULL;
   }
   int lead = t->ndim - ndim;

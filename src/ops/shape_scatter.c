@@ -61,6 +61,8 @@ kn_status kn__k_view_scatter(const kn__call *c, kn__outs *out) {
     sz[d] = kn__sym_hint(g.sz[d]);
     sd[d] = kn__sym_hint(g.st[d]);
   }
+  st = kn__check_geometry(c->op->name, g.nd, sz, sd, kn__sym_hint(g.off), o->dtype);
+  if (st != KN_OK) return st;
   kn_tensor *v = kn__make_view(o, g.nd, sz, sd, kn__sym_hint(g.off));
   if (!v) return kn_last_status();
   st = kn__copy_into(v, c->args[1].u.t);

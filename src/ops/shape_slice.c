@@ -178,6 +178,8 @@ kn_status kn__meta_as_strided(const kn__call *c, kn__metas *out) {
                        (long long)sz->u.ints.v[d], sbuf);
     if (sz->u.ints.v[d] == 0) extent = 0;
   }
+  kn_status st = kn__check_geometry("as_strided", n, sz->u.ints.v, sd->u.ints.v, off, self->dtype);
+  if (st != KN_OK) return st; /* from here on the arithmetic below cannot overflow */
   for (int d = 0; d < n && extent > 0; d++) extent += (sz->u.ints.v[d] - 1) * sd->u.ints.v[d];
   size_t es = kn_dtype_size(self->dtype);
   int64_t need = extent > 0 ? (off + extent) * (int64_t)es : 0;
@@ -306,7 +308,7 @@ kn_status kn__meta_split(const kn__call *c, kn__metas *out) {
   if (ss == 0 && size != 0)
     return kn__error(KN_EINVAL, "split_size can only be 0 if dimension size is 0, but got "
                      "dimension size of %lld", (long long)size);
-  int64_t n = ss == 0 ? 1 : (size + ss - 1) / ss;
+  int64_t n = ss == 0 ? 1 : size / ss + (size % ss != 0); /* ceil, without overflow */
   if (n < 1) n = 1;
   for (int64_t i = 0, start = 0; i < n && st == KN_OK; i++, start += ss)
     st = push_piece(c, out, d, start, size - start < ss ? size - start : ss);
@@ -349,7 +351,7 @@ kn_status kn__k_chunk(const kn__call *c, kn__outs *out) {
   int d;
   kn_status st = split_dim(c, c->args[2].u.i, &d);
   if (st != KN_OK) return st;
-  int64_t size = self->sizes[d], ss = (size + chunks - 1) / chunks;
+  int64_t size = self->sizes[d], ss = size / chunks + (size % chunks != 0); /* ceil */
   kn__call sub = {.op = NULL, .nargs = 3};
   int64_t *zeros = NULL;
   if (ss == 0 && size == 0) {

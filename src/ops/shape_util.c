@@ -74,6 +74,8 @@ void kn__slice_bounds(kn_sym size, int64_t start, int64_t end, kn_sym *s, kn_sym
 kn_sym kn__slice_len(kn_sym start, kn_sym end, int64_t step) {
   kn_sym span = kn__sym_sub(end, start);
   if (step == 1) return span;
+  if (kn__sym_is_const(span)) /* ceil(span / step) without span + step - 1 overflowing */
+    return kn__sym_const(span.c / step + (span.c % step != 0));
   return kn__sym_floordiv(kn__sym_add(span, kn__sym_const(step - 1)), kn__sym_const(step));
 }
 

@@ -13,6 +13,7 @@
 #include "autograd/autograd.h"
 #include "core/error.h"
 #include "core/strbuf.h"
+#include "logging/log.h"
 #include "ops/opdef.h"
 #include "profiler/profiler.h"
 #include "profiler/profiler_int.h"
@@ -61,12 +62,14 @@ kn_status kn_profiler_start(void) {
   if (atomic_load(&kn__prof_on)) return kn__error(KN_ESTATE, "the profiler is already running");
   kn_profiler_clear();
   atomic_store(&kn__prof_on, 1);
+  kn__compile_times_set_hook(kn__prof_range_done); /* compile phases become ranges */
   return KN_OK;
 }
 
 kn_status kn_profiler_stop(void) {
   if (!atomic_load(&kn__prof_on)) return kn__error(KN_ESTATE, "the profiler is not running");
   atomic_store(&kn__prof_on, 0);
+  kn__compile_times_set_hook(NULL);
   return KN_OK;
 }
 

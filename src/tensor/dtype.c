@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "tensor/tensor.h"
 
 static const struct { const char *name; size_t size; char kind; } info[KN_DTYPE_COUNT] = {
@@ -29,6 +30,10 @@ kn_dtype kn_default_dtype(void) { return KN_FLOAT32; }
 ** unsigned with a wider signed gives the signed; float16 with bfloat16 gives
 ** float32; an integer with a float gives the float. */
 kn_dtype kn_promote_types(kn_dtype a, kn_dtype b) {
+  if ((unsigned)a >= KN_DTYPE_COUNT || (unsigned)b >= KN_DTYPE_COUNT) {
+    kn__error(KN_EDTYPE, "promote_types: invalid dtype %d", (unsigned)a >= KN_DTYPE_COUNT ? a : b);
+    return KN_DTYPE_COUNT;
+  }
   if (a == b) return a;
   if (a == KN_BOOL) return b;
   if (b == KN_BOOL) return a;

@@ -172,8 +172,8 @@ static void suffix(kn__sb *sb, const kn_tensor *t, bool empty) {
 char *kn_tensor_to_string(const kn_tensor *t) {
   kn__sb sb = KN__SB_INIT;
   if (!t) {
-    kn__sb_puts(&sb, "(null tensor)");
-    return kn__sb_take(&sb);
+    kn__error(KN_EINVAL, "kn_tensor_to_string: expected a tensor, got NULL");
+    return NULL;
   }
   kn__sb_puts(&sb, "tensor(");
   int64_t numel = kn_numel(t);
@@ -202,7 +202,7 @@ char *kn_tensor_to_string(const kn_tensor *t) {
 }
 
 kn_status kn_print_tensor(const kn_tensor *t, FILE *out) {
-  if (!t) return kn__error(KN_EINVAL, "kn_print_tensor: the tensor is NULL");
+  if (!t) return kn__error(KN_EINVAL, "kn_print_tensor: expected a tensor, got NULL");
   const kn__fake_hooks *h = kn__fake_hooks_for(t);
   if (h) {
     /* a value of a compiled function: printed on every call (kn_print) */

@@ -45,11 +45,20 @@ typedef struct scope_stack {
 
 static _Thread_local scope_stack scopes;
 
+/* Scopes that could not be opened for lack of memory. While one is open,
+** every call that would register a result fails with KN_ENOMEM (so nothing
+** escapes unowned), and kn_scope_end closes it without releasing. */
+static _Thread_local size_t lost_scopes;
+
 void kn_scope_begin(void) {
   if (scopes.depth == scopes.mcap) {
     size_t ncap = scopes.mcap ? scopes.mcap * 2 : 8;
     size_t *nm = realloc(scopes.marks, ncap * sizeof *nm);
-    if (!nm) abort(); /* cannot report: begin has no status; 8-byte allocs */
+    if (!nm) {
+      kn__oom();
+      lost_scopes++;
+      return;
+    }
     scopes.marks = nm;
     scopes.mcap = ncap;
   }
@@ -67,6 +76,10 @@ static void free_scope_storage(void) {
 void kn_scope_end(void) { kn_scope_end_keep(NULL); }
 
 kn_tensor *kn_scope_end_keep(kn_tensor *keep) {
+  if (lost_scopes > 0) {
+    lost_scopes--;
+    return keep;
+  }
   if (scopes.depth == 0) return keep;
   kn_retain(keep);
   size_t mark = scopes.marks[--scopes.depth];
@@ -76,22 +89,43 @@ kn_tensor *kn_scope_end_keep(kn_tensor *keep) {
   return keep ? kn__autorelease(keep) : NULL;
 }
 
+static bool scope_reserve(size_t n) {
+  if (scopes.cap - scopes.len >= n) return true;
+  size_t ncap = scopes.cap ? scopes.cap : 64;
+  while (ncap - scopes.len < n) ncap *= 2;
+  kn_tensor **ni = realloc(scopes.items, ncap * sizeof *ni);
+  if (!ni) return false;
+  scopes.items = ni;
+  scopes.cap = ncap;
+  return true;
+}
+
 kn_tensor *kn__autorelease(kn_tensor *t) {
-  if (!t || scopes.depth == 0) return t;
-  if (scopes.len == scopes.cap) {
-    size_t ncap = scopes.cap ? scopes.cap * 2 : 64;
-    kn_tensor **ni = realloc(scopes.items, ncap * sizeof *ni);
-    if (!ni) {
-      /* Cannot record: release now would hand out a dead pointer, so keep
-      ** it alive (a leak under OOM is the lesser evil) and say so. */
-      kn__oom();
-      return t;
-    }
-    scopes.items = ni;
-    scopes.cap = ncap;
+  if (!t || (scopes.depth == 0 && lost_scopes == 0)) return t;
+  if (lost_scopes > 0 || !scope_reserve(1)) {
+    /* Cannot record it, so the call fails: release and report (a NULL
+    ** result whose error a later call's hint quotes). */
+    kn_release(t);
+    kn__oom();
+    kn__error_null_result();
+    return NULL;
   }
   scopes.items[scopes.len++] = t;
   return t;
+}
+
+kn_status kn__autorelease_many(kn_tensor **ts, int n) {
+  if ((scopes.depth == 0 && lost_scopes == 0) || n <= 0) return KN_OK;
+  if (lost_scopes > 0 || !scope_reserve((size_t)n)) {
+    for (int i = 0; i < n; i++) {
+      kn_release(ts[i]);
+      ts[i] = NULL;
+    }
+    return kn__oom();
+  }
+  for (int i = 0; i < n; i++)
+    if (ts[i]) scopes.items[scopes.len++] = ts[i];
+  return KN_OK;
 }
 
 /* ---- geometry helpers ------------------------------------------------------------ */
@@ -100,7 +134,9 @@ void kn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
   int64_t acc = 1;
   for (int d = ndim - 1; d >= 0; d--) {
     strides[d] = acc;
-    acc *= sizes[d] > 1 ? sizes[d] : 1;
+    /* saturates: only a tensor with no elements can get here with sizes
+    ** whose product overflows, and then strides are never used to reach */
+    if (sizes[d] > 1 && __builtin_mul_overflow(acc, sizes[d], &acc)) acc = INT64_MAX;
   }
 }
 
@@ -155,37 +191,71 @@ kn_tensor *kn__tensor_wrap(kn__storage *st, kn_dtype dt, int ndim, const int64_t
   return t;
 }
 
-static kn_status check_sizes(int ndim, const int64_t *sizes, int64_t *numel) {
+static kn_status geometry_error(const char *what, const char *problem, int ndim,
+                                const int64_t *sizes) {
+  char buf[256];
+  kn__format_sizes(ndim, sizes, buf, sizeof buf);
+  return kn__error(KN_ERANGE, "%s: %s (sizes %s)", what, problem, buf);
+}
+
+/* The index one past the farthest element the geometry reaches, in
+** elements, or -1 when that does not fit in int64. 0 for no elements. */
+static int64_t reach(int ndim, const int64_t *sizes, const int64_t *strides, int64_t offset) {
+  int64_t r = offset, step;
+  for (int d = 0; d < ndim; d++) {
+    if (sizes[d] == 0) return 0;
+    int64_t st = strides[d] < 0 ? -strides[d] : strides[d];
+    if (strides[d] == INT64_MIN || __builtin_mul_overflow(sizes[d] - 1, st, &step) ||
+        __builtin_add_overflow(r, step, &r))
+      return -1;
+  }
+  return __builtin_add_overflow(r, 1, &r) ? -1 : r;
+}
+
+kn_status kn__check_geometry(const char *what, int ndim, const int64_t *sizes,
+                             const int64_t *strides, int64_t offset, kn_dtype dt) {
   if (ndim < 0 || ndim > KN_MAX_DIMS)
-    return kn__error(KN_EINVAL, "expected at most %d dimensions, got %d", KN_MAX_DIMS, ndim);
+    return kn__error(KN_EINVAL, "%s: expected at most %d dimensions, got %d", what, KN_MAX_DIMS,
+                     ndim);
   for (int d = 0; d < ndim; d++)
     if (sizes[d] < 0)
-      return kn__error(KN_EINVAL, "Trying to create tensor with negative dimension %lld: %s",
-                       (long long)sizes[d], "sizes must be >= 0");
-  *numel = kn__numel(ndim, sizes);
-  if (*numel < 0) return kn__error(KN_EINVAL, "tensor size overflows int64");
+      return kn__error(KN_EINVAL, "%s: Trying to create tensor with negative dimension %lld: %s",
+                       what, (long long)sizes[d], "sizes must be >= 0");
+  int64_t numel = kn__numel(ndim, sizes), bytes;
+  int64_t es = (int64_t)kn_dtype_size(dt);
+  if (numel < 0 || __builtin_mul_overflow(numel, es, &bytes))
+    return geometry_error(what, "numel: integer multiplication overflow: the number of elements "
+                          "(or bytes) does not fit in int64", ndim, sizes);
+  if (!strides) return KN_OK;
+  if (offset < 0)
+    return kn__error(KN_ERANGE, "%s: storage offset must be >= 0, got %lld", what,
+                     (long long)offset);
+  /* strides in bytes fit too, also those of size-1 dims (kernels scale them all) */
+  for (int d = 0; d < ndim; d++)
+    if (strides[d] == INT64_MIN ||
+        __builtin_mul_overflow(strides[d] < 0 ? -strides[d] : strides[d], es, &bytes))
+      return kn__error(KN_ERANGE, "%s: stride %lld of dimension %d does not fit in int64 bytes",
+                       what, (long long)strides[d], d);
+  int64_t r = reach(ndim, sizes, strides, offset);
+  if (r < 0 || __builtin_mul_overflow(r, es, &bytes))
+    return geometry_error(what, "integer overflow: the strides and storage offset reach beyond "
+                          "int64 bytes", ndim, sizes);
   return KN_OK;
 }
 
 kn_tensor *kn__empty_strided(int ndim, const int64_t *sizes, const int64_t *strides,
                              kn_dtype dt, kn_device dev) {
-  int64_t numel = 0;
-  if (check_sizes(ndim, sizes, &numel) != KN_OK) return NULL;
   if ((unsigned)dt >= KN_DTYPE_COUNT) {
     kn__error(KN_EDTYPE, "invalid dtype %d", (int)dt);
     return NULL;
   }
-  int64_t extent = 0; /* one past the largest reachable element */
-  if (numel > 0) {
-    extent = 1;
-    for (int d = 0; d < ndim; d++) {
-      if (strides[d] < 0) {
-        kn__error(KN_EINVAL, "negative strides are not supported");
-        return NULL;
-      }
-      extent += (sizes[d] - 1) * strides[d];
+  if (kn__check_geometry("empty", ndim, sizes, strides, 0, dt) != KN_OK) return NULL;
+  for (int d = 0; d < ndim; d++)
+    if (strides[d] < 0) {
+      kn__error(KN_EINVAL, "negative strides are not supported");
+      return NULL;
     }
-  }
+  int64_t extent = reach(ndim, sizes, strides, 0); /* checked above */
   kn__storage *st = kn__storage_new((size_t)extent * kn_dtype_size(dt), dev);
   if (!st) {
     kn__oom();
@@ -221,7 +291,14 @@ kn_tensor *kn__make_view(kn_tensor *base, int ndim, const int64_t *sizes,
 
 /* ---- accessors ------------------------------------------------------------------- */
 
-int kn_ndim(const kn_tensor *t) { return t ? t->ndim : -1; }
+/* Accessors that cannot return a status report a NULL tensor this way. */
+static bool null_tensor(const kn_tensor *t, const char *fn) {
+  if (t) return false;
+  kn__error(KN_EINVAL, "%s: expected a tensor, got NULL", fn);
+  return true;
+}
+
+int kn_ndim(const kn_tensor *t) { return null_tensor(t, "kn_ndim") ? -1 : t->ndim; }
 
 /* Reading a symbolic size or stride as a plain integer bakes its current
 ** value into whatever the caller computes with it, so under tracing the
@@ -257,14 +334,17 @@ int64_t kn_stride(const kn_tensor *t, int d) {
 }
 
 const int64_t *kn_sizes(const kn_tensor *t) {
+  if (null_tensor(t, "kn_sizes")) return NULL;
   specialise_all(t, false);
   return t->sizes;
 }
 const int64_t *kn_strides(const kn_tensor *t) {
+  if (null_tensor(t, "kn_strides")) return NULL;
   specialise_all(t, true);
   return t->strides;
 }
 int64_t kn_storage_offset(const kn_tensor *t) {
+  if (null_tensor(t, "kn_storage_offset")) return -1;
   if (t->sym) specialise(t->sym->offset);
   return t->offset;
 }
@@ -273,10 +353,15 @@ int64_t kn_numel(const kn_tensor *t) {
   specialise_all(t, false);
   return kn__numel(t->ndim, t->sizes);
 }
-kn_dtype kn_tensor_dtype(const kn_tensor *t) { return t->dtype; }
-kn_device kn_tensor_device(const kn_tensor *t) { return t->device; }
+kn_dtype kn_tensor_dtype(const kn_tensor *t) {
+  return null_tensor(t, "kn_tensor_dtype") ? KN_DTYPE_COUNT : t->dtype;
+}
+kn_device kn_tensor_device(const kn_tensor *t) {
+  return null_tensor(t, "kn_tensor_device") ? KN_META : t->device;
+}
 
 bool kn_is_contiguous(const kn_tensor *t) {
+  if (null_tensor(t, "kn_is_contiguous")) return false;
   int64_t expect = 1;
   for (int d = t->ndim - 1; d >= 0; d--) {
     if (t->sizes[d] == 0) return true;
@@ -306,7 +391,7 @@ static kn_status no_data(const kn_tensor *t, const char *api) {
 }
 
 void *kn_data(const kn_tensor *t) {
-  if (!t) return NULL;
+  if (null_tensor(t, "kn_data")) return NULL;
   if (!t->storage->data) {
     (void)no_data(t, "kn_data");
     return NULL;
@@ -315,12 +400,9 @@ void *kn_data(const kn_tensor *t) {
 }
 
 double kn_get(const kn_tensor *t, const int64_t *index) {
-  if (!t) {
-    kn__error(KN_EINVAL, "kn_get: the tensor is NULL");
-    return NAN;
-  }
+  if (null_tensor(t, "kn_get")) return NAN;
   if (!index && t->ndim > 0) {
-    kn__error(KN_EINVAL, "kn_get: the index is NULL (expected %d indices)", t->ndim);
+    kn__error(KN_EINVAL, "kn_get: expected an index of %d entries, got NULL", t->ndim);
     return NAN;
   }
   if (!t->storage->data) {
@@ -341,7 +423,7 @@ double kn_get(const kn_tensor *t, const int64_t *index) {
 }
 
 static kn_status check_item(const kn_tensor *t, const char *api) {
-  if (!t) return kn__error(KN_EINVAL, "%s: the tensor is NULL", api);
+  if (null_tensor(t, api)) return kn_last_status();
   if (kn_numel(t) != 1)
     return kn__error(KN_EINVAL,
                      "a Tensor with %lld elements cannot be converted to Scalar",
@@ -357,6 +439,7 @@ static kn_status traced_item(const kn_tensor *t, double *v) {
 }
 
 kn_status kn_item_double(const kn_tensor *t, double *out) {
+  if (!out) return kn__error(KN_EINVAL, "kn_item_double: the output pointer is NULL");
   kn_status st = traced_item(t, out);
   if (st != KN__FAKE_PASS) return st;
   st = check_item(t, "kn_item_double");
@@ -365,6 +448,7 @@ kn_status kn_item_double(const kn_tensor *t, double *out) {
 }
 
 kn_status kn_item_int(const kn_tensor *t, int64_t *out) {
+  if (!out) return kn__error(KN_EINVAL, "kn_item_int: the output pointer is NULL");
   double v = 0;
   kn_status st = traced_item(t, &v);
   if (st == KN_OK) *out = (int64_t)v;
@@ -374,8 +458,13 @@ kn_status kn_item_int(const kn_tensor *t, int64_t *out) {
   return st;
 }
 
-uint64_t kn_tensor_version(const kn_tensor *t) { return atomic_load(&t->storage->version); }
-bool kn_same_storage(const kn_tensor *a, const kn_tensor *b) { return a->storage == b->storage; }
+uint64_t kn_tensor_version(const kn_tensor *t) {
+  return null_tensor(t, "kn_tensor_version") ? 0 : atomic_load(&t->storage->version);
+}
+bool kn_same_storage(const kn_tensor *a, const kn_tensor *b) {
+  if (null_tensor(a, "kn_same_storage") || null_tensor(b, "kn_same_storage")) return false;
+  return a->storage == b->storage;
+}
 
 bool kn_requires_grad(const kn_tensor *t) { return t && t->requires_grad; }
 bool kn_is_leaf(const kn_tensor *t) { return t && t->grad_fn == NULL; }
@@ -386,10 +475,7 @@ kn_tensor *kn_grad(const kn_tensor *t) {
 }
 
 void kn_set_grad(kn_tensor *t, kn_tensor *grad) {
-  if (!t) {
-    kn__error(KN_EINVAL, "kn_set_grad: the tensor is NULL");
-    return;
-  }
+  if (null_tensor(t, "kn_set_grad")) return;
   const kn__fake_hooks *h = kn__fake_hooks_for(t);
   if (h && h->refuse(t, "kn_set_grad") != KN__FAKE_PASS) return;
   kn_retain(grad);

@@ -78,9 +78,20 @@ kn_tensor *kn__make_view(kn_tensor *base, int ndim, const int64_t *sizes,
 kn_tensor *kn__tensor_wrap(kn__storage *st, kn_dtype dt, int ndim,
                            const int64_t *sizes, const int64_t *strides,
                            int64_t offset);
-/* Record t in the current autorelease scope, if one is open. Returns t. */
+/* Record t in the current autorelease scope, if one is open. Returns t; on
+** OOM releases t and returns NULL with KN_ENOMEM (the call then fails). */
 kn_tensor *kn__autorelease(kn_tensor *t);
+/* Record ts[0..n) (NULL entries skipped). On OOM releases them all, sets
+** them to NULL and returns KN_ENOMEM. */
+kn_status kn__autorelease_many(kn_tensor **ts, int n);
 
+/* Does the geometry fit? Sizes >= 0, at most KN_MAX_DIMS dims, the element
+** and byte counts fit in int64 and, when strides is not NULL, so does the
+** farthest byte the view reaches from offset (>= 0). KN_EINVAL/KN_ERANGE
+** naming `what` and the sizes otherwise. Every tensor kiln creates passes
+** this, so kernels can do index arithmetic in int64 without overflow. */
+kn_status kn__check_geometry(const char *what, int ndim, const int64_t *sizes,
+                             const int64_t *strides, int64_t offset, kn_dtype dt);
 /* Contiguous strides for sizes. */
 void kn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
 /* Product of sizes; -1 on overflow. */

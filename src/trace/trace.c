@@ -49,7 +49,7 @@ static void reset_strings(void) {
 }
 
 static void close_file(void) {
-  if (st.fd >= 0) close(st.fd);
+  if (st.fd >= 0) close(st.fd);  /* (st.path may outlive the fd: see write_failed) */
   st.fd = -1;
   free(st.path);
   free(st.dir);
@@ -197,17 +197,33 @@ static kn_status create_file(void) {
   return kn__error(KN_EIO, "cannot create a trace file in '%s'", st.dir);
 }
 
-static kn_status write_all(const char *p, size_t n) {
+/* 0, or the errno of the failed write. */
+static int write_all(const char *p, size_t n) {
   while (n > 0) {
     ssize_t k = write(st.fd, p, n);
     if (k < 0 && errno == EINTR) continue;
-    if (k <= 0)
-      return kn__error(KN_EIO, "cannot write trace file '%s': %s", st.path,
-                       strerror(errno));
+    if (k <= 0) return k < 0 ? errno : EIO;
     p += k;
     n -= (size_t)k;
   }
-  return KN_OK;
+  return 0;
+}
+
+/* A record that cannot be written in full (a full disk, a file size limit)
+** is cut off the file, which then ends at the last complete record; tracing
+** stops with one message on stderr. The file's path stays reported. */
+static kn_status write_failed(off_t start, int err) {
+  bool cut = start >= 0 && ftruncate(st.fd, start) == 0;
+  kn_status s = kn__error(KN_EIO, "cannot write trace file '%s': %s; tracing stopped%s",
+                          st.path, strerror(err),
+                          cut ? " (the file ends at the last complete record)" : "");
+  fprintf(stderr, "kiln: %s\n", kn_last_error());
+  close(st.fd);
+  st.fd = -1;
+  free(st.dir);
+  st.dir = NULL;
+  atomic_store(&kn__trace_on, false);
+  return s;
 }
 
 static kn_status emit(const kn__sb *rec) {
@@ -215,7 +231,9 @@ static kn_status emit(const kn__sb *rec) {
   pthread_mutex_lock(&file_lock);
   if (!st.dir) goto out; /* disabled meanwhile */
   if (st.fd < 0 && (s = create_file())) goto out;
-  s = write_all(rec->buf, rec->len);
+  off_t start = lseek(st.fd, 0, SEEK_END); /* where this record begins (O_APPEND) */
+  int err = write_all(rec->buf, rec->len);
+  if (err) s = write_failed(start, err);
 out:
   pthread_mutex_unlock(&file_lock);
   return s;

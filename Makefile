@@ -14,7 +14,7 @@ ASAN_DIR ?= build-asan
 OMP_WAIT_POLICY ?= passive
 export OMP_WAIT_POLICY
 
-BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libjansson-dev libmd-dev libdw1
+BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libsleef-dev libjansson-dev libmd-dev libdw1
 TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev
 
 .PHONY: demo test bench deps-build deps-test configure build test-plain test-asan

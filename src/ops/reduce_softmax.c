@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "ops/reduce.h"
+#include "ops/vmath.h"
 
 /* _softmax(self, dim, half_to_float) and _log_softmax: same shape/dtype. */
 kn_status kn__meta_softmax(const kn__call *c, kn__metas *out) {
@@ -26,36 +27,49 @@ kn_status kn__meta_softmax(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
-/* In place on a line of n doubles; f32 lines take their exp in float (as
-** torch computes float32 softmax), which is several times cheaper. */
-static void softmax_line(double *x, int64_t n, bool log_, bool f32) {
-  double mx = -INFINITY, sum = 0;
+/* exp(x[k] - mx) for a line: into e (n doubles) and summed. f32 lines take
+** their exp in float (as torch computes float32 softmax); both go through
+** the vector-math table (ops/vmath.h), in the scratch buffer e. */
+static double exp_shifted(const double *x, int64_t n, double mx, bool f32, double *e) {
+  const kn__vmath *vm = kn__vmath_get();
+  double sum = 0;
+  if (f32) {
+    float *ef = (float *)e;
+    for (int64_t k = 0; k < n; k++) ef[k] = (float)(x[k] - mx);
+    vm->f32[KN__VM_EXP](ef, ef, n);
+    /* widen in place, last first: e[k] only overlaps ef[2k], ef[2k + 1] */
+    for (int64_t k = n - 1; k >= 0; k--) e[k] = ef[k];
+  } else {
+    for (int64_t k = 0; k < n; k++) e[k] = x[k] - mx;
+    vm->f64[KN__VM_EXP](e, e, n);
+  }
+  for (int64_t k = 0; k < n; k++) sum += e[k];
+  return sum;
+}
+
+/* In place on a line of n doubles; e is n doubles of scratch. */
+static void softmax_line(double *x, int64_t n, bool log_, bool f32, double *e) {
+  double mx = -INFINITY;
   /* NaN is skipped here but reaches the sum, so its whole line becomes NaN */
   for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;
   if (isinf(mx) && mx < 0) mx = 0; /* all -inf: keep exp(-inf - 0) = 0 */
+  double sum = exp_shifted(x, n, mx, f32, e);
   if (log_) {
-    if (f32)
-      for (int64_t k = 0; k < n; k++) sum += expf((float)(x[k] - mx));
-    else
-      for (int64_t k = 0; k < n; k++) sum += exp(x[k] - mx);
     double ls = log(sum);
     for (int64_t k = 0; k < n; k++) x[k] = (x[k] - mx) - ls;
   } else {
-    if (f32)
-      for (int64_t k = 0; k < n; k++) sum += (x[k] = expf((float)(x[k] - mx)));
-    else
-      for (int64_t k = 0; k < n; k++) sum += (x[k] = exp(x[k] - mx));
     double inv = 1.0 / sum;
-    for (int64_t k = 0; k < n; k++) x[k] *= inv;
+    for (int64_t k = 0; k < n; k++) x[k] = e[k] * inv;
   }
 }
 
-/* g (buf) and y (buf + n) in, result in buf. */
-static void softmax_bwd_line(double *buf, int64_t n, bool log_) {
+/* g (buf) and y (buf + n) in, result in buf; e is n doubles of scratch. */
+static void softmax_bwd_line(double *buf, int64_t n, bool log_, double *e) {
   double *g = buf, *y = buf + n, s = 0;
   if (log_) {
     for (int64_t k = 0; k < n; k++) s += g[k];
-    for (int64_t k = 0; k < n; k++) g[k] -= exp(y[k]) * s;
+    kn__vmath_get()->f64[KN__VM_EXP](e, y, n);
+    for (int64_t k = 0; k < n; k++) g[k] -= e[k] * s;
   } else {
     for (int64_t k = 0; k < n; k++) s += g[k] * y[k];
     for (int64_t k = 0; k < n; k++) g[k] = y[k] * (g[k] - s);
@@ -71,7 +85,8 @@ static kn_status run_lines(const kn_tensor *const *ts, int nin, int dim, bool lo
   bool oom = false;
 #pragma omp parallel if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1)
   {
-    double *buf = malloc((size_t)(l.len > 0 ? l.len : 1) * (size_t)nin * sizeof *buf);
+    /* nin input lines, then one line of scratch */
+    double *buf = malloc((size_t)(l.len > 0 ? l.len : 1) * (size_t)(nin + 1) * sizeof *buf);
     if (!buf) {
 #pragma omp atomic write
       oom = true;
@@ -81,8 +96,9 @@ static kn_status run_lines(const kn_tensor *const *ts, int nin, int dim, bool lo
       if (!buf) continue;
       for (int k = 0; k < nin; k++)
         kn__line_load(kn__lines_at(&l, k, i), l.st[k], dt, l.len, buf + k * l.len);
-      if (bwd) softmax_bwd_line(buf, l.len, log_);
-      else softmax_line(buf, l.len, log_, dt == KN_FLOAT32);
+      double *scratch = buf + nin * l.len;
+      if (bwd) softmax_bwd_line(buf, l.len, log_, scratch);
+      else softmax_line(buf, l.len, log_, dt == KN_FLOAT32, scratch);
       kn__line_store((char *)kn__lines_at(&l, nin, i), l.st[nin], dt, l.len, buf);
     }
     free(buf);

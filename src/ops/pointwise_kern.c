@@ -401,12 +401,43 @@ static void scalar_to(scalar_buf *b, kn_scalar s, kn_dtype cc) {
   }
 }
 
+/* Is t laid out like out (contiguous, same shape) or a single element? */
+static bool flat_operand(const kn_tensor *t, const kn_tensor *out, bool *single) {
+  *single = kn__numel(t->ndim, t->sizes) == 1;
+  if (*single) return true;
+  if (t->ndim != out->ndim || !kn_is_contiguous(t)) return false;
+  for (int d = 0; d < t->ndim; d++)
+    if (t->sizes[d] != out->sizes[d]) return false;
+  return true;
+}
+
+/* Small ops whose operands are all contiguous and of out's shape (or single
+** elements / scalars) run as one row, without the iterator's setup: that
+** is most of the cost of a one-element op. false: not applicable. */
+static bool run_flat(kn_tensor *dst, int nin, const kn_tensor *const *ts, void *const *scal,
+                     kn_dtype cc, kn__iter_row_fn fn, const void *ctx, int64_t grain) {
+  int64_t n = kn__numel(dst->ndim, dst->sizes);
+  if (n >= grain || !kn_is_contiguous(dst)) return false;
+  char *p[3] = {kn_data(dst)};
+  int64_t s[3] = {(int64_t)kn_dtype_size(dst->dtype)};
+  for (int k = 0; k < nin; k++) {
+    bool single = true;
+    if (ts[k] && !flat_operand(ts[k], dst, &single)) return false;
+    p[k + 1] = ts[k] ? kn_data(ts[k]) : scal[k];
+    s[k + 1] = single ? 0 : (int64_t)kn_dtype_size(cc);
+  }
+  fn(p, s, n, ctx);
+  return true;
+}
+
 kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
                      kn__pwcode code, const kn__pwparams *prm) {
   KN_ASSERT(nin >= 1 && nin <= 2);
   if (kn_numel(out) == 0) return KN_OK;
   kn_dtype ot = writes_bool(code) ? KN_BOOL : cc;
   kn_tensor *conv[2] = {NULL, NULL}, *tmp = NULL;
+  const kn_tensor *ts[2] = {NULL, NULL};
+  void *scal[2] = {NULL, NULL};
   scalar_buf bufs[2];
   static const int64_t zeros[KN_MAX_DIMS];
   kn_status st = KN_OK;
@@ -415,29 +446,34 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
     dst = tmp = kn__empty(out->ndim, out->sizes, ot, KN_CPU);
     if (!tmp) return kn_last_status();
   }
-  kn__iter it;
-  kn__iter_init(&it, out->ndim, out->sizes);
-  kn__iter_add(&it, dst);
   for (int k = 0; k < nin; k++) {
     if (in[k].t) {
-      const kn_tensor *t = in[k].t;
-      if (t->dtype != cc || overlaps_differently(out, t)) {
-        t = conv[k] = kn__contiguous_copy(t, cc);
-        if (!t) {
+      ts[k] = in[k].t;
+      if (ts[k]->dtype != cc || overlaps_differently(out, ts[k])) {
+        ts[k] = conv[k] = kn__contiguous_copy(ts[k], cc);
+        if (!ts[k]) {
           st = kn_last_status();
           goto done;
         }
       }
-      kn__iter_add_broadcast(&it, t);
     } else {
       scalar_to(&bufs[k], in[k].s, cc);
-      kn__iter_add_raw(&it, &bufs[k], zeros, kn_dtype_size(cc));
+      scal[k] = &bufs[k];
     }
   }
   atomic_int zero_div = 0;
   rowctx ctx = {code, prm, &zero_div};
-  kn__iter_run(&it, row_fn(cc, nin), &ctx,
-               memory_bound(code) ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN);
+  int64_t grain = memory_bound(code) ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN;
+  if (!run_flat(dst, nin, ts, scal, cc, row_fn(cc, nin), &ctx, grain)) {
+    kn__iter it;
+    kn__iter_init(&it, out->ndim, out->sizes);
+    kn__iter_add(&it, dst);
+    for (int k = 0; k < nin; k++) {
+      if (ts[k]) kn__iter_add_broadcast(&it, ts[k]);
+      else kn__iter_add_raw(&it, scal[k], zeros, kn_dtype_size(cc));
+    }
+    kn__iter_run(&it, row_fn(cc, nin), &ctx, grain);
+  }
   if (atomic_load(&zero_div)) {
     st = kn__error(KN_EINVAL, "ZeroDivisionError");
     goto done;

@@ -163,12 +163,30 @@ kn_status kn__pw_check_inplace(const kn_tensor *self, kn_dtype result, int nd,
   return KN_OK;
 }
 
-/* Broadcast shape of the tensor operands among args [0, n). */
+/* Is shape (nd dims) t's own constant shape? */
+static bool same_const_shape(const kn_tensor *t, int nd, const kn_sym *shape) {
+  if (t->sym || t->ndim != nd) return false;
+  for (int d = 0; d < nd; d++)
+    if (!kn__sym_is_const(shape[d]) || shape[d].c != t->sizes[d]) return false;
+  return true;
+}
+
+/* Broadcast shape of the tensor operands among args [0, n). The common
+** cases (the first operand; an operand of the same constant shape) skip
+** the general rule. */
 static kn_status operand_shape(const kn__call *c, int n, int *nd, kn_sym *shape) {
   *nd = 0;
+  bool first = true;
   for (int i = 0; i < n && i < c->nargs; i++) {
     const kn_tensor *t = c->args[i].kind == KN__A_TENSOR ? c->args[i].u.t : NULL;
     if (!t) continue;
+    if (first) {
+      first = false;
+      *nd = t->ndim;
+      kn__tensor_symsizes(t, shape);
+      continue;
+    }
+    if (same_const_shape(t, *nd, shape)) continue;
     kn_sym ts[KN_MAX_DIMS];
     kn__tensor_symsizes(t, ts);
     kn_status st = kn__broadcast_shapes(*nd, shape, t->ndim, ts, nd, shape);
@@ -272,11 +290,13 @@ kn_status kn__meta_pw_unary(const kn__call *c, kn__metas *out) { return pw_meta(
 
 /* ---- shared kernels ---------------------------------------------------------------- */
 
-static kn__pwopnd operand(const kn__call *c, int i) {
-  kn__pwopnd o = {NULL, kn_int(0)};
-  if (c->args[i].kind == KN__A_TENSOR) o.t = c->args[i].u.t;
-  else o.s = c->args[i].u.s;
-  return o;
+/* Fills *o field by field: building the struct whole and copying it costs
+** store-forwarding stalls that show up in a one-element op's time. */
+static void operand(const kn__call *c, int i, kn__pwopnd *o) {
+  bool tensor = c->args[i].kind == KN__A_TENSOR;
+  o->t = tensor ? c->args[i].u.t : NULL;
+  if (tensor) o->s = kn_int(0);
+  else o->s = c->args[i].u.s;
 }
 
 /* The formula actually run: rounding modes and gelu's approximation are
@@ -315,9 +335,9 @@ static kn_status pw_kernel(const kn__call *c, kn__outs *out) {
   if (st != KN_OK) return st;
   kn__pwparams prm;
   fill_params(c, pi, &prm);
-  kn__pwopnd in[2] = {operand(c, 0), operand(c, 0)};
+  kn__pwopnd in[2];
   int nin = pi->code == KN__PW_CLAMP ? 1 : pi->nopnds;
-  if (nin == 2) in[1] = operand(c, 1);
+  for (int k = 0; k < nin; k++) operand(c, k, &in[k]);
   kn_dtype cc = promoted == KN_BOOL && result == KN_BOOL && pi->kind == KN__PWK_BOOL &&
                         (pi->code == KN__PW_LAND || pi->code == KN__PW_LOR ||
                          pi->code == KN__PW_LNOT)

@@ -106,10 +106,8 @@ void kn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
 
 int64_t kn__numel(int ndim, const int64_t *sizes) {
   int64_t n = 1;
-  for (int d = 0; d < ndim; d++) {
-    if (sizes[d] < 0) return -1;
-    if (sizes[d] != 0 && n > INT64_MAX / sizes[d]) return -1;
-    n *= sizes[d];
+  for (int d = 0; d < ndim; d++) { /* no division: this runs on every op */
+    if (sizes[d] < 0 || __builtin_mul_overflow(n, sizes[d], &n)) return -1;
   }
   return n;
 }

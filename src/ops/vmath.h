@@ -8,8 +8,10 @@
 ** translation unit with that ISA's flags (vmath_sse4.c, vmath_avx2.c,
 ** vmath_avx512.c). The widest table the CPU supports is chosen once, at
 ** first use (CPUID via __builtin_cpu_supports), so one binary runs on any
-** x86-64 CPU. SLEEF's 1.0-ULP (u10) functions are used throughout, like
-** ATen's; no fast-math. Functions work on contiguous arrays of any length
+** x86-64 CPU. SLEEF's 1.0-ULP (u10) functions are used, like ATen's, except
+** for float32 tanh and erf, which SLEEF computes several times slower than
+** exp: those are kiln's own polynomials around SLEEF's exp (vmath_isa.h;
+** at most 1 ULP, checked exhaustively over [2^-20, 8]). No fast-math. Functions work on contiguous arrays of any length
 ** (the tail is computed in a zero-padded vector); y may equal x.
 */
 #ifndef KN_OPS_VMATH_H

@@ -16,10 +16,18 @@
 
 #include "ops/vmath.h"
 
+#include <stdint.h>
+
 #define KN_VM_CAT_(a, b, c, d, e, f) a##b##c##d##e##f
 #define KN_VM_CAT(a, b, c, d, e, f) KN_VM_CAT_(a, b, c, d, e, f)
 /* SLEEF's 1.0-ULP function: SL(exp, f, 16) = Sleef_expf16_u10avx512f */
 #define SL(fn, L, W) KN_VM_CAT(Sleef_, fn, L, W, _u10, KN_VM_ISA)
+
+/* tanh and erf: the float ones below, SLEEF's for double. */
+#define KN_VM_TANH_f(x) v_tanh_poly_f(x)
+#define KN_VM_TANH_d(x) SL(tanh, d, KN_VM_WD)(x)
+#define KN_VM_ERF_f(x) v_erf_poly_f(x)
+#define KN_VM_ERF_d(x) SL(erf, d, KN_VM_WD)(x)
 
 /* Per element type: loads/stores, the SLEEF functions, the composites. */
 #define KN_VM_TYPE(T, V, W, L, SQRT, ANY_GT, BIG)                                         \
@@ -49,8 +57,8 @@
   static inline V v_sin_##L(V x) { return SL(sin, L, W)(x); }                 \
   static inline V v_cos_##L(V x) { return SL(cos, L, W)(x); }                 \
   static inline V v_tan_##L(V x) { return SL(tan, L, W)(x); }                 \
-  static inline V v_tanh_##L(V x) { return SL(tanh, L, W)(x); }               \
-  static inline V v_erf_##L(V x) { return SL(erf, L, W)(x); }                 \
+  static inline V v_tanh_##L(V x) { return KN_VM_TANH_##L(x); }              \
+  static inline V v_erf_##L(V x) { return KN_VM_ERF_##L(x); }                \
   static inline V v_sqrt_##L(V x) { return SQRT(x); }                         \
   static inline V v_rsqrt_##L(V x) { return (T)1 / SQRT(x); }                 \
   static inline V v_sigmoid_##L(V x) { return (T)1 / ((T)1 + v_exp_##L(-x)); } \
@@ -74,6 +82,59 @@
     V dinner = (T)KN__VM_BETA * ((T)1 + (T)3 * (T)KN__VM_KAPPA * x * x);       \
     return g * ((T)0.5 * ((T)1 + th) + (T)0.5 * x * ((T)1 - th * th) * dinner); \
   }
+
+/* float32 tanh without SLEEF's (slow) tanhf: for |x| < 0.625 an odd
+** polynomial x + x^3 P(x^2) (least-squares fit, relative weight; 0.68 ULP
+** measured), above it 1 - 2 / (exp(2|x|) + 1) with SLEEF's 1-ULP exp
+** (2 / (e + 1) <= 0.45 there, so the subtraction loses nothing), sign
+** restored. NaN takes the exp branch; +-inf give +-1; -0 stays -0. */
+typedef int32_t kn_vfi __attribute__((vector_size(sizeof(kn_vf))));
+static inline kn_vf v_tanh_poly_f(kn_vf x) {
+  kn_vfi bits = (kn_vfi)x, sgn = bits & INT32_MIN;
+  kn_vf a = (kn_vf)(bits ^ sgn), z = x * x;
+  kn_vf p = 2.142803743e-03f * z - 8.177093230e-03f;
+  p = p * z + 2.170050144e-02f;
+  p = p * z - 5.394670367e-02f;
+  p = p * z + 1.333320588e-01f;
+  p = p * z - 3.333333135e-01f;
+  kn_vf small = x + x * (z * p);
+  kn_vf big = 1.0f - 2.0f / (SL(exp, f, KN_VM_WF)(a + a) + 1.0f);
+  kn_vfi m = a < 0.625f; /* all ones in lanes that take the polynomial */
+  /* the polynomial has x's sign already, except for -0 */
+  return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
+}
+
+/* float32 erf without SLEEF's (slow) erff, in |x| (sign restored): below
+** 0.875, x + x P(x^2); above, 1 - exp(-x^2) Q(|x| - 0.875) with |x|
+** clamped to 4, where erf rounds to 1 (least-squares fits with relative
+** weights; 0.8 and 0.86 ULP with an exact exp). NaN stays NaN. */
+static inline kn_vf v_erf_poly_f(kn_vf x) {
+  kn_vfi bits = (kn_vfi)x, sgn = bits & INT32_MIN;
+  kn_vf a = (kn_vf)(bits ^ sgn), z = x * x;
+  kn_vf p = -6.218503113e-04f * z + 5.035122391e-03f;
+  p = p * z - 2.679345198e-02f;
+  p = p * z + 1.128251031e-01f;
+  p = p * z - 3.761255443e-01f;
+  p = p * z + 1.283791512e-01f;
+  kn_vf small = a + a * p;
+  kn_vfi over = a > 4.0f;
+  kn_vf four = (kn_vf){0} + 4.0f;
+  kn_vf ac = (kn_vf)(((kn_vfi)a & ~over) | ((kn_vfi)four & over));
+  kn_vf t = ac - 0.875f;
+  kn_vf q = 9.423242773e-06f * t - 1.264200400e-04f;
+  q = q * t + 7.839610334e-04f;
+  q = q * t - 3.091333667e-03f;
+  q = q * t + 9.120049886e-03f;
+  q = q * t - 2.249682508e-02f;
+  q = q * t + 4.968651012e-02f;
+  q = q * t - 1.008875594e-01f;
+  q = q * t + 1.879543960e-01f;
+  q = q * t - 3.158338070e-01f;
+  q = q * t + 4.643115699e-01f;
+  kn_vf big = 1.0f - SL(exp, f, KN_VM_WF)(-(ac * ac)) * q;
+  kn_vfi m = a < 0.875f;
+  return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
+}
 
 /* An array function over a vector function; the tail runs zero-padded. */
 #define KN_VM_ARRAY1(NAME, T, V, W, L)                                          \

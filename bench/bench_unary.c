@@ -65,7 +65,10 @@ static const ucase cases[] = {
     {"erf", kn_erf, erff, -3, 3},            {"sqrt", kn_sqrt, sqrtf, 0, 100},
     {"rsqrt", kn_rsqrt, s_rsqrt, 0.01f, 100}, {"sigmoid", kn_sigmoid, s_sigmoid, -10, 10},
     {"silu", kn_silu, s_silu, -10, 10},      {"gelu", k_gelu, s_gelu, -5, 5},
-    {"gelu_tanh", k_gelu_tanh, s_gelu_tanh, -5, 5},
+    {"gelu_tanh", k_gelu_tanh, s_gelu_tanh, -5, 5}, {"log10", kn_log10, log10f, 0.01f, 100},
+    {"sinh", kn_sinh, sinhf, -5, 5},         {"cosh", kn_cosh, coshf, -5, 5},
+    {"asin", kn_asin, asinf, -1, 1},         {"acos", kn_acos, acosf, -1, 1},
+    {"atan", kn_atan, atanf, -10, 10},       {"erfc", kn_erfc, erfcf, -3, 3},
 };
 
 static void bench_case(const ucase *c, float *y) {

@@ -80,6 +80,7 @@ static kn_tensor *f_to(kn_tensor *x) { return kn_to(kn_to(x, KN_FLOAT32), KN_FLO
 Test(pw_grad, unary_first_and_second_order) {
   kn_tensor *x = LEAF(-1.5, 1.5, (2, 3));
   kn_tensor *pos = LEAF(0.3, 2.5, (2, 3));
+  kn_tensor *unit = LEAF(-0.8, 0.8, (2, 3));
   struct { const char *name; unary f; kn_tensor *x; bool second; } cases[] = {
     {"neg", kn_neg, x, true},         {"abs", kn_abs, x, true},
     {"reciprocal", kn_reciprocal, pos, true}, {"exp", kn_exp, x, true},
@@ -101,6 +102,10 @@ Test(pw_grad, unary_first_and_second_order) {
     {"mul_scalar", f_mul_s, x, true}, {"div_scalar", f_div_s, x, true},
     {"div_floor", f_div_floor, x, false}, {"clone", kn_clone, x, true},
     {"contiguous", f_contig, x, true},
+    {"log10", kn_log10, pos, true},   {"sinh", kn_sinh, x, true},
+    {"cosh", kn_cosh, x, true},       {"asin", kn_asin, unit, true},
+    {"acos", kn_acos, unit, true},    {"atan", kn_atan, x, true},
+    {"erfc", kn_erfc, x, true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     check1(cases[i].name, cases[i].f, cases[i].x, cases[i].second);

@@ -147,6 +147,13 @@ static int vm_unary(kn__pwcode code) {
   case KN__PW_TAN: return KN__VM_TAN;
   case KN__PW_TANH: return KN__VM_TANH;
   case KN__PW_ERF: return KN__VM_ERF;
+  case KN__PW_LOG10: return KN__VM_LOG10;
+  case KN__PW_SINH: return KN__VM_SINH;
+  case KN__PW_COSH: return KN__VM_COSH;
+  case KN__PW_ASIN: return KN__VM_ASIN;
+  case KN__PW_ACOS: return KN__VM_ACOS;
+  case KN__PW_ATAN: return KN__VM_ATAN;
+  case KN__PW_ERFC: return KN__VM_ERFC;
   case KN__PW_SIGMOID: return KN__VM_SIGMOID;
   case KN__PW_SILU: return KN__VM_SILU;
   case KN__PW_GELU: return KN__VM_GELU;

@@ -26,6 +26,13 @@
   static inline T s_tan_##L(T x) { return tan(x); }                            \
   static inline T s_tanh_##L(T x) { return tanh(x); }                          \
   static inline T s_erf_##L(T x) { return erf(x); }                            \
+  static inline T s_log10_##L(T x) { return log10(x); }                        \
+  static inline T s_sinh_##L(T x) { return sinh(x); }                          \
+  static inline T s_cosh_##L(T x) { return cosh(x); }                          \
+  static inline T s_asin_##L(T x) { return asin(x); }                          \
+  static inline T s_acos_##L(T x) { return acos(x); }                          \
+  static inline T s_atan_##L(T x) { return atan(x); }                          \
+  static inline T s_erfc_##L(T x) { return erfc(x); }                          \
   static inline T s_sigmoid_##L(T x) { return (T)1 / ((T)1 + exp(-x)); }       \
   static inline T s_silu_##L(T x) { return x / ((T)1 + exp(-x)); }             \
   static inline T s_gelu_##L(T x) {                                            \
@@ -65,6 +72,9 @@
   KN_SC_ARRAY1(cos, T, L) KN_SC_ARRAY1(tan, T, L) KN_SC_ARRAY1(tanh, T, L)     \
   KN_SC_ARRAY1(erf, T, L) KN_SC_ARRAY1(sigmoid, T, L) KN_SC_ARRAY1(silu, T, L) \
   KN_SC_ARRAY1(gelu, T, L) KN_SC_ARRAY1(gelu_tanh, T, L)                       \
+  KN_SC_ARRAY1(log10, T, L) KN_SC_ARRAY1(sinh, T, L) KN_SC_ARRAY1(cosh, T, L)  \
+  KN_SC_ARRAY1(asin, T, L) KN_SC_ARRAY1(acos, T, L) KN_SC_ARRAY1(atan, T, L)   \
+  KN_SC_ARRAY1(erfc, T, L)                                                     \
   KN_SC_ARRAY2(pow, T, L) KN_SC_ARRAY2(gelu_bw, T, L)                          \
   KN_SC_ARRAY2(gelu_tanh_bw, T, L)
 
@@ -78,7 +88,9 @@ KN_SC_ALL(double, d)
    [KN__VM_COS] = a_cos_##L, [KN__VM_TAN] = a_tan_##L, [KN__VM_TANH] = a_tanh_##L,     \
    [KN__VM_ERF] = a_erf_##L, [KN__VM_SIGMOID] = a_sigmoid_##L,                        \
    [KN__VM_SILU] = a_silu_##L, [KN__VM_GELU] = a_gelu_##L,                            \
-   [KN__VM_GELU_TANH] = a_gelu_tanh_##L}
+   [KN__VM_GELU_TANH] = a_gelu_tanh_##L, [KN__VM_LOG10] = a_log10_##L,                \
+   [KN__VM_SINH] = a_sinh_##L, [KN__VM_COSH] = a_cosh_##L, [KN__VM_ASIN] = a_asin_##L, \
+   [KN__VM_ACOS] = a_acos_##L, [KN__VM_ATAN] = a_atan_##L, [KN__VM_ERFC] = a_erfc_##L}
 #define KN_SC_ROW2(L)                                                           \
   {[KN__VM_POW] = a_pow_##L, [KN__VM_GELU_BW] = a_gelu_bw_##L,                 \
    [KN__VM_GELU_TANH_BW] = a_gelu_tanh_bw_##L}

@@ -11,6 +11,7 @@
 ** (vmath.c) operation for operation; only the transcendental functions
 ** differ (SLEEF's 1.0-ULP versions instead of libm's).
 */
+#include <math.h>
 #include <sleef.h>
 #include <string.h>
 
@@ -22,6 +23,8 @@
 #define KN_VM_CAT(a, b, c, d, e, f) KN_VM_CAT_(a, b, c, d, e, f)
 /* SLEEF's 1.0-ULP function: SL(exp, f, 16) = Sleef_expf16_u10avx512f */
 #define SL(fn, L, W) KN_VM_CAT(Sleef_, fn, L, W, _u10, KN_VM_ISA)
+/* erfc has no 1.0-ULP version; SLEEF's is 1.5 ULP (ATen uses it too) */
+#define SL15(fn, L, W) KN_VM_CAT(Sleef_, fn, L, W, _u15, KN_VM_ISA)
 
 /* tanh and erf: the float ones below, SLEEF's for double. */
 #define KN_VM_TANH_f(x) v_tanh_poly_f(x)
@@ -30,7 +33,7 @@
 #define KN_VM_ERF_d(x) SL(erf, d, KN_VM_WD)(x)
 
 /* Per element type: loads/stores, the SLEEF functions, the composites. */
-#define KN_VM_TYPE(T, V, W, L, SQRT, ANY_GT, BIG)                                         \
+#define KN_VM_TYPE(T, V, W, L, SQRT, ANY_GT, BIG, EXP_MAX, SINH, COSH)                                         \
   static inline V ld_##L(const T *p) {                                         \
     V v;                                                                       \
     memcpy(&v, p, sizeof v);                                                   \
@@ -59,6 +62,24 @@
   static inline V v_tan_##L(V x) { return SL(tan, L, W)(x); }                 \
   static inline V v_tanh_##L(V x) { return KN_VM_TANH_##L(x); }              \
   static inline V v_erf_##L(V x) { return KN_VM_ERF_##L(x); }                \
+  static inline V v_log10_##L(V x) { return SL(log10, L, W)(x); }             \
+  /* SLEEF's sinh/cosh overflow where exp(|x|) does, a little before the   \
+  ** results do: those (rare) lanes take libm's. */                         \
+  static inline V big_lanes_##L(V x, V r, T (*f)(T)) {                         \
+    if (!ANY_GT(x, EXP_MAX) && !ANY_GT(-x, EXP_MAX)) return r;                 \
+    T xs[W], rs[W];                                                            \
+    st_##L(xs, x);                                                             \
+    st_##L(rs, r);                                                             \
+    for (int k = 0; k < W; k++)                                                \
+      if (xs[k] > EXP_MAX || -xs[k] > EXP_MAX) rs[k] = f(xs[k]);               \
+    return ld_##L(rs);                                                         \
+  }                                                                            \
+  static inline V v_sinh_##L(V x) { return big_lanes_##L(x, SL(sinh, L, W)(x), SINH); } \
+  static inline V v_cosh_##L(V x) { return big_lanes_##L(x, SL(cosh, L, W)(x), COSH); } \
+  static inline V v_asin_##L(V x) { return SL(asin, L, W)(x); }               \
+  static inline V v_acos_##L(V x) { return SL(acos, L, W)(x); }               \
+  static inline V v_atan_##L(V x) { return SL(atan, L, W)(x); }               \
+  static inline V v_erfc_##L(V x) { return SL15(erfc, L, W)(x); }             \
   static inline V v_sqrt_##L(V x) { return SQRT(x); }                         \
   static inline V v_rsqrt_##L(V x) { return (T)1 / SQRT(x); }                 \
   static inline V v_sigmoid_##L(V x) { return (T)1 / ((T)1 + v_exp_##L(-x)); } \
@@ -173,10 +194,14 @@ static inline kn_vf v_erf_poly_f(kn_vf x) {
   KN_VM_ARRAY1(erf, T, V, W, L) KN_VM_ARRAY1(sigmoid, T, V, W, L)              \
   KN_VM_ARRAY1(silu, T, V, W, L) KN_VM_ARRAY1(gelu, T, V, W, L)                \
   KN_VM_ARRAY1(gelu_tanh, T, V, W, L) KN_VM_ARRAY2(pow, T, V, W, L)            \
+  KN_VM_ARRAY1(log10, T, V, W, L) KN_VM_ARRAY1(sinh, T, V, W, L)               \
+  KN_VM_ARRAY1(cosh, T, V, W, L) KN_VM_ARRAY1(asin, T, V, W, L)                \
+  KN_VM_ARRAY1(acos, T, V, W, L) KN_VM_ARRAY1(atan, T, V, W, L)                \
+  KN_VM_ARRAY1(erfc, T, V, W, L)                                               \
   KN_VM_ARRAY2(gelu_bw, T, V, W, L) KN_VM_ARRAY2(gelu_tanh_bw, T, V, W, L)
 
-KN_VM_TYPE(float, kn_vf, KN_VM_WF, f, KN_VM_SQRTF, KN_VM_ANY_GTF, 1e30f)
-KN_VM_TYPE(double, kn_vd, KN_VM_WD, d, KN_VM_SQRTD, KN_VM_ANY_GTD, 1e300)
+KN_VM_TYPE(float, kn_vf, KN_VM_WF, f, KN_VM_SQRTF, KN_VM_ANY_GTF, 1e30f, 88.0f, sinhf, coshf)
+KN_VM_TYPE(double, kn_vd, KN_VM_WD, d, KN_VM_SQRTD, KN_VM_ANY_GTD, 1e300, 709.0, sinh, cosh)
 KN_VM_ALL(float, kn_vf, KN_VM_WF, f)
 KN_VM_ALL(double, kn_vd, KN_VM_WD, d)
 
@@ -187,7 +212,9 @@ KN_VM_ALL(double, kn_vd, KN_VM_WD, d)
    [KN__VM_COS] = a_cos_##L, [KN__VM_TAN] = a_tan_##L, [KN__VM_TANH] = a_tanh_##L,     \
    [KN__VM_ERF] = a_erf_##L, [KN__VM_SIGMOID] = a_sigmoid_##L,                        \
    [KN__VM_SILU] = a_silu_##L, [KN__VM_GELU] = a_gelu_##L,                            \
-   [KN__VM_GELU_TANH] = a_gelu_tanh_##L}
+   [KN__VM_GELU_TANH] = a_gelu_tanh_##L, [KN__VM_LOG10] = a_log10_##L,                \
+   [KN__VM_SINH] = a_sinh_##L, [KN__VM_COSH] = a_cosh_##L, [KN__VM_ASIN] = a_asin_##L, \
+   [KN__VM_ACOS] = a_acos_##L, [KN__VM_ATAN] = a_atan_##L, [KN__VM_ERFC] = a_erfc_##L}
 #define KN_VM_ROW2(L)                                                           \
   {[KN__VM_POW] = a_pow_##L, [KN__VM_GELU_BW] = a_gelu_bw_##L,                 \
    [KN__VM_GELU_TANH_BW] = a_gelu_tanh_bw_##L}

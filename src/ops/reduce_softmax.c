@@ -27,36 +27,72 @@ kn_status kn__meta_softmax(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
-/* exp(x[k] - mx) for a line: into e (n doubles) and summed. f32 lines take
-** their exp in float (as torch computes float32 softmax); both go through
-** the vector-math table (ops/vmath.h), in the scratch buffer e. */
-static double exp_shifted(const double *x, int64_t n, double mx, bool f32, double *e) {
-  const kn__vmath *vm = kn__vmath_get();
+/* Line maximum and sum with 8 independent accumulators: one running value
+** is a chain of dependent instructions that caps a line at one element per
+** add/max latency. The maximum is the same in any order (NaN is skipped as
+** before); the sum differs from a left-to-right one by rounding only. */
+#define NACC 8
+
+static double line_max(const double *x, int64_t n) {
+  double m[NACC];
+  for (int j = 0; j < NACC; j++) m[j] = -INFINITY;
+  int64_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (int j = 0; j < NACC; j++) m[j] = x[k + j] > m[j] ? x[k + j] : m[j];
+  for (; k < n; k++) m[0] = x[k] > m[0] ? x[k] : m[0];
+  double mx = m[0];
+  for (int j = 1; j < NACC; j++) mx = m[j] > mx ? m[j] : mx;
+  return mx;
+}
+
+static double line_sum(const double *x, int64_t n) {
+  double s[NACC] = {0};
+  int64_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (int j = 0; j < NACC; j++) s[j] += x[k + j];
+  for (; k < n; k++) s[0] += x[k];
   double sum = 0;
-  if (f32) {
-    float *ef = (float *)e;
-    for (int64_t k = 0; k < n; k++) ef[k] = (float)(x[k] - mx);
-    vm->f32[KN__VM_EXP](ef, ef, n);
-    /* widen in place, last first: e[k] only overlaps ef[2k], ef[2k + 1] */
-    for (int64_t k = n - 1; k >= 0; k--) e[k] = ef[k];
-  } else {
-    for (int64_t k = 0; k < n; k++) e[k] = x[k] - mx;
-    vm->f64[KN__VM_EXP](e, e, n);
-  }
-  for (int64_t k = 0; k < n; k++) sum += e[k];
+  for (int j = 0; j < NACC; j++) sum += s[j];
   return sum;
 }
 
-/* In place on a line of n doubles; e is n doubles of scratch. */
-static void softmax_line(double *x, int64_t n, bool log_, bool f32, double *e) {
-  double mx = -INFINITY;
+/* Same over floats, summed in double. */
+static double line_sum_f(const float *x, int64_t n) {
+  double s[NACC] = {0};
+  int64_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (int j = 0; j < NACC; j++) s[j] += (double)x[k + j];
+  for (; k < n; k++) s[0] += (double)x[k];
+  double sum = 0;
+  for (int j = 0; j < NACC; j++) sum += s[j];
+  return sum;
+}
+
+/* In place on a line of n doubles; e is n doubles of scratch. The exps go
+** through the vector-math table (ops/vmath.h); f32 lines take them in float
+** (as torch computes float32 softmax), in e viewed as floats. */
+static void softmax_line(double *restrict x, int64_t n, bool log_, bool f32,
+                         double *restrict e) {
+  const kn__vmath *vm = kn__vmath_get();
+  float *restrict ef = (float *)e;
   /* NaN is skipped here but reaches the sum, so its whole line becomes NaN */
-  for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;
+  double mx = line_max(x, n), sum;
   if (isinf(mx) && mx < 0) mx = 0; /* all -inf: keep exp(-inf - 0) = 0 */
-  double sum = exp_shifted(x, n, mx, f32, e);
+  if (f32) {
+    for (int64_t k = 0; k < n; k++) ef[k] = (float)(x[k] - mx);
+    vm->f32[KN__VM_EXP](ef, ef, n);
+    sum = line_sum_f(ef, n);
+  } else {
+    for (int64_t k = 0; k < n; k++) e[k] = x[k] - mx;
+    vm->f64[KN__VM_EXP](e, e, n);
+    sum = line_sum(e, n);
+  }
   if (log_) {
     double ls = log(sum);
     for (int64_t k = 0; k < n; k++) x[k] = (x[k] - mx) - ls;
+  } else if (f32) {
+    double inv = 1.0 / sum;
+    for (int64_t k = 0; k < n; k++) x[k] = (double)ef[k] * inv;
   } else {
     double inv = 1.0 / sum;
     for (int64_t k = 0; k < n; k++) x[k] = e[k] * inv;
@@ -67,7 +103,7 @@ static void softmax_line(double *x, int64_t n, bool log_, bool f32, double *e) {
 static void softmax_bwd_line(double *buf, int64_t n, bool log_, double *e) {
   double *g = buf, *y = buf + n, s = 0;
   if (log_) {
-    for (int64_t k = 0; k < n; k++) s += g[k];
+    s = line_sum(g, n);
     kn__vmath_get()->f64[KN__VM_EXP](e, y, n);
     for (int64_t k = 0; k < n; k++) g[k] -= e[k] * s;
   } else {

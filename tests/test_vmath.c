@@ -350,3 +350,39 @@ Test(vmath, log_softmax_on_every_isa) {
   kn__vmath_force(KN__ISA_COUNT);
   kn_scope_end();
 }
+
+/* Special lines through the contiguous float32 softmax rows of every ISA
+** agree with the float64 path (which runs through line buffers): a -inf
+** element, a NaN (whole line NaN), an all -inf line, huge values. */
+Test(vmath, softmax_special_lines_on_every_isa) {
+  kn_scope_begin();
+  const int64_t n = 37;
+  kn_tensor *x = kn_empty(KN_SHAPE(4, 37), KN_FLOAT32);
+  float *xv = kn_data(x);
+  for (int64_t k = 0; k < 4 * n; k++) xv[k] = (float)((k * 7) % 23) - 11.0f;
+  xv[3] = -INFINITY;
+  xv[n + 20] = NAN;
+  for (int64_t k = 0; k < n; k++) xv[2 * n + k] = -INFINITY;
+  xv[3 * n + 1] = 1e30f;
+  xv[3 * n + 2] = -1e30f;
+  xv[3 * n + 36] = 1e30f;
+  kn_tensor *x64 = kn_to(x, KN_FLOAT64);
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    if (kn__vmath_force((kn__isa)isa) != KN_OK) continue;
+    for (int lg = 0; lg < 2; lg++) {
+      kn_tensor *got = lg ? kn_log_softmax(x, 1) : kn_softmax(x, 1);
+      kn_tensor *want = lg ? kn_log_softmax(x64, 1) : kn_softmax(x64, 1);
+      const float *g = kn_data(got);
+      const double *w = kn_data(want);
+      for (int64_t k = 0; k < 4 * n; k++) {
+        bool ok = isnan(w[k]) ? isnan(g[k])
+                  : isinf(w[k]) ? g[k] == (float)w[k]
+                                : fabs(g[k] - w[k]) <= 2e-6 * (1 + fabs(w[k]));
+        cr_assert(ok, "%s %s[%lld] = %g, want %g", kn__isa_name((kn__isa)isa),
+                  lg ? "log_softmax" : "softmax", (long long)k, (double)g[k], w[k]);
+      }
+    }
+  }
+  kn__vmath_force(KN__ISA_COUNT);
+  kn_scope_end();
+}

@@ -118,17 +118,23 @@ static kn_status run_lines(const kn_tensor *const *ts, int nin, int dim, bool lo
   kn__lines l;
   kn__lines_init(&l, nin + 1, ts, dim);
   kn_dtype dt = ts[0]->dtype;
-  bool oom = false;
+  bool oom = false, flat = !bwd && dt == KN_FLOAT32 && l.st[0] == 4 && l.st[1] == 4 &&
+                           !kn_same_storage(ts[0], ts[1]);
 #pragma omp parallel if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1)
   {
     /* nin input lines, then one line of scratch */
-    double *buf = malloc((size_t)(l.len > 0 ? l.len : 1) * (size_t)(nin + 1) * sizeof *buf);
-    if (!buf) {
+    double *buf = flat ? NULL : malloc((size_t)(l.len > 0 ? l.len : 1) * (size_t)(nin + 1) * sizeof *buf);
+    if (!buf && !flat) {
 #pragma omp atomic write
       oom = true;
     }
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < l.nlines; i++) {
+      if (flat) { /* contiguous float32 lines: in place of the buffers */
+        kn__vmath_get()->softmax_f32((float *)kn__lines_at(&l, 1, i),
+                                     (const float *)kn__lines_at(&l, 0, i), l.len, log_);
+        continue;
+      }
       if (!buf) continue;
       for (int k = 0; k < nin; k++)
         kn__line_load(kn__lines_at(&l, k, i), l.st[k], dt, l.len, buf + k * l.len);

@@ -95,8 +95,23 @@ KN_SC_ALL(double, d)
   {[KN__VM_POW] = a_pow_##L, [KN__VM_GELU_BW] = a_gelu_bw_##L,                 \
    [KN__VM_GELU_TANH_BW] = a_gelu_tanh_bw_##L}
 
+static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
+  float mx = -INFINITY;
+  for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;
+  if (isinf(mx) && mx < 0) mx = 0;
+  double sum = 0;
+  for (int64_t k = 0; k < n; k++) sum += (double)(y[k] = expf(x[k] - mx));
+  if (log_) {
+    float ls = (float)log(sum);
+    for (int64_t k = 0; k < n; k++) y[k] = (x[k] - mx) - ls;
+  } else {
+    float inv = (float)(1 / sum);
+    for (int64_t k = 0; k < n; k++) y[k] *= inv;
+  }
+}
+
 const kn__vmath kn__vmath_scalar = {"scalar", KN_SC_ROW1(f), KN_SC_ROW1(d), KN_SC_ROW2(f),
-                                    KN_SC_ROW2(d)};
+                                    KN_SC_ROW2(d), softmax_f};
 
 /* ---- selection ---------------------------------------------------------------- */
 

@@ -44,12 +44,19 @@ typedef void (*kn__vm_f64)(double *y, const double *x, int64_t n);
 typedef void (*kn__vm2_f32)(float *y, const float *a, const float *b, int64_t n);
 typedef void (*kn__vm2_f64)(double *y, const double *a, const double *b, int64_t n);
 
+/* softmax (log_: log_softmax) of one contiguous float32 line x into y (not
+** overlapping x): the maximum (NaN skipped) is subtracted in float, exps in
+** float are summed in double, y = e * (1 / sum) or (x - max) - log(sum) in
+** float, as torch computes float32 softmax. An all -inf line uses max 0. */
+typedef void (*kn__vm_softmax_f32)(float *y, const float *x, int64_t n, bool log_);
+
 typedef struct kn__vmath {
   const char *name; /* "scalar", "sse4", "avx2", "avx512" */
   kn__vm_f32 f32[KN__VM_NUNARY];
   kn__vm_f64 f64[KN__VM_NUNARY];
   kn__vm2_f32 f32b[KN__VM_NBINARY];
   kn__vm2_f64 f64b[KN__VM_NBINARY];
+  kn__vm_softmax_f32 softmax_f32;
 } kn__vmath;
 
 /* Instruction sets, narrowest first. */

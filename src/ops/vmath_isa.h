@@ -219,5 +219,65 @@ KN_VM_ALL(double, kn_vd, KN_VM_WD, d)
   {[KN__VM_POW] = a_pow_##L, [KN__VM_GELU_BW] = a_gelu_bw_##L,                 \
    [KN__VM_GELU_TANH_BW] = a_gelu_tanh_bw_##L}
 
+/* ---- float32 softmax lines (see kn__vm_softmax_f32) ---------------------- */
+
+typedef double kn_vfd __attribute__((vector_size(KN_VM_WF * sizeof(double))));
+
+static inline kn_vf vmax_f(kn_vf a, kn_vf m) { /* a > m ? a : m, lane by lane */
+  kn_vfi gt = a > m;
+  return (kn_vf)(((kn_vfi)a & gt) | ((kn_vfi)m & ~gt));
+}
+
+static float line_max_f(const float *x, int64_t n) {
+  kn_vf m = (kn_vf){0} - INFINITY;
+  int64_t k = 0;
+  for (; k + KN_VM_WF <= n; k += KN_VM_WF) m = vmax_f(ld_f(x + k), m);
+  float ms[KN_VM_WF], mx = -INFINITY;
+  st_f(ms, m);
+  for (int j = 0; j < KN_VM_WF; j++) mx = ms[j] > mx ? ms[j] : mx;
+  for (; k < n; k++) mx = x[k] > mx ? x[k] : mx;
+  return mx;
+}
+
+/* y = exp(x - mx); returns the sum in double. The tail is padded with -inf
+** (exp 0). */
+static double exp_sum_f(float *y, const float *x, int64_t n, float mx) {
+  kn_vfd acc = {0};
+  int64_t k = 0;
+  for (; k + KN_VM_WF <= n; k += KN_VM_WF) {
+    kn_vf e = v_exp_f(ld_f(x + k) - mx);
+    st_f(y + k, e);
+    acc += __builtin_convertvector(e, kn_vfd);
+  }
+  if (k < n) {
+    float b[KN_VM_WF];
+    for (int j = 0; j < KN_VM_WF; j++) b[j] = k + j < n ? x[k + j] : -INFINITY;
+    kn_vf e = v_exp_f(ld_f(b) - mx);
+    st_f(b, e);
+    memcpy(y + k, b, (size_t)(n - k) * sizeof *y);
+    acc += __builtin_convertvector(e, kn_vfd);
+  }
+  double s[KN_VM_WF], sum = 0;
+  memcpy(s, &acc, sizeof s);
+  for (int j = 0; j < KN_VM_WF; j++) sum += s[j];
+  return sum;
+}
+
+static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
+  float mx = line_max_f(x, n);
+  if (isinf(mx) && mx < 0) mx = 0;
+  double sum = exp_sum_f(y, x, n, mx);
+  int64_t k = 0;
+  if (log_) {
+    float ls = (float)log(sum);
+    for (; k + KN_VM_WF <= n; k += KN_VM_WF) st_f(y + k, (ld_f(x + k) - mx) - ls);
+    for (; k < n; k++) y[k] = (x[k] - mx) - ls;
+  } else {
+    float inv = (float)(1 / sum);
+    for (; k + KN_VM_WF <= n; k += KN_VM_WF) st_f(y + k, ld_f(y + k) * inv);
+    for (; k < n; k++) y[k] *= inv;
+  }
+}
+
 const kn__vmath KN_VM_TABLE = {KN_VM_NAME, KN_VM_ROW1(f), KN_VM_ROW1(d), KN_VM_ROW2(f),
-                               KN_VM_ROW2(d)};
+                               KN_VM_ROW2(d), softmax_f};

@@ -3,7 +3,9 @@
 ** stable: the line maximum is subtracted before exp) and their backward ops
 ** _softmax_backward_data / _log_softmax_backward_data, which have kernels of
 ** their own like torch's. Each line is loaded into a per-thread double
-** buffer (fast for contiguous float32/float64), computed, and stored back.
+** buffer (fast for contiguous float32/float64), computed, and stored back;
+** the exps run through the vector-math table (ops/vmath.h). Contiguous
+** float32 forward lines skip the buffers: the table's fused softmax row.
 */
 #include <math.h>
 #include <stdlib.h>

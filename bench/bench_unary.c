@@ -4,8 +4,8 @@
 **   BENCH_INFO vector_isa <the ISA whose vector-math table kiln picked>
 **   BENCH unary_<op>_ms <kiln's time>
 **   RATIO unary_<op>_vs_scalar <libm loop time / kiln time> (goal >= 1)
-** The goal of the issue is "at least as fast as numpy / torch on the same
-** machine"; those are compared by hand (docs/ARCHITECTURE.md has numbers).
+** The real target is to be at least as fast as numpy and torch on the same
+** machine; compare by hand with python3-numpy / python3-torch.
 ** Each time is the median of several repetitions of thread CPU time.
 */
 #include <math.h>

@@ -46,6 +46,8 @@ static float s_gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
 }
 static float s_rsqrt(float x) { return 1.0f / sqrtf(x); }
+static float s_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+static kn_tensor *k_softplus(kn_tensor *x) { return kn_softplus(x, kn_int(1), kn_int(20)); }
 static kn_tensor *k_gelu(kn_tensor *x) { return kn_gelu(x, KN_GELU_NONE); }
 static kn_tensor *k_gelu_tanh(kn_tensor *x) { return kn_gelu(x, KN_GELU_TANH); }
 
@@ -69,6 +71,7 @@ static const ucase cases[] = {
     {"sinh", kn_sinh, sinhf, -5, 5},         {"cosh", kn_cosh, coshf, -5, 5},
     {"asin", kn_asin, asinf, -1, 1},         {"acos", kn_acos, acosf, -1, 1},
     {"atan", kn_atan, atanf, -10, 10},       {"erfc", kn_erfc, erfcf, -3, 3},
+    {"softplus", k_softplus, s_softplus, -10, 30},
 };
 
 static void bench_case(const ucase *c, float *y) {

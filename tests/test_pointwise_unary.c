@@ -61,6 +61,17 @@ Test(unary, inverse_trig_hyperbolic_log10_erfc) {
   cr_assert_str_eq(kn_grad_fn_name(kn_atan(leaf)), "AtanBackward0");
 }
 
+Test(unary, softplus) {
+  kn_tensor *x = TV(KN_FLOAT32, (4), -2, 0, 1, 30);
+  EXPECT(kn_softplus(x, kn_int(1), kn_int(20)), KN_FLOAT32, (4), log1p(exp(-2.0)), log(2.0),
+         log1p(exp(1.0)), 30);
+  kn_tensor *y = TV(KN_FLOAT64, (3), 0.25, 0.6, -40);
+  EXPECT(kn_softplus(y, kn_float(2), kn_int(1)), KN_FLOAT64, (3), log1p(exp(0.5)) / 2, 0.6,
+         log1p(exp(-80.0)) / 2);
+  cr_assert_null(kn_softplus(TV(KN_INT64, (1), 1), kn_int(1), kn_int(20)));
+  cr_assert_str_eq(kn_last_error(), "\"softplus_cpu\" not implemented for 'Long'");
+}
+
 Test(unary, rounding_and_nan_rules) {
   kn_tensor *x = TV(KN_FLOAT64, (6), -2.5, -1.5, -0.5, 0.5, 1.5, 2.7);
   EXPECT(kn_round(x), KN_FLOAT64, (6), -2, -2, -0.0, 0, 2, 3); /* half to even */

@@ -386,3 +386,38 @@ Test(vmath, softmax_special_lines_on_every_isa) {
   kn__vmath_force(KN__ISA_COUNT);
   kn_scope_end();
 }
+
+/* softplus (beta x, exp, log1p from the table, in blocks) on every ISA
+** against the wide-type formula: composite bounds. */
+Test(vmath, softplus_on_every_isa) {
+  kn_scope_begin();
+  for (int dt = 0; dt < 2; dt++) {
+    bool f32 = dt == 0;
+    int64_t n;
+    double *in = make_inputs(&n, f32);
+    kn_tensor *x = kn_empty(KN_SHAPE(n), f32 ? KN_FLOAT32 : KN_FLOAT64);
+    for (int64_t i = 0; i < n; i++) {
+      if (f32) ((float *)kn_data(x))[i] = (float)in[i];
+      else ((double *)kn_data(x))[i] = in[i];
+    }
+    for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+      if (kn__vmath_force((kn__isa)isa) != KN_OK) continue;
+      kn_tensor *y = kn_softplus(x, kn_float(1.5), kn_int(20));
+      cr_assert_not_null(y, "%s", kn_last_error());
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; i++) {
+        LD bx = 1.5L * (LD)in[i], want = bx > 20 ? (LD)in[i] : log1pl(expl(bx)) / 1.5L;
+        double got = f32 ? (double)((float *)kn_data(y))[i] : ((double *)kn_data(y))[i];
+        int64_t u;
+        if (!within(got, want, f32, true, 4, 1, &u) && bad++ < 3)
+          cr_log_error("%s softplus(%a) = %a, want %a", kn__isa_name((kn__isa)isa), in[i], got,
+                       (double)want);
+      }
+      cr_expect_eq(bad, 0, "%s %s softplus: %lld inputs out of bounds", kn__isa_name((kn__isa)isa),
+                   f32 ? "f32" : "f64", (long long)bad);
+    }
+    free(in);
+  }
+  kn__vmath_force(KN__ISA_COUNT);
+  kn_scope_end();
+}

@@ -216,6 +216,10 @@ static kn_tensor *unary_grad(kn__bwctx *ctx, kn_tensor *g) {
     return kn_mul(g, kn_mul_scalar(kn_exp(kn_neg(kn_mul(x, x))), kn_float(1.1283791670955126)));
   case KN__PW_ERFC: /* -2/sqrt(pi) exp(-x^2) */
     return kn_mul(g, kn_mul_scalar(kn_exp(kn_neg(kn_mul(x, x))), kn_float(-1.1283791670955126)));
+  case KN__PW_SOFTPLUS: { /* sigmoid(beta x), 1 where beta x > threshold */
+    kn_tensor *bx = kn_mul_scalar(x, ctx->call->args[1].u.s);
+    return kn_where(kn_gt_scalar(bx, ctx->call->args[2].u.s), g, kn_mul(g, kn_sigmoid(bx)));
+  }
   case KN__PW_LOG10: return kn_div(g, kn_mul_scalar(x, kn_float(M_LN10)));
   case KN__PW_SINH: return kn_mul(g, kn_cosh(x));
   case KN__PW_COSH: return kn_mul(g, kn_sinh(x));

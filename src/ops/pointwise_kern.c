@@ -186,6 +186,21 @@ static int vm_binary(kn__pwcode code) {
   static void scatter_##SFX(char *p, int64_t s, int64_t i0, int64_t m, const T *buf) { \
     for (int64_t k = 0; k < m; k++) *(T *)(p + (i0 + k) * s) = buf[k];         \
   }                                                                            \
+  /* softplus: beta x, exp, log1p through the table, in blocks */           \
+  static void softplus_##SFX(char **p, const int64_t *s, int64_t n, const kn__pwparams *q) { \
+    const kn__vmath *vm = kn__vmath_get();                                     \
+    const T beta = (T)q->alpha, thr = (T)q->lo;                                \
+    T bx[VBLOCK], bt[VBLOCK], by[VBLOCK];                                      \
+    for (int64_t i0 = 0; i0 < n; i0 += VBLOCK) {                               \
+      int64_t m = n - i0 < VBLOCK ? n - i0 : VBLOCK;                           \
+      const T *x = gather_##SFX(p[1], s[1], i0, m, bx);                        \
+      for (int64_t k = 0; k < m; k++) bt[k] = x[k] * beta;                     \
+      vm->SFX[KN__VM_EXP](by, bt, m);                                          \
+      vm->SFX[KN__VM_LOG1P](by, by, m);                                        \
+      for (int64_t k = 0; k < m; k++) by[k] = bt[k] > thr ? x[k] : by[k] / beta; \
+      scatter_##SFX(p[0], s[0], i0, m, by);                                    \
+    }                                                                          \
+  }                                                                            \
   static bool vec_un_##SFX(kn__pwcode code, char **p, const int64_t *s, int64_t n) { \
     int op = vm_unary(code);                                                   \
     if (op < 0) return false;                                                  \
@@ -266,6 +281,10 @@ DEF_VEC_ROWS(double, f64)
   static void un_##SFX(char **p, const int64_t *s, int64_t n, const void *vctx) { \
     const rowctx *c = vctx;                                                    \
     if (vec_un_##SFX(c->code, p, s, n)) return;                                \
+    if (c->code == KN__PW_SOFTPLUS) {                                          \
+      softplus_##SFX(p, s, n, c->prm);                                         \
+      return;                                                                  \
+    }                                                                          \
     switch (c->code) {                                                         \
     case KN__PW_NEG: UN_LOOP(T, T, -x); break;                                 \
     case KN__PW_ABS: UN_LOOP(T, T, fabs(x)); break;                            \

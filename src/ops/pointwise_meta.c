@@ -96,6 +96,7 @@ static const kn__pwinfo infos[KN__OP_COUNT] = {
   [KN_OP_ACOS] = U1(KN__PW_ACOS, KN__PWK_FLOAT),
   [KN_OP_ATAN] = U1(KN__PW_ATAN, KN__PWK_FLOAT),
   [KN_OP_ERFC] = U1(KN__PW_ERFC, KN__PWK_FLOAT),
+  [KN_OP_SOFTPLUS] = U1(KN__PW_SOFTPLUS, KN__PWK_FLOAT),
   [KN_OP_ROUND] = U1(KN__PW_ROUND, KN__PWK_SAME),
   [KN_OP_ROUND_] = U1I(KN__PW_ROUND, KN__PWK_SAME),
   [KN_OP_TRUNC] = U1(KN__PW_TRUNC, KN__PWK_SAME),
@@ -238,6 +239,11 @@ static kn_status check_op_dtypes(const kn__call *c, const kn__pwinfo *pi, kn_dty
   case KN__PW_RELU:
     if (a == KN_BOOL) return kn__error(KN_EDTYPE, "Boolean inputs not supported for relu");
     break;
+  case KN__PW_SOFTPLUS:
+    if (!kn_dtype_is_floating(a))
+      return kn__error(KN_EDTYPE, "\"softplus_cpu\" not implemented for '%s'",
+                       kn__pw_torch_name(a));
+    break;
   case KN__PW_CLAMP:
     if (c->args[1].kind != KN__A_SCALAR && c->args[2].kind != KN__A_SCALAR)
       return kn__error(KN_EINVAL, "torch.clamp: At least one of 'min' or 'max' must not be None");
@@ -327,6 +333,10 @@ static void fill_params(const kn__call *c, const kn__pwinfo *pi, kn__pwparams *p
     p->ialpha = kn__pw_scalar_int(c->args[2].u.s);
   }
   if (pi->code == KN__PW_THRESHOLD_BW) p->lo = kn__pw_scalar_double(c->args[2].u.s);
+  if (pi->code == KN__PW_SOFTPLUS) {
+    p->alpha = kn__pw_scalar_double(c->args[1].u.s);
+    p->lo = kn__pw_scalar_double(c->args[2].u.s);
+  }
   if (pi->code == KN__PW_CLAMP) {
     p->has_lo = c->args[1].kind == KN__A_SCALAR;
     p->has_hi = c->nargs > 2 && c->args[2].kind == KN__A_SCALAR;

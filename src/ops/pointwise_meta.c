@@ -348,8 +348,13 @@ static void fill_params(const kn__call *c, const kn__pwinfo *pi, kn__pwparams *p
 static kn_status pw_kernel(const kn__call *c, kn__outs *out) {
   const kn__pwinfo *pi = kn__pw_info(c->op->id);
   kn_dtype promoted, result;
-  kn_status st = pw_types(c, pi, &promoted, &result);
-  if (st != KN_OK) return st;
+  if (!pi->inplace && pi->kind != KN__PWK_BOOL) {
+    /* the meta function's result dtype, already checked: the output's */
+    promoted = result = out->t[0]->dtype;
+  } else {
+    kn_status st = pw_types(c, pi, &promoted, &result);
+    if (st != KN_OK) return st;
+  }
   kn__pwparams prm;
   fill_params(c, pi, &prm);
   kn__pwopnd in[2];

@@ -10,13 +10,13 @@
 ** destructor) and, for the thread that runs them, at process exit and by
 ** kn__pool_flush (kn_reset, kn__allocator_empty_cache). Leak checkers still
 ** see leaked tensors: cached entries stay reachable from thread-local
-** storage.
+** storage. Under AddressSanitizer cached entries are poisoned, so a use
+** after release is still reported.
 **
 ** The live-object counts (kn_live_tensors, kn_live_storages) are kept here
 ** too, per thread, without locked instructions: each thread adds to its own
 ** counters; a reader sums every registered thread's counters and what
-** exited threads left behind, under a mutex. Under AddressSanitizer cached entries are
-** poisoned, so a use after release is still reported.
+** exited threads left behind, under a mutex.
 */
 #include <pthread.h>
 #include <stdatomic.h>

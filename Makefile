@@ -21,7 +21,8 @@ TSAN_DIR ?= build-tsan
 OMP_WAIT_POLICY ?= passive
 export OMP_WAIT_POLICY
 
-BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libdnnl-dev libjansson-dev libmd-dev libdw1
+BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libdnnl-dev libsleef-dev libjansson-dev \
+  libmd-dev libdw1
 TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev libtsan2
 
 .PHONY: demo digits examples install configure-release test bench deps-build deps-test configure \

@@ -1,6 +1,6 @@
 # External dependencies (Debian packages installed by the top-level Makefile):
 # oneDNN (float32 GEMM and convolution), OpenBLAS (cblas: float64 GEMM),
-# jansson (JSON), libmd (MD5, SHA-256), OpenMP, libm.
+# SLEEF (vector math), jansson (JSON), libmd (MD5, SHA-256), OpenMP, libm.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
 pkg_check_modules(LIBMD REQUIRED IMPORTED_TARGET libmd)
@@ -21,13 +21,15 @@ pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 # kiln's OpenMP thread pool (see docs/ARCHITECTURE.md, "Kernels and libraries").
 find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h REQUIRED)
 find_library(DNNL_LIBRARY dnnl REQUIRED)
+pkg_check_modules(SLEEF REQUIRED IMPORTED_TARGET sleef)
 find_package(OpenMP REQUIRED COMPONENTS C)
 find_package(Threads REQUIRED)
 
 add_library(kn_deps INTERFACE)
 target_link_libraries(kn_deps INTERFACE PkgConfig::JANSSON PkgConfig::LIBMD
-  PkgConfig::OPENBLAS ${DNNL_LIBRARY} OpenMP::OpenMP_C Threads::Threads m ${CMAKE_DL_LIBS})
+  PkgConfig::OPENBLAS PkgConfig::SLEEF ${DNNL_LIBRARY} OpenMP::OpenMP_C Threads::Threads m
+  ${CMAKE_DL_LIBS})
 target_include_directories(kn_deps INTERFACE ${DNNL_INCLUDE_DIR})
 # Link flags for the pkg-config file and for static consumers.
-set(KN_DEP_LIBS jansson md openblas dnnl gomp pthread m dl)
-set(KN_PC_REQUIRES "jansson libmd openblas")
+set(KN_DEP_LIBS jansson md openblas sleef dnnl gomp pthread m dl)
+set(KN_PC_REQUIRES "jansson libmd openblas sleef")

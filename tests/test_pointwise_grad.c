@@ -54,6 +54,9 @@ static void check2(const char *what, binary f, kn_tensor *x, kn_tensor *y, bool 
 /* ---- unary ops ------------------------------------------------------------------ */
 static kn_tensor *f_gelu(kn_tensor *x) { return kn_gelu(x, KN_GELU_NONE); }
 static kn_tensor *f_gelu_tanh(kn_tensor *x) { return kn_gelu(x, KN_GELU_TANH); }
+static kn_tensor *f_softplus(kn_tensor *x) { return kn_softplus(x, kn_int(1), kn_int(20)); }
+/* beta 2, threshold 1: the linear part starts at x = 0.5 */
+static kn_tensor *f_softplus_b2(kn_tensor *x) { return kn_softplus(x, kn_float(2), kn_int(1)); }
 static kn_tensor *f_clamp(kn_tensor *x) {
   kn_scalar lo = kn_float(-0.6), hi = kn_float(0.7);
   return kn_clamp(x, &lo, &hi);
@@ -80,6 +83,7 @@ static kn_tensor *f_to(kn_tensor *x) { return kn_to(kn_to(x, KN_FLOAT32), KN_FLO
 Test(pw_grad, unary_first_and_second_order) {
   kn_tensor *x = LEAF(-1.5, 1.5, (2, 3));
   kn_tensor *pos = LEAF(0.3, 2.5, (2, 3));
+  kn_tensor *unit = LEAF(-0.8, 0.8, (2, 3));
   struct { const char *name; unary f; kn_tensor *x; bool second; } cases[] = {
     {"neg", kn_neg, x, true},         {"abs", kn_abs, x, true},
     {"reciprocal", kn_reciprocal, pos, true}, {"exp", kn_exp, x, true},
@@ -101,6 +105,11 @@ Test(pw_grad, unary_first_and_second_order) {
     {"mul_scalar", f_mul_s, x, true}, {"div_scalar", f_div_s, x, true},
     {"div_floor", f_div_floor, x, false}, {"clone", kn_clone, x, true},
     {"contiguous", f_contig, x, true},
+    {"log10", kn_log10, pos, true},   {"sinh", kn_sinh, x, true},
+    {"cosh", kn_cosh, x, true},       {"asin", kn_asin, unit, true},
+    {"acos", kn_acos, unit, true},    {"atan", kn_atan, x, true},
+    {"erfc", kn_erfc, x, true},       {"softplus", f_softplus, x, true},
+    {"softplus_beta", f_softplus_b2, x, true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     check1(cases[i].name, cases[i].f, cases[i].x, cases[i].second);

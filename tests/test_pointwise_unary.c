@@ -42,6 +42,36 @@ Test(unary, math_literals_float32) {
   EXPECT(kn_log(TV(KN_FLOAT32, (2), 0, -1)), KN_FLOAT32, (2), -INFINITY, NAN);
 }
 
+Test(unary, inverse_trig_hyperbolic_log10_erfc) {
+  kn_tensor *x = TV(KN_FLOAT32, (4), -0.9, -0.25, 0.5, 1);
+  EXPECT(kn_asin(x), KN_FLOAT32, (4), asin(-0.9), asin(-0.25), asin(0.5), M_PI / 2);
+  EXPECT(kn_acos(x), KN_FLOAT32, (4), acos(-0.9), acos(-0.25), acos(0.5), 0);
+  EXPECT(kn_atan(x), KN_FLOAT32, (4), atan(-0.9), atan(-0.25), atan(0.5), M_PI / 4);
+  EXPECT(kn_sinh(x), KN_FLOAT32, (4), sinh(-0.9), sinh(-0.25), sinh(0.5), sinh(1));
+  EXPECT(kn_cosh(x), KN_FLOAT32, (4), cosh(-0.9), cosh(-0.25), cosh(0.5), cosh(1));
+  EXPECT(kn_erfc(x), KN_FLOAT32, (4), erfc(-0.9), erfc(-0.25), erfc(0.5), erfc(1));
+  EXPECT(kn_asin(TV(KN_FLOAT64, (2), 2, -1)), KN_FLOAT64, (2), NAN, -M_PI / 2);
+  EXPECT(kn_log10(TV(KN_FLOAT64, (4), 1000, 0.01, 0, -1)), KN_FLOAT64, (4), 3, -2, -INFINITY,
+         NAN);
+  /* integer inputs compute in the default float dtype */
+  EXPECT(kn_log10(TV(KN_INT64, (2), 10, 100)), KN_FLOAT32, (2), 1, 2);
+  EXPECT(kn_erfc(TV(KN_FLOAT64, (2), 10, -10)), KN_FLOAT64, (2), erfc(10.0), 2);
+  kn_tensor *leaf = TV(KN_FLOAT32, (1), 0.5);
+  cr_assert_eq(kn_set_requires_grad(leaf, true), KN_OK);
+  cr_assert_str_eq(kn_grad_fn_name(kn_atan(leaf)), "AtanBackward0");
+}
+
+Test(unary, softplus) {
+  kn_tensor *x = TV(KN_FLOAT32, (4), -2, 0, 1, 30);
+  EXPECT(kn_softplus(x, kn_int(1), kn_int(20)), KN_FLOAT32, (4), log1p(exp(-2.0)), log(2.0),
+         log1p(exp(1.0)), 30);
+  kn_tensor *y = TV(KN_FLOAT64, (3), 0.25, 0.6, -40);
+  EXPECT(kn_softplus(y, kn_float(2), kn_int(1)), KN_FLOAT64, (3), log1p(exp(0.5)) / 2, 0.6,
+         log1p(exp(-80.0)) / 2);
+  cr_assert_null(kn_softplus(TV(KN_INT64, (1), 1), kn_int(1), kn_int(20)));
+  cr_assert_str_eq(kn_last_error(), "\"softplus_cpu\" not implemented for 'Long'");
+}
+
 Test(unary, rounding_and_nan_rules) {
   kn_tensor *x = TV(KN_FLOAT64, (6), -2.5, -1.5, -0.5, 0.5, 1.5, 2.7);
   EXPECT(kn_round(x), KN_FLOAT64, (6), -2, -2, -0.0, 0, 2, 3); /* half to even */

@@ -96,6 +96,16 @@ KN_API kn_tensor *kn_relu(kn_tensor *a);
 KN_API kn_tensor *kn_gelu(kn_tensor *a, kn_gelu_approx approximate);
 KN_API kn_tensor *kn_silu(kn_tensor *a);
 KN_API kn_tensor *kn_erf(kn_tensor *a);
+KN_API kn_tensor *kn_log10(kn_tensor *a);
+KN_API kn_tensor *kn_sinh(kn_tensor *a);
+KN_API kn_tensor *kn_cosh(kn_tensor *a);
+KN_API kn_tensor *kn_asin(kn_tensor *a);
+KN_API kn_tensor *kn_acos(kn_tensor *a);
+KN_API kn_tensor *kn_atan(kn_tensor *a);
+KN_API kn_tensor *kn_erfc(kn_tensor *a);
+/* log(1 + exp(beta x)) / beta, and x itself where beta x > threshold
+** (torch.nn.functional.softplus; defaults beta 1, threshold 20). */
+KN_API kn_tensor *kn_softplus(kn_tensor *a, kn_scalar beta, kn_scalar threshold);
 /* Round half to even. */
 KN_API kn_tensor *kn_round(kn_tensor *a);
 KN_API kn_tensor *kn_trunc(kn_tensor *a);

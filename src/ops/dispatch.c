@@ -61,7 +61,10 @@ kn__outmeta *kn__metas_push(kn__metas *m, kn_dtype dt) {
     m->cap = ncap;
   }
   kn__outmeta *o = &m->m[m->n++];
-  memset(o, 0, sizeof *o);
+  /* sizes/strides are written by the meta function up to ndim; clearing
+  ** them all would be a large share of a small op's cost */
+  o->ndim = 0;
+  o->offset = kn__sym_const(0);
   o->dtype = dt;
   o->view_of = -1;
   o->alias_of = -1;

@@ -27,7 +27,8 @@ typedef enum kn__pwcode {
   KN__PW_NEG, KN__PW_ABS, KN__PW_SGN, KN__PW_RECIPROCAL, KN__PW_EXP, KN__PW_EXP2,
   KN__PW_LOG, KN__PW_LOG2, KN__PW_LOG1P, KN__PW_EXPM1, KN__PW_SQRT, KN__PW_RSQRT,
   KN__PW_SIN, KN__PW_COS, KN__PW_TAN, KN__PW_TANH, KN__PW_SIGMOID, KN__PW_RELU,
-  KN__PW_GELU, KN__PW_GELU_TANH, KN__PW_SILU, KN__PW_ERF, KN__PW_ROUND, KN__PW_TRUNC,
+  KN__PW_GELU, KN__PW_GELU_TANH, KN__PW_SILU, KN__PW_ERF, KN__PW_LOG10, KN__PW_SINH, KN__PW_COSH, KN__PW_ASIN, KN__PW_ACOS,
+  KN__PW_ATAN, KN__PW_ERFC, KN__PW_SOFTPLUS, KN__PW_ROUND, KN__PW_TRUNC,
   KN__PW_FLOOR, KN__PW_CEIL, KN__PW_LNOT, KN__PW_CLAMP,
   KN__PW_NCODES
 } kn__pwcode;
@@ -55,7 +56,7 @@ const kn__pwinfo *kn__pw_info(int opid);
 typedef struct kn__pwparams {
   double alpha;      /* add/sub: other is scaled by alpha */
   int64_t ialpha;
-  double lo, hi;     /* clamp bounds, threshold (lo) */
+  double lo, hi;     /* clamp bounds, threshold (lo); softplus: beta (alpha), threshold (lo) */
   bool has_lo, has_hi;
 } kn__pwparams;
 

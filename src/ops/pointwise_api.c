@@ -129,6 +129,16 @@ kn_tensor *kn_gelu(kn_tensor *a, kn_gelu_approx approx) {
 }
 kn_tensor *kn_silu(kn_tensor *a) { return T1(SILU, a); }
 kn_tensor *kn_erf(kn_tensor *a) { return T1(ERF, a); }
+kn_tensor *kn_log10(kn_tensor *a) { return T1(LOG10, a); }
+kn_tensor *kn_sinh(kn_tensor *a) { return T1(SINH, a); }
+kn_tensor *kn_cosh(kn_tensor *a) { return T1(COSH, a); }
+kn_tensor *kn_asin(kn_tensor *a) { return T1(ASIN, a); }
+kn_tensor *kn_acos(kn_tensor *a) { return T1(ACOS, a); }
+kn_tensor *kn_atan(kn_tensor *a) { return T1(ATAN, a); }
+kn_tensor *kn_erfc(kn_tensor *a) { return T1(ERFC, a); }
+kn_tensor *kn_softplus(kn_tensor *a, kn_scalar beta, kn_scalar threshold) {
+  return kn__invoke(KN_OP_SOFTPLUS, 3, (kn__arg[]){KN_A_T(a), KN_A_S(beta), KN_A_S(threshold)});
+}
 kn_tensor *kn_round(kn_tensor *a) { return T1(ROUND, a); }
 kn_tensor *kn_trunc(kn_tensor *a) { return T1(TRUNC, a); }
 kn_tensor *kn_floor(kn_tensor *a) { return T1(FLOOR, a); }

@@ -214,6 +214,20 @@ static kn_tensor *unary_grad(kn__bwctx *ctx, kn_tensor *g) {
   }
   case KN__PW_ERF: /* 2/sqrt(pi) exp(-x^2) */
     return kn_mul(g, kn_mul_scalar(kn_exp(kn_neg(kn_mul(x, x))), kn_float(1.1283791670955126)));
+  case KN__PW_ERFC: /* -2/sqrt(pi) exp(-x^2) */
+    return kn_mul(g, kn_mul_scalar(kn_exp(kn_neg(kn_mul(x, x))), kn_float(-1.1283791670955126)));
+  case KN__PW_SOFTPLUS: { /* sigmoid(beta x), 1 where beta x > threshold */
+    kn_tensor *bx = kn_mul_scalar(x, ctx->call->args[1].u.s);
+    return kn_where(kn_gt_scalar(bx, ctx->call->args[2].u.s), g, kn_mul(g, kn_sigmoid(bx)));
+  }
+  case KN__PW_LOG10: return kn_div(g, kn_mul_scalar(x, kn_float(M_LN10)));
+  case KN__PW_SINH: return kn_mul(g, kn_cosh(x));
+  case KN__PW_COSH: return kn_mul(g, kn_sinh(x));
+  case KN__PW_ASIN: /* 1 / sqrt(1 - x^2) */
+    return kn_mul(g, kn_rsqrt(kn_add_scalar(kn_neg(kn_mul(x, x)), kn_int(1))));
+  case KN__PW_ACOS:
+    return kn_neg(kn_mul(g, kn_rsqrt(kn_add_scalar(kn_neg(kn_mul(x, x)), kn_int(1)))));
+  case KN__PW_ATAN: return kn_div(g, kn_add_scalar(kn_mul(x, x), kn_int(1)));
   case KN__PW_CLAMP: {
     kn_tensor *mask = NULL;
     const kn__call *c = ctx->call;

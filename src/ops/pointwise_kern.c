@@ -5,8 +5,12 @@
 ** One row function per compute type (float32, float64, int64, bool) and
 ** arity switches on the formula once per row; each formula is expanded into
 ** a contiguous loop that gcc vectorises (`omp simd`, no fast-math), loops for
-** a broadcast scalar operand, and a general strided loop. Integer arithmetic
-** wraps (done in unsigned) like PyTorch's; float16/bfloat16 compute in float.
+** a broadcast scalar operand, and a general strided loop. Transcendental
+** float formulas (exp, log, tanh, erf, gelu, pow, ...) instead call the
+** vector-math table of the CPU's widest ISA (ops/vmath.h), on the row itself
+** when it is contiguous and on blocks gathered into a stack buffer when not.
+** Integer arithmetic wraps (done in unsigned) like PyTorch's; float16/bfloat16
+** compute in float.
 */
 #include <stdatomic.h>
 #include <string.h>
@@ -15,16 +19,13 @@
 #include "core/error.h"
 #include "ops/iter.h"
 #include "ops/pointwise.h"
+#include "ops/vmath.h"
 
 typedef struct rowctx {
   kn__pwcode code;
   const kn__pwparams *prm;
   atomic_int *zero_div; /* set when an integer division meets a zero */
 } rowctx;
-
-#define KBETA 0.7978845608028654    /* sqrt(2 / pi) */
-#define KKAPPA 0.044715
-#define KINVSQRT2PI 0.3989422804014327
 
 /* ---- loop shapes ---------------------------------------------------------- */
 
@@ -89,21 +90,6 @@ typedef struct rowctx {
   }                                                                            \
   static inline T max_##SFX(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \
   static inline T min_##SFX(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; } \
-  static inline T gelu_tanh_##SFX(T x) {                                       \
-    T inner = (T)KBETA * (x + (T)KKAPPA * x * x * x);                          \
-    return (T)0.5 * x * ((T)1 + tanh(inner));                                  \
-  }                                                                            \
-  static inline T gelu_bw_##SFX(T g, T x) {                                    \
-    T cdf = (T)0.5 * ((T)1 + erf(x * (T)M_SQRT1_2));                           \
-    T pdf = exp((T)-0.5 * x * x) * (T)KINVSQRT2PI;                             \
-    return g * (cdf + x * pdf);                                                \
-  }                                                                            \
-  static inline T gelu_tanh_bw_##SFX(T g, T x) {                               \
-    T inner = (T)KBETA * (x + (T)KKAPPA * x * x * x);                          \
-    T th = tanh(inner);                                                        \
-    T dinner = (T)KBETA * ((T)1 + (T)3 * (T)KKAPPA * x * x);                   \
-    return g * ((T)0.5 * ((T)1 + th) + (T)0.5 * x * ((T)1 - th * th) * dinner); \
-  }                                                                            \
   static inline T clamp_##SFX(T x, const kn__pwparams *q) {                    \
     if (x != x) return x;                                                      \
     if (q->has_lo && x < (T)q->lo) x = (T)q->lo;                               \
@@ -144,11 +130,126 @@ static inline int64_t clamp_i64(int64_t x, const kn__pwparams *q) {
   return x;
 }
 
+/* ---- vector-math rows --------------------------------------------------------------- */
+
+static int vm_unary(kn__pwcode code) {
+  switch (code) {
+  case KN__PW_EXP: return KN__VM_EXP;
+  case KN__PW_EXP2: return KN__VM_EXP2;
+  case KN__PW_EXPM1: return KN__VM_EXPM1;
+  case KN__PW_LOG: return KN__VM_LOG;
+  case KN__PW_LOG2: return KN__VM_LOG2;
+  case KN__PW_LOG1P: return KN__VM_LOG1P;
+  case KN__PW_SQRT: return KN__VM_SQRT;
+  case KN__PW_RSQRT: return KN__VM_RSQRT;
+  case KN__PW_SIN: return KN__VM_SIN;
+  case KN__PW_COS: return KN__VM_COS;
+  case KN__PW_TAN: return KN__VM_TAN;
+  case KN__PW_TANH: return KN__VM_TANH;
+  case KN__PW_ERF: return KN__VM_ERF;
+  case KN__PW_LOG10: return KN__VM_LOG10;
+  case KN__PW_SINH: return KN__VM_SINH;
+  case KN__PW_COSH: return KN__VM_COSH;
+  case KN__PW_ASIN: return KN__VM_ASIN;
+  case KN__PW_ACOS: return KN__VM_ACOS;
+  case KN__PW_ATAN: return KN__VM_ATAN;
+  case KN__PW_ERFC: return KN__VM_ERFC;
+  case KN__PW_SIGMOID: return KN__VM_SIGMOID;
+  case KN__PW_SILU: return KN__VM_SILU;
+  case KN__PW_GELU: return KN__VM_GELU;
+  case KN__PW_GELU_TANH: return KN__VM_GELU_TANH;
+  default: return -1;
+  }
+}
+
+static int vm_binary(kn__pwcode code) {
+  switch (code) {
+  case KN__PW_POW: return KN__VM_POW;
+  case KN__PW_GELU_BW: return KN__VM_GELU_BW;
+  case KN__PW_GELU_TANH_BW: return KN__VM_GELU_TANH_BW;
+  default: return -1;
+  }
+}
+
+/* Strided rows run through the vector functions in blocks of this many
+** elements, gathered into (and scattered from) stack buffers. */
+#define VBLOCK 256
+
+#define DEF_VEC_ROWS(T, SFX)                                                    \
+  /* Block [i0, i0 + m) of a strided operand: the row itself when it is       \
+  ** contiguous, else gathered into buf (a broadcast scalar is replicated). */ \
+  static const T *gather_##SFX(const char *p, int64_t s, int64_t i0, int64_t m, T *buf) { \
+    if (s == (int64_t)sizeof(T)) return (const T *)p + i0;                     \
+    for (int64_t k = 0; k < m; k++) buf[k] = *(const T *)(p + (i0 + k) * s);  \
+    return buf;                                                                \
+  }                                                                            \
+  static void scatter_##SFX(char *p, int64_t s, int64_t i0, int64_t m, const T *buf) { \
+    for (int64_t k = 0; k < m; k++) *(T *)(p + (i0 + k) * s) = buf[k];         \
+  }                                                                            \
+  /* softplus: beta x, exp, log1p through the table, in blocks */           \
+  static void softplus_##SFX(char **p, const int64_t *s, int64_t n, const kn__pwparams *q) { \
+    const kn__vmath *vm = kn__vmath_get();                                     \
+    const T beta = (T)q->alpha, thr = (T)q->lo;                                \
+    T bx[VBLOCK], bt[VBLOCK], by[VBLOCK];                                      \
+    for (int64_t i0 = 0; i0 < n; i0 += VBLOCK) {                               \
+      int64_t m = n - i0 < VBLOCK ? n - i0 : VBLOCK;                           \
+      const T *x = gather_##SFX(p[1], s[1], i0, m, bx);                        \
+      for (int64_t k = 0; k < m; k++) bt[k] = x[k] * beta;                     \
+      vm->SFX[KN__VM_EXP](by, bt, m);                                          \
+      vm->SFX[KN__VM_LOG1P](by, by, m);                                        \
+      for (int64_t k = 0; k < m; k++) by[k] = bt[k] > thr ? x[k] : by[k] / beta; \
+      scatter_##SFX(p[0], s[0], i0, m, by);                                    \
+    }                                                                          \
+  }                                                                            \
+  static bool vec_un_##SFX(kn__pwcode code, char **p, const int64_t *s, int64_t n) { \
+    int op = vm_unary(code);                                                   \
+    if (op < 0) return false;                                                  \
+    kn__vm_##SFX fn = kn__vmath_get()->SFX[op];                                \
+    const int64_t es = (int64_t)sizeof(T);                                     \
+    if (s[0] == es && s[1] == es) {                                            \
+      fn((T *)p[0], (const T *)p[1], n);                                       \
+      return true;                                                             \
+    }                                                                          \
+    T bx[VBLOCK], by[VBLOCK];                                                  \
+    for (int64_t i0 = 0; i0 < n; i0 += VBLOCK) {                               \
+      int64_t m = n - i0 < VBLOCK ? n - i0 : VBLOCK;                           \
+      T *y = s[0] == es ? (T *)p[0] + i0 : by;                                 \
+      fn(y, gather_##SFX(p[1], s[1], i0, m, bx), m);                           \
+      if (y == by) scatter_##SFX(p[0], s[0], i0, m, by);                       \
+    }                                                                          \
+    return true;                                                               \
+  }                                                                            \
+  static bool vec_bin_##SFX(kn__pwcode code, char **p, const int64_t *s, int64_t n) { \
+    int op = vm_binary(code);                                                  \
+    if (op < 0) return false;                                                  \
+    kn__vm2_##SFX fn = kn__vmath_get()->SFX##b[op];                            \
+    const int64_t es = (int64_t)sizeof(T);                                     \
+    T ba[VBLOCK], bb[VBLOCK], by[VBLOCK];                                      \
+    for (int64_t i0 = 0; i0 < n; i0 += VBLOCK) {                               \
+      int64_t m = n - i0 < VBLOCK ? n - i0 : VBLOCK;                           \
+      T *y = s[0] == es ? (T *)p[0] + i0 : by;                                 \
+      fn(y, gather_##SFX(p[1], s[1], i0, m, ba), gather_##SFX(p[2], s[2], i0, m, bb), m); \
+      if (y == by) scatter_##SFX(p[0], s[0], i0, m, by);                       \
+    }                                                                          \
+    return true;                                                               \
+  }
+
+DEF_VEC_ROWS(float, f32)
+DEF_VEC_ROWS(double, f64)
+
 /* ---- float rows ------------------------------------------------------------------ */
 
 #define DEF_FLOAT_ROWS(T, SFX)                                                  \
   static void bin_##SFX(char **p, const int64_t *s, int64_t n, const void *vctx) { \
     const rowctx *c = vctx;                                                    \
+    if (c->code == KN__PW_POW && s[2] == 0 && *(const T *)p[2] == 2) {         \
+      for (int64_t i = 0; i < n; i++) { /* x ** 2 exactly, like torch */       \
+        T a = *(const T *)(p[1] + i * s[1]);                                   \
+        *(T *)(p[0] + i * s[0]) = a * a;                                       \
+      }                                                                        \
+      return;                                                                  \
+    }                                                                          \
+    if (vec_bin_##SFX(c->code, p, s, n)) return;                               \
     const T al = (T)c->prm->alpha, th = (T)c->prm->lo;                         \
     switch (c->code) {                                                         \
     case KN__PW_ADD:                                                           \
@@ -165,7 +266,6 @@ static inline int64_t clamp_i64(int64_t x, const kn__pwparams *q) {
     case KN__PW_DIV_FLOOR: BIN_LOOP(T, T, floordiv_##SFX(a, b)); break;        \
     case KN__PW_MAXIMUM: BIN_LOOP(T, T, max_##SFX(a, b)); break;               \
     case KN__PW_MINIMUM: BIN_LOOP(T, T, min_##SFX(a, b)); break;               \
-    case KN__PW_POW: BIN_LOOP(T, T, pow(a, b)); break;                         \
     case KN__PW_EQ: BIN_LOOP(T, bool, a == b); break;                          \
     case KN__PW_NE: BIN_LOOP(T, bool, a != b); break;                          \
     case KN__PW_LT: BIN_LOOP(T, bool, a < b); break;                           \
@@ -175,36 +275,22 @@ static inline int64_t clamp_i64(int64_t x, const kn__pwparams *q) {
     case KN__PW_THRESHOLD_BW: BIN_LOOP(T, T, b <= th ? (T)0 : a); break;       \
     case KN__PW_SIGMOID_BW: BIN_LOOP(T, T, a * ((T)1 - b) * b); break;         \
     case KN__PW_TANH_BW: BIN_LOOP(T, T, a * ((T)1 - b * b)); break;            \
-    case KN__PW_GELU_BW: BIN_LOOP(T, T, gelu_bw_##SFX(a, b)); break;           \
-    case KN__PW_GELU_TANH_BW: BIN_LOOP(T, T, gelu_tanh_bw_##SFX(a, b)); break; \
     default: break;                                                            \
     }                                                                          \
   }                                                                            \
   static void un_##SFX(char **p, const int64_t *s, int64_t n, const void *vctx) { \
     const rowctx *c = vctx;                                                    \
+    if (vec_un_##SFX(c->code, p, s, n)) return;                                \
+    if (c->code == KN__PW_SOFTPLUS) {                                          \
+      softplus_##SFX(p, s, n, c->prm);                                         \
+      return;                                                                  \
+    }                                                                          \
     switch (c->code) {                                                         \
     case KN__PW_NEG: UN_LOOP(T, T, -x); break;                                 \
     case KN__PW_ABS: UN_LOOP(T, T, fabs(x)); break;                            \
     case KN__PW_SGN: UN_LOOP(T, T, (x > 0) - (x < 0)); break;                  \
     case KN__PW_RECIPROCAL: UN_LOOP(T, T, (T)1 / x); break;                    \
-    case KN__PW_EXP: UN_LOOP(T, T, exp(x)); break;                             \
-    case KN__PW_EXP2: UN_LOOP(T, T, exp2(x)); break;                           \
-    case KN__PW_LOG: UN_LOOP(T, T, log(x)); break;                             \
-    case KN__PW_LOG2: UN_LOOP(T, T, log2(x)); break;                           \
-    case KN__PW_LOG1P: UN_LOOP(T, T, log1p(x)); break;                         \
-    case KN__PW_EXPM1: UN_LOOP(T, T, expm1(x)); break;                         \
-    case KN__PW_SQRT: UN_LOOP(T, T, sqrt(x)); break;                           \
-    case KN__PW_RSQRT: UN_LOOP(T, T, (T)1 / sqrt(x)); break;                   \
-    case KN__PW_SIN: UN_LOOP(T, T, sin(x)); break;                             \
-    case KN__PW_COS: UN_LOOP(T, T, cos(x)); break;                             \
-    case KN__PW_TAN: UN_LOOP(T, T, tan(x)); break;                             \
-    case KN__PW_TANH: UN_LOOP(T, T, tanh(x)); break;                           \
-    case KN__PW_SIGMOID: UN_LOOP(T, T, (T)1 / ((T)1 + exp(-x))); break;        \
     case KN__PW_RELU: UN_LOOP(T, T, (x > 0 || x != x) ? x : (T)0); break;      \
-    case KN__PW_GELU: UN_LOOP(T, T, (T)0.5 * x * ((T)1 + erf(x * (T)M_SQRT1_2))); break; \
-    case KN__PW_GELU_TANH: UN_LOOP(T, T, gelu_tanh_##SFX(x)); break;           \
-    case KN__PW_SILU: UN_LOOP(T, T, x / ((T)1 + exp(-x))); break;              \
-    case KN__PW_ERF: UN_LOOP(T, T, erf(x)); break;                             \
     case KN__PW_ROUND: UN_LOOP(T, T, nearbyint(x)); break;                     \
     case KN__PW_TRUNC: UN_LOOP(T, T, trunc(x)); break;                         \
     case KN__PW_FLOOR: UN_LOOP(T, T, floor(x)); break;                         \
@@ -341,12 +427,43 @@ static void scalar_to(scalar_buf *b, kn_scalar s, kn_dtype cc) {
   }
 }
 
+/* Is t laid out like out (contiguous, same shape) or a single element? */
+static bool flat_operand(const kn_tensor *t, const kn_tensor *out, bool *single) {
+  *single = kn__numel(t->ndim, t->sizes) == 1;
+  if (*single) return true;
+  if (t->ndim != out->ndim || !kn_is_contiguous(t)) return false;
+  for (int d = 0; d < t->ndim; d++)
+    if (t->sizes[d] != out->sizes[d]) return false;
+  return true;
+}
+
+/* Small ops whose operands are all contiguous and of out's shape (or single
+** elements / scalars) run as one row, without the iterator's setup: that
+** is most of the cost of a one-element op. false: not applicable. */
+static bool run_flat(kn_tensor *dst, int nin, const kn_tensor *const *ts, void *const *scal,
+                     kn_dtype cc, kn__iter_row_fn fn, const void *ctx, int64_t grain) {
+  int64_t n = kn__numel(dst->ndim, dst->sizes);
+  if (n >= grain || !kn_is_contiguous(dst)) return false;
+  char *p[3] = {kn_data(dst)};
+  int64_t s[3] = {(int64_t)kn_dtype_size(dst->dtype)};
+  for (int k = 0; k < nin; k++) {
+    bool single = true;
+    if (ts[k] && !flat_operand(ts[k], dst, &single)) return false;
+    p[k + 1] = ts[k] ? kn_data(ts[k]) : scal[k];
+    s[k + 1] = single ? 0 : (int64_t)kn_dtype_size(cc);
+  }
+  fn(p, s, n, ctx);
+  return true;
+}
+
 kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
                      kn__pwcode code, const kn__pwparams *prm) {
   KN_ASSERT(nin >= 1 && nin <= 2);
   if (kn_numel(out) == 0) return KN_OK;
   kn_dtype ot = writes_bool(code) ? KN_BOOL : cc;
   kn_tensor *conv[2] = {NULL, NULL}, *tmp = NULL;
+  const kn_tensor *ts[2] = {NULL, NULL};
+  void *scal[2] = {NULL, NULL};
   scalar_buf bufs[2];
   static const int64_t zeros[KN_MAX_DIMS];
   kn_status st = KN_OK;
@@ -355,29 +472,34 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
     dst = tmp = kn__empty(out->ndim, out->sizes, ot, KN_CPU);
     if (!tmp) return kn_last_status();
   }
-  kn__iter it;
-  kn__iter_init(&it, out->ndim, out->sizes);
-  kn__iter_add(&it, dst);
   for (int k = 0; k < nin; k++) {
     if (in[k].t) {
-      const kn_tensor *t = in[k].t;
-      if (t->dtype != cc || overlaps_differently(out, t)) {
-        t = conv[k] = kn__contiguous_copy(t, cc);
-        if (!t) {
+      ts[k] = in[k].t;
+      if (ts[k]->dtype != cc || overlaps_differently(out, ts[k])) {
+        ts[k] = conv[k] = kn__contiguous_copy(ts[k], cc);
+        if (!ts[k]) {
           st = kn_last_status();
           goto done;
         }
       }
-      kn__iter_add_broadcast(&it, t);
     } else {
       scalar_to(&bufs[k], in[k].s, cc);
-      kn__iter_add_raw(&it, &bufs[k], zeros, kn_dtype_size(cc));
+      scal[k] = &bufs[k];
     }
   }
   atomic_int zero_div = 0;
   rowctx ctx = {code, prm, &zero_div};
-  kn__iter_run(&it, row_fn(cc, nin), &ctx,
-               memory_bound(code) ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN);
+  int64_t grain = memory_bound(code) ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN;
+  if (!run_flat(dst, nin, ts, scal, cc, row_fn(cc, nin), &ctx, grain)) {
+    kn__iter it;
+    kn__iter_init(&it, out->ndim, out->sizes);
+    kn__iter_add(&it, dst);
+    for (int k = 0; k < nin; k++) {
+      if (ts[k]) kn__iter_add_broadcast(&it, ts[k]);
+      else kn__iter_add_raw(&it, scal[k], zeros, kn_dtype_size(cc));
+    }
+    kn__iter_run(&it, row_fn(cc, nin), &ctx, grain);
+  }
   if (atomic_load(&zero_div)) {
     st = kn__error(KN_EINVAL, "ZeroDivisionError");
     goto done;

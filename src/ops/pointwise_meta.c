@@ -89,6 +89,14 @@ static const kn__pwinfo infos[KN__OP_COUNT] = {
   [KN_OP_GELU] = U1(KN__PW_GELU, KN__PWK_FLOAT),
   [KN_OP_SILU] = U1(KN__PW_SILU, KN__PWK_FLOAT),
   [KN_OP_ERF] = U1(KN__PW_ERF, KN__PWK_FLOAT),
+  [KN_OP_LOG10] = U1(KN__PW_LOG10, KN__PWK_FLOAT),
+  [KN_OP_SINH] = U1(KN__PW_SINH, KN__PWK_FLOAT),
+  [KN_OP_COSH] = U1(KN__PW_COSH, KN__PWK_FLOAT),
+  [KN_OP_ASIN] = U1(KN__PW_ASIN, KN__PWK_FLOAT),
+  [KN_OP_ACOS] = U1(KN__PW_ACOS, KN__PWK_FLOAT),
+  [KN_OP_ATAN] = U1(KN__PW_ATAN, KN__PWK_FLOAT),
+  [KN_OP_ERFC] = U1(KN__PW_ERFC, KN__PWK_FLOAT),
+  [KN_OP_SOFTPLUS] = U1(KN__PW_SOFTPLUS, KN__PWK_FLOAT),
   [KN_OP_ROUND] = U1(KN__PW_ROUND, KN__PWK_SAME),
   [KN_OP_ROUND_] = U1I(KN__PW_ROUND, KN__PWK_SAME),
   [KN_OP_TRUNC] = U1(KN__PW_TRUNC, KN__PWK_SAME),
@@ -163,12 +171,30 @@ kn_status kn__pw_check_inplace(const kn_tensor *self, kn_dtype result, int nd,
   return KN_OK;
 }
 
-/* Broadcast shape of the tensor operands among args [0, n). */
+/* Is shape (nd dims) t's own constant shape? */
+static bool same_const_shape(const kn_tensor *t, int nd, const kn_sym *shape) {
+  if (t->sym || t->ndim != nd) return false;
+  for (int d = 0; d < nd; d++)
+    if (!kn__sym_is_const(shape[d]) || shape[d].c != t->sizes[d]) return false;
+  return true;
+}
+
+/* Broadcast shape of the tensor operands among args [0, n). The common
+** cases (the first operand; an operand of the same constant shape) skip
+** the general rule. */
 static kn_status operand_shape(const kn__call *c, int n, int *nd, kn_sym *shape) {
   *nd = 0;
+  bool first = true;
   for (int i = 0; i < n && i < c->nargs; i++) {
     const kn_tensor *t = c->args[i].kind == KN__A_TENSOR ? c->args[i].u.t : NULL;
     if (!t) continue;
+    if (first) {
+      first = false;
+      *nd = t->ndim;
+      kn__tensor_symsizes(t, shape);
+      continue;
+    }
+    if (same_const_shape(t, *nd, shape)) continue;
     kn_sym ts[KN_MAX_DIMS];
     kn__tensor_symsizes(t, ts);
     kn_status st = kn__broadcast_shapes(*nd, shape, t->ndim, ts, nd, shape);
@@ -212,6 +238,11 @@ static kn_status check_op_dtypes(const kn__call *c, const kn__pwinfo *pi, kn_dty
     break;
   case KN__PW_RELU:
     if (a == KN_BOOL) return kn__error(KN_EDTYPE, "Boolean inputs not supported for relu");
+    break;
+  case KN__PW_SOFTPLUS:
+    if (!kn_dtype_is_floating(a))
+      return kn__error(KN_EDTYPE, "\"softplus_cpu\" not implemented for '%s'",
+                       kn__pw_torch_name(a));
     break;
   case KN__PW_CLAMP:
     if (c->args[1].kind != KN__A_SCALAR && c->args[2].kind != KN__A_SCALAR)
@@ -272,11 +303,13 @@ kn_status kn__meta_pw_unary(const kn__call *c, kn__metas *out) { return pw_meta(
 
 /* ---- shared kernels ---------------------------------------------------------------- */
 
-static kn__pwopnd operand(const kn__call *c, int i) {
-  kn__pwopnd o = {NULL, kn_int(0)};
-  if (c->args[i].kind == KN__A_TENSOR) o.t = c->args[i].u.t;
-  else o.s = c->args[i].u.s;
-  return o;
+/* Fills *o field by field: building the struct whole and copying it costs
+** store-forwarding stalls that show up in a one-element op's time. */
+static void operand(const kn__call *c, int i, kn__pwopnd *o) {
+  bool tensor = c->args[i].kind == KN__A_TENSOR;
+  o->t = tensor ? c->args[i].u.t : NULL;
+  if (tensor) o->s = kn_int(0);
+  else o->s = c->args[i].u.s;
 }
 
 /* The formula actually run: rounding modes and gelu's approximation are
@@ -300,6 +333,10 @@ static void fill_params(const kn__call *c, const kn__pwinfo *pi, kn__pwparams *p
     p->ialpha = kn__pw_scalar_int(c->args[2].u.s);
   }
   if (pi->code == KN__PW_THRESHOLD_BW) p->lo = kn__pw_scalar_double(c->args[2].u.s);
+  if (pi->code == KN__PW_SOFTPLUS) {
+    p->alpha = kn__pw_scalar_double(c->args[1].u.s);
+    p->lo = kn__pw_scalar_double(c->args[2].u.s);
+  }
   if (pi->code == KN__PW_CLAMP) {
     p->has_lo = c->args[1].kind == KN__A_SCALAR;
     p->has_hi = c->nargs > 2 && c->args[2].kind == KN__A_SCALAR;
@@ -311,13 +348,18 @@ static void fill_params(const kn__call *c, const kn__pwinfo *pi, kn__pwparams *p
 static kn_status pw_kernel(const kn__call *c, kn__outs *out) {
   const kn__pwinfo *pi = kn__pw_info(c->op->id);
   kn_dtype promoted, result;
-  kn_status st = pw_types(c, pi, &promoted, &result);
-  if (st != KN_OK) return st;
+  if (!pi->inplace && pi->kind != KN__PWK_BOOL) {
+    /* the meta function's result dtype, already checked: the output's */
+    promoted = result = out->t[0]->dtype;
+  } else {
+    kn_status st = pw_types(c, pi, &promoted, &result);
+    if (st != KN_OK) return st;
+  }
   kn__pwparams prm;
   fill_params(c, pi, &prm);
-  kn__pwopnd in[2] = {operand(c, 0), operand(c, 0)};
+  kn__pwopnd in[2];
   int nin = pi->code == KN__PW_CLAMP ? 1 : pi->nopnds;
-  if (nin == 2) in[1] = operand(c, 1);
+  for (int k = 0; k < nin; k++) operand(c, k, &in[k]);
   kn_dtype cc = promoted == KN_BOOL && result == KN_BOOL && pi->kind == KN__PWK_BOOL &&
                         (pi->code == KN__PW_LAND || pi->code == KN__PW_LOR ||
                          pi->code == KN__PW_LNOT)

@@ -3,13 +3,16 @@
 ** stable: the line maximum is subtracted before exp) and their backward ops
 ** _softmax_backward_data / _log_softmax_backward_data, which have kernels of
 ** their own like torch's. Each line is loaded into a per-thread double
-** buffer (fast for contiguous float32/float64), computed, and stored back.
+** buffer (fast for contiguous float32/float64), computed, and stored back;
+** the exps run through the vector-math table (ops/vmath.h). Contiguous
+** float32 forward lines skip the buffers: the table's fused softmax row.
 */
 #include <math.h>
 #include <stdlib.h>
 
 #include "core/error.h"
 #include "ops/reduce.h"
+#include "ops/vmath.h"
 
 /* _softmax(self, dim, half_to_float) and _log_softmax: same shape/dtype. */
 kn_status kn__meta_softmax(const kn__call *c, kn__metas *out) {
@@ -26,36 +29,85 @@ kn_status kn__meta_softmax(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
-/* In place on a line of n doubles; f32 lines take their exp in float (as
-** torch computes float32 softmax), which is several times cheaper. */
-static void softmax_line(double *x, int64_t n, bool log_, bool f32) {
-  double mx = -INFINITY, sum = 0;
+/* Line maximum and sum with 8 independent accumulators: one running value
+** is a chain of dependent instructions that caps a line at one element per
+** add/max latency. The maximum is the same in any order (NaN is skipped as
+** before); the sum differs from a left-to-right one by rounding only. */
+#define NACC 8
+
+static double line_max(const double *x, int64_t n) {
+  double m[NACC];
+  for (int j = 0; j < NACC; j++) m[j] = -INFINITY;
+  int64_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (int j = 0; j < NACC; j++) m[j] = x[k + j] > m[j] ? x[k + j] : m[j];
+  for (; k < n; k++) m[0] = x[k] > m[0] ? x[k] : m[0];
+  double mx = m[0];
+  for (int j = 1; j < NACC; j++) mx = m[j] > mx ? m[j] : mx;
+  return mx;
+}
+
+static double line_sum(const double *x, int64_t n) {
+  double s[NACC] = {0};
+  int64_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (int j = 0; j < NACC; j++) s[j] += x[k + j];
+  for (; k < n; k++) s[0] += x[k];
+  double sum = 0;
+  for (int j = 0; j < NACC; j++) sum += s[j];
+  return sum;
+}
+
+/* Same over floats, summed in double. */
+static double line_sum_f(const float *x, int64_t n) {
+  double s[NACC] = {0};
+  int64_t k = 0;
+  for (; k + NACC <= n; k += NACC)
+    for (int j = 0; j < NACC; j++) s[j] += (double)x[k + j];
+  for (; k < n; k++) s[0] += (double)x[k];
+  double sum = 0;
+  for (int j = 0; j < NACC; j++) sum += s[j];
+  return sum;
+}
+
+/* In place on a line of n doubles; e is n doubles of scratch. The exps go
+** through the vector-math table (ops/vmath.h); f32 lines take them in float
+** (as torch computes float32 softmax), in e viewed as floats. */
+static void softmax_line(double *restrict x, int64_t n, bool log_, bool f32,
+                         double *restrict e) {
+  const kn__vmath *vm = kn__vmath_get();
+  float *restrict ef = (float *)e;
   /* NaN is skipped here but reaches the sum, so its whole line becomes NaN */
-  for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;
+  double mx = line_max(x, n), sum;
   if (isinf(mx) && mx < 0) mx = 0; /* all -inf: keep exp(-inf - 0) = 0 */
+  if (f32) {
+    for (int64_t k = 0; k < n; k++) ef[k] = (float)(x[k] - mx);
+    vm->f32[KN__VM_EXP](ef, ef, n);
+    sum = line_sum_f(ef, n);
+  } else {
+    for (int64_t k = 0; k < n; k++) e[k] = x[k] - mx;
+    vm->f64[KN__VM_EXP](e, e, n);
+    sum = line_sum(e, n);
+  }
   if (log_) {
-    if (f32)
-      for (int64_t k = 0; k < n; k++) sum += expf((float)(x[k] - mx));
-    else
-      for (int64_t k = 0; k < n; k++) sum += exp(x[k] - mx);
     double ls = log(sum);
     for (int64_t k = 0; k < n; k++) x[k] = (x[k] - mx) - ls;
-  } else {
-    if (f32)
-      for (int64_t k = 0; k < n; k++) sum += (x[k] = expf((float)(x[k] - mx)));
-    else
-      for (int64_t k = 0; k < n; k++) sum += (x[k] = exp(x[k] - mx));
+  } else if (f32) {
     double inv = 1.0 / sum;
-    for (int64_t k = 0; k < n; k++) x[k] *= inv;
+    for (int64_t k = 0; k < n; k++) x[k] = (double)ef[k] * inv;
+  } else {
+    double inv = 1.0 / sum;
+    for (int64_t k = 0; k < n; k++) x[k] = e[k] * inv;
   }
 }
 
-/* g (buf) and y (buf + n) in, result in buf. */
-static void softmax_bwd_line(double *buf, int64_t n, bool log_) {
+/* g (buf) and y (buf + n) in, result in buf; e is n doubles of scratch. */
+static void softmax_bwd_line(double *buf, int64_t n, bool log_, double *e) {
   double *g = buf, *y = buf + n, s = 0;
   if (log_) {
-    for (int64_t k = 0; k < n; k++) s += g[k];
-    for (int64_t k = 0; k < n; k++) g[k] -= exp(y[k]) * s;
+    s = line_sum(g, n);
+    kn__vmath_get()->f64[KN__VM_EXP](e, y, n);
+    for (int64_t k = 0; k < n; k++) g[k] -= e[k] * s;
   } else {
     for (int64_t k = 0; k < n; k++) s += g[k] * y[k];
     for (int64_t k = 0; k < n; k++) g[k] = y[k] * (g[k] - s);
@@ -68,21 +120,29 @@ static kn_status run_lines(const kn_tensor *const *ts, int nin, int dim, bool lo
   kn__lines l;
   kn__lines_init(&l, nin + 1, ts, dim);
   kn_dtype dt = ts[0]->dtype;
-  bool oom = false;
+  bool oom = false, flat = !bwd && dt == KN_FLOAT32 && l.st[0] == 4 && l.st[1] == 4 &&
+                           !kn_same_storage(ts[0], ts[1]);
 #pragma omp parallel if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1)
   {
-    double *buf = malloc((size_t)(l.len > 0 ? l.len : 1) * (size_t)nin * sizeof *buf);
-    if (!buf) {
+    /* nin input lines, then one line of scratch */
+    double *buf = flat ? NULL : malloc((size_t)(l.len > 0 ? l.len : 1) * (size_t)(nin + 1) * sizeof *buf);
+    if (!buf && !flat) {
 #pragma omp atomic write
       oom = true;
     }
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < l.nlines; i++) {
+      if (flat) { /* contiguous float32 lines: in place of the buffers */
+        kn__vmath_get()->softmax_f32((float *)kn__lines_at(&l, 1, i),
+                                     (const float *)kn__lines_at(&l, 0, i), l.len, log_);
+        continue;
+      }
       if (!buf) continue;
       for (int k = 0; k < nin; k++)
         kn__line_load(kn__lines_at(&l, k, i), l.st[k], dt, l.len, buf + k * l.len);
-      if (bwd) softmax_bwd_line(buf, l.len, log_);
-      else softmax_line(buf, l.len, log_, dt == KN_FLOAT32);
+      double *scratch = buf + nin * l.len;
+      if (bwd) softmax_bwd_line(buf, l.len, log_, scratch);
+      else softmax_line(buf, l.len, log_, dt == KN_FLOAT32, scratch);
       kn__line_store((char *)kn__lines_at(&l, nin, i), l.st[nin], dt, l.len, buf);
     }
     free(buf);

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/hashmap.h"
+#include "tensor/pool.h"
 #include "tensor/tensor.h"
 
 #define KN__CACHE_LIMIT ((size_t)2 << 30)
@@ -26,15 +27,22 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static kn__hashmap cache;         /* rounded size -> free_block list */
 static bool cache_ready;
 static size_t cached_bytes;
-static atomic_long live_storages;
 
 static size_t round_size(size_t n) {
   return n == 0 ? KN__ALIGN : (n + KN__ALIGN - 1) & ~(size_t)(KN__ALIGN - 1);
 }
 
+static kn__pool_kind buf_kind(size_t sz) {
+  return (kn__pool_kind)(KN__POOL_BUF + (int)(sz / KN__ALIGN) - 1);
+}
+
 void *kn__cached_alloc(size_t nbytes) {
   size_t sz = round_size(nbytes);
   if (sz < nbytes) return NULL;
+  if (sz <= KN__POOL_BUF_MAX) {
+    void *p = kn__pool_take(buf_kind(sz), sz);
+    if (p) return p;
+  }
   pthread_mutex_lock(&cache_lock);
   if (cache_ready) {
     free_block *b = kn__hm_get_u64(&cache, sz, NULL);
@@ -53,6 +61,10 @@ void *kn__cached_alloc(size_t nbytes) {
 void kn__cached_free(void *p, size_t nbytes) {
   if (!p) return;
   size_t sz = round_size(nbytes);
+  if (sz <= KN__POOL_BUF_MAX) {
+    kn__pool_put(buf_kind(sz), p, sz);
+    return;
+  }
   pthread_mutex_lock(&cache_lock);
   if (!cache_ready) {
     kn__hm_init(&cache, false);
@@ -71,6 +83,7 @@ void kn__cached_free(void *p, size_t nbytes) {
 }
 
 void kn__allocator_empty_cache(void) {
+  kn__pool_flush();
   pthread_mutex_lock(&cache_lock);
   if (cache_ready) {
     size_t it = 0;
@@ -97,8 +110,9 @@ __attribute__((destructor)) static void release_cache_at_exit(void) {
 }
 
 kn__storage *kn__storage_new(size_t nbytes, kn_device dev) {
-  kn__storage *s = calloc(1, sizeof *s);
-  if (!s) return NULL;
+  kn__storage *s = kn__pool_take(KN__POOL_STORAGE, sizeof *s);
+  if (s) memset(s, 0, sizeof *s);
+  else if (!(s = calloc(1, sizeof *s))) return NULL;
   atomic_init(&s->refcount, 1);
   atomic_init(&s->version, 0);
   s->nbytes = nbytes;
@@ -106,12 +120,12 @@ kn__storage *kn__storage_new(size_t nbytes, kn_device dev) {
   if (dev == KN_CPU) {
     s->data = kn__cached_alloc(nbytes);
     if (!s->data) {
-      free(s);
+      kn__pool_put(KN__POOL_STORAGE, s, sizeof *s);
       return NULL;
     }
     s->from_allocator = true;
   }
-  atomic_fetch_add(&live_storages, 1);
+  kn__live_add(KN__LIVE_STORAGES, 1);
   return s;
 }
 
@@ -120,8 +134,8 @@ void kn__storage_retain(kn__storage *s) { atomic_fetch_add(&s->refcount, 1); }
 void kn__storage_release(kn__storage *s) {
   if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
   if (s->from_allocator) kn__cached_free(s->data, s->nbytes);
-  atomic_fetch_sub(&live_storages, 1);
-  free(s);
+  kn__live_add(KN__LIVE_STORAGES, -1);
+  kn__pool_put(KN__POOL_STORAGE, s, sizeof *s);
 }
 
-int64_t kn_live_storages(void) { return atomic_load(&live_storages); }
+int64_t kn_live_storages(void) { return kn__live_count(KN__LIVE_STORAGES); }

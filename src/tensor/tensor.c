@@ -1,6 +1,7 @@
 /*
 ** tensor/tensor.c: tensor lifetime (reference counts, autorelease scopes),
-** construction of plain and view tensors, and metadata accessors.
+** construction of plain and view tensors, and metadata accessors. Tensor
+** structs come from and go back to the per-thread pools (tensor/pool.h).
 */
 #include <math.h>
 #include <stdio.h>
@@ -9,11 +10,10 @@
 
 #include "autograd/autograd.h"
 #include "core/error.h"
+#include "tensor/pool.h"
 #include "tensor/tensor.h"
 
-static atomic_long live_tensors;
-
-int64_t kn_live_tensors(void) { return atomic_load(&live_tensors); }
+int64_t kn_live_tensors(void) { return kn__live_count(KN__LIVE_TENSORS); }
 
 /* ---- reference counts --------------------------------------------------------- */
 
@@ -30,8 +30,8 @@ void kn_release(kn_tensor *t) {
   if (t->grad_fn) kn__node_release(t->grad_fn);
   kn__storage_release(t->storage);
   free(t->sym);
-  atomic_fetch_sub(&live_tensors, 1);
-  free(t);
+  kn__live_add(KN__LIVE_TENSORS, -1);
+  kn__pool_put(KN__POOL_TENSOR, t, sizeof *t);
 }
 
 /* ---- autorelease scopes ------------------------------------------------------- */
@@ -142,10 +142,8 @@ void kn__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
 
 int64_t kn__numel(int ndim, const int64_t *sizes) {
   int64_t n = 1;
-  for (int d = 0; d < ndim; d++) {
-    if (sizes[d] < 0) return -1;
-    if (sizes[d] != 0 && n > INT64_MAX / sizes[d]) return -1;
-    n *= sizes[d];
+  for (int d = 0; d < ndim; d++) { /* no division: this runs on every op */
+    if (sizes[d] < 0 || __builtin_mul_overflow(n, sizes[d], &n)) return -1;
   }
   return n;
 }
@@ -174,12 +172,13 @@ void kn__bump_version(kn_tensor *t) { atomic_fetch_add(&t->storage->version, 1);
 
 /* ---- construction -------------------------------------------------------------- */
 
-kn_tensor *kn__tensor_wrap(kn__storage *st, kn_dtype dt, int ndim, const int64_t *sizes,
-                           const int64_t *strides, int64_t offset) {
-  kn_tensor *t = calloc(1, sizeof *t);
-  if (!t) return NULL;
+/* A tensor struct that takes over the caller's reference to st. */
+static kn_tensor *wrap_owned(kn__storage *st, kn_dtype dt, int ndim, const int64_t *sizes,
+                             const int64_t *strides, int64_t offset) {
+  kn_tensor *t = kn__pool_take(KN__POOL_TENSOR, sizeof *t);
+  if (t) memset(t, 0, sizeof *t);
+  else if (!(t = calloc(1, sizeof *t))) return NULL;
   atomic_init(&t->refcount, 1);
-  kn__storage_retain(st);
   t->storage = st;
   t->dtype = dt;
   t->device = st->device;
@@ -187,7 +186,14 @@ kn_tensor *kn__tensor_wrap(kn__storage *st, kn_dtype dt, int ndim, const int64_t
   memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
   memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
   t->offset = offset;
-  atomic_fetch_add(&live_tensors, 1);
+  kn__live_add(KN__LIVE_TENSORS, 1);
+  return t;
+}
+
+kn_tensor *kn__tensor_wrap(kn__storage *st, kn_dtype dt, int ndim, const int64_t *sizes,
+                           const int64_t *strides, int64_t offset) {
+  kn_tensor *t = wrap_owned(st, dt, ndim, sizes, strides, offset);
+  if (t) kn__storage_retain(st);
   return t;
 }
 
@@ -261,9 +267,11 @@ kn_tensor *kn__empty_strided(int ndim, const int64_t *sizes, const int64_t *stri
     kn__oom();
     return NULL;
   }
-  kn_tensor *t = kn__tensor_wrap(st, dt, ndim, sizes, strides, 0);
-  kn__storage_release(st);
-  if (!t) kn__oom();
+  kn_tensor *t = wrap_owned(st, dt, ndim, sizes, strides, 0);
+  if (!t) {
+    kn__storage_release(st);
+    kn__oom();
+  }
   return t;
 }
 

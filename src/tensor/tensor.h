@@ -117,7 +117,8 @@ void kn__storage_release(kn__storage *s);
 ** instead of being returned to the OS. 64-byte aligned. */
 void *kn__cached_alloc(size_t nbytes);
 void kn__cached_free(void *p, size_t nbytes);
-/* Release every cached buffer to the OS (tests, kn_reset). */
+/* Release every cached buffer to the OS (tests, kn_reset), and the calling
+** thread's pooled structs and small buffers (tensor/pool.h). */
 void kn__allocator_empty_cache(void);
 
 /* ---- fake tensors reaching the public API (tensor.c) --------------------

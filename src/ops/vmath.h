@@ -1,0 +1,91 @@
+/*
+** ops/vmath.h: vectorised math over arrays (exp, log, tanh, erf, gelu, ...)
+** for the pointwise kernels and the softmax-like reductions.
+**
+** One table of array functions per instruction set: a scalar table (libm,
+** one element at a time; what the kernels did before), and on x86-64 tables
+** built on SLEEF for SSE4.1, AVX2+FMA and AVX-512F, each compiled in its own
+** translation unit with that ISA's flags (vmath_sse4.c, vmath_avx2.c,
+** vmath_avx512.c). The widest table the CPU supports is chosen once, at
+** first use (CPUID via __builtin_cpu_supports), so one binary runs on any
+** x86-64 CPU. SLEEF's 1.0-ULP (u10) functions are used, like ATen's, except
+** for float32 tanh and erf, which SLEEF computes several times slower than
+** exp: those are kiln's own polynomials around SLEEF's exp (vmath_isa.h;
+** at most 1 ULP, checked exhaustively over [2^-20, 8]). No fast-math. Functions work on contiguous arrays of any length
+** (the tail is computed in a zero-padded vector); y may equal x.
+*/
+#ifndef KN_OPS_VMATH_H
+#define KN_OPS_VMATH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kiln/core.h"
+
+/* Unary array functions. */
+typedef enum kn__vmop {
+  KN__VM_EXP, KN__VM_EXP2, KN__VM_EXPM1, KN__VM_LOG, KN__VM_LOG2, KN__VM_LOG1P,
+  KN__VM_SQRT, KN__VM_RSQRT, KN__VM_SIN, KN__VM_COS, KN__VM_TAN, KN__VM_TANH,
+  KN__VM_ERF, KN__VM_SIGMOID, KN__VM_SILU, KN__VM_GELU, KN__VM_GELU_TANH,
+  KN__VM_LOG10, KN__VM_SINH, KN__VM_COSH, KN__VM_ASIN, KN__VM_ACOS, KN__VM_ATAN, KN__VM_ERFC,
+  KN__VM_NUNARY
+} kn__vmop;
+
+/* Binary array functions y[i] = f(a[i], b[i]). */
+typedef enum kn__vmop2 {
+  KN__VM_POW,          /* pow(a, b) */
+  KN__VM_GELU_BW,      /* gelu'(b) * a (erf form) */
+  KN__VM_GELU_TANH_BW, /* gelu'(b) * a (tanh form) */
+  KN__VM_NBINARY
+} kn__vmop2;
+
+typedef void (*kn__vm_f32)(float *y, const float *x, int64_t n);
+typedef void (*kn__vm_f64)(double *y, const double *x, int64_t n);
+typedef void (*kn__vm2_f32)(float *y, const float *a, const float *b, int64_t n);
+typedef void (*kn__vm2_f64)(double *y, const double *a, const double *b, int64_t n);
+
+/* softmax (log_: log_softmax) of one contiguous float32 line x into y (not
+** overlapping x): the maximum (NaN skipped) is subtracted in float, exps in
+** float are summed in double, y = e * (1 / sum) or (x - max) - log(sum) in
+** float, as torch computes float32 softmax. An all -inf line uses max 0. */
+typedef void (*kn__vm_softmax_f32)(float *y, const float *x, int64_t n, bool log_);
+
+typedef struct kn__vmath {
+  const char *name; /* "scalar", "sse4", "avx2", "avx512" */
+  kn__vm_f32 f32[KN__VM_NUNARY];
+  kn__vm_f64 f64[KN__VM_NUNARY];
+  kn__vm2_f32 f32b[KN__VM_NBINARY];
+  kn__vm2_f64 f64b[KN__VM_NBINARY];
+  kn__vm_softmax_f32 softmax_f32;
+} kn__vmath;
+
+/* Instruction sets, narrowest first. */
+typedef enum kn__isa { KN__ISA_SCALAR, KN__ISA_SSE4, KN__ISA_AVX2, KN__ISA_AVX512, KN__ISA_COUNT } kn__isa;
+
+/* The table in use: the widest supported ISA unless one was forced.
+** Static; thread-safe. */
+const kn__vmath *kn__vmath_get(void);
+/* The table of one ISA (static), or NULL when this build or CPU lacks it. */
+const kn__vmath *kn__vmath_table(kn__isa isa);
+/* The widest ISA this CPU and build support. */
+kn__isa kn__vmath_best(void);
+/* Process-wide setting for tests and benchmarks: use isa's table from now on
+** (KN__ISA_COUNT: back to automatic selection). KN_EINVAL when unsupported. */
+kn_status kn__vmath_force(kn__isa isa);
+/* "scalar", "sse4", "avx2", "avx512". Static. */
+const char *kn__isa_name(kn__isa isa);
+
+/* The per-ISA tables (x86-64 builds only). */
+extern const kn__vmath kn__vmath_scalar;
+extern const kn__vmath kn__vmath_sse4;
+extern const kn__vmath kn__vmath_avx2;
+extern const kn__vmath kn__vmath_avx512;
+
+/* The element formulas shared by the scalar table and the vector tails
+** (gelu's and sigmoid's constants). */
+#define KN__VM_BETA 0.7978845608028654    /* sqrt(2 / pi) */
+#define KN__VM_KAPPA 0.044715
+#define KN__VM_INVSQRT2PI 0.3989422804014327
+#define KN__VM_SQRT1_2 0.7071067811865476
+
+#endif

@@ -1,0 +1,21 @@
+/*
+** ops/vmath_avx512.c: the AVX-512F vector-math table (see ops/vmath.h); compiled
+** with that ISA's flags (CMakeLists.txt) and only used when CPUID says the
+** CPU has it.
+*/
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+typedef __m512 kn_vf;
+typedef __m512d kn_vd;
+#define KN_VM_ISA avx512f
+#define KN_VM_WF 16
+#define KN_VM_WD 8
+#define KN_VM_SQRTF _mm512_sqrt_ps
+#define KN_VM_SQRTD _mm512_sqrt_pd
+#define KN_VM_ANY_GTF(v, c) (_mm512_cmp_ps_mask(v, _mm512_set1_ps(c), _CMP_GT_OQ) != 0)
+#define KN_VM_ANY_GTD(v, c) (_mm512_cmp_pd_mask(v, _mm512_set1_pd(c), _CMP_GT_OQ) != 0)
+#define KN_VM_TABLE kn__vmath_avx512
+#define KN_VM_NAME "avx512"
+#include "ops/vmath_isa.h"
+#endif

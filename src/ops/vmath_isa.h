@@ -1,0 +1,283 @@
+/*
+** ops/vmath_isa.h: the body of one ISA's vector-math table, included once
+** by each of vmath_sse4.c, vmath_avx2.c and vmath_avx512.c after they define
+**   KN_VM_ISA    SLEEF's ISA suffix (sse4, avx2, avx512f)
+**   KN_VM_WF/WD  float and double lanes per vector
+**   kn_vf, kn_vd the vector types (__m128 ... __m512d)
+**   KN_VM_SQRTF/SQRTD(v)  the ISA's correctly rounded square root
+**   KN_VM_ANY_GTF/GTD(v, c)  is any lane of v above c?
+**   KN_VM_TABLE, KN_VM_NAME  the table's symbol and name
+** and are compiled with that ISA's flags. Formulas match the scalar table
+** (vmath.c) operation for operation; only the transcendental functions
+** differ (SLEEF's 1.0-ULP versions instead of libm's).
+*/
+#include <math.h>
+#include <sleef.h>
+#include <string.h>
+
+#include "ops/vmath.h"
+
+#include <stdint.h>
+
+#define KN_VM_CAT_(a, b, c, d, e, f) a##b##c##d##e##f
+#define KN_VM_CAT(a, b, c, d, e, f) KN_VM_CAT_(a, b, c, d, e, f)
+/* SLEEF's 1.0-ULP function: SL(exp, f, 16) = Sleef_expf16_u10avx512f */
+#define SL(fn, L, W) KN_VM_CAT(Sleef_, fn, L, W, _u10, KN_VM_ISA)
+/* erfc has no 1.0-ULP version; SLEEF's is 1.5 ULP (ATen uses it too) */
+#define SL15(fn, L, W) KN_VM_CAT(Sleef_, fn, L, W, _u15, KN_VM_ISA)
+
+/* tanh and erf: the float ones below, SLEEF's for double. */
+#define KN_VM_TANH_f(x) v_tanh_poly_f(x)
+#define KN_VM_TANH_d(x) SL(tanh, d, KN_VM_WD)(x)
+#define KN_VM_ERF_f(x) v_erf_poly_f(x)
+#define KN_VM_ERF_d(x) SL(erf, d, KN_VM_WD)(x)
+
+/* Per element type: loads/stores, the SLEEF functions, the composites. */
+#define KN_VM_TYPE(T, V, W, L, SQRT, ANY_GT, BIG, EXP_MAX, SINH, COSH)                                         \
+  static inline V ld_##L(const T *p) {                                         \
+    V v;                                                                       \
+    memcpy(&v, p, sizeof v);                                                   \
+    return v;                                                                  \
+  }                                                                            \
+  static inline void st_##L(T *p, V v) { memcpy(p, &v, sizeof v); }            \
+  static inline V v_exp_##L(V x) { return SL(exp, L, W)(x); }                 \
+  static inline V v_exp2_##L(V x) { return SL(exp2, L, W)(x); }               \
+  static inline V v_expm1_##L(V x) { return SL(expm1, L, W)(x); }             \
+  static inline V v_log_##L(V x) { return SL(log, L, W)(x); }                 \
+  static inline V v_log2_##L(V x) { return SL(log2, L, W)(x); }               \
+  /* SLEEF's log1p returns inf above 1e38 (float) / 1e307 (double), where  \
+  ** log1p(x) rounds to log(x): those lanes take log. */                     \
+  static inline V v_log1p_##L(V x) {                                           \
+    V r = SL(log1p, L, W)(x);                                                  \
+    if (!ANY_GT(x, BIG)) return r;                                             \
+    T xs[W], rs[W], ls[W];                                                     \
+    st_##L(xs, x);                                                             \
+    st_##L(rs, r);                                                             \
+    st_##L(ls, SL(log, L, W)(x));                                              \
+    for (int k = 0; k < W; k++) rs[k] = xs[k] > BIG ? ls[k] : rs[k];           \
+    return ld_##L(rs);                                                         \
+  }                                                                            \
+  static inline V v_sin_##L(V x) { return SL(sin, L, W)(x); }                 \
+  static inline V v_cos_##L(V x) { return SL(cos, L, W)(x); }                 \
+  static inline V v_tan_##L(V x) { return SL(tan, L, W)(x); }                 \
+  static inline V v_tanh_##L(V x) { return KN_VM_TANH_##L(x); }              \
+  static inline V v_erf_##L(V x) { return KN_VM_ERF_##L(x); }                \
+  static inline V v_log10_##L(V x) { return SL(log10, L, W)(x); }             \
+  /* SLEEF's sinh/cosh overflow where exp(|x|) does, a little before the   \
+  ** results do: those (rare) lanes take libm's. */                         \
+  static inline V big_lanes_##L(V x, V r, T (*f)(T)) {                         \
+    if (!ANY_GT(x, EXP_MAX) && !ANY_GT(-x, EXP_MAX)) return r;                 \
+    T xs[W], rs[W];                                                            \
+    st_##L(xs, x);                                                             \
+    st_##L(rs, r);                                                             \
+    for (int k = 0; k < W; k++)                                                \
+      if (xs[k] > EXP_MAX || -xs[k] > EXP_MAX) rs[k] = f(xs[k]);               \
+    return ld_##L(rs);                                                         \
+  }                                                                            \
+  static inline V v_sinh_##L(V x) { return big_lanes_##L(x, SL(sinh, L, W)(x), SINH); } \
+  static inline V v_cosh_##L(V x) { return big_lanes_##L(x, SL(cosh, L, W)(x), COSH); } \
+  static inline V v_asin_##L(V x) { return SL(asin, L, W)(x); }               \
+  static inline V v_acos_##L(V x) { return SL(acos, L, W)(x); }               \
+  static inline V v_atan_##L(V x) { return SL(atan, L, W)(x); }               \
+  static inline V v_erfc_##L(V x) { return SL15(erfc, L, W)(x); }             \
+  static inline V v_sqrt_##L(V x) { return SQRT(x); }                         \
+  static inline V v_rsqrt_##L(V x) { return (T)1 / SQRT(x); }                 \
+  static inline V v_sigmoid_##L(V x) { return (T)1 / ((T)1 + v_exp_##L(-x)); } \
+  static inline V v_silu_##L(V x) { return x / ((T)1 + v_exp_##L(-x)); }      \
+  static inline V v_gelu_##L(V x) {                                            \
+    return (T)0.5 * x * ((T)1 + v_erf_##L(x * (T)KN__VM_SQRT1_2));             \
+  }                                                                            \
+  static inline V v_gelu_tanh_##L(V x) {                                       \
+    V inner = (T)KN__VM_BETA * (x + (T)KN__VM_KAPPA * x * x * x);              \
+    return (T)0.5 * x * ((T)1 + v_tanh_##L(inner));                            \
+  }                                                                            \
+  static inline V v_pow_##L(V a, V b) { return SL(pow, L, W)(a, b); }         \
+  static inline V v_gelu_bw_##L(V g, V x) {                                    \
+    V cdf = (T)0.5 * ((T)1 + v_erf_##L(x * (T)KN__VM_SQRT1_2));                \
+    V pdf = v_exp_##L((T)-0.5 * x * x) * (T)KN__VM_INVSQRT2PI;                 \
+    return g * (cdf + x * pdf);                                                \
+  }                                                                            \
+  static inline V v_gelu_tanh_bw_##L(V g, V x) {                               \
+    V inner = (T)KN__VM_BETA * (x + (T)KN__VM_KAPPA * x * x * x);              \
+    V th = v_tanh_##L(inner);                                                  \
+    V dinner = (T)KN__VM_BETA * ((T)1 + (T)3 * (T)KN__VM_KAPPA * x * x);       \
+    return g * ((T)0.5 * ((T)1 + th) + (T)0.5 * x * ((T)1 - th * th) * dinner); \
+  }
+
+/* float32 tanh without SLEEF's (slow) tanhf: for |x| < 0.625 an odd
+** polynomial x + x^3 P(x^2) (least-squares fit, relative weight; 0.68 ULP
+** measured), above it 1 - 2 / (exp(2|x|) + 1) with SLEEF's 1-ULP exp
+** (2 / (e + 1) <= 0.45 there, so the subtraction loses nothing), sign
+** restored. NaN takes the exp branch; +-inf give +-1; -0 stays -0. */
+typedef int32_t kn_vfi __attribute__((vector_size(sizeof(kn_vf))));
+static inline kn_vf v_tanh_poly_f(kn_vf x) {
+  kn_vfi bits = (kn_vfi)x, sgn = bits & INT32_MIN;
+  kn_vf a = (kn_vf)(bits ^ sgn), z = x * x;
+  kn_vf p = 2.142803743e-03f * z - 8.177093230e-03f;
+  p = p * z + 2.170050144e-02f;
+  p = p * z - 5.394670367e-02f;
+  p = p * z + 1.333320588e-01f;
+  p = p * z - 3.333333135e-01f;
+  kn_vf small = x + x * (z * p);
+  kn_vf big = 1.0f - 2.0f / (SL(exp, f, KN_VM_WF)(a + a) + 1.0f);
+  kn_vfi m = a < 0.625f; /* all ones in lanes that take the polynomial */
+  /* the polynomial has x's sign already, except for -0 */
+  return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
+}
+
+/* float32 erf without SLEEF's (slow) erff, in |x| (sign restored): below
+** 0.875, x + x P(x^2); above, 1 - exp(-x^2) Q(|x| - 0.875) with |x|
+** clamped to 4, where erf rounds to 1 (least-squares fits with relative
+** weights; 0.8 and 0.86 ULP with an exact exp). NaN stays NaN. */
+static inline kn_vf v_erf_poly_f(kn_vf x) {
+  kn_vfi bits = (kn_vfi)x, sgn = bits & INT32_MIN;
+  kn_vf a = (kn_vf)(bits ^ sgn), z = x * x;
+  kn_vf p = -6.218503113e-04f * z + 5.035122391e-03f;
+  p = p * z - 2.679345198e-02f;
+  p = p * z + 1.128251031e-01f;
+  p = p * z - 3.761255443e-01f;
+  p = p * z + 1.283791512e-01f;
+  kn_vf small = a + a * p;
+  kn_vfi over = a > 4.0f;
+  kn_vf four = (kn_vf){0} + 4.0f;
+  kn_vf ac = (kn_vf)(((kn_vfi)a & ~over) | ((kn_vfi)four & over));
+  kn_vf t = ac - 0.875f;
+  kn_vf q = 9.423242773e-06f * t - 1.264200400e-04f;
+  q = q * t + 7.839610334e-04f;
+  q = q * t - 3.091333667e-03f;
+  q = q * t + 9.120049886e-03f;
+  q = q * t - 2.249682508e-02f;
+  q = q * t + 4.968651012e-02f;
+  q = q * t - 1.008875594e-01f;
+  q = q * t + 1.879543960e-01f;
+  q = q * t - 3.158338070e-01f;
+  q = q * t + 4.643115699e-01f;
+  kn_vf big = 1.0f - SL(exp, f, KN_VM_WF)(-(ac * ac)) * q;
+  kn_vfi m = a < 0.875f;
+  return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
+}
+
+/* An array function over a vector function; the tail runs zero-padded. */
+#define KN_VM_ARRAY1(NAME, T, V, W, L)                                          \
+  static void a_##NAME##_##L(T *y, const T *x, int64_t n) {                    \
+    int64_t i = 0;                                                             \
+    for (; i + W <= n; i += W) st_##L(y + i, v_##NAME##_##L(ld_##L(x + i)));   \
+    if (i < n) {                                                               \
+      T b[W] = {0};                                                            \
+      memcpy(b, x + i, (size_t)(n - i) * sizeof(T));                           \
+      st_##L(b, v_##NAME##_##L(ld_##L(b)));                                    \
+      memcpy(y + i, b, (size_t)(n - i) * sizeof(T));                           \
+    }                                                                          \
+  }
+
+#define KN_VM_ARRAY2(NAME, T, V, W, L)                                          \
+  static void a_##NAME##_##L(T *y, const T *a, const T *b, int64_t n) {        \
+    int64_t i = 0;                                                             \
+    for (; i + W <= n; i += W)                                                 \
+      st_##L(y + i, v_##NAME##_##L(ld_##L(a + i), ld_##L(b + i)));             \
+    if (i < n) {                                                               \
+      T ba[W] = {0}, bb[W] = {0};                                              \
+      memcpy(ba, a + i, (size_t)(n - i) * sizeof(T));                          \
+      memcpy(bb, b + i, (size_t)(n - i) * sizeof(T));                          \
+      st_##L(ba, v_##NAME##_##L(ld_##L(ba), ld_##L(bb)));                      \
+      memcpy(y + i, ba, (size_t)(n - i) * sizeof(T));                          \
+    }                                                                          \
+  }
+
+#define KN_VM_ALL(T, V, W, L)                                                   \
+  KN_VM_ARRAY1(exp, T, V, W, L) KN_VM_ARRAY1(exp2, T, V, W, L)                 \
+  KN_VM_ARRAY1(expm1, T, V, W, L) KN_VM_ARRAY1(log, T, V, W, L)                \
+  KN_VM_ARRAY1(log2, T, V, W, L) KN_VM_ARRAY1(log1p, T, V, W, L)               \
+  KN_VM_ARRAY1(sqrt, T, V, W, L) KN_VM_ARRAY1(rsqrt, T, V, W, L)               \
+  KN_VM_ARRAY1(sin, T, V, W, L) KN_VM_ARRAY1(cos, T, V, W, L)                  \
+  KN_VM_ARRAY1(tan, T, V, W, L) KN_VM_ARRAY1(tanh, T, V, W, L)                 \
+  KN_VM_ARRAY1(erf, T, V, W, L) KN_VM_ARRAY1(sigmoid, T, V, W, L)              \
+  KN_VM_ARRAY1(silu, T, V, W, L) KN_VM_ARRAY1(gelu, T, V, W, L)                \
+  KN_VM_ARRAY1(gelu_tanh, T, V, W, L) KN_VM_ARRAY2(pow, T, V, W, L)            \
+  KN_VM_ARRAY1(log10, T, V, W, L) KN_VM_ARRAY1(sinh, T, V, W, L)               \
+  KN_VM_ARRAY1(cosh, T, V, W, L) KN_VM_ARRAY1(asin, T, V, W, L)                \
+  KN_VM_ARRAY1(acos, T, V, W, L) KN_VM_ARRAY1(atan, T, V, W, L)                \
+  KN_VM_ARRAY1(erfc, T, V, W, L)                                               \
+  KN_VM_ARRAY2(gelu_bw, T, V, W, L) KN_VM_ARRAY2(gelu_tanh_bw, T, V, W, L)
+
+KN_VM_TYPE(float, kn_vf, KN_VM_WF, f, KN_VM_SQRTF, KN_VM_ANY_GTF, 1e30f, 88.0f, sinhf, coshf)
+KN_VM_TYPE(double, kn_vd, KN_VM_WD, d, KN_VM_SQRTD, KN_VM_ANY_GTD, 1e300, 709.0, sinh, cosh)
+KN_VM_ALL(float, kn_vf, KN_VM_WF, f)
+KN_VM_ALL(double, kn_vd, KN_VM_WD, d)
+
+#define KN_VM_ROW1(L)                                                           \
+  {[KN__VM_EXP] = a_exp_##L, [KN__VM_EXP2] = a_exp2_##L, [KN__VM_EXPM1] = a_expm1_##L, \
+   [KN__VM_LOG] = a_log_##L, [KN__VM_LOG2] = a_log2_##L, [KN__VM_LOG1P] = a_log1p_##L, \
+   [KN__VM_SQRT] = a_sqrt_##L, [KN__VM_RSQRT] = a_rsqrt_##L, [KN__VM_SIN] = a_sin_##L, \
+   [KN__VM_COS] = a_cos_##L, [KN__VM_TAN] = a_tan_##L, [KN__VM_TANH] = a_tanh_##L,     \
+   [KN__VM_ERF] = a_erf_##L, [KN__VM_SIGMOID] = a_sigmoid_##L,                        \
+   [KN__VM_SILU] = a_silu_##L, [KN__VM_GELU] = a_gelu_##L,                            \
+   [KN__VM_GELU_TANH] = a_gelu_tanh_##L, [KN__VM_LOG10] = a_log10_##L,                \
+   [KN__VM_SINH] = a_sinh_##L, [KN__VM_COSH] = a_cosh_##L, [KN__VM_ASIN] = a_asin_##L, \
+   [KN__VM_ACOS] = a_acos_##L, [KN__VM_ATAN] = a_atan_##L, [KN__VM_ERFC] = a_erfc_##L}
+#define KN_VM_ROW2(L)                                                           \
+  {[KN__VM_POW] = a_pow_##L, [KN__VM_GELU_BW] = a_gelu_bw_##L,                 \
+   [KN__VM_GELU_TANH_BW] = a_gelu_tanh_bw_##L}
+
+/* ---- float32 softmax lines (see kn__vm_softmax_f32) ---------------------- */
+
+typedef double kn_vfd __attribute__((vector_size(KN_VM_WF * sizeof(double))));
+
+static inline kn_vf vmax_f(kn_vf a, kn_vf m) { /* a > m ? a : m, lane by lane */
+  kn_vfi gt = a > m;
+  return (kn_vf)(((kn_vfi)a & gt) | ((kn_vfi)m & ~gt));
+}
+
+static float line_max_f(const float *x, int64_t n) {
+  kn_vf m = (kn_vf){0} - INFINITY;
+  int64_t k = 0;
+  for (; k + KN_VM_WF <= n; k += KN_VM_WF) m = vmax_f(ld_f(x + k), m);
+  float ms[KN_VM_WF], mx = -INFINITY;
+  st_f(ms, m);
+  for (int j = 0; j < KN_VM_WF; j++) mx = ms[j] > mx ? ms[j] : mx;
+  for (; k < n; k++) mx = x[k] > mx ? x[k] : mx;
+  return mx;
+}
+
+/* y = exp(x - mx); returns the sum in double. The tail is padded with -inf
+** (exp 0). */
+static double exp_sum_f(float *y, const float *x, int64_t n, float mx) {
+  kn_vfd acc = {0};
+  int64_t k = 0;
+  for (; k + KN_VM_WF <= n; k += KN_VM_WF) {
+    kn_vf e = v_exp_f(ld_f(x + k) - mx);
+    st_f(y + k, e);
+    acc += __builtin_convertvector(e, kn_vfd);
+  }
+  if (k < n) {
+    float b[KN_VM_WF];
+    for (int j = 0; j < KN_VM_WF; j++) b[j] = k + j < n ? x[k + j] : -INFINITY;
+    kn_vf e = v_exp_f(ld_f(b) - mx);
+    st_f(b, e);
+    memcpy(y + k, b, (size_t)(n - k) * sizeof *y);
+    acc += __builtin_convertvector(e, kn_vfd);
+  }
+  double s[KN_VM_WF], sum = 0;
+  memcpy(s, &acc, sizeof s);
+  for (int j = 0; j < KN_VM_WF; j++) sum += s[j];
+  return sum;
+}
+
+static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
+  float mx = line_max_f(x, n);
+  if (isinf(mx) && mx < 0) mx = 0;
+  double sum = exp_sum_f(y, x, n, mx);
+  int64_t k = 0;
+  if (log_) {
+    float ls = (float)log(sum);
+    for (; k + KN_VM_WF <= n; k += KN_VM_WF) st_f(y + k, (ld_f(x + k) - mx) - ls);
+    for (; k < n; k++) y[k] = (x[k] - mx) - ls;
+  } else {
+    float inv = (float)(1 / sum);
+    for (; k + KN_VM_WF <= n; k += KN_VM_WF) st_f(y + k, ld_f(y + k) * inv);
+    for (; k < n; k++) y[k] *= inv;
+  }
+}
+
+const kn__vmath KN_VM_TABLE = {KN_VM_NAME, KN_VM_ROW1(f), KN_VM_ROW1(d), KN_VM_ROW2(f),
+                               KN_VM_ROW2(d), softmax_f};

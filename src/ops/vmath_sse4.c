@@ -1,0 +1,21 @@
+/*
+** ops/vmath_sse4.c: the SSE4.1 vector-math table (see ops/vmath.h); compiled
+** with that ISA's flags (CMakeLists.txt) and only used when CPUID says the
+** CPU has it.
+*/
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+typedef __m128 kn_vf;
+typedef __m128d kn_vd;
+#define KN_VM_ISA sse4
+#define KN_VM_WF 4
+#define KN_VM_WD 2
+#define KN_VM_SQRTF _mm_sqrt_ps
+#define KN_VM_SQRTD _mm_sqrt_pd
+#define KN_VM_ANY_GTF(v, c) (_mm_movemask_ps(_mm_cmpgt_ps(v, _mm_set1_ps(c))) != 0)
+#define KN_VM_ANY_GTD(v, c) (_mm_movemask_pd(_mm_cmpgt_pd(v, _mm_set1_pd(c))) != 0)
+#define KN_VM_TABLE kn__vmath_sse4
+#define KN_VM_NAME "sse4"
+#include "ops/vmath_isa.h"
+#endif

@@ -1,0 +1,423 @@
+/*
+** test_vmath.c: the vector-math tables (ops/vmath.h) of every ISA this CPU
+** has, against libm computed in a wider type (double for float32, long
+** double for float64) and rounded: the error in ULPs over many inputs
+** (edge values 0, -0, +-inf, NaN, denormals, huge; a log-uniform sweep of
+** magnitudes; a dense sweep of [-10, 10]). Special values must match
+** exactly (NaN for NaN, the same infinity, zeros of the same sign). Then
+** the public ops, forced onto each ISA, must give that ISA's table results
+** on contiguous and strided inputs.
+**
+** Bounds (ULPs from the correctly rounded result): SLEEF's u10 functions
+** promise 1.0, glibc's float and double functions up to 2 (tanh, erf,
+** expm1), so direct functions allow 2 (erfc 3: glibc's is off by 3 at
+** places, SLEEF's promises 1.5); composites (sigmoid, silu, gelu)
+** allow 4 plus, where the formula itself cancels (1 + erf(x) for x << 0,
+** the same in torch), an absolute error of 4 ULPs of 1 (of |grad| for
+** gelu's derivative).
+*/
+#include <criterion/criterion.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/kiln.h"
+#include "ops/vmath.h"
+
+TestSuite(vmath, .fini = NULL);
+
+/* ---- reference formulas (wide type) -------------------------------------- */
+
+typedef long double LD;
+static LD r_exp(LD x) { return expl(x); }
+static LD r_exp2(LD x) { return exp2l(x); }
+static LD r_expm1(LD x) { return expm1l(x); }
+static LD r_log(LD x) { return logl(x); }
+static LD r_log2(LD x) { return log2l(x); }
+static LD r_log1p(LD x) { return log1pl(x); }
+static LD r_sqrt(LD x) { return sqrtl(x); }
+static LD r_rsqrt(LD x) { return 1 / sqrtl(x); }
+static LD r_sin(LD x) { return sinl(x); }
+static LD r_cos(LD x) { return cosl(x); }
+static LD r_tan(LD x) { return tanl(x); }
+static LD r_tanh(LD x) { return tanhl(x); }
+static LD r_erf(LD x) { return erfl(x); }
+static LD r_log10(LD x) { return log10l(x); }
+static LD r_sinh(LD x) { return sinhl(x); }
+static LD r_cosh(LD x) { return coshl(x); }
+static LD r_asin(LD x) { return asinl(x); }
+static LD r_acos(LD x) { return acosl(x); }
+static LD r_atan(LD x) { return atanl(x); }
+static LD r_erfc(LD x) { return erfcl(x); }
+static LD r_sigmoid(LD x) { return 1 / (1 + expl(-x)); }
+static LD r_silu(LD x) { return x / (1 + expl(-x)); }
+static LD r_gelu(LD x) { return 0.5L * x * (1 + erfl(x * 0.70710678118654752440L)); }
+static LD r_gelu_tanh(LD x) {
+  LD inner = 0.79788456080286535588L * (x + 0.044715L * x * x * x);
+  return 0.5L * x * (1 + tanhl(inner));
+}
+
+typedef struct ucase {
+  const char *name;
+  kn__vmop op;
+  LD (*ref)(LD);
+  bool composite;
+  kn_tensor *(*public_op)(kn_tensor *);
+} ucase;
+
+static kn_tensor *gelu_none(kn_tensor *x) { return kn_gelu(x, KN_GELU_NONE); }
+static kn_tensor *gelu_tanh(kn_tensor *x) { return kn_gelu(x, KN_GELU_TANH); }
+
+static const ucase cases[] = {
+    {"exp", KN__VM_EXP, r_exp, false, kn_exp},
+    {"exp2", KN__VM_EXP2, r_exp2, false, kn_exp2},
+    {"expm1", KN__VM_EXPM1, r_expm1, false, kn_expm1},
+    {"log", KN__VM_LOG, r_log, false, kn_log},
+    {"log2", KN__VM_LOG2, r_log2, false, kn_log2},
+    {"log1p", KN__VM_LOG1P, r_log1p, false, kn_log1p},
+    {"sqrt", KN__VM_SQRT, r_sqrt, false, kn_sqrt},
+    {"rsqrt", KN__VM_RSQRT, r_rsqrt, true, kn_rsqrt},
+    {"sin", KN__VM_SIN, r_sin, false, kn_sin},
+    {"cos", KN__VM_COS, r_cos, false, kn_cos},
+    {"tan", KN__VM_TAN, r_tan, false, kn_tan},
+    {"tanh", KN__VM_TANH, r_tanh, false, kn_tanh},
+    {"erf", KN__VM_ERF, r_erf, false, kn_erf},
+    {"sigmoid", KN__VM_SIGMOID, r_sigmoid, true, kn_sigmoid},
+    {"silu", KN__VM_SILU, r_silu, true, kn_silu},
+    {"gelu", KN__VM_GELU, r_gelu, true, gelu_none},
+    {"gelu_tanh", KN__VM_GELU_TANH, r_gelu_tanh, true, gelu_tanh},
+    {"log10", KN__VM_LOG10, r_log10, false, kn_log10},
+    {"sinh", KN__VM_SINH, r_sinh, false, kn_sinh},
+    {"cosh", KN__VM_COSH, r_cosh, false, kn_cosh},
+    {"asin", KN__VM_ASIN, r_asin, false, kn_asin},
+    {"acos", KN__VM_ACOS, r_acos, false, kn_acos},
+    {"atan", KN__VM_ATAN, r_atan, false, kn_atan},
+    {"erfc", KN__VM_ERFC, r_erfc, false, kn_erfc},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* The ULP bound of a case (see the banner). */
+static int bound(const ucase *c) { return c->composite ? 4 : c->op == KN__VM_ERFC ? 3 : 2; }
+
+/* ---- inputs ------------------------------------------------------------------ */
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void) { /* xorshift64 in [0, 1) */
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (double)(rng >> 11) * 0x1.0p-53;
+}
+
+/* n inputs: edge values first, then sweeps. Owned by the caller. */
+static double *make_inputs(int64_t *n, bool f32) {
+  const double big = f32 ? FLT_MAX : DBL_MAX, tiny = f32 ? FLT_MIN : DBL_MIN;
+  const double den = f32 ? 0x1p-149 : 0x1p-1074;
+  const double edge[] = {0, -0.0, INFINITY, -INFINITY, NAN, -NAN, den, -den, tiny / 3, -tiny / 3,
+                         tiny, -tiny, 1e-30, -1e-30, 1e-8, -1e-8, 0.5, -0.5, 1, -1, 2, -2,
+                         88.72, 88.73, -87.3, -103.9, -104, -745, 709.7, 710, 1e4, -1e4,
+                         1e30, -1e30, big, -big, 3.14159265, 1.5707963, -1.5707963, 0.6931,
+                         9.5, -9.5, 1e-3, -1e-3};
+  const int64_t ne = (int64_t)(sizeof edge / sizeof edge[0]), nlog = 40000, nlin = 20000;
+  double *v = malloc((size_t)(ne + nlog + nlin) * sizeof *v);
+  cr_assert_not_null(v);
+  memcpy(v, edge, sizeof edge);
+  for (int64_t i = 0; i < nlog; i++) { /* |x| in [1e-6, 1e4], both signs */
+    double m = pow(10, -6 + 10 * urand());
+    v[ne + i] = (i & 1) ? -m : m;
+  }
+  for (int64_t i = 0; i < nlin; i++) v[ne + nlog + i] = -10 + 20 * urand();
+  if (f32)
+    for (int64_t i = 0; i < ne + nlog + nlin; i++) v[i] = (double)(float)v[i];
+  *n = ne + nlog + nlin;
+  return v;
+}
+
+/* ---- ULP distance --------------------------------------------------------------- */
+
+static int64_t ord32(float f) {
+  int32_t i;
+  memcpy(&i, &f, sizeof i);
+  return i < 0 ? (int64_t)INT32_MIN - i : i;
+}
+static int64_t ord64(double f) {
+  int64_t i;
+  memcpy(&i, &f, sizeof i);
+  return i < 0 ? INT64_MIN - i : i;
+}
+
+/* Does got match the reference want (rounded to the type)? */
+static bool within(double got, LD want_wide, bool f32, bool composite, int max_ulps,
+                   double scale, int64_t *ulps) {
+  double want = f32 ? (double)(float)want_wide : (double)want_wide;
+  *ulps = 0;
+  if (isnan(want)) return isnan(got);
+  if (isinf(want) || want == 0) {
+    if (got == want && signbit(got) == signbit(want)) return true;
+    if (!composite || isinf(want)) return false;
+  }
+  if (isnan(got) || isinf(got)) return false;
+  int64_t d = f32 ? ord32((float)got) - ord32((float)want) : ord64(got) - ord64(want);
+  *ulps = d < 0 ? -d : d;
+  if (!composite) return *ulps <= max_ulps;
+  double one_ulp = f32 ? FLT_EPSILON : DBL_EPSILON;
+  return *ulps <= max_ulps || fabs(got - want) <= 4 * one_ulp * scale;
+}
+
+/* ---- the tables ---------------------------------------------------------------- */
+
+static void check_table(const kn__vmath *t, bool f32) {
+  int64_t n;
+  double *in = make_inputs(&n, f32);
+  float *xf = malloc((size_t)n * sizeof *xf), *yf = malloc((size_t)n * sizeof *yf);
+  double *yd = malloc((size_t)n * sizeof *yd);
+  for (int64_t i = 0; i < n; i++) xf[i] = (float)in[i];
+  for (int c = 0; c < NCASES; c++) {
+    if (f32) t->f32[cases[c].op](yf, xf, n);
+    else t->f64[cases[c].op](yd, in, n);
+    int64_t worst = 0, bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double got = f32 ? (double)yf[i] : yd[i];
+      LD want = cases[c].ref((LD)in[i]);
+      int64_t u;
+      if (!within(got, want, f32, cases[c].composite, bound(&cases[c]), 1, &u)) {
+        if (bad++ < 3)
+          cr_log_error("%s %s %s(%a) = %a, want %a (%lld ulps)", t->name,
+                       f32 ? "float32" : "float64", cases[c].name, in[i], got, (double)want,
+                       (long long)u);
+      } else if (u <= bound(&cases[c])) {
+        worst = u > worst ? u : worst;
+      }
+    }
+    cr_expect_eq(bad, 0, "%s %s %s: %lld inputs out of bounds", t->name, f32 ? "f32" : "f64",
+                 cases[c].name, (long long)bad);
+    cr_log_info("%s %s %s: max %lld ulps", t->name, f32 ? "f32" : "f64", cases[c].name,
+                (long long)worst);
+  }
+  free(in);
+  free(xf);
+  free(yf);
+  free(yd);
+}
+
+Test(vmath, every_isa_within_ulp_bounds) {
+  int tested = 0;
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    cr_assert_str_eq(t->name, kn__isa_name((kn__isa)isa));
+    check_table(t, true);
+    check_table(t, false);
+    tested++;
+  }
+  cr_assert_geq(tested, 1);
+  cr_assert_eq(kn__vmath_table(kn__vmath_best()), kn__vmath_get(),
+               "the default table is the widest supported one");
+}
+
+/* ---- binary functions ------------------------------------------------------------ */
+
+static LD r_gelu_bw(LD g, LD x) {
+  LD cdf = 0.5L * (1 + erfl(x * 0.70710678118654752440L));
+  LD pdf = expl(-0.5L * x * x) * 0.39894228040143267794L;
+  return g * (cdf + x * pdf);
+}
+
+static void check_binary(const kn__vmath *t, bool f32) {
+  int64_t n;
+  double *a = make_inputs(&n, f32), *b = malloc((size_t)n * sizeof *b), *y = malloc((size_t)n * sizeof *y);
+  float *af = malloc((size_t)n * sizeof *af), *bf = malloc((size_t)n * sizeof *bf);
+  float *yf = malloc((size_t)n * sizeof *yf);
+  for (int64_t i = 0; i < n; i++) { /* exponents in [-8, 8], every 4th an integer */
+    double e = -8 + 16 * urand();
+    b[i] = (i % 4 == 0) ? round(e) : (f32 ? (double)(float)e : e);
+    af[i] = (float)a[i];
+    bf[i] = (float)b[i];
+  }
+  for (int op = 0; op < 2; op++) {
+    int64_t bad = 0;
+    if (f32) t->f32b[op ? KN__VM_GELU_BW : KN__VM_POW](yf, af, bf, n);
+    else t->f64b[op ? KN__VM_GELU_BW : KN__VM_POW](y, a, b, n);
+    for (int64_t i = 0; i < n; i++) {
+      /* pow(a, b) and gelu_bw(grad = a, x = b) */
+      LD want = op ? r_gelu_bw((LD)a[i], (LD)b[i]) : powl((LD)a[i], (LD)b[i]);
+      double got = f32 ? (double)yf[i] : y[i];
+      int64_t u;
+      if (!within(got, want, f32, op == 1, op == 1 ? 4 : 2, fabs(a[i]), &u) && bad++ < 3)
+        cr_log_error("%s %s(%a, %a) = %a, want %a", t->name, op ? "gelu_bw" : "pow", a[i], b[i],
+                     got, (double)want);
+    }
+    cr_expect_eq(bad, 0, "%s %s %s: %lld inputs out of bounds", t->name, f32 ? "f32" : "f64",
+                 op ? "gelu_bw" : "pow", (long long)bad);
+  }
+  free(a);
+  free(b);
+  free(y);
+  free(af);
+  free(bf);
+  free(yf);
+}
+
+Test(vmath, binary_within_ulp_bounds) {
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    check_binary(t, true);
+    check_binary(t, false);
+  }
+}
+
+/* ---- the public ops run the forced ISA's table ------------------------------------- */
+
+/* x: 3 x 333 float32 values in [-6, 6]; xt = its transpose (strided). */
+static kn_tensor *sweep(kn_dtype dt) {
+  kn_tensor *x = kn_empty(KN_SHAPE(3, 333), dt);
+  for (int64_t i = 0; i < 999; i++) {
+    double v = -6 + 12.0 * (double)i / 998;
+    if (dt == KN_FLOAT32) ((float *)kn_data(x))[i] = (float)v;
+    else ((double *)kn_data(x))[i] = v;
+  }
+  return x;
+}
+
+/* Every element of got (any strides) bit-equal to table fn applied to src. */
+static void expect_table(const kn__vmath *t, kn__vmop op, kn_tensor *src, kn_tensor *got,
+                         const char *what) {
+  kn_tensor *s = kn_contiguous(src), *g = kn_contiguous(got);
+  cr_assert_not_null(g, "%s: %s", what, kn_last_error());
+  int64_t n = kn_numel(s);
+  bool f32 = kn_tensor_dtype(s) == KN_FLOAT32;
+  double *want = malloc((size_t)n * sizeof *want);
+  if (f32) t->f32[op]((float *)want, kn_data(s), n);
+  else t->f64[op](want, kn_data(s), n);
+  for (int64_t i = 0; i < n; i++) {
+    bool same = f32 ? memcmp((float *)want + i, (float *)kn_data(g) + i, 4) == 0
+                    : memcmp(want + i, (double *)kn_data(g) + i, 8) == 0;
+    cr_assert(same, "%s on %s: element %lld differs from the %s table", what,
+              f32 ? "float32" : "float64", (long long)i, t->name);
+  }
+  free(want);
+}
+
+Test(vmath, public_ops_run_the_forced_isa) {
+  kn_scope_begin();
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) {
+      cr_assert_eq(kn__vmath_force((kn__isa)isa), KN_EINVAL);
+      continue;
+    }
+    cr_assert_eq(kn__vmath_force((kn__isa)isa), KN_OK);
+    cr_assert_eq(kn__vmath_get(), t);
+    for (int dt = 0; dt < 2; dt++) {
+      kn_tensor *x = sweep(dt ? KN_FLOAT64 : KN_FLOAT32), *xt = kn_transpose(x, 0, 1);
+      for (int c = 0; c < NCASES; c++) {
+        expect_table(t, cases[c].op, x, cases[c].public_op(x), cases[c].name);
+        expect_table(t, cases[c].op, xt, cases[c].public_op(xt), cases[c].name);
+      }
+    }
+  }
+  cr_assert_eq(kn__vmath_force(KN__ISA_COUNT), KN_OK);
+  cr_assert_eq(kn__vmath_get(), kn__vmath_table(kn__vmath_best()));
+  kn_scope_end();
+}
+
+/* ---- softmax family on every ISA ---------------------------------------------------- */
+
+Test(vmath, log_softmax_on_every_isa) {
+  kn_scope_begin();
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    if (kn__vmath_force((kn__isa)isa) != KN_OK) continue;
+    kn_tensor *x = sweep(KN_FLOAT32), *ls = kn_log_softmax(x, 1), *sm = kn_softmax(x, 1);
+    cr_assert_not_null(ls, "%s", kn_last_error());
+    const float *xv = kn_data(x), *lv = kn_data(ls), *sv = kn_data(sm);
+    for (int64_t r = 0; r < 3; r++) {
+      LD mx = -INFINITY, sum = 0;
+      for (int64_t k = 0; k < 333; k++) mx = fmaxl(mx, xv[r * 333 + k]);
+      for (int64_t k = 0; k < 333; k++) sum += expl(xv[r * 333 + k] - mx);
+      for (int64_t k = 0; k < 333; k++) {
+        LD want = xv[r * 333 + k] - mx - logl(sum);
+        cr_assert(fabsl(lv[r * 333 + k] - want) <= 4e-6L * (1 + fabsl(want)),
+                  "%s log_softmax[%lld][%lld] = %.9g, want %.9Lg", kn__isa_name((kn__isa)isa),
+                  (long long)r, (long long)k, lv[r * 333 + k], want);
+        cr_assert(fabsl(sv[r * 333 + k] - expl(want)) <= 2e-7L * (1 + expl(want)),
+                  "%s softmax[%lld][%lld]", kn__isa_name((kn__isa)isa), (long long)r,
+                  (long long)k);
+      }
+    }
+  }
+  kn__vmath_force(KN__ISA_COUNT);
+  kn_scope_end();
+}
+
+/* Special lines through the contiguous float32 softmax rows of every ISA
+** agree with the float64 path (which runs through line buffers): a -inf
+** element, a NaN (whole line NaN), an all -inf line, huge values. */
+Test(vmath, softmax_special_lines_on_every_isa) {
+  kn_scope_begin();
+  const int64_t n = 37;
+  kn_tensor *x = kn_empty(KN_SHAPE(4, 37), KN_FLOAT32);
+  float *xv = kn_data(x);
+  for (int64_t k = 0; k < 4 * n; k++) xv[k] = (float)((k * 7) % 23) - 11.0f;
+  xv[3] = -INFINITY;
+  xv[n + 20] = NAN;
+  for (int64_t k = 0; k < n; k++) xv[2 * n + k] = -INFINITY;
+  xv[3 * n + 1] = 1e30f;
+  xv[3 * n + 2] = -1e30f;
+  xv[3 * n + 36] = 1e30f;
+  kn_tensor *x64 = kn_to(x, KN_FLOAT64);
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    if (kn__vmath_force((kn__isa)isa) != KN_OK) continue;
+    for (int lg = 0; lg < 2; lg++) {
+      kn_tensor *got = lg ? kn_log_softmax(x, 1) : kn_softmax(x, 1);
+      kn_tensor *want = lg ? kn_log_softmax(x64, 1) : kn_softmax(x64, 1);
+      const float *g = kn_data(got);
+      const double *w = kn_data(want);
+      for (int64_t k = 0; k < 4 * n; k++) {
+        bool ok = isnan(w[k]) ? isnan(g[k])
+                  : isinf(w[k]) ? g[k] == (float)w[k]
+                                : fabs(g[k] - w[k]) <= 2e-6 * (1 + fabs(w[k]));
+        cr_assert(ok, "%s %s[%lld] = %g, want %g", kn__isa_name((kn__isa)isa),
+                  lg ? "log_softmax" : "softmax", (long long)k, (double)g[k], w[k]);
+      }
+    }
+  }
+  kn__vmath_force(KN__ISA_COUNT);
+  kn_scope_end();
+}
+
+/* softplus (beta x, exp, log1p from the table, in blocks) on every ISA
+** against the wide-type formula: composite bounds. */
+Test(vmath, softplus_on_every_isa) {
+  kn_scope_begin();
+  for (int dt = 0; dt < 2; dt++) {
+    bool f32 = dt == 0;
+    int64_t n;
+    double *in = make_inputs(&n, f32);
+    kn_tensor *x = kn_empty(KN_SHAPE(n), f32 ? KN_FLOAT32 : KN_FLOAT64);
+    for (int64_t i = 0; i < n; i++) {
+      if (f32) ((float *)kn_data(x))[i] = (float)in[i];
+      else ((double *)kn_data(x))[i] = in[i];
+    }
+    for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+      if (kn__vmath_force((kn__isa)isa) != KN_OK) continue;
+      kn_tensor *y = kn_softplus(x, kn_float(1.5), kn_int(20));
+      cr_assert_not_null(y, "%s", kn_last_error());
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; i++) {
+        LD bx = 1.5L * (LD)in[i], want = bx > 20 ? (LD)in[i] : log1pl(expl(bx)) / 1.5L;
+        double got = f32 ? (double)((float *)kn_data(y))[i] : ((double *)kn_data(y))[i];
+        int64_t u;
+        if (!within(got, want, f32, true, 4, 1, &u) && bad++ < 3)
+          cr_log_error("%s softplus(%a) = %a, want %a", kn__isa_name((kn__isa)isa), in[i], got,
+                       (double)want);
+      }
+      cr_expect_eq(bad, 0, "%s %s softplus: %lld inputs out of bounds", kn__isa_name((kn__isa)isa),
+                   f32 ? "f32" : "f64", (long long)bad);
+    }
+    free(in);
+  }
+  kn__vmath_force(KN__ISA_COUNT);
+  kn_scope_end();
+}

@@ -346,11 +346,40 @@ static void item_recompiles_body(const kn_test_records *r, void *ud) {
   cr_expect(strstr(last->message, "    - a graph break answered differently (new branch): kn_item() "
                                   "at the end of 0/0 gave 48, recorded: 16, 32"),
             "%s", last->message);
+  /* logged in the context of the compile it causes: the resume frame's third */
+  cr_expect_str_eq(last->compile_id, "1/2");
 }
 
 Test(dyn_autograd, item_branches_are_logged_as_recompiles) {
   kn_log_setting s[] = {KN_LOG_FLAG("recompiles", 1)};
   kn_test_logging_twice(s, 1, item_recompiles_body, NULL);
+}
+
+/* The trace records why each branch was compiled: a recompile_reasons
+** artifact in the resume frame's compiles 1/1 and 1/2 (what recompiles.html
+** of kiln report shows for them). */
+Test(dyn_autograd, item_branches_write_recompile_reasons) {
+  kn_reset();
+  char *dir = kn_test_trace_start();
+  kn_compiled *f = KN_COMPILE(item_log_fn, NULL);
+  kn_scope_begin();
+  for (int i = 1; i <= 3; i++) cr_assert(kn_call_t(f, filled(i, false)), "%s", kn_last_error());
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *text = kn_test_trace_text();
+  kn_trace_disable();
+  int n = 0;
+  for (const char *p = strstr(text, "\"name\": \"recompile_reasons\""); p;
+       p = strstr(p + 1, "\"name\": \"recompile_reasons\""), n++) {
+    const char *want = n == 0 ? "\"frame_id\": 1, \"frame_compile_id\": 1"
+                              : "\"frame_id\": 1, \"frame_compile_id\": 2";
+    const char *eol = strchr(p, '\n');
+    cr_expect(eol && strstr(p, want) && strstr(p, want) < eol, "record %d: %.200s", n, p);
+  }
+  cr_expect_eq(n, 2);
+  cr_expect(strstr(text, "kn_item() at the end of 0/0 gave 48, recorded: 16, 32"));
+  free(text);
+  kn_test_rmdir(dir);
 }
 
 /* ---- grad mode changed inside (seed test_mutation) ------------------------------------ */

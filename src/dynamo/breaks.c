@@ -456,7 +456,7 @@ static kn_status do_break_x(kn__trace *tr, brkreq *rq, double *ans) {
         st = kn__trace_new_slot(tr, NULL) < 0 ? kn_last_status() : KN_OK;
     kn__frame *rf = st == KN_OK ? resume_frame(tr, n > 0 ? &fr[n - 1] : NULL) : NULL;
     if (st == KN_OK && !rf) st = kn__oom();
-    if (st == KN_OK) st = kn__tseg_start(tr, rf, NULL);
+    if (st == KN_OK) st = kn__tseg_start(tr, rf);
   }
   kn_status pst = kn__mode_push(&tr->mode);
   if (st == KN_OK) st = pst;
@@ -765,7 +765,7 @@ static kn_status keep_branch_guards(kn__trace *tr, kn__entry *into) {
 }
 
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                         kn_tensor **partial, int flags, const char *reasons_json,
+                         kn_tensor **partial, int flags, const kn__recompile_note *note,
                          kn__entry **out_entry, kn_value *result) {
   *out_entry = NULL;
   *result = kn_vnone();
@@ -778,6 +778,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   tr->partial = partial;
   tr->npartial = partial && into ? into->nslots : 0;
   tr->no_cache = into && (flags & KN__TRACE_NO_CACHE);
+  tr->note = note;
   tr->f = f;
   tr->args = args;
   tr->nargs = nargs;
@@ -793,7 +794,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
     return kn__oom();
   }
   kn__shape_env *prev_env = kn__shape_env_set_current(tr->env);
-  kn_status st = kn__tseg_start(tr, &f->frame, reasons_json);
+  kn_status st = kn__tseg_start(tr, &f->frame);
   bool started = st == KN_OK;
   if (st == KN_OK) st = kn__trace_fakify(tr);
   kn_value ret = kn_vnone();

@@ -532,20 +532,14 @@ static kn_status compile_entry(kn_compiled *f, const kn_value *args, int nargs, 
                                kn_tensor **partial, const char *rj, const char *msg,
                                bool verbose, kn_value *out, bool *eager) {
   *eager = false;
-  if (msg) {
-    /* logged inside the new compile's context: the trace call enters it */
-    kn__compile_ctx saved;
-    kn_compile_id next = {-1, f->frame.frame_id, f->frame.ncompiles};
-    kn__compile_ctx_enter(next, &saved);
-    if (verbose) KN_LOG_ARTIFACT(KN_ART_RECOMPILES_VERBOSE, "%s", msg);
-    else KN_LOG_ARTIFACT(KN_ART_RECOMPILES, "%s", msg);
-    kn__compile_ctx_leave(&saved);
-  }
+  /* logged inside the new compile's context, where the trace makes it */
+  kn__recompile_note note = {msg, rj, verbose};
   /* a branch grows an entry that other threads may be replaying: exclusive
   ** for the whole trace; a new entry is private until it is linked */
   if (into) pthread_rwlock_wrlock(&f->entries_lock);
   kn__entry *e = NULL;
-  kn_status st = kn__trace_call(f, args, nargs, into, partial, 0, rj, &e, out);
+  kn_status st = kn__trace_call(f, args, nargs, into, partial, 0, msg || rj ? &note : NULL, &e,
+                                out);
   if (!into && e) pthread_rwlock_wrlock(&f->entries_lock);
   if (e) {
     e->next = f->entries;

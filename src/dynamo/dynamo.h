@@ -330,6 +330,15 @@ typedef struct kn__dynstate {
   bool int_dynamic;
 } kn__dynstate;
 
+/* Why a compile happens (a recompile): logged under `recompiles` and written
+** as the recompile_reasons artifact, in the context of the first compile the
+** trace really makes (a branch retrace replays known segments first). */
+typedef struct kn__recompile_note {
+  const char *msg;          /* the "Recompiling function ..." text */
+  const char *reasons_json; /* the recompile_reasons payload */
+  bool verbose;             /* msg goes to recompiles_verbose */
+} kn__recompile_note;
+
 /* Trace f on args: on success *out_entry is a new entry (not yet linked)
 ** and *result the call's result (real values). When `into` is an existing
 ** entry whose root segment tree is being extended (a different answer at a
@@ -337,10 +346,11 @@ typedef struct kn__dynstate {
 ** *out_entry is then NULL. `partial` (taken over, may be NULL) is the value
 ** table of the cached run that missed the branch (kn__entry_run). With
 ** KN__TRACE_NO_CACHE the new segments run and are dropped: `into` is left
-** as it was (the cache limit was reached; effects still happen once). */
+** as it was (the cache limit was reached; effects still happen once).
+** `note` (may be NULL) says why this is a recompile. */
 #define KN__TRACE_NO_CACHE 1 /* extend `into` for this call only (cache limit) */
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                         kn_tensor **partial, int flags, const char *recompile_reasons_json,
+                         kn_tensor **partial, int flags, const kn__recompile_note *note,
                          kn__entry **out_entry, kn_value *result);
 
 /* Run segment s's eager op (KN__BRK_UNSUPPORTED) on the value table: stores

@@ -23,7 +23,7 @@ static double mono_us(void) {
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
 
-void kn__fc_begin(kn__fc *c, kn__frame *fr, const char *reasons_json, bool quiet) {
+void kn__fc_begin(kn__fc *c, kn__frame *fr, const kn__recompile_note *note, bool quiet) {
   memset(c, 0, sizeof *c);
   c->frame = fr;
   c->quiet = quiet;
@@ -35,8 +35,12 @@ void kn__fc_begin(kn__fc *c, kn__frame *fr, const char *reasons_json, bool quiet
   c->t0 = mono_us();
   c->tbegin = kn__compile_time_begin();
   if (quiet) return;
-  if (reasons_json && kn__trace_enabled()) {
-    json_t *j = json_loads(reasons_json, 0, NULL);
+  if (note && note->msg) {
+    if (note->verbose) KN_LOG_ARTIFACT(KN_ART_RECOMPILES_VERBOSE, "%s", note->msg);
+    else KN_LOG_ARTIFACT(KN_ART_RECOMPILES, "%s", note->msg);
+  }
+  if (note && note->reasons_json && kn__trace_enabled()) {
+    json_t *j = json_loads(note->reasons_json, 0, NULL);
     if (j) {
       (void)kn__trace_artifact_json("recompile_reasons", j, NULL);
       json_decref(j);

@@ -28,8 +28,8 @@ typedef struct kn__fc_info {
 } kn__fc_info;
 
 /* Enter the frame's next compile (allocating its frame id on first use):
-** [recompile_reasons artifact], dynamo_start, chromium B events, Step 1. */
-void kn__fc_begin(kn__fc *c, kn__frame *fr, const char *reasons_json, bool quiet);
+** [the recompile note], dynamo_start, chromium B events, Step 1. */
+void kn__fc_begin(kn__fc *c, kn__frame *fr, const kn__recompile_note *note, bool quiet);
 /* A restart of the analysis (graph break): attempt + 1, reason kept for
 ** compilation_metrics.restart_reasons. */
 void kn__fc_restart(kn__fc *c, const char *reason);

@@ -284,7 +284,7 @@ char *kn__branch_miss_reason(const kn__branch_miss *bm) {
 }
 
 /* ---- segments while tracing ---------------------------------------------------------- */
-kn_status kn__tseg_start(kn__trace *tr, kn__frame *fr, const char *reasons_json) {
+kn_status kn__tseg_start(kn__trace *tr, kn__frame *fr) {
   if (tr->nseg == tr->capseg) {
     int nc = tr->capseg ? tr->capseg * 2 : 4;
     kn__tseg *ns = realloc(tr->segs, sizeof *ns * (size_t)nc);
@@ -301,7 +301,8 @@ kn_status kn__tseg_start(kn__trace *tr, kn__frame *fr, const char *reasons_json)
   tr->ndescribed = 0; /* one describer per frame */
   s->quiet = s->known != NULL;
   tr->nseg++;
-  kn__fc_begin(&s->fc, fr, reasons_json, s->quiet);
+  kn__fc_begin(&s->fc, fr, s->quiet ? NULL : tr->note, s->quiet);
+  if (!s->quiet) tr->note = NULL;
   return KN_OK;
 }
 

@@ -94,6 +94,7 @@ struct kn__trace {
   kn_tensor **partial;
   int npartial;
   bool no_cache;          /* KN__TRACE_NO_CACHE: new segments are dropped */
+  const kn__recompile_note *note; /* for the first segment really traced */
   kn__segment **scratch;  /* those segments, freed with the trace */
   int nscratch;
   const char *recompile_msg; /* logged inside the first frame's context */
@@ -124,7 +125,9 @@ kn_status kn__trace_finish_guards(kn__trace *tr);
 void kn__trace_describe(kn__trace *tr, const kn_tensor *real, const char *source, bool is_param);
 
 /* Segments (segments.c). Start a segment (frame compile begins). */
-kn_status kn__tseg_start(kn__trace *tr, kn__frame *fr, const char *reasons_json);
+/* Start a segment of frame fr; the first one that is not a quiet replay
+** takes the trace's recompile note. */
+kn_status kn__tseg_start(kn__trace *tr, kn__frame *fr);
 /* Finish the current segment with outputs = the given slots' values in the
 ** current graph; makes a kn__segment (compiled), runs it on the real slot
 ** values, stores the real outputs. brk/brk_slot describe the break. */

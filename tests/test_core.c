@@ -11,6 +11,7 @@
 #include "core/hashmap.h"
 #include "core/intern.h"
 #include "core/strbuf.h"
+#include "core/strdist.h"
 
 Test(error, last_error_round_trip) {
   kn_clear_error();
@@ -140,4 +141,19 @@ Test(error, message_may_quote_the_previous_message) {
   kn__error(KN_ESHAPE, "outer: %s (again: %s)", kn_last_error(), kn_last_error());
   cr_assert_str_eq(kn_last_error(), "outer: inner problem (again: inner problem)");
   cr_assert_eq(kn_last_status(), KN_ESHAPE);
+}
+
+/* ---- edit distance ---------------------------------------------------------- */
+Test(strdist, literal_distances) {
+  cr_expect_eq(kn__edit_distance("", "", false), 0);
+  cr_expect_eq(kn__edit_distance("kitten", "sitting", false), 3);
+  cr_expect_eq(kn__edit_distance("graph_cod", "graph_code", false), 1);
+  cr_expect_eq(kn__edit_distance("fc2.weights", "fc2.weight", false), 1);
+  cr_expect_eq(kn__edit_distance("Dynamo", "dynamo", false), 1);
+  cr_expect_eq(kn__edit_distance("Dynamo", "dynamo", true), 0);
+  cr_expect_eq(kn__edit_distance("abc", "", false), 3);
+  char longer[300];
+  memset(longer, 'a', sizeof longer - 1);
+  longer[sizeof longer - 1] = '\0';
+  cr_expect_eq(kn__edit_distance(longer, "a", false), 1 << 20);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/strdist.h"
 #include "dynamo/dynamo.h"
 
 /* ---- tuples --------------------------------------------------------------- */
@@ -235,30 +236,11 @@ typedef struct nearest {
   int dist[3], n;
 } nearest;
 
-static int edit_distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 255 || lb > 255) return 1 << 20;
-  int row[256];
-  for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
-  for (size_t i = 1; i <= la; i++) {
-    int diag = row[0];
-    row[0] = (int)i;
-    for (size_t j = 1; j <= lb; j++) {
-      int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-      if (up + 1 < best) best = up + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-      diag = up;
-      row[j] = best;
-    }
-  }
-  return row[lb];
-}
-
 static kn_status near_visit(void *ud, const char *suffix, const char *path, kn_tensor *t,
                             bool is_param) {
   (void)suffix, (void)t, (void)is_param;
   nearest *nr = ud;
-  int d = edit_distance(nr->want, path), k = nr->n < 3 ? nr->n++ : 3;
+  int d = kn__edit_distance(nr->want, path, false), k = nr->n < 3 ? nr->n++ : 3;
   while (k > 0 && nr->dist[k - 1] > d) {
     if (k < 3) {
       nr->dist[k] = nr->dist[k - 1];

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/strbuf.h"
+#include "core/strdist.h"
 #include "logging/log_int.h"
 
 static bool word_char(char c) {
@@ -56,29 +57,8 @@ static void valid_names(kn__sb *sb) {
   }
 }
 
-/* Edit distance (insertions, deletions, substitutions; case-insensitive),
-** capped: names longer than 63 characters are not compared. */
-static int edit_distance(const char *a, const char *b) {
-  size_t na = strlen(a), nb = strlen(b);
-  if (na > 63 || nb > 63) return 1 << 20;
-  int row[64];
-  for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
-  for (size_t i = 1; i <= na; i++) {
-    int diag = row[0];
-    row[0] = (int)i;
-    for (size_t j = 1; j <= nb; j++) {
-      int up = row[j];
-      int sub = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
-      int best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
-      row[j] = sub < best ? sub : best;
-      diag = up;
-    }
-  }
-  return row[nb];
-}
-
 static void consider(const char *bad, const char *cand, const char **best, int *bestd) {
-  int d = edit_distance(bad, cand);
+  int d = kn__edit_distance(bad, cand, true);
   if (d < *bestd) {
     *bestd = d;
     *best = cand;

@@ -113,5 +113,7 @@ typedef struct kn__ind_loaded {
 ** loaded code stays mapped for the life of the process (the memory cache
 ** keeps it for later compiles of the same source). */
 kn_status kn__ind_load(const char *src, kn__ind_loaded *out);
+/* Tests only: forget the memory cache (as a new process would start). */
+void kn__ind_cache_forget_memory(void);
 
 #endif

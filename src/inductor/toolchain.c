@@ -65,6 +65,16 @@ static void mem_add(const char *key, kn__ind_call_fn fn) {
   pthread_mutex_unlock(&mem_lock);
 }
 
+void kn__ind_cache_forget_memory(void) {
+  pthread_mutex_lock(&mem_lock);
+  while (mem_head) {
+    mem_entry *e = mem_head;
+    mem_head = e->next;
+    free(e);
+  }
+  pthread_mutex_unlock(&mem_lock);
+}
+
 /* ---- the toolchain ------------------------------------------------------------ */
 typedef struct tool {
   char cc[1024];          /* as given */

@@ -1,7 +1,8 @@
 /*
 ** tests/test_inductor_sweep.c: the op sweep. Every pointwise op inductor
 ** lowers (and a few it leaves to extern calls) is compiled alone and in
-** small chains, on random inputs laid out contiguous, transposed,
+** small chains (reductions over the last dims with pointwise prologues
+** too), on random inputs laid out contiguous, transposed,
 ** broadcast, zero-size, size 1 and with odd sizes, in float32 and float64,
 ** and on int64 and bool inputs, and compared with eager kiln on the same
 ** inputs. Dynamic sizes: three sizes of one function share the program
@@ -108,10 +109,24 @@ static void chains(sweep *s, kn_tensor *x, kn_tensor *y) {
         kn_abs(kn_neg(x)), y), y), kn_float(0.5))), kn_float(3.0)), kn_float(1.0)));
 }
 
+/* Reductions over the last dims, alone and with a pointwise prologue. */
+static void reductions(sweep *s, kn_tensor *x, kn_tensor *y) {
+  const int64_t last[1] = {-1}, last2[2] = {-2, -1};
+  put(s, "sum_last", kn_sum_dims(x, last, 1, false));
+  put(s, "sum_all", kn_sum(x));
+  put(s, "mean_last2_keepdim", kn_mean_dims(x, last2, 2, true));
+  put(s, "mean_all", kn_mean(x));
+  put(s, "amax_last", kn_amax(x, last, 1, false));
+  put(s, "sum_prologue", kn_sum_dims(kn_mul(kn_exp(kn_neg(kn_abs(x))), y), last, 1, true));
+  put(s, "amax_prologue", kn_amax(kn_sub(x, y), last, 1, true));
+  put(s, "mean_then_pointwise", kn_relu(kn_mean_dims(kn_mul(x, y), last, 1, false)));
+}
+
 static void float_sweep(sweep *s, kn_tensor *x, kn_tensor *y) {
   unary_ops(s, x);
   binary_ops(s, x, y);
   chains(s, x, y);
+  reductions(s, x, y);
 }
 
 static kn_value float_fn(const kn_value *args, int nargs, void *ud) {

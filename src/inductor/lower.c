@@ -65,6 +65,44 @@ static int new_slots(kn__ind_plan *p, const kn__gnode *n, int count) {
   return first;
 }
 
+/* sum / mean / amax of a float tensor over its last red_k dims (all dims
+** when the dim list is empty or absent), no dtype argument. */
+static bool reduction(const kn__gnode *n, kn__ind_node *in) {
+  int id = n->opdef->id;
+  int op = id == KN_OP_SUM || id == KN_OP_SUM_DIM ? 0
+           : id == KN_OP_MEAN || id == KN_OP_MEAN_DIM ? 1
+           : id == KN_OP_AMAX ? 2 : -1;
+  if (op < 0 || n->nout != 1 || n->args[0].kind != KN__GA_TENSOR || !n->args[0].u.t.node)
+    return false;
+  const kn__vmeta *x = &n->args[0].u.t.node->meta[n->args[0].u.t.idx];
+  bool dims_arg = id == KN_OP_SUM_DIM || id == KN_OP_MEAN_DIM || id == KN_OP_AMAX;
+  int dt_arg = id == KN_OP_AMAX ? -1 : dims_arg ? 3 : 1; /* dtype= must be absent */
+  if (dt_arg >= 0 && n->nargs > dt_arg && n->args[dt_arg].kind != KN__GA_NONE) return false;
+  if ((x->dtype != KN_FLOAT32 && x->dtype != KN_FLOAT64) || n->meta[0].dtype != x->dtype ||
+      x->ndim == 0)
+    return false;
+  bool seen[KN_MAX_DIMS] = {false};
+  int k = 0;
+  if (dims_arg && n->args[1].kind == KN__GA_INTS && n->args[1].u.ints.n > 0) {
+    for (int j = 0; j < n->args[1].u.ints.n; j++) {
+      kn_sym d = n->args[1].u.ints.v[j];
+      int64_t dd = d.c < 0 ? d.c + x->ndim : d.c;
+      if (!kn__sym_is_const(d) || dd < 0 || dd >= x->ndim || seen[dd]) return false;
+      seen[dd] = true;
+      k++;
+    }
+    for (int d = x->ndim - k; d < x->ndim; d++)
+      if (!seen[d]) return false; /* not the last dims */
+  } else {
+    k = x->ndim;
+  }
+  for (int d = x->ndim - k; op == 2 && d < x->ndim; d++)
+    if (kn__sym_is_const(x->sizes[d]) && x->sizes[d].c == 0) return false; /* amax of nothing */
+  in->red_op = op;
+  in->red_k = k;
+  return true;
+}
+
 static void classify(kn__ind_plan *p, const kn__gnode *n) {
   kn__ind_node *in = &p->nodes[n->index];
   in->slot = -1;
@@ -75,6 +113,7 @@ static void classify(kn__ind_plan *p, const kn__gnode *n) {
   case KN__GN_CALL:
     if (!n->opdef) in->kind = KN__IND_ALIAS;
     else if (kn__ind_formula_for(n, &in->f)) in->kind = KN__IND_PW;
+    else if (reduction(n, in)) in->kind = KN__IND_RED;
     else in->kind = KN__IND_EXTERN;
     break;
   }
@@ -85,23 +124,29 @@ static void classify(kn__ind_plan *p, const kn__gnode *n) {
     in->step = p->nsteps;
     p->step_node[p->nsteps++] = n;
     in->slot = new_slots(p, n, n->nout);
-  } else if (in->kind != KN__IND_PW) {
+  } else if (in->kind != KN__IND_PW && in->kind != KN__IND_RED) {
     in->slot = new_slots(p, n, 1);
   }
 }
 
 /* Pointwise nodes: inline into the single pointwise user of equal sizes, or
-** give a buffer slot (a kernel root). Nodes are visited in order, so a
-** node's producers are decided before it. */
+** into the reduction that reads them (its prologue), or give a buffer slot
+** (a kernel root). Reductions are always kernel roots. */
 static void fuse(kn__ind_plan *p, const int *user, bool allow) {
   int nn = p->nnodes;
   for (int i = 0; i < nn; i++) {
     kn__ind_node *in = &p->nodes[i];
+    if (in->kind == KN__IND_RED) {
+      in->slot = new_slots(p, kn__graph_node(p->g, i), 1);
+      p->nkernels++;
+    }
     if (in->kind != KN__IND_PW) continue;
     const kn__gnode *n = kn__graph_node(p->g, i);
     int u = user[i];
-    bool inl = allow && n->nusers == 1 && u >= 0 && p->nodes[u].kind == KN__IND_PW &&
-               same_sizes(&n->meta[0], &kn__graph_node(p->g, u)->meta[0]);
+    const kn__gnode *un = u >= 0 ? kn__graph_node(p->g, u) : NULL;
+    bool inl = allow && n->nusers == 1 && un &&
+               ((p->nodes[u].kind == KN__IND_PW && same_sizes(&n->meta[0], &un->meta[0])) ||
+                (p->nodes[u].kind == KN__IND_RED && un->args[0].u.t.node == n));
     in->inlined = inl;
     if (inl) p->nfused++;
     else {

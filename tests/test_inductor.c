@@ -1,9 +1,11 @@
 /*
 ** tests/test_inductor.c: the "inductor" backend end to end: the seed's
-** example_fn and small graphs give eager's results, fusion leaves one
-** kernel per chain, views and broadcasts are read through their strides,
-** unlowered ops run as extern calls, dynamic sizes share one program,
-** compiler failures are clean errors, and generated code escapes names.
+** example_fn gives eager's result (bit for bit), an 8-op pointwise chain is
+** one kernel with one buffer, a view inside the graph is read through its
+** strides, an op without a lowering (mm) runs as an extern call followed by
+** the fused epilogue, and user labels reach the generated source escaped.
+** The op sweep is test_inductor_sweep.c; caches, failures and threads are
+** test_inductor_cache.c.
 */
 #include "inductor_util.h"
 #include "kiln/log.h"

@@ -98,13 +98,13 @@ static void binary_ops(sweep *s, kn_tensor *x, kn_tensor *y) {
   put(s, "logical_not", kn_logical_not(kn_gt_scalar(x, kn_float(0.0))));
 }
 
-/* Chains: fused into one loop each; one goes through an extern (sum). */
+/* Chains: fused into one loop each; one reads a reduction (broadcast). */
 static void chains(sweep *s, kn_tensor *x, kn_tensor *y) {
   put(s, "chain_relu_sigmoid", kn_relu(kn_sigmoid(kn_add_scalar(kn_mul(x, y), kn_float(1.0)))));
   put(s, "chain_tanh_exp", kn_div_scalar(kn_sub(kn_tanh(kn_exp(kn_neg(x))), y), kn_float(2.0)));
   put(s, "chain_where", kn_where(kn_gt(x, y), kn_silu(x), kn_gelu(y, KN_GELU_NONE)));
   kn_tensor *rs = kn_sum_dims(x, (const int64_t[]){-1}, 1, true);
-  put(s, "chain_after_extern", kn_relu(kn_add(kn_mul_scalar(x, kn_float(2.0)), rs)));
+  put(s, "chain_after_reduction", kn_relu(kn_add(kn_mul_scalar(x, kn_float(2.0)), rs)));
   put(s, "chain_of_8", kn_add_scalar(kn_mul_scalar(kn_sigmoid(kn_sub_scalar(kn_mul(kn_add(
         kn_abs(kn_neg(x)), y), y), kn_float(0.5))), kn_float(3.0)), kn_float(1.0)));
 }

@@ -88,6 +88,7 @@ static void put_safe(kn__sb *sb, const char *s) {
 typedef struct leaf { int slot; const kn__vmeta *m; } leaf;
 typedef struct kctx {
   kn__ind_plan *p;
+  bool per_elem;            /* reduction, general layout: inK[pK] */
   const kn__gnode *root;
   const kn__vmeta *shape;   /* the kernel's iteration sizes */
   leaf leaves[64];
@@ -166,6 +167,7 @@ static void load(kctx *k, kn__sb *sb, int li) {
   const leaf *l = &k->leaves[li];
   if (leaf_scalar(l->m)) kn__sb_printf(sb, "in%d[0]", li);
   else if (k->flat) kn__sb_printf(sb, "in%d[i]", li);
+  else if (k->per_elem) kn__sb_printf(sb, "in%d[p%d]", li, li);
   else {
     kn__sb_printf(sb, "in%d[o%d + j * (", li, li);
     leaf_stride(k, sb, l, k->shape->ndim - 1);
@@ -280,6 +282,33 @@ static void row_loop(kctx *k, kn__sb *sb, const char *body, int root) {
   kn__sb_printf(sb, "      out[r * len + j] = v%d;\n    }\n  }\n", root);
 }
 
+/* The kernel function of root n (its loop in `loop`) and its launch. */
+static void emit_kernel(kctx *k, const kn__gnode *n, kn__sb *loop, kn__sb *ker, kn__sb *call,
+                        const char *kind) {
+  const char *ot = kn__ind_ctype(n->meta[0].dtype);
+  kn__sb_printf(ker, "/* kernel %d: ", n->index);
+  put_safe(ker, n->name);
+  kn__sb_printf(ker, " (%s, %d inputs) */\nstatic void kernel%d(const int64_t *restrict s, "
+                "%s *restrict out", kind, k->nleaves, n->index, ot);
+  for (int i = 0; i < k->nleaves; i++)
+    kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
+  kn__sb_puts(ker, ") {\n  (void)s;\n");
+  for (int i = 0; i < 256; i++)
+    if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
+  kn__sb_puts(ker, kn__sb_cstr(loop));
+  kn__sb_puts(ker, "}\n\n");
+  int slot = k->p->nodes[n->index].slot;
+  kn__sb_printf(call, "  {  /* ");
+  put_safe(call, n->name);
+  kn__sb_printf(call, " */\n    void *o;\n    if (rt->alloc(ctx, %d, &o)) return -1;\n"
+                "    kernel%d(s, (%s *)o", slot, n->index, ot);
+  for (int i = 0; i < k->nleaves; i++)
+    kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(k->leaves[i].m->dtype),
+                  k->leaves[i].slot);
+  kn__sb_puts(call, ");\n  }\n");
+  if (k->failed || kn__sb_failed(loop)) kn__sb_reserve(ker, SIZE_MAX / 2);
+}
+
 /* One kernel function for root n, into ker; its launch into call. */
 static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *call) {
   kctx *k = calloc(1, sizeof *k);
@@ -301,29 +330,109 @@ static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *cal
   numel_text(k, &loop, n->meta[0].ndim);
   kn__sb_puts(&loop, ";\n");
   (k->flat ? flat_loop : row_loop)(k, &loop, kn__sb_cstr(&body), n->index);
-  const char *ot = kn__ind_ctype(n->meta[0].dtype);
-  kn__sb_printf(ker, "/* kernel %d: ", n->index);
-  put_safe(ker, n->name);
-  kn__sb_printf(ker, " (%s loop, %d inputs) */\nstatic void kernel%d(const int64_t *restrict s, "
-                "%s *restrict out", k->flat ? "flat" : "row", k->nleaves, n->index, ot);
-  for (int i = 0; i < k->nleaves; i++)
-    kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
-  kn__sb_puts(ker, ") {\n  (void)s;\n");
-  for (int i = 0; i < 256; i++)
-    if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
-  kn__sb_puts(ker, kn__sb_cstr(&loop));
-  kn__sb_puts(ker, "}\n\n");
-  int slot = p->nodes[n->index].slot;
-  kn__sb_printf(call, "  {  /* ");
-  put_safe(call, n->name);
-  kn__sb_printf(call, " */\n    void *o;\n    if (rt->alloc(ctx, %d, &o)) return -1;\n"
-                "    kernel%d(s, (%s *)o", slot, n->index, ot);
-  for (int i = 0; i < k->nleaves; i++)
-    kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(k->leaves[i].m->dtype),
-                  k->leaves[i].slot);
-  kn__sb_puts(call, ");\n  }\n");
-  if (k->failed || kn__sb_failed(&body) || kn__sb_failed(&loop)) kn__sb_reserve(ker, SIZE_MAX / 2);
+  emit_kernel(k, n, &loop, ker, call, k->flat ? "flat loop" : "row loop");
+  if (kn__sb_failed(&body)) kn__sb_reserve(ker, SIZE_MAX / 2);
   kn__sb_fini(&body);
+  kn__sb_fini(&loop);
+  free(k);
+}
+
+/* ---- reductions ---------------------------------------------------------------- */
+static const char *const red_init[] = {"0", "0", "-INFINITY"};
+
+/* Row offsets of every leaf for the outer index `o` (dims [0, nd - rk)). */
+static void outer_offsets(kctx *k, kn__sb *sb, int nd, int rk) {
+  kn__sb_puts(sb, "    int64_t t = o;\n");
+  for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "    int64_t o%d = 0;\n", li);
+  for (int d = nd - rk - 1; d >= 0; d--) {
+    kn__sb_puts(sb, "    {\n      const int64_t sz = ");
+    sym_text(k, sb, k->shape->sizes[d]);
+    kn__sb_puts(sb, ", id = t % sz;\n      t /= sz;\n");
+    for (int li = 0; li < k->nleaves; li++) {
+      kn__sb_printf(sb, "      o%d += id * (", li);
+      leaf_stride(k, sb, &k->leaves[li], d);
+      kn__sb_puts(sb, ");\n");
+    }
+    kn__sb_puts(sb, "    }\n");
+  }
+}
+
+/* Per element: each leaf's position from its row offset and r. */
+static void inner_offsets(kctx *k, kn__sb *sb, int nd, int rk) {
+  kn__sb_puts(sb, "      int64_t u = r;\n");
+  for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "      int64_t p%d = o%d;\n", li, li);
+  for (int d = nd - 1; d >= nd - rk; d--) {
+    kn__sb_puts(sb, "      {\n        const int64_t sz = ");
+    sym_text(k, sb, k->shape->sizes[d]);
+    kn__sb_puts(sb, ", id = u % sz;\n        u /= sz;\n");
+    for (int li = 0; li < k->nleaves; li++) {
+      kn__sb_printf(sb, "        p%d += id * (", li);
+      leaf_stride(k, sb, &k->leaves[li], d);
+      kn__sb_puts(sb, ");\n");
+    }
+    kn__sb_puts(sb, "      }\n");
+  }
+}
+
+/* The reduced value x of element (o, r): prologue statements, or a load. */
+static void red_value(kctx *k, kn__sb *sb, const kn__gnode *n, const char *ct) {
+  const kn__garg *a = &n->args[0];
+  const kn__gnode *src = a->u.t.node;
+  if (k->p->nodes[src->index].inlined) {
+    stmts(k, sb, src);
+    kn__sb_printf(sb, "      const %s x = v%d;\n", ct, src->index);
+  } else {
+    kn__sb_printf(sb, "      const %s x = ", ct);
+    load(k, sb, leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &src->meta[a->u.t.idx]));
+    kn__sb_puts(sb, ";\n");
+  }
+}
+
+static void red_loop(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  int nd = k->shape->ndim, rk = in->red_k;
+  const char *ct = kn__ind_ctype(n->meta[0].dtype);
+  kn__sb_puts(sb, "  const int64_t outer = ");
+  numel_text(k, sb, nd - rk);
+  kn__sb_puts(sb, ", red = INT64_C(1)");
+  for (int d = nd - rk; d < nd; d++) {
+    kn__sb_puts(sb, " * ");
+    sym_text(k, sb, k->shape->sizes[d]);
+  }
+  kn__sb_puts(sb, ";\n  #pragma omp parallel for if (outer * red >= KN_PAR_MIN)\n"
+                  "  for (int64_t o = 0; o < outer; o++) {\n");
+  if (!k->flat) outer_offsets(k, sb, nd, rk);
+  kn__sb_printf(sb, "    double acc = %s;\n    for (int64_t r = 0; r < red; r++) {\n",
+                red_init[in->red_op]);
+  if (k->flat) kn__sb_puts(sb, "      const int64_t i = o * red + r;\n");
+  else inner_offsets(k, sb, nd, rk);
+  red_value(k, sb, n, ct);
+  if (in->red_op == 2) kn__sb_puts(sb, "      if (x != x || x > acc) acc = x;\n    }\n");
+  else kn__sb_puts(sb, "      acc += x;\n    }\n");
+  if (in->red_op == 1) kn__sb_puts(sb, "    acc = acc / (double)red;\n");
+  kn__sb_printf(sb, "    out[o] = (%s)acc;\n  }\n", ct);
+}
+
+/* A reduction kernel: its prologue (inlined pointwise producers) and the
+** loop over outputs, each reduced in order (reproducible). */
+static void red_kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *call) {
+  kctx *k = calloc(1, sizeof *k);
+  if (!k) {
+    kn__sb_reserve(ker, SIZE_MAX / 2);
+    return;
+  }
+  const kn__garg *a = &n->args[0];
+  *k = (kctx){.p = p, .root = n, .shape = &a->u.t.node->meta[a->u.t.idx]};
+  if (p->nodes[a->u.t.node->index].inlined) collect(k, a->u.t.node);
+  else leaf_index(k, kn__ind_value_slot(p, a->u.t), k->shape);
+  k->flat = true;
+  for (int i = 0; i < k->nleaves; i++)
+    k->flat &= leaf_same(k, k->leaves[i].m) || leaf_scalar(k->leaves[i].m);
+  k->per_elem = !k->flat;
+  kn__sb loop;
+  kn__sb_init(&loop);
+  red_loop(k, &loop, n);
+  emit_kernel(k, n, &loop, ker, call, k->flat ? "flat reduction" : "strided reduction");
   kn__sb_fini(&loop);
   free(k);
 }
@@ -401,6 +510,7 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
     const kn__ind_node *in = &p->nodes[i];
     if (in->kind == KN__IND_EXTERN) extern_call(p, n, &call);
     else if (in->kind == KN__IND_PW && !in->inlined) kernel(p, n, &ker, &call);
+    else if (in->kind == KN__IND_RED) red_kernel(p, n, &ker, &call);
     else continue;
     releases(p, last, i, &call);
   }

@@ -3,7 +3,9 @@
 **
 **   prelude    includes, the runtime table type, the formulas' helpers
 **   kernels    one static function per kernel root: a loop over the root's
-**              sizes computing the fused tree one element at a time
+**              sizes computing the fused tree one element at a time, or for
+**              a reduction a loop over outputs, each reducing its elements
+**              in order with the fused prologue
 **   call       the entry point: extern steps, kernel launches and early
 **              frees in graph order
 **

@@ -128,7 +128,9 @@ static void drain(int fd, kn__sb *sb) {
 }
 
 static int split_flags(char *flags, char **argv, int at) {
-  for (char *tok = strtok(flags, " \t\n"); tok && at < MAX_ARGS - 6; tok = strtok(NULL, " \t\n"))
+  char *save = NULL;
+  for (char *tok = strtok_r(flags, " \t\n", &save); tok && at < MAX_ARGS - 6;
+       tok = strtok_r(NULL, " \t\n", &save))
     argv[at++] = tok;
   return at;
 }

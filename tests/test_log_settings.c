@@ -406,7 +406,8 @@ Test(kiln_logs_tool, lists_only_what_kiln_emits) {
   cr_assert_null(strstr(out, "custom_format_test_artifact"));
   cr_assert(strstr(out, "\n  aot_graphs                    \t(not built yet) Prints the forward"),
             "%s", out);
-  cr_assert(strstr(out, "\n  output_code                   \t(not built yet) "), "%s", out);
+  cr_assert(strstr(out, "\n  kernel_code                   \t(not built yet) "), "%s", out);
+  cr_assert(strstr(out, "\n  output_code                   \tPrints the code"), "%s", out);
   cr_assert(strstr(out, "\n  graph_code                    \tLike `graph`"), "%s", out);
   free(out);
 }

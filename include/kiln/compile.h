@@ -147,7 +147,7 @@ typedef struct kn_guard_failure {
 } kn_guard_failure;
 
 typedef struct kn_compile_options {
-  const char *backend;       /* "eager" (NULL = "eager") */
+  const char *backend;       /* "eager" (NULL = "eager") or "inductor" (docs/INDUCTOR.md) */
   kn_backend_fn backend_fn;  /* a user backend instead of a named one */
   void *backend_ud;
   kn_dynamic dynamic;        /* automatic dynamic shapes by default */

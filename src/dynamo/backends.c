@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "dynamo/dynamo.h"
+#include "inductor/inductor.h"
 #include "tensor/tensor.h"
 
 static kn_status eager_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
@@ -49,6 +50,10 @@ void kn_compile_counter_clear(kn_compile_counter *cc) {
   cc->op_count = 0;
 }
 
+bool kn__backend_known(const char *name) {
+  return !strcmp(name, "eager") || !strcmp(name, "inductor");
+}
+
 const char *kn__backend_name(const kn_compiled *f) {
   if (f->opts.backend_fn == kn_compile_counter_backend) return "CompileCounter";
   if (f->opts.backend_fn) return "user_backend";
@@ -60,6 +65,8 @@ kn_status kn__backend_compile(kn_compiled *f, kn_graph_module *gm, kn_tensor *co
   memset(out, 0, sizeof *out);
   kn_status st;
   if (f->opts.backend_fn) st = f->opts.backend_fn(gm, examples, n, f->opts.backend_ud, out);
+  else if (f->opts.backend && !strcmp(f->opts.backend, "inductor"))
+    st = kn__inductor_compile(gm, examples, n, NULL, out);
   else st = kn__eager_compile(gm, out);
   if (st == KN_OK && !out->run) st = kn__error(KN_EINVAL, "the backend returned no callable");
   if (st != KN_OK) {

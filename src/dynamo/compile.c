@@ -191,9 +191,9 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
     return NULL;
   }
   kn_compile_options o = opts ? *opts : (kn_compile_options){0};
-  if (!o.backend_fn && o.backend && strcmp(o.backend, "eager")) {
-    kn__error(KN_EINVAL, "kn_compile: unknown backend '%s' (expected \"eager\" or a backend_fn)",
-              o.backend);
+  if (!o.backend_fn && o.backend && !kn__backend_known(o.backend)) {
+    kn__error(KN_EINVAL, "kn_compile: unknown backend '%s' (expected \"eager\", \"inductor\" "
+              "or a backend_fn)", o.backend);
     return NULL;
   }
   if (o.narg_names < 0) {

@@ -395,6 +395,8 @@ int kn__user_base_depth(void);
 kn_status kn__backend_compile(kn_compiled *f, kn_graph_module *gm, kn_tensor *const *examples,
                               int n, kn_compiled_graph *out);
 const char *kn__backend_name(const kn_compiled *f);
+/* Is name a backend kiln knows ("eager", "inductor")? */
+bool kn__backend_known(const char *name);
 /* The eager backend: the graph interpreter over gm's graph. */
 kn_status kn__eager_compile(kn_graph_module *gm, kn_compiled_graph *out);
 

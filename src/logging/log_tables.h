@@ -127,7 +127,7 @@
     "create a new graph). Useful for debugging why kn_compile has poor "    \
     "performance")                                                          \
   X(KN_ART_OUTPUT_CODE, "output_code", KN_LOG_INDUCTOR_GRAPH,               \
-    KN__OFF | KN__VIS | KN__NYB, "Prints the code that Inductor generates (C)")       \
+    KN__OFF | KN__VIS, "Prints the code that Inductor generates (C)")                 \
   X(KN_ART_KERNEL_CODE, "kernel_code", KN_LOG_INDUCTOR_CODEGEN,             \
     KN__OFF | KN__VIS | KN__NYB,                                                      \
     "Prints the code that Inductor generates (on a per-kernel basis)")      \

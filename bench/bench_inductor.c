@@ -1,0 +1,205 @@
+/*
+** bench_inductor.c: the "inductor" backend, measured against baselines in
+** the same run. Prints
+**   RATIO example_fn_inductor_vs_fused_loop (goal >= 0.9): one hand-written
+**     fused loop out[i] = a[i] * 1 + 1 into a fresh output, over the seed's
+**     example_fn compiled with inductor (1000 x 1000 float32, 1 thread);
+**   RATIO pointwise_chain8_vs_chain1 (goal <= 1.3): an 8-op pointwise chain
+**     compiled, over 1 op (1M float32, 1 thread);
+**   BENCH compile_cold_ms (goal <= 300): example_fn, empty cache, from
+**     kn_compile to the first result, in a fresh process;
+**   BENCH compile_warm_disk_ms (goal <= 5): the same in a new process with
+**     the disk cache warm;
+**   BENCH call_overhead_ns (goal <= 1000): a compiled a + b on one-element
+**     tensors, guards included.
+** Loops are timed with thread CPU time (medians); compile times with wall
+** time (the compiler runs in a child process). The cache lives in a
+** temporary KILN_CACHE_DIR removed at the end.
+*/
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inductor/inductor.h"
+#include "kiln/kiln.h"
+
+#define REPS 15
+
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return v[n / 2];
+}
+static void die(const char *what) {
+  fprintf(stderr, "bench_inductor: %s: %s\n", what, kn_last_error());
+  exit(1);
+}
+
+static kn_tensor *example_fn(kn_tensor *a) {
+  kn_tensor *out = kn_mul(a, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));
+  return kn_add(out, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));
+}
+static kn_tensor *chain1(kn_tensor *x) { return kn_mul_scalar(x, kn_float(1.5)); }
+static kn_tensor *chain8(kn_tensor *x) {
+  kn_tensor *t = kn_mul_scalar(x, kn_float(1.5));
+  t = kn_add_scalar(t, kn_float(0.25));
+  t = kn_mul(t, x);
+  t = kn_sub_scalar(t, kn_float(0.5));
+  t = kn_relu(t);
+  t = kn_add(t, x);
+  t = kn_neg(t);
+  return kn_mul_scalar(t, kn_float(2.0));
+}
+static kn_tensor *add2(kn_tensor *a, kn_tensor *b) { return kn_add(a, b); }
+
+static void fused_loop(float *restrict out, const float *restrict a, int64_t n) {
+  for (int64_t i = 0; i < n; i++) out[i] = a[i] * 1.0f + 1.0f;
+}
+static volatile float sink;
+
+/* Median thread CPU time of calls of f on x (compiled on the first call). */
+static double time_compiled(kn_compiled *f, kn_tensor *x, int inner) {
+  double t[REPS];
+  kn_scope_begin();
+  if (!kn_call_t(f, x)) die("compiled call");
+  kn_scope_end();
+  for (int r = 0; r < REPS; r++) {
+    double t0 = cpu_s();
+    for (int i = 0; i < inner; i++) {
+      kn_scope_begin();
+      kn_tensor *y = kn_call_t(f, x);
+      if (!y) die("compiled call");
+      sink += ((float *)kn_data(y))[0];
+      kn_scope_end();
+    }
+    t[r] = (cpu_s() - t0) / inner;
+  }
+  return median(t, REPS);
+}
+
+static double time_loop(const float *a, int64_t n) {
+  double t[REPS];
+  for (int r = 0; r < REPS; r++) {
+    double t0 = cpu_s();
+    float *out = malloc((size_t)n * sizeof *out);
+    if (!out) die("malloc");
+    fused_loop(out, a, n);
+    sink += out[n - 1];
+    free(out);
+    t[r] = cpu_s() - t0;
+  }
+  return median(t, REPS);
+}
+
+static kn_compiled *compile(kn_tensor *(*fn)(kn_tensor *)) {
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = kn_compile_tensor_fn((void (*)(void))fn, 1, "bench", __FILE__, __LINE__, &o);
+  if (!f) die("compile");
+  return f;
+}
+
+static void bench_ratios(void) {
+  kn_tensor *a = kn_randn(KN_SHAPE(1000, 1000), NULL, KN_FLOAT32);
+  kn_compiled *ex = compile(example_fn);
+  double t_ind = time_compiled(ex, a, 4), t_loop = time_loop(kn_data(a), 1000 * 1000);
+  printf("BENCH example_fn_inductor_us %.1f\nBENCH fused_loop_us %.1f\n", t_ind * 1e6,
+         t_loop * 1e6);
+  printf("RATIO example_fn_inductor_vs_fused_loop %.2f (goal >= 0.9)\n", t_loop / t_ind);
+  kn_compiled *c1 = compile(chain1), *c8 = compile(chain8);
+  kn_tensor *x = kn_randn(KN_SHAPE(1 << 20), NULL, KN_FLOAT32);
+  double t1 = time_compiled(c1, x, 4), t8 = time_compiled(c8, x, 4);
+  printf("RATIO pointwise_chain8_vs_chain1 %.2f (goal <= 1.3)\n", t8 / t1);
+  kn_compiled_free(ex);
+  kn_compiled_free(c1);
+  kn_compiled_free(c8);
+  kn_release(a);
+  kn_release(x);
+}
+
+/* Milliseconds from kn_compile to the first result of example_fn, measured
+** in a child process (so its memory cache starts empty). */
+static double compile_in_child(void) {
+  int fd[2];
+  if (pipe(fd) != 0) die("pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    kn_tensor *a = kn_randn(KN_SHAPE(1000, 1000), NULL, KN_FLOAT32);
+    double t0 = wall_s();
+    kn_compiled *f = compile(example_fn);
+    kn_scope_begin();
+    kn_tensor *y = kn_call_t(f, a);
+    kn_scope_end();
+    double ms = y ? (wall_s() - t0) * 1e3 : -1;
+    ssize_t w = write(fd[1], &ms, sizeof ms);
+    _exit(w == sizeof ms ? 0 : 1);
+  }
+  close(fd[1]);
+  double ms = -1;
+  if (read(fd[0], &ms, sizeof ms) != sizeof ms) ms = -1;
+  close(fd[0]);
+  waitpid(pid, NULL, 0);
+  return ms;
+}
+
+static void bench_compile(void) {
+  double cold = compile_in_child(), warm[5];
+  for (int i = 0; i < 5; i++) warm[i] = compile_in_child();
+  printf("BENCH compile_cold_ms %.1f (goal <= 300)\n", cold);
+  printf("BENCH compile_warm_disk_ms %.2f (goal <= 5)\n", median(warm, 5));
+}
+
+static void bench_call_overhead(void) {
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = KN_COMPILE(add2, &o);
+  kn_tensor *a = kn_ones(KN_SHAPE(1), KN_FLOAT32), *b = kn_ones(KN_SHAPE(1), KN_FLOAT32);
+  if (!f) die("compile");
+  double t[REPS];
+  const int inner = 2000;
+  kn_scope_begin();
+  if (!kn_call_t(f, a, b)) die("call");
+  kn_scope_end();
+  for (int r = 0; r < REPS; r++) {
+    double t0 = cpu_s();
+    kn_scope_begin();
+    for (int i = 0; i < inner; i++)
+      if (!kn_call_t(f, a, b)) die("call");
+    kn_scope_end();
+    t[r] = (cpu_s() - t0) / inner;
+  }
+  printf("BENCH call_overhead_ns %.0f (goal <= 1000)\n", median(t, REPS) * 1e9);
+  kn_compiled_free(f);
+  kn_release(a);
+  kn_release(b);
+}
+
+int main(void) {
+  char dir[] = "/tmp/kiln-bench-inductor-XXXXXX";
+  if (!mkdtemp(dir)) die("mkdtemp");
+  setenv("KILN_CACHE_DIR", dir, 1);
+  void (*set_threads)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+  if (set_threads) set_threads(1);
+  bench_compile(); /* first: this process has compiled nothing yet */
+  bench_ratios();
+  bench_call_overhead();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  return system(cmd) == 0 ? 0 : 1;
+}

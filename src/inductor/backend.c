@@ -1,0 +1,338 @@
+/*
+** inductor/backend.c: the backend entry point and the runtime of a compiled
+** graph.
+**
+** Compile: plan the graph (lower.c), generate its C (codegen.c), compile and
+** load it (toolchain.c). Run: bind the size symbols from the inputs' sizes,
+** evaluate the plan's symbolic expressions into s[], check that every input
+** has the strides the code was generated for, and call the generated `call`,
+** which calls back for extern ops, buffers and frees. The program is
+** reentrant: each run has its own frame.
+**
+** Eager fallbacks (the graph interpreter, same results): a call that needs
+** autograd (grad mode on and an input or constant requires grad: kernels do
+** not record gradients; the AOT layer will hand inductor forward and
+** backward graphs instead), inputs whose strides differ from the traced
+** ones (possible when strides are not guarded), and graphs that create
+** tensors requiring grad. Without autograd, the grad mode a node was traced
+** under changes nothing, so kernels ignore it.
+*/
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dynamo/dynamo.h"
+#include "inductor/inductor.h"
+#include "logging/log.h"
+#include "tensor/tensor.h"
+
+typedef struct bind { int input, dim, sym; } bind;
+
+typedef struct prog {
+  kn__ind_plan plan;
+  kn__ind_call_fn call;
+  kn__gprog *eager;
+  int ninputs, noutputs, nsyms, nbind;
+  int *out_slot;
+  bind *binds;
+  atomic_bool told_fallback;
+} prog;
+
+typedef struct frame {
+  const prog *p;
+  kn_tensor **vals;
+  bool *owned;
+  int64_t *symvals;
+} frame;
+
+/* ---- runtime callbacks ------------------------------------------------------------ */
+static int64_t eval(const frame *f, kn_sym v) {
+  return kn__sym_is_const(v) ? v.c : kn__sym_eval(v, f->symvals);
+}
+
+static int rt_alloc(void *ctx, int slot, void **out) {
+  frame *f = ctx;
+  const kn__gnode *n = f->p->plan.slot_node[slot];
+  const kn__vmeta *m = &n->meta[f->p->plan.slot_out[slot]];
+  int64_t sizes[KN_MAX_DIMS];
+  for (int d = 0; d < m->ndim; d++) sizes[d] = eval(f, m->sizes[d]);
+  kn_tensor *t = kn__empty(m->ndim, sizes, m->dtype, KN_CPU);
+  if (!t) return -1;
+  f->vals[slot] = t;
+  f->owned[slot] = true;
+  *out = kn_data(t);
+  return 0;
+}
+
+static void *rt_ptr(void *ctx, int slot) { return kn_data(((frame *)ctx)->vals[slot]); }
+
+static void rt_release(void *ctx, int slot) {
+  frame *f = ctx;
+  if (f->owned[slot]) kn_release(f->vals[slot]);
+  f->vals[slot] = NULL;
+  f->owned[slot] = false;
+}
+
+/* Arguments of an extern call; lists and ints go to mem (caller frees). */
+static kn_status ext_args(frame *f, const kn__gnode *n, kn__call *c, void **mem) {
+  size_t need = 0;
+  for (int a = 0; a < n->nargs; a++)
+    need += n->args[a].kind == KN__GA_TENSORS ? (size_t)n->args[a].u.ts.n * sizeof(kn_tensor *)
+            : n->args[a].kind == KN__GA_INTS  ? (size_t)n->args[a].u.ints.n * sizeof(int64_t)
+                                              : 0;
+  char *buf = *mem = malloc(need + 1);
+  if (!buf) return kn__oom();
+  c->op = n->opdef;
+  c->nargs = n->nargs;
+  for (int a = 0; a < n->nargs; a++) {
+    const kn__garg *g = &n->args[a];
+    kn__arg *x = &c->args[a];
+    switch (g->kind) {
+    case KN__GA_NONE: *x = KN_A_NONE; break;
+    case KN__GA_TENSOR:
+      *x = KN_A_T(g->u.t.node ? f->vals[kn__ind_value_slot(&f->p->plan, g->u.t)] : NULL);
+      break;
+    case KN__GA_TENSORS: {
+      kn_tensor **v = (kn_tensor **)(void *)buf;
+      for (int j = 0; j < g->u.ts.n; j++)
+        v[j] = g->u.ts.v[j].node ? f->vals[kn__ind_value_slot(&f->p->plan, g->u.ts.v[j])] : NULL;
+      *x = KN_A_TS(v, g->u.ts.n);
+      buf += (size_t)g->u.ts.n * sizeof *v;
+    } break;
+    case KN__GA_INT: *x = KN_A_I(eval(f, g->u.i)); break;
+    case KN__GA_DOUBLE: *x = KN_A_D(g->u.d); break;
+    case KN__GA_BOOL: *x = KN_A_B(g->u.b); break;
+    case KN__GA_SCALAR: *x = KN_A_S(g->u.s); break;
+    case KN__GA_INTS: {
+      int64_t *v = (int64_t *)(void *)buf;
+      for (int j = 0; j < g->u.ints.n; j++) v[j] = eval(f, g->u.ints.v[j]);
+      *x = KN_A_INTS(v, g->u.ints.n);
+      buf += (size_t)g->u.ints.n * sizeof *v;
+    } break;
+    case KN__GA_DTYPE: *x = KN_A_DT(g->u.dt); break;
+    case KN__GA_GEN: *x = KN_A_GEN(g->u.gen); break;
+    }
+  }
+  return KN_OK;
+}
+
+static int rt_ext(void *ctx, int step) {
+  frame *f = ctx;
+  const kn__gnode *n = f->p->plan.step_node[step];
+  kn__call c;
+  void *mem = NULL;
+  kn_status st = ext_args(f, n, &c, &mem);
+  kn__outs o;
+  kn__outs_init(&o);
+  if (st == KN_OK) st = kn__dispatch(&c, &o);
+  free(mem);
+  if (st == KN_OK && o.n != n->nout)
+    st = kn__error(KN_EINTERNAL, "inductor: op %s returned %d outputs, the graph expects %d",
+                   n->opdef->name, o.n, n->nout);
+  if (st != KN_OK) {
+    kn__outs_fini(&o);
+    kn__error_context("while running graph node '%s'", n->name);
+    return -1;
+  }
+  int slot = f->p->plan.nodes[n->index].slot;
+  for (int k = 0; k < o.n; k++) {
+    f->vals[slot + k] = o.t[k];
+    f->owned[slot + k] = true;
+  }
+  o.n = 0;
+  kn__outs_fini(&o);
+  return 0;
+}
+
+static const kn__ind_rt runtime = {rt_ext, rt_alloc, rt_ptr, rt_release};
+
+/* ---- running ----------------------------------------------------------------------- */
+static bool strides_match(const frame *f, const kn__gnode *ph, const kn_tensor *t) {
+  const kn__vmeta *m = &ph->meta[0];
+  if (t->ndim != m->ndim || t->dtype != m->dtype || t->device != KN_CPU) return false;
+  for (int d = 0; d < m->ndim; d++)
+    if (t->sizes[d] > 1 && t->strides[d] != eval(f, m->strides[d])) return false;
+  return true;
+}
+
+/* Does this call need the eager interpreter (see the banner)? */
+static bool needs_eager(const frame *f, kn_tensor *const *in) {
+  const prog *p = f->p;
+  bool grad = kn__grad_enabled();
+  for (int i = 0; i < p->ninputs; i++) {
+    if (grad && in[i]->requires_grad) return true;
+    if (!strides_match(f, kn__graph_input(p->plan.g, i), in[i])) return true;
+  }
+  for (int s = 0; grad && s < p->plan.nslots; s++)
+    if (p->plan.nodes[p->plan.slot_node[s]->index].kind == KN__IND_ATTR &&
+        p->plan.slot_node[s]->attr->requires_grad)
+      return true;
+  return false;
+}
+
+static kn_status run_eager(prog *p, kn_tensor *const *in, kn_tensor **out) {
+  if (!atomic_exchange(&p->told_fallback, true))
+    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: running a call with the eager interpreter "
+           "(autograd needed or input strides differ from the traced ones)");
+  kn_status st = kn__gprog_run(p->eager, in, p->ninputs, out, p->noutputs);
+  for (int i = 0; st == KN_OK && i < p->noutputs; i++) kn__autorelease(out[i]);
+  return st;
+}
+
+static void bind_frame(frame *f, kn_tensor *const *in) {
+  const prog *p = f->p;
+  for (int b = 0; b < p->nbind; b++)
+    f->symvals[p->binds[b].sym] = in[p->binds[b].input]->sizes[p->binds[b].dim];
+  for (int s = 0; s < p->plan.nslots; s++) {
+    const kn__gnode *n = p->plan.slot_node[s];
+    kn__ind_nkind k = p->plan.nodes[n->index].kind;
+    if (k == KN__IND_INPUT) f->vals[s] = in[n->index];
+    else if (k == KN__IND_ATTR) f->vals[s] = n->attr;
+  }
+}
+
+static kn_status finish(frame *f, int rc, kn_tensor **out) {
+  const prog *p = f->p;
+  kn_status st = KN_OK;
+  if (rc) st = kn_last_status() != KN_OK ? kn_last_status()
+                                          : kn__error(KN_EINTERNAL, "inductor: call failed");
+  for (int i = 0; st == KN_OK && i < p->noutputs; i++)
+    out[i] = kn__autorelease(kn_retain(f->vals[p->out_slot[i]]));
+  for (int s = 0; s < p->plan.nslots; s++)
+    if (f->owned[s]) kn_release(f->vals[s]);
+  return st;
+}
+
+static kn_status ind_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
+  prog *p = state;
+  if (nin != p->ninputs || nout != p->noutputs)
+    return kn__error(KN_EINVAL, "inductor: expected %d inputs and %d outputs, got %d and %d",
+                     p->ninputs, p->noutputs, nin, nout);
+  for (int i = 0; i < nin; i++)
+    if (!in[i]) return kn__error(KN_EINVAL, "inductor: graph input %d is NULL", i);
+  size_t ns = (size_t)p->plan.nslots, nv = (size_t)p->nsyms + 1, nx = (size_t)p->plan.nsymx + 1;
+  char *mem = calloc(1, ns * (sizeof(kn_tensor *) + sizeof(bool)) + (nv + nx) * sizeof(int64_t));
+  if (!mem) return kn__oom();
+  int64_t *s = (int64_t *)(void *)mem;
+  frame f = {p, (kn_tensor **)(void *)(mem + nx * sizeof(int64_t)), NULL,
+             (int64_t *)(void *)(mem + nx * sizeof(int64_t) + ns * sizeof(kn_tensor *))};
+  f.owned = (bool *)(f.symvals + nv);
+  bind_frame(&f, in);
+  kn_status st;
+  if (needs_eager(&f, in)) {
+    st = run_eager(p, in, out);
+  } else {
+    for (int k = 0; k < p->plan.nsymx; k++) s[k] = kn__sym_eval(p->plan.symx[k], f.symvals);
+    st = finish(&f, p->call(&runtime, &f, s), out);
+  }
+  free(mem);
+  return st;
+}
+
+/* ---- compiling ----------------------------------------------------------------------- */
+static void prog_free(void *state) {
+  prog *p = state;
+  if (!p) return;
+  kn__ind_plan_free(&p->plan);
+  kn__gprog_free(p->eager);
+  free(p->out_slot);
+  free(p->binds);
+  free(p);
+}
+
+static int plain_symbol(kn_sym v) {
+  if (kn__sym_is_const(v)) return -1;
+  char buf[32], extra;
+  int k;
+  kn__sym_format(v, buf, sizeof buf);
+  return sscanf(buf, "s%d%c", &k, &extra) == 1 ? k : -1;
+}
+
+static kn_status io_tables(prog *p) {
+  const kn__graph *g = p->plan.g;
+  const kn__gnode *o = kn__graph_output_node(g);
+  p->ninputs = kn__graph_num_inputs(g);
+  p->noutputs = o ? o->nargs : 0;
+  kn__shape_env *env = kn__graph_shape_env(g);
+  p->nsyms = env ? kn__shape_env_nsymbols(env) : 0;
+  p->out_slot = calloc((size_t)p->noutputs + 1, sizeof *p->out_slot);
+  p->binds = calloc((size_t)p->ninputs * KN_MAX_DIMS + 1, sizeof *p->binds);
+  if (!p->out_slot || !p->binds) return kn__oom();
+  for (int i = 0; i < p->noutputs; i++) {
+    if (o->args[i].kind != KN__GA_TENSOR || !o->args[i].u.t.node)
+      return kn__error(KN_EUNSUPPORTED, "inductor: graph output %d is not a tensor", i);
+    p->out_slot[i] = kn__ind_value_slot(&p->plan, o->args[i].u.t);
+  }
+  for (int i = 0; i < p->ninputs; i++) {
+    const kn__vmeta *m = &kn__graph_input(g, i)->meta[0];
+    for (int d = 0; m->kind == KN__V_TENSOR && d < m->ndim; d++) {
+      int k = plain_symbol(m->sizes[d]);
+      if (k < 0) continue;
+      p->binds[p->nbind++] = (bind){i, d, k};
+      if (k + 1 > p->nsyms) p->nsyms = k + 1;
+    }
+  }
+  return KN_OK;
+}
+
+/* A node that makes a new leaf require grad needs the interpreter. */
+static bool makes_leaves(const kn__graph *g) {
+  for (int i = 0; i < kn__graph_num_nodes(g); i++)
+    if (kn__graph_node(g, i)->set_requires_grad) return true;
+  return false;
+}
+
+static void log_plan(const prog *p) {
+  if (!KN_LOG_ENABLED(KN_LOG_INDUCTOR, KN_DEBUG)) return;
+  for (int s = 0; s < p->plan.nsteps; s++)
+    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: no lowering for %s (node %s): extern call of "
+           "the eager op", p->plan.step_node[s]->target, p->plan.step_node[s]->name);
+  KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: %d kernels, %d nodes fused into them, %d extern "
+         "calls", p->plan.nkernels, p->plan.nfused, p->plan.nsteps);
+}
+
+static kn_status generate(prog *p, char **src) {
+  kn__sb sb;
+  kn__sb_init(&sb);
+  kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(p->plan.g));
+  kn_status st = kn__ind_codegen(&p->plan, &sb);
+  kn__shape_env_set_current(prev);
+  if (st == KN_OK && !(*src = kn__sb_take(&sb))) st = kn__oom();
+  kn__sb_fini(&sb);
+  return st;
+}
+
+kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_inputs, int n,
+                               void *ud, kn_compiled_graph *out) {
+  (void)example_inputs, (void)n, (void)ud;
+  if (!gm || !out) return kn__error(KN_EINVAL, "inductor: expected a graph module and an output");
+  const kn__graph *g = kn__graph_module_graph(gm);
+  prog *p = calloc(1, sizeof *p);
+  if (!p) return kn__oom();
+  kn_status st = kn__gprog_new(g, &p->eager);
+  if (st == KN_OK) st = kn__ind_plan_build(g, &p->plan);
+  if (st == KN_OK) st = io_tables(p);
+  if (st == KN_OK && makes_leaves(g)) {
+    KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: the graph creates tensors that require grad; "
+           "it runs with the eager interpreter");
+    prog_free(p);
+    return kn__eager_compile(gm, out);
+  }
+  char *src = NULL;
+  double t0 = kn__compile_time_begin();
+  if (st == KN_OK) st = generate(p, &src);
+  kn__compile_time_end("inductor_codegen", t0);
+  kn__ind_loaded ld;
+  if (st == KN_OK) st = kn__ind_load(src, &ld);
+  free(src);
+  if (st != KN_OK) {
+    prog_free(p);
+    return st;
+  }
+  p->call = ld.call;
+  log_plan(p);
+  *out = (kn_compiled_graph){ind_run, p, prog_free};
+  return KN_OK;
+}

@@ -1,0 +1,119 @@
+/*
+** inductor/inductor.h: the code-generating backend "inductor" (internal).
+**
+** kn__inductor_compile has the shape of every backend (kn_backend_fn): it
+** lowers the graph module's graph to one C translation unit (fused pointwise
+** loops, reductions, extern calls of kiln's eager ops for everything else),
+** compiles it with the system C compiler, loads it and returns a callable.
+** See docs/INDUCTOR.md.
+**
+** Pieces:
+**   formula.c    per-op element formulas and compute types (lowering rules)
+**   lower.c      the plan: which nodes fuse, value slots, symbolic sizes
+**   codegen.c    the C source of a plan
+**   toolchain.c  the compiler (fork/exec), dlopen, the disk and memory caches
+**   backend.c    the backend entry point and the runtime of a compiled graph
+*/
+#ifndef KN_INDUCTOR_INDUCTOR_H
+#define KN_INDUCTOR_INDUCTOR_H
+
+#include "core/strbuf.h"
+#include "dynamo/graph.h"
+#include "kiln/compile.h"
+
+/* The backend (kn_backend_fn shape; ud is unused). On failure the error
+** names the cause (no compiler, compiler error with its stderr, ...). */
+kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_inputs, int n,
+                               void *ud, kn_compiled_graph *out);
+
+/* ---- the ABI between kiln and generated code -------------------------------
+** Generated code sees only this table (no kiln symbols are linked), passed to
+** `int call(const kn__ind_rt *rt, void *ctx, const int64_t *s)`; s holds the
+** values of the plan's symbolic size expressions. Callbacks return 0 on
+** success, nonzero after setting kiln's error; call returns nonzero then. */
+#define KN__IND_ABI 1
+typedef struct kn__ind_rt {
+  int (*ext)(void *ctx, int step);              /* run extern step `step` */
+  int (*alloc)(void *ctx, int slot, void **p);  /* allocate the buffer of slot */
+  void *(*ptr)(void *ctx, int slot);            /* data pointer of a slot */
+  void (*release)(void *ctx, int slot);         /* free a slot after its last use */
+} kn__ind_rt;
+typedef int (*kn__ind_call_fn)(const kn__ind_rt *rt, void *ctx, const int64_t *s);
+
+/* ---- formulas (formula.c) ---------------------------------------------------- */
+/* Element formula of a lowerable pointwise node: a template over operands
+** $a $b $c, the compute type's C name $T and helper suffix $S, parameters $1 (double) and $i (int64). */
+typedef struct kn__ind_formula {
+  const char *tmpl;
+  kn_dtype ct;        /* compute type */
+  int nopnds;         /* operands: leading tensor/scalar args */
+  double p1;          /* parameter ($1) */
+  int64_t ip1;        /* integer parameter ($i) */
+  bool cond_first;    /* operand $a is read as bool (where) */
+} kn__ind_formula;
+/* Fill f for node n if inductor can compute it inline; false otherwise (the
+** node becomes an extern call). */
+bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f);
+/* C type name of a dtype in generated code, or NULL if not supported. */
+const char *kn__ind_ctype(kn_dtype dt);
+
+/* ---- plans (lower.c) ------------------------------------------------------------ */
+typedef enum kn__ind_nkind {
+  KN__IND_SKIP = 0,  /* output node */
+  KN__IND_INPUT,     /* placeholder */
+  KN__IND_ATTR,      /* get_attr */
+  KN__IND_EXTERN,    /* eager op call */
+  KN__IND_ALIAS,     /* getitem: the slot of its source's output */
+  KN__IND_PW,        /* pointwise: a kernel root or inlined into its consumer */
+  KN__IND_RED        /* reduction over the last dims, with pointwise prologue */
+} kn__ind_nkind;
+
+typedef struct kn__ind_node {
+  kn__ind_nkind kind;
+  int slot;          /* first value slot (-1: inlined, no buffer) */
+  bool inlined;
+  int step;          /* extern step index (KN__IND_EXTERN) */
+  kn__ind_formula f; /* KN__IND_PW */
+  int red_op;        /* KN__IND_RED: 0 sum, 1 mean, 2 amax */
+  int red_k;         /* KN__IND_RED: number of reduced (last) dims */
+} kn__ind_node;
+
+typedef struct kn__ind_plan {
+  const kn__graph *g;
+  int nnodes;
+  kn__ind_node *nodes;          /* [nnodes], by node index */
+  int nslots;
+  const kn__gnode **slot_node;  /* [nslots] the node whose value a slot holds */
+  int *slot_out;                /* [nslots] output index of that node */
+  int nsteps;                   /* extern steps */
+  const kn__gnode **step_node;  /* [nsteps] */
+  int nsymx;                    /* symbolic expressions evaluated per call */
+  kn_sym *symx;                 /* [nsymx] */
+  int nkernels, nfused;         /* kernels emitted, nodes inlined */
+} kn__ind_plan;
+
+/* Build the plan of g (borrowed; must outlive the plan). KN_ENOMEM. */
+kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p);
+void kn__ind_plan_free(kn__ind_plan *p);
+/* The slot holding value (node, output k). */
+int kn__ind_value_slot(const kn__ind_plan *p, kn__gref r);
+/* Index of expression e in the plan's table (added if new); -1 on OOM. */
+int kn__ind_symx(kn__ind_plan *p, kn_sym e);
+
+/* ---- code generation (codegen.c) ----------------------------------------------- */
+/* Append the translation unit of plan p to sb. KN_ENOMEM. */
+kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb);
+
+/* ---- toolchain and caches (toolchain.c) ------------------------------------------ */
+typedef struct kn__ind_loaded {
+  kn__ind_call_fn call;
+  char key[65];
+} kn__ind_loaded;
+/* Compile (or find in the memory/disk caches) the source and load it. The
+** loaded code stays mapped for the life of the process (the memory cache
+** keeps it for later compiles of the same source). */
+kn_status kn__ind_load(const char *src, kn__ind_loaded *out);
+/* Tests only: forget the memory cache (as a new process would start). */
+void kn__ind_cache_forget_memory(void);
+
+#endif

@@ -30,7 +30,7 @@
 
 #include "core/hashmap.h"
 #include "dynamic/sym.h"
-#include "dynamo/graph.h"
+#include "graph/graph.h"
 #include "dynamo/srcloc.h"
 #include "kiln/compile.h"
 #include "trace/compile_id.h"

@@ -1,5 +1,5 @@
 /*
-** dynamo/graph_print.c: the graph printers, in the forms torch.fx and
+** graph/graph_print.c: the graph printers, in the forms torch.fx and
 ** Dynamo log them: print_readable() code (graph_code, also the payload of
 ** dynamo_output_graph), the tabulate table (graph), the tensor sizes
 ** (graph_sizes) and the "sizes" metadata of dynamo_output_graph.
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 
 /* ---- user source lines (read from the file when it is readable) ---------- */
 typedef struct srccache {

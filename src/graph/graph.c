@@ -1,5 +1,5 @@
 /*
-** dynamo/graph.c: graph construction: nodes, arguments, user counts,
+** graph/graph.c: graph construction: nodes, arguments, user counts,
 ** placeholders named after their sources, getitem nodes for multi-output
 ** ops, source locations, renames and dead-code elimination.
 ** Everything a node points to is carved from the graph's arena.
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 
 /* ---- metadata helpers ---------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
-** dynamo/graph.h: the graph IR of captured programs (internal, FX-like).
+** graph/graph.h: the graph IR of captured programs (internal, FX-like).
 **
 ** A graph is an ordered list of nodes. Four opcodes, as in torch.fx:
 **   placeholder    one per graph input (a tensor), named after its source
@@ -35,8 +35,8 @@
 ** module object (kn_graph_module, include/kiln/graph.h) wraps a graph and a
 ** program.
 */
-#ifndef KN_DYNAMO_GRAPH_H
-#define KN_DYNAMO_GRAPH_H
+#ifndef KN_GRAPH_GRAPH_H
+#define KN_GRAPH_GRAPH_H
 
 #include <jansson.h>
 

@@ -1,5 +1,5 @@
 /*
-** dynamo/graph_pyrepr.c: values written the way Python prints them, so the
+** graph/graph_pyrepr.c: values written the way Python prints them, so the
 ** graph printers match FX's output: float repr (shortest round trip, "1e-05"),
 ** dtypes ("torch.float32"), symbolic ints, argument lists, type annotations
 ** ("f32[3, 4][4, 1]cpu"), and the argument names of an op's schema.
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 
 void kn__py_float(kn__sb *sb, double v) {
   if (isnan(v)) {

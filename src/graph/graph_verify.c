@@ -1,5 +1,5 @@
 /*
-** dynamo/graph_verify.c: the graph verifier. Checks what every consumer of
+** graph/graph_verify.c: the graph verifier. Checks what every consumer of
 ** a graph relies on (printers, the interpreter, later AOT and Inductor):
 ** order, references, user counts, names, opcodes and example metadata.
 ** Errors name the node and what was expected and found.
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 
 static kn_status check_ref(const kn__graph *g, const kn__gnode *user, kn__gref r, int *users,
                            bool optional) {

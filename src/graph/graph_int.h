@@ -1,15 +1,15 @@
 /*
-** dynamo/graph_int.h: private pieces shared by the graph IR's files
+** graph/graph_int.h: private pieces shared by the graph IR's files
 ** (graph.c, graph_names.c, graph_print.c, graph_serial.c, interp.c). Not for
-** other subsystems: they use dynamo/graph.h.
+** other subsystems: they use graph/graph.h.
 */
-#ifndef KN_DYNAMO_GRAPH_INT_H
-#define KN_DYNAMO_GRAPH_INT_H
+#ifndef KN_GRAPH_GRAPH_INT_H
+#define KN_GRAPH_GRAPH_INT_H
 
 #include "core/arena.h"
 #include "core/hashmap.h"
 #include "core/strbuf.h"
-#include "dynamo/graph.h"
+#include "graph/graph.h"
 
 /* FX's _Namespace: names in use and the per-base suffix counters. */
 typedef struct kn__gnames {

@@ -189,11 +189,7 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
     return NULL;
   }
   kn_compile_options o = opts ? *opts : (kn_compile_options){0};
-  if (!o.backend_fn && o.backend && strcmp(o.backend, "eager")) {
-    kn__error(KN_EINVAL, "kn_compile: unknown backend '%s' (expected \"eager\" or a backend_fn)",
-              o.backend);
-    return NULL;
-  }
+  if (kn__backend_resolve(&o) != KN_OK) return NULL;
   if (o.cache_size_limit < 0 || o.accumulated_cache_size_limit < 0) {
     kn__error(KN_EINVAL, "kn_compile: cache limits must be >= 0 (0 = default), got %d and %d",
               o.cache_size_limit, o.accumulated_cache_size_limit);

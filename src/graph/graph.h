@@ -41,6 +41,7 @@
 #include <jansson.h>
 
 #include "dynamic/sym.h"
+#include "kiln/compile.h"
 #include "kiln/graph.h"
 #include "ops/opdef.h"
 
@@ -323,6 +324,16 @@ int kn__gprog_num_outputs(const kn__gprog *p);
 ** Reentrant: a nested or concurrent run uses a temporary frame. */
 kn_status kn__gprog_run(kn__gprog *p, kn_tensor *const *inputs, int ninputs,
                         kn_tensor **outputs, int noutputs);
+
+/* ---- backends (backend.c; the registry's public half is in kiln/compile.h) -- */
+/* The built-in "eager" backend: the interpreter over gm's graph; out->state
+** owns the program (out->free_state frees it). */
+kn_status kn__eager_compile(kn_graph_module *gm, kn_compiled_graph *out);
+/* Look up a registered backend by name (NULL = "eager"): sets *canon (the
+** registry's copy of the name, valid for the life of the process), *fn and
+** *ud (each may be NULL). KN_EINVAL "unknown backend 'x' (registered:
+** \"eager\", ...)" when absent. Thread-safe. */
+kn_status kn__backend_lookup(const char *name, const char **canon, kn_backend_fn *fn, void **ud);
 
 /* ---- graph modules (the public object, include/kiln/graph.h) --------------- */
 /* Wrap g (ownership transferred, also on failure) in a graph module with its

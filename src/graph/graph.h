@@ -255,6 +255,58 @@ kn_status kn__graph_erase_node(kn__graph *g, kn__gnode *n);
 ** effects (in-place, random). Returns the number of nodes removed. */
 int kn__graph_eliminate_dead_code(kn__graph *g);
 
+/* ---- editing (graph_edit.c) ------------------------------------------------ */
+/* The distinct nodes whose arguments refer to any output of n, in order:
+** writes up to cap of them (borrowed) into out (may be NULL) and returns how
+** many there are. */
+int kn__graph_users(const kn__graph *g, const kn__gnode *n, kn__gnode **out, int cap);
+/* Make every argument that refers to value `from` refer to `to` instead
+** (user counts follow; `to` itself is left alone). Returns the number of
+** nodes changed, or -1 (KN_EINVAL) when a value is not in g or a user of
+** `from` comes before `to`'s node. */
+int kn__graph_replace_all_uses(kn__graph *g, kn__gref from, kn__gref to);
+/* Insert-before: until changed, new call, getitem and get_attr nodes go
+** right before `before` (also after the output node exists) instead of at
+** the end; NULL restores appending. Placeholders always go after the last
+** placeholder. Returns the previous insertion point (to restore it). */
+kn__gnode *kn__graph_set_insert_point(kn__graph *g, kn__gnode *before);
+/* A copy of g: same nodes, names, arguments, metadata, stacks and
+** attributes; constants are shared (retained). The copy borrows g's shape
+** env (g's env must outlive it). Owned; NULL on failure (error set). */
+kn__graph *kn__graph_copy(const kn__graph *g);
+/* The subgraph of the given call nodes of g (any order): each value they
+** use from outside becomes a placeholder (source = the value's name,
+** "split_1" for output 1 of a multi-output node), in order of first use; the
+** output returns each value of a selected node that a node outside the
+** selection uses (or g returns), in node order. Borrows g's shape env.
+** Owned; NULL on failure (KN_EINVAL for a node that is not a call of g). */
+kn__graph *kn__graph_subgraph(const kn__graph *g, kn__gnode *const *nodes, int n);
+
+/* ---- passes (graph_passes.c; dead-code elimination above) ------------------ */
+/* Common-subexpression elimination: a call node with the same op, the same
+** arguments (values by node, constants by value) and the same replayed
+** attributes as an earlier one is replaced by it and erased. Never merged:
+** random, in-place and data-dependent ops, values written in place (and
+** their views and bases), and calls reading such a value (they may see
+** different data). Returns the number of nodes removed, -1 on failure. */
+int kn__graph_cse(kn__graph *g);
+
+/* ---- text parser (graph_parse.c) ---------------------------------------------- */
+/* A named constant for the parser's get_attr lines. */
+typedef struct kn__gparse_const {
+  const char *name;  /* "_tensor_constant0" */
+  kn_tensor *value;  /* borrowed; the graph retains it */
+} kn__gparse_const;
+/* Parse graph code as kn__graph_code prints it (class GraphModule ...,
+** include_stride and include_device on): placeholders from forward's
+** parameters with their annotations, "x: \"f32[3][1]cpu\" = kiln.ops.op(a,
+** 2, alpha = 0.5)" calls (positional arguments in schema order, keyword-only
+** ones by name, omitted ones at their schema default), "x = y[k]" getitems,
+** "self.<attr>" get_attrs (values from consts[nconsts]), "# File: f:l in fn,
+** code: c" locations, and the return tuple. Sizes must be constants. Owned
+** graph (verified); NULL with a message naming the line on failure. */
+kn__graph *kn__graph_parse(const char *text, const kn__gparse_const *consts, int nconsts);
+
 /* FX's name sanitizer alone: "L['a']" -> "L_a_" (what a placeholder's target
 ** is) and its snake-cased form. Owned strings (free()); NULL on OOM. */
 char *kn__graph_source_to_target(const char *source);

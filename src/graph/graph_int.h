@@ -28,7 +28,11 @@ struct kn__graph {
   kn__hashmap getitems;   /* (src seq_nr << 20 | k) -> getitem node */
   kn__shape_env *env;
   bool owns_env;
+  kn__gnode *insert_before; /* new nodes go before it; NULL: appended */
 };
+
+/* Add delta to the user count of every node n's arguments refer to. */
+void kn__gnode_count_users(const kn__gnode *n, int delta);
 
 void kn__gnames_init(kn__gnames *ns);
 void kn__gnames_fini(kn__gnames *ns);

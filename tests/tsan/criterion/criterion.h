@@ -12,6 +12,7 @@
 #define KN_TSAN_CRITERION_H
 
 #include <stdbool.h>
+#include <math.h>
 #include <string.h>
 
 typedef struct kn_shim_extra {
@@ -44,18 +45,39 @@ void kn_shim_fail(bool fatal, const char *file, int line, const char *expr, cons
     if (!(cond)) kn_shim_fail((fatal), __FILE__, __LINE__, (expr), "" __VA_ARGS__); \
   } while (0)
 
+/* Criterion's assertion families: cr_assert_* stops the test, cr_expect_*
+** records the failure and goes on. */
+#define KN_SHIM_CMP(fatal, a, op, b, ...) KN_SHIM_CHECK(fatal, (a)op(b), #a " " #op " " #b, __VA_ARGS__)
+#define KN_SHIM_STR(fatal, a, op, b, ...)                                      \
+  KN_SHIM_CHECK(fatal, strcmp((a), (b)) op 0, #a " " #op " " #b, __VA_ARGS__)
 #define cr_assert(c, ...) KN_SHIM_CHECK(true, (c), #c, __VA_ARGS__)
 #define cr_expect(c, ...) KN_SHIM_CHECK(false, (c), #c, __VA_ARGS__)
-#define cr_assert_eq(a, b, ...) KN_SHIM_CHECK(true, (a) == (b), #a " == " #b, __VA_ARGS__)
-#define cr_expect_eq(a, b, ...) KN_SHIM_CHECK(false, (a) == (b), #a " == " #b, __VA_ARGS__)
-#define cr_assert_gt(a, b, ...) KN_SHIM_CHECK(true, (a) > (b), #a " > " #b, __VA_ARGS__)
-#define cr_expect_gt(a, b, ...) KN_SHIM_CHECK(false, (a) > (b), #a " > " #b, __VA_ARGS__)
-#define cr_expect_leq(a, b, ...) KN_SHIM_CHECK(false, (a) <= (b), #a " <= " #b, __VA_ARGS__)
+#define cr_assert_not(c, ...) KN_SHIM_CHECK(true, !(c), "!(" #c ")", __VA_ARGS__)
+#define cr_expect_not(c, ...) KN_SHIM_CHECK(false, !(c), "!(" #c ")", __VA_ARGS__)
+#define cr_assert_eq(a, b, ...) KN_SHIM_CMP(true, a, ==, b, __VA_ARGS__)
+#define cr_expect_eq(a, b, ...) KN_SHIM_CMP(false, a, ==, b, __VA_ARGS__)
+#define cr_assert_neq(a, b, ...) KN_SHIM_CMP(true, a, !=, b, __VA_ARGS__)
+#define cr_expect_neq(a, b, ...) KN_SHIM_CMP(false, a, !=, b, __VA_ARGS__)
+#define cr_assert_lt(a, b, ...) KN_SHIM_CMP(true, a, <, b, __VA_ARGS__)
+#define cr_expect_lt(a, b, ...) KN_SHIM_CMP(false, a, <, b, __VA_ARGS__)
+#define cr_assert_leq(a, b, ...) KN_SHIM_CMP(true, a, <=, b, __VA_ARGS__)
+#define cr_expect_leq(a, b, ...) KN_SHIM_CMP(false, a, <=, b, __VA_ARGS__)
+#define cr_assert_gt(a, b, ...) KN_SHIM_CMP(true, a, >, b, __VA_ARGS__)
+#define cr_expect_gt(a, b, ...) KN_SHIM_CMP(false, a, >, b, __VA_ARGS__)
+#define cr_assert_geq(a, b, ...) KN_SHIM_CMP(true, a, >=, b, __VA_ARGS__)
+#define cr_expect_geq(a, b, ...) KN_SHIM_CMP(false, a, >=, b, __VA_ARGS__)
 #define cr_assert_null(p, ...) KN_SHIM_CHECK(true, (p) == NULL, #p " == NULL", __VA_ARGS__)
+#define cr_expect_null(p, ...) KN_SHIM_CHECK(false, (p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) KN_SHIM_CHECK(true, (p) != NULL, #p " != NULL", __VA_ARGS__)
-#define cr_assert_str_eq(a, b, ...)                                            \
-  KN_SHIM_CHECK(true, strcmp((a), (b)) == 0, #a " equals " #b, __VA_ARGS__)
-#define cr_assert_str_neq(a, b, ...)                                           \
-  KN_SHIM_CHECK(true, strcmp((a), (b)) != 0, #a " differs from " #b, __VA_ARGS__)
+#define cr_expect_not_null(p, ...) KN_SHIM_CHECK(false, (p) != NULL, #p " != NULL", __VA_ARGS__)
+#define cr_assert_str_eq(a, b, ...) KN_SHIM_STR(true, a, ==, b, __VA_ARGS__)
+#define cr_expect_str_eq(a, b, ...) KN_SHIM_STR(false, a, ==, b, __VA_ARGS__)
+#define cr_assert_str_neq(a, b, ...) KN_SHIM_STR(true, a, !=, b, __VA_ARGS__)
+#define cr_expect_str_neq(a, b, ...) KN_SHIM_STR(false, a, !=, b, __VA_ARGS__)
+#define cr_assert_float_eq(a, b, eps, ...)                                     \
+  KN_SHIM_CHECK(true, fabs((double)(a) - (double)(b)) <= (eps), #a " ~= " #b, __VA_ARGS__)
+#define cr_expect_float_eq(a, b, eps, ...)                                     \
+  KN_SHIM_CHECK(false, fabs((double)(a) - (double)(b)) <= (eps), #a " ~= " #b, __VA_ARGS__)
+#define cr_assert_fail(...) KN_SHIM_CHECK(true, 0, "fail", __VA_ARGS__)
 
 #endif

@@ -91,3 +91,22 @@ Test(srcloc, no_debug_info_is_info_when_no_lines_are_shown) {
   cr_expect_eq(r.n, 0);
   kn_test_records_free(&r);
 }
+
+/* Called 200 frames deep: the whole stack is deeper than the 64 user frames
+** kept, and the user's lines are still found (the capture is not cut off
+** before the frame that called the compiled function). */
+static void run_deep(int depth, kn_test_records *r) {
+  if (depth > 0) {
+    run_deep(depth - 1, r);
+    __asm__ volatile("" ::: "memory"); /* keep the frame: no tail call */
+    return;
+  }
+  run(debug_fn, "debug_fn", "graph_code", r);
+}
+
+Test(srcloc, deep_caller_stack_keeps_the_lines) {
+  kn_test_records r;
+  run_deep(200, &r);
+  cr_expect_eq(count_containing(&r, "# File: " __FILE__), 2);
+  kn_test_records_free(&r);
+}

@@ -332,7 +332,10 @@ void kn_reset(void) {
   case 7: return KN__CALLT(7, T);                                                    \
   default: return KN__CALLT(8, T);
 
-static kn_tensor *call_tensor_fn(void (*fn)(void), bool tconst, kn_tensor *const *t, int n) {
+/* Always inlined: no kiln frame may stand between kn__invoke_user (where the
+** user's stack depth is measured) and the user's function, in any build. */
+static inline __attribute__((always_inline)) kn_tensor *
+call_tensor_fn(void (*fn)(void), bool tconst, kn_tensor *const *t, int n) {
   if (tconst) switch (n) { KN__CASES(const kn_tensor *) }
   switch (n) { KN__CASES(kn_tensor *) }
 }

@@ -85,8 +85,8 @@ static void init_caches(void) {
 int kn__srcloc_capture(void **addrs, int cap) { return backtrace(addrs, cap); }
 
 int kn__srcloc_base_depth(const char *func) {
-  void *addrs[KN__SRC_MAX_FRAMES];
-  int n = backtrace(addrs, KN__SRC_MAX_FRAMES);
+  void *addrs[KN__SRC_CAPTURE_FRAMES];
+  int n = backtrace(addrs, KN__SRC_CAPTURE_FRAMES);
   for (int i = 0; i < n; i++) {
     kn__srcframe f = kn__srcloc_symbolize(addrs[i]);
     if (f.func && !strcmp(f.func, func)) return n - i;

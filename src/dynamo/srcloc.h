@@ -16,7 +16,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define KN__SRC_MAX_FRAMES 64
+#define KN__SRC_MAX_FRAMES 64 /* user frames kept */
+/* Frames captured: the whole stack down to the user's caller must fit, or
+** the depth of that caller (counted from the outermost frame) is lost. */
+#define KN__SRC_CAPTURE_FRAMES 1024
 
 /* One symbolized frame. Strings are borrowed from the process-wide cache
 ** (valid until kn__srcloc_reset). Unknown parts are NULL / 0. */

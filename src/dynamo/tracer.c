@@ -139,8 +139,8 @@ kn_status kn__trace_value(kn__trace *tr, kn_tensor *t, kn__gref *out) {
 
 /* ---- user stacks and trace logs ------------------------------------------------ */
 int kn__trace_user_stack(kn__trace *tr, kn__srcframe *out, int cap, const char **api) {
-  void *addrs[KN__SRC_MAX_FRAMES];
-  int n = kn__srcloc_capture(addrs, KN__SRC_MAX_FRAMES);
+  void *addrs[KN__SRC_CAPTURE_FRAMES];
+  int n = kn__srcloc_capture(addrs, KN__SRC_CAPTURE_FRAMES);
   (void)tr;
   return kn__srcloc_user_stack(addrs, n, kn__user_base_depth(), out, cap, api);
 }

@@ -343,3 +343,98 @@ Test(graph_passes, subgraph_of_selected_calls) {
   kn__graph_free(s);
   kn__graph_free(g);
 }
+
+/* ---- decomposition ------------------------------------------------------------- */
+
+Test(graph_passes, decompose_composite_ops) {
+  kn__graph *g = parse_ok(
+      HEAD("L_x_: \"f32[2, 4][4, 1]cpu\", L_w_: \"f32[3, 4][4, 1]cpu\", L_b_: " F3)
+      "        l_x_ = L_x_\n"
+      "        l_w_ = L_w_\n"
+      "        l_b_ = L_b_\n"
+      "        linear: \"f32[2, 3][3, 1]cpu\" = kiln.ops.linear(l_x_, l_w_, l_b_)\n"
+      "        flatten: \"f32[6][1]cpu\" = kiln.ops.flatten(linear, 0, -1)\n"
+      "        relu: \"f32[6][1]cpu\" = kiln.ops.relu(flatten)\n"
+      "        return (relu,)\n");
+  kn__graph *before = kn__graph_copy(g);
+  cr_assert_eq(kn__graph_decompose(g), 3, "%s", kn_last_error()); /* linear, flatten, reshape */
+  cr_assert_eq(kn__graph_verify(g), KN_OK, "%s", kn_last_error());
+  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    cr_assert(!n->opdef || !(n->opdef->flags & KN_OPF_COMPOSITE), "%s is composite", n->name);
+  }
+  char *code = code_of(g);
+  /* as in PyTorch: linear(x, w, b) is addmm(b, x, w.t()); flatten is a
+  ** reshape, which on a contiguous input is _reshape_alias */
+  cr_assert_str_eq(code, HEAD("L_x_: \"f32[2, 4][4, 1]cpu\", L_w_: \"f32[3, 4][4, 1]cpu\", L_b_: " F3)
+                   "        l_x_ = L_x_\n"
+                   "        l_w_ = L_w_\n"
+                   "        l_b_ = L_b_\n"
+                   "        t: \"f32[4, 3][1, 4]cpu\" = kiln.ops.t(l_w_);  l_w_ = None\n"
+                   "        addmm: \"f32[2, 3][3, 1]cpu\" = kiln.ops.addmm(l_b_, l_x_, t);  "
+                   "l_b_ = l_x_ = t = None\n"
+                   "        _reshape_alias: \"f32[6][1]cpu\" = kiln.ops._reshape_alias(addmm, [6], "
+                   "[1]);  addmm = None\n"
+                   "        relu: \"f32[6][1]cpu\" = kiln.ops.relu(_reshape_alias);  "
+                   "_reshape_alias = None\n"
+                   "        return (relu,)\n        ");
+  free(code);
+  same_results(before, g);
+  kn__graph_free(before);
+  kn__graph_free(g);
+}
+
+/* ---- pattern rewriter ------------------------------------------------------------- */
+
+Test(graph_passes, replace_pattern) {
+  kn__graph *g = parse_ok(
+      HEAD("L_x_: " F3 ", L_y_: " F3)
+      "        l_x_ = L_x_\n"
+      "        l_y_ = L_y_\n"
+      "        add: " F3 " = kiln.ops.add(l_x_, l_x_)\n"
+      "        add_1: " F3 " = kiln.ops.add(l_x_, l_y_)\n"
+      "        neg: " F3 " = kiln.ops.neg(add_1)\n"
+      "        neg_1: " F3 " = kiln.ops.neg(neg)\n"
+      "        mul: " F3 " = kiln.ops.mul(add, neg_1)\n"
+      "        add_2: " F3 " = kiln.ops.add(mul, mul)\n"
+      "        return (add_2, neg)\n");
+  kn__graph *before = kn__graph_copy(g);
+  /* x + x -> x * 2 (sizes in a pattern do not matter) */
+  kn__graph *p = parse_ok(HEAD("a: \"f32[1][1]cpu\"")
+                          "        add: \"f32[1][1]cpu\" = kiln.ops.add(a, a)\n"
+                          "        return (add,)\n");
+  kn__graph *r = parse_ok(HEAD("a: \"f32[1][1]cpu\"")
+                          "        mul: \"f32[1][1]cpu\" = kiln.ops.mul(a, 2)\n"
+                          "        return (mul,)\n");
+  cr_assert_eq(kn__graph_replace_pattern(g, p, r), 2, "%s", kn_last_error());
+  /* neg(neg(a)) -> a; the inner neg is also returned, so it stays */
+  kn__graph *p2 = parse_ok(HEAD("a: " F3) "        neg: " F3 " = kiln.ops.neg(a)\n"
+                           "        neg_1: " F3 " = kiln.ops.neg(neg)\n        return (neg_1,)\n");
+  kn__graph *r2 = parse_ok(HEAD("a: " F3) "        return (a,)\n");
+  cr_assert_eq(kn__graph_replace_pattern(g, p2, r2), 1, "%s", kn_last_error());
+  cr_assert_eq(kn__graph_verify(g), KN_OK, "%s", kn_last_error());
+  char *code = code_of(g);
+  cr_assert_str_eq(code, HEAD("L_x_: " F3 ", L_y_: " F3)
+                   "        l_x_ = L_x_\n"
+                   "        l_y_ = L_y_\n"
+                   "        mul_1: " F3 " = kiln.ops.mul(l_x_, 2)\n"
+                   "        add_1: " F3 " = kiln.ops.add(l_x_, l_y_);  l_x_ = l_y_ = None\n"
+                   "        neg: " F3 " = kiln.ops.neg(add_1)\n"
+                   "        mul: " F3 " = kiln.ops.mul(mul_1, add_1);  mul_1 = add_1 = None\n"
+                   "        mul_2: " F3 " = kiln.ops.mul(mul, 2);  mul = None\n"
+                   "        return (mul_2, neg)\n        ");
+  free(code);
+  same_results(before, g);
+  /* patterns hold pure ops */
+  kn__graph *bad = parse_ok(HEAD("a: " F3) "        add_: " F3 " = kiln.ops.add_(a, a)\n"
+                            "        return (add_,)\n");
+  cr_assert_eq(kn__graph_replace_pattern(g, bad, r), -1);
+  cr_assert_str_eq(kn_last_error(), "replace_pattern: 'add_': patterns hold pure ops only");
+  kn__graph_free(bad);
+  kn__graph_free(p);
+  kn__graph_free(r);
+  kn__graph_free(p2);
+  kn__graph_free(r2);
+  kn__graph_free(before);
+  kn__graph_free(g);
+}

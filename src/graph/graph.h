@@ -291,6 +291,26 @@ kn__graph *kn__graph_subgraph(const kn__graph *g, kn__gnode *const *nodes, int n
 ** different data). Returns the number of nodes removed, -1 on failure. */
 int kn__graph_cse(kn__graph *g);
 
+/* ---- passes that add ops (graph_rewrite.c) ----------------------------------- */
+/* Decomposition: every call of a composite op (KN_OPF_COMPOSITE: its
+** op-table kernel is written with other ops) becomes the calls its kernel
+** makes, recorded on meta tensors standing for the node's arguments and
+** inserted where the node was (its uses move to their results). Composite
+** ops among those calls are decomposed in the next sweep, until none is
+** left (at most 8 sweeps). Calls with a replayed grad mode are left alone.
+** Symbolic ints in arguments are recorded as their hints (constants).
+** Returns the number of nodes decomposed, -1 on failure (the failing node
+** is left as it was). */
+int kn__graph_decompose(kn__graph *g);
+/* Pattern rewriter: every match of `pattern` in g (a graph returning one
+** op result; its placeholders match any value, the same placeholder the same
+** value; ops, constants and the structure must be equal) is replaced by
+** `replacement` (same number of inputs, one result), whose ops are recorded
+** on meta tensors of the matched values and inserted before the matched
+** root; the matched nodes nothing else uses are erased. Patterns hold pure
+** ops only. Returns the number of replacements, -1 on failure. */
+int kn__graph_replace_pattern(kn__graph *g, const kn__graph *pattern, const kn__graph *replacement);
+
 /* ---- text parser (graph_parse.c) ---------------------------------------------- */
 /* A named constant for the parser's get_attr lines. */
 typedef struct kn__gparse_const {

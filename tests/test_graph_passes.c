@@ -425,6 +425,19 @@ Test(graph_passes, replace_pattern) {
                    "        return (mul_2, neg)\n        ");
   free(code);
   same_results(before, g);
+  /* a replacement that contains its pattern is not rewritten again */
+  kn__graph *p3 = parse_ok(HEAD("a: " F3) "        exp: " F3 " = kiln.ops.exp(a)\n"
+                           "        return (exp,)\n");
+  kn__graph *r3 = parse_ok(HEAD("a: " F3) "        exp: " F3 " = kiln.ops.exp(a)\n"
+                           "        relu: " F3 " = kiln.ops.relu(exp)\n        return (relu,)\n");
+  kn__graph *h = parse_ok(HEAD("L_x_: " F3) "        l_x_ = L_x_\n"
+                          "        exp: " F3 " = kiln.ops.exp(l_x_)\n"
+                          "        exp_1: " F3 " = kiln.ops.exp(exp)\n        return (exp_1,)\n");
+  cr_assert_eq(kn__graph_replace_pattern(h, p3, r3), 2, "%s", kn_last_error());
+  cr_assert_eq(kn__graph_op_count(h), 4); /* relu(exp(relu(exp(x)))) */
+  kn__graph_free(h);
+  kn__graph_free(p3);
+  kn__graph_free(r3);
   /* patterns hold pure ops */
   kn__graph *bad = parse_ok(HEAD("a: " F3) "        add_: " F3 " = kiln.ops.add_(a, a)\n"
                             "        return (add_,)\n");

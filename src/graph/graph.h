@@ -307,8 +307,10 @@ int kn__graph_decompose(kn__graph *g);
 ** value; ops, constants and the structure must be equal) is replaced by
 ** `replacement` (same number of inputs, one result), whose ops are recorded
 ** on meta tensors of the matched values and inserted before the matched
-** root; the matched nodes nothing else uses are erased. Patterns hold pure
-** ops only. Returns the number of replacements, -1 on failure. */
+** root; the matched nodes nothing else uses are erased. Nodes a
+** replacement inserted are not matched again (x + x -> (x + x) ends).
+** Patterns hold pure ops only. Returns the number of replacements, -1 on
+** failure. */
 int kn__graph_replace_pattern(kn__graph *g, const kn__graph *pattern, const kn__graph *replacement);
 
 /* ---- text parser (graph_parse.c) ---------------------------------------------- */

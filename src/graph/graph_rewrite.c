@@ -395,15 +395,16 @@ static kn_status check_pattern(const kn__graph *p, const kn__graph *rep) {
 int kn__graph_replace_pattern(kn__graph *g, const kn__graph *pattern, const kn__graph *rep) {
   if (check_pattern(pattern, rep) != KN_OK) return -1;
   const kn__gnode *proot = pattern->output->args[0].u.t.node;
-  int count = 0;
+  int count = 0, first_new = g->next_seq; /* nodes from here on are replacements */
   for (int i = 0; i < g->n; i++) {
     kn__gnode *n = g->nodes[i];
-    if (n->op != KN__GN_CALL || n->opdef != proot->opdef) continue;
+    if (n->op != KN__GN_CALL || n->opdef != proot->opdef || n->seq_nr >= first_new) continue;
     match m = {.p = pattern};
     if (!match_ref(&m, (kn__gref){(kn__gnode *)proot, 0}, (kn__gref){n, 0})) continue;
     if (replace_match(g, &m, rep) != KN_OK) return -1;
     count++;
-    i = -1; /* indices moved: look again from the start (replaced nodes are gone) */
+    i = -1; /* indices moved: look again from the start; a replacement's own
+            ** nodes are never matched, so this ends */
   }
   return count;
 }

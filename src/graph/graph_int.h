@@ -62,12 +62,29 @@ void kn__gfmt_arg(kn__sb *sb, const kn__garg *a);
 ** "*"), and its default value text ("1", "None", "False"; NULL when none).
 ** Returns the count (at most KN__MAX_ARGS). Names and defaults are borrowed
 ** views into the schema (len bytes). */
+/* The argument's type from the schema: what kind of value it takes, whether
+** it is optional ("Tensor?", "int[1]?") and a list, and for enum-like
+** arguments (str approximate, int reduction, MemoryFormat) the names of
+** their values, printed instead of the ints kiln passes. */
+typedef enum kn__ptype {
+  KN__PT_TENSOR, KN__PT_INT, KN__PT_FLOAT, KN__PT_BOOL, KN__PT_SCALAR, KN__PT_DTYPE,
+  KN__PT_GENERATOR, KN__PT_ENUM, KN__PT_OTHER
+} kn__ptype;
 typedef struct kn__schema_arg {
   const char *name, *def;
   int name_len, def_len;
   bool kwonly;
+  kn__ptype type;
+  bool optional, list;
+  const char *const *enum_names; /* KN__PT_ENUM: value i prints as enum_names[i] */
+  int nenum;
 } kn__schema_arg;
 int kn__schema_args(const char *schema, kn__schema_arg *out);
+/* An argument as kn__gfmt_arg writes it, enum values by name when sa (may be
+** NULL) is an enum argument: "approximate = 'tanh'", "reduction = Sum". */
+void kn__gfmt_arg_as(kn__sb *sb, const kn__garg *a, const kn__schema_arg *sa);
+/* Does argument a fit the schema argument's type? */
+bool kn__garg_fits(const kn__garg *a, const kn__schema_arg *sa);
 /* Is argument i of n printed as a keyword (kw-only) and is it at its
 ** default (omitted by the printers)? */
 bool kn__gargs_kw_default(const kn__gnode *n, const kn__schema_arg *sa, int nsa, int i);

@@ -146,27 +146,19 @@ static kn_status parse_annot(const parser *p, const char *s, kn__vmeta *m) {
 typedef enum ptype { PT_TENSOR, PT_TENSORS, PT_INT, PT_INTS, PT_DOUBLE, PT_BOOL, PT_SCALAR,
                      PT_DTYPE, PT_GEN, PT_UNKNOWN } ptype;
 
-/* The type of schema argument a (the text before its name). */
-static ptype schema_type(const char *schema, const kn__schema_arg *a) {
-  const char *e = a->name, *b = e;
-  int depth = 0;
-  while (b > schema) {
-    char c = b[-1];
-    if (c == ')' || c == ']') depth++;
-    else if ((c == '(' || c == '[') && depth-- == 0) break;
-    else if (c == ',' && depth == 0) break;
-    b--;
+/* How a value of schema argument a is written. */
+static ptype schema_type(const kn__schema_arg *a) {
+  switch (a->type) {
+  case KN__PT_TENSOR: return a->list ? PT_TENSORS : PT_TENSOR;
+  case KN__PT_INT: return a->list ? PT_INTS : PT_INT;
+  case KN__PT_BOOL: return a->list ? PT_INTS : PT_BOOL;
+  case KN__PT_FLOAT: return PT_DOUBLE;
+  case KN__PT_SCALAR: return PT_SCALAR;
+  case KN__PT_DTYPE: return PT_DTYPE;
+  case KN__PT_GENERATOR: return PT_GEN;
+  case KN__PT_ENUM: return PT_INT;
+  case KN__PT_OTHER: return PT_UNKNOWN;
   }
-  char t[64];
-  trimmed(b, e, t, sizeof t);
-  bool list = strchr(t, '[') != NULL;
-  if (!strncmp(t, "Tensor", 6)) return list ? PT_TENSORS : PT_TENSOR;
-  if (!strncmp(t, "int", 3) || !strncmp(t, "SymInt", 6)) return list ? PT_INTS : PT_INT;
-  if (!strncmp(t, "float", 5)) return PT_DOUBLE;
-  if (!strncmp(t, "bool", 4)) return PT_BOOL;
-  if (!strncmp(t, "ScalarType", 10)) return PT_DTYPE;
-  if (!strncmp(t, "Scalar", 6)) return PT_SCALAR;
-  if (!strncmp(t, "Generator", 9)) return PT_GEN;
   return PT_UNKNOWN;
 }
 
@@ -202,7 +194,21 @@ static bool parse_number(const char *s, bool *is_float, double *d, long long *i)
 }
 
 /* One argument of type t from text s into out; lists use the arena. */
-static bool parse_value(parser *p, const char *s, ptype t, kn__garg *out) {
+static bool parse_typed(parser *p, const char *s, ptype t, kn__garg *out);
+
+/* A value of schema argument sa: enum values by name, else by type. */
+static bool parse_value(parser *p, const char *s, const kn__schema_arg *sa, kn__garg *out) {
+  for (int i = 0; i < sa->nenum; i++)
+    if (!strcmp(s, sa->enum_names[i])) {
+      *out = KN_GA_I(i);
+      return true;
+    }
+  ptype t = schema_type(sa);
+  if (t == PT_INTS && s[0] != '[') t = PT_INT; /* int[1] dim written as one int */
+  return parse_typed(p, s, t, out);
+}
+
+static bool parse_typed(parser *p, const char *s, ptype t, kn__garg *out) {
   if (!strcmp(s, "None")) {
     *out = t == PT_GEN ? KN_GA_GEN(NULL) : KN_GA_NONE; /* the default generator */
     return true;
@@ -294,7 +300,7 @@ static bool call_args(parser *p, const kn__opdef *op, char **pieces, int np, kn_
       npos++;
     }
     if (i >= ns || set[i] || (eq && !sa[i].kwonly) || (!eq && sa[i].kwonly)) return false;
-    if (!parse_value(p, val, schema_type(op->schema, &sa[i]), &args[i])) return false;
+    if (!parse_value(p, val, &sa[i], &args[i])) return false;
     set[i] = true;
     if (i > last) last = i;
   }
@@ -311,7 +317,7 @@ static bool call_args(parser *p, const kn__opdef *op, char **pieces, int np, kn_
       break;
     }
     trimmed(sa[i].def, sa[i].def + sa[i].def_len, def, sizeof def);
-    if (!parse_value(p, def, schema_type(op->schema, &sa[i]), &args[i])) {
+    if (!parse_value(p, def, &sa[i], &args[i])) {
       if (i < n) return false;
       break;
     }

@@ -100,7 +100,7 @@ static void call_args(kn__sb *sb, const kn__gnode *n) {
     if (!first) kn__sb_puts(sb, ", ");
     first = false;
     if (i < ns && sa[i].kwonly) kn__sb_printf(sb, "%.*s = ", sa[i].name_len, sa[i].name);
-    kn__gfmt_arg(sb, &n->args[i]);
+    kn__gfmt_arg_as(sb, &n->args[i], i < ns ? &sa[i] : NULL);
   }
 }
 
@@ -247,7 +247,7 @@ static void tab_args(kn__sb *sb, const kn__gnode *n) {
     if (i < ns && sa[i].kwonly) continue;
     if (np++) kn__sb_puts(sb, ", ");
     if (!n->opdef && i == 0) kn__sb_puts(sb, n->args[0].u.t.node->name);
-    else kn__gfmt_arg(sb, &n->args[i]);
+    else kn__gfmt_arg_as(sb, &n->args[i], i < ns ? &sa[i] : NULL);
   }
   kn__sb_puts(sb, np == 1 ? ",)" : ")");
 }
@@ -261,7 +261,7 @@ static void tab_kwargs(kn__sb *sb, const kn__gnode *n) {
     if (!sa[i].kwonly || kn__gargs_kw_default(n, sa, ns, i)) continue;
     if (nk++) kn__sb_puts(sb, ", ");
     kn__sb_printf(sb, "'%.*s': ", sa[i].name_len, sa[i].name);
-    kn__gfmt_arg(sb, &n->args[i]);
+    kn__gfmt_arg_as(sb, &n->args[i], &sa[i]);
   }
   kn__sb_putc(sb, '}');
 }

@@ -451,3 +451,55 @@ Test(graph_passes, replace_pattern) {
   kn__graph_free(before);
   kn__graph_free(g);
 }
+
+/* ---- typed arguments ---------------------------------------------------------------- */
+
+Test(graph_passes, enum_arguments_print_and_parse_as_names) {
+  const char *text =
+      HEAD("L_x_: " F3 ", L_y_: " F3)
+      "        l_x_ = L_x_\n"
+      "        l_y_ = L_y_\n"
+      "        gelu: " F3 " = kiln.ops.gelu(l_x_, approximate = 'tanh')\n"
+      "        gelu_1: " F3 " = kiln.ops.gelu(l_x_);  l_x_ = None\n"
+      "        mse_loss: \"f32[][]cpu\" = kiln.ops.mse_loss(gelu, l_y_, Sum);  gelu = None\n"
+      "        mse_loss_1: \"f32[][]cpu\" = kiln.ops.mse_loss(gelu_1, l_y_, Mean);  "
+      "gelu_1 = l_y_ = None\n"
+      "        return (mse_loss, mse_loss_1)\n"
+      "        ";
+  kn__graph *g = parse_ok(text);
+  /* kiln passes the ints: gelu's approximate 1 = tanh, ATen's reduction 2 = Sum */
+  const kn__gnode *gelu = kn__graph_find(g, "gelu"), *mse = kn__graph_find(g, "mse_loss");
+  cr_assert_eq(gelu->args[1].kind, KN__GA_INT);
+  cr_assert_eq(gelu->args[1].u.i.c, 1);
+  cr_assert_eq(kn__graph_find(g, "gelu_1")->args[1].u.i.c, 0); /* the default, 'none' */
+  cr_assert_eq(mse->args[2].u.i.c, 2);
+  char *code = code_of(g);
+  cr_assert_str_eq(code, text);
+  free(code);
+  kn__graph_free(g);
+}
+
+Test(graph_passes, verifier_checks_arguments_against_the_schema) {
+  kn__graph *g = kn__graph_new();
+  kn__vmeta m = {.kind = KN__V_TENSOR, .dtype = KN_FLOAT32, .ndim = 1,
+                 .sizes = {kn__sym_const(3)}, .strides = {kn__sym_const(1)}};
+  kn__gnode *x = kn__graph_placeholder(g, "L['x']", &m);
+  kn__garg bad[1] = {KN_GA_D(1.5)};
+  kn__gnode *r = kn__graph_call(g, &kn__ops[KN_OP_RELU], 1, bad, 1, &m);
+  kn__gref out = {r, 0};
+  kn__graph_output(g, 1, &out);
+  cr_assert_eq(kn__graph_verify(g), KN_EINVAL);
+  cr_assert_str_eq(kn_last_error(), "graph verify: node 'relu': argument 0 (self) of relu does not "
+                                    "fit the schema relu(Tensor self) -> Tensor: got 1.5");
+  kn__graph_free(g);
+  g = kn__graph_new();
+  x = kn__graph_placeholder(g, "L['x']", &m);
+  kn__garg extra[2] = {KN_GA_T(x), KN_GA_T(x)};
+  r = kn__graph_call(g, &kn__ops[KN_OP_RELU], 2, extra, 1, &m);
+  out = (kn__gref){r, 0};
+  kn__graph_output(g, 1, &out);
+  cr_assert_eq(kn__graph_verify(g), KN_EINVAL);
+  cr_assert_str_eq(kn_last_error(),
+                   "graph verify: node 'relu' calls relu with 2 arguments; its schema has 1");
+  kn__graph_free(g);
+}

@@ -337,7 +337,8 @@ char *kn__graph_source_to_target(const char *source);
 /* Check structure and metadata: every tensor argument refers to an earlier
 ** node's existing output, getitem indices are in range, user counts match,
 ** names are unique, placeholders come first, exactly one output node comes
-** last, and example metadata is consistent (ndim in range, kinds). KN_OK or
+** last, example metadata is consistent (ndim in range, kinds), and every
+** call's arguments fit its op's schema (count and types). KN_OK or
 ** KN_EINVAL with a message naming the node and what is wrong. */
 kn_status kn__graph_verify(const kn__graph *g);
 

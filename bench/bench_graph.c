@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "dynamo/graph.h"
+#include "graph/graph.h"
 #include "kiln/kiln.h"
 #include "kiln/ops_pointwise.h"
 

@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "dynamo/graph.h"
+#include "graph/graph.h"
 
 #define GRAPH_SRC KN_FIXTURE_DIR "/graph_user_src.c"
 

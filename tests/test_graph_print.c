@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/strbuf.h"
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 #include "graph_util.h"
 #include "kiln/kiln.h"
 

@@ -122,6 +122,18 @@ typedef struct kn_compiled_graph {
 typedef kn_status (*kn_backend_fn)(kn_graph_module *gm, kn_tensor *const *example_inputs,
                                    int ninputs, void *ud, kn_compiled_graph *out);
 
+/* The backend registry: names usable as kn_compile_options.backend.
+** "eager" (the graph interpreter: each node runs through the dispatcher) is
+** built in. kn_register_backend adds `name` (letters, digits, '_', '-', '.';
+** copied) for fn, which receives `ud` on every compile. Registering a name
+** that exists fails (KN_EINVAL, "duplicate name"); entries are never
+** removed. Safe to call from any thread, also while other threads compile. */
+KN_API kn_status kn_register_backend(const char *name, kn_backend_fn fn, void *ud);
+/* Registered names in registration order ("eager" first): writes up to cap
+** of them into names (borrowed: valid for the life of the process) and
+** returns how many are registered. names may be NULL (count only). */
+KN_API int kn_list_backends(const char **names, int cap);
+
 /* Test backend counting graphs and call nodes, as PyTorch's CompileCounter:
 ** frame_count += 1 per graph compiled, op_count += number of call nodes.
 ** Use: kn_compile_counter cc = {0}; opts.backend_fn = kn_compile_counter_backend;
@@ -147,7 +159,10 @@ typedef struct kn_guard_failure {
 } kn_guard_failure;
 
 typedef struct kn_compile_options {
-  const char *backend;       /* "eager" (NULL = "eager") or "inductor" (docs/INDUCTOR.md) */
+  const char *backend;       /* a registered backend name (NULL = "eager"; built in:
+                                 "eager", "inductor" as in docs/INDUCTOR.md); an
+                                 unknown name fails kn_compile with the list of
+                                 registered ones (kn_register_backend) */
   kn_backend_fn backend_fn;  /* a user backend instead of a named one */
   void *backend_ud;
   kn_dynamic dynamic;        /* automatic dynamic shapes by default */

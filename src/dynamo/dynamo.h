@@ -11,7 +11,7 @@
 **   breaks.c    one trace from start to end, and its graph breaks
 **   frame.c     per-frame compile records (dynamo_start ... compilation_metrics)
 **   compile.c   kn_compile, kn_call, the cache, recompiles, limits, kn_reset
-**   backends.c  "eager", user backends, the compile counter
+**   backends.c  the function's backend (registry: graph/backend.c), the compile counter
 **   explain.c   kn_explain: one trace into a private copy, read back
 **
 ** A compiled function owns a list of cache entries (most recently used
@@ -30,7 +30,7 @@
 
 #include "core/hashmap.h"
 #include "dynamic/sym.h"
-#include "dynamo/graph.h"
+#include "graph/graph.h"
 #include "dynamo/srcloc.h"
 #include "kiln/compile.h"
 #include "trace/compile_id.h"
@@ -394,11 +394,14 @@ int kn__user_base_depth(void);
 ** fake inputs. On failure the error is set. */
 kn_status kn__backend_compile(kn_compiled *f, kn_graph_module *gm, kn_tensor *const *examples,
                               int n, kn_compiled_graph *out);
+/* The backend's name in logs and errors: the registered name, "CompileCounter",
+** "user_backend". */
 const char *kn__backend_name(const kn_compiled *f);
-/* Is name a backend kiln knows ("eager", "inductor")? */
-bool kn__backend_known(const char *name);
-/* The eager backend: the graph interpreter over gm's graph. */
-kn_status kn__eager_compile(kn_graph_module *gm, kn_compiled_graph *out);
+/* Resolve kn_compile's options: a named backend (NULL = "eager") becomes its
+** registered function and ud, and o->backend the registry's copy of the name
+** (valid for the life of the process); with backend_fn set, o->backend
+** becomes NULL. KN_EINVAL listing the registered names when unknown. */
+kn_status kn__backend_resolve(kn_compile_options *o);
 
 /* The error type a failed compile reports (kiln's status name such as
 ** "shape_error" or "unsupported", or "BackendCompilerFailed" for a backend's

@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dynamo/dynamo.h"
 #include "inductor/inductor.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"

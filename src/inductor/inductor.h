@@ -18,7 +18,7 @@
 #define KN_INDUCTOR_INDUCTOR_H
 
 #include "core/strbuf.h"
-#include "dynamo/graph.h"
+#include "graph/graph.h"
 #include "kiln/compile.h"
 
 /* The backend (kn_backend_fn shape; ud is unused). On failure the error

@@ -1,5 +1,5 @@
 /*
-** dynamo/graph_serial.c: the canonical text of a graph and its SHA-256.
+** graph/graph_serial.c: the canonical text of a graph and its SHA-256.
 **
 ** One line per node: "%<index> <opcode> <op name.overload | getitem>" with
 ** arguments (values as %node.output, constants with their kind, doubles in
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 
 static void ser_sym(kn__sb *sb, kn_sym s) {
   if (kn__sym_is_const(s)) {

@@ -1,5 +1,5 @@
 /*
-** dynamo/interp.c: the graph interpreter, the "eager" backend's program.
+** graph/interp.c: the graph interpreter, the "eager" backend's program.
 **
 ** kn__gprog_new compiles a graph into steps: per call node a dispatcher
 ** call template with every constant argument filled in, and "patches" that
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 #include "kiln/autograd.h"
 
 enum { P_TENSOR, P_LIST, P_SYMINT, P_SYMINTS };

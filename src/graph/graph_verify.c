@@ -1,5 +1,5 @@
 /*
-** dynamo/graph_verify.c: the graph verifier. Checks what every consumer of
+** graph/graph_verify.c: the graph verifier. Checks what every consumer of
 ** a graph relies on (printers, the interpreter, later AOT and Inductor):
 ** order, references, user counts, names, opcodes and example metadata.
 ** Errors name the node and what was expected and found.
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 
 static kn_status check_ref(const kn__graph *g, const kn__gnode *user, kn__gref r, int *users,
                            bool optional) {
@@ -49,6 +49,27 @@ static kn_status check_meta(const kn__gnode *n, const kn__vmeta *m, int k) {
   return KN_OK;
 }
 
+/* Every argument of a call fits its op's schema (count and types). */
+static kn_status check_call_args(const kn__gnode *n) {
+  kn__schema_arg sa[KN__MAX_ARGS];
+  int ns = kn__schema_args(n->opdef->schema, sa);
+  if (n->nargs > ns)
+    return kn__error(KN_EINVAL, "graph verify: node '%s' calls %s with %d arguments; its schema "
+                     "has %d", n->name, n->opdef->name, n->nargs, ns);
+  for (int i = 0; i < n->nargs; i++) {
+    if (kn__garg_fits(&n->args[i], &sa[i])) continue;
+    kn__sb v = KN__SB_INIT;
+    kn__gfmt_arg(&v, &n->args[i]);
+    kn_status st = kn__error(KN_EINVAL, "graph verify: node '%s': argument %d (%.*s) of %s does "
+                             "not fit the schema %s: got %s", n->name, i, sa[i].name_len,
+                             sa[i].name, n->opdef->name, n->opdef->schema,
+                             kn__sb_failed(&v) ? "?" : kn__sb_cstr(&v));
+    kn__sb_fini(&v);
+    return st;
+  }
+  return KN_OK;
+}
+
 static bool same_meta(const kn__vmeta *a, const kn__vmeta *b) {
   if (a->kind != b->kind) return false;
   if (a->kind == KN__V_NONE) return true;
@@ -80,7 +101,7 @@ static kn_status check_kind(const kn__graph *g, const kn__gnode *n, int i) {
     return KN_OK;
   }
   case KN__GN_CALL:
-    if (n->opdef) return n->nargs <= KN__MAX_ARGS ? KN_OK
+    if (n->opdef) return n->nargs <= KN__MAX_ARGS ? check_call_args(n)
                          : kn__error(KN_EINVAL, "graph verify: '%s' has %d arguments (max %d)",
                                      n->name, n->nargs, KN__MAX_ARGS);
     if (n->nargs != 2 || n->args[0].kind != KN__GA_TENSOR || !n->args[0].u.t.node ||

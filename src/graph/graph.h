@@ -1,5 +1,5 @@
 /*
-** dynamo/graph.h: the graph IR of captured programs (internal, FX-like).
+** graph/graph.h: the graph IR of captured programs (internal, FX-like).
 **
 ** A graph is an ordered list of nodes. Four opcodes, as in torch.fx:
 **   placeholder    one per graph input (a tensor), named after its source
@@ -35,12 +35,13 @@
 ** module object (kn_graph_module, include/kiln/graph.h) wraps a graph and a
 ** program.
 */
-#ifndef KN_DYNAMO_GRAPH_H
-#define KN_DYNAMO_GRAPH_H
+#ifndef KN_GRAPH_GRAPH_H
+#define KN_GRAPH_GRAPH_H
 
 #include <jansson.h>
 
 #include "dynamic/sym.h"
+#include "kiln/compile.h"
 #include "kiln/graph.h"
 #include "ops/opdef.h"
 
@@ -257,6 +258,80 @@ kn_status kn__graph_erase_node(kn__graph *g, kn__gnode *n);
 ** effects (in-place, random). Returns the number of nodes removed. */
 int kn__graph_eliminate_dead_code(kn__graph *g);
 
+/* ---- editing (graph_edit.c) ------------------------------------------------ */
+/* The distinct nodes whose arguments refer to any output of n, in order:
+** writes up to cap of them (borrowed) into out (may be NULL) and returns how
+** many there are. */
+int kn__graph_users(const kn__graph *g, const kn__gnode *n, kn__gnode **out, int cap);
+/* Make every argument that refers to value `from` refer to `to` instead
+** (user counts follow; `to` itself is left alone). Returns the number of
+** nodes changed, or -1 (KN_EINVAL) when a value is not in g or a user of
+** `from` comes before `to`'s node. */
+int kn__graph_replace_all_uses(kn__graph *g, kn__gref from, kn__gref to);
+/* Insert-before: until changed, new call, getitem and get_attr nodes go
+** right before `before` (also after the output node exists) instead of at
+** the end; NULL restores appending. Placeholders always go after the last
+** placeholder. Returns the previous insertion point (to restore it). */
+kn__gnode *kn__graph_set_insert_point(kn__graph *g, kn__gnode *before);
+/* A copy of g: same nodes, names, arguments, metadata, stacks and
+** attributes; constants are shared (retained). The copy borrows g's shape
+** env (g's env must outlive it). Owned; NULL on failure (error set). */
+kn__graph *kn__graph_copy(const kn__graph *g);
+/* The subgraph of the given call nodes of g (any order): each value they
+** use from outside becomes a placeholder (source = the value's name,
+** "split_1" for output 1 of a multi-output node), in order of first use; the
+** output returns each value of a selected node that a node outside the
+** selection uses (or g returns), in node order. Borrows g's shape env.
+** Owned; NULL on failure (KN_EINVAL for a node that is not a call of g). */
+kn__graph *kn__graph_subgraph(const kn__graph *g, kn__gnode *const *nodes, int n);
+
+/* ---- passes (graph_passes.c; dead-code elimination above) ------------------ */
+/* Common-subexpression elimination: a call node with the same op, the same
+** arguments (values by node, constants by value) and the same replayed
+** attributes as an earlier one is replaced by it and erased. Never merged:
+** random, in-place and data-dependent ops, values written in place (and
+** their views and bases), and calls reading such a value (they may see
+** different data). Returns the number of nodes removed, -1 on failure. */
+int kn__graph_cse(kn__graph *g);
+
+/* ---- passes that add ops (graph_rewrite.c) ----------------------------------- */
+/* Decomposition: every call of a composite op (KN_OPF_COMPOSITE: its
+** op-table kernel is written with other ops) becomes the calls its kernel
+** makes, recorded on meta tensors standing for the node's arguments and
+** inserted where the node was (its uses move to their results). Composite
+** ops among those calls are decomposed in the next sweep, until none is
+** left (at most 8 sweeps). Calls with a replayed grad mode are left alone.
+** Symbolic ints in arguments are recorded as their hints (constants).
+** Returns the number of nodes decomposed, -1 on failure (the failing node
+** is left as it was). */
+int kn__graph_decompose(kn__graph *g);
+/* Pattern rewriter: every match of `pattern` in g (a graph returning one
+** op result; its placeholders match any value, the same placeholder the same
+** value; ops, constants and the structure must be equal) is replaced by
+** `replacement` (same number of inputs, one result), whose ops are recorded
+** on meta tensors of the matched values and inserted before the matched
+** root; the matched nodes nothing else uses are erased. Nodes a
+** replacement inserted are not matched again (x + x -> (x + x) ends).
+** Patterns hold pure ops only. Returns the number of replacements, -1 on
+** failure. */
+int kn__graph_replace_pattern(kn__graph *g, const kn__graph *pattern, const kn__graph *replacement);
+
+/* ---- text parser (graph_parse.c) ---------------------------------------------- */
+/* A named constant for the parser's get_attr lines. */
+typedef struct kn__gparse_const {
+  const char *name;  /* "_tensor_constant0" */
+  kn_tensor *value;  /* borrowed; the graph retains it */
+} kn__gparse_const;
+/* Parse graph code as kn__graph_code prints it (class GraphModule ...,
+** include_stride and include_device on): placeholders from forward's
+** parameters with their annotations, "x: \"f32[3][1]cpu\" = kiln.ops.op(a,
+** 2, alpha = 0.5)" calls (positional arguments in schema order, keyword-only
+** ones by name, omitted ones at their schema default), "x = y[k]" getitems,
+** "self.<attr>" get_attrs (values from consts[nconsts]), "# File: f:l in fn,
+** code: c" locations, and the return tuple. Sizes must be constants. Owned
+** graph (verified); NULL with a message naming the line on failure. */
+kn__graph *kn__graph_parse(const char *text, const kn__gparse_const *consts, int nconsts);
+
 /* FX's name sanitizer alone: "L['a']" -> "L_a_" (what a placeholder's target
 ** is) and its snake-cased form. Owned strings (free()); NULL on OOM. */
 char *kn__graph_source_to_target(const char *source);
@@ -265,7 +340,8 @@ char *kn__graph_source_to_target(const char *source);
 /* Check structure and metadata: every tensor argument refers to an earlier
 ** node's existing output, getitem indices are in range, user counts match,
 ** names are unique, placeholders come first, exactly one output node comes
-** last, and example metadata is consistent (ndim in range, kinds). KN_OK or
+** last, example metadata is consistent (ndim in range, kinds), and every
+** call's arguments fit its op's schema (count and types). KN_OK or
 ** KN_EINVAL with a message naming the node and what is wrong. */
 kn_status kn__graph_verify(const kn__graph *g);
 
@@ -326,6 +402,16 @@ int kn__gprog_num_outputs(const kn__gprog *p);
 ** Reentrant: a nested or concurrent run uses a temporary frame. */
 kn_status kn__gprog_run(kn__gprog *p, kn_tensor *const *inputs, int ninputs,
                         kn_tensor **outputs, int noutputs);
+
+/* ---- backends (backend.c; the registry's public half is in kiln/compile.h) -- */
+/* The built-in "eager" backend: the interpreter over gm's graph; out->state
+** owns the program (out->free_state frees it). */
+kn_status kn__eager_compile(kn_graph_module *gm, kn_compiled_graph *out);
+/* Look up a registered backend by name (NULL = "eager"): sets *canon (the
+** registry's copy of the name, valid for the life of the process), *fn and
+** *ud (each may be NULL). KN_EINVAL "unknown backend 'x' (registered:
+** \"eager\", ...)" when absent. Thread-safe. */
+kn_status kn__backend_lookup(const char *name, const char **canon, kn_backend_fn *fn, void **ud);
 
 /* ---- graph modules (the public object, include/kiln/graph.h) --------------- */
 /* Wrap g (ownership transferred, also on failure) in a graph module with its

@@ -1,5 +1,5 @@
 /*
-** dynamo/graph_names.c: node names as torch.fx gives them.
+** graph/graph_names.c: node names as torch.fx gives them.
 **
 ** FX's _Namespace: a candidate is sanitized (characters illegal in a Python
 ** identifier become '_', a leading digit gets a '_' prefix), split into a
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 
 /* Python 3 keywords, builtins (incl. the site module's), and the names FX
 ** reserves for its generated code (inf, nan, NoneType, torch, device,

@@ -1,5 +1,5 @@
 /*
-** dynamo/graph.c: graph construction: nodes, arguments, user counts,
+** graph/graph.c: graph construction: nodes, arguments, user counts,
 ** placeholders named after their sources, getitem nodes for multi-output
 ** ops, source locations, renames and dead-code elimination.
 ** Everything a node points to is carved from the graph's arena.
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 
 /* ---- metadata helpers ---------------------------------------------------- */
 
@@ -134,7 +134,7 @@ static kn_status insert_node(kn__graph *g, kn__gnode *n, int pos) {
 
 static kn__gnode *new_node(kn__graph *g, kn__gop op, const char *candidate, int nout,
                            const kn__vmeta *metas) {
-  if (g->output)
+  if (g->output && !g->insert_before)
     return kn__error(KN_ESTATE, "graph: cannot add a node after the output node"), NULL;
   kn__gnode *n = kn__arena_calloc(&g->arena, 1, sizeof *n);
   kn__vmeta *m = nout ? kn__arena_calloc(&g->arena, (size_t)nout, sizeof *m) : NULL;
@@ -162,6 +162,11 @@ static kn_status add_node(kn__graph *g, kn__gnode *n, int pos) {
   }
   g->next_seq++;
   return KN_OK;
+}
+
+/* Where a new non-placeholder node goes: before the insertion point, or last. */
+static int append_pos(const kn__graph *g) {
+  return g->insert_before ? g->insert_before->index : g->n;
 }
 
 kn__gnode *kn__graph_placeholder(kn__graph *g, const char *source, const kn__vmeta *meta) {
@@ -194,7 +199,7 @@ kn__gnode *kn__graph_get_attr(kn__graph *g, const char *attr, kn_tensor *value) 
   kn__gnode *n = new_node(g, KN__GN_GET_ATTR, attr, 1, &m);
   if (!n) return NULL;
   n->target = n->name; /* FX: the attribute is stored under the unique name */
-  if (add_node(g, n, g->n) != KN_OK) return NULL;
+  if (add_node(g, n, append_pos(g)) != KN_OK) return NULL;
   n->attr = kn_retain(value);
   return n;
 }
@@ -243,7 +248,7 @@ static kn__garg *copy_args(kn__graph *g, const char *who, int nargs, const kn__g
   return a;
 }
 
-static void count_users(const kn__gnode *n, int delta) {
+void kn__gnode_count_users(const kn__gnode *n, int delta) {
   for (int i = 0; i < n->nargs; i++) {
     const kn__garg *a = &n->args[i];
     if (a->kind == KN__GA_TENSOR && a->u.t.node) a->u.t.node->nusers += delta;
@@ -273,8 +278,8 @@ kn__gnode *kn__graph_call(kn__graph *g, const kn__opdef *op, int nargs, const kn
   n->opdef = op;
   n->nargs = nargs;
   n->args = a;
-  if (add_node(g, n, g->n) != KN_OK) return NULL;
-  count_users(n, 1);
+  if (add_node(g, n, append_pos(g)) != KN_OK) return NULL;
+  kn__gnode_count_users(n, 1);
   return n;
 }
 
@@ -350,8 +355,8 @@ kn__gnode *kn__graph_getitem(kn__graph *g, kn__gnode *src, int k) {
   n->target = "getitem";
   n->nargs = 2;
   n->args = a;
-  if (add_node(g, n, g->n) != KN_OK) return NULL;
-  count_users(n, 1);
+  if (add_node(g, n, append_pos(g)) != KN_OK) return NULL;
+  kn__gnode_count_users(n, 1);
   /* If the cache entry cannot be stored, a later request makes a second
   ** getitem node for the same output: still a correct graph. */
   (void)kn__hm_put_u64(&g->getitems, key, n);
@@ -372,13 +377,14 @@ kn__gnode *kn__graph_output(kn__graph *g, int nvals, const kn__gref *vals) {
     if (check_ref(g, "output", vals[i], false) != KN_OK) return NULL;
     a[i] = KN_GA_REF(vals[i]);
   }
+  if (g->output) return kn__error(KN_ESTATE, "output: the graph has an output node"), NULL;
   kn__gnode *n = new_node(g, KN__GN_OUTPUT, "output", 0, NULL);
   if (!n) return NULL;
   n->target = "output";
   n->nargs = nvals;
   n->args = a;
   if (add_node(g, n, g->n) != KN_OK) return NULL;
-  count_users(n, 1);
+  kn__gnode_count_users(n, 1);
   g->output = n;
   return n;
 }
@@ -424,12 +430,13 @@ kn_status kn__graph_erase_node(kn__graph *g, kn__gnode *n) {
     return kn__error(KN_EINVAL, "erase_node: not a node of this graph");
   if (n->nusers > 0)
     return kn__error(KN_ESTATE, "erase_node: '%s' still has %d users", n->name, n->nusers);
-  count_users(n, -1);
+  kn__gnode_count_users(n, -1);
   if (n->op == KN__GN_CALL && !n->opdef) {
     uint64_t key = ((uint64_t)n->args[0].u.t.node->seq_nr << 20) | (uint64_t)n->args[0].u.t.idx;
     kn__hm_del_u64(&g->getitems, key);
   }
   if (n == g->output) g->output = NULL;
+  if (n == g->insert_before) g->insert_before = NULL;
   if (n->op == KN__GN_PLACEHOLDER) g->ninputs--;
   kn__gnames_release(&g->names, n->name);
   if (n->attr) kn_release(n->attr);
@@ -450,7 +457,8 @@ int kn__graph_eliminate_dead_code(kn__graph *g) {
   int removed = 0;
   for (int i = g->n - 1; i >= 0; i--) {
     kn__gnode *n = g->nodes[i];
-    if (n->op == KN__GN_CALL && n->nusers == 0 && !has_side_effects(n) &&
+    if ((n->op == KN__GN_CALL || n->op == KN__GN_GET_ATTR) && n->nusers == 0 &&
+        !has_side_effects(n) &&
         kn__graph_erase_node(g, n) == KN_OK)
       removed++;
   }

@@ -1,5 +1,5 @@
 /*
-** dynamo/graph_print.c: the graph printers, in the forms torch.fx and
+** graph/graph_print.c: the graph printers, in the forms torch.fx and
 ** Dynamo log them: print_readable() code (graph_code, also the payload of
 ** dynamo_output_graph), the tabulate table (graph), the tensor sizes
 ** (graph_sizes) and the "sizes" metadata of dynamo_output_graph.
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 
 /* ---- user source lines (read from the file when it is readable) ---------- */
 typedef struct srccache {
@@ -100,7 +100,7 @@ static void call_args(kn__sb *sb, const kn__gnode *n) {
     if (!first) kn__sb_puts(sb, ", ");
     first = false;
     if (i < ns && sa[i].kwonly) kn__sb_printf(sb, "%.*s = ", sa[i].name_len, sa[i].name);
-    kn__gfmt_arg(sb, &n->args[i]);
+    kn__gfmt_arg_as(sb, &n->args[i], i < ns ? &sa[i] : NULL);
   }
 }
 
@@ -247,7 +247,7 @@ static void tab_args(kn__sb *sb, const kn__gnode *n) {
     if (i < ns && sa[i].kwonly) continue;
     if (np++) kn__sb_puts(sb, ", ");
     if (!n->opdef && i == 0) kn__sb_puts(sb, n->args[0].u.t.node->name);
-    else kn__gfmt_arg(sb, &n->args[i]);
+    else kn__gfmt_arg_as(sb, &n->args[i], i < ns ? &sa[i] : NULL);
   }
   kn__sb_puts(sb, np == 1 ? ",)" : ")");
 }
@@ -261,7 +261,7 @@ static void tab_kwargs(kn__sb *sb, const kn__gnode *n) {
     if (!sa[i].kwonly || kn__gargs_kw_default(n, sa, ns, i)) continue;
     if (nk++) kn__sb_puts(sb, ", ");
     kn__sb_printf(sb, "'%.*s': ", sa[i].name_len, sa[i].name);
-    kn__gfmt_arg(sb, &n->args[i]);
+    kn__gfmt_arg_as(sb, &n->args[i], &sa[i]);
   }
   kn__sb_putc(sb, '}');
 }

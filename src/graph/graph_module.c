@@ -1,12 +1,12 @@
 /*
-** dynamo/graph_module.c: kn_graph_module, the public callable around a
+** graph/graph_module.c: kn_graph_module, the public callable around a
 ** graph (kn_export's result, and what the "eager" backend compiles to):
 ** it owns the graph (with its constants) and the interpreter program.
 */
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "dynamo/graph.h"
+#include "graph/graph.h"
 
 struct kn_graph_module {
   kn__graph *g;   /* owned */

@@ -1,5 +1,5 @@
 /*
-** dynamo/graph_pyrepr.c: values written the way Python prints them, so the
+** graph/graph_pyrepr.c: values written the way Python prints them, so the
 ** graph printers match FX's output: float repr (shortest round trip, "1e-05"),
 ** dtypes ("torch.float32"), symbolic ints, argument lists, type annotations
 ** ("f32[3, 4][4, 1]cpu"), and the argument names of an op's schema.
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dynamo/graph_int.h"
+#include "graph/graph_int.h"
 
 void kn__py_float(kn__sb *sb, double v) {
   if (isnan(v)) {
@@ -128,6 +128,78 @@ void kn__gfmt_arg(kn__sb *sb, const kn__garg *a) {
   }
 }
 
+/* Values of enum-like arguments, in the order of the ints kiln passes
+** (ATen's Reduction enum; gelu's approximate 0 = 'none', 1 = 'tanh'; div's
+** rounding_mode kn_rounding_mode: 0 = None, 1 = 'trunc', 2 = 'floor'). */
+static const char *const reductions[] = {"None", "Mean", "Sum"};
+static const char *const approximations[] = {"'none'", "'tanh'"};
+static const char *const rounding_modes[] = {"None", "'trunc'", "'floor'"};
+static const char *const memory_formats[] = {"contiguous_format", "preserve_format",
+                                             "channels_last"};
+
+/* Type of the schema item [item, name): "Tensor(a!)", "int[1]?", "str". */
+static void type_of(const char *item, const char *name, kn__schema_arg *a) {
+  char t[64];
+  while (item < name && *item == ' ') item++;
+  size_t n = (size_t)(name - item);
+  while (n > 0 && item[n - 1] == ' ') n--;
+  if (n >= sizeof t) n = sizeof t - 1;
+  memcpy(t, item, n);
+  t[n] = '\0';
+  a->optional = n > 0 && t[n - 1] == '?';
+  a->list = strchr(t, '[') != NULL;
+  a->type = !strncmp(t, "Tensor", 6)       ? KN__PT_TENSOR
+            : !strncmp(t, "int", 3) || !strncmp(t, "SymInt", 6) ? KN__PT_INT
+            : !strncmp(t, "float", 5)      ? KN__PT_FLOAT
+            : !strncmp(t, "bool", 4)       ? KN__PT_BOOL
+            : !strncmp(t, "ScalarType", 10) ? KN__PT_DTYPE
+            : !strncmp(t, "Scalar", 6)     ? KN__PT_SCALAR
+            : !strncmp(t, "Generator", 9)  ? KN__PT_GENERATOR
+                                           : KN__PT_OTHER;
+  int len = (int)(a->name_len);
+  if (a->type == KN__PT_INT && !a->list && len == 9 && !strncmp(name, "reduction", 9)) {
+    a->enum_names = reductions;
+    a->nenum = 3;
+  } else if (!strncmp(t, "str", 3) && len == 11 && !strncmp(name, "approximate", 11)) {
+    a->enum_names = approximations;
+    a->nenum = 2;
+  } else if (!strncmp(t, "str", 3) && len == 13 && !strncmp(name, "rounding_mode", 13)) {
+    a->enum_names = rounding_modes;
+    a->nenum = 3;
+  } else if (!strncmp(t, "MemoryFormat", 12)) {
+    a->enum_names = memory_formats;
+    a->nenum = 3;
+  }
+  if (a->enum_names) a->type = KN__PT_ENUM;
+}
+
+void kn__gfmt_arg_as(kn__sb *sb, const kn__garg *a, const kn__schema_arg *sa) {
+  if (sa && sa->type == KN__PT_ENUM && a->kind == KN__GA_INT && kn__sym_is_const(a->u.i) &&
+      a->u.i.c >= 0 && a->u.i.c < sa->nenum) {
+    kn__sb_puts(sb, sa->enum_names[a->u.i.c]);
+    return;
+  }
+  kn__gfmt_arg(sb, a);
+}
+
+bool kn__garg_fits(const kn__garg *a, const kn__schema_arg *sa) {
+  switch (a->kind) {
+  case KN__GA_NONE: return sa->optional || sa->def || sa->type == KN__PT_GENERATOR;
+  case KN__GA_TENSOR:
+    return sa->type == KN__PT_TENSOR && !sa->list && (a->u.t.node || sa->optional || sa->def);
+  case KN__GA_TENSORS: return sa->type == KN__PT_TENSOR && sa->list;
+  case KN__GA_INT: /* an int also stands for a one-element list (int[1] dim) */
+    return sa->type == KN__PT_INT || sa->type == KN__PT_ENUM || sa->type == KN__PT_SCALAR;
+  case KN__GA_INTS: return sa->list && (sa->type == KN__PT_INT || sa->type == KN__PT_BOOL);
+  case KN__GA_DOUBLE: return sa->type == KN__PT_FLOAT || sa->type == KN__PT_SCALAR;
+  case KN__GA_BOOL: return sa->type == KN__PT_BOOL || sa->type == KN__PT_SCALAR;
+  case KN__GA_SCALAR: return sa->type == KN__PT_SCALAR || sa->type == KN__PT_FLOAT;
+  case KN__GA_DTYPE: return sa->type == KN__PT_DTYPE;
+  case KN__GA_GEN: return sa->type == KN__PT_GENERATOR;
+  }
+  return false;
+}
+
 /* "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor":
 ** split the parenthesised list at top-level commas; the name is the last
 ** word before '=' (or the end) of each item, the default what follows '='. */
@@ -150,7 +222,8 @@ int kn__schema_args(const char *schema, kn__schema_arg *out) {
       if (end - b == 1 && *b == '*') {
         kw = true;
       } else if (end > b && n < KN__MAX_ARGS) {
-        out[n] = (kn__schema_arg){b, NULL, (int)(end - b), 0, kw};
+        out[n] = (kn__schema_arg){.name = b, .name_len = (int)(end - b), .kwonly = kw};
+        type_of(item, b, &out[n]);
         if (eq < p) {
           out[n].def = eq + 1;
           out[n].def_len = (int)(p - eq - 1);
@@ -169,7 +242,7 @@ bool kn__gargs_kw_default(const kn__gnode *n, const kn__schema_arg *sa, int nsa,
   if (n->args[i].kind == KN__GA_NONE) return true;
   if (!sa[i].def) return false;
   kn__sb sb = KN__SB_INIT;
-  kn__gfmt_arg(&sb, &n->args[i]);
+  kn__gfmt_arg_as(&sb, &n->args[i], &sa[i]);
   bool same = !kn__sb_failed(&sb) && sb.len == (size_t)sa[i].def_len &&
               memcmp(kn__sb_cstr(&sb), sa[i].def, sb.len) == 0;
   kn__sb_fini(&sb);

@@ -1,6 +1,6 @@
 /*
 ** ops/vmath_f32.h: kiln's own float32 vector kernels for exp, expm1, log,
-** log2, log10, log1p, sinh, cosh and (on ISAs with FMA) sin and cos,
+** log2, log10, log1p, sinh, cosh and (on ISAs with FMA) sin, cos and tan,
 ** included by vmath_isa.h (which defines kn_vf, KN_VM_WF and the ISA macros
 ** KN_VM_FMAF, KN_VM_ANYI, KN_VM_HAS_FMA). SLEEF's u10 float functions carry
 ** double-float arithmetic that float32 does not need at 1 ULP; these use
@@ -207,7 +207,7 @@ static inline kn_vf v_log1p_own_f(kn_vf x) {
   return log_special_f(x, r, (x > -1.0f) & (x < INFINITY) & (x != 0.0f), -1.0f);
 }
 
-/* ---- sin, cos (FMA only: the reduction needs exact products) ----------------- */
+/* ---- sin, cos, tan (FMA only: the reduction needs exact products) ------------ */
 
 #if KN_VM_HAS_FMA
 /* |x| up to this reduce with three float parts of pi/2; larger lanes (and
@@ -241,7 +241,7 @@ static inline kn_vf cos_poly_f(kn_vf z) {
   return fma_f(z, p, VF(1));
 }
 
-/* Lanes beyond KN_TRIG_MAX (and inf) from SLEEF; sin keeps -0. */
+/* Lanes beyond KN_TRIG_MAX (and inf) from SLEEF; sin and tan keep -0. */
 static inline kn_vf trig_fix_f(kn_vf x, kn_vf r, kn_vf (*slow)(kn_vf), bool odd) {
   if (odd) r = sel_f(x == 0.0f, x, r);
   kn_vfi big = (kn_vfi)((kn_vf)((kn_vfi)x & INT32_MAX) > KN_TRIG_MAX);
@@ -266,4 +266,28 @@ static inline kn_vf v_cos_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
   return trig_fix_f(x, v, slow, false);
 }
 
+/* tan r = r + r^3 P(r^2) on |r| <= pi/4 (P: least-squares fit, relative
+** weight, 2e-9 relative error); odd quadrants -1 / tan r. Here r = r2 +
+** rlo carries the reduction's rounding error too (tan'(r) = 1 + r^2 +
+** 2 r^4 / 3 + ... scales it), so the result rounds about once: at most 1.5
+** ULP (1.3 measured). */
+static inline kn_vf v_tan_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
+  kn_vf q = rint_f(x * 0x1.45f306p-1f);
+  kn_vf r1 = fma_f(q, VF(-0x1.921fb6p+0f), x);
+  /* r + rlo = r1 + q c2 + q c3 exactly but for the last term (TwoSum) */
+  kn_vf ph = q * 0x1.777a5cp-25f, pl = fma_f(q, VF(0x1.777a5cp-25f), -ph);
+  kn_vf r = r1 + ph, bb = r - r1;
+  kn_vf rlo = ((r1 - (r - bb)) + (ph - bb)) + fma_f(q, VF(0x1.ee59dap-50f), pl);
+  kn_vf z = r * r;
+  kn_vf p = fma_f(z, VF(0x1.1dc6d4p-8f), VF(0x1.ff54dep-14f));
+  p = fma_f(p, z, VF(0x1.6238p-7f));
+  p = fma_f(p, z, VF(0x1.5cda24p-6f));
+  p = fma_f(p, z, VF(0x1.bad7d4p-5f));
+  p = fma_f(p, z, VF(0x1.110da4p-3f));
+  p = fma_f(p, z, VF(0x1.55556p-2f));
+  kn_vf c = rlo * fma_f(z, fma_f(z, VF(2.0f / 3), VF(1)), VF(1));
+  kn_vf t = r + fma_f(r * z, p, c);
+  kn_vf v = sel_f((toint_f(q) & 1) != 0, -1.0f / t, t);
+  return trig_fix_f(x, v, slow, true);
+}
 #endif

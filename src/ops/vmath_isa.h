@@ -48,14 +48,15 @@
 #if KN_VM_HAS_FMA
 static inline kn_vf sl_sin_f(kn_vf x) { return SL(sin, f, KN_VM_WF)(x); }
 static inline kn_vf sl_cos_f(kn_vf x) { return SL(cos, f, KN_VM_WF)(x); }
+static inline kn_vf sl_tan_f(kn_vf x) { return SL(tan, f, KN_VM_WF)(x); }
 #define KN_VM_SIN_f(x) v_sin_own_f(x, sl_sin_f)
 #define KN_VM_COS_f(x) v_cos_own_f(x, sl_cos_f)
+#define KN_VM_TAN_f(x) v_tan_own_f(x, sl_tan_f)
 #else
 #define KN_VM_SIN_f(x) SL(sin, f, KN_VM_WF)(x)
 #define KN_VM_COS_f(x) SL(cos, f, KN_VM_WF)(x)
-#endif
-/* tan stays SLEEF's: sin / cos in float is 3 ULPs off, in double slower */
 #define KN_VM_TAN_f(x) SL(tan, f, KN_VM_WF)(x)
+#endif
 #define KN_VM_SIN_d(x) SL(sin, d, KN_VM_WD)(x)
 #define KN_VM_COS_d(x) SL(cos, d, KN_VM_WD)(x)
 #define KN_VM_TAN_d(x) SL(tan, d, KN_VM_WD)(x)

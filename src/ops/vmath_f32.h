@@ -25,7 +25,7 @@ static inline kn_vf fma_f(kn_vf a, kn_vf b, kn_vf c) { return KN_VM_FMAF(a, b, c
 /* Round to nearest integer, for |v| < 2^22 (NaN and inf stay). */
 static inline kn_vf rint_f(kn_vf v) { return (v + 0x1.8p23f) - 0x1.8p23f; }
 /* 2^n for integer lanes n in [-126, 127] */
-static inline kn_vf pow2i_f(kn_vfi n) { return (kn_vf)((n + 127) << 23); }
+static inline kn_vf pow2i_f(kn_vfi n) { return (kn_vf)(((kn_vfu)n + 127u) << 23); }
 static inline kn_vfi toint_f(kn_vf v) { return __builtin_convertvector(v, kn_vfi); }
 
 #define KN_LN2HI 0x1.62e4p-1f /* 15 bits: n * KN_LN2HI is exact */
@@ -131,9 +131,10 @@ static inline kn_vf v_cosh_own_f(kn_vf x) {
 static inline kn_vf log_split_f(kn_vf x, kn_vf *e) {
   kn_vfi den = x < FLT_MIN;
   x = sel_f(den, x * 0x1p23f, x);
-  kn_vfi k = ((kn_vfi)x - 0x3f3504f3) >> 23;
+  /* unsigned arithmetic: wraps (negative x, NaN) instead of overflowing */
+  kn_vfi k = (kn_vfi)((kn_vfu)x - 0x3f3504f3u) >> 23;
   *e = __builtin_convertvector(k, kn_vf) - sel_f(den, VF(23), VF(0));
-  return (kn_vf)((kn_vfi)x - (k << 23)) - 1.0f;
+  return (kn_vf)((kn_vfu)x - ((kn_vfu)k << 23)) - 1.0f;
 }
 
 /* log(1 + f) = f - (hfsq - s (hfsq + R)), s = f / (2 + f), hfsq = f^2 / 2,
@@ -253,7 +254,7 @@ static inline kn_vf v_sin_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
   kn_vfi q;
   kn_vf r = trig_reduce_f(x, &q), z = r * r;
   kn_vf v = sel_f((q & 1) != 0, cos_poly_f(z), sin_poly_f(r, z));
-  v = (kn_vf)((kn_vfi)v ^ ((q & 2) << 30));
+  v = (kn_vf)((kn_vfu)v ^ ((kn_vfu)(q & 2) << 30));
   return trig_fix_f(x, v, slow, true);
 }
 
@@ -262,7 +263,7 @@ static inline kn_vf v_cos_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
   kn_vf r = trig_reduce_f(x, &q), z = r * r;
   q += 1;
   kn_vf v = sel_f((q & 1) != 0, cos_poly_f(z), sin_poly_f(r, z));
-  v = (kn_vf)((kn_vfi)v ^ ((q & 2) << 30));
+  v = (kn_vf)((kn_vfu)v ^ ((kn_vfu)(q & 2) << 30));
   return trig_fix_f(x, v, slow, false);
 }
 

@@ -216,6 +216,91 @@ Test(vmath, every_isa_within_ulp_bounds) {
                "the default table is the widest supported one");
 }
 
+/* ---- kiln's own float32 kernels: their branch points, then all magnitudes ---------- */
+
+static const ucase *case_of(kn__vmop op) {
+  for (int c = 0; c < NCASES; c++)
+    if (cases[c].op == op) return &cases[c];
+  return NULL;
+}
+
+/* Out-of-bound results of t's float function over n inputs (logged). */
+static int64_t count_bad_f32(const kn__vmath *t, const ucase *c, const float *x, int64_t n) {
+  float *y = malloc((size_t)n * sizeof *y);
+  cr_assert_not_null(y);
+  t->f32[c->op](y, x, n);
+  int64_t bad = 0, u;
+  for (int64_t i = 0; i < n; i++)
+    if (!within(y[i], c->ref((LD)x[i]), true, c->composite, bound(c), 1, &u) && bad++ < 3)
+      cr_log_error("%s float32 %s(%a) = %a, want %a (%lld ulps)", t->name, c->name, x[i], y[i],
+                   (double)(float)c->ref((LD)x[i]), (long long)u);
+  free(y);
+  return bad;
+}
+
+/* Where the float kernels switch formula, range or scaling (vmath_f32.h and
+** vmath_isa.h): 2048 consecutive floats on each side of each point. */
+static const struct {
+  kn__vmop op;
+  float at;
+} branch_points[] = {
+    {KN__VM_EXP, 88.7228394f},   {KN__VM_EXP, -87.3365479f}, {KN__VM_EXP, -103.972076f},
+    {KN__VM_EXP, 0.34657359f},   {KN__VM_EXP, -0.34657359f}, {KN__VM_EXP, 0},
+    {KN__VM_EXPM1, 0.58918f},    {KN__VM_EXPM1, -0.34657359f}, {KN__VM_EXPM1, 80},
+    {KN__VM_EXPM1, -30},         {KN__VM_EXPM1, 0},           {KN__VM_EXPM1, 1.2824f},
+    {KN__VM_LOG, 0.70710678f},   {KN__VM_LOG, 1},             {KN__VM_LOG, FLT_MIN},
+    {KN__VM_LOG2, 0.70710678f},  {KN__VM_LOG2, 1},            {KN__VM_LOG2, FLT_MIN},
+    {KN__VM_LOG10, 0.70710678f}, {KN__VM_LOG10, 1},           {KN__VM_LOG10, 10},
+    {KN__VM_LOG1P, -0.29289322f}, {KN__VM_LOG1P, 1},          {KN__VM_LOG1P, 0.41421356f},
+    {KN__VM_LOG1P, 0},           {KN__VM_LOG1P, -1},          {KN__VM_SIN, 8192},
+    {KN__VM_SIN, 0.78539816f},   {KN__VM_SIN, 3.14159265f},   {KN__VM_COS, 1.57079633f},
+    {KN__VM_COS, -8192},         {KN__VM_COS, 2.35619449f},   {KN__VM_SINH, 1},
+    {KN__VM_SINH, -88},          {KN__VM_COSH, 88},           {KN__VM_COSH, 0},
+    {KN__VM_TANH, 0.625f},       {KN__VM_ERF, 0.875f},        {KN__VM_ERF, -4},
+    {KN__VM_TAN, 4.71238898f},   {KN__VM_TAN, -8192},         {KN__VM_TAN, 0.78539816f},
+};
+
+Test(vmath, float_kernels_at_branch_points) {
+  enum { SIDE = 2048 };
+  float x[2 * SIDE];
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    for (size_t b = 0; b < sizeof branch_points / sizeof branch_points[0]; b++) {
+      for (int i = 0; i < 2 * SIDE; i++) /* nextafter steps through +-0 too */
+        x[i] = (float)(branch_points[b].at + (double)(i - SIDE) * 0x1p-149 *
+                                                  (branch_points[b].at == 0 ? 1 : 0));
+      if (branch_points[b].at != 0) {
+        x[SIDE] = branch_points[b].at;
+        for (int i = SIDE + 1; i < 2 * SIDE; i++) x[i] = nextafterf(x[i - 1], INFINITY);
+        for (int i = SIDE - 1; i >= 0; i--) x[i] = nextafterf(x[i + 1], -INFINITY);
+      }
+      const ucase *c = case_of(branch_points[b].op);
+      cr_expect_eq(count_bad_f32(t, c, x, 2 * SIDE), 0, "%s %s near %a", t->name, c->name,
+                   branch_points[b].at);
+    }
+  }
+}
+
+/* Every 65521st float32 bit pattern (all signs, magnitudes, NaNs and
+** infinities) through every unary function of every table. */
+Test(vmath, float_kernels_over_all_magnitudes) {
+  const int64_t n = ((int64_t)1 << 32) / 65521 + 1;
+  float *x = malloc((size_t)n * sizeof *x);
+  cr_assert_not_null(x);
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)(i * 65521);
+    memcpy(&x[i], &u, sizeof u);
+  }
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    for (int c = 0; c < NCASES; c++)
+      cr_expect_eq(count_bad_f32(t, &cases[c], x, n), 0, "%s %s", t->name, cases[c].name);
+  }
+  free(x);
+}
+
 /* ---- binary functions ------------------------------------------------------------ */
 
 static LD r_gelu_bw(LD g, LD x) {

@@ -9,9 +9,11 @@
 ** vmath_avx512.c). The widest table the CPU supports is chosen once, at
 ** first use (CPUID via __builtin_cpu_supports), so one binary runs on any
 ** x86-64 CPU. SLEEF's 1.0-ULP (u10) functions are used, like ATen's, except
-** for float32 tanh and erf, which SLEEF computes several times slower than
-** exp: those are kiln's own polynomials around SLEEF's exp (vmath_isa.h;
-** at most 1 ULP, checked exhaustively over [2^-20, 8]). No fast-math. Functions work on contiguous arrays of any length
+** for the float32 functions SLEEF computes in double-float arithmetic that
+** float32 does not need (exp, expm1, the logs, sinh, cosh, tanh, erf, and
+** sin, cos, tan on FMA ISAs): those are kiln's own (vmath_f32.h,
+** vmath_isa.h; at most 1.63 ULP measured over all float32). No fast-math.
+** Functions work on contiguous arrays of any length
 ** (the tail is computed in a zero-padded vector); y may equal x.
 */
 #ifndef KN_OPS_VMATH_H

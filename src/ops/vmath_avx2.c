@@ -15,6 +15,9 @@ typedef __m256d kn_vd;
 #define KN_VM_SQRTD _mm256_sqrt_pd
 #define KN_VM_ANY_GTF(v, c) (_mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(c), _CMP_GT_OQ)) != 0)
 #define KN_VM_ANY_GTD(v, c) (_mm256_movemask_pd(_mm256_cmp_pd(v, _mm256_set1_pd(c), _CMP_GT_OQ)) != 0)
+#define KN_VM_FMAF(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define KN_VM_ANYI(m) (!_mm256_testz_si256((__m256i)(m), (__m256i)(m))) /* any lane of an int mask set */
+#define KN_VM_HAS_FMA 1
 #define KN_VM_TABLE kn__vmath_avx2
 #define KN_VM_NAME "avx2"
 #include "ops/vmath_isa.h"

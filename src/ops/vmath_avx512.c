@@ -15,6 +15,9 @@ typedef __m512d kn_vd;
 #define KN_VM_SQRTD _mm512_sqrt_pd
 #define KN_VM_ANY_GTF(v, c) (_mm512_cmp_ps_mask(v, _mm512_set1_ps(c), _CMP_GT_OQ) != 0)
 #define KN_VM_ANY_GTD(v, c) (_mm512_cmp_pd_mask(v, _mm512_set1_pd(c), _CMP_GT_OQ) != 0)
+#define KN_VM_FMAF(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define KN_VM_ANYI(m) (_mm512_test_epi32_mask((__m512i)(m), (__m512i)(m)) != 0) /* any lane of an int mask set */
+#define KN_VM_HAS_FMA 1
 #define KN_VM_TABLE kn__vmath_avx512
 #define KN_VM_NAME "avx512"
 #include "ops/vmath_isa.h"

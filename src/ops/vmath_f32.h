@@ -1,0 +1,294 @@
+/*
+** ops/vmath_f32.h: kiln's own float32 vector kernels for exp, expm1, log,
+** log2, log10, log1p, sinh, cosh and (on ISAs with FMA) sin, cos and tan,
+** included by vmath_isa.h (which defines kn_vf, KN_VM_WF and the ISA macros
+** KN_VM_FMAF, KN_VM_ANYI, KN_VM_HAS_FMA). SLEEF's u10 float functions carry
+** double-float arithmetic that float32 does not need at 1 ULP; these use
+** classic range reductions and plain float polynomials instead (Taylor
+** coefficients, which meet float accuracy on the reduced ranges), with no
+** fast-math and with special values (0, -0, +-inf, NaN, denormals) exact.
+** Error bounds measured over every float in their ranges while developing
+** them are in the comments; tests/test_vmath.c checks them on every ISA.
+*/
+#include <float.h>
+#include <math.h>
+
+typedef int32_t kn_vfi __attribute__((vector_size(sizeof(kn_vf))));
+typedef uint32_t kn_vfu __attribute__((vector_size(sizeof(kn_vf))));
+
+#define VF(c) ((kn_vf){0} + (float)(c))
+
+static inline kn_vf sel_f(kn_vfi m, kn_vf a, kn_vf b) { /* m ? a : b, lane by lane */
+  return (kn_vf)(((kn_vfi)a & m) | ((kn_vfi)b & ~m));
+}
+static inline kn_vf fma_f(kn_vf a, kn_vf b, kn_vf c) { return KN_VM_FMAF(a, b, c); }
+/* Round to nearest integer, for |v| < 2^22 (NaN and inf stay). */
+static inline kn_vf rint_f(kn_vf v) { return (v + 0x1.8p23f) - 0x1.8p23f; }
+/* 2^n for integer lanes n in [-126, 127] */
+static inline kn_vf pow2i_f(kn_vfi n) { return (kn_vf)(((kn_vfu)n + 127u) << 23); }
+static inline kn_vfi toint_f(kn_vf v) { return __builtin_convertvector(v, kn_vfi); }
+
+#define KN_LN2HI 0x1.62e4p-1f /* 15 bits: n * KN_LN2HI is exact */
+#define KN_LN2LO 0x1.7f7d1cp-20f
+#define KN_LOG2E 0x1.715476p+0f
+
+/* ---- exp and expm1 -------------------------------------------------------- */
+
+/* expm1(r) = r + r^2 (1/2 + r/6 + ... ) for r in [-0.35, 0.59], Taylor
+** terms to r^9 (remainder below 2e-9 relative). */
+static inline kn_vf em1_poly_f(kn_vf r) {
+  kn_vf q = fma_f(r, VF(1.0 / 3628800), VF(1.0 / 362880));
+  q = fma_f(q, r, VF(1.0 / 40320));
+  q = fma_f(q, r, VF(1.0 / 5040));
+  q = fma_f(q, r, VF(1.0 / 720));
+  q = fma_f(q, r, VF(1.0 / 120));
+  q = fma_f(q, r, VF(1.0 / 24));
+  q = fma_f(q, r, VF(1.0 / 6));
+  q = fma_f(q, r, VF(0.5));
+  return fma_f(r, r * q, r);
+}
+
+/* e^r - 1 for |r| <= 0.35: Taylor terms to r^7 (remainder 6e-9). */
+static inline kn_vf em1_short_f(kn_vf r) {
+  kn_vf q = fma_f(r, VF(1.0 / 5040), VF(1.0 / 720));
+  q = fma_f(q, r, VF(1.0 / 120));
+  q = fma_f(q, r, VF(1.0 / 24));
+  q = fma_f(q, r, VF(1.0 / 6));
+  q = fma_f(q, r, VF(0.5));
+  return fma_f(r, r * q, r);
+}
+
+/* r = x - n ln2 in two steps (n * KN_LN2HI exact). */
+static inline kn_vf exp_reduce_f(kn_vf x, kn_vf n) {
+  return fma_f(n, VF(-KN_LN2LO), fma_f(n, VF(-KN_LN2HI), x));
+}
+
+/* (1 + m) 2^n, rounded once, for integer lanes n in [-150, 129]: one
+** scaling when all lanes are normal powers of two, else two (the second
+** rounds only results that underflow or overflow). */
+static inline kn_vf scale1p_f(kn_vf m, kn_vfi n) {
+  kn_vfi out = (kn_vfi)((kn_vfu)(n + 126) > 253u);
+  if (!KN_VM_ANYI(out)) {
+    kn_vf s = pow2i_f(n);
+    return fma_f(m, s, s);
+  }
+  kn_vfi h = n >> 1;
+  kn_vf s = pow2i_f(h);
+  return fma_f(m, s, s) * pow2i_f(n - h);
+}
+
+/* e^x: x clamped to [-104, 89] (0 and inf beyond; NaN stays), n = rint(x /
+** ln2), e^x = 2^n (1 + expm1(r)). At most 1 ULP (0.51 measured). */
+static inline kn_vf v_exp_own_f(kn_vf x) {
+  kn_vf xc = sel_f(x > 89.0f, VF(89), x);
+  xc = sel_f(xc < -104.0f, VF(-104), xc);
+  kn_vf n = rint_f(xc * KN_LOG2E);
+  return scale1p_f(em1_short_f(exp_reduce_f(xc, n)), toint_f(n));
+}
+
+/* e^x - 1 = 2^n expm1(r) + (2^n - 1). For x > 0, n = rint(x / ln2 - 0.35)
+** keeps r >= -0.104, so the first term never cancels the second much; for
+** x < 0 the usual |r| <= ln2 / 2. x < -30 gives -1; x > 80, e^x (the -1 is
+** below half an ULP). At most 1.5 ULP (measured). */
+static inline kn_vf v_expm1_own_f(kn_vf x) {
+  kn_vf xc = sel_f(x < -30.0f, VF(-30), x);
+  xc = sel_f(xc > 80.0f, VF(80), xc);
+  kn_vf n = rint_f(xc * KN_LOG2E - sel_f(xc > 0.0f, VF(0.35f), VF(0)));
+  kn_vf m = em1_poly_f(exp_reduce_f(xc, n));
+  kn_vf t = pow2i_f(toint_f(n));
+  kn_vf r = sel_f(n == 0.0f, m, fma_f(t, m, t - 1.0f));
+  r = sel_f(x == 0.0f, x, r); /* -0 */
+  if (KN_VM_ANYI(x > 80.0f)) r = sel_f(x > 80.0f, v_exp_own_f(x), r);
+  return r;
+}
+
+/* sinh(x) = sign(x) (t + t / (t + 1)) / 2 with t = expm1(|x|); |x| > 88 is
+** left to the caller (the result overflows a little after e^|x| does). */
+static inline kn_vf v_sinh_own_f(kn_vf x) {
+  kn_vfi sgn = (kn_vfi)x & INT32_MIN;
+  kn_vf a = (kn_vf)((kn_vfi)x ^ sgn), t = v_expm1_own_f(a);
+  kn_vf r = 0.5f * (t + t / (t + 1.0f));
+  /* below 1: x + x^3 (1/3! + x^2/5! + ... + x^10/13!) (remainder 2e-10) */
+  kn_vf z = a * a, p = fma_f(z, VF(1.0 / 6227020800), VF(1.0 / 39916800));
+  p = fma_f(p, z, VF(1.0 / 362880));
+  p = fma_f(p, z, VF(1.0 / 5040));
+  p = fma_f(p, z, VF(1.0 / 120));
+  p = fma_f(p, z, VF(1.0 / 6));
+  r = sel_f(a < 1.0f, fma_f(a * z, p, a), r);
+  return (kn_vf)((kn_vfi)r | sgn);
+}
+
+/* cosh(x) = e / 2 + 1 / (2 e) with e = e^|x| (|x| > 88: the caller's). */
+static inline kn_vf v_cosh_own_f(kn_vf x) {
+  kn_vf e = v_exp_own_f((kn_vf)((kn_vfi)x & INT32_MAX));
+  return 0.5f * e + 0.5f / e;
+}
+
+/* ---- logarithms ------------------------------------------------------------- */
+
+/* x = 2^e (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)), for finite x > 0
+** (denormals scaled first). */
+static inline kn_vf log_split_f(kn_vf x, kn_vf *e) {
+  kn_vfi den = x < FLT_MIN;
+  x = sel_f(den, x * 0x1p23f, x);
+  /* unsigned arithmetic: wraps (negative x, NaN) instead of overflowing */
+  kn_vfi k = (kn_vfi)((kn_vfu)x - 0x3f3504f3u) >> 23;
+  *e = __builtin_convertvector(k, kn_vf) - sel_f(den, VF(23), VF(0));
+  return (kn_vf)((kn_vfu)x - ((kn_vfu)k << 23)) - 1.0f;
+}
+
+/* log(1 + f) = f - (hfsq - s (hfsq + R)), s = f / (2 + f), hfsq = f^2 / 2,
+** R = 2 (z/3 + z^2/5 + z^3/7 + z^4/9), z = s^2 (the atanh series; |s| <=
+** 0.172). Returns the part s (hfsq + R) - hfsq; f is exact. */
+static inline kn_vf log_tail_f(kn_vf f, kn_vf *hfsq) {
+  kn_vf s = f / (2.0f + f), z = s * s;
+  kn_vf r = fma_f(z, VF(2.0 / 9), VF(2.0 / 7));
+  r = fma_f(r, z, VF(2.0 / 5));
+  r = fma_f(r, z, VF(2.0 / 3));
+  r = r * z;
+  *hfsq = 0.5f * f * f;
+  return s * (*hfsq + r);
+}
+
+/* Lanes that are not finite and positive (log: > 0; log1p: > -1) take
+** their special value: at the pole -inf, below it NaN, else x itself
+** (inf, NaN, and for log1p +-0). */
+static inline kn_vf log_special_f(kn_vf x, kn_vf r, kn_vfi ok, float pole) {
+  if (!KN_VM_ANYI(~ok)) return r;
+  kn_vf sp = sel_f(x == pole, VF(-INFINITY), sel_f(x < pole, VF(NAN), x));
+  return sel_f(ok, r, sp);
+}
+
+/* At most 1 ULP (0.8 measured). */
+static inline kn_vf v_log_own_f(kn_vf x) {
+  kn_vf e, hfsq, f = log_split_f(x, &e);
+  kn_vf t = log_tail_f(f, &hfsq);
+  kn_vf r = fma_f(e, VF(KN_LN2HI), f - (hfsq - fma_f(e, VF(KN_LN2LO), t)));
+  return log_special_f(x, r, (x > 0.0f) & (x < INFINITY), 0.0f);
+}
+
+/* hi + lo = f - hfsq + t, hi with 12 significant bits (so hi * c is exact
+** for constants c of 12 bits). */
+static inline kn_vf log_hilo_f(kn_vf f, kn_vf hfsq, kn_vf t, kn_vf *lo) {
+  kn_vf hi = f - hfsq;
+  hi = (kn_vf)((kn_vfi)hi & (int32_t)0xfffff000);
+  *lo = (f - hi) - hfsq + t;
+  return hi;
+}
+
+/* log2 x = e + (hi + lo) / ln 2 with 1/ln 2 split in two: at most 1 ULP. */
+static inline kn_vf v_log2_own_f(kn_vf x) {
+  kn_vf e, hfsq, lo, f = log_split_f(x, &e);
+  kn_vf t = log_tail_f(f, &hfsq), hi = log_hilo_f(f, hfsq, t, &lo);
+  const float ih = 0x1.714p+0f, il = 0x1.47652cp-12f; /* 1 / ln 2 */
+  kn_vf vlo = (lo + hi) * il + lo * ih, vhi = hi * ih;
+  kn_vf w = e + vhi;
+  vlo += (e - w) + vhi;
+  return log_special_f(x, vlo + w, (x > 0.0f) & (x < INFINITY), 0.0f);
+}
+
+/* log10 x = e log10(2) + (hi + lo) / ln 10, constants split in two. */
+static inline kn_vf v_log10_own_f(kn_vf x) {
+  kn_vf e, hfsq, lo, f = log_split_f(x, &e);
+  kn_vf t = log_tail_f(f, &hfsq), hi = log_hilo_f(f, hfsq, t, &lo);
+  const float ih = 0x1.bcap-2f, il = 0x1.7b1526p-14f;  /* 1 / ln 10 */
+  const float lh = 0x1.344p-2f, ll = 0x1.3509f8p-18f; /* log10(2) */
+  kn_vf r = e * ll + (lo + hi) * il + lo * ih + hi * ih + e * lh;
+  return log_special_f(x, r, (x > 0.0f) & (x < INFINITY), 0.0f);
+}
+
+/* log1p x = log u + c / u with u = 1 + x rounded and c = 1 + x - u exactly
+** (1 - (u - x) above 1, x - (u - 1) below). */
+static inline kn_vf v_log1p_own_f(kn_vf x) {
+  kn_vf u = 1.0f + x;
+  kn_vf c = sel_f(x > 1.0f, 1.0f - (u - x), x - (u - 1.0f)) / u;
+  kn_vf e, hfsq, f = log_split_f(u, &e);
+  kn_vf t = log_tail_f(f, &hfsq);
+  kn_vf r = fma_f(e, VF(KN_LN2HI), f - (hfsq - (fma_f(e, VF(KN_LN2LO), c) + t)));
+  return log_special_f(x, r, (x > -1.0f) & (x < INFINITY) & (x != 0.0f), -1.0f);
+}
+
+/* ---- sin, cos, tan (FMA only: the reduction needs exact products) ------------ */
+
+#if KN_VM_HAS_FMA
+/* |x| up to this reduce with three float parts of pi/2; larger lanes (and
+** inf) take SLEEF's. */
+#define KN_TRIG_MAX 8192.0f
+
+/* x = q pi/2 + r, |r| <= pi/4 (about); returns r, q in *qi. */
+static inline kn_vf trig_reduce_f(kn_vf x, kn_vfi *qi) {
+  kn_vf q = rint_f(x * 0x1.45f306p-1f);
+  kn_vf r = fma_f(q, VF(-0x1.921fb6p+0f), x);
+  r = fma_f(q, VF(0x1.777a5cp-25f), r);
+  r = fma_f(q, VF(0x1.ee59dap-50f), r);
+  *qi = toint_f(q);
+  return r;
+}
+
+/* sin r and cos r for |r| <= pi/4: Taylor terms to r^11 and r^12. */
+static inline kn_vf sin_poly_f(kn_vf r, kn_vf z) {
+  kn_vf p = fma_f(z, VF(-1.0 / 39916800), VF(1.0 / 362880));
+  p = fma_f(p, z, VF(-1.0 / 5040));
+  p = fma_f(p, z, VF(1.0 / 120));
+  p = fma_f(p, z, VF(-1.0 / 6));
+  return fma_f(r * z, p, r);
+}
+static inline kn_vf cos_poly_f(kn_vf z) {
+  kn_vf p = fma_f(z, VF(1.0 / 479001600), VF(-1.0 / 3628800));
+  p = fma_f(p, z, VF(1.0 / 40320));
+  p = fma_f(p, z, VF(-1.0 / 720));
+  p = fma_f(p, z, VF(1.0 / 24));
+  p = fma_f(p, z, VF(-0.5));
+  return fma_f(z, p, VF(1));
+}
+
+/* Lanes beyond KN_TRIG_MAX (and inf) from SLEEF; sin and tan keep -0. */
+static inline kn_vf trig_fix_f(kn_vf x, kn_vf r, kn_vf (*slow)(kn_vf), bool odd) {
+  if (odd) r = sel_f(x == 0.0f, x, r);
+  kn_vfi big = (kn_vfi)((kn_vf)((kn_vfi)x & INT32_MAX) > KN_TRIG_MAX);
+  return KN_VM_ANYI(big) ? sel_f(big, slow(x), r) : r;
+}
+
+/* sin: quadrant q picks sin or cos of r and the sign. */
+static inline kn_vf v_sin_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
+  kn_vfi q;
+  kn_vf r = trig_reduce_f(x, &q), z = r * r;
+  kn_vf v = sel_f((q & 1) != 0, cos_poly_f(z), sin_poly_f(r, z));
+  v = (kn_vf)((kn_vfu)v ^ ((kn_vfu)(q & 2) << 30));
+  return trig_fix_f(x, v, slow, true);
+}
+
+static inline kn_vf v_cos_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
+  kn_vfi q;
+  kn_vf r = trig_reduce_f(x, &q), z = r * r;
+  q += 1;
+  kn_vf v = sel_f((q & 1) != 0, cos_poly_f(z), sin_poly_f(r, z));
+  v = (kn_vf)((kn_vfu)v ^ ((kn_vfu)(q & 2) << 30));
+  return trig_fix_f(x, v, slow, false);
+}
+
+/* tan r = r + r^3 P(r^2) on |r| <= pi/4 (P: least-squares fit, relative
+** weight, 2e-9 relative error); odd quadrants -1 / tan r. Here r = r2 +
+** rlo carries the reduction's rounding error too (tan'(r) = 1 + r^2 +
+** 2 r^4 / 3 + ... scales it), so the result rounds about once: at most 1.5
+** ULP (1.3 measured). */
+static inline kn_vf v_tan_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
+  kn_vf q = rint_f(x * 0x1.45f306p-1f);
+  kn_vf r1 = fma_f(q, VF(-0x1.921fb6p+0f), x);
+  /* r + rlo = r1 + q c2 + q c3 exactly but for the last term (TwoSum) */
+  kn_vf ph = q * 0x1.777a5cp-25f, pl = fma_f(q, VF(0x1.777a5cp-25f), -ph);
+  kn_vf r = r1 + ph, bb = r - r1;
+  kn_vf rlo = ((r1 - (r - bb)) + (ph - bb)) + fma_f(q, VF(0x1.ee59dap-50f), pl);
+  kn_vf z = r * r;
+  kn_vf p = fma_f(z, VF(0x1.1dc6d4p-8f), VF(0x1.ff54dep-14f));
+  p = fma_f(p, z, VF(0x1.6238p-7f));
+  p = fma_f(p, z, VF(0x1.5cda24p-6f));
+  p = fma_f(p, z, VF(0x1.bad7d4p-5f));
+  p = fma_f(p, z, VF(0x1.110da4p-3f));
+  p = fma_f(p, z, VF(0x1.55556p-2f));
+  kn_vf c = rlo * fma_f(z, fma_f(z, VF(2.0f / 3), VF(1)), VF(1));
+  kn_vf t = r + fma_f(r * z, p, c);
+  kn_vf v = sel_f((toint_f(q) & 1) != 0, -1.0f / t, t);
+  return trig_fix_f(x, v, slow, true);
+}
+#endif

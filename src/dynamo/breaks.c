@@ -450,7 +450,9 @@ static kn_status do_break_x(kn__trace *tr, brkreq *rq, double *ans) {
   if (st == KN_OK) {
     tr->parent = seg;
     tr->parent_answer = a;
-    tr->cur_known = quiet ? known_child(seg, a) : NULL;
+    /* the run that missed stopped at miss_seg: what follows it is traced
+    ** afresh, even a branch another thread added there since */
+    tr->cur_known = quiet && seg != tr->miss_seg ? known_child(seg, a) : NULL;
     if (quiet && !tr->cur_known) /* leaving the known tree: fresh slots from here on */
       while (tr->nslots < tr->into->nslots && st == KN_OK)
         st = kn__trace_new_slot(tr, NULL) < 0 ? kn_last_status() : KN_OK;
@@ -765,18 +767,20 @@ static kn_status keep_branch_guards(kn__trace *tr, kn__entry *into) {
 }
 
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                         kn_tensor **partial, int flags, const kn__recompile_note *note,
+                         kn__branch_miss *miss, int flags, const kn__recompile_note *note,
                          kn__entry **out_entry, kn_value *result) {
   *out_entry = NULL;
   *result = kn_vnone();
   kn__set_fake_hooks(&hooks);
   kn__trace *tr = calloc(1, sizeof *tr);
   if (!tr) {
-    kn__values_free(partial, into ? into->nslots : 0);
+    if (miss) kn__values_free(miss->vals, miss->nvals);
     return kn__oom();
   }
-  tr->partial = partial;
-  tr->npartial = partial && into ? into->nslots : 0;
+  tr->partial = miss && into ? miss->vals : NULL;
+  tr->npartial = tr->partial ? miss->nvals : 0;
+  tr->miss_seg = miss && into ? miss->seg : NULL;
+  if (miss && !into) kn__values_free(miss->vals, miss->nvals);
   tr->no_cache = into && (flags & KN__TRACE_NO_CACHE);
   tr->note = note;
   tr->f = f;

@@ -521,11 +521,11 @@ static void wont_convert(kn_compiled *f) {
 }
 
 /* Trace and add an entry (or extend `into` with a branch, reusing the
-** values `partial` of the run that missed it: taken over), compile_lock
+** values of the run that missed it, bm: taken over), compile_lock
 ** held. On failure *eager says whether the WON'T CONVERT policy runs the
 ** call eagerly (the caller does, after unlocking). */
 static kn_status compile_entry(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                               kn_tensor **partial, const char *rj, const char *msg,
+                               kn__branch_miss *bm, const char *rj, const char *msg,
                                bool verbose, kn_value *out, bool *eager) {
   *eager = false;
   /* logged inside the new compile's context, where the trace makes it */
@@ -534,8 +534,7 @@ static kn_status compile_entry(kn_compiled *f, const kn_value *args, int nargs, 
   ** for the whole trace; a new entry is private until it is linked */
   if (into) pthread_rwlock_wrlock(&f->entries_lock);
   kn__entry *e = NULL;
-  kn_status st = kn__trace_call(f, args, nargs, into, partial, 0, msg || rj ? &note : NULL, &e,
-                                out);
+  kn_status st = kn__trace_call(f, args, nargs, into, bm, 0, msg || rj ? &note : NULL, &e, out);
   if (!into && e) pthread_rwlock_wrlock(&f->entries_lock);
   if (e) {
     e->next = f->entries;
@@ -589,14 +588,13 @@ typedef struct lookup {
   kn_status st;
   const kn__entry *e; /* the entry whose guards passed */
   int pos;            /* its position in the list */
-  int nslots;         /* e->nslots (e may be dropped before bm is used) */
   uint64_t gen;       /* the list generation seen */
   kn__branch_miss bm; /* FOUND_BRANCH: the values so far (owned) and the break */
 } lookup;
 
 /* Under the shared lock: the first entry whose guards pass runs. */
 static void find(kn_compiled *f, const kn_value *args, int nargs, kn_value *out, lookup *lk) {
-  *lk = (lookup){FOUND_NONE, KN_OK, NULL, 0, 0, 0, {0}};
+  *lk = (lookup){FOUND_NONE, KN_OK, NULL, 0, 0, {0}};
   pthread_rwlock_rdlock(&f->entries_lock);
   lk->gen = f->gen;
   if (f->skip) lk->kind = FOUND_SKIP;
@@ -604,7 +602,6 @@ static void find(kn_compiled *f, const kn_value *args, int nargs, kn_value *out,
     if (!kn__entry_check(e, args, nargs)) continue;
     lk->st = kn__entry_run(f, e, args, nargs, out, &lk->bm);
     lk->e = e;
-    lk->nslots = e->nslots;
     lk->kind = lk->st == KN_OK ? FOUND_HIT : lk->st == KN__MISS_BRANCH ? FOUND_BRANCH : FOUND_ERROR;
     break;
   }
@@ -631,10 +628,10 @@ static bool branch_known(const kn__branch_miss *bm) {
 /* At the cache limit: finish this call from the break (the known segments,
 ** and a backward in them, already ran) without caching the new branch. */
 static kn_status finish_uncached(kn_compiled *f, const kn_value *args, int nargs, kn__entry *e,
-                                 kn_tensor **partial, kn_value *out) {
+                                 kn__branch_miss *bm, kn_value *out) {
   kn__entry *none = NULL;
   pthread_rwlock_wrlock(&f->entries_lock);
-  kn_status st = kn__trace_call(f, args, nargs, e, partial, KN__TRACE_NO_CACHE, NULL, &none, out);
+  kn_status st = kn__trace_call(f, args, nargs, e, bm, KN__TRACE_NO_CACHE, NULL, &none, out);
   pthread_rwlock_unlock(&f->entries_lock);
   return st;
 }
@@ -651,13 +648,13 @@ static kn_status new_branch(kn_compiled *f, const kn_value *args, int nargs, loo
   bool linked = move_to_front(f, e);
   pthread_rwlock_unlock(&f->entries_lock);
   if (!linked) { /* kn_reset forgot the function while this call ran */
-    kn__values_free(bm->vals, lk->nslots);
+    kn__values_free(bm->vals, bm->nvals);
     return kn__error(KN_ESTATE, "%s: kn_reset() ran while this call was between two graph "
                      "segments; the call stopped after its first segments (call it again)",
                      f->frame.name);
   }
   if (branch_known(bm)) /* added by another thread meanwhile: replay, no recompile */
-    return finish_uncached(f, args, nargs, e, bm->vals, out);
+    return finish_uncached(f, args, nargs, e, bm, out);
   char cid[64];
   kn__compile_id_format(e->cid, cid, sizeof cid);
   char *r = kn__branch_miss_reason(bm);
@@ -665,13 +662,13 @@ static kn_status new_branch(kn_compiled *f, const kn_value *args, int nargs, loo
   miss m = {1, &r, &c};
   kn_status st;
   if (!r || !c) {
-    kn__values_free(bm->vals, lk->nslots);
+    kn__values_free(bm->vals, bm->nvals);
     st = kn__oom();
   } else if (f->ncompiles >= f->opts.cache_size_limit) {
     call_guard_fail_fn(f, &m);
     if (!f->limit_hit) limit_warning(f, &m, false);
     f->limit_hit = true;
-    st = finish_uncached(f, args, nargs, e, bm->vals, out);
+    st = finish_uncached(f, args, nargs, e, bm, out);
   } else {
     call_guard_fail_fn(f, &m);
     free(f->last_reason);
@@ -679,7 +676,7 @@ static kn_status new_branch(kn_compiled *f, const kn_value *args, int nargs, loo
     bool verbose = KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES_VERBOSE);
     char *msg = recompile_message(f, &m, verbose);
     char *rj = reasons_json(&m);
-    st = compile_entry(f, args, nargs, e, bm->vals, rj, msg, verbose, out, eager);
+    st = compile_entry(f, args, nargs, e, bm, rj, msg, verbose, out, eager);
     free(msg);
     free(rj);
   }

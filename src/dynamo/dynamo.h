@@ -343,14 +343,17 @@ typedef struct kn__recompile_note {
 ** and *result the call's result (real values). When `into` is an existing
 ** entry whose root segment tree is being extended (a different answer at a
 ** break), the trace replays the known segments quietly and adds a branch;
-** *out_entry is then NULL. `partial` (taken over, may be NULL) is the value
-** table of the cached run that missed the branch (kn__entry_run). With
+** *out_entry is then NULL. `miss` (may be NULL; its values are taken over)
+** is what the cached run that missed the branch left (kn__entry_run): the
+** values of the segments it ran, and the break that answered differently,
+** where the replay leaves the known tree. With
 ** KN__TRACE_NO_CACHE the new segments run and are dropped: `into` is left
 ** as it was (the cache limit was reached; effects still happen once).
 ** `note` (may be NULL) says why this is a recompile. */
 #define KN__TRACE_NO_CACHE 1 /* extend `into` for this call only (cache limit) */
+typedef struct kn__branch_miss kn__branch_miss;
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
-                         kn_tensor **partial, int flags, const kn__recompile_note *note,
+                         kn__branch_miss *miss, int flags, const kn__recompile_note *note,
                          kn__entry **out_entry, kn_value *result);
 
 /* Run segment s's eager op (KN__BRK_UNSUPPORTED) on the value table: stores
@@ -369,11 +372,13 @@ kn_status kn__segment_run_action(const kn__segment *s, kn_tensor **vals);
 ** effects: backward, prints) again; and the break that answered
 ** differently. */
 #define KN__MISS_BRANCH ((kn_status)1)
-typedef struct kn__branch_miss {
+struct kn__branch_miss {
   kn_tensor **vals;
+  int nvals; /* entries of vals: the entry's slot count when it ran (other
+             ** threads' branches may add slots to the entry later) */
   const kn__segment *seg;
   double answer;
-} kn__branch_miss;
+};
 kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int nargs,
                         kn_value *result, kn__branch_miss *bm);
 /* The recompile reason of a branch miss (owned). */

@@ -249,6 +249,7 @@ kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int 
   }
   if (st == KN__MISS_BRANCH && bm) {
     bm->vals = hand_over(vals, e->nslots, e->nroot_inputs);
+    bm->nvals = bm->vals ? e->nslots : 0;
     bm->seg = missed;
     bm->answer = missed_ans;
   }

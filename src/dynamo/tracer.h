@@ -93,6 +93,7 @@ struct kn__trace {
   ** running again */
   kn_tensor **partial;
   int npartial;
+  const kn__segment *miss_seg; /* the break whose answer missed (replay ends there) */
   bool no_cache;          /* KN__TRACE_NO_CACHE: new segments are dropped */
   const kn__recompile_note *note; /* for the first segment really traced */
   kn__segment **scratch;  /* those segments, freed with the trace */

@@ -1,0 +1,322 @@
+/*
+** aot/joint.c: the joint graph. The captured graph runs on meta tensors
+** standing for its inputs (symbolic sizes kept) under a recording dispatcher
+** mode; autograd records its nodes on those meta tensors as in eager mode,
+** then kn_autograd_grad runs the op table's derivative rules (written with
+** kiln ops) under the same mode, so forward and backward land in one graph.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "aot/aot.h"
+#include "core/error.h"
+#include "kiln/autograd.h"
+#include "tensor/tensor.h"
+
+/* ---- the recorder: tensor -> graph value --------------------------------------- */
+
+typedef struct binding {
+  kn_tensor *t; /* retained */
+  kn__gref v;
+} binding;
+
+typedef struct recorder {
+  kn__mode mode;
+  kn__graph *g;
+  binding *b;
+  int nb, capb;
+  /* symbols of the inputs' sizes, by hint: int-list arguments equal to a
+  ** hint are recorded as the symbol (sizes read by derivative rules) */
+  kn_sym syms[64];
+  int nsyms;
+} recorder;
+
+static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) {
+  if (r->nb == r->capb) {
+    int cap = r->capb ? 2 * r->capb : 32;
+    binding *nb = realloc(r->b, (size_t)cap * sizeof *nb);
+    if (!nb) return kn__oom();
+    r->b = nb;
+    r->capb = cap;
+  }
+  r->b[r->nb++] = (binding){kn_retain(t), v};
+  return KN_OK;
+}
+
+static bool find_bound(const recorder *r, const kn_tensor *t, kn__gref *out) {
+  for (int i = r->nb - 1; i >= 0; i--)
+    if (r->b[i].t == t) {
+      *out = r->b[i].v;
+      return true;
+    }
+  return false;
+}
+
+/* A tensor that is no graph value: a real constant becomes a get_attr. */
+static kn_status lookup(void *ud, kn_tensor *t, kn__gref *out) {
+  recorder *r = ud;
+  if (find_bound(r, t, out)) return KN_OK;
+  if (t->storage && t->storage->device == KN_META)
+    return kn__error(KN_EINVAL, "aot: an op used a meta tensor that is no graph value "
+                                "(made outside the dispatcher)");
+  kn__gnode *n = kn__graph_get_attr(r->g, "_tensor_constant0", t);
+  if (!n) return kn_last_status();
+  *out = (kn__gref){n, 0};
+  return bind(r, t, *out);
+}
+
+static void add_syms(recorder *r, const kn__vmeta *m) {
+  for (int d = 0; d < m->ndim; d++) {
+    kn_sym s = m->sizes[d];
+    bool seen = kn__sym_is_const(s);
+    for (int k = 0; !seen && k < r->nsyms; k++)
+      seen = kn__sym_hint(r->syms[k]) == kn__sym_hint(s);
+    if (!seen && r->nsyms < 64) r->syms[r->nsyms++] = s;
+  }
+}
+
+static kn_sym sym_of(const recorder *r, int64_t v) {
+  for (int k = 0; k < r->nsyms; k++)
+    if (kn__sym_hint(r->syms[k]) == v) return r->syms[k];
+  return kn__sym_const(v);
+}
+
+/* Int lists whose entries equal a symbolic input size become that symbol. */
+static void symbolize(const recorder *r, kn__gnode *n) {
+  if (r->nsyms == 0) return;
+  for (int i = 0; i < n->nargs; i++) {
+    const kn__garg *a = &n->args[i];
+    if (a->kind != KN__GA_INTS) continue;
+    kn_sym *v = (kn_sym *)a->u.ints.v; /* graph-owned copy, made by this file's call */
+    for (int k = 0; k < a->u.ints.n; k++)
+      if (kn__sym_is_const(v[k])) v[k] = sym_of(r, kn__sym_hint(v[k]));
+  }
+}
+
+static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
+  recorder *r = self->state;
+  kn_status st = kn__dispatch_below(self, c, out);
+  if (st != KN_OK) return st;
+  kn__vmeta *m = calloc((size_t)out->n + 1, sizeof *m);
+  if (!m) return kn__oom();
+  for (int i = 0; i < out->n; i++) {
+    kn__vmeta_from_tensor(out->t[i], &m[i]);
+    m[i].device = KN_CPU;
+  }
+  kn__gnode *n = kn__graph_call_from(r->g, c, lookup, r, out->n, m);
+  free(m);
+  if (n) symbolize(r, n);
+  for (int i = 0; n && i < out->n; i++) {
+    kn__gref v = kn__graph_value(r->g, n, i);
+    if (!v.node || bind(r, out->t[i], v) != KN_OK) n = NULL;
+  }
+  if (n) return KN_OK;
+  st = kn_last_status();
+  kn__outs_fini(out);
+  kn__outs_init(out);
+  return st;
+}
+
+static void recorder_fini(recorder *r) {
+  for (int i = 0; i < r->nb; i++) kn_release(r->b[i].t);
+  free(r->b);
+}
+
+/* ---- meta tensors for graph values ------------------------------------------------ */
+
+/* A meta tensor with m's (possibly symbolic) geometry; contiguous: strides
+** recomputed (tangents). Owned or NULL. */
+static kn_tensor *meta_of(const kn__vmeta *m, bool contiguous) {
+  if (m->kind != KN__V_TENSOR) return kn__error(KN_EINVAL, "aot: a value without metadata"), NULL;
+  kn_sym st[KN_MAX_DIMS], one = kn__sym_const(1);
+  kn_sym acc = one;
+  for (int d = m->ndim - 1; d >= 0; d--) {
+    st[d] = contiguous ? acc : m->strides[d];
+    if (contiguous) acc = kn__sym_mul(acc, kn__sym_max(m->sizes[d], one));
+  }
+  kn_sym off = contiguous ? kn__sym_const(0) : m->offset;
+  int64_t sz[KN_MAX_DIMS], sd[KN_MAX_DIMS];
+  bool sym = !kn__sym_is_const(off);
+  for (int d = 0; d < m->ndim; d++) {
+    sz[d] = kn__sym_hint(m->sizes[d]);
+    sd[d] = kn__sym_hint(st[d]);
+    sym = sym || !kn__sym_is_const(m->sizes[d]) || !kn__sym_is_const(st[d]);
+  }
+  kn__storage *s = kn__storage_new(0, KN_META);
+  kn_tensor *t = s ? kn__tensor_wrap(s, m->dtype, m->ndim, sz, sd, kn__sym_hint(off)) : NULL;
+  if (s) kn__storage_release(s);
+  if (t && sym && !(t->sym = malloc(sizeof *t->sym))) {
+    kn_release(t);
+    t = NULL;
+  }
+  if (t && sym) {
+    memcpy(t->sym->sizes, m->sizes, sizeof m->sizes);
+    memcpy(t->sym->strides, st, sizeof st);
+    t->sym->offset = off;
+  }
+  if (!t) kn__oom();
+  return t;
+}
+
+/* ---- tracing ------------------------------------------------------------------------- */
+
+typedef struct jtrace {
+  recorder r;
+  kn_tensor **prim;  /* [nprim] owned meta primals */
+  kn_tensor **outs;  /* [nout] owned forward results */
+  kn_tensor **tang;  /* [nout] owned tangents (NULL: output takes none) */
+  kn_tensor **grads; /* [nprim] owned gradients (NULL: none) */
+  int nprim, nout;
+} jtrace;
+
+static void jtrace_fini(jtrace *t) {
+  for (int i = 0; i < t->nprim; i++) {
+    if (t->prim) kn_release(t->prim[i]);
+    if (t->grads) kn_release(t->grads[i]);
+  }
+  for (int i = 0; i < t->nout; i++) {
+    if (t->outs) kn_release(t->outs[i]);
+    if (t->tang) kn_release(t->tang[i]);
+  }
+  free(t->prim);
+  free(t->outs);
+  free(t->tang);
+  free(t->grads);
+  recorder_fini(&t->r);
+}
+
+static kn_status make_primals(jtrace *t, const kn__graph *g, const bool *rg) {
+  for (int i = 0; i < t->nprim; i++) {
+    const kn__gnode *ph = kn__graph_input(g, i);
+    char name[32];
+    snprintf(name, sizeof name, "primals_%d", i + 1);
+    kn__gnode *n = kn__graph_placeholder(t->r.g, name, ph->meta);
+    if (!n || !(t->prim[i] = meta_of(ph->meta, false))) return kn_last_status();
+    add_syms(&t->r, ph->meta);
+    if (rg && rg[i] && kn_set_requires_grad(t->prim[i], true) != KN_OK) return kn_last_status();
+    kn_status st = bind(&t->r, t->prim[i], (kn__gref){n, 0});
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
+/* Tangent placeholders for the outputs that have a gradient path. */
+static kn_status make_tangents(jtrace *t, bool *diff, int *ntang) {
+  *ntang = 0;
+  for (int i = 0; i < t->nout; i++) {
+    diff[i] = t->outs[i]->requires_grad && kn_dtype_is_floating(t->outs[i]->dtype);
+    if (!diff[i]) continue;
+    kn__vmeta m;
+    kn__vmeta_from_tensor(t->outs[i], &m);
+    m.device = KN_CPU;
+    char name[32];
+    snprintf(name, sizeof name, "tangents_%d", ++*ntang);
+    if (!(t->tang[i] = meta_of(&m, true))) return kn_last_status();
+    kn__vmeta_from_tensor(t->tang[i], &m);
+    m.device = KN_CPU;
+    kn__gnode *n = kn__graph_placeholder(t->r.g, name, &m);
+    if (!n) return kn_last_status();
+    kn_status st = bind(&t->r, t->tang[i], (kn__gref){n, 0});
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
+/* Run the derivative rules: gradients of the inputs that require grad. */
+static kn_status run_backward(jtrace *t, const bool *diff, const bool *rg) {
+  kn_tensor **o = calloc(2 * ((size_t)t->nout + (size_t)t->nprim) + 1, sizeof *o);
+  if (!o) return kn__oom();
+  kn_tensor **tg = o + t->nout, **in = tg + t->nout, **gr = in + t->nprim;
+  int no = 0, ni = 0;
+  for (int i = 0; i < t->nout; i++)
+    if (diff[i]) {
+      o[no] = t->outs[i];
+      tg[no++] = t->tang[i];
+    }
+  for (int i = 0; i < t->nprim; i++)
+    if (rg[i]) in[ni++] = t->prim[i];
+  kn_scope_begin(); /* the gradients are recorded in it: keep our own references */
+  kn_status st = no && ni ? kn_autograd_grad(o, no, in, ni, tg, false, false, true, gr) : KN_OK;
+  for (int i = 0, k = 0; st == KN_OK && no && i < t->nprim; i++)
+    if (rg[i] && gr[k++]) t->grads[i] = kn_retain(gr[k - 1]);
+  kn_scope_end();
+  free(o);
+  return st;
+}
+
+static kn_status trace_body(jtrace *t, const kn__graph *g, const bool *rg, bool inference,
+                            kn__aot_joint *j) {
+  kn_status st = make_primals(t, g, inference ? NULL : rg);
+  kn__gprog *p = NULL;
+  if (st == KN_OK) st = kn__gprog_new(g, &p);
+  if (st != KN_OK) return st;
+  t->nout = kn__gprog_num_outputs(p);
+  t->outs = calloc((size_t)t->nout + 1, sizeof *t->outs);
+  t->tang = calloc((size_t)t->nout + 1, sizeof *t->tang);
+  j->out_diff = calloc((size_t)t->nout + 1, sizeof *j->out_diff);
+  if (!t->outs || !t->tang || !j->out_diff) st = kn__oom();
+  bool prev = kn_set_grad_enabled(!inference);
+  if (st == KN_OK) st = kn__gprog_run(p, t->prim, t->nprim, t->outs, t->nout);
+  kn__gprog_free(p);
+  if (st == KN_OK && !inference) st = make_tangents(t, j->out_diff, &j->ntangents);
+  if (st == KN_OK && !inference) st = run_backward(t, j->out_diff, rg);
+  kn_set_grad_enabled(prev);
+  j->nfw_out = t->nout;
+  return st;
+}
+
+/* The output node: forward results, then the gradients that exist. */
+static kn_status finish(jtrace *t, kn__aot_joint *j) {
+  int n = t->nout + t->nprim;
+  kn__gref *v = calloc((size_t)n + 1, sizeof *v);
+  j->grad_input = calloc((size_t)t->nprim + 1, sizeof *j->grad_input);
+  if (!v || !j->grad_input) return free(v), kn__oom();
+  kn_status st = KN_OK;
+  int k = 0;
+  for (int i = 0; st == KN_OK && i < t->nout; i++)
+    if (!find_bound(&t->r, t->outs[i], &v[k++])) st = kn__error(KN_EINVAL, "aot: output %d is no graph value", i);
+  for (int i = 0; st == KN_OK && i < t->nprim; i++) {
+    if (!t->grads[i]) continue;
+    if (!find_bound(&t->r, t->grads[i], &v[k])) st = lookup(&t->r, t->grads[i], &v[k]);
+    k++;
+    j->grad_input[j->ngrads++] = i;
+  }
+  if (st == KN_OK && !kn__graph_output(t->r.g, k, v)) st = kn_last_status();
+  free(v);
+  if (st == KN_OK) st = kn__graph_verify(t->r.g);
+  return st;
+}
+
+kn_status kn__aot_trace_joint(const kn__graph *g, const bool *requires_grad, int ninputs,
+                              bool inference, kn__aot_joint *out) {
+  memset(out, 0, sizeof *out);
+  if (!g || ninputs != kn__graph_num_inputs(g))
+    return kn__error(KN_EINVAL, "aot: expected %d inputs, got %d", g ? kn__graph_num_inputs(g) : 0,
+                     ninputs);
+  jtrace t;
+  memset(&t, 0, sizeof t);
+  t.r.mode = (kn__mode){"aot_joint", record, &t.r};
+  t.nprim = ninputs;
+  out->nprimals = ninputs;
+  t.r.g = out->g = kn__graph_new();
+  t.prim = calloc((size_t)ninputs + 1, sizeof *t.prim);
+  t.grads = calloc((size_t)ninputs + 1, sizeof *t.grads);
+  kn_status st = out->g && t.prim && t.grads ? KN_OK : kn__oom();
+  if (st == KN_OK && kn__graph_shape_env(g)) kn__graph_set_shape_env(out->g, kn__graph_shape_env(g), false);
+  if (st == KN_OK) st = kn__mode_push(&t.r.mode);
+  if (st == KN_OK) {
+    st = trace_body(&t, g, requires_grad, inference, out);
+    kn__mode_pop(&t.r.mode);
+  }
+  if (st == KN_OK) st = finish(&t, out);
+  jtrace_fini(&t);
+  if (st != KN_OK) kn__aot_joint_fini(out);
+  return st;
+}
+
+void kn__aot_joint_fini(kn__aot_joint *j) {
+  kn__graph_free(j->g);
+  free(j->grad_input);
+  free(j->out_diff);
+  memset(j, 0, sizeof *j);
+}

@@ -5,6 +5,7 @@
 ** then kn_autograd_grad runs the op table's derivative rules (written with
 ** kiln ops) under the same mode, so forward and backward land in one graph.
 */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,9 @@ typedef struct recorder {
   ** hint are recorded as the symbol (sizes read by derivative rules) */
   kn_sym syms[64];
   int nsyms;
+  const char *op; /* the call being recorded (messages) */
+  bool in_backward; /* recording the derivative rules */
+  bool bw_constants; /* a rule passed a float or scalar constant */
 } recorder;
 
 static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) {
@@ -43,26 +47,72 @@ static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) {
   return KN_OK;
 }
 
+static kn_status lookup_bound(void *ud, kn_tensor *t, kn__gref *out);
+
+static bool same_view(const kn_tensor *a, const kn_tensor *b) {
+  if (a->storage != b->storage || a->dtype != b->dtype || a->ndim != b->ndim ||
+      a->offset != b->offset)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->sizes[d] != b->sizes[d] || a->strides[d] != b->strides[d]) return false;
+  return true;
+}
+
+/* The value of t, or of a tensor t aliases exactly (the engine hands
+** derivative rules aliases of saved outputs). */
 static bool find_bound(const recorder *r, const kn_tensor *t, kn__gref *out) {
   for (int i = r->nb - 1; i >= 0; i--)
     if (r->b[i].t == t) {
       *out = r->b[i].v;
       return true;
     }
+  for (int i = r->nb - 1; i >= 0; i--)
+    if (same_view(r->b[i].t, t)) {
+      *out = r->b[i].v;
+      return true;
+    }
   return false;
+}
+
+static void symbolize(const recorder *r, kn__gnode *n);
+
+/* A view a rule made without the dispatcher (kn__make_view of a saved
+** tensor): as_strided of the value whose storage it shares. */
+static bool view_of_bound(recorder *r, kn_tensor *t, kn__gref *out) {
+  int i = r->nb - 1;
+  while (i >= 0 && r->b[i].t->storage != t->storage) i--;
+  if (i < 0) return false;
+  kn__call c = {.op = &kn__ops[KN_OP_AS_STRIDED], .nargs = 4};
+  c.args[0] = KN_A_T(r->b[i].t);
+  c.args[1] = KN_A_INTS(t->sizes, t->ndim);
+  c.args[2] = KN_A_INTS(t->strides, t->ndim);
+  c.args[3] = KN_A_I(t->offset);
+  kn__vmeta m;
+  kn__vmeta_from_tensor(t, &m);
+  m.device = KN_CPU;
+  kn__gnode *n = kn__graph_call_from(r->g, &c, lookup_bound, r, 1, &m);
+  if (!n) return false;
+  symbolize(r, n);
+  *out = (kn__gref){n, 0};
+  return bind(r, t, *out) == KN_OK;
 }
 
 /* A tensor that is no graph value: a real constant becomes a get_attr. */
 static kn_status lookup(void *ud, kn_tensor *t, kn__gref *out) {
   recorder *r = ud;
   if (find_bound(r, t, out)) return KN_OK;
+  if (t->storage && t->storage->device == KN_META && view_of_bound(r, t, out)) return KN_OK;
   if (t->storage && t->storage->device == KN_META)
-    return kn__error(KN_EINVAL, "aot: an op used a meta tensor that is no graph value "
-                                "(made outside the dispatcher)");
+    return kn__error(KN_EINVAL, "aot: %s used a meta tensor that is no graph value "
+                                "(made outside the dispatcher)", r->op ? r->op : "an op");
   kn__gnode *n = kn__graph_get_attr(r->g, "_tensor_constant0", t);
   if (!n) return kn_last_status();
   *out = (kn__gref){n, 0};
   return bind(r, t, *out);
+}
+
+static kn_status lookup_bound(void *ud, kn_tensor *t, kn__gref *out) {
+  return find_bound(ud, t, out) ? KN_OK : kn__error(KN_EINVAL, "aot: no graph value");
 }
 
 static void add_syms(recorder *r, const kn__vmeta *m) {
@@ -81,11 +131,14 @@ static kn_sym sym_of(const recorder *r, int64_t v) {
   return kn__sym_const(v);
 }
 
-/* Int lists whose entries equal a symbolic input size become that symbol. */
+/* Ints and int lists whose entries equal a symbolic input size's hint
+** become that symbol (sizes a derivative rule read as ints). */
 static void symbolize(const recorder *r, kn__gnode *n) {
   if (r->nsyms == 0) return;
   for (int i = 0; i < n->nargs; i++) {
     const kn__garg *a = &n->args[i];
+    if (a->kind == KN__GA_INT && kn__sym_is_const(a->u.i))
+      ((kn__garg *)a)->u.i = sym_of(r, kn__sym_hint(a->u.i)); /* graph-owned copy */
     if (a->kind != KN__GA_INTS) continue;
     kn_sym *v = (kn_sym *)a->u.ints.v; /* graph-owned copy, made by this file's call */
     for (int k = 0; k < a->u.ints.n; k++)
@@ -93,8 +146,33 @@ static void symbolize(const recorder *r, kn__gnode *n) {
   }
 }
 
+/* Could float constant v come from the sizes: +-k * numel or +-k / numel
+** for k = 1 or 2 and a product of distinct symbols' hints (mean's 1/numel,
+** mse_loss's 2/numel)? False positives only cost a specialisation. */
+static bool hint_product(const recorder *r, double v) {
+  int n = r->nsyms < 12 ? r->nsyms : 12;
+  for (unsigned m = 1; m < (1u << n); m++) {
+    double p = 1;
+    for (int k = 0; k < n; k++)
+      if (m & (1u << k)) p *= (double)kn__sym_hint(r->syms[k]);
+    double a = fabs(v * p), b = fabs(v / p); /* k/numel or k*numel, k = 1 or 2 */
+    if (a == 1 || a == 2 || b == 1 || b == 2) return true;
+  }
+  return false;
+}
+
+static bool size_like(const recorder *r, const kn__arg *a) {
+  if (a->kind == KN__A_DOUBLE) return hint_product(r, a->u.d);
+  if (a->kind != KN__A_SCALAR) return false;
+  kn_scalar v = a->u.s;
+  return hint_product(r, v.kind == KN_SCALAR_FLOAT ? v.v.f : v.kind == KN_SCALAR_INT ? (double)v.v.i : 0);
+}
+
 static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
   recorder *r = self->state;
+  r->op = c->op->name;
+  for (int i = 0; r->in_backward && i < c->nargs; i++)
+    r->bw_constants |= size_like(r, &c->args[i]);
   kn_status st = kn__dispatch_below(self, c, out);
   if (st != KN_OK) return st;
   kn__vmeta *m = calloc((size_t)out->n + 1, sizeof *m);
@@ -212,6 +290,9 @@ static kn_status make_tangents(jtrace *t, bool *diff, int *ntang) {
     char name[32];
     snprintf(name, sizeof name, "tangents_%d", ++*ntang);
     if (!(t->tang[i] = meta_of(&m, true))) return kn_last_status();
+    /* gradients get history (create_graph), so the engine sums them with
+    ** dispatched adds rather than raw kernels */
+    if (kn_set_requires_grad(t->tang[i], true) != KN_OK) return kn_last_status();
     kn__vmeta_from_tensor(t->tang[i], &m);
     m.device = KN_CPU;
     kn__gnode *n = kn__graph_placeholder(t->r.g, name, &m);
@@ -222,7 +303,8 @@ static kn_status make_tangents(jtrace *t, bool *diff, int *ntang) {
   return KN_OK;
 }
 
-/* Run the derivative rules: gradients of the inputs that require grad. */
+/* Run the derivative rules: gradients of the inputs that require grad
+** (create_graph: every gradient sum goes through the dispatcher). */
 static kn_status run_backward(jtrace *t, const bool *diff, const bool *rg) {
   kn_tensor **o = calloc(2 * ((size_t)t->nout + (size_t)t->nprim) + 1, sizeof *o);
   if (!o) return kn__oom();
@@ -236,7 +318,7 @@ static kn_status run_backward(jtrace *t, const bool *diff, const bool *rg) {
   for (int i = 0; i < t->nprim; i++)
     if (rg[i]) in[ni++] = t->prim[i];
   kn_scope_begin(); /* the gradients are recorded in it: keep our own references */
-  kn_status st = no && ni ? kn_autograd_grad(o, no, in, ni, tg, false, false, true, gr) : KN_OK;
+  kn_status st = no && ni ? kn_autograd_grad(o, no, in, ni, tg, true, true, true, gr) : KN_OK;
   for (int i = 0, k = 0; st == KN_OK && no && i < t->nprim; i++)
     if (rg[i] && gr[k++]) t->grads[i] = kn_retain(gr[k - 1]);
   kn_scope_end();
@@ -259,6 +341,7 @@ static kn_status trace_body(jtrace *t, const kn__graph *g, const bool *rg, bool 
   if (st == KN_OK) st = kn__gprog_run(p, t->prim, t->nprim, t->outs, t->nout);
   kn__gprog_free(p);
   if (st == KN_OK && !inference) st = make_tangents(t, j->out_diff, &j->ntangents);
+  t->r.in_backward = true;
   if (st == KN_OK && !inference) st = run_backward(t, j->out_diff, rg);
   kn_set_grad_enabled(prev);
   j->nfw_out = t->nout;
@@ -287,6 +370,19 @@ static kn_status finish(jtrace *t, kn__aot_joint *j) {
   return st;
 }
 
+/* Derivative rules read sizes as ints (specialising them: guards). Int-list
+** arguments are recorded as the symbols (symbolize), so those guards are
+** dropped and the graphs stay symbolic; but a rule may also turn a size into
+** a float constant (mean's 1/numel) that cannot be recorded symbolically:
+** then every input size is specialised (guards on the hints). */
+static void keep_symbolic(recorder *r, kn__shape_env *env, int nguards) {
+  if (!r->bw_constants || r->nsyms == 0) {
+    kn__shape_env_drop_guards(env, nguards);
+    return;
+  }
+  for (int k = 0; k < r->nsyms; k++) (void)kn__sym_guard_eq_int(r->syms[k], kn__sym_hint(r->syms[k]));
+}
+
 kn_status kn__aot_trace_joint(const kn__graph *g, const bool *requires_grad, int ninputs,
                               bool inference, kn__aot_joint *out) {
   memset(out, 0, sizeof *out);
@@ -303,11 +399,14 @@ kn_status kn__aot_trace_joint(const kn__graph *g, const bool *requires_grad, int
   t.grads = calloc((size_t)ninputs + 1, sizeof *t.grads);
   kn_status st = out->g && t.prim && t.grads ? KN_OK : kn__oom();
   if (st == KN_OK && kn__graph_shape_env(g)) kn__graph_set_shape_env(out->g, kn__graph_shape_env(g), false);
+  kn__shape_env *env = kn__graph_shape_env(g);
+  int nguards = env ? kn__shape_env_nguards(env) : 0;
   if (st == KN_OK) st = kn__mode_push(&t.r.mode);
   if (st == KN_OK) {
     st = trace_body(&t, g, requires_grad, inference, out);
     kn__mode_pop(&t.r.mode);
   }
+  if (env) keep_symbolic(&t.r, env, nguards);
   if (st == KN_OK) st = finish(&t, out);
   jtrace_fini(&t);
   if (st != KN_OK) kn__aot_joint_fini(out);

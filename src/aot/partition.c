@@ -78,6 +78,34 @@ static void mark_ref(const bool *bwd, kn__gref v, bool *saved) {
   if (v.node && !bwd[v.node->index]) saved[v.node->index] = true;
 }
 
+static bool has_sym_args(const kn__gnode *n) {
+  for (int a = 0; a < n->nargs; a++) {
+    const kn__garg *x = &n->args[a];
+    if (x->kind == KN__GA_INT && !kn__sym_is_const(x->u.i)) return true;
+    for (int k = 0; x->kind == KN__GA_INTS && k < x->u.ints.n; k++)
+      if (!kn__sym_is_const(x->u.ints.v[k])) return true;
+  }
+  return false;
+}
+
+static bool has_sym_sizes(const kn__gnode *n) {
+  for (int d = 0; n->meta && d < n->meta[0].ndim; d++)
+    if (!kn__sym_is_const(n->meta[0].sizes[d])) return true;
+  return false;
+}
+
+/* Saved symbolic sizes: the graph IR has no int values, so a backward
+** whose arguments use size symbols gets the primals whose sizes they are
+** (saved by reference; the interpreter binds symbols from input sizes). */
+static void mark_saved_sizes(const kn__aot_joint *j, const bool *bwd, bool *saved) {
+  const kn__graph *g = j->g;
+  bool need = false;
+  for (int i = 0; !need && i < kn__graph_num_nodes(g); i++)
+    need = bwd[i] && kn__graph_node(g, i)->op == KN__GN_CALL && has_sym_args(kn__graph_node(g, i));
+  for (int i = 0; need && i < j->nprimals; i++)
+    if (has_sym_sizes(kn__graph_input(g, i))) saved[kn__graph_input(g, i)->index] = true;
+}
+
 /* saved[i]: forward node i is read by a backward node or returned as a gradient. */
 static void mark_saved(const kn__aot_joint *j, const bool *bwd, bool *saved) {
   const kn__graph *g = j->g;
@@ -157,6 +185,7 @@ kn_status kn__aot_partition(const kn__aot_joint *j, kn__aot_parts *out) {
   if (st == KN_OK) {
     mark_backward(j, bwd);
     mark_saved(j, bwd, saved);
+    mark_saved_sizes(j, bwd, saved);
     st = build_forward(j, bwd, saved, out, &fw);
   }
   if (st == KN_OK) st = build_backward(j, bwd, saved, &bw);

@@ -75,13 +75,15 @@ typedef struct bw_ctx {
   aot_fn *f;          /* counted reference */
   kn_tensor **saved;  /* [nsaved] owned, without history */
   kn_tensor **outs;   /* [nuser] detached aliases of the outputs (zero tangents' shapes) */
-  bool used;
+  kn_tensor **in;     /* [nin] the call's inputs, retained (double backward's edges) */
 } bw_ctx;
 
 static void ctx_free(void *p) {
   bw_ctx *c = p;
   for (int i = 0; c->saved && i < c->f->nsaved; i++) kn_release(c->saved[i]);
   for (int i = 0; c->outs && i < c->f->nuser; i++) kn_release(c->outs[i]);
+  for (int i = 0; c->in && i < c->f->nin; i++) kn_release(c->in[i]);
+  free(c->in);
   free(c->saved);
   free(c->outs);
   fn_release(c->f);
@@ -95,10 +97,17 @@ static kn_status double_backward(void *ctx, kn_tensor *const *go, int nout, kn_t
                    "torch.compile with aot_autograd does not currently support double backward");
 }
 
-/* Under create_graph the gradients get a node whose backward is the error. */
-static kn_status mark_no_double(kn_tensor *const *go, int nout, kn_tensor **gi, int nin) {
+/* Under create_graph the gradients get a node whose backward is the error;
+** its edges lead to the tangents' and the compiled function's inputs'
+** history, so a second backward reaches it as it would reach the inputs. */
+static kn_status mark_no_double(bw_ctx *c, kn_tensor *const *go, int nout, kn_tensor **gi, int nin) {
+  kn_tensor **all = calloc((size_t)nout + (size_t)nin + 1, sizeof *all);
+  if (!all) return kn__oom();
+  memcpy(all, go, (size_t)nout * sizeof *all);
+  memcpy(all + nout, c->in, (size_t)nin * sizeof *all);
   kn__node *n = kn__node_new_custom("CompiledFunctionBackwardBackward", double_backward, NULL,
-                                    NULL, go, nout, nin);
+                                    NULL, all, nout + nin, nin);
+  free(all);
   if (!n) return kn_last_status();
   kn_status st = KN_OK;
   for (int k = 0; st == KN_OK && k < nin; k++)
@@ -126,9 +135,6 @@ static kn_status run_backward(void *ctx, kn_tensor *const *go, int nout, kn_tens
   bw_ctx *c = ctx;
   aot_fn *f = c->f;
   (void)nout, (void)needs;
-  if (c->used) return kn__error(KN_EAUTOGRAD, "Trying to backward through the graph a second time "
-                                              "(or directly access saved tensors after they have already "
-                                              "been freed).");
   int nb = f->bw.nin;
   kn_tensor **in = calloc((size_t)nb + (size_t)f->ngrads + 1, sizeof *in), **res = in + nb;
   if (!in) return kn__oom();
@@ -144,7 +150,7 @@ static kn_status run_backward(void *ctx, kn_tensor *const *go, int nout, kn_tens
     if (!(gi[f->grad_input[k]] = kn__autorelease(res[k]))) st = kn_last_status();
   free(in);
   if (st != KN_OK) return st;
-  if (create_graph) return mark_no_double(go, nout, gi, nin);
+  if (create_graph) return mark_no_double(c, go, nout, gi, nin);
   return KN_OK;
 }
 
@@ -174,11 +180,13 @@ static kn_status attach(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **ou
   c->f = f;
   c->saved = saved;
   c->outs = calloc((size_t)f->nuser + 1, sizeof *c->outs);
+  c->in = calloc((size_t)nin + 1, sizeof *c->in);
   for (int i = 0; c->outs && i < f->nuser; i++) c->outs[i] = alias(outs[i]);
+  for (int i = 0; c->in && i < nin; i++) c->in[i] = kn_retain(in[i]);
   kn__node *n = kn__node_new_custom("CompiledFunctionBackward", run_backward, c, ctx_free, in, nin,
                                     f->nuser);
-  if (!n) return c->outs ? kn_last_status() : kn__oom();
-  kn_status st = c->outs ? KN_OK : kn__oom();
+  if (!n) return c->outs && c->in ? kn_last_status() : kn__oom();
+  kn_status st = c->outs && c->in ? KN_OK : kn__oom();
   for (int i = 0; st == KN_OK && i < f->nuser; i++)
     if (f->out_diff[i]) st = kn__node_set_output(n, outs[i], i);
   kn__node_release(n);

@@ -74,7 +74,8 @@ static bool find_bound(const recorder *r, const kn_tensor *t, kn__gref *out) {
   return false;
 }
 
-static void symbolize(const recorder *r, kn__gnode *n);
+static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_fn look, int nout,
+                              const kn__vmeta *metas);
 
 /* A view a rule made without the dispatcher (kn__make_view of a saved
 ** tensor): as_strided of the value whose storage it shares. */
@@ -90,9 +91,8 @@ static bool view_of_bound(recorder *r, kn_tensor *t, kn__gref *out) {
   kn__vmeta m;
   kn__vmeta_from_tensor(t, &m);
   m.device = KN_CPU;
-  kn__gnode *n = kn__graph_call_from(r->g, &c, lookup_bound, r, 1, &m);
+  kn__gnode *n = record_call(r, &c, lookup_bound, 1, &m);
   if (!n) return false;
-  symbolize(r, n);
   *out = (kn__gref){n, 0};
   return bind(r, t, *out) == KN_OK;
 }
@@ -125,25 +125,67 @@ static void add_syms(recorder *r, const kn__vmeta *m) {
   }
 }
 
+/* The symbol for an int a derivative rule passes (the forward's ints are
+** the captured graph's constants and stay so). */
 static kn_sym sym_of(const recorder *r, int64_t v) {
-  for (int k = 0; k < r->nsyms; k++)
+  for (int k = 0; r->in_backward && k < r->nsyms; k++)
     if (kn__sym_hint(r->syms[k]) == v) return r->syms[k];
   return kn__sym_const(v);
 }
 
-/* Ints and int lists whose entries equal a symbolic input size's hint
-** become that symbol (sizes a derivative rule read as ints). */
-static void symbolize(const recorder *r, kn__gnode *n) {
-  if (r->nsyms == 0) return;
-  for (int i = 0; i < n->nargs; i++) {
-    const kn__garg *a = &n->args[i];
-    if (a->kind == KN__GA_INT && kn__sym_is_const(a->u.i))
-      ((kn__garg *)a)->u.i = sym_of(r, kn__sym_hint(a->u.i)); /* graph-owned copy */
-    if (a->kind != KN__GA_INTS) continue;
-    kn_sym *v = (kn_sym *)a->u.ints.v; /* graph-owned copy, made by this file's call */
-    for (int k = 0; k < a->u.ints.n; k++)
-      if (kn__sym_is_const(v[k])) v[k] = sym_of(r, kn__sym_hint(v[k]));
+/* A dispatcher argument as a graph argument: tensors through look; ints
+** and int-list entries equal to a symbolic input size's hint become that
+** symbol (sizes a derivative rule read as ints). */
+static kn_status to_garg(recorder *r, const kn__arg *a, kn__graph_lookup_fn look, kn__garg *out,
+                         kn__gref *refs, kn_sym *syms) {
+  switch (a->kind) {
+  case KN__A_NONE: *out = KN_GA_NONE; return KN_OK;
+  case KN__A_TENSOR:
+    *out = KN_GA_REF(((kn__gref){NULL, 0}));
+    return a->u.t ? look(r, a->u.t, &out->u.t) : KN_OK;
+  case KN__A_TENSORS:
+    for (int j = 0; j < a->u.ts.n; j++) {
+      kn_status st = look(r, a->u.ts.v[j], &refs[j]);
+      if (st != KN_OK) return st;
+    }
+    *out = KN_GA_TS(refs, a->u.ts.n);
+    return KN_OK;
+  case KN__A_INT: *out = KN_GA_SYM(sym_of(r, a->u.i)); return KN_OK;
+  case KN__A_DOUBLE: *out = KN_GA_D(a->u.d); return KN_OK;
+  case KN__A_BOOL: *out = KN_GA_B(a->u.b); return KN_OK;
+  case KN__A_SCALAR: *out = KN_GA_S(a->u.s); return KN_OK;
+  case KN__A_INTS:
+    for (int j = 0; j < a->u.ints.n; j++) syms[j] = sym_of(r, a->u.ints.v[j]);
+    *out = KN_GA_INTS(syms, a->u.ints.n);
+    return KN_OK;
+  case KN__A_DTYPE: *out = KN_GA_DT(a->u.dt); return KN_OK;
+  case KN__A_GEN: *out = KN_GA_GEN(a->u.gen); return KN_OK;
   }
+  return kn__error(KN_EINVAL, "aot: unknown argument kind %d", (int)a->kind);
+}
+
+/* Record call c as a node (kn__graph_call_from with symbolic ints). */
+static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_fn look, int nout,
+                              const kn__vmeta *metas) {
+  size_t nref = 1, nsym = 1;
+  for (int i = 0; i < c->nargs; i++) {
+    if (c->args[i].kind == KN__A_TENSORS) nref += (size_t)c->args[i].u.ts.n;
+    if (c->args[i].kind == KN__A_INTS) nsym += (size_t)c->args[i].u.ints.n;
+  }
+  kn__gref *refs = malloc(nref * sizeof *refs);
+  kn_sym *syms = malloc(nsym * sizeof *syms);
+  kn__garg args[KN__MAX_ARGS];
+  kn__gnode *n = NULL;
+  kn_status st = refs && syms ? KN_OK : kn__oom();
+  for (size_t i = 0, rr = 0, ss = 0; st == KN_OK && i < (size_t)c->nargs; i++) {
+    st = to_garg(r, &c->args[i], look, &args[i], refs + rr, syms + ss);
+    if (c->args[i].kind == KN__A_TENSORS) rr += (size_t)c->args[i].u.ts.n;
+    if (c->args[i].kind == KN__A_INTS) ss += (size_t)c->args[i].u.ints.n;
+  }
+  if (st == KN_OK) n = kn__graph_call(r->g, c->op, c->nargs, args, nout, metas);
+  free(refs);
+  free(syms);
+  return n;
 }
 
 /* Could float constant v come from the sizes: +-k * numel or +-k / numel
@@ -181,9 +223,8 @@ static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
     kn__vmeta_from_tensor(out->t[i], &m[i]);
     m[i].device = KN_CPU;
   }
-  kn__gnode *n = kn__graph_call_from(r->g, c, lookup, r, out->n, m);
+  kn__gnode *n = record_call(r, c, lookup, out->n, m);
   free(m);
-  if (n) symbolize(r, n);
   for (int i = 0; n && i < out->n; i++) {
     kn__gref v = kn__graph_value(r->g, n, i);
     if (!v.node || bind(r, out->t[i], v) != KN_OK) n = NULL;
@@ -371,7 +412,7 @@ static kn_status finish(jtrace *t, kn__aot_joint *j) {
 }
 
 /* Derivative rules read sizes as ints (specialising them: guards). Int-list
-** arguments are recorded as the symbols (symbolize), so those guards are
+** arguments are recorded as the symbols (record_call), so those guards are
 ** dropped and the graphs stay symbolic; but a rule may also turn a size into
 ** a float constant (mean's 1/numel) that cannot be recorded symbolically:
 ** then every input size is specialised (guards on the hints). */

@@ -375,3 +375,38 @@ Test(aot, mlp_five_sgd_steps_equal_eager) {
   kn_compiled_free(f);
   kn_scope_end();
 }
+
+/* ---- dynamic sizes: a rule's int equal to a size is not taken for it ----------- */
+/* sum over dim 2 of a [s0, 3, 4] input traced at s0 = 2: sum's derivative
+** unsqueezes at dim 2, the same value as s0's hint. Called again at s0 = 5
+** the gradient must still be eager's (a graph recording that dim as s0
+** would unsqueeze at dim 5). */
+static kn_tensor *sum_last(kn_tensor *x) {
+  return kn_mul(kn_sum_dims(x, (int64_t[]){2}, 1, false), kn_ones(KN_SHAPE(1, 3), KN_FLOAT64));
+}
+
+static kn_tensor *leaf3(int64_t a, uint64_t seed) {
+  kn_generator *g = kn_generator_new(seed);
+  kn_tensor *t = kn_randn(KN_SHAPE(a, 3, 4), g, KN_FLOAT64);
+  kn_generator_free(g);
+  kn_set_requires_grad(t, true);
+  return t;
+}
+
+Test(aot, dynamic_sizes_never_confuse_a_dim_with_a_size) {
+  kn_scope_begin();
+  kn_compile_options o = {.backend = "aot_eager", .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(sum_last, &o);
+  for (int64_t a = 2; a <= 5; a += 3) {
+    kn_tensor *x = leaf3(a, 7), *x2 = leaf3(a, 7);
+    kn_tensor *got = kn_call_t(f, x);
+    cr_assert(got, "size %lld: %s", (long long)a, kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(got, got)), NULL), KN_OK, "%s", kn_last_error());
+    kn_tensor *want = sum_last(x2);
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(want, want)), NULL), KN_OK, "%s", kn_last_error());
+    cr_expect_leq(max_diff(got, want), 1e-12, "size %lld", (long long)a);
+    cr_expect_leq(max_diff(kn_grad(x), kn_grad(x2)), 1e-12, "size %lld", (long long)a);
+  }
+  kn_compiled_free(f);
+  kn_scope_end();
+}

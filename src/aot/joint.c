@@ -32,7 +32,6 @@ typedef struct recorder {
   int nsyms;
   const char *op; /* the call being recorded (messages) */
   bool in_backward; /* recording the derivative rules */
-  bool bw_constants; /* a rule passed a float or scalar constant */
 } recorder;
 
 static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) {
@@ -188,33 +187,9 @@ static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_f
   return n;
 }
 
-/* Could float constant v come from the sizes: +-k * numel or +-k / numel
-** for k = 1 or 2 and a product of distinct symbols' hints (mean's 1/numel,
-** mse_loss's 2/numel)? False positives only cost a specialisation. */
-static bool hint_product(const recorder *r, double v) {
-  int n = r->nsyms < 12 ? r->nsyms : 12;
-  for (unsigned m = 1; m < (1u << n); m++) {
-    double p = 1;
-    for (int k = 0; k < n; k++)
-      if (m & (1u << k)) p *= (double)kn__sym_hint(r->syms[k]);
-    double a = fabs(v * p), b = fabs(v / p); /* k/numel or k*numel, k = 1 or 2 */
-    if (a == 1 || a == 2 || b == 1 || b == 2) return true;
-  }
-  return false;
-}
-
-static bool size_like(const recorder *r, const kn__arg *a) {
-  if (a->kind == KN__A_DOUBLE) return hint_product(r, a->u.d);
-  if (a->kind != KN__A_SCALAR) return false;
-  kn_scalar v = a->u.s;
-  return hint_product(r, v.kind == KN_SCALAR_FLOAT ? v.v.f : v.kind == KN_SCALAR_INT ? (double)v.v.i : 0);
-}
-
 static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
   recorder *r = self->state;
   r->op = c->op->name;
-  for (int i = 0; r->in_backward && i < c->nargs; i++)
-    r->bw_constants |= size_like(r, &c->args[i]);
   kn_status st = kn__dispatch_below(self, c, out);
   if (st != KN_OK) return st;
   kn__vmeta *m = calloc((size_t)out->n + 1, sizeof *m);
@@ -411,16 +386,15 @@ static kn_status finish(jtrace *t, kn__aot_joint *j) {
   return st;
 }
 
-/* Derivative rules read sizes as ints (specialising them: guards). Int-list
-** arguments are recorded as the symbols (record_call), so those guards are
-** dropped and the graphs stay symbolic; but a rule may also turn a size into
-** a float constant (mean's 1/numel) that cannot be recorded symbolically:
-** then every input size is specialised (guards on the hints). */
-static void keep_symbolic(recorder *r, kn__shape_env *env, int nguards) {
-  if (!r->bw_constants || r->nsyms == 0) {
-    kn__shape_env_drop_guards(env, nguards);
-    return;
-  }
+/* Derivative rules read sizes as plain ints, and an int a rule passes
+** cannot be told apart from a size with the same value (a dim, an index,
+** 1/numel as a float): recording it as the size's symbol would be right only
+** at that size. So a joint graph over symbolic inputs is specialised: every
+** input size gets a guard on its hint (kept with the guards the rules'
+** reads added), and other sizes recompile. The ints recorded as symbols
+** (record_call) then equal the constants they stand for on every call the
+** guards admit. */
+static void specialise_sizes(recorder *r) {
   for (int k = 0; k < r->nsyms; k++) (void)kn__sym_guard_eq_int(r->syms[k], kn__sym_hint(r->syms[k]));
 }
 
@@ -441,13 +415,12 @@ kn_status kn__aot_trace_joint(const kn__graph *g, const bool *requires_grad, int
   kn_status st = out->g && t.prim && t.grads ? KN_OK : kn__oom();
   if (st == KN_OK && kn__graph_shape_env(g)) kn__graph_set_shape_env(out->g, kn__graph_shape_env(g), false);
   kn__shape_env *env = kn__graph_shape_env(g);
-  int nguards = env ? kn__shape_env_nguards(env) : 0;
   if (st == KN_OK) st = kn__mode_push(&t.r.mode);
   if (st == KN_OK) {
     st = trace_body(&t, g, requires_grad, inference, out);
     kn__mode_pop(&t.r.mode);
   }
-  if (env) keep_symbolic(&t.r, env, nguards);
+  if (env) specialise_sizes(&t.r);
   if (st == KN_OK) st = finish(&t, out);
   jtrace_fini(&t);
   if (st != KN_OK) kn__aot_joint_fini(out);

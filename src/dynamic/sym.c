@@ -560,9 +560,6 @@ kn_status kn__shape_env_create_symbol(kn__shape_env *env, int64_t hint, int64_t 
 
 int kn__shape_env_nsymbols(const kn__shape_env *env) { return env->nsyms; }
 int kn__shape_env_nguards(const kn__shape_env *env) { return env->nguards; }
-void kn__shape_env_drop_guards(kn__shape_env *env, int n) {
-  while (env && n >= 0 && env->nguards > n) free(env->guards[--env->nguards].text);
-}
 const char *kn__shape_env_guard_str(const kn__shape_env *env, int i) {
   return i >= 0 && i < env->nguards ? env->guards[i].text : NULL;
 }

@@ -166,9 +166,6 @@ int kn__shape_env_nsymbols(const kn__shape_env *env);
 ** borrowed from env. */
 int kn__shape_env_nguards(const kn__shape_env *env);
 const char *kn__shape_env_guard_str(const kn__shape_env *env, int i);
-/* Forget the guards recorded after the first n (AOT autograd's tracing of
-** derivative rules, whose size reads are not decisions about the inputs). */
-void kn__shape_env_drop_guards(kn__shape_env *env, int n);
 /* Evaluate an expression for given symbol values (vals[k] for symbol k). */
 int64_t kn__sym_eval(kn_sym a, const int64_t *vals);
 /* Check every recorded guard against symbol values; returns the index of the

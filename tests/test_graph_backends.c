@@ -1,6 +1,6 @@
 /*
 ** test_graph_backends.c: the backend registry (kn_register_backend,
-** kn_list_backends, kn_compile's `backend` option): built-in "eager" and "inductor",
+** kn_list_backends, kn_compile's `backend` option): built-in "eager", "inductor" and "aot_eager",
 ** compiling through a registered backend by name, the compile counter
 ** delegating to a registered inner backend, duplicate and invalid names,
 ** the error for unknown names listing the registered ones, and registration
@@ -46,10 +46,11 @@ static kn_status recording(kn_graph_module *gm, kn_tensor *const *ex, int n, voi
 
 Test(backends, eager_and_inductor_are_built_in) {
   const char *names[4] = {0};
-  cr_assert_eq(kn_list_backends(names, 4), 2);
+  cr_assert_eq(kn_list_backends(names, 4), 3);
   cr_assert_str_eq(names[0], "eager");
   cr_assert_str_eq(names[1], "inductor");
-  cr_expect_eq(kn_list_backends(NULL, 0), 2);
+  cr_assert_str_eq(names[2], "aot_eager");
+  cr_expect_eq(kn_list_backends(NULL, 0), 3);
   /* by name, and by default */
   kn_compile_options o = {.backend = "eager"};
   kn_compiled *f = KN_COMPILE(affine, &o);
@@ -64,9 +65,9 @@ Test(backends, eager_and_inductor_are_built_in) {
 Test(backends, registered_backend_compiles_by_name) {
   seen s = {0};
   cr_assert_eq(kn_register_backend("recording", recording, &s), KN_OK);
-  const char *names[4] = {0};
-  cr_assert_eq(kn_list_backends(names, 4), 3);
-  cr_assert_str_eq(names[2], "recording");
+  const char *names[5] = {0};
+  cr_assert_eq(kn_list_backends(names, 5), 4);
+  cr_assert_str_eq(names[3], "recording");
   kn_compile_options o = {.backend = "recording"};
   kn_compiled *f = KN_COMPILE(affine, &o);
   cr_assert_not_null(f);
@@ -106,7 +107,7 @@ Test(backends, compile_counter_with_unknown_inner_fails) {
   kn_tensor *x = kn_full(KN_SHAPE(3), kn_float(1), KN_FLOAT32);
   cr_expect_null(kn_call_t(f, x));
   cr_expect(strstr(kn_last_error(), "CompileCounterWithBackend: unknown backend 'missing' "
-                                    "(registered: \"eager\", \"inductor\")"),
+                                    "(registered: \"eager\", \"inductor\", \"aot_eager\")"),
             "%s", kn_last_error());
   kn_scope_end();
   kn_compiled_free(f);
@@ -118,7 +119,7 @@ Test(backends, unknown_name_lists_the_registered_ones) {
   kn_compile_options o = {.backend = "no_such_backend"};
   cr_expect_null(KN_COMPILE(affine, &o));
   cr_assert_str_eq(kn_last_error(), "kn_compile: unknown backend 'no_such_backend' (registered: "
-                                    "\"eager\", \"inductor\", \"mine\"), or pass a backend_fn");
+                                    "\"eager\", \"inductor\", \"aot_eager\", \"mine\"), or pass a backend_fn");
 }
 
 Test(backends, duplicate_and_invalid_registrations) {
@@ -138,7 +139,7 @@ Test(backends, duplicate_and_invalid_registrations) {
   cr_expect_eq(kn_register_backend("nofn", NULL, NULL), KN_EINVAL);
   cr_assert_str_eq(kn_last_error(),
                    "kn_register_backend: expected a backend function for 'nofn', got NULL");
-  cr_expect_eq(kn_list_backends(NULL, 0), 3); /* eager, inductor, twice */
+  cr_expect_eq(kn_list_backends(NULL, 0), 4); /* eager, inductor, aot_eager, twice */
 }
 
 /* ---- threads ---------------------------------------------------------------- */
@@ -187,9 +188,9 @@ Test(backends, registration_from_several_threads) {
     cr_expect_null(r, "thread %d failed", i);
   }
   cr_expect_eq(atomic_load(&dup_ok), 1);
-  const char *names[3 + NTHREADS * PER_THREAD + 1];
+  const char *names[4 + NTHREADS * PER_THREAD + 1];
   int n = kn_list_backends(names, (int)(sizeof names / sizeof names[0]));
-  cr_assert_eq(n, 3 + NTHREADS * PER_THREAD); /* eager, inductor, "contended" */
+  cr_assert_eq(n, 4 + NTHREADS * PER_THREAD); /* eager, inductor, aot_eager, "contended" */
   cr_assert_str_eq(names[0], "eager");
   /* every name once; each thread's names in its registration order */
   for (int i = 0; i < NTHREADS; i++) {

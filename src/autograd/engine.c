@@ -282,7 +282,7 @@ static void opctx_free(opctx *o) {
 ** output i of n again, so the rule's use of it is differentiable. */
 static kn_tensor *saved_output(kn__node *n, int i, bool create_graph) {
   kn_tensor *s = n->saved_out[i];
-  kn_tensor *a = kn__make_view(s, s->ndim, s->sizes, s->strides, s->offset);
+  kn_tensor *a = kn__tensor_alias(s);
   if (a && create_graph && kn_dtype_is_floating(a->dtype)) {
     kn__node_retain(n);
     a->grad_fn = n;

@@ -407,9 +407,7 @@ static kn_status call_copy(kn__call *dst, const kn__call *src, kn_tensor *self_p
 }
 
 /* A new alias of t without history (shares storage and version). */
-static kn_tensor *alias_of(kn_tensor *t) {
-  return kn__make_view(t, t->ndim, t->sizes, t->strides, t->offset);
-}
+static kn_tensor *alias_of(kn_tensor *t) { return kn__tensor_alias(t); }
 
 static kn_status record_saved(kn__node *n, const kn__call *c, kn__outs *out,
                               kn_tensor *self_pre) {

@@ -2,13 +2,15 @@
 ** dynamo/backends.c: compiling a captured graph with the function's backend:
 ** a registered one (graph/backend.c: "eager", this file: "inductor", and what
 ** kn_register_backend added; resolved by kn_compile) or a user backend_fn; both receive the graph
-** module and the example (fake) inputs and return a callable. The compile
+** module and the example (fake) inputs and return a callable. "aot_eager"
+** (aot/runtime.c) is AOT autograd with the interpreter for both graphs. The compile
 ** counter counts graphs and call nodes, then delegates to its inner backend.
 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "aot/aot.h"
 #include "core/error.h"
 #include "dynamo/dynamo.h"
 #include "inductor/inductor.h"
@@ -20,6 +22,7 @@
 ** "eager", "inductor", then what the program registered. */
 __attribute__((constructor)) static void register_builtin(void) {
   (void)kn_register_backend("inductor", kn__inductor_compile, NULL);
+  (void)kn_register_backend("aot_eager", kn__aot_eager_compile, NULL);
 }
 
 kn_status kn_compile_counter_backend(kn_graph_module *gm, kn_tensor *const *example_inputs,

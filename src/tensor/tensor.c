@@ -297,6 +297,20 @@ kn_tensor *kn__make_view(kn_tensor *base, int ndim, const int64_t *sizes,
   return t;
 }
 
+kn_tensor *kn__tensor_alias(kn_tensor *t) {
+  kn_tensor *a = kn__make_view(t, t->ndim, t->sizes, t->strides, t->offset);
+  if (a && t->sym) {
+    a->sym = malloc(sizeof *a->sym);
+    if (!a->sym) {
+      kn_release(a);
+      kn__oom();
+      return NULL;
+    }
+    memcpy(a->sym, t->sym, sizeof *a->sym);
+  }
+  return a;
+}
+
 /* ---- accessors ------------------------------------------------------------------- */
 
 /* Accessors that cannot return a status report a NULL tensor this way. */

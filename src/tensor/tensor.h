@@ -74,6 +74,9 @@ kn_tensor *kn__empty_strided(int ndim, const int64_t *sizes,
 ** Owned. The caller has validated the geometry. */
 kn_tensor *kn__make_view(kn_tensor *base, int ndim, const int64_t *sizes,
                          const int64_t *strides, int64_t offset);
+/* An alias of t: same storage and geometry, symbolic sizes too (a fake or
+** meta tensor stays symbolic), no autograd history. Owned or NULL. */
+kn_tensor *kn__tensor_alias(kn_tensor *t);
 /* A tensor struct around an existing storage (retained). Owned. */
 kn_tensor *kn__tensor_wrap(kn__storage *st, kn_dtype dt, int ndim,
                            const int64_t *sizes, const int64_t *strides,

@@ -1,0 +1,204 @@
+/*
+** aot/partition.c: the default partitioner. A call node of the joint graph
+** belongs to the backward when it depends on a tangent, to the forward
+** otherwise; the forward returns its outputs then every forward value
+** (placeholders included) that the backward reads, in joint-graph order.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "aot/aot.h"
+#include "core/error.h"
+
+/* Node copies from the joint graph into one part: map[i] = copy of node i. */
+typedef struct part {
+  kn__graph *g;
+  kn__gnode **map;
+} part;
+
+static kn__gref remap(const part *p, kn__gref v) {
+  return v.node ? (kn__gref){p->map[v.node->index], v.idx} : v;
+}
+
+static kn_status copy_call(part *p, const kn__gnode *n) {
+  kn__garg args[KN__MAX_ARGS];
+  kn__gref *lists[KN__MAX_ARGS] = {0};
+  kn_status st = KN_OK;
+  for (int i = 0; st == KN_OK && i < n->nargs; i++) {
+    args[i] = n->args[i];
+    if (args[i].kind == KN__GA_TENSOR) args[i].u.t = remap(p, args[i].u.t);
+    if (args[i].kind != KN__GA_TENSORS) continue;
+    int m = args[i].u.ts.n;
+    if (!(lists[i] = malloc(((size_t)m + 1) * sizeof **lists))) st = kn__oom();
+    for (int k = 0; st == KN_OK && k < m; k++) lists[i][k] = remap(p, args[i].u.ts.v[k]);
+    args[i].u.ts.v = lists[i];
+  }
+  kn__gnode *c = NULL;
+  if (st == KN_OK) {
+    c = n->opdef ? kn__graph_call(p->g, n->opdef, n->nargs, args, n->nout, n->meta)
+                 : kn__graph_getitem(p->g, p->map[n->args[0].u.t.node->index],
+                                     (int)kn__sym_hint(n->args[1].u.i));
+    if (c && n->stack) st = kn__graph_node_set_stack(c, n->stack, n->nstack, n->code);
+    if (!c) st = kn_last_status();
+  }
+  for (int i = 0; i < n->nargs; i++) free(lists[i]);
+  p->map[n->index] = c;
+  return st;
+}
+
+static kn_status copy_node(part *p, const kn__gnode *n) {
+  if (n->op == KN__GN_GET_ATTR) {
+    p->map[n->index] = kn__graph_get_attr(p->g, n->target, n->attr);
+    return p->map[n->index] ? KN_OK : kn_last_status();
+  }
+  return copy_call(p, n);
+}
+
+static kn_status placeholder(part *p, const kn__gnode *n, const char *name) {
+  p->map[n->index] = kn__graph_placeholder(p->g, name ? name : n->name, n->meta);
+  return p->map[n->index] ? KN_OK : kn_last_status();
+}
+
+/* bwd[i]: node i depends on a tangent. */
+static void mark_backward(const kn__aot_joint *j, bool *bwd) {
+  const kn__graph *g = j->g;
+  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    bwd[i] = n->op == KN__GN_PLACEHOLDER && i >= j->nprimals;
+    for (int a = 0; !bwd[i] && n->op == KN__GN_CALL && a < n->nargs; a++) {
+      const kn__garg *x = &n->args[a];
+      if (x->kind == KN__GA_TENSOR && x->u.t.node) bwd[i] = bwd[x->u.t.node->index];
+      for (int k = 0; x->kind == KN__GA_TENSORS && k < x->u.ts.n; k++)
+        bwd[i] = bwd[i] || bwd[x->u.ts.v[k].node->index];
+    }
+  }
+}
+
+static void mark_ref(const bool *bwd, kn__gref v, bool *saved) {
+  if (v.node && !bwd[v.node->index]) saved[v.node->index] = true;
+}
+
+static bool has_sym_args(const kn__gnode *n) {
+  for (int a = 0; a < n->nargs; a++) {
+    const kn__garg *x = &n->args[a];
+    if (x->kind == KN__GA_INT && !kn__sym_is_const(x->u.i)) return true;
+    for (int k = 0; x->kind == KN__GA_INTS && k < x->u.ints.n; k++)
+      if (!kn__sym_is_const(x->u.ints.v[k])) return true;
+  }
+  return false;
+}
+
+static bool has_sym_sizes(const kn__gnode *n) {
+  for (int d = 0; n->meta && d < n->meta[0].ndim; d++)
+    if (!kn__sym_is_const(n->meta[0].sizes[d])) return true;
+  return false;
+}
+
+/* Saved symbolic sizes: the graph IR has no int values, so a backward
+** whose arguments use size symbols gets the primals whose sizes they are
+** (saved by reference; the interpreter binds symbols from input sizes). */
+static void mark_saved_sizes(const kn__aot_joint *j, const bool *bwd, bool *saved) {
+  const kn__graph *g = j->g;
+  bool need = false;
+  for (int i = 0; !need && i < kn__graph_num_nodes(g); i++)
+    need = bwd[i] && kn__graph_node(g, i)->op == KN__GN_CALL && has_sym_args(kn__graph_node(g, i));
+  for (int i = 0; need && i < j->nprimals; i++)
+    if (has_sym_sizes(kn__graph_input(g, i))) saved[kn__graph_input(g, i)->index] = true;
+}
+
+/* saved[i]: forward node i is read by a backward node or returned as a gradient. */
+static void mark_saved(const kn__aot_joint *j, const bool *bwd, bool *saved) {
+  const kn__graph *g = j->g;
+  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    bool reads = (n->op == KN__GN_CALL && bwd[i]) || n->op == KN__GN_OUTPUT;
+    for (int a = 0; reads && a < n->nargs; a++) {
+      const kn__garg *x = &n->args[a];
+      if (n->op == KN__GN_OUTPUT && a < j->nfw_out) continue;
+      if (x->kind == KN__GA_TENSOR) mark_ref(bwd, x->u.t, saved);
+      for (int k = 0; x->kind == KN__GA_TENSORS && k < x->u.ts.n; k++) mark_ref(bwd, x->u.ts.v[k], saved);
+    }
+  }
+}
+
+static kn_status build_forward(const kn__aot_joint *j, const bool *bwd, const bool *saved,
+                               kn__aot_parts *out, part *p) {
+  const kn__graph *g = j->g;
+  int nn = kn__graph_num_nodes(g);
+  kn_status st = KN_OK;
+  for (int i = 0; st == KN_OK && i < nn; i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    if (bwd[i] || n->op == KN__GN_OUTPUT) continue;
+    st = n->op == KN__GN_PLACEHOLDER ? placeholder(p, n, NULL) : copy_node(p, n);
+  }
+  const kn__gnode *o = kn__graph_output_node(g);
+  kn__gref *v = malloc(((size_t)j->nfw_out + (size_t)nn + 1) * sizeof *v);
+  if (st == KN_OK && !v) st = kn__oom();
+  int k = 0;
+  for (int i = 0; st == KN_OK && i < j->nfw_out; i++) v[k++] = remap(p, o->args[i].u.t);
+  for (int i = 0; st == KN_OK && i < nn; i++)
+    if (saved[i]) v[k++] = (kn__gref){p->map[i], 0}; /* getitems are their own nodes */
+  out->nsaved = k - j->nfw_out;
+  if (st == KN_OK && !kn__graph_output(p->g, k, v)) st = kn_last_status();
+  free(v);
+  return st == KN_OK ? kn__graph_verify(p->g) : st;
+}
+
+static kn_status build_backward(const kn__aot_joint *j, const bool *bwd, const bool *saved,
+                                part *p) {
+  const kn__graph *g = j->g;
+  int nn = kn__graph_num_nodes(g);
+  kn_status st = KN_OK;
+  for (int i = 0; st == KN_OK && i < nn; i++)
+    if (saved[i]) st = placeholder(p, kn__graph_node(g, i), NULL);
+  for (int i = 0; st == KN_OK && i < nn; i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    if (!bwd[i]) continue;
+    st = n->op == KN__GN_PLACEHOLDER ? placeholder(p, n, NULL) : copy_node(p, n);
+  }
+  const kn__gnode *o = kn__graph_output_node(g);
+  kn__gref *v = calloc((size_t)j->ngrads + 1, sizeof *v);
+  if (st == KN_OK && !v) st = kn__oom();
+  for (int i = 0; st == KN_OK && i < j->ngrads; i++) v[i] = remap(p, o->args[j->nfw_out + i].u.t);
+  if (st == KN_OK && !kn__graph_output(p->g, j->ngrads, v)) st = kn_last_status();
+  free(v);
+  return st == KN_OK ? kn__graph_verify(p->g) : st;
+}
+
+static kn__graph *new_part(const kn__aot_joint *j) {
+  kn__graph *g = kn__graph_new();
+  kn__shape_env *env = kn__graph_shape_env(j->g);
+  if (g && env) kn__graph_set_shape_env(g, env, false);
+  if (!g) kn__oom();
+  return g;
+}
+
+kn_status kn__aot_partition(const kn__aot_joint *j, kn__aot_parts *out) {
+  memset(out, 0, sizeof *out);
+  int nn = kn__graph_num_nodes(j->g);
+  bool *bwd = calloc((size_t)nn + 1, sizeof *bwd), *saved = calloc((size_t)nn + 1, sizeof *saved);
+  part fw = {new_part(j), calloc((size_t)nn + 1, sizeof(kn__gnode *))};
+  part bw = {new_part(j), calloc((size_t)nn + 1, sizeof(kn__gnode *))};
+  out->fw = fw.g;
+  out->bw = bw.g;
+  kn_status st = bwd && saved && fw.g && bw.g && fw.map && bw.map ? KN_OK : kn__oom();
+  if (st == KN_OK) {
+    mark_backward(j, bwd);
+    mark_saved(j, bwd, saved);
+    mark_saved_sizes(j, bwd, saved);
+    st = build_forward(j, bwd, saved, out, &fw);
+  }
+  if (st == KN_OK) st = build_backward(j, bwd, saved, &bw);
+  free(bwd);
+  free(saved);
+  free(fw.map);
+  free(bw.map);
+  if (st != KN_OK) kn__aot_parts_fini(out);
+  return st;
+}
+
+void kn__aot_parts_fini(kn__aot_parts *p) {
+  kn__graph_free(p->fw);
+  kn__graph_free(p->bw);
+  memset(p, 0, sizeof *p);
+}

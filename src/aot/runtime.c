@@ -1,0 +1,332 @@
+/*
+** aot/runtime.c: the AOT backend and its runtime. Compiling traces the joint
+** graph, partitions it and compiles the forward and backward graphs with the
+** configured compilers (or traces one inference graph). A call runs the
+** compiled forward without recording autograd, then attaches ONE node,
+** CompiledFunctionBackward, to the differentiable outputs; its backward runs
+** the compiled backward graph on the saved values and the tangents.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "aot/aot.h"
+#include "autograd/autograd.h"
+#include "core/error.h"
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "tensor/tensor.h"
+
+/* One compiled graph: its module (the callable may run it) and callable. */
+typedef struct cgraph {
+  kn_graph_module *gm;
+  kn_compiled_graph c;
+  int nin, nout;
+} cgraph;
+
+/* The compiled function: shared by the callable and every live backward
+** node (reference counted: a node may outlive the cache entry). */
+typedef struct aot_fn {
+  atomic_long refs;
+  bool inference;
+  cgraph fw, bw;   /* inference: fw only */
+  int nuser;       /* forward outputs the caller sees */
+  int nsaved;
+  bool *out_diff;  /* [nuser] */
+  int ngrads;
+  int *grad_input; /* [ngrads] */
+  int nin;
+} aot_fn;
+
+static void cgraph_fini(cgraph *g) {
+  if (g->c.free_state) g->c.free_state(g->c.state);
+  kn_graph_module_free(g->gm);
+}
+
+static void fn_release(void *p) {
+  aot_fn *f = p;
+  if (!f || atomic_fetch_sub(&f->refs, 1) != 1) return;
+  cgraph_fini(&f->fw);
+  cgraph_fini(&f->bw);
+  free(f->out_diff);
+  free(f->grad_input);
+  free(f);
+}
+
+/* Compile g (ownership passes to the module) with compiler fn. */
+/* An alias of t without history (shares storage). Owned or NULL. */
+static kn_tensor *alias(kn_tensor *t) {
+  return kn__make_view(t, t->ndim, t->sizes, t->strides, t->offset);
+}
+
+static kn_status compile_graph(kn__graph *g, kn_backend_fn fn, void *ud, kn_tensor *const *ex,
+                               int nex, cgraph *out) {
+  out->nin = kn__graph_num_inputs(g);
+  kn__gnode *o = kn__graph_output_node(g);
+  out->nout = o ? o->nargs : 0;
+  kn_status st = kn__graph_module_new(g, &out->gm);
+  if (st == KN_OK) st = fn(out->gm, ex, nex, ud, &out->c);
+  if (st == KN_OK && !out->c.run) st = kn__error(KN_EINVAL, "aot: the compiler returned no callable");
+  return st;
+}
+
+/* ---- the backward node ------------------------------------------------------------ */
+
+typedef struct bw_ctx {
+  aot_fn *f;          /* counted reference */
+  kn_tensor **saved;  /* [nsaved] owned, without history */
+  kn_tensor **outs;   /* [nuser] detached aliases of the outputs (zero tangents' shapes) */
+  kn_tensor **in;     /* [nin] the call's inputs, retained (double backward's edges) */
+} bw_ctx;
+
+static void ctx_free(void *p) {
+  bw_ctx *c = p;
+  for (int i = 0; c->saved && i < c->f->nsaved; i++) kn_release(c->saved[i]);
+  for (int i = 0; c->outs && i < c->f->nuser; i++) kn_release(c->outs[i]);
+  for (int i = 0; c->in && i < c->f->nin; i++) kn_release(c->in[i]);
+  free(c->in);
+  free(c->saved);
+  free(c->outs);
+  fn_release(c->f);
+  free(c);
+}
+
+static kn_status double_backward(void *ctx, kn_tensor *const *go, int nout, kn_tensor **gi,
+                                 const bool *needs, int nin, bool create_graph) {
+  (void)ctx, (void)go, (void)nout, (void)gi, (void)needs, (void)nin, (void)create_graph;
+  return kn__error(KN_EAUTOGRAD,
+                   "torch.compile with aot_autograd does not currently support double backward");
+}
+
+/* Under create_graph the gradients get a node whose backward is the error;
+** its edges lead to the tangents' and the compiled function's inputs'
+** history, so a second backward reaches it as it would reach the inputs. */
+static kn_status mark_no_double(bw_ctx *c, kn_tensor *const *go, int nout, kn_tensor **gi, int nin) {
+  kn_tensor **all = calloc((size_t)nout + (size_t)nin + 1, sizeof *all);
+  if (!all) return kn__oom();
+  memcpy(all, go, (size_t)nout * sizeof *all);
+  memcpy(all + nout, c->in, (size_t)nin * sizeof *all);
+  kn__node *n = kn__node_new_custom("CompiledFunctionBackwardBackward", double_backward, NULL,
+                                    NULL, all, nout + nin, nin);
+  free(all);
+  if (!n) return kn_last_status();
+  kn_status st = KN_OK;
+  for (int k = 0; st == KN_OK && k < nin; k++)
+    if (gi[k] && kn_dtype_is_floating(gi[k]->dtype)) st = kn__node_set_output(n, gi[k], k);
+  kn__node_release(n);
+  return st;
+}
+
+/* Tangents in the backward graph's order: zeros for outputs without one. */
+static kn_status tangents(bw_ctx *c, kn_tensor *const *go, kn_tensor **tg) {
+  int k = 0;
+  for (int i = 0; i < c->f->nuser; i++) {
+    if (!c->f->out_diff[i]) continue;
+    kn_tensor *o = c->outs[i];
+    kn_tensor *t = go[i] ? go[i] : kn_zeros(o->ndim, o->sizes, o->dtype);
+    if (!t) return kn_last_status();
+    tg[k++] = kn_contiguous(t);
+    if (!tg[k - 1]) return kn_last_status();
+  }
+  return KN_OK;
+}
+
+static kn_status run_backward(void *ctx, kn_tensor *const *go, int nout, kn_tensor **gi,
+                              const bool *needs, int nin, bool create_graph) {
+  bw_ctx *c = ctx;
+  aot_fn *f = c->f;
+  (void)nout, (void)needs;
+  int nb = f->bw.nin;
+  kn_tensor **in = calloc((size_t)nb + (size_t)f->ngrads + 1, sizeof *in), **res = in + nb;
+  if (!in) return kn__oom();
+  memcpy(in, c->saved, (size_t)f->nsaved * sizeof *in);
+  bool prev = kn_no_grad_begin();
+  kn_scope_begin();
+  kn_status st = tangents(c, go, in + f->nsaved);
+  if (st == KN_OK) st = f->bw.c.run(f->bw.c.state, in, nb, res, f->ngrads);
+  for (int k = 0; st == KN_OK && k < f->ngrads; k++) kn_retain(res[k]); /* past the scope */
+  kn_scope_end();
+  kn_no_grad_end(prev);
+  for (int k = 0; st == KN_OK && k < f->ngrads; k++)
+    if (!(gi[f->grad_input[k]] = kn__autorelease(res[k]))) st = kn_last_status();
+  free(in);
+  if (st != KN_OK) return st;
+  if (create_graph) return mark_no_double(c, go, nout, gi, nin);
+  return KN_OK;
+}
+
+/* ---- a call -------------------------------------------------------------------------- */
+
+/* Outputs that are inputs or repeat an earlier output become aliases, so the
+** node never rewrites a caller's tensor or one tensor twice. */
+static kn_status own_outputs(kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
+  for (int i = 0; i < nout; i++) {
+    bool dup = false;
+    for (int k = 0; k < nin && !dup; k++) dup = out[i] == in[k];
+    for (int k = 0; k < i && !dup; k++) dup = out[i] == out[k];
+    if (!dup) continue;
+    kn_tensor *a = alias(out[i]);
+    if (!a) return kn_last_status();
+    kn_release(out[i]);
+    out[i] = a;
+  }
+  return KN_OK;
+}
+
+static kn_status attach(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **outs,
+                        kn_tensor **saved) {
+  bw_ctx *c = calloc(1, sizeof *c);
+  if (!c) return kn__oom();
+  atomic_fetch_add(&f->refs, 1);
+  c->f = f;
+  c->saved = saved;
+  c->outs = calloc((size_t)f->nuser + 1, sizeof *c->outs);
+  c->in = calloc((size_t)nin + 1, sizeof *c->in);
+  for (int i = 0; c->outs && i < f->nuser; i++) c->outs[i] = alias(outs[i]);
+  for (int i = 0; c->in && i < nin; i++) c->in[i] = kn_retain(in[i]);
+  kn__node *n = kn__node_new_custom("CompiledFunctionBackward", run_backward, c, ctx_free, in, nin,
+                                    f->nuser);
+  if (!n) return c->outs && c->in ? kn_last_status() : kn__oom();
+  kn_status st = c->outs && c->in ? KN_OK : kn__oom();
+  for (int i = 0; st == KN_OK && i < f->nuser; i++)
+    if (f->out_diff[i]) st = kn__node_set_output(n, outs[i], i);
+  kn__node_release(n);
+  return st;
+}
+
+static kn_status aot_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
+  aot_fn *f = state;
+  if (nin != f->nin || nout != f->nuser)
+    return kn__error(KN_EINVAL, "aot: expected %d inputs and %d outputs, got %d and %d", f->nin,
+                     f->nuser, nin, nout);
+  if (f->inference) return f->fw.c.run(f->fw.c.state, in, nin, out, nout);
+  int n = f->nuser + f->nsaved;
+  kn_tensor **all = calloc((size_t)n + 1, sizeof *all);
+  if (!all) return kn__oom();
+  bool prev = kn_no_grad_begin();
+  kn_scope_begin(); /* the callable's results are recorded in it: take our own */
+  kn_status st = f->fw.c.run(f->fw.c.state, in, nin, all, n);
+  for (int i = 0; st == KN_OK && i < n; i++) kn_retain(all[i]);
+  kn_scope_end();
+  kn_no_grad_end(prev);
+  if (st == KN_OK) st = own_outputs(in, nin, all, f->nuser);
+  kn_tensor **saved = calloc((size_t)f->nsaved + 1, sizeof *saved);
+  if (st == KN_OK && !saved) st = kn__oom();
+  for (int i = 0; st == KN_OK && i < f->nsaved; i++) /* no history: never the node's outputs */
+    if (!(saved[i] = alias(all[f->nuser + i]))) st = kn_last_status();
+  bool grad = kn_is_grad_enabled();
+  if (st == KN_OK && grad) st = attach(f, in, nin, all, saved);
+  else if (saved) {
+    for (int i = 0; i < f->nsaved; i++) kn_release(saved[i]);
+    free(saved);
+  }
+  for (int i = 0; i < n; i++) {
+    if (st == KN_OK && i < f->nuser) out[i] = kn__autorelease(all[i]);
+    else kn_release(all[i]);
+  }
+  free(all);
+  return st;
+}
+
+/* ---- compiling ----------------------------------------------------------------------- */
+
+static kn_status compile_inference(aot_fn *f, const kn__graph *g, const kn__aot_config *cfg,
+                                   kn_tensor *const *ex, int n) {
+  kn__aot_joint j;
+  kn_status st = kn__aot_trace_joint(g, NULL, n, true, &j);
+  if (st != KN_OK) return st;
+  f->inference = true;
+  f->nuser = j.nfw_out;
+  kn__aot_log_graph(KN__AOT_INFERENCE, j.g, kn__aot_next_id());
+  st = compile_graph(j.g, cfg->fw_compiler, cfg->fw_ud, ex, n, &f->fw);
+  j.g = NULL; /* the module owns it */
+  kn__aot_joint_fini(&j);
+  return st;
+}
+
+/* Meta example inputs of a graph's placeholders (owned array of owned tensors). */
+static kn_tensor **examples_of(const kn__graph *g) {
+  int n = kn__graph_num_inputs(g);
+  kn_tensor **ex = calloc((size_t)n + 1, sizeof *ex);
+  for (int i = 0; ex && i < n; i++) {
+    const kn__vmeta *m = kn__graph_input(g, i)->meta;
+    int64_t sz[KN_MAX_DIMS], sd[KN_MAX_DIMS];
+    for (int d = 0; d < m->ndim; d++) {
+      sz[d] = kn__sym_hint(m->sizes[d]);
+      sd[d] = kn__sym_hint(m->strides[d]);
+    }
+    ex[i] = kn__empty_strided(m->ndim, sz, sd, m->dtype, KN_META);
+  }
+  return ex;
+}
+
+static void examples_free(kn_tensor **ex, int n) {
+  for (int i = 0; ex && i < n; i++) kn_release(ex[i]);
+  free(ex);
+}
+
+static kn_status compile_training(aot_fn *f, const kn__graph *g, const bool *rg,
+                                  const kn__aot_config *cfg, kn_tensor *const *ex, int n) {
+  kn__aot_joint j;
+  kn__aot_parts p = {0};
+  kn_status st = kn__aot_trace_joint(g, rg, n, false, &j);
+  if (st != KN_OK) return st;
+  int id = kn__aot_next_id();
+  kn__aot_log_graph(KN__AOT_JOINT, j.g, id);
+  st = kn__aot_partition(&j, &p);
+  f->nuser = j.nfw_out;
+  f->ngrads = j.ngrads;
+  f->nsaved = p.nsaved;
+  f->out_diff = j.out_diff;
+  f->grad_input = j.grad_input;
+  j.out_diff = NULL;
+  j.grad_input = NULL;
+  kn__aot_joint_fini(&j);
+  if (st != KN_OK) return st;
+  kn__aot_log_graph(KN__AOT_FORWARD, p.fw, id);
+  kn__aot_log_graph(KN__AOT_BACKWARD, p.bw, id);
+  kn_tensor **bex = examples_of(p.bw);
+  int nb = kn__graph_num_inputs(p.bw);
+  st = compile_graph(p.fw, cfg->fw_compiler, cfg->fw_ud, ex, n, &f->fw);
+  p.fw = NULL;
+  if (st == KN_OK) st = bex ? KN_OK : kn__oom();
+  if (st == KN_OK) st = compile_graph(p.bw, cfg->bw_compiler, cfg->bw_ud, bex, nb, &f->bw);
+  else kn__graph_free(p.bw);
+  examples_free(bex, nb);
+  return st;
+}
+
+kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
+                          const kn__aot_config *cfg, kn_compiled_graph *out) {
+  if (!gm || !cfg || !cfg->fw_compiler || !cfg->bw_compiler || !out || (n > 0 && !ex))
+    return kn__error(KN_EINVAL, "aot: expected a graph module, its example inputs and compilers");
+  const kn__graph *g = kn__graph_module_graph(gm);
+  if (n != kn__graph_num_inputs(g))
+    return kn__error(KN_EINVAL, "aot: expected %d example inputs, got %d", kn__graph_num_inputs(g), n);
+  aot_fn *f = calloc(1, sizeof *f);
+  bool *rg = calloc((size_t)n + 1, sizeof *rg);
+  if (!f || !rg) return free(f), free(rg), kn__oom();
+  atomic_init(&f->refs, 1);
+  f->nin = n;
+  bool any = false;
+  for (int i = 0; i < n; i++) any |= rg[i] = ex[i] && ex[i]->requires_grad;
+  kn_status st = any && kn_is_grad_enabled() ? compile_training(f, g, rg, cfg, ex, n)
+                                             : compile_inference(f, g, cfg, ex, n);
+  free(rg);
+  if (st != KN_OK) {
+    fn_release(f);
+    return st;
+  }
+  *out = (kn_compiled_graph){aot_run, f, fn_release};
+  return KN_OK;
+}
+
+kn_status kn__aot_eager_compile(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
+                                kn_compiled_graph *out) {
+  (void)ud;
+  kn_backend_fn eager = NULL;
+  void *eud = NULL;
+  kn_status st = kn__backend_lookup("eager", NULL, &eager, &eud);
+  if (st != KN_OK) return st;
+  kn__aot_config cfg = {eager, eud, eager, eud};
+  return kn__aot_compile(gm, ex, n, &cfg, out);
+}

@@ -319,6 +319,7 @@ kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_in
     prog_free(p);
     return kn__eager_compile(gm, out);
   }
+  if (st == KN_OK) kn__ind_emit_runnable(g);
   char *src = NULL;
   double t0 = kn__compile_time_begin();
   if (st == KN_OK) st = generate(p, &src);

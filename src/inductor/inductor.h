@@ -13,6 +13,7 @@
 **   codegen.c    the C source of a plan
 **   toolchain.c  the compiler (fork/exec), dlopen, the disk and memory caches
 **   backend.c    the backend entry point and the runtime of a compiled graph
+**   runnable.c   fx_graph_runnable: the graph as a standalone C repro
 */
 #ifndef KN_INDUCTOR_INDUCTOR_H
 #define KN_INDUCTOR_INDUCTOR_H
@@ -115,5 +116,15 @@ typedef struct kn__ind_loaded {
 kn_status kn__ind_load(const char *src, kn__ind_loaded *out);
 /* Tests only: forget the memory cache (as a new process would start). */
 void kn__ind_cache_forget_memory(void);
+
+/* ---- fx_graph_runnable (runnable.c) ------------------------------------------------ */
+/* A standalone C program that rebuilds g with kiln's public ops on random
+** inputs and compiles it with backend "inductor". Owned (free it); NULL when
+** a node has no public-call form, with *why naming it (static or borrowed
+** from g), or on OOM. */
+char *kn__ind_runnable(const kn__graph *g, const char **why);
+/* When tracing: the fx_graph_runnable artifact of g (or a debug log line
+** saying why there is none). */
+void kn__ind_emit_runnable(const kn__graph *g);
 
 #endif

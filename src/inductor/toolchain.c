@@ -199,7 +199,18 @@ static kn_status write_atomic(const char *path, const char *data, size_t len) {
   return KN_OK;
 }
 
+static kn_status load_so_timed(const char *path, kn__ind_call_fn *out);
+
+/* dlopen the shared object and find its entry point (phase inductor_load). */
 static kn_status load_so(const char *path, kn__ind_call_fn *out) {
+  kn__ind_phase ph;
+  kn__ind_phase_begin(&ph, "inductor_load");
+  kn_status st = load_so_timed(path, out);
+  kn__ind_phase_end(&ph);
+  return st;
+}
+
+static kn_status load_so_timed(const char *path, kn__ind_call_fn *out) {
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) return kn__error(KN_EIO, "inductor: cannot load '%s': %s", path, dlerror());
   int (*abi)(void) = (int (*)(void))dlsym(h, "kn_ind_abi");
@@ -277,9 +288,10 @@ static kn_status build_in(const tool *t, const char *src, const char *base, cons
   if (st != KN_OK) return st;
   kn__sb msgs;
   kn__sb_init(&msgs);
-  double t0 = kn__compile_time_begin();
+  kn__ind_phase ph;
+  kn__ind_phase_begin(&ph, "inductor_cc");
   st = run_cc(t, cpath, tmpso, &msgs);
-  kn__compile_time_end("inductor_cc", t0);
+  kn__ind_phase_end(&ph);
   kn__sb_fini(&msgs);
   if (st != KN_OK || rename(tmpso, so) != 0) {
     unlink(tmpso);

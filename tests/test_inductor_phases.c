@@ -7,7 +7,8 @@
 ** inductor_cumulative_compile_time_us and
 ** inductor_code_gen_cumulative_compile_time_us consistent with the events'
 ** timestamps, and the legacy *_time_s fields derived from them;
-** kn_compile_times lists every phase.
+** kn_compile_times lists every phase. The artifacts come in the seeds'
+** order: fx_graph_runnable, inductor_output_code, fx_graph_cache_miss.
 */
 #include "inductor_util.h"
 #include "kiln/log.h"
@@ -24,8 +25,13 @@ static kn_tensor *example_fn(kn_tensor *a) {
 #define MAXEV 64
 typedef struct ev { char name[64]; char ph; double ts; } ev;
 
-/* Chromium events and the (last) compilation_metrics of the trace. */
+/* The inductor records in trace order, space-separated. */
+static char order[512];
+
+/* Chromium events and the (last) compilation_metrics of the trace; fills
+** order. */
 static int read_trace(ev *evs, json_t **metrics) {
+  order[0] = 0;
   char *path = kn_trace_file_path();
   cr_assert_not_null(path);
   kn__trace_reader_opts o = {.strict = true};
@@ -39,6 +45,11 @@ static int read_trace(ev *evs, json_t **metrics) {
       json_decref(*metrics);
       *metrics = json_deep_copy(rec->value);
     }
+    const char *art = !strcmp(rec->event, "artifact")
+                          ? json_string_value(json_object_get(rec->value, "name")) : NULL;
+    const char *name = art ? art : rec->event;
+    if (strstr(name, "fx_graph") || !strcmp(name, "inductor_output_code"))
+      snprintf(order + strlen(order), sizeof order - strlen(order), "%s ", name);
     if (strcmp(rec->event, "chromium_event") || n == MAXEV) continue;
     json_t *p = json_loads(rec->payload, 0, NULL);
     cr_assert_not_null(p, "chromium payload is JSON");
@@ -80,6 +91,8 @@ Test(inductor_phases, chromium_events_metrics_and_compile_times) {
   json_t *m = NULL;
   int n = read_trace(evs, &m);
   kn_trace_disable();
+  /* the seeds' order (trace_format.md 3.8) */
+  cr_expect_str_eq(order, "fx_graph_runnable inductor_output_code fx_graph_cache_miss ");
   static const char *const inner[] = {"inductor_lowering", "inductor_scheduling",
                                       "inductor_codegen", "inductor_cc", "inductor_load"};
   int ob = find(evs, n, "compile_fx_inner", 'B'), oe = find(evs, n, "compile_fx_inner", 'E');

@@ -325,8 +325,8 @@ static kn_status build_bypass(const tool *t, const char *src, const char *key, c
   if (!mkdtemp(dir)) return kn__error(KN_EIO, "inductor: cannot create a temporary directory "
                                       "for the compiler: %s", strerror(errno));
   snprintf(base, sizeof base, "%s/%s", dir, key);
-  artifact("fx_graph_cache_bypass", key, why);
   output_code(src, base);
+  artifact("fx_graph_cache_bypass", key, why);
   kn_status st = build_in(t, src, base, key, false);
   char so[4300];
   snprintf(so, sizeof so, "%s.so", base);
@@ -346,16 +346,16 @@ static kn_status load_disk(const tool *t, const char *src, const char *dir, cons
   if (entry_valid(base, key, why, sizeof why) && load_so(so, fn) == KN_OK) {
     char cpath[4300];
     snprintf(cpath, sizeof cpath, "%s.c", base);
-    artifact("fx_graph_cache_hit", key, "found on disk");
     output_code(src, cpath);
+    artifact("fx_graph_cache_hit", key, "found on disk");
     return KN_OK;
   }
   if (strcmp(why, "not in cache"))
     KN_LOG(KN_LOG_INDUCTOR_CODECACHE, KN_WARNING, "inductor cache: %s: %s; rebuilding", base, why);
-  artifact("fx_graph_cache_miss", key, why);
   char cpath[4300];
   snprintf(cpath, sizeof cpath, "%s.c", base);
-  output_code(src, cpath);
+  output_code(src, cpath); /* the seeds' order: output code, then the cache artifact */
+  artifact("fx_graph_cache_miss", key, why);
   kn_status st = build_in(t, src, base, key, true);
   return st == KN_OK ? load_so(so, fn) : st;
 }

@@ -86,9 +86,11 @@ static char *make_cache(char **outside) {
 
 Test(kiln_cache, lists_entries_sizes_ages_and_total) {
   char *outside, *top = make_cache(&outside), *out;
+  int rc;
   kn__sb args = KN__SB_INIT;
   kn__sb_printf(&args, "--dir '%s'", top);
-  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0, "%s", out);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
   /* newest first; A = 1000 + 2000 + 48 bytes, B = 100 + 24 */
   const char *a = strstr(out, "  " KEY_A "     3.0 KiB     2h  .c .so .meta\n");
   const char *b = strstr(out, "  " KEY_B "       124 B     3d  .c .so(partial)\n");
@@ -105,10 +107,12 @@ Test(kiln_cache, lists_entries_sizes_ages_and_total) {
 
 Test(kiln_cache, clear_removes_only_kiln_files_and_follows_no_link) {
   char *outside, *top = make_cache(&outside), *out;
+  int rc;
   kn__sb args = KN__SB_INIT, ind = KN__SB_INIT;
   kn__sb_printf(&args, "--clear --dir '%s'", top);
   kn__sb_printf(&ind, "%s/inductor", top);
-  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0, "%s", out);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
   cr_assert(strstr(out, "kiln cache: removed 5 files (3.1 KiB) from "), "%s", out);
   cr_assert(strstr(out, "not kiln's: 2 (left alone)\n"), "%s", out);
   free(out);
@@ -120,7 +124,8 @@ Test(kiln_cache, clear_removes_only_kiln_files_and_follows_no_link) {
   /* listing again: nothing of kiln's left */
   kn__sb_clear(&args);
   kn__sb_printf(&args, "--dir '%s'", top);
-  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
   cr_assert(strstr(out, "total: 0 entries, 0 files, 0 B (0 bytes)\n"), "%s", out);
   free(out);
   kn__sb_fini(&args);
@@ -133,13 +138,15 @@ Test(kiln_cache, clear_removes_only_kiln_files_and_follows_no_link) {
 
 Test(kiln_cache, linked_inductor_directory_is_not_followed) {
   char *outside, *top = make_cache(&outside), *out;
+  int rc;
   char *other = ru_tmpdir();
   put(outside, KEY_A ".c", 10, 0);
   kn__sb link = KN__SB_INIT, args = KN__SB_INIT;
   kn__sb_printf(&link, "%s/inductor", other);
   cr_assert_eq(symlink(outside, kn__sb_cstr(&link)), 0);
   kn__sb_printf(&args, "--clear --dir '%s'", other);
-  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 1, "%s", out);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 1, "%s", out);
   cr_assert(strstr(out, "not followed"), "%s", out);
   cr_assert(exists(outside, KEY_A ".c"));
   free(out);
@@ -155,20 +162,24 @@ Test(kiln_cache, linked_inductor_directory_is_not_followed) {
 
 Test(kiln_cache, empty_and_missing_directories) {
   char *top = ru_tmpdir(), *out;
+  int rc;
   kn__sb args = KN__SB_INIT, ind = KN__SB_INIT;
   kn__sb_printf(&args, "--dir '%s'", top);
   kn__sb_printf(&ind, "%s/inductor", top);
-  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
   cr_assert(strstr(out, "/inductor does not exist: no cache entries\n"), "%s", out);
   free(out);
   cr_assert_eq(mkdir(kn__sb_cstr(&ind), 0755), 0);
-  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
   cr_assert(strstr(out, "total: 0 entries, 0 files, 0 B (0 bytes)\n"), "%s", out);
   cr_assert_null(strstr(out, "not kiln's"), "%s", out);
   free(out);
   kn__sb_clear(&args);
   kn__sb_printf(&args, "--clear --dir '%s'", top);
-  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
   cr_assert(strstr(out, "kiln cache: removed 0 files (0 B) from "), "%s", out);
   free(out);
   kn__sb_fini(&args);
@@ -179,14 +190,17 @@ Test(kiln_cache, empty_and_missing_directories) {
 
 Test(kiln_cache, default_directory_and_bad_arguments) {
   char *top = ru_tmpdir(), *out;
+  int rc;
   kn__sb args = KN__SB_INIT;
   /* XDG_CACHE_HOME/kiln is the default when KILN_CACHE_DIR is unset */
   kn__sb_printf(&args, "--bogus");
-  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 2);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 2, "%s", out);
   cr_assert(strstr(out, "unknown argument '--bogus'"), "%s", out);
   free(out);
   cr_assert_eq(setenv("XDG_CACHE_HOME", top, 1), 0);
-  cr_assert_eq(kiln_cache("", &out), 0);
+  rc = kiln_cache("", &out);
+  cr_assert_eq(rc, 0, "%s", out);
   kn__sb_clear(&args);
   kn__sb_printf(&args, "kiln cache: %s/kiln/inductor does not exist", top);
   cr_assert(strstr(out, kn__sb_cstr(&args)), "%s", out);

@@ -159,7 +159,7 @@ static int by_age(const void *a, const void *b) {
 }
 
 static void print_list(scan *s, const char *dir) {
-  qsort(s->v, s->n, sizeof *s->v, by_age);
+  if (s->n > 1) qsort(s->v, s->n, sizeof *s->v, by_age);
   time_t now = time(NULL);
   char sz[32], ag[32], fl[64];
   printf("kiln cache: %s/inductor\n", dir);

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "dynamo/frame.h"
+#include "inductor/inductor.h"
 #include "logging/log.h"
 #include "trace/events.h"
 #include "trace/trace.h"
@@ -34,6 +35,7 @@ void kn__fc_begin(kn__fc *c, kn__frame *fr, const kn__recompile_note *note, bool
   c->start_wall_us = kn__trace_now_us();
   c->t0 = mono_us();
   c->tbegin = kn__compile_time_begin();
+  kn__ind_times_take(NULL, NULL); /* this frame's inductor time starts now */
   if (quiet) return;
   if (note && note->msg) {
     if (note->verbose) KN_LOG_ARTIFACT(KN_ART_RECOMPILES_VERBOSE, "%s", note->msg);
@@ -160,6 +162,12 @@ void kn__fc_end(kn__fc *c, const kn__fc_info *info) {
       set_int(m, "duration_us", (int64_t)dur);
       set_int(m, "dynamo_cumulative_compile_time_us", (int64_t)dur);
       set_int(m, "aot_autograd_cumulative_compile_time_us", (int64_t)c->backend_us);
+      double ind_us, ind_cg_us;
+      kn__ind_times_take(&ind_us, &ind_cg_us);
+      if (ind_us > 0) {
+        set_int(m, "inductor_cumulative_compile_time_us", (int64_t)ind_us);
+        set_int(m, "inductor_code_gen_cumulative_compile_time_us", (int64_t)ind_cg_us);
+      }
       set_int(m, "end_time_us", (int64_t)(c->start_wall_us + dur));
       json_t *rr = json_array();
       for (int i = 0; i < c->nrestart; i++)

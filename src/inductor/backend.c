@@ -303,10 +303,20 @@ static kn_status generate(prog *p, char **src) {
   return st;
 }
 
+static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out);
+
 kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_inputs, int n,
                                void *ud, kn_compiled_graph *out) {
   (void)example_inputs, (void)n, (void)ud;
   if (!gm || !out) return kn__error(KN_EINVAL, "inductor: expected a graph module and an output");
+  kn__ind_phase ph;
+  kn__ind_phase_begin(&ph, "compile_fx_inner");
+  kn_status st = compile_inner(gm, out);
+  kn__ind_phase_end(&ph);
+  return st;
+}
+
+static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   const kn__graph *g = kn__graph_module_graph(gm);
   prog *p = calloc(1, sizeof *p);
   if (!p) return kn__oom();
@@ -319,10 +329,12 @@ kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_in
     prog_free(p);
     return kn__eager_compile(gm, out);
   }
+  if (st == KN_OK) kn__ind_emit_runnable(g);
   char *src = NULL;
-  double t0 = kn__compile_time_begin();
+  kn__ind_phase ph;
+  kn__ind_phase_begin(&ph, "inductor_codegen");
   if (st == KN_OK) st = generate(p, &src);
-  kn__compile_time_end("inductor_codegen", t0);
+  kn__ind_phase_end(&ph);
   kn__ind_loaded ld;
   if (st == KN_OK) st = kn__ind_load(src, &ld);
   free(src);

@@ -13,6 +13,8 @@
 **   codegen.c    the C source of a plan
 **   toolchain.c  the compiler (fork/exec), dlopen, the disk and memory caches
 **   backend.c    the backend entry point and the runtime of a compiled graph
+**   runnable.c   fx_graph_runnable: the graph as a standalone C repro
+**   phase.c      compile-phase times (chromium events, compile times, metrics)
 */
 #ifndef KN_INDUCTOR_INDUCTOR_H
 #define KN_INDUCTOR_INDUCTOR_H
@@ -115,5 +117,29 @@ typedef struct kn__ind_loaded {
 kn_status kn__ind_load(const char *src, kn__ind_loaded *out);
 /* Tests only: forget the memory cache (as a new process would start). */
 void kn__ind_cache_forget_memory(void);
+
+/* ---- compile phases (phase.c) ---------------------------------------------------- */
+/* A phase: chromium B at begin, E at end (when tracing), its time recorded
+** for kn_dump_compile_times and summed per thread for compilation_metrics.
+** Names: compile_fx_inner (a whole compile), inductor_lowering,
+** inductor_scheduling, inductor_codegen, inductor_cc, inductor_load. name is
+** borrowed (a literal). */
+typedef struct kn__ind_phase { const char *name; double t0; } kn__ind_phase;
+void kn__ind_phase_begin(kn__ind_phase *ph, const char *name);
+double kn__ind_phase_end(kn__ind_phase *ph); /* seconds */
+/* The calling thread's inductor time since the last take, in microseconds:
+** whole compiles, and codegen + cc + load; then resets both (dynamo takes
+** them at the start and end of a frame compile). Either pointer may be NULL. */
+void kn__ind_times_take(double *total_us, double *codegen_us);
+
+/* ---- fx_graph_runnable (runnable.c) ------------------------------------------------ */
+/* A standalone C program that rebuilds g with kiln's public ops on random
+** inputs and compiles it with backend "inductor". Owned (free it); NULL when
+** a node has no public-call form, with *why naming it (static or borrowed
+** from g), or on OOM. */
+char *kn__ind_runnable(const kn__graph *g, const char **why);
+/* When tracing: the fx_graph_runnable artifact of g (or a debug log line
+** saying why there is none). */
+void kn__ind_emit_runnable(const kn__graph *g);
 
 #endif

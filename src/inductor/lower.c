@@ -171,8 +171,13 @@ kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p) {
   /* slots of producers exist before their getitems: classify in order, but
   ** pointwise slots are given by fuse() afterwards; aliases of pointwise
   ** nodes cannot occur (pointwise nodes have one output). */
+  kn__ind_phase ph;
+  kn__ind_phase_begin(&ph, "inductor_lowering");
   for (int i = 0; i < p->nnodes; i++) classify(p, kn__graph_node(g, i));
+  kn__ind_phase_end(&ph);
+  kn__ind_phase_begin(&ph, "inductor_scheduling");
   fuse(p, user, !has_inplace(g));
+  kn__ind_phase_end(&ph);
   free(user);
   return KN_OK;
 }

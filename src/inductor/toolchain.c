@@ -199,7 +199,18 @@ static kn_status write_atomic(const char *path, const char *data, size_t len) {
   return KN_OK;
 }
 
+static kn_status load_so_timed(const char *path, kn__ind_call_fn *out);
+
+/* dlopen the shared object and find its entry point (phase inductor_load). */
 static kn_status load_so(const char *path, kn__ind_call_fn *out) {
+  kn__ind_phase ph;
+  kn__ind_phase_begin(&ph, "inductor_load");
+  kn_status st = load_so_timed(path, out);
+  kn__ind_phase_end(&ph);
+  return st;
+}
+
+static kn_status load_so_timed(const char *path, kn__ind_call_fn *out) {
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) return kn__error(KN_EIO, "inductor: cannot load '%s': %s", path, dlerror());
   int (*abi)(void) = (int (*)(void))dlsym(h, "kn_ind_abi");
@@ -277,9 +288,10 @@ static kn_status build_in(const tool *t, const char *src, const char *base, cons
   if (st != KN_OK) return st;
   kn__sb msgs;
   kn__sb_init(&msgs);
-  double t0 = kn__compile_time_begin();
+  kn__ind_phase ph;
+  kn__ind_phase_begin(&ph, "inductor_cc");
   st = run_cc(t, cpath, tmpso, &msgs);
-  kn__compile_time_end("inductor_cc", t0);
+  kn__ind_phase_end(&ph);
   kn__sb_fini(&msgs);
   if (st != KN_OK || rename(tmpso, so) != 0) {
     unlink(tmpso);
@@ -313,8 +325,8 @@ static kn_status build_bypass(const tool *t, const char *src, const char *key, c
   if (!mkdtemp(dir)) return kn__error(KN_EIO, "inductor: cannot create a temporary directory "
                                       "for the compiler: %s", strerror(errno));
   snprintf(base, sizeof base, "%s/%s", dir, key);
-  artifact("fx_graph_cache_bypass", key, why);
   output_code(src, base);
+  artifact("fx_graph_cache_bypass", key, why);
   kn_status st = build_in(t, src, base, key, false);
   char so[4300];
   snprintf(so, sizeof so, "%s.so", base);
@@ -334,16 +346,16 @@ static kn_status load_disk(const tool *t, const char *src, const char *dir, cons
   if (entry_valid(base, key, why, sizeof why) && load_so(so, fn) == KN_OK) {
     char cpath[4300];
     snprintf(cpath, sizeof cpath, "%s.c", base);
-    artifact("fx_graph_cache_hit", key, "found on disk");
     output_code(src, cpath);
+    artifact("fx_graph_cache_hit", key, "found on disk");
     return KN_OK;
   }
   if (strcmp(why, "not in cache"))
     KN_LOG(KN_LOG_INDUCTOR_CODECACHE, KN_WARNING, "inductor cache: %s: %s; rebuilding", base, why);
-  artifact("fx_graph_cache_miss", key, why);
   char cpath[4300];
   snprintf(cpath, sizeof cpath, "%s.c", base);
-  output_code(src, cpath);
+  output_code(src, cpath); /* the seeds' order: output code, then the cache artifact */
+  artifact("fx_graph_cache_miss", key, why);
   kn_status st = build_in(t, src, base, key, true);
   return st == KN_OK ? load_so(so, fn) : st;
 }

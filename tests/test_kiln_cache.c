@@ -1,0 +1,211 @@
+/*
+** test_kiln_cache.c: `kiln cache` (tools/cmd_cache.c) on hand-made cache
+** directories in the layout of src/inductor/toolchain.c: listing with sizes,
+** ages and total; --clear removing only kiln's files; a foreign file, a
+** symbolic link with a kiln name and a linked-in inductor directory left
+** alone; an empty and a missing directory.
+*/
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/strbuf.h"
+#include "support/report_util.h"
+
+#define KEY_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define KEY_B "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+/* Run `kiln cache <args>`; stdout in *out (owned). Returns the exit status. */
+static int kiln_cache(const char *args, char **out) {
+  char path[] = "/tmp/kn_cache_out_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  kn__sb cmd = KN__SB_INIT;
+  kn__sb_printf(&cmd, "env -u KILN_CACHE_DIR '%s' cache %s > '%s' 2>&1", KN_TOOL_PATH, args, path);
+  int rc = system(kn__sb_cstr(&cmd));
+  kn__sb_fini(&cmd);
+  *out = ru_read(path, NULL);
+  unlink(path);
+  cr_assert_not_null(*out);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* Write n bytes into dir/name, modified `ago` seconds ago. */
+static void put(const char *dir, const char *name, size_t n, long ago) {
+  kn__sb p = KN__SB_INIT;
+  kn__sb_printf(&p, "%s/%s", dir, name);
+  FILE *f = fopen(kn__sb_cstr(&p), "wb");
+  cr_assert_not_null(f);
+  for (size_t i = 0; i < n; i++) fputc('x', f);
+  fclose(f);
+  struct timespec ts[2] = {{time(NULL) - ago, 0}, {time(NULL) - ago, 0}};
+  cr_assert_eq(utimensat(AT_FDCWD, kn__sb_cstr(&p), ts, 0), 0);
+  kn__sb_fini(&p);
+}
+
+static bool exists(const char *dir, const char *name) {
+  kn__sb p = KN__SB_INIT;
+  kn__sb_printf(&p, "%s/%s", dir, name);
+  struct stat sb;
+  bool ok = lstat(kn__sb_cstr(&p), &sb) == 0;
+  kn__sb_fini(&p);
+  return ok;
+}
+
+/* A cache dir with two entries (A: 3 files, 2 hours old; B: 2 files, 3 days
+** old), a foreign file and a symlink with a kiln name pointing outside. */
+static char *make_cache(char **outside) {
+  char *top = ru_tmpdir();
+  kn__sb ind = KN__SB_INIT;
+  kn__sb_printf(&ind, "%s/inductor", top);
+  cr_assert_eq(mkdir(kn__sb_cstr(&ind), 0755), 0);
+  put(kn__sb_cstr(&ind), KEY_A ".c", 1000, 7200);
+  put(kn__sb_cstr(&ind), KEY_A ".so", 2000, 7300);
+  put(kn__sb_cstr(&ind), KEY_A ".meta", 48, 7200);
+  put(kn__sb_cstr(&ind), KEY_B ".c", 100, 3 * 86400);
+  put(kn__sb_cstr(&ind), KEY_B ".so.tmp.123.0x1", 24, 3 * 86400);
+  put(kn__sb_cstr(&ind), "notes.txt", 5, 0);
+  *outside = ru_tmpdir();
+  put(*outside, "precious.so", 7, 0);
+  kn__sb link = KN__SB_INIT, target = KN__SB_INIT;
+  kn__sb_printf(&link, "%s/%s.so", kn__sb_cstr(&ind), KEY_B);
+  kn__sb_printf(&target, "%s/precious.so", *outside);
+  cr_assert_eq(symlink(kn__sb_cstr(&target), kn__sb_cstr(&link)), 0);
+  kn__sb_fini(&link);
+  kn__sb_fini(&target);
+  kn__sb_fini(&ind);
+  return top;
+}
+
+Test(kiln_cache, lists_entries_sizes_ages_and_total) {
+  char *outside, *top = make_cache(&outside), *out;
+  int rc;
+  kn__sb args = KN__SB_INIT;
+  kn__sb_printf(&args, "--dir '%s'", top);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
+  /* newest first; A = 1000 + 2000 + 48 bytes, B = 100 + 24 */
+  const char *a = strstr(out, "  " KEY_A "     3.0 KiB     2h  .c .so .meta\n");
+  const char *b = strstr(out, "  " KEY_B "       124 B     3d  .c .so(partial)\n");
+  cr_assert(a && b && a < b, "%s", out);
+  cr_assert(strstr(out, "total: 2 entries, 5 files, 3.1 KiB (3172 bytes)\n"), "%s", out);
+  cr_assert(strstr(out, "not kiln's: 2 (left alone)\n"), "%s", out);
+  free(out);
+  kn__sb_fini(&args);
+  ru_rmtree(top);
+  ru_rmtree(outside);
+  free(top);
+  free(outside);
+}
+
+Test(kiln_cache, clear_removes_only_kiln_files_and_follows_no_link) {
+  char *outside, *top = make_cache(&outside), *out;
+  int rc;
+  kn__sb args = KN__SB_INIT, ind = KN__SB_INIT;
+  kn__sb_printf(&args, "--clear --dir '%s'", top);
+  kn__sb_printf(&ind, "%s/inductor", top);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "kiln cache: removed 5 files (3.1 KiB) from "), "%s", out);
+  cr_assert(strstr(out, "not kiln's: 2 (left alone)\n"), "%s", out);
+  free(out);
+  cr_assert_not(exists(kn__sb_cstr(&ind), KEY_A ".so"));
+  cr_assert_not(exists(kn__sb_cstr(&ind), KEY_B ".so.tmp.123.0x1"));
+  cr_assert(exists(kn__sb_cstr(&ind), "notes.txt"));
+  cr_assert(exists(kn__sb_cstr(&ind), KEY_B ".so"), "the symlink itself stays");
+  cr_assert(exists(outside, "precious.so"), "the link's target stays");
+  /* listing again: nothing of kiln's left */
+  kn__sb_clear(&args);
+  kn__sb_printf(&args, "--dir '%s'", top);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "total: 0 entries, 0 files, 0 B (0 bytes)\n"), "%s", out);
+  free(out);
+  kn__sb_fini(&args);
+  kn__sb_fini(&ind);
+  ru_rmtree(top);
+  ru_rmtree(outside);
+  free(top);
+  free(outside);
+}
+
+Test(kiln_cache, linked_inductor_directory_is_not_followed) {
+  char *outside, *top = make_cache(&outside), *out;
+  int rc;
+  char *other = ru_tmpdir();
+  put(outside, KEY_A ".c", 10, 0);
+  kn__sb link = KN__SB_INIT, args = KN__SB_INIT;
+  kn__sb_printf(&link, "%s/inductor", other);
+  cr_assert_eq(symlink(outside, kn__sb_cstr(&link)), 0);
+  kn__sb_printf(&args, "--clear --dir '%s'", other);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 1, "%s", out);
+  cr_assert(strstr(out, "not followed"), "%s", out);
+  cr_assert(exists(outside, KEY_A ".c"));
+  free(out);
+  kn__sb_fini(&link);
+  kn__sb_fini(&args);
+  ru_rmtree(top);
+  ru_rmtree(outside);
+  ru_rmtree(other);
+  free(top);
+  free(outside);
+  free(other);
+}
+
+Test(kiln_cache, empty_and_missing_directories) {
+  char *top = ru_tmpdir(), *out;
+  int rc;
+  kn__sb args = KN__SB_INIT, ind = KN__SB_INIT;
+  kn__sb_printf(&args, "--dir '%s'", top);
+  kn__sb_printf(&ind, "%s/inductor", top);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "/inductor does not exist: no cache entries\n"), "%s", out);
+  free(out);
+  cr_assert_eq(mkdir(kn__sb_cstr(&ind), 0755), 0);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "total: 0 entries, 0 files, 0 B (0 bytes)\n"), "%s", out);
+  cr_assert_null(strstr(out, "not kiln's"), "%s", out);
+  free(out);
+  kn__sb_clear(&args);
+  kn__sb_printf(&args, "--clear --dir '%s'", top);
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "kiln cache: removed 0 files (0 B) from "), "%s", out);
+  free(out);
+  kn__sb_fini(&args);
+  kn__sb_fini(&ind);
+  ru_rmtree(top);
+  free(top);
+}
+
+Test(kiln_cache, default_directory_and_bad_arguments) {
+  char *top = ru_tmpdir(), *out;
+  int rc;
+  kn__sb args = KN__SB_INIT;
+  /* XDG_CACHE_HOME/kiln is the default when KILN_CACHE_DIR is unset */
+  kn__sb_printf(&args, "--bogus");
+  rc = kiln_cache(kn__sb_cstr(&args), &out);
+  cr_assert_eq(rc, 2, "%s", out);
+  cr_assert(strstr(out, "unknown argument '--bogus'"), "%s", out);
+  free(out);
+  cr_assert_eq(setenv("XDG_CACHE_HOME", top, 1), 0);
+  rc = kiln_cache("", &out);
+  cr_assert_eq(rc, 0, "%s", out);
+  kn__sb_clear(&args);
+  kn__sb_printf(&args, "kiln cache: %s/kiln/inductor does not exist", top);
+  cr_assert(strstr(out, kn__sb_cstr(&args)), "%s", out);
+  free(out);
+  kn__sb_fini(&args);
+  ru_rmtree(top);
+  free(top);
+}

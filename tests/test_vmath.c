@@ -246,6 +246,8 @@ static const struct {
 } branch_points[] = {
     {KN__VM_EXP, 88.7228394f},   {KN__VM_EXP, -87.3365479f}, {KN__VM_EXP, -103.972076f},
     {KN__VM_EXP, 0.34657359f},   {KN__VM_EXP, -0.34657359f}, {KN__VM_EXP, 0},
+    {KN__VM_EXP2, 128},          {KN__VM_EXP2, -126},         {KN__VM_EXP2, -150},
+    {KN__VM_EXP2, 0.5f},         {KN__VM_EXP2, 0},            {KN__VM_EXP2, -149},
     {KN__VM_EXPM1, 0.58918f},    {KN__VM_EXPM1, -0.34657359f}, {KN__VM_EXPM1, 80},
     {KN__VM_EXPM1, -30},         {KN__VM_EXPM1, 0},           {KN__VM_EXPM1, 1.2824f},
     {KN__VM_LOG, 0.70710678f},   {KN__VM_LOG, 1},             {KN__VM_LOG, FLT_MIN},

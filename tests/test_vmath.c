@@ -246,8 +246,6 @@ static const struct {
 } branch_points[] = {
     {KN__VM_EXP, 88.7228394f},   {KN__VM_EXP, -87.3365479f}, {KN__VM_EXP, -103.972076f},
     {KN__VM_EXP, 0.34657359f},   {KN__VM_EXP, -0.34657359f}, {KN__VM_EXP, 0},
-    {KN__VM_EXP2, 128},          {KN__VM_EXP2, -126},         {KN__VM_EXP2, -150},
-    {KN__VM_EXP2, 0.5f},         {KN__VM_EXP2, 0},            {KN__VM_EXP2, -149},
     {KN__VM_EXPM1, 0.58918f},    {KN__VM_EXPM1, -0.34657359f}, {KN__VM_EXPM1, 80},
     {KN__VM_EXPM1, -30},         {KN__VM_EXPM1, 0},           {KN__VM_EXPM1, 1.2824f},
     {KN__VM_LOG, 0.70710678f},   {KN__VM_LOG, 1},             {KN__VM_LOG, FLT_MIN},
@@ -258,7 +256,8 @@ static const struct {
     {KN__VM_SIN, 0.78539816f},   {KN__VM_SIN, 3.14159265f},   {KN__VM_COS, 1.57079633f},
     {KN__VM_COS, -8192},         {KN__VM_COS, 2.35619449f},   {KN__VM_SINH, 1},
     {KN__VM_SINH, -88},          {KN__VM_COSH, 88},           {KN__VM_COSH, 0},
-    {KN__VM_TANH, 0.625f},       {KN__VM_ERF, 0.875f},        {KN__VM_ERF, -4},
+    {KN__VM_TANH, 0.625f},       {KN__VM_TANH, 10},           {KN__VM_TANH, 9.01f},
+    {KN__VM_ERF, 0.875f},        {KN__VM_ERF, -4},
     {KN__VM_TAN, 4.71238898f},   {KN__VM_TAN, -8192},         {KN__VM_TAN, 0.78539816f},
 };
 

@@ -86,18 +86,6 @@ static inline kn_vf v_exp_own_f(kn_vf x) {
   return scale1p_f(em1_short_f(exp_reduce_f(xc, n)), toint_f(n));
 }
 
-/* 2^x: x clamped to [-150, 128] (0 and inf beyond; NaN stays), n = rint(x)
-** and d = x - n exact, so no reduction multiply: 2^x = 2^n (1 + expm1(d
-** ln 2)), d ln 2 rounded once (|d ln 2| <= 0.35, adding under 0.2 ULP). At
-** most 1 ULP. */
-static inline kn_vf v_exp2_own_f(kn_vf x) {
-  kn_vf xc = sel_f(x > 128.0f, VF(128), x);
-  xc = sel_f(xc < -150.0f, VF(-150), xc);
-  kn_vf n = rint_f(xc), d = xc - n;
-  kn_vf r = fma_f(d, VF(0x1.62e43p-1f), d * -0x1.05c61p-29f);
-  return scale1p_f(em1_short_f(r), toint_f(n));
-}
-
 /* e^x - 1 = 2^n expm1(r) + (2^n - 1). For x > 0, n = rint(x / ln2 - 0.35)
 ** keeps r >= -0.104, so the first term never cancels the second much; for
 ** x < 0 the usual |r| <= ln2 / 2. x < -30 gives -1; x > 80, e^x (the -1 is

@@ -31,8 +31,6 @@
 /* Float functions of kiln's own (vmath_f32.h and below), SLEEF's for double. */
 #define KN_VM_EXP_f(x) v_exp_own_f(x)
 #define KN_VM_EXP_d(x) SL(exp, d, KN_VM_WD)(x)
-#define KN_VM_EXP2_f(x) v_exp2_own_f(x)
-#define KN_VM_EXP2_d(x) SL(exp2, d, KN_VM_WD)(x)
 #define KN_VM_EXPM1_f(x) v_expm1_own_f(x)
 #define KN_VM_EXPM1_d(x) SL(expm1, d, KN_VM_WD)(x)
 #define KN_VM_LOG_f(x) v_log_own_f(x)
@@ -91,7 +89,7 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
   }                                                                            \
   static inline void st_##L(T *p, V v) { memcpy(p, &v, sizeof v); }            \
   static inline V v_exp_##L(V x) { return KN_VM_EXP_##L(x); }                \
-  static inline V v_exp2_##L(V x) { return KN_VM_EXP2_##L(x); }              \
+  static inline V v_exp2_##L(V x) { return SL(exp2, L, W)(x); }               \
   static inline V v_expm1_##L(V x) { return KN_VM_EXPM1_##L(x); }            \
   static inline V v_log_##L(V x) { return KN_VM_LOG_##L(x); }                \
   static inline V v_log2_##L(V x) { return KN_VM_LOG2_##L(x); }              \
@@ -145,7 +143,8 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
 
 /* float32 tanh without SLEEF's (slow) tanhf: for |x| < 0.625 an odd
 ** polynomial x + x^3 P(x^2) (least-squares fit, relative weight; 0.68 ULP
-** measured), above it 1 - 2 / (exp(2|x|) + 1) with kiln's exp
+** measured), above it 1 - 2 / (e + 1) with e = exp(2|x|) from kiln's exp
+** steps, |x| clamped to 10 so that no lane needs exp's range checks
 ** (2 / (e + 1) <= 0.45 there, so the subtraction loses nothing), sign
 ** restored; at most 1.3 ULP. NaN takes the exp branch; +-inf give +-1; -0 stays -0. */
 static inline kn_vf v_tanh_poly_f(kn_vf x) {
@@ -157,7 +156,12 @@ static inline kn_vf v_tanh_poly_f(kn_vf x) {
   p = p * z + 1.333320588e-01f;
   p = p * z - 3.333333135e-01f;
   kn_vf small = x + x * (z * p);
-  kn_vf big = 1.0f - 2.0f / (v_exp_own_f(a + a) + 1.0f);
+  /* e^(2 |x|) with |x| clamped to 10 (tanh rounds to 1 from 9.01): n <= 29,
+  ** so 2^n scales directly */
+  kn_vf ac = sel_f(a > 10.0f, VF(10), a), n = rint_f((ac + ac) * KN_LOG2E);
+  kn_vf s = pow2i_f(toint_f(n));
+  kn_vf e = fma_f(em1_short_f(exp_reduce_f(ac + ac, n)), s, s);
+  kn_vf big = 1.0f - 2.0f / (e + 1.0f);
   kn_vfi m = a < 0.625f; /* all ones in lanes that take the polynomial */
   /* the polynomial has x's sign already, except for -0 */
   return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);

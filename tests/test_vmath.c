@@ -256,7 +256,8 @@ static const struct {
     {KN__VM_SIN, 0.78539816f},   {KN__VM_SIN, 3.14159265f},   {KN__VM_COS, 1.57079633f},
     {KN__VM_COS, -8192},         {KN__VM_COS, 2.35619449f},   {KN__VM_SINH, 1},
     {KN__VM_SINH, -88},          {KN__VM_COSH, 88},           {KN__VM_COSH, 0},
-    {KN__VM_TANH, 0.625f},       {KN__VM_ERF, 0.875f},        {KN__VM_ERF, -4},
+    {KN__VM_TANH, 0.625f},       {KN__VM_TANH, 10},           {KN__VM_TANH, 9.01f},
+    {KN__VM_ERF, 0.875f},        {KN__VM_ERF, -4},
     {KN__VM_TAN, 4.71238898f},   {KN__VM_TAN, -8192},         {KN__VM_TAN, 0.78539816f},
 };
 

@@ -143,19 +143,25 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
 
 /* float32 tanh without SLEEF's (slow) tanhf: for |x| < 0.625 an odd
 ** polynomial x + x^3 P(x^2) (least-squares fit, relative weight; 0.68 ULP
-** measured), above it 1 - 2 / (exp(2|x|) + 1) with kiln's exp
+** measured), above it 1 - 2 / (e + 1) with e = exp(2|x|) from kiln's exp
+** steps, |x| clamped to 10 so that no lane needs exp's range checks
 ** (2 / (e + 1) <= 0.45 there, so the subtraction loses nothing), sign
 ** restored; at most 1.3 ULP. NaN takes the exp branch; +-inf give +-1; -0 stays -0. */
 static inline kn_vf v_tanh_poly_f(kn_vf x) {
   kn_vfi bits = (kn_vfi)x, sgn = bits & INT32_MIN;
   kn_vf a = (kn_vf)(bits ^ sgn), z = x * x;
-  kn_vf p = 2.142803743e-03f * z - 8.177093230e-03f;
-  p = p * z + 2.170050144e-02f;
-  p = p * z - 5.394670367e-02f;
-  p = p * z + 1.333320588e-01f;
-  p = p * z - 3.333333135e-01f;
-  kn_vf small = x + x * (z * p);
-  kn_vf big = 1.0f - 2.0f / (v_exp_own_f(a + a) + 1.0f);
+  kn_vf p = fma_f(VF(2.142803743e-03f), z, VF(-8.177093230e-03f));
+  p = fma_f(p, z, VF(2.170050144e-02f));
+  p = fma_f(p, z, VF(-5.394670367e-02f));
+  p = fma_f(p, z, VF(1.333320588e-01f));
+  p = fma_f(p, z, VF(-3.333333135e-01f));
+  kn_vf small = fma_f(x, z * p, x);
+  /* e^(2 |x|) with |x| clamped to 10 (tanh rounds to 1 from 9.01): n <= 29,
+  ** so 2^n scales directly */
+  kn_vf ac = sel_f(a > 10.0f, VF(10), a), n = rint_f((ac + ac) * KN_LOG2E);
+  kn_vf s = pow2i_f(toint_f(n));
+  kn_vf e = fma_f(em1_short_f(exp_reduce_f(ac + ac, n)), s, s);
+  kn_vf big = 1.0f - 2.0f / (e + 1.0f);
   kn_vfi m = a < 0.625f; /* all ones in lanes that take the polynomial */
   /* the polynomial has x's sign already, except for -0 */
   return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
@@ -169,27 +175,27 @@ static inline kn_vf v_tanh_poly_f(kn_vf x) {
 static inline kn_vf v_erf_poly_f(kn_vf x) {
   kn_vfi bits = (kn_vfi)x, sgn = bits & INT32_MIN;
   kn_vf a = (kn_vf)(bits ^ sgn), z = x * x;
-  kn_vf p = -6.218503113e-04f * z + 5.035122391e-03f;
-  p = p * z - 2.679345198e-02f;
-  p = p * z + 1.128251031e-01f;
-  p = p * z - 3.761255443e-01f;
-  p = p * z + 1.283791512e-01f;
-  kn_vf small = a + a * p;
+  kn_vf p = fma_f(VF(-6.218503113e-04f), z, VF(5.035122391e-03f));
+  p = fma_f(p, z, VF(-2.679345198e-02f));
+  p = fma_f(p, z, VF(1.128251031e-01f));
+  p = fma_f(p, z, VF(-3.761255443e-01f));
+  p = fma_f(p, z, VF(1.283791512e-01f));
+  kn_vf small = fma_f(a, p, a);
   kn_vfi over = a > 4.0f;
   kn_vf four = (kn_vf){0} + 4.0f;
   kn_vf ac = (kn_vf)(((kn_vfi)a & ~over) | ((kn_vfi)four & over));
   kn_vf t = ac - 0.875f;
-  kn_vf q = 9.423242773e-06f * t - 1.264200400e-04f;
-  q = q * t + 7.839610334e-04f;
-  q = q * t - 3.091333667e-03f;
-  q = q * t + 9.120049886e-03f;
-  q = q * t - 2.249682508e-02f;
-  q = q * t + 4.968651012e-02f;
-  q = q * t - 1.008875594e-01f;
-  q = q * t + 1.879543960e-01f;
-  q = q * t - 3.158338070e-01f;
-  q = q * t + 4.643115699e-01f;
-  kn_vf big = 1.0f - v_exp_own_f(-(ac * ac)) * q;
+  kn_vf q = fma_f(VF(9.423242773e-06f), t, VF(-1.264200400e-04f));
+  q = fma_f(q, t, VF(7.839610334e-04f));
+  q = fma_f(q, t, VF(-3.091333667e-03f));
+  q = fma_f(q, t, VF(9.120049886e-03f));
+  q = fma_f(q, t, VF(-2.249682508e-02f));
+  q = fma_f(q, t, VF(4.968651012e-02f));
+  q = fma_f(q, t, VF(-1.008875594e-01f));
+  q = fma_f(q, t, VF(1.879543960e-01f));
+  q = fma_f(q, t, VF(-3.158338070e-01f));
+  q = fma_f(q, t, VF(4.643115699e-01f));
+  kn_vf big = fma_f(-v_exp_own_f(-(ac * ac)), q, VF(1));
   kn_vfi m = a < 0.875f;
   return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
 }

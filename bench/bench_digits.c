@@ -14,21 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "bench_util.h"
 #include <unistd.h>
 
 #define REPS 7
 #define STEPS 20
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static kn_value loss_fn(const kn_value *args, int nargs, void *ud) {
   (void)nargs, (void)ud;
@@ -71,20 +62,20 @@ static double kiln_ms(void) {
   double t[REPS];
   for (int w = 0; w < 3; w++) step(f, m, opt, x, y); /* compile, create state */
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = kn_bench_wall_s();
     for (int s = 0; s < STEPS; s++)
       if (step(f, m, opt, x, y) != KN_OK) {
         fprintf(stderr, "bench_digits: %s\n", kn_last_error());
         exit(1);
       }
-    t[r] = (now_s() - t0) / STEPS * 1e3;
+    t[r] = (kn_bench_wall_s() - t0) / STEPS * 1e3;
   }
   kn_release(x), kn_release(y);
   kn_compiled_free(f);
   kn_optim_free(opt);
   kn_module_free(m);
   kn_generator_free(g);
-  qsort(t, REPS, sizeof *t, cmp_double);
+  qsort(t, REPS, sizeof *t, kn_bench_cmp_double);
   return t[REPS / 2];
 }
 

@@ -19,26 +19,13 @@
 
 #include "kiln/kiln.h"
 
+#include "bench_util.h"
+
 #define REPS 15
 
-/* CPU time of this thread: every measured path runs on one thread (the
-** sizes stay below the parallel thresholds), and on a shared machine wall
-** time mostly measures the other processes. */
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return v[n / 2];
-}
+/* Times are CPU time of this thread (kn_bench_cpu_s): every measured path
+** runs on one thread (the sizes stay below the parallel thresholds), and on
+** a shared machine wall time mostly measures the other processes. */
 
 /* The baseline: a plain copy loop over n floats (kept from being removed by
 ** writing through a volatile-qualified sink afterwards). */
@@ -61,22 +48,23 @@ static void bench_add_vs_copy(void) {
   double tk[REPS], tc[REPS];
   const int inner = 20;
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = kn_bench_cpu_s();
     for (int i = 0; i < inner; i++) {
       kn_tensor *c = kn_add(a, b);
       sink = ((float *)kn_data(c))[n - 1];
       kn_release(c);
     }
-    tk[r] = (now_s() - t0) / inner;
-    t0 = now_s();
+    tk[r] = (kn_bench_cpu_s() - t0) / inner;
+    t0 = kn_bench_cpu_s();
     for (int i = 0; i < inner; i++) {
       copy_loop(dst, src, n);
       sink = dst[n - 1 - i];
     }
-    tc[r] = (now_s() - t0) / inner;
+    tc[r] = (kn_bench_cpu_s() - t0) / inner;
   }
   double bytes = (double)n * 4;
-  double gk = 3 * bytes / median(tk, REPS) / 1e9, gc = 2 * bytes / median(tc, REPS) / 1e9;
+  double gk = 3 * bytes / kn_bench_median(tk, REPS) / 1e9;
+  double gc = 2 * bytes / kn_bench_median(tc, REPS) / 1e9;
   printf("BENCH eager_add_gbps %.2f GB/s\n", gk);
   printf("BENCH copy_loop_gbps %.2f GB/s\n", gc);
   printf("RATIO eager_add_vs_copy %.3f\n", gk / gc);
@@ -91,11 +79,11 @@ static void bench_dispatch(void) {
   double t[REPS];
   const int inner = 20000;
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = kn_bench_cpu_s();
     for (int i = 0; i < inner; i++) kn_release(kn_add(a, b));
-    t[r] = (now_s() - t0) / inner;
+    t[r] = (kn_bench_cpu_s() - t0) / inner;
   }
-  printf("BENCH dispatch_overhead_ns %.0f ns (goal <= 150)\n", median(t, REPS) * 1e9);
+  printf("BENCH dispatch_overhead_ns %.0f ns (goal <= 150)\n", kn_bench_median(t, REPS) * 1e9);
   printf("BENCH_INFO dispatch_overhead_mode kn_add+kn_release_no_scope\n");
   kn_release(a);
   kn_release(b);
@@ -105,7 +93,7 @@ static void bench_example_fn(void) {
   kn_tensor *a = kn_full(KN_SHAPE(1000, 1000), kn_float(0.5), KN_FLOAT32);
   double t[REPS];
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = kn_bench_cpu_s();
     kn_scope_begin();
     kn_tensor *out = kn_add(kn_mul(a, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32)),
                             kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));
@@ -115,9 +103,9 @@ static void bench_example_fn(void) {
     }
     sink = ((float *)kn_data(out))[7];
     kn_scope_end();
-    t[r] = now_s() - t0;
+    t[r] = kn_bench_cpu_s() - t0;
   }
-  printf("BENCH example_fn_eager_us %.1f us\n", median(t, REPS) * 1e6);
+  printf("BENCH example_fn_eager_us %.1f us\n", kn_bench_median(t, REPS) * 1e6);
   kn_release(a);
 }
 

@@ -16,23 +16,9 @@
 #include "kiln/kiln.h"
 #include "kiln/ops_pointwise.h"
 
+#include "bench_util.h"
+
 #define REPS 9
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v) {
-  qsort(v, REPS, sizeof *v, cmp_double);
-  return v[REPS / 2];
-}
 
 static kn__vmeta meta_of(kn_tensor *t) {
   kn__vmeta m;
@@ -80,19 +66,19 @@ static void small(void) {
   enum { N = 100000 };
   double tg[REPS], td[REPS];
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = kn_bench_wall_s();
     for (int i = 0; i < N; i++) {
       kn_tensor *out;
       kn__gprog_run(p, in, 2, &out, 1);
       kn_release(out);
     }
-    double t1 = now_s();
+    double t1 = kn_bench_wall_s();
     for (int i = 0; i < N; i++) kn_release(kn_add(in[0], in[1]));
-    double t2 = now_s();
+    double t2 = kn_bench_wall_s();
     tg[r] = (t1 - t0) / N * 1e9;
     td[r] = (t2 - t1) / N * 1e9;
   }
-  double g_ns = median(tg), d_ns = median(td);
+  double g_ns = kn_bench_median(tg, REPS), d_ns = kn_bench_median(td, REPS);
   printf("BENCH graph_interp_overhead_ns %.1f\n", g_ns - d_ns);
   printf("BENCH direct_add_ns %.1f\n", d_ns);
   printf("RATIO graph_interp_vs_direct_call %.3f\n", g_ns / d_ns);
@@ -109,20 +95,20 @@ static void example(void) {
   if (kn__gprog_new(g, &p) != KN_OK) exit(1);
   double tg[REPS], td[REPS];
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = kn_bench_wall_s();
     kn_tensor *out;
     kn__gprog_run(p, &a, 1, &out, 1);
     kn_release(out);
-    double t1 = now_s();
+    double t1 = kn_bench_wall_s();
     kn_scope_begin();
     kn_add(kn_mul(a, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32)),
            kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));
     kn_scope_end();
-    double t2 = now_s();
+    double t2 = kn_bench_wall_s();
     tg[r] = (t1 - t0) * 1e6;
     td[r] = (t2 - t1) * 1e6;
   }
-  double g_us = median(tg), d_us = median(td);
+  double g_us = kn_bench_median(tg, REPS), d_us = kn_bench_median(td, REPS);
   printf("BENCH example_fn_graph_us %.1f\n", g_us);
   printf("BENCH example_fn_direct_us %.1f\n", d_us);
   printf("RATIO graph_vs_direct_example_fn %.3f\n", g_us / d_us);

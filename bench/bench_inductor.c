@@ -27,26 +27,10 @@
 #include "inductor/inductor.h"
 #include "kiln/kiln.h"
 
+#include "bench_util.h"
+
 #define REPS 15
 
-static double cpu_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-static double wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return v[n / 2];
-}
 static void die(const char *what) {
   fprintf(stderr, "bench_inductor: %s: %s\n", what, kn_last_error());
   exit(1);
@@ -81,7 +65,7 @@ static double time_compiled(kn_compiled *f, kn_tensor *x, int inner) {
   if (!kn_call_t(f, x)) die("compiled call");
   kn_scope_end();
   for (int r = 0; r < REPS; r++) {
-    double t0 = cpu_s();
+    double t0 = kn_bench_cpu_s();
     for (int i = 0; i < inner; i++) {
       kn_scope_begin();
       kn_tensor *y = kn_call_t(f, x);
@@ -89,23 +73,23 @@ static double time_compiled(kn_compiled *f, kn_tensor *x, int inner) {
       sink += ((float *)kn_data(y))[0];
       kn_scope_end();
     }
-    t[r] = (cpu_s() - t0) / inner;
+    t[r] = (kn_bench_cpu_s() - t0) / inner;
   }
-  return median(t, REPS);
+  return kn_bench_median(t, REPS);
 }
 
 static double time_loop(const float *a, int64_t n) {
   double t[REPS];
   for (int r = 0; r < REPS; r++) {
-    double t0 = cpu_s();
+    double t0 = kn_bench_cpu_s();
     float *out = malloc((size_t)n * sizeof *out);
     if (!out) die("malloc");
     fused_loop(out, a, n);
     sink += out[n - 1];
     free(out);
-    t[r] = cpu_s() - t0;
+    t[r] = kn_bench_cpu_s() - t0;
   }
-  return median(t, REPS);
+  return kn_bench_median(t, REPS);
 }
 
 static kn_compiled *compile(kn_tensor *(*fn)(kn_tensor *)) {
@@ -142,12 +126,12 @@ static double compile_in_child(void) {
   if (pid == 0) {
     close(fd[0]);
     kn_tensor *a = kn_randn(KN_SHAPE(1000, 1000), NULL, KN_FLOAT32);
-    double t0 = wall_s();
+    double t0 = kn_bench_wall_s();
     kn_compiled *f = compile(example_fn);
     kn_scope_begin();
     kn_tensor *y = kn_call_t(f, a);
     kn_scope_end();
-    double ms = y ? (wall_s() - t0) * 1e3 : -1;
+    double ms = y ? (kn_bench_wall_s() - t0) * 1e3 : -1;
     ssize_t w = write(fd[1], &ms, sizeof ms);
     _exit(w == sizeof ms ? 0 : 1);
   }
@@ -163,7 +147,7 @@ static void bench_compile(void) {
   double cold = compile_in_child(), warm[5];
   for (int i = 0; i < 5; i++) warm[i] = compile_in_child();
   printf("BENCH compile_cold_ms %.1f (goal <= 300)\n", cold);
-  printf("BENCH compile_warm_disk_ms %.2f (goal <= 5)\n", median(warm, 5));
+  printf("BENCH compile_warm_disk_ms %.2f (goal <= 5)\n", kn_bench_median(warm, 5));
 }
 
 static void bench_call_overhead(void) {
@@ -177,14 +161,14 @@ static void bench_call_overhead(void) {
   if (!kn_call_t(f, a, b)) die("call");
   kn_scope_end();
   for (int r = 0; r < REPS; r++) {
-    double t0 = cpu_s();
+    double t0 = kn_bench_cpu_s();
     kn_scope_begin();
     for (int i = 0; i < inner; i++)
       if (!kn_call_t(f, a, b)) die("call");
     kn_scope_end();
-    t[r] = (cpu_s() - t0) / inner;
+    t[r] = (kn_bench_cpu_s() - t0) / inner;
   }
-  printf("BENCH call_overhead_ns %.0f (goal <= 1000)\n", median(t, REPS) * 1e9);
+  printf("BENCH call_overhead_ns %.0f (goal <= 1000)\n", kn_bench_median(t, REPS) * 1e9);
   kn_compiled_free(f);
   kn_release(a);
   kn_release(b);

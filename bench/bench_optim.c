@@ -16,20 +16,11 @@
 #include "kiln/kiln.h"
 #include "kiln/optim.h"
 
+#include "bench_util.h"
+
 #define NPARAMS 100
 #define REPS 9
 #define STEPS 10
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static kn_optimizer *setup(kn_tensor **ps, kn_generator *g) {
   static const int64_t sizes[] = {16, 256, 1024, 4096, 16384, 64, 10, 512};
@@ -45,7 +36,7 @@ static kn_optimizer *setup(kn_tensor **ps, kn_generator *g) {
 static double time_steps(kn_optimizer *opt, bool compiled) {
   double t[REPS];
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = kn_bench_cpu_s();
     for (int s = 0; s < STEPS; s++) {
       kn_status st = compiled ? kn_optim_step_compiled(opt, NULL) : kn_optim_step(opt);
       if (st != KN_OK) {
@@ -53,9 +44,9 @@ static double time_steps(kn_optimizer *opt, bool compiled) {
         exit(1);
       }
     }
-    t[r] = (now_s() - t0) / STEPS * 1e6;
+    t[r] = (kn_bench_cpu_s() - t0) / STEPS * 1e6;
   }
-  qsort(t, REPS, sizeof *t, cmp_double);
+  qsort(t, REPS, sizeof *t, kn_bench_cmp_double);
   return t[REPS / 2];
 }
 

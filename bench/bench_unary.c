@@ -15,26 +15,12 @@
 #include <time.h>
 
 #include "kiln/kiln.h"
+
+#include "bench_util.h"
 #include "ops/vmath.h"
 
 #define REPS 7
 #define N ((int64_t)1 << 22)
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return v[n / 2];
-}
 
 static volatile float sink;
 
@@ -82,9 +68,9 @@ static void bench_case(const ucase *c, float *y) {
   /* kiln's reps back to back, then the scalar loop's: alternating them
   ** would make each start with the other's data in the caches */
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = kn_bench_cpu_s();
     kn_tensor *out = c->op(x);
-    tk[r] = now_s() - t0;
+    tk[r] = kn_bench_cpu_s() - t0;
     if (!out) {
       fprintf(stderr, "bench_unary: %s failed: %s\n", c->name, kn_last_error());
       exit(1);
@@ -93,12 +79,12 @@ static void bench_case(const ucase *c, float *y) {
     kn_release(out);
   }
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
+    double t0 = kn_bench_cpu_s();
     for (int64_t i = 0; i < N; i++) y[i] = c->scalar(xv[i]);
-    ts[r] = now_s() - t0;
+    ts[r] = kn_bench_cpu_s() - t0;
     sink = y[r];
   }
-  double mk = median(tk, REPS), ms = median(ts, REPS);
+  double mk = kn_bench_median(tk, REPS), ms = kn_bench_median(ts, REPS);
   printf("BENCH unary_%s_ms %.2f ms (scalar libm %.2f ms)\n", c->name, mk * 1e3, ms * 1e3);
   printf("RATIO unary_%s_vs_scalar %.2f (goal >= 1)\n", c->name, ms / mk);
   kn_release(x);

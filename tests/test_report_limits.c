@@ -21,30 +21,12 @@
 #define FIX KN_SHARED_DIR "/tlparse_fixtures/"
 #define HDR "V0822 14:00:48.899000 1 a.py:1] "
 
-static char *path2(const char *a, const char *b) {
-  kn__sb sb = KN__SB_INIT;
-  kn__sb_printf(&sb, "%s/%s", a, b);
-  return kn__sb_take(&sb);
-}
-
-static int kiln(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int kiln(char **err, const char *fmt, ...) {
-  kn__sb sb = KN__SB_INIT;
-  va_list ap;
-  va_start(ap, fmt);
-  kn__sb_vprintf(&sb, fmt, ap);
-  va_end(ap);
-  int rc = ru_kiln(kn__sb_cstr(&sb), err);
-  kn__sb_fini(&sb);
-  return rc;
-}
 
 Test(report_limits, out_symlink_is_refused_and_its_target_kept) {
   char *tmp = ru_tmpdir();
-  char *target = path2(tmp, "target"), *link = path2(tmp, "out");
+  char *target = ru_path2(tmp, "target"), *link = ru_path2(tmp, "out");
   cr_assert_eq(mkdir(target, 0755), 0);
-  char *keep = path2(target, "keep.txt");
+  char *keep = ru_path2(target, "keep.txt");
   fclose(fopen(keep, "w"));
   cr_assert_eq(symlink("target", link), 0);
   const char *forms[] = {"%s", "%s/"};
@@ -52,7 +34,7 @@ Test(report_limits, out_symlink_is_refused_and_its_target_kept) {
     kn__sb out = KN__SB_INIT;
     kn__sb_printf(&out, forms[i], link);
     char *err = NULL;
-    int rc = kiln(&err, "--overwrite -o '%s' '" FIX "simple.log'",
+    int rc = ru_kilnf(&err, "--overwrite -o '%s' '" FIX "simple.log'",
                   kn__sb_cstr(&out));
     cr_assert_eq(rc, 1, "OUT %s: rc %d", kn__sb_cstr(&out), rc);
     cr_assert_not_null(strstr(err, "is a symbolic link"), "%s", err);
@@ -85,13 +67,13 @@ static void deep_trace(const char *path, size_t n) {
 
 Test(report_limits, stack_of_500k_frames, .timeout = 300) {
   char *tmp = ru_tmpdir();
-  char *trace = path2(tmp, "t.log"), *out = path2(tmp, "r");
+  char *trace = ru_path2(tmp, "t.log"), *out = ru_path2(tmp, "r");
   deep_trace(trace, 500000);
   char *err = NULL;
-  int rc = kiln(&err, "--strict -o '%s' '%s'", out, trace);
+  int rc = ru_kilnf(&err, "--strict -o '%s' '%s'", out, trace);
   cr_assert_eq(rc, 0, "rc %d: %s", rc, err);
   free(err);
-  char *ip = path2(out, "index.html");
+  char *ip = ru_path2(out, "index.html");
   char *idx = ru_read(ip, NULL);
   cr_assert_not_null(idx);
   /* The whole chain is listed, outermost frame first, innermost last. */
@@ -152,20 +134,20 @@ Test(report_limits, many_distinct_stacks_insert_in_linear_time,
 
 Test(report_limits, huge_string_id_is_a_defect_not_a_huge_table) {
   char *tmp = ru_tmpdir();
-  char *trace = path2(tmp, "t.log"), *out = path2(tmp, "r");
+  char *trace = ru_path2(tmp, "t.log"), *out = ru_path2(tmp, "r");
   FILE *f = fopen(trace, "w");
   fputs(HDR "{\"str\": [\"x\", 16777216]}\n", f);
   fclose(f);
   char *err = NULL;
-  int rc = kiln(&err, "-o '%s' '%s'", out, trace);
+  int rc = ru_kilnf(&err, "-o '%s' '%s'", out, trace);
   cr_assert_eq(rc, 0, "%s", err);
   cr_assert_not_null(strstr(err, "1 defects"), "%s", err);
   free(err);
-  char *rp = path2(out, "raw.jsonl");
+  char *rp = ru_path2(out, "raw.jsonl");
   size_t n = 0;
   char *raw = ru_read(rp, &n);
   cr_assert_str_eq(raw, "{\"string_table\":[]}\n");
-  char *ip = path2(out, "index.html");
+  char *ip = ru_path2(out, "index.html");
   char *idx = ru_read(ip, NULL);
   cr_assert_not_null(strstr(idx, "str record id 16777216 is out of range"));
   free(idx), free(ip), free(raw), free(rp);
@@ -196,7 +178,7 @@ static int kiln_limited(const char *args, rlim_t nofile, long *rss_kb) {
 
 Test(report_limits, many_compile_ids_take_bounded_memory, .timeout = 300) {
   char *tmp = ru_tmpdir();
-  char *trace = path2(tmp, "t.log"), *out = path2(tmp, "r");
+  char *trace = ru_path2(tmp, "t.log"), *out = ru_path2(tmp, "r");
   FILE *f = fopen(trace, "w");
   enum { N = 200000 };
   for (int i = 0; i < N; i++)
@@ -208,7 +190,7 @@ Test(report_limits, many_compile_ids_take_bounded_memory, .timeout = 300) {
   long rss = 0;
   cr_assert_eq(kiln_limited(kn__sb_cstr(&args), 0, &rss), 0);
   kn__sb_fini(&args);
-  char *cp = path2(out, "compile_directory.json");
+  char *cp = ru_path2(out, "compile_directory.json");
   json_t *dir = json_load_file(cp, 0, NULL);
   cr_assert_eq(json_object_size(dir), N);
   cr_assert(json_is_array(json_object_get(json_object_get(dir, "[199999/0]"),
@@ -226,7 +208,7 @@ Test(report_limits, many_compile_ids_take_bounded_memory, .timeout = 300) {
 
 Test(report_limits, more_ranks_than_open_files, .timeout = 300) {
   char *tmp = ru_tmpdir();
-  char *in = path2(tmp, "in"), *out = path2(tmp, "r");
+  char *in = ru_path2(tmp, "in"), *out = ru_path2(tmp, "r");
   cr_assert_eq(mkdir(in, 0755), 0);
   char *src = ru_read(FIX "comp_metrics.log", NULL);
   cr_assert_not_null(src);
@@ -245,11 +227,11 @@ Test(report_limits, more_ranks_than_open_files, .timeout = 300) {
   cr_assert_eq(kiln_limited(kn__sb_cstr(&args), 48, &rss), 0,
                "%d ranks with 48 descriptors", RANKS);
   kn__sb_fini(&args);
-  char *ip = path2(out, "index.html");
+  char *ip = ru_path2(out, "index.html");
   char *idx = ru_read(ip, NULL);
   cr_assert_not_null(strstr(idx, "<a href=\"rank_119/index.html\">rank 119</a>"));
   cr_assert_not_null(strstr(idx, "All ranks compiled the same compile ids"));
-  char *r119 = path2(out, "rank_119/compile_directory.json");
+  char *r119 = ru_path2(out, "rank_119/compile_directory.json");
   cr_assert_eq(access(r119, F_OK), 0);
   free(r119), free(idx), free(ip), free(src), free(in), free(out);
   ru_rmtree(tmp);

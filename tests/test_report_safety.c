@@ -17,24 +17,6 @@
 
 #define FIX KN_SHARED_DIR "/tlparse_fixtures/"
 
-static char *path2(const char *a, const char *b) {
-  kn__sb sb = KN__SB_INIT;
-  kn__sb_printf(&sb, "%s/%s", a, b);
-  return kn__sb_take(&sb);
-}
-
-static int kiln(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int kiln(char **err, const char *fmt, ...) {
-  kn__sb sb = KN__SB_INIT;
-  va_list ap;
-  va_start(ap, fmt);
-  kn__sb_vprintf(&sb, fmt, ap);
-  va_end(ap);
-  int rc = ru_kiln(kn__sb_cstr(&sb), err);
-  kn__sb_fini(&sb);
-  return rc;
-}
 
 static size_t count(const char *s, const char *needle) {
   size_t n = 0;
@@ -96,10 +78,10 @@ static bool safe_char(char c) {
 
 Test(report_safety, hostile_trace_is_escaped_and_confined) {
   char *tmp = ru_tmpdir();
-  char *trace = path2(tmp, "t.log"), *out = path2(tmp, "r");
+  char *trace = ru_path2(tmp, "t.log"), *out = ru_path2(tmp, "r");
   hostile_trace(trace);
   char *err = NULL;
-  int rc = kiln(&err, "--strict -o '%s' '%s'", out, trace);
+  int rc = ru_kilnf(&err, "--strict -o '%s' '%s'", out, trace);
   cr_assert_eq(rc, 0, "%s", err);
   free(err);
   /* Nothing was written beside OUT (the trace file and OUT only). */
@@ -132,7 +114,7 @@ Test(report_safety, hostile_trace_is_escaped_and_confined) {
     *nl = '\0';
     size_t len = strlen(l);
     if (len < 5 || strcmp(l + len - 5, ".html")) continue;
-    char *p = path2(out, l);
+    char *p = ru_path2(out, l);
     char *html = ru_read(p, NULL);
     cr_assert_eq(count(html, "<script"), !strcmp(l, "index.html"), "%s", l);
     cr_assert_eq(count(html, "<img"), 0, "%s", l);
@@ -144,7 +126,7 @@ Test(report_safety, hostile_trace_is_escaped_and_confined) {
     free(html);
     free(p);
   }
-  char *ip = path2(out, "index.html");
+  char *ip = ru_path2(out, "index.html");
   char *idx = ru_read(ip, NULL);
   cr_assert_not_null(strstr(idx, "&lt;img src=x onerror=alert(1)&gt;"));
   cr_assert_not_null(strstr(idx, "&lt;b&gt;click&lt;/b&gt;"));
@@ -158,14 +140,14 @@ Test(report_safety, hostile_trace_is_escaped_and_confined) {
 
 Test(report_safety, out_must_be_empty_and_symlinks_are_not_followed) {
   char *tmp = ru_tmpdir();
-  char *out = path2(tmp, "r"), *outside = path2(tmp, "outside");
+  char *out = ru_path2(tmp, "r"), *outside = ru_path2(tmp, "outside");
   mkdir(out, 0755);
   mkdir(outside, 0755);
-  char *keep = path2(outside, "keep.txt"), *mine = path2(out, "mine.txt");
+  char *keep = ru_path2(outside, "keep.txt"), *mine = ru_path2(out, "mine.txt");
   fclose(fopen(keep, "w"));
   fclose(fopen(mine, "w"));
   char *err = NULL;
-  int rc = kiln(&err, "-o '%s' '" FIX "simple.log'", out);
+  int rc = ru_kilnf(&err, "-o '%s' '" FIX "simple.log'", out);
   cr_assert_eq(rc, 1);
   cr_assert_not_null(strstr(err, "already exists"), "%s", err);
   cr_assert_not_null(strstr(err, "--overwrite"), "%s", err);
@@ -173,9 +155,9 @@ Test(report_safety, out_must_be_empty_and_symlinks_are_not_followed) {
   cr_assert_eq(access(mine, F_OK), 0, "a refused run must not delete");
   /* A symlink inside OUT to a directory outside: --overwrite removes the
   ** link, not what it points to; the report is written. */
-  char *link = path2(out, "-_0_0_0");
+  char *link = ru_path2(out, "-_0_0_0");
   cr_assert_eq(symlink(outside, link), 0);
-  rc = kiln(&err, "--overwrite -o '%s' '" FIX "simple.log'", out);
+  rc = ru_kilnf(&err, "--overwrite -o '%s' '" FIX "simple.log'", out);
   cr_assert_eq(rc, 0, "%s", err);
   free(err);
   cr_assert_eq(access(keep, F_OK), 0, "file outside OUT survived");
@@ -185,7 +167,7 @@ Test(report_safety, out_must_be_empty_and_symlinks_are_not_followed) {
   cr_assert_eq(lstat(link, &st), 0);
   cr_assert(S_ISDIR(st.st_mode), "the compile dir is a real directory now");
   /* OUT being a regular file is refused. */
-  rc = kiln(&err, "-o '%s' '" FIX "simple.log'", keep);
+  rc = ru_kilnf(&err, "-o '%s' '" FIX "simple.log'", keep);
   cr_assert_eq(rc, 1);
   cr_assert_not_null(strstr(err, "not a directory"), "%s", err);
   free(err);
@@ -208,18 +190,18 @@ static void write_bad_trace(const char *path) {
 
 Test(report_safety, strict_names_file_and_line) {
   char *tmp = ru_tmpdir();
-  char *trace = path2(tmp, "bad.log"), *out = path2(tmp, "r");
+  char *trace = ru_path2(tmp, "bad.log"), *out = ru_path2(tmp, "r");
   write_bad_trace(trace);
   char *err = NULL;
-  int rc = kiln(&err, "--strict -o '%s' '%s'", out, trace);
+  int rc = ru_kilnf(&err, "--strict -o '%s' '%s'", out, trace);
   cr_assert_eq(rc, 1);
   cr_assert_not_null(strstr(err, "bad.log:2:"), "%s", err);
   free(err);
   /* Without --strict: both defects are counted and shown in the report. */
-  rc = kiln(&err, "--overwrite -o '%s' '%s'", out, trace);
+  rc = ru_kilnf(&err, "--overwrite -o '%s' '%s'", out, trace);
   cr_assert_eq(rc, 0, "%s", err);
   free(err);
-  char *ip = path2(out, "index.html");
+  char *ip = ru_path2(out, "index.html");
   char *idx = ru_read(ip, NULL);
   cr_assert_not_null(strstr(idx, "<p>2 defect(s) in the trace.</p>"), "%s", idx);
   cr_assert_not_null(strstr(idx, "bad.log:2: "));
@@ -231,14 +213,14 @@ Test(report_safety, strict_names_file_and_line) {
 
 Test(report_safety, other_rank_and_missing_compile_id_in_strict_mode) {
   char *tmp = ru_tmpdir();
-  char *trace = path2(tmp, "ranks.log"), *out = path2(tmp, "r");
+  char *trace = ru_path2(tmp, "ranks.log"), *out = ru_path2(tmp, "r");
   FILE *f = fopen(trace, "w");
   ru_record(f, 1, "{\"dynamo_start\": {\"stack\": []}, \"rank\": 0, "
             "\"frame_id\": 0, \"frame_compile_id\": 0, \"attempt\": 0}", NULL);
   ru_record(f, 2, "{\"describe_storage\": {}, \"rank\": 3}", NULL);
   fclose(f);
   char *err = NULL;
-  int rc = kiln(&err, "--strict -o '%s' '%s'", out, trace);
+  int rc = ru_kilnf(&err, "--strict -o '%s' '%s'", out, trace);
   cr_assert_eq(rc, 1);
   cr_assert_not_null(strstr(err, "ranks.log:2: record of rank 3 in a trace of "
                                "rank 0"), "%s", err);
@@ -246,10 +228,10 @@ Test(report_safety, other_rank_and_missing_compile_id_in_strict_mode) {
   f = fopen(trace, "w");
   ru_record(f, 1, "{\"describe_storage\": {}}", NULL);
   fclose(f);
-  rc = kiln(&err, "--overwrite --strict -o '%s' '%s'", out, trace);
+  rc = ru_kilnf(&err, "--overwrite --strict -o '%s' '%s'", out, trace);
   cr_assert_eq(rc, 0, "tlparse accepts records without ids: %s", err);
   free(err);
-  rc = kiln(&err, "--overwrite --strict-compile-id --strict -o '%s' '%s'", out,
+  rc = ru_kilnf(&err, "--overwrite --strict-compile-id --strict -o '%s' '%s'", out,
             trace);
   cr_assert_eq(rc, 1);
   cr_assert_not_null(strstr(err, "ranks.log:1: record 'describe_storage' has "
@@ -270,22 +252,22 @@ static void copy(const char *from, const char *to) {
 
 Test(report_safety, directory_input_reads_newest_file) {
   char *tmp = ru_tmpdir();
-  char *logs = path2(tmp, "logs"), *out = path2(tmp, "r");
+  char *logs = ru_path2(tmp, "logs"), *out = ru_path2(tmp, "r");
   mkdir(logs, 0755);
-  char *a = path2(logs, "old.log"), *b = path2(logs, "new.log");
+  char *a = ru_path2(logs, "old.log"), *b = ru_path2(logs, "new.log");
   copy(FIX "simple.log", a);
   copy(FIX "chromium_events.log", b);
   struct timespec t[2] = {{1000, 0}, {1000, 0}};
   utimensat(AT_FDCWD, a, t, 0);
   char *err = NULL;
-  int rc = kiln(&err, "--strict -o '%s' '%s'", out, logs);
+  int rc = ru_kilnf(&err, "--strict -o '%s' '%s'", out, logs);
   cr_assert_eq(rc, 0, "%s", err);
   free(err);
-  char *ip = path2(out, "index.html");
+  char *ip = ru_path2(out, "index.html");
   char *idx = ru_read(ip, NULL);
   cr_assert_not_null(strstr(idx, "Trace: <code>new.log</code>"));
   free(idx), free(ip);
-  rc = kiln(&err, "--latest -o '%s' '%s'", out, a);
+  rc = ru_kilnf(&err, "--latest -o '%s' '%s'", out, a);
   cr_assert_eq(rc, 1);
   cr_assert_not_null(strstr(err, "--latest needs a directory"), "%s", err);
   free(err);
@@ -295,19 +277,19 @@ Test(report_safety, directory_input_reads_newest_file) {
 
 Test(report_safety, all_ranks_landing_page) {
   char *tmp = ru_tmpdir();
-  char *logs = path2(tmp, "logs"), *out = path2(tmp, "r");
+  char *logs = ru_path2(tmp, "logs"), *out = ru_path2(tmp, "r");
   mkdir(logs, 0755);
-  char *r0 = path2(logs, "dedicated_log_torch_trace_rank_0_abcd1234.log");
-  char *r2 = path2(logs, "dedicated_log_torch_trace_rank_2_zzzz0000.log");
-  char *junk = path2(logs, "notes.log");
+  char *r0 = ru_path2(logs, "dedicated_log_torch_trace_rank_0_abcd1234.log");
+  char *r2 = ru_path2(logs, "dedicated_log_torch_trace_rank_2_zzzz0000.log");
+  char *junk = ru_path2(logs, "notes.log");
   copy(FIX "chromium_events.log", r0);
   copy(FIX "comp_metrics.log", r2);
   copy(FIX "simple.log", junk);
   char *err = NULL;
-  int rc = kiln(&err, "--all-ranks-html --strict -o '%s' '%s'", out, logs);
+  int rc = ru_kilnf(&err, "--all-ranks-html --strict -o '%s' '%s'", out, logs);
   cr_assert_eq(rc, 0, "%s", err);
   free(err);
-  char *ip = path2(out, "index.html");
+  char *ip = ru_path2(out, "index.html");
   char *idx = ru_read(ip, NULL);
   cr_assert_not_null(strstr(idx, "<a href=\"rank_0/index.html\">rank 0</a>"));
   cr_assert_not_null(strstr(idx, "<a href=\"rank_2/index.html\">rank 2</a>"));
@@ -315,7 +297,7 @@ Test(report_safety, all_ranks_landing_page) {
   /* [1/0] and [2/0] exist only on rank 2; [0/0]'s graph differs. */
   cr_assert_not_null(strstr(idx, "<tr><td>[1/0]</td><td>0 </td>"), "%s", idx);
   cr_assert_not_null(strstr(idx, "<tr><td>[0/0]</td><td></td><td>yes</td>"));
-  char *cp = path2(out, "chromium_events.json");
+  char *cp = ru_path2(out, "chromium_events.json");
   char *ev = ru_read(cp, NULL);
   cr_assert_eq(count(ev, "\"pid\":0"), 6, "rank 0's events keep pid 0");
   cr_assert_eq(count(ev, "\"pid\":2"), 0, "comp_metrics.log has no events");
@@ -329,7 +311,7 @@ Test(report_safety, all_ranks_landing_page) {
 
 Test(report_cli, help_and_usage_errors) {
   char *tmp = ru_tmpdir();
-  char *hp = path2(tmp, "help.txt");
+  char *hp = ru_path2(tmp, "help.txt");
   kn__sb cmd = KN__SB_INIT;
   kn__sb_printf(&cmd, "'%s' report --help > '%s'", KN_TOOL_PATH, hp);
   cr_assert_eq(system(kn__sb_cstr(&cmd)), 0);
@@ -353,15 +335,15 @@ Test(report_cli, help_and_usage_errors) {
   cr_assert_not_null(strstr(err, "'/nonexistent/trace.log' does not exist"));
   free(err);
   /* A custom header lands at the top of the index, verbatim. */
-  char *hdr = path2(tmp, "h.html"), *out = path2(tmp, "r");
+  char *hdr = ru_path2(tmp, "h.html"), *out = ru_path2(tmp, "r");
   FILE *f = fopen(hdr, "w");
   fputs("<div class=\"team\">Team build 7</div>", f);
   fclose(f);
-  int rc = kiln(&err, "--custom-header-html '%s' -o '%s' '" FIX "simple.log'",
+  int rc = ru_kilnf(&err, "--custom-header-html '%s' -o '%s' '" FIX "simple.log'",
                 hdr, out);
   cr_assert_eq(rc, 0, "%s", err);
   free(err);
-  char *ip = path2(out, "index.html");
+  char *ip = ru_path2(out, "index.html");
   char *idx = ru_read(ip, NULL);
   cr_assert_not_null(strstr(idx, "<body>\n<div class=\"team\">Team build 7</div>"));
   free(idx), free(ip), free(hdr), free(out);
@@ -371,7 +353,7 @@ Test(report_cli, help_and_usage_errors) {
 
 Test(report_safety, oversized_record_is_a_defect_not_a_memory_hog) {
   char *tmp = ru_tmpdir();
-  char *trace = path2(tmp, "big.log"), *out = path2(tmp, "r");
+  char *trace = ru_path2(tmp, "big.log"), *out = ru_path2(tmp, "r");
   FILE *f = fopen(trace, "w");
   size_t n = 3u << 20;
   char *payload = malloc(n + 1);
@@ -384,23 +366,23 @@ Test(report_safety, oversized_record_is_a_defect_not_a_memory_hog) {
   fclose(f);
   free(payload);
   char *err = NULL;
-  int rc = kiln(&err, "--max-record-mb 1 --strict -o '%s' '%s'", out, trace);
+  int rc = ru_kilnf(&err, "--max-record-mb 1 --strict -o '%s' '%s'", out, trace);
   cr_assert_eq(rc, 1);
   cr_assert_not_null(strstr(err, "big.log:1:"), "%s", err);
   free(err);
   /* Tolerant mode skips the big record and keeps the next one. */
-  rc = kiln(&err, "--max-record-mb 1 --overwrite -o '%s' '%s'", out, trace);
+  rc = ru_kilnf(&err, "--max-record-mb 1 --overwrite -o '%s' '%s'", out, trace);
   cr_assert_eq(rc, 0, "%s", err);
   free(err);
   char *files = ru_list(out);
   cr_assert_null(strstr(files, "dynamo_output_graph"));
   free(files);
-  char *ip = path2(out, "compile_directory.json");
+  char *ip = ru_path2(out, "compile_directory.json");
   char *dirj = ru_read(ip, NULL);
   cr_assert_not_null(strstr(dirj, "\"[1/0]\""));
   free(dirj), free(ip);
   /* With the default limit the 3 MB payload is fine. */
-  rc = kiln(&err, "--strict --overwrite -o '%s' '%s'", out, trace);
+  rc = ru_kilnf(&err, "--strict --overwrite -o '%s' '%s'", out, trace);
   cr_assert_eq(rc, 0, "%s", err);
   free(err);
   ru_rmtree(tmp);

@@ -16,16 +16,10 @@
 
 /* ---- the recorder: tensor -> graph value --------------------------------------- */
 
-typedef struct binding {
-  kn_tensor *t; /* retained */
-  kn__gref v;
-} binding;
-
 typedef struct recorder {
   kn__mode mode;
   kn__graph *g;
-  binding *b;
-  int nb, capb;
+  kn__tmap map;
   /* symbols of the inputs' sizes, by hint: int-list arguments equal to a
   ** hint are recorded as the symbol (sizes read by derivative rules) */
   kn_sym syms[64];
@@ -34,17 +28,7 @@ typedef struct recorder {
   bool in_backward; /* recording the derivative rules */
 } recorder;
 
-static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) {
-  if (r->nb == r->capb) {
-    int cap = r->capb ? 2 * r->capb : 32;
-    binding *nb = realloc(r->b, (size_t)cap * sizeof *nb);
-    if (!nb) return kn__oom();
-    r->b = nb;
-    r->capb = cap;
-  }
-  r->b[r->nb++] = (binding){kn_retain(t), v};
-  return KN_OK;
-}
+static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) { return kn__tmap_bind(&r->map, t, v); }
 
 static kn_status lookup_bound(void *ud, kn_tensor *t, kn__gref *out);
 
@@ -60,14 +44,10 @@ static bool same_view(const kn_tensor *a, const kn_tensor *b) {
 /* The value of t, or of a tensor t aliases exactly (the engine hands
 ** derivative rules aliases of saved outputs). */
 static bool find_bound(const recorder *r, const kn_tensor *t, kn__gref *out) {
-  for (int i = r->nb - 1; i >= 0; i--)
-    if (r->b[i].t == t) {
-      *out = r->b[i].v;
-      return true;
-    }
-  for (int i = r->nb - 1; i >= 0; i--)
-    if (same_view(r->b[i].t, t)) {
-      *out = r->b[i].v;
+  if (kn__tmap_find(&r->map, t, out)) return true;
+  for (int i = r->map.n - 1; i >= 0; i--)
+    if (same_view(r->map.e[i].t, t)) {
+      *out = r->map.e[i].v;
       return true;
     }
   return false;
@@ -79,11 +59,11 @@ static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_f
 /* A view a rule made without the dispatcher (kn__make_view of a saved
 ** tensor): as_strided of the value whose storage it shares. */
 static bool view_of_bound(recorder *r, kn_tensor *t, kn__gref *out) {
-  int i = r->nb - 1;
-  while (i >= 0 && r->b[i].t->storage != t->storage) i--;
+  int i = r->map.n - 1;
+  while (i >= 0 && r->map.e[i].t->storage != t->storage) i--;
   if (i < 0) return false;
   kn__call c = {.op = &kn__ops[KN_OP_AS_STRIDED], .nargs = 4};
-  c.args[0] = KN_A_T(r->b[i].t);
+  c.args[0] = KN_A_T(r->map.e[i].t);
   c.args[1] = KN_A_INTS(t->sizes, t->ndim);
   c.args[2] = KN_A_INTS(t->strides, t->ndim);
   c.args[3] = KN_A_I(t->offset);
@@ -212,8 +192,7 @@ static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
 }
 
 static void recorder_fini(recorder *r) {
-  for (int i = 0; i < r->nb; i++) kn_release(r->b[i].t);
-  free(r->b);
+  kn__tmap_fini(&r->map);
 }
 
 /* ---- meta tensors for graph values ------------------------------------------------ */

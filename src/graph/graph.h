@@ -62,6 +62,23 @@ typedef struct kn__gref {
   int idx;
 } kn__gref;
 
+/* The tensor-to-value map of a recording mode (decomposition, rewriting,
+** AOT's joint trace): which graph value each tensor seen stands for. Tensors
+** are retained; lookups go newest first. Zero-initialise, then bind; fini
+** releases the tensors. */
+typedef struct kn__tmap_entry {
+  kn_tensor *t; /* retained */
+  kn__gref v;
+} kn__tmap_entry;
+typedef struct kn__tmap {
+  kn__tmap_entry *e;
+  int n, cap;
+} kn__tmap;
+kn_status kn__tmap_bind(kn__tmap *m, kn_tensor *t, kn__gref v);
+/* The value t itself is bound to (not a view of it). */
+bool kn__tmap_find(const kn__tmap *m, const kn_tensor *t, kn__gref *out);
+void kn__tmap_fini(kn__tmap *m);
+
 typedef enum kn__vkind {
   KN__V_TENSOR = 0,
   KN__V_NONE        /* no example value (e.g. the output node) */

@@ -45,38 +45,18 @@ static kn_tensor *meta_tensor(const kn__vmeta *m) {
 
 /* ---- the recorder ----------------------------------------------------------------- */
 
-typedef struct binding {
-  kn_tensor *t; /* retained */
-  kn__gref v;
-} binding;
-
 typedef struct recorder {
   kn__mode mode;
   kn__graph *g;
   kn_device device;  /* of the values recorded (the meta tensors report meta) */
-  binding *b;
-  int nb, capb;
+  kn__tmap map;
 } recorder;
 
-static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) {
-  if (r->nb == r->capb) {
-    int cap = r->capb ? 2 * r->capb : 16;
-    binding *nb = realloc(r->b, (size_t)cap * sizeof *nb);
-    if (!nb) return kn__oom();
-    r->b = nb;
-    r->capb = cap;
-  }
-  r->b[r->nb++] = (binding){kn_retain(t), v};
-  return KN_OK;
-}
+static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) { return kn__tmap_bind(&r->map, t, v); }
 
 static kn_status lookup(void *ud, kn_tensor *t, kn__gref *out) {
   recorder *r = ud;
-  for (int i = r->nb - 1; i >= 0; i--)
-    if (r->b[i].t == t) {
-      *out = r->b[i].v;
-      return KN_OK;
-    }
+  if (kn__tmap_find(&r->map, t, out)) return KN_OK;
   return kn__error(KN_EINVAL, "rewrite: an op used a tensor that is no graph value "
                               "(a constant made outside the dispatcher)");
 }
@@ -112,8 +92,7 @@ static void recorder_init(recorder *r, kn__graph *g, const kn__gnode *at) {
 }
 
 static void recorder_fini(recorder *r) {
-  for (int i = 0; i < r->nb; i++) kn_release(r->b[i].t);
-  free(r->b);
+  kn__tmap_fini(&r->map);
 }
 
 /* Erase what was inserted before `at` since there were `before` nodes. */
@@ -179,8 +158,8 @@ static kn_status build_call(const kn__gnode *n, tensor_of_fn tof, void *ud, kn__
 /* Tensors of g's values for a decomposed node: fresh meta tensors, bound. */
 static kn_tensor *bound_meta(void *ud, kn__gref v) {
   recorder *r = ud;
-  for (int i = r->nb - 1; i >= 0; i--)
-    if (r->b[i].v.node == v.node && r->b[i].v.idx == v.idx) return r->b[i].t;
+  for (int i = r->map.n - 1; i >= 0; i--)
+    if (r->map.e[i].v.node == v.node && r->map.e[i].v.idx == v.idx) return r->map.e[i].t;
   kn_tensor *t = meta_tensor(&v.node->meta[v.idx]);
   if (!t) return NULL;
   kn_status st = bind(r, t, v);

@@ -2,6 +2,7 @@
 ** support/report_util.c: see report_util.h.
 */
 #include <dirent.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -15,6 +16,23 @@
 #include "core/strbuf.h"
 #include "support/report_util.h"
 #include "support/files.h"
+
+int ru_kilnf(char **err, const char *fmt, ...) {
+  kn__sb sb = KN__SB_INIT;
+  va_list ap;
+  va_start(ap, fmt);
+  kn__sb_vprintf(&sb, fmt, ap);
+  va_end(ap);
+  int rc = ru_kiln(kn__sb_cstr(&sb), err);
+  kn__sb_fini(&sb);
+  return rc;
+}
+
+char *ru_path2(const char *a, const char *b) {
+  kn__sb sb = KN__SB_INIT;
+  kn__sb_printf(&sb, "%s/%s", a, b);
+  return kn__sb_take(&sb);
+}
 
 char *ru_tmpdir(void) {
   char *t = strdup("/tmp/kiln_report_test_XXXXXX");

@@ -17,6 +17,10 @@ void ru_rmtree(const char *dir);
 /* Run `kiln report <args>` (a shell-quoted argument string); stderr goes
 ** to *err (owned, may be NULL). Returns the exit status. */
 int ru_kiln(const char *args, char **err);
+/* ru_kiln with the arguments formatted printf-style. */
+int ru_kilnf(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "a/b" (owned). */
+char *ru_path2(const char *a, const char *b);
 /* The whole file (owned, NUL-terminated) or NULL; *n gets the length. */
 char *ru_read(const char *path, size_t *n);
 /* Number of '\n'-terminated lines (plus a final unterminated one). */

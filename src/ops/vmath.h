@@ -61,6 +61,22 @@ typedef struct kn__vmath {
   kn__vm_softmax_f32 softmax_f32;
 } kn__vmath;
 
+/* The rows of a table whose functions are named a_<op>_<L> (L = f or d):
+** the scalar table and every ISA's table spell their rows with these. */
+#define KN__VM_ROW1(L)                                                          \
+  {[KN__VM_EXP] = a_exp_##L, [KN__VM_EXP2] = a_exp2_##L, [KN__VM_EXPM1] = a_expm1_##L, \
+   [KN__VM_LOG] = a_log_##L, [KN__VM_LOG2] = a_log2_##L, [KN__VM_LOG1P] = a_log1p_##L, \
+   [KN__VM_SQRT] = a_sqrt_##L, [KN__VM_RSQRT] = a_rsqrt_##L, [KN__VM_SIN] = a_sin_##L, \
+   [KN__VM_COS] = a_cos_##L, [KN__VM_TAN] = a_tan_##L, [KN__VM_TANH] = a_tanh_##L,     \
+   [KN__VM_ERF] = a_erf_##L, [KN__VM_SIGMOID] = a_sigmoid_##L,                        \
+   [KN__VM_SILU] = a_silu_##L, [KN__VM_GELU] = a_gelu_##L,                            \
+   [KN__VM_GELU_TANH] = a_gelu_tanh_##L, [KN__VM_LOG10] = a_log10_##L,                \
+   [KN__VM_SINH] = a_sinh_##L, [KN__VM_COSH] = a_cosh_##L, [KN__VM_ASIN] = a_asin_##L, \
+   [KN__VM_ACOS] = a_acos_##L, [KN__VM_ATAN] = a_atan_##L, [KN__VM_ERFC] = a_erfc_##L}
+#define KN__VM_ROW2(L)                                                          \
+  {[KN__VM_POW] = a_pow_##L, [KN__VM_GELU_BW] = a_gelu_bw_##L,                 \
+   [KN__VM_GELU_TANH_BW] = a_gelu_tanh_bw_##L}
+
 /* Instruction sets, narrowest first. */
 typedef enum kn__isa { KN__ISA_SCALAR, KN__ISA_SSE4, KN__ISA_AVX2, KN__ISA_AVX512, KN__ISA_COUNT } kn__isa;
 

@@ -259,16 +259,11 @@ static void flat_loop(kctx *k, kn__sb *sb, const char *body, int root) {
   (void)k;
 }
 
-static void row_loop(kctx *k, kn__sb *sb, const char *body, int root) {
-  int nd = k->shape->ndim;
-  kn__sb_puts(sb, "  const int64_t rows = ");
-  numel_text(k, sb, nd - 1);
-  kn__sb_puts(sb, ";\n  const int64_t len = ");
-  sym_text(k, sb, k->shape->sizes[nd - 1]);
-  kn__sb_puts(sb, ";\n  #pragma omp parallel for if (n >= KN_PAR_MIN)\n"
-                  "  for (int64_t r = 0; r < rows; r++) {\n    int64_t t = r;\n");
+/* Row offsets of every leaf for the outer index `idx` (dims [0, nd - rk)). */
+static void outer_offsets(kctx *k, kn__sb *sb, int nd, int rk, const char *idx) {
+  kn__sb_printf(sb, "    int64_t t = %s;\n", idx);
   for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "    int64_t o%d = 0;\n", li);
-  for (int d = nd - 2; d >= 0; d--) {
+  for (int d = nd - rk - 1; d >= 0; d--) {
     kn__sb_puts(sb, "    {\n      const int64_t sz = ");
     sym_text(k, sb, k->shape->sizes[d]);
     kn__sb_puts(sb, ", id = t % sz;\n      t /= sz;\n");
@@ -279,6 +274,17 @@ static void row_loop(kctx *k, kn__sb *sb, const char *body, int root) {
     }
     kn__sb_puts(sb, "    }\n");
   }
+}
+
+static void row_loop(kctx *k, kn__sb *sb, const char *body, int root) {
+  int nd = k->shape->ndim;
+  kn__sb_puts(sb, "  const int64_t rows = ");
+  numel_text(k, sb, nd - 1);
+  kn__sb_puts(sb, ";\n  const int64_t len = ");
+  sym_text(k, sb, k->shape->sizes[nd - 1]);
+  kn__sb_puts(sb, ";\n  #pragma omp parallel for if (n >= KN_PAR_MIN)\n"
+                  "  for (int64_t r = 0; r < rows; r++) {\n");
+  outer_offsets(k, sb, nd, 1, "r");
   kn__sb_puts(sb, "    for (int64_t j = 0; j < len; j++) {\n");
   kn__sb_puts(sb, body);
   kn__sb_printf(sb, "      out[r * len + j] = v%d;\n    }\n  }\n", root);
@@ -342,23 +348,6 @@ static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *cal
 /* ---- reductions ---------------------------------------------------------------- */
 static const char *const red_init[] = {"0", "0", "-INFINITY"};
 
-/* Row offsets of every leaf for the outer index `o` (dims [0, nd - rk)). */
-static void outer_offsets(kctx *k, kn__sb *sb, int nd, int rk) {
-  kn__sb_puts(sb, "    int64_t t = o;\n");
-  for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "    int64_t o%d = 0;\n", li);
-  for (int d = nd - rk - 1; d >= 0; d--) {
-    kn__sb_puts(sb, "    {\n      const int64_t sz = ");
-    sym_text(k, sb, k->shape->sizes[d]);
-    kn__sb_puts(sb, ", id = t % sz;\n      t /= sz;\n");
-    for (int li = 0; li < k->nleaves; li++) {
-      kn__sb_printf(sb, "      o%d += id * (", li);
-      leaf_stride(k, sb, &k->leaves[li], d);
-      kn__sb_puts(sb, ");\n");
-    }
-    kn__sb_puts(sb, "    }\n");
-  }
-}
-
 /* Per element: each leaf's position from its row offset and r. */
 static void inner_offsets(kctx *k, kn__sb *sb, int nd, int rk) {
   kn__sb_puts(sb, "      int64_t u = r;\n");
@@ -403,7 +392,7 @@ static void red_loop(kctx *k, kn__sb *sb, const kn__gnode *n) {
   }
   kn__sb_puts(sb, ";\n  #pragma omp parallel for if (outer * red >= KN_PAR_MIN)\n"
                   "  for (int64_t o = 0; o < outer; o++) {\n");
-  if (!k->flat) outer_offsets(k, sb, nd, rk);
+  if (!k->flat) outer_offsets(k, sb, nd, rk, "o");
   kn__sb_printf(sb, "    double acc = %s;\n    for (int64_t r = 0; r < red; r++) {\n",
                 red_init[in->red_op]);
   if (k->flat) kn__sb_puts(sb, "      const int64_t i = o * red + r;\n");

@@ -24,25 +24,10 @@
 
 #include "kiln/kiln.h"
 #include "ops/nn_dnnl.h"
+#include "bench_util.h"
 
 #define REPS 7
 enum { N = 32, C = 64, O = 64, H = 56, W = 56, K = 3 };
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return v[n / 2];
-}
 
 #define CHECK(x)                                                                          \
   do {                                                                                    \
@@ -135,7 +120,7 @@ static void reorder_run(direct *d, dnnl_primitive_t r, dnnl_memory_t from, dnnl_
 
 /* The blocked primitive with the reorders from and to the plain buffers. */
 static double direct_run_reordered(direct *d) {
-  double t0 = now();
+  double t0 = kn_bench_wall_s();
   reorder_run(d, d->r_src, d->usr_src, d->src);
   reorder_run(d, d->r_wei, d->usr_wei, d->wei);
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_WEIGHTS, d->wei},
@@ -143,16 +128,16 @@ static double direct_run_reordered(direct *d) {
   CHECK(dnnl_primitive_execute(d->prim, d->stream, 4, args));
   reorder_run(d, d->r_dst, d->dst, d->usr_dst);
   CHECK(dnnl_stream_wait(d->stream));
-  return now() - t0;
+  return kn_bench_wall_s() - t0;
 }
 
 static double direct_run(direct *d) {
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, d->src}, {DNNL_ARG_WEIGHTS, d->wei},
                              {DNNL_ARG_BIAS, d->bias}, {DNNL_ARG_DST, d->dst}};
-  double t0 = now();
+  double t0 = kn_bench_wall_s();
   CHECK(dnnl_primitive_execute(d->prim, d->stream, 4, args));
   CHECK(dnnl_stream_wait(d->stream));
-  return now() - t0;
+  return kn_bench_wall_s() - t0;
 }
 
 static void direct_free(direct *d) {
@@ -173,9 +158,9 @@ static void direct_free(direct *d) {
 
 static double kiln_run(kn_tensor *x, kn_tensor *w, kn_tensor *b) {
   static const int64_t pad[2] = {1, 1};
-  double t0 = now();
+  double t0 = kn_bench_wall_s();
   kn_tensor *y = kn_conv2d(x, w, b, NULL, pad, NULL, 1);
-  double t = now() - t0;
+  double t = kn_bench_wall_s() - t0;
   if (!y) {
     fprintf(stderr, "bench_conv: %s\n", kn_last_error());
     exit(1);
@@ -195,16 +180,16 @@ static double kiln_backward_ms(kn_tensor *x0, kn_tensor *w0, kn_tensor *b0) {
   double t[5];
   for (int r = 0; r < 5 && gy; r++) {
     kn_tensor *g[3];
-    double t0 = now();
+    double t0 = kn_bench_wall_s();
     if (kn_autograd_grad(&y, 1, in, 3, &gy, true, false, false, g) != KN_OK) gy = NULL;
-    t[r] = now() - t0;
+    t[r] = kn_bench_wall_s() - t0;
   }
   if (!gy) {
     fprintf(stderr, "bench_conv: %s\n", kn_last_error());
     exit(1);
   }
   kn_scope_end();
-  return median(t, 5) * 1e3;
+  return kn_bench_median(t, 5) * 1e3;
 }
 
 static void fill(kn_tensor *t, int mod, float scale) {
@@ -239,8 +224,8 @@ int main(void) {
     tr[r] = direct_run_reordered(&blocked);
     tb[r] = direct_run(&blocked);
   }
-  double mk = median(tk, REPS) * 1e3, mp = median(tp, REPS) * 1e3;
-  double mr = median(tr, REPS) * 1e3, mb = median(tb, REPS) * 1e3;
+  double mk = kn_bench_median(tk, REPS) * 1e3, mp = kn_bench_median(tp, REPS) * 1e3;
+  double mr = kn_bench_median(tr, REPS) * 1e3, mb = kn_bench_median(tb, REPS) * 1e3;
   double gflop = 2.0 * N * O * H * W * C * K * K * 1e-9;
   printf("BENCH conv2d_kiln_ms %.2f (%.1f GFLOP/s)\n", mk, gflop / mk * 1e3);
   printf("BENCH conv2d_onednn_plain_ms %.2f (%.1f GFLOP/s)\n", mp, gflop / mp * 1e3);

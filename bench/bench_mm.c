@@ -27,6 +27,7 @@
 
 #include "kiln/kiln.h"
 #include "ops/nn_dnnl.h"
+#include "bench_util.h"
 
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
@@ -47,22 +48,6 @@ static const shape shapes[] = {
     {"mlp_256x512x10", 256, 512, 10},
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return v[n / 2];
-}
 
 static void print_info(void) {
   const dnnl_version_t *v = dnnl_version();
@@ -103,11 +88,11 @@ static void case_free(mmcase *m) {
 
 /* Run implementation k (0 kiln, 1 oneDNN, 2 OpenBLAS) once; seconds or -1. */
 static double run_one(int k, const shape *s, mmcase *m) {
-  double t0 = now();
+  double t0 = kn_bench_wall_s();
   if (k == 0) {
     kn_tensor *o = kn_mm(m->a, m->b);
     if (!o) return -1;
-    double t = now() - t0;
+    double t = kn_bench_wall_s() - t0;
     kn_release(o);
     return t;
   }
@@ -116,7 +101,7 @@ static double run_one(int k, const shape *s, mmcase *m) {
   else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->M, s->N, s->K, 1.0f, m->pa, s->K,
                 m->pb, s->N, 0.0f, m->c, s->N);
-  return now() - t0;
+  return kn_bench_wall_s() - t0;
 }
 
 /* kiln's result against OpenBLAS's (c holds the last library result). */
@@ -142,9 +127,9 @@ static int time_case(const shape *s, double med[3]) {
     case_free(&m);
     return -1;
   }
-  double t[3][MAX_REPS], start = now();
+  double t[3][MAX_REPS], start = kn_bench_wall_s();
   int r = 0;
-  for (; r < MAX_REPS && (r < MIN_REPS || now() - start < BUDGET_S); r++)
+  for (; r < MAX_REPS && (r < MIN_REPS || kn_bench_wall_s() - start < BUDGET_S); r++)
     for (int j = 0; j < 3; j++) {
       int k = (j + r) % 3; /* rotate which goes first */
       if ((t[k][r] = run_one(k, s, &m)) < 0) {
@@ -152,7 +137,7 @@ static int time_case(const shape *s, double med[3]) {
         return -1;
       }
     }
-  for (int k = 0; k < 3; k++) med[k] = median(t[k], r);
+  for (int k = 0; k < 3; k++) med[k] = kn_bench_median(t[k], r);
   case_free(&m);
   return 0;
 }
@@ -198,16 +183,16 @@ static int bench_mixed(void) {
   if (!img || !a) return -1;
   double tm[15];
   for (int r = 0; r < 15; r++) {
-    double t0 = now();
+    double t0 = kn_bench_wall_s();
     for (int k = 0; k < 4; k++) {
       kn_release(kn_avg_pool2d(img, (int64_t[]){2, 2}, NULL, NULL, false, true, 0));
       kn_release(kn_mm(a, a));
     }
-    tm[r] = now() - t0;
+    tm[r] = kn_bench_wall_s() - t0;
   }
   kn_release(img);
   kn_release(a);
-  printf("BENCH mixed_pool_mm_4x %.1f us\n", median(tm, 15) * 1e6);
+  printf("BENCH mixed_pool_mm_4x %.1f us\n", kn_bench_median(tm, 15) * 1e6);
   return 0;
 }
 
@@ -225,13 +210,13 @@ static int bench_sgd(void) {
   bool prev = kn_no_grad_begin();
   double t[41];
   for (int r = 0; r < 41; r++) {
-    double t0 = now();
+    double t0 = kn_bench_wall_s();
     kn_status st = kn_add_scaled_(w, kn_grad(w), kn_float(-0.01));
-    t[r] = now() - t0;
+    t[r] = kn_bench_wall_s() - t0;
     if (st != KN_OK) return -1;
   }
   kn_no_grad_end(prev);
-  printf("BENCH mlp_linear_weight_sgd_update %.1f us\n", median(t, 41) * 1e6);
+  printf("BENCH mlp_linear_weight_sgd_update %.1f us\n", kn_bench_median(t, 41) * 1e6);
   kn_scope_end();
   return 0;
 }

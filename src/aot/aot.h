@@ -16,8 +16,10 @@
 ** compiler (kn_backend_fn) and attaches one CompiledFunctionBackward node to
 ** the outputs. Backend "aot_eager" uses the interpreter for both.
 **
-** Not built yet: functionalization, the min-cut partitioner, argument
-** deduplication, output aliasing and the rest of the runtime plan (docs/AOT.md).
+** Partitioners: the default one and min-cut rematerialization
+** (partition_mincut.c). Compiles go through an in-memory cache (aot_cache.c).
+** Not built yet: functionalization, argument deduplication, output aliasing
+** and the rest of the runtime plan (docs/AOT.md).
 */
 #ifndef KN_AOT_AOT_H
 #define KN_AOT_AOT_H
@@ -43,11 +45,24 @@ kn_status kn__aot_trace_joint(const kn__graph *g, const bool *requires_grad, int
                               bool inference, kn__aot_joint *out);
 void kn__aot_joint_fini(kn__aot_joint *j);
 
-/* The default partition of a joint graph. */
+/* The partitioners (docs/AOT.md): the default one saves what backward
+** reads; min-cut saves a minimum-byte set and recomputes cheap forward ops
+** (pointwise, views) in the backward. */
+typedef enum kn__aot_partitioner {
+  KN__AOT_PART_DEFAULT = 0,
+  KN__AOT_PART_MINCUT
+} kn__aot_partitioner;
+/* "default" / "min_cut" (static). */
+const char *kn__aot_partitioner_name(kn__aot_partitioner p);
+
+/* A partition of a joint graph. */
 typedef struct kn__aot_parts {
   kn__graph *fw;        /* owned: primals -> forward outputs + saved values */
   kn__graph *bw;        /* owned: saved values + tangents -> gradients */
   int nsaved;           /* number of saved values */
+  int64_t saved_bytes;  /* their bytes (sizes at their hints) */
+  int nrecomputed;      /* forward nodes recomputed in the backward (min-cut) */
+  kn__aot_partitioner used; /* min-cut falls back to default on ineligible graphs */
 } kn__aot_parts;
 
 /* Forward = every call that does not depend on a tangent; saved = forward
@@ -55,6 +70,15 @@ typedef struct kn__aot_parts {
 ** reads, in joint-graph order. Both graphs keep the joint graph's symbolic
 ** metadata and borrow its shape env. */
 kn_status kn__aot_partition(const kn__aot_joint *j, kn__aot_parts *out);
+/* Partition with the given partitioner. Min-cut (partition_mincut.c): a
+** max-flow over the forward nodes, capacities their bytes; pointwise and
+** view ops, getitems and constants may be recomputed in the backward,
+** random, in-place and every other op (matmul, convolution, reductions...)
+** never. The forward returns the outputs then the cut's values; the
+** backward takes them, recomputes what else it needs, then runs as before.
+** A graph with in-place ops gets the default partition (out->used says). */
+kn_status kn__aot_partition_with(const kn__aot_joint *j, kn__aot_partitioner how,
+                                 kn__aot_parts *out);
 void kn__aot_parts_fini(kn__aot_parts *p);
 
 /* The AOT backend: traces, partitions and compiles the graphs with fw and bw
@@ -66,6 +90,8 @@ typedef struct kn__aot_config {
   void *fw_ud;
   kn_backend_fn bw_compiler;
   void *bw_ud;
+  kn__aot_partitioner partitioner; /* zero: the default partitioner; the
+                                      KILN_AOT_PARTITIONER setting overrides it */
 } kn__aot_config;
 kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *examples, int n,
                           const kn__aot_config *cfg, kn_compiled_graph *out);
@@ -73,13 +99,74 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *examples, int n
 kn_status kn__aot_eager_compile(kn_graph_module *gm, kn_tensor *const *examples, int n, void *ud,
                                 kn_compiled_graph *out);
 
-/* ---- observability (aot_log.c) ---------------------------------------------- */
 typedef enum kn__aot_graph_kind {
   KN__AOT_JOINT = 0,
   KN__AOT_FORWARD,
   KN__AOT_BACKWARD,
   KN__AOT_INFERENCE
 } kn__aot_graph_kind;
+
+/* ---- the configuration (aot_config.c) -------------------------------------------- */
+/* The partitioner a compile uses: KILN_AOT_PARTITIONER ("default" or
+** "min_cut", read on each compile; another value is ignored with a warning)
+** when set, else cfg->partitioner. *from (may be NULL) names where it came
+** from: "KILN_AOT_PARTITIONER" or "backend" (static). */
+kn__aot_partitioner kn__aot_partitioner_resolve(const kn__aot_config *cfg, const char **from);
+/* The settings that shaped a compile, one "name = value" line each (Python
+** literals, sorted): the payload of the torch._functorch.config artifact
+** and part of the cache key. Owned string or NULL (OOM). */
+char *kn__aot_config_text(const kn__aot_config *cfg);
+
+/* ---- the cache and the graphs to compile (aot_cache.c) ------------------------------ */
+/* What compiling needs from the joint graph: the forward (or inference) and
+** backward graphs and how the runtime calls them. */
+typedef struct kn__aot_prepared {
+  bool inference;
+  kn__graph *fw;        /* owned: forward or inference graph */
+  kn__graph *bw;        /* owned; NULL for inference */
+  int nuser, ngrads, nsaved;
+  bool *out_diff;       /* [nuser] owned (training) */
+  int *grad_input;      /* [ngrads] owned (training) */
+  int id;               /* the AOT compile number (graph titles) */
+  char *config;         /* owned: kn__aot_config_text */
+} kn__aot_prepared;
+/* Trace and partition g (inference: trace only), or take both from the AOT
+** cache. The cache key is the SHA-256 of the graph's canonical text, each
+** input's dtype, geometry and requires_grad, grad mode and the
+** configuration text; a graph with symbolic sizes or a user generator
+** bypasses it (the joint trace adds size guards a hit would skip; a
+** generator is borrowed). Writes aotautograd_cache_miss / _hit / _bypass
+** (JSON {"key", "reason"}), aot_joint_graph and torch._functorch.config
+** (training) to the trace, and times the phases. KN_OK or an error (nothing
+** leaks). The cache is process-wide, in memory, bounded (oldest out). */
+kn_status kn__aot_prepare(const kn__graph *g, const bool *requires_grad, int n, bool inference,
+                          const kn__aot_config *cfg, kn__aot_prepared *out);
+void kn__aot_prepared_fini(kn__aot_prepared *p);
+/* Log the prepared graphs: aot_forward_graph and aot_backward_graph, or
+** aot_inference_graph then torch._functorch.config (the seeds' orders). */
+void kn__aot_log_prepared(const kn__aot_prepared *p);
+/* Entries in the cache and hits so far (tests). Clear: drop every entry. */
+void kn__aot_cache_stats(int *entries, int *hits);
+void kn__aot_cache_clear(void);
+
+/* ---- observability (aot_log.c) ---------------------------------------------- */
+/* A timed AOT phase: a chromium B/E pair named `name` and an entry of
+** kn_dump_compile_times; the calling thread sums them for compilation
+** metrics (kn__aot_times_take). */
+typedef struct kn__aot_phase {
+  const char *name;
+  double t0;
+} kn__aot_phase;
+void kn__aot_phase_begin(kn__aot_phase *ph, const char *name);
+void kn__aot_phase_end(kn__aot_phase *ph);
+/* This thread's AOT time since the last take, in microseconds: total
+** (create_aot_dispatcher_function) and backward compile (aot_compile_bw);
+** resets both. NULL pointers are allowed. */
+void kn__aot_times_take(double *total_us, double *bw_us);
+/* A trace artifact named name, JSON {"key": key, "reason": reason}. */
+void kn__aot_log_cache(const char *name, const char *key, const char *reason);
+/* The torch._functorch.config artifact with payload text. */
+void kn__aot_log_config(const char *text);
 /* A number for one AOT compile (0, 1, ...: the id in the graphs' titles). */
 int kn__aot_next_id(void);
 /* Write g as the trace event aot_<kind>_graph (payload: graph code) and the

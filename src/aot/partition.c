@@ -1,13 +1,16 @@
 /*
-** aot/partition.c: the default partitioner. A call node of the joint graph
-** belongs to the backward when it depends on a tangent, to the forward
-** otherwise; the forward returns its outputs then every forward value
-** (placeholders included) that the backward reads, in joint-graph order.
+** aot/partition.c: building the forward and backward graphs from a plan,
+** and the default partitioner. A call node of the joint graph belongs to the
+** backward when it depends on a tangent, to the forward otherwise; the
+** default forward returns its outputs then every forward value (placeholders
+** included) that the backward reads, in joint-graph order. The min-cut plan
+** (partition_mincut.c) saves fewer values and recomputes forward nodes in
+** the backward.
 */
 #include <stdlib.h>
 #include <string.h>
 
-#include "aot/aot.h"
+#include "aot/partition_int.h"
 #include "core/error.h"
 
 /* Node copies from the joint graph into one part: map[i] = copy of node i. */
@@ -97,11 +100,12 @@ static bool has_sym_sizes(const kn__gnode *n) {
 /* Saved symbolic sizes: the graph IR has no int values, so a backward
 ** whose arguments use size symbols gets the primals whose sizes they are
 ** (saved by reference; the interpreter binds symbols from input sizes). */
-static void mark_saved_sizes(const kn__aot_joint *j, const bool *bwd, bool *saved) {
+static void mark_saved_sizes(const kn__aot_joint *j, const kn__aot_plan *pl) {
   const kn__graph *g = j->g;
-  bool need = false;
+  bool need = false, *saved = pl->saved;
   for (int i = 0; !need && i < kn__graph_num_nodes(g); i++)
-    need = bwd[i] && kn__graph_node(g, i)->op == KN__GN_CALL && has_sym_args(kn__graph_node(g, i));
+    need = (pl->bwd[i] || pl->recompute[i]) && kn__graph_node(g, i)->op == KN__GN_CALL &&
+           has_sym_args(kn__graph_node(g, i));
   for (int i = 0; need && i < j->nprimals; i++)
     if (has_sym_sizes(kn__graph_input(g, i))) saved[kn__graph_input(g, i)->index] = true;
 }
@@ -121,14 +125,16 @@ static void mark_saved(const kn__aot_joint *j, const bool *bwd, bool *saved) {
   }
 }
 
-static kn_status build_forward(const kn__aot_joint *j, const bool *bwd, const bool *saved,
+static kn_status build_forward(const kn__aot_joint *j, const kn__aot_plan *pl,
                                kn__aot_parts *out, part *p) {
   const kn__graph *g = j->g;
+  const bool *saved = pl->saved;
   int nn = kn__graph_num_nodes(g);
   kn_status st = KN_OK;
   for (int i = 0; st == KN_OK && i < nn; i++) {
     const kn__gnode *n = kn__graph_node(g, i);
-    if (bwd[i] || n->op == KN__GN_OUTPUT) continue;
+    if (!pl->in_fw[i] && n->op != KN__GN_PLACEHOLDER) continue;
+    if (pl->bwd[i] || n->op == KN__GN_OUTPUT) continue;
     st = n->op == KN__GN_PLACEHOLDER ? placeholder(p, n, NULL) : copy_node(p, n);
   }
   const kn__gnode *o = kn__graph_output_node(g);
@@ -136,24 +142,26 @@ static kn_status build_forward(const kn__aot_joint *j, const bool *bwd, const bo
   if (st == KN_OK && !v) st = kn__oom();
   int k = 0;
   for (int i = 0; st == KN_OK && i < j->nfw_out; i++) v[k++] = remap(p, o->args[i].u.t);
-  for (int i = 0; st == KN_OK && i < nn; i++)
-    if (saved[i]) v[k++] = (kn__gref){p->map[i], 0}; /* getitems are their own nodes */
+  for (int i = 0; st == KN_OK && i < nn; i++) {
+    if (!saved[i]) continue;
+    v[k++] = (kn__gref){p->map[i], 0}; /* getitems are their own nodes */
+    out->saved_bytes += kn__aot_node_bytes(kn__graph_node(g, i));
+  }
   out->nsaved = k - j->nfw_out;
   if (st == KN_OK && !kn__graph_output(p->g, k, v)) st = kn_last_status();
   free(v);
   return st == KN_OK ? kn__graph_verify(p->g) : st;
 }
 
-static kn_status build_backward(const kn__aot_joint *j, const bool *bwd, const bool *saved,
-                                part *p) {
+static kn_status build_backward(const kn__aot_joint *j, const kn__aot_plan *pl, part *p) {
   const kn__graph *g = j->g;
   int nn = kn__graph_num_nodes(g);
   kn_status st = KN_OK;
   for (int i = 0; st == KN_OK && i < nn; i++)
-    if (saved[i]) st = placeholder(p, kn__graph_node(g, i), NULL);
+    if (pl->saved[i]) st = placeholder(p, kn__graph_node(g, i), NULL);
   for (int i = 0; st == KN_OK && i < nn; i++) {
     const kn__gnode *n = kn__graph_node(g, i);
-    if (!bwd[i]) continue;
+    if (!pl->bwd[i] && !(pl->recompute[i] && !pl->saved[i])) continue;
     st = n->op == KN__GN_PLACEHOLDER ? placeholder(p, n, NULL) : copy_node(p, n);
   }
   const kn__gnode *o = kn__graph_output_node(g);
@@ -173,28 +181,64 @@ static kn__graph *new_part(const kn__aot_joint *j) {
   return g;
 }
 
-kn_status kn__aot_partition(const kn__aot_joint *j, kn__aot_parts *out) {
-  memset(out, 0, sizeof *out);
+/* The default plan: every forward node in the forward, saved what the
+** backward reads. */
+static void default_plan(const kn__aot_joint *j, kn__aot_plan *pl) {
+  for (int i = 0; i < kn__graph_num_nodes(j->g); i++) {
+    pl->in_fw[i] = !pl->bwd[i];
+    pl->saved[i] = pl->recompute[i] = false;
+  }
+  mark_saved(j, pl->bwd, pl->saved);
+}
+
+static kn_status build_parts(const kn__aot_joint *j, kn__aot_plan *pl, kn__aot_parts *out) {
   int nn = kn__graph_num_nodes(j->g);
-  bool *bwd = calloc((size_t)nn + 1, sizeof *bwd), *saved = calloc((size_t)nn + 1, sizeof *saved);
   part fw = {new_part(j), calloc((size_t)nn + 1, sizeof(kn__gnode *))};
   part bw = {new_part(j), calloc((size_t)nn + 1, sizeof(kn__gnode *))};
   out->fw = fw.g;
   out->bw = bw.g;
-  kn_status st = bwd && saved && fw.g && bw.g && fw.map && bw.map ? KN_OK : kn__oom();
-  if (st == KN_OK) {
-    mark_backward(j, bwd);
-    mark_saved(j, bwd, saved);
-    mark_saved_sizes(j, bwd, saved);
-    st = build_forward(j, bwd, saved, out, &fw);
-  }
-  if (st == KN_OK) st = build_backward(j, bwd, saved, &bw);
-  free(bwd);
-  free(saved);
+  kn_status st = fw.g && bw.g && fw.map && bw.map ? KN_OK : kn__oom();
+  mark_saved_sizes(j, pl);
+  for (int i = 0; i < nn; i++) out->nrecomputed += pl->recompute[i] && !pl->saved[i];
+  if (st == KN_OK) st = build_forward(j, pl, out, &fw);
+  if (st == KN_OK) st = build_backward(j, pl, &bw);
   free(fw.map);
   free(bw.map);
+  return st;
+}
+
+kn_status kn__aot_partition_with(const kn__aot_joint *j, kn__aot_partitioner how,
+                                 kn__aot_parts *out) {
+  memset(out, 0, sizeof *out);
+  size_t nn = (size_t)kn__graph_num_nodes(j->g) + 1;
+  bool *all = calloc(4 * nn, sizeof *all);
+  if (!all) return kn__oom();
+  kn__aot_plan pl = {all, all + nn, all + 2 * nn, all + 3 * nn};
+  mark_backward(j, pl.bwd);
+  bool usable = false;
+  kn_status st = how == KN__AOT_PART_MINCUT ? kn__aot_mincut_plan(j, &pl, &usable) : KN_OK;
+  out->used = usable ? KN__AOT_PART_MINCUT : KN__AOT_PART_DEFAULT;
+  if (st == KN_OK && !usable) default_plan(j, &pl);
+  if (st == KN_OK) st = build_parts(j, &pl, out);
+  free(all);
   if (st != KN_OK) kn__aot_parts_fini(out);
   return st;
+}
+
+kn_status kn__aot_partition(const kn__aot_joint *j, kn__aot_parts *out) {
+  return kn__aot_partition_with(j, KN__AOT_PART_DEFAULT, out);
+}
+
+const char *kn__aot_partitioner_name(kn__aot_partitioner p) {
+  return p == KN__AOT_PART_MINCUT ? "min_cut" : "default";
+}
+
+int64_t kn__aot_node_bytes(const kn__gnode *n) {
+  const kn__vmeta *m = n->meta;
+  if (!m || m->kind != KN__V_TENSOR || n->nout != 1) return 0;
+  int64_t numel = 1;
+  for (int d = 0; d < m->ndim; d++) numel *= kn__sym_hint(m->sizes[d]);
+  return numel * (int64_t)kn_dtype_size(m->dtype);
 }
 
 void kn__aot_parts_fini(kn__aot_parts *p) {

@@ -231,15 +231,18 @@ static kn_status aot_run(void *state, kn_tensor *const *in, int nin, kn_tensor *
 
 static kn_status compile_inference(aot_fn *f, const kn__graph *g, const kn__aot_config *cfg,
                                    kn_tensor *const *ex, int n) {
-  kn__aot_joint j;
-  kn_status st = kn__aot_trace_joint(g, NULL, n, true, &j);
+  kn__aot_prepared pr;
+  kn_status st = kn__aot_prepare(g, NULL, n, true, cfg, &pr);
   if (st != KN_OK) return st;
   f->inference = true;
-  f->nuser = j.nfw_out;
-  kn__aot_log_graph(KN__AOT_INFERENCE, j.g, kn__aot_next_id());
-  st = compile_graph(j.g, cfg->fw_compiler, cfg->fw_ud, ex, n, &f->fw);
-  j.g = NULL; /* the module owns it */
-  kn__aot_joint_fini(&j);
+  f->nuser = pr.nuser;
+  kn__aot_log_prepared(&pr);
+  kn__aot_phase ph;
+  kn__aot_phase_begin(&ph, "aot_compile_fw");
+  st = compile_graph(pr.fw, cfg->fw_compiler, cfg->fw_ud, ex, n, &f->fw);
+  kn__aot_phase_end(&ph);
+  pr.fw = NULL; /* the module owns it */
+  kn__aot_prepared_fini(&pr);
   return st;
 }
 
@@ -266,31 +269,32 @@ static void examples_free(kn_tensor **ex, int n) {
 
 static kn_status compile_training(aot_fn *f, const kn__graph *g, const bool *rg,
                                   const kn__aot_config *cfg, kn_tensor *const *ex, int n) {
-  kn__aot_joint j;
-  kn__aot_parts p = {0};
-  kn_status st = kn__aot_trace_joint(g, rg, n, false, &j);
+  kn__aot_prepared p;
+  kn_status st = kn__aot_prepare(g, rg, n, false, cfg, &p);
   if (st != KN_OK) return st;
-  int id = kn__aot_next_id();
-  kn__aot_log_graph(KN__AOT_JOINT, j.g, id);
-  st = kn__aot_partition(&j, &p);
-  f->nuser = j.nfw_out;
-  f->ngrads = j.ngrads;
+  f->nuser = p.nuser;
+  f->ngrads = p.ngrads;
   f->nsaved = p.nsaved;
-  f->out_diff = j.out_diff;
-  f->grad_input = j.grad_input;
-  j.out_diff = NULL;
-  j.grad_input = NULL;
-  kn__aot_joint_fini(&j);
-  if (st != KN_OK) return st;
-  kn__aot_log_graph(KN__AOT_FORWARD, p.fw, id);
-  kn__aot_log_graph(KN__AOT_BACKWARD, p.bw, id);
+  f->out_diff = p.out_diff;
+  f->grad_input = p.grad_input;
+  p.out_diff = NULL;
+  p.grad_input = NULL;
+  kn__aot_log_prepared(&p);
   kn_tensor **bex = examples_of(p.bw);
   int nb = kn__graph_num_inputs(p.bw);
+  kn__aot_phase ph;
+  kn__aot_phase_begin(&ph, "aot_compile_fw");
   st = compile_graph(p.fw, cfg->fw_compiler, cfg->fw_ud, ex, n, &f->fw);
+  kn__aot_phase_end(&ph);
   p.fw = NULL;
   if (st == KN_OK) st = bex ? KN_OK : kn__oom();
-  if (st == KN_OK) st = compile_graph(p.bw, cfg->bw_compiler, cfg->bw_ud, bex, nb, &f->bw);
-  else kn__graph_free(p.bw);
+  kn__aot_phase_begin(&ph, "aot_compile_bw");
+  if (st == KN_OK) {
+    st = compile_graph(p.bw, cfg->bw_compiler, cfg->bw_ud, bex, nb, &f->bw);
+    p.bw = NULL; /* the module owns it */
+  }
+  kn__aot_phase_end(&ph);
+  kn__aot_prepared_fini(&p);
   examples_free(bex, nb);
   return st;
 }
@@ -309,8 +313,11 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
   f->nin = n;
   bool any = false;
   for (int i = 0; i < n; i++) any |= rg[i] = ex[i] && ex[i]->requires_grad;
+  kn__aot_phase ph;
+  kn__aot_phase_begin(&ph, "create_aot_dispatcher_function");
   kn_status st = any && kn_is_grad_enabled() ? compile_training(f, g, rg, cfg, ex, n)
                                              : compile_inference(f, g, cfg, ex, n);
+  kn__aot_phase_end(&ph);
   free(rg);
   if (st != KN_OK) {
     fn_release(f);
@@ -327,6 +334,6 @@ kn_status kn__aot_eager_compile(kn_graph_module *gm, kn_tensor *const *ex, int n
   void *eud = NULL;
   kn_status st = kn__backend_lookup("eager", NULL, &eager, &eud);
   if (st != KN_OK) return st;
-  kn__aot_config cfg = {eager, eud, eager, eud};
+  kn__aot_config cfg = {eager, eud, eager, eud, KN__AOT_PART_DEFAULT};
   return kn__aot_compile(gm, ex, n, &cfg, out);
 }

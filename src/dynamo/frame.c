@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "aot/aot.h"
 #include "core/error.h"
 #include "dynamo/frame.h"
 #include "inductor/inductor.h"
@@ -36,6 +37,7 @@ void kn__fc_begin(kn__fc *c, kn__frame *fr, const kn__recompile_note *note, bool
   c->t0 = mono_us();
   c->tbegin = kn__compile_time_begin();
   kn__ind_times_take(NULL, NULL); /* this frame's inductor time starts now */
+  kn__aot_times_take(NULL, NULL); /* and its AOT time */
   if (quiet) return;
   if (note && note->msg) {
     if (note->verbose) KN_LOG_ARTIFACT(KN_ART_RECOMPILES_VERBOSE, "%s", note->msg);
@@ -161,7 +163,11 @@ void kn__fc_end(kn__fc *c, const kn__fc_info *info) {
       set_int(m, "start_time_us", (int64_t)c->start_wall_us);
       set_int(m, "duration_us", (int64_t)dur);
       set_int(m, "dynamo_cumulative_compile_time_us", (int64_t)dur);
-      set_int(m, "aot_autograd_cumulative_compile_time_us", (int64_t)c->backend_us);
+      double aot_us, aot_bw_us;
+      kn__aot_times_take(&aot_us, &aot_bw_us); /* AOT's own time when it ran */
+      set_int(m, "aot_autograd_cumulative_compile_time_us",
+              (int64_t)(aot_us > 0 ? aot_us : c->backend_us));
+      if (aot_us > 0) set_int(m, "backward_cumulative_compile_time_us", (int64_t)aot_bw_us);
       double ind_us, ind_cg_us;
       kn__ind_times_take(&ind_us, &ind_cg_us);
       if (ind_us > 0) {

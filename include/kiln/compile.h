@@ -252,9 +252,10 @@ KN_API kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int na
                                     __LINE__, (opts)))
 
 /* Forget every compiled entry of every compiled function, the frame and
-** graph counters, automatic-dynamic state and deduplication state. May run
-** while other threads call compiled functions: a function busy at that
-** moment finishes its call and forgets its state when its next call starts. */
+** graph counters, automatic-dynamic state, deduplication state and the AOT
+** cache (docs/AOT.md). May run while other threads call compiled
+** functions: a function busy at that moment finishes its call and forgets
+** its state when its next call starts. */
 KN_API void kn_reset(void);
 
 /* ---- inside user functions ---------------------------------------------------- */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aot/aot.h"
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "dynamo/dynamo.h"
@@ -306,6 +307,7 @@ void kn_compiled_free(kn_compiled *f) {
 void kn_reset(void) {
   atomic_fetch_add(&reset_epoch, 1);
   kn__dynamo_reset_globals();
+  kn__aot_cache_clear();
   pthread_mutex_lock(&list_lock);
   for (kn_compiled *f = all_fns; f; f = f->next_all) refresh(f, false);
   pthread_mutex_unlock(&list_lock);

@@ -8,12 +8,18 @@
 ** (y of size [1, n]); sizes static, or dynamic (compiled with dynamic sizes
 ** at [5, 6], then called at [7, 9] too: AOT specialises its joint graphs
 ** to the sizes, so the second size compiles once more than the "eager"
-** backend needs, never more, and gives eager's results). float64.
+** backend needs, never more, and gives eager's results). float64, and
+** float32 for the static layouts and the dynamic contiguous one. Zero-size
+** inputs: x of [0, 6] (y [0, 6], or [1, 6] broadcast), static sizes, both
+** dtypes (select at index 1 of an empty dim is an error in eager code too,
+** and is left out).
 **
-** Tolerance: |compiled - eager| <= 1e-12 + 1e-12 * |eager| elementwise
-** (the graphs call the same kernels as eager code, in the same order per
-** value; the bound leaves room for a different summation order of
-** gradients that meet).
+** Tolerance: |compiled - eager| <= atol + rtol * |eager| elementwise, with
+** atol = rtol = 1e-12 for float64 and 1e-5 for float32 (the graphs call the
+** same kernels as eager code, in the same order per value; the bound leaves
+** room for a different summation order of gradients that meet: a few ulps
+** of float32's 1.2e-7, times the magnitudes summed). NaN equals NaN (the
+** mean of an empty tensor).
 */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -26,11 +32,12 @@
 
 TestSuite(aot_sweep, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown, .timeout = 300);
 
-#define RTOL 1e-12
-#define ATOL 1e-12
+/* The dtype of a sweep and its tolerance. */
+static kn_dtype dtype = KN_FLOAT64;
+static double tol = 1e-12;
 
-/* positive x; no broadcast case; the derivative holds a 1/numel constant */
-enum { POS = 1, NOBCAST = 2 };
+/* positive x; no broadcast case; no zero-size case */
+enum { POS = 1, NOBCAST = 2, NOZERO = 4 };
 
 typedef kn_tensor *(*fn1)(kn_tensor *);
 typedef kn_tensor *(*fn2)(kn_tensor *, kn_tensor *);
@@ -93,7 +100,7 @@ static const opcase ops[] = {
     {"softmax", softmax1, NULL, 0},   {"log_softmax", log_softmax1, NULL, 0},
     {"cumsum", cumsum0, NULL, 0},     {"transpose", transpose, NULL, 0},
     {"flatten", flatten, NULL, 0},    {"unsqueeze", unsqueeze1, NULL, 0},
-    {"narrow", narrow1, NULL, 0},     {"select", select0, NULL, 0},
+    {"narrow", narrow1, NULL, 0},     {"select", select0, NULL, NOZERO},
     {"add", NULL, kn_add, 0},         {"add_alpha", NULL, add_alpha, 0},
     {"sub", NULL, kn_sub, 0},         {"mul", NULL, kn_mul, 0},
     {"div", NULL, kn_div, 0},         {"maximum", NULL, kn_maximum, 0},
@@ -118,7 +125,7 @@ typedef enum layout { CONTIG, TRANSPOSED, BROADCAST } layout;
 
 static kn_tensor *input(int64_t n, int64_t m, bool t, bool pos, uint64_t seed) {
   kn_generator *g = kn_generator_new(seed);
-  kn_tensor *x = t ? kn_t(kn_randn(KN_SHAPE(m, n), g, KN_FLOAT64)) : kn_randn(KN_SHAPE(n, m), g, KN_FLOAT64);
+  kn_tensor *x = t ? kn_t(kn_randn(KN_SHAPE(m, n), g, dtype)) : kn_randn(KN_SHAPE(n, m), g, dtype);
   kn_generator_free(g);
   if (pos) x = kn_add_scalar(kn_abs(x), kn_float(0.5));
   x = kn_detach(x);
@@ -129,11 +136,13 @@ static kn_tensor *input(int64_t n, int64_t m, bool t, bool pos, uint64_t seed) {
 static int mismatches(kn_tensor *got, kn_tensor *want) {
   if (!got || !want) return 1;
   if (kn_ndim(got) != kn_ndim(want) || kn_numel(got) != kn_numel(want)) return 1;
-  kn_tensor *g = kn_contiguous(kn_flatten(got, 0, -1)), *w = kn_contiguous(kn_flatten(want, 0, -1));
+  if (kn_tensor_dtype(got) != kn_tensor_dtype(want)) return 1;
+  kn_tensor *g = kn_contiguous(kn_to(kn_flatten(got, 0, -1), KN_FLOAT64));
+  kn_tensor *w = kn_contiguous(kn_to(kn_flatten(want, 0, -1), KN_FLOAT64));
   const double *a = kn_data(g), *b = kn_data(w);
   int bad = 0;
   for (int64_t i = 0; i < kn_numel(g); i++)
-    if (!(fabs(a[i] - b[i]) <= ATOL + RTOL * fabs(b[i]))) bad++;
+    if (!(fabs(a[i] - b[i]) <= tol + tol * fabs(b[i])) && !(isnan(a[i]) && isnan(b[i]))) bad++;
   return bad;
 }
 
@@ -142,7 +151,7 @@ static kn_tensor *run(kn_compiled *cf, kn_tensor *x, kn_tensor *y, kn_tensor **g
   kn_tensor *out = cf ? (y ? kn_call_t(cf, x, y) : kn_call_t(cf, x)) : (y ? op2(x, y) : op1(x));
   if (!out) return NULL;
   kn_generator *g = kn_generator_new(99);
-  kn_tensor *go = kn_randn(kn_ndim(out), kn_sizes(out), g, KN_FLOAT64);
+  kn_tensor *go = kn_randn(kn_ndim(out), kn_sizes(out), g, kn_tensor_dtype(out));
   kn_generator_free(g);
   kn_tensor *in[2] = {x, y}, *gr[2] = {NULL, NULL};
   if (kn_autograd_grad(&out, 1, in, y ? 2 : 1, &go, false, false, true, gr) != KN_OK) return NULL;
@@ -189,11 +198,12 @@ static const char *extra_compiles(layout l, int aot_compiles, char *msg, size_t 
   return msg;
 }
 
-static void sweep(layout l, bool dynamic) {
+static void sweep_at(layout l, bool dynamic, int64_t rows) {
   int failures = 0;
   for (int k = 0; k < NOPS; k++) {
     cur = &ops[k];
     if (l == BROADCAST && (!cur->f2 || (cur->flags & NOBCAST))) continue;
+    if (rows == 0 && (cur->flags & NOZERO)) continue;
     for (int c = 0; c < 2; c++) {
       chained = c == 1;
       kn_reset();
@@ -204,18 +214,27 @@ static void sweep(layout l, bool dynamic) {
       kn_compiled *cf = kn_compile_tensor_fn(cur->f1 ? (void (*)(void))op1 : (void (*)(void))op2,
                                              cur->f1 ? 1 : 2, cur->name, __FILE__, __LINE__, &o);
       char msg[600];
-      const char *bad = check(cf, 5, 6, l, msg, sizeof msg);
+      const char *bad = check(cf, rows, 6, l, msg, sizeof msg);
       if (!bad && dynamic) bad = check(cf, 7, 9, l, msg, sizeof msg);
       kn_compiled_free(cf);
       kn_scope_end();
       if (!bad && dynamic) bad = extra_compiles(l, cc.frame_count, msg, sizeof msg);
       if (bad) {
         failures++;
-        cr_log_error("%s%s (layout %d): %s", cur->name, chained ? " chained" : "", (int)l, bad);
+        cr_log_error("%s%s (layout %d, %s, %lld rows): %s", cur->name, chained ? " chained" : "",
+                     (int)l, dtype == KN_FLOAT32 ? "float32" : "float64", (long long)rows, bad);
       }
     }
   }
   cr_expect_eq(failures, 0, "%d op cases differ from eager", failures);
+}
+
+static void sweep(layout l, bool dynamic) { sweep_at(l, dynamic, 5); }
+
+static void sweep_f32(layout l, bool dynamic, int64_t rows) {
+  dtype = KN_FLOAT32;
+  tol = 1e-5;
+  sweep_at(l, dynamic, rows);
 }
 
 Test(aot_sweep, contiguous_static) { sweep(CONTIG, false); }
@@ -224,3 +243,12 @@ Test(aot_sweep, broadcast_static) { sweep(BROADCAST, false); }
 Test(aot_sweep, contiguous_dynamic) { sweep(CONTIG, true); }
 Test(aot_sweep, transposed_dynamic) { sweep(TRANSPOSED, true); }
 Test(aot_sweep, broadcast_dynamic) { sweep(BROADCAST, true); }
+
+Test(aot_sweep, contiguous_static_float32) { sweep_f32(CONTIG, false, 5); }
+Test(aot_sweep, transposed_static_float32) { sweep_f32(TRANSPOSED, false, 5); }
+Test(aot_sweep, broadcast_static_float32) { sweep_f32(BROADCAST, false, 5); }
+Test(aot_sweep, contiguous_dynamic_float32) { sweep_f32(CONTIG, true, 5); }
+Test(aot_sweep, zero_size_contiguous) { sweep_at(CONTIG, false, 0); }
+Test(aot_sweep, zero_size_transposed) { sweep_at(TRANSPOSED, false, 0); }
+Test(aot_sweep, zero_size_broadcast) { sweep_at(BROADCAST, false, 0); }
+Test(aot_sweep, zero_size_float32) { sweep_f32(CONTIG, false, 0); }

@@ -5,10 +5,15 @@
 ** of that compile so far, compile times, the failure, restart reasons, then
 ** every field of the record as a table. The fields tlparse reads are type
 ** checked (a wrong type is a defect, not a crash); the compile summary and
-** the failures list used by the index are filled here.
+** the failures list used by the index are filled here. The page also shows
+** the compile's AOT graphs (joint, forward, backward or inference), read
+** back from the files the report wrote for them.
 */
+#include <ctype.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "report/html.h"
@@ -198,7 +203,64 @@ static void times_table(FILE *f, json_t *m) {
   fputs("</table>\n", f);
 }
 
-static void write_page(FILE *f, rp_compile *c, const char *ev, json_t *m) {
+/* ---- the AOT graphs of a compile, shown on its page ------------------------------- */
+
+#define AOT_GRAPH_MAX (64 * 1024)
+
+/* The title of an AOT graph file "aot_<kind>_graph_<N>.txt", or NULL. */
+static const char *aot_title(const char *name) {
+  static const char *const pre[] = {"aot_joint_graph_", "aot_forward_graph_",
+                                    "aot_backward_graph_", "aot_inference_graph_"};
+  static const char *const title[] = {"Joint graph", "Forward graph", "Backward graph",
+                                      "Inference graph"};
+  for (size_t k = 0; k < 4; k++) {
+    size_t n = strlen(pre[k]);
+    const char *dot = strrchr(name, '.');
+    if (!strncmp(name, pre[k], n) && isdigit((unsigned char)name[n]) && dot &&
+        !strcmp(dot, ".txt"))
+      return title[k];
+  }
+  return NULL;
+}
+
+/* Up to AOT_GRAPH_MAX bytes of OUT/rel (owned; *len set), or NULL. */
+static char *read_out(const rp_out *o, const char *rel, size_t *len) {
+  int fd = openat(o->fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  char *buf = malloc(AOT_GRAPH_MAX);
+  ssize_t got = 0, k = 0;
+  while (buf && got < AOT_GRAPH_MAX && (k = read(fd, buf + got, AOT_GRAPH_MAX - (size_t)got)) > 0)
+    got += k;
+  close(fd);
+  if (!buf || k < 0) return free(buf), NULL;
+  *len = (size_t)got;
+  return buf;
+}
+
+/* The joint, forward and backward (or inference) graphs, as the trace
+** recorded them for this compile, in that order. */
+static void aot_graphs(FILE *f, const rp_out *o, const rp_compile *c) {
+  bool any = false;
+  for (size_t i = 0; i < c->narts; i++) {
+    const char *title = aot_title(c->arts[i].name);
+    if (!title || !*c->arts[i].url) continue;
+    size_t len = 0;
+    char *txt = read_out(o, c->arts[i].url, &len);
+    if (!txt) continue;
+    if (!any) fputs("<h2>AOT graphs</h2>\n", f);
+    any = true;
+    fprintf(f, "<h3>%s <small><a href=\"", title);
+    rp_html_esc(f, c->arts[i].url); /* pages resolve links from OUT */
+    fputs("\">", f);
+    rp_html_esc(f, c->arts[i].name);
+    fputs("</a></small></h3>\n", f);
+    rp_html_code(f, txt, len, RP_LANG_PY);
+    if (len == AOT_GRAPH_MAX) fputs("<p>(first 64 KiB; the file has the rest)</p>\n", f);
+    free(txt);
+  }
+}
+
+static void write_page(FILE *f, const rp_out *o, rp_compile *c, const char *ev, json_t *m) {
   char title[160];
   snprintf(title, sizeof title, "Compilation Info for %s", c->label);
   rp_html_begin(f, title, "../");
@@ -221,6 +283,7 @@ static void write_page(FILE *f, rp_compile *c, const char *ev, json_t *m) {
     fputs("</a></li>\n", f);
   }
   fputs("</ul>\n", f);
+  aot_graphs(f, o, c);
   times_table(f, m);
   fputs("<h2>Failure</h2>\n", f);
   const char *ft = json_string_value(json_object_get(m, "fail_type"));
@@ -264,7 +327,7 @@ kn_status rp_write_metrics_page(rp_report *r, rp_compile *c, const char *ev,
            (unsigned long long)n);
   FILE *f = rp_out_fopen(&r->out, rel);
   if (!f) return kn_last_status();
-  write_page(f, c, ev, m);
+  write_page(f, &r->out, c, ev, m);
   if (fclose(f) != 0) return kn__error(KN_EIO, "cannot write '%s'", rel);
   if (!strcmp(ev, "compilation_metrics")) {
     free(c->metrics_url);

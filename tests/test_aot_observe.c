@@ -21,6 +21,7 @@
 static char *dir;
 static void setup(void) {
   kn_reset();
+  unsetenv("KILN_CACHE_DIR"); /* the memory cache alone */
   dir = kn_test_trace_start();
 }
 static void teardown(void) {

@@ -138,7 +138,8 @@ typedef struct kn__aot_prepared {
 ** generator is borrowed). Writes aotautograd_cache_miss / _hit / _bypass
 ** (JSON {"key", "reason"}), aot_joint_graph and torch._functorch.config
 ** (training) to the trace, and times the phases. KN_OK or an error (nothing
-** leaks). The cache is process-wide, in memory, bounded (oldest out). */
+** leaks). The cache is process-wide, in memory, bounded (oldest out), and
+** on disk under KILN_CACHE_DIR when set (aot_cache_disk.c). */
 kn_status kn__aot_prepare(const kn__graph *g, const bool *requires_grad, int n, bool inference,
                           const kn__aot_config *cfg, kn__aot_prepared *out);
 void kn__aot_prepared_fini(kn__aot_prepared *p);

@@ -11,14 +11,16 @@
 ** joint trace adds guards on sizes, which a hit would not add), and so do
 ** graphs using a user generator (the graph borrows it). Trace artifacts
 ** aotautograd_cache_miss / _hit / _bypass carry {"key", "reason"}.
-** In memory only, process-wide, at most MAX_ENTRIES (the oldest goes).
+** In memory, process-wide, at most MAX_ENTRIES (the oldest goes); and on
+** disk when KILN_CACHE_DIR is set (aot_cache_disk.c): a memory miss reads
+** the disk, a build writes both.
 */
 #include <pthread.h>
 #include <sha2.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "aot/aot.h"
+#include "aot/aot_cache_int.h"
 #include "core/error.h"
 #include "core/strbuf.h"
 
@@ -214,17 +216,27 @@ kn_status kn__aot_prepare(const kn__graph *g, const bool *rg, int n, bool infere
   const char *bypass = bypass_reason(g);
   char key[65] = "";
   kn_status st = bypass ? KN_OK : cache_key(g, rg, n, inference, out->config, key);
-  if (st == KN_OK && !bypass && lookup(key, out, &st)) {
-    if (st == KN_OK) kn__aot_log_cache("aotautograd_cache_hit", key, "found in memory");
+  char why[120] = "not in cache";
+  const char *hit = NULL;
+  if (st == KN_OK && !bypass && lookup(key, out, &st)) hit = "found in memory";
+  else if (st == KN_OK && !bypass && kn__aot_disk_load(key, inference, out, why, sizeof why)) {
+    hit = "found on disk";
+    store(key, out);
+  }
+  if (hit) {
+    if (st == KN_OK) kn__aot_log_cache("aotautograd_cache_hit", key, hit);
     if (st == KN_OK && !inference) kn__aot_log_config(out->config);
     if (st != KN_OK) kn__aot_prepared_fini(out);
     return st;
   }
-  if (st == KN_OK && !bypass) kn__aot_log_cache("aotautograd_cache_miss", key, "not in cache");
+  if (st == KN_OK && !bypass) kn__aot_log_cache("aotautograd_cache_miss", key, why);
   if (st == KN_OK)
     st = inference ? build_inference(g, n, out) : build_training(g, rg, n, cfg, out);
   if (st == KN_OK && bypass) kn__aot_log_cache("aotautograd_cache_bypass", "", bypass);
-  else if (st == KN_OK) store(key, out);
+  else if (st == KN_OK) {
+    store(key, out);
+    kn__aot_disk_store(key, out);
+  }
   if (st != KN_OK) kn__aot_prepared_fini(out);
   return st;
 }

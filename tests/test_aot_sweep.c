@@ -12,7 +12,8 @@
 ** float32 for the static layouts and the dynamic contiguous one. Zero-size
 ** inputs: x of [0, 6] (y [0, 6], or [1, 6] broadcast), static sizes, both
 ** dtypes (select at index 1 of an empty dim is an error in eager code too,
-** and is left out).
+** and is left out). The min-cut partitioner (KILN_AOT_PARTITIONER=min_cut)
+** on the three layouts, static and dynamic.
 **
 ** Tolerance: |compiled - eager| <= atol + rtol * |eager| elementwise, with
 ** atol = rtol = 1e-12 for float64 and 1e-5 for float32 (the graphs call the
@@ -252,3 +253,14 @@ Test(aot_sweep, zero_size_contiguous) { sweep_at(CONTIG, false, 0); }
 Test(aot_sweep, zero_size_transposed) { sweep_at(TRANSPOSED, false, 0); }
 Test(aot_sweep, zero_size_broadcast) { sweep_at(BROADCAST, false, 0); }
 Test(aot_sweep, zero_size_float32) { sweep_f32(CONTIG, false, 0); }
+
+static void sweep_min_cut(layout l, bool dynamic) {
+  setenv("KILN_AOT_PARTITIONER", "min_cut", 1);
+  sweep(l, dynamic);
+  unsetenv("KILN_AOT_PARTITIONER");
+}
+
+Test(aot_sweep, contiguous_static_min_cut) { sweep_min_cut(CONTIG, false); }
+Test(aot_sweep, transposed_static_min_cut) { sweep_min_cut(TRANSPOSED, false); }
+Test(aot_sweep, broadcast_static_min_cut) { sweep_min_cut(BROADCAST, false); }
+Test(aot_sweep, contiguous_dynamic_min_cut) { sweep_min_cut(CONTIG, true); }

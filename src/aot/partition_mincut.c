@@ -185,8 +185,7 @@ static kn_status node_edges(build *b, const kn__gnode *n) {
 typedef struct walk {
   const kn__aot_joint *j;
   kn__aot_plan *pl;
-  bool *mark; /* in_fw or recompute, being filled */
-  bool ok;
+  bool ok; /* false: the backward needs an unsaved primal */
 } walk;
 
 static kn_status need_recompute(void *ud, const kn__gnode *user, int arg, kn__gref v);
@@ -253,7 +252,7 @@ static kn_status fill_plan(const kn__aot_joint *j, const flownet *net, kn__aot_p
     pl->saved[i] = !pl->bwd[i] && n->op != KN__GN_OUTPUT && net->level[n_in(i)] >= 0 &&
                    net->level[n_out(i)] < 0;
   }
-  walk w = {j, pl, NULL, true};
+  walk w = {j, pl, true};
   kn_status st = KN_OK;
   for (int i = 0; st == KN_OK && i < nn; i++) {
     const kn__gnode *n = kn__graph_node(g, i);

@@ -112,10 +112,11 @@ typedef enum kn__aot_graph_kind {
 ** when set, else cfg->partitioner. *from (may be NULL) names where it came
 ** from: "KILN_AOT_PARTITIONER" or "backend" (static). */
 kn__aot_partitioner kn__aot_partitioner_resolve(const kn__aot_config *cfg, const char **from);
-/* The settings that shaped a compile, one "name = value" line each (Python
-** literals, sorted): the payload of the torch._functorch.config artifact
-** and part of the cache key. Owned string or NULL (OOM). */
-char *kn__aot_config_text(const kn__aot_config *cfg);
+/* The settings that shaped a compile (p and where it came from, as
+** kn__aot_partitioner_resolve gives them), one "name = value" line each
+** (Python literals, sorted): the payload of the torch._functorch.config
+** artifact and part of the cache key. Owned string or NULL (OOM). */
+char *kn__aot_config_text(kn__aot_partitioner p, const char *from);
 
 /* ---- the cache and the graphs to compile (aot_cache.c) ------------------------------ */
 /* What compiling needs from the joint graph: the forward (or inference) and

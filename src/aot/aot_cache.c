@@ -181,7 +181,7 @@ static kn_status build_inference(const kn__graph *g, int n, kn__aot_prepared *ou
 }
 
 static kn_status build_training(const kn__graph *g, const bool *rg, int n,
-                                const kn__aot_config *cfg, kn__aot_prepared *out) {
+                                kn__aot_partitioner how, kn__aot_prepared *out) {
   kn__aot_joint j;
   kn__aot_parts p = {0};
   kn__aot_phase ph;
@@ -192,7 +192,7 @@ static kn_status build_training(const kn__graph *g, const bool *rg, int n,
   kn__aot_log_graph(KN__AOT_JOINT, j.g, out->id);
   kn__aot_log_config(out->config);
   kn__aot_phase_begin(&ph, "aot_partition");
-  st = kn__aot_partition_with(&j, kn__aot_partitioner_resolve(cfg, NULL), &p);
+  st = kn__aot_partition_with(&j, how, &p);
   kn__aot_phase_end(&ph);
   out->nuser = j.nfw_out;
   out->ngrads = j.ngrads;
@@ -212,7 +212,9 @@ kn_status kn__aot_prepare(const kn__graph *g, const bool *rg, int n, bool infere
   memset(out, 0, sizeof *out);
   out->inference = inference;
   out->id = kn__aot_next_id();
-  if (!(out->config = kn__aot_config_text(cfg))) return kn_last_status();
+  const char *from = NULL;
+  kn__aot_partitioner how = kn__aot_partitioner_resolve(cfg, &from);
+  if (!(out->config = kn__aot_config_text(how, from))) return kn_last_status();
   const char *bypass = bypass_reason(g);
   char key[65] = "";
   kn_status st = bypass ? KN_OK : cache_key(g, rg, n, inference, out->config, key);
@@ -231,7 +233,7 @@ kn_status kn__aot_prepare(const kn__graph *g, const bool *rg, int n, bool infere
   }
   if (st == KN_OK && !bypass) kn__aot_log_cache("aotautograd_cache_miss", key, why);
   if (st == KN_OK)
-    st = inference ? build_inference(g, n, out) : build_training(g, rg, n, cfg, out);
+    st = inference ? build_inference(g, n, out) : build_training(g, rg, n, how, out);
   if (st == KN_OK && bypass) kn__aot_log_cache("aotautograd_cache_bypass", "", bypass);
   else if (st == KN_OK) {
     store(key, out);

@@ -29,9 +29,7 @@ kn__aot_partitioner kn__aot_partitioner_resolve(const kn__aot_config *cfg, const
   return mincut ? KN__AOT_PART_MINCUT : KN__AOT_PART_DEFAULT;
 }
 
-char *kn__aot_config_text(const kn__aot_config *cfg) {
-  const char *from = NULL;
-  kn__aot_partitioner p = kn__aot_partitioner_resolve(cfg, &from);
+char *kn__aot_config_text(kn__aot_partitioner p, const char *from) {
   char buf[512];
   int n = snprintf(buf, sizeof buf,
                    "autograd_cache = True\n"

@@ -4,8 +4,10 @@
 **
 ** The key is the SHA-256 of: the captured graph's canonical text
 ** (graph_serial.c: ops, constants, example metadata), each input's
-** requires_grad, whether an inference graph is made, and the AOT
-** configuration text (partitioner ...). A hit copies the forward/backward
+** requires_grad, whether an inference graph is made, the AOT configuration
+** text (partitioner ...) and the identity of the kiln build (path, size and
+** modification time of the file holding this code: a rebuilt library, whose
+** derivative rules may differ, never reads an older build's entries). A hit copies the forward/backward
 ** (or inference) graphs and the calling convention and skips the joint
 ** trace and the partition. Graphs with symbolic sizes bypass the cache (the
 ** joint trace adds guards on sizes, which a hit would not add), and so do
@@ -15,10 +17,13 @@
 ** disk when KILN_CACHE_DIR is set (aot_cache_disk.c): a memory miss reads
 ** the disk, a build writes both.
 */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sha2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "aot/aot_cache_int.h"
 #include "core/error.h"
@@ -59,13 +64,25 @@ static const char *bypass_reason(const kn__graph *g) {
   return NULL;
 }
 
+static pthread_once_t build_once = PTHREAD_ONCE_INIT;
+static char build_id[600] = "unknown build";
+
+static void find_build_id(void) {
+  Dl_info info;
+  struct stat sb;
+  if (dladdr((void *)kn__aot_prepare, &info) && info.dli_fname && stat(info.dli_fname, &sb) == 0)
+    snprintf(build_id, sizeof build_id, "%.500s %lld %lld.%09ld", info.dli_fname,
+             (long long)sb.st_size, (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
+}
+
 static kn_status cache_key(const kn__graph *g, const bool *rg, int n, bool inference,
                            const char *config, char key[65]) {
   char *ser = kn__graph_serialize(g);
   if (!ser) return kn_last_status();
   kn__sb sb;
   kn__sb_init(&sb);
-  kn__sb_puts(&sb, "kiln-aot-cache 1\n");
+  pthread_once(&build_once, find_build_id);
+  kn__sb_printf(&sb, "kiln-aot-cache 1\nbuild: %s\n", build_id);
   kn__sb_puts(&sb, ser);
   kn__sb_puts(&sb, "\nrequires_grad:");
   for (int i = 0; i < n; i++) kn__sb_putc(&sb, rg && rg[i] ? '1' : '0');

@@ -103,12 +103,14 @@ Test(aot_cache, disk_entry_serves_a_new_process) {
   char *path = entry_file();
   kn__aot_cache_clear(); /* what a new process starts with */
   cr_expect_eq(compile_and_run(), 0.0);
-  (void)kn_test_dyn_trace(false, NULL);
+  free(kn_test_dyn_trace(false, NULL));
   char *r = json_field("aotautograd_cache_hit", 0, "reason");
   cr_expect_str_eq(r, "found on disk");
   char *k1 = json_field("aotautograd_cache_miss", 0, "key"), *k2 = json_field("aotautograd_cache_hit", 0, "key");
   cr_expect(k1 && k2 && !strcmp(k1, k2) && strstr(path, k1), "%s %s %s", k1, k2, path);
-  cr_expect_null(kn_test_dyn_payload("aot_joint_graph", 1), "the hit traced no joint graph");
+  char *joint2 = kn_test_dyn_payload("aot_joint_graph", 1);
+  cr_expect_null(joint2, "the hit traced no joint graph");
+  free(joint2);
   for (int i = 0; i < 2; i++) {
     const char *ev = i ? "aot_backward_graph" : "aot_forward_graph";
     char *a = kn_test_dyn_payload(ev, 0), *b = kn_test_dyn_payload(ev, 1);
@@ -144,7 +146,7 @@ static void rebuilt_after(long at, bool truncate_it) {
   cr_expect_eq(compile_and_run(), 0.0, "a damaged entry is never used");
   kn__aot_cache_clear();
   cr_expect_eq(compile_and_run(), 0.0);
-  (void)kn_test_dyn_trace(false, NULL);
+  free(kn_test_dyn_trace(false, NULL));
   char *r1 = json_field("aotautograd_cache_miss", 1, "reason");
   char *r2 = json_field("aotautograd_cache_hit", 0, "reason");
   cr_expect_str_eq(r1, "corrupted cache entry (rebuilt)");

@@ -124,7 +124,7 @@ static char *chromium_of(const char *cid) {
 /* Each AOT phase is a chromium B/E pair inside backend_compile. */
 Test(aot_observe, chromium_events_of_the_aot_phases) {
   run_training_fn();
-  (void)kn_test_dyn_trace(false, NULL);
+  free(kn_test_dyn_trace(false, NULL));
   char *ev = chromium_of("1/0");
   cr_expect_str_eq(ev,
       "dynamo:B\nentire_frame_compile:B\nbackend_compile:B\ncreate_aot_dispatcher_function:B\n"
@@ -303,7 +303,7 @@ Test(aot_observe, setting_selects_min_cut_for_a_compile) {
   kn_scope_begin();
   cr_assert(kn_call_t(f, leaf(true, 1), leaf(true, 2)), "%s", kn_last_error());
   kn_scope_end();
-  (void)kn_test_dyn_trace(false, NULL);
+  free(kn_test_dyn_trace(false, NULL));
   char *cfg = kn_test_dyn_payload("torch._functorch.config", 0);
   char *bw = kn_test_dyn_payload("aot_backward_graph", 0);
   cr_expect(cfg && strstr(cfg, "partitioner = 'min_cut'\npartitioner_from = 'KILN_AOT_PARTITIONER'\n"),

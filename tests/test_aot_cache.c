@@ -79,8 +79,9 @@ static char *entry_file(void) {
     n++;
     cr_expect(strlen(e->d_name) == 64 + 6 && strstr(e->d_name, ".entry"), "unexpected file %s",
               e->d_name);
-    found = malloc(4400);
-    snprintf(found, 4400, "%s/%s", sub, e->d_name);
+    free(found);
+    found = malloc(4600);
+    snprintf(found, 4600, "%.4200s/%.256s", sub, e->d_name);
   }
   closedir(d);
   cr_assert_eq(n, 1, "%d files in %s", n, sub);

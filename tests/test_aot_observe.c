@@ -158,6 +158,13 @@ Test(aot_observe, aot_times_in_compilation_metrics) {
   cr_expect_leq(aot, dyn);
   cr_expect_eq(metric(0, "aot_autograd_cumulative_compile_time_us"), 0, "no graph, no AOT");
   cr_expect_eq(metric(0, "backward_cumulative_compile_time_us"), -1, "null without AOT");
+  /* each phase is a row of the compile-times table */
+  char *tab = kn_compile_times(true);
+  cr_assert(tab);
+  const char *rows[] = {"create_aot_dispatcher_function", "aot_trace_joint_graph", "aot_partition",
+                        "aot_compile_fw", "aot_compile_bw"};
+  for (int i = 0; i < 5; i++) cr_expect(strstr(tab, rows[i]), "no row %s in:\n%s", rows[i], tab);
+  free(tab);
 }
 
 /* ---- the AOT cache ------------------------------------------------------------------ */

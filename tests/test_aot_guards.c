@@ -1,0 +1,185 @@
+/*
+** test_aot_guards.c: the guards and runtime cases of seed
+** test_aot_autograd.py with "aot_eager".
+*/
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/compile.h"
+#include "kiln/kiln.h"
+#include "support/dynamo_util.h"
+
+TestSuite(aot_guards, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
+
+static char reason[8][512];
+static int nreason;
+static void on_fail(const kn_guard_failure *g, void *ud) {
+  (void)ud;
+  if (nreason < 8) snprintf(reason[nreason++], sizeof reason[0], "%s", g->reason);
+}
+
+static kn_tensor *leaf(int64_t n, int64_t m, bool rg, uint64_t seed) {
+  kn_generator *g = kn_generator_new(seed);
+  kn_tensor *t = kn_randn(KN_SHAPE(n, m), g, KN_FLOAT32);
+  kn_generator_free(g);
+  if (rg) kn_set_requires_grad(t, true);
+  return t;
+}
+
+static double max_diff(kn_tensor *a, kn_tensor *b) {
+  cr_assert(a && b, "missing tensor (%s)", kn_last_error());
+  double v = INFINITY;
+  cr_assert_eq(kn_item_double(kn_amax(kn_abs(kn_sub(a, b)), NULL, 0, false), &v), KN_OK, "%s",
+               kn_last_error());
+  return v;
+}
+
+/* F.forward(x, y): x.trunc_(); y.trunc_(); return x + y */
+static kn_tensor *trunc_add(kn_tensor *x, kn_tensor *y) {
+  kn_trunc_(x);
+  kn_trunc_(y);
+  return kn_add(x, y);
+}
+
+Test(aot_guards, test_arg_dupe_via_dynamo_recompiles) {
+  kn_scope_begin();
+  kn_tensor *x = leaf(3, 3, true, 1), *y = leaf(3, 3, true, 2);
+  kn_compile_counter cc = {.inner = "aot_eager"};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc,
+                          .guard_fail_fn = on_fail,
+                          .arg_names = (const char *[]){"x", "y", NULL}};
+  kn_compiled *f = KN_COMPILE(trunc_add, &o);
+  nreason = 0;
+  kn_tensor *r1 = kn_call_t(f, kn_clone(x), kn_clone(y));
+  kn_tensor *r2 = kn_call_t(f, kn_clone(x), kn_clone(y));
+  cr_assert(r1 && r2, "%s", kn_last_error());
+  cr_expect_eq(nreason, 0);
+  cr_expect_eq(cc.frame_count, 1);
+  kn_reset();
+  kn_compile_counter_clear(&cc);
+  kn_tensor *x3 = kn_clone(x);
+  kn_tensor *got = kn_call_t(f, x3, x3);
+  kn_tensor *x3e = kn_clone(x);
+  kn_tensor *want = trunc_add(x3e, x3e);
+  cr_expect_leq(max_diff(got, want), 0.0);
+  cr_assert(kn_call_t(f, kn_clone(x), kn_clone(y)), "%s", kn_last_error());
+  cr_expect_eq(cc.frame_count, 2);
+  cr_assert_eq(nreason, 1);
+  cr_expect(strstr(reason[0], "L['x'] is L['y']"), "%s", reason[0]);
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- gradients of a tensor passed twice land on it once, summed ---------- */
+static kn_tensor *mul_add(kn_tensor *a, kn_tensor *b) { return kn_add(kn_mul(a, b), kn_sin(a)); }
+
+Test(aot_guards, dupe_gradients_summed_as_eager) {
+  kn_scope_begin();
+  kn_compile_options o = {.backend = "aot_eager"};
+  kn_compiled *f = KN_COMPILE(mul_add, &o);
+  kn_tensor *a = leaf(3, 3, true, 3), *ae = leaf(3, 3, true, 3);
+  kn_tensor *got = kn_call_t(f, a, a);
+  cr_assert(got, "%s", kn_last_error());
+  cr_assert_eq(kn_backward(kn_sum(got), NULL), KN_OK, "%s", kn_last_error());
+  kn_tensor *want = mul_add(ae, ae);
+  cr_assert_eq(kn_backward(kn_sum(want), NULL), KN_OK, "%s", kn_last_error());
+  cr_expect_leq(max_diff(got, want), 0.0);
+  cr_expect_leq(max_diff(kn_grad(a), kn_grad(ae)), 1e-6);
+  /* the literal: d/da (a*a + sin a) = 2a + cos a */
+  kn_tensor *lit = kn_add(kn_mul_scalar(ae, kn_float(2)), kn_cos(ae));
+  cr_expect_leq(max_diff(kn_grad(a), lit), 1e-6);
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- requires_grad ----------------------------------------------------------- */
+static kn_tensor *add_xy(kn_tensor *x, kn_tensor *y) { return kn_add(x, y); }
+
+Test(aot_guards, test_requires_grad_fake_via_dynamo_recompiles) {
+  kn_scope_begin();
+  kn_tensor *x = leaf(3, 3, true, 1), *y = leaf(3, 3, true, 2), *z = leaf(3, 3, false, 3);
+  kn_compile_counter cc = {.inner = "aot_eager"};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc,
+                          .guard_fail_fn = on_fail,
+                          .arg_names = (const char *[]){"x", "y", NULL}};
+  kn_compiled *f = KN_COMPILE(add_xy, &o);
+  nreason = 0;
+  kn_tensor *r1 = kn_call_t(f, x, y);
+  kn_tensor *r2 = kn_call_t(f, x, z);
+  cr_assert(r1 && r2, "%s", kn_last_error());
+  cr_assert_eq(nreason, 1);
+  cr_expect(strstr(reason[0], "tensor 'L['y']' requires_grad mismatch. expected requires_grad=1"),
+            "%s", reason[0]);
+  cr_expect_eq(cc.frame_count, 2);
+  cr_expect_str_eq(kn_grad_fn_name(r2), "CompiledFunctionBackward");
+  cr_assert_eq(kn_backward(kn_sum(r2), NULL), KN_OK, "%s", kn_last_error());
+  cr_expect_null(kn_grad(z));
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- nn.Parameter built inside ------------------------------------------------ */
+static kn_tensor *param_inside(kn_tensor *x) {
+  kn_tensor *y = kn_sin(x);
+  kn_tensor *z = kn_ones(KN_SHAPE(1), KN_FLOAT32);
+  kn_set_requires_grad(z, true);
+  return kn_add(y, z);
+}
+
+Test(aot_guards, test_nn_parameter_construction) {
+  kn_scope_begin();
+  kn_compile_options o = {.backend = "aot_eager"};
+  kn_compiled *f = KN_COMPILE(param_inside, &o);
+  kn_tensor *x = kn_rand(KN_SHAPE(4, 4), NULL, KN_FLOAT32);
+  for (int i = 0; i < 2; i++) {
+    kn_tensor *got = kn_call_t(f, x), *want = param_inside(x);
+    cr_assert(got, "%s", kn_last_error());
+    cr_expect_leq(max_diff(got, want), 0.0);
+    cr_expect(kn_requires_grad(got));
+    cr_expect_eq(kn_backward(kn_sum(got), NULL), KN_OK, "%s", kn_last_error());
+  }
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- invalid leaf set ----------------------------------------------------------- */
+static kn_tensor *leaf_inplace(kn_tensor *x) {
+  kn_tensor *o = kn_ones(KN_SHAPE(2), KN_FLOAT32);
+  if (kn_copy_(x, o) != KN_OK) return NULL;
+  return x;
+}
+
+Test(aot_guards, test_aot_autograd_raises_invalid_leaf_set) {
+  kn_scope_begin();
+  kn_compile_options o = {.backend = "aot_eager"};
+  kn_compiled *f = KN_COMPILE(leaf_inplace, &o);
+  kn_tensor *x = kn_ones(KN_SHAPE(2), KN_FLOAT32);
+  kn_set_requires_grad(x, true);
+  cr_expect_null(leaf_inplace(x));
+  cr_expect(strstr(kn_last_error(), "is being used in an in-place operation"), "%s", kn_last_error());
+  cr_expect_null(kn_call_t(f, x));
+  cr_expect(strstr(kn_last_error(), "is being used in an in-place operation"), "%s", kn_last_error());
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- data pointer -------------------------------------------------------------- */
+static kn_tensor *data_fn(kn_tensor *x) {
+  kn_tensor *y = kn_clone(x);
+  if (!kn_data(y)) return NULL;
+  return y;
+}
+
+Test(aot_guards, test_data_ptr_access_fails_in_forward) {
+  kn_scope_begin();
+  kn_compile_options o = {.backend = "aot_eager", .fullgraph = true};
+  kn_compiled *f = KN_COMPILE(data_fn, &o);
+  kn_tensor *x = kn_randn(KN_SHAPE(3), NULL, KN_FLOAT32);
+  cr_expect_null(kn_call_t(f, x));
+  cr_expect(strstr(kn_last_error(), "Cannot access data pointer"), "%s", kn_last_error());
+  kn_compiled_free(f);
+  kn_scope_end();
+}

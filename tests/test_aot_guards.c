@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aot/aot.h"
+#include "autograd/autograd.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
+#include "ops/opdef.h"
 #include "support/dynamo_util.h"
 
 TestSuite(aot_guards, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
@@ -180,6 +183,117 @@ Test(aot_guards, test_data_ptr_access_fails_in_forward) {
   kn_tensor *x = kn_randn(KN_SHAPE(3), NULL, KN_FLOAT32);
   cr_expect_null(kn_call_t(f, x));
   cr_expect(strstr(kn_last_error(), "Cannot access data pointer"), "%s", kn_last_error());
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- sequence numbers ------------------------------------------------------------ */
+/* A model like the seed's (linear, relu, a residual add, flatten, an L1 loss). */
+static kn_tensor *seq_model(kn_tensor *x, kn_tensor *target, kn_tensor *w, kn_tensor *b) {
+  kn_tensor *h = kn_relu(kn_linear(x, w, b));
+  h = kn_reshape(kn_add(h, x), KN_SHAPE(-1));
+  return kn_mean(kn_abs(kn_sub(h, target)));
+}
+
+/* Eager's sequence numbers: a mode writing "seq|op" for every top-level call
+** (the node it makes, or, in backward, the node whose rule runs), relative to
+** the first. */
+typedef struct seqlog {
+  kn__mode mode;
+  char buf[8192];
+  size_t len;
+  uint64_t base;
+  int depth;
+} seqlog;
+
+static kn_status seq_handle(kn__mode *self, kn__call *c, kn__outs *out) {
+  seqlog *l = self->state;
+  int64_t s = kn__autograd_current_seq();
+  if (s < 0) s = (int64_t)kn__peek_seq();
+  if (l->len < sizeof l->buf - 64)
+    l->len += (size_t)snprintf(l->buf + l->len, sizeof l->buf - l->len, "%lld|%s\n",
+                               (long long)(s - (int64_t)l->base), c->op->name);
+  return kn__dispatch_below(self, c, out);
+}
+
+static kn__graph *seq_grabbed;
+static kn_status seq_grab(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
+                          kn_compiled_graph *out) {
+  (void)ud;
+  kn__graph_free(seq_grabbed);
+  seq_grabbed = kn__graph_copy(kn__graph_module_graph(gm));
+  return kn__aot_eager_compile(gm, ex, n, NULL, out);
+}
+
+static kn_tensor *seq_leaf(int64_t n, int64_t m, uint64_t seed) {
+  kn_generator *g = kn_generator_new(seed);
+  kn_tensor *t = m ? kn_randn(KN_SHAPE(n, m), g, KN_FLOAT64) : kn_randn(KN_SHAPE(n), g, KN_FLOAT64);
+  kn_generator_free(g);
+  kn_set_requires_grad(t, true);
+  return t;
+}
+
+Test(aot_guards, test_eager_sequence_nr) {
+  kn_scope_begin();
+  kn_tensor *x = seq_leaf(4, 8, 1), *w = seq_leaf(8, 8, 2), *b = seq_leaf(8, 0, 3);
+  kn_tensor *target = kn_detach(seq_leaf(32, 0, 4));
+  /* eager, forward then backward, under the logging mode */
+  static seqlog l;
+  memset(&l, 0, sizeof l);
+  l.mode = (kn__mode){"seqlog", seq_handle, &l};
+  l.base = kn__peek_seq();
+  cr_assert_eq(kn__mode_push(&l.mode), KN_OK);
+  kn_tensor *loss = seq_model(x, target, w, b);
+  kn_tensor *gi[3];
+  kn_status st = kn_autograd_grad(&loss, 1, (kn_tensor *[]){x, w, b}, 3, NULL, false, true, false, gi);
+  kn__mode_pop(&l.mode);
+  cr_assert_eq(st, KN_OK, "%s", kn_last_error());
+  /* the compiled function's joint graph */
+  kn_compile_options o = {.backend_fn = seq_grab};
+  kn_compiled *f = KN_COMPILE(seq_model, &o);
+  cr_assert(kn_call_t(f, x, target, w, b), "%s", kn_last_error());
+  cr_assert(seq_grabbed);
+  kn__aot_joint j;
+  cr_assert_eq(kn__aot_trace_joint(seq_grabbed, (bool[]){true, false, true, true}, 4, false, &j),
+               KN_OK, "%s", kn_last_error());
+  char got[8192];
+  size_t len = 0;
+  for (int i = 0; i < kn__graph_num_nodes(j.g); i++) {
+    const kn__gnode *n = kn__graph_node(j.g, i);
+    if (n->op != KN__GN_CALL || !n->opdef) continue;
+    cr_expect_geq(n->autograd_seq_nr, 0, "%s", n->name);
+    /* a view a rule makes without the dispatcher (no eager op) */
+    if (!strcmp(n->opdef->name, "as_strided")) continue;
+    len += (size_t)snprintf(got + len, sizeof got - len, "%lld|%s\n", (long long)n->autograd_seq_nr,
+                            n->opdef->name);
+  }
+  cr_expect_str_eq(got, l.buf);
+  /* PyTorch's pattern (the seed's table): forward ops count up, each
+  ** backward op carries its forward op's number, counting down */
+  cr_expect_str_eq(got, "0|linear\n2|relu\n3|add\n4|reshape\n5|sub\n6|abs\n7|mean\n"
+                        "7|unsqueeze\n7|expand\n7|div\n6|sgn\n6|mul\n4|reshape\n"
+                        "2|threshold_backward\n1|sum\n1|transpose\n1|mm\n1|transpose\n1|mm\n"
+                        "1|transpose\n1|add\n0|t\n");
+  /* the loss's grad_fn is the mean's node: number 7 */
+  cr_expect_eq(kn_grad_fn_seq_nr(loss) - (int64_t)l.base, 7);
+  cr_expect_eq(kn_grad_fn_seq_nr(x), -1, "a leaf has no grad_fn");
+  /* the partition keeps them: the backward graph counts down */
+  kn__aot_parts p;
+  cr_assert_eq(kn__aot_partition(&j, &p), KN_OK, "%s", kn_last_error());
+  int64_t last = INT64_MAX;
+  int nbw = 0;
+  for (int i = 0; i < kn__graph_num_nodes(p.bw); i++) {
+    const kn__gnode *n = kn__graph_node(p.bw, i);
+    if (n->op != KN__GN_CALL || !n->opdef) continue;
+    cr_expect_leq(n->autograd_seq_nr, last, "%s", n->name);
+    last = n->autograd_seq_nr;
+    nbw++;
+  }
+  cr_expect_gt(nbw, 5);
+  kn__aot_parts_fini(&p);
+  kn__aot_joint_fini(&j);
+  kn__graph_free(seq_grabbed);
+  seq_grabbed = NULL;
   kn_compiled_free(f);
   kn_scope_end();
 }

@@ -180,6 +180,10 @@ static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_f
 
 static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
   recorder *r = self->state;
+  /* autograd records a composite op's parts, and so does the joint graph
+  ** (as PyTorch decomposes CompositeImplicitAutograd ops): a part's saved
+  ** tensors are then graph values */
+  if (c->op->flags & KN_OPF_COMPOSITE) return kn__mode_decompose(self, c, out);
   r->op = c->op->name;
   int64_t seq = seq_now(r);
   kn_status st = kn__dispatch_below(self, c, out);

@@ -14,6 +14,8 @@
 #include "kiln/kiln.h"
 #include "ops/opdef.h"
 #include "support/dynamo_util.h"
+#include "support/log_capture.h"
+#include "support/trace_util.h"
 
 TestSuite(aot_guards, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
 
@@ -40,11 +42,20 @@ static double max_diff(kn_tensor *a, kn_tensor *b) {
   return v;
 }
 
+static kn_tensor *mul_add_xy(kn_tensor *x, kn_tensor *y) { return kn_add(kn_mul(x, y), kn_sin(x)); }
+
 /* F.forward(x, y): x.trunc_(); y.trunc_(); return x + y */
 static kn_tensor *trunc_add(kn_tensor *x, kn_tensor *y) {
   kn_trunc_(x);
   kn_trunc_(y);
   return kn_add(x, y);
+}
+
+/* The first record whose message contains s (NULL if none). */
+static const char *first_record(const kn_test_records *r, const char *s) {
+  for (size_t i = 0; i < r->n; i++)
+    if (strstr(r->v[i].message, s)) return r->v[i].message;
+  return NULL;
 }
 
 Test(aot_guards, test_arg_dupe_via_dynamo_recompiles) {
@@ -56,22 +67,274 @@ Test(aot_guards, test_arg_dupe_via_dynamo_recompiles) {
                           .arg_names = (const char *[]){"x", "y", NULL}};
   kn_compiled *f = KN_COMPILE(trunc_add, &o);
   nreason = 0;
-  kn_tensor *r1 = kn_call_t(f, kn_clone(x), kn_clone(y));
-  kn_tensor *r2 = kn_call_t(f, kn_clone(x), kn_clone(y));
-  cr_assert(r1 && r2, "%s", kn_last_error());
+  cr_assert(kn_call_t(f, kn_clone(x), kn_clone(y)), "%s", kn_last_error());
+  cr_assert(kn_call_t(f, kn_clone(x), kn_clone(y)), "%s", kn_last_error());
   cr_expect_eq(nreason, 0);
   cr_expect_eq(cc.frame_count, 1);
   kn_reset();
   kn_compile_counter_clear(&cc);
-  kn_tensor *x3 = kn_clone(x);
-  kn_tensor *got = kn_call_t(f, x3, x3);
-  kn_tensor *x3e = kn_clone(x);
-  kn_tensor *want = trunc_add(x3e, x3e);
+  /* the same tensor twice, then two: a recompile whose reason is the alias guard */
+  char *dir = kn_test_trace_start();
+  kn_test_records r = {0};
+  cr_assert_eq(kn_set_logs_str("recompiles"), KN_OK);
+  kn_test_capture_begin(&r);
+  kn_tensor *x3 = kn_clone(x), *x3e = kn_clone(x);
+  kn_tensor *got = kn_call_t(f, x3, x3), *want = trunc_add(x3e, x3e);
+  cr_assert(got, "%s", kn_last_error());
   cr_expect_leq(max_diff(got, want), 0.0);
-  cr_assert(kn_call_t(f, kn_clone(x), kn_clone(y)), "%s", kn_last_error());
+  cr_expect_leq(max_diff(x3, x3e), 0.0, "the input is truncated in place as in eager");
+  kn_tensor *x4 = kn_clone(x), *y4 = kn_clone(y), *x4e = kn_clone(x), *y4e = kn_clone(y);
+  got = kn_call_t(f, x4, y4);
+  want = trunc_add(x4e, y4e);
+  kn_test_capture_end(&r);
+  cr_assert(got, "%s", kn_last_error());
+  cr_expect_leq(max_diff(got, want), 0.0);
   cr_expect_eq(cc.frame_count, 2);
   cr_assert_eq(nreason, 1);
   cr_expect(strstr(reason[0], "L['x'] is L['y']"), "%s", reason[0]);
+  const char *rec = first_record(&r, "Recompiling function trunc_add");
+  cr_expect(rec && strstr(rec, "triggered by the following guard failure(s):\n    - L['x'] is L['y']"),
+            "%s", rec ? rec : "(no recompile record)");
+  kn_test_records_free(&r);
+  char *rr = kn_test_dyn_payload("recompile_reasons", 0);
+  cr_assert(rr);
+  cr_expect(!strncmp(rr, "[\n\"0/0: L['x'] is L['y']  ", 26), "%s", rr);
+  free(rr);
+  kn_trace_disable();
+  kn_test_rmdir(dir);
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* Distinct tensors first, then the same one twice: PyTorch's duplicate-input text. */
+Test(aot_guards, arg_dupe_after_distinct_recompiles) {
+  kn_scope_begin();
+  kn_tensor *x = leaf(3, 3, true, 1), *y = leaf(3, 3, true, 2);
+  kn_compile_counter cc = {.inner = "aot_eager"};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc,
+                          .guard_fail_fn = on_fail,
+                          .arg_names = (const char *[]){"x", "y", NULL}};
+  kn_compiled *f = KN_COMPILE(mul_add_xy, &o);
+  nreason = 0;
+  cr_assert(kn_call_t(f, x, y), "%s", kn_last_error());
+  kn_tensor *got = kn_call_t(f, x, x);
+  cr_assert(got, "%s", kn_last_error());
+  cr_expect_eq(cc.frame_count, 2);
+  cr_assert_eq(nreason, 1);
+  cr_expect_str_eq(reason[0], "Duplicate tensor found where not expected! L['y']should not alias "
+                              "to anything, but is aliased");
+  kn_tensor *xe = leaf(3, 3, true, 1);
+  kn_tensor *want = mul_add_xy(xe, xe);
+  cr_expect_leq(max_diff(got, want), 0.0);
+  cr_assert_eq(kn_backward(kn_sum(got), NULL), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_backward(kn_sum(want), NULL), KN_OK, "%s", kn_last_error());
+  cr_expect_leq(max_diff(kn_grad(x), kn_grad(xe)), 1e-6);
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- the seed's modules with a parameter `mean` --------------------------------------- */
+static kn_module *mean_module(uint64_t seed) {
+  kn_module *m = kn_module_new();
+  kn_tensor *p = leaf(3, 3, true, seed);
+  kn_module_add_param(m, "mean", p); /* retained; p is the scope's */
+  return m;
+}
+
+/* forward(a, b, e, f): a.trunc_(); b.trunc_(); (a + b + self.mean) * e * f, with
+** e and f ints, or lists read at [0] (the _list variant: forward(e, f, a, b)) */
+static kn_value mean_fwd(const kn_value *args, int n, void *ud) {
+  (void)n;
+  bool list = ud != NULL;
+  kn_tensor *a = args[list ? 3 : 1].u.t, *b = args[list ? 4 : 2].u.t;
+  kn_value e = args[list ? 1 : 3], f = args[list ? 2 : 4];
+  int64_t ev = list ? e.u.items[0].u.i : e.u.i, fv = list ? f.u.items[0].u.i : f.u.i;
+  kn_trunc_(a);
+  kn_trunc_(b);
+  kn_tensor *s = kn_add(kn_add(a, b), kn_module_get(args[0].u.m, "mean"));
+  return kn_vtensor(kn_mul_scalar(kn_mul_scalar(s, kn_int(ev)), kn_int(fv)));
+}
+
+/* Call g (compiled) on (m, a, b, k, k) and compare with eager on clones. */
+static void mean_call(kn_compiled *g, kn_module *m, kn_tensor *a, kn_tensor *b, int64_t k, bool list) {
+  kn_value kl[] = {kn_vint(k), kn_vint(2), kn_vint(1)};
+  kn_value ek = list ? kn_vlist(3, kl) : kn_vint(k);
+  bool same = a == b;
+  kn_tensor *ae = kn_clone(a), *be = same ? ae : kn_clone(b);
+  kn_value args[5], eargs[5];
+  if (list) {
+    memcpy(args, (kn_value[]){kn_vmodule(m), ek, ek, kn_vtensor(a), kn_vtensor(b)}, sizeof args);
+    memcpy(eargs, (kn_value[]){kn_vmodule(m), ek, ek, kn_vtensor(ae), kn_vtensor(be)}, sizeof eargs);
+  } else {
+    memcpy(args, (kn_value[]){kn_vmodule(m), kn_vtensor(a), kn_vtensor(b), ek, ek}, sizeof args);
+    memcpy(eargs, (kn_value[]){kn_vmodule(m), kn_vtensor(ae), kn_vtensor(be), ek, ek}, sizeof eargs);
+  }
+  kn_value out;
+  cr_assert_eq(kn_call(g, args, 5, &out), KN_OK, "%s", kn_last_error());
+  kn_value want = mean_fwd(eargs, 5, list ? (void *)1 : NULL);
+  cr_expect_leq(max_diff(out.u.t, want.u.t), 1e-6);
+  cr_expect_str_eq(kn_grad_fn_name(out.u.t), "CompiledFunctionBackward");
+  kn_value_release(out);
+}
+
+static void mean_case(bool list) {
+  kn_scope_begin();
+  kn_module *m = mean_module(7);
+  kn_tensor *a = leaf(3, 3, true, 1), *b = leaf(3, 3, true, 2);
+  kn_compile_counter cc = {.inner = "aot_eager"};
+  const char *names[] = {"self", "a", "b", "e", "f", NULL};
+  const char *lnames[] = {"self", "e", "f", "a", "b", NULL};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc,
+                          .guard_fail_fn = on_fail, .arg_names = list ? lnames : names};
+  kn_compiled *f = kn_compile_fn(mean_fwd, list ? (void *)1 : NULL, 5, "forward", __FILE__,
+                                 __LINE__, &o);
+  for (int round = 0; round < 2; round++) {
+    nreason = 0;
+    kn_tensor *a1 = kn_clone(a);
+    mean_call(f, m, a1, a1, 2 + round, list);
+    mean_call(f, m, kn_clone(a), kn_clone(b), 2 + round, list);
+    cr_expect_eq(cc.frame_count, 2, "round %d", round);
+    cr_assert_eq(nreason, 1);
+    cr_expect(strstr(reason[0], "L['a'] is L['b']"), "%s", reason[0]);
+    kn_reset();
+    kn_compile_counter_clear(&cc);
+  }
+  kn_compiled_free(f);
+  kn_module_free(m);
+  kn_scope_end();
+}
+
+Test(aot_guards, test_arg_dupe_via_dynamo_recompiles_many_args_param_non_tensor_arg) {
+  mean_case(false);
+}
+
+Test(aot_guards, test_arg_dupe_via_dynamo_recompiles_many_args_param_non_tensor_arg_list) {
+  mean_case(true);
+}
+
+/* forward(a, b): a.trunc_(); b.trunc_(); a + b + self.mean */
+static kn_value mean_ab(const kn_value *args, int n, void *ud) {
+  (void)n, (void)ud;
+  kn_trunc_(args[1].u.t);
+  kn_trunc_(args[2].u.t);
+  return kn_vtensor(kn_add(kn_add(args[1].u.t, args[2].u.t), kn_module_get(args[0].u.m, "mean")));
+}
+
+Test(aot_guards, test_arg_dupe_via_dynamo_recompiles_many_args_param) {
+  kn_scope_begin();
+  kn_module *m = mean_module(7), *me = mean_module(7);
+  kn_tensor *a = leaf(3, 3, true, 1), *b = leaf(3, 3, true, 2);
+  kn_compile_counter cc = {.inner = "aot_eager"};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc,
+                          .guard_fail_fn = on_fail,
+                          .arg_names = (const char *[]){"self", "a", "b", NULL}};
+  kn_compiled *f = kn_compile_fn(mean_ab, NULL, 3, "forward", __FILE__, __LINE__, &o);
+  nreason = 0;
+  kn_tensor *a1 = kn_clone(a), *a1e = kn_clone(a);
+  kn_value out;
+  cr_assert_eq(kn_call(f, (kn_value[]){kn_vmodule(m), kn_vtensor(a1), kn_vtensor(a1)}, 3, &out), KN_OK,
+               "%s", kn_last_error());
+  kn_value want = mean_ab((kn_value[]){kn_vmodule(me), kn_vtensor(a1e), kn_vtensor(a1e)}, 3, NULL);
+  cr_expect_leq(max_diff(out.u.t, want.u.t), 0.0);
+  /* the parameter's gradient, as eager's */
+  cr_assert_eq(kn_backward(kn_sum(out.u.t), NULL), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_backward(kn_sum(want.u.t), NULL), KN_OK, "%s", kn_last_error());
+  cr_expect_leq(max_diff(kn_grad(kn_module_get(m, "mean")), kn_grad(kn_module_get(me, "mean"))), 0.0);
+  kn_value_release(out);
+  cr_assert_eq(kn_call(f, (kn_value[]){kn_vmodule(m), kn_vtensor(kn_clone(a)), kn_vtensor(kn_clone(b))},
+                       3, &out), KN_OK, "%s", kn_last_error());
+  kn_value_release(out);
+  cr_expect_eq(cc.frame_count, 2);
+  cr_assert_eq(nreason, 1);
+  cr_expect(strstr(reason[0], "L['a'] is L['b']"), "%s", reason[0]);
+  kn_compiled_free(f);
+  kn_module_free(m);
+  kn_module_free(me);
+  kn_scope_end();
+}
+
+/* The seed's `z`: a tensor from outside the function (a global). */
+static kn_tensor *global_z;
+
+static kn_value mean_global(const kn_value *args, int n, void *ud) {
+  (void)n, (void)ud;
+  kn_tensor *a = args[1].u.t, *b = args[2].u.t;
+  kn_trunc_(a);
+  kn_trunc_(b);
+  kn_tensor *s = kn_add(kn_add(kn_add(a, b), global_z), kn_module_get(args[0].u.m, "mean"));
+  return kn_vtensor(kn_mul_scalar(kn_mul_scalar(s, kn_int(args[3].u.i)), kn_int(args[4].u.i)));
+}
+
+Test(aot_guards, test_arg_dupe_via_dynamo_recompiles_many_with_global) {
+  kn_scope_begin();
+  kn_module *m = mean_module(7);
+  kn_tensor *a = leaf(3, 3, true, 1), *b = leaf(3, 3, true, 2);
+  global_z = a;
+  kn_compile_counter cc = {.inner = "aot_eager"};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc,
+                          .guard_fail_fn = on_fail,
+                          .arg_names = (const char *[]){"self", "a", "b", "e", "f", NULL}};
+  kn_compiled *f = kn_compile_fn(mean_global, NULL, 5, "forward", __FILE__, __LINE__, &o);
+  nreason = 0;
+  kn_value out;
+  kn_tensor *a1 = kn_clone(a), *a1e = kn_clone(a);
+  cr_assert_eq(kn_call(f, (kn_value[]){kn_vmodule(m), kn_vtensor(a1), kn_vtensor(a1), kn_vint(2), kn_vint(2)},
+                       5, &out), KN_OK, "%s", kn_last_error());
+  kn_value want = mean_global((kn_value[]){kn_vmodule(m), kn_vtensor(a1e), kn_vtensor(a1e), kn_vint(2),
+                                           kn_vint(2)}, 5, NULL);
+  cr_expect_leq(max_diff(out.u.t, want.u.t), 0.0);
+  kn_value_release(out);
+  cr_assert_eq(kn_call(f, (kn_value[]){kn_vmodule(m), kn_vtensor(kn_clone(a)), kn_vtensor(kn_clone(b)),
+                                       kn_vint(2), kn_vint(2)}, 5, &out), KN_OK, "%s", kn_last_error());
+  kn_value_release(out);
+  cr_expect_eq(cc.frame_count, 2);
+  cr_assert_eq(nreason, 1);
+  cr_expect(strstr(reason[0], "L['a'] is L['b']"), "%s", reason[0]);
+  global_z = NULL;
+  kn_compiled_free(f);
+  kn_module_free(m);
+  kn_scope_end();
+}
+
+/* forward(a, b, c, d): each truncated in place, (a + b + c + d,) */
+static kn_tensor *trunc4(kn_tensor *a, kn_tensor *b, kn_tensor *c, kn_tensor *d) {
+  kn_trunc_(a);
+  kn_trunc_(b);
+  kn_trunc_(c);
+  kn_trunc_(d);
+  return kn_add(kn_add(kn_add(a, b), c), d);
+}
+
+Test(aot_guards, test_arg_dupe_via_dynamo_recompiles_many_args) {
+  kn_scope_begin();
+  kn_tensor *a = leaf(3, 3, true, 1), *b = leaf(3, 3, true, 2);
+  kn_tensor *c = leaf(3, 3, true, 3), *d = leaf(3, 3, true, 4);
+  kn_compile_counter cc = {.inner = "aot_eager"};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc,
+                          .guard_fail_fn = on_fail};
+  kn_compiled *f = KN_COMPILE(trunc4, &o);
+  nreason = 0;
+  kn_tensor *a1 = kn_clone(a), *a1e = kn_clone(a);
+  kn_tensor *got = kn_call_t(f, a1, a1, a1, a1);
+  cr_assert(got, "%s", kn_last_error());
+  cr_expect_leq(max_diff(got, trunc4(a1e, a1e, a1e, a1e)), 0.0);
+  kn_tensor *b2 = kn_clone(b);
+  cr_assert(kn_call_t(f, kn_clone(a), b2, b2, b2), "%s", kn_last_error());
+  cr_expect_eq(cc.frame_count, 2);
+  cr_assert_eq(nreason, 1);
+  cr_expect(strstr(reason[0], "L['a'] is L['b']"), "%s", reason[0]);
+  kn_reset();
+  kn_compile_counter_clear(&cc);
+  nreason = 0;
+  kn_tensor *c3 = kn_clone(c);
+  cr_assert(kn_call_t(f, kn_clone(a), kn_clone(b), c3, c3), "%s", kn_last_error());
+  kn_tensor *a4 = kn_clone(a), *b4 = kn_clone(b), *c4 = kn_clone(c), *d4 = kn_clone(d);
+  got = kn_call_t(f, a4, b4, c4, d4);
+  cr_assert(got, "%s", kn_last_error());
+  cr_expect_leq(max_diff(got, trunc4(kn_clone(a), kn_clone(b), kn_clone(c), kn_clone(d))), 0.0);
+  cr_expect_eq(cc.frame_count, 2);
+  cr_assert_eq(nreason, 1);
+  cr_expect(strstr(reason[0], "L['c'] is L['d']"), "%s", reason[0]);
   kn_compiled_free(f);
   kn_scope_end();
 }

@@ -16,8 +16,9 @@
 ** compiler (kn_backend_fn) and attaches one CompiledFunctionBackward node to
 ** the outputs. Backend "aot_eager" uses the interpreter for both.
 **
-** Not built yet: functionalization, the min-cut partitioner, argument
-** deduplication, output aliasing and the rest of the runtime plan (docs/AOT.md).
+** Parameters created inside the function are lifted into inputs (params.c).
+** Not built yet: functionalization, the min-cut partitioner, output aliasing
+** and the rest of the runtime plan (docs/AOT.md).
 */
 #ifndef KN_AOT_AOT_H
 #define KN_AOT_AOT_H

@@ -386,6 +386,13 @@ Test(aot_guards, test_requires_grad_fake_via_dynamo_recompiles) {
   cr_assert_eq(kn_backward(kn_sum(r2), NULL), KN_OK, "%s", kn_last_error());
   cr_expect_null(kn_grad(z));
   cr_expect_leq(max_diff(kn_grad(x), kn_ones(KN_SHAPE(3, 3), KN_FLOAT32)), 0.0, "d(x + z)/dx = 1");
+  /* a fresh start with (x, z) twice: one compile, no failure */
+  kn_reset();
+  kn_compile_counter_clear(&cc);
+  nreason = 0;
+  cr_assert(kn_call_t(f, x, z) && kn_call_t(f, x, z), "%s", kn_last_error());
+  cr_expect_eq(cc.frame_count, 1);
+  cr_expect_eq(nreason, 0);
   kn_compiled_free(f);
   kn_scope_end();
 }

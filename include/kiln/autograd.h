@@ -35,6 +35,11 @@ KN_API kn_tensor *kn_detach(kn_tensor *t);
 ** require grad). KN_EAUTOGRAD if t does not require grad. */
 KN_API kn_status kn_retain_grad(kn_tensor *t);
 
+/* The sequence number of t's grad_fn (PyTorch's grad_fn._sequence_nr()):
+** nodes are numbered in creation order per thread, and backward runs them
+** in decreasing order. -1 when t has no grad_fn (a leaf or no history). */
+KN_API int64_t kn_grad_fn_seq_nr(const kn_tensor *t);
+
 /* ---- backward ------------------------------------------------------------------ */
 /* Accumulate d(t)/d(leaf) * grad into the .grad of every leaf that requires
 ** grad (and of non-leaves with retains_grad). grad may be NULL only when t

@@ -18,7 +18,8 @@
 **
 ** Partitioners: the default one and min-cut rematerialization
 ** (partition_mincut.c). Compiles go through an in-memory cache (aot_cache.c).
-** Not built yet: functionalization, argument deduplication, output aliasing
+** Parameters created inside the function are lifted into inputs (params.c).
+** Not built yet: functionalization, output aliasing
 ** and the rest of the runtime plan (docs/AOT.md).
 */
 #ifndef KN_AOT_AOT_H
@@ -95,6 +96,14 @@ typedef struct kn__aot_config {
 } kn__aot_config;
 kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *examples, int n,
                           const kn__aot_config *cfg, kn_compiled_graph *out);
+/* Parameters created inside (params.c): does g make a new leaf require grad
+** (a call node with set_requires_grad)? Then kn__aot_compile hands it to
+** kn__aot_compile_new_params: a prologue graph computes the new leaves on
+** every call (without grad; each then requires grad) and the rest is
+** compiled by kn__aot_compile with them as extra inputs. */
+bool kn__aot_creates_params(const kn__graph *g);
+kn_status kn__aot_compile_new_params(kn_graph_module *gm, kn_tensor *const *examples, int n,
+                                     const kn__aot_config *cfg, kn_compiled_graph *out);
 /* kn_backend_fn shape of kn__aot_compile with ud = NULL: interpreter for both. */
 kn_status kn__aot_eager_compile(kn_graph_module *gm, kn_tensor *const *examples, int n, void *ud,
                                 kn_compiled_graph *out);

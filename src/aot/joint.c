@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "aot/aot.h"
+#include "autograd/autograd.h"
 #include "core/error.h"
 #include "kiln/autograd.h"
 #include "tensor/tensor.h"
@@ -26,6 +27,7 @@ typedef struct recorder {
   int nsyms;
   const char *op; /* the call being recorded (messages) */
   bool in_backward; /* recording the derivative rules */
+  uint64_t seq_base; /* the autograd sequence number when the trace began */
 } recorder;
 
 static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) { return kn__tmap_bind(&r->map, t, v); }
@@ -56,6 +58,14 @@ static bool find_bound(const recorder *r, const kn_tensor *t, kn__gref *out) {
 static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_fn look, int nout,
                               const kn__vmeta *metas);
 
+/* PyTorch's seq_nr of the op about to run: the node it makes, or, in the
+** derivative rules, the node whose rule runs; relative to the trace's start. */
+static int64_t seq_now(const recorder *r) {
+  int64_t seq = kn__autograd_current_seq();
+  if (seq < 0) seq = (int64_t)kn__peek_seq();
+  return seq - (int64_t)r->seq_base;
+}
+
 /* A view a rule made without the dispatcher (kn__make_view of a saved
 ** tensor): as_strided of the value whose storage it shares. */
 static bool view_of_bound(recorder *r, kn_tensor *t, kn__gref *out) {
@@ -72,6 +82,7 @@ static bool view_of_bound(recorder *r, kn_tensor *t, kn__gref *out) {
   m.device = KN_CPU;
   kn__gnode *n = record_call(r, &c, lookup_bound, 1, &m);
   if (!n) return false;
+  n->autograd_seq_nr = seq_now(r);
   *out = (kn__gref){n, 0};
   return bind(r, t, *out) == KN_OK;
 }
@@ -169,7 +180,12 @@ static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_f
 
 static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
   recorder *r = self->state;
+  /* autograd records a composite op's parts, and so does the joint graph
+  ** (as PyTorch decomposes CompositeImplicitAutograd ops): a part's saved
+  ** tensors are then graph values */
+  if (c->op->flags & KN_OPF_COMPOSITE) return kn__mode_decompose(self, c, out);
   r->op = c->op->name;
+  int64_t seq = seq_now(r);
   kn_status st = kn__dispatch_below(self, c, out);
   if (st != KN_OK) return st;
   kn__vmeta *m = calloc((size_t)out->n + 1, sizeof *m);
@@ -180,6 +196,7 @@ static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
   }
   kn__gnode *n = record_call(r, c, lookup, out->n, m);
   free(m);
+  if (n) n->autograd_seq_nr = seq;
   for (int i = 0; n && i < out->n; i++) {
     kn__gref v = kn__graph_value(r->g, n, i);
     if (!v.node || bind(r, out->t[i], v) != KN_OK) n = NULL;
@@ -386,6 +403,7 @@ kn_status kn__aot_trace_joint(const kn__graph *g, const bool *requires_grad, int
   jtrace t;
   memset(&t, 0, sizeof t);
   t.r.mode = (kn__mode){"aot_joint", record, &t.r};
+  t.r.seq_base = kn__peek_seq();
   t.nprim = ninputs;
   out->nprimals = ninputs;
   t.r.g = out->g = kn__graph_new();

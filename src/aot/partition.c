@@ -42,6 +42,7 @@ static kn_status copy_call(part *p, const kn__gnode *n) {
                  : kn__graph_getitem(p->g, p->map[n->args[0].u.t.node->index],
                                      (int)kn__sym_hint(n->args[1].u.i));
     if (c && n->stack) st = kn__graph_node_set_stack(c, n->stack, n->nstack, n->code);
+    if (c) c->autograd_seq_nr = n->autograd_seq_nr;
     if (!c) st = kn_last_status();
   }
   for (int i = 0; i < n->nargs; i++) free(lists[i]);

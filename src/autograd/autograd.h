@@ -122,8 +122,14 @@ kn_status kn__node_set_output(kn__node *n, kn_tensor *t, int output_nr);
 
 /* Forget a dying tensor that retains its grad (called by kn_release). */
 void kn__autograd_forget(kn_tensor *t);
-/* Next sequence number (process-wide, increasing). */
+/* Next sequence number (per thread, increasing). */
 uint64_t kn__next_seq(void);
+/* The number the next node created on this thread will get. */
+uint64_t kn__peek_seq(void);
+/* While the engine runs a node's backward on this thread (its derivative
+** rule, the gradient sums after it): that node's sequence number; -1
+** otherwise. What a recording mode stamps on the ops a rule makes. */
+int64_t kn__autograd_current_seq(void);
 /* Free a node's saved tensors (after a backward without retain_graph): they
 ** become meta stand-ins keeping only the metadata. */
 void kn__node_release_saved(kn__node *n);

@@ -455,10 +455,18 @@ static kn_status run_accum(kn__node *n, kn_tensor *g, bool create_graph) {
 
 static kn_status execute_node(run *r, int gi);
 
+static _Thread_local int64_t current_seq = -1;
+
+int64_t kn__autograd_current_seq(void) { return current_seq; }
+
 /* Execute gnode gi, then free its gradient buffers (as PyTorch: a node's
 ** incoming gradients die once it ran, keeping peak memory low). */
 static kn_status execute(run *r, int gi) {
+  int64_t outer = current_seq;
+  uint64_t seq = r->g[gi].node->seq;
+  current_seq = seq == UINT64_MAX ? -1 : (int64_t)seq;
   kn_status st = execute_node(r, gi);
+  current_seq = outer;
   for (int i = 0; i < r->g[gi].node->nout; i++) {
     kn_release(r->g[gi].buf[i]);
     r->g[gi].buf[i] = NULL;

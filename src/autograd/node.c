@@ -18,6 +18,13 @@ static _Thread_local uint64_t seq_counter;
 
 uint64_t kn__next_seq(void) { return seq_counter++; }
 
+uint64_t kn__peek_seq(void) { return seq_counter; }
+
+int64_t kn_grad_fn_seq_nr(const kn_tensor *t) {
+  if (!t || !t->grad_fn || t->grad_fn->seq == UINT64_MAX) return -1;
+  return (int64_t)t->grad_fn->seq;
+}
+
 /* ---- allocation and release --------------------------------------------------- */
 
 kn__node *kn__node_alloc(kn__node_kind kind, int nin, int nout) {

@@ -579,12 +579,14 @@ static kn_status hook_refuse(const kn_tensor *t, const char *api) {
   int n = kn__trace_user_stack(tr, fr, KN__SRC_MAX_FRAMES, NULL);
   char site[600];
   site_text(n > 0 ? &fr[n - 1] : NULL, site, sizeof site);
-  char msg[1200];
+  char msg[1300];
+  bool data = !strcmp(api, "kn_data") || !strcmp(api, "kn_get");
   snprintf(msg, sizeof msg,
-           "%s at %s: inside compiled function '%s' tensors are traced stand-ins without data "
+           "%s%s at %s: inside compiled function '%s' tensors are traced stand-ins without data "
            "or gradients; read a value with kn_item() or kn_host_read(), print with kn_print(), "
            "or use the compiled call's results after it returns (docs/DYNAMO.md, purity rule)",
-           api, site, tr->f->frame.name);
+           data ? "Cannot access data pointer of Tensor (a traced stand-in): " : "", api, site,
+           tr->f->frame.name);
   if (!tr->err) {
     tr->err = KN_EUNSUPPORTED;
     tr->err_msg = strdup(msg);

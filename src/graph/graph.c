@@ -148,6 +148,7 @@ static kn__gnode *new_node(kn__graph *g, kn__gop op, const char *candidate, int 
   n->nout = nout;
   n->meta = m;
   n->seq_nr = g->next_seq;
+  n->autograd_seq_nr = -1;
   n->grad_mode = -1;
   n->name = kn__gnames_create(&g->names, &g->arena, candidate, n);
   if (!n->name) return kn__oom(), NULL;

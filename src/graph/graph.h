@@ -180,6 +180,11 @@ struct kn__gnode {
   int nusers;                /* references from later nodes' arguments */
   /* metadata */
   int seq_nr;                /* creation order within the graph (0, 1, ...) */
+  int64_t autograd_seq_nr;   /* call: the sequence number of the eager autograd
+                                node the op belongs to (PyTorch's meta["seq_nr"]:
+                                a forward op's own node, a backward op's node
+                                whose derivative rule made it), relative to the
+                                trace's first; -1 when unknown */
   int nstack;                /* call stack, outermost first; loc = stack[nstack-1] */
   const kn__gframe *stack;   /* NULL when unknown */
   const char *code;          /* the user's source line (stripped), or NULL:

@@ -142,6 +142,7 @@ static kn__gnode *copy_node(kn__graph *ng, const kn__gnode *n, remap_fn map, voi
   if (n->nstack && kn__graph_node_set_stack(c, n->stack, n->nstack, n->code) != KN_OK) return NULL;
   c->grad_mode = n->grad_mode;
   c->set_requires_grad = n->set_requires_grad;
+  c->autograd_seq_nr = n->autograd_seq_nr;
   return c;
 }
 

@@ -357,6 +357,18 @@ kn_status kn__dispatch_below(kn__mode *self, kn__call *c, kn__outs *out) {
   return st;
 }
 
+kn_status kn__mode_decompose(kn__mode *self, kn__call *c, kn__outs *out) {
+  if (!(c->op->flags & KN_OPF_COMPOSITE)) return kn__dispatch_below(self, c, out);
+  int i = modes.n - 1;
+  while (i >= 0 && modes.m[i] != self) i--;
+  KN_ASSERT(i >= 0);
+  int saved = modes.active;
+  modes.active = i + 1; /* self and the modes below see the kernel's calls */
+  kn_status st = c->op->kernel(c, out);
+  modes.active = saved;
+  return st;
+}
+
 static kn_status check_args(const kn__call *c) {
   for (int i = 0; i < c->nargs; i++) {
     const kn__arg *a = &c->args[i];

@@ -232,6 +232,11 @@ kn_status kn__mode_push(kn__mode *m);
 void kn__mode_pop(kn__mode *m);
 /* Continue a call below mode `self`: lower modes, then autograd, backend. */
 kn_status kn__dispatch_below(kn__mode *self, kn__call *c, kn__outs *out);
+/* From inside self's handler: run composite op c's kernel (KN_OPF_COMPOSITE)
+** with self visible, so each call the kernel makes comes back through self
+** (a tracing mode records the decomposition, the ops autograd records);
+** other ops go on below as kn__dispatch_below. */
+kn_status kn__mode_decompose(kn__mode *self, kn__call *c, kn__outs *out);
 /* Number of modes on this thread's stack. */
 int kn__mode_depth(void);
 

@@ -408,8 +408,9 @@ static kn_status no_data(const kn_tensor *t, const char *api) {
   const kn__fake_hooks *h = kn__fake_hooks_for(t);
   kn_status st = h ? h->refuse(t, api) : KN__FAKE_PASS;
   if (st != KN__FAKE_PASS) return st;
-  return kn__error(KN_EINVAL, "%s: the tensor has no data (a %s tensor holds metadata only)", api,
-                   t->is_fake ? "fake" : "meta");
+  return kn__error(KN_EINVAL,
+                   "Cannot access data pointer of Tensor (a %s tensor holds metadata only): %s",
+                   t->is_fake ? "fake" : "meta", api);
 }
 
 void *kn_data(const kn_tensor *t) {

@@ -1,0 +1,252 @@
+/*
+** test_aot_func.c: functionalization and the runtime plan of AOT autograd
+** ("aot_eager"), with the seed test_aot_autograd.py's cases ported to C
+** (each test is named after its seed test). Every case runs the function
+** eagerly on copies of the inputs and compares: the outputs, the caller's
+** tensors after the call (mutated inputs written back exactly once: one
+** version bump per mutated input), gradients, grad_fns, and, where the seed
+** shows them, literal functional graphs and the plan.
+*/
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aot/aot.h"
+#include "kiln/compile.h"
+#include "kiln/kiln.h"
+#include "support/dynamo_util.h"
+#include "support/trace_util.h"
+#include "tensor/tensor.h"
+
+TestSuite(aot_func, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
+
+static const kn_compile_options aot = {.backend = "aot_eager"};
+
+static kn_tensor *randn(int ndim, const int64_t *sizes, uint64_t seed) {
+  kn_generator *g = kn_generator_new(seed);
+  kn_tensor *t = kn_randn(ndim, sizes, g, KN_FLOAT32);
+  kn_generator_free(g);
+  return t;
+}
+
+static kn_tensor *copy_of(kn_tensor *t) { return kn_detach(kn_clone(t)); }
+
+static kn_tensor *as_f64(kn_tensor *t) { return kn_to(kn_detach(t), KN_FLOAT64); }
+
+static void expect_equal(kn_tensor *a, kn_tensor *b, const char *what) {
+  cr_assert(a && b, "%s: missing tensor (%s)", what, kn_last_error());
+  cr_assert_eq(a->ndim, b->ndim, "%s: rank", what);
+  for (int d = 0; d < a->ndim; d++) cr_assert_eq(a->sizes[d], b->sizes[d], "%s: size %d", what, d);
+  double v = INFINITY;
+  kn_tensor *d = kn_sub(as_f64(a), as_f64(b));
+  cr_assert_eq(kn_item_double(kn_amax(kn_abs(d), NULL, 0, false), &v), KN_OK, "%s", kn_last_error());
+  cr_expect_eq(v, 0.0, "%s: values differ by %g", what, v);
+}
+
+static unsigned long version_of(const kn_tensor *t) { return atomic_load(&t->storage->version); }
+
+/* ---- the functional graph and plan of a captured graph ------------------------------ */
+
+static kn__graph *grabbed;
+static kn_status grab(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
+                      kn_compiled_graph *out) {
+  (void)ud;
+  kn__graph_free(grabbed);
+  grabbed = kn__graph_copy(kn__graph_module_graph(gm));
+  return kn__aot_eager_compile(gm, ex, n, NULL, out);
+}
+
+/* Functionalize the last graph grab() saw: its code (owned) and plan. */
+static char *functional_code(kn__aot_plan *plan) {
+  cr_assert(grabbed);
+  kn__graph *fg = NULL;
+  cr_assert_eq(kn__aot_functionalize(grabbed, &fg, plan), KN_OK, "%s", kn_last_error());
+  kn__gprint_opts po = {false, false};
+  char *c = kn__graph_code(fg, &po);
+  kn__graph_free(fg);
+  kn__graph_free(grabbed);
+  grabbed = NULL;
+  return c;
+}
+
+/* ---- test_mutation ------------------------------------------------------------------- */
+
+/* param.add_(y) under no_grad on a parameter (a leaf that requires grad). */
+static kn_tensor *mutate_param(kn_tensor *param, kn_tensor *y) {
+  bool prev = kn_set_grad_enabled(false);
+  kn_add_(param, y);
+  kn_set_grad_enabled(prev);
+  return y;
+}
+
+Test(aot_func, test_mutation) {
+  kn_scope_begin();
+  kn_tensor *y = randn(KN_SHAPE(4), 1), *x = randn(KN_SHAPE(4), 2);
+  kn_set_requires_grad(x, true);
+  kn_tensor *xe = copy_of(x), *ye = copy_of(y);
+  kn_set_requires_grad(xe, true);
+  kn_tensor *want = mutate_param(xe, ye);
+  unsigned long v0 = version_of(x);
+  kn_compiled *f = KN_COMPILE(mutate_param, &aot);
+  kn_tensor *got = kn_call_t(f, x, y);
+  cr_assert(got, "%s", kn_last_error()); /* no error: a leaf mutated under no_grad */
+  expect_equal(x, xe, "param after the call");
+  expect_equal(got, want, "output");
+  cr_expect_eq(got, y, "the output is the input y itself, as eagerly");
+  cr_expect_eq(version_of(x), v0 + 1, "one write-back");
+  cr_expect(x->requires_grad);
+  cr_expect_null(kn_grad_fn_name(x), "still a leaf");
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* Graph code without the source-location comments, the placeholder
+** bindings and blank lines. */
+static char *strip_locations(char *code) {
+  char *w = code, line[1024];
+  for (char *p = code; *p;) {
+    char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
+    snprintf(line, sizeof line, "%.*s", (int)n, p);
+    bool keep = strspn(line, " \n") < n && !strstr(line, "# File:") && !strstr(line, "# No stack") &&
+                !strstr(line, "= L_");
+    if (keep) {
+      memmove(w, p, n);
+      w += n;
+    }
+    p += n;
+  }
+  *w = 0;
+  return code;
+}
+
+/* The seed's fn returns y (an input: dynamo returns it without the graph);
+** the graph holds the mutation alone: add + a write-back of input 0 under
+** no_grad. */
+Test(aot_func, test_mutation_functional_graph_and_plan) {
+  kn_scope_begin();
+  kn_tensor *y = randn(KN_SHAPE(4), 1), *x = randn(KN_SHAPE(4), 2);
+  kn_set_requires_grad(x, true);
+  kn_compile_options o = {.backend_fn = grab, .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(mutate_param, &o);
+  cr_assert(kn_call_t(f, x, y), "%s", kn_last_error());
+  kn__aot_plan plan;
+  char *code = strip_locations(functional_code(&plan));
+  cr_expect_str_eq(code, "class GraphModule(torch.nn.Module):\n"
+                         "    def forward(self, L_a_: \"f32[4]\", L_b_: \"f32[4]\"):\n"
+                         "        add: \"f32[4]\" = kiln.ops.add(l_a_, l_b_);  l_a_ = l_b_ = None\n"
+                         "        return (add,)\n");
+  cr_expect_eq(plan.nmutated, 1);
+  cr_expect_eq(plan.mutations[0].input, 0);
+  cr_expect_not(plan.mutations[0].with_grad);
+  cr_expect(plan.inputs[0].mutates_data);
+  cr_expect(plan.inputs[0].mutated_under_no_grad);
+  cr_expect_not(plan.inputs[1].mutates_data);
+  cr_expect_eq(plan.nuser, 0);
+  char *dump = kn__aot_plan_str(&plan, true);
+  cr_expect_str_eq(dump,
+      "ViewAndMutationMeta(input_info=[InputAliasInfo(mutates_data=True, mutates_metadata=False, "
+      "mutations_under_no_grad_or_inference_mode=True),\n"
+      "                                InputAliasInfo(mutates_data=False, mutates_metadata=False, "
+      "mutations_under_no_grad_or_inference_mode=False)],\n"
+      "                    output_info=[],\n"
+      "                    write_backs=[input 0 <- copy_(under no_grad)],\n"
+      "                    num_mutated_inp_runtime_indices=1,\n"
+      "                    num_intermediate_bases=0,\n"
+      "                    is_train=True)\n");
+  free(dump);
+  free(code);
+  kn__aot_plan_fini(&plan);
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- test_mutation1 / test_negative_testing_mutation ---------------------------------- */
+
+/* getitem = scores[:, :, :256, :257]; stack0[:, :-1, :, 256:] = getitem;
+** return stack0.view(1, 12, 1024, 513). */
+static kn_tensor *setitem_then_view(kn_tensor *stack0, kn_tensor *scores, bool sin_first) {
+  kn_tensor *getitem = kn_slice(kn_slice(scores, 2, 0, 256, 1), 3, 0, 257, 1);
+  if (sin_first) stack0 = kn_sin(stack0);
+  kn_setitem_slice(kn_slice(stack0, 1, 0, -1, 1), 3, 256, KN_SLICE_END, 1, getitem);
+  return kn_view(stack0, KN_SHAPE(1, 12, 1024, 513));
+}
+static kn_tensor *mutation1(kn_tensor *s, kn_tensor *d) { return setitem_then_view(s, d, false); }
+static kn_tensor *negative_mutation(kn_tensor *s, kn_tensor *d) { return setitem_then_view(s, d, true); }
+
+static void run_setitem_case(kn_tensor *(*fn)(kn_tensor *, kn_tensor *), bool mutates) {
+  kn_scope_begin();
+  kn_tensor *x = randn(KN_SHAPE(12, 4, 256, 513), 3), *y = randn(KN_SHAPE(12, 3, 512, 513), 4);
+  kn_tensor *xe = copy_of(x), *ye = copy_of(y), *x0 = copy_of(x);
+  kn_tensor *want = fn(xe, ye);
+  unsigned long v0 = version_of(x);
+  kn_compiled *f = KN_COMPILE(fn, &aot);
+  kn_tensor *got = kn_call_t(f, x, y);
+  expect_equal(got, want, "output");
+  expect_equal(x, xe, "stack0 after the call");
+  cr_expect_eq(version_of(x), v0 + (mutates ? 1 : 0));
+  if (mutates) cr_expect(kn_same_storage(got, x), "the output is a view of the input, as eagerly");
+  else expect_equal(x, x0, "stack0 unchanged");
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+Test(aot_func, test_mutation1) { run_setitem_case(mutation1, true); }
+Test(aot_func, test_negative_testing_mutation) { run_setitem_case(negative_mutation, false); }
+
+/* The write into a slice of a slice of an input is replayed on the input
+** with nested slice_scatter ops (a literal graph at small sizes). */
+static kn_tensor *nested_setitem(kn_tensor *x, kn_tensor *v) {
+  kn_setitem_slice(kn_slice(x, 0, 0, -1, 1), 1, 1, KN_SLICE_END, 1, v);
+  return kn_mul_scalar(x, kn_float(2));
+}
+
+Test(aot_func, mutation_through_views_uses_scatter_ops) {
+  kn_scope_begin();
+  kn_compile_options o = {.backend_fn = grab, .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(nested_setitem, &o);
+  kn_tensor *x = randn(KN_SHAPE(3, 4), 5), *v = randn(KN_SHAPE(2, 3), 6);
+  kn_tensor *xe = copy_of(x), *want = nested_setitem(xe, v);
+  expect_equal(kn_call_t(f, x, v), want, "output");
+  expect_equal(x, xe, "x after the call");
+  kn__aot_plan plan;
+  char *code = strip_locations(functional_code(&plan));
+  cr_expect_str_eq(code,
+      "class GraphModule(torch.nn.Module):\n"
+      "    def forward(self, L_a_: \"f32[3, 4]\", L_b_: \"f32[2, 3]\"):\n"
+      "        slice_1: \"f32[2, 4]\" = kiln.ops.slice(l_a_, 0, 0, -1, 1)\n"
+      "        _to_copy: \"f32[2, 3]\" = kiln.ops._to_copy(l_b_, dtype = kiln.float32);  l_b_ = None\n"
+      "        slice_scatter: \"f32[2, 4]\" = kiln.ops.slice_scatter(slice_1, _to_copy, 1, 1, "
+      "9223372036854775807, 1);  slice_1 = _to_copy = None\n"
+      "        slice_scatter_1: \"f32[3, 4]\" = kiln.ops.slice_scatter(l_a_, slice_scatter, 0, 0, -1, 1);  "
+      "l_a_ = slice_scatter = None\n"
+      "        mul: \"f32[3, 4]\" = kiln.ops.mul(slice_scatter_1, 2.0)\n"
+      "        return (slice_scatter_1, mul)\n");
+  cr_expect_eq(plan.nmutated, 1);
+  free(code);
+  kn__aot_plan_fini(&plan);
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- test_negative_testing ------------------------------------------------------------- */
+
+static kn_tensor *sin_add_(kn_tensor *x, kn_tensor *y) {
+  kn_tensor *s = kn_sin(x);
+  kn_add_(s, y);
+  return s;
+}
+
+Test(aot_func, test_negative_testing) {
+  kn_scope_begin();
+  kn_tensor *x = randn(KN_SHAPE(4), 7), *y = randn(KN_SHAPE(4), 8), *x0 = copy_of(x);
+  kn_compiled *f = KN_COMPILE(sin_add_, &aot);
+  unsigned long v0 = version_of(x);
+  expect_equal(kn_call_t(f, x, y), sin_add_(copy_of(x), y), "output");
+  expect_equal(x, x0, "x unchanged");
+  cr_expect_eq(version_of(x), v0);
+  kn_compiled_free(f);
+  kn_scope_end();
+}

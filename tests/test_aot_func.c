@@ -250,3 +250,268 @@ Test(aot_func, test_negative_testing) {
   kn_compiled_free(f);
   kn_scope_end();
 }
+
+/* ---- test_aot_grad_mode_mutation ---------------------------------------------------------- */
+
+/* y = x * x; with grad off: return (y.clone(), y). A C function restores the
+** grad mode before it returns (a cached call does not run the C code that
+** changes it, docs/DYNAMO.md), so the clone is the node traced without grad. */
+static kn_value grad_mode_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  kn_tensor *x = args[0].u.t, *y = kn_mul(x, x);
+  bool prev = kn_set_grad_enabled(false);
+  kn_tensor *c = kn_clone(y);
+  kn_set_grad_enabled(prev);
+  kn_value items[2] = {kn_vtensor(c), kn_vtensor(y)};
+  return kn_tuple(2, items);
+}
+
+static kn_tensor *x_times_3(kn_tensor **leaf_out) {
+  kn_tensor *leaf = kn_ones(KN_SHAPE(3), KN_FLOAT32);
+  kn_set_requires_grad(leaf, true);
+  *leaf_out = leaf;
+  return kn_mul_scalar(leaf, kn_float(3));
+}
+
+Test(aot_func, test_aot_grad_mode_mutation) {
+  kn_scope_begin();
+  kn_tensor *leaf_e, *leaf_c;
+  kn_tensor *xe = x_times_3(&leaf_e), *xc = x_times_3(&leaf_c);
+  kn_value a = kn_vtensor(xe), want = grad_mode_fn(&a, 1, NULL), got;
+  kn_compiled *f = KN_COMPILE(grad_mode_fn, &aot);
+  kn_value b = kn_vtensor(xc);
+  cr_assert_eq(kn_call(f, &b, 1, &got), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(got.kind, KN_VTUPLE);
+  cr_expect(kn_is_grad_enabled());
+  for (int i = 0; i < 2; i++) expect_equal(got.u.items[i].u.t, want.u.items[i].u.t, "output");
+  cr_expect_null(kn_grad_fn_name(want.u.items[0].u.t));
+  cr_expect_null(kn_grad_fn_name(got.u.items[0].u.t), "the clone ran without grad");
+  cr_expect_str_eq(kn_grad_fn_name(got.u.items[1].u.t), "CompiledFunctionBackward");
+  kn_tensor *g = kn_from_floats((float[]){-1, 2, 0}, KN_SHAPE(3));
+  cr_assert_eq(kn_backward(want.u.items[1].u.t, g), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_backward(got.u.items[1].u.t, g), KN_OK, "%s", kn_last_error());
+  expect_equal(kn_grad(leaf_c), kn_grad(leaf_e), "gradient");
+  kn_value_release(got);
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- test_aot_autograd_expand_mutation_* ------------------------------------------------- */
+
+/* y = x.expand(3, *x.shape); y[0, 0].add_(5); return y */
+static kn_tensor *expand_add_(kn_tensor *x) {
+  kn_tensor *y = kn_expand(x, KN_SHAPE(3, 6));
+  kn_add_scalar_(kn_select(kn_select(y, 0, 0), 0, 0), kn_int(5));
+  return y;
+}
+
+Test(aot_func, test_aot_autograd_expand_mutation_functionalizes) {
+  kn_scope_begin();
+  kn_tensor *x = kn_arange(kn_int(0), kn_int(6), kn_int(1)), *xo = copy_of(x);
+  kn_tensor *want = expand_add_(x);
+  kn_compiled *f = KN_COMPILE(expand_add_, &aot);
+  unsigned long v0 = version_of(xo);
+  kn_tensor *got = kn_call_t(f, xo);
+  expect_equal(got, want, "output");
+  expect_equal(xo, x, "x after the call");
+  cr_expect_eq(version_of(xo), v0 + 1);
+  cr_expect(kn_same_storage(got, xo), "the output is a view of x, as eagerly");
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* y = x.expand(3, *x.shape); y[1, 1].mul_(5); return y * z */
+static kn_tensor *expand_mul_(kn_tensor *x, kn_tensor *z) {
+  kn_tensor *y = kn_expand(x, KN_SHAPE(3, 6));
+  kn_mul_scalar_(kn_select(kn_select(y, 0, 1), 0, 1), kn_int(5));
+  return kn_mul(y, z);
+}
+
+Test(aot_func, test_aot_autograd_expand_mutation_backwards) {
+  kn_scope_begin();
+  kn_tensor *x = kn_arange_dtype(kn_int(0), kn_int(6), kn_int(1), KN_FLOAT32);
+  kn_tensor *z = copy_of(x), *xo = copy_of(x), *zo = copy_of(x);
+  kn_set_requires_grad(z, true);
+  kn_set_requires_grad(zo, true);
+  kn_tensor *want = expand_mul_(x, z);
+  kn_compiled *f = KN_COMPILE(expand_mul_, &aot);
+  kn_tensor *got = kn_call_t(f, xo, zo);
+  expect_equal(got, want, "output");
+  cr_assert_eq(kn_backward(kn_sum(want), NULL), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_backward(kn_sum(got), NULL), KN_OK, "%s", kn_last_error());
+  expect_equal(xo, x, "x after the call");
+  expect_equal(kn_grad(zo), kn_grad(z), "z's gradient");
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* y[0:3, 0].add_(5): three elements of the written-to view share x[0]. */
+static kn_tensor *expand_overlap_add_(kn_tensor *x) {
+  kn_tensor *y = kn_expand(x, KN_SHAPE(3, 6));
+  kn_add_scalar_(kn_select(kn_slice(y, 0, 0, 3, 1), 1, 0), kn_int(5));
+  return y;
+}
+
+Test(aot_func, test_aot_autograd_expand_mutation_error) {
+  kn_scope_begin();
+  const char *msg = "unsupported operation: more than one element of the written-to tensor "
+                    "refers to a single memory location";
+  kn_tensor *x = kn_arange(kn_int(0), kn_int(6), kn_int(1)), *xo = copy_of(x), *x0 = copy_of(x);
+  kn_tensor *y = kn_expand(x, KN_SHAPE(3, 6));
+  cr_expect_neq(kn_add_scalar_(kn_select(kn_slice(y, 0, 0, 3, 1), 1, 0), kn_int(5)), KN_OK);
+  cr_expect(strstr(kn_last_error(), msg), "eager: %s", kn_last_error());
+  kn_compiled *f = KN_COMPILE(expand_overlap_add_, &aot);
+  cr_expect_null(kn_call_t(f, xo));
+  cr_expect(strstr(kn_last_error(), msg), "compiled: %s", kn_last_error());
+  expect_equal(xo, x0, "x unchanged");
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* The write through select(select(expand(x))) has no scatter op for
+** expand: it becomes an index_put at the view's storage positions of x. */
+Test(aot_func, expand_mutation_functional_graph) {
+  kn_scope_begin();
+  kn_compile_options o = {.backend_fn = grab, .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(expand_add_, &o);
+  cr_assert(kn_call_t(f, kn_arange(kn_int(0), kn_int(6), kn_int(1))), "%s", kn_last_error());
+  kn__aot_plan plan;
+  char *code = strip_locations(functional_code(&plan));
+  cr_expect_str_eq(code,
+      "class GraphModule(torch.nn.Module):\n"
+      "    def forward(self, L_a_: \"i64[6]\"):\n"
+      "        expand: \"i64[3, 6]\" = kiln.ops.expand(l_a_, [3, 6])\n"
+      "        select: \"i64[6]\" = kiln.ops.select(expand, 0, 0);  expand = None\n"
+      "        select_1: \"i64[]\" = kiln.ops.select(select, 0, 0);  select = None\n"
+      "        add: \"i64[]\" = kiln.ops.add(select_1, 5, 1);  select_1 = None\n"
+      "        _tensor_constant0: \"i64[1]\" = self._tensor_constant0\n"
+      "        reshape: \"i64[6]\" = kiln.ops.reshape(l_a_, [-1]);  l_a_ = None\n"
+      "        reshape_1: \"i64[1]\" = kiln.ops.reshape(add, [-1]);  add = None\n"
+      "        index_put: \"i64[6]\" = kiln.ops.index_put(reshape, [_tensor_constant0], reshape_1, False);  "
+      "reshape = _tensor_constant0 = reshape_1 = None\n"
+      "        view: \"i64[6]\" = kiln.ops.view(index_put, [6]);  index_put = None\n"
+      "        expand_1: \"i64[3, 6]\" = kiln.ops.expand(view, [3, 6])\n"
+      "        return (view, expand_1)\n");
+  cr_expect_eq(plan.nmutated, 1);
+  cr_expect_eq(plan.outs[0].kind, KN__AOT_OUT_ALIAS_OF_INPUT);
+  char *dump = kn__aot_plan_str(&plan, false);
+  cr_expect(strstr(dump, "output_info=[OutputAliasInfo(output_type=<OutputType.alias_of_input: 2>, "
+                         "base_idx=0, view=as_strided(size=[3, 6], stride=[0, 1], storage_offset=0))]"),
+            "%s", dump);
+  free(dump);
+  free(code);
+  kn__aot_plan_fini(&plan);
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- test_call_fn_with_non_const_inputs_aot_unsafe ---------------------------------------- */
+
+/* The module's forward mutates its parameter under no_grad; exported, then
+** the graph module is compiled with aot_eager and called. */
+static kn_value module_bad_fwd(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  kn_tensor *param = args[0].u.t, *y = args[1].u.t;
+  bool prev = kn_set_grad_enabled(false);
+  kn_add_(param, y);
+  kn_set_grad_enabled(prev);
+  return kn_vtensor(kn_mul_scalar(y, kn_float(1)));
+}
+
+Test(aot_func, test_call_fn_with_non_const_inputs_aot_unsafe) {
+  kn_scope_begin();
+  kn_tensor *x = randn(KN_SHAPE(4), 9), *y = randn(KN_SHAPE(4), 10);
+  kn_set_requires_grad(x, true);
+  kn_tensor *xe = copy_of(x);
+  kn_set_requires_grad(xe, true);
+  kn_value ea[2] = {kn_vtensor(xe), kn_vtensor(y)};
+  kn_tensor *want = module_bad_fwd(ea, 2, NULL).u.t;
+  kn_tensor *xg = copy_of(x);
+  kn_set_requires_grad(xg, true);
+  kn_compiled *f = KN_COMPILE(module_bad_fwd, NULL);
+  kn_value xa[2] = {kn_vtensor(xg), kn_vtensor(y)};
+  kn_graph_module *gm = kn_export(f, xa, 2);
+  cr_assert(gm, "%s", kn_last_error());
+  kn_tensor *ex[2] = {x, y};
+  kn_compiled_graph cg;
+  cr_assert_eq(kn__aot_eager_compile(gm, ex, 2, NULL, &cg), KN_OK, "%s", kn_last_error());
+  unsigned long v0 = version_of(x);
+  kn_tensor *out[1] = {NULL};
+  cr_assert_eq(cg.run(cg.state, ex, 2, out, 1), KN_OK, "%s", kn_last_error()); /* no error */
+  expect_equal(out[0], want, "output");
+  expect_equal(x, xe, "param after the call");
+  cr_expect_eq(version_of(x), v0 + 1);
+  cr_expect_null(kn_grad_fn_name(x));
+  cg.free_state(cg.state);
+  kn_graph_module_free(gm);
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- outputs that alias inputs or each other -------------------------------------------- */
+
+/* (x * y, y): the second output is the input y itself; backward through
+** both reaches y (test_grad_inputs_alias_inputs: an output and a gradient
+** that are inputs). */
+static kn_value mul_and_input(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  kn_value items[2] = {kn_vtensor(kn_mul(args[0].u.t, args[1].u.t)), args[1]};
+  return kn_tuple(2, items);
+}
+
+Test(aot_func, test_grad_inputs_alias_inputs) {
+  kn_scope_begin();
+  kn_tensor *x = kn_ones(KN_SHAPE(1), KN_FLOAT32), *y = kn_ones(KN_SHAPE(1), KN_FLOAT32);
+  kn_set_requires_grad(x, true);
+  kn_set_requires_grad(y, true);
+  kn_compiled *f = KN_COMPILE(mul_and_input, &aot);
+  kn_value a[2] = {kn_vtensor(x), kn_vtensor(y)}, got;
+  cr_assert_eq(kn_call(f, a, 2, &got), KN_OK, "%s", kn_last_error());
+  cr_expect_eq(got.u.items[1].u.t, y, "the output is y itself");
+  kn_tensor *s = kn_add(kn_sum(got.u.items[0].u.t), kn_sum(got.u.items[1].u.t));
+  cr_assert_eq(kn_backward(s, NULL), KN_OK, "%s", kn_last_error());
+  double gx = 0, gy = 0;
+  kn_item_double(kn_grad(x), &gx);
+  kn_item_double(kn_grad(y), &gy);
+  cr_expect_eq(gx, 1.0); /* d/dx (x*y) = y */
+  cr_expect_eq(gy, 2.0); /* x + 1 */
+  kn_value_release(got);
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* (a, a.view(-1)) with a = x * 2, and x.t(): outputs regenerated as views
+** (of output 0 and of input x), so writing into one shows in the other
+** as eagerly. */
+static kn_value views_out(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  kn_tensor *a = kn_mul_scalar(args[0].u.t, kn_float(2));
+  kn_value items[3] = {kn_vtensor(a), kn_vtensor(kn_view(a, KN_SHAPE(-1))),
+                       kn_vtensor(kn_t(args[0].u.t))};
+  return kn_tuple(3, items);
+}
+
+Test(aot_func, outputs_alias_inputs_and_each_other) {
+  kn_scope_begin();
+  kn_tensor *x = randn(KN_SHAPE(2, 3), 11);
+  kn_set_requires_grad(x, true);
+  kn_compiled *f = KN_COMPILE(views_out, &aot);
+  kn_value a = kn_vtensor(x), got, want = views_out(&a, 1, NULL);
+  cr_assert_eq(kn_call(f, &a, 1, &got), KN_OK, "%s", kn_last_error());
+  for (int i = 0; i < 3; i++) expect_equal(got.u.items[i].u.t, want.u.items[i].u.t, "output");
+  kn_tensor *o0 = got.u.items[0].u.t, *o1 = got.u.items[1].u.t, *o2 = got.u.items[2].u.t;
+  cr_expect(kn_same_storage(o0, o1), "output 1 is a view of output 0");
+  cr_expect(kn_same_storage(o2, x), "output 2 is a view of x");
+  cr_expect_str_eq(kn_grad_fn_name(o0), "CompiledFunctionBackward");
+  kn_tensor *s = kn_add(kn_sum(o1), kn_sum(o2));
+  cr_assert_eq(kn_backward(s, NULL), KN_OK, "%s", kn_last_error());
+  kn_tensor *three = kn_full(KN_SHAPE(2, 3), kn_float(3), KN_FLOAT32);
+  expect_equal(kn_grad(x), three, "gradient through both views (2 + 1)");
+  bool prev = kn_no_grad_begin();
+  kn_add_scalar_(o0, kn_int(1));
+  kn_no_grad_end(prev);
+  expect_equal(o1, kn_view(o0, KN_SHAPE(-1)), "a write into output 0 shows in output 1");
+  kn_value_release(got);
+  kn_compiled_free(f);
+  kn_scope_end();
+}

@@ -104,6 +104,16 @@ static void meta_contig(const kn_tensor *t, kn_dtype dt, kn__vmeta *m) {
   m->offset = kn__sym_const(0);
 }
 
+/* Metadata of t flattened to one dim. */
+static void meta_flat(const kn_tensor *t, kn__vmeta *m) {
+  meta_contig(t, t->dtype, m);
+  kn_sym n = kn__sym_const(1);
+  for (int d = 0; d < m->ndim; d++) n = kn__sym_mul(n, m->sizes[d]);
+  m->ndim = 1;
+  m->sizes[0] = n;
+  m->strides[0] = kn__sym_const(1);
+}
+
 static kn_status cur(fz *z, int i, kn__gref *out);
 
 /* Copy of node n's arguments with each tensor replaced by its record's
@@ -394,15 +404,17 @@ static kn_status write_positions(fz *z, int i, kn__gref v, kn__gref *out) {
   if (!pn) return kn_last_status();
   kn_sym flat[1] = {kn__sym_const(-1)}, bs[KN_MAX_DIMS];
   kn__tensor_symsizes(b->t, bs);
-  kn__vmeta m;
+  kn__vmeta m, mb, mv;
   meta_contig(b->t, b->t->dtype, &m);
+  meta_flat(b->t, &mb);
+  meta_flat(f->t, &mv);
   kn__gref base = b->val, idx = {pn, 0};
   kn__garg a1[2] = {KN_GA_REF(base), KN_GA_INTS(flat, 1)};
-  kn__gref fb = emit1(z, KN_OP_RESHAPE, 2, a1, NULL);
+  kn__gref fb = emit1(z, KN_OP_RESHAPE, 2, a1, &mb);
   kn__garg a2[2] = {KN_GA_REF(v), KN_GA_INTS(flat, 1)};
-  kn__gref fv = fb.node ? emit1(z, KN_OP_RESHAPE, 2, a2, NULL) : fb;
+  kn__gref fv = fb.node ? emit1(z, KN_OP_RESHAPE, 2, a2, &mv) : fb;
   kn__garg a3[4] = {KN_GA_REF(fb), KN_GA_TS(&idx, 1), KN_GA_REF(fv), KN_GA_B(false)};
-  kn__gref put = fv.node ? emit1(z, KN_OP_INDEX_PUT, 4, a3, NULL) : fv;
+  kn__gref put = fv.node ? emit1(z, KN_OP_INDEX_PUT, 4, a3, &mb) : fv;
   kn__garg a4[2] = {KN_GA_REF(put), KN_GA_INTS(bs, b->t->ndim)};
   *out = put.node ? emit1(z, KN_OP_VIEW, 2, a4, &m) : put;
   return out->node ? KN_OK : kn_last_status();

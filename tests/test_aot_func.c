@@ -515,3 +515,126 @@ Test(aot_func, outputs_alias_inputs_and_each_other) {
   kn_compiled_free(f);
   kn_scope_end();
 }
+
+/* ---- test_alias_inputs --------------------------------------------------------------- */
+
+/* a = ones(1) (torch.tensor([1])); a = a[0:1]; b = a.squeeze(); a[0] = 0; if a[0] < 1e5:
+** pass (a graph break); a[0] = 2; return b: b sees both writes. */
+static kn_value alias_inputs_fn(const kn_value *args, int nargs, void *ud) {
+  (void)args, (void)nargs, (void)ud;
+  kn_tensor *a = kn_slice(kn_ones(KN_SHAPE(1), KN_INT64), 0, 0, 1, 1);
+  kn_tensor *b = kn_squeeze(a);
+  kn_fill_(kn_select(a, 0, 0), kn_int(0));
+  if (kn_item(kn_select(a, 0, 0)) < 1e5) b = kn_squeeze(b);
+  kn_fill_(kn_select(a, 0, 0), kn_int(2));
+  return kn_vtensor(b);
+}
+
+Test(aot_func, test_alias_inputs) {
+  kn_scope_begin();
+  kn_value want = alias_inputs_fn(NULL, 0, NULL), got;
+  kn_compiled *f = KN_COMPILE(alias_inputs_fn, &aot);
+  for (int call = 0; call < 2; call++) {
+    cr_assert_eq(kn_call(f, NULL, 0, &got), KN_OK, "%s", kn_last_error());
+    expect_equal(got.u.t, want.u.t, "b");
+    kn_value_release(got);
+  }
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* ---- the plan in the trace: aot_forward_graph_fw_metadata --------------------------------- */
+
+static bool train_compile;
+static void run_for_trace(void) {
+  kn_compiled *f = KN_COMPILE(mutate_param, &aot);
+  kn_tensor *x = randn(KN_SHAPE(4), 12), *y = randn(KN_SHAPE(4), 13);
+  kn_set_requires_grad(x, train_compile);
+  kn_set_requires_grad(y, train_compile);
+  cr_expect(kn_call_t(f, x, kn_mul_scalar(y, kn_float(2))), "%s", kn_last_error());
+  kn_compiled_free(f);
+}
+
+static char *trace_of(bool train, char **payload) {
+  train_compile = train;
+  char *dir = kn_test_trace_start();
+  run_for_trace();
+  uint64_t defects = 99;
+  char *got = kn_test_dyn_trace(false, &defects);
+  *payload = kn_test_dyn_payload("aot_forward_graph_fw_metadata", 0);
+  cr_expect_eq(defects, 0);
+  kn_trace_disable();
+  kn_test_rmdir(dir);
+  return got;
+}
+
+static void expect_order(const char *t, const char *const *ev, int n) {
+  const char *at = t;
+  for (int i = 0; i < n; i++) {
+    const char *p = strstr(at, ev[i]);
+    cr_expect(p, "%s not after the previous event in:\n%s", ev[i], t);
+    if (p) at = p;
+  }
+}
+
+#define FW_META "{\"artifact\": {\"name\": \"aot_forward_graph_fw_metadata\", \"encoding\": \"string\"}"
+
+/* As test_structured_trace's sequences: training: aot_joint_graph, (the
+** configuration artifact), aot_forward_graph_fw_metadata, aot_forward_graph;
+** inference: aot_forward_graph_fw_metadata right before aot_inference_graph. */
+Test(aot_func, fw_metadata_artifact_in_seed_order) {
+  kn_scope_begin();
+  char *payload = NULL, *t = trace_of(true, &payload);
+  const char *train[] = {"{\"dynamo_output_graph\"", "{\"aot_joint_graph\": {}", FW_META,
+                         "{\"aot_forward_graph\": {}", "{\"aot_backward_graph\": {}"};
+  expect_order(t, train, 5);
+  cr_expect(payload && strstr(payload, "write_backs=[input 0 <- copy_(under no_grad)]") &&
+                strstr(payload, "is_train=True"), "%s", payload);
+  free(payload);
+  free(t);
+  t = trace_of(false, &payload);
+  const char *inf[] = {"{\"dynamo_output_graph\"", FW_META, "{\"aot_inference_graph\": {}"};
+  expect_order(t, inf, 3);
+  cr_expect(payload && strstr(payload, "is_train=False"), "%s", payload);
+  free(payload);
+  free(t);
+  kn_scope_end();
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+/* One compiled function with an input mutation called from four threads,
+** each on its own tensors: every caller sees its own write-back once. */
+static kn_compiled *shared_fn;
+static void *thread_body(void *arg) {
+  intptr_t k = (intptr_t)arg;
+  int ok = 1;
+  kn_scope_begin();
+  for (int it = 0; it < 20; it++) {
+    kn_tensor *x = kn_full(KN_SHAPE(8), kn_float((double)k), KN_FLOAT32);
+    kn_tensor *y = kn_full(KN_SHAPE(8), kn_float(1), KN_FLOAT32);
+    kn_tensor *out = kn_call_t(shared_fn, x, y);
+    double v = -1, o = -1;
+    ok &= out && kn_item_double(kn_sum(x), &v) == KN_OK && kn_item_double(kn_sum(out), &o) == KN_OK;
+    ok &= v == 8.0 * ((double)k + 1) && o == 16.0;
+  }
+  kn_scope_end();
+  return (void *)(intptr_t)ok;
+}
+
+static kn_tensor *mutate_and_double(kn_tensor *x, kn_tensor *y) {
+  kn_add_(x, y);
+  return kn_mul_scalar(y, kn_float(2));
+}
+
+Test(aot_func, mutation_write_back_from_several_threads) {
+  shared_fn = KN_COMPILE(mutate_and_double, &aot);
+  pthread_t th[4];
+  for (intptr_t k = 0; k < 4; k++) pthread_create(&th[k], NULL, thread_body, (void *)k);
+  for (int k = 0; k < 4; k++) {
+    void *ok = NULL;
+    pthread_join(th[k], &ok);
+    cr_expect(ok == (void *)1, "thread %d saw a wrong value", k);
+  }
+  kn_compiled_free(shared_fn);
+}

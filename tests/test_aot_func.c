@@ -638,3 +638,27 @@ Test(aot_func, mutation_write_back_from_several_threads) {
   }
   kn_compiled_free(shared_fn);
 }
+
+/* ---- dynamic sizes ------------------------------------------------------------------------ */
+
+/* x[1:] += y[1:] through a view, under dynamic sizes: at every size the
+** output and the caller's x are what eager code gives (the functional graph
+** keeps the sizes symbolic; the joint graph specialises them, docs/AOT.md). */
+static kn_tensor *slice_add_(kn_tensor *x, kn_tensor *y) {
+  kn_add_(kn_slice(x, 0, 1, KN_SLICE_END, 1), kn_slice(y, 0, 1, KN_SLICE_END, 1));
+  return kn_sum(x);
+}
+
+Test(aot_func, mutation_through_a_slice_under_dynamic_sizes) {
+  kn_scope_begin();
+  kn_compile_options o = {.backend = "aot_eager", .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(slice_add_, &o);
+  for (int64_t n = 5; n <= 7; n++) {
+    kn_tensor *x = randn(KN_SHAPE(n), (uint64_t)(20 + n)), *y = randn(KN_SHAPE(n), (uint64_t)(40 + n));
+    kn_tensor *xe = copy_of(x), *want = slice_add_(xe, y);
+    expect_equal(kn_call_t(f, x, y), want, "output");
+    expect_equal(x, xe, "x after the call");
+  }
+  kn_compiled_free(f);
+  kn_scope_end();
+}

@@ -662,3 +662,36 @@ Test(aot_func, mutation_through_a_slice_under_dynamic_sizes) {
   kn_compiled_free(f);
   kn_scope_end();
 }
+
+/* ---- a mutation with grad on ----------------------------------------------------------- */
+
+/* x.mul_(3) on a non-leaf input that requires grad, then x.sum(): the
+** write-back runs under grad, so x gets history through the compiled node
+** and gradients reach the leaf as eagerly (3 through the sum, and through a
+** later use of x). */
+static kn_tensor *mul_input_(kn_tensor *x) {
+  kn_mul_scalar_(x, kn_float(3));
+  return kn_sum(x);
+}
+
+Test(aot_func, mutation_with_grad_gives_the_input_history) {
+  kn_scope_begin();
+  kn_tensor *le = randn(KN_SHAPE(4), 30), *lc = copy_of(le);
+  kn_set_requires_grad(le, true);
+  kn_set_requires_grad(lc, true);
+  kn_tensor *xe = kn_mul_scalar(le, kn_float(1)), *xc = kn_mul_scalar(lc, kn_float(1));
+  kn_tensor *want = mul_input_(xe);
+  kn_compiled *f = KN_COMPILE(mul_input_, &aot);
+  unsigned long v0 = version_of(xc);
+  kn_tensor *got = kn_call_t(f, xc);
+  expect_equal(got, want, "output");
+  expect_equal(xc, xe, "x after the call");
+  cr_expect_eq(version_of(xc), v0 + 1);
+  cr_expect(kn_grad_fn_name(xc), "x has history after the write-back");
+  kn_tensor *se = kn_add(want, kn_sum(kn_mul(xe, xe))), *sc = kn_add(got, kn_sum(kn_mul(xc, xc)));
+  cr_assert_eq(kn_backward(se, NULL), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_backward(sc, NULL), KN_OK, "%s", kn_last_error());
+  expect_equal(kn_grad(lc), kn_grad(le), "the leaf's gradient");
+  kn_compiled_free(f);
+  kn_scope_end();
+}

@@ -179,6 +179,14 @@ static kn_status own_outputs(kn_tensor *const *in, int nin, kn_tensor **out, int
   return KN_OK;
 }
 
+/* Is input i written back under grad (then its history leads to this
+** node, and the node must not hold it: a reference cycle)? */
+static bool written_with_grad(const kn__aot_plan *p, int i) {
+  for (int k = 0; k < p->nmutated; k++)
+    if (p->mutations[k].input == i && p->mutations[k].with_grad) return true;
+  return false;
+}
+
 static kn_status attach(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **outs,
                         kn_tensor **saved) {
   bw_ctx *c = calloc(1, sizeof *c);
@@ -189,7 +197,8 @@ static kn_status attach(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **ou
   c->outs = calloc((size_t)f->nuser + 1, sizeof *c->outs);
   c->in = calloc((size_t)nin + 1, sizeof *c->in);
   for (int i = 0; c->outs && i < f->nuser; i++) c->outs[i] = alias(outs[i]);
-  for (int i = 0; c->in && i < nin; i++) c->in[i] = kn_retain(in[i]);
+  for (int i = 0; c->in && i < nin; i++) /* an input written back under grad gets history */
+    c->in[i] = written_with_grad(&f->plan, i) ? alias(in[i]) : kn_retain(in[i]);
   kn__node *n = kn__node_new_custom("CompiledFunctionBackward", run_backward, c, ctx_free, in, nin,
                                     f->nuser);
   if (!n) return c->outs && c->in ? kn_last_status() : kn__oom();
@@ -337,7 +346,10 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
   atomic_init(&f->refs, 1);
   f->nin = n;
   bool any = false;
-  for (int i = 0; i < n; i++) any |= rg[i] = ex[i] && ex[i]->requires_grad;
+  for (int i = 0; i < n; i++) { /* the placeholder's metadata also says it (no example given) */
+    const kn__vmeta *m = kn__graph_input(g, i)->meta;
+    any |= rg[i] = (ex[i] && ex[i]->requires_grad) || (m && m->requires_grad);
+  }
   kn__graph *fg = NULL;
   kn_status st = kn__aot_functionalize(g, &fg, &f->plan);
   if (st == KN_OK)

@@ -529,11 +529,11 @@ static kn_tensor *meta_tensor(const kn__vmeta *m) {
 
 static kn_status leaf_node(fz *z, const kn__gnode *n, int input) {
   bool ph = n->op == KN__GN_PLACEHOLDER;
-  if (ph && (!n->meta || n->meta->kind != KN__V_TENSOR))
-    return kn__error(KN_EINVAL, "aot: input %s has no tensor metadata", n->name);
+  if (!n->meta || n->meta->kind != KN__V_TENSOR)
+    return kn__error(KN_EINVAL, "aot: %s has no tensor metadata", n->name);
   kn__gnode *c = ph ? kn__graph_placeholder(z->fg, n->source, n->meta)
                     : kn__graph_get_attr(z->fg, n->target, n->attr);
-  kn_tensor *t = ph ? meta_tensor(n->meta) : kn_retain(n->attr);
+  kn_tensor *t = meta_tensor(n->meta); /* a constant's data is never touched here */
   int r = c && t ? add_rec(z, t, -1, (kn__gref){c, 0}) : -1;
   kn_release(t);
   if (r < 0) return kn_last_status();

@@ -717,3 +717,28 @@ Test(aot_func, captured_constant_written_back_once_per_call) {
   buffer = NULL;
   kn_scope_end();
 }
+
+/* The plan of views_out: a fresh output, a view of it, a view of input 0. */
+Test(aot_func, plan_of_aliasing_outputs) {
+  kn_scope_begin();
+  kn_compile_options o = {.backend_fn = grab, .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(views_out, &o);
+  kn_tensor *x = randn(KN_SHAPE(2, 3), 11);
+  kn_value a = kn_vtensor(x), got;
+  cr_assert_eq(kn_call(f, &a, 1, &got), KN_OK, "%s", kn_last_error());
+  kn_value_release(got);
+  kn__aot_plan plan;
+  free(functional_code(&plan));
+  char *dump = kn__aot_plan_str(&plan, false);
+  cr_expect(strstr(dump,
+      "output_info=[OutputAliasInfo(output_type=<OutputType.non_alias: 1>, base_idx=None),\n"
+      "                                 OutputAliasInfo(output_type=<OutputType."
+      "alias_of_intermediate_base_is_user_output: 6>, base_idx=0, view=as_strided(size=[6], "
+      "stride=[1], storage_offset=0)),\n"
+      "                                 OutputAliasInfo(output_type=<OutputType.alias_of_input: 2>, "
+      "base_idx=0, view=as_strided(size=[3, 2], stride=[1, 3], storage_offset=0))],\n"), "%s", dump);
+  free(dump);
+  kn__aot_plan_fini(&plan);
+  kn_compiled_free(f);
+  kn_scope_end();
+}

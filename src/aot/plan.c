@@ -26,9 +26,20 @@ void kn__aot_plan_fini(kn__aot_plan *p) {
 
 /* ---- the dump ------------------------------------------------------------------------- */
 
-static const char *const kind_names[] = {"non_alias: 1", "is_input: 3", "alias_of_input: 2",
-                                         "alias_of_intermediate_base_is_user_output: 6",
-                                         "alias_of_intermediate: 5"};
+/* PyTorch's OutputType names: a view of a user output is
+** alias_of_intermediate_base_is_user_output, of a base the forward returns
+** only for it alias_of_intermediate_save_as_output. */
+static const char *kind_name(const kn__aot_plan *p, const kn__aot_out_info *o) {
+  switch (o->kind) {
+  case KN__AOT_OUT_NON_ALIAS: return "non_alias: 1";
+  case KN__AOT_OUT_IS_INPUT: return "is_input: 3";
+  case KN__AOT_OUT_ALIAS_OF_INPUT: return "alias_of_input: 2";
+  case KN__AOT_OUT_SAME_AS_OUTPUT: return "alias_of_intermediate_base_is_user_output: 6";
+  case KN__AOT_OUT_ALIAS_OF_OUTPUT: break;
+  }
+  return o->base < p->nmutated + p->nuser ? "alias_of_intermediate_base_is_user_output: 6"
+                                          : "alias_of_intermediate_save_as_output: 4";
+}
 
 static void put_ints(kn__sb *sb, const int64_t *v, int n) {
   kn__sb_putc(sb, '[');
@@ -36,8 +47,8 @@ static void put_ints(kn__sb *sb, const int64_t *v, int n) {
   kn__sb_putc(sb, ']');
 }
 
-static void put_output(kn__sb *sb, const kn__aot_out_info *o) {
-  kn__sb_printf(sb, "OutputAliasInfo(output_type=<OutputType.%s>, base_idx=", kind_names[o->kind]);
+static void put_output(kn__sb *sb, const kn__aot_plan *p, const kn__aot_out_info *o) {
+  kn__sb_printf(sb, "OutputAliasInfo(output_type=<OutputType.%s>, base_idx=", kind_name(p, o));
   if (o->kind == KN__AOT_OUT_NON_ALIAS) kn__sb_puts(sb, "None");
   else kn__sb_printf(sb, "%d", o->base);
   if (o->kind == KN__AOT_OUT_ALIAS_OF_INPUT || o->kind == KN__AOT_OUT_ALIAS_OF_OUTPUT) {
@@ -72,7 +83,7 @@ char *kn__aot_plan_str(const kn__aot_plan *p, bool is_train) {
   kn__sb_printf(&sb, "],\n%soutput_info=[", ind);
   for (int j = 0; j < p->nuser; j++) {
     if (j) kn__sb_printf(&sb, ",\n%s             ", ind);
-    put_output(&sb, &p->outs[j]);
+    put_output(&sb, p, &p->outs[j]);
   }
   kn__sb_printf(&sb, "],\n%swrite_backs=[", ind);
   for (int i = 0; i < p->nmutated; i++) {

@@ -19,8 +19,10 @@
 ** Partitioners: the default one and min-cut rematerialization
 ** (partition_mincut.c). Compiles go through an in-memory cache (aot_cache.c).
 ** Parameters created inside the function are lifted into inputs (params.c).
-** Not built yet: functionalization, output aliasing
-** and the rest of the runtime plan (docs/AOT.md).
+** Before tracing, functionalize.c turns the captured graph's in-place ops
+** and views into functional ops and a runtime plan (write-backs, outputs
+** that alias inputs or each other), which runtime.c applies after each call.
+** See docs/AOT.md for what is not built yet.
 */
 #ifndef KN_AOT_AOT_H
 #define KN_AOT_AOT_H
@@ -108,6 +110,86 @@ kn_status kn__aot_compile_new_params(kn_graph_module *gm, kn_tensor *const *exam
 kn_status kn__aot_eager_compile(kn_graph_module *gm, kn_tensor *const *examples, int n, void *ud,
                                 kn_compiled_graph *out);
 
+/* ---- functionalization and the runtime plan (functionalize.c, plan.c) ------- */
+/* What a caller-visible output is, as the runtime rebuilds it after the
+** compiled call (PyTorch's OutputType). */
+typedef enum kn__aot_out_kind {
+  KN__AOT_OUT_NON_ALIAS = 0,  /* a fresh tensor: the forward's value */
+  KN__AOT_OUT_IS_INPUT,       /* the caller's input `base` itself */
+  KN__AOT_OUT_ALIAS_OF_INPUT, /* a view of input `base` (regenerated on it) */
+  KN__AOT_OUT_SAME_AS_OUTPUT, /* the same tensor as user output `base` */
+  KN__AOT_OUT_ALIAS_OF_OUTPUT /* a view of forward output `base` (a user output or an
+                              ** intermediate base the plan added) */
+} kn__aot_out_kind;
+
+/* A view's geometry on its base (offset relative to the base's). */
+typedef struct kn__aot_geom {
+  int ndim;
+  int64_t sizes[KN_MAX_DIMS], strides[KN_MAX_DIMS];
+  int64_t offset;
+} kn__aot_geom;
+
+typedef struct kn__aot_out_info {
+  kn__aot_out_kind kind;
+  int base;                /* input index, user output index or forward output index */
+  kn__aot_geom view;       /* ALIAS_OF_*: the view on the base */
+  kn__aot_geom base_geom;  /* ALIAS_OF_OUTPUT: the base's geometry the view assumes */
+} kn__aot_out_info;
+
+/* One write-back: the new value (a forward output) copied into an input or
+** into a constant the graph captured. */
+typedef struct kn__aot_mutation {
+  int input;          /* placeholder index, or -1 for a constant */
+  kn_tensor *konst;   /* the captured constant (retained) when input < 0 */
+  bool with_grad;     /* some mutation ran with grad mode on: copy under the caller's mode */
+} kn__aot_mutation;
+
+typedef struct kn__aot_input_info {
+  bool mutates_data;
+  bool mutates_metadata;   /* always false: kiln has no in-place metadata ops */
+  bool mutated_under_no_grad;
+} kn__aot_input_info;
+
+/* The runtime plan, held as data. The functional graph's outputs are, in
+** order: the new values of the mutated tensors (nmutated, mutations[]), the
+** user outputs (nuser, outs[]), then nbases intermediate bases (tensors two
+** aliasing outputs are views of). */
+typedef struct kn__aot_plan {
+  int ninputs;
+  kn__aot_input_info *inputs;  /* [ninputs] owned */
+  int nmutated;
+  kn__aot_mutation *mutations; /* [nmutated] owned */
+  int nuser;
+  kn__aot_out_info *outs;      /* [nuser] owned */
+  int nbases;
+} kn__aot_plan;
+
+/* Functionalize g: a new graph (owned: *out_g) computing the same values
+** without in-place ops on anything the caller can see: x.add_(y) becomes
+** add + a write-back in the plan; a mutation through a view becomes the
+** functional op and its write into the base (nested *_scatter ops for
+** slice/select/diagonal chains, an index_put at the view's positions
+** otherwise); later reads of views of a mutated base are regenerated from
+** it. Nodes keep their replayed grad mode and source locations. Fills plan
+** (kn__aot_plan_fini). Errors as eager code would raise them (writing
+** into an expanded tensor: "unsupported operation: more than one element of
+** the written-to tensor refers to a single memory location"); nothing leaks. */
+kn_status kn__aot_functionalize(const kn__graph *g, kn__graph **out_g, kn__aot_plan *plan);
+void kn__aot_plan_fini(kn__aot_plan *p);
+/* A readable dump of the plan (PyTorch's ViewAndMutationMeta field names).
+** is_train: a training compile. Owned string, NULL on OOM. */
+char *kn__aot_plan_str(const kn__aot_plan *p, bool is_train);
+/* The artifact aot_forward_graph_fw_metadata (the dump) when tracing. */
+void kn__aot_plan_log(const kn__aot_plan *p, bool is_train);
+/* After the compiled call: fw[] holds the forward's outputs (nmutated +
+** nuser + nbases, owned). Copies each mutated value into its target once,
+** then fills user[nuser] (owned references) as the caller must see them:
+** the forward's value, the input itself, or a view regenerated on the
+** input or output it aliases. fw[] entries moved to user[] are set NULL. */
+kn_status kn__aot_plan_apply(const kn__aot_plan *p, kn_tensor *const *in, kn_tensor **fw,
+                             kn_tensor **user);
+
+/* Which AOT graph a log call writes. */
 typedef enum kn__aot_graph_kind {
   KN__AOT_JOINT = 0,
   KN__AOT_FORWARD,

@@ -101,7 +101,7 @@ static bool has_sym_sizes(const kn__gnode *n) {
 /* Saved symbolic sizes: the graph IR has no int values, so a backward
 ** whose arguments use size symbols gets the primals whose sizes they are
 ** (saved by reference; the interpreter binds symbols from input sizes). */
-static void mark_saved_sizes(const kn__aot_joint *j, const kn__aot_plan *pl) {
+static void mark_saved_sizes(const kn__aot_joint *j, const kn__aot_cut *pl) {
   const kn__graph *g = j->g;
   bool need = false, *saved = pl->saved;
   for (int i = 0; !need && i < kn__graph_num_nodes(g); i++)
@@ -126,7 +126,7 @@ static void mark_saved(const kn__aot_joint *j, const bool *bwd, bool *saved) {
   }
 }
 
-static kn_status build_forward(const kn__aot_joint *j, const kn__aot_plan *pl,
+static kn_status build_forward(const kn__aot_joint *j, const kn__aot_cut *pl,
                                kn__aot_parts *out, part *p) {
   const kn__graph *g = j->g;
   const bool *saved = pl->saved;
@@ -154,7 +154,7 @@ static kn_status build_forward(const kn__aot_joint *j, const kn__aot_plan *pl,
   return st == KN_OK ? kn__graph_verify(p->g) : st;
 }
 
-static kn_status build_backward(const kn__aot_joint *j, const kn__aot_plan *pl, part *p) {
+static kn_status build_backward(const kn__aot_joint *j, const kn__aot_cut *pl, part *p) {
   const kn__graph *g = j->g;
   int nn = kn__graph_num_nodes(g);
   kn_status st = KN_OK;
@@ -184,7 +184,7 @@ static kn__graph *new_part(const kn__aot_joint *j) {
 
 /* The default plan: every forward node in the forward, saved what the
 ** backward reads. */
-static void default_plan(const kn__aot_joint *j, kn__aot_plan *pl) {
+static void default_plan(const kn__aot_joint *j, kn__aot_cut *pl) {
   for (int i = 0; i < kn__graph_num_nodes(j->g); i++) {
     pl->in_fw[i] = !pl->bwd[i];
     pl->saved[i] = pl->recompute[i] = false;
@@ -192,7 +192,7 @@ static void default_plan(const kn__aot_joint *j, kn__aot_plan *pl) {
   mark_saved(j, pl->bwd, pl->saved);
 }
 
-static kn_status build_parts(const kn__aot_joint *j, kn__aot_plan *pl, kn__aot_parts *out) {
+static kn_status build_parts(const kn__aot_joint *j, kn__aot_cut *pl, kn__aot_parts *out) {
   int nn = kn__graph_num_nodes(j->g);
   part fw = {new_part(j), calloc((size_t)nn + 1, sizeof(kn__gnode *))};
   part bw = {new_part(j), calloc((size_t)nn + 1, sizeof(kn__gnode *))};
@@ -214,7 +214,7 @@ kn_status kn__aot_partition_with(const kn__aot_joint *j, kn__aot_partitioner how
   size_t nn = (size_t)kn__graph_num_nodes(j->g) + 1;
   bool *all = calloc(4 * nn, sizeof *all);
   if (!all) return kn__oom();
-  kn__aot_plan pl = {all, all + nn, all + 2 * nn, all + 3 * nn};
+  kn__aot_cut pl = {all, all + nn, all + 2 * nn, all + 3 * nn};
   mark_backward(j, pl.bwd);
   bool usable = false;
   kn_status st = how == KN__AOT_PART_MINCUT ? kn__aot_mincut_plan(j, &pl, &usable) : KN_OK;

@@ -9,12 +9,12 @@
 #include "aot/aot.h"
 
 /* Per joint-graph node (arrays of kn__graph_num_nodes entries, borrowed). */
-typedef struct kn__aot_plan {
+typedef struct kn__aot_cut {
   bool *bwd;       /* depends on a tangent: computed in the backward */
   bool *saved;     /* forward value returned by the forward and taken by the backward */
   bool *recompute; /* forward node copied into the backward (rematerialized) */
   bool *in_fw;     /* node copied into the forward graph */
-} kn__aot_plan;
+} kn__aot_cut;
 
 /* Bytes of node n's first value (sizes at their hints; 0 without metadata). */
 int64_t kn__aot_node_bytes(const kn__gnode *n);
@@ -23,6 +23,6 @@ int64_t kn__aot_node_bytes(const kn__gnode *n);
 ** plan->saved, plan->recompute and plan->in_fw. *usable is false when the
 ** graph is not eligible (in-place ops, or no finite cut): the caller then
 ** uses the default partition. KN_OK or KN_ENOMEM. */
-kn_status kn__aot_mincut_plan(const kn__aot_joint *j, kn__aot_plan *plan, bool *usable);
+kn_status kn__aot_mincut_plan(const kn__aot_joint *j, kn__aot_cut *plan, bool *usable);
 
 #endif

@@ -184,7 +184,7 @@ static kn_status node_edges(build *b, const kn__gnode *n) {
 
 typedef struct walk {
   const kn__aot_joint *j;
-  kn__aot_plan *pl;
+  kn__aot_cut *pl;
   bool ok; /* false: the backward needs an unsaved primal */
 } walk;
 
@@ -243,7 +243,7 @@ static kn_status forward_nodes(walk *w) {
   return st;
 }
 
-static kn_status fill_plan(const kn__aot_joint *j, const flownet *net, kn__aot_plan *pl,
+static kn_status fill_plan(const kn__aot_joint *j, const flownet *net, kn__aot_cut *pl,
                            bool *usable) {
   const kn__graph *g = j->g;
   int nn = kn__graph_num_nodes(g);
@@ -271,7 +271,7 @@ static bool has_inplace(const kn__graph *g) {
   return false;
 }
 
-kn_status kn__aot_mincut_plan(const kn__aot_joint *j, kn__aot_plan *pl, bool *usable) {
+kn_status kn__aot_mincut_plan(const kn__aot_joint *j, kn__aot_cut *pl, bool *usable) {
   *usable = false;
   const kn__graph *g = j->g;
   int nn = kn__graph_num_nodes(g);

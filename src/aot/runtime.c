@@ -4,7 +4,10 @@
 ** configured compilers (or traces one inference graph). A call runs the
 ** compiled forward without recording autograd, then attaches ONE node,
 ** CompiledFunctionBackward, to the differentiable outputs; its backward runs
-** the compiled backward graph on the saved values and the tangents.
+** the compiled backward graph on the saved values and the tangents. The
+** graph compiled is the functionalized one (functionalize.c); after the
+** call the runtime plan (plan.c) writes mutated inputs back and rebuilds
+** the outputs that alias inputs or each other.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +32,11 @@ typedef struct aot_fn {
   atomic_long refs;
   bool inference;
   cgraph fw, bw;   /* inference: fw only */
-  int nuser;       /* forward outputs the caller sees */
+  kn__aot_plan plan;
+  int nuser;       /* forward outputs: write-backs, user outputs, bases (plan) */
   int nsaved;
   bool *out_diff;  /* [nuser] */
+  bool *node_out;  /* [nuser] outputs the node is attached to (fresh, differentiable) */
   int ngrads;
   int *grad_input; /* [ngrads] */
   int nin;
@@ -48,7 +53,9 @@ static void fn_release(void *p) {
   cgraph_fini(&f->fw);
   cgraph_fini(&f->bw);
   free(f->out_diff);
+  free(f->node_out);
   free(f->grad_input);
+  kn__aot_plan_fini(&f->plan);
   free(f);
 }
 
@@ -172,6 +179,14 @@ static kn_status own_outputs(kn_tensor *const *in, int nin, kn_tensor **out, int
   return KN_OK;
 }
 
+/* Is input i written back under grad (then its history leads to this
+** node, and the node must not hold it: a reference cycle)? */
+static bool written_with_grad(const kn__aot_plan *p, int i) {
+  for (int k = 0; k < p->nmutated; k++)
+    if (p->mutations[k].input == i && p->mutations[k].with_grad) return true;
+  return false;
+}
+
 static kn_status attach(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **outs,
                         kn_tensor **saved) {
   bw_ctx *c = calloc(1, sizeof *c);
@@ -182,47 +197,56 @@ static kn_status attach(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **ou
   c->outs = calloc((size_t)f->nuser + 1, sizeof *c->outs);
   c->in = calloc((size_t)nin + 1, sizeof *c->in);
   for (int i = 0; c->outs && i < f->nuser; i++) c->outs[i] = alias(outs[i]);
-  for (int i = 0; c->in && i < nin; i++) c->in[i] = kn_retain(in[i]);
+  for (int i = 0; c->in && i < nin; i++) /* an input written back under grad gets history */
+    c->in[i] = written_with_grad(&f->plan, i) ? alias(in[i]) : kn_retain(in[i]);
   kn__node *n = kn__node_new_custom("CompiledFunctionBackward", run_backward, c, ctx_free, in, nin,
                                     f->nuser);
   if (!n) return c->outs && c->in ? kn_last_status() : kn__oom();
   kn_status st = c->outs && c->in ? KN_OK : kn__oom();
   for (int i = 0; st == KN_OK && i < f->nuser; i++)
-    if (f->out_diff[i]) st = kn__node_set_output(n, outs[i], i);
+    if (f->node_out[i]) st = kn__node_set_output(n, outs[i], i);
   kn__node_release(n);
   return st;
 }
 
-static kn_status aot_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
-  aot_fn *f = state;
-  if (nin != f->nin || nout != f->nuser)
-    return kn__error(KN_EINVAL, "aot: expected %d inputs and %d outputs, got %d and %d", f->nin,
-                     f->nuser, nin, nout);
-  if (f->inference) return f->fw.c.run(f->fw.c.state, in, nin, out, nout);
-  int n = f->nuser + f->nsaved;
-  kn_tensor **all = calloc((size_t)n + 1, sizeof *all);
-  if (!all) return kn__oom();
+/* The forward's outputs (all[nuser + nsaved], owned) for one call. */
+static kn_status run_forward(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **all, int n) {
   bool prev = kn_no_grad_begin();
   kn_scope_begin(); /* the callable's results are recorded in it: take our own */
   kn_status st = f->fw.c.run(f->fw.c.state, in, nin, all, n);
   for (int i = 0; st == KN_OK && i < n; i++) kn_retain(all[i]);
   kn_scope_end();
   kn_no_grad_end(prev);
-  if (st == KN_OK) st = own_outputs(in, nin, all, f->nuser);
+  if (st != KN_OK) memset(all, 0, (size_t)n * sizeof *all);
+  return st;
+}
+
+/* Keep the saved values (aliases without history) and attach the node. */
+static kn_status keep_saved(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **all) {
   kn_tensor **saved = calloc((size_t)f->nsaved + 1, sizeof *saved);
-  if (st == KN_OK && !saved) st = kn__oom();
+  kn_status st = saved ? KN_OK : kn__oom();
   for (int i = 0; st == KN_OK && i < f->nsaved; i++) /* no history: never the node's outputs */
     if (!(saved[i] = alias(all[f->nuser + i]))) st = kn_last_status();
-  bool grad = kn_is_grad_enabled();
-  if (st == KN_OK && grad) st = attach(f, in, nin, all, saved);
-  else if (saved) {
-    for (int i = 0; i < f->nsaved; i++) kn_release(saved[i]);
-    free(saved);
-  }
-  for (int i = 0; i < n; i++) {
-    if (st == KN_OK && i < f->nuser) out[i] = kn__autorelease(all[i]);
-    else kn_release(all[i]);
-  }
+  if (st == KN_OK && kn_is_grad_enabled()) return attach(f, in, nin, all, saved);
+  for (int i = 0; saved && i < f->nsaved; i++) kn_release(saved[i]);
+  free(saved);
+  return st;
+}
+
+static kn_status aot_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
+  aot_fn *f = state;
+  if (nin != f->nin || nout != f->plan.nuser)
+    return kn__error(KN_EINVAL, "aot: expected %d inputs and %d outputs, got %d and %d", f->nin,
+                     f->plan.nuser, nin, nout);
+  int n = f->nuser + f->nsaved;
+  kn_tensor **all = calloc((size_t)n + (size_t)nout + 1, sizeof *all), **user = all + n;
+  if (!all) return kn__oom();
+  kn_status st = run_forward(f, in, nin, all, n);
+  if (st == KN_OK && !f->inference) st = own_outputs(in, nin, all, f->nuser);
+  if (st == KN_OK && !f->inference) st = keep_saved(f, in, nin, all);
+  if (st == KN_OK) st = kn__aot_plan_apply(&f->plan, in, all, user);
+  for (int i = 0; st == KN_OK && i < nout; i++) out[i] = kn__autorelease(user[i]);
+  for (int i = 0; i < n; i++) kn_release(all[i]);
   free(all);
   return st;
 }
@@ -236,6 +260,7 @@ static kn_status compile_inference(aot_fn *f, const kn__graph *g, const kn__aot_
   if (st != KN_OK) return st;
   f->inference = true;
   f->nuser = pr.nuser;
+  kn__aot_plan_log(&f->plan, false);
   kn__aot_log_prepared(&pr);
   kn__aot_phase ph;
   kn__aot_phase_begin(&ph, "aot_compile_fw");
@@ -279,6 +304,7 @@ static kn_status compile_training(aot_fn *f, const kn__graph *g, const bool *rg,
   f->grad_input = p.grad_input;
   p.out_diff = NULL;
   p.grad_input = NULL;
+  kn__aot_plan_log(&f->plan, true);
   kn__aot_log_prepared(&p);
   kn_tensor **bex = examples_of(p.bw);
   int nb = kn__graph_num_inputs(p.bw);
@@ -299,6 +325,18 @@ static kn_status compile_training(aot_fn *f, const kn__graph *g, const bool *rg,
   return st;
 }
 
+/* The node is attached to the differentiable forward outputs the caller
+** gets as they are: not to user outputs the plan rebuilds as aliases. */
+static kn_status node_outputs(aot_fn *f) {
+  if (!(f->node_out = calloc((size_t)f->nuser + 1, sizeof *f->node_out))) return kn__oom();
+  for (int i = 0; i < f->nuser; i++) {
+    int u = i - f->plan.nmutated;
+    bool alias = u >= 0 && u < f->plan.nuser && f->plan.outs[u].kind != KN__AOT_OUT_NON_ALIAS;
+    f->node_out[i] = f->out_diff[i] && !alias;
+  }
+  return KN_OK;
+}
+
 kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
                           const kn__aot_config *cfg, kn_compiled_graph *out) {
   if (!gm || !cfg || !cfg->fw_compiler || !cfg->bw_compiler || !out || (n > 0 && !ex))
@@ -313,12 +351,20 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
   atomic_init(&f->refs, 1);
   f->nin = n;
   bool any = false;
-  for (int i = 0; i < n; i++) any |= rg[i] = ex[i] && ex[i]->requires_grad;
+  for (int i = 0; i < n; i++) { /* the placeholder's metadata also says it (no example given) */
+    const kn__vmeta *m = kn__graph_input(g, i)->meta;
+    any |= rg[i] = (ex[i] && ex[i]->requires_grad) || (m && m->requires_grad);
+  }
   kn__aot_phase ph;
   kn__aot_phase_begin(&ph, "create_aot_dispatcher_function");
-  kn_status st = any && kn_is_grad_enabled() ? compile_training(f, g, rg, cfg, ex, n)
-                                             : compile_inference(f, g, cfg, ex, n);
+  kn__graph *fg = NULL;
+  kn_status st = kn__aot_functionalize(g, &fg, &f->plan);
+  if (st == KN_OK)
+    st = any && kn_is_grad_enabled() ? compile_training(f, fg, rg, cfg, ex, n)
+                                     : compile_inference(f, fg, cfg, ex, n);
   kn__aot_phase_end(&ph);
+  kn__graph_free(fg);
+  if (st == KN_OK && !f->inference) st = node_outputs(f);
   free(rg);
   if (st != KN_OK) {
     fn_release(f);

@@ -62,7 +62,7 @@ static char *lines_with(const char *text, const char *const *names, int n) {
 }
 
 static const char *const aot_names[] = {"{\"dynamo_output_graph\"", "aotautograd_cache_", "{\"aot_",
-                                        "torch._functorch.config"};
+                                        "torch._functorch.config", "aot_forward_graph_fw_metadata"};
 
 static void run_training_fn(void) {
   kn_compile_options o = {.backend = "aot_eager"};
@@ -86,7 +86,7 @@ Test(aot_observe, example_training_fn_aot_events_in_seed_order) {
   uint64_t defects = 99;
   char *got = kn_test_dyn_trace(false, &defects);
   cr_expect_eq(defects, 0);
-  char *aot = lines_with(got, aot_names, 4);
+  char *aot = lines_with(got, aot_names, 5);
   cr_expect_str_eq(aot,
       "{\"dynamo_output_graph\": {\"sizes\": {\"l_stack0_\": [1000, 1000], \"ones\": [1000, 1000], "
       "\"output\": [1000, 1000], \"ones_1\": [1000, 1000], \"output_1\": [1000, 1000], \"sum_1\": []}}, "
@@ -94,6 +94,7 @@ Test(aot_observe, example_training_fn_aot_events_in_seed_order) {
       "{\"artifact\": {\"name\": \"aotautograd_cache_miss\", \"encoding\": \"json\"}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
       "{\"aot_joint_graph\": {}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
       "{\"artifact\": {\"name\": \"torch._functorch.config\", \"encoding\": \"string\"}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
+      "{\"artifact\": {\"name\": \"aot_forward_graph_fw_metadata\", \"encoding\": \"string\"}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
       "{\"aot_forward_graph\": {}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
       "{\"aot_backward_graph\": {}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n");
   char *cfg = kn_test_dyn_payload("torch._functorch.config", 0);

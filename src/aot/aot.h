@@ -33,6 +33,8 @@ typedef struct kn__aot_joint {
   int ngrads;           /* then ngrads input gradients */
   int *grad_input;      /* [ngrads] which input each gradient is for (owned) */
   bool *out_diff;       /* [nfw_out] does output i take a tangent (owned) */
+  bool specialised;     /* a derivative rule read a symbolic size as a plain int:
+                        ** every input size was guarded to its traced value */
 } kn__aot_joint;
 
 /* Trace gm's graph into a joint graph. requires_grad[i] (ninputs entries,

@@ -20,12 +20,14 @@ typedef struct recorder {
   kn__mode mode;
   kn__graph *g;
   kn__tmap map;
-  /* symbols of the inputs' sizes, by hint: int-list arguments equal to a
-  ** hint are recorded as the symbol (sizes read by derivative rules) */
+  /* the inputs' size symbols: a plain int equal to one of their hints in a
+  ** SymInt argument of a derivative rule's call is taken for a size the
+  ** rule read as an int (plain_read) */
   kn_sym syms[64];
   int nsyms;
   const char *op; /* the call being recorded (messages) */
   bool in_backward; /* recording the derivative rules */
+  bool plain_read;  /* a rule passed a size as a plain int: specialise */
 } recorder;
 
 static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) { return kn__tmap_bind(&r->map, t, v); }
@@ -53,24 +55,22 @@ static bool find_bound(const recorder *r, const kn_tensor *t, kn__gref *out) {
   return false;
 }
 
-static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_fn look, int nout,
-                              const kn__vmeta *metas);
-
 /* A view a rule made without the dispatcher (kn__make_view of a saved
-** tensor): as_strided of the value whose storage it shares. */
+** tensor): as_strided of the value whose storage it shares, over t's
+** symbolic geometry. */
 static bool view_of_bound(recorder *r, kn_tensor *t, kn__gref *out) {
   int i = r->map.n - 1;
   while (i >= 0 && r->map.e[i].t->storage != t->storage) i--;
   if (i < 0) return false;
-  kn__call c = {.op = &kn__ops[KN_OP_AS_STRIDED], .nargs = 4};
-  c.args[0] = KN_A_T(r->map.e[i].t);
-  c.args[1] = KN_A_INTS(t->sizes, t->ndim);
-  c.args[2] = KN_A_INTS(t->strides, t->ndim);
-  c.args[3] = KN_A_I(t->offset);
   kn__vmeta m;
   kn__vmeta_from_tensor(t, &m);
   m.device = KN_CPU;
-  kn__gnode *n = record_call(r, &c, lookup_bound, 1, &m);
+  kn__call c = {.op = &kn__ops[KN_OP_AS_STRIDED], .nargs = 4};
+  c.args[0] = KN_A_T(r->map.e[i].t);
+  c.args[1] = KN_A_SYMINTS(t->sizes, m.sizes, t->ndim);
+  c.args[2] = KN_A_SYMINTS(t->strides, m.strides, t->ndim);
+  c.args[3] = KN_A_SYMINT(&m.offset);
+  kn__gnode *n = kn__graph_call_from(r->g, &c, lookup_bound, r, 1, &m);
   if (!n) return false;
   *out = (kn__gref){n, 0};
   return bind(r, t, *out) == KN_OK;
@@ -98,78 +98,58 @@ static void add_syms(recorder *r, const kn__vmeta *m) {
   for (int d = 0; d < m->ndim; d++) {
     kn_sym s = m->sizes[d];
     bool seen = kn__sym_is_const(s);
-    for (int k = 0; !seen && k < r->nsyms; k++)
-      seen = kn__sym_hint(r->syms[k]) == kn__sym_hint(s);
+    for (int k = 0; !seen && k < r->nsyms; k++) seen = r->syms[k].e == s.e;
     if (!seen && r->nsyms < 64) r->syms[r->nsyms++] = s;
   }
 }
 
-/* The symbol for an int a derivative rule passes (the forward's ints are
-** the captured graph's constants and stay so). */
-static kn_sym sym_of(const recorder *r, int64_t v) {
-  for (int k = 0; r->in_backward && k < r->nsyms; k++)
-    if (kn__sym_hint(r->syms[k]) == v) return r->syms[k];
-  return kn__sym_const(v);
-}
-
-/* A dispatcher argument as a graph argument: tensors through look; ints
-** and int-list entries equal to a symbolic input size's hint become that
-** symbol (sizes a derivative rule read as ints). */
-static kn_status to_garg(recorder *r, const kn__arg *a, kn__graph_lookup_fn look, kn__garg *out,
-                         kn__gref *refs, kn_sym *syms) {
-  switch (a->kind) {
-  case KN__A_NONE: *out = KN_GA_NONE; return KN_OK;
-  case KN__A_TENSOR:
-    *out = KN_GA_REF(((kn__gref){NULL, 0}));
-    return a->u.t ? look(r, a->u.t, &out->u.t) : KN_OK;
-  case KN__A_TENSORS:
-    for (int j = 0; j < a->u.ts.n; j++) {
-      kn_status st = look(r, a->u.ts.v[j], &refs[j]);
-      if (st != KN_OK) return st;
+/* Is parameter i of schema ("op(Tensor self, SymInt[] size, ...)") a
+** SymInt or SymInt[]? */
+static bool symint_param(const char *schema, int i) {
+  const char *p = schema ? strchr(schema, '(') : NULL;
+  if (!p) return false;
+  int depth = 0, k = 0;
+  const char *item = p + 1;
+  for (const char *q = p + 1; *q; q++) {
+    if (*q == '[' || *q == '(') {
+      depth++;
+    } else if ((*q == ']' || *q == ')') && depth > 0) {
+      depth--;
+    } else if (depth == 0 && (*q == ',' || *q == ')')) {
+      while (*item == ' ') item++;
+      bool star = *item == '*' && item + 1 == q; /* the kw-only marker */
+      if (!star && k++ == i) return !strncmp(item, "SymInt", 6);
+      if (*q == ')') break;
+      item = q + 1;
     }
-    *out = KN_GA_TS(refs, a->u.ts.n);
-    return KN_OK;
-  case KN__A_INT: *out = KN_GA_SYM(sym_of(r, a->u.i)); return KN_OK;
-  case KN__A_DOUBLE: *out = KN_GA_D(a->u.d); return KN_OK;
-  case KN__A_BOOL: *out = KN_GA_B(a->u.b); return KN_OK;
-  case KN__A_SCALAR: *out = KN_GA_S(a->u.s); return KN_OK;
-  case KN__A_INTS:
-    for (int j = 0; j < a->u.ints.n; j++) syms[j] = sym_of(r, a->u.ints.v[j]);
-    *out = KN_GA_INTS(syms, a->u.ints.n);
-    return KN_OK;
-  case KN__A_DTYPE: *out = KN_GA_DT(a->u.dt); return KN_OK;
-  case KN__A_GEN: *out = KN_GA_GEN(a->u.gen); return KN_OK;
   }
-  return kn__error(KN_EINVAL, "aot: unknown argument kind %d", (int)a->kind);
+  return false;
 }
 
-/* Record call c as a node (kn__graph_call_from with symbolic ints). */
-static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_fn look, int nout,
-                              const kn__vmeta *metas) {
-  size_t nref = 1, nsym = 1;
-  for (int i = 0; i < c->nargs; i++) {
-    if (c->args[i].kind == KN__A_TENSORS) nref += (size_t)c->args[i].u.ts.n;
-    if (c->args[i].kind == KN__A_INTS) nsym += (size_t)c->args[i].u.ints.n;
+static bool is_size_hint(const recorder *r, int64_t v) {
+  for (int k = 0; k < r->nsyms; k++)
+    if (kn__sym_hint(r->syms[k]) == v) return true;
+  return false;
+}
+
+/* Did a derivative rule pass a size it read as a plain int? A SymInt
+** argument without symbols (kn__arg.sym) whose value is the hint of an
+** input size is taken for one: the joint graph is then specialised. */
+static void check_plain_sizes(recorder *r, const kn__call *c) {
+  for (int i = 0; !r->plain_read && i < c->nargs; i++) {
+    const kn__arg *a = &c->args[i];
+    if (a->sym || (a->kind != KN__A_INT && a->kind != KN__A_INTS)) continue;
+    if (!symint_param(c->op->schema, i)) continue;
+    int n = a->kind == KN__A_INT ? 1 : a->u.ints.n;
+    for (int j = 0; j < n && !r->plain_read; j++)
+      r->plain_read = is_size_hint(r, a->kind == KN__A_INT ? a->u.i : a->u.ints.v[j]);
   }
-  kn__gref *refs = malloc(nref * sizeof *refs);
-  kn_sym *syms = malloc(nsym * sizeof *syms);
-  kn__garg args[KN__MAX_ARGS];
-  kn__gnode *n = NULL;
-  kn_status st = refs && syms ? KN_OK : kn__oom();
-  for (size_t i = 0, rr = 0, ss = 0; st == KN_OK && i < (size_t)c->nargs; i++) {
-    st = to_garg(r, &c->args[i], look, &args[i], refs + rr, syms + ss);
-    if (c->args[i].kind == KN__A_TENSORS) rr += (size_t)c->args[i].u.ts.n;
-    if (c->args[i].kind == KN__A_INTS) ss += (size_t)c->args[i].u.ints.n;
-  }
-  if (st == KN_OK) n = kn__graph_call(r->g, c->op, c->nargs, args, nout, metas);
-  free(refs);
-  free(syms);
-  return n;
 }
 
 static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
   recorder *r = self->state;
   r->op = c->op->name;
+  if (r->in_backward) check_plain_sizes(r, c);
   kn_status st = kn__dispatch_below(self, c, out);
   if (st != KN_OK) return st;
   kn__vmeta *m = calloc((size_t)out->n + 1, sizeof *m);
@@ -178,7 +158,7 @@ static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
     kn__vmeta_from_tensor(out->t[i], &m[i]);
     m[i].device = KN_CPU;
   }
-  kn__gnode *n = record_call(r, c, lookup, out->n, m);
+  kn__gnode *n = kn__graph_call_from(r->g, c, lookup, r, out->n, m);
   free(m);
   for (int i = 0; n && i < out->n; i++) {
     kn__gref v = kn__graph_value(r->g, n, i);
@@ -365,14 +345,12 @@ static kn_status finish(jtrace *t, kn__aot_joint *j) {
   return st;
 }
 
-/* Derivative rules read sizes as plain ints, and an int a rule passes
-** cannot be told apart from a size with the same value (a dim, an index,
-** 1/numel as a float): recording it as the size's symbol would be right only
-** at that size. So a joint graph over symbolic inputs is specialised: every
-** input size gets a guard on its hint (kept with the guards the rules'
-** reads added), and other sizes recompile. The ints recorded as symbols
-** (record_call) then equal the constants they stand for on every call the
-** guards admit. */
+/* A derivative rule read a size as a plain int (check_plain_sizes): the
+** graph holds that traced size as a constant, right only at that size. The
+** joint graph is then specialised: every input size gets a guard on its
+** hint (kept with the guards the rules and meta functions added), and other
+** sizes recompile. Otherwise the rules passed every size as a symbol and
+** the graph is valid for every size the recorded guards admit. */
 static void specialise_sizes(recorder *r) {
   for (int k = 0; k < r->nsyms; k++) (void)kn__sym_guard_eq_int(r->syms[k], kn__sym_hint(r->syms[k]));
 }
@@ -399,7 +377,8 @@ kn_status kn__aot_trace_joint(const kn__graph *g, const bool *requires_grad, int
     st = trace_body(&t, g, requires_grad, inference, out);
     kn__mode_pop(&t.r.mode);
   }
-  if (env) specialise_sizes(&t.r);
+  if (env && t.r.plain_read) specialise_sizes(&t.r);
+  out->specialised = env && t.r.plain_read;
   if (st == KN_OK) st = finish(&t, out);
   jtrace_fini(&t);
   if (st != KN_OK) kn__aot_joint_fini(out);

@@ -18,7 +18,7 @@
 #include "graph/graph_int.h"
 #include "kiln/autograd.h"
 
-enum { P_TENSOR, P_LIST, P_SYMINT, P_SYMINTS };
+enum { P_TENSOR, P_LIST, P_SYMINT, P_SYMINTS, P_SYMSCALAR };
 
 typedef struct patch {
   int kind, arg;
@@ -229,7 +229,8 @@ static kn_status build_steps(kn__gprog *p, const int *slot, const int *lastuse,
         nl += ga->u.ts.n;
         np++;
       } else if (sym_args(ga)) {
-        pt->kind = ga->kind == KN__GA_INT ? P_SYMINT : P_SYMINTS;
+        pt->kind = ga->kind == KN__GA_INTS ? P_SYMINTS : kn__schema_arg_is_scalar(n->opdef, a) ? P_SYMSCALAR : P_SYMINT;
+        if (pt->kind == P_SYMSCALAR) st->tmpl[a] = KN_A_S(kn_int(ga->u.i.c));
         pt->syms = ga->kind == KN__GA_INT ? &ga->u.i : ga->u.ints.v;
         pt->n = ga->kind == KN__GA_INT ? 1 : ga->u.ints.n;
         pt->off = ni;
@@ -366,6 +367,7 @@ static kn_status run_step(const kn__gprog *p, const step *st, frame *f) {
       a->u.ts.v = f->lists + pt->off;
       break;
     case P_SYMINT: a->u.i = kn__sym_eval(pt->syms[0], f->symvals); break;
+    case P_SYMSCALAR: a->u.s = kn_int(kn__sym_eval(pt->syms[0], f->symvals)); break;
     case P_SYMINTS:
       for (int j = 0; j < pt->n; j++) f->ints[pt->off + j] = kn__sym_eval(pt->syms[j], f->symvals);
       a->u.ints.v = f->ints + pt->off;

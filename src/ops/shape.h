@@ -37,7 +37,7 @@ kn_sym kn__slice_len(kn_sym start, kn_sym end, int64_t step);
 
 /* Resolve a size list with at most one -1 against numel (PyTorch's
 ** infer_size): KN_ESHAPE "shape '[3, 5]' is invalid for input of size 12". */
-kn_status kn__infer_size(const int64_t *req, int n, kn_sym numel, kn_sym *out);
+kn_status kn__infer_size(const kn__arg *req, kn_sym numel, kn_sym *out);
 /* PyTorch's computeStride: strides that make `nsz` a view of geometry
 ** (osz, ost), or false when no such strides exist. */
 bool kn__compute_stride(int ond, const kn_sym *osz, const kn_sym *ost, int nnd,

@@ -13,6 +13,7 @@
 #include "kiln/ops_factory.h"
 #include "kiln/ops_shape.h"
 #include "ops/shape.h"
+#include "ops/symsize.h"
 
 /* ---- geometry transforms ------------------------------------------------------------ */
 
@@ -113,7 +114,7 @@ kn_status kn__meta_slice(const kn__call *c, kn__metas *out) {
 kn_status kn__bw_slice(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0);
-  kn_tensor *z = kn_zeros(self->ndim, self->sizes, self->dtype);
+  kn_tensor *z = kn__zeros_like_sym(self);
   kn_tensor *g = kn_slice_scatter(z, ctx->grad_outputs[0], c->args[1].u.i, c->args[2].u.i,
                                   c->args[3].u.i, c->args[4].u.i);
   ctx->grad_inputs[0] = g;
@@ -130,7 +131,7 @@ kn_status kn__meta_select(const kn__call *c, kn__metas *out) {
 kn_status kn__bw_select(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0);
-  kn_tensor *z = kn_zeros(self->ndim, self->sizes, self->dtype);
+  kn_tensor *z = kn__zeros_like_sym(self);
   kn_tensor *g = kn_select_scatter(z, ctx->grad_outputs[0], c->args[1].u.i, c->args[2].u.i);
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();
@@ -146,7 +147,7 @@ kn_status kn__meta_diagonal(const kn__call *c, kn__metas *out) {
 kn_status kn__bw_diagonal(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0);
-  kn_tensor *z = kn_zeros(self->ndim, self->sizes, self->dtype);
+  kn_tensor *z = kn__zeros_like_sym(self);
   kn_tensor *g = kn_diagonal_scatter(z, ctx->grad_outputs[0], c->args[1].u.i, c->args[2].u.i,
                                      c->args[3].u.i);
   ctx->grad_inputs[0] = g;
@@ -258,8 +259,7 @@ kn_status kn__meta_unbind(const kn__call *c, kn__metas *out) {
 ** the rule's scope. */
 static kn_tensor *grad_or_zeros(kn__bwctx *ctx, int i) {
   if (ctx->grad_outputs[i]) return ctx->grad_outputs[i];
-  const kn_tensor *o = ctx->outputs[i];
-  return kn_zeros(o->ndim, o->sizes, o->dtype);
+  return kn__zeros_like_sym(ctx->outputs[i]);
 }
 
 /* The grads of all outputs (zeros for missing ones) joined along dim: stacked

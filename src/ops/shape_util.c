@@ -85,7 +85,9 @@ kn_sym kn__sym_numel(int nd, const kn_sym *sz) {
   return n;
 }
 
-kn_status kn__infer_size(const int64_t *req, int n, kn_sym numel, kn_sym *out) {
+kn_status kn__infer_size(const kn__arg *a, kn_sym numel, kn_sym *out) {
+  const int64_t *req = a->u.ints.v;
+  int n = a->u.ints.n;
   if (n < 0 || n > KN_MAX_DIMS)
     return kn__error(KN_EINVAL, "expected at most %d dimensions, got %d", KN_MAX_DIMS, n);
   int infer = -1;
@@ -97,9 +99,9 @@ kn_status kn__infer_size(const int64_t *req, int n, kn_sym numel, kn_sym *out) {
     } else if (req[d] < 0) {
       return kn__error(KN_ESHAPE, "invalid shape dimension %lld", (long long)req[d]);
     } else {
-      prod = kn__sym_mul(prod, kn__sym_const(req[d]));
+      prod = kn__sym_mul(prod, kn__arg_symint_at(a, d));
     }
-    out[d] = kn__sym_const(req[d]);
+    out[d] = kn__arg_symint_at(a, d);
   }
   bool ok;
   if (infer >= 0 && kn__sym_guard_eq_int(prod, 0) && kn__sym_guard_eq_int(numel, 0)) {

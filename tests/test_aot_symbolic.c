@@ -283,3 +283,40 @@ Test(aot_symbolic, a_plain_size_read_specialises_and_recompiles) {
   kn_compiled_free(f);
   kn_scope_end();
 }
+
+/* ---- both graphs compiled by the code generator --------------------------------- */
+
+#include "inductor/inductor.h"
+
+static kn_status aot_inductor(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
+                              kn_compiled_graph *out) {
+  (void)ud;
+  kn__aot_config cfg = {kn__inductor_compile, NULL, kn__inductor_compile, NULL};
+  ncompiles++;
+  return kn__aot_compile(gm, ex, n, &cfg, out);
+}
+
+/* The backward graph divides by s0*s1 (a symbolic int in div's Scalar
+** argument): compiled code evaluates it at each call's sizes. */
+Test(aot_symbolic, inductor_runs_the_symbolic_graphs_at_two_sizes) {
+  kn_scope_begin();
+  ncompiles = 0;
+  kn_compile_options o = {.backend_fn = aot_inductor, .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(mean_mul, &o);
+  for (int k = 0; k < 2; k++) {
+    kn_tensor *x = leaf(4 + 3 * k, 3 + k, 10 + k), *b = leaf(1, 3 + k, 20 + k);
+    kn_tensor *x2 = kn_detach(x), *b2 = kn_detach(b);
+    kn_set_requires_grad(x2, true);
+    kn_set_requires_grad(b2, true);
+    kn_tensor *got = kn_call_t(f, x, b), *want = mean_mul(x2, b2);
+    cr_assert(got && want, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(got, NULL), KN_OK, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(want, NULL), KN_OK, "%s", kn_last_error());
+    cr_expect_leq(max_diff(got, want), 1e-15, "size %d", k);
+    cr_expect_leq(max_diff(kn_grad(x), kn_grad(x2)), 1e-15, "size %d", k);
+    cr_expect_leq(max_diff(kn_grad(b), kn_grad(b2)), 1e-15, "size %d", k);
+  }
+  cr_expect_eq(ncompiles, 1);
+  kn_compiled_free(f);
+  kn_scope_end();
+}

@@ -80,9 +80,6 @@ typedef struct kn__schema_arg {
   int nenum;
 } kn__schema_arg;
 int kn__schema_args(const char *schema, kn__schema_arg *out);
-/* Is argument i of op a Scalar? (A symbolic int in that position, such as a
-** count a derivative rule divides by, is passed to the op as an int Scalar.) */
-bool kn__schema_arg_is_scalar(const kn__opdef *op, int i);
 /* An argument as kn__gfmt_arg writes it, enum values by name when sa (may be
 ** NULL) is an enum argument: "approximate = 'tanh'", "reduction = Sum". */
 void kn__gfmt_arg_as(kn__sb *sb, const kn__garg *a, const kn__schema_arg *sa);

@@ -252,15 +252,46 @@ Test(aot_symbolic, traced_forward_and_backward_graphs_print_symbolic_sizes) {
 
 /* ---- a rule that reads a size as a plain int specialises --------------------------- */
 
-/* cat's rule narrows the gradient at offsets it reads as plain ints (x's
-** size along dim 0): the joint graph is specialised to the traced sizes,
-** so another size recompiles, and both sizes give eager's gradients. */
+/* as_strided's rule passes its input's sizes and strides as plain ints
+** (_as_strided_backward's SymInt[] arguments): the joint graph is
+** specialised to the traced sizes, so another size recompiles, and both
+** sizes give eager's gradients. Without the specialisation the graph would
+** hand back a gradient of the first size's shape at the second size. */
+static kn_tensor *strided_sin(kn_tensor *x) {
+  return kn_sin(kn_as_strided(x, 2, (int64_t[]){2, 2}, (int64_t[]){1, 2}, 1));
+}
+
+Test(aot_symbolic, a_plain_size_read_specialises_and_recompiles) {
+  kn_scope_begin();
+  ncompiles = 0;
+  kn_compile_options o = {.backend_fn = grab, .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(strided_sin, &o);
+  for (int64_t n = 3; n <= 5; n += 2) {
+    kn_tensor *x = leaf(n, 4, 1);
+    kn_tensor *x2 = kn_detach(x);
+    kn_set_requires_grad(x2, true);
+    kn_tensor *got = kn_call_t(f, x), *want = strided_sin(x2);
+    cr_assert(got && want, "%s", kn_last_error());
+    cr_expect(specialised, "the joint graph at n = %lld is specialised", (long long)n);
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(got, got)), NULL), KN_OK, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(want, want)), NULL), KN_OK, "%s", kn_last_error());
+    cr_expect_leq(max_diff(got, want), 1e-15, "n = %lld", (long long)n);
+    cr_expect_leq(max_diff(kn_grad(x), kn_grad(x2)), 1e-15, "n = %lld", (long long)n);
+  }
+  cr_expect_eq(ncompiles, 2, "the second size recompiles, got %d compiles", ncompiles);
+  forget();
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* cat's rule slices the gradient at offsets that are sums of symbolic sizes:
+** one compile for two sizes, eager's gradients. */
 static kn_tensor *cat_sin(kn_tensor *x, kn_tensor *y) {
   kn_tensor *v[2] = {x, y};
   return kn_sin(kn_cat(v, 2, 0));
 }
 
-Test(aot_symbolic, a_plain_size_read_specialises_and_recompiles) {
+Test(aot_symbolic, cat_backward_slices_at_symbolic_offsets) {
   kn_scope_begin();
   ncompiles = 0;
   kn_compile_options o = {.backend_fn = grab, .dynamic = KN_DYNAMIC_TRUE};
@@ -272,13 +303,47 @@ Test(aot_symbolic, a_plain_size_read_specialises_and_recompiles) {
     kn_set_requires_grad(y2, true);
     kn_tensor *got = kn_call_t(f, x, y), *want = cat_sin(x2, y2);
     cr_assert(got && want, "%s", kn_last_error());
-    cr_expect(specialised, "the joint graph at n = %lld is specialised", (long long)n);
     cr_assert_eq(kn_backward(kn_sum(kn_mul(got, got)), NULL), KN_OK, "%s", kn_last_error());
     cr_assert_eq(kn_backward(kn_sum(kn_mul(want, want)), NULL), KN_OK, "%s", kn_last_error());
     cr_expect_leq(max_diff(kn_grad(x), kn_grad(x2)), 1e-15, "n = %lld", (long long)n);
     cr_expect_leq(max_diff(kn_grad(y), kn_grad(y2)), 1e-15, "n = %lld", (long long)n);
   }
-  cr_expect_eq(ncompiles, 2, "the second size recompiles, got %d compiles", ncompiles);
+  cr_expect_not(specialised);
+  cr_expect(bw_code && strstr(bw_code, "kiln.ops.slice(mul, 0, s0, s0 + s2, 1)"), "%s", bw_code);
+  cr_expect_eq(ncompiles, 1, "one compile for two sizes, got %d", ncompiles);
+  forget();
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* embedding's rule passes the weight's row count as a symbol and layer
+** norm's rule forwards its normalized shape as a known constant: the table
+** of rows grows from 3 to 5 with one compile and eager's gradients. */
+static kn_tensor *embed_norm(kn_tensor *w, kn_tensor *idx) {
+  kn_tensor *e = kn_embedding(idx, w, KN_NO_PADDING_IDX, false);
+  return kn_sin(kn_layer_norm(e, 1, (int64_t[]){4}, NULL, NULL, 1e-5));
+}
+
+Test(aot_symbolic, embedding_and_layer_norm_rules_stay_symbolic) {
+  kn_scope_begin();
+  ncompiles = 0;
+  kn_compile_options o = {.backend_fn = grab, .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(embed_norm, &o);
+  kn_tensor *idx = kn_from_array((int64_t[]){0, 2, 2}, KN_SHAPE(3), KN_INT64);
+  for (int64_t n = 3; n <= 5; n += 2) {
+    kn_tensor *w = leaf(n, 4, 1);
+    kn_tensor *w2 = kn_detach(w);
+    kn_set_requires_grad(w2, true);
+    kn_tensor *got = kn_call_t(f, w, idx), *want = embed_norm(w2, idx);
+    cr_assert(got && want, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(got, got)), NULL), KN_OK, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(want, want)), NULL), KN_OK, "%s", kn_last_error());
+    cr_expect_leq(max_diff(got, want), 1e-15, "n = %lld", (long long)n);
+    cr_expect_leq(max_diff(kn_grad(w), kn_grad(w2)), 1e-14, "n = %lld", (long long)n);
+  }
+  cr_expect_not(specialised);
+  cr_expect(bw_code && strstr(bw_code, "kiln.ops.embedding_dense_backward("), "%s", bw_code);
+  cr_expect_eq(ncompiles, 1, "one compile for two table sizes, got %d", ncompiles);
   forget();
   kn_compiled_free(f);
   kn_scope_end();

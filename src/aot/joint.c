@@ -177,6 +177,18 @@ static void recorder_fini(recorder *r) {
 
 /* ---- meta tensors for graph values ------------------------------------------------ */
 
+/* Elements a storage needs for this geometry. A meta tensor's storage spans
+** its traced geometry (meta storage holds no data), so ops that check bounds
+** against it (as_strided) trace as they run on the inputs. */
+static int64_t span_of(int nd, const int64_t *sz, const int64_t *sd, int64_t off) {
+  int64_t span = 1 + off;
+  for (int d = 0; d < nd; d++) {
+    if (sz[d] == 0) return 0;
+    span += (sz[d] - 1) * sd[d];
+  }
+  return span;
+}
+
 /* A meta tensor with m's (possibly symbolic) geometry; contiguous: strides
 ** recomputed (tangents). Owned or NULL. */
 static kn_tensor *meta_of(const kn__vmeta *m, bool contiguous) {
@@ -195,7 +207,8 @@ static kn_tensor *meta_of(const kn__vmeta *m, bool contiguous) {
     sd[d] = kn__sym_hint(st[d]);
     sym = sym || !kn__sym_is_const(m->sizes[d]) || !kn__sym_is_const(st[d]);
   }
-  kn__storage *s = kn__storage_new(0, KN_META);
+  size_t nbytes = (size_t)span_of(m->ndim, sz, sd, kn__sym_hint(off)) * kn_dtype_size(m->dtype);
+  kn__storage *s = kn__storage_new(nbytes, KN_META);
   kn_tensor *t = s ? kn__tensor_wrap(s, m->dtype, m->ndim, sz, sd, kn__sym_hint(off)) : NULL;
   if (s) kn__storage_release(s);
   if (t && sym && !(t->sym = malloc(sizeof *t->sym))) {

@@ -104,7 +104,7 @@ typedef struct kn__arg {
 /* The symbolic value of an int argument (or of an int-list entry j): the
 ** attached symbol, else the constant. */
 static inline kn_sym kn__arg_symint(const kn__arg *a) {
-  return a->sym ? a->sym[0] : kn__sym_const(a->kind == KN__A_INT ? a->u.i : a->u.s.v.i);
+  return a->sym ? a->sym[0] : kn__sym_const(a->kind == KN__A_SCALAR ? a->u.s.v.i : a->u.i);
 }
 static inline kn_sym kn__arg_symint_at(const kn__arg *a, int j) {
   return a->sym ? a->sym[j] : kn__sym_const(a->u.ints.v[j]);

@@ -31,7 +31,7 @@ kn_status kn__shape_wrap(int64_t dim, int ndim, int *out);
 /* Python-style clamping of slice bounds for a dimension of the given size:
 ** negative start/end count from the end, then both are clamped to [0, size]
 ** with end >= start (guards recorded for symbolic sizes). */
-void kn__slice_bounds(kn_sym size, int64_t start, int64_t end, kn_sym *s, kn_sym *e);
+void kn__slice_bounds(kn_sym size, kn_sym start, kn_sym end, kn_sym *s, kn_sym *e);
 /* Number of elements of a slice [start, end) with step > 0 (after clamping). */
 kn_sym kn__slice_len(kn_sym start, kn_sym end, int64_t step);
 
@@ -47,7 +47,8 @@ kn_sym kn__sym_numel(int nd, const kn_sym *sz);
 
 /* Apply slice / select / diagonal to a geometry (PyTorch's checks and
 ** messages). */
-kn_status kn__geom_slice(kn__geom *g, int64_t dim, int64_t start, int64_t end, int64_t step);
+kn_status kn__geom_slice(kn__geom *g, int64_t dim, const kn__arg *start, const kn__arg *end,
+                         int64_t step);
 kn_status kn__geom_select(kn__geom *g, int64_t dim, int64_t index);
 kn_status kn__geom_diagonal(kn__geom *g, int64_t offset, int64_t dim1, int64_t dim2);
 

@@ -17,14 +17,15 @@
 
 /* ---- geometry transforms ------------------------------------------------------------ */
 
-kn_status kn__geom_slice(kn__geom *g, int64_t dim, int64_t start, int64_t end, int64_t step) {
+kn_status kn__geom_slice(kn__geom *g, int64_t dim, const kn__arg *start, const kn__arg *end,
+                         int64_t step) {
   if (g->nd == 0) return kn__error(KN_EINVAL, "slice() cannot be applied to a 0-dim tensor.");
   int d;
   kn_status st = kn__wrap_dim(dim, g->nd, &d);
   if (st != KN_OK) return st;
   if (step <= 0) return kn__error(KN_EINVAL, "slice step must be positive");
   kn_sym s, e;
-  kn__slice_bounds(g->sz[d], start, end, &s, &e);
+  kn__slice_bounds(g->sz[d], kn__arg_symint(start), kn__arg_symint(end), &s, &e);
   g->off = kn__sym_add(g->off, kn__sym_mul(s, g->st[d]));
   g->sz[d] = kn__slice_len(s, e, step);
   g->st[d] = kn__sym_mul(g->st[d], kn__sym_const(step));
@@ -107,7 +108,7 @@ static int64_t concrete_size(const kn__call *c, int d) {
 kn_status kn__meta_slice(const kn__call *c, kn__metas *out) {
   kn__geom g;
   kn__geom_of(self_of(c), &g);
-  kn_status st = kn__geom_slice(&g, c->args[1].u.i, c->args[2].u.i, c->args[3].u.i, c->args[4].u.i);
+  kn_status st = kn__geom_slice(&g, c->args[1].u.i, &c->args[2], &c->args[3], c->args[4].u.i);
   return st != KN_OK ? st : kn__push_view(out, c, 0, &g);
 }
 
@@ -115,8 +116,9 @@ kn_status kn__bw_slice(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0);
   kn_tensor *z = kn__zeros_like_sym(self);
-  kn_tensor *g = kn_slice_scatter(z, ctx->grad_outputs[0], c->args[1].u.i, c->args[2].u.i,
-                                  c->args[3].u.i, c->args[4].u.i);
+  kn_tensor *g = kn__slice_scatter_sym(z, ctx->grad_outputs[0], c->args[1].u.i,
+                                       kn__arg_symint(&c->args[2]), kn__arg_symint(&c->args[3]),
+                                       c->args[4].u.i);
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();
 }
@@ -132,7 +134,8 @@ kn_status kn__bw_select(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0);
   kn_tensor *z = kn__zeros_like_sym(self);
-  kn_tensor *g = kn_select_scatter(z, ctx->grad_outputs[0], c->args[1].u.i, c->args[2].u.i);
+  kn_tensor *g = kn__select_scatter_sym(z, ctx->grad_outputs[0], c->args[1].u.i,
+                                        kn__arg_symint(&c->args[2]));
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();
 }

@@ -61,12 +61,12 @@ static kn_sym clamp(kn_sym v, kn_sym lo, kn_sym hi) {
   return v;
 }
 
-void kn__slice_bounds(kn_sym size, int64_t start, int64_t end, kn_sym *s, kn_sym *e) {
+void kn__slice_bounds(kn_sym size, kn_sym start, kn_sym end, kn_sym *s, kn_sym *e) {
   kn_sym zero = kn__sym_const(0);
   /* an end past any size (KN_SLICE_END) is the size itself */
-  kn_sym st = start < 0 ? kn__sym_add(size, kn__sym_const(start)) : kn__sym_const(start);
-  kn_sym en = end < 0 ? kn__sym_add(size, kn__sym_const(end))
-              : end >= INT64_MAX / 2 ? size : kn__sym_const(end);
+  kn_sym st = kn__sym_guard(start, KN__SYM_LT, zero) ? kn__sym_add(size, start) : start;
+  kn_sym en = kn__sym_is_const(end) && end.c >= INT64_MAX / 2 ? size
+              : kn__sym_guard(end, KN__SYM_LT, zero) ? kn__sym_add(size, end) : end;
   *s = clamp(st, zero, size);
   *e = clamp(en, *s, size);
 }

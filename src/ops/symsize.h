@@ -22,6 +22,11 @@
 /* Symbolic strides of t (constants unless t->sym); kn__tensor_symsizes
 ** (ops/opdef.h) gives the sizes. */
 void kn__tensor_symstrides(const kn_tensor *t, kn_sym *strides);
+/* An int or int-list argument forwarded from a forward call as a known
+** value: a copy of *a whose symbols (a's own, or its constants) are written
+** to store (1 entry, or one per list entry, at most KN_MAX_DIMS), so the
+** joint trace never takes it for a size read as a plain int. */
+kn__arg kn__arg_known(const kn__arg *a, kn_sym *store);
 /* The number of elements of t over its symbolic sizes. */
 kn_sym kn__numel_sym(const kn_tensor *t);
 /* The product of the sizes of t's dims selected by mask (a reduction's count). */
@@ -39,7 +44,17 @@ kn_tensor *kn__zeros_like_sym(const kn_tensor *like);
 /* sum_to_size over symbolic target sizes (reduce_api.c), and to like's sizes. */
 kn_tensor *kn__sum_to_symsize(kn_tensor *t, int ndim, const kn_sym *sizes);
 kn_tensor *kn__sum_to_like(kn_tensor *t, const kn_tensor *like);
+/* Zeros with like's sizes and dtype dt. */
+kn_tensor *kn__zeros_shaped(const kn_tensor *like, kn_dtype dt);
 /* t / n for a symbolic int n (div.Scalar with a symbolic Scalar). */
 kn_tensor *kn__div_symint(kn_tensor *t, kn_sym n);
+/* slice(t, dim, start, end, step) and slice_scatter(self, src, dim, start,
+** end, step) with symbolic bounds; select and select_scatter with a
+** symbolic index. */
+kn_tensor *kn__slice_sym(kn_tensor *t, int64_t dim, kn_sym start, kn_sym end, int64_t step);
+kn_tensor *kn__slice_scatter_sym(kn_tensor *self, kn_tensor *src, int64_t dim, kn_sym start,
+                                 kn_sym end, int64_t step);
+kn_tensor *kn__select_sym(kn_tensor *t, int64_t dim, kn_sym index);
+kn_tensor *kn__select_scatter_sym(kn_tensor *self, kn_tensor *src, int64_t dim, kn_sym index);
 
 #endif

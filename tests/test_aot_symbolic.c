@@ -6,7 +6,9 @@
 ** several sizes with eager's results (an MLP trained at two batch sizes),
 ** the graphs in the aot_graphs trace events carry the symbols, and a rule
 ** that still reads a size as a plain int (cat's backward) specialises the
-** joint graph: a recompile at another size, never a wrong result.
+** joint graph: a recompile at another size, never a wrong result. Also:
+** cat, embedding + layer norm and conv2d backwards stay symbolic, and both
+** graphs compiled by the code generator evaluate the symbols per call.
 */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -344,6 +346,55 @@ Test(aot_symbolic, embedding_and_layer_norm_rules_stay_symbolic) {
   cr_expect_not(specialised);
   cr_expect(bw_code && strstr(bw_code, "kiln.ops.embedding_dense_backward("), "%s", bw_code);
   cr_expect_eq(ncompiles, 1, "one compile for two table sizes, got %d", ncompiles);
+  forget();
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
+/* A convolution with a bias trained at batch sizes 2 and 3: convolution's
+** rule passes the bias size as a symbol and forwards its padding as known
+** constants, so one compile serves both batches with eager's gradients. */
+static kn_tensor *conv_sum(kn_tensor *x, kn_tensor *w, kn_tensor *b) {
+  const int64_t one[2] = {1, 1};
+  return kn_sum(kn_sin(kn_conv2d(x, w, b, one, one, one, 1)));
+}
+
+static kn_tensor *leaf_nd(int nd, const int64_t *sz, uint64_t seed) {
+  kn_generator *g = kn_generator_new(seed);
+  kn_tensor *t = kn_randn(nd, sz, g, KN_FLOAT64);
+  kn_generator_free(g);
+  kn_set_requires_grad(t, true);
+  return t;
+}
+
+static kn_tensor *twin(kn_tensor *t) {
+  kn_tensor *c = kn_detach(t);
+  kn_set_requires_grad(c, true);
+  return c;
+}
+
+Test(aot_symbolic, conv2d_serves_two_batch_sizes_with_one_compile) {
+  kn_scope_begin();
+  ncompiles = 0;
+  kn_compile_options o = {.backend_fn = grab, .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(conv_sum, &o);
+  kn_tensor *w = leaf_nd(KN_SHAPE(3, 2, 3, 3), 5), *b = leaf_nd(KN_SHAPE(3), 6);
+  for (int64_t n = 2; n <= 3; n++) {
+    kn_tensor *x = leaf_nd(KN_SHAPE(n, 2, 5, 5), 7);
+    kn_tensor *x2 = twin(x), *w2 = twin(w), *b2 = twin(b);
+    kn_tensor *got = kn_call_t(f, x, w, b), *want = conv_sum(x2, w2, b2);
+    cr_assert(got && want, "%s", kn_last_error());
+    kn_tensor *in[3] = {x, w, b}, *in2[3] = {x2, w2, b2}, *gr[3], *gr2[3];
+    cr_assert_eq(kn_autograd_grad(&got, 1, in, 3, NULL, false, false, false, gr), KN_OK, "%s",
+                 kn_last_error());
+    cr_assert_eq(kn_autograd_grad(&want, 1, in2, 3, NULL, false, false, false, gr2), KN_OK, "%s",
+                 kn_last_error());
+    cr_expect_leq(max_diff(got, want), 1e-12, "n = %lld", (long long)n);
+    for (int i = 0; i < 3; i++)
+      cr_expect_leq(max_diff(gr[i], gr2[i]), 1e-12, "n = %lld, input %d", (long long)n, i);
+  }
+  cr_expect_not(specialised);
+  cr_expect_eq(ncompiles, 1, "one compile for two batch sizes, got %d", ncompiles);
   forget();
   kn_compiled_free(f);
   kn_scope_end();

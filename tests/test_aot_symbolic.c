@@ -318,6 +318,34 @@ Test(aot_symbolic, cat_backward_slices_at_symbolic_offsets) {
   kn_scope_end();
 }
 
+/* narrow from the end: the composite passes the negative start on to slice
+** (resolved over the symbolic size), so slice's rule, which forwards its
+** bounds as known values, scatters at s0 - 2 at every size. */
+static kn_tensor *narrow_end(kn_tensor *x) { return kn_sin(kn_narrow(x, 0, -2, 2)); }
+
+Test(aot_symbolic, narrow_from_the_end_stays_symbolic) {
+  kn_scope_begin();
+  ncompiles = 0;
+  kn_compile_options o = {.backend_fn = grab, .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(narrow_end, &o);
+  for (int64_t n = 3; n <= 6; n += 3) {
+    kn_tensor *x = leaf(n, 4, 1);
+    kn_tensor *x2 = kn_detach(x);
+    kn_set_requires_grad(x2, true);
+    kn_tensor *got = kn_call_t(f, x), *want = narrow_end(x2);
+    cr_assert(got && want, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(got, got)), NULL), KN_OK, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(want, want)), NULL), KN_OK, "%s", kn_last_error());
+    cr_expect_leq(max_diff(got, want), 1e-15, "n = %lld", (long long)n);
+    cr_expect_leq(max_diff(kn_grad(x), kn_grad(x2)), 1e-15, "n = %lld", (long long)n);
+  }
+  cr_expect_not(specialised);
+  cr_expect_eq(ncompiles, 1, "one compile for two sizes, got %d", ncompiles);
+  forget();
+  kn_compiled_free(f);
+  kn_scope_end();
+}
+
 /* embedding's rule passes the weight's row count as a symbol and layer
 ** norm's rule forwards its normalized shape as a known constant: the table
 ** of rows grows from 3 to 5 with one compile and eager's gradients. */

@@ -166,7 +166,7 @@ kn_status kn__bw_stack(kn__bwctx *ctx) {
   int n = c->args[0].u.ts.n;
   for (int i = 0; i < n; i++) {
     if (!ctx->needs_input_grad[i]) continue;
-    kn_tensor *r = kn_select(ctx->grad_outputs[0], c->args[1].u.i, i);
+    kn_tensor *r = kn__select_sym(ctx->grad_outputs[0], c->args[1].u.i, kn__sym_const(i));
     if (!r) return kn_last_status();
     ctx->grad_inputs[i] = r;
   }

@@ -222,19 +222,22 @@ kn_status kn__k_narrow(const kn__call *c, kn__outs *out) {
   int d;
   kn_status st = kn__wrap_dim(c->args[1].u.i, self->ndim, &d);
   if (st != KN_OK) return st;
-  int64_t size = self->sizes[d], start = c->args[2].u.i, len = c->args[3].u.i;
+  int64_t size = self->sizes[d], start = c->args[2].u.i, len = c->args[3].u.i, at = start;
   if (start != size) { /* narrowing to nothing at the end is allowed */
     int64_t lo = size > 0 ? -size : -1, hi = size > 0 ? size - 1 : 0;
     if (start < lo || start > hi)
       return kn__error(KN_ERANGE, "Dimension out of range (expected to be in range of [%lld, "
                        "%lld], but got %lld)", (long long)lo, (long long)hi, (long long)start);
-    if (start < 0) start += size;
+    if (start < 0) at += size;
   }
-  if (len < 0 || start > size - len)
+  if (len < 0 || at > size - len)
     return kn__error(KN_ERANGE, "start (%lld) + length (%lld) exceeds dimension size (%lld).",
-                     (long long)start, (long long)len, (long long)size);
+                     (long long)at, (long long)len, (long long)size);
+  /* a negative start stays relative to the end (slice resolves it over the
+  ** symbolic size), so the slice holds no size read as a plain int */
+  int64_t end = start < 0 && start + len == 0 ? KN_SLICE_END : start + len;
   kn_scope_begin();
-  st = kn__composite_push(out, kn_slice(self, d, start, start + len, 1));
+  st = kn__composite_push(out, kn_slice(self, d, start, end, 1));
   kn_scope_end();
   return st;
 }

@@ -269,8 +269,8 @@ Test(aot_partition, setting_overrides_the_backend) {
   cr_expect_eq(kn__aot_partitioner_resolve(&cfg, &from), KN__AOT_PART_MINCUT);
   cr_expect_str_eq(from, "backend");
   char *txt = kn__aot_config_text(kn__aot_partitioner_resolve(&cfg, &from), from);
-  cr_expect_str_eq(txt, "autograd_cache = True\nfunctionalize = False\npartitioner = 'min_cut'\n"
-                        "partitioner_from = 'backend'\nspecialize_joint_sizes = True\n");
+  cr_expect_str_eq(txt, "autograd_cache = True\nfunctionalize = True\npartitioner = 'min_cut'\n"
+                        "partitioner_from = 'backend'\nsymbolic_joint_graphs = True\n");
   free(txt);
   unsetenv("KILN_AOT_PARTITIONER");
 }

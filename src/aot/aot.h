@@ -38,7 +38,14 @@ typedef struct kn__aot_joint {
   int ngrads;           /* then ngrads input gradients */
   int *grad_input;      /* [ngrads] which input each gradient is for (owned) */
   bool *out_diff;       /* [nfw_out] does output i take a tangent (owned) */
+  bool specialised;     /* a derivative rule read a symbolic size as a plain int:
+                        ** every input size was guarded to its traced value */
 } kn__aot_joint;
+
+/* A meta tensor with m's (possibly symbolic) geometry, on a meta storage as
+** large as the geometry spans (views such as as_strided check it);
+** contiguous: strides recomputed (tangents). Owned, or NULL with the error set. */
+kn_tensor *kn__aot_meta_of(const kn__vmeta *m, bool contiguous);
 
 /* Trace gm's graph into a joint graph. requires_grad[i] (ninputs entries,
 ** as many as the graph's placeholders) marks the inputs that get gradients.
@@ -125,9 +132,16 @@ typedef enum kn__aot_out_kind {
 /* A view's geometry on its base (offset relative to the base's). */
 typedef struct kn__aot_geom {
   int ndim;
-  int64_t sizes[KN_MAX_DIMS], strides[KN_MAX_DIMS];
+  int64_t sizes[KN_MAX_DIMS], strides[KN_MAX_DIMS]; /* at the traced sizes (the dump) */
   int64_t offset;
+  kn_sym ssizes[KN_MAX_DIMS], sstrides[KN_MAX_DIMS]; /* the same, symbolic: */
+  kn_sym soffset;                                    /* evaluated at each call's sizes */
 } kn__aot_geom;
+
+/* Symbol `sym` is the size of input `input` at dim `dim`. */
+typedef struct kn__aot_bind {
+  int input, dim, sym;
+} kn__aot_bind;
 
 typedef struct kn__aot_out_info {
   kn__aot_out_kind kind;
@@ -162,6 +176,9 @@ typedef struct kn__aot_plan {
   int nuser;
   kn__aot_out_info *outs;      /* [nuser] owned */
   int nbases;
+  kn__shape_env *env;          /* a reference: owns the geometries' expressions */
+  int nsyms, nbinds;           /* symbols of env; how each is read off an input */
+  kn__aot_bind *binds;         /* [nbinds] owned */
 } kn__aot_plan;
 
 /* Functionalize g: a new graph (owned: *out_g) computing the same values

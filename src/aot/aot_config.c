@@ -33,10 +33,10 @@ char *kn__aot_config_text(kn__aot_partitioner p, const char *from) {
   char buf[512];
   int n = snprintf(buf, sizeof buf,
                    "autograd_cache = True\n"
-                   "functionalize = False\n"
+                   "functionalize = True\n"
                    "partitioner = '%s'\n"
                    "partitioner_from = '%s'\n"
-                   "specialize_joint_sizes = True\n",
+                   "symbolic_joint_graphs = True\n",
                    kn__aot_partitioner_name(p), from);
   char *s = n > 0 ? strdup(buf) : NULL;
   if (!s) kn__oom();

@@ -218,11 +218,22 @@ static kn_status to_call(fz *z, const kn__gnode *n, pcall *p) {
   return KN_OK;
 }
 
+static kn_status backend_only(kn__mode *self, kn__call *c, kn__outs *o) {
+  (void)self;
+  return kn__dispatch_backend(c, o);
+}
+
 /* Run a call on the program's tensors (backend only: meta propagation,
-** aliasing, eager's shape and overlap errors). */
+** aliasing, eager's shape and overlap errors), from a mode's handler so
+** the meta functions' size reads stay symbolic (no guards) as in tracing. */
 static kn_status run_program(kn__call *c, kn__outs *o) {
   kn__outs_init(o);
-  return kn__dispatch_backend(c, o);
+  kn__mode m = {.name = "functionalize", .handle = backend_only};
+  kn_status st = kn__mode_push(&m);
+  if (st != KN_OK) return st;
+  st = kn__dispatch(c, o);
+  kn__mode_pop(&m);
+  return st;
 }
 
 /* ---- in-place ops -------------------------------------------------------------------- */
@@ -503,37 +514,13 @@ static kn_status call_node(fz *z, const kn__gnode *n) {
   return st;
 }
 
-static kn_tensor *meta_tensor(const kn__vmeta *m) {
-  int64_t sz[KN_MAX_DIMS], st[KN_MAX_DIMS];
-  bool sym = !kn__sym_is_const(m->offset);
-  for (int d = 0; d < m->ndim; d++) {
-    sz[d] = kn__sym_hint(m->sizes[d]);
-    st[d] = kn__sym_hint(m->strides[d]);
-    sym = sym || !kn__sym_is_const(m->sizes[d]) || !kn__sym_is_const(m->strides[d]);
-  }
-  kn__storage *s = kn__storage_new(0, KN_META);
-  kn_tensor *t = s ? kn__tensor_wrap(s, m->dtype, m->ndim, sz, st, kn__sym_hint(m->offset)) : NULL;
-  if (s) kn__storage_release(s);
-  if (t && sym && !(t->sym = malloc(sizeof *t->sym))) {
-    kn_release(t);
-    t = NULL;
-  }
-  if (t && sym) {
-    memcpy(t->sym->sizes, m->sizes, sizeof m->sizes);
-    memcpy(t->sym->strides, m->strides, sizeof m->strides);
-    t->sym->offset = m->offset;
-  }
-  if (!t) kn__oom();
-  return t;
-}
-
 static kn_status leaf_node(fz *z, const kn__gnode *n, int input) {
   bool ph = n->op == KN__GN_PLACEHOLDER;
   if (!n->meta || n->meta->kind != KN__V_TENSOR)
     return kn__error(KN_EINVAL, "aot: %s has no tensor metadata", n->name);
   kn__gnode *c = ph ? kn__graph_placeholder(z->fg, n->source, n->meta)
                     : kn__graph_get_attr(z->fg, n->target, n->attr);
-  kn_tensor *t = meta_tensor(n->meta); /* a constant's data is never touched here */
+  kn_tensor *t = kn__aot_meta_of(n->meta, false); /* a constant's data is never touched here */
   int r = c && t ? add_rec(z, t, -1, (kn__gref){c, 0}) : -1;
   kn_release(t);
   if (r < 0) return kn_last_status();
@@ -544,13 +531,23 @@ static kn_status leaf_node(fz *z, const kn__gnode *n, int input) {
 
 /* ---- outputs and the plan ----------------------------------------------------------------- */
 
-static void geom_of(const kn_tensor *t, int64_t base_off, kn__aot_geom *g) {
+static kn_sym sym_offset(const kn_tensor *t) {
+  return t->sym ? t->sym->offset : kn__sym_const(t->offset);
+}
+
+/* t's geometry, its offset relative to base's (NULL: absolute), at the
+** traced sizes and symbolically (a view's sizes follow the call's sizes,
+** so aliased outputs need no guards). */
+static void geom_of(const kn_tensor *t, const kn_tensor *base, kn__aot_geom *g) {
   g->ndim = t->ndim;
   for (int d = 0; d < t->ndim; d++) {
     g->sizes[d] = t->sizes[d];
     g->strides[d] = t->strides[d];
+    g->ssizes[d] = t->sym ? t->sym->sizes[d] : kn__sym_const(t->sizes[d]);
+    g->sstrides[d] = t->sym ? t->sym->strides[d] : kn__sym_const(t->strides[d]);
   }
-  g->offset = t->offset - base_off;
+  g->offset = t->offset - (base ? base->offset : 0);
+  g->soffset = base ? kn__sym_sub(sym_offset(t), sym_offset(base)) : sym_offset(t);
 }
 
 typedef struct outs {
@@ -586,8 +583,7 @@ static void classify(fz *z, outs *o, kn__aot_plan *p, int j) {
     if (b->input < 0) return; /* a view of a constant: a fresh copy is returned */
     oi->kind = f->parent < 0 ? KN__AOT_OUT_IS_INPUT : KN__AOT_OUT_ALIAS_OF_INPUT;
     oi->base = b->input;
-    specialise(f->t);
-    geom_of(f->t, b->t->offset, &oi->view);
+    geom_of(f->t, b->t, &oi->view);
     return;
   }
   if (f->parent < 0) return;
@@ -602,10 +598,8 @@ static void classify(fz *z, outs *o, kn__aot_plan *p, int j) {
   }
   oi->kind = KN__AOT_OUT_ALIAS_OF_OUTPUT;
   oi->base = bo;
-  specialise(f->t);
-  specialise(b->t);
-  geom_of(f->t, b->t->offset, &oi->view);
-  geom_of(b->t, 0, &oi->base_geom);
+  geom_of(f->t, b->t, &oi->view);
+  geom_of(b->t, NULL, &oi->base_geom);
 }
 
 static kn_status plan_mutations(fz *z, kn__aot_plan *p) {
@@ -662,6 +656,27 @@ static kn_status finish(fz *z, kn__aot_plan *p) {
   return st == KN_OK ? kn__graph_verify(z->fg) : st;
 }
 
+/* How each symbol of the graph's env is read off the inputs' sizes (the
+** plan evaluates the aliased outputs' geometries with them). */
+static kn_status plan_binds(const kn__graph *g, kn__aot_plan *p) {
+  p->env = kn__graph_shape_env(g);
+  if (!p->env) return KN_OK;
+  kn__shape_env_retain(p->env);
+  p->nsyms = kn__shape_env_nsymbols(p->env);
+  int cap = 0;
+  for (int i = 0; i < p->ninputs; i++) cap += kn__graph_input(g, i)->meta[0].ndim;
+  p->binds = calloc((size_t)cap + 1, sizeof *p->binds);
+  if (!p->binds) return kn__oom();
+  for (int i = 0; i < p->ninputs; i++) {
+    const kn__vmeta *m = &kn__graph_input(g, i)->meta[0];
+    for (int d = 0; m->kind == KN__V_TENSOR && d < m->ndim; d++) {
+      int k = kn__sym_symbol_index(m->sizes[d]);
+      if (k >= 0 && k < p->nsyms) p->binds[p->nbinds++] = (kn__aot_bind){i, d, k};
+    }
+  }
+  return KN_OK;
+}
+
 static kn_status walk(fz *z) {
   int nn = kn__graph_num_nodes(z->g), input = 0;
   kn_status st = KN_OK;
@@ -687,6 +702,7 @@ kn_status kn__aot_functionalize(const kn__graph *g, kn__graph **out_g, kn__aot_p
   bool prev = kn_set_grad_enabled(false);
   if (st == KN_OK) st = walk(&z);
   if (st == KN_OK) st = finish(&z, plan);
+  if (st == KN_OK) st = plan_binds(g, plan);
   kn_set_grad_enabled(prev);
   for (int i = 0; i < z.nr; i++) kn_release(z.r[i].t);
   for (int i = 0; z.rec_of && i < nn; i++) free(z.rec_of[i]);

@@ -21,13 +21,15 @@ typedef struct recorder {
   kn__mode mode;
   kn__graph *g;
   kn__tmap map;
-  /* symbols of the inputs' sizes, by hint: int-list arguments equal to a
-  ** hint are recorded as the symbol (sizes read by derivative rules) */
+  /* the inputs' size symbols: a plain int equal to one of their hints in a
+  ** SymInt argument of a derivative rule's call is taken for a size the
+  ** rule read as an int (plain_read) */
   kn_sym syms[64];
   int nsyms;
   const char *op; /* the call being recorded (messages) */
   bool in_backward; /* recording the derivative rules */
   uint64_t seq_base; /* the autograd sequence number when the trace began */
+  bool plain_read;  /* a rule passed a size as a plain int: specialise */
 } recorder;
 
 static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) { return kn__tmap_bind(&r->map, t, v); }
@@ -55,9 +57,6 @@ static bool find_bound(const recorder *r, const kn_tensor *t, kn__gref *out) {
   return false;
 }
 
-static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_fn look, int nout,
-                              const kn__vmeta *metas);
-
 /* PyTorch's seq_nr of the op about to run: the node it makes, or, in the
 ** derivative rules, the node whose rule runs; relative to the trace's start. */
 static int64_t seq_now(const recorder *r) {
@@ -67,20 +66,21 @@ static int64_t seq_now(const recorder *r) {
 }
 
 /* A view a rule made without the dispatcher (kn__make_view of a saved
-** tensor): as_strided of the value whose storage it shares. */
+** tensor): as_strided of the value whose storage it shares, over t's
+** symbolic geometry. */
 static bool view_of_bound(recorder *r, kn_tensor *t, kn__gref *out) {
   int i = r->map.n - 1;
   while (i >= 0 && r->map.e[i].t->storage != t->storage) i--;
   if (i < 0) return false;
-  kn__call c = {.op = &kn__ops[KN_OP_AS_STRIDED], .nargs = 4};
-  c.args[0] = KN_A_T(r->map.e[i].t);
-  c.args[1] = KN_A_INTS(t->sizes, t->ndim);
-  c.args[2] = KN_A_INTS(t->strides, t->ndim);
-  c.args[3] = KN_A_I(t->offset);
   kn__vmeta m;
   kn__vmeta_from_tensor(t, &m);
   m.device = KN_CPU;
-  kn__gnode *n = record_call(r, &c, lookup_bound, 1, &m);
+  kn__call c = {.op = &kn__ops[KN_OP_AS_STRIDED], .nargs = 4};
+  c.args[0] = KN_A_T(r->map.e[i].t);
+  c.args[1] = KN_A_SYMINTS(t->sizes, m.sizes, t->ndim);
+  c.args[2] = KN_A_SYMINTS(t->strides, m.strides, t->ndim);
+  c.args[3] = KN_A_SYMINT(&m.offset);
+  kn__gnode *n = kn__graph_call_from(r->g, &c, lookup_bound, r, 1, &m);
   if (!n) return false;
   n->autograd_seq_nr = seq_now(r);
   *out = (kn__gref){n, 0};
@@ -109,73 +109,52 @@ static void add_syms(recorder *r, const kn__vmeta *m) {
   for (int d = 0; d < m->ndim; d++) {
     kn_sym s = m->sizes[d];
     bool seen = kn__sym_is_const(s);
-    for (int k = 0; !seen && k < r->nsyms; k++)
-      seen = kn__sym_hint(r->syms[k]) == kn__sym_hint(s);
+    for (int k = 0; !seen && k < r->nsyms; k++) seen = r->syms[k].e == s.e;
     if (!seen && r->nsyms < 64) r->syms[r->nsyms++] = s;
   }
 }
 
-/* The symbol for an int a derivative rule passes (the forward's ints are
-** the captured graph's constants and stay so). */
-static kn_sym sym_of(const recorder *r, int64_t v) {
-  for (int k = 0; r->in_backward && k < r->nsyms; k++)
-    if (kn__sym_hint(r->syms[k]) == v) return r->syms[k];
-  return kn__sym_const(v);
-}
-
-/* A dispatcher argument as a graph argument: tensors through look; ints
-** and int-list entries equal to a symbolic input size's hint become that
-** symbol (sizes a derivative rule read as ints). */
-static kn_status to_garg(recorder *r, const kn__arg *a, kn__graph_lookup_fn look, kn__garg *out,
-                         kn__gref *refs, kn_sym *syms) {
-  switch (a->kind) {
-  case KN__A_NONE: *out = KN_GA_NONE; return KN_OK;
-  case KN__A_TENSOR:
-    *out = KN_GA_REF(((kn__gref){NULL, 0}));
-    return a->u.t ? look(r, a->u.t, &out->u.t) : KN_OK;
-  case KN__A_TENSORS:
-    for (int j = 0; j < a->u.ts.n; j++) {
-      kn_status st = look(r, a->u.ts.v[j], &refs[j]);
-      if (st != KN_OK) return st;
+/* Is parameter i of schema ("op(Tensor self, SymInt[] size, ...)") a
+** SymInt or SymInt[]? */
+static bool symint_param(const char *schema, int i) {
+  const char *p = schema ? strchr(schema, '(') : NULL;
+  if (!p) return false;
+  int depth = 0, k = 0;
+  const char *item = p + 1;
+  for (const char *q = p + 1; *q; q++) {
+    if (*q == '[' || *q == '(') {
+      depth++;
+    } else if ((*q == ']' || *q == ')') && depth > 0) {
+      depth--;
+    } else if (depth == 0 && (*q == ',' || *q == ')')) {
+      while (*item == ' ') item++;
+      bool star = *item == '*' && item + 1 == q; /* the kw-only marker */
+      if (!star && k++ == i) return !strncmp(item, "SymInt", 6);
+      if (*q == ')') break;
+      item = q + 1;
     }
-    *out = KN_GA_TS(refs, a->u.ts.n);
-    return KN_OK;
-  case KN__A_INT: *out = KN_GA_SYM(sym_of(r, a->u.i)); return KN_OK;
-  case KN__A_DOUBLE: *out = KN_GA_D(a->u.d); return KN_OK;
-  case KN__A_BOOL: *out = KN_GA_B(a->u.b); return KN_OK;
-  case KN__A_SCALAR: *out = KN_GA_S(a->u.s); return KN_OK;
-  case KN__A_INTS:
-    for (int j = 0; j < a->u.ints.n; j++) syms[j] = sym_of(r, a->u.ints.v[j]);
-    *out = KN_GA_INTS(syms, a->u.ints.n);
-    return KN_OK;
-  case KN__A_DTYPE: *out = KN_GA_DT(a->u.dt); return KN_OK;
-  case KN__A_GEN: *out = KN_GA_GEN(a->u.gen); return KN_OK;
   }
-  return kn__error(KN_EINVAL, "aot: unknown argument kind %d", (int)a->kind);
+  return false;
 }
 
-/* Record call c as a node (kn__graph_call_from with symbolic ints). */
-static kn__gnode *record_call(recorder *r, const kn__call *c, kn__graph_lookup_fn look, int nout,
-                              const kn__vmeta *metas) {
-  size_t nref = 1, nsym = 1;
-  for (int i = 0; i < c->nargs; i++) {
-    if (c->args[i].kind == KN__A_TENSORS) nref += (size_t)c->args[i].u.ts.n;
-    if (c->args[i].kind == KN__A_INTS) nsym += (size_t)c->args[i].u.ints.n;
+static bool is_size_hint(const recorder *r, int64_t v) {
+  for (int k = 0; k < r->nsyms; k++)
+    if (kn__sym_hint(r->syms[k]) == v) return true;
+  return false;
+}
+
+/* Did a derivative rule pass a size it read as a plain int? A SymInt
+** argument without symbols (kn__arg.sym) whose value is the hint of an
+** input size is taken for one: the joint graph is then specialised. */
+static void check_plain_sizes(recorder *r, const kn__call *c) {
+  for (int i = 0; !r->plain_read && i < c->nargs; i++) {
+    const kn__arg *a = &c->args[i];
+    if (a->sym || (a->kind != KN__A_INT && a->kind != KN__A_INTS)) continue;
+    if (!symint_param(c->op->schema, i)) continue;
+    int n = a->kind == KN__A_INT ? 1 : a->u.ints.n;
+    for (int j = 0; j < n && !r->plain_read; j++)
+      r->plain_read = is_size_hint(r, a->kind == KN__A_INT ? a->u.i : a->u.ints.v[j]);
   }
-  kn__gref *refs = malloc(nref * sizeof *refs);
-  kn_sym *syms = malloc(nsym * sizeof *syms);
-  kn__garg args[KN__MAX_ARGS];
-  kn__gnode *n = NULL;
-  kn_status st = refs && syms ? KN_OK : kn__oom();
-  for (size_t i = 0, rr = 0, ss = 0; st == KN_OK && i < (size_t)c->nargs; i++) {
-    st = to_garg(r, &c->args[i], look, &args[i], refs + rr, syms + ss);
-    if (c->args[i].kind == KN__A_TENSORS) rr += (size_t)c->args[i].u.ts.n;
-    if (c->args[i].kind == KN__A_INTS) ss += (size_t)c->args[i].u.ints.n;
-  }
-  if (st == KN_OK) n = kn__graph_call(r->g, c->op, c->nargs, args, nout, metas);
-  free(refs);
-  free(syms);
-  return n;
 }
 
 static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
@@ -186,6 +165,7 @@ static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
   if (c->op->flags & KN_OPF_COMPOSITE) return kn__mode_decompose(self, c, out);
   r->op = c->op->name;
   int64_t seq = seq_now(r);
+  if (r->in_backward) check_plain_sizes(r, c);
   kn_status st = kn__dispatch_below(self, c, out);
   if (st != KN_OK) return st;
   kn__vmeta *m = calloc((size_t)out->n + 1, sizeof *m);
@@ -194,7 +174,7 @@ static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
     kn__vmeta_from_tensor(out->t[i], &m[i]);
     m[i].device = KN_CPU;
   }
-  kn__gnode *n = record_call(r, c, lookup, out->n, m);
+  kn__gnode *n = kn__graph_call_from(r->g, c, lookup, r, out->n, m);
   free(m);
   if (n) n->autograd_seq_nr = seq;
   for (int i = 0; n && i < out->n; i++) {
@@ -214,9 +194,19 @@ static void recorder_fini(recorder *r) {
 
 /* ---- meta tensors for graph values ------------------------------------------------ */
 
-/* A meta tensor with m's (possibly symbolic) geometry; contiguous: strides
-** recomputed (tangents). Owned or NULL. */
-static kn_tensor *meta_of(const kn__vmeta *m, bool contiguous) {
+/* Elements a storage needs for this geometry. A meta tensor's storage spans
+** its traced geometry (meta storage holds no data), so ops that check bounds
+** against it (as_strided) trace as they run on the inputs. */
+static int64_t span_of(int nd, const int64_t *sz, const int64_t *sd, int64_t off) {
+  int64_t span = 1 + off;
+  for (int d = 0; d < nd; d++) {
+    if (sz[d] == 0) return 0;
+    span += (sz[d] - 1) * sd[d];
+  }
+  return span;
+}
+
+kn_tensor *kn__aot_meta_of(const kn__vmeta *m, bool contiguous) {
   if (m->kind != KN__V_TENSOR) return kn__error(KN_EINVAL, "aot: a value without metadata"), NULL;
   kn_sym st[KN_MAX_DIMS], one = kn__sym_const(1);
   kn_sym acc = one;
@@ -232,7 +222,8 @@ static kn_tensor *meta_of(const kn__vmeta *m, bool contiguous) {
     sd[d] = kn__sym_hint(st[d]);
     sym = sym || !kn__sym_is_const(m->sizes[d]) || !kn__sym_is_const(st[d]);
   }
-  kn__storage *s = kn__storage_new(0, KN_META);
+  size_t nbytes = (size_t)span_of(m->ndim, sz, sd, kn__sym_hint(off)) * kn_dtype_size(m->dtype);
+  kn__storage *s = kn__storage_new(nbytes, KN_META);
   kn_tensor *t = s ? kn__tensor_wrap(s, m->dtype, m->ndim, sz, sd, kn__sym_hint(off)) : NULL;
   if (s) kn__storage_release(s);
   if (t && sym && !(t->sym = malloc(sizeof *t->sym))) {
@@ -281,7 +272,7 @@ static kn_status make_primals(jtrace *t, const kn__graph *g, const bool *rg) {
     char name[32];
     snprintf(name, sizeof name, "primals_%d", i + 1);
     kn__gnode *n = kn__graph_placeholder(t->r.g, name, ph->meta);
-    if (!n || !(t->prim[i] = meta_of(ph->meta, false))) return kn_last_status();
+    if (!n || !(t->prim[i] = kn__aot_meta_of(ph->meta, false))) return kn_last_status();
     add_syms(&t->r, ph->meta);
     if (rg && rg[i] && kn_set_requires_grad(t->prim[i], true) != KN_OK) return kn_last_status();
     kn_status st = bind(&t->r, t->prim[i], (kn__gref){n, 0});
@@ -301,7 +292,7 @@ static kn_status make_tangents(jtrace *t, bool *diff, int *ntang) {
     m.device = KN_CPU;
     char name[32];
     snprintf(name, sizeof name, "tangents_%d", ++*ntang);
-    if (!(t->tang[i] = meta_of(&m, true))) return kn_last_status();
+    if (!(t->tang[i] = kn__aot_meta_of(&m, true))) return kn_last_status();
     /* gradients get history (create_graph), so the engine sums them with
     ** dispatched adds rather than raw kernels */
     if (kn_set_requires_grad(t->tang[i], true) != KN_OK) return kn_last_status();
@@ -382,14 +373,12 @@ static kn_status finish(jtrace *t, kn__aot_joint *j) {
   return st;
 }
 
-/* Derivative rules read sizes as plain ints, and an int a rule passes
-** cannot be told apart from a size with the same value (a dim, an index,
-** 1/numel as a float): recording it as the size's symbol would be right only
-** at that size. So a joint graph over symbolic inputs is specialised: every
-** input size gets a guard on its hint (kept with the guards the rules'
-** reads added), and other sizes recompile. The ints recorded as symbols
-** (record_call) then equal the constants they stand for on every call the
-** guards admit. */
+/* A derivative rule read a size as a plain int (check_plain_sizes): the
+** graph holds that traced size as a constant, right only at that size. The
+** joint graph is then specialised: every input size gets a guard on its
+** hint (kept with the guards the rules and meta functions added), and other
+** sizes recompile. Otherwise the rules passed every size as a symbol and
+** the graph is valid for every size the recorded guards admit. */
 static void specialise_sizes(recorder *r) {
   for (int k = 0; k < r->nsyms; k++) (void)kn__sym_guard_eq_int(r->syms[k], kn__sym_hint(r->syms[k]));
 }
@@ -417,7 +406,8 @@ kn_status kn__aot_trace_joint(const kn__graph *g, const bool *requires_grad, int
     st = trace_body(&t, g, requires_grad, inference, out);
     kn__mode_pop(&t.r.mode);
   }
-  if (env) specialise_sizes(&t.r);
+  if (env && t.r.plain_read) specialise_sizes(&t.r);
+  out->specialised = env && t.r.plain_read;
   if (st == KN_OK) st = finish(&t, out);
   jtrace_fini(&t);
   if (st != KN_OK) kn__aot_joint_fini(out);

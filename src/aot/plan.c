@@ -21,6 +21,8 @@ void kn__aot_plan_fini(kn__aot_plan *p) {
   free(p->inputs);
   free(p->mutations);
   free(p->outs);
+  free(p->binds);
+  kn__shape_env_free(p->env);
   memset(p, 0, sizeof *p);
 }
 
@@ -124,6 +126,25 @@ static bool same_geom(const kn_tensor *t, const kn__aot_geom *g) {
   return true;
 }
 
+/* g at this call's sizes: the symbols read off the inputs (vals has
+** p->nsyms entries). */
+static kn_status geom_at(const kn__aot_plan *p, kn_tensor *const *in, const kn__aot_geom *g,
+                         kn__aot_geom *out) {
+  *out = *g;
+  if (!p->nbinds) return KN_OK;
+  int64_t small[32], *vals = p->nsyms < 32 ? small : calloc((size_t)p->nsyms + 1, sizeof *vals);
+  if (!vals) return kn__oom();
+  for (int k = 0; k < p->nsyms; k++) vals[k] = 0;
+  for (int b = 0; b < p->nbinds; b++) vals[p->binds[b].sym] = in[p->binds[b].input]->sizes[p->binds[b].dim];
+  for (int d = 0; d < g->ndim; d++) {
+    out->sizes[d] = kn__sym_eval(g->ssizes[d], vals);
+    out->strides[d] = kn__sym_eval(g->sstrides[d], vals);
+  }
+  out->offset = kn__sym_eval(g->soffset, vals);
+  if (vals != small) free(vals);
+  return KN_OK;
+}
+
 /* A view of base with geometry g (autograd records it: the caller's mode). */
 static kn_tensor *regen(kn_tensor *base, const kn__aot_geom *g) {
   kn_scope_begin();
@@ -141,10 +162,14 @@ static kn_status alias_output(const kn__aot_plan *p, int j, kn_tensor *const *in
   else if (o->base < p->nmutated + p->nuser) base = user[o->base - p->nmutated];
   else base = fw[o->base];
   if (!base) return kn__error(KN_EINTERNAL, "aot: output %d: its base is missing", j);
-  if (o->kind == KN__AOT_OUT_ALIAS_OF_OUTPUT && !same_geom(base, &o->base_geom))
+  kn__aot_geom view, bg;
+  kn_status st = geom_at(p, in, &o->view, &view);
+  if (st == KN_OK) st = geom_at(p, in, &o->base_geom, &bg);
+  if (st != KN_OK) return st;
+  if (o->kind == KN__AOT_OUT_ALIAS_OF_OUTPUT && !same_geom(base, &bg))
     return kn__error(KN_EINTERNAL, "aot: output %d is a view of output %d, whose layout differs "
                      "from the traced one", j, o->base);
-  user[j] = regen(base, &o->view);
+  user[j] = regen(base, &view);
   return user[j] ? KN_OK : kn_last_status();
 }
 

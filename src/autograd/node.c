@@ -61,6 +61,7 @@ static void call_free(kn__call *c) {
     } else if (a->kind == KN__A_INTS) {
       free((void *)a->u.ints.v);
     }
+    free((void *)a->sym);
   }
   c->nargs = 0;
 }
@@ -386,6 +387,14 @@ kn_status kn__autograd_check_inplace(const kn__call *c) {
 
 /* ---- recording ------------------------------------------------------------------------ */
 
+/* A copy of an argument's symbols (1, or one per list entry). Owned or NULL. */
+static const kn_sym *sym_copy(const kn__arg *a) {
+  size_t n = a->kind == KN__A_INTS ? (size_t)a->u.ints.n : 1;
+  kn_sym *s = malloc((n ? n : 1) * sizeof *s);
+  if (s && n) memcpy(s, a->sym, n * sizeof *s);
+  return s;
+}
+
 /* Deep-copy the call: tensors retained, lists copied. in-place: inputs that
 ** are args[0] become `pre` (a reference is taken for each use). */
 static kn_status call_copy(kn__call *dst, const kn__call *src, kn_tensor *self_pre) {
@@ -394,17 +403,18 @@ static kn_status call_copy(kn__call *dst, const kn__call *src, kn_tensor *self_p
   kn_tensor *self = self_pre ? src->args[0].u.t : NULL;
   for (int i = 0; i < src->nargs; i++) {
     kn__arg a = src->args[i];
+    if (a.sym && !(a.sym = sym_copy(&src->args[i]))) return kn__oom();
     if (a.kind == KN__A_TENSOR) {
       a.u.t = kn_retain(a.u.t && a.u.t == self ? self_pre : a.u.t);
     } else if (a.kind == KN__A_TENSORS) {
       kn_tensor **v = malloc((size_t)(a.u.ts.n ? a.u.ts.n : 1) * sizeof *v);
-      if (!v) return kn__oom();
+      if (!v) return free((void *)a.sym), kn__oom();
       for (int j = 0; j < a.u.ts.n; j++)
         v[j] = kn_retain(a.u.ts.v[j] == self && self ? self_pre : a.u.ts.v[j]);
       a.u.ts.v = v;
     } else if (a.kind == KN__A_INTS) {
       int64_t *v = malloc((size_t)(a.u.ints.n ? a.u.ints.n : 1) * sizeof *v);
-      if (!v) return kn__oom();
+      if (!v) return free((void *)a.sym), kn__oom();
       if (a.u.ints.n) memcpy(v, a.u.ints.v, (size_t)a.u.ints.n * sizeof *v);
       a.u.ints.v = v;
     }

@@ -429,7 +429,7 @@ static void format_guard(kn__sb *sb, kn_sym a, kn__sym_rel rel, kn_sym b) {
 }
 
 /* The symbol index of a plain symbol value (s3, not 2*s3), else -1. */
-static int plain_symbol(kn_sym v) {
+int kn__sym_symbol_index(kn_sym v) {
   const kn__symnode *n = v.e;
   if (!n) return -1;
   if (n->kind == N_SYMBOL) return n->sym;
@@ -460,8 +460,8 @@ static void add_replacement(kn__shape_env *env, int x, int y) {
 }
 
 static void record(kn__shape_env *env, kn_sym a, kn__sym_rel rel, kn_sym b) {
-  if (rel == KN__SYM_EQ && plain_symbol(a) >= 0 && plain_symbol(b) >= 0)
-    add_replacement(env, plain_symbol(a), plain_symbol(b));
+  if (rel == KN__SYM_EQ && kn__sym_symbol_index(a) >= 0 && kn__sym_symbol_index(b) >= 0)
+    add_replacement(env, kn__sym_symbol_index(a), kn__sym_symbol_index(b));
   if (env->nguards == env->capguards) {
     int ncap = env->capguards ? env->capguards * 2 : 16;
     guard *ng = realloc(env->guards, (size_t)ncap * sizeof *ng);

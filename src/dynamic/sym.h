@@ -166,6 +166,8 @@ int kn__shape_env_nsymbols(const kn__shape_env *env);
 ** borrowed from env. */
 int kn__shape_env_nguards(const kn__shape_env *env);
 const char *kn__shape_env_guard_str(const kn__shape_env *env, int i);
+/* The index k of a plain symbol (s<k>, not 2*s<k> or s<k> + 1), else -1. */
+int kn__sym_symbol_index(kn_sym a);
 /* Evaluate an expression for given symbol values (vals[k] for symbol k). */
 int64_t kn__sym_eval(kn_sym a, const int64_t *vals);
 /* Check every recorded guard against symbol values; returns the index of the

@@ -285,7 +285,8 @@ kn__gnode *kn__graph_call(kn__graph *g, const kn__opdef *op, int nargs, const kn
 }
 
 /* One dispatcher argument as a graph argument; lists use the scratch
-** arrays (refs for tensor lists, syms for int lists). */
+** arrays (refs for tensor lists, syms for int lists). Symbolic arguments
+** (kn__arg.sym) are recorded as their symbols. */
 static kn_status from_arg(const kn__arg *a, kn__garg *out, kn__graph_lookup_fn lookup, void *ud,
                           kn__gref *refs, kn_sym *syms) {
   switch (a->kind) {
@@ -300,11 +301,20 @@ static kn_status from_arg(const kn__arg *a, kn__garg *out, kn__graph_lookup_fn l
     }
     *out = KN_GA_TS(refs, a->u.ts.n);
     return KN_OK;
-  case KN__A_INT: *out = KN_GA_I(a->u.i); return KN_OK;
+  case KN__A_INT: *out = a->sym ? KN_GA_SYM(a->sym[0]) : KN_GA_I(a->u.i); return KN_OK;
   case KN__A_DOUBLE: *out = KN_GA_D(a->u.d); return KN_OK;
   case KN__A_BOOL: *out = KN_GA_B(a->u.b); return KN_OK;
-  case KN__A_SCALAR: *out = KN_GA_S(a->u.s); return KN_OK;
-  case KN__A_INTS: *out = kn__garg_ints64(a->u.ints.v, a->u.ints.n, syms); return KN_OK;
+  case KN__A_SCALAR: /* a symbolic int passed as a Scalar is an int value */
+    *out = a->sym && !kn__sym_is_const(a->sym[0]) ? KN_GA_SYM(a->sym[0]) : KN_GA_S(a->u.s);
+    return KN_OK;
+  case KN__A_INTS:
+    if (!a->sym) {
+      *out = kn__garg_ints64(a->u.ints.v, a->u.ints.n, syms);
+      return KN_OK;
+    }
+    for (int j = 0; j < a->u.ints.n; j++) syms[j] = a->sym[j];
+    *out = KN_GA_INTS(syms, a->u.ints.n);
+    return KN_OK;
   case KN__A_DTYPE: *out = KN_GA_DT(a->u.dt); return KN_OK;
   case KN__A_GEN: *out = KN_GA_GEN(a->u.gen); return KN_OK;
   }

@@ -109,7 +109,7 @@ typedef enum kn__gargkind {
   KN__GA_NONE = 0,  /* omitted optional argument (-> KN_A_NONE) */
   KN__GA_TENSOR,    /* .t (node NULL: omitted optional tensor -> KN_A_T(NULL)) */
   KN__GA_TENSORS,   /* .ts: list of values */
-  KN__GA_INT,       /* .i: possibly symbolic */
+  KN__GA_INT,       /* .i: possibly symbolic (in a Scalar position: an int Scalar) */
   KN__GA_DOUBLE,    /* .d */
   KN__GA_BOOL,      /* .b */
   KN__GA_SCALAR,    /* .s */
@@ -152,6 +152,10 @@ typedef struct kn__garg {
 /* Constant int lists from int64 arrays: writes n constants into out (caller's
 ** storage, e.g. a local kn_sym[KN_MAX_DIMS]) and returns the argument. */
 kn__garg kn__garg_ints64(const int64_t *v, int n, kn_sym *out);
+/* Is argument i of op a Scalar in its schema? A KN__GA_INT there (a
+** symbolic int, such as the count a derivative rule divides by) is passed to
+** the op as an int Scalar (KN_A_S(kn_int(value))). */
+bool kn__schema_arg_is_scalar(const kn__opdef *op, int i);
 
 /* ---- source locations --------------------------------------------------- */
 /* One frame of the user's call stack. */

@@ -237,6 +237,12 @@ int kn__schema_args(const char *schema, kn__schema_arg *out) {
   return n;
 }
 
+bool kn__schema_arg_is_scalar(const kn__opdef *op, int i) {
+  kn__schema_arg sa[KN__MAX_ARGS];
+  int k = op ? kn__schema_args(op->schema, sa) : 0;
+  return i >= 0 && i < k && sa[i].type == KN__PT_SCALAR;
+}
+
 bool kn__gargs_kw_default(const kn__gnode *n, const kn__schema_arg *sa, int nsa, int i) {
   if (i >= nsa || !sa[i].kwonly) return false;
   if (n->args[i].kind == KN__GA_NONE) return true;

@@ -108,7 +108,9 @@ static void rollback(kn__graph *g, kn__gnode *at, int first) {
 typedef kn_tensor *(*tensor_of_fn)(void *ud, kn__gref v);
 
 /* The call of node n with tensors from tensor_of; int lists and tensor lists
-** go to *scratch (caller frees). Symbolic ints become their hints. */
+** go to *scratch (caller frees). Symbolic ints pass their hints with their
+** symbols attached (kn__arg.sym, borrowed from the graph), so a recording
+** of the call keeps them; one in a Scalar position is an int Scalar. */
 static kn_status build_call(const kn__gnode *n, tensor_of_fn tof, void *ud, kn__call *c,
                             void **scratch) {
   size_t need = 1;
@@ -136,14 +138,18 @@ static kn_status build_call(const kn__gnode *n, tensor_of_fn tof, void *ud, kn__
       *o = KN_A_TS(v, a->u.ts.n);
       break;
     }
-    case KN__GA_INT: *o = KN_A_I(kn__sym_hint(a->u.i)); break;
+    case KN__GA_INT:
+      *o = kn__schema_arg_is_scalar(n->opdef, i) ? KN_A_S(kn_int(kn__sym_hint(a->u.i)))
+                                                  : KN_A_I(kn__sym_hint(a->u.i));
+      o->sym = &a->u.i;
+      break;
     case KN__GA_DOUBLE: *o = KN_A_D(a->u.d); break;
     case KN__GA_BOOL: *o = KN_A_B(a->u.b); break;
     case KN__GA_SCALAR: *o = KN_A_S(a->u.s); break;
     case KN__GA_INTS: {
       int64_t *v = &sp->i;
       for (int j = 0; j < a->u.ints.n; j++) sp++->i = kn__sym_hint(a->u.ints.v[j]);
-      *o = KN_A_INTS(v, a->u.ints.n);
+      *o = KN_A_SYMINTS(v, a->u.ints.v, a->u.ints.n);
       break;
     }
     case KN__GA_DTYPE: *o = KN_A_DT(a->u.dt); break;

@@ -18,7 +18,7 @@
 #include "graph/graph_int.h"
 #include "kiln/autograd.h"
 
-enum { P_TENSOR, P_LIST, P_SYMINT, P_SYMINTS };
+enum { P_TENSOR, P_LIST, P_SYMINT, P_SYMINTS, P_SYMSCALAR };
 
 typedef struct patch {
   int kind, arg;
@@ -71,15 +71,6 @@ struct kn__gprog {
 /* ---- building ------------------------------------------------------------ */
 
 /* Index of a plain symbol ("s12" -> 12), or -1 for a constant/expression. */
-static int plain_symbol(kn_sym s) {
-  if (kn__sym_is_const(s)) return -1;
-  char buf[32];
-  int k;
-  char extra;
-  kn__sym_format(s, buf, sizeof buf);
-  return sscanf(buf, "s%d%c", &k, &extra) == 1 ? k : -1;
-}
-
 typedef struct counts { int nvalues, nsteps, npatch, nfree, nlistv, nints, nbind; } counts;
 
 static void count(const kn__graph *g, counts *c, int *slot) {
@@ -164,7 +155,7 @@ static void build_bindings(kn__gprog *p) {
     p->in_ndim[i] = m->kind == KN__V_TENSOR ? m->ndim : -1;
     if (m->kind != KN__V_TENSOR) continue;
     for (int d = 0; d < m->ndim; d++) {
-      int k = plain_symbol(m->sizes[d]);
+      int k = kn__sym_symbol_index(m->sizes[d]);
       if (k < 0) continue;
       p->binds[p->nbind++] = (binding){i, d, k};
       if (k + 1 > p->nsyms) p->nsyms = k + 1;
@@ -229,7 +220,8 @@ static kn_status build_steps(kn__gprog *p, const int *slot, const int *lastuse,
         nl += ga->u.ts.n;
         np++;
       } else if (sym_args(ga)) {
-        pt->kind = ga->kind == KN__GA_INT ? P_SYMINT : P_SYMINTS;
+        pt->kind = ga->kind == KN__GA_INTS ? P_SYMINTS : kn__schema_arg_is_scalar(n->opdef, a) ? P_SYMSCALAR : P_SYMINT;
+        if (pt->kind == P_SYMSCALAR) st->tmpl[a] = KN_A_S(kn_int(ga->u.i.c));
         pt->syms = ga->kind == KN__GA_INT ? &ga->u.i : ga->u.ints.v;
         pt->n = ga->kind == KN__GA_INT ? 1 : ga->u.ints.n;
         pt->off = ni;
@@ -366,6 +358,7 @@ static kn_status run_step(const kn__gprog *p, const step *st, frame *f) {
       a->u.ts.v = f->lists + pt->off;
       break;
     case P_SYMINT: a->u.i = kn__sym_eval(pt->syms[0], f->symvals); break;
+    case P_SYMSCALAR: a->u.s = kn_int(kn__sym_eval(pt->syms[0], f->symvals)); break;
     case P_SYMINTS:
       for (int j = 0; j < pt->n; j++) f->ints[pt->off + j] = kn__sym_eval(pt->syms[j], f->symvals);
       a->u.ints.v = f->ints + pt->off;

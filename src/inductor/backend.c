@@ -100,7 +100,10 @@ static kn_status ext_args(frame *f, const kn__gnode *n, kn__call *c, void **mem)
       *x = KN_A_TS(v, g->u.ts.n);
       buf += (size_t)g->u.ts.n * sizeof *v;
     } break;
-    case KN__GA_INT: *x = KN_A_I(eval(f, g->u.i)); break;
+    case KN__GA_INT: /* a symbolic int in a Scalar position is an int Scalar */
+      *x = kn__schema_arg_is_scalar(n->opdef, a) ? KN_A_S(kn_int(eval(f, g->u.i)))
+                                                  : KN_A_I(eval(f, g->u.i));
+      break;
     case KN__GA_DOUBLE: *x = KN_A_D(g->u.d); break;
     case KN__GA_BOOL: *x = KN_A_B(g->u.b); break;
     case KN__GA_SCALAR: *x = KN_A_S(g->u.s); break;

@@ -38,7 +38,7 @@ kn_status kn__meta_factory(const kn__call *c, kn__metas *out) {
   kn__outmeta *m = kn__metas_push(out, dt);
   if (!m) return kn__oom();
   m->ndim = sz->u.ints.n;
-  for (int d = 0; d < m->ndim; d++) m->sizes[d] = kn__sym_const(sz->u.ints.v[d]);
+  for (int d = 0; d < m->ndim; d++) m->sizes[d] = kn__arg_symint_at(sz, d);
   return KN_OK;
 }
 

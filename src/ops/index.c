@@ -13,6 +13,7 @@
 #include "ops/index.h"
 #include "ops/iter.h"
 #include "ops/shape.h"
+#include "ops/symsize.h"
 
 /* ---- element helpers (shared with ops/index_put.c) -------------------------------- */
 
@@ -113,7 +114,7 @@ kn_status kn__k_index_select(const kn__call *c, kn__outs *out) {
 kn_status kn__bw_index_select(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0);
-  kn_tensor *z = kn_zeros(self->ndim, self->sizes, ctx->grad_outputs[0]->dtype);
+  kn_tensor *z = kn__zeros_shaped(self, ctx->grad_outputs[0]->dtype);
   kn_tensor *g = kn_index_add(z, c->args[1].u.i, c->args[2].u.t, ctx->grad_outputs[0]);
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();
@@ -191,7 +192,7 @@ kn_status kn__bw_index_add(kn__bwctx *ctx) {
   if (ctx->needs_input_grad[2]) {
     kn_tensor *src = kn__call_input(c, 2);
     kn_tensor *r = kn_index_select(g, c->args[1].u.i, c->args[2].u.t);
-    if (r && src->ndim != r->ndim) r = kn_reshape(r, src->ndim, src->sizes);
+    if (r && src->ndim != r->ndim) r = kn__reshape_like(r, src);
     if (!r) return kn_last_status();
     ctx->grad_inputs[2] = r;
   }
@@ -306,7 +307,7 @@ kn_status kn__k_gather(const kn__call *c, kn__outs *out) {
 kn_status kn__bw_gather(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0), *g = ctx->grad_outputs[0];
-  kn_tensor *z = kn_zeros(self->ndim, self->sizes, g->dtype);
+  kn_tensor *z = kn__zeros_shaped(self, g->dtype);
   kn_tensor *r = kn_scatter_add(z, c->args[1].u.i, c->args[2].u.t, g);
   ctx->grad_inputs[0] = r;
   return r ? KN_OK : kn_last_status();

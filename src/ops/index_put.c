@@ -17,6 +17,7 @@
 #include "ops/index.h"
 #include "ops/iter.h"
 #include "ops/shape.h"
+#include "ops/symsize.h"
 
 static bool is_mask_dtype(kn_dtype dt) { return dt == KN_BOOL || dt == KN_UINT8; }
 
@@ -99,7 +100,7 @@ kn_status kn__bw_masked_fill(kn__bwctx *ctx) {
   kn_tensor *g = ctx->grad_outputs[0], *self = kn__call_input(c, 0), *mask = c->args[1].u.t;
   if (ctx->needs_input_grad[0]) {
     kn_tensor *r = kn_masked_fill(g, mask, kn_int(0));
-    if (r) r = kn_sum_to_size(r, self->ndim, self->sizes);
+    if (r) r = kn__sum_to_like(r, self);
     if (!r) return kn_last_status();
     ctx->grad_inputs[0] = r;
   }
@@ -320,7 +321,7 @@ kn_status kn__k_index(const kn__call *c, kn__outs *out) {
 kn_status kn__bw_index(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0), *g = ctx->grad_outputs[0];
-  kn_tensor *z = kn_zeros(self->ndim, self->sizes, g->dtype);
+  kn_tensor *z = kn__zeros_shaped(self, g->dtype);
   kn_tensor *r = kn_index_put(z, c->args[1].u.ts.v, c->args[1].u.ts.n, g, true);
   ctx->grad_inputs[0] = r;
   return r ? KN_OK : kn_last_status();
@@ -408,7 +409,7 @@ kn_status kn__bw_index_put(kn__bwctx *ctx) {
   if (ctx->needs_input_grad[vk]) {
     kn_tensor *values = kn__call_input(c, vk);
     kn_tensor *r = kn_index(g, idx, n);
-    if (r) r = kn_sum_to_size(r, values->ndim, values->sizes);
+    if (r) r = kn__sum_to_like(r, values);
     if (!r) return kn_last_status();
     ctx->grad_inputs[vk] = r;
   }
@@ -423,7 +424,7 @@ static bool is_select_setitem(const kn__call *c) { return c->op->id == KN_OP_SET
 static kn_status setitem_geom(const kn__call *c, const kn_tensor *t, kn__geom *g) {
   kn__geom_of(t, g);
   if (is_select_setitem(c)) return kn__geom_select(g, c->args[1].u.i, c->args[2].u.i);
-  return kn__geom_slice(g, c->args[1].u.i, c->args[2].u.i, c->args[3].u.i, c->args[4].u.i);
+  return kn__geom_slice(g, c->args[1].u.i, &c->args[2], &c->args[3], c->args[4].u.i);
 }
 
 static const kn_tensor *setitem_value(const kn__call *c) {
@@ -486,20 +487,20 @@ kn_status kn__bw_setitem(kn__bwctx *ctx) {
   kn_tensor *g = ctx->grad_outputs[0];
   const kn__arg *a = c->args;
   bool sel = is_select_setitem(c);
-  kn_tensor *part = sel ? kn_select(g, a[1].u.i, a[2].u.i)
-                        : kn_slice(g, a[1].u.i, a[2].u.i, a[3].u.i, a[4].u.i);
+  kn_sym s = kn__arg_symint(&a[2]), e = sel ? s : kn__arg_symint(&a[3]);
+  kn_tensor *part = sel ? kn__select_sym(g, a[1].u.i, s) : kn__slice_sym(g, a[1].u.i, s, e, a[4].u.i);
   if (!part) return kn_last_status();
   if (ctx->needs_input_grad[0]) {
-    kn_tensor *z = kn_zeros(kn_ndim(part), kn_sizes(part), g->dtype);
+    kn_tensor *z = kn__zeros_shaped(part, g->dtype);
     kn_tensor *r = !z ? NULL
-                   : sel ? kn_select_scatter(g, z, a[1].u.i, a[2].u.i)
-                         : kn_slice_scatter(g, z, a[1].u.i, a[2].u.i, a[3].u.i, a[4].u.i);
+                   : sel ? kn__select_scatter_sym(g, z, a[1].u.i, s)
+                         : kn__slice_scatter_sym(g, z, a[1].u.i, s, e, a[4].u.i);
     if (!r) return kn_last_status();
     ctx->grad_inputs[0] = r;
   }
   if (ctx->needs_input_grad[1]) {
     const kn_tensor *v = setitem_value(c);
-    kn_tensor *r = kn_sum_to_size(part, v->ndim, v->sizes);
+    kn_tensor *r = kn__sum_to_like(part, v);
     if (!r) return kn_last_status();
     ctx->grad_inputs[1] = r;
   }

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kiln/ops.h"
 #include "ops/loss.h"
+#include "ops/symsize.h"
 
 static kn_status set_grad(kn__bwctx *ctx, int k, kn_tensor *g) {
   ctx->grad_inputs[k] = g;
@@ -55,21 +56,23 @@ kn_tensor *kn__cross_entropy_smooth(kn_tensor *nll, kn_tensor *total_weight, kn_
 kn_status kn__bw_mse_loss(kn__bwctx *ctx) {
   kn_tensor *x = ctx->call->args[0].u.t, *t = ctx->call->args[1].u.t;
   int64_t red = ctx->call->args[2].u.i;
-  int nb = x->ndim > t->ndim ? x->ndim : t->ndim;
-  int64_t bs[KN_MAX_DIMS];
-  for (int d = 0; d < nb; d++) {
-    int dx = d - (nb - x->ndim), dt = d - (nb - t->ndim);
-    int64_t a = dx >= 0 ? x->sizes[dx] : 1, b = dt >= 0 ? t->sizes[dt] : 1;
-    bs[d] = a == 1 ? b : a;
-  }
+  int nb = 0;
+  kn_sym xs[KN_MAX_DIMS], ts[KN_MAX_DIMS], bs[KN_MAX_DIMS];
+  kn__tensor_symsizes(x, xs);
+  kn__tensor_symsizes(t, ts);
+  kn_status st = kn__broadcast_shapes(x->ndim, xs, t->ndim, ts, &nb, bs);
+  if (st != KN_OK) return st;
   /* operands expanded first, so no binary op has to reduce a broadcast */
-  kn_tensor *d = kn_sub(kn_expand(x, nb, bs), kn_expand(t, nb, bs));
-  double scale = red == KN_REDUCTION_MEAN ? 2.0 / (double)kn__numel(nb, bs) : 2.0;
-  kn_tensor *gx = kn_mul(kn_mul_scalar(d, kn_float(scale)), kn_expand(ctx->grad_outputs[0], nb, bs));
-  kn_status st = KN_OK;
-  if (ctx->needs_input_grad[0]) st = set_grad(ctx, 0, kn_sum_to_size(gx, x->ndim, x->sizes));
-  if (st == KN_OK && ctx->needs_input_grad[1])
-    st = set_grad(ctx, 1, kn_sum_to_size(kn_neg(gx), t->ndim, t->sizes));
+  kn_tensor *d = kn_sub(kn__expand_sym(x, nb, bs), kn__expand_sym(t, nb, bs));
+  kn_tensor *d2 = kn_mul_scalar(d, kn_float(2.0));
+  if (red == KN_REDUCTION_MEAN) {
+    kn_sym n = kn__sym_const(1);
+    for (int k = 0; k < nb; k++) n = kn__sym_mul(n, bs[k]);
+    d2 = kn__div_symint(d2, n);
+  }
+  kn_tensor *gx = kn_mul(d2, kn__expand_sym(ctx->grad_outputs[0], nb, bs));
+  if (ctx->needs_input_grad[0]) st = set_grad(ctx, 0, kn__sum_to_like(gx, x));
+  if (st == KN_OK && ctx->needs_input_grad[1]) st = set_grad(ctx, 1, kn__sum_to_like(kn_neg(gx), t));
   return st;
 }
 
@@ -80,8 +83,8 @@ kn_status kn__bw_bce(kn__bwctx *ctx) {
   kn_tensor *x = ctx->call->args[0].u.t, *t = ctx->call->args[1].u.t;
   kn_tensor *w = ctx->call->args[2].u.t;
   int64_t red = ctx->call->args[3].u.i;
-  kn_tensor *g = kn_expand(ctx->grad_outputs[0], x->ndim, x->sizes);
-  if (red == KN_REDUCTION_MEAN) g = kn_div_scalar(g, kn_int(kn_numel(x)));
+  kn_tensor *g = kn__expand_like(ctx->grad_outputs[0], x);
+  if (red == KN_REDUCTION_MEAN) g = kn__div_symint(g, kn__numel_sym(x));
   if (w) g = kn_mul(g, w);
   kn_status st = KN_OK;
   if (ctx->needs_input_grad[0]) {

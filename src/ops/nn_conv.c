@@ -18,6 +18,7 @@
 #include "kiln/ops.h"
 #include "ops/iter.h"
 #include "ops/nn.h"
+#include "ops/symsize.h"
 #include "ops/nn_dnnl.h"
 
 typedef kn__convg convg;
@@ -473,10 +474,13 @@ kn_status kn__bw_convolution(kn__bwctx *ctx) {
   bool has_bias = c->args[2].kind == KN__A_TENSOR && c->args[2].u.t;
   int64_t mask[3] = {ctx->needs_input_grad[0], ctx->needs_input_grad[1],
                      has_bias && ctx->needs_input_grad[2]};
-  int64_t bsz = kn_size(c->args[1].u.t, 0);
+  kn_sym ws[KN_MAX_DIMS], pad[KN_MAX_DIMS], opad[KN_MAX_DIMS];
+  kn__tensor_symsizes(c->args[1].u.t, ws);
+  int64_t bsz = kn__sym_hint(ws[0]);
   kn__arg args[11] = {KN_A_T(ctx->grad_outputs[0]), c->args[0], c->args[1],
-                      has_bias ? KN_A_INTS(&bsz, 1) : KN_A_INTS(NULL, 0),
-                      c->args[3], c->args[4], c->args[5], c->args[6], c->args[7], c->args[8],
+                      has_bias ? KN_A_SYMINTS(&bsz, ws, 1) : KN_A_INTS(NULL, 0), c->args[3],
+                      kn__arg_known(&c->args[4], pad), c->args[5], c->args[6],
+                      kn__arg_known(&c->args[7], opad), c->args[8],
                       KN_A_INTS(mask, 3)};
   kn_tensor *r[3];
   if (kn__invoke_multi(KN_OP_CONVOLUTION_BACKWARD, 11, args, r, 3) != 3) return kn_last_status();

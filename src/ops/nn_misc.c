@@ -11,6 +11,7 @@
 #include "kiln/random.h"
 #include "ops/iter.h"
 #include "ops/nn.h"
+#include "ops/symsize.h"
 #include "tensor/random.h"
 
 /* ---- dropout ------------------------------------------------------------------------- */
@@ -162,9 +163,11 @@ kn_status kn__meta_embedding_backward(const kn__call *c, kn__metas *out) {
   const kn_tensor *g = c->args[0].u.t;
   kn__outmeta *m = kn__metas_push(out, g->dtype);
   if (!m) return kn__oom();
+  kn_sym gs[KN_MAX_DIMS];
+  kn__tensor_symsizes(g, gs);
   m->ndim = 2;
-  m->sizes[0] = kn__sym_const(c->args[2].u.i);
-  m->sizes[1] = kn__sym_const(g->ndim ? g->sizes[g->ndim - 1] : 1);
+  m->sizes[0] = kn__arg_symint(&c->args[2]);
+  m->sizes[1] = g->ndim ? gs[g->ndim - 1] : kn__sym_const(1);
   return index_dtype(c->args[1].u.t);
 }
 
@@ -204,8 +207,10 @@ kn_status kn__k_embedding_backward(const kn__call *c, kn__outs *out) {
 
 kn_status kn__bw_embedding(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
-  kn__arg args[5] = {KN_A_T(ctx->grad_outputs[0]), c->args[1],
-                     KN_A_I(kn_size(c->args[0].u.t, 0)), c->args[2], c->args[3]};
+  kn_sym ws[KN_MAX_DIMS], pad;
+  kn__tensor_symsizes(c->args[0].u.t, ws);
+  kn__arg args[5] = {KN_A_T(ctx->grad_outputs[0]), c->args[1], KN_A_SYMINT(&ws[0]),
+                     kn__arg_known(&c->args[2], &pad), c->args[3]};
   ctx->grad_inputs[0] = kn__invoke(KN_OP_EMBEDDING_BACKWARD, 5, args);
   return ctx->grad_inputs[0] ? KN_OK : kn_last_status();
 }

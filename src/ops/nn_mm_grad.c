@@ -11,11 +11,13 @@
 ** PyTorch. For a column-major operand (strides (1, rows), such as the W^T
 ** that linear multiplies by) the product is computed transposed, e.g.
 ** dB = (g^T @ A)^T, so that the gradient is column-major as well and the
-** transpose's backward hands the parameter a contiguous gradient.
+** transpose's backward hands the parameter a contiguous gradient. Sizes and
+** strides are read as symbolic ints (ops/symsize.h).
 */
 #include "core/error.h"
 #include "kiln/ops.h"
 #include "ops/nn.h"
+#include "ops/symsize.h"
 
 static kn_tensor *tr(kn_tensor *x) { return kn_transpose(x, -2, -1); }
 
@@ -31,8 +33,12 @@ static kn_tensor *scaled(kn_tensor *x, kn_scalar s) {
 /* Stored column-major: strides (1, rows) (PyTorch's test for the layout it
 ** preserves in mm's backward). */
 static bool col_major(const kn_tensor *t) {
-  const int64_t *sz = kn_sizes(t), *st = kn_strides(t);
-  return kn_ndim(t) == 2 && st[0] == 1 && st[1] == sz[0] && sz[0] > 1 && sz[1] > 1;
+  if (t->ndim != 2) return false;
+  kn_sym sz[2], st[2], one = kn__sym_const(1);
+  kn__tensor_symsizes(t, sz);
+  kn__tensor_symstrides(t, st);
+  return kn__sym_guard_eq(st[0], one) && kn__sym_guard_eq(st[1], sz[0]) &&
+         kn__sym_guard_lt(one, sz[0]) && kn__sym_guard_lt(one, sz[1]);
 }
 
 /* d mat1 = g @ mat2^T, in mat1's layout. */
@@ -74,7 +80,7 @@ kn_status kn__bw_addmm(kn__bwctx *ctx) {
   kn_scalar beta = ctx->call->args[3].u.s, alpha = ctx->call->args[4].u.s;
   kn_tensor *g = ctx->grad_outputs[0];
   if (ctx->needs_input_grad[0])
-    ctx->grad_inputs[0] = kn_sum_to_size(scaled(g, beta), kn_ndim(s), kn_sizes(s));
+    ctx->grad_inputs[0] = kn__sum_to_like(scaled(g, beta), s);
   if (ctx->needs_input_grad[1]) ctx->grad_inputs[1] = scaled(grad_mat1(g, a, b), alpha);
   if (ctx->needs_input_grad[2]) ctx->grad_inputs[2] = scaled(grad_mat2(g, a, b), alpha);
   return done(ctx);

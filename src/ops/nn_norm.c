@@ -16,6 +16,7 @@
 #include "kiln/ops.h"
 #include "ops/iter.h"
 #include "ops/nn.h"
+#include "ops/symsize.h"
 
 static const kn_tensor *opt(const kn__call *c, int i) {
   return c->args[i].kind == KN__A_TENSOR ? c->args[i].u.t : NULL;
@@ -429,7 +430,8 @@ kn_status kn__bw_layer_norm(kn__bwctx *ctx) {
   int fi[3] = {flat(c, 0), flat(c, 2), flat(c, 3)};
   int64_t mask[3];
   for (int i = 0; i < 3; i++) mask[i] = fi[i] >= 0 && ctx->needs_input_grad[fi[i]];
-  kn__arg args[8] = {KN_A_T(ctx->grad_outputs[0]), c->args[0], c->args[1],
+  kn_sym ns[KN_MAX_DIMS];
+  kn__arg args[8] = {KN_A_T(ctx->grad_outputs[0]), c->args[0], kn__arg_known(&c->args[1], ns),
                      KN_A_T(ctx->outputs[1]), KN_A_T(ctx->outputs[2]), c->args[2], c->args[3],
                      KN_A_INTS(mask, 3)};
   kn_tensor *r[3];

@@ -13,6 +13,7 @@
 #include "kiln/ops.h"
 #include "ops/iter.h"
 #include "ops/nn.h"
+#include "ops/symsize.h"
 
 typedef struct poolg {
   int64_t P, H, W, OH, OW; /* P = N * C planes */
@@ -356,8 +357,7 @@ kn_status kn__bw_avg_pool2d_backward(kn__bwctx *ctx) {
     if (!ctx->grad_inputs[0]) return kn_last_status();
   }
   if (ctx->needs_input_grad[1])
-    ctx->grad_inputs[1] = kn_zeros(kn_ndim(c->args[1].u.t), kn_sizes(c->args[1].u.t),
-                                   kn_tensor_dtype(c->args[1].u.t));
+    ctx->grad_inputs[1] = kn__zeros_like_sym(c->args[1].u.t);
   return KN_OK;
 }
 

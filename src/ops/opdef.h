@@ -76,6 +76,12 @@ typedef struct kn__arg {
     kn_dtype dt;
     kn_generator *gen;
   } u;
+  /* Symbolic values of an int, int-list or int-Scalar argument (1 entry, or
+  ** u.ints.n), or NULL: the values in u are then constants. When set, u
+  ** holds the hints, so kernels read u as always; meta functions and the
+  ** recording modes read the symbols (kn__arg_symint(s)). Borrowed for the
+  ** call; the autograd node's saved call copies them. */
+  const kn_sym *sym;
 } kn__arg;
 
 #define KN_A_T(x) ((kn__arg){.kind = KN__A_TENSOR, .u.t = (x)})
@@ -88,6 +94,21 @@ typedef struct kn__arg {
 #define KN_A_DT(x) ((kn__arg){.kind = KN__A_DTYPE, .u.dt = (x)})
 #define KN_A_GEN(x) ((kn__arg){.kind = KN__A_GEN, .u.gen = (x)})
 #define KN_A_NONE ((kn__arg){.kind = KN__A_NONE})
+/* Symbolic forms: hints in u, the symbols in sym (see kn__arg). */
+#define KN_A_SYMINTS(hints_, syms_, n_) \
+  ((kn__arg){.kind = KN__A_INTS, .u.ints = {(hints_), (n_)}, .sym = (syms_)})
+#define KN_A_SYMINT(symp_) ((kn__arg){.kind = KN__A_INT, .u.i = (symp_)->c, .sym = (symp_)})
+#define KN_A_SYMSCALAR(symp_) \
+  ((kn__arg){.kind = KN__A_SCALAR, .u.s = kn_int((symp_)->c), .sym = (symp_)})
+
+/* The symbolic value of an int argument (or of an int-list entry j): the
+** attached symbol, else the constant. */
+static inline kn_sym kn__arg_symint(const kn__arg *a) {
+  return a->sym ? a->sym[0] : kn__sym_const(a->kind == KN__A_SCALAR ? a->u.s.v.i : a->u.i);
+}
+static inline kn_sym kn__arg_symint_at(const kn__arg *a, int j) {
+  return a->sym ? a->sym[j] : kn__sym_const(a->u.ints.v[j]);
+}
 
 #define KN__MAX_ARGS 12
 

@@ -6,7 +6,8 @@
 ** Rules that PyTorch writes with the result use the saved output (under
 ** create_graph the engine hands it out with the node as its grad_fn, so
 ** such rules stay differentiable). Gradients of broadcast operands are
-** summed back to the operand's shape (kn_sum_to_size) and cast to its dtype.
+** summed back to the operand's shape (sum_to_size over its symbolic sizes,
+** ops/symsize.h) and cast to its dtype.
 ** In-place rules read input 0 as the value self had before the op (the
 ** engine saves that pre-image).
 */
@@ -17,6 +18,7 @@
 #include "kiln/ops_pointwise.h"
 #include "kiln/ops_reduce.h"
 #include "ops/pointwise.h"
+#include "ops/symsize.h"
 
 #define NEED(k) ((k) < ctx->ninputs && ctx->needs_input_grad[k])
 #define IN(k) kn__call_input(ctx->call, (k))
@@ -27,9 +29,7 @@
 /* g reduced to like's shape (summing broadcast dims) and cast to its dtype. */
 static kn_tensor *to_input(kn_tensor *g, const kn_tensor *like) {
   if (!g) return NULL;
-  bool same = g->ndim == like->ndim;
-  for (int d = 0; same && d < g->ndim; d++) same = g->sizes[d] == like->sizes[d];
-  if (!same) g = kn_sum_to_size(g, like->ndim, like->sizes);
+  if (!kn__same_sizes(g, like)) g = kn__sum_to_like(g, like);
   if (!g) return NULL;
   return g->dtype == like->dtype ? g : kn_to(g, like->dtype);
 }
@@ -40,9 +40,7 @@ static kn_status set_grad(kn__bwctx *ctx, int k, kn_tensor *g) {
   return OK_OR_FAIL(ctx->grad_inputs[k]);
 }
 
-static kn_tensor *zeros_like(const kn_tensor *t) {
-  return kn_zeros(t->ndim, t->sizes, t->dtype);
-}
+static kn_tensor *zeros_like(const kn_tensor *t) { return kn__zeros_like_sym(t); }
 
 static kn_tensor *zero_scalar(const kn_tensor *t) { return kn_zeros(0, NULL, t->dtype); }
 

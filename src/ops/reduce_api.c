@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "ops/reduce.h"
+#include "ops/symsize.h"
 
 /* An empty list reduces every dim; a negative count or a NULL list of
 ** ndims > 0 entries is refused by the dispatcher. */
@@ -52,14 +53,32 @@ kn_tensor *kn_prod_dim(kn_tensor *t, int64_t dim, bool keepdim) {
 
 /* ---- sum_to_size ------------------------------------------------------------ */
 
-static kn_status not_expandable(const kn_tensor *t, int ndim, const int64_t *sizes) {
+static kn_status not_expandable(const kn_tensor *t, int ndim, const kn_sym *sizes) {
   char a[256], b[256];
-  kn__format_sizes(ndim, sizes, a, sizeof a);
+  int64_t h[KN_MAX_DIMS];
+  for (int d = 0; d < ndim && d < KN_MAX_DIMS; d++) h[d] = kn__sym_hint(sizes[d]);
+  kn__format_sizes(ndim, h, a, sizeof a);
   kn__format_sizes(t->ndim, t->sizes, b, sizeof b);
   return kn__error(KN_ESHAPE, "size {%s} is not expandable to size {%s}.", a, b);
 }
 
-kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) {
+/* The dims of t to sum for sum_to_size(sizes): size-1 targets (ones, kept)
+** and leading dims (dropped). Compares over symbols (guards when needed). */
+static kn_status sum_to_dims(const kn_tensor *t, int ndim, const kn_sym *sizes, int64_t *ones,
+                             int *n1) {
+  int lead = t->ndim - ndim;
+  kn_sym have[KN_MAX_DIMS];
+  kn__tensor_symsizes(t, have);
+  *n1 = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (kn__sym_guard_eq(have[lead + d], sizes[d])) continue;
+    if (!kn__sym_guard_eq_int(sizes[d], 1)) return not_expandable(t, ndim, sizes);
+    ones[(*n1)++] = lead + d;
+  }
+  return KN_OK;
+}
+
+kn_tensor *kn__sum_to_symsize(kn_tensor *t, int ndim, const kn_sym *sizes) {
   if (!t) {
     char h[KN__HINT_CAP];
     kn__error(KN_EINVAL, "sum_to_size: input is a NULL tensor%s", kn__error_hint(h, sizeof h));
@@ -70,23 +89,9 @@ kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) {
     else kn__error(KN_EINVAL, "sum_to_size: expected at most %d dims, got %d", KN_MAX_DIMS, ndim);
     return NULL;
   }
-  if (ndim > 0 && !sizes) {
-    kn__error(KN_EINVAL, "sum_to_size: expected %d sizes, got NULL", ndim);
-    return NULL;
-  }
-  int lead = t->ndim - ndim;
+  int lead = t->ndim - ndim, n1 = 0;
   int64_t ones[KN_MAX_DIMS], leading[KN_MAX_DIMS];
-  kn_sym have[KN_MAX_DIMS];
-  kn__tensor_symsizes(t, have);
-  int n1 = 0;
-  for (int d = 0; d < ndim; d++) {
-    if (kn__sym_guard_eq_int(have[lead + d], sizes[d])) continue;
-    if (sizes[d] != 1) {
-      not_expandable(t, ndim, sizes);
-      return NULL;
-    }
-    ones[n1++] = lead + d;
-  }
+  if (sum_to_dims(t, ndim, sizes, ones, &n1) != KN_OK) return NULL;
   for (int d = 0; d < lead; d++) leading[d] = d;
   if (n1 == 0 && lead == 0) return kn__autorelease(kn_retain(t));
   kn_scope_begin(); /* owns the intermediate sum */
@@ -94,6 +99,16 @@ kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) {
   if (n1 > 0) r = kn_sum_dims(t, ones, n1, true);
   if (r && lead > 0) r = kn_sum_dims(r, leading, lead, false);
   return kn_scope_end_keep(r == t ? NULL : r);
+}
+
+kn_tensor *kn_sum_to_size(kn_tensor *t, int ndim, const int64_t *sizes) {
+  if (t && ndim > 0 && ndim <= KN_MAX_DIMS && !sizes) {
+    kn__error(KN_EINVAL, "sum_to_size: expected %d sizes, got NULL", ndim);
+    return NULL;
+  }
+  kn_sym s[KN_MAX_DIMS];
+  for (int d = 0; sizes && d < ndim && d < KN_MAX_DIMS; d++) s[d] = kn__sym_const(sizes[d]);
+  return kn__sum_to_symsize(t, ndim, s);
 }
 
 /* ---- amax/amin, argmax/argmin, var/std, cumsum, softmax ------------------- */

@@ -3,11 +3,13 @@
 ** written with public ops only, so they also run under tracing and are
 ** themselves differentiable (second order). Gradients of reduced outputs
 ** are restored to the input's shape by unsqueezing the reduced dims (when
-** keepdim was false) and expanding, as torch's restore_reduced_dims.
+** keepdim was false) and expanding, as torch's restore_reduced_dims. Sizes
+** and counts are read as symbolic ints (ops/symsize.h), never as plain ints.
 */
 #include "core/error.h"
 #include "kiln/ops.h"
 #include "ops/reduce.h"
+#include "ops/symsize.h"
 
 /* The reduced-dims mask of a reduction call whose dims argument is argi
 ** (-1: all dims). */
@@ -22,14 +24,12 @@ static kn_tensor *restore(kn_tensor *g, const kn_tensor *self, const bool *mask,
   if (!keepdim)
     for (int d = 0; g && d < self->ndim; d++)
       if (mask[d]) g = kn_unsqueeze(g, d);
-  return g ? kn_expand(g, self->ndim, self->sizes) : NULL;
+  return g ? kn__expand_like(g, self) : NULL;
 }
 
 /* t expanded to like's shape (binary ops then never broadcast an operand
 ** that may need a gradient). */
-static kn_tensor *full(kn_tensor *t, const kn_tensor *like) {
-  return t ? kn_expand(t, like->ndim, like->sizes) : NULL;
-}
+static kn_tensor *full(kn_tensor *t, const kn_tensor *like) { return kn__expand_like(t, like); }
 
 static kn_status set_grad(kn__bwctx *ctx, int k, kn_tensor *g) {
   ctx->grad_inputs[k] = g;
@@ -53,8 +53,7 @@ kn_status kn__bw_mean(kn__bwctx *ctx) {
   bool mask[KN_MAX_DIMS], dr = dim_row(ctx->call);
   call_mask(ctx->call, dr ? 1 : -1, mask);
   kn_tensor *g = restore(ctx->grad_outputs[0], self, mask, dr && ctx->call->args[2].u.b);
-  int64_t n = kn__reduce_count(self, mask);
-  return set_grad(ctx, 0, kn_div_scalar(g, kn_int(n)));
+  return set_grad(ctx, 0, kn__div_symint(g, kn__count_sym(self, mask)));
 }
 
 /* d prod / d x_i = product of the others, also when x has zeros: with z the
@@ -98,7 +97,7 @@ kn_status kn__bw_amax(kn__bwctx *ctx) {
   kn_tensor *hit = kn_eq(x, restore(ctx->outputs[0], x, mask, keep));
   kn_tensor *cnt = kn_sum_dims(hit, dims, nd, true);
   kn_tensor *g = restore(ctx->grad_outputs[0], x, mask, keep);
-  return set_grad(ctx, 0, kn_mul(kn_div(g, kn_expand(cnt, x->ndim, x->sizes)), hit));
+  return set_grad(ctx, 0, kn_mul(kn_div(g, kn__expand_like(cnt, x)), hit));
 }
 
 /* var/std(self, dims?, correction?, keepdim) */
@@ -109,10 +108,14 @@ static kn_tensor *var_grad(kn__bwctx *ctx, kn_tensor *g, bool *mask, bool keep) 
   int nd = 0;
   for (int d = 0; d < x->ndim; d++)
     if (mask[d]) dims[nd++] = d;
-  double n = (double)kn__reduce_count(x, mask) - (double)corr;
+  kn_sym n = kn__sym_sub(kn__count_sym(x, mask), kn__sym_const(corr));
   kn_tensor *mean = kn_mean_dims(x, dims, nd, true);
-  kn_tensor *dev = kn_sub(x, mean ? kn_expand(mean, x->ndim, x->sizes) : NULL);
-  return kn_mul(kn_mul_scalar(restore(g, x, mask, keep), kn_float(2.0 / (n > 0 ? n : 0))), dev);
+  kn_tensor *dev = kn_sub(x, kn__expand_like(mean, x));
+  kn_tensor *r = kn_mul_scalar(restore(g, x, mask, keep), kn_float(2.0));
+  /* 2 / (n - correction), and 2 / 0 = inf when there are too few elements */
+  if (kn__sym_guard(n, KN__SYM_LE, kn__sym_const(0))) r = kn_div_scalar(r, kn_float(0));
+  else r = kn__div_symint(r, n);
+  return kn_mul(r, dev);
 }
 
 kn_status kn__bw_var(kn__bwctx *ctx) {
@@ -141,7 +144,7 @@ kn_status kn__bw_cumsum(kn__bwctx *ctx) {
   int64_t dim = ctx->call->args[1].u.i;
   if (x->ndim == 0) return set_grad(ctx, 0, kn_to(g, x->dtype));
   kn_tensor *tot = kn_sum_dims(g, &dim, 1, true);
-  if (tot) tot = kn_expand(tot, kn_ndim(g), kn_sizes(g));
+  tot = kn__expand_like(tot, g);
   kn_tensor *r = kn_add(kn_sub(tot, kn_cumsum(g, dim)), g);
   if (r && kn_tensor_dtype(r) != x->dtype) r = kn_to(r, x->dtype);
   return set_grad(ctx, 0, r);

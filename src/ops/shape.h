@@ -31,13 +31,13 @@ kn_status kn__shape_wrap(int64_t dim, int ndim, int *out);
 /* Python-style clamping of slice bounds for a dimension of the given size:
 ** negative start/end count from the end, then both are clamped to [0, size]
 ** with end >= start (guards recorded for symbolic sizes). */
-void kn__slice_bounds(kn_sym size, int64_t start, int64_t end, kn_sym *s, kn_sym *e);
+void kn__slice_bounds(kn_sym size, kn_sym start, kn_sym end, kn_sym *s, kn_sym *e);
 /* Number of elements of a slice [start, end) with step > 0 (after clamping). */
 kn_sym kn__slice_len(kn_sym start, kn_sym end, int64_t step);
 
 /* Resolve a size list with at most one -1 against numel (PyTorch's
 ** infer_size): KN_ESHAPE "shape '[3, 5]' is invalid for input of size 12". */
-kn_status kn__infer_size(const int64_t *req, int n, kn_sym numel, kn_sym *out);
+kn_status kn__infer_size(const kn__arg *req, kn_sym numel, kn_sym *out);
 /* PyTorch's computeStride: strides that make `nsz` a view of geometry
 ** (osz, ost), or false when no such strides exist. */
 bool kn__compute_stride(int ond, const kn_sym *osz, const kn_sym *ost, int nnd,
@@ -47,7 +47,8 @@ kn_sym kn__sym_numel(int nd, const kn_sym *sz);
 
 /* Apply slice / select / diagonal to a geometry (PyTorch's checks and
 ** messages). */
-kn_status kn__geom_slice(kn__geom *g, int64_t dim, int64_t start, int64_t end, int64_t step);
+kn_status kn__geom_slice(kn__geom *g, int64_t dim, const kn__arg *start, const kn__arg *end,
+                         int64_t step);
 kn_status kn__geom_select(kn__geom *g, int64_t dim, int64_t index);
 kn_status kn__geom_diagonal(kn__geom *g, int64_t offset, int64_t dim1, int64_t dim2);
 

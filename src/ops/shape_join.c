@@ -11,6 +11,7 @@
 #include "kiln/ops_shape.h"
 #include "ops/iter.h"
 #include "ops/shape.h"
+#include "ops/symsize.h"
 
 /* A legacy empty tensor (1-D, size 0) is skipped by cat's shape checks. */
 static bool skip(const kn_tensor *t) { return t->ndim == 1 && t->sizes[0] == 0; }
@@ -104,14 +105,17 @@ kn_status kn__bw_cat(kn__bwctx *ctx) {
   int n = c->args[0].u.ts.n, ref = first_kept(v, n), d = 0;
   kn_tensor *g = ctx->grad_outputs[0];
   if (ref >= 0 && kn__wrap_dim(c->args[1].u.i, g->ndim, &d) != KN_OK) return kn_last_status();
-  int64_t start = 0;
+  kn_sym start = kn__sym_const(0);
   for (int i = 0; i < n; i++) {
     kn_tensor *r = NULL;
     if (skip(v[i]) || ref < 0) {
       if (ctx->needs_input_grad[i]) r = kn_zeros(1, (int64_t[]){0}, v[i]->dtype);
-    } else {
-      if (ctx->needs_input_grad[i]) r = kn_narrow(g, d, start, v[i]->sizes[d]);
-      start += v[i]->sizes[d];
+    } else { /* the slice [start, start + size) along d, over symbolic sizes */
+      kn_sym sz[KN_MAX_DIMS];
+      kn__tensor_symsizes(v[i], sz);
+      kn_sym end = kn__sym_add(start, sz[d]);
+      if (ctx->needs_input_grad[i]) r = kn__slice_sym(g, d, start, end, 1);
+      start = end;
     }
     if (ctx->needs_input_grad[i] && !r) return kn_last_status();
     ctx->grad_inputs[i] = r;
@@ -162,7 +166,7 @@ kn_status kn__bw_stack(kn__bwctx *ctx) {
   int n = c->args[0].u.ts.n;
   for (int i = 0; i < n; i++) {
     if (!ctx->needs_input_grad[i]) continue;
-    kn_tensor *r = kn_select(ctx->grad_outputs[0], c->args[1].u.i, i);
+    kn_tensor *r = kn__select_sym(ctx->grad_outputs[0], c->args[1].u.i, kn__sym_const(i));
     if (!r) return kn_last_status();
     ctx->grad_inputs[i] = r;
   }

@@ -13,12 +13,13 @@
 #include "kiln/ops_shape.h"
 #include "ops/iter.h"
 #include "ops/shape.h"
+#include "ops/symsize.h"
 
 /* The view of geometry g (of self's shape) that op c writes src into. */
 static kn_status scatter_geom(const kn__call *c, kn__geom *g) {
   switch (c->op->id) {
   case KN_OP_SLICE_SCATTER:
-    return kn__geom_slice(g, c->args[2].u.i, c->args[3].u.i, c->args[4].u.i, c->args[5].u.i);
+    return kn__geom_slice(g, c->args[2].u.i, &c->args[3], &c->args[4], c->args[5].u.i);
   case KN_OP_SELECT_SCATTER:
     return kn__geom_select(g, c->args[2].u.i, c->args[3].u.i);
   default:
@@ -76,20 +77,23 @@ kn_status kn__bw_view_scatter(kn__bwctx *ctx) {
   kn_tensor *g = ctx->grad_outputs[0], *src = kn__call_input(c, 1);
   const kn__arg *a = c->args;
   if (ctx->needs_input_grad[0]) {
-    kn_tensor *z = kn_zeros(src->ndim, src->sizes, g->dtype);
+    kn_tensor *z = kn__zeros_shaped(src, g->dtype);
     kn_tensor *r = c->op->id == KN_OP_SLICE_SCATTER
-                       ? kn_slice_scatter(g, z, a[2].u.i, a[3].u.i, a[4].u.i, a[5].u.i)
+                       ? kn__slice_scatter_sym(g, z, a[2].u.i, kn__arg_symint(&a[3]),
+                                               kn__arg_symint(&a[4]), a[5].u.i)
                    : c->op->id == KN_OP_SELECT_SCATTER
-                       ? kn_select_scatter(g, z, a[2].u.i, a[3].u.i)
+                       ? kn__select_scatter_sym(g, z, a[2].u.i, kn__arg_symint(&a[3]))
                        : kn_diagonal_scatter(g, z, a[2].u.i, a[3].u.i, a[4].u.i);
     if (!r) return kn_last_status();
     ctx->grad_inputs[0] = r;
   }
   if (ctx->needs_input_grad[1]) {
     kn_tensor *r = c->op->id == KN_OP_SLICE_SCATTER
-                       ? kn_slice(g, a[2].u.i, a[3].u.i, a[4].u.i, a[5].u.i)
-                   : c->op->id == KN_OP_SELECT_SCATTER ? kn_select(g, a[2].u.i, a[3].u.i)
-                                                       : kn_diagonal(g, a[2].u.i, a[3].u.i, a[4].u.i);
+                       ? kn__slice_sym(g, a[2].u.i, kn__arg_symint(&a[3]), kn__arg_symint(&a[4]),
+                                       a[5].u.i)
+                   : c->op->id == KN_OP_SELECT_SCATTER
+                       ? kn__select_sym(g, a[2].u.i, kn__arg_symint(&a[3]))
+                       : kn_diagonal(g, a[2].u.i, a[3].u.i, a[4].u.i);
     if (!r) return kn_last_status();
     ctx->grad_inputs[1] = r;
   }

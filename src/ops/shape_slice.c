@@ -13,17 +13,19 @@
 #include "kiln/ops_factory.h"
 #include "kiln/ops_shape.h"
 #include "ops/shape.h"
+#include "ops/symsize.h"
 
 /* ---- geometry transforms ------------------------------------------------------------ */
 
-kn_status kn__geom_slice(kn__geom *g, int64_t dim, int64_t start, int64_t end, int64_t step) {
+kn_status kn__geom_slice(kn__geom *g, int64_t dim, const kn__arg *start, const kn__arg *end,
+                         int64_t step) {
   if (g->nd == 0) return kn__error(KN_EINVAL, "slice() cannot be applied to a 0-dim tensor.");
   int d;
   kn_status st = kn__wrap_dim(dim, g->nd, &d);
   if (st != KN_OK) return st;
   if (step <= 0) return kn__error(KN_EINVAL, "slice step must be positive");
   kn_sym s, e;
-  kn__slice_bounds(g->sz[d], start, end, &s, &e);
+  kn__slice_bounds(g->sz[d], kn__arg_symint(start), kn__arg_symint(end), &s, &e);
   g->off = kn__sym_add(g->off, kn__sym_mul(s, g->st[d]));
   g->sz[d] = kn__slice_len(s, e, step);
   g->st[d] = kn__sym_mul(g->st[d], kn__sym_const(step));
@@ -106,16 +108,17 @@ static int64_t concrete_size(const kn__call *c, int d) {
 kn_status kn__meta_slice(const kn__call *c, kn__metas *out) {
   kn__geom g;
   kn__geom_of(self_of(c), &g);
-  kn_status st = kn__geom_slice(&g, c->args[1].u.i, c->args[2].u.i, c->args[3].u.i, c->args[4].u.i);
+  kn_status st = kn__geom_slice(&g, c->args[1].u.i, &c->args[2], &c->args[3], c->args[4].u.i);
   return st != KN_OK ? st : kn__push_view(out, c, 0, &g);
 }
 
 kn_status kn__bw_slice(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0);
-  kn_tensor *z = kn_zeros(self->ndim, self->sizes, self->dtype);
-  kn_tensor *g = kn_slice_scatter(z, ctx->grad_outputs[0], c->args[1].u.i, c->args[2].u.i,
-                                  c->args[3].u.i, c->args[4].u.i);
+  kn_tensor *z = kn__zeros_like_sym(self);
+  kn_tensor *g = kn__slice_scatter_sym(z, ctx->grad_outputs[0], c->args[1].u.i,
+                                       kn__arg_symint(&c->args[2]), kn__arg_symint(&c->args[3]),
+                                       c->args[4].u.i);
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();
 }
@@ -130,8 +133,9 @@ kn_status kn__meta_select(const kn__call *c, kn__metas *out) {
 kn_status kn__bw_select(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0);
-  kn_tensor *z = kn_zeros(self->ndim, self->sizes, self->dtype);
-  kn_tensor *g = kn_select_scatter(z, ctx->grad_outputs[0], c->args[1].u.i, c->args[2].u.i);
+  kn_tensor *z = kn__zeros_like_sym(self);
+  kn_tensor *g = kn__select_scatter_sym(z, ctx->grad_outputs[0], c->args[1].u.i,
+                                        kn__arg_symint(&c->args[2]));
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();
 }
@@ -146,7 +150,7 @@ kn_status kn__meta_diagonal(const kn__call *c, kn__metas *out) {
 kn_status kn__bw_diagonal(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0);
-  kn_tensor *z = kn_zeros(self->ndim, self->sizes, self->dtype);
+  kn_tensor *z = kn__zeros_like_sym(self);
   kn_tensor *g = kn_diagonal_scatter(z, ctx->grad_outputs[0], c->args[1].u.i, c->args[2].u.i,
                                      c->args[3].u.i);
   ctx->grad_inputs[0] = g;
@@ -218,19 +222,22 @@ kn_status kn__k_narrow(const kn__call *c, kn__outs *out) {
   int d;
   kn_status st = kn__wrap_dim(c->args[1].u.i, self->ndim, &d);
   if (st != KN_OK) return st;
-  int64_t size = self->sizes[d], start = c->args[2].u.i, len = c->args[3].u.i;
+  int64_t size = self->sizes[d], start = c->args[2].u.i, len = c->args[3].u.i, at = start;
   if (start != size) { /* narrowing to nothing at the end is allowed */
     int64_t lo = size > 0 ? -size : -1, hi = size > 0 ? size - 1 : 0;
     if (start < lo || start > hi)
       return kn__error(KN_ERANGE, "Dimension out of range (expected to be in range of [%lld, "
                        "%lld], but got %lld)", (long long)lo, (long long)hi, (long long)start);
-    if (start < 0) start += size;
+    if (start < 0) at += size;
   }
-  if (len < 0 || start > size - len)
+  if (len < 0 || at > size - len)
     return kn__error(KN_ERANGE, "start (%lld) + length (%lld) exceeds dimension size (%lld).",
-                     (long long)start, (long long)len, (long long)size);
+                     (long long)at, (long long)len, (long long)size);
+  /* a negative start stays relative to the end (slice resolves it over the
+  ** symbolic size), so the slice holds no size read as a plain int */
+  int64_t end = start < 0 && start + len == 0 ? KN_SLICE_END : start + len;
   kn_scope_begin();
-  st = kn__composite_push(out, kn_slice(self, d, start, start + len, 1));
+  st = kn__composite_push(out, kn_slice(self, d, start, end, 1));
   kn_scope_end();
   return st;
 }
@@ -258,8 +265,7 @@ kn_status kn__meta_unbind(const kn__call *c, kn__metas *out) {
 ** the rule's scope. */
 static kn_tensor *grad_or_zeros(kn__bwctx *ctx, int i) {
   if (ctx->grad_outputs[i]) return ctx->grad_outputs[i];
-  const kn_tensor *o = ctx->outputs[i];
-  return kn_zeros(o->ndim, o->sizes, o->dtype);
+  return kn__zeros_like_sym(ctx->outputs[i]);
 }
 
 /* The grads of all outputs (zeros for missing ones) joined along dim: stacked

@@ -61,12 +61,12 @@ static kn_sym clamp(kn_sym v, kn_sym lo, kn_sym hi) {
   return v;
 }
 
-void kn__slice_bounds(kn_sym size, int64_t start, int64_t end, kn_sym *s, kn_sym *e) {
+void kn__slice_bounds(kn_sym size, kn_sym start, kn_sym end, kn_sym *s, kn_sym *e) {
   kn_sym zero = kn__sym_const(0);
   /* an end past any size (KN_SLICE_END) is the size itself */
-  kn_sym st = start < 0 ? kn__sym_add(size, kn__sym_const(start)) : kn__sym_const(start);
-  kn_sym en = end < 0 ? kn__sym_add(size, kn__sym_const(end))
-              : end >= INT64_MAX / 2 ? size : kn__sym_const(end);
+  kn_sym st = kn__sym_guard(start, KN__SYM_LT, zero) ? kn__sym_add(size, start) : start;
+  kn_sym en = kn__sym_is_const(end) && end.c >= INT64_MAX / 2 ? size
+              : kn__sym_guard(end, KN__SYM_LT, zero) ? kn__sym_add(size, end) : end;
   *s = clamp(st, zero, size);
   *e = clamp(en, *s, size);
 }
@@ -85,7 +85,9 @@ kn_sym kn__sym_numel(int nd, const kn_sym *sz) {
   return n;
 }
 
-kn_status kn__infer_size(const int64_t *req, int n, kn_sym numel, kn_sym *out) {
+kn_status kn__infer_size(const kn__arg *a, kn_sym numel, kn_sym *out) {
+  const int64_t *req = a->u.ints.v;
+  int n = a->u.ints.n;
   if (n < 0 || n > KN_MAX_DIMS)
     return kn__error(KN_EINVAL, "expected at most %d dimensions, got %d", KN_MAX_DIMS, n);
   int infer = -1;
@@ -97,9 +99,9 @@ kn_status kn__infer_size(const int64_t *req, int n, kn_sym numel, kn_sym *out) {
     } else if (req[d] < 0) {
       return kn__error(KN_ESHAPE, "invalid shape dimension %lld", (long long)req[d]);
     } else {
-      prod = kn__sym_mul(prod, kn__sym_const(req[d]));
+      prod = kn__sym_mul(prod, kn__arg_symint_at(a, d));
     }
-    out[d] = kn__sym_const(req[d]);
+    out[d] = kn__arg_symint_at(a, d);
   }
   bool ok;
   if (infer >= 0 && kn__sym_guard_eq_int(prod, 0) && kn__sym_guard_eq_int(numel, 0)) {

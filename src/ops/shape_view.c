@@ -13,6 +13,7 @@
 #include "kiln/ops_shape.h"
 #include "ops/iter.h"
 #include "ops/shape.h"
+#include "ops/symsize.h"
 
 static const kn_tensor *self_of(const kn__call *c) { return c->args[0].u.t; }
 
@@ -22,7 +23,7 @@ static kn_status view_geometry(const kn__call *c, kn__geom *g, bool *ok) {
   kn__geom in;
   kn__geom_of(self_of(c), &in);
   const kn__arg *sz = &c->args[1];
-  kn_status st = kn__infer_size(sz->u.ints.v, sz->u.ints.n, kn__sym_numel(in.nd, in.sz), g->sz);
+  kn_status st = kn__infer_size(sz, kn__sym_numel(in.nd, in.sz), g->sz);
   if (st != KN_OK) return st;
   g->nd = sz->u.ints.n;
   g->off = in.off;
@@ -62,7 +63,7 @@ kn_status kn__meta_reshape_copy(const kn__call *c, kn__metas *out) {
   kn__geom in, g;
   kn__geom_of(self_of(c), &in);
   const kn__arg *sz = &c->args[1];
-  kn_status st = kn__infer_size(sz->u.ints.v, sz->u.ints.n, kn__sym_numel(in.nd, in.sz), g.sz);
+  kn_status st = kn__infer_size(sz, kn__sym_numel(in.nd, in.sz), g.sz);
   if (st != KN_OK) return st;
   return kn__push_fresh(out, self_of(c)->dtype, sz->u.ints.n, g.sz);
 }
@@ -115,7 +116,7 @@ kn_status kn__k_reshape(const kn__call *c, kn__outs *out) {
 kn_status kn__bw_reshape_back(kn__bwctx *ctx) {
   const kn_tensor *self = kn__call_input(ctx->call, 0);
   if (!ctx->needs_input_grad[0]) return KN_OK;
-  kn_tensor *g = kn_reshape(ctx->grad_outputs[0], self->ndim, self->sizes);
+  kn_tensor *g = kn__reshape_like(ctx->grad_outputs[0], self);
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();
 }
@@ -236,7 +237,7 @@ kn_status kn__meta_expand(const kn__call *c, kn__metas *out) {
     kn_sym stride = dim >= 0 ? in.st[dim]
                     : i == n - 1 ? kn__sym_const(0)
                                  : kn__sym_mul(g.sz[i + 1], g.st[i + 1]);
-    kn_sym target = kn__sym_const(req[i]);
+    kn_sym target = kn__arg_symint_at(&c->args[1], i);
     if (req[i] == -1) {
       if (dim < 0)
         return kn__error(KN_ESHAPE, "The expanded size of the tensor (-1) isn't allowed in a "
@@ -266,7 +267,7 @@ kn_status kn__meta_expand(const kn__call *c, kn__metas *out) {
 
 kn_status kn__bw_expand(kn__bwctx *ctx) {
   const kn_tensor *self = kn__call_input(ctx->call, 0);
-  kn_tensor *g = kn_sum_to_size(ctx->grad_outputs[0], self->ndim, self->sizes);
+  kn_tensor *g = kn__sum_to_like(ctx->grad_outputs[0], self);
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();
 }

@@ -190,8 +190,8 @@
   "#define kn_min(a, b) _Generic((a), float: kn_min_f32, default: kn_min_f64)(a, b)\n"             \
   "#define kn_floordiv(a, b) _Generic((a), float: kn_floordiv_f32, default: kn_floordiv_f64)(a, b)\n"
 
-#define KN__PW_STR_(x) #x
-#define KN__PW_STR(x) KN__PW_STR_(x)
+#define KN__PW_STR_(...) #__VA_ARGS__
+#define KN__PW_STR(...) KN__PW_STR_(__VA_ARGS__)
 /* KN__PW_HELPERS as one line of C source. */
 #define KN__PW_HELPERS_TEXT KN__PW_STR(KN__PW_HELPERS)
 

@@ -161,7 +161,7 @@ static bool other_formula(const kn__gnode *n, kn__ind_formula *f) {
     f->p1 = scalar_double(n->args[1].u.s);
     f->ip1 = scalar_int(n->args[1].u.s);
     f->nopnds = 0;
-    f->tmpl = is_float(ot) || ot == KN_BOOL ? "(T)P1" : "(T)PI";
+    f->tmpl = is_float(ot) || ot == KN_BOOL ? "P1" : "(T)PI";
     return true;
   case KN_OP_CLONE:
   case KN_OP_TO_COPY: {
@@ -214,14 +214,14 @@ bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f) {
 ** a scalar version, and vector versions under the names of the x86-64
 ** vector function ABI (_ZGV<isa>N<lanes><v...>_<name>: isa b SSE, c AVX,
 ** d AVX2, e AVX-512), each running the table's array function on its
-** lanes, zero-padded to 64 bytes (so every table runs whole vectors, with
-** no tail). The scalar declaration carries `simd`, so gcc's vectoriser
+** lanes in place (vector types alias their elements in gcc); the scalar
+** version runs one element zero-padded to 64 bytes, a whole vector of every
+** table. The scalar declaration carries `simd`, so gcc's vectoriser
 ** calls the vector versions from vectorised loops. The functions of the
 ** tables work lane by lane, so a lane's result does not depend on its
 ** neighbours: equal to the eager kernel's. */
 static const char vm_machinery[] =
     "#include <stdatomic.h>\n"
-    "#include <string.h>\n"
     "#pragma GCC diagnostic ignored \"-Wpsabi\"\n"
     "#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)\n"
     "#pragma GCC target(\"prefer-vector-width=512\")\n"
@@ -239,19 +239,17 @@ static const char vm_machinery[] =
     "}\n"
     "#define KN_VMT() atomic_load_explicit(&kn_vmt, memory_order_relaxed)\n"
     "#define KN_HID __attribute__((visibility(\"hidden\")))\n"
-    "/* the table runs 64 bytes at once: a whole vector of every ISA's table */\n"
+    "/* one element runs as a whole vector of the widest table (64 bytes) */\n"
     "#define KN_VM_PAD(T) (64 / (int)sizeof(T))\n"
     "#define KN_VM_DECL(NAME, T, ...) \\\n"
     "  KN_HID __attribute__((simd(\"notinbranch\"), const, nothrow)) T NAME(__VA_ARGS__);\n"
     "#define KN_VM1_W(NAME, T, F, K, ISA, W) \\\n"
-    "  typedef T NAME##_##ISA##_t __attribute__((vector_size(W * sizeof(T)))); \\\n"
+    "  typedef T NAME##_##ISA##_t __attribute__((vector_size(W * sizeof(T)), may_alias)); \\\n"
     "  KN_HID NAME##_##ISA##_t NAME##_##ISA(NAME##_##ISA##_t x) __asm__(\"_ZGV\" #ISA \"N\" #W \"v_\" #NAME); \\\n"
     "  NAME##_##ISA##_t NAME##_##ISA(NAME##_##ISA##_t x) { \\\n"
-    "    T xs[KN_VM_PAD(T)] = {0}, ys[KN_VM_PAD(T)]; \\\n"
-    "    memcpy(xs, &x, sizeof x); \\\n"
-    "    KN_VMT()->F[K](ys, xs, KN_VM_PAD(T)); \\\n"
-    "    memcpy(&x, ys, sizeof x); \\\n"
-    "    return x; \\\n"
+    "    NAME##_##ISA##_t y; \\\n"
+    "    KN_VMT()->F[K]((T *)&y, (const T *)&x, W); \\\n"
+    "    return y; \\\n"
     "  }\n"
     "#define KN_VM1(NAME, T, F, K, W1, W2, W3) \\\n"
     "  KN_VM_DECL(NAME, T, T) \\\n"
@@ -264,16 +262,13 @@ static const char vm_machinery[] =
     "  KN_VM1_W(NAME, T, F, K, b, W1) KN_VM1_W(NAME, T, F, K, c, W2) \\\n"
     "  KN_VM1_W(NAME, T, F, K, d, W2) KN_VM1_W(NAME, T, F, K, e, W3)\n"
     "#define KN_VM2_W(NAME, T, F, K, ISA, W) \\\n"
-    "  typedef T NAME##_##ISA##_t __attribute__((vector_size(W * sizeof(T)))); \\\n"
+    "  typedef T NAME##_##ISA##_t __attribute__((vector_size(W * sizeof(T)), may_alias)); \\\n"
     "  KN_HID NAME##_##ISA##_t NAME##_##ISA(NAME##_##ISA##_t a, NAME##_##ISA##_t b) \\\n"
     "      __asm__(\"_ZGV\" #ISA \"N\" #W \"vv_\" #NAME); \\\n"
     "  NAME##_##ISA##_t NAME##_##ISA(NAME##_##ISA##_t a, NAME##_##ISA##_t b) { \\\n"
-    "    T as[KN_VM_PAD(T)] = {0}, bs[KN_VM_PAD(T)] = {0}, ys[KN_VM_PAD(T)]; \\\n"
-    "    memcpy(as, &a, sizeof a); \\\n"
-    "    memcpy(bs, &b, sizeof b); \\\n"
-    "    KN_VMT()->F[K](ys, as, bs, KN_VM_PAD(T)); \\\n"
-    "    memcpy(&a, ys, sizeof a); \\\n"
-    "    return a; \\\n"
+    "    NAME##_##ISA##_t y; \\\n"
+    "    KN_VMT()->F[K]((T *)&y, (const T *)&a, (const T *)&b, W); \\\n"
+    "    return y; \\\n"
     "  }\n"
     "#define KN_VM2(NAME, T, F, K, W1, W2, W3) \\\n"
     "  KN_VM_DECL(NAME, T, T, T) \\\n"

@@ -198,3 +198,31 @@ Test(inductor_vmath, generated_code_calls_the_vector_math_functions) {
     cr_expect_eq(system(cmd), 0, "generated code lacks %s", names[i]);
   }
 }
+
+static kn_value sum_exp_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  return kn_vtensor(kn_sum_dims(kn_exp(kn_mul_scalar(args[0].u.t, kn_float(0.5))),
+                                (const int64_t[]){-1}, 1, false));
+}
+
+/* A vector-math node feeding a reduction is a kernel of its own (a
+** vectorised loop), with its producer fused in; the reduction reads its
+** buffer. The result still matches eager (sum order differs: tolerance). */
+Test(inductor_vmath, vector_math_stays_out_of_reduction_prologues) {
+  kn_compile_options opt = {.backend = "inductor", .fullgraph = true};
+  kn_compiled *f = kn_compile_fn(sum_exp_fn, NULL, 1, "sum_exp", __FILE__, __LINE__, &opt);
+  kn_scope_begin();
+  kn_tensor *x = kn_reshape(input(KN_FLOAT32, fill_y), KN_SHAPE(17, 59));
+  kn_value out, args[1] = {kn_vtensor(x)};
+  cr_assert_eq(kn_call(f, args, 1, &out), KN_OK, "%s", kn_last_error());
+  cr_expect(ind_close(out.u.t, sum_exp_fn(args, 1, NULL).u.t, 1e-5, 1e-6, "sum(exp(x / 2))"));
+  kn_value_release(out);
+  kn_scope_end();
+  kn_compiled_free(f);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd,
+           "test \"$(grep -h -c '^static void kernel' %s/inductor/*.c)\" = 2 && "
+           "grep -h -A12 'flat loop' %s/inductor/*.c | grep -q 'kn_vm_EXP_f32(((float)v'",
+           cache, cache);
+  cr_expect_eq(system(cmd), 0, "sum(exp(x * 0.5)): want an exp kernel (mul fused) and a sum kernel");
+}

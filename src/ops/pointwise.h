@@ -1,6 +1,7 @@
 /*
 ** ops/pointwise.h: internals shared by the pointwise family's files
-** (pointwise_meta.c: metadata and type rules; pointwise_kern.c: the element
+** (pointwise_formulas.h: the one table of element formulas they expand;
+** pointwise_meta.c: metadata and type rules; pointwise_kern.c: the element
 ** loops; pointwise_bw.c: derivative rules; pointwise_api.c: public
 ** wrappers; pointwise_copy.c: copies and fills).
 **

@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "inductor/inductor.h"
+#include "ops/vmath.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
 
@@ -148,7 +149,10 @@ static int rt_ext(void *ctx, int step) {
   return 0;
 }
 
-static const kn__ind_rt runtime = {rt_ext, rt_alloc, rt_ptr, rt_release};
+/* The vector-math table the eager kernels use at this moment. */
+static const void *rt_vmath(void) { return kn__vmath_get(); }
+
+static const kn__ind_rt runtime = {rt_ext, rt_alloc, rt_ptr, rt_release, rt_vmath};
 
 /* ---- running ----------------------------------------------------------------------- */
 static bool strides_match(const frame *f, const kn__gnode *ph, const kn_tensor *t) {

@@ -1,7 +1,8 @@
 /*
 ** inductor/codegen.c: the C translation unit of a plan.
 **
-**   prelude    includes, the runtime table type, the formulas' helpers
+**   prelude    includes, the runtime table type, the formulas' vocabulary
+**              (helpers and vector-math functions: kn__ind_formula_prelude)
 **   kernels    one static function per kernel root: a loop over the root's
 **              sizes computing the fused tree one element at a time, or for
 **              a reduction a loop over outputs, each reducing its elements
@@ -30,51 +31,16 @@ static const char prelude[] =
     "#include <stdint.h>\n"
     "#include <tgmath.h>\n\n"
     "#define KN_PAR_MIN 65536\n"
-    "#define KN_BLOCK 4096\n"
-    "#define KN_SQRT1_2 0.70710678118654752440\n"
-    "#define KN_BETA 0.7978845608028654\n"
-    "#define KN_KAPPA 0.044715\n"
-    "#define KN_INVSQRT2PI 0.3989422804014327\n\n"
+    "#define KN_BLOCK 4096\n\n"
     "typedef struct kn_rt {\n"
     "  int (*ext)(void *ctx, int step);\n"
     "  int (*alloc)(void *ctx, int slot, void **p);\n"
     "  void *(*ptr)(void *ctx, int slot);\n"
     "  void (*release)(void *ctx, int slot);\n"
+    "  const void *(*vmath)(void);\n"
     "} kn_rt;\n\n"
-    "static inline int64_t kn_wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }\n"
-    "static inline int64_t kn_wmul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }\n"
-    "static inline int64_t kn_wneg(int64_t a) { return (int64_t)(0 - (uint64_t)a); }\n"
-    "#define KN_FLOAT_HELPERS(T, S) \\\n"
-    "  static inline T kn_max_##S(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \\\n"
-    "  static inline T kn_min_##S(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; } \\\n"
-    "  static inline T kn_floordiv_##S(T a, T b) { \\\n"
-    "    if (b == 0) return a / b; \\\n"
-    "    T mod = fmod(a, b), div = (a - mod) / b; \\\n"
-    "    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1; \\\n"
-    "    if (div == 0) return copysign((T)0, a / b); \\\n"
-    "    T fl = floor(div); \\\n"
-    "    if (div - fl > (T)0.5) fl += 1; \\\n"
-    "    return fl; \\\n"
-    "  } \\\n"
-    "  static inline T kn_gelu_tanh_##S(T x) { \\\n"
-    "    T inner = (T)KN_BETA * (x + (T)KN_KAPPA * x * x * x); \\\n"
-    "    return (T)0.5 * x * ((T)1 + tanh(inner)); \\\n"
-    "  } \\\n"
-    "  static inline T kn_gelu_bw_##S(T g, T x) { \\\n"
-    "    T cdf = (T)0.5 * ((T)1 + erf(x * (T)KN_SQRT1_2)); \\\n"
-    "    T pdf = exp((T)-0.5 * x * x) * (T)KN_INVSQRT2PI; \\\n"
-    "    return g * (cdf + x * pdf); \\\n"
-    "  } \\\n"
-    "  static inline T kn_gelu_tanh_bw_##S(T g, T x) { \\\n"
-    "    T inner = (T)KN_BETA * (x + (T)KN_KAPPA * x * x * x); \\\n"
-    "    T th = tanh(inner); \\\n"
-    "    T dinner = (T)KN_BETA * ((T)1 + (T)3 * (T)KN_KAPPA * x * x); \\\n"
-    "    return g * ((T)0.5 * ((T)1 + th) + (T)0.5 * x * ((T)1 - th * th) * dinner); \\\n"
-    "  }\n"
-    "KN_FLOAT_HELPERS(float, f32)\n"
-    "KN_FLOAT_HELPERS(double, f64)\n\n"
     "int kn_ind_abi(void);\n"
-    "int kn_ind_abi(void) { return 1; }\n\n";
+    "int kn_ind_abi(void) { return 2; }\n\n";
 
 /* A comment-safe copy of a name (graph names may come from user labels). */
 static void put_safe(kn__sb *sb, const char *s) {
@@ -207,19 +173,30 @@ static void operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) {
   kn__sb_putc(sb, ')');
 }
 
+static bool ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* The formula's text with its vocabulary bound: operands a b c, the compute
+** type T, the parameter P1 (as T) and PI (int64); other words are copied. */
 static void expand(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_formula *f = &k->p->nodes[n->index].f;
-  for (const char *t = f->tmpl; *t; t++) {
-    if (*t != '$' || !t[1]) {
-      kn__sb_putc(sb, *t);
+  for (const char *t = f->tmpl; *t;) {
+    if (!ident_char(*t)) {
+      kn__sb_putc(sb, *t++);
       continue;
     }
-    char c = *++t;
-    if (c >= 'a' && c <= 'c') operand(k, sb, n, c - 'a');
-    else if (c == 'T') kn__sb_puts(sb, kn__ind_ctype(f->ct));
-    else if (c == 'S') kn__sb_puts(sb, f->ct == KN_FLOAT64 ? "f64" : "f32");
-    else if (c == '1') put_double(sb, f->p1);
-    else if (c == 'i') put_int(sb, f->ip1);
+    size_t len = 1;
+    while (ident_char(t[len])) len++;
+    if (len == 1 && *t >= 'a' && *t <= 'c') operand(k, sb, n, *t - 'a');
+    else if (len == 1 && *t == 'T') kn__sb_puts(sb, kn__ind_ctype(f->ct));
+    else if (len == 2 && !strncmp(t, "P1", 2)) {
+      kn__sb_printf(sb, "((%s)", kn__ind_ctype(f->ct));
+      put_double(sb, f->p1);
+      kn__sb_putc(sb, ')');
+    } else if (len == 2 && !strncmp(t, "PI", 2)) put_int(sb, f->ip1);
+    else kn__sb_printf(sb, "%.*s", (int)len, t);
+    t += len;
   }
 }
 
@@ -495,7 +472,7 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   kn__sb_init(&ker);
   kn__sb_init(&call);
   kn__sb_puts(&call, "int call(const kn_rt *rt, void *ctx, const int64_t *s);\n"
-                     "int call(const kn_rt *rt, void *ctx, const int64_t *s) {\n");
+                     "int call(const kn_rt *rt, void *ctx, const int64_t *s) {\n" KN__IND_VM_BIND);
   for (int i = 0; i < p->nnodes; i++) {
     const kn__gnode *n = kn__graph_node(p->g, i);
     const kn__ind_node *in = &p->nodes[i];
@@ -508,9 +485,10 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   kn__sb_puts(&call, "  return 0;\n}\n");
   kn__sb_puts(sb, "/* generated by kiln inductor */\n");
   kn__sb_puts(sb, prelude);
+  kn_status st = kn__ind_formula_prelude(p, sb);
   kn__sb_puts(sb, kn__sb_cstr(&ker));
   kn__sb_puts(sb, kn__sb_cstr(&call));
-  bool bad = kn__sb_failed(&ker) || kn__sb_failed(&call) || kn__sb_failed(sb);
+  bool bad = st != KN_OK || kn__sb_failed(&ker) || kn__sb_failed(&call) || kn__sb_failed(sb);
   kn__sb_fini(&ker);
   kn__sb_fini(&call);
   free(user);

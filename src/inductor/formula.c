@@ -1,17 +1,22 @@
 /*
 ** inductor/formula.c: which pointwise nodes inductor computes inline, in
 ** which compute type, and with which element formula. The formulas are the
-** eager kernels' (ops/pointwise_kern.c) written as C templates: the same
-** expressions, the same compute types (float32 for float32, float64, int64
-** with wrap-around for integers, bool for logical ops), and <tgmath.h> for
-** the same libm functions, so compiled results match eager ones. A node that
-** does not fit (float16, integer division, mixed zero-dim promotion, ...)
-** returns false and runs as an extern call of the eager op.
+** eager kernels' own: the text of the formula table
+** (ops/pointwise_formulas.h), with the same compute types (float32 for
+** float32, float64, int64 with wrap-around for integers, bool for logical
+** ops). Formulas that the eager kernels compute with vector math (exp, log,
+** tanh, erf, gelu, pow, ...) call functions of the generated file that run
+** the same vector-math table (KN__IND_VM_PRELUDE, kn__ind_vm_prelude), so
+** compiled and eager results are equal. A node that does not fit (float16,
+** integer division, mixed zero-dim promotion, ...) returns false and runs as
+** an extern call of the eager op.
 */
 #include <string.h>
 
+#include "core/error.h"
 #include "inductor/inductor.h"
 #include "ops/pointwise.h"
+#include "ops/vmath.h"
 
 const char *kn__ind_ctype(kn_dtype dt) {
   switch (dt) {
@@ -27,65 +32,23 @@ const char *kn__ind_ctype(kn_dtype dt) {
   }
 }
 
-/* Formulas by compute class: float ($S is f32/f64), int64, bool. */
-typedef struct row { kn__pwcode code; const char *fl, *in, *bo; } row;
-static const row rows[] = {
-  {KN__PW_ADD, "$a + $b", "kn_wadd($a, $b)", NULL},
-  {KN__PW_SUB, "$a - $b", "kn_wadd($a, kn_wneg($b))", NULL},
-  {KN__PW_MUL, "$a * $b", "kn_wmul($a, $b)", NULL},
-  {KN__PW_DIV, "$a / $b", NULL, NULL},
-  {KN__PW_DIV_TRUNC, "trunc($a / $b)", NULL, NULL},
-  {KN__PW_DIV_FLOOR, "kn_floordiv_$S($a, $b)", NULL, NULL},
-  {KN__PW_MAXIMUM, "kn_max_$S($a, $b)", "($a > $b ? $a : $b)", NULL},
-  {KN__PW_MINIMUM, "kn_min_$S($a, $b)", "($a < $b ? $a : $b)", NULL},
-  {KN__PW_POW, "pow($a, $b)", NULL, NULL},
-  {KN__PW_EQ, "$a == $b", "$a == $b", "$a == $b"},
-  {KN__PW_NE, "$a != $b", "$a != $b", "$a != $b"},
-  {KN__PW_LT, "$a < $b", "$a < $b", NULL},
-  {KN__PW_LE, "$a <= $b", "$a <= $b", NULL},
-  {KN__PW_GT, "$a > $b", "$a > $b", NULL},
-  {KN__PW_GE, "$a >= $b", "$a >= $b", NULL},
-  {KN__PW_LAND, NULL, NULL, "$a && $b"},
-  {KN__PW_LOR, NULL, NULL, "$a || $b"},
-  {KN__PW_THRESHOLD_BW, "($b <= ($T)$1 ? ($T)0 : $a)", NULL, NULL},
-  {KN__PW_SIGMOID_BW, "$a * (($T)1 - $b) * $b", NULL, NULL},
-  {KN__PW_TANH_BW, "$a * (($T)1 - $b * $b)", NULL, NULL},
-  {KN__PW_GELU_BW, "kn_gelu_bw_$S($a, $b)", NULL, NULL},
-  {KN__PW_GELU_TANH_BW, "kn_gelu_tanh_bw_$S($a, $b)", NULL, NULL},
-  {KN__PW_NEG, "-$a", "kn_wneg($a)", NULL},
-  {KN__PW_ABS, "fabs($a)", "($a < 0 ? kn_wneg($a) : $a)", NULL},
-  {KN__PW_SGN, "(($a > 0) - ($a < 0))", "(($a > 0) - ($a < 0))", NULL},
-  {KN__PW_RECIPROCAL, "($T)1 / $a", NULL, NULL},
-  {KN__PW_EXP, "exp($a)", NULL, NULL},
-  {KN__PW_EXP2, "exp2($a)", NULL, NULL},
-  {KN__PW_LOG, "log($a)", NULL, NULL},
-  {KN__PW_LOG2, "log2($a)", NULL, NULL},
-  {KN__PW_LOG1P, "log1p($a)", NULL, NULL},
-  {KN__PW_EXPM1, "expm1($a)", NULL, NULL},
-  {KN__PW_SQRT, "sqrt($a)", NULL, NULL},
-  {KN__PW_RSQRT, "($T)1 / sqrt($a)", NULL, NULL},
-  {KN__PW_SIN, "sin($a)", NULL, NULL},
-  {KN__PW_COS, "cos($a)", NULL, NULL},
-  {KN__PW_TAN, "tan($a)", NULL, NULL},
-  {KN__PW_TANH, "tanh($a)", NULL, NULL},
-  {KN__PW_SIGMOID, "($T)1 / (($T)1 + exp(-$a))", NULL, NULL},
-  {KN__PW_RELU, "(($a > 0 || $a != $a) ? $a : ($T)0)", "($a > 0 ? $a : 0)", NULL},
-  {KN__PW_GELU, "($T)0.5 * $a * (($T)1 + erf($a * ($T)KN_SQRT1_2))", NULL, NULL},
-  {KN__PW_GELU_TANH, "kn_gelu_tanh_$S($a)", NULL, NULL},
-  {KN__PW_SILU, "$a / (($T)1 + exp(-$a))", NULL, NULL},
-  {KN__PW_ERF, "erf($a)", NULL, NULL},
-  {KN__PW_ROUND, "nearbyint($a)", "$a", NULL},
-  {KN__PW_TRUNC, "trunc($a)", "$a", NULL},
-  {KN__PW_FLOOR, "floor($a)", "$a", NULL},
-  {KN__PW_CEIL, "ceil($a)", "$a", NULL},
-  {KN__PW_LNOT, NULL, NULL, "!$a"},
-};
+/* The formula table (ops/pointwise_formulas.h) as text, by compute class:
+** float, int64, bool (NULL where the class has no formula). Formulas whose
+** float version is a vector-math function call it by name (see vm_text). */
+typedef struct row { const char *fl, *in, *bo; } row;
+#define KN__IND_ROW(CODE, NIN, OUT, CL, F, I, B, VM, MEM, D)                    \
+  [KN__PW_##CODE] = {((CL) & KN__PWC_F) && (VM) < 0 ? #F : NULL,                \
+                     ((CL) & KN__PWC_I) ? #I : NULL, ((CL) & KN__PWC_B) ? #B : NULL},
+static const row rows[KN__PW_NCODES] = {KN__PW_FORMULAS(KN__IND_ROW)};
+#undef KN__IND_ROW
 
-static const row *find_row(kn__pwcode code) {
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-    if (rows[i].code == code) return &rows[i];
-  return NULL;
-}
+/* Calls of the vector-math functions of the generated file (one per
+** formula and float type: kn_vm_EXP_f32(a), kn_vm_POW_f64(a, b)). */
+#define KN__IND_VMTEXT(CODE, NIN, OUT, CL, F, I, B, VM, MEM, D)                 \
+  [KN__PW_##CODE] = {(VM) < 0 ? NULL : (NIN) == 1 ? "kn_vm_" #CODE "_f32(a)" : "kn_vm_" #CODE "_f32(a, b)", \
+                     (VM) < 0 ? NULL : (NIN) == 1 ? "kn_vm_" #CODE "_f64(a)" : "kn_vm_" #CODE "_f64(a, b)"},
+static const char *const vm_text[KN__PW_NCODES][2] = {KN__PW_FORMULAS(KN__IND_VMTEXT)};
+#undef KN__IND_VMTEXT
 
 static bool is_float(kn_dtype dt) { return dt == KN_FLOAT32 || dt == KN_FLOAT64; }
 
@@ -152,30 +115,36 @@ static bool params(const kn__gnode *n, kn__pwcode code, kn__ind_formula *f) {
   return true;
 }
 
-static const char *alpha_tmpl(kn__pwcode code, bool fl) {
-  if (code == KN__PW_ADD) return fl ? "$a + ($T)$1 * $b" : "kn_wadd($a, kn_wmul($i, $b))";
-  return fl ? "$a - ($T)$1 * $b" : "kn_wadd($a, kn_wneg(kn_wmul($i, $b)))";
+/* Is operand q of n the scalar 2 (pow's x ** 2, computed as x * x like
+** the eager kernel)? */
+static bool scalar_two(const kn__gnode *n, int q) {
+  return n->nargs > q && n->args[q].kind == KN__GA_SCALAR && scalar_double(n->args[q].u.s) == 2;
+}
+
+static const char *float_text(kn__pwcode code, const kn__gnode *n, kn__ind_formula *f) {
+  if (code == KN__PW_POW && scalar_two(n, 1)) return "a * a";
+  if (rows[code].fl) return rows[code].fl;
+  const char *vm = vm_text[code][f->ct == KN_FLOAT64];
+  if (vm) f->vm = kn__pw_form(code)->vm;
+  return vm;
 }
 
 static bool pointwise_formula(const kn__gnode *n, kn__ind_formula *f) {
   const kn__pwinfo *pi = kn__pw_info(n->opdef->id);
-  if (pi->nopnds <= 0 || pi->inplace || pi->code == KN__PW_CLAMP) return false;
+  if (!pi->present || pi->nopnds <= 0 || pi->inplace || pi->code == KN__PW_CLAMP) return false;
   kn_dtype pt, ot = n->meta[0].dtype;
   if (!promoted_type(n, pi->nopnds, &pt)) return false;
   bool logical = pi->code == KN__PW_LAND || pi->code == KN__PW_LOR || pi->code == KN__PW_LNOT;
   if (logical && pt != KN_BOOL) return false;
   if (pi->kind == KN__PWK_BOOL ? ot != KN_BOOL : ot != pt) return false;
   kn__pwcode code = actual_code(n, pi->code);
-  const row *r = find_row(code);
-  if (!r) return false;
   f->ct = logical ? KN_BOOL : kn__pw_compute_type(pt);
   f->nopnds = pi->nopnds;
+  f->code = code;
+  f->vm = -1;
   if (!params(n, code, f)) return false;
   bool fl = is_float(f->ct);
-  f->tmpl = f->ct == KN_BOOL ? r->bo : fl ? r->fl : r->in;
-  if (f->tmpl && (code == KN__PW_ADD || code == KN__PW_SUB) &&
-      (fl ? f->p1 != 1 : f->ip1 != 1))
-    f->tmpl = alpha_tmpl(code, fl);
+  f->tmpl = f->ct == KN_BOOL ? rows[code].bo : fl ? float_text(code, n, f) : rows[code].in;
   return f->tmpl != NULL;
 }
 
@@ -192,7 +161,7 @@ static bool other_formula(const kn__gnode *n, kn__ind_formula *f) {
     f->p1 = scalar_double(n->args[1].u.s);
     f->ip1 = scalar_int(n->args[1].u.s);
     f->nopnds = 0;
-    f->tmpl = is_float(ot) ? "($T)$1" : ot == KN_BOOL ? "($T)$1" : "($T)$i";
+    f->tmpl = is_float(ot) || ot == KN_BOOL ? "P1" : "(T)PI";
     return true;
   case KN_OP_CLONE:
   case KN_OP_TO_COPY: {
@@ -200,7 +169,7 @@ static bool other_formula(const kn__gnode *n, kn__ind_formula *f) {
     if (a->kind != KN__GA_TENSOR || !a->u.t.node) return false;
     if (!kn__ind_ctype(a->u.t.node->meta[a->u.t.idx].dtype)) return false;
     f->nopnds = 1;
-    f->tmpl = "$a";
+    f->tmpl = "a";
     return true;
   }
   default: return false;
@@ -219,12 +188,13 @@ static bool where_formula(const kn__gnode *n, kn__ind_formula *f) {
   f->ct = pt == KN_FLOAT32 || pt == KN_FLOAT64 || pt == KN_BOOL ? pt : KN_INT64;
   f->nopnds = 3;
   f->cond_first = true;
-  f->tmpl = "($a ? $b : $c)";
+  f->tmpl = "(a ? b : c)";
   return true;
 }
 
 bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f) {
   memset(f, 0, sizeof *f);
+  f->code = f->vm = -1;
   if (n->op != KN__GN_CALL || !n->opdef || n->nout != 1 || n->meta[0].kind != KN__V_TENSOR)
     return false;
   if (n->set_requires_grad) return false;
@@ -235,4 +205,111 @@ bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f) {
     return other_formula(n, f);
   }
   return n->opdef->id == KN_OP_FULL && other_formula(n, f);
+}
+
+/* ---- the vocabulary in generated code ---------------------------------------------- */
+
+/* The vector-math table's layout (ops/vmath.h's kn__vmath), the binding of
+** the table in use, and the macros that define one vector-math function:
+** a scalar version, and vector versions under the names of the x86-64
+** vector function ABI (_ZGV<isa>N<lanes><v...>_<name>: isa b SSE, c AVX,
+** d AVX2, e AVX-512), each running the table's array function on its
+** lanes in place (vector types alias their elements in gcc); the scalar
+** version runs one element zero-padded to 64 bytes, a whole vector of every
+** table. The scalar declaration carries `simd`, so gcc's vectoriser
+** calls the vector versions from vectorised loops. The functions of the
+** tables work lane by lane, so a lane's result does not depend on its
+** neighbours: equal to the eager kernel's. */
+static const char vm_machinery[] =
+    "#include <stdatomic.h>\n"
+    "#pragma GCC diagnostic ignored \"-Wpsabi\"\n"
+    "#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)\n"
+    "#pragma GCC target(\"prefer-vector-width=512\")\n"
+    "#endif\n"
+    "typedef struct kn_vmtab {\n"
+    "  const char *name;\n"
+    "  void (*f32[KN_VM_NU])(float *, const float *, int64_t);\n"
+    "  void (*f64[KN_VM_NU])(double *, const double *, int64_t);\n"
+    "  void (*f32b[KN_VM_NB])(float *, const float *, const float *, int64_t);\n"
+    "  void (*f64b[KN_VM_NB])(double *, const double *, const double *, int64_t);\n"
+    "} kn_vmtab;\n"
+    "static const kn_vmtab *_Atomic kn_vmt;\n"
+    "static void kn_vm_bind(const void *t) {\n"
+    "  atomic_store_explicit(&kn_vmt, (const kn_vmtab *)t, memory_order_relaxed);\n"
+    "}\n"
+    "#define KN_VMT() atomic_load_explicit(&kn_vmt, memory_order_relaxed)\n"
+    "#define KN_HID __attribute__((visibility(\"hidden\")))\n"
+    "/* one element runs as a whole vector of the widest table (64 bytes) */\n"
+    "#define KN_VM_PAD(T) (64 / (int)sizeof(T))\n"
+    "#if defined(__GNUC__) && !defined(__clang__)\n"
+    "#define KN_SIMD __attribute__((simd(\"notinbranch\")))\n"
+    "#else\n"
+    "#define KN_SIMD\n"
+    "#endif\n"
+    "#define KN_VM_DECL(NAME, T, ...) \\\n"
+    "  KN_HID KN_SIMD __attribute__((const, nothrow)) T NAME(__VA_ARGS__);\n"
+    "#define KN_VM1_W(NAME, T, F, K, ISA, W) \\\n"
+    "  typedef T NAME##_##ISA##_t __attribute__((vector_size(W * sizeof(T)), may_alias)); \\\n"
+    "  KN_HID NAME##_##ISA##_t NAME##_##ISA(NAME##_##ISA##_t x) __asm__(\"_ZGV\" #ISA \"N\" #W \"v_\" #NAME); \\\n"
+    "  NAME##_##ISA##_t NAME##_##ISA(NAME##_##ISA##_t x) { \\\n"
+    "    NAME##_##ISA##_t y; \\\n"
+    "    KN_VMT()->F[K]((T *)&y, (const T *)&x, W); \\\n"
+    "    return y; \\\n"
+    "  }\n"
+    "#define KN_VM1(NAME, T, F, K, W1, W2, W3) \\\n"
+    "  KN_VM_DECL(NAME, T, T) \\\n"
+    "  KN_HID T NAME##_s(T x) __asm__(#NAME); \\\n"
+    "  T NAME##_s(T x) { \\\n"
+    "    T xs[KN_VM_PAD(T)] = {x}, ys[KN_VM_PAD(T)]; \\\n"
+    "    KN_VMT()->F[K](ys, xs, KN_VM_PAD(T)); \\\n"
+    "    return ys[0]; \\\n"
+    "  } \\\n"
+    "  KN_VM1_W(NAME, T, F, K, b, W1) KN_VM1_W(NAME, T, F, K, c, W2) \\\n"
+    "  KN_VM1_W(NAME, T, F, K, d, W2) KN_VM1_W(NAME, T, F, K, e, W3)\n"
+    "#define KN_VM2_W(NAME, T, F, K, ISA, W) \\\n"
+    "  typedef T NAME##_##ISA##_t __attribute__((vector_size(W * sizeof(T)), may_alias)); \\\n"
+    "  KN_HID NAME##_##ISA##_t NAME##_##ISA(NAME##_##ISA##_t a, NAME##_##ISA##_t b) \\\n"
+    "      __asm__(\"_ZGV\" #ISA \"N\" #W \"vv_\" #NAME); \\\n"
+    "  NAME##_##ISA##_t NAME##_##ISA(NAME##_##ISA##_t a, NAME##_##ISA##_t b) { \\\n"
+    "    NAME##_##ISA##_t y; \\\n"
+    "    KN_VMT()->F[K]((T *)&y, (const T *)&a, (const T *)&b, W); \\\n"
+    "    return y; \\\n"
+    "  }\n"
+    "#define KN_VM2(NAME, T, F, K, W1, W2, W3) \\\n"
+    "  KN_VM_DECL(NAME, T, T, T) \\\n"
+    "  KN_HID T NAME##_s(T a, T b) __asm__(#NAME); \\\n"
+    "  T NAME##_s(T a, T b) { \\\n"
+    "    T as[KN_VM_PAD(T)] = {a}, bs[KN_VM_PAD(T)] = {b}, ys[KN_VM_PAD(T)]; \\\n"
+    "    KN_VMT()->F[K](ys, as, bs, KN_VM_PAD(T)); \\\n"
+    "    return ys[0]; \\\n"
+    "  } \\\n"
+    "  KN_VM2_W(NAME, T, F, K, b, W1) KN_VM2_W(NAME, T, F, K, c, W2) \\\n"
+    "  KN_VM2_W(NAME, T, F, K, d, W2) KN_VM2_W(NAME, T, F, K, e, W3)\n";
+
+/* One KN_VM1/KN_VM2 line for formula code in float type f64 (0: float). */
+static void vm_function(kn__sb *sb, int code, int f64) {
+  const kn__pwform *fm = kn__pw_form((kn__pwcode)code);
+  const char *sfx = f64 ? "f64" : "f32";
+  kn__sb_printf(sb, "KN_VM%d(kn_vm_%s_%s, %s, %s%s, %d, %s)\n", fm->nin, fm->name, sfx,
+                f64 ? "double" : "float", sfx, fm->nin == 2 ? "b" : "", fm->vm,
+                f64 ? "2, 4, 8" : "4, 8, 16");
+}
+
+kn_status kn__ind_formula_prelude(const kn__ind_plan *p, kn__sb *sb) {
+  kn__sb_puts(sb, "/* the formulas' helpers (ops/pointwise_formulas.h) */\n");
+  kn__sb_puts(sb, KN__PW_HELPERS_TEXT "\n" KN__PW_GENERIC_TEXT "\n");
+  kn__sb_printf(sb, "/* vector math: the eager kernels' table */\n#define KN_VM_NU %d\n"
+                "#define KN_VM_NB %d\n", (int)KN__VM_NUNARY, (int)KN__VM_NBINARY);
+  kn__sb_puts(sb, vm_machinery);
+  bool used[KN__PW_NCODES][2] = {{false}};
+  for (int i = 0; i < p->nnodes; i++) {
+    const kn__ind_node *in = &p->nodes[i];
+    if (in->kind == KN__IND_PW && in->f.vm >= 0 && in->f.code >= 0)
+      used[in->f.code][in->f.ct == KN_FLOAT64] = true;
+  }
+  for (int c = 0; c < KN__PW_NCODES; c++)
+    for (int d = 0; d < 2; d++)
+      if (used[c][d]) vm_function(sb, c, d);
+  kn__sb_puts(sb, "\n");
+  return kn__sb_failed(sb) ? kn__oom() : KN_OK;
 }

@@ -32,21 +32,27 @@ kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_in
 ** Generated code sees only this table (no kiln symbols are linked), passed to
 ** `int call(const kn__ind_rt *rt, void *ctx, const int64_t *s)`; s holds the
 ** values of the plan's symbolic size expressions. Callbacks return 0 on
-** success, nonzero after setting kiln's error; call returns nonzero then. */
-#define KN__IND_ABI 1
+** success, nonzero after setting kiln's error; call returns nonzero then.
+** vmath returns the vector-math table the eager kernels use (a kn__vmath,
+** ops/vmath.h): generated code computes exp, log, tanh, ... with it. */
+#define KN__IND_ABI 2
 typedef struct kn__ind_rt {
   int (*ext)(void *ctx, int step);              /* run extern step `step` */
   int (*alloc)(void *ctx, int slot, void **p);  /* allocate the buffer of slot */
   void *(*ptr)(void *ctx, int slot);            /* data pointer of a slot */
   void (*release)(void *ctx, int slot);         /* free a slot after its last use */
+  const void *(*vmath)(void);                   /* the vector-math table */
 } kn__ind_rt;
 typedef int (*kn__ind_call_fn)(const kn__ind_rt *rt, void *ctx, const int64_t *s);
 
 /* ---- formulas (formula.c) ---------------------------------------------------- */
-/* Element formula of a lowerable pointwise node: a template over operands
-** $a $b $c, the compute type's C name $T and helper suffix $S, parameters $1 (double) and $i (int64). */
+/* Element formula of a lowerable pointwise node: C text over the formula
+** table's vocabulary (ops/pointwise_formulas.h): operands a b c, the compute
+** type T, the parameter P1 (converted to T) and its int64 value PI. */
 typedef struct kn__ind_formula {
   const char *tmpl;
+  int code;           /* kn__pwcode, or -1 */
+  int vm;             /* vector-math function (ops/vmath.h) it calls, or -1 */
   kn_dtype ct;        /* compute type */
   int nopnds;         /* operands: leading tensor/scalar args */
   double p1;          /* parameter ($1) */
@@ -58,6 +64,15 @@ typedef struct kn__ind_formula {
 bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f);
 /* C type name of a dtype in generated code, or NULL if not supported. */
 const char *kn__ind_ctype(kn_dtype dt);
+struct kn__ind_plan;
+/* The source that defines the formulas' vocabulary (helpers, and the
+** vector-math functions the plan's formulas call: kn_vm_<CODE>_<f32|f64>,
+** each declared `simd` so gcc vectorises the loops that call it; their
+** vector versions run the eager kernels' vector-math table on the vector's
+** elements), appended to sb. KN_ENOMEM. */
+kn_status kn__ind_formula_prelude(const struct kn__ind_plan *p, kn__sb *sb);
+/* The statement that binds the vector-math table at the top of call(). */
+#define KN__IND_VM_BIND "  kn_vm_bind(rt->vmath());\n"
 
 /* ---- plans (lower.c) ------------------------------------------------------------ */
 typedef enum kn__ind_nkind {

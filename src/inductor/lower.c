@@ -156,6 +156,28 @@ static void fuse(kn__ind_plan *p, const int *user, bool allow) {
   }
 }
 
+/* A vector-math node (exp, tanh, ...; formula.c) inlined into a reduction's
+** prologue would run one element at a time (the reduction loop is not
+** vectorised), each call computing a whole vector: it becomes a kernel root
+** instead (a vectorised loop, with its own inlined producers), read by the
+** reduction. */
+static void unfuse_vm(kn__ind_plan *p, const kn__gnode *n) {
+  for (int q = 0; q < n->nargs; q++) {
+    if (n->args[q].kind != KN__GA_TENSOR || !n->args[q].u.t.node) continue;
+    const kn__gnode *m = n->args[q].u.t.node;
+    kn__ind_node *mn = &p->nodes[m->index];
+    if (!mn->inlined) continue;
+    if (mn->f.vm >= 0) {
+      mn->inlined = false;
+      mn->slot = new_slots(p, m, 1);
+      p->nkernels++;
+      p->nfused--;
+    } else {
+      unfuse_vm(p, m);
+    }
+  }
+}
+
 kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p) {
   memset(p, 0, sizeof *p);
   p->g = g;
@@ -177,6 +199,8 @@ kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p) {
   kn__ind_phase_end(&ph);
   kn__ind_phase_begin(&ph, "inductor_scheduling");
   fuse(p, user, !has_inplace(g));
+  for (int i = 0; i < p->nnodes; i++)
+    if (p->nodes[i].kind == KN__IND_RED) unfuse_vm(p, kn__graph_node(g, i));
   kn__ind_phase_end(&ph);
   free(user);
   return KN_OK;

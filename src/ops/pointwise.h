@@ -1,6 +1,7 @@
 /*
 ** ops/pointwise.h: internals shared by the pointwise family's files
-** (pointwise_meta.c: metadata and type rules; pointwise_kern.c: the element
+** (pointwise_formulas.h: the one table of element formulas they expand;
+** pointwise_meta.c: metadata and type rules; pointwise_kern.c: the element
 ** loops; pointwise_bw.c: derivative rules; pointwise_api.c: public
 ** wrappers; pointwise_copy.c: copies and fills).
 **
@@ -13,25 +14,28 @@
 #define KN_OPS_POINTWISE_H
 
 #include "ops/opdef.h"
+#include "ops/pointwise_formulas.h"
 
-/* What an op computes; one code per element formula. */
+/* What an op computes; one code per element formula (the rows of
+** KN__PW_FORMULAS, ops/pointwise_formulas.h). */
 typedef enum kn__pwcode {
-  /* binary */
-  KN__PW_ADD, KN__PW_SUB, KN__PW_MUL, KN__PW_DIV, KN__PW_DIV_TRUNC, KN__PW_DIV_FLOOR,
-  KN__PW_MAXIMUM, KN__PW_MINIMUM, KN__PW_POW,
-  KN__PW_EQ, KN__PW_NE, KN__PW_LT, KN__PW_LE, KN__PW_GT, KN__PW_GE,
-  KN__PW_LAND, KN__PW_LOR,
-  KN__PW_THRESHOLD_BW, KN__PW_SIGMOID_BW, KN__PW_TANH_BW, KN__PW_GELU_BW,
-  KN__PW_GELU_TANH_BW,
-  /* unary */
-  KN__PW_NEG, KN__PW_ABS, KN__PW_SGN, KN__PW_RECIPROCAL, KN__PW_EXP, KN__PW_EXP2,
-  KN__PW_LOG, KN__PW_LOG2, KN__PW_LOG1P, KN__PW_EXPM1, KN__PW_SQRT, KN__PW_RSQRT,
-  KN__PW_SIN, KN__PW_COS, KN__PW_TAN, KN__PW_TANH, KN__PW_SIGMOID, KN__PW_RELU,
-  KN__PW_GELU, KN__PW_GELU_TANH, KN__PW_SILU, KN__PW_ERF, KN__PW_LOG10, KN__PW_SINH, KN__PW_COSH, KN__PW_ASIN, KN__PW_ACOS,
-  KN__PW_ATAN, KN__PW_ERFC, KN__PW_SOFTPLUS, KN__PW_ROUND, KN__PW_TRUNC,
-  KN__PW_FLOOR, KN__PW_CEIL, KN__PW_LNOT, KN__PW_CLAMP,
+#define KN__PW_CODE(CODE, NIN, OUT, CL, F, I, B, VM, MEM, D) KN__PW_##CODE,
+  KN__PW_FORMULAS(KN__PW_CODE)
+#undef KN__PW_CODE
   KN__PW_NCODES
 } kn__pwcode;
+
+/* Per-formula facts of the table (indexed by code). */
+typedef struct kn__pwform {
+  const char *name;  /* "ADD" */
+  int nin;           /* operands */
+  bool bool_out;     /* writes bool */
+  int classes;       /* KN__PWC_F | KN__PWC_I | KN__PWC_B */
+  int vm;            /* vector-math function, or -1 */
+  bool memory_bound;
+} kn__pwform;
+/* The facts of formula code (static). */
+const kn__pwform *kn__pw_form(kn__pwcode code);
 
 /* Kinds of result dtype of a pointwise op. */
 typedef enum kn__pwkind {
@@ -46,10 +50,11 @@ typedef struct kn__pwinfo {
   kn__pwkind kind;
   int nopnds;        /* leading operand args (tensors or scalars) */
   bool inplace;
+  bool present;      /* the op has a row in KN__PW_OPS */
 } kn__pwinfo;
 
 /* The facts for op id (every row of ops_pointwise.def that uses the shared
-** meta functions has an entry). */
+** meta functions has an entry: KN__PW_OPS; present is false for others). */
 const kn__pwinfo *kn__pw_info(int opid);
 
 /* Extra parameters of an element formula. */

@@ -171,74 +171,58 @@ static kn_tensor *gelu2_tanh(kn_tensor *x) {
   return kn_mul(sech2, kn_add(du, kn_mul_scalar(kn_mul(x, inner), kn_float(0.5))));
 }
 
-/* Unary rules: d out / d x times g, by formula. */
+/* Derivatives the formula table (column D) names. */
+static kn_tensor *kn__pw_no_deriv(const kn__bwctx *ctx) {
+  kn__error(KN_EUNSUPPORTED, "%s: no derivative formula", ctx->call->op->name);
+  return NULL;
+}
+
+static kn_tensor *kn__pw_d_gelu(const kn__bwctx *ctx, kn_tensor *g, kn_tensor *x) {
+  return kn_gelu_backward(g, x, ctx->call->args[1].u.i == 1 ? KN_GELU_TANH : KN_GELU_NONE);
+}
+
+static kn_tensor *kn__pw_d_silu(kn_tensor *g, kn_tensor *x) { /* s (1 + x (1 - s)) */
+  kn_tensor *s = kn_sigmoid(x);
+  kn_tensor *one_minus = kn_add_scalar(kn_neg(s), kn_int(1));
+  return kn_mul(g, kn_mul(s, kn_add_scalar(kn_mul(x, one_minus), kn_int(1))));
+}
+
+/* erf: 2/sqrt(pi) exp(-x^2); erfc: the negative (c). */
+static kn_tensor *kn__pw_d_erf(kn_tensor *g, kn_tensor *x, double c) {
+  return kn_mul(g, kn_mul_scalar(kn_exp(kn_neg(kn_mul(x, x))), kn_float(c)));
+}
+
+static kn_tensor *kn__pw_rsqrt_1mx2(kn_tensor *x) { /* 1 / sqrt(1 - x^2) */
+  return kn_rsqrt(kn_add_scalar(kn_neg(kn_mul(x, x)), kn_int(1)));
+}
+
+/* softplus: sigmoid(beta x), 1 where beta x > threshold */
+static kn_tensor *kn__pw_d_softplus(const kn__bwctx *ctx, kn_tensor *g, kn_tensor *x) {
+  kn_tensor *bx = kn_mul_scalar(x, ctx->call->args[1].u.s);
+  return kn_where(kn_gt_scalar(bx, ctx->call->args[2].u.s), g, kn_mul(g, kn_sigmoid(bx)));
+}
+
+static kn_tensor *kn__pw_d_clamp(const kn__bwctx *ctx, kn_tensor *g, kn_tensor *x) {
+  kn_tensor *mask = NULL;
+  const kn__call *c = ctx->call;
+  if (c->args[1].kind == KN__A_SCALAR) mask = kn_ge_scalar(x, c->args[1].u.s);
+  if (c->args[2].kind == KN__A_SCALAR) {
+    kn_tensor *m2 = kn_le_scalar(x, c->args[2].u.s);
+    mask = mask ? kn_logical_and(mask, m2) : m2;
+  }
+  return kn_where(mask, g, zero_scalar(g));
+}
+
+/* Unary rules: d out / d x times g, column D of the formula table. */
+#define DERIV_CASE(CODE, NIN, OUT, CL, F, I, B, VM, MEM, D) \
+  case KN__PW_##CODE: return (D);
+
 static kn_tensor *unary_grad(kn__bwctx *ctx, kn_tensor *g) {
   kn_tensor *x = IN(0), *out = ctx->outputs[0];
+  (void)x, (void)out;
   switch (kn__pw_info(ctx->call->op->id)->code) {
-  case KN__PW_NEG: return kn_neg(g);
-  case KN__PW_ABS: return kn_mul(g, kn_sgn(x));
-  case KN__PW_RECIPROCAL: {
-    kn_tensor *r = out;
-    return kn_neg(kn_mul(g, kn_mul(r, r)));
-  }
-  case KN__PW_EXP: return kn_mul(g, out);
-  case KN__PW_EXP2:
-    return kn_mul_scalar(kn_mul(g, out), kn_float(M_LN2));
-  case KN__PW_LOG: return kn_div(g, x);
-  case KN__PW_LOG2: return kn_div(g, kn_mul_scalar(x, kn_float(M_LN2)));
-  case KN__PW_LOG1P: return kn_div(g, kn_add_scalar(x, kn_int(1)));
-  case KN__PW_EXPM1: return kn_mul(g, kn_add_scalar(out, kn_int(1)));
-  case KN__PW_SQRT:
-    return kn_div(g, kn_mul_scalar(out, kn_int(2)));
-  case KN__PW_RSQRT: {
-    kn_tensor *r = out;
-    return kn_mul(g, kn_mul_scalar(kn_mul(r, kn_mul(r, r)), kn_float(-0.5)));
-  }
-  case KN__PW_SIN: return kn_mul(g, kn_cos(x));
-  case KN__PW_COS: return kn_neg(kn_mul(g, kn_sin(x)));
-  case KN__PW_TAN: {
-    kn_tensor *r = out;
-    return kn_mul(g, kn_add_scalar(kn_mul(r, r), kn_int(1)));
-  }
-  case KN__PW_TANH: return kn_tanh_backward(g, out);
-  case KN__PW_SIGMOID: return kn_sigmoid_backward(g, out);
-  case KN__PW_RELU: return kn_threshold_backward(g, out, kn_int(0));
-  case KN__PW_GELU:
-    return kn_gelu_backward(g, x, ctx->call->args[1].u.i == 1 ? KN_GELU_TANH : KN_GELU_NONE);
-  case KN__PW_SILU: { /* s (1 + x (1 - s)) */
-    kn_tensor *s = kn_sigmoid(x);
-    kn_tensor *one_minus = kn_add_scalar(kn_neg(s), kn_int(1));
-    return kn_mul(g, kn_mul(s, kn_add_scalar(kn_mul(x, one_minus), kn_int(1))));
-  }
-  case KN__PW_ERF: /* 2/sqrt(pi) exp(-x^2) */
-    return kn_mul(g, kn_mul_scalar(kn_exp(kn_neg(kn_mul(x, x))), kn_float(1.1283791670955126)));
-  case KN__PW_ERFC: /* -2/sqrt(pi) exp(-x^2) */
-    return kn_mul(g, kn_mul_scalar(kn_exp(kn_neg(kn_mul(x, x))), kn_float(-1.1283791670955126)));
-  case KN__PW_SOFTPLUS: { /* sigmoid(beta x), 1 where beta x > threshold */
-    kn_tensor *bx = kn_mul_scalar(x, ctx->call->args[1].u.s);
-    return kn_where(kn_gt_scalar(bx, ctx->call->args[2].u.s), g, kn_mul(g, kn_sigmoid(bx)));
-  }
-  case KN__PW_LOG10: return kn_div(g, kn_mul_scalar(x, kn_float(M_LN10)));
-  case KN__PW_SINH: return kn_mul(g, kn_cosh(x));
-  case KN__PW_COSH: return kn_mul(g, kn_sinh(x));
-  case KN__PW_ASIN: /* 1 / sqrt(1 - x^2) */
-    return kn_mul(g, kn_rsqrt(kn_add_scalar(kn_neg(kn_mul(x, x)), kn_int(1))));
-  case KN__PW_ACOS:
-    return kn_neg(kn_mul(g, kn_rsqrt(kn_add_scalar(kn_neg(kn_mul(x, x)), kn_int(1)))));
-  case KN__PW_ATAN: return kn_div(g, kn_add_scalar(kn_mul(x, x), kn_int(1)));
-  case KN__PW_CLAMP: {
-    kn_tensor *mask = NULL;
-    const kn__call *c = ctx->call;
-    if (c->args[1].kind == KN__A_SCALAR) mask = kn_ge_scalar(x, c->args[1].u.s);
-    if (c->args[2].kind == KN__A_SCALAR) {
-      kn_tensor *m2 = kn_le_scalar(x, c->args[2].u.s);
-      mask = mask ? kn_logical_and(mask, m2) : m2;
-    }
-    return kn_where(mask, g, zero_scalar(g));
-  }
-  default:
-    kn__error(KN_EUNSUPPORTED, "%s: no derivative formula", ctx->call->op->name);
-    return NULL;
+    KN__PW_FORMULAS(DERIV_CASE)
+  default: return kn__pw_no_deriv(ctx);
   }
 }
 

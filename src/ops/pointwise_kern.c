@@ -2,9 +2,10 @@
 ** ops/pointwise_kern.c: the element loops of every pointwise op and the
 ** driver that runs them (kn__pw_run).
 **
-** One row function per compute type (float32, float64, int64, bool) and
-** arity switches on the formula once per row; each formula is expanded into
-** a contiguous loop that gcc vectorises (`omp simd`, no fast-math), loops for
+** One row function per compute type (float32, float64, int64, bool)
+** switches on the formula once per row; the cases are expanded from the
+** formula table (ops/pointwise_formulas.h), each formula into a contiguous
+** loop that gcc vectorises (`omp simd`, no fast-math), loops for
 ** a broadcast scalar operand, and a general strided loop. Transcendental
 ** float formulas (exp, log, tanh, erf, gelu, pow, ...) instead call the
 ** vector-math table of the CPU's widest ISA (ops/vmath.h), on the row itself
@@ -19,6 +20,7 @@
 #include "core/error.h"
 #include "ops/iter.h"
 #include "ops/pointwise.h"
+#include "ops/pointwise_formulas.h"
 #include "ops/vmath.h"
 
 typedef struct rowctx {
@@ -35,12 +37,14 @@ typedef struct rowctx {
       TO *y = (TO *)p[0];                                                      \
       const T *xs = (const T *)p[1];                                           \
       _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                    \
-        T x = xs[i];                                                           \
+        T a = xs[i];                                                           \
+        (void)a;                                                               \
         y[i] = (TO)(EXPR);                                                     \
       }                                                                        \
     } else {                                                                   \
       for (int64_t i = 0; i < n; i++) {                                        \
-        T x = *(const T *)(p[1] + i * s[1]);                                   \
+        T a = *(const T *)(p[1] + i * s[1]);                                   \
+        (void)a;                                                               \
         *(TO *)(p[0] + i * s[0]) = (TO)(EXPR);                                 \
       }                                                                        \
     }                                                                          \
@@ -54,23 +58,27 @@ typedef struct rowctx {
     if (s[0] == eo && s[1] == es && s[2] == es) {                              \
       _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                    \
         T a = as[i], b = bs[i];                                                \
+        (void)a, (void)b; /* a formula of a missing class is 0 */              \
         y[i] = (TO)(EXPR);                                                     \
       }                                                                        \
     } else if (s[0] == eo && s[1] == es && s[2] == 0) {                        \
       const T b = bs[0];                                                       \
       _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                    \
         T a = as[i];                                                           \
+        (void)a, (void)b; /* a formula of a missing class is 0 */              \
         y[i] = (TO)(EXPR);                                                     \
       }                                                                        \
     } else if (s[0] == eo && s[1] == 0 && s[2] == es) {                        \
       const T a = as[0];                                                       \
       _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                    \
         T b = bs[i];                                                           \
+        (void)a, (void)b; /* a formula of a missing class is 0 */              \
         y[i] = (TO)(EXPR);                                                     \
       }                                                                        \
     } else {                                                                   \
       for (int64_t i = 0; i < n; i++) {                                        \
         T a = *(const T *)(p[1] + i * s[1]), b = *(const T *)(p[2] + i * s[2]); \
+        (void)a, (void)b;                                                      \
         *(TO *)(p[0] + i * s[0]) = (TO)(EXPR);                                 \
       }                                                                        \
     }                                                                          \
@@ -78,53 +86,34 @@ typedef struct rowctx {
 
 /* ---- scalar helpers --------------------------------------------------------- */
 
-#define DEF_FLOAT_HELPERS(T, SFX)                                               \
-  static inline T floordiv_##SFX(T a, T b) {                                   \
-    if (b == 0) return a / b;                                                  \
-    T mod = fmod(a, b), div = (a - mod) / b;                                   \
-    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;                            \
-    if (div == 0) return copysign((T)0, a / b);                                \
-    T fl = floor(div);                                                         \
-    if (div - fl > (T)0.5) fl += 1;                                            \
-    return fl;                                                                 \
-  }                                                                            \
-  static inline T max_##SFX(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; } \
-  static inline T min_##SFX(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; } \
+/* The formulas' vocabulary (ops/pointwise_formulas.h). */
+KN__PW_HELPERS
+#define kn_max(a, b) _Generic((a), float: kn_max_f32, default: kn_max_f64)(a, b)
+#define kn_min(a, b) _Generic((a), float: kn_min_f32, default: kn_min_f64)(a, b)
+#define kn_floordiv(a, b) _Generic((a), float: kn_floordiv_f32, default: kn_floordiv_f64)(a, b)
+
+/* clamp (eager-only formulas; NaN stays). */
+#define DEF_CLAMP(T, SFX)                                                       \
   static inline T clamp_##SFX(T x, const kn__pwparams *q) {                    \
     if (x != x) return x;                                                      \
     if (q->has_lo && x < (T)q->lo) x = (T)q->lo;                               \
     if (q->has_hi && x > (T)q->hi) x = (T)q->hi;                               \
     return x;                                                                  \
   }
-
-DEF_FLOAT_HELPERS(float, f32)
-DEF_FLOAT_HELPERS(double, f64)
-
-static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static inline int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
-static inline int64_t wrap_neg(int64_t a) { return (int64_t)(0 - (uint64_t)a); }
-
-static inline int64_t ipow(int64_t a, int64_t b) {
-  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
-  uint64_t r = 1, x = (uint64_t)a;
-  while (b) {
-    if (b & 1) r *= x;
-    x *= x;
-    b >>= 1;
-  }
-  return (int64_t)r;
-}
+DEF_CLAMP(float, f32)
+DEF_CLAMP(double, f64)
+#define kn_clamp(a, q) _Generic((a), float: clamp_f32, default: clamp_f64)(a, q)
 
 /* Integer division; a zero divisor gives 0 and is reported by the driver. */
 static inline int64_t idiv(int64_t a, int64_t b, bool floor_mode) {
   if (b == 0) return 0;
-  if (b == -1) return wrap_neg(a);
+  if (b == -1) return kn_wneg(a);
   int64_t q = a / b;
   if (floor_mode && a % b != 0 && ((a < 0) != (b < 0))) q--;
   return q;
 }
 
-static inline int64_t clamp_i64(int64_t x, const kn__pwparams *q) {
+static inline int64_t kn_clamp_i64(int64_t x, const kn__pwparams *q) {
   if (q->has_lo && (double)x < q->lo) x = (int64_t)q->lo;
   if (q->has_hi && (double)x > q->hi) x = (int64_t)q->hi;
   return x;
@@ -132,43 +121,15 @@ static inline int64_t clamp_i64(int64_t x, const kn__pwparams *q) {
 
 /* ---- vector-math rows --------------------------------------------------------------- */
 
+/* The vector-math function of a float formula (-1: none), by arity. */
 static int vm_unary(kn__pwcode code) {
-  switch (code) {
-  case KN__PW_EXP: return KN__VM_EXP;
-  case KN__PW_EXP2: return KN__VM_EXP2;
-  case KN__PW_EXPM1: return KN__VM_EXPM1;
-  case KN__PW_LOG: return KN__VM_LOG;
-  case KN__PW_LOG2: return KN__VM_LOG2;
-  case KN__PW_LOG1P: return KN__VM_LOG1P;
-  case KN__PW_SQRT: return KN__VM_SQRT;
-  case KN__PW_RSQRT: return KN__VM_RSQRT;
-  case KN__PW_SIN: return KN__VM_SIN;
-  case KN__PW_COS: return KN__VM_COS;
-  case KN__PW_TAN: return KN__VM_TAN;
-  case KN__PW_TANH: return KN__VM_TANH;
-  case KN__PW_ERF: return KN__VM_ERF;
-  case KN__PW_LOG10: return KN__VM_LOG10;
-  case KN__PW_SINH: return KN__VM_SINH;
-  case KN__PW_COSH: return KN__VM_COSH;
-  case KN__PW_ASIN: return KN__VM_ASIN;
-  case KN__PW_ACOS: return KN__VM_ACOS;
-  case KN__PW_ATAN: return KN__VM_ATAN;
-  case KN__PW_ERFC: return KN__VM_ERFC;
-  case KN__PW_SIGMOID: return KN__VM_SIGMOID;
-  case KN__PW_SILU: return KN__VM_SILU;
-  case KN__PW_GELU: return KN__VM_GELU;
-  case KN__PW_GELU_TANH: return KN__VM_GELU_TANH;
-  default: return -1;
-  }
+  const kn__pwform *f = kn__pw_form(code);
+  return f->nin == 1 ? f->vm : -1;
 }
 
 static int vm_binary(kn__pwcode code) {
-  switch (code) {
-  case KN__PW_POW: return KN__VM_POW;
-  case KN__PW_GELU_BW: return KN__VM_GELU_BW;
-  case KN__PW_GELU_TANH_BW: return KN__VM_GELU_TANH_BW;
-  default: return -1;
-  }
+  const kn__pwform *f = kn__pw_form(code);
+  return f->nin == 2 ? f->vm : -1;
 }
 
 /* Strided rows run through the vector functions in blocks of this many
@@ -239,63 +200,45 @@ DEF_VEC_ROWS(double, f64)
 
 /* ---- float rows ------------------------------------------------------------------ */
 
-#define DEF_FLOAT_ROWS(T, SFX)                                                  \
-  static void bin_##SFX(char **p, const int64_t *s, int64_t n, const void *vctx) { \
-    const rowctx *c = vctx;                                                    \
+/* The loop of a formula by its arity. */
+#define LOOP_1 UN_LOOP
+#define LOOP_2 BIN_LOOP
+
+/* One case per formula of the table: its loop, when the formula has a
+** float expression (vector-math formulas ran before the switch). */
+#define FLOAT_CASE(CODE, NIN, OUT, CL, F, I, B, VM, MEM, D)                     \
+  case KN__PW_##CODE:                                                          \
+    if ((CL & KN__PWC_F) && VM < 0) LOOP_##NIN(T, OUT, F);                     \
+    break;
+
+#define DEF_FLOAT_ROWS(TY, SFX)                                                 \
+  /* The cases that do not run the formula's loop: x ** 2, vector math,     \
+  ** softplus. true when handled. */                                         \
+  static bool special_##SFX(const rowctx *c, char **p, const int64_t *s, int64_t n) { \
+    typedef TY T;                                                              \
+    if (kn__pw_form(c->code)->nin == 1) {                                      \
+      if (c->code == KN__PW_SOFTPLUS) softplus_##SFX(p, s, n, c->prm);         \
+      return c->code == KN__PW_SOFTPLUS || vec_un_##SFX(c->code, p, s, n);     \
+    }                                                                          \
     if (c->code == KN__PW_POW && s[2] == 0 && *(const T *)p[2] == 2) {         \
       for (int64_t i = 0; i < n; i++) { /* x ** 2 exactly, like torch */       \
         T a = *(const T *)(p[1] + i * s[1]);                                   \
         *(T *)(p[0] + i * s[0]) = a * a;                                       \
       }                                                                        \
-      return;                                                                  \
+      return true;                                                             \
     }                                                                          \
-    if (vec_bin_##SFX(c->code, p, s, n)) return;                               \
-    const T al = (T)c->prm->alpha, th = (T)c->prm->lo;                         \
-    switch (c->code) {                                                         \
-    case KN__PW_ADD:                                                           \
-      if (al == 1) BIN_LOOP(T, T, a + b);                                      \
-      else BIN_LOOP(T, T, a + al * b);                                         \
-      break;                                                                   \
-    case KN__PW_SUB:                                                           \
-      if (al == 1) BIN_LOOP(T, T, a - b);                                      \
-      else BIN_LOOP(T, T, a - al * b);                                         \
-      break;                                                                   \
-    case KN__PW_MUL: BIN_LOOP(T, T, a * b); break;                             \
-    case KN__PW_DIV: BIN_LOOP(T, T, a / b); break;                             \
-    case KN__PW_DIV_TRUNC: BIN_LOOP(T, T, trunc(a / b)); break;                \
-    case KN__PW_DIV_FLOOR: BIN_LOOP(T, T, floordiv_##SFX(a, b)); break;        \
-    case KN__PW_MAXIMUM: BIN_LOOP(T, T, max_##SFX(a, b)); break;               \
-    case KN__PW_MINIMUM: BIN_LOOP(T, T, min_##SFX(a, b)); break;               \
-    case KN__PW_EQ: BIN_LOOP(T, bool, a == b); break;                          \
-    case KN__PW_NE: BIN_LOOP(T, bool, a != b); break;                          \
-    case KN__PW_LT: BIN_LOOP(T, bool, a < b); break;                           \
-    case KN__PW_LE: BIN_LOOP(T, bool, a <= b); break;                          \
-    case KN__PW_GT: BIN_LOOP(T, bool, a > b); break;                           \
-    case KN__PW_GE: BIN_LOOP(T, bool, a >= b); break;                          \
-    case KN__PW_THRESHOLD_BW: BIN_LOOP(T, T, b <= th ? (T)0 : a); break;       \
-    case KN__PW_SIGMOID_BW: BIN_LOOP(T, T, a * ((T)1 - b) * b); break;         \
-    case KN__PW_TANH_BW: BIN_LOOP(T, T, a * ((T)1 - b * b)); break;            \
-    default: break;                                                            \
-    }                                                                          \
+    return vec_bin_##SFX(c->code, p, s, n);                                    \
   }                                                                            \
-  static void un_##SFX(char **p, const int64_t *s, int64_t n, const void *vctx) { \
+  static void rows_##SFX(char **p, const int64_t *s, int64_t n, const void *vctx) { \
+    typedef TY T;                                                              \
     const rowctx *c = vctx;                                                    \
-    if (vec_un_##SFX(c->code, p, s, n)) return;                                \
-    if (c->code == KN__PW_SOFTPLUS) {                                          \
-      softplus_##SFX(p, s, n, c->prm);                                         \
-      return;                                                                  \
-    }                                                                          \
+    if (special_##SFX(c, p, s, n)) return;                                     \
+    const T P1 = (T)(c->code == KN__PW_THRESHOLD_BW ? c->prm->lo : c->prm->alpha); \
+    const int64_t PI = c->prm->ialpha;                                         \
+    const kn__pwparams *q = c->prm;                                            \
+    (void)P1, (void)PI, (void)q;                                               \
     switch (c->code) {                                                         \
-    case KN__PW_NEG: UN_LOOP(T, T, -x); break;                                 \
-    case KN__PW_ABS: UN_LOOP(T, T, fabs(x)); break;                            \
-    case KN__PW_SGN: UN_LOOP(T, T, (x > 0) - (x < 0)); break;                  \
-    case KN__PW_RECIPROCAL: UN_LOOP(T, T, (T)1 / x); break;                    \
-    case KN__PW_RELU: UN_LOOP(T, T, (x > 0 || x != x) ? x : (T)0); break;      \
-    case KN__PW_ROUND: UN_LOOP(T, T, nearbyint(x)); break;                     \
-    case KN__PW_TRUNC: UN_LOOP(T, T, trunc(x)); break;                         \
-    case KN__PW_FLOOR: UN_LOOP(T, T, floor(x)); break;                         \
-    case KN__PW_CEIL: UN_LOOP(T, T, ceil(x)); break;                           \
-    case KN__PW_CLAMP: UN_LOOP(T, T, clamp_##SFX(x, c->prm)); break;           \
+      KN__PW_FORMULAS(FLOAT_CASE)                                              \
     default: break;                                                            \
     }                                                                          \
   }
@@ -305,66 +248,50 @@ DEF_FLOAT_ROWS(double, f64)
 
 /* ---- integer and bool rows ------------------------------------------------------- */
 
-static void bin_i64(char **p, const int64_t *s, int64_t n, const void *vctx) {
+/* Integer division: a zero divisor gives 0 and is reported. */
+static void idiv_row(char **p, const int64_t *s, int64_t n, const rowctx *c) {
+  bool fl = c->code == KN__PW_DIV_FLOOR, zero = false;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t a = *(const int64_t *)(p[1] + i * s[1]), b = *(const int64_t *)(p[2] + i * s[2]);
+    zero = zero || b == 0;
+    *(int64_t *)(p[0] + i * s[0]) = idiv(a, b, fl);
+  }
+  if (zero) atomic_store(c->zero_div, 1);
+}
+
+#define INT_CASE(CODE, NIN, OUT, CL, F, I, B, VM, MEM, D)                       \
+  case KN__PW_##CODE:                                                          \
+    if (CL & KN__PWC_I) LOOP_##NIN(int64_t, OUT, I);                           \
+    break;
+
+static void int_rows(char **p, const int64_t *s, int64_t n, const void *vctx) {
+  typedef int64_t T;
   const rowctx *c = vctx;
-  const int64_t al = c->prm->ialpha;
+  if (c->code == KN__PW_DIV_TRUNC || c->code == KN__PW_DIV_FLOOR) {
+    idiv_row(p, s, n, c);
+    return;
+  }
+  const int64_t PI = c->prm->ialpha;
+  const double P1 = c->prm->alpha;
+  const kn__pwparams *q = c->prm;
+  (void)PI, (void)P1, (void)q;
   switch (c->code) {
-  case KN__PW_ADD: BIN_LOOP(int64_t, int64_t, wrap_add(a, wrap_mul(al, b))); break;
-  case KN__PW_SUB: BIN_LOOP(int64_t, int64_t, wrap_add(a, wrap_neg(wrap_mul(al, b)))); break;
-  case KN__PW_MUL: BIN_LOOP(int64_t, int64_t, wrap_mul(a, b)); break;
-  case KN__PW_DIV_TRUNC:
-  case KN__PW_DIV_FLOOR: {
-    bool fl = c->code == KN__PW_DIV_FLOOR, zero = false;
-    for (int64_t i = 0; i < n; i++) {
-      int64_t a = *(const int64_t *)(p[1] + i * s[1]), b = *(const int64_t *)(p[2] + i * s[2]);
-      zero = zero || b == 0;
-      *(int64_t *)(p[0] + i * s[0]) = idiv(a, b, fl);
-    }
-    if (zero) atomic_store(c->zero_div, 1);
-  } break;
-  case KN__PW_MAXIMUM: BIN_LOOP(int64_t, int64_t, a > b ? a : b); break;
-  case KN__PW_MINIMUM: BIN_LOOP(int64_t, int64_t, a < b ? a : b); break;
-  case KN__PW_POW: BIN_LOOP(int64_t, int64_t, ipow(a, b)); break;
-  case KN__PW_EQ: BIN_LOOP(int64_t, bool, a == b); break;
-  case KN__PW_NE: BIN_LOOP(int64_t, bool, a != b); break;
-  case KN__PW_LT: BIN_LOOP(int64_t, bool, a < b); break;
-  case KN__PW_LE: BIN_LOOP(int64_t, bool, a <= b); break;
-  case KN__PW_GT: BIN_LOOP(int64_t, bool, a > b); break;
-  case KN__PW_GE: BIN_LOOP(int64_t, bool, a >= b); break;
+    KN__PW_FORMULAS(INT_CASE)
   default: break;
   }
 }
 
-static void un_i64(char **p, const int64_t *s, int64_t n, const void *vctx) {
+#define BOOL_CASE(CODE, NIN, OUT, CL, F, I, B, VM, MEM, D)                      \
+  case KN__PW_##CODE:                                                          \
+    if (CL & KN__PWC_B) LOOP_##NIN(bool, bool, B);                             \
+    break;
+
+static void bool_rows(char **p, const int64_t *s, int64_t n, const void *vctx) {
   const rowctx *c = vctx;
   switch (c->code) {
-  case KN__PW_NEG: UN_LOOP(int64_t, int64_t, wrap_neg(x)); break;
-  case KN__PW_ABS: UN_LOOP(int64_t, int64_t, x < 0 ? wrap_neg(x) : x); break;
-  case KN__PW_SGN: UN_LOOP(int64_t, int64_t, (x > 0) - (x < 0)); break;
-  case KN__PW_RELU: UN_LOOP(int64_t, int64_t, x > 0 ? x : 0); break;
-  case KN__PW_ROUND:
-  case KN__PW_TRUNC:
-  case KN__PW_FLOOR:
-  case KN__PW_CEIL: UN_LOOP(int64_t, int64_t, x); break;
-  case KN__PW_CLAMP: UN_LOOP(int64_t, int64_t, clamp_i64(x, c->prm)); break;
+    KN__PW_FORMULAS(BOOL_CASE)
   default: break;
   }
-}
-
-static void bin_bool(char **p, const int64_t *s, int64_t n, const void *vctx) {
-  const rowctx *c = vctx;
-  switch (c->code) {
-  case KN__PW_LAND: BIN_LOOP(bool, bool, a && b); break;
-  case KN__PW_LOR: BIN_LOOP(bool, bool, a || b); break;
-  case KN__PW_EQ: BIN_LOOP(bool, bool, a == b); break;
-  case KN__PW_NE: BIN_LOOP(bool, bool, a != b); break;
-  default: break;
-  }
-}
-
-static void un_bool(char **p, const int64_t *s, int64_t n, const void *vctx) {
-  const rowctx *c = vctx;
-  if (c->code == KN__PW_LNOT) UN_LOOP(bool, bool, !x);
 }
 
 /* ---- driver -------------------------------------------------------------------- */
@@ -379,29 +306,18 @@ kn_dtype kn__pw_compute_type(kn_dtype promoted) {
   }
 }
 
-static bool writes_bool(kn__pwcode code) {
-  return (code >= KN__PW_EQ && code <= KN__PW_LOR) || code == KN__PW_LNOT;
-}
+static bool writes_bool(kn__pwcode code) { return kn__pw_form(code)->bool_out; }
 
 /* Formulas cheap enough to be limited by memory bandwidth. */
-static bool memory_bound(kn__pwcode code) {
-  switch (code) {
-  case KN__PW_ADD: case KN__PW_SUB: case KN__PW_MUL: case KN__PW_MAXIMUM: case KN__PW_MINIMUM:
-  case KN__PW_EQ: case KN__PW_NE: case KN__PW_LT: case KN__PW_LE: case KN__PW_GT: case KN__PW_GE:
-  case KN__PW_LAND: case KN__PW_LOR: case KN__PW_LNOT: case KN__PW_NEG: case KN__PW_ABS:
-  case KN__PW_SGN: case KN__PW_RELU: case KN__PW_CLAMP: case KN__PW_THRESHOLD_BW:
-  case KN__PW_TANH_BW: case KN__PW_SIGMOID_BW:
-    return true;
-  default: return false;
-  }
-}
+static bool memory_bound(kn__pwcode code) { return kn__pw_form(code)->memory_bound; }
 
 static kn__iter_row_fn row_fn(kn_dtype cc, int nin) {
+  (void)nin; /* one row function per compute type serves both arities */
   switch (cc) {
-  case KN_FLOAT32: return nin == 1 ? un_f32 : bin_f32;
-  case KN_FLOAT64: return nin == 1 ? un_f64 : bin_f64;
-  case KN_BOOL: return nin == 1 ? un_bool : bin_bool;
-  default: return nin == 1 ? un_i64 : bin_i64;
+  case KN_FLOAT32: return rows_f32;
+  case KN_FLOAT64: return rows_f64;
+  case KN_BOOL: return bool_rows;
+  default: return int_rows;
   }
 }
 

@@ -10,110 +10,63 @@
 #include "core/error.h"
 #include "ops/iter.h"
 #include "ops/pointwise.h"
+#include "ops/vmath.h"
 
-/* ---- the facts table --------------------------------------------------------- */
+/* ---- the facts tables (expanded from ops/pointwise_formulas.h) ------------- */
 
-#define B2(code, kind) {code, kind, 2, false}
-#define B2I(code, kind) {code, kind, 2, true}
-#define U1(code, kind) {code, kind, 1, false}
-#define U1I(code, kind) {code, kind, 1, true}
-
-static const kn__pwinfo infos[KN__OP_COUNT] = {
-  [KN_OP_ADD] = B2(KN__PW_ADD, KN__PWK_SAME),
-  [KN_OP_ADD_SCALAR] = B2(KN__PW_ADD, KN__PWK_SAME),
-  [KN_OP_ADD_] = B2I(KN__PW_ADD, KN__PWK_SAME),
-  [KN_OP_ADD_SCALAR_] = B2I(KN__PW_ADD, KN__PWK_SAME),
-  [KN_OP_SUB] = B2(KN__PW_SUB, KN__PWK_SAME),
-  [KN_OP_SUB_SCALAR] = B2(KN__PW_SUB, KN__PWK_SAME),
-  [KN_OP_SUB_] = B2I(KN__PW_SUB, KN__PWK_SAME),
-  [KN_OP_SUB_SCALAR_] = B2I(KN__PW_SUB, KN__PWK_SAME),
-  [KN_OP_MUL] = B2(KN__PW_MUL, KN__PWK_SAME),
-  [KN_OP_MUL_SCALAR] = B2(KN__PW_MUL, KN__PWK_SAME),
-  [KN_OP_MUL_] = B2I(KN__PW_MUL, KN__PWK_SAME),
-  [KN_OP_MUL_SCALAR_] = B2I(KN__PW_MUL, KN__PWK_SAME),
-  [KN_OP_DIV] = B2(KN__PW_DIV, KN__PWK_FLOAT),
-  [KN_OP_DIV_SCALAR] = B2(KN__PW_DIV, KN__PWK_FLOAT),
-  [KN_OP_DIV_MODE] = B2(KN__PW_DIV_TRUNC, KN__PWK_SAME),
-  [KN_OP_DIV_SCALAR_MODE] = B2(KN__PW_DIV_TRUNC, KN__PWK_SAME),
-  [KN_OP_DIV_] = B2I(KN__PW_DIV, KN__PWK_FLOAT),
-  [KN_OP_DIV_SCALAR_] = B2I(KN__PW_DIV, KN__PWK_FLOAT),
-  [KN_OP_DIV_MODE_] = B2I(KN__PW_DIV_TRUNC, KN__PWK_SAME),
-  [KN_OP_MAXIMUM] = B2(KN__PW_MAXIMUM, KN__PWK_SAME),
-  [KN_OP_MINIMUM] = B2(KN__PW_MINIMUM, KN__PWK_SAME),
-  [KN_OP_POW] = B2(KN__PW_POW, KN__PWK_SAME),
-  [KN_OP_POW_SCALAR] = B2(KN__PW_POW, KN__PWK_SAME),
-  [KN_OP_POW_SELF_SCALAR] = B2(KN__PW_POW, KN__PWK_SAME),
-  [KN_OP_POW_SCALAR_] = B2I(KN__PW_POW, KN__PWK_SAME),
-  [KN_OP_EQ] = B2(KN__PW_EQ, KN__PWK_BOOL),
-  [KN_OP_EQ_SCALAR] = B2(KN__PW_EQ, KN__PWK_BOOL),
-  [KN_OP_NE] = B2(KN__PW_NE, KN__PWK_BOOL),
-  [KN_OP_NE_SCALAR] = B2(KN__PW_NE, KN__PWK_BOOL),
-  [KN_OP_LT] = B2(KN__PW_LT, KN__PWK_BOOL),
-  [KN_OP_LT_SCALAR] = B2(KN__PW_LT, KN__PWK_BOOL),
-  [KN_OP_LE] = B2(KN__PW_LE, KN__PWK_BOOL),
-  [KN_OP_LE_SCALAR] = B2(KN__PW_LE, KN__PWK_BOOL),
-  [KN_OP_GT] = B2(KN__PW_GT, KN__PWK_BOOL),
-  [KN_OP_GT_SCALAR] = B2(KN__PW_GT, KN__PWK_BOOL),
-  [KN_OP_GE] = B2(KN__PW_GE, KN__PWK_BOOL),
-  [KN_OP_GE_SCALAR] = B2(KN__PW_GE, KN__PWK_BOOL),
-  [KN_OP_LOGICAL_AND] = B2(KN__PW_LAND, KN__PWK_BOOL),
-  [KN_OP_LOGICAL_OR] = B2(KN__PW_LOR, KN__PWK_BOOL),
-  [KN_OP_LOGICAL_NOT] = U1(KN__PW_LNOT, KN__PWK_BOOL),
-  [KN_OP_NEG] = U1(KN__PW_NEG, KN__PWK_SAME),
-  [KN_OP_NEG_] = U1I(KN__PW_NEG, KN__PWK_SAME),
-  [KN_OP_ABS] = U1(KN__PW_ABS, KN__PWK_SAME),
-  [KN_OP_ABS_] = U1I(KN__PW_ABS, KN__PWK_SAME),
-  [KN_OP_SGN] = U1(KN__PW_SGN, KN__PWK_SAME),
-  [KN_OP_RECIPROCAL] = U1(KN__PW_RECIPROCAL, KN__PWK_FLOAT),
-  [KN_OP_RECIPROCAL_] = U1I(KN__PW_RECIPROCAL, KN__PWK_FLOAT),
-  [KN_OP_EXP] = U1(KN__PW_EXP, KN__PWK_FLOAT),
-  [KN_OP_EXP_] = U1I(KN__PW_EXP, KN__PWK_FLOAT),
-  [KN_OP_EXP2] = U1(KN__PW_EXP2, KN__PWK_FLOAT),
-  [KN_OP_LOG] = U1(KN__PW_LOG, KN__PWK_FLOAT),
-  [KN_OP_LOG_] = U1I(KN__PW_LOG, KN__PWK_FLOAT),
-  [KN_OP_LOG2] = U1(KN__PW_LOG2, KN__PWK_FLOAT),
-  [KN_OP_LOG1P] = U1(KN__PW_LOG1P, KN__PWK_FLOAT),
-  [KN_OP_EXPM1] = U1(KN__PW_EXPM1, KN__PWK_FLOAT),
-  [KN_OP_SQRT] = U1(KN__PW_SQRT, KN__PWK_FLOAT),
-  [KN_OP_SQRT_] = U1I(KN__PW_SQRT, KN__PWK_FLOAT),
-  [KN_OP_RSQRT] = U1(KN__PW_RSQRT, KN__PWK_FLOAT),
-  [KN_OP_SIN] = U1(KN__PW_SIN, KN__PWK_FLOAT),
-  [KN_OP_COS] = U1(KN__PW_COS, KN__PWK_FLOAT),
-  [KN_OP_TAN] = U1(KN__PW_TAN, KN__PWK_FLOAT),
-  [KN_OP_TANH] = U1(KN__PW_TANH, KN__PWK_FLOAT),
-  [KN_OP_TANH_] = U1I(KN__PW_TANH, KN__PWK_FLOAT),
-  [KN_OP_SIGMOID] = U1(KN__PW_SIGMOID, KN__PWK_FLOAT),
-  [KN_OP_SIGMOID_] = U1I(KN__PW_SIGMOID, KN__PWK_FLOAT),
-  [KN_OP_RELU] = U1(KN__PW_RELU, KN__PWK_SAME),
-  [KN_OP_RELU_] = U1I(KN__PW_RELU, KN__PWK_SAME),
-  [KN_OP_GELU] = U1(KN__PW_GELU, KN__PWK_FLOAT),
-  [KN_OP_SILU] = U1(KN__PW_SILU, KN__PWK_FLOAT),
-  [KN_OP_ERF] = U1(KN__PW_ERF, KN__PWK_FLOAT),
-  [KN_OP_LOG10] = U1(KN__PW_LOG10, KN__PWK_FLOAT),
-  [KN_OP_SINH] = U1(KN__PW_SINH, KN__PWK_FLOAT),
-  [KN_OP_COSH] = U1(KN__PW_COSH, KN__PWK_FLOAT),
-  [KN_OP_ASIN] = U1(KN__PW_ASIN, KN__PWK_FLOAT),
-  [KN_OP_ACOS] = U1(KN__PW_ACOS, KN__PWK_FLOAT),
-  [KN_OP_ATAN] = U1(KN__PW_ATAN, KN__PWK_FLOAT),
-  [KN_OP_ERFC] = U1(KN__PW_ERFC, KN__PWK_FLOAT),
-  [KN_OP_SOFTPLUS] = U1(KN__PW_SOFTPLUS, KN__PWK_FLOAT),
-  [KN_OP_ROUND] = U1(KN__PW_ROUND, KN__PWK_SAME),
-  [KN_OP_ROUND_] = U1I(KN__PW_ROUND, KN__PWK_SAME),
-  [KN_OP_TRUNC] = U1(KN__PW_TRUNC, KN__PWK_SAME),
-  [KN_OP_TRUNC_] = U1I(KN__PW_TRUNC, KN__PWK_SAME),
-  [KN_OP_FLOOR] = U1(KN__PW_FLOOR, KN__PWK_SAME),
-  [KN_OP_FLOOR_] = U1I(KN__PW_FLOOR, KN__PWK_SAME),
-  [KN_OP_CEIL] = U1(KN__PW_CEIL, KN__PWK_SAME),
-  [KN_OP_CEIL_] = U1I(KN__PW_CEIL, KN__PWK_SAME),
-  [KN_OP_CLAMP] = {KN__PW_CLAMP, KN__PWK_SAME, 3, false},
-  [KN_OP_CLAMP_] = {KN__PW_CLAMP, KN__PWK_SAME, 3, true},
-  [KN_OP_THRESHOLD_BACKWARD] = B2(KN__PW_THRESHOLD_BW, KN__PWK_SAME),
-  [KN_OP_SIGMOID_BACKWARD] = B2(KN__PW_SIGMOID_BW, KN__PWK_SAME),
-  [KN_OP_TANH_BACKWARD] = B2(KN__PW_TANH_BW, KN__PWK_SAME),
-  [KN_OP_GELU_BACKWARD] = B2(KN__PW_GELU_BW, KN__PWK_SAME),
+/* Each op's flags, as constants. */
+enum {
+#define KN_OP(ID, NAME, OVERLOAD, SCHEMA, FLAGS, META, KERNEL, BACKWARD, GRADFN) \
+  KN__PWFL_##ID = (FLAGS),
+#include "ops/ops.def"
+#undef KN_OP
 };
 
+static const kn__pwinfo infos[KN__OP_COUNT] = {
+#define KN__PW_INFO(ID, CODE, KIND, NOPNDS) \
+  [KN_OP_##ID] = {KN__PW_##CODE, KN__PWK_##KIND, NOPNDS, (KN__PWFL_##ID & KN_OPF_INPLACE) != 0, true},
+    KN__PW_OPS(KN__PW_INFO)
+#undef KN__PW_INFO
+};
+
+/* Build-time check: as many rows in KN__PW_OPS as ops of the op table whose
+** meta function is the shared one (a duplicate row fails -Woverride-init;
+** tests/test_pointwise_formulas.c checks the rows name exactly those ops). */
+#define KN__PW_SECOND(a, b, ...) b
+#define KN__PW_PROBE(...) KN__PW_SECOND(__VA_ARGS__, 0, 0)
+#define KN__PW_CAT(a, b) a##b
+#define KN__PW_SHARED_kn__meta_pw_binary ~, 1
+#define KN__PW_SHARED_kn__meta_pw_unary ~, 1
+#define KN__PW_IS_SHARED(META) KN__PW_PROBE(KN__PW_CAT(KN__PW_SHARED_, META))
+enum {
+  KN__PW_NSHARED = 0
+#define KN_OP(ID, NAME, OVERLOAD, SCHEMA, FLAGS, META, KERNEL, BACKWARD, GRADFN) \
+  +KN__PW_IS_SHARED(META)
+#include "ops/ops.def"
+#undef KN_OP
+};
+enum {
+  KN__PW_NROWS = 0
+#define KN__PW_ONE(ID, CODE, KIND, NOPNDS) +1
+  KN__PW_OPS(KN__PW_ONE)
+#undef KN__PW_ONE
+};
+_Static_assert((int)KN__PW_NSHARED == (int)KN__PW_NROWS,
+               "a pointwise op that uses kn__meta_pw_binary/unary has no row in KN__PW_OPS "
+               "(ops/pointwise_formulas.h), or a row names another op");
+
 const kn__pwinfo *kn__pw_info(int opid) { return &infos[opid]; }
+
+static const kn__pwform forms[KN__PW_NCODES] = {
+#define KN__PW_FORM(CODE, NIN, OUT, CL, F, I, B, VM, MEM, D) \
+  [KN__PW_##CODE] = {#CODE, NIN, KN__PW_IS_BOOL_##OUT, CL, VM, MEM},
+#define KN__PW_IS_BOOL_T false
+#define KN__PW_IS_BOOL_bool true
+    KN__PW_FORMULAS(KN__PW_FORM)
+#undef KN__PW_FORM
+};
+
+const kn__pwform *kn__pw_form(kn__pwcode code) { return &forms[code]; }
 
 /* ---- small helpers ------------------------------------------------------------ */
 
@@ -283,6 +236,8 @@ static kn_status pw_types(const kn__call *c, const kn__pwinfo *pi, kn_dtype *pro
 
 static kn_status pw_meta(const kn__call *c, kn__metas *out) {
   const kn__pwinfo *pi = kn__pw_info(c->op->id);
+  if (!pi->present)
+    return kn__error(KN_EINVAL, "%s: no row in the pointwise formula table", c->op->name);
   int nd;
   kn_sym shape[KN_MAX_DIMS];
   kn_status st = operand_shape(c, pi->nopnds, &nd, shape);
@@ -347,6 +302,8 @@ static void fill_params(const kn__call *c, const kn__pwinfo *pi, kn__pwparams *p
 
 static kn_status pw_kernel(const kn__call *c, kn__outs *out) {
   const kn__pwinfo *pi = kn__pw_info(c->op->id);
+  if (!pi->present)
+    return kn__error(KN_EINVAL, "%s: no row in the pointwise formula table", c->op->name);
   kn_dtype promoted, result;
   if (!pi->inplace && pi->kind != KN__PWK_BOOL) {
     /* the meta function's result dtype, already checked: the output's */

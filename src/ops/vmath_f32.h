@@ -12,6 +12,9 @@
 */
 #include <float.h>
 #include <math.h>
+#if defined(__AVX512F__) && KN_VM_WF == 16
+#include <immintrin.h>
+#endif
 
 typedef int32_t kn_vfi __attribute__((vector_size(sizeof(kn_vf))));
 typedef uint32_t kn_vfu __attribute__((vector_size(sizeof(kn_vf))));
@@ -22,8 +25,15 @@ static inline kn_vf sel_f(kn_vfi m, kn_vf a, kn_vf b) { /* m ? a : b, lane by la
   return (kn_vf)(((kn_vfi)a & m) | ((kn_vfi)b & ~m));
 }
 static inline kn_vf fma_f(kn_vf a, kn_vf b, kn_vf c) { return KN_VM_FMAF(a, b, c); }
-/* Round to nearest integer, for |v| < 2^22 (NaN and inf stay). */
-static inline kn_vf rint_f(kn_vf v) { return (v + 0x1.8p23f) - 0x1.8p23f; }
+/* Round to nearest integer, for |v| < 2^22 (NaN and inf stay; AVX-512: one
+** vrndscaleps). */
+static inline kn_vf rint_f(kn_vf v) {
+#if defined(__AVX512F__) && KN_VM_WF == 16
+  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+  return (v + 0x1.8p23f) - 0x1.8p23f;
+#endif
+}
 /* 2^n for integer lanes n in [-126, 127] */
 static inline kn_vf pow2i_f(kn_vfi n) { return (kn_vf)(((kn_vfu)n + 127u) << 23); }
 static inline kn_vfi toint_f(kn_vf v) { return __builtin_convertvector(v, kn_vfi); }
@@ -132,6 +142,9 @@ static inline kn_vf v_expm1_own_f(kn_vf x) {
 ** a quarter bit); |x| > 88 is left to the caller (the result overflows a
 ** little after e^|x| does). */
 static inline kn_vf v_sinh_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_sinh_f(x);
+#else
   kn_vfi sgn = (kn_vfi)x & INT32_MIN;
   kn_vf a = (kn_vf)((kn_vfi)x ^ sgn), e = v_exp_own_f(a);
   kn_vf r = fma_f(VF(0.5), e, -0.5f * recip_f(e));
@@ -143,11 +156,16 @@ static inline kn_vf v_sinh_own_f(kn_vf x) {
   p = fma_f(p, z, VF(1.0 / 6));
   r = sel_f(a < 1.0f, fma_f(a * z, p, a), r);
   return (kn_vf)((kn_vfi)r | sgn);
+#endif
 }
 
 /* cosh(x) = e / 2 + 1 / (2 e) with e = e^|x| (|x| > 88: the caller's). */
 static inline kn_vf v_cosh_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  kn_vf e = x5_exp_pos_f(_mm512_abs_ps(x)); /* no clamps, as in x5_sinh_f */
+#else
   kn_vf e = v_exp_own_f((kn_vf)((kn_vfi)x & INT32_MAX));
+#endif
   return fma_f(VF(0.5), e, 0.5f * recip_f(e));
 }
 
@@ -322,7 +340,7 @@ static inline kn_vf v_tan_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
   p = fma_f(p, z, VF(0x1.55556p-2f));
   kn_vf c = rlo * fma_f(z, fma_f(z, VF(2.0f / 3), VF(1)), VF(1));
   kn_vf t = r + fma_f(r * z, p, c);
-  kn_vf v = sel_f((toint_f(q) & 1) != 0, -1.0f / t, t);
+  kn_vf v = sel_f((toint_f(q) & 1) != 0, -recip_f(t), t);
   return trig_fix_f(x, v, slow, true);
 }
 

@@ -15,10 +15,6 @@
 
 #define KN_VM_X512 1
 
-static inline kn_vf x5_rint_f(kn_vf v) {
-  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
-
 /* 1 / d within 0.6 ULP: the 2^-14 estimate and one Newton step (the error
 ** squares to 2^-28, then one rounding). For finite nonzero d whose
 ** reciprocal is normal; other lanes give NaN or 0 (callers select). */
@@ -66,7 +62,7 @@ static inline kn_vf x5_exp_poly_f(kn_vf r) {
 ** inf and the rounding into denormals. At most 1 ULP (0.55 measured). */
 static inline kn_vf x5_exp_f(kn_vf x) {
   kn_vf xc = _mm512_max_ps(VF(-104), _mm512_min_ps(VF(89), x));
-  kn_vf n = x5_rint_f(xc * KN_LOG2E);
+  kn_vf n = rint_f(xc * KN_LOG2E);
   return _mm512_scalef_ps(x5_exp_poly_f(exp_reduce_f(xc, n)), n);
 }
 
@@ -78,7 +74,7 @@ static inline kn_vf x5_exp_f(kn_vf x) {
 static inline kn_vf x5_expm1_f(kn_vf x) {
   kn_vf xc = _mm512_max_ps(VF(-30), _mm512_min_ps(VF(80), x));
   kn_vf sh = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(xc, VF(0), _CMP_GT_OQ), VF(0.35f));
-  kn_vf n = x5_rint_f(xc * KN_LOG2E - sh), r = exp_reduce_f(xc, n);
+  kn_vf n = rint_f(xc * KN_LOG2E - sh), r = exp_reduce_f(xc, n);
   kn_vf q = fma_f(VF(0x1.cd5a56p-13f), r, VF(0x1.6cb47ap-10f));
   q = fma_f(q, r, VF(0x1.10eef2p-7f));
   q = fma_f(q, r, VF(0x1.55556cp-5f));
@@ -93,8 +89,21 @@ static inline kn_vf x5_expm1_f(kn_vf x) {
 
 /* e^x for x in [0, 20] (tanh's): vmath_f32.h's exp steps without the clamps. */
 static inline kn_vf x5_exp_pos_f(kn_vf x) {
-  kn_vf n = x5_rint_f(x * KN_LOG2E);
+  kn_vf n = rint_f(x * KN_LOG2E);
   return _mm512_scalef_ps(x5_exp_poly_f(exp_reduce_f(x, n)), n);
+}
+
+/* sinh x = sign(x) (e / 2 - 1 / (2 e)), e = e^|x|, for |x| >= 1 (no clamps:
+** |x| > 88, inf and NaN lanes are the caller's), below 1 |x| + |x|^3 P(x^2)
+** (least-squares fit, relative weight, 0.1 ULP). At most 1.5 ULP. */
+static inline kn_vf x5_sinh_f(kn_vf x) {
+  kn_vf a = _mm512_abs_ps(x), e = x5_exp_pos_f(a), z = a * a;
+  kn_vf r = fma_f(VF(0.5), e, -0.5f * x5_recip_f(e));
+  kn_vf p = fma_f(VF(0x1.7a01c8p-19f), z, VF(0x1.9fff3p-13f));
+  p = fma_f(p, z, VF(0x1.111134p-7f));
+  p = fma_f(p, z, VF(0x1.555556p-3f));
+  r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, VF(1), _CMP_LT_OQ), fma_f(a * z, p, a));
+  return (kn_vf)((kn_vfi)r | ((kn_vfi)x & INT32_MIN));
 }
 
 /* ---- logarithms ------------------------------------------------------------------- */

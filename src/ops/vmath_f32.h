@@ -162,7 +162,7 @@ static inline kn_vf v_sinh_own_f(kn_vf x) {
 /* cosh(x) = e / 2 + 1 / (2 e) with e = e^|x| (|x| > 88: the caller's). */
 static inline kn_vf v_cosh_own_f(kn_vf x) {
 #ifdef KN_VM_X512
-  kn_vf e = x5_exp_pos_f(_mm512_abs_ps(x)); /* no clamps, as in x5_sinh_f */
+  kn_vf e = x5_exp_mid_f(_mm512_abs_ps(x)); /* no clamps, as in x5_sinh_f */
 #else
   kn_vf e = v_exp_own_f((kn_vf)((kn_vfi)x & INT32_MAX));
 #endif

@@ -35,11 +35,10 @@ static inline kn_vf x5_rsqrt_f(kn_vf x) {
 
 /* sqrt z = s + *lo within 2^-27 (s itself within 2^-14) for z >= 0: s = z y
 ** with the 2^-14 estimate y of 1 / sqrt z, lo = (z - s^2) y / 2 (the residual
-** exact by FMA); 0 gives 0 and 0, negative z NaN. Cheaper than vsqrtps plus
+** exact by FMA) for z = 0 or z >= 2^-76; 0 gives 0 and 0, negative z NaN. Cheaper than vsqrtps plus
 ** a residual. */
 static inline kn_vf x5_sqrt2_f(kn_vf z, kn_vf *lo) {
-  kn_vf y = _mm512_rsqrt14_ps(z);
-  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(z, VF(0), _CMP_EQ_OQ), VF(0));
+  kn_vf y = _mm512_rsqrt14_ps(z + 0x1p-100f); /* the same for z >= 2^-76; finite at 0 */
   kn_vf s = z * y;
   *lo = fma_f(-s, s, z) * (y * 0.5f);
   return s;
@@ -87,17 +86,29 @@ static inline kn_vf x5_expm1_f(kn_vf x) {
   return big ? _mm512_mask_mov_ps(res, big, x5_exp_f(x)) : res;
 }
 
-/* e^x for x in [0, 20] (tanh's): vmath_f32.h's exp steps without the clamps. */
-static inline kn_vf x5_exp_pos_f(kn_vf x) {
+/* e^x without x5_exp_f's clamps (tanh, erf, sinh, cosh): the same for finite
+** |x| < 2^22 (far outside [-104, 89] r is not exact, but the scaling still
+** gives 0 or inf); +-inf give NaN. */
+static inline kn_vf x5_exp_mid_f(kn_vf x) {
   kn_vf n = rint_f(x * KN_LOG2E);
   return _mm512_scalef_ps(x5_exp_poly_f(exp_reduce_f(x, n)), n);
+}
+
+/* tanh as vmath_isa.h's v_tanh_poly_f (the same polynomial below 0.625, 1 -
+** 2 / (e + 1) with e = e^(2 min(|x|, 10)) above), with vminps for the clamp,
+** the refined reciprocal and mask moves for the selection. */
+static inline kn_vf x5_tanh_f(kn_vf x, kn_vf small) {
+  kn_vf a = _mm512_abs_ps(x), ac = _mm512_min_ps(VF(10), a); /* NaN stays */
+  kn_vf big = fma_f(VF(-2), x5_recip_f(x5_exp_mid_f(ac + ac) + 1.0f), VF(1));
+  kn_vf r = _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(a, VF(0.625f), _CMP_LT_OQ), small);
+  return (kn_vf)((kn_vfi)r | ((kn_vfi)x & INT32_MIN)); /* small has x's sign but for -0 */
 }
 
 /* sinh x = sign(x) (e / 2 - 1 / (2 e)), e = e^|x|, for |x| >= 1 (no clamps:
 ** |x| > 88, inf and NaN lanes are the caller's), below 1 |x| + |x|^3 P(x^2)
 ** (least-squares fit, relative weight, 0.1 ULP). At most 1.5 ULP. */
 static inline kn_vf x5_sinh_f(kn_vf x) {
-  kn_vf a = _mm512_abs_ps(x), e = x5_exp_pos_f(a), z = a * a;
+  kn_vf a = _mm512_abs_ps(x), e = x5_exp_mid_f(a), z = a * a;
   kn_vf r = fma_f(VF(0.5), e, -0.5f * x5_recip_f(e));
   kn_vf p = fma_f(VF(0x1.7a01c8p-19f), z, VF(0x1.9fff3p-13f));
   p = fma_f(p, z, VF(0x1.111134p-7f));

@@ -167,27 +167,28 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
 ** (2 / (e + 1) <= 0.45 there, so the subtraction loses nothing), sign
 ** restored; at most 1.3 ULP. NaN takes the exp branch; +-inf give +-1; -0 stays -0. */
 static inline kn_vf v_tanh_poly_f(kn_vf x) {
-  kn_vfi bits = (kn_vfi)x, sgn = bits & INT32_MIN;
-  kn_vf a = (kn_vf)(bits ^ sgn), z = x * x;
+  kn_vf z = x * x;
   kn_vf p = fma_f(VF(2.142803743e-03f), z, VF(-8.177093230e-03f));
   p = fma_f(p, z, VF(2.170050144e-02f));
   p = fma_f(p, z, VF(-5.394670367e-02f));
   p = fma_f(p, z, VF(1.333320588e-01f));
   p = fma_f(p, z, VF(-3.333333135e-01f));
   kn_vf small = fma_f(x, z * p, x);
+#ifdef KN_VM_X512
+  return x5_tanh_f(x, small);
+#else
+  kn_vfi sgn = (kn_vfi)x & INT32_MIN;
+  kn_vf a = (kn_vf)((kn_vfi)x ^ sgn);
   /* e^(2 |x|) with |x| clamped to 10 (tanh rounds to 1 from 9.01): n <= 29,
   ** so 2^n scales directly */
-  kn_vf ac = sel_f(a > 10.0f, VF(10), a);
-#ifdef KN_VM_X512
-  kn_vf e = x5_exp_pos_f(ac + ac);
-#else
-  kn_vf n = rint_f((ac + ac) * KN_LOG2E), s = pow2i_f(toint_f(n));
+  kn_vf ac = sel_f(a > 10.0f, VF(10), a), n = rint_f((ac + ac) * KN_LOG2E);
+  kn_vf s = pow2i_f(toint_f(n));
   kn_vf e = fma_f(em1_short_f(exp_reduce_f(ac + ac, n)), s, s);
-#endif
   kn_vf big = fma_f(VF(-2), recip_f(e + 1.0f), VF(1));
   kn_vfi m = a < 0.625f; /* all ones in lanes that take the polynomial */
   /* the polynomial has x's sign already, except for -0 */
   return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
+#endif
 }
 
 /* float32 erf without SLEEF's (slow) erff, in |x| (sign restored): below
@@ -204,9 +205,13 @@ static inline kn_vf v_erf_poly_f(kn_vf x) {
   p = fma_f(p, z, VF(-3.761255443e-01f));
   p = fma_f(p, z, VF(1.283791512e-01f));
   kn_vf small = fma_f(a, p, a);
+#ifdef KN_VM_X512
+  kn_vf ac = _mm512_min_ps(VF(4), a); /* NaN stays */
+#else
   kn_vfi over = a > 4.0f;
   kn_vf four = (kn_vf){0} + 4.0f;
   kn_vf ac = (kn_vf)(((kn_vfi)a & ~over) | ((kn_vfi)four & over));
+#endif
   kn_vf t = ac - 0.875f;
   kn_vf q = fma_f(VF(9.423242773e-06f), t, VF(-1.264200400e-04f));
   q = fma_f(q, t, VF(7.839610334e-04f));
@@ -218,7 +223,11 @@ static inline kn_vf v_erf_poly_f(kn_vf x) {
   q = fma_f(q, t, VF(1.879543960e-01f));
   q = fma_f(q, t, VF(-3.158338070e-01f));
   q = fma_f(q, t, VF(4.643115699e-01f));
+#ifdef KN_VM_X512
+  kn_vf big = fma_f(-x5_exp_mid_f(-(ac * ac)), q, VF(1));
+#else
   kn_vf big = fma_f(-v_exp_own_f(-(ac * ac)), q, VF(1));
+#endif
   kn_vfi m = a < 0.875f;
   return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
 }

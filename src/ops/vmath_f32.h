@@ -1,14 +1,18 @@
 /*
 ** ops/vmath_f32.h: kiln's own float32 vector kernels for exp, expm1, log,
-** log2, log10, log1p, sinh, cosh and (on ISAs with FMA) sin, cos and tan,
-** included by vmath_isa.h (which defines kn_vf, KN_VM_WF and the ISA macros
-** KN_VM_FMAF, KN_VM_ANYI, KN_VM_HAS_FMA). SLEEF's u10 float functions carry
-** double-float arithmetic that float32 does not need at 1 ULP; these use
-** classic range reductions and plain float polynomials instead (Taylor
-** coefficients, which meet float accuracy on the reduced ranges), with no
-** fast-math and with special values (0, -0, +-inf, NaN, denormals) exact.
-** Error bounds measured over every float in their ranges while developing
-** them are in the comments; tests/test_vmath.c checks them on every ISA.
+** log2, log10, log1p, sinh, cosh and (on ISAs with FMA) sin, cos, tan, asin,
+** acos and atan, included by vmath_isa.h (which defines kn_vf, KN_VM_WF and
+** the ISA macros KN_VM_FMAF, KN_VM_ANYI, KN_VM_HAS_FMA, and KN_VM_SQRTF, which
+** may be left out: lanes then take __builtin_sqrtf). SLEEF's u10 float
+** functions carry double-float arithmetic that float32 does not need at 1
+** ULP; these use classic range reductions and plain float polynomials
+** instead (Taylor coefficients or least-squares fits that meet float
+** accuracy on the reduced ranges), with no fast-math and with special values
+** (0, -0, +-inf, NaN, denormals) exact. Compiled for AVX-512F with 16 lanes,
+** exp, expm1, the logs, sinh, cosh and the reciprocal take the versions of
+** vmath_f32_avx512.h. Error bounds measured over every float in their
+** ranges while developing them are in the comments; tests/test_vmath.c
+** checks them on every ISA.
 */
 #include <float.h>
 #include <math.h>

@@ -259,6 +259,15 @@ static const struct {
     {KN__VM_TANH, 0.625f},       {KN__VM_TANH, 10},           {KN__VM_TANH, 9.01f},
     {KN__VM_ERF, 0.875f},        {KN__VM_ERF, -4},
     {KN__VM_TAN, 4.71238898f},   {KN__VM_TAN, -8192},         {KN__VM_TAN, 0.78539816f},
+    /* the AVX-512 logs' table: mantissa 0.75, 1.5 and the entries next to 1 */
+    {KN__VM_LOG, 1.5f},          {KN__VM_LOG, 0.75f},         {KN__VM_LOG, 0.96875f},
+    {KN__VM_LOG, 1.0625f},       {KN__VM_LOG2, 0.96875f},     {KN__VM_LOG2, 1.0625f},
+    {KN__VM_LOG10, 0.96875f},    {KN__VM_LOG10, 1.0625f},     {KN__VM_LOG10, 1.5f},
+    {KN__VM_LOG1P, 0.0625f},     {KN__VM_LOG1P, -0.03125f},   {KN__VM_LOG1P, 0.5f},
+    {KN__VM_ASIN, 0.5f},         {KN__VM_ASIN, -1},           {KN__VM_ASIN, 1},
+    {KN__VM_ACOS, 0.5f},         {KN__VM_ACOS, -0.5f},        {KN__VM_ACOS, 1},
+    {KN__VM_ACOS, -1},           {KN__VM_ATAN, 1},            {KN__VM_ATAN, -0x1p100f},
+    {KN__VM_RSQRT, 1},           {KN__VM_RSQRT, FLT_MIN},     {KN__VM_EXPM1, 0.24f},
 };
 
 Test(vmath, float_kernels_at_branch_points) {

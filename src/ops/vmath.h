@@ -11,8 +11,10 @@
 ** x86-64 CPU. SLEEF's 1.0-ULP (u10) functions are used, like ATen's, except
 ** for the float32 functions SLEEF computes in double-float arithmetic that
 ** float32 does not need (exp, expm1, the logs, sinh, cosh, tanh, erf, and
-** sin, cos, tan on FMA ISAs): those are kiln's own (vmath_f32.h,
-** vmath_isa.h; at most 1.63 ULP measured over all float32). No fast-math.
+** sin, cos, tan, asin, acos, atan on FMA ISAs): those are kiln's own
+** (vmath_f32.h, vmath_isa.h, and on AVX-512 vmath_f32_avx512.h with
+** vscalefps, vgetmantps tables and refined vrcp14ps/vrsqrt14ps estimates; at
+** most 1.63 ULP measured over float32). No fast-math.
 ** Functions work on contiguous arrays of any length
 ** (the tail is computed in a zero-padded vector); y may equal x.
 */

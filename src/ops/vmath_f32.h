@@ -1,17 +1,24 @@
 /*
 ** ops/vmath_f32.h: kiln's own float32 vector kernels for exp, expm1, log,
-** log2, log10, log1p, sinh, cosh and (on ISAs with FMA) sin, cos and tan,
-** included by vmath_isa.h (which defines kn_vf, KN_VM_WF and the ISA macros
-** KN_VM_FMAF, KN_VM_ANYI, KN_VM_HAS_FMA). SLEEF's u10 float functions carry
-** double-float arithmetic that float32 does not need at 1 ULP; these use
-** classic range reductions and plain float polynomials instead (Taylor
-** coefficients, which meet float accuracy on the reduced ranges), with no
-** fast-math and with special values (0, -0, +-inf, NaN, denormals) exact.
-** Error bounds measured over every float in their ranges while developing
-** them are in the comments; tests/test_vmath.c checks them on every ISA.
+** log2, log10, log1p, sinh, cosh and (on ISAs with FMA) sin, cos, tan, asin,
+** acos and atan, included by vmath_isa.h (which defines kn_vf, KN_VM_WF and
+** the ISA macros KN_VM_FMAF, KN_VM_ANYI, KN_VM_HAS_FMA, and KN_VM_SQRTF, which
+** may be left out: lanes then take __builtin_sqrtf). SLEEF's u10 float
+** functions carry double-float arithmetic that float32 does not need at 1
+** ULP; these use classic range reductions and plain float polynomials
+** instead (Taylor coefficients or least-squares fits that meet float
+** accuracy on the reduced ranges), with no fast-math and with special values
+** (0, -0, +-inf, NaN, denormals) exact. Compiled for AVX-512F with 16 lanes,
+** exp, expm1, the logs, sinh, cosh and the reciprocal take the versions of
+** vmath_f32_avx512.h. Error bounds measured over every float in their
+** ranges while developing them are in the comments; tests/test_vmath.c
+** checks them on every ISA.
 */
 #include <float.h>
 #include <math.h>
+#if defined(__AVX512F__) && KN_VM_WF == 16
+#include <immintrin.h>
+#endif
 
 typedef int32_t kn_vfi __attribute__((vector_size(sizeof(kn_vf))));
 typedef uint32_t kn_vfu __attribute__((vector_size(sizeof(kn_vf))));
@@ -22,8 +29,15 @@ static inline kn_vf sel_f(kn_vfi m, kn_vf a, kn_vf b) { /* m ? a : b, lane by la
   return (kn_vf)(((kn_vfi)a & m) | ((kn_vfi)b & ~m));
 }
 static inline kn_vf fma_f(kn_vf a, kn_vf b, kn_vf c) { return KN_VM_FMAF(a, b, c); }
-/* Round to nearest integer, for |v| < 2^22 (NaN and inf stay). */
-static inline kn_vf rint_f(kn_vf v) { return (v + 0x1.8p23f) - 0x1.8p23f; }
+/* Round to nearest integer, for |v| < 2^22 (NaN and inf stay; AVX-512: one
+** vrndscaleps). */
+static inline kn_vf rint_f(kn_vf v) {
+#if defined(__AVX512F__) && KN_VM_WF == 16
+  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+  return (v + 0x1.8p23f) - 0x1.8p23f;
+#endif
+}
 /* 2^n for integer lanes n in [-126, 127] */
 static inline kn_vf pow2i_f(kn_vfi n) { return (kn_vf)(((kn_vfu)n + 127u) << 23); }
 static inline kn_vfi toint_f(kn_vf v) { return __builtin_convertvector(v, kn_vfi); }
@@ -31,6 +45,15 @@ static inline kn_vfi toint_f(kn_vf v) { return __builtin_convertvector(v, kn_vfi
 #define KN_LN2HI 0x1.62e4p-1f /* 15 bits: n * KN_LN2HI is exact */
 #define KN_LN2LO 0x1.7f7d1cp-20f
 #define KN_LOG2E 0x1.715476p+0f
+
+/* Lanes that are not finite and positive (log: > 0; log1p: > -1) take
+** their special value: at the pole -inf, below it NaN, else x itself
+** (inf, NaN, and for log1p +-0). */
+static inline kn_vf log_special_f(kn_vf x, kn_vf r, kn_vfi ok, float pole) {
+  if (!KN_VM_ANYI(~ok)) return r;
+  kn_vf sp = sel_f(x == pole, VF(-INFINITY), sel_f(x < pole, VF(NAN), x));
+  return sel_f(ok, r, sp);
+}
 
 /* ---- exp and expm1 -------------------------------------------------------- */
 
@@ -77,13 +100,25 @@ static inline kn_vf scale1p_f(kn_vf m, kn_vfi n) {
   return fma_f(m, s, s) * pow2i_f(n - h);
 }
 
+#if defined(__AVX512F__) && KN_VM_WF == 16
+#include "ops/vmath_f32_avx512.h"
+static inline kn_vf recip_f(kn_vf d) { return x5_recip_f(d); }
+#else
+/* 1 / d (AVX-512: a refined estimate, within 0.6 ULP). */
+static inline kn_vf recip_f(kn_vf d) { return 1.0f / d; }
+#endif
+
 /* e^x: x clamped to [-104, 89] (0 and inf beyond; NaN stays), n = rint(x /
 ** ln2), e^x = 2^n (1 + expm1(r)). At most 1 ULP (0.51 measured). */
 static inline kn_vf v_exp_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_exp_f(x);
+#else
   kn_vf xc = sel_f(x > 89.0f, VF(89), x);
   xc = sel_f(xc < -104.0f, VF(-104), xc);
   kn_vf n = rint_f(xc * KN_LOG2E);
   return scale1p_f(em1_short_f(exp_reduce_f(xc, n)), toint_f(n));
+#endif
 }
 
 /* e^x - 1 = 2^n expm1(r) + (2^n - 1). For x > 0, n = rint(x / ln2 - 0.35)
@@ -91,6 +126,9 @@ static inline kn_vf v_exp_own_f(kn_vf x) {
 ** x < 0 the usual |r| <= ln2 / 2. x < -30 gives -1; x > 80, e^x (the -1 is
 ** below half an ULP). At most 1.5 ULP (measured). */
 static inline kn_vf v_expm1_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_expm1_f(x);
+#else
   kn_vf xc = sel_f(x < -30.0f, VF(-30), x);
   xc = sel_f(xc > 80.0f, VF(80), xc);
   kn_vf n = rint_f(xc * KN_LOG2E - sel_f(xc > 0.0f, VF(0.35f), VF(0)));
@@ -100,6 +138,7 @@ static inline kn_vf v_expm1_own_f(kn_vf x) {
   r = sel_f(x == 0.0f, x, r); /* -0 */
   if (KN_VM_ANYI(x > 80.0f)) r = sel_f(x > 80.0f, v_exp_own_f(x), r);
   return r;
+#endif
 }
 
 /* sinh(x) = sign(x) (e / 2 - 1 / (2 e)) with e = e^|x| for |x| >= 1 (the
@@ -107,9 +146,12 @@ static inline kn_vf v_expm1_own_f(kn_vf x) {
 ** a quarter bit); |x| > 88 is left to the caller (the result overflows a
 ** little after e^|x| does). */
 static inline kn_vf v_sinh_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_sinh_f(x);
+#else
   kn_vfi sgn = (kn_vfi)x & INT32_MIN;
   kn_vf a = (kn_vf)((kn_vfi)x ^ sgn), e = v_exp_own_f(a);
-  kn_vf r = 0.5f * e - 0.5f / e;
+  kn_vf r = fma_f(VF(0.5), e, -0.5f * recip_f(e));
   /* below 1: x + x^3 (1/3! + x^2/5! + ... + x^10/13!) (remainder 2e-10) */
   kn_vf z = a * a, p = fma_f(z, VF(1.0 / 6227020800), VF(1.0 / 39916800));
   p = fma_f(p, z, VF(1.0 / 362880));
@@ -118,12 +160,17 @@ static inline kn_vf v_sinh_own_f(kn_vf x) {
   p = fma_f(p, z, VF(1.0 / 6));
   r = sel_f(a < 1.0f, fma_f(a * z, p, a), r);
   return (kn_vf)((kn_vfi)r | sgn);
+#endif
 }
 
 /* cosh(x) = e / 2 + 1 / (2 e) with e = e^|x| (|x| > 88: the caller's). */
 static inline kn_vf v_cosh_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  kn_vf e = x5_exp_mid_f(_mm512_abs_ps(x)); /* no clamps, as in x5_sinh_f */
+#else
   kn_vf e = v_exp_own_f((kn_vf)((kn_vfi)x & INT32_MAX));
-  return 0.5f * e + 0.5f / e;
+#endif
+  return fma_f(VF(0.5), e, 0.5f * recip_f(e));
 }
 
 /* ---- logarithms ------------------------------------------------------------- */
@@ -152,21 +199,16 @@ static inline kn_vf log_tail_f(kn_vf f, kn_vf *hfsq) {
   return s * (*hfsq + r);
 }
 
-/* Lanes that are not finite and positive (log: > 0; log1p: > -1) take
-** their special value: at the pole -inf, below it NaN, else x itself
-** (inf, NaN, and for log1p +-0). */
-static inline kn_vf log_special_f(kn_vf x, kn_vf r, kn_vfi ok, float pole) {
-  if (!KN_VM_ANYI(~ok)) return r;
-  kn_vf sp = sel_f(x == pole, VF(-INFINITY), sel_f(x < pole, VF(NAN), x));
-  return sel_f(ok, r, sp);
-}
-
 /* At most 1 ULP (0.8 measured). */
 static inline kn_vf v_log_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_log_f(x);
+#else
   kn_vf e, hfsq, f = log_split_f(x, &e);
   kn_vf t = log_tail_f(f, &hfsq);
   kn_vf r = fma_f(e, VF(KN_LN2HI), f - (hfsq - fma_f(e, VF(KN_LN2LO), t)));
   return log_special_f(x, r, (x > 0.0f) & (x < INFINITY), 0.0f);
+#endif
 }
 
 /* hi + lo = f - hfsq + t, hi with 12 significant bits (so hi * c is exact
@@ -180,6 +222,9 @@ static inline kn_vf log_hilo_f(kn_vf f, kn_vf hfsq, kn_vf t, kn_vf *lo) {
 
 /* log2 x = e + (hi + lo) / ln 2 with 1/ln 2 split in two: at most 1 ULP. */
 static inline kn_vf v_log2_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_log2_f(x);
+#else
   kn_vf e, hfsq, lo, f = log_split_f(x, &e);
   kn_vf t = log_tail_f(f, &hfsq), hi = log_hilo_f(f, hfsq, t, &lo);
   const float ih = 0x1.714p+0f, il = 0x1.47652cp-12f; /* 1 / ln 2 */
@@ -187,27 +232,36 @@ static inline kn_vf v_log2_own_f(kn_vf x) {
   kn_vf w = e + vhi;
   vlo += (e - w) + vhi;
   return log_special_f(x, vlo + w, (x > 0.0f) & (x < INFINITY), 0.0f);
+#endif
 }
 
 /* log10 x = e log10(2) + (hi + lo) / ln 10, constants split in two. */
 static inline kn_vf v_log10_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_log10_f(x);
+#else
   kn_vf e, hfsq, lo, f = log_split_f(x, &e);
   kn_vf t = log_tail_f(f, &hfsq), hi = log_hilo_f(f, hfsq, t, &lo);
   const float ih = 0x1.bcap-2f, il = 0x1.7b1526p-14f;  /* 1 / ln 10 */
   const float lh = 0x1.344p-2f, ll = 0x1.3509f8p-18f; /* log10(2) */
   kn_vf r = e * ll + (lo + hi) * il + lo * ih + hi * ih + e * lh;
   return log_special_f(x, r, (x > 0.0f) & (x < INFINITY), 0.0f);
+#endif
 }
 
 /* log1p x = log u + c / u with u = 1 + x rounded and c = 1 + x - u exactly
 ** (1 - (u - x) above 1, x - (u - 1) below). */
 static inline kn_vf v_log1p_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_log1p_f(x);
+#else
   kn_vf u = 1.0f + x;
   kn_vf c = sel_f(x > 1.0f, 1.0f - (u - x), x - (u - 1.0f)) / u;
   kn_vf e, hfsq, f = log_split_f(u, &e);
   kn_vf t = log_tail_f(f, &hfsq);
   kn_vf r = fma_f(e, VF(KN_LN2HI), f - (hfsq - (fma_f(e, VF(KN_LN2LO), c) + t)));
   return log_special_f(x, r, (x > -1.0f) & (x < INFINITY) & (x != 0.0f), -1.0f);
+#endif
 }
 
 /* ---- sin, cos, tan (FMA only: the reduction needs exact products) ------------ */
@@ -290,7 +344,99 @@ static inline kn_vf v_tan_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
   p = fma_f(p, z, VF(0x1.55556p-2f));
   kn_vf c = rlo * fma_f(z, fma_f(z, VF(2.0f / 3), VF(1)), VF(1));
   kn_vf t = r + fma_f(r * z, p, c);
-  kn_vf v = sel_f((toint_f(q) & 1) != 0, -1.0f / t, t);
+  kn_vf v = sel_f((toint_f(q) & 1) != 0, -recip_f(t), t);
   return trig_fix_f(x, v, slow, true);
+}
+
+/* ---- asin, acos, atan (FMA only, like the trigonometric ones) --------------------- */
+
+#ifdef KN_VM_SQRTF
+static inline kn_vf sqrt_f(kn_vf x) { return KN_VM_SQRTF(x); }
+#else
+static inline kn_vf sqrt_f(kn_vf x) {
+  for (int k = 0; k < KN_VM_WF; k++) x[k] = __builtin_sqrtf(x[k]);
+  return x;
+}
+#endif
+
+#define KN_PIO2HI 0x1.921fb6p+0f /* pi/2 = KN_PIO2HI + KN_PIO2LO */
+#define KN_PIO2LO -0x1.777a5cp-25f
+
+/* pi/2 - h + l with h in [0, pi/2]: the difference pi/2hi - h and its exact
+** rounding error (Fast2Sum) go with l into one last rounding. */
+static inline kn_vf pio2_minus_f(kn_vf h, kn_vf l) {
+  kn_vf d = VF(KN_PIO2HI) - h;
+  return d + ((KN_PIO2LO + l) + ((VF(KN_PIO2HI) - d) - h));
+}
+
+/* The tail s z P(z) of asin s = s + s z P(z), z = s^2 <= 1/4 (least-squares
+** fit, relative weight, 0.11 ULP). */
+static inline kn_vf asin_tail_f(kn_vf s, kn_vf z) {
+  kn_vf p = fma_f(VF(0x1.5678aep-5f), z, VF(0x1.8fd3p-6f));
+  p = fma_f(p, z, VF(0x1.741936p-5f));
+  p = fma_f(p, z, VF(0x1.33063cp-4f));
+  p = fma_f(p, z, VF(0x1.5555bap-3f));
+  return s * z * p;
+}
+
+/* asin |x| = s + w: for |x| <= 1/2, s = |x|; above, asin |x| = pi/2 - 2 asin s
+** with s = sqrt((1 - |x|) / 2) (1 - |x| is exact) in two parts: s, and
+** (z - s^2) / (2 s) added to the tail w (AVX-512: s from the 14-bit
+** estimate, see x5_sqrt2_f; else s rounded). Returns the
+** mask of lanes above 1/2. |x| > 1 makes z negative and s NaN. */
+static inline kn_vfi asin_core_f(kn_vf a, kn_vf *s, kn_vf *w) {
+  kn_vfi big = a > 0.5f;
+  kn_vf z = sel_f(big, (1.0f - a) * 0.5f, a * a), lo;
+#ifdef KN_VM_X512
+  kn_vf sq = x5_sqrt2_f(z, &lo);
+#else
+  kn_vf sq = sqrt_f(z);
+  lo = fma_f(-sq, sq, z) / (sq + sq + 0x1p-100f);
+#endif
+  lo = (kn_vf)((kn_vfi)lo & big);
+  *s = sel_f(big, sq, a);
+  *w = asin_tail_f(*s + lo, z) + lo;
+  return big;
+}
+
+/* asin x: above 1/2, pi/2 - 2 s - 2 w. At most 1 ULP. */
+static inline kn_vf v_asin_own_f(kn_vf x) {
+  kn_vfi sgn = (kn_vfi)x & INT32_MIN;
+  kn_vf s, w, a = (kn_vf)((kn_vfi)x ^ sgn);
+  kn_vfi big = asin_core_f(a, &s, &w);
+  kn_vf r = sel_f(big, pio2_minus_f(2.0f * s, -2.0f * w), s + w);
+  return (kn_vf)((kn_vfi)r ^ sgn);
+}
+
+/* acos x: pi/2 - asin x up to 1/2, 2 asin s above, pi - 2 asin s below -1/2.
+** At most 1 ULP. */
+static inline kn_vf v_acos_own_f(kn_vf x) {
+  kn_vfi sgn = (kn_vfi)x & INT32_MIN;
+  kn_vf s, w, a = (kn_vf)((kn_vfi)x ^ sgn);
+  kn_vfi big = asin_core_f(a, &s, &w);
+  kn_vf small = VF(KN_PIO2HI) - ((kn_vf)((kn_vfi)(s + w) ^ sgn) - KN_PIO2LO);
+  kn_vf neg = (VF(2 * KN_PIO2HI) - 2.0f * s) + (2 * KN_PIO2LO - 2.0f * w);
+  return sel_f(big, sel_f(sgn != 0, neg, 2.0f * (s + w)), small);
+}
+
+/* atan x: t = |x|, or 1 / |x| above 1 (atan = pi/2 - atan t there; |x| is
+** capped at 2^100, where atan rounds to pi/2), then t + t^3 P(t^2)
+** (least-squares fit, relative weight, 0.15 ULP). At most 1.5 ULP. */
+static inline kn_vf v_atan_own_f(kn_vf x) {
+  kn_vfi sgn = (kn_vfi)x & INT32_MIN;
+  kn_vf a = (kn_vf)((kn_vfi)x ^ sgn);
+  kn_vfi big = a > 1.0f;
+  kn_vf t = sel_f(big, recip_f(sel_f(a > 0x1p100f, VF(0x1p100f), a)), a), z = t * t;
+  kn_vf p = fma_f(VF(-0x1.d4ff3cp-10f), z, VF(0x1.651adep-7f));
+  p = fma_f(p, z, VF(-0x1.fe7272p-6f));
+  p = fma_f(p, z, VF(0x1.daaff8p-5f));
+  p = fma_f(p, z, VF(-0x1.5834fep-4f));
+  p = fma_f(p, z, VF(0x1.c09dacp-4f));
+  p = fma_f(p, z, VF(-0x1.242282p-3f));
+  p = fma_f(p, z, VF(0x1.99922p-3f));
+  p = fma_f(p, z, VF(-0x1.55554p-2f));
+  kn_vf tail = t * z * p;
+  kn_vf r = sel_f(big, pio2_minus_f(t, -tail), t + tail);
+  return (kn_vf)((kn_vfi)r ^ sgn);
 }
 #endif

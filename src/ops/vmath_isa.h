@@ -57,6 +57,18 @@ static inline kn_vf sl_tan_f(kn_vf x) { return SL(tan, f, KN_VM_WF)(x); }
 #define KN_VM_COS_f(x) SL(cos, f, KN_VM_WF)(x)
 #define KN_VM_TAN_f(x) SL(tan, f, KN_VM_WF)(x)
 #endif
+#if KN_VM_HAS_FMA
+#define KN_VM_ASIN_f(x) v_asin_own_f(x)
+#define KN_VM_ACOS_f(x) v_acos_own_f(x)
+#define KN_VM_ATAN_f(x) v_atan_own_f(x)
+#else
+#define KN_VM_ASIN_f(x) SL(asin, f, KN_VM_WF)(x)
+#define KN_VM_ACOS_f(x) SL(acos, f, KN_VM_WF)(x)
+#define KN_VM_ATAN_f(x) SL(atan, f, KN_VM_WF)(x)
+#endif
+#define KN_VM_ASIN_d(x) SL(asin, d, KN_VM_WD)(x)
+#define KN_VM_ACOS_d(x) SL(acos, d, KN_VM_WD)(x)
+#define KN_VM_ATAN_d(x) SL(atan, d, KN_VM_WD)(x)
 #define KN_VM_SIN_d(x) SL(sin, d, KN_VM_WD)(x)
 #define KN_VM_COS_d(x) SL(cos, d, KN_VM_WD)(x)
 #define KN_VM_TAN_d(x) SL(tan, d, KN_VM_WD)(x)
@@ -79,6 +91,13 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
 #define KN_VM_TANH_d(x) SL(tanh, d, KN_VM_WD)(x)
 #define KN_VM_ERF_f(x) v_erf_poly_f(x)
 #define KN_VM_ERF_d(x) SL(erf, d, KN_VM_WD)(x)
+/* rsqrt: 1 / sqrt(x), on AVX-512 for float the refined vrsqrt14ps estimate */
+#ifdef KN_VM_X512
+#define KN_VM_RSQRT_f(x, SQRT) x5_rsqrt_f(x)
+#else
+#define KN_VM_RSQRT_f(x, SQRT) (1.0f / SQRT(x))
+#endif
+#define KN_VM_RSQRT_d(x, SQRT) (1.0 / SQRT(x))
 
 /* Per element type: loads/stores, the SLEEF functions, the composites. */
 #define KN_VM_TYPE(T, V, W, L, SQRT, ANY_GT, EXP_MAX, SINH, COSH)                  \
@@ -113,12 +132,12 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
   }                                                                            \
   static inline V v_sinh_##L(V x) { return big_lanes_##L(x, KN_VM_SINH_##L(x), SINH); } \
   static inline V v_cosh_##L(V x) { return big_lanes_##L(x, KN_VM_COSH_##L(x), COSH); } \
-  static inline V v_asin_##L(V x) { return SL(asin, L, W)(x); }               \
-  static inline V v_acos_##L(V x) { return SL(acos, L, W)(x); }               \
-  static inline V v_atan_##L(V x) { return SL(atan, L, W)(x); }               \
+  static inline V v_asin_##L(V x) { return KN_VM_ASIN_##L(x); }              \
+  static inline V v_acos_##L(V x) { return KN_VM_ACOS_##L(x); }              \
+  static inline V v_atan_##L(V x) { return KN_VM_ATAN_##L(x); }              \
   static inline V v_erfc_##L(V x) { return SL15(erfc, L, W)(x); }             \
   static inline V v_sqrt_##L(V x) { return SQRT(x); }                         \
-  static inline V v_rsqrt_##L(V x) { return (T)1 / SQRT(x); }                 \
+  static inline V v_rsqrt_##L(V x) { return KN_VM_RSQRT_##L(x, SQRT); }       \
   static inline V v_sigmoid_##L(V x) { return (T)1 / ((T)1 + v_exp_##L(-x)); } \
   static inline V v_silu_##L(V x) { return x / ((T)1 + v_exp_##L(-x)); }      \
   static inline V v_gelu_##L(V x) {                                            \
@@ -148,23 +167,28 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
 ** (2 / (e + 1) <= 0.45 there, so the subtraction loses nothing), sign
 ** restored; at most 1.3 ULP. NaN takes the exp branch; +-inf give +-1; -0 stays -0. */
 static inline kn_vf v_tanh_poly_f(kn_vf x) {
-  kn_vfi bits = (kn_vfi)x, sgn = bits & INT32_MIN;
-  kn_vf a = (kn_vf)(bits ^ sgn), z = x * x;
+  kn_vf z = x * x;
   kn_vf p = fma_f(VF(2.142803743e-03f), z, VF(-8.177093230e-03f));
   p = fma_f(p, z, VF(2.170050144e-02f));
   p = fma_f(p, z, VF(-5.394670367e-02f));
   p = fma_f(p, z, VF(1.333320588e-01f));
   p = fma_f(p, z, VF(-3.333333135e-01f));
   kn_vf small = fma_f(x, z * p, x);
+#ifdef KN_VM_X512
+  return x5_tanh_f(x, small);
+#else
+  kn_vfi sgn = (kn_vfi)x & INT32_MIN;
+  kn_vf a = (kn_vf)((kn_vfi)x ^ sgn);
   /* e^(2 |x|) with |x| clamped to 10 (tanh rounds to 1 from 9.01): n <= 29,
   ** so 2^n scales directly */
   kn_vf ac = sel_f(a > 10.0f, VF(10), a), n = rint_f((ac + ac) * KN_LOG2E);
   kn_vf s = pow2i_f(toint_f(n));
   kn_vf e = fma_f(em1_short_f(exp_reduce_f(ac + ac, n)), s, s);
-  kn_vf big = 1.0f - 2.0f / (e + 1.0f);
+  kn_vf big = fma_f(VF(-2), recip_f(e + 1.0f), VF(1));
   kn_vfi m = a < 0.625f; /* all ones in lanes that take the polynomial */
   /* the polynomial has x's sign already, except for -0 */
   return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
+#endif
 }
 
 /* float32 erf without SLEEF's (slow) erff, in |x| (sign restored): below
@@ -181,9 +205,13 @@ static inline kn_vf v_erf_poly_f(kn_vf x) {
   p = fma_f(p, z, VF(-3.761255443e-01f));
   p = fma_f(p, z, VF(1.283791512e-01f));
   kn_vf small = fma_f(a, p, a);
+#ifdef KN_VM_X512
+  kn_vf ac = _mm512_min_ps(VF(4), a); /* NaN stays */
+#else
   kn_vfi over = a > 4.0f;
   kn_vf four = (kn_vf){0} + 4.0f;
   kn_vf ac = (kn_vf)(((kn_vfi)a & ~over) | ((kn_vfi)four & over));
+#endif
   kn_vf t = ac - 0.875f;
   kn_vf q = fma_f(VF(9.423242773e-06f), t, VF(-1.264200400e-04f));
   q = fma_f(q, t, VF(7.839610334e-04f));
@@ -195,7 +223,11 @@ static inline kn_vf v_erf_poly_f(kn_vf x) {
   q = fma_f(q, t, VF(1.879543960e-01f));
   q = fma_f(q, t, VF(-3.158338070e-01f));
   q = fma_f(q, t, VF(4.643115699e-01f));
+#ifdef KN_VM_X512
+  kn_vf big = fma_f(-x5_exp_mid_f(-(ac * ac)), q, VF(1));
+#else
   kn_vf big = fma_f(-v_exp_own_f(-(ac * ac)), q, VF(1));
+#endif
   kn_vfi m = a < 0.875f;
   return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
 }

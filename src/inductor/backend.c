@@ -26,6 +26,7 @@
 #include "inductor/inductor.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
+#include "trace/events.h"
 
 typedef struct bind { int input, dim, sym; } bind;
 
@@ -303,6 +304,18 @@ static kn_status generate(prog *p, char **src) {
   return st;
 }
 
+/* The graph after post-grad passes, as the seeds' before_post_grad_graph and
+** inductor_post_grad_graph artifacts (kiln runs no post-grad passes: both
+** hold the graph as received). */
+static void emit_post_grad(const kn__graph *g) {
+  if (!kn__trace_enabled()) return;
+  char *code = kn__graph_code(g, NULL);
+  if (!code) return;
+  (void)kn__trace_artifact("before_post_grad_graph", "string", code, SIZE_MAX, NULL);
+  (void)kn__trace_artifact("inductor_post_grad_graph", "string", code, SIZE_MAX, NULL);
+  free(code);
+}
+
 static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out);
 
 kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_inputs, int n,
@@ -330,6 +343,7 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
     return kn__eager_compile(gm, out);
   }
   if (st == KN_OK) kn__ind_emit_runnable(g);
+  if (st == KN_OK) emit_post_grad(g);
   char *src = NULL;
   kn__ind_phase ph;
   kn__ind_phase_begin(&ph, "inductor_codegen");

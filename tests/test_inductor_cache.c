@@ -73,6 +73,37 @@ Test(inductor_cache, memory_then_disk_hits) {
   ind_rm(dir);
 }
 
+/* The graph-level key: a new process (memory forgotten) finds the graph's
+** entry (<graph key>.fxg naming the source's key) and loads the shared
+** object without generating code or running the compiler; the artifact's
+** key is the graph key, the name of the .fxg file. */
+Test(inductor_cache, warm_process_skips_codegen_by_graph_key) {
+  char dir[64];
+  ind_cache_dir(dir, sizeof dir);
+  kn_compile_options o = opts();
+  cr_assert(run_once(&o));
+  cr_expect_eq(ind_count(dir, ".fxg"), 1);
+  kn__ind_cache_forget_memory();
+  char *tdir = kn_test_trace_start();
+  cr_expect(run_once(&o));
+  char *t = kn_test_trace_text();
+  cr_assert(t);
+  cr_expect(strstr(t, "fx_graph_cache_hit") && strstr(t, "found on disk"), "%s", t);
+  cr_expect_null(strstr(t, "inductor_codegen"), "no code generated on a graph hit");
+  cr_expect_null(strstr(t, "inductor_cc"), "no compiler run on a graph hit");
+  cr_expect(strstr(t, "inductor_load"), "the shared object is loaded");
+  char cmd[300], key[80] = "";
+  snprintf(cmd, sizeof cmd, "ls %s/inductor | grep 'fxg$' | cut -c1-64", dir);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p && fscanf(p, "%70s", key) == 1);
+  pclose(p);
+  cr_expect(strstr(t, key), "the hit names the graph key %s", key);
+  free(t);
+  kn_trace_disable();
+  kn_test_rmdir(tdir);
+  ind_rm(dir);
+}
+
 /* Damage a copy and move it into place: the loaded file (mapped by this
 ** process) keeps its inode, as it would in another process. */
 static void damage(const char *dir, const char *how) {

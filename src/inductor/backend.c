@@ -316,6 +316,16 @@ static void emit_post_grad(const kn__graph *g) {
   free(code);
 }
 
+/* The source of p's plan (phase inductor_codegen), on a graph-cache miss. */
+static char *gen_source(void *ud) {
+  char *src = NULL;
+  kn__ind_phase ph;
+  kn__ind_phase_begin(&ph, "inductor_codegen");
+  kn_status st = generate(ud, &src);
+  kn__ind_phase_end(&ph);
+  return st == KN_OK ? src : NULL;
+}
+
 static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out);
 
 kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_inputs, int n,
@@ -344,14 +354,11 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   }
   if (st == KN_OK) kn__ind_emit_runnable(g);
   if (st == KN_OK) emit_post_grad(g);
-  char *src = NULL;
-  kn__ind_phase ph;
-  kn__ind_phase_begin(&ph, "inductor_codegen");
-  if (st == KN_OK) st = generate(p, &src);
-  kn__ind_phase_end(&ph);
+  char *text = st == KN_OK ? kn__graph_serialize(g) : NULL;
+  if (st == KN_OK && !text) st = kn__oom();
   kn__ind_loaded ld;
-  if (st == KN_OK) st = kn__ind_load(src, &ld);
-  free(src);
+  if (st == KN_OK) st = kn__ind_load_graph(text, gen_source, p, &ld);
+  free(text);
   if (st != KN_OK) {
     prog_free(p);
     return st;

@@ -109,12 +109,21 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb);
 /* ---- toolchain and caches (toolchain.c) ------------------------------------------ */
 typedef struct kn__ind_loaded {
   kn__ind_call_fn call;
-  char key[65];
+  char key[65];       /* the source's key (names the .c/.so/.meta files) */
+  char graph_key[65]; /* the graph's key (the fx_graph_cache_* artifacts' key) */
 } kn__ind_loaded;
-/* Compile (or find in the memory/disk caches) the source and load it. The
-** loaded code stays mapped for the life of the process (the memory cache
-** keeps it for later compiles of the same source). */
-kn_status kn__ind_load(const char *src, kn__ind_loaded *out);
+/* The C source of a graph, generated on a graph-cache miss: owned string, or
+** NULL after setting kiln's error. */
+typedef char *(*kn__ind_gen_fn)(void *ud);
+/* Find the compiled code of a graph, or make it. graph_text is the graph's
+** canonical serialisation (with its input metadata); the graph key is its
+** SHA-256 with the compiler's identity, the flags, kiln's version and the
+** identity of kiln's own code. A hit (memory, or <graph key>.fxg on disk
+** naming an intact source entry) loads the shared object without calling
+** gen; a miss calls gen(ud) and compiles (or finds) that source by its own
+** key. The loaded code stays mapped for the life of the process. */
+kn_status kn__ind_load_graph(const char *graph_text, kn__ind_gen_fn gen, void *ud,
+                             kn__ind_loaded *out);
 /* Tests only: forget the memory cache (as a new process would start). */
 void kn__ind_cache_forget_memory(void);
 

@@ -32,6 +32,7 @@ typedef struct bind { int input, dim, sym; } bind;
 
 typedef struct prog {
   kn__ind_plan plan;
+  kn__graph *fused;  /* owned: the graph with GEMM epilogues folded (or NULL) */
   kn__ind_call_fn call;
   kn__gprog *eager;
   int ninputs, noutputs, nsyms, nbind;
@@ -126,7 +127,12 @@ static int rt_ext(void *ctx, int step) {
   kn_status st = ext_args(f, n, &c, &mem);
   kn__outs o;
   kn__outs_init(&o);
-  if (st == KN_OK) st = kn__dispatch(&c, &o);
+  if (st == KN_OK && kn__ind_is_epilogue(n)) {
+    st = kn__ind_epilogue_run(n, &c, &o.t[0]);
+    o.n = st == KN_OK;
+  } else if (st == KN_OK) {
+    st = kn__dispatch(&c, &o);
+  }
   free(mem);
   if (st == KN_OK && o.n != n->nout)
     st = kn__error(KN_EINTERNAL, "inductor: op %s returned %d outputs, the graph expects %d",
@@ -236,6 +242,7 @@ static void prog_free(void *state) {
   prog *p = state;
   if (!p) return;
   kn__ind_plan_free(&p->plan);
+  kn__graph_free(p->fused);
   kn__gprog_free(p->eager);
   free(p->out_slot);
   free(p->binds);
@@ -304,16 +311,18 @@ static kn_status generate(prog *p, char **src) {
   return st;
 }
 
-/* The graph after post-grad passes, as the seeds' before_post_grad_graph and
-** inductor_post_grad_graph artifacts (kiln runs no post-grad passes: both
-** hold the graph as received). */
-static void emit_post_grad(const kn__graph *g) {
+/* The graph before and after kiln's one post-grad pass (activations folded
+** into GEMM / convolution calls, gemm.c): the seeds' before_post_grad_graph
+** and inductor_post_grad_graph artifacts. */
+static void emit_post_grad(const kn__graph *before, const kn__graph *after) {
   if (!kn__trace_enabled()) return;
-  char *code = kn__graph_code(g, NULL);
-  if (!code) return;
-  (void)kn__trace_artifact("before_post_grad_graph", "string", code, SIZE_MAX, NULL);
-  (void)kn__trace_artifact("inductor_post_grad_graph", "string", code, SIZE_MAX, NULL);
-  free(code);
+  const char *names[2] = {"before_post_grad_graph", "inductor_post_grad_graph"};
+  const kn__graph *gs[2] = {before, after};
+  for (int k = 0; k < 2; k++) {
+    char *code = kn__graph_code(gs[k], NULL);
+    if (code) (void)kn__trace_artifact(names[k], "string", code, SIZE_MAX, NULL);
+    free(code);
+  }
 }
 
 /* The source of p's plan (phase inductor_codegen), on a graph-cache miss. */
@@ -344,7 +353,9 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   prog *p = calloc(1, sizeof *p);
   if (!p) return kn__oom();
   kn_status st = kn__gprog_new(g, &p->eager);
-  if (st == KN_OK) st = kn__ind_plan_build(g, &p->plan);
+  int nep = 0;
+  if (st == KN_OK) p->fused = kn__ind_fuse_epilogues(g, &nep);
+  if (st == KN_OK) st = kn__ind_plan_build(p->fused ? p->fused : g, &p->plan);
   if (st == KN_OK) st = io_tables(p);
   if (st == KN_OK && makes_leaves(g)) {
     KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: the graph creates tensors that require grad; "
@@ -353,8 +364,13 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
     return kn__eager_compile(gm, out);
   }
   if (st == KN_OK) kn__ind_emit_runnable(g);
-  if (st == KN_OK) emit_post_grad(g);
+  if (st == KN_OK) emit_post_grad(g, p->fused ? p->fused : g);
+  if (nep)
+    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: %d activations fused into GEMM/convolution "
+           "calls", nep);
+  kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(g));
   char *text = st == KN_OK ? kn__graph_serialize(g) : NULL;
+  kn__shape_env_set_current(prev);
   if (st == KN_OK && !text) st = kn__oom();
   kn__ind_loaded ld;
   if (st == KN_OK) st = kn__ind_load_graph(text, gen_source, p, &ld);

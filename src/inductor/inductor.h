@@ -11,6 +11,7 @@
 **   formula.c    per-op element formulas and compute types (lowering rules)
 **   lower.c      the plan: which nodes fuse, value slots, symbolic sizes
 **   codegen.c    the C source of a plan
+**   gemm.c       GEMM / convolution extern calls with fused activations
 **   toolchain.c  the compiler (fork/exec), dlopen, the disk and memory caches
 **   backend.c    the backend entry point and the runtime of a compiled graph
 **   runnable.c   fx_graph_runnable: the graph as a standalone C repro
@@ -105,6 +106,18 @@ int kn__ind_symx(kn__ind_plan *p, kn_sym e);
 /* ---- code generation (codegen.c) ----------------------------------------------- */
 /* Append the translation unit of plan p to sb. KN_ENOMEM. */
 kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb);
+
+/* ---- GEMM / convolution epilogues (gemm.c) ------------------------------------- */
+/* A copy of g in which each relu/gelu/sigmoid/silu/tanh whose input is an
+** addmm, mm, linear or convolution (float32/float64) used only by it is folded into
+** one extern node of that op with the activation; *nfused counts them.
+** Owned; NULL when g has no such pair (or on OOM: then compile g as is). */
+kn__graph *kn__ind_fuse_epilogues(const kn__graph *g, int *nfused);
+/* Is n such a fused node? */
+bool kn__ind_is_epilogue(const kn__gnode *n);
+/* Run fused node n on its arguments (inner: the node's arguments, as an
+** extern call gets them). *out: a new reference. */
+kn_status kn__ind_epilogue_run(const kn__gnode *n, kn__call *inner, kn_tensor **out);
 
 /* ---- toolchain and caches (toolchain.c) ------------------------------------------ */
 typedef struct kn__ind_loaded {

@@ -145,11 +145,14 @@ kn__graph *kn__ind_fuse_epilogues(const kn__graph *g, int *nfused) {
 
 /* The activation over n contiguous elements, in place. */
 static void activate(void *p, kn_dtype dt, int64_t n, int act, int64_t approx) {
+  if (act == ACT_RELU && dt == KN_FLOAT32) { /* eager's expression, vectorised (no branch) */
+    float *y = p;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = (y[i] > 0 || y[i] != y[i]) ? y[i] : 0.0f;
+    return;
+  }
   if (act == ACT_RELU) {
-    if (dt == KN_FLOAT32)
-      for (float *x = p, *e = x + n; x < e; x++) *x = *x < 0 ? 0.0f : *x;
-    else
-      for (double *x = p, *e = x + n; x < e; x++) *x = *x < 0 ? 0.0 : *x;
+    double *y = p;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = (y[i] > 0 || y[i] != y[i]) ? y[i] : 0.0;
     return;
   }
   kn__vmop op = act == ACT_SIGMOID ? KN__VM_SIGMOID
@@ -196,7 +199,7 @@ static kn_status gemm_act(const kn_tensor *b, const kn_tensor *x, kn__mat B, dou
                           double alpha, int act, int64_t approx, kn_tensor *out) {
   int64_t M = x->sizes[0], K = x->sizes[1], N = out->sizes[1];
   size_t es = kn_dtype_size(out->dtype);
-  int64_t rb = N > 0 ? (int64_t)((256 * 1024) / ((size_t)N * es)) : M;
+  int64_t rb = N > 0 ? (int64_t)((1024 * 1024) / ((size_t)N * es)) : M;
   if (rb < 64) rb = 64;
   bool with_bias = b && beta != 0;
   kn__mat A = mat_of(x);

@@ -69,16 +69,29 @@ static int act_of(const kn__gnode *n, int64_t *approx) {
   }
 }
 
+/* Are m's strides provably contiguous (constant sizes and strides)? */
+static bool contiguous_meta(const kn__vmeta *m) {
+  int64_t want = 1;
+  for (int d = m->ndim - 1; d >= 0; d--) {
+    if (!kn__sym_is_const(m->sizes[d]) || !kn__sym_is_const(m->strides[d])) return false;
+    if (m->sizes[d].c != 1 && m->strides[d].c != want) return false;
+    want *= m->sizes[d].c;
+  }
+  return true;
+}
+
 /* Index into ep_ops of a producer that takes an epilogue, or -1. (linear
-** appears in inference graphs: only training graphs decompose it.) */
+** is one node in graphs AOT traces: its derivative comes from its parts.) */
 static int producer_of(const kn__gnode *p) {
-  if (!p || p->op != KN__GN_CALL || !p->opdef || p->nout != 1 || p->nusers != 1) return -1;
+  if (!p || p->op != KN__GN_CALL || !p->opdef || p->nout != 1 || p->nusers != 1 ||
+      p->nargs + 2 > KN__MAX_ARGS)
+    return -1;
   kn_dtype dt = p->meta[0].dtype;
   if (dt != KN_FLOAT32 && dt != KN_FLOAT64) return -1;
   switch (p->opdef->id) {
   case KN_OP_ADDMM: return 0;
   case KN_OP_MM: return 1;
-  case KN_OP_CONVOLUTION: return 2;
+  case KN_OP_CONVOLUTION: return contiguous_meta(&p->meta[0]) ? 2 : -1;
   case KN_OP_LINEAR: return p->meta[0].ndim == 2 && p->args[0].kind == KN__GA_TENSOR &&
                                     p->args[0].u.t.node &&
                                     p->args[0].u.t.node->meta[p->args[0].u.t.idx].ndim == 2
@@ -90,7 +103,6 @@ static int producer_of(const kn__gnode *p) {
 /* Fold activation node a into its producer p (ep_ops[k]). */
 static kn_status fold(kn__graph *g, kn__gnode *a, kn__gnode *p, int k, int act, int64_t approx) {
   kn__garg args[KN__MAX_ARGS];
-  if (p->nargs + 2 > KN__MAX_ARGS) return KN_OK;
   memcpy(args, p->args, (size_t)p->nargs * sizeof *args);
   args[p->nargs] = KN_GA_I(act);
   args[p->nargs + 1] = KN_GA_I(approx);

@@ -325,6 +325,31 @@ static void emit_post_grad(const kn__graph *before, const kn__graph *after) {
   }
 }
 
+/* Does g use no symbolic size anywhere (metadata or int arguments)? The
+** plan's table of symbolic expressions is filled while generating code, so
+** only static graphs may skip code generation on a graph-cache hit. */
+static bool sym_static(const kn__garg *a) {
+  if (a->kind == KN__GA_INT) return kn__sym_is_const(a->u.i);
+  for (int j = 0; a->kind == KN__GA_INTS && j < a->u.ints.n; j++)
+    if (!kn__sym_is_const(a->u.ints.v[j])) return false;
+  return true;
+}
+
+static bool graph_is_static(const kn__graph *g) {
+  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    for (int a = 0; a < n->nargs; a++)
+      if (!sym_static(&n->args[a])) return false;
+    for (int k = 0; n->op != KN__GN_OUTPUT && k < n->nout; k++) {
+      const kn__vmeta *m = &n->meta[k];
+      if (m->kind == KN__V_TENSOR && !kn__sym_is_const(m->offset)) return false;
+      for (int d = 0; m->kind == KN__V_TENSOR && d < m->ndim; d++)
+        if (!kn__sym_is_const(m->sizes[d]) || !kn__sym_is_const(m->strides[d])) return false;
+    }
+  }
+  return true;
+}
+
 /* The source of p's plan (phase inductor_codegen), on a graph-cache miss. */
 static char *gen_source(void *ud) {
   char *src = NULL;
@@ -373,7 +398,7 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   kn__shape_env_set_current(prev);
   if (st == KN_OK && !text) st = kn__oom();
   kn__ind_loaded ld;
-  if (st == KN_OK) st = kn__ind_load_graph(text, gen_source, p, &ld);
+  if (st == KN_OK) st = kn__ind_load_graph(text, graph_is_static(g), gen_source, p, &ld);
   free(text);
   if (st != KN_OK) {
     prog_free(p);

@@ -134,8 +134,11 @@ typedef char *(*kn__ind_gen_fn)(void *ud);
 ** identity of kiln's own code. A hit (memory, or <graph key>.fxg on disk
 ** naming an intact source entry) loads the shared object without calling
 ** gen; a miss calls gen(ud) and compiles (or finds) that source by its own
-** key. The loaded code stays mapped for the life of the process. */
-kn_status kn__ind_load_graph(const char *graph_text, kn__ind_gen_fn gen, void *ud,
+** key. by_graph false (a graph with symbolic sizes, whose plan learns its
+** size expressions while code is generated) always calls gen and looks the
+** source up by its own key only. The loaded code stays mapped for the life
+** of the process. */
+kn_status kn__ind_load_graph(const char *graph_text, bool by_graph, kn__ind_gen_fn gen, void *ud,
                              kn__ind_loaded *out);
 /* Tests only: forget the memory cache (as a new process would start). */
 void kn__ind_cache_forget_memory(void);

@@ -457,7 +457,7 @@ static void graph_record(const char *dir, const char *gkey, const char *key) {
   (void)write_atomic(path, line, (size_t)len);
 }
 
-kn_status kn__ind_load_graph(const char *graph_text, kn__ind_gen_fn gen, void *ud,
+kn_status kn__ind_load_graph(const char *graph_text, bool by_graph, kn__ind_gen_fn gen, void *ud,
                              kn__ind_loaded *out) {
   tool *t = calloc(1, sizeof *t);
   if (!t) return kn__oom();
@@ -466,19 +466,19 @@ kn_status kn__ind_load_graph(const char *graph_text, kn__ind_gen_fn gen, void *u
   graph_key(graph_text, t, gkey);
   memcpy(out->graph_key, gkey, 65);
   kn_status st = KN_OK;
-  if ((out->call = mem_find(gkey))) {
+  if (by_graph && (out->call = mem_find(gkey))) {
     artifact("fx_graph_cache_hit", gkey, "found in memory");
     free(t);
     return KN_OK;
   }
   bool dir_ok = cache_dir(dir, sizeof dir) && mkdirs(dir);
-  if (!(dir_ok && graph_hit(dir, gkey, out))) {
+  if (!(by_graph && dir_ok && graph_hit(dir, gkey, out))) {
     char *src = gen(ud);
     st = src ? load_source(t, src, gkey, dir_ok, dir, out) : kn_last_status();
     free(src);
-    if (st == KN_OK && dir_ok) graph_record(dir, gkey, out->key);
+    if (st == KN_OK && dir_ok && by_graph) graph_record(dir, gkey, out->key);
   }
-  if (st == KN_OK) mem_add(gkey, out->call);
+  if (st == KN_OK && by_graph) mem_add(gkey, out->call);
   free(t);
   return st;
 }

@@ -1,7 +1,8 @@
 /*
 ** dynamo/backends.c: compiling a captured graph with the function's backend:
-** a registered one (graph/backend.c: "eager", this file: "inductor", and what
-** kn_register_backend added; resolved by kn_compile) or a user backend_fn; both receive the graph
+** a registered one (graph/backend.c: "eager", this file: "inductor", the
+** default, and what kn_register_backend added; resolved by kn_compile) or a
+** user backend_fn; both receive the graph
 ** module and the example (fake) inputs and return a callable. "aot_eager"
 ** (aot/runtime.c) is AOT autograd with the interpreter for both graphs;
 ** "inductor" is AOT autograd with the code generator compiling the forward,
@@ -127,12 +128,16 @@ const char *kn__backend_name(const kn_compiled *f) {
   return "eager";
 }
 
+/* The backend of kn_compile when the options name none. */
+#define DEFAULT_BACKEND "inductor"
+
 kn_status kn__backend_resolve(kn_compile_options *o) {
   if (o->backend_fn) {
     o->backend = NULL; /* a backend function wins over a name */
     return KN_OK;
   }
-  if (kn__backend_lookup(o->backend, &o->backend, &o->backend_fn, &o->backend_ud) != KN_OK)
+  const char *name = o->backend ? o->backend : DEFAULT_BACKEND;
+  if (kn__backend_lookup(name, &o->backend, &o->backend_fn, &o->backend_ud) != KN_OK)
     return kn__error(KN_EINVAL, "kn_compile: %s, or pass a backend_fn", kn_last_error());
   return KN_OK;
 }

@@ -19,6 +19,10 @@
 #include "support/dynamo_util.h"
 #include "support/trace_util.h"
 
+/* The capture layer's own traces/records: the interpreter backend, so no
+** AOT or code-generator events mix in. */
+static const kn_compile_options eager = {.backend = "eager"};
+
 static char *dir;
 static void setup(void) {
   kn_reset();
@@ -57,7 +61,7 @@ static void check_trace(const char *expected_seed) {
 }
 
 Test(dynamo_trace, example_fn) {
-  kn_compiled *f = KN_COMPILE(example_fn, NULL);
+  kn_compiled *f = KN_COMPILE(example_fn, &eager);
   kn_scope_begin();
   kn_tensor *y = kn_call_t(f, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));
   cr_assert(y, "%s", kn_last_error());
@@ -101,7 +105,7 @@ static kn_value add_fn(const kn_value *args, int nargs, void *ud) {
 
 Test(dynamo_trace, recompiles) {
   const char *names[] = {"x", "y", NULL};
-  kn_compile_options o = {.arg_names = names};
+  kn_compile_options o = {.backend = "eager", .arg_names = names};
   kn_compiled *f = kn_compile_fn(add_fn, NULL, 2, "fn", __FILE__, __LINE__, &o);
   kn_scope_begin();
   kn_tensor *x = kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32);
@@ -152,7 +156,7 @@ static kn_tensor *dynamo_error_fn(kn_tensor *a) {
 }
 
 Test(dynamo_trace, dynamo_error) {
-  kn_compiled *f = KN_COMPILE(dynamo_error_fn, NULL);
+  kn_compiled *f = KN_COMPILE(dynamo_error_fn, &eager);
   kn_scope_begin();
   kn_tensor *a = kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32);
   cr_assert_eq(kn_set_requires_grad(a, true), KN_OK);
@@ -186,7 +190,7 @@ Test(dynamo_trace, dynamo_error) {
 static kn_tensor *mm_fn(kn_tensor *a, kn_tensor *b) { return kn_matmul(a, b); }
 
 Test(dynamo_trace, graph_sizes_dynamic) {
-  kn_compile_options o = {.dynamic = KN_DYNAMIC_TRUE};
+  kn_compile_options o = {.backend = "eager", .dynamic = KN_DYNAMIC_TRUE};
   kn_compiled *f = KN_COMPILE(mm_fn, &o);
   kn_scope_begin();
   kn_tensor *y = kn_call_t(f, kn_ones(KN_SHAPE(5, 3), KN_FLOAT32), kn_ones(KN_SHAPE(3, 4), KN_FLOAT32));
@@ -220,7 +224,7 @@ static kn_tensor *example_training_fn(kn_tensor *a) {
 }
 
 Test(dynamo_trace, example_training_fn_graph_break_shape) {
-  kn_compiled *f = KN_COMPILE(example_training_fn, NULL);
+  kn_compiled *f = KN_COMPILE(example_training_fn, &eager);
   kn_scope_begin();
   kn_tensor *a = kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32);
   cr_assert_eq(kn_set_requires_grad(a, true), KN_OK);
@@ -259,7 +263,7 @@ static kn_tensor *branchy(kn_tensor *x) {
 }
 
 Test(dynamo_trace, new_branch_is_a_recompile_of_the_resume_frame) {
-  kn_compiled *f = KN_COMPILE(branchy, NULL);
+  kn_compiled *f = KN_COMPILE(branchy, &eager);
   kn_scope_begin();
   cr_assert(kn_call_t(f, kn_ones(KN_SHAPE(4), KN_FLOAT32)));
   cr_assert(kn_call_t(f, kn_neg(kn_ones(KN_SHAPE(4), KN_FLOAT32))));
@@ -284,7 +288,7 @@ Test(dynamo_trace, new_branch_is_a_recompile_of_the_resume_frame) {
 ** compile is frame 1, compile 0, with no recompile_reasons (PyTorch keys
 ** frames by code object: there it would be 0/1). docs/DYNAMO.md. */
 Test(dynamo_trace, second_handle_of_a_function_is_a_new_frame) {
-  kn_compiled *f = KN_COMPILE(example_fn, NULL), *g = KN_COMPILE(example_fn, NULL);
+  kn_compiled *f = KN_COMPILE(example_fn, &eager), *g = KN_COMPILE(example_fn, &eager);
   kn_scope_begin();
   cr_assert(kn_call_t(f, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32)));
   cr_assert(kn_call_t(g, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32)));

@@ -73,6 +73,64 @@ Test(inductor_cache, memory_then_disk_hits) {
   ind_rm(dir);
 }
 
+/* The graph-level key: a new process (memory forgotten) finds the graph's
+** entry (<graph key>.fxg naming the source's key) and loads the shared
+** object without generating code or running the compiler; the artifact's
+** key is the graph key, the name of the .fxg file. */
+Test(inductor_cache, warm_process_skips_codegen_by_graph_key) {
+  char dir[64];
+  ind_cache_dir(dir, sizeof dir);
+  kn_compile_options o = opts();
+  cr_assert(run_once(&o));
+  cr_expect_eq(ind_count(dir, ".fxg"), 1);
+  kn__ind_cache_forget_memory();
+  char *tdir = kn_test_trace_start();
+  cr_expect(run_once(&o));
+  char *t = kn_test_trace_text();
+  cr_assert(t);
+  cr_expect(strstr(t, "fx_graph_cache_hit") && strstr(t, "found on disk"), "%s", t);
+  cr_expect_null(strstr(t, "inductor_codegen"), "no code generated on a graph hit");
+  cr_expect_null(strstr(t, "inductor_cc"), "no compiler run on a graph hit");
+  cr_expect(strstr(t, "inductor_load"), "the shared object is loaded");
+  char cmd[300], key[80] = "";
+  snprintf(cmd, sizeof cmd, "ls %s/inductor | grep 'fxg$' | cut -c1-64", dir);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p && fscanf(p, "%70s", key) == 1);
+  pclose(p);
+  cr_expect(strstr(t, key), "the hit names the graph key %s", key);
+  free(t);
+  kn_trace_disable();
+  kn_test_rmdir(tdir);
+  ind_rm(dir);
+}
+
+/* A graph with symbolic sizes compiled again in a new process gives the
+** right result (its size expressions come from generating its code, which
+** a graph-key hit would skip). */
+static kn_tensor *dyn_fn(kn_tensor *x) { return kn_neg(kn_add(kn_mul_scalar(x, kn_float(2)), x)); }
+
+Test(inductor_cache, dynamic_graph_again_in_a_new_process) {
+  char dir[64];
+  ind_cache_dir(dir, sizeof dir);
+  for (int run = 0; run < 2; run++) {
+    kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_TRUE};
+    kn_compiled *f = KN_COMPILE(dyn_fn, &o);
+    kn_scope_begin();
+    kn_tensor *x = kn_randn(KN_SHAPE(5 + run), NULL, KN_FLOAT32);
+    kn_tensor *y = kn_call_t(f, x);
+    cr_assert(y, "%s", kn_last_error());
+    for (int64_t i = 0; i < 5 + run; i++) /* -(2x + x), rounded in float */
+      cr_expect(fabs(kn_get(y, &i) + 3 * kn_get(x, &i)) <= 1e-6 * (1 + fabs(kn_get(x, &i))),
+                "run %d, element %lld: %g for x = %g", run, (long long)i, kn_get(y, &i),
+                kn_get(x, &i));
+    kn_scope_end();
+    kn_compiled_free(f);
+    kn_reset();
+    kn__ind_cache_forget_memory();
+  }
+  ind_rm(dir);
+}
+
 /* Damage a copy and move it into place: the loaded file (mapped by this
 ** process) keeps its inode, as it would in another process. */
 static void damage(const char *dir, const char *how) {

@@ -5,8 +5,8 @@
 ** src/inductor/toolchain.c) with sizes and ages and a total; --clear removes
 ** them.
 **
-** Only kiln's own files count: regular files named <64 hex digits>.c, .so or
-** .meta, and the temporary files of an interrupted write (<key>.<ext>.tmp.*).
+** Only kiln's own files count: regular files named <64 hex digits>.c, .so,
+** .meta or .fxg (a graph key naming its source's key), and the temporary files of an interrupted write (<key>.<ext>.tmp.*).
 ** Everything else (other names, directories, symbolic links even with a
 ** kiln name) is counted as "not kiln's" and left alone. The directory is read
 ** through a descriptor opened with O_NOFOLLOW and files are examined with
@@ -60,11 +60,12 @@ typedef struct scan {
   int files, foreign, removed, failed;
 } scan;
 
-static const char *const exts[] = {".c", ".so", ".meta"};
+static const char *const exts[] = {".c", ".so", ".meta", ".fxg"};
+#define NEXTS ((int)(sizeof exts / sizeof exts[0]))
 
 /* Bit of the kiln extension at s (see entry.files), or -1. */
 static int ext_bit(const char *s) {
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < NEXTS; i++) {
     size_t n = strlen(exts[i]);
     if (!strncmp(s, exts[i], n) && (s[n] == 0 || !strncmp(s + n, ".tmp.", 5)))
       return 2 * i + (s[n] != 0);
@@ -146,7 +147,7 @@ static void age(time_t now, time_t t, char *out, size_t n) {
 static void file_list(unsigned bits, char *out, size_t n) {
   size_t used = 0;
   out[0] = 0;
-  for (int b = 0; b < 6; b++)
+  for (int b = 0; b < 2 * NEXTS; b++)
     if (bits & (1u << b))
       used += (size_t)snprintf(out + used, n - used, "%s%s%s", used ? " " : "", exts[b / 2],
                                b % 2 ? "(partial)" : "");

@@ -159,7 +159,7 @@ typedef struct kn_guard_failure {
 } kn_guard_failure;
 
 typedef struct kn_compile_options {
-  const char *backend;       /* a registered backend name (NULL = "eager"; built in:
+  const char *backend;       /* a registered backend name (NULL = "inductor"; built in:
                                  "eager", "inductor" as in docs/INDUCTOR.md); an
                                  unknown name fails kn_compile with the list of
                                  registered ones (kn_register_backend) */

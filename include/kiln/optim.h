@@ -65,7 +65,7 @@ KN_API void kn_optim_free(kn_optimizer *opt);
 KN_API kn_status kn_optim_step(kn_optimizer *opt);
 /* The same through a compiled function (one graph for all parameters,
 ** compiled on first use and cached in the optimizer; backend as opts, NULL
-** = eager). Every parameter must have a gradient. */
+** = the default backend, "inductor"). Every parameter must have a gradient. */
 KN_API kn_status kn_optim_step_compiled(kn_optimizer *opt, const kn_compile_options *opts);
 /* Drop every parameter's gradient (set_to_none=True). */
 KN_API void kn_optim_zero_grad(kn_optimizer *opt);

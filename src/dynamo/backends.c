@@ -1,27 +1,103 @@
 /*
 ** dynamo/backends.c: compiling a captured graph with the function's backend:
-** a registered one (graph/backend.c: "eager", this file: "inductor", and what
-** kn_register_backend added; resolved by kn_compile) or a user backend_fn; both receive the graph
+** a registered one (graph/backend.c: "eager", this file: "inductor", the
+** default, and what kn_register_backend added; resolved by kn_compile) or a
+** user backend_fn; both receive the graph
 ** module and the example (fake) inputs and return a callable. "aot_eager"
-** (aot/runtime.c) is AOT autograd with the interpreter for both graphs. The compile
-** counter counts graphs and call nodes, then delegates to its inner backend.
+** (aot/runtime.c) is AOT autograd with the interpreter for both graphs;
+** "inductor" is AOT autograd with the code generator compiling the forward,
+** backward and inference graphs (graphs AOT does not handle yet go to the
+** code generator as captured). The compile counter counts graphs and call
+** nodes, then delegates to its inner backend.
 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "aot/aot.h"
+#include "kiln/autograd.h"
 #include "core/error.h"
 #include "dynamo/dynamo.h"
 #include "inductor/inductor.h"
+#include "logging/log.h"
 #include "tensor/tensor.h"
+
+/* ---- "inductor": AOT autograd + the code generator ------------------------------ */
+
+/* Why AOT autograd cannot take g yet (a static string), or NULL. It has no
+** functionalization: in-place ops (mutated inputs or intermediates) and
+** nodes that create new leaves requiring grad are left to the code
+** generator, which runs such graphs as captured. */
+static const char *aot_unsupported(const kn__graph *g, const char **node) {
+  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    *node = n->name;
+    if (n->opdef && (n->opdef->flags & KN_OPF_INPLACE)) return "it mutates a tensor in place";
+    if (n->set_requires_grad) return "it creates a tensor that requires grad";
+  }
+  return NULL;
+}
+
+/* Does an input of g have a symbolic size? */
+static bool has_symbolic_inputs(const kn__graph *g) {
+  for (int i = 0; i < kn__graph_num_inputs(g); i++) {
+    const kn__vmeta *m = &kn__graph_input(g, i)->meta[0];
+    for (int d = 0; m->kind == KN__V_TENSOR && d < m->ndim; d++)
+      if (!kn__sym_is_const(m->sizes[d])) return true;
+  }
+  return false;
+}
+
+/* An inference compile (nothing needs gradients): AOT's inference trace
+** evaluates the captured graph's symbolic int arguments at their hints, so
+** a graph with dynamic sizes goes to the code generator as captured. */
+static bool dynamic_inference(const kn__graph *g, kn_tensor *const *ex, int n) {
+  bool grad = false;
+  for (int i = 0; i < n; i++) grad |= ex[i] && ex[i]->requires_grad;
+  return (!grad || !kn_is_grad_enabled()) && has_symbolic_inputs(g);
+}
+
+/* The forward/backward/inference compiler AOT calls: inductor, noting a
+** failure (a compiler error is the backend's error, never a fallback). */
+static kn_status ind_graph(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
+                           kn_compiled_graph *out) {
+  kn_status st = kn__inductor_compile(gm, ex, n, NULL, out);
+  if (st != KN_OK) *(bool *)ud = true;
+  return st;
+}
+
+static kn_status inductor_backend(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
+                                  kn_compiled_graph *out) {
+  (void)ud;
+  if (!gm || !out) return kn__error(KN_EINVAL, "inductor: expected a graph module and an output");
+  const char *node = NULL, *why = aot_unsupported(kn__graph_module_graph(gm), &node);
+  if (why) {
+    KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: AOT autograd skipped: %s (node %s); compiling "
+           "the captured graph", why, node);
+    return kn__inductor_compile(gm, ex, n, NULL, out);
+  }
+  if (dynamic_inference(kn__graph_module_graph(gm), ex, n)) {
+    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: an inference graph with dynamic sizes: "
+           "compiling the captured graph");
+    return kn__inductor_compile(gm, ex, n, NULL, out);
+  }
+  bool failed = false;
+  kn__aot_config cfg = {.fw_compiler = ind_graph, .fw_ud = &failed, .bw_compiler = ind_graph,
+                        .bw_ud = &failed, .partitioner = KN__AOT_PART_MINCUT};
+  kn_status st = kn__aot_compile(gm, ex, n, &cfg, out);
+  if (st == KN_OK || failed) return st;
+  KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: AOT autograd failed (%s); compiling the captured "
+         "graph", kn_last_error());
+  memset(out, 0, sizeof *out);
+  return kn__inductor_compile(gm, ex, n, NULL, out);
+}
 
 /* The backends built into kiln besides the graph layer's "eager": the code
 ** generator (a lower layer than dynamo, which may not call up into this
 ** one), registered when the library is loaded, so every listing reads
 ** "eager", "inductor", then what the program registered. */
 __attribute__((constructor)) static void register_builtin(void) {
-  (void)kn_register_backend("inductor", kn__inductor_compile, NULL);
+  (void)kn_register_backend("inductor", inductor_backend, NULL);
   (void)kn_register_backend("aot_eager", kn__aot_eager_compile, NULL);
 }
 
@@ -53,12 +129,16 @@ const char *kn__backend_name(const kn_compiled *f) {
   return "eager";
 }
 
+/* The backend of kn_compile when the options name none. */
+#define DEFAULT_BACKEND "inductor"
+
 kn_status kn__backend_resolve(kn_compile_options *o) {
   if (o->backend_fn) {
     o->backend = NULL; /* a backend function wins over a name */
     return KN_OK;
   }
-  if (kn__backend_lookup(o->backend, &o->backend, &o->backend_fn, &o->backend_ud) != KN_OK)
+  const char *name = o->backend ? o->backend : DEFAULT_BACKEND;
+  if (kn__backend_lookup(name, &o->backend, &o->backend_fn, &o->backend_ud) != KN_OK)
     return kn__error(KN_EINVAL, "kn_compile: %s, or pass a backend_fn", kn_last_error());
   return KN_OK;
 }

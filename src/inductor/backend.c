@@ -27,11 +27,13 @@
 #include "ops/vmath.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
+#include "trace/events.h"
 
 typedef struct bind { int input, dim, sym; } bind;
 
 typedef struct prog {
   kn__ind_plan plan;
+  kn__graph *fused;  /* owned: the graph with GEMM epilogues folded (or NULL) */
   kn__ind_call_fn call;
   kn__gprog *eager;
   int ninputs, noutputs, nsyms, nbind;
@@ -129,7 +131,12 @@ static int rt_ext(void *ctx, int step) {
   kn_status st = ext_args(f, n, &c, &mem);
   kn__outs o;
   kn__outs_init(&o);
-  if (st == KN_OK) st = kn__dispatch(&c, &o);
+  if (st == KN_OK && kn__ind_is_epilogue(n)) {
+    st = kn__ind_epilogue_run(n, &c, &o.t[0]);
+    o.n = st == KN_OK;
+  } else if (st == KN_OK) {
+    st = kn__dispatch(&c, &o);
+  }
   free(mem);
   if (st == KN_OK && o.n != n->nout)
     st = kn__error(KN_EINTERNAL, "inductor: op %s returned %d outputs, the graph expects %d",
@@ -242,6 +249,7 @@ static void prog_free(void *state) {
   prog *p = state;
   if (!p) return;
   kn__ind_plan_free(&p->plan);
+  kn__graph_free(p->fused);
   kn__gprog_free(p->eager);
   free(p->out_slot);
   free(p->binds);
@@ -310,6 +318,55 @@ static kn_status generate(prog *p, char **src) {
   return st;
 }
 
+/* The graph before and after kiln's one post-grad pass (activations folded
+** into GEMM / convolution calls, gemm.c): the seeds' before_post_grad_graph
+** and inductor_post_grad_graph artifacts. */
+static void emit_post_grad(const kn__graph *before, const kn__graph *after) {
+  if (!kn__trace_enabled()) return;
+  const char *names[2] = {"before_post_grad_graph", "inductor_post_grad_graph"};
+  const kn__graph *gs[2] = {before, after};
+  for (int k = 0; k < 2; k++) {
+    char *code = kn__graph_code(gs[k], NULL);
+    if (code) (void)kn__trace_artifact(names[k], "string", code, SIZE_MAX, NULL);
+    free(code);
+  }
+}
+
+/* Does g use no symbolic size anywhere (metadata or int arguments)? The
+** plan's table of symbolic expressions is filled while generating code, so
+** only static graphs may skip code generation on a graph-cache hit. */
+static bool sym_static(const kn__garg *a) {
+  if (a->kind == KN__GA_INT) return kn__sym_is_const(a->u.i);
+  for (int j = 0; a->kind == KN__GA_INTS && j < a->u.ints.n; j++)
+    if (!kn__sym_is_const(a->u.ints.v[j])) return false;
+  return true;
+}
+
+static bool graph_is_static(const kn__graph *g) {
+  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    for (int a = 0; a < n->nargs; a++)
+      if (!sym_static(&n->args[a])) return false;
+    for (int k = 0; n->op != KN__GN_OUTPUT && k < n->nout; k++) {
+      const kn__vmeta *m = &n->meta[k];
+      if (m->kind == KN__V_TENSOR && !kn__sym_is_const(m->offset)) return false;
+      for (int d = 0; m->kind == KN__V_TENSOR && d < m->ndim; d++)
+        if (!kn__sym_is_const(m->sizes[d]) || !kn__sym_is_const(m->strides[d])) return false;
+    }
+  }
+  return true;
+}
+
+/* The source of p's plan (phase inductor_codegen), on a graph-cache miss. */
+static char *gen_source(void *ud) {
+  char *src = NULL;
+  kn__ind_phase ph;
+  kn__ind_phase_begin(&ph, "inductor_codegen");
+  kn_status st = generate(ud, &src);
+  kn__ind_phase_end(&ph);
+  return st == KN_OK ? src : NULL;
+}
+
 static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out);
 
 kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_inputs, int n,
@@ -328,7 +385,9 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   prog *p = calloc(1, sizeof *p);
   if (!p) return kn__oom();
   kn_status st = kn__gprog_new(g, &p->eager);
-  if (st == KN_OK) st = kn__ind_plan_build(g, &p->plan);
+  int nep = 0;
+  if (st == KN_OK) p->fused = kn__ind_fuse_epilogues(g, &nep);
+  if (st == KN_OK) st = kn__ind_plan_build(p->fused ? p->fused : g, &p->plan);
   if (st == KN_OK) st = io_tables(p);
   if (st == KN_OK && makes_leaves(g)) {
     KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: the graph creates tensors that require grad; "
@@ -337,14 +396,17 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
     return kn__eager_compile(gm, out);
   }
   if (st == KN_OK) kn__ind_emit_runnable(g);
-  char *src = NULL;
-  kn__ind_phase ph;
-  kn__ind_phase_begin(&ph, "inductor_codegen");
-  if (st == KN_OK) st = generate(p, &src);
-  kn__ind_phase_end(&ph);
+  if (st == KN_OK) emit_post_grad(g, p->fused ? p->fused : g);
+  if (nep)
+    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: %d activations fused into GEMM/convolution "
+           "calls", nep);
+  kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(g));
+  char *text = st == KN_OK ? kn__graph_serialize(g) : NULL;
+  kn__shape_env_set_current(prev);
+  if (st == KN_OK && !text) st = kn__oom();
   kn__ind_loaded ld;
-  if (st == KN_OK) st = kn__ind_load(src, &ld);
-  free(src);
+  if (st == KN_OK) st = kn__ind_load_graph(text, graph_is_static(g), gen_source, p, &ld);
+  free(text);
   if (st != KN_OK) {
     prog_free(p);
     return st;

@@ -11,6 +11,7 @@
 **   formula.c    per-op element formulas and compute types (lowering rules)
 **   lower.c      the plan: which nodes fuse, value slots, symbolic sizes
 **   codegen.c    the C source of a plan
+**   gemm.c       GEMM / convolution extern calls with fused activations
 **   toolchain.c  the compiler (fork/exec), dlopen, the disk and memory caches
 **   backend.c    the backend entry point and the runtime of a compiled graph
 **   runnable.c   fx_graph_runnable: the graph as a standalone C repro
@@ -121,15 +122,39 @@ int kn__ind_symx(kn__ind_plan *p, kn_sym e);
 /* Append the translation unit of plan p to sb. KN_ENOMEM. */
 kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb);
 
+/* ---- GEMM / convolution epilogues (gemm.c) ------------------------------------- */
+/* A copy of g in which each relu/gelu/sigmoid/silu/tanh whose input is an
+** addmm, mm, linear or convolution (float32/float64) used only by it is folded into
+** one extern node of that op with the activation; *nfused counts them.
+** Owned; NULL when g has no such pair (or on OOM: then compile g as is). */
+kn__graph *kn__ind_fuse_epilogues(const kn__graph *g, int *nfused);
+/* Is n such a fused node? */
+bool kn__ind_is_epilogue(const kn__gnode *n);
+/* Run fused node n on its arguments (inner: the node's arguments, as an
+** extern call gets them). *out: a new reference. */
+kn_status kn__ind_epilogue_run(const kn__gnode *n, kn__call *inner, kn_tensor **out);
+
 /* ---- toolchain and caches (toolchain.c) ------------------------------------------ */
 typedef struct kn__ind_loaded {
   kn__ind_call_fn call;
-  char key[65];
+  char key[65];       /* the source's key (names the .c/.so/.meta files) */
+  char graph_key[65]; /* the graph's key (the fx_graph_cache_* artifacts' key) */
 } kn__ind_loaded;
-/* Compile (or find in the memory/disk caches) the source and load it. The
-** loaded code stays mapped for the life of the process (the memory cache
-** keeps it for later compiles of the same source). */
-kn_status kn__ind_load(const char *src, kn__ind_loaded *out);
+/* The C source of a graph, generated on a graph-cache miss: owned string, or
+** NULL after setting kiln's error. */
+typedef char *(*kn__ind_gen_fn)(void *ud);
+/* Find the compiled code of a graph, or make it. graph_text is the graph's
+** canonical serialisation (with its input metadata); the graph key is its
+** SHA-256 with the compiler's identity, the flags, kiln's version and the
+** identity of kiln's own code. A hit (memory, or <graph key>.fxg on disk
+** naming an intact source entry) loads the shared object without calling
+** gen; a miss calls gen(ud) and compiles (or finds) that source by its own
+** key. by_graph false (a graph with symbolic sizes, whose plan learns its
+** size expressions while code is generated) always calls gen and looks the
+** source up by its own key only. The loaded code stays mapped for the life
+** of the process. */
+kn_status kn__ind_load_graph(const char *graph_text, bool by_graph, kn__ind_gen_fn gen, void *ud,
+                             kn__ind_loaded *out);
 /* Tests only: forget the memory cache (as a new process would start). */
 void kn__ind_cache_forget_memory(void);
 

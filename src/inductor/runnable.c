@@ -330,6 +330,8 @@ char *kn__ind_runnable(const kn__graph *g, const char **why) {
   kn__sb fn = KN__SB_INIT;
   *why = NULL;
   bool ok = emit_fn(&fn, g, why) && emit_main(&sb, g, why);
+  ok = ok && !kn__sb_failed(&sb) && !kn__sb_failed(&fn) &&
+       strstr(kn__sb_cstr(&sb), "\nint main(void)"); /* out of memory: no artifact */
   if (ok) {
     /* constants are declared by emit_main, before the function that reads them */
     kn__sb all = KN__SB_INIT;

@@ -317,8 +317,8 @@ static void output_code(const char *src, const char *path) {
 }
 
 /* No usable cache directory: compile in a temporary one, then remove it. */
-static kn_status build_bypass(const tool *t, const char *src, const char *key, const char *why,
-                              kn__ind_call_fn *fn) {
+static kn_status build_bypass(const tool *t, const char *src, const char *key, const char *akey,
+                              const char *why, kn__ind_call_fn *fn) {
   const char *tmp = getenv("TMPDIR");
   char dir[4096], base[4200];
   snprintf(dir, sizeof dir, "%s/kiln-inductor-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -326,7 +326,7 @@ static kn_status build_bypass(const tool *t, const char *src, const char *key, c
                                       "for the compiler: %s", strerror(errno));
   snprintf(base, sizeof base, "%s/%s", dir, key);
   output_code(src, base);
-  artifact("fx_graph_cache_bypass", key, why);
+  artifact("fx_graph_cache_bypass", akey, why);
   kn_status st = build_in(t, src, base, key, false);
   char so[4300];
   snprintf(so, sizeof so, "%s.so", base);
@@ -339,7 +339,7 @@ static kn_status build_bypass(const tool *t, const char *src, const char *key, c
 }
 
 static kn_status load_disk(const tool *t, const char *src, const char *dir, const char *key,
-                           kn__ind_call_fn *fn) {
+                           const char *akey, kn__ind_call_fn *fn) {
   char base[4200], why[200], so[4300];
   snprintf(base, sizeof base, "%s/%s", dir, key);
   snprintf(so, sizeof so, "%s.so", base);
@@ -347,7 +347,7 @@ static kn_status load_disk(const tool *t, const char *src, const char *dir, cons
     char cpath[4300];
     snprintf(cpath, sizeof cpath, "%s.c", base);
     output_code(src, cpath);
-    artifact("fx_graph_cache_hit", key, "found on disk");
+    artifact("fx_graph_cache_hit", akey, "found on disk");
     return KN_OK;
   }
   if (strcmp(why, "not in cache"))
@@ -355,33 +355,130 @@ static kn_status load_disk(const tool *t, const char *src, const char *dir, cons
   char cpath[4300];
   snprintf(cpath, sizeof cpath, "%s.c", base);
   output_code(src, cpath); /* the seeds' order: output code, then the cache artifact */
-  artifact("fx_graph_cache_miss", key, why);
+  artifact("fx_graph_cache_miss", akey, why);
   kn_status st = build_in(t, src, base, key, true);
   return st == KN_OK ? load_so(so, fn) : st;
 }
 
-kn_status kn__ind_load(const char *src, kn__ind_loaded *out) {
-  tool *t = calloc(1, sizeof *t);
-  if (!t) return kn__oom();
-  tool_init(t);
+/* The identity of the code holding kiln (libkiln.so, or the program kiln is
+** linked into): its path, size and modification time, so that a rebuilt
+** kiln (another code generator) never reuses graph entries of an older one. */
+static void kiln_ident(char *out, size_t n) {
+  Dl_info info;
+  struct stat sb;
+  if (dladdr((void *)kiln_ident, &info) && info.dli_fname && stat(info.dli_fname, &sb) == 0)
+    snprintf(out, n, "%s %lld %lld", info.dli_fname, (long long)sb.st_size,
+             (long long)sb.st_mtime);
+  else snprintf(out, n, "(unknown)");
+}
+
+static void graph_key(const char *text, const tool *t, char key[65]) {
+  char kid[4400];
+  kiln_ident(kid, sizeof kid);
+  SHA2_CTX ctx;
+  SHA256Init(&ctx);
+  const char *parts[] = {"kiln-inductor-graph", text, t->ident, t->flags, kn_version(), kid,
+                         "abi 1"};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    SHA256Update(&ctx, (const uint8_t *)parts[i], strlen(parts[i]) + 1);
+  SHA256End(&ctx, key);
+}
+
+/* Find the source's shared object in memory, on disk, or build it;
+** artifacts name akey (the graph key). */
+static kn_status load_source(const tool *t, const char *src, const char *akey, bool dir_ok,
+                             const char *dir, kn__ind_loaded *out) {
   cache_key(src, t, out->key);
-  kn_status st = KN_OK;
   out->call = mem_find(out->key);
   if (out->call) {
-    artifact("fx_graph_cache_hit", out->key, "found in memory");
-    free(t);
+    artifact("fx_graph_cache_hit", akey, "found in memory");
     return KN_OK;
   }
-  char dir[4096] = "(no HOME)";
-  if (!cache_dir(dir, sizeof dir) || !mkdirs(dir)) {
+  kn_status st;
+  if (!dir_ok) {
     if (!atomic_exchange(&warned_unwritable, true))
       KN_LOG(KN_LOG_INDUCTOR_CODECACHE, KN_WARNING, "inductor: cache directory '%s' cannot be "
              "created or written; compiling without a disk cache (set KILN_CACHE_DIR)", dir);
-    st = build_bypass(t, src, out->key, "cache directory not writable", &out->call);
+    st = build_bypass(t, src, out->key, akey, "cache directory not writable", &out->call);
   } else {
-    st = load_disk(t, src, dir, out->key, &out->call);
+    st = load_disk(t, src, dir, out->key, akey, &out->call);
   }
   if (st == KN_OK) mem_add(out->key, out->call);
+  return st;
+}
+
+/* The source file's text when someone will read it (output_code), else "". */
+static char *read_source(const char *path) {
+  if (!kn__trace_enabled() && !KN_ARTIFACT_ENABLED(KN_ART_OUTPUT_CODE)) return NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  kn__sb sb;
+  kn__sb_init(&sb);
+  drain(fileno(f), &sb);
+  fclose(f);
+  char *s = kn__sb_take(&sb);
+  kn__sb_fini(&sb);
+  return s;
+}
+
+/* <gkey>.fxg names the source key of a graph; a hit loads its .so without
+** generating code. */
+static bool graph_hit(const char *dir, const char *gkey, kn__ind_loaded *out) {
+  char path[4300], line[256], g[80] = "", k[80] = "";
+  snprintf(path, sizeof path, "%s/%s.fxg", dir, gkey);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  bool ok = fgets(line, sizeof line, f) &&
+            sscanf(line, "kiln-inductor-graph 1 %70s %70s", g, k) == 2 && !strcmp(g, gkey) &&
+            strlen(k) == 64;
+  fclose(f);
+  char base[4200], why[200], so[4300];
+  snprintf(base, sizeof base, "%s/%s", dir, k);
+  if (!ok || !entry_valid(base, k, why, sizeof why)) {
+    KN_LOG(KN_LOG_INDUCTOR_CODECACHE, KN_DEBUG, "inductor cache: graph entry %s unusable (%s)",
+           path, ok ? why : "bad .fxg");
+    return false;
+  }
+  snprintf(so, sizeof so, "%s.so", base);
+  if (load_so(so, &out->call) != KN_OK) return false;
+  memcpy(out->key, k, 65);
+  snprintf(path, sizeof path, "%s.c", base);
+  char *src = read_source(path);
+  if (src) output_code(src, path);
+  free(src);
+  artifact("fx_graph_cache_hit", gkey, "found on disk");
+  return true;
+}
+
+static void graph_record(const char *dir, const char *gkey, const char *key) {
+  char path[4300], line[200];
+  snprintf(path, sizeof path, "%s/%s.fxg", dir, gkey);
+  int len = snprintf(line, sizeof line, "kiln-inductor-graph 1 %s %s\n", gkey, key);
+  (void)write_atomic(path, line, (size_t)len);
+}
+
+kn_status kn__ind_load_graph(const char *graph_text, bool by_graph, kn__ind_gen_fn gen, void *ud,
+                             kn__ind_loaded *out) {
+  tool *t = calloc(1, sizeof *t);
+  if (!t) return kn__oom();
+  tool_init(t);
+  char gkey[65], dir[4096] = "(no HOME)";
+  graph_key(graph_text, t, gkey);
+  memcpy(out->graph_key, gkey, 65);
+  kn_status st = KN_OK;
+  if (by_graph && (out->call = mem_find(gkey))) {
+    artifact("fx_graph_cache_hit", gkey, "found in memory");
+    free(t);
+    return KN_OK;
+  }
+  bool dir_ok = cache_dir(dir, sizeof dir) && mkdirs(dir);
+  if (!(by_graph && dir_ok && graph_hit(dir, gkey, out))) {
+    char *src = gen(ud);
+    st = src ? load_source(t, src, gkey, dir_ok, dir, out) : kn_last_status();
+    free(src);
+    if (st == KN_OK && dir_ok && by_graph) graph_record(dir, gkey, out->key);
+  }
+  if (st == KN_OK && by_graph) mem_add(gkey, out->call);
   free(t);
   return st;
 }

@@ -82,8 +82,11 @@ static kn_status inductor_backend(kn_graph_module *gm, kn_tensor *const *ex, int
     return kn__inductor_compile(gm, ex, n, NULL, out);
   }
   bool failed = false;
+  /* the default partitioner: min-cut breaks ties between equal cuts toward
+  ** the inputs, saving a GEMM's output instead of its activation's, which
+  ** keeps the GEMM + activation fusion from applying (docs/AOT.md) */
   kn__aot_config cfg = {.fw_compiler = ind_graph, .fw_ud = &failed, .bw_compiler = ind_graph,
-                        .bw_ud = &failed, .partitioner = KN__AOT_PART_MINCUT};
+                        .bw_ud = &failed, .partitioner = KN__AOT_PART_DEFAULT};
   kn_status st = kn__aot_compile(gm, ex, n, &cfg, out);
   if (st == KN_OK || failed) return st;
   KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: AOT autograd failed (%s); compiling the captured "

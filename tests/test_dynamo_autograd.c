@@ -268,8 +268,11 @@ static kn_tensor *set_rg_fn(kn_tensor *x) {
   return kn_mul(w, x);
 }
 
+/* The capture layer's replay (backend "eager"; through AOT the new leaf
+** becomes an input: test_aot_guards.c, test_nn_parameter_construction). */
 Test(dyn_autograd, set_requires_grad_inside_is_replayed) {
-  kn_compiled *f = KN_COMPILE(set_rg_fn, NULL);
+  kn_compile_options o = {.backend = "eager"};
+  kn_compiled *f = KN_COMPILE(set_rg_fn, &o);
   kn_scope_begin();
   for (int i = 0; i < 3; i++) {
     kn_tensor *x = filled(1, false);

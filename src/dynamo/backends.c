@@ -24,39 +24,6 @@
 
 /* ---- "inductor": AOT autograd + the code generator ------------------------------ */
 
-/* Why AOT autograd cannot take g yet (a static string), or NULL. It has no
-** functionalization: in-place ops (mutated inputs or intermediates) and
-** nodes that create new leaves requiring grad are left to the code
-** generator, which runs such graphs as captured. */
-static const char *aot_unsupported(const kn__graph *g, const char **node) {
-  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
-    const kn__gnode *n = kn__graph_node(g, i);
-    *node = n->name;
-    if (n->opdef && (n->opdef->flags & KN_OPF_INPLACE)) return "it mutates a tensor in place";
-    if (n->set_requires_grad) return "it creates a tensor that requires grad";
-  }
-  return NULL;
-}
-
-/* Does an input of g have a symbolic size? */
-static bool has_symbolic_inputs(const kn__graph *g) {
-  for (int i = 0; i < kn__graph_num_inputs(g); i++) {
-    const kn__vmeta *m = &kn__graph_input(g, i)->meta[0];
-    for (int d = 0; m->kind == KN__V_TENSOR && d < m->ndim; d++)
-      if (!kn__sym_is_const(m->sizes[d])) return true;
-  }
-  return false;
-}
-
-/* An inference compile (nothing needs gradients): AOT's inference trace
-** evaluates the captured graph's symbolic int arguments at their hints, so
-** a graph with dynamic sizes goes to the code generator as captured. */
-static bool dynamic_inference(const kn__graph *g, kn_tensor *const *ex, int n) {
-  bool grad = false;
-  for (int i = 0; i < n; i++) grad |= ex[i] && ex[i]->requires_grad;
-  return (!grad || !kn_is_grad_enabled()) && has_symbolic_inputs(g);
-}
-
 /* The forward/backward/inference compiler AOT calls: inductor, noting a
 ** failure (a compiler error is the backend's error, never a fallback). */
 static kn_status ind_graph(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
@@ -70,17 +37,6 @@ static kn_status inductor_backend(kn_graph_module *gm, kn_tensor *const *ex, int
                                   kn_compiled_graph *out) {
   (void)ud;
   if (!gm || !out) return kn__error(KN_EINVAL, "inductor: expected a graph module and an output");
-  const char *node = NULL, *why = aot_unsupported(kn__graph_module_graph(gm), &node);
-  if (why) {
-    KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: AOT autograd skipped: %s (node %s); compiling "
-           "the captured graph", why, node);
-    return kn__inductor_compile(gm, ex, n, NULL, out);
-  }
-  if (dynamic_inference(kn__graph_module_graph(gm), ex, n)) {
-    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: an inference graph with dynamic sizes: "
-           "compiling the captured graph");
-    return kn__inductor_compile(gm, ex, n, NULL, out);
-  }
   bool failed = false;
   /* the default partitioner: min-cut breaks ties between equal cuts toward
   ** the inputs, saving a GEMM's output instead of its activation's, which

@@ -167,8 +167,9 @@ static kn_tensor *bound_meta(void *ud, kn__gref v) {
   return st == KN_OK ? t : NULL;
 }
 
-/* Run n's composite kernel under the recorder; rewire n's uses. */
-static kn_status decompose_node(kn__graph *g, kn__gnode *n) {
+/* Run rule (n's composite kernel, or a decomposition) under the recorder;
+** rewire n's uses. */
+static kn_status decompose_node(kn__graph *g, kn__gnode *n, kn__decomp_fn rule) {
   recorder r;
   recorder_init(&r, g, n);
   kn__gnode *prev = kn__graph_set_insert_point(g, n);
@@ -180,7 +181,7 @@ static kn_status decompose_node(kn__graph *g, kn__gnode *n) {
   kn_status st = build_call(n, bound_meta, &r, &c, &scratch);
   if (st == KN_OK) st = kn__mode_push(&r.mode);
   if (st == KN_OK) {
-    st = n->opdef->kernel(&c, &outs);
+    st = rule(&c, &outs);
     kn__mode_pop(&r.mode);
   }
   if (st == KN_OK && outs.n != n->nout)
@@ -198,25 +199,35 @@ static kn_status decompose_node(kn__graph *g, kn__gnode *n) {
   return st;
 }
 
+static kn__decomp_fn composite_kernel(const kn__gnode *n) {
+  return n->opdef && (n->opdef->flags & KN_OPF_COMPOSITE) ? n->opdef->kernel : NULL;
+}
+
 /* One sweep over g. */
-static int decompose_once(kn__graph *g) {
+static int decompose_once(kn__graph *g, kn__decomp_fn (*rule_of)(const kn__gnode *)) {
   int done = 0;
   for (int i = 0; i < g->n; i++) {
     kn__gnode *n = g->nodes[i];
-    if (n->op != KN__GN_CALL || !n->opdef || !(n->opdef->flags & KN_OPF_COMPOSITE)) continue;
-    if (n->grad_mode >= 0 || n->set_requires_grad || n->nout > 64) continue;
+    kn__decomp_fn rule = n->op == KN__GN_CALL ? composite_kernel(n) : NULL;
+    /* a replayed grad mode matters to autograd only: a backend's table
+    ** (whose kernels record no autograd) decomposes those calls too */
+    if (rule && n->grad_mode >= 0) rule = NULL;
+    if (!rule && n->op == KN__GN_CALL && rule_of) rule = rule_of(n);
+    if (!rule || n->set_requires_grad || n->nout > 64) continue;
     int before = g->n;
-    if (decompose_node(g, n) != KN_OK) return -1;
+    if (decompose_node(g, n, rule) != KN_OK) return -1;
     done++;
     i += g->n - before; /* the new nodes came before n, which is gone: continue after them */
   }
   return done;
 }
 
-int kn__graph_decompose(kn__graph *g) {
+int kn__graph_decompose(kn__graph *g) { return kn__graph_decompose_with(g, NULL); }
+
+int kn__graph_decompose_with(kn__graph *g, kn__decomp_fn (*rule_of)(const kn__gnode *n)) {
   int total = 0;
   for (int round = 0; round < 8; round++) {
-    int n = decompose_once(g);
+    int n = decompose_once(g, rule_of);
     if (n < 0) return -1;
     if (n == 0) break;
     total += n;

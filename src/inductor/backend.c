@@ -30,6 +30,7 @@
 typedef struct bind { int input, dim, sym; } bind;
 
 typedef struct prog {
+  kn__graph *graph; /* after decomposition (kn__ind_post_grad) */
   kn__ind_plan plan;
   kn__ind_call_fn call;
   kn__gprog *eager;
@@ -235,6 +236,7 @@ static void prog_free(void *state) {
   prog *p = state;
   if (!p) return;
   kn__ind_plan_free(&p->plan);
+  kn__graph_free(p->graph);
   kn__gprog_free(p->eager);
   free(p->out_slot);
   free(p->binds);
@@ -321,8 +323,6 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   prog *p = calloc(1, sizeof *p);
   if (!p) return kn__oom();
   kn_status st = kn__gprog_new(g, &p->eager);
-  if (st == KN_OK) st = kn__ind_plan_build(g, &p->plan);
-  if (st == KN_OK) st = io_tables(p);
   if (st == KN_OK && makes_leaves(g)) {
     KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: the graph creates tensors that require grad; "
            "it runs with the eager interpreter");
@@ -330,6 +330,9 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
     return kn__eager_compile(gm, out);
   }
   if (st == KN_OK) kn__ind_emit_runnable(g);
+  if (st == KN_OK) st = kn__ind_post_grad(g, &p->graph);
+  if (st == KN_OK) st = kn__ind_plan_build(p->graph, &p->plan);
+  if (st == KN_OK) st = io_tables(p);
   char *src = NULL;
   kn__ind_phase ph;
   kn__ind_phase_begin(&ph, "inductor_codegen");

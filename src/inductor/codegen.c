@@ -90,7 +90,6 @@ static void put_safe(kn__sb *sb, const char *s) {
 typedef struct leaf { int slot; const kn__vmeta *m; } leaf;
 typedef struct kctx {
   kn__ind_plan *p;
-  bool per_elem;            /* reduction, general layout: inK[pK] */
   const kn__gnode *root;
   const kn__vmeta *shape;   /* the kernel's iteration sizes */
   leaf leaves[64];
@@ -98,6 +97,15 @@ typedef struct kctx {
   bool flat;
   bool failed;
   unsigned char used[256];  /* symbols read by this kernel */
+  /* reduction groups */
+  const kn__ind_group *g;   /* NULL outside group kernels */
+  int gi;
+  int depth;                /* reduced dims (nested loops) */
+  bool inner;               /* emitting inside the reduced loops */
+  unsigned char *done;      /* [nnodes] per-element values emitted in this pass */
+  kn__vmeta outm[16];       /* contiguous layouts of the per-element outputs */
+  int nouts;
+  int outs[64];             /* stored members */
 } kctx;
 
 static void sym_text(kctx *k, kn__sb *sb, kn_sym v) {
@@ -168,8 +176,9 @@ static void leaf_stride(kctx *k, kn__sb *sb, const leaf *l, int d) {
 static void load(kctx *k, kn__sb *sb, int li) {
   const leaf *l = &k->leaves[li];
   if (leaf_scalar(l->m)) kn__sb_printf(sb, "in%d[0]", li);
+  else if (k->g && k->inner) kn__sb_printf(sb, "in%d[p%d_%d]", li, li, k->depth - 1);
+  else if (k->g) kn__sb_printf(sb, "in%d[o%d]", li, li);
   else if (k->flat) kn__sb_printf(sb, "in%d[i]", li);
-  else if (k->per_elem) kn__sb_printf(sb, "in%d[p%d]", li, li);
   else {
     kn__sb_printf(sb, "in%d[o%d + j * (", li, li);
     leaf_stride(k, sb, l, k->shape->ndim - 1);
@@ -192,6 +201,13 @@ static void put_scalar(kn__sb *sb, kn_scalar s) {
   else kn__sb_puts(sb, s.v.b ? "1" : "0");
 }
 
+/* Is node m's value a local variable vM of the kernel (inlined or a group
+** member), rather than a buffer read? */
+static bool is_var(const kctx *k, const kn__gnode *m) {
+  const kn__ind_node *mn = &k->p->nodes[m->index];
+  return mn->inlined || (k->g && mn->group == k->gi);
+}
+
 /* Operand q of n as a C expression of the compute type (or bool). */
 static void operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) {
   const kn__ind_node *in = &k->p->nodes[n->index];
@@ -199,7 +215,7 @@ static void operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) {
   const kn__garg *a = &n->args[q];
   kn__sb_printf(sb, "((%s)", ct);
   if (a->kind == KN__GA_SCALAR) put_scalar(sb, a->u.s);
-  else if (k->p->nodes[a->u.t.node->index].inlined) kn__sb_printf(sb, "v%d", a->u.t.node->index);
+  else if (is_var(k, a->u.t.node)) kn__sb_printf(sb, "v%d", a->u.t.node->index);
   else {
     const kn__gnode *m = a->u.t.node;
     load(k, sb, leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]));
@@ -345,86 +361,289 @@ static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *cal
   free(k);
 }
 
-/* ---- reductions ---------------------------------------------------------------- */
+/* ---- reduction groups ------------------------------------------------------------ */
+/* One kernel per group: a loop over rows (the kept dims); in each row, the
+** members in graph order: a reduction is a pass over the reduced dims
+** (nested loops, innermost last) computing the per-element members it
+** needs and accumulating in a double, in order (reproducible); a per-row
+** member is one statement; a last pass writes the per-element members read
+** outside the group. */
 static const char *const red_init[] = {"0", "0", "-INFINITY"};
 
-/* Per element: each leaf's position from its row offset and r. */
-static void inner_offsets(kctx *k, kn__sb *sb, int nd, int rk) {
-  kn__sb_puts(sb, "      int64_t u = r;\n");
-  for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "      int64_t p%d = o%d;\n", li, li);
-  for (int d = nd - 1; d >= nd - rk; d--) {
-    kn__sb_puts(sb, "      {\n        const int64_t sz = ");
+static bool member(const kctx *k, const kn__gnode *m) { return k->p->nodes[m->index].group == k->gi; }
+
+static int nops(const kctx *k, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  int q = in->kind == KN__IND_RED ? 1 : in->f.nopnds;
+  return q < n->nargs ? q : n->nargs;
+}
+
+/* Leaves of the group: every operand of a member that is not a member. */
+static void group_leaves(kctx *k) {
+  for (int i = 0; i < k->g->nmembers; i++) {
+    const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[i]);
+    for (int q = 0; q < nops(k, n); q++) {
+      const kn__garg *a = &n->args[q];
+      if (a->kind == KN__GA_TENSOR && a->u.t.node && !member(k, a->u.t.node))
+        leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &a->u.t.node->meta[a->u.t.idx]);
+    }
+  }
+}
+
+/* Per-element outputs become leaves too (contiguous over the space), after
+** the inputs: out leaf indices are >= the first output's. */
+static void group_outputs(kctx *k) {
+  for (int i = 0; i < k->g->nmembers; i++) {
+    int m = k->g->members[i];
+    if (k->p->nodes[m].slot < 0 || k->nouts == 64) continue;
+    k->outs[k->nouts++] = m;
+    if (k->p->nodes[m].row) continue;
+    int o = k->nouts - 1;
+    if (o >= 16) {
+      k->failed = true;
+      continue;
+    }
+    kn__vmeta *om = &k->outm[o];
+    *om = *k->g->space;
+    kn_sym st = kn__sym_const(1);
+    for (int d = om->ndim - 1; d >= 0; d--) {
+      om->strides[d] = st;
+      st = kn__sym_mul(st, om->sizes[d]);
+    }
+    k->leaves[k->nleaves < 64 ? k->nleaves : 63] = (leaf){-1 - o, om};
+    if (k->nleaves < 64) k->nleaves++;
+    else k->failed = true;
+  }
+}
+
+static int out_leaf(const kctx *k, int o) {
+  for (int li = 0; li < k->nleaves; li++)
+    if (k->leaves[li].slot == -1 - o) return li;
+  return 0;
+}
+
+static void size_product(kctx *k, kn__sb *sb, bool reduced) {
+  kn__sb_puts(sb, "INT64_C(1)");
+  for (int d = 0; d < k->shape->ndim; d++)
+    if ((((k->g->mask >> d) & 1) != 0) == reduced) {
+      kn__sb_puts(sb, " * ");
+      sym_text(k, sb, k->shape->sizes[d]);
+    }
+}
+
+/* Row offsets oL of every leaf for row o (kept dims, last varies fastest). */
+static void group_row_offsets(kctx *k, kn__sb *sb) {
+  kn__sb_puts(sb, "    int64_t t = o;\n");
+  for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "    int64_t o%d = 0;\n", li);
+  for (int d = k->shape->ndim - 1; d >= 0; d--) {
+    if ((k->g->mask >> d) & 1) continue;
+    kn__sb_puts(sb, "    {\n      const int64_t sz = ");
     sym_text(k, sb, k->shape->sizes[d]);
-    kn__sb_puts(sb, ", id = u % sz;\n        u /= sz;\n");
+    kn__sb_puts(sb, ", id = t % sz;\n      t /= sz;\n");
     for (int li = 0; li < k->nleaves; li++) {
-      kn__sb_printf(sb, "        p%d += id * (", li);
+      kn__sb_printf(sb, "      o%d += id * (", li);
       leaf_stride(k, sb, &k->leaves[li], d);
       kn__sb_puts(sb, ");\n");
     }
-    kn__sb_puts(sb, "      }\n");
+    kn__sb_puts(sb, "    }\n");
   }
+  kn__sb_puts(sb, "    (void)t;\n");
 }
 
-/* The reduced value x of element (o, r): prologue statements, or a load. */
-static void red_value(kctx *k, kn__sb *sb, const kn__gnode *n, const char *ct) {
+/* Open the nested loops over the reduced dims; pL_t is leaf L's offset at
+** level t. Returns the number of loops opened. */
+static int open_loops(kctx *k, kn__sb *sb) {
+  int t = 0;
+  for (int d = 0; d < k->shape->ndim; d++) {
+    if (!((k->g->mask >> d) & 1)) continue;
+    kn__sb_printf(sb, "    for (int64_t j%d = 0; j%d < ", t, t);
+    sym_text(k, sb, k->shape->sizes[d]);
+    kn__sb_printf(sb, "; j%d++) {\n", t);
+    for (int li = 0; li < k->nleaves; li++) {
+      if (t == 0) kn__sb_printf(sb, "      const int64_t p%d_0 = o%d + j0 * (", li, li);
+      else kn__sb_printf(sb, "      const int64_t p%d_%d = p%d_%d + j%d * (", li, t, li, t - 1, t);
+      leaf_stride(k, sb, &k->leaves[li], d);
+      kn__sb_puts(sb, ");\n");
+    }
+    t++;
+  }
+  return t;
+}
+
+static void close_loops(kn__sb *sb, int n) {
+  for (int i = 0; i < n; i++) kn__sb_puts(sb, "    }\n");
+}
+
+/* Statements of per-element member n and the per-element members it reads
+** (once per pass). */
+static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  if (k->done[n->index]) return;
+  k->done[n->index] = 1;
+  for (int q = 0; q < nops(k, n); q++) {
+    const kn__garg *a = &n->args[q];
+    if (a->kind == KN__GA_TENSOR && a->u.t.node && member(k, a->u.t.node) &&
+        !k->p->nodes[a->u.t.node->index].row)
+      gstmts(k, sb, a->u.t.node);
+  }
+  const char *ot = kn__ind_ctype(n->meta[0].dtype);
+  kn__sb_printf(sb, "      const %s v%d = (%s)(", ot, n->index, ot);
+  expand(k, sb, n);
+  kn__sb_puts(sb, ");  /* ");
+  put_safe(sb, n->opdef->name);
+  kn__sb_putc(sb, ' ');
+  put_safe(sb, n->name);
+  kn__sb_puts(sb, " */\n");
+}
+
+static int out_index(const kctx *k, int node) {
+  for (int o = 0; o < k->nouts; o++)
+    if (k->outs[o] == node) return o;
+  return -1;
+}
+
+/* A reduction member: one pass over the row. */
+static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  const char *ct = kn__ind_ctype(n->meta[0].dtype);
   const kn__garg *a = &n->args[0];
-  const kn__gnode *src = a->u.t.node;
-  if (k->p->nodes[src->index].inlined) {
-    stmts(k, sb, src);
-    kn__sb_printf(sb, "      const %s x = v%d;\n", ct, src->index);
+  kn__sb_printf(sb, "    double acc%d = %s;  /* ", n->index, red_init[in->red_op]);
+  put_safe(sb, n->opdef->name);
+  kn__sb_putc(sb, ' ');
+  put_safe(sb, n->name);
+  kn__sb_puts(sb, " */\n");
+  memset(k->done, 0, (size_t)k->p->nnodes);
+  int nl = open_loops(k, sb);
+  k->inner = true;
+  if (member(k, a->u.t.node)) {
+    gstmts(k, sb, a->u.t.node);
+    kn__sb_printf(sb, "      const %s x = v%d;\n", ct, a->u.t.node->index);
   } else {
     kn__sb_printf(sb, "      const %s x = ", ct);
-    load(k, sb, leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &src->meta[a->u.t.idx]));
+    load(k, sb, leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &a->u.t.node->meta[a->u.t.idx]));
     kn__sb_puts(sb, ";\n");
   }
+  k->inner = false;
+  if (in->red_op == 2)
+    kn__sb_printf(sb, "      if (x != x || x > acc%d) acc%d = x;\n", n->index, n->index);
+  else kn__sb_printf(sb, "      acc%d += x;\n", n->index);
+  close_loops(sb, nl);
+  kn__sb_printf(sb, "    const %s v%d = (%s)(acc%d%s);\n", ct, n->index, ct, n->index,
+                in->red_op == 1 ? " / (double)red" : "");
 }
 
-static void red_loop(kctx *k, kn__sb *sb, const kn__gnode *n) {
+static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
-  int nd = k->shape->ndim, rk = in->red_k;
-  const char *ct = kn__ind_ctype(n->meta[0].dtype);
-  kn__sb_puts(sb, "  const int64_t outer = ");
-  numel_text(k, sb, nd - rk);
-  kn__sb_puts(sb, ", red = INT64_C(1)");
-  for (int d = nd - rk; d < nd; d++) {
-    kn__sb_puts(sb, " * ");
-    sym_text(k, sb, k->shape->sizes[d]);
+  if (in->kind == KN__IND_RED) red_pass(k, sb, n);
+  else {
+    const char *ot = kn__ind_ctype(n->meta[0].dtype);
+    kn__sb_printf(sb, "    const %s v%d = (%s)(", ot, n->index, ot);
+    expand(k, sb, n);
+    kn__sb_puts(sb, ");  /* ");
+    put_safe(sb, n->opdef->name);
+    kn__sb_putc(sb, ' ');
+    put_safe(sb, n->name);
+    kn__sb_puts(sb, " */\n");
   }
-  kn__sb_puts(sb, ";\n  #pragma omp parallel for if (outer * red >= KN_PAR_MIN)\n"
-                  "  for (int64_t o = 0; o < outer; o++) {\n");
-  if (!k->flat) outer_offsets(k, sb, nd, rk, "o");
-  kn__sb_printf(sb, "    double acc = %s;\n    for (int64_t r = 0; r < red; r++) {\n",
-                red_init[in->red_op]);
-  if (k->flat) kn__sb_puts(sb, "      const int64_t i = o * red + r;\n");
-  else inner_offsets(k, sb, nd, rk);
-  red_value(k, sb, n, ct);
-  if (in->red_op == 2) kn__sb_puts(sb, "      if (x != x || x > acc) acc = x;\n    }\n");
-  else kn__sb_puts(sb, "      acc += x;\n    }\n");
-  if (in->red_op == 1) kn__sb_puts(sb, "    acc = acc / (double)red;\n");
-  kn__sb_printf(sb, "    out[o] = (%s)acc;\n  }\n", ct);
+  int o = out_index(k, n->index);
+  if (o >= 0) kn__sb_printf(sb, "    out%d[o] = v%d;\n", o, n->index);
 }
 
-/* A reduction kernel: its prologue (inlined pointwise producers) and the
-** loop over outputs, each reduced in order (reproducible). */
-static void red_kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *call) {
+/* The last pass: per-element members read outside the group. */
+static void store_pass(kctx *k, kn__sb *sb) {
+  bool any = false;
+  for (int o = 0; o < k->nouts; o++) any |= !k->p->nodes[k->outs[o]].row;
+  if (!any) return;
+  memset(k->done, 0, (size_t)k->p->nnodes);
+  int nl = open_loops(k, sb);
+  k->inner = true;
+  for (int o = 0; o < k->nouts; o++) {
+    if (k->p->nodes[k->outs[o]].row) continue;
+    gstmts(k, sb, kn__graph_node(k->p->g, k->outs[o]));
+    int li = out_leaf(k, o);
+    kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;\n", o, li, nl - 1, k->outs[o]);
+  }
+  k->inner = false;
+  close_loops(sb, nl);
+}
+
+static void group_body(kctx *k, kn__sb *sb) {
+  kn__sb_puts(sb, "  const int64_t outer = ");
+  size_product(k, sb, false);
+  kn__sb_puts(sb, ", red = ");
+  size_product(k, sb, true);
+  kn__sb_puts(sb, ";\n  (void)red;\n  #pragma omp parallel for if (outer * red >= KN_PAR_MIN)\n"
+                  "  for (int64_t o = 0; o < outer; o++) {\n");
+  kn__sb rows;
+  kn__sb_init(&rows);
+  for (int i = 0; i < k->g->nmembers; i++) {
+    const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[i]);
+    if (k->p->nodes[n->index].row) row_member(k, &rows, n);
+  }
+  store_pass(k, &rows);
+  group_row_offsets(k, sb); /* after the passes: they may add leaves */
+  kn__sb_puts(sb, kn__sb_cstr(&rows));
+  kn__sb_puts(sb, "  }\n");
+  if (kn__sb_failed(&rows)) k->failed = true;
+  kn__sb_fini(&rows);
+}
+
+static void group_launch(kctx *k, int root, kn__sb *call) {
+  kn__sb_printf(call, "  {  /* kernel %d */\n    void *o[%d];\n", root, k->nouts + 1);
+  for (int o = 0; o < k->nouts; o++)
+    kn__sb_printf(call, "    if (rt->alloc(ctx, %d, &o[%d])) return -1;\n",
+                  k->p->nodes[k->outs[o]].slot, o);
+  kn__sb_printf(call, "    kernel%d(s", root);
+  for (int o = 0; o < k->nouts; o++)
+    kn__sb_printf(call, ", (%s *)o[%d]",
+                  kn__ind_ctype(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), o);
+  for (int i = 0; i < k->nleaves; i++)
+    if (k->leaves[i].slot >= 0)
+      kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(k->leaves[i].m->dtype),
+                    k->leaves[i].slot);
+  kn__sb_puts(call, ");\n  }\n");
+}
+
+static void group_header(kctx *k, int root, kn__sb *ker) {
+  const kn__gnode *rn = kn__graph_node(k->p->g, k->g->members[0]);
+  kn__sb_printf(ker, "/* kernel %d: group of ", root);
+  put_safe(ker, rn->name);
+  kn__sb_printf(ker, " (row loop, %d nodes, %d outputs) */\nstatic void kernel%d(const int64_t "
+                "*restrict s", k->g->nmembers, k->nouts, root);
+  for (int o = 0; o < k->nouts; o++)
+    kn__sb_printf(ker, ", %s *restrict out%d",
+                  kn__ind_ctype(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), o);
+  for (int i = 0; i < k->nleaves; i++)
+    if (k->leaves[i].slot >= 0)
+      kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
+  kn__sb_puts(ker, ") {\n  (void)s;\n");
+  for (int i = 0; i < 256; i++)
+    if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
+}
+
+static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call) {
   kctx *k = calloc(1, sizeof *k);
-  if (!k) {
+  unsigned char *done = calloc((size_t)p->nnodes + 1, 1);
+  if (!k || !done) {
+    free(k);
+    free(done);
     kn__sb_reserve(ker, SIZE_MAX / 2);
     return;
   }
-  const kn__garg *a = &n->args[0];
-  *k = (kctx){.p = p, .root = n, .shape = &a->u.t.node->meta[a->u.t.idx]};
-  if (p->nodes[a->u.t.node->index].inlined) collect(k, a->u.t.node);
-  else leaf_index(k, kn__ind_value_slot(p, a->u.t), k->shape);
-  k->flat = true;
-  for (int i = 0; i < k->nleaves; i++)
-    k->flat &= leaf_same(k, k->leaves[i].m) || leaf_scalar(k->leaves[i].m);
-  k->per_elem = !k->flat;
-  kn__sb loop;
-  kn__sb_init(&loop);
-  red_loop(k, &loop, n);
-  emit_kernel(k, n, &loop, ker, call, k->flat ? "flat reduction" : "strided reduction");
-  kn__sb_fini(&loop);
+  const kn__ind_group *g = &p->groups[gi];
+  *k = (kctx){.p = p, .shape = g->space, .g = g, .gi = gi, .done = done};
+  for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
+  group_leaves(k);
+  group_outputs(k);
+  kn__sb body;
+  kn__sb_init(&body);
+  group_body(k, &body);
+  group_header(k, g->root, ker);
+  kn__sb_puts(ker, kn__sb_cstr(&body));
+  kn__sb_puts(ker, "}\n\n");
+  group_launch(k, g->root, call);
+  if (k->failed || kn__sb_failed(&body)) kn__sb_reserve(ker, SIZE_MAX / 2);
+  kn__sb_fini(&body);
+  free(done);
   free(k);
 }
 
@@ -432,7 +651,7 @@ static void red_kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb 
 /* The node index of the step that computes node i (its kernel root). */
 static int step_of(const kn__ind_plan *p, const int *user, int i) {
   while (p->nodes[i].inlined) i = user[i];
-  return i;
+  return p->nodes[i].group >= 0 ? p->groups[p->nodes[i].group].root : i;
 }
 
 static void note_use(const kn__ind_plan *p, int *last, kn__gref r, int at) {
@@ -500,8 +719,8 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
     const kn__gnode *n = kn__graph_node(p->g, i);
     const kn__ind_node *in = &p->nodes[i];
     if (in->kind == KN__IND_EXTERN) extern_call(p, n, &call);
-    else if (in->kind == KN__IND_PW && !in->inlined) kernel(p, n, &ker, &call);
-    else if (in->kind == KN__IND_RED) red_kernel(p, n, &ker, &call);
+    else if (in->group >= 0 && p->groups[in->group].root == i) group_kernel(p, in->group, &ker, &call);
+    else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined) kernel(p, n, &ker, &call);
     else continue;
     releases(p, last, i, &call);
   }

@@ -81,3 +81,22 @@ Test(inductor_sched, softmax_is_one_kernel, .init = setup, .fini = teardown) {
   kn_compiled_free(f);
   expect_code(1, 1, 0);
 }
+
+static kn_tensor *ln_w, *ln_b;
+static kn_tensor *layernorm_fn(kn_tensor *x) {
+  int64_t d = kn_size(x, -1);
+  return kn_layer_norm(x, 1, &d, ln_w, ln_b, 1e-5);
+}
+
+Test(inductor_sched, layernorm_is_one_kernel, .init = setup, .fini = teardown) {
+  ln_w = kn_randn(KN_SHAPE(33), NULL, KN_FLOAT32);
+  ln_b = kn_randn(KN_SHAPE(33), NULL, KN_FLOAT32);
+  kn_compiled *f = compile1(layernorm_fn, KN_DYNAMIC_FALSE);
+  kn_scope_begin();
+  check1(f, layernorm_fn, kn_randn(KN_SHAPE(17, 33), NULL, KN_FLOAT32), "layernorm 17x33");
+  kn_scope_end();
+  kn_compiled_free(f);
+  kn_release(ln_w);
+  kn_release(ln_b);
+  expect_code(1, 1, 0);
+}

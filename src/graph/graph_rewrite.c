@@ -167,6 +167,25 @@ static kn_tensor *bound_meta(void *ud, kn__gref v) {
   return st == KN_OK ? t : NULL;
 }
 
+/* The getitem nodes picking output k of multi-output n: their uses move to
+** v[k] and they go (a getitem of a decomposed node would pick from one of
+** its results instead). */
+static kn_status bypass_getitems(kn__graph *g, kn__gnode *n, const kn__gref *v) {
+  kn__gnode *users[64];
+  int nu = kn__graph_users(g, n, users, 64);
+  if (nu > 64) return kn__error(KN_EUNSUPPORTED, "decompose %s: more than 64 users", n->name);
+  for (int i = 0; i < nu; i++) {
+    kn__gnode *u = users[i];
+    if (u->op != KN__GN_CALL || u->opdef || u->args[0].u.t.node != n) continue;
+    int k = (int)u->args[1].u.i.c;
+    if (k < 0 || k >= n->nout || kn__graph_replace_all_uses(g, (kn__gref){u, 0}, v[k]) < 0)
+      return kn__error(KN_EINVAL, "decompose %s: getitem %s has no output to read", n->name, u->name);
+    kn_status st = kn__graph_erase_node(g, u);
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
 /* Run rule (n's composite kernel, or a decomposition) under the recorder;
 ** rewire n's uses. */
 static kn_status decompose_node(kn__graph *g, kn__gnode *n, kn__decomp_fn rule) {
@@ -188,6 +207,7 @@ static kn_status decompose_node(kn__graph *g, kn__gnode *n, kn__decomp_fn rule) 
     st = kn__error(KN_EINVAL, "decompose %s: %d outputs, the node has %d", n->name, outs.n, n->nout);
   kn__gref v[64];
   for (int k = 0; st == KN_OK && k < outs.n && k < 64; k++) st = lookup(&r, outs.t[k], &v[k]);
+  if (st == KN_OK && n->nout > 1) st = bypass_getitems(g, n, v);
   for (int k = 0; st == KN_OK && k < outs.n && k < 64; k++)
     if (kn__graph_replace_all_uses(g, (kn__gref){n, k}, v[k]) < 0) st = kn_last_status();
   if (st == KN_OK) st = kn__graph_erase_node(g, n);

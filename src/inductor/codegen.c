@@ -28,6 +28,7 @@
 static const char prelude[] =
     "#include <stdbool.h>\n"
     "#include <stdint.h>\n"
+    "#include <string.h>\n"
     "#include <tgmath.h>\n\n"
     "#define KN_PAR_MIN 65536\n"
     "#define KN_BLOCK 4096\n"
@@ -73,6 +74,33 @@ static const char prelude[] =
     "  }\n"
     "KN_FLOAT_HELPERS(float, f32)\n"
     "KN_FLOAT_HELPERS(double, f64)\n\n"
+    "/* exp of a float in reduction groups: branch-free (gcc vectorises the\n"
+    "** loops that call it), relative error below 1e-7 down to exp(-86), 0 below\n"
+    "** exp(-87.3), inf above exp(88.7); the integer part is rounded by adding\n"
+    "** 1.5 * 2^23 and read from the float's bits. */\n"
+    "static inline float kn_vexp_f32(float x) {\n"
+    "  const float hi = 88.72283905f, lo = -87.33654475f;\n"
+    "  float xc = x > hi ? hi : x;\n"
+    "  xc = xc < lo ? lo : xc;\n"
+    "  const float t = xc * 1.44269504088896341f + 12582912.0f, n = t - 12582912.0f;\n"
+    "  int32_t ti;\n"
+    "  memcpy(&ti, &t, sizeof ti);\n"
+    "  float r = xc - n * 0.693359375f;\n"
+    "  r = r - n * -2.12194440e-4f;\n"
+    "  float y = 1.9875691500e-4f;\n"
+    "  y = y * r + 1.3981999507e-3f;\n"
+    "  y = y * r + 8.3334519073e-3f;\n"
+    "  y = y * r + 4.1665795894e-2f;\n"
+    "  y = y * r + 1.6666665459e-1f;\n"
+    "  y = y * r + 5.0000001201e-1f;\n"
+    "  y = y * (r * r) + r + 1.0f;\n"
+    "  const int32_t si = (int32_t)((uint32_t)(ti - 0x4B400000 + 126) << 23);\n"
+    "  float sc;\n"
+    "  memcpy(&sc, &si, sizeof sc);\n"
+    "  const float res = y * sc * 2.0f;  /* computed unconditionally: selects vectorise */\n"
+    "  const float low = x < lo ? 0.0f : res;\n"
+    "  return x > hi ? INFINITY : low;\n"
+    "}\n\n"
     "int kn_ind_abi(void);\n"
     "int kn_ind_abi(void) { return 1; }\n\n";
 
@@ -103,6 +131,8 @@ typedef struct kctx {
   int depth;                /* reduced dims (nested loops) */
   bool inner;               /* emitting inside the reduced loops */
   unsigned char *done;      /* [nnodes] per-element values emitted in this pass */
+  int *stash;               /* [nnodes] output kept in by a reduction pass, or -1 */
+  unsigned char *stash_ready; /* [nnodes] kept value written by a finished pass */
   kn__vmeta outm[16];       /* contiguous layouts of the per-element outputs */
   int nouts;
   int outs[64];             /* stored members */
@@ -225,7 +255,9 @@ static void operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) {
 
 static void expand(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_formula *f = &k->p->nodes[n->index].f;
-  for (const char *t = f->tmpl; *t; t++) {
+  const char *tmpl = f->tmpl;
+  if (k->g && n->opdef->id == KN_OP_EXP && f->ct == KN_FLOAT32) tmpl = "kn_vexp_f32($a)";
+  for (const char *t = tmpl; *t; t++) {
     if (*t != '$' || !t[1]) {
       kn__sb_putc(sb, *t);
       continue;
@@ -368,8 +400,6 @@ static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *cal
 ** needs and accumulating in a double, in order (reproducible); a per-row
 ** member is one statement; a last pass writes the per-element members read
 ** outside the group. */
-static const char *const red_init[] = {"0", "0", "-INFINITY"};
-
 static bool member(const kctx *k, const kn__gnode *m) { return k->p->nodes[m->index].group == k->gi; }
 
 static int nops(const kctx *k, const kn__gnode *n) {
@@ -450,49 +480,39 @@ static void group_row_offsets(kctx *k, kn__sb *sb) {
   kn__sb_puts(sb, "    (void)t;\n");
 }
 
-/* Open the nested loops over the reduced dims; pL_t is leaf L's offset at
-** level t. Returns the number of loops opened. */
-static int open_loops(kctx *k, kn__sb *sb) {
-  int t = 0;
-  for (int d = 0; d < k->shape->ndim; d++) {
-    if (!((k->g->mask >> d) & 1)) continue;
-    kn__sb_printf(sb, "    for (int64_t j%d = 0; j%d < ", t, t);
-    sym_text(k, sb, k->shape->sizes[d]);
-    kn__sb_printf(sb, "; j%d++) {\n", t);
-    for (int li = 0; li < k->nleaves; li++) {
-      if (t == 0) kn__sb_printf(sb, "      const int64_t p%d_0 = o%d + j0 * (", li, li);
-      else kn__sb_printf(sb, "      const int64_t p%d_%d = p%d_%d + j%d * (", li, t, li, t - 1, t);
-      leaf_stride(k, sb, &k->leaves[li], d);
-      kn__sb_puts(sb, ");\n");
-    }
-    t++;
+/* The reduced dims, ascending, into dims; returns their number. */
+static int red_dims(const kctx *k, int *dims) {
+  int n = 0;
+  for (int d = 0; d < k->shape->ndim; d++)
+    if ((k->g->mask >> d) & 1) dims[n++] = d;
+  return n;
+}
+
+/* pL_t: leaf L's offset at loop level t (loop variable jt over dim d). */
+static void level_offsets(kctx *k, kn__sb *sb, int t, int d) {
+  for (int li = 0; li < k->nleaves; li++) {
+    if (t == 0) kn__sb_printf(sb, "      const int64_t p%d_0 = o%d + j0 * (", li, li);
+    else kn__sb_printf(sb, "      const int64_t p%d_%d = p%d_%d + j%d * (", li, t, li, t - 1, t);
+    leaf_stride(k, sb, &k->leaves[li], d);
+    kn__sb_puts(sb, ");\n");
   }
-  return t;
+}
+
+/* Open the loops of levels [0, upto) over the reduced dims. */
+static int open_loops(kctx *k, kn__sb *sb, int upto) {
+  int dims[KN_MAX_DIMS];
+  red_dims(k, dims);
+  for (int t = 0; t < upto; t++) {
+    kn__sb_printf(sb, "    for (int64_t j%d = 0; j%d < ", t, t);
+    sym_text(k, sb, k->shape->sizes[dims[t]]);
+    kn__sb_printf(sb, "; j%d++) {\n", t);
+    level_offsets(k, sb, t, dims[t]);
+  }
+  return upto;
 }
 
 static void close_loops(kn__sb *sb, int n) {
   for (int i = 0; i < n; i++) kn__sb_puts(sb, "    }\n");
-}
-
-/* Statements of per-element member n and the per-element members it reads
-** (once per pass). */
-static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
-  if (k->done[n->index]) return;
-  k->done[n->index] = 1;
-  for (int q = 0; q < nops(k, n); q++) {
-    const kn__garg *a = &n->args[q];
-    if (a->kind == KN__GA_TENSOR && a->u.t.node && member(k, a->u.t.node) &&
-        !k->p->nodes[a->u.t.node->index].row)
-      gstmts(k, sb, a->u.t.node);
-  }
-  const char *ot = kn__ind_ctype(n->meta[0].dtype);
-  kn__sb_printf(sb, "      const %s v%d = (%s)(", ot, n->index, ot);
-  expand(k, sb, n);
-  kn__sb_puts(sb, ");  /* ");
-  put_safe(sb, n->opdef->name);
-  kn__sb_putc(sb, ' ');
-  put_safe(sb, n->name);
-  kn__sb_puts(sb, " */\n");
 }
 
 static int out_index(const kctx *k, int node) {
@@ -501,32 +521,163 @@ static int out_index(const kctx *k, int node) {
   return -1;
 }
 
-/* A reduction member: one pass over the row. */
-static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
-  const kn__ind_node *in = &k->p->nodes[n->index];
-  const char *ct = kn__ind_ctype(n->meta[0].dtype);
-  const kn__garg *a = &n->args[0];
-  kn__sb_printf(sb, "    double acc%d = %s;  /* ", n->index, red_init[in->red_op]);
+/* Statements of per-element member n and the per-element members it reads
+** (once per pass). A member kept in an output buffer by an earlier pass is
+** read back from it. */
+static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  if (k->done[n->index]) return;
+  k->done[n->index] = 1;
+  const char *ot = kn__ind_ctype(n->meta[0].dtype);
+  int so = k->stash[n->index];
+  if (so >= 0 && k->stash_ready[n->index]) {
+    kn__sb_printf(sb, "      const %s v%d = out%d[p%d_%d];  /* kept by an earlier pass */\n", ot,
+                  n->index, so, out_leaf(k, so), k->depth - 1);
+    return;
+  }
+  for (int q = 0; q < nops(k, n); q++) {
+    const kn__garg *a = &n->args[q];
+    if (a->kind == KN__GA_TENSOR && a->u.t.node && member(k, a->u.t.node) &&
+        !k->p->nodes[a->u.t.node->index].row)
+      gstmts(k, sb, a->u.t.node);
+  }
+  kn__sb_printf(sb, "      const %s v%d = (%s)(", ot, n->index, ot);
+  expand(k, sb, n);
+  kn__sb_puts(sb, ");  /* ");
   put_safe(sb, n->opdef->name);
   kn__sb_putc(sb, ' ');
   put_safe(sb, n->name);
   kn__sb_puts(sb, " */\n");
+  if (so >= 0) kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;  /* kept for a later pass */\n", so,
+                             out_leaf(k, so), k->depth - 1, n->index);
+}
+
+/* Does per-element member n read m (through per-element members)? */
+static bool reads(const kctx *k, const kn__gnode *n, const kn__gnode *m, int budget) {
+  if (n == m) return true;
+  if (budget == 0 || !member(k, n) || k->p->nodes[n->index].row) return false;
+  for (int q = 0; q < nops(k, n); q++) {
+    const kn__garg *a = &n->args[q];
+    if (a->kind == KN__GA_TENSOR && a->u.t.node && reads(k, a->u.t.node, m, budget - 1))
+      return true;
+  }
+  return false;
+}
+
+/* The input m of a reduction that the last pass computes again (softmax's
+** exp) is written to that pass's output buffer instead (same dtype, same
+** position), and the last pass reads it back: written in place. */
+static void plan_stash(kctx *k, const kn__gnode *m) {
+  if (!member(k, m) || k->p->nodes[m->index].row || k->stash[m->index] >= 0) return;
+  for (int o = 0; o < k->nouts; o++) {
+    const kn__gnode *on = kn__graph_node(k->p->g, k->outs[o]);
+    bool used = false;
+    for (int j = 0; j < m->index; j++) used |= k->stash[j] == o;
+    if (k->p->nodes[on->index].row || used || on->meta[0].dtype != m->meta[0].dtype ||
+        !reads(k, on, m, 32))
+      continue;
+    k->stash[m->index] = o;
+    return;
+  }
+}
+
+/* Lane l (an index expression) takes x: a sum adds, amax keeps the larger
+** and notes NaNs apart (a select and an or: both vectorise). */
+static void update(kn__sb *sb, int op, int id, const char *l, const char *x) {
+  if (op == 2)
+    kn__sb_printf(sb, "{ lane%d[%s] = %s > lane%d[%s] ? %s : lane%d[%s]; nan%d[%s] |= %s != %s; }\n",
+                  id, l, x, id, l, x, id, l, id, l, x, x);
+  else kn__sb_printf(sb, "lane%d[%s] += %s;\n", id, l, x);
+}
+
+/* The innermost loop of a reduction pass: blocks of 16 elements, element l
+** of a block accumulated into lane l (gcc vectorises the block loop when it
+** is not unrolled first; sums go through tmp[] into double lanes), then the
+** remainder into lane 0. The lanes are combined in a fixed order after
+** the row: the same sizes give the same result on every run. */
+static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *body, int dim) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  const char *ct = kn__ind_ctype(n->meta[0].dtype);
+  int t = k->depth - 1;
+  kn__sb_puts(sb, "    {\n      int64_t jb = 0;\n      for (; jb + 16 <= ");
+  sym_text(k, sb, k->shape->sizes[dim]);
+  kn__sb_printf(sb, "; jb += 16) {\n");
+  if (in->red_op != 2) kn__sb_printf(sb, "      %s tmp[16];\n", ct);
+  kn__sb_printf(sb, "      #pragma GCC unroll 1\n      for (int l = 0; l < 16; l++) {\n"
+                "      const int64_t j%d = jb + l;\n", t);
+  kn__sb_puts(sb, body);
+  if (in->red_op == 2) { /* lanes of the compute type: in the same loop */
+    kn__sb_puts(sb, "      ");
+    update(sb, in->red_op, n->index, "l", "x");
+    kn__sb_puts(sb, "      }\n");
+  } else { /* double lanes: converting in the same loop stops gcc vectorising it */
+    kn__sb_puts(sb, "      tmp[l] = x;\n      }\n      for (int l = 0; l < 16; l++) ");
+    update(sb, in->red_op, n->index, "l", "tmp[l]");
+  }
+  kn__sb_puts(sb, "      }\n      for (; jb < ");
+  sym_text(k, sb, k->shape->sizes[dim]);
+  kn__sb_printf(sb, "; jb++) {\n      const int64_t j%d = jb;\n", t);
+  kn__sb_puts(sb, body);
+  kn__sb_puts(sb, "      ");
+  update(sb, in->red_op, n->index, "0", "x");
+  kn__sb_puts(sb, "      }\n    }\n");
+}
+
+/* Lanes before a pass, their combination after it (in lane order). */
+static void lanes_open(kn__sb *sb, const kn__gnode *n, int op, const char *ct) {
+  if (op == 2)
+    kn__sb_printf(sb, "    %s lane%d[16];\n    int nan%d[16];\n    for (int l = 0; l < 16; l++) "
+                  "{ lane%d[l] = -INFINITY; nan%d[l] = 0; }\n", ct, n->index, n->index, n->index,
+                  n->index);
+  else kn__sb_printf(sb, "    double lane%d[16];\n    for (int l = 0; l < 16; l++) lane%d[l] = 0;\n",
+                     n->index, n->index);
+}
+
+static void lanes_close(kn__sb *sb, const kn__gnode *n, int op) {
+  int i = n->index;
+  kn__sb_printf(sb, "    double acc%d = lane%d[0];\n", i, i);
+  if (op == 2)
+    kn__sb_printf(sb, "    int anynan%d = nan%d[0];\n    for (int l = 1; l < 16; l++) {\n"
+                  "      acc%d = lane%d[l] > acc%d ? lane%d[l] : acc%d;\n      anynan%d |= nan%d[l];\n"
+                  "    }\n    if (anynan%d) acc%d = NAN;\n", i, i, i, i, i, i, i, i, i, i, i);
+  else kn__sb_printf(sb, "    for (int l = 1; l < 16; l++) acc%d += lane%d[l];\n", i, i);
+}
+
+/* A reduction member: one pass over the row. */
+static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  const char *ct = kn__ind_ctype(n->meta[0].dtype);
+  const kn__gnode *src = n->args[0].u.t.node;
+  int dims[KN_MAX_DIMS], nd = red_dims(k, dims);
+  kn__sb_puts(sb, "    /* ");
+  put_safe(sb, n->opdef->name);
+  kn__sb_putc(sb, ' ');
+  put_safe(sb, n->name);
+  kn__sb_puts(sb, " */\n");
+  lanes_open(sb, n, in->red_op, ct);
   memset(k->done, 0, (size_t)k->p->nnodes);
-  int nl = open_loops(k, sb);
+  plan_stash(k, src);
+  kn__sb body;
+  kn__sb_init(&body);
+  level_offsets(k, &body, nd - 1, dims[nd - 1]);
   k->inner = true;
-  if (member(k, a->u.t.node)) {
-    gstmts(k, sb, a->u.t.node);
-    kn__sb_printf(sb, "      const %s x = v%d;\n", ct, a->u.t.node->index);
+  if (member(k, src)) {
+    gstmts(k, &body, src);
+    kn__sb_printf(&body, "      const %s x = v%d;\n", ct, src->index);
   } else {
-    kn__sb_printf(sb, "      const %s x = ", ct);
-    load(k, sb, leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &a->u.t.node->meta[a->u.t.idx]));
-    kn__sb_puts(sb, ";\n");
+    kn__sb_printf(&body, "      const %s x = ", ct);
+    load(k, &body, leaf_index(k, kn__ind_value_slot(k->p, n->args[0].u.t),
+                              &src->meta[n->args[0].u.t.idx]));
+    kn__sb_puts(&body, ";\n");
   }
   k->inner = false;
-  if (in->red_op == 2)
-    kn__sb_printf(sb, "      if (x != x || x > acc%d) acc%d = x;\n", n->index, n->index);
-  else kn__sb_printf(sb, "      acc%d += x;\n", n->index);
+  int nl = open_loops(k, sb, nd - 1);
+  red_inner(k, sb, n, kn__sb_cstr(&body), dims[nd - 1]);
   close_loops(sb, nl);
+  if (kn__sb_failed(&body)) k->failed = true;
+  kn__sb_fini(&body);
+  for (int i = 0; i < k->p->nnodes; i++)
+    if (k->stash[i] >= 0 && k->done[i]) k->stash_ready[i] = 1;
+  lanes_close(sb, n, in->red_op);
   kn__sb_printf(sb, "    const %s v%d = (%s)(acc%d%s);\n", ct, n->index, ct, n->index,
                 in->red_op == 1 ? " / (double)red" : "");
 }
@@ -548,20 +699,21 @@ static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
   if (o >= 0) kn__sb_printf(sb, "    out%d[o] = v%d;\n", o, n->index);
 }
 
-/* The last pass: per-element members read outside the group. */
+/* The last pass: per-element members read outside the group (every value
+** first, then the stores: a value kept in an output buffer is read before
+** that buffer's element is written). */
 static void store_pass(kctx *k, kn__sb *sb) {
   bool any = false;
   for (int o = 0; o < k->nouts; o++) any |= !k->p->nodes[k->outs[o]].row;
   if (!any) return;
   memset(k->done, 0, (size_t)k->p->nnodes);
-  int nl = open_loops(k, sb);
+  int nl = open_loops(k, sb, k->depth);
   k->inner = true;
-  for (int o = 0; o < k->nouts; o++) {
-    if (k->p->nodes[k->outs[o]].row) continue;
-    gstmts(k, sb, kn__graph_node(k->p->g, k->outs[o]));
-    int li = out_leaf(k, o);
-    kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;\n", o, li, nl - 1, k->outs[o]);
-  }
+  for (int o = 0; o < k->nouts; o++)
+    if (!k->p->nodes[k->outs[o]].row) gstmts(k, sb, kn__graph_node(k->p->g, k->outs[o]));
+  for (int o = 0; o < k->nouts; o++)
+    if (!k->p->nodes[k->outs[o]].row)
+      kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;\n", o, out_leaf(k, o), nl - 1, k->outs[o]);
   k->inner = false;
   close_loops(sb, nl);
 }
@@ -622,15 +774,20 @@ static void group_header(kctx *k, int root, kn__sb *ker) {
 
 static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call) {
   kctx *k = calloc(1, sizeof *k);
-  unsigned char *done = calloc((size_t)p->nnodes + 1, 1);
-  if (!k || !done) {
+  size_t nn = (size_t)p->nnodes + 1;
+  unsigned char *done = calloc(nn, 2);
+  int *stash = malloc(nn * sizeof *stash);
+  if (!k || !done || !stash) {
     free(k);
     free(done);
+    free(stash);
     kn__sb_reserve(ker, SIZE_MAX / 2);
     return;
   }
+  for (size_t i = 0; i < nn; i++) stash[i] = -1;
   const kn__ind_group *g = &p->groups[gi];
-  *k = (kctx){.p = p, .shape = g->space, .g = g, .gi = gi, .done = done};
+  *k = (kctx){.p = p, .shape = g->space, .g = g, .gi = gi, .done = done, .stash = stash,
+              .stash_ready = done + nn};
   for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
   group_leaves(k);
   group_outputs(k);
@@ -644,6 +801,7 @@ static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call) {
   if (k->failed || kn__sb_failed(&body)) kn__sb_reserve(ker, SIZE_MAX / 2);
   kn__sb_fini(&body);
   free(done);
+  free(stash);
   free(k);
 }
 

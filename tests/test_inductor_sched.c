@@ -326,3 +326,50 @@ Test(inductor_sched, post_grad_graph_artifacts, .init = setup, .fini = teardown)
   free(after[0]);
   kn_test_rmdir(tdir);
 }
+
+/* Softmaxes over the same rows chain into one group; over dims 1, 0, 1
+** they are three kernels: the first result dies when the second has read
+** it, and the third takes its buffer over (two allocations for three
+** buffers); a value read by an extern call is never reused. */
+static kn_tensor *softmax3(kn_tensor *x) { return kn_softmax(kn_softmax(kn_softmax(x, 1), 0), 1); }
+static kn_tensor *softmax_chain(kn_tensor *x) { return kn_softmax(kn_softmax(x, 1), 1); }
+
+Test(inductor_sched, softmax_chain_is_one_kernel, .init = setup, .fini = teardown) {
+  kn_compiled *f = compile1(softmax_chain, KN_DYNAMIC_FALSE);
+  kn_scope_begin();
+  check1(f, softmax_chain, kn_randn(KN_SHAPE(6, 11), NULL, KN_FLOAT64), "softmax of softmax");
+  kn_scope_end();
+  kn_compiled_free(f);
+  expect_code(1, 1, 0);
+}
+
+Test(inductor_sched, dead_buffers_are_reused, .init = setup, .fini = teardown) {
+  kn_compiled *f = compile1(softmax3, KN_DYNAMIC_FALSE);
+  kn_scope_begin();
+  check1(f, softmax3, kn_randn(KN_SHAPE(5, 9), NULL, KN_FLOAT64), "softmax of softmax of softmax");
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *src = sources();
+  cr_expect_eq(count_of(src, "static void kernel"), 3, "%s", src);
+  cr_expect_eq(count_of(src, "rt->alloc("), 2, "%s", src);
+  cr_expect_eq(count_of(src, "rt->reuse("), 1, "%s", src);
+  free(src);
+}
+
+static kn_tensor *view_between(kn_tensor *x) {
+  kn_tensor *a = kn_softmax(x, -1);
+  kn_tensor *b = kn_softmax(kn_t(a), -1); /* a is read through an extern view */
+  return kn_softmax(kn_softmax(b, -1), -1);
+}
+
+Test(inductor_sched, viewed_buffers_are_not_reused, .init = setup, .fini = teardown) {
+  kn_compiled *f = compile1(view_between, KN_DYNAMIC_FALSE);
+  kn_scope_begin();
+  check1(f, view_between, kn_randn(KN_SHAPE(7, 7), NULL, KN_FLOAT64), "softmaxes around a view");
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *src = sources();
+  cr_expect_eq(count_of(src, "rt->reuse(0,"), 0);
+  cr_expect_eq(count_of(src, "rt->reuse(ctx, 1,"), 0, "%s", src);
+  free(src);
+}

@@ -146,7 +146,19 @@ static int rt_ext(void *ctx, int step) {
   return 0;
 }
 
-static const kn__ind_rt runtime = {rt_ext, rt_alloc, rt_ptr, rt_release};
+/* Slot `to` takes over the buffer of dead slot `from` (the code generator
+** pairs only slots of the same sizes and dtype). */
+static int rt_reuse(void *ctx, int from, int to, void **out) {
+  frame *f = ctx;
+  f->vals[to] = f->vals[from];
+  f->owned[to] = f->owned[from];
+  f->vals[from] = NULL;
+  f->owned[from] = false;
+  *out = kn_data(f->vals[to]);
+  return 0;
+}
+
+static const kn__ind_rt runtime = {rt_ext, rt_alloc, rt_ptr, rt_release, rt_reuse};
 
 /* ---- running ----------------------------------------------------------------------- */
 static bool strides_match(const frame *f, const kn__gnode *ph, const kn_tensor *t) {

@@ -41,6 +41,7 @@ static const char prelude[] =
     "  int (*alloc)(void *ctx, int slot, void **p);\n"
     "  void *(*ptr)(void *ctx, int slot);\n"
     "  void (*release)(void *ctx, int slot);\n"
+    "  int (*reuse)(void *ctx, int from, int to, void **p);\n"
     "} kn_rt;\n\n"
     "static inline int64_t kn_wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }\n"
     "static inline int64_t kn_wmul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }\n"
@@ -102,7 +103,7 @@ static const char prelude[] =
     "  return x > hi ? INFINITY : low;\n"
     "}\n\n"
     "int kn_ind_abi(void);\n"
-    "int kn_ind_abi(void) { return 1; }\n\n";
+    "int kn_ind_abi(void) { return 2; }\n\n";
 
 /* A comment-safe copy of a name (graph names may come from user labels). */
 static void put_safe(kn__sb *sb, const char *s) {
@@ -111,6 +112,61 @@ static void put_safe(kn__sb *sb, const char *s) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '.';
     kn__sb_putc(sb, ok ? c : '_');
+  }
+}
+
+/* ---- buffer reuse ---------------------------------------------------------------- */
+/* Buffers released by liveness wait here until the next kernel launch: an
+** output of the same sizes and dtype takes one over (rt->reuse: no new
+** allocation), the others are released before the launch allocates. Only
+** buffers that kernels wrote and only kernels read are pooled (an extern
+** call may return a view sharing its input's memory). */
+typedef struct pool {
+  int n, slot[64];
+  unsigned char *reusable; /* [nslots] */
+} pool;
+
+static const kn__vmeta *slot_meta(const kn__ind_plan *p, int s) {
+  return &p->slot_node[s]->meta[p->slot_out[s]];
+}
+
+static bool same_layout(const kn__vmeta *a, const kn__vmeta *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->sizes[d].c != b->sizes[d].c || a->sizes[d].e != b->sizes[d].e) return false;
+  return true;
+}
+
+static void pool_flush(pool *pl, kn__sb *call) {
+  for (int k = 0; k < pl->n; k++) kn__sb_printf(call, "  rt->release(ctx, %d);\n", pl->slot[k]);
+  pl->n = 0;
+}
+
+/* Take a pooled buffer for slot (into target, a C lvalue's address). */
+static bool pool_take(const kn__ind_plan *p, pool *pl, kn__sb *call, int slot, const char *target) {
+  for (int k = 0; k < pl->n; k++) {
+    if (!same_layout(slot_meta(p, pl->slot[k]), slot_meta(p, slot))) continue;
+    kn__sb_printf(call, "    if (rt->reuse(ctx, %d, %d, %s)) return -1;  /* slot %d's buffer */\n",
+                  pl->slot[k], slot, target, pl->slot[k]);
+    pl->slot[k] = pl->slot[--pl->n];
+    return true;
+  }
+  return false;
+}
+
+/* The allocations of a launch: reuse first, release the rest, allocate. */
+static void launch_allocs(const kn__ind_plan *p, pool *pl, kn__sb *call, const int *slots, int n,
+                          bool single) {
+  bool taken[64] = {false};
+  char target[32];
+  for (int o = 0; o < n && o < 64; o++) {
+    snprintf(target, sizeof target, single ? "&o" : "&o[%d]", o);
+    taken[o] = pool_take(p, pl, call, slots[o], target);
+  }
+  pool_flush(pl, call);
+  for (int o = 0; o < n && o < 64; o++) {
+    snprintf(target, sizeof target, single ? "&o" : "&o[%d]", o);
+    if (!taken[o]) kn__sb_printf(call, "    if (rt->alloc(ctx, %d, %s)) return -1;\n", slots[o], target);
   }
 }
 
@@ -136,6 +192,7 @@ typedef struct kctx {
   kn__vmeta outm[16];       /* contiguous layouts of the per-element outputs */
   int nouts;
   int outs[64];             /* stored members */
+  pool *pl;
 } kctx;
 
 static void sym_text(kctx *k, kn__sb *sb, kn_sym v) {
@@ -356,8 +413,9 @@ static void emit_kernel(kctx *k, const kn__gnode *n, kn__sb *loop, kn__sb *ker, 
   int slot = k->p->nodes[n->index].slot;
   kn__sb_printf(call, "  {  /* ");
   put_safe(call, n->name);
-  kn__sb_printf(call, " */\n    void *o;\n    if (rt->alloc(ctx, %d, &o)) return -1;\n"
-                "    kernel%d(s, (%s *)o", slot, n->index, ot);
+  kn__sb_puts(call, " */\n    void *o;\n");
+  launch_allocs(k->p, k->pl, call, &slot, 1, true);
+  kn__sb_printf(call, "    kernel%d(s, (%s *)o", n->index, ot);
   for (int i = 0; i < k->nleaves; i++)
     kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(k->leaves[i].m->dtype),
                   k->leaves[i].slot);
@@ -366,13 +424,13 @@ static void emit_kernel(kctx *k, const kn__gnode *n, kn__sb *loop, kn__sb *ker, 
 }
 
 /* One kernel function for root n, into ker; its launch into call. */
-static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *call) {
+static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *call, pool *pl) {
   kctx *k = calloc(1, sizeof *k);
   if (!k) {
     kn__sb_reserve(ker, SIZE_MAX / 2); /* marks the buffer failed */
     return;
   }
-  *k = (kctx){.p = p, .root = n, .shape = &n->meta[0]};
+  *k = (kctx){.p = p, .root = n, .shape = &n->meta[0], .pl = pl};
   collect(k, n);
   k->flat = true;
   for (int i = 0; i < k->nleaves; i++)
@@ -741,9 +799,9 @@ static void group_body(kctx *k, kn__sb *sb) {
 
 static void group_launch(kctx *k, int root, kn__sb *call) {
   kn__sb_printf(call, "  {  /* kernel %d */\n    void *o[%d];\n", root, k->nouts + 1);
-  for (int o = 0; o < k->nouts; o++)
-    kn__sb_printf(call, "    if (rt->alloc(ctx, %d, &o[%d])) return -1;\n",
-                  k->p->nodes[k->outs[o]].slot, o);
+  int slots[64];
+  for (int o = 0; o < k->nouts; o++) slots[o] = k->p->nodes[k->outs[o]].slot;
+  launch_allocs(k->p, k->pl, call, slots, k->nouts, false);
   kn__sb_printf(call, "    kernel%d(s", root);
   for (int o = 0; o < k->nouts; o++)
     kn__sb_printf(call, ", (%s *)o[%d]",
@@ -772,7 +830,7 @@ static void group_header(kctx *k, int root, kn__sb *ker) {
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
 }
 
-static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call) {
+static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call, pool *pl) {
   kctx *k = calloc(1, sizeof *k);
   size_t nn = (size_t)p->nnodes + 1;
   unsigned char *done = calloc(nn, 2);
@@ -787,7 +845,7 @@ static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call) {
   for (size_t i = 0; i < nn; i++) stash[i] = -1;
   const kn__ind_group *g = &p->groups[gi];
   *k = (kctx){.p = p, .shape = g->space, .g = g, .gi = gi, .done = done, .stash = stash,
-              .stash_ready = done + nn};
+              .stash_ready = done + nn, .pl = pl};
   for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
   group_leaves(k);
   group_outputs(k);
@@ -842,11 +900,31 @@ static void users_of(const kn__ind_plan *p, int *user) {
   }
 }
 
-static void releases(const kn__ind_plan *p, const int *last, int at, kn__sb *call) {
+static void releases(const kn__ind_plan *p, const int *last, int at, pool *pl, kn__sb *call) {
   for (int s = 0; s < p->nslots; s++) {
     const kn__ind_node *in = &p->nodes[p->slot_node[s]->index];
-    if (last[s] == at && in->kind != KN__IND_INPUT && in->kind != KN__IND_ATTR)
-      kn__sb_printf(call, "  rt->release(ctx, %d);\n", s);
+    if (last[s] != at || in->kind == KN__IND_INPUT || in->kind == KN__IND_ATTR) continue;
+    if (pl->reusable[s] && pl->n < 64) pl->slot[pl->n++] = s;
+    else kn__sb_printf(call, "  rt->release(ctx, %d);\n", s);
+  }
+}
+
+/* Slots written by kernels and read by kernels only. */
+static void mark_reusable(const kn__ind_plan *p, unsigned char *r) {
+  for (int s = 0; s < p->nslots; s++) {
+    kn__ind_nkind k = p->nodes[p->slot_node[s]->index].kind;
+    r[s] = k == KN__IND_PW || k == KN__IND_RED;
+  }
+  for (int i = 0; i < p->nnodes; i++) {
+    const kn__gnode *n = kn__graph_node(p->g, i);
+    if (p->nodes[i].kind != KN__IND_EXTERN && p->nodes[i].kind != KN__IND_ALIAS) continue;
+    for (int a = 0; a < n->nargs; a++) {
+      const kn__garg *ga = &n->args[a];
+      int sl = ga->kind == KN__GA_TENSOR && ga->u.t.node ? kn__ind_value_slot(p, ga->u.t) : -1;
+      if (sl >= 0) r[sl] = 0;
+      for (int j = 0; ga->kind == KN__GA_TENSORS && j < ga->u.ts.n; j++)
+        if ((sl = kn__ind_value_slot(p, ga->u.ts.v[j])) >= 0) r[sl] = 0;
+    }
   }
 }
 
@@ -861,13 +939,16 @@ static void extern_call(const kn__ind_plan *p, const kn__gnode *n, kn__sb *call)
 kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   int *user = malloc(((size_t)p->nnodes + 1) * sizeof *user);
   int *last = malloc(((size_t)p->nslots + 1) * sizeof *last);
-  if (!user || !last) {
+  pool pl = {.reusable = calloc((size_t)p->nslots + 1, 1)};
+  if (!user || !last || !pl.reusable) {
     free(user);
     free(last);
+    free(pl.reusable);
     return kn__oom();
   }
   users_of(p, user);
   liveness(p, user, last);
+  mark_reusable(p, pl.reusable);
   kn__sb ker, call;
   kn__sb_init(&ker);
   kn__sb_init(&call);
@@ -876,12 +957,19 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   for (int i = 0; i < p->nnodes; i++) {
     const kn__gnode *n = kn__graph_node(p->g, i);
     const kn__ind_node *in = &p->nodes[i];
-    if (in->kind == KN__IND_EXTERN) extern_call(p, n, &call);
-    else if (in->group >= 0 && p->groups[in->group].root == i) group_kernel(p, in->group, &ker, &call);
-    else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined) kernel(p, n, &ker, &call);
-    else continue;
-    releases(p, last, i, &call);
+    if (in->kind == KN__IND_EXTERN) {
+      pool_flush(&pl, &call);
+      extern_call(p, n, &call);
+    } else if (in->group >= 0 && p->groups[in->group].root == i) {
+      group_kernel(p, in->group, &ker, &call, &pl);
+    } else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined) {
+      kernel(p, n, &ker, &call, &pl);
+    } else {
+      continue;
+    }
+    releases(p, last, i, &pl, &call);
   }
+  pool_flush(&pl, &call);
   kn__sb_puts(&call, "  return 0;\n}\n");
   kn__sb_puts(sb, "/* generated by kiln inductor */\n");
   kn__sb_puts(sb, prelude);
@@ -892,6 +980,7 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   kn__sb_fini(&call);
   free(user);
   free(last);
+  free(pl.reusable);
   return bad ? kn__error(KN_ENOMEM, "inductor: out of memory while generating code (or more "
                          "than 64 inputs / 256 symbolic sizes in one kernel)") : KN_OK;
 }

@@ -35,12 +35,14 @@ kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_in
 ** `int call(const kn__ind_rt *rt, void *ctx, const int64_t *s)`; s holds the
 ** values of the plan's symbolic size expressions. Callbacks return 0 on
 ** success, nonzero after setting kiln's error; call returns nonzero then. */
-#define KN__IND_ABI 1
+#define KN__IND_ABI 2
 typedef struct kn__ind_rt {
   int (*ext)(void *ctx, int step);              /* run extern step `step` */
   int (*alloc)(void *ctx, int slot, void **p);  /* allocate the buffer of slot */
   void *(*ptr)(void *ctx, int slot);            /* data pointer of a slot */
   void (*release)(void *ctx, int slot);         /* free a slot after its last use */
+  /* slot `to` takes over the buffer of dead slot `from` (same sizes, dtype) */
+  int (*reuse)(void *ctx, int from, int to, void **p);
 } kn__ind_rt;
 typedef int (*kn__ind_call_fn)(const kn__ind_rt *rt, void *ctx, const int64_t *s);
 

@@ -248,6 +248,22 @@ static int operand_group(const sctx *s, const kn__gnode *n) {
   return gi;
 }
 
+/* A pointwise node joins the first group among its operands' groups that
+** takes it (the members of the others are read from memory). */
+static kn_status join_operand_group(sctx *s, const kn__gnode *n) {
+  int tried[8], nt = 0;
+  bool joined = false;
+  kn_status st = KN_OK;
+  for (int a = 0; st == KN_OK && !joined && a < nopnds(s, n); a++) {
+    const kn__gnode *m = arg_node(n, a);
+    int gi = m ? s->p->nodes[m->index].group : -1;
+    if (gi < 0 || in_set(tried, nt, gi) || nt == 8) continue;
+    tried[nt++] = gi;
+    st = try_join(s, gi, n, "reads a member", &joined);
+  }
+  return st;
+}
+
 static kn_status place_reduction(sctx *s, const kn__gnode *n) {
   bool joined = false;
   int gi = operand_group(s, n);
@@ -275,11 +291,7 @@ static kn_status form_groups(sctx *s) {
     if (in->kind == KN__IND_RED) {
       st = place_reduction(s, n);
     } else if (in->kind == KN__IND_PW && in->group < 0) {
-      int gi = operand_group(s, n);
-      bool joined;
-      if (gi >= 0) st = try_join(s, gi, n, "reads a member", &joined);
-      else if (gi == -2) fusion_log(s, "%s reads members of two groups (%s); it runs after "
-                                    "both", n->name, "", 0);
+      st = join_operand_group(s, n);
     }
   }
   return st;

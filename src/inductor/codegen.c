@@ -95,7 +95,7 @@ static const char prelude[] =
     "  y = y * r + 1.6666665459e-1f;\n"
     "  y = y * r + 5.0000001201e-1f;\n"
     "  y = y * (r * r) + r + 1.0f;\n"
-    "  const int32_t si = (int32_t)((uint32_t)(ti - 0x4B400000 + 126) << 23);\n"
+    "  const int32_t si = (int32_t)(((uint32_t)ti - 0x4B400000u + 126u) << 23);\n"
     "  float sc;\n"
     "  memcpy(&sc, &si, sizeof sc);\n"
     "  const float res = y * sc * 2.0f;  /* computed unconditionally: selects vectorise */\n"

@@ -208,7 +208,9 @@ Test(inductor_sched, batchnorm_train_and_eval, .init = setup, .fini = teardown) 
     bn_w = kn_randn(KN_SHAPE(3), NULL, dt);
     bn_b = kn_randn(KN_SHAPE(3), NULL, dt);
     bn_rm = kn_randn(KN_SHAPE(3), NULL, dt);
-    bn_rv = kn_add_scalar(kn_rand(KN_SHAPE(3), NULL, dt), kn_float(0.5));
+    kn_tensor *u = kn_rand(KN_SHAPE(3), NULL, dt);
+    bn_rv = kn_add_scalar(u, kn_float(0.5));
+    kn_release(u);
     kn_compiled *ft = compile1(batchnorm_train, KN_DYNAMIC_FALSE);
     kn_compiled *fe = compile1(batchnorm_eval, KN_DYNAMIC_FALSE);
     kn_scope_begin();

@@ -647,37 +647,46 @@ static void update(kn__sb *sb, int op, int id, const char *l, const char *x) {
   else kn__sb_printf(sb, "lane%d[%s] += %s;\n", id, l, x);
 }
 
-/* The innermost loop of a reduction pass: blocks of 16 elements, element l
-** of a block accumulated into lane l (gcc vectorises the block loop when it
-** is not unrolled first; sums go through tmp[] into double lanes), then the
-** remainder into lane 0. The lanes are combined in a fixed order after
+/* The innermost loop of a reduction pass: element j accumulates into lane
+** j % 16 (amax: blocks of 16, which gcc vectorises when the block loop is not
+** unrolled first; sums: blocks of up to 256 computed into tmp[], then added
+** to the double lanes), the remainder (< 16) into lane 0. The lanes are combined in a fixed order after
 ** the row: the same sizes give the same result on every run. */
 static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *body, int dim) {
   const kn__ind_node *in = &k->p->nodes[n->index];
   const char *ct = kn__ind_ctype(n->meta[0].dtype);
   int t = k->depth - 1;
-  kn__sb_puts(sb, "    {\n      int64_t jb = 0;\n      for (; jb + 16 <= ");
-  sym_text(k, sb, k->shape->sizes[dim]);
-  kn__sb_printf(sb, "; jb += 16) {\n");
-  if (in->red_op != 2) kn__sb_printf(sb, "      %s tmp[16];\n", ct);
-  kn__sb_printf(sb, "      #pragma GCC unroll 1\n      for (int l = 0; l < 16; l++) {\n"
-                "      const int64_t j%d = jb + l;\n", t);
-  kn__sb_puts(sb, body);
-  if (in->red_op == 2) { /* lanes of the compute type: in the same loop */
+  kn__sb len;
+  kn__sb_init(&len);
+  sym_text(k, &len, k->shape->sizes[dim]);
+  const char *L = kn__sb_cstr(&len);
+  if (in->red_op == 2) { /* lanes of the compute type, updated in the block loop */
+    kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      for (; jb + 16 <= %s; jb += 16) {\n"
+                  "      #pragma GCC unroll 1\n      for (int l = 0; l < 16; l++) {\n"
+                  "      const int64_t j%d = jb + l;\n", L, t);
+    kn__sb_puts(sb, body);
     kn__sb_puts(sb, "      ");
     update(sb, in->red_op, n->index, "l", "x");
-    kn__sb_puts(sb, "      }\n");
-  } else { /* double lanes: converting in the same loop stops gcc vectorising it */
-    kn__sb_puts(sb, "      tmp[l] = x;\n      }\n      for (int l = 0; l < 16; l++) ");
-    update(sb, in->red_op, n->index, "l", "tmp[l]");
+    kn__sb_puts(sb, "      }\n      }\n");
+  } else { /* blocks of up to 256 into tmp[] (converting to the double lanes in
+           ** the same loop stops gcc vectorising it), then lane l += tmp[b + l] */
+    kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      while (%s - jb >= 16) {\n"
+                  "      const int64_t bn = %s - jb >= 256 ? 256 : (%s - jb) & ~(int64_t)15;\n"
+                  "      %s tmp[256];\n      for (int64_t l = 0; l < bn; l++) {\n"
+                  "      const int64_t j%d = jb + l;\n", L, L, L, ct, t);
+    kn__sb_puts(sb, body);
+    kn__sb_printf(sb, "      tmp[l] = x;\n      }\n      for (int64_t b = 0; b < bn; b += 16)\n"
+                  "        for (int l = 0; l < 16; l++) ");
+    update(sb, in->red_op, n->index, "l", "tmp[b + l]");
+    kn__sb_puts(sb, "      jb += bn;\n      }\n");
   }
-  kn__sb_puts(sb, "      }\n      for (; jb < ");
-  sym_text(k, sb, k->shape->sizes[dim]);
-  kn__sb_printf(sb, "; jb++) {\n      const int64_t j%d = jb;\n", t);
+  kn__sb_printf(sb, "      for (; jb < %s; jb++) {\n      const int64_t j%d = jb;\n", L, t);
   kn__sb_puts(sb, body);
   kn__sb_puts(sb, "      ");
   update(sb, in->red_op, n->index, "0", "x");
   kn__sb_puts(sb, "      }\n    }\n");
+  if (kn__sb_failed(&len)) k->failed = true;
+  kn__sb_fini(&len);
 }
 
 /* Lanes before a pass, their combination after it (in lane order). */

@@ -1,8 +1,9 @@
 /*
 ** tests/test_inductor_sweep.c: the op sweep. Every pointwise op inductor
 ** lowers (and a few it leaves to extern calls) is compiled alone and in
-** small chains (reductions over the last dims with pointwise prologues
-** too), on random inputs laid out contiguous, transposed,
+** small chains (reductions with pointwise prologues, and the ops inductor
+** decomposes into reduction groups: softmax, log_softmax, layer norm,
+** mse_loss), on random inputs laid out contiguous, transposed,
 ** broadcast, zero-size, size 1 and with odd sizes, in float32 and float64,
 ** and on int64 and bool inputs, and compared with eager kiln on the same
 ** inputs. Dynamic sizes: three sizes of one function share the program
@@ -21,7 +22,7 @@
 */
 #include "inductor_util.h"
 
-#define MAXOUT 96
+#define MAXOUT 128
 
 typedef struct sweep { kn_tensor *out[MAXOUT]; const char *name[MAXOUT]; int n; } sweep;
 
@@ -122,11 +123,24 @@ static void reductions(sweep *s, kn_tensor *x, kn_tensor *y) {
   put(s, "mean_then_pointwise", kn_relu(kn_mean_dims(kn_mul(x, y), last, 1, false)));
 }
 
+/* Ops inductor decomposes into reduction groups (test_inductor_sched.c has
+** their kernel counts): softmax over the last and the first dim, log_softmax,
+** layer norm over the last dim, mse_loss (broadcasting). */
+static void decomposed(sweep *s, kn_tensor *x, kn_tensor *y) {
+  int64_t d = kn_size(x, -1);
+  put(s, "softmax_last", kn_softmax(x, -1));
+  put(s, "softmax_first", kn_softmax(kn_mul(x, y), 0));
+  put(s, "log_softmax_last", kn_log_softmax(kn_sub(x, y), -1));
+  put(s, "layer_norm_last", kn_layer_norm(x, 1, &d, NULL, NULL, 1e-5));
+  put(s, "mse_loss", kn_mse_loss(x, y, KN_REDUCTION_MEAN));
+}
+
 static void float_sweep(sweep *s, kn_tensor *x, kn_tensor *y) {
   unary_ops(s, x);
   binary_ops(s, x, y);
   chains(s, x, y);
   reductions(s, x, y);
+  decomposed(s, x, y);
 }
 
 static kn_value float_fn(const kn_value *args, int nargs, void *ud) {

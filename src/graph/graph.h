@@ -331,6 +331,12 @@ int kn__graph_cse(kn__graph *g);
 ** Returns the number of nodes decomposed, -1 on failure (the failing node
 ** is left as it was). */
 int kn__graph_decompose(kn__graph *g);
+/* The same, also decomposing the calls for which rule_of returns a rule (a
+** kernel-shaped function written with kiln's ops; NULL: keep the call), as
+** a backend's decomposition table does; rule_of sees the calls with a
+** replayed grad mode too (it may return their composite kernel). */
+typedef kn_status (*kn__decomp_fn)(const kn__call *c, kn__outs *out);
+int kn__graph_decompose_with(kn__graph *g, kn__decomp_fn (*rule_of)(const kn__gnode *n));
 /* Pattern rewriter: every match of `pattern` in g (a graph returning one
 ** op result; its placeholders match any value, the same placeholder the same
 ** value; ops, constants and the structure must be equal) is replaced by

@@ -173,8 +173,28 @@ static kn_tensor *bound_meta(void *ud, kn__gref v) {
   return st == KN_OK ? t : NULL;
 }
 
-/* Run n's composite kernel under the recorder; rewire n's uses. */
-static kn_status decompose_node(kn__graph *g, kn__gnode *n) {
+/* The getitem nodes picking output k of multi-output n: their uses move to
+** v[k] and they go (a getitem of a decomposed node would pick from one of
+** its results instead). */
+static kn_status bypass_getitems(kn__graph *g, kn__gnode *n, const kn__gref *v) {
+  kn__gnode *users[64];
+  int nu = kn__graph_users(g, n, users, 64);
+  if (nu > 64) return kn__error(KN_EUNSUPPORTED, "decompose %s: more than 64 users", n->name);
+  for (int i = 0; i < nu; i++) {
+    kn__gnode *u = users[i];
+    if (u->op != KN__GN_CALL || u->opdef || u->args[0].u.t.node != n) continue;
+    int k = (int)u->args[1].u.i.c;
+    if (k < 0 || k >= n->nout || kn__graph_replace_all_uses(g, (kn__gref){u, 0}, v[k]) < 0)
+      return kn__error(KN_EINVAL, "decompose %s: getitem %s has no output to read", n->name, u->name);
+    kn_status st = kn__graph_erase_node(g, u);
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
+/* Run rule (n's composite kernel, or a decomposition) under the recorder;
+** rewire n's uses. */
+static kn_status decompose_node(kn__graph *g, kn__gnode *n, kn__decomp_fn rule) {
   recorder r;
   recorder_init(&r, g, n);
   kn__gnode *prev = kn__graph_set_insert_point(g, n);
@@ -186,13 +206,14 @@ static kn_status decompose_node(kn__graph *g, kn__gnode *n) {
   kn_status st = build_call(n, bound_meta, &r, &c, &scratch);
   if (st == KN_OK) st = kn__mode_push(&r.mode);
   if (st == KN_OK) {
-    st = n->opdef->kernel(&c, &outs);
+    st = rule(&c, &outs);
     kn__mode_pop(&r.mode);
   }
   if (st == KN_OK && outs.n != n->nout)
     st = kn__error(KN_EINVAL, "decompose %s: %d outputs, the node has %d", n->name, outs.n, n->nout);
   kn__gref v[64];
   for (int k = 0; st == KN_OK && k < outs.n && k < 64; k++) st = lookup(&r, outs.t[k], &v[k]);
+  if (st == KN_OK && n->nout > 1) st = bypass_getitems(g, n, v);
   for (int k = 0; st == KN_OK && k < outs.n && k < 64; k++)
     if (kn__graph_replace_all_uses(g, (kn__gref){n, k}, v[k]) < 0) st = kn_last_status();
   if (st == KN_OK) st = kn__graph_erase_node(g, n);
@@ -204,25 +225,35 @@ static kn_status decompose_node(kn__graph *g, kn__gnode *n) {
   return st;
 }
 
+static kn__decomp_fn composite_kernel(const kn__gnode *n) {
+  return n->opdef && (n->opdef->flags & KN_OPF_COMPOSITE) ? n->opdef->kernel : NULL;
+}
+
 /* One sweep over g. */
-static int decompose_once(kn__graph *g) {
+static int decompose_once(kn__graph *g, kn__decomp_fn (*rule_of)(const kn__gnode *)) {
   int done = 0;
   for (int i = 0; i < g->n; i++) {
     kn__gnode *n = g->nodes[i];
-    if (n->op != KN__GN_CALL || !n->opdef || !(n->opdef->flags & KN_OPF_COMPOSITE)) continue;
-    if (n->grad_mode >= 0 || n->set_requires_grad || n->nout > 64) continue;
+    kn__decomp_fn rule = n->op == KN__GN_CALL ? composite_kernel(n) : NULL;
+    /* a replayed grad mode matters to autograd only: a backend's table
+    ** (whose kernels record no autograd) decomposes those calls too */
+    if (rule && n->grad_mode >= 0) rule = NULL;
+    if (!rule && n->op == KN__GN_CALL && rule_of) rule = rule_of(n);
+    if (!rule || n->set_requires_grad || n->nout > 64) continue;
     int before = g->n;
-    if (decompose_node(g, n) != KN_OK) return -1;
+    if (decompose_node(g, n, rule) != KN_OK) return -1;
     done++;
     i += g->n - before; /* the new nodes came before n, which is gone: continue after them */
   }
   return done;
 }
 
-int kn__graph_decompose(kn__graph *g) {
+int kn__graph_decompose(kn__graph *g) { return kn__graph_decompose_with(g, NULL); }
+
+int kn__graph_decompose_with(kn__graph *g, kn__decomp_fn (*rule_of)(const kn__gnode *n)) {
   int total = 0;
   for (int round = 0; round < 8; round++) {
-    int n = decompose_once(g);
+    int n = decompose_once(g, rule_of);
     if (n < 0) return -1;
     if (n == 0) break;
     total += n;

@@ -32,8 +32,8 @@
 typedef struct bind { int input, dim, sym; } bind;
 
 typedef struct prog {
+  kn__graph *graph; /* owned: after decomposition and GEMM epilogues (kn__ind_post_grad) */
   kn__ind_plan plan;
-  kn__graph *fused;  /* owned: the graph with GEMM epilogues folded (or NULL) */
   kn__ind_call_fn call;
   kn__gprog *eager;
   int ninputs, noutputs, nsyms, nbind;
@@ -159,7 +159,19 @@ static int rt_ext(void *ctx, int step) {
 /* The vector-math table the eager kernels use at this moment. */
 static const void *rt_vmath(void) { return kn__vmath_get(); }
 
-static const kn__ind_rt runtime = {rt_ext, rt_alloc, rt_ptr, rt_release, rt_vmath};
+/* Slot `to` takes over the buffer of dead slot `from` (the code generator
+** pairs only slots of the same sizes and dtype). */
+static int rt_reuse(void *ctx, int from, int to, void **out) {
+  frame *f = ctx;
+  f->vals[to] = f->vals[from];
+  f->owned[to] = f->owned[from];
+  f->vals[from] = NULL;
+  f->owned[from] = false;
+  *out = kn_data(f->vals[to]);
+  return 0;
+}
+
+static const kn__ind_rt runtime = {rt_ext, rt_alloc, rt_ptr, rt_release, rt_vmath, rt_reuse};
 
 /* ---- running ----------------------------------------------------------------------- */
 static bool strides_match(const frame *f, const kn__gnode *ph, const kn_tensor *t) {
@@ -249,7 +261,7 @@ static void prog_free(void *state) {
   prog *p = state;
   if (!p) return;
   kn__ind_plan_free(&p->plan);
-  kn__graph_free(p->fused);
+  kn__graph_free(p->graph);
   kn__gprog_free(p->eager);
   free(p->out_slot);
   free(p->binds);
@@ -321,17 +333,6 @@ static kn_status generate(prog *p, char **src) {
 /* The graph before and after kiln's one post-grad pass (activations folded
 ** into GEMM / convolution calls, gemm.c): the seeds' before_post_grad_graph
 ** and inductor_post_grad_graph artifacts. */
-static void emit_post_grad(const kn__graph *before, const kn__graph *after) {
-  if (!kn__trace_enabled()) return;
-  const char *names[2] = {"before_post_grad_graph", "inductor_post_grad_graph"};
-  const kn__graph *gs[2] = {before, after};
-  for (int k = 0; k < 2; k++) {
-    char *code = kn__graph_code(gs[k], NULL);
-    if (code) (void)kn__trace_artifact(names[k], "string", code, SIZE_MAX, NULL);
-    free(code);
-  }
-}
-
 /* Does g use no symbolic size anywhere (metadata or int arguments)? The
 ** plan's table of symbolic expressions is filled while generating code, so
 ** only static graphs may skip code generation on a graph-cache hit. */
@@ -385,10 +386,6 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   prog *p = calloc(1, sizeof *p);
   if (!p) return kn__oom();
   kn_status st = kn__gprog_new(g, &p->eager);
-  int nep = 0;
-  if (st == KN_OK) p->fused = kn__ind_fuse_epilogues(g, &nep);
-  if (st == KN_OK) st = kn__ind_plan_build(p->fused ? p->fused : g, &p->plan);
-  if (st == KN_OK) st = io_tables(p);
   if (st == KN_OK && makes_leaves(g)) {
     KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: the graph creates tensors that require grad; "
            "it runs with the eager interpreter");
@@ -396,10 +393,9 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
     return kn__eager_compile(gm, out);
   }
   if (st == KN_OK) kn__ind_emit_runnable(g);
-  if (st == KN_OK) emit_post_grad(g, p->fused ? p->fused : g);
-  if (nep)
-    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: %d activations fused into GEMM/convolution "
-           "calls", nep);
+  if (st == KN_OK) st = kn__ind_post_grad(g, &p->graph);
+  if (st == KN_OK) st = kn__ind_plan_build(p->graph, &p->plan);
+  if (st == KN_OK) st = io_tables(p);
   kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(g));
   char *text = st == KN_OK ? kn__graph_serialize(g) : NULL;
   kn__shape_env_set_current(prev);

@@ -38,9 +38,10 @@ static const char prelude[] =
     "  void *(*ptr)(void *ctx, int slot);\n"
     "  void (*release)(void *ctx, int slot);\n"
     "  const void *(*vmath)(void);\n"
+    "  int (*reuse)(void *ctx, int from, int to, void **p);\n"
     "} kn_rt;\n\n"
     "int kn_ind_abi(void);\n"
-    "int kn_ind_abi(void) { return 2; }\n\n";
+    "int kn_ind_abi(void) { return 3; }\n\n";
 
 /* A comment-safe copy of a name (graph names may come from user labels). */
 static void put_safe(kn__sb *sb, const char *s) {
@@ -52,11 +53,65 @@ static void put_safe(kn__sb *sb, const char *s) {
   }
 }
 
+/* ---- buffer reuse ---------------------------------------------------------------- */
+/* Buffers released by liveness wait here until the next kernel launch: an
+** output of the same sizes and dtype takes one over (rt->reuse: no new
+** allocation), the others are released before the launch allocates. Only
+** buffers that kernels wrote and only kernels read are pooled (an extern
+** call may return a view sharing its input's memory). */
+typedef struct pool {
+  int n, slot[64];
+  unsigned char *reusable; /* [nslots] */
+} pool;
+
+static const kn__vmeta *slot_meta(const kn__ind_plan *p, int s) {
+  return &p->slot_node[s]->meta[p->slot_out[s]];
+}
+
+static bool same_layout(const kn__vmeta *a, const kn__vmeta *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->sizes[d].c != b->sizes[d].c || a->sizes[d].e != b->sizes[d].e) return false;
+  return true;
+}
+
+static void pool_flush(pool *pl, kn__sb *call) {
+  for (int k = 0; k < pl->n; k++) kn__sb_printf(call, "  rt->release(ctx, %d);\n", pl->slot[k]);
+  pl->n = 0;
+}
+
+/* Take a pooled buffer for slot (into target, a C lvalue's address). */
+static bool pool_take(const kn__ind_plan *p, pool *pl, kn__sb *call, int slot, const char *target) {
+  for (int k = 0; k < pl->n; k++) {
+    if (!same_layout(slot_meta(p, pl->slot[k]), slot_meta(p, slot))) continue;
+    kn__sb_printf(call, "    if (rt->reuse(ctx, %d, %d, %s)) return -1;  /* slot %d's buffer */\n",
+                  pl->slot[k], slot, target, pl->slot[k]);
+    pl->slot[k] = pl->slot[--pl->n];
+    return true;
+  }
+  return false;
+}
+
+/* The allocations of a launch: reuse first, release the rest, allocate. */
+static void launch_allocs(const kn__ind_plan *p, pool *pl, kn__sb *call, const int *slots, int n,
+                          bool single) {
+  bool taken[64] = {false};
+  char target[32];
+  for (int o = 0; o < n && o < 64; o++) {
+    snprintf(target, sizeof target, single ? "&o" : "&o[%d]", o);
+    taken[o] = pool_take(p, pl, call, slots[o], target);
+  }
+  pool_flush(pl, call);
+  for (int o = 0; o < n && o < 64; o++) {
+    snprintf(target, sizeof target, single ? "&o" : "&o[%d]", o);
+    if (!taken[o]) kn__sb_printf(call, "    if (rt->alloc(ctx, %d, %s)) return -1;\n", slots[o], target);
+  }
+}
+
 /* ---- kernel context ------------------------------------------------------------ */
 typedef struct leaf { int slot; const kn__vmeta *m; } leaf;
 typedef struct kctx {
   kn__ind_plan *p;
-  bool per_elem;            /* reduction, general layout: inK[pK] */
   const kn__gnode *root;
   const kn__vmeta *shape;   /* the kernel's iteration sizes */
   leaf leaves[64];
@@ -64,6 +119,18 @@ typedef struct kctx {
   bool flat;
   bool failed;
   unsigned char used[256];  /* symbols read by this kernel */
+  /* reduction groups */
+  const kn__ind_group *g;   /* NULL outside group kernels */
+  int gi;
+  int depth;                /* reduced dims (nested loops) */
+  bool inner;               /* emitting inside the reduced loops */
+  unsigned char *done;      /* [nnodes] per-element values emitted in this pass */
+  int *stash;               /* [nnodes] output kept in by a reduction pass, or -1 */
+  unsigned char *stash_ready; /* [nnodes] kept value written by a finished pass */
+  kn__vmeta outm[16];       /* contiguous layouts of the per-element outputs */
+  int nouts;
+  int outs[64];             /* stored members */
+  pool *pl;
 } kctx;
 
 static void sym_text(kctx *k, kn__sb *sb, kn_sym v) {
@@ -134,8 +201,9 @@ static void leaf_stride(kctx *k, kn__sb *sb, const leaf *l, int d) {
 static void load(kctx *k, kn__sb *sb, int li) {
   const leaf *l = &k->leaves[li];
   if (leaf_scalar(l->m)) kn__sb_printf(sb, "in%d[0]", li);
+  else if (k->g && k->inner) kn__sb_printf(sb, "in%d[p%d_%d]", li, li, k->depth - 1);
+  else if (k->g) kn__sb_printf(sb, "in%d[o%d]", li, li);
   else if (k->flat) kn__sb_printf(sb, "in%d[i]", li);
-  else if (k->per_elem) kn__sb_printf(sb, "in%d[p%d]", li, li);
   else {
     kn__sb_printf(sb, "in%d[o%d + j * (", li, li);
     leaf_stride(k, sb, l, k->shape->ndim - 1);
@@ -158,6 +226,13 @@ static void put_scalar(kn__sb *sb, kn_scalar s) {
   else kn__sb_puts(sb, s.v.b ? "1" : "0");
 }
 
+/* Is node m's value a local variable vM of the kernel (inlined or a group
+** member), rather than a buffer read? */
+static bool is_var(const kctx *k, const kn__gnode *m) {
+  const kn__ind_node *mn = &k->p->nodes[m->index];
+  return mn->inlined || (k->g && mn->group == k->gi);
+}
+
 /* Operand q of n as a C expression of the compute type (or bool). */
 static void operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) {
   const kn__ind_node *in = &k->p->nodes[n->index];
@@ -165,7 +240,7 @@ static void operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) {
   const kn__garg *a = &n->args[q];
   kn__sb_printf(sb, "((%s)", ct);
   if (a->kind == KN__GA_SCALAR) put_scalar(sb, a->u.s);
-  else if (k->p->nodes[a->u.t.node->index].inlined) kn__sb_printf(sb, "v%d", a->u.t.node->index);
+  else if (is_var(k, a->u.t.node)) kn__sb_printf(sb, "v%d", a->u.t.node->index);
   else {
     const kn__gnode *m = a->u.t.node;
     load(k, sb, leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]));
@@ -285,8 +360,9 @@ static void emit_kernel(kctx *k, const kn__gnode *n, kn__sb *loop, kn__sb *ker, 
   int slot = k->p->nodes[n->index].slot;
   kn__sb_printf(call, "  {  /* ");
   put_safe(call, n->name);
-  kn__sb_printf(call, " */\n    void *o;\n    if (rt->alloc(ctx, %d, &o)) return -1;\n"
-                "    kernel%d(s, (%s *)o", slot, n->index, ot);
+  kn__sb_puts(call, " */\n    void *o;\n");
+  launch_allocs(k->p, k->pl, call, &slot, 1, true);
+  kn__sb_printf(call, "    kernel%d(s, (%s *)o", n->index, ot);
   for (int i = 0; i < k->nleaves; i++)
     kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(k->leaves[i].m->dtype),
                   k->leaves[i].slot);
@@ -295,13 +371,13 @@ static void emit_kernel(kctx *k, const kn__gnode *n, kn__sb *loop, kn__sb *ker, 
 }
 
 /* One kernel function for root n, into ker; its launch into call. */
-static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *call) {
+static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *call, pool *pl) {
   kctx *k = calloc(1, sizeof *k);
   if (!k) {
     kn__sb_reserve(ker, SIZE_MAX / 2); /* marks the buffer failed */
     return;
   }
-  *k = (kctx){.p = p, .root = n, .shape = &n->meta[0]};
+  *k = (kctx){.p = p, .root = n, .shape = &n->meta[0], .pl = pl};
   collect(k, n);
   k->flat = true;
   for (int i = 0; i < k->nleaves; i++)
@@ -322,86 +398,424 @@ static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *cal
   free(k);
 }
 
-/* ---- reductions ---------------------------------------------------------------- */
-static const char *const red_init[] = {"0", "0", "-INFINITY"};
+/* ---- reduction groups ------------------------------------------------------------ */
+/* One kernel per group: a loop over rows (the kept dims); in each row, the
+** members in graph order: a reduction is a pass over the reduced dims
+** (nested loops, innermost last) computing the per-element members it
+** needs and accumulating in a double, in order (reproducible); a per-row
+** member is one statement; a last pass writes the per-element members read
+** outside the group. */
+static bool member(const kctx *k, const kn__gnode *m) { return k->p->nodes[m->index].group == k->gi; }
 
-/* Per element: each leaf's position from its row offset and r. */
-static void inner_offsets(kctx *k, kn__sb *sb, int nd, int rk) {
-  kn__sb_puts(sb, "      int64_t u = r;\n");
-  for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "      int64_t p%d = o%d;\n", li, li);
-  for (int d = nd - 1; d >= nd - rk; d--) {
-    kn__sb_puts(sb, "      {\n        const int64_t sz = ");
+static int nops(const kctx *k, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  int q = in->kind == KN__IND_RED ? 1 : in->f.nopnds;
+  return q < n->nargs ? q : n->nargs;
+}
+
+/* Leaves of the group: every operand of a member that is not a member. */
+static void group_leaves(kctx *k) {
+  for (int i = 0; i < k->g->nmembers; i++) {
+    const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[i]);
+    for (int q = 0; q < nops(k, n); q++) {
+      const kn__garg *a = &n->args[q];
+      if (a->kind == KN__GA_TENSOR && a->u.t.node && !member(k, a->u.t.node))
+        leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &a->u.t.node->meta[a->u.t.idx]);
+    }
+  }
+}
+
+/* Per-element outputs become leaves too (contiguous over the space), after
+** the inputs: out leaf indices are >= the first output's. */
+static void group_outputs(kctx *k) {
+  for (int i = 0; i < k->g->nmembers; i++) {
+    int m = k->g->members[i];
+    if (k->p->nodes[m].slot < 0 || k->nouts == 64) continue;
+    k->outs[k->nouts++] = m;
+    if (k->p->nodes[m].row) continue;
+    int o = k->nouts - 1;
+    if (o >= 16) {
+      k->failed = true;
+      continue;
+    }
+    kn__vmeta *om = &k->outm[o];
+    *om = *k->g->space;
+    kn_sym st = kn__sym_const(1);
+    for (int d = om->ndim - 1; d >= 0; d--) {
+      om->strides[d] = st;
+      st = kn__sym_mul(st, om->sizes[d]);
+    }
+    k->leaves[k->nleaves < 64 ? k->nleaves : 63] = (leaf){-1 - o, om};
+    if (k->nleaves < 64) k->nleaves++;
+    else k->failed = true;
+  }
+}
+
+static int out_leaf(const kctx *k, int o) {
+  for (int li = 0; li < k->nleaves; li++)
+    if (k->leaves[li].slot == -1 - o) return li;
+  return 0;
+}
+
+static void size_product(kctx *k, kn__sb *sb, bool reduced) {
+  kn__sb_puts(sb, "INT64_C(1)");
+  for (int d = 0; d < k->shape->ndim; d++)
+    if ((((k->g->mask >> d) & 1) != 0) == reduced) {
+      kn__sb_puts(sb, " * ");
+      sym_text(k, sb, k->shape->sizes[d]);
+    }
+}
+
+/* Row offsets oL of every leaf for row o (kept dims, last varies fastest). */
+static void group_row_offsets(kctx *k, kn__sb *sb) {
+  kn__sb_puts(sb, "    int64_t t = o;\n");
+  for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "    int64_t o%d = 0;\n", li);
+  for (int d = k->shape->ndim - 1; d >= 0; d--) {
+    if ((k->g->mask >> d) & 1) continue;
+    kn__sb_puts(sb, "    {\n      const int64_t sz = ");
     sym_text(k, sb, k->shape->sizes[d]);
-    kn__sb_puts(sb, ", id = u % sz;\n        u /= sz;\n");
+    kn__sb_puts(sb, ", id = t % sz;\n      t /= sz;\n");
     for (int li = 0; li < k->nleaves; li++) {
-      kn__sb_printf(sb, "        p%d += id * (", li);
+      kn__sb_printf(sb, "      o%d += id * (", li);
       leaf_stride(k, sb, &k->leaves[li], d);
       kn__sb_puts(sb, ");\n");
     }
-    kn__sb_puts(sb, "      }\n");
+    kn__sb_puts(sb, "    }\n");
+  }
+  kn__sb_puts(sb, "    (void)t;\n");
+}
+
+/* The reduced dims, ascending, into dims; returns their number. */
+static int red_dims(const kctx *k, int *dims) {
+  int n = 0;
+  for (int d = 0; d < k->shape->ndim; d++)
+    if ((k->g->mask >> d) & 1) dims[n++] = d;
+  return n;
+}
+
+/* pL_t: leaf L's offset at loop level t (loop variable jt over dim d). */
+static void level_offsets(kctx *k, kn__sb *sb, int t, int d) {
+  for (int li = 0; li < k->nleaves; li++) {
+    if (t == 0) kn__sb_printf(sb, "      const int64_t p%d_0 = o%d + j0 * (", li, li);
+    else kn__sb_printf(sb, "      const int64_t p%d_%d = p%d_%d + j%d * (", li, t, li, t - 1, t);
+    leaf_stride(k, sb, &k->leaves[li], d);
+    kn__sb_puts(sb, ");\n");
   }
 }
 
-/* The reduced value x of element (o, r): prologue statements, or a load. */
-static void red_value(kctx *k, kn__sb *sb, const kn__gnode *n, const char *ct) {
-  const kn__garg *a = &n->args[0];
-  const kn__gnode *src = a->u.t.node;
-  if (k->p->nodes[src->index].inlined) {
-    stmts(k, sb, src);
-    kn__sb_printf(sb, "      const %s x = v%d;\n", ct, src->index);
-  } else {
-    kn__sb_printf(sb, "      const %s x = ", ct);
-    load(k, sb, leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &src->meta[a->u.t.idx]));
-    kn__sb_puts(sb, ";\n");
+/* Open the loops of levels [0, upto) over the reduced dims. */
+static int open_loops(kctx *k, kn__sb *sb, int upto) {
+  int dims[KN_MAX_DIMS];
+  red_dims(k, dims);
+  for (int t = 0; t < upto; t++) {
+    kn__sb_printf(sb, "    for (int64_t j%d = 0; j%d < ", t, t);
+    sym_text(k, sb, k->shape->sizes[dims[t]]);
+    kn__sb_printf(sb, "; j%d++) {\n", t);
+    level_offsets(k, sb, t, dims[t]);
+  }
+  return upto;
+}
+
+static void close_loops(kn__sb *sb, int n) {
+  for (int i = 0; i < n; i++) kn__sb_puts(sb, "    }\n");
+}
+
+static int out_index(const kctx *k, int node) {
+  for (int o = 0; o < k->nouts; o++)
+    if (k->outs[o] == node) return o;
+  return -1;
+}
+
+/* Statements of per-element member n and the per-element members it reads
+** (once per pass). A member kept in an output buffer by an earlier pass is
+** read back from it. */
+static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  if (k->done[n->index]) return;
+  k->done[n->index] = 1;
+  const char *ot = kn__ind_ctype(n->meta[0].dtype);
+  int so = k->stash[n->index];
+  if (so >= 0 && k->stash_ready[n->index]) {
+    kn__sb_printf(sb, "      const %s v%d = out%d[p%d_%d];  /* kept by an earlier pass */\n", ot,
+                  n->index, so, out_leaf(k, so), k->depth - 1);
+    return;
+  }
+  for (int q = 0; q < nops(k, n); q++) {
+    const kn__garg *a = &n->args[q];
+    if (a->kind == KN__GA_TENSOR && a->u.t.node && member(k, a->u.t.node) &&
+        !k->p->nodes[a->u.t.node->index].row)
+      gstmts(k, sb, a->u.t.node);
+  }
+  kn__sb_printf(sb, "      const %s v%d = (%s)(", ot, n->index, ot);
+  expand(k, sb, n);
+  kn__sb_puts(sb, ");  /* ");
+  put_safe(sb, n->opdef->name);
+  kn__sb_putc(sb, ' ');
+  put_safe(sb, n->name);
+  kn__sb_puts(sb, " */\n");
+  if (so >= 0) kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;  /* kept for a later pass */\n", so,
+                             out_leaf(k, so), k->depth - 1, n->index);
+}
+
+/* Does per-element member n read m (through per-element members)? */
+static bool reads(const kctx *k, const kn__gnode *n, const kn__gnode *m, int budget) {
+  if (n == m) return true;
+  if (budget == 0 || !member(k, n) || k->p->nodes[n->index].row) return false;
+  for (int q = 0; q < nops(k, n); q++) {
+    const kn__garg *a = &n->args[q];
+    if (a->kind == KN__GA_TENSOR && a->u.t.node && reads(k, a->u.t.node, m, budget - 1))
+      return true;
+  }
+  return false;
+}
+
+/* The input m of a reduction that the last pass computes again (softmax's
+** exp) is written to that pass's output buffer instead (same dtype, same
+** position), and the last pass reads it back: written in place. */
+static void plan_stash(kctx *k, const kn__gnode *m) {
+  if (!member(k, m) || k->p->nodes[m->index].row || k->stash[m->index] >= 0) return;
+  for (int o = 0; o < k->nouts; o++) {
+    const kn__gnode *on = kn__graph_node(k->p->g, k->outs[o]);
+    bool used = false;
+    for (int j = 0; j < m->index; j++) used |= k->stash[j] == o;
+    if (k->p->nodes[on->index].row || used || on->meta[0].dtype != m->meta[0].dtype ||
+        !reads(k, on, m, 32))
+      continue;
+    k->stash[m->index] = o;
+    return;
   }
 }
 
-static void red_loop(kctx *k, kn__sb *sb, const kn__gnode *n) {
+/* Lane l (an index expression) takes x: a sum adds, amax keeps the larger
+** and notes NaNs apart (a select and an or: both vectorise). */
+static void update(kn__sb *sb, int op, int id, const char *l, const char *x) {
+  if (op == 2)
+    kn__sb_printf(sb, "{ lane%d[%s] = %s > lane%d[%s] ? %s : lane%d[%s]; nan%d[%s] |= %s != %s; }\n",
+                  id, l, x, id, l, x, id, l, id, l, x, x);
+  else kn__sb_printf(sb, "lane%d[%s] += %s;\n", id, l, x);
+}
+
+/* The innermost loop of a reduction pass: element j accumulates into lane
+** j % 16 (amax: blocks of 16, which gcc vectorises when the block loop is not
+** unrolled first; sums: blocks of up to 256 computed into tmp[], then added
+** to the double lanes), the remainder (< 16) into lane 0. The lanes are combined in a fixed order after
+** the row: the same sizes give the same result on every run. */
+static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *body, int dim) {
   const kn__ind_node *in = &k->p->nodes[n->index];
-  int nd = k->shape->ndim, rk = in->red_k;
   const char *ct = kn__ind_ctype(n->meta[0].dtype);
-  kn__sb_puts(sb, "  const int64_t outer = ");
-  numel_text(k, sb, nd - rk);
-  kn__sb_puts(sb, ", red = INT64_C(1)");
-  for (int d = nd - rk; d < nd; d++) {
-    kn__sb_puts(sb, " * ");
-    sym_text(k, sb, k->shape->sizes[d]);
+  int t = k->depth - 1;
+  kn__sb len;
+  kn__sb_init(&len);
+  sym_text(k, &len, k->shape->sizes[dim]);
+  const char *L = kn__sb_cstr(&len);
+  if (in->red_op == 2) { /* lanes of the compute type, updated in the block loop */
+    kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      for (; jb + 16 <= %s; jb += 16) {\n"
+                  "      #pragma GCC unroll 1\n      for (int l = 0; l < 16; l++) {\n"
+                  "      const int64_t j%d = jb + l;\n", L, t);
+    kn__sb_puts(sb, body);
+    kn__sb_puts(sb, "      ");
+    update(sb, in->red_op, n->index, "l", "x");
+    kn__sb_puts(sb, "      }\n      }\n");
+  } else { /* blocks of up to 256 into tmp[] (converting to the double lanes in
+           ** the same loop stops gcc vectorising it), then lane l += tmp[b + l] */
+    kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      while (%s - jb >= 16) {\n"
+                  "      const int64_t bn = %s - jb >= 256 ? 256 : (%s - jb) & ~(int64_t)15;\n"
+                  "      %s tmp[256];\n      for (int64_t l = 0; l < bn; l++) {\n"
+                  "      const int64_t j%d = jb + l;\n", L, L, L, ct, t);
+    kn__sb_puts(sb, body);
+    kn__sb_printf(sb, "      tmp[l] = x;\n      }\n      for (int64_t b = 0; b < bn; b += 16)\n"
+                  "        for (int l = 0; l < 16; l++) ");
+    update(sb, in->red_op, n->index, "l", "tmp[b + l]");
+    kn__sb_puts(sb, "      jb += bn;\n      }\n");
   }
-  kn__sb_puts(sb, ";\n  #pragma omp parallel for if (outer * red >= KN_PAR_MIN)\n"
-                  "  for (int64_t o = 0; o < outer; o++) {\n");
-  if (!k->flat) outer_offsets(k, sb, nd, rk, "o");
-  kn__sb_printf(sb, "    double acc = %s;\n    for (int64_t r = 0; r < red; r++) {\n",
-                red_init[in->red_op]);
-  if (k->flat) kn__sb_puts(sb, "      const int64_t i = o * red + r;\n");
-  else inner_offsets(k, sb, nd, rk);
-  red_value(k, sb, n, ct);
-  if (in->red_op == 2) kn__sb_puts(sb, "      if (x != x || x > acc) acc = x;\n    }\n");
-  else kn__sb_puts(sb, "      acc += x;\n    }\n");
-  if (in->red_op == 1) kn__sb_puts(sb, "    acc = acc / (double)red;\n");
-  kn__sb_printf(sb, "    out[o] = (%s)acc;\n  }\n", ct);
+  kn__sb_printf(sb, "      for (; jb < %s; jb++) {\n      const int64_t j%d = jb;\n", L, t);
+  kn__sb_puts(sb, body);
+  kn__sb_puts(sb, "      ");
+  update(sb, in->red_op, n->index, "0", "x");
+  kn__sb_puts(sb, "      }\n    }\n");
+  if (kn__sb_failed(&len)) k->failed = true;
+  kn__sb_fini(&len);
 }
 
-/* A reduction kernel: its prologue (inlined pointwise producers) and the
-** loop over outputs, each reduced in order (reproducible). */
-static void red_kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *call) {
+/* Lanes before a pass, their combination after it (in lane order). */
+static void lanes_open(kn__sb *sb, const kn__gnode *n, int op, const char *ct) {
+  if (op == 2)
+    kn__sb_printf(sb, "    %s lane%d[16];\n    int nan%d[16];\n    for (int l = 0; l < 16; l++) "
+                  "{ lane%d[l] = -INFINITY; nan%d[l] = 0; }\n", ct, n->index, n->index, n->index,
+                  n->index);
+  else kn__sb_printf(sb, "    double lane%d[16];\n    for (int l = 0; l < 16; l++) lane%d[l] = 0;\n",
+                     n->index, n->index);
+}
+
+static void lanes_close(kn__sb *sb, const kn__gnode *n, int op) {
+  int i = n->index;
+  kn__sb_printf(sb, "    double acc%d = lane%d[0];\n", i, i);
+  if (op == 2)
+    kn__sb_printf(sb, "    int anynan%d = nan%d[0];\n    for (int l = 1; l < 16; l++) {\n"
+                  "      acc%d = lane%d[l] > acc%d ? lane%d[l] : acc%d;\n      anynan%d |= nan%d[l];\n"
+                  "    }\n    if (anynan%d) acc%d = NAN;\n", i, i, i, i, i, i, i, i, i, i, i);
+  else kn__sb_printf(sb, "    for (int l = 1; l < 16; l++) acc%d += lane%d[l];\n", i, i);
+}
+
+/* A reduction member: one pass over the row. */
+static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  const char *ct = kn__ind_ctype(n->meta[0].dtype);
+  const kn__gnode *src = n->args[0].u.t.node;
+  int dims[KN_MAX_DIMS], nd = red_dims(k, dims);
+  kn__sb_puts(sb, "    /* ");
+  put_safe(sb, n->opdef->name);
+  kn__sb_putc(sb, ' ');
+  put_safe(sb, n->name);
+  kn__sb_puts(sb, " */\n");
+  lanes_open(sb, n, in->red_op, ct);
+  memset(k->done, 0, (size_t)k->p->nnodes);
+  plan_stash(k, src);
+  kn__sb body;
+  kn__sb_init(&body);
+  level_offsets(k, &body, nd - 1, dims[nd - 1]);
+  k->inner = true;
+  if (member(k, src)) {
+    gstmts(k, &body, src);
+    kn__sb_printf(&body, "      const %s x = v%d;\n", ct, src->index);
+  } else {
+    kn__sb_printf(&body, "      const %s x = ", ct);
+    load(k, &body, leaf_index(k, kn__ind_value_slot(k->p, n->args[0].u.t),
+                              &src->meta[n->args[0].u.t.idx]));
+    kn__sb_puts(&body, ";\n");
+  }
+  k->inner = false;
+  int nl = open_loops(k, sb, nd - 1);
+  red_inner(k, sb, n, kn__sb_cstr(&body), dims[nd - 1]);
+  close_loops(sb, nl);
+  if (kn__sb_failed(&body)) k->failed = true;
+  kn__sb_fini(&body);
+  for (int i = 0; i < k->p->nnodes; i++)
+    if (k->stash[i] >= 0 && k->done[i]) k->stash_ready[i] = 1;
+  lanes_close(sb, n, in->red_op);
+  kn__sb_printf(sb, "    const %s v%d = (%s)(acc%d%s);\n", ct, n->index, ct, n->index,
+                in->red_op == 1 ? " / (double)red" : "");
+}
+
+static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  if (in->kind == KN__IND_RED) red_pass(k, sb, n);
+  else {
+    const char *ot = kn__ind_ctype(n->meta[0].dtype);
+    kn__sb_printf(sb, "    const %s v%d = (%s)(", ot, n->index, ot);
+    expand(k, sb, n);
+    kn__sb_puts(sb, ");  /* ");
+    put_safe(sb, n->opdef->name);
+    kn__sb_putc(sb, ' ');
+    put_safe(sb, n->name);
+    kn__sb_puts(sb, " */\n");
+  }
+  int o = out_index(k, n->index);
+  if (o >= 0) kn__sb_printf(sb, "    out%d[o] = v%d;\n", o, n->index);
+}
+
+/* The last pass: per-element members read outside the group (every value
+** first, then the stores: a value kept in an output buffer is read before
+** that buffer's element is written). */
+static void store_pass(kctx *k, kn__sb *sb) {
+  bool any = false;
+  for (int o = 0; o < k->nouts; o++) any |= !k->p->nodes[k->outs[o]].row;
+  if (!any) return;
+  memset(k->done, 0, (size_t)k->p->nnodes);
+  int nl = open_loops(k, sb, k->depth);
+  k->inner = true;
+  for (int o = 0; o < k->nouts; o++)
+    if (!k->p->nodes[k->outs[o]].row) gstmts(k, sb, kn__graph_node(k->p->g, k->outs[o]));
+  for (int o = 0; o < k->nouts; o++)
+    if (!k->p->nodes[k->outs[o]].row)
+      kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;\n", o, out_leaf(k, o), nl - 1, k->outs[o]);
+  k->inner = false;
+  close_loops(sb, nl);
+}
+
+static void group_body(kctx *k, kn__sb *sb) {
+  kn__sb_puts(sb, "  const int64_t outer = ");
+  size_product(k, sb, false);
+  kn__sb_puts(sb, ", red = ");
+  size_product(k, sb, true);
+  kn__sb_puts(sb, ";\n  (void)red;\n  #pragma omp parallel for if (outer * red >= KN_PAR_MIN)\n"
+                  "  for (int64_t o = 0; o < outer; o++) {\n");
+  kn__sb rows;
+  kn__sb_init(&rows);
+  for (int i = 0; i < k->g->nmembers; i++) {
+    const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[i]);
+    if (k->p->nodes[n->index].row) row_member(k, &rows, n);
+  }
+  store_pass(k, &rows);
+  group_row_offsets(k, sb); /* after the passes: they may add leaves */
+  kn__sb_puts(sb, kn__sb_cstr(&rows));
+  kn__sb_puts(sb, "  }\n");
+  if (kn__sb_failed(&rows)) k->failed = true;
+  kn__sb_fini(&rows);
+}
+
+static void group_launch(kctx *k, int root, kn__sb *call) {
+  kn__sb_printf(call, "  {  /* kernel %d */\n    void *o[%d];\n", root, k->nouts + 1);
+  int slots[64];
+  for (int o = 0; o < k->nouts; o++) slots[o] = k->p->nodes[k->outs[o]].slot;
+  launch_allocs(k->p, k->pl, call, slots, k->nouts, false);
+  kn__sb_printf(call, "    kernel%d(s", root);
+  for (int o = 0; o < k->nouts; o++)
+    kn__sb_printf(call, ", (%s *)o[%d]",
+                  kn__ind_ctype(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), o);
+  for (int i = 0; i < k->nleaves; i++)
+    if (k->leaves[i].slot >= 0)
+      kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(k->leaves[i].m->dtype),
+                    k->leaves[i].slot);
+  kn__sb_puts(call, ");\n  }\n");
+}
+
+static void group_header(kctx *k, int root, kn__sb *ker) {
+  const kn__gnode *rn = kn__graph_node(k->p->g, k->g->members[0]);
+  kn__sb_printf(ker, "/* kernel %d: group of ", root);
+  put_safe(ker, rn->name);
+  kn__sb_printf(ker, " (row loop, %d nodes, %d outputs) */\nstatic void kernel%d(const int64_t "
+                "*restrict s", k->g->nmembers, k->nouts, root);
+  for (int o = 0; o < k->nouts; o++)
+    kn__sb_printf(ker, ", %s *restrict out%d",
+                  kn__ind_ctype(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), o);
+  for (int i = 0; i < k->nleaves; i++)
+    if (k->leaves[i].slot >= 0)
+      kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
+  kn__sb_puts(ker, ") {\n  (void)s;\n");
+  for (int i = 0; i < 256; i++)
+    if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
+}
+
+static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call, pool *pl) {
   kctx *k = calloc(1, sizeof *k);
-  if (!k) {
+  size_t nn = (size_t)p->nnodes + 1;
+  unsigned char *done = calloc(nn, 2);
+  int *stash = malloc(nn * sizeof *stash);
+  if (!k || !done || !stash) {
+    free(k);
+    free(done);
+    free(stash);
     kn__sb_reserve(ker, SIZE_MAX / 2);
     return;
   }
-  const kn__garg *a = &n->args[0];
-  *k = (kctx){.p = p, .root = n, .shape = &a->u.t.node->meta[a->u.t.idx]};
-  if (p->nodes[a->u.t.node->index].inlined) collect(k, a->u.t.node);
-  else leaf_index(k, kn__ind_value_slot(p, a->u.t), k->shape);
-  k->flat = true;
-  for (int i = 0; i < k->nleaves; i++)
-    k->flat &= leaf_same(k, k->leaves[i].m) || leaf_scalar(k->leaves[i].m);
-  k->per_elem = !k->flat;
-  kn__sb loop;
-  kn__sb_init(&loop);
-  red_loop(k, &loop, n);
-  emit_kernel(k, n, &loop, ker, call, k->flat ? "flat reduction" : "strided reduction");
-  kn__sb_fini(&loop);
+  for (size_t i = 0; i < nn; i++) stash[i] = -1;
+  const kn__ind_group *g = &p->groups[gi];
+  *k = (kctx){.p = p, .shape = g->space, .g = g, .gi = gi, .done = done, .stash = stash,
+              .stash_ready = done + nn, .pl = pl};
+  for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
+  group_leaves(k);
+  group_outputs(k);
+  kn__sb body;
+  kn__sb_init(&body);
+  group_body(k, &body);
+  group_header(k, g->root, ker);
+  kn__sb_puts(ker, kn__sb_cstr(&body));
+  kn__sb_puts(ker, "}\n\n");
+  group_launch(k, g->root, call);
+  if (k->failed || kn__sb_failed(&body)) kn__sb_reserve(ker, SIZE_MAX / 2);
+  kn__sb_fini(&body);
+  free(done);
+  free(stash);
   free(k);
 }
 
@@ -409,7 +823,7 @@ static void red_kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb 
 /* The node index of the step that computes node i (its kernel root). */
 static int step_of(const kn__ind_plan *p, const int *user, int i) {
   while (p->nodes[i].inlined) i = user[i];
-  return i;
+  return p->nodes[i].group >= 0 ? p->groups[p->nodes[i].group].root : i;
 }
 
 static void note_use(const kn__ind_plan *p, int *last, kn__gref r, int at) {
@@ -442,11 +856,31 @@ static void users_of(const kn__ind_plan *p, int *user) {
   }
 }
 
-static void releases(const kn__ind_plan *p, const int *last, int at, kn__sb *call) {
+static void releases(const kn__ind_plan *p, const int *last, int at, pool *pl, kn__sb *call) {
   for (int s = 0; s < p->nslots; s++) {
     const kn__ind_node *in = &p->nodes[p->slot_node[s]->index];
-    if (last[s] == at && in->kind != KN__IND_INPUT && in->kind != KN__IND_ATTR)
-      kn__sb_printf(call, "  rt->release(ctx, %d);\n", s);
+    if (last[s] != at || in->kind == KN__IND_INPUT || in->kind == KN__IND_ATTR) continue;
+    if (pl->reusable[s] && pl->n < 64) pl->slot[pl->n++] = s;
+    else kn__sb_printf(call, "  rt->release(ctx, %d);\n", s);
+  }
+}
+
+/* Slots written by kernels and read by kernels only. */
+static void mark_reusable(const kn__ind_plan *p, unsigned char *r) {
+  for (int s = 0; s < p->nslots; s++) {
+    kn__ind_nkind k = p->nodes[p->slot_node[s]->index].kind;
+    r[s] = k == KN__IND_PW || k == KN__IND_RED;
+  }
+  for (int i = 0; i < p->nnodes; i++) {
+    const kn__gnode *n = kn__graph_node(p->g, i);
+    if (p->nodes[i].kind != KN__IND_EXTERN && p->nodes[i].kind != KN__IND_ALIAS) continue;
+    for (int a = 0; a < n->nargs; a++) {
+      const kn__garg *ga = &n->args[a];
+      int sl = ga->kind == KN__GA_TENSOR && ga->u.t.node ? kn__ind_value_slot(p, ga->u.t) : -1;
+      if (sl >= 0) r[sl] = 0;
+      for (int j = 0; ga->kind == KN__GA_TENSORS && j < ga->u.ts.n; j++)
+        if ((sl = kn__ind_value_slot(p, ga->u.ts.v[j])) >= 0) r[sl] = 0;
+    }
   }
 }
 
@@ -461,13 +895,16 @@ static void extern_call(const kn__ind_plan *p, const kn__gnode *n, kn__sb *call)
 kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   int *user = malloc(((size_t)p->nnodes + 1) * sizeof *user);
   int *last = malloc(((size_t)p->nslots + 1) * sizeof *last);
-  if (!user || !last) {
+  pool pl = {.reusable = calloc((size_t)p->nslots + 1, 1)};
+  if (!user || !last || !pl.reusable) {
     free(user);
     free(last);
+    free(pl.reusable);
     return kn__oom();
   }
   users_of(p, user);
   liveness(p, user, last);
+  mark_reusable(p, pl.reusable);
   kn__sb ker, call;
   kn__sb_init(&ker);
   kn__sb_init(&call);
@@ -476,12 +913,19 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   for (int i = 0; i < p->nnodes; i++) {
     const kn__gnode *n = kn__graph_node(p->g, i);
     const kn__ind_node *in = &p->nodes[i];
-    if (in->kind == KN__IND_EXTERN) extern_call(p, n, &call);
-    else if (in->kind == KN__IND_PW && !in->inlined) kernel(p, n, &ker, &call);
-    else if (in->kind == KN__IND_RED) red_kernel(p, n, &ker, &call);
-    else continue;
-    releases(p, last, i, &call);
+    if (in->kind == KN__IND_EXTERN) {
+      pool_flush(&pl, &call);
+      extern_call(p, n, &call);
+    } else if (in->group >= 0 && p->groups[in->group].root == i) {
+      group_kernel(p, in->group, &ker, &call, &pl);
+    } else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined) {
+      kernel(p, n, &ker, &call, &pl);
+    } else {
+      continue;
+    }
+    releases(p, last, i, &pl, &call);
   }
+  pool_flush(&pl, &call);
   kn__sb_puts(&call, "  return 0;\n}\n");
   kn__sb_puts(sb, "/* generated by kiln inductor */\n");
   kn__sb_puts(sb, prelude);
@@ -493,6 +937,7 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   kn__sb_fini(&call);
   free(user);
   free(last);
+  free(pl.reusable);
   return bad ? kn__error(KN_ENOMEM, "inductor: out of memory while generating code (or more "
                          "than 64 inputs / 256 symbolic sizes in one kernel)") : KN_OK;
 }

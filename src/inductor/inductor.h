@@ -9,7 +9,9 @@
 **
 ** Pieces:
 **   formula.c    per-op element formulas and compute types (lowering rules)
-**   lower.c      the plan: which nodes fuse, value slots, symbolic sizes
+**   decomp.c     the decomposition table (softmax, norms, losses -> core ops)
+**   lower.c      the plan: a kind per node, value slots, symbolic sizes
+**   sched.c      the scheduler: fusion groups, the schedule/fusion logs
 **   codegen.c    the C source of a plan
 **   gemm.c       GEMM / convolution extern calls with fused activations
 **   toolchain.c  the compiler (fork/exec), dlopen, the disk and memory caches
@@ -36,13 +38,15 @@ kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_in
 ** success, nonzero after setting kiln's error; call returns nonzero then.
 ** vmath returns the vector-math table the eager kernels use (a kn__vmath,
 ** ops/vmath.h): generated code computes exp, log, tanh, ... with it. */
-#define KN__IND_ABI 2
+#define KN__IND_ABI 3
 typedef struct kn__ind_rt {
   int (*ext)(void *ctx, int step);              /* run extern step `step` */
   int (*alloc)(void *ctx, int slot, void **p);  /* allocate the buffer of slot */
   void *(*ptr)(void *ctx, int slot);            /* data pointer of a slot */
   void (*release)(void *ctx, int slot);         /* free a slot after its last use */
   const void *(*vmath)(void);                   /* the vector-math table */
+  /* slot `to` takes over the buffer of dead slot `from` (same sizes, dtype) */
+  int (*reuse)(void *ctx, int from, int to, void **p);
 } kn__ind_rt;
 typedef int (*kn__ind_call_fn)(const kn__ind_rt *rt, void *ctx, const int64_t *s);
 
@@ -83,18 +87,34 @@ typedef enum kn__ind_nkind {
   KN__IND_EXTERN,    /* eager op call */
   KN__IND_ALIAS,     /* getitem: the slot of its source's output */
   KN__IND_PW,        /* pointwise: a kernel root or inlined into its consumer */
-  KN__IND_RED        /* reduction over the last dims, with pointwise prologue */
+  KN__IND_RED        /* reduction over a set of dims (always in a group) */
 } kn__ind_nkind;
 
 typedef struct kn__ind_node {
   kn__ind_nkind kind;
-  int slot;          /* first value slot (-1: inlined, no buffer) */
+  int slot;          /* first value slot (-1: inlined or kept in a group, no buffer) */
   bool inlined;
   int step;          /* extern step index (KN__IND_EXTERN) */
   kn__ind_formula f; /* KN__IND_PW */
   int red_op;        /* KN__IND_RED: 0 sum, 1 mean, 2 amax */
-  int red_k;         /* KN__IND_RED: number of reduced (last) dims */
+  unsigned red_mask; /* KN__IND_RED: bit d set when dim d is reduced */
+  int group;         /* index of its reduction group, -1 when none */
+  bool row;          /* group member computed once per row (reduction results) */
 } kn__ind_node;
+
+/* A reduction group: one kernel over the rows of a space S (the kept dims),
+** each row reduced over the masked dims; members are reductions over S,
+** pointwise nodes of S's sizes (computed per element, recomputed in each
+** pass that needs them) and pointwise nodes of the row's sizes (S with the
+** reduced dims 1: computed once per row). Members whose value is read
+** outside the group have a slot; the others never exist in memory. */
+typedef struct kn__ind_group {
+  const kn__vmeta *space;
+  unsigned mask;
+  int root;          /* the last member: where the kernel runs */
+  int nmembers;
+  int *members;      /* node indices, ascending */
+} kn__ind_group;
 
 typedef struct kn__ind_plan {
   const kn__graph *g;
@@ -108,10 +128,30 @@ typedef struct kn__ind_plan {
   int nsymx;                    /* symbolic expressions evaluated per call */
   kn_sym *symx;                 /* [nsymx] */
   int nkernels, nfused;         /* kernels emitted, nodes inlined */
+  int ngroups;
+  kn__ind_group *groups;        /* [ngroups] */
 } kn__ind_plan;
 
 /* Build the plan of g (borrowed; must outlive the plan). KN_ENOMEM. */
 kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p);
+/* The scheduler (sched.c): reduction groups (vertical and horizontal
+** fusion around reductions), then inlining of single-use pointwise chains
+** and value slots of everything that must exist in memory; logs the
+** schedule and fusion artifacts. allow: fusion permitted (no in-place op in
+** the graph). Called by kn__ind_plan_build after classification. */
+kn_status kn__ind_schedule(kn__ind_plan *p, bool allow);
+/* A new slot for output k.. of n (count slots). */
+int kn__ind_new_slots(kn__ind_plan *p, const kn__gnode *n, int count);
+
+/* ---- decomposition (decomp.c) ------------------------------------------------ */
+/* Copy g and decompose the copy's calls that have a row in inductor's
+** table (and composite ops) into core ops, drop dead nodes and fold GEMM
+** epilogues (kn__ind_fuse_epilogues); emits the
+** before_post_grad_graph / inductor_post_grad_graph artifacts and the
+** post_grad_graphs log. *out is owned (kn__graph_free). */
+kn_status kn__ind_post_grad(const kn__graph *g, kn__graph **out);
+/* Does op id have a row in the decomposition table? */
+bool kn__ind_has_decomp(int op);
 void kn__ind_plan_free(kn__ind_plan *p);
 /* The slot holding value (node, output k). */
 int kn__ind_value_slot(const kn__ind_plan *p, kn__gref r);

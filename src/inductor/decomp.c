@@ -1,0 +1,261 @@
+/*
+** inductor/decomp.c: inductor's decomposition table. Before lowering, each
+** call of an op with a row here is replaced by the core ops its rule calls
+** (pointwise ops and sum/mean/amax reductions), recorded on meta tensors by
+** the graph's decomposition pass (graph_rewrite.c), so the scheduler can fuse
+** them instead of calling the eager op. Composite ops (KN_OPF_COMPOSITE:
+** cross_entropy, linear, ...) decompose through their own kernels first.
+**
+** A row: the op, a check (is this call one the rule handles exactly?) and
+** the rule, which has the shape of a kernel (call in, outputs pushed) and
+** uses kiln's public ops. A rule never reads a size: sizes stay symbolic
+** because reductions count their own elements (mean) at run time.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "logging/log.h"
+#include "trace/events.h"
+#include "graph/graph_int.h"
+#include "inductor/inductor.h"
+#include "kiln/kiln.h"
+#include "ops/opdef.h"
+
+typedef struct drow {
+  int op;
+  bool (*ok)(const kn__gnode *n);
+  kn_status (*rule)(const kn__call *c, kn__outs *out);
+} drow;
+
+static const kn__vmeta *arg_meta(const kn__gnode *n, int a) {
+  if (a >= n->nargs || n->args[a].kind != KN__GA_TENSOR || !n->args[a].u.t.node) return NULL;
+  return &n->args[a].u.t.node->meta[n->args[a].u.t.idx];
+}
+
+static bool is_float(const kn__vmeta *m) {
+  return m && m->kind == KN__V_TENSOR && (m->dtype == KN_FLOAT32 || m->dtype == KN_FLOAT64);
+}
+
+/* No reduced dim of x (dims in mask) is a constant 0 (amax of nothing). */
+static bool nonempty(const kn__vmeta *x, const bool *mask) {
+  for (int d = 0; d < x->ndim; d++)
+    if (mask[d] && kn__sym_is_const(x->sizes[d]) && x->sizes[d].c == 0) return false;
+  return true;
+}
+
+static kn_status push_all(kn__outs *out, kn_tensor *const *t, int n) {
+  for (int k = 0; k < n; k++) {
+    if (!t[k]) return kn_last_status();
+    if (!kn__outs_push(out, kn_retain(t[k]))) return kn__oom();
+  }
+  return KN_OK;
+}
+
+/* ---- softmax / log_softmax ---------------------------------------------------- */
+static bool softmax_ok(const kn__gnode *n) {
+  const kn__vmeta *x = arg_meta(n, 0);
+  if (!is_float(x) || x->ndim == 0 || n->args[2].u.b) return false;
+  int64_t d = n->args[1].u.i.c < 0 ? n->args[1].u.i.c + x->ndim : n->args[1].u.i.c;
+  bool mask[KN_MAX_DIMS] = {false};
+  if (!kn__sym_is_const(n->args[1].u.i) || d < 0 || d >= x->ndim) return false;
+  mask[d] = true;
+  return nonempty(x, mask);
+}
+
+/* max, exp(x - max), their sum, and exp / sum (or (x - max) - log(sum)). */
+static kn_status softmax_rule(const kn__call *c, kn__outs *out, bool log_) {
+  kn_tensor *x = c->args[0].u.t, *r;
+  int64_t dim = c->args[1].u.i;
+  kn_scope_begin();
+  kn_tensor *sh = kn_sub(x, kn_amax(x, &dim, 1, true));
+  kn_tensor *e = kn_exp(sh);
+  kn_tensor *s = kn_sum_dims(e, &dim, 1, true);
+  r = log_ ? kn_sub(sh, kn_log(s)) : kn_div(e, s);
+  kn_status st = push_all(out, &r, 1);
+  kn_scope_end();
+  return st;
+}
+static kn_status softmax(const kn__call *c, kn__outs *out) { return softmax_rule(c, out, false); }
+static kn_status log_softmax(const kn__call *c, kn__outs *out) { return softmax_rule(c, out, true); }
+
+/* ---- layer norm -------------------------------------------------------------- */
+static bool layer_norm_ok(const kn__gnode *n) {
+  const kn__vmeta *x = arg_meta(n, 0);
+  for (int a = 2; a <= 3; a++) {
+    const kn__vmeta *w = arg_meta(n, a);
+    if (w && w->dtype != (x ? x->dtype : w->dtype)) return false;
+  }
+  return is_float(x) && n->args[1].kind == KN__GA_INTS && n->args[1].u.ints.n >= 1 &&
+         n->args[1].u.ints.n <= x->ndim;
+}
+
+/* mean, centred x, biased variance, rstd = rsqrt(var + eps), then the
+** affine part: (out, mean, rstd) with mean and rstd in keepdim form. */
+static kn_status layer_norm(const kn__call *c, kn__outs *out) {
+  kn_tensor *x = c->args[0].u.t, *w = c->args[2].u.t, *b = c->args[3].u.t;
+  int nn = c->args[1].u.ints.n;
+  int64_t dims[KN_MAX_DIMS];
+  for (int k = 0; k < nn; k++) dims[k] = x->ndim - nn + k;
+  kn_scope_begin();
+  kn_tensor *mean = kn_mean_dims(x, dims, nn, true);
+  kn_tensor *d = kn_sub(x, mean);
+  kn_tensor *var = kn_mean_dims(kn_mul(d, d), dims, nn, true);
+  kn_tensor *rstd = kn_rsqrt(kn_add_scalar(var, kn_float(c->args[4].u.d)));
+  kn_tensor *y = kn_mul(d, rstd);
+  if (w) y = kn_mul(y, w);
+  if (b) y = kn_add(y, b);
+  kn_tensor *r[3] = {y, mean, rstd};
+  kn_status st = push_all(out, r, 3);
+  kn_scope_end();
+  return st;
+}
+
+/* ---- batch norm ---------------------------------------------------------------- */
+/* Eval mode with running stats, or training without them (training with
+** running stats writes them in place: the eager op keeps those). */
+static bool batch_norm_ok(const kn__gnode *n) {
+  const kn__vmeta *x = arg_meta(n, 0);
+  if (!is_float(x) || x->ndim < 2 || !kn__sym_is_const(x->sizes[1])) return false;
+  for (int a = 1; a <= 4; a++) {
+    const kn__vmeta *m = arg_meta(n, a);
+    if (m && (m->dtype != x->dtype || m->ndim != 1)) return false;
+  }
+  bool train = n->args[5].u.b, stats = arg_meta(n, 3) && arg_meta(n, 4);
+  bool mask[KN_MAX_DIMS] = {false};
+  for (int d = 0; d < x->ndim; d++) mask[d] = d != 1;
+  return train ? !arg_meta(n, 3) && !arg_meta(n, 4) && nonempty(x, mask) : stats;
+}
+
+/* A per-channel [C] tensor as [C, 1, ...] (broadcasts over x's dim 1). */
+static kn_tensor *chan(kn_tensor *t, int ndim) {
+  for (int d = 2; t && d < ndim; d++) t = kn_unsqueeze(t, t->ndim);
+  return t;
+}
+
+/* Squeeze a keepdim per-channel statistic to [C]. */
+static kn_tensor *squeeze_chan(kn_tensor *t) {
+  for (int d = t ? t->ndim - 1 : -1; t && d >= 0; d--)
+    if (d != 1) t = kn_squeeze_dim(t, d);
+  return t;
+}
+
+static kn_status batch_norm(const kn__call *c, kn__outs *out) {
+  kn_tensor *x = c->args[0].u.t, *w = c->args[1].u.t, *b = c->args[2].u.t;
+  kn_tensor *rm = c->args[3].u.t, *rv = c->args[4].u.t;
+  double eps = c->args[7].u.d;
+  int nd = x->ndim;
+  kn_scope_begin();
+  kn_tensor *mean, *invstd, *sm, *si;
+  if (c->args[5].u.b) {
+    int64_t dims[KN_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < nd; d++)
+      if (d != 1) dims[k++] = d;
+    mean = kn_mean_dims(x, dims, k, true);
+    kn_tensor *dx = kn_sub(x, mean);
+    invstd = kn_rsqrt(kn_add_scalar(kn_mean_dims(kn_mul(dx, dx), dims, k, true), kn_float(eps)));
+    sm = squeeze_chan(mean);
+    si = squeeze_chan(invstd);
+  } else {
+    mean = chan(rm, nd);
+    invstd = chan(kn_rsqrt(kn_add_scalar(rv, kn_float(eps))), nd);
+    int64_t zero = 0;
+    sm = kn_empty(1, &zero, x->dtype);
+    si = kn_empty(1, &zero, x->dtype);
+  }
+  kn_tensor *y = kn_mul(kn_sub(x, mean), invstd);
+  if (w) y = kn_mul(y, chan(w, nd));
+  if (b) y = kn_add(y, chan(b, nd));
+  kn_tensor *r[3] = {y, sm, si};
+  kn_status st = push_all(out, r, 3);
+  kn_scope_end();
+  return st;
+}
+
+/* ---- mse loss ---------------------------------------------------------------------- */
+static bool mse_ok(const kn__gnode *n) {
+  const kn__vmeta *a = arg_meta(n, 0), *t = arg_meta(n, 1);
+  return is_float(a) && is_float(t) && a->dtype == t->dtype &&
+         kn__sym_is_const(n->args[2].u.i) && n->args[2].u.i.c >= 0 && n->args[2].u.i.c <= 2;
+}
+
+static kn_status mse_loss(const kn__call *c, kn__outs *out) {
+  kn_scope_begin();
+  kn_tensor *d = kn_sub(c->args[0].u.t, c->args[1].u.t);
+  kn_tensor *sq = kn_mul(d, d);
+  int64_t red = c->args[2].u.i;
+  kn_tensor *r = red == KN_REDUCTION_MEAN ? kn_mean(sq) : red == KN_REDUCTION_SUM ? kn_sum(sq) : sq;
+  kn_status st = push_all(out, &r, 1);
+  kn_scope_end();
+  return st;
+}
+
+static const drow table[] = {
+    {KN_OP_SOFTMAX, softmax_ok, softmax},
+    {KN_OP_LOG_SOFTMAX, softmax_ok, log_softmax},
+    {KN_OP_LAYER_NORM, layer_norm_ok, layer_norm},
+    {KN_OP_BATCH_NORM, batch_norm_ok, batch_norm},
+    {KN_OP_MSE_LOSS, mse_ok, mse_loss},
+};
+
+/* The rule for n, or NULL: inductor lowers n as it is. */
+/* Composite ops through their kernels (in any grad mode: compiled kernels
+** record no autograd). */
+static kn__decomp_fn rule_for(const kn__gnode *n) {
+  if (!n->opdef) return NULL;
+  if (n->opdef->flags & KN_OPF_COMPOSITE) return n->opdef->kernel;
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (table[i].op == n->opdef->id && table[i].ok(n)) return table[i].rule;
+  return NULL;
+}
+
+bool kn__ind_has_decomp(int op) {
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (table[i].op == op) return true;
+  return false;
+}
+
+/* The artifact `name` holding g's code, when tracing (and the
+** post_grad_graphs log of the decomposed graph). */
+static void emit_graph(const kn__graph *g, const char *name, bool log_it) {
+  bool art = log_it && KN_ARTIFACT_ENABLED(KN_ART_POST_GRAD_GRAPHS);
+  if (!art && !kn__trace_enabled()) return;
+  char *code = kn__graph_code(g, NULL);
+  if (!code) return;
+  (void)kn__trace_artifact(name, "string", code, SIZE_MAX, NULL);
+  char *txt = art ? kn__graph_format_traced("===== AFTER POST GRAD =====\n", "<eval_with_key>", code)
+                  : NULL;
+  if (txt) KN_LOG_ARTIFACT(KN_ART_POST_GRAD_GRAPHS, "%s", txt);
+  free(txt);
+  free(code);
+}
+
+kn_status kn__ind_post_grad(const kn__graph *g, kn__graph **out) {
+  *out = NULL;
+  emit_graph(g, "before_post_grad_graph", false);
+  kn__graph *c = kn__graph_copy(g);
+  if (!c) return kn_last_status();
+  kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(c));
+  int n = kn__graph_decompose_with(c, rule_for);
+  kn__shape_env_set_current(prev);
+  if (n < 0) {
+    kn__graph_free(c);
+    return kn_last_status();
+  }
+  if (n > 0 && kn__graph_eliminate_dead_code(c) < 0) {
+    kn__graph_free(c);
+    return kn_last_status();
+  }
+  int nep = 0;
+  kn__graph *f = kn__ind_fuse_epilogues(c, &nep);
+  if (f) {
+    kn__graph_free(c);
+    c = f;
+    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: %d activations fused into GEMM/convolution "
+           "calls", nep);
+  }
+  emit_graph(c, "inductor_post_grad_graph", true);
+  *out = c;
+  return KN_OK;
+}

@@ -1,0 +1,411 @@
+/*
+** inductor/sched.c: the scheduler. Given the kinds of lower.c, it decides
+** which nodes share a kernel and which values exist in memory.
+**
+** 1. Reduction groups, in graph order. A reduction starts a group over its
+**    input's sizes S and its reduced dims (or joins the group its input
+**    comes from, or, horizontally, an independent group of the same S and
+**    dims); the pointwise producers of its input join it as a prologue, and
+**    pointwise consumers join it when their sizes are S (per element) or S
+**    with the reduced dims 1 (per row: computed once per row, e.g. the rstd
+**    of a layer norm). Softmax, layer norm, batch norm and log_softmax are
+**    each one group: one kernel that makes a few passes over each row.
+** 2. A pointwise node outside groups is inlined into its only user when that
+**    user is a pointwise node of the same sizes outside groups (a chain is
+**    one loop).
+** 3. Slots: a node gets a buffer only when something outside its kernel
+**    reads it (another kernel, an extern call, the graph's output).
+**
+** Order: a group runs where its last member is. A node may join only if
+** every reader outside the group comes after that point, so no kernel or
+** extern call reads a value before it is written. Graphs with in-place ops
+** are not fused at all (a mutation could be reordered).
+**
+** The `schedule` artifact lists the kernels in order; `fusion` logs every
+** decision with its reason.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/strbuf.h"
+#include "inductor/inductor.h"
+#include "logging/log.h"
+
+typedef struct sctx {
+  kn__ind_plan *p;
+  int nn;
+  int *uoff, *uidx; /* users of node i: uidx[uoff[i] .. uoff[i + 1]) */
+  bool fusion_log;
+} sctx;
+
+static const kn__gnode *node(const sctx *s, int i) { return kn__graph_node(s->p->g, i); }
+
+static bool same_sizes(const kn__vmeta *a, const kn__vmeta *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->sizes[d].c != b->sizes[d].c || a->sizes[d].e != b->sizes[d].e) return false;
+  return true;
+}
+
+/* ---- users ------------------------------------------------------------------- */
+static void each_input(const kn__gnode *n, void (*f)(void *, int), void *ud) {
+  for (int a = 0; a < n->nargs; a++) {
+    const kn__garg *ga = &n->args[a];
+    if (ga->kind == KN__GA_TENSOR && ga->u.t.node) f(ud, ga->u.t.node->index);
+    for (int j = 0; ga->kind == KN__GA_TENSORS && j < ga->u.ts.n; j++)
+      if (ga->u.ts.v[j].node) f(ud, ga->u.ts.v[j].node->index);
+  }
+}
+
+typedef struct ucount { sctx *s; int at; } ucount;
+static void count_use(void *ud, int i) { ((sctx *)ud)->uoff[i + 1]++; }
+static void put_use(void *ud, int i) {
+  ucount *u = ud;
+  u->s->uidx[u->s->uoff[i]++] = u->at;
+}
+
+static kn_status build_users(sctx *s) {
+  s->uoff = calloc((size_t)s->nn + 2, sizeof *s->uoff);
+  if (!s->uoff) return kn__oom();
+  for (int i = 0; i < s->nn; i++) each_input(node(s, i), count_use, s);
+  for (int i = 0; i < s->nn; i++) s->uoff[i + 1] += s->uoff[i];
+  s->uidx = malloc(((size_t)s->uoff[s->nn] + 1) * sizeof *s->uidx);
+  if (!s->uidx) return kn__oom();
+  for (int i = 0; i < s->nn; i++) { /* fill, shifting uoff up by one slot */
+    ucount u = {s, i};
+    each_input(node(s, i), put_use, &u);
+  }
+  for (int i = s->nn; i > 0; i--) s->uoff[i] = s->uoff[i - 1];
+  s->uoff[0] = 0;
+  return KN_OK;
+}
+
+/* ---- logging ------------------------------------------------------------------- */
+static void fusion_log(const sctx *s, const char *fmt, const char *a, const char *b, int gi) {
+  if (!s->fusion_log) return;
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, a, b, gi);
+  KN_LOG_ARTIFACT(KN_ART_FUSION, "fusion: %s", msg);
+}
+
+static void put_sizes(kn__sb *sb, const kn__vmeta *m) {
+  kn__sb_putc(sb, '[');
+  for (int d = 0; d < m->ndim; d++) {
+    char buf[64];
+    kn__sym_format(m->sizes[d], buf, sizeof buf);
+    kn__sb_printf(sb, "%s%s", d ? ", " : "", buf);
+  }
+  kn__sb_putc(sb, ']');
+}
+
+/* ---- groups ---------------------------------------------------------------------- */
+static const kn__gnode *arg_node(const kn__gnode *n, int a) {
+  return n->args[a].kind == KN__GA_TENSOR ? n->args[a].u.t.node : NULL;
+}
+
+static int nopnds(const sctx *s, const kn__gnode *n) {
+  const kn__ind_node *in = &s->p->nodes[n->index];
+  int k = in->kind == KN__IND_RED ? 1 : in->f.nopnds;
+  return k < n->nargs ? k : n->nargs;
+}
+
+/* m's sizes are S's with the reduced dims 1. */
+static bool row_sized(const kn__vmeta *m, const kn__ind_group *g) {
+  const kn__vmeta *sp = g->space;
+  if (m->ndim != sp->ndim) return false;
+  for (int d = 0; d < m->ndim; d++) {
+    kn_sym want = (g->mask >> d) & 1 ? kn__sym_const(1) : sp->sizes[d];
+    if (m->sizes[d].c != want.c || m->sizes[d].e != want.e) return false;
+  }
+  return true;
+}
+
+/* Can n be a member of group g (*row: per row)? Its operands that are
+** members must be readable where n is computed. */
+static bool fits(const sctx *s, int gi, const kn__gnode *n, bool *row) {
+  const kn__ind_group *g = &s->p->groups[gi];
+  const kn__ind_node *in = &s->p->nodes[n->index];
+  if (in->kind == KN__IND_RED) {
+    const kn__gnode *x = arg_node(n, 0);
+    if (in->red_mask != g->mask || !same_sizes(&x->meta[n->args[0].u.t.idx], g->space)) return false;
+    *row = true;
+  } else if (in->kind == KN__IND_PW) {
+    if (same_sizes(&n->meta[0], g->space)) *row = false;
+    else if (row_sized(&n->meta[0], g)) *row = true;
+    else return false;
+  } else {
+    return false;
+  }
+  for (int a = 0; a < nopnds(s, n); a++) {
+    const kn__gnode *m = arg_node(n, a);
+    if (!m || s->p->nodes[m->index].group != gi) continue;
+    bool mrow = s->p->nodes[m->index].row;
+    if (in->kind == KN__IND_RED && mrow) return false;                 /* reduces a row value */
+    if (*row && !mrow && in->kind != KN__IND_RED) return false;        /* impossible sizes */
+    if (!*row && mrow && m->meta[0].ndim != g->space->ndim) return false; /* not keepdim */
+  }
+  return true;
+}
+
+static bool in_set(const int *v, int n, int x) {
+  for (int i = 0; i < n; i++)
+    if (v[i] == x) return true;
+  return false;
+}
+
+/* Would adding node `add` keep every reader outside the group after the
+** group's run point? */
+static bool order_ok(const sctx *s, int gi, int add) {
+  const kn__ind_group *g = &s->p->groups[gi];
+  int root = g->root > add ? g->root : add;
+  for (int k = 0; k <= g->nmembers; k++) {
+    int m = k < g->nmembers ? g->members[k] : add;
+    for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++) {
+      int user = s->uidx[u];
+      if (user != add && !in_set(g->members, g->nmembers, user) && user <= root) return false;
+    }
+  }
+  return true;
+}
+
+static kn_status add_member(sctx *s, int gi, int i, bool row) {
+  kn__ind_group *g = &s->p->groups[gi];
+  int *v = realloc(g->members, ((size_t)g->nmembers + 1) * sizeof *v);
+  if (!v) return kn__oom();
+  g->members = v;
+  int at = g->nmembers++;
+  while (at > 0 && v[at - 1] > i) { /* keep ascending */
+    v[at] = v[at - 1];
+    at--;
+  }
+  v[at] = i;
+  if (i > g->root) g->root = i;
+  s->p->nodes[i].group = gi;
+  s->p->nodes[i].row = row;
+  return KN_OK;
+}
+
+static int new_group(sctx *s, const kn__gnode *r) {
+  kn__ind_plan *p = s->p;
+  kn__ind_group *v = realloc(p->groups, ((size_t)p->ngroups + 1) * sizeof *v);
+  if (!v) return kn__oom(), -1;
+  p->groups = v;
+  v[p->ngroups] = (kn__ind_group){&arg_node(r, 0)->meta[r->args[0].u.t.idx],
+                                  p->nodes[r->index].red_mask, r->index, 0, NULL};
+  return p->ngroups++;
+}
+
+/* Try to add n to group gi (logged either way when why != NULL). */
+static kn_status try_join(sctx *s, int gi, const kn__gnode *n, const char *how, bool *joined) {
+  bool row = false;
+  *joined = false;
+  const char *root = node(s, s->p->groups[gi].members[0])->name;
+  if (!fits(s, gi, n, &row)) {
+    if (how) fusion_log(s, "%s not fused into group of %s (kernel %d): sizes differ from the "
+                        "group's rows", n->name, root, gi);
+    return KN_OK;
+  }
+  if (!row && s->p->nodes[n->index].kind == KN__IND_PW && s->p->nodes[n->index].f.vm >= 0) {
+    /* a group's element loops are not vectorised: a vector-math function
+    ** (eager's, a whole vector per call) would run once per element; as a
+    ** kernel of its own it runs in a vectorised loop (once per row is fine) */
+    if (how) fusion_log(s, "%s not fused into group of %s (kernel %d): its vector-math function "
+                        "runs in a vectorised kernel of its own", n->name, root, gi);
+    return KN_OK;
+  }
+  if (!order_ok(s, gi, n->index)) {
+    fusion_log(s, "%s not fused into group of %s (kernel %d): a node outside the group reads "
+               "a member before the group would run", n->name, root, gi);
+    return KN_OK;
+  }
+  kn_status st = add_member(s, gi, n->index, row);
+  if (st == KN_OK && how && s->fusion_log) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%%s fused into group of %%s (kernel %%d): %s, %s", how,
+             row ? "once per row" : "per element");
+    fusion_log(s, msg, n->name, root, gi);
+  }
+  *joined = st == KN_OK;
+  return st;
+}
+
+/* Pull the pointwise producers of n's operands into group gi (prologue). */
+static kn_status absorb(sctx *s, int gi, const kn__gnode *n) {
+  for (int a = 0; a < nopnds(s, n); a++) {
+    const kn__gnode *q = arg_node(n, a);
+    if (!q || s->p->nodes[q->index].kind != KN__IND_PW || s->p->nodes[q->index].group >= 0)
+      continue;
+    bool joined;
+    kn_status st = try_join(s, gi, q, "producer (prologue)", &joined);
+    if (st == KN_OK && joined) st = absorb(s, gi, q);
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
+/* The only group among n's operands' groups (-1: none; -2: several). */
+static int operand_group(const sctx *s, const kn__gnode *n) {
+  int gi = -1;
+  for (int a = 0; a < nopnds(s, n); a++) {
+    const kn__gnode *m = arg_node(n, a);
+    int g = m ? s->p->nodes[m->index].group : -1;
+    if (g >= 0 && gi >= 0 && g != gi) return -2;
+    if (g >= 0) gi = g;
+  }
+  return gi;
+}
+
+/* A pointwise node joins the first group among its operands' groups that
+** takes it (the members of the others are read from memory). */
+static kn_status join_operand_group(sctx *s, const kn__gnode *n) {
+  int tried[8], nt = 0;
+  bool joined = false;
+  kn_status st = KN_OK;
+  for (int a = 0; st == KN_OK && !joined && a < nopnds(s, n); a++) {
+    const kn__gnode *m = arg_node(n, a);
+    int gi = m ? s->p->nodes[m->index].group : -1;
+    if (gi < 0 || in_set(tried, nt, gi) || nt == 8) continue;
+    tried[nt++] = gi;
+    st = try_join(s, gi, n, "reads a member", &joined);
+  }
+  return st;
+}
+
+static kn_status place_reduction(sctx *s, const kn__gnode *n) {
+  bool joined = false;
+  int gi = operand_group(s, n);
+  kn_status st = gi >= 0 ? try_join(s, gi, n, "reduces a member", &joined) : KN_OK;
+  for (int h = 0; st == KN_OK && !joined && h < s->p->ngroups; h++) {
+    bool row;
+    if (h != gi && fits(s, h, n, &row) && order_ok(s, h, n->index))
+      st = try_join(s, h, n, "horizontal: same rows, independent", &joined);
+    if (joined) gi = h;
+  }
+  if (st == KN_OK && !joined) {
+    gi = new_group(s, n);
+    if (gi < 0) return kn_last_status();
+    st = add_member(s, gi, n->index, true);
+    fusion_log(s, "%s starts group of %s (kernel %d): a reduction", n->name, n->name, gi);
+  }
+  return st == KN_OK ? absorb(s, gi, n) : st;
+}
+
+static kn_status form_groups(sctx *s) {
+  kn_status st = KN_OK;
+  for (int i = 0; st == KN_OK && i < s->nn; i++) {
+    const kn__gnode *n = node(s, i);
+    kn__ind_node *in = &s->p->nodes[i];
+    if (in->kind == KN__IND_RED) {
+      st = place_reduction(s, n);
+    } else if (in->kind == KN__IND_PW && in->group < 0) {
+      st = join_operand_group(s, n);
+    }
+  }
+  return st;
+}
+
+/* ---- inlining and slots ----------------------------------------------------------- */
+static bool outside_user(const sctx *s, int i) {
+  int gi = s->p->nodes[i].group;
+  for (int u = s->uoff[i]; u < s->uoff[i + 1]; u++)
+    if (s->p->nodes[s->uidx[u]].group != gi || gi < 0) return true;
+  return false;
+}
+
+static void inline_chains(sctx *s, bool allow) {
+  kn__ind_plan *p = s->p;
+  for (int i = 0; i < s->nn; i++) {
+    kn__ind_node *in = &p->nodes[i];
+    if (in->kind != KN__IND_PW || in->group >= 0) continue;
+    const kn__gnode *n = node(s, i);
+    int nu = s->uoff[i + 1] - s->uoff[i], u = nu == 1 ? s->uidx[s->uoff[i]] : -1;
+    const kn__gnode *un = u >= 0 ? node(s, u) : NULL;
+    bool inl = allow && n->nusers == 1 && un && p->nodes[u].kind == KN__IND_PW &&
+               p->nodes[u].group < 0 && same_sizes(&n->meta[0], &un->meta[0]);
+    in->inlined = inl;
+    if (inl) {
+      p->nfused++;
+      fusion_log(s, "%s inlined into %s: its only user, same sizes%.0d", n->name, un->name, 0);
+    } else {
+      in->slot = kn__ind_new_slots(p, n, 1);
+      p->nkernels++;
+      if (allow && un && nu == 1)
+        fusion_log(s, "%s gets a buffer: its user %s is not a pointwise node of the same sizes "
+                   "outside groups%.0d", n->name, un->name, 0);
+    }
+  }
+}
+
+static void group_slots(sctx *s) {
+  kn__ind_plan *p = s->p;
+  for (int gi = 0; gi < p->ngroups; gi++) {
+    kn__ind_group *g = &p->groups[gi];
+    p->nkernels++;
+    p->nfused += g->nmembers - 1;
+    for (int k = 0; k < g->nmembers; k++)
+      if (outside_user(s, g->members[k]))
+        p->nodes[g->members[k]].slot = kn__ind_new_slots(p, node(s, g->members[k]), 1);
+  }
+}
+
+/* ---- the schedule artifact ---------------------------------------------------------- */
+static void schedule_log(const sctx *s) {
+  if (!KN_ARTIFACT_ENABLED(KN_ART_SCHEDULE)) return;
+  const kn__ind_plan *p = s->p;
+  kn__sb sb = KN__SB_INIT;
+  kn__sb_printf(&sb, "schedule: %d kernels, %d extern calls, %d nodes fused, %d reduction groups\n",
+                p->nkernels, p->nsteps, p->nfused, p->ngroups);
+  for (int i = 0; i < s->nn; i++) {
+    const kn__ind_node *in = &p->nodes[i];
+    const kn__gnode *n = node(s, i);
+    if (in->kind == KN__IND_EXTERN) {
+      kn__sb_printf(&sb, "  extern %s (%s)\n", n->name, n->target);
+    } else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined) {
+      kn__sb_printf(&sb, "  kernel%d: pointwise %s ", i, n->name);
+      put_sizes(&sb, &n->meta[0]);
+      kn__sb_putc(&sb, '\n');
+    }
+    for (int gi = 0; gi < p->ngroups; gi++) {
+      const kn__ind_group *g = &p->groups[gi];
+      if (g->root != i) continue;
+      kn__sb_printf(&sb, "  kernel%d: reduction group over ", i);
+      put_sizes(&sb, g->space);
+      kn__sb_puts(&sb, " reducing dims");
+      for (int d = 0; d < g->space->ndim; d++)
+        if ((g->mask >> d) & 1) kn__sb_printf(&sb, " %d", d);
+      kn__sb_puts(&sb, ":");
+      for (int k = 0; k < g->nmembers; k++) {
+        const kn__ind_node *m = &p->nodes[g->members[k]];
+        kn__sb_printf(&sb, " %s%s%s", node(s, g->members[k])->name,
+                      m->kind == KN__IND_RED ? "(reduction)" : m->row ? "(row)" : "",
+                      m->slot >= 0 ? "*" : "");
+      }
+      kn__sb_puts(&sb, "  (* written to memory)\n");
+    }
+  }
+  if (!kn__sb_failed(&sb)) KN_LOG_ARTIFACT(KN_ART_SCHEDULE, "%s", kn__sb_cstr(&sb));
+  kn__sb_fini(&sb);
+}
+
+kn_status kn__ind_schedule(kn__ind_plan *p, bool allow) {
+  sctx s = {p, p->nnodes, NULL, NULL, KN_ARTIFACT_ENABLED(KN_ART_FUSION)};
+  for (int i = 0; i < p->nnodes; i++) p->nodes[i].group = -1;
+  kn_status st = build_users(&s);
+  if (!allow) fusion_log(&s, "no fusion: the graph has in-place ops%s%s%.0d", "", "", 0);
+  /* without fusion, each reduction is a group of its own */
+  if (st == KN_OK && allow) st = form_groups(&s);
+  for (int i = 0; st == KN_OK && !allow && i < p->nnodes; i++)
+    if (p->nodes[i].kind == KN__IND_RED) {
+      int gi = new_group(&s, node(&s, i));
+      st = gi < 0 ? kn_last_status() : add_member(&s, gi, i, true);
+    }
+  if (st == KN_OK) {
+    inline_chains(&s, allow);
+    group_slots(&s);
+    schedule_log(&s);
+  }
+  free(s.uoff);
+  free(s.uidx);
+  return st;
+}

@@ -268,6 +268,9 @@ static const struct {
     {KN__VM_ACOS, 0.5f},         {KN__VM_ACOS, -0.5f},        {KN__VM_ACOS, 1},
     {KN__VM_ACOS, -1},           {KN__VM_ATAN, 1},            {KN__VM_ATAN, -0x1p100f},
     {KN__VM_RSQRT, 1},           {KN__VM_RSQRT, FLT_MIN},     {KN__VM_EXPM1, 0.24f},
+    {KN__VM_EXP2, 128},          {KN__VM_EXP2, 129},          {KN__VM_EXP2, -126},
+    {KN__VM_EXP2, -149},         {KN__VM_EXP2, -150},         {KN__VM_EXP2, -151},
+    {KN__VM_EXP2, 0.5f},         {KN__VM_EXP2, -0.5f},        {KN__VM_EXP2, 0},
 };
 
 Test(vmath, float_kernels_at_branch_points) {

@@ -1,5 +1,5 @@
 /*
-** ops/vmath_f32.h: kiln's own float32 vector kernels for exp, expm1, log,
+** ops/vmath_f32.h: kiln's own float32 vector kernels for exp, exp2, expm1, log,
 ** log2, log10, log1p, sinh, cosh and (on ISAs with FMA) sin, cos, tan, asin,
 ** acos and atan, included by vmath_isa.h (which defines kn_vf, KN_VM_WF and
 ** the ISA macros KN_VM_FMAF, KN_VM_ANYI, KN_VM_HAS_FMA, and KN_VM_SQRTF, which
@@ -118,6 +118,26 @@ static inline kn_vf v_exp_own_f(kn_vf x) {
   xc = sel_f(xc < -104.0f, VF(-104), xc);
   kn_vf n = rint_f(xc * KN_LOG2E);
   return scale1p_f(em1_short_f(exp_reduce_f(xc, n)), toint_f(n));
+#endif
+}
+
+/* ln 2 = KN_LN2F + KN_LN2FLO (KN_LN2F the float nearest ln 2). */
+#define KN_LN2F 0x1.62e43p-1f
+#define KN_LN2FLO -0x1.05c61p-29f
+
+/* 2^x: x clamped to [-150, 129] (0 and inf beyond; NaN stays), n = rint(x),
+** f = x - n exact (|f| <= 1/2), 2^x = 2^n e^r with r = f ln 2 rounded once
+** (|r| <= ln2 / 2, the rounding costs under 0.2 ULP). Integers give exact
+** powers of two. At most 1 ULP. */
+static inline kn_vf v_exp2_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_exp2_f(x);
+#else
+  kn_vf xc = sel_f(x > 129.0f, VF(129), x);
+  xc = sel_f(xc < -150.0f, VF(-150), xc);
+  kn_vf n = rint_f(xc), f = xc - n;
+  kn_vf r = fma_f(f, VF(KN_LN2F), f * KN_LN2FLO);
+  return scale1p_f(em1_short_f(r), toint_f(n));
 #endif
 }
 

@@ -31,6 +31,8 @@
 /* Float functions of kiln's own (vmath_f32.h and below), SLEEF's for double. */
 #define KN_VM_EXP_f(x) v_exp_own_f(x)
 #define KN_VM_EXP_d(x) SL(exp, d, KN_VM_WD)(x)
+#define KN_VM_EXP2_f(x) v_exp2_own_f(x)
+#define KN_VM_EXP2_d(x) SL(exp2, d, KN_VM_WD)(x)
 #define KN_VM_EXPM1_f(x) v_expm1_own_f(x)
 #define KN_VM_EXPM1_d(x) SL(expm1, d, KN_VM_WD)(x)
 #define KN_VM_LOG_f(x) v_log_own_f(x)
@@ -108,7 +110,7 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
   }                                                                            \
   static inline void st_##L(T *p, V v) { memcpy(p, &v, sizeof v); }            \
   static inline V v_exp_##L(V x) { return KN_VM_EXP_##L(x); }                \
-  static inline V v_exp2_##L(V x) { return SL(exp2, L, W)(x); }               \
+  static inline V v_exp2_##L(V x) { return KN_VM_EXP2_##L(x); }              \
   static inline V v_expm1_##L(V x) { return KN_VM_EXPM1_##L(x); }            \
   static inline V v_log_##L(V x) { return KN_VM_LOG_##L(x); }                \
   static inline V v_log2_##L(V x) { return KN_VM_LOG2_##L(x); }              \

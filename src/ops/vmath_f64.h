@@ -1,5 +1,5 @@
 /*
-** ops/vmath_f64.h: kiln's own float64 vector kernels for exp, sinh and cosh
+** ops/vmath_f64.h: kiln's own float64 vector kernels for exp, expm1, sinh and cosh
 ** on AVX-512F (kn_vd an 8-lane __m512d), included by vmath_isa.h after
 ** vmath_f32.h; other ISAs keep SLEEF's u10 functions. Defines KN_VM_D512.
 **
@@ -43,20 +43,60 @@ static const double x5d_t_lo[16] = {
 #define KN_L2L16 0x1.a39ef35793c76p-37
 #define KN_SHIFT52 0x1.8p52
 
-/* e^x for finite |x| <= 745.2 (no clamps; see the banner). At most 1 ULP. */
-static inline kn_vd x5d_exp_core(kn_vd x) {
-  kn_vd t = fma_d(x, VD(0x1.71547652b82fep+4), VD(KN_SHIFT52)), n = t - KN_SHIFT52;
-  kn_vd r = fma_d(n, VD(-KN_L2L16), fma_d(n, VD(-KN_L2H16), x));
+/* x = n ln2 / 16 + r: returns p = e^r - 1 (Taylor terms to r^7), with n in
+** *n and the table entries 2^(j/16) = *th + *tl (j = n mod 16). */
+static inline kn_vd x5d_exp_reduce(kn_vd x, kn_vd *n, kn_vd *th, kn_vd *tl) {
+  kn_vd t = fma_d(x, VD(0x1.71547652b82fep+4), VD(KN_SHIFT52));
+  *n = t - KN_SHIFT52;
+  kn_vd r = fma_d(*n, VD(-KN_L2L16), fma_d(*n, VD(-KN_L2H16), x));
   kn_vd q = fma_d(r, VD(1.0 / 5040), VD(1.0 / 720));
   q = fma_d(q, r, VD(1.0 / 120));
   q = fma_d(q, r, VD(1.0 / 24));
   q = fma_d(q, r, VD(1.0 / 6));
   q = fma_d(q, r, VD(0.5));
-  kn_vd p = fma_d(r * r, q, r);
   __m512i j = _mm512_castpd_si512(t);
-  kn_vd th = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_t_hi), j, _mm512_loadu_pd(x5d_t_hi + 8));
-  kn_vd tl = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_t_lo), j, _mm512_loadu_pd(x5d_t_lo + 8));
+  *th = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_t_hi), j, _mm512_loadu_pd(x5d_t_hi + 8));
+  *tl = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_t_lo), j, _mm512_loadu_pd(x5d_t_lo + 8));
+  return fma_d(r * r, q, r);
+}
+
+/* e^x for finite |x| <= 745.2 (no clamps; see the banner). At most 1 ULP. */
+static inline kn_vd x5d_exp_core(kn_vd x) {
+  kn_vd n, th, tl, p = x5d_exp_reduce(x, &n, &th, &tl);
   return _mm512_scalef_pd(th + fma_d(th, p, tl), n * 0.0625);
+}
+
+/* e^x - 1 for |x| < 1/8: x + x^2 (1/2 + x/6 + ... + x^10/12!) (remainder
+** 3e-21 relative); -0 stays. */
+static inline kn_vd x5d_expm1_small(kn_vd x) {
+  kn_vd q = fma_d(x, VD(1.0 / 479001600), VD(1.0 / 39916800));
+  q = fma_d(q, x, VD(1.0 / 3628800));
+  q = fma_d(q, x, VD(1.0 / 362880));
+  q = fma_d(q, x, VD(1.0 / 40320));
+  q = fma_d(q, x, VD(1.0 / 5040));
+  q = fma_d(q, x, VD(1.0 / 720));
+  q = fma_d(q, x, VD(1.0 / 120));
+  q = fma_d(q, x, VD(1.0 / 24));
+  q = fma_d(q, x, VD(1.0 / 6));
+  q = fma_d(q, x, VD(0.5));
+  kn_vd r = fma_d(x * x, q, x);
+  return _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask(x, VD(0), _CMP_EQ_OQ), x); /* -0 */
+}
+
+/* e^x - 1 = (s - 1) + 2^k (T_j p + lo_j) with s = 2^k T_j: for |x| >= 1/8
+** the second term is at most a sixth of the result, and s - 1 is exact for
+** s in [1/2, 2], else rounded once more. Lanes below 1/8 take the Taylor
+** polynomial (computed only when a vector has such lanes), lanes above 709
+** e^x. x clamped to [-40, 709.79] (-1 below, inf above ln(DBL_MAX)); NaN
+** stays. At most 1.5 ULP. */
+static inline kn_vd v_expm1_own_d(kn_vd x) {
+  kn_vd xc = _mm512_max_pd(VD(-40), _mm512_min_pd(VD(709.79), x));
+  kn_vd n, th, tl, p = x5d_exp_reduce(xc, &n, &th, &tl), k = n * 0.0625;
+  kn_vd res = (_mm512_scalef_pd(th, k) - 1.0) + _mm512_scalef_pd(fma_d(th, p, tl), k);
+  __mmask8 small = _mm512_cmp_pd_mask(_mm512_abs_pd(x), VD(0.125), _CMP_LT_OQ);
+  if (small) res = _mm512_mask_mov_pd(res, small, x5d_expm1_small(x));
+  __mmask8 big = _mm512_cmp_pd_mask(x, VD(709), _CMP_GT_OQ);
+  return big ? _mm512_mask_mov_pd(res, big, x5d_exp_core(xc)) : res;
 }
 
 /* e^x: x clamped to [-746, 710] (0 and inf beyond; vminpd/vmaxpd keep NaN). */

@@ -1,6 +1,6 @@
 /*
-** ops/vmath_f64.h: kiln's own float64 vector kernels for exp, expm1, sinh and cosh
-** on AVX-512F (kn_vd an 8-lane __m512d), included by vmath_isa.h after
+** ops/vmath_f64.h: kiln's own float64 vector kernels for exp, expm1, sinh, cosh
+** and tanh on AVX-512F (kn_vd an 8-lane __m512d), included by vmath_isa.h after
 ** vmath_f32.h; other ISAs keep SLEEF's u10 functions. Defines KN_VM_D512.
 **
 ** exp takes a 16-entry table of 2^(j/16) in two doubles (hi + lo) held in
@@ -97,6 +97,20 @@ static inline kn_vd v_expm1_own_d(kn_vd x) {
   if (small) res = _mm512_mask_mov_pd(res, small, x5d_expm1_small(x));
   __mmask8 big = _mm512_cmp_pd_mask(x, VD(709), _CMP_GT_OQ);
   return big ? _mm512_mask_mov_pd(res, big, x5d_exp_core(xc)) : res;
+}
+
+/* tanh x = sign(x) u / (u + 2) with u = expm1(2 |x|) (no cancellation: u
+** >= 0), |x| clamped to 20, where tanh rounds to 1; NaN and -0 stay. u + 2
+** is kept in two parts (Fast2Sum) and the quotient corrected by its residual,
+** so that u's error is about the only one. At most 1.5 ULP. */
+static inline kn_vd v_tanh_own_d(kn_vd x) {
+  kn_vd ac = _mm512_min_pd(VD(20), _mm512_abs_pd(x)); /* NaN stays */
+  kn_vd u = v_expm1_own_d(ac + ac);
+  kn_vd dh = u + 2.0, dl = (2.0 - dh) + u; /* u <= 2 or dl is below dh's ulp */
+  kn_vd q = _mm512_div_pd(u, dh);
+  kn_vd e = fma_d(-q, dl, fma_d(-q, dh, u));
+  q = fma_d(e, _mm512_rcp14_pd(dh), q);
+  return (kn_vd)((kn_vdi)q | ((kn_vdi)x & INT64_MIN));
 }
 
 /* e^x: x clamped to [-746, 710] (0 and inf beyond; vminpd/vmaxpd keep NaN). */

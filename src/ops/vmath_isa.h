@@ -30,7 +30,7 @@
 #include "ops/vmath_f64.h"
 
 /* Float functions of kiln's own (vmath_f32.h and below), SLEEF's for double
-** but exp, expm1, sinh and cosh on AVX-512 (vmath_f64.h). */
+** but exp, expm1, sinh, cosh and tanh on AVX-512 (vmath_f64.h). */
 #define KN_VM_EXP_f(x) v_exp_own_f(x)
 #ifdef KN_VM_D512
 #define KN_VM_EXP_d(x) v_exp_own_d(x)
@@ -123,7 +123,11 @@ static inline kn_vd v_exp_sleef_d(kn_vd x) {
 }
 #endif
 #define KN_VM_TANH_f(x) v_tanh_poly_f(x)
+#ifdef KN_VM_D512
+#define KN_VM_TANH_d(x) v_tanh_own_d(x)
+#else
 #define KN_VM_TANH_d(x) SL(tanh, d, KN_VM_WD)(x)
+#endif
 #define KN_VM_ERF_f(x) v_erf_poly_f(x)
 #define KN_VM_ERF_d(x) SL(erf, d, KN_VM_WD)(x)
 /* rsqrt: 1 / sqrt(x), on AVX-512 for float the refined vrsqrt14ps estimate */

@@ -128,7 +128,7 @@ static inline kn_vf v_exp_own_f(kn_vf x) {
 /* 2^x: x clamped to [-150, 129] (0 and inf beyond; NaN stays), n = rint(x),
 ** f = x - n exact (|f| <= 1/2), 2^x = 2^n e^r with r = f ln 2 rounded once
 ** (|r| <= ln2 / 2, the rounding costs under 0.2 ULP). Integers give exact
-** powers of two. At most 1 ULP. */
+** powers of two. At most 1.1 ULP (1.06 measured with FMA). */
 static inline kn_vf v_exp2_own_f(kn_vf x) {
 #ifdef KN_VM_X512
   return x5_exp2_f(x);

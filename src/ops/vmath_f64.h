@@ -88,7 +88,7 @@ static inline kn_vd x5d_expm1_small(kn_vd x) {
 ** s in [1/2, 2], else rounded once more. Lanes below 1/8 take the Taylor
 ** polynomial (computed only when a vector has such lanes), lanes above 709
 ** e^x. x clamped to [-40, 709.79] (-1 below, inf above ln(DBL_MAX)); NaN
-** stays. At most 1.5 ULP. */
+** stays. At most 1.5 ULP (1.03 measured). */
 static inline kn_vd v_expm1_own_d(kn_vd x) {
   kn_vd xc = _mm512_max_pd(VD(-40), _mm512_min_pd(VD(709.79), x));
   kn_vd n, th, tl, p = x5d_exp_reduce(xc, &n, &th, &tl), k = n * 0.0625;
@@ -102,7 +102,7 @@ static inline kn_vd v_expm1_own_d(kn_vd x) {
 /* tanh x = sign(x) u / (u + 2) with u = expm1(2 |x|) (no cancellation: u
 ** >= 0), |x| clamped to 20, where tanh rounds to 1; NaN and -0 stay. u + 2
 ** is kept in two parts (Fast2Sum) and the quotient corrected by its residual,
-** so that u's error is about the only one. At most 1.5 ULP. */
+** so that u's error is about the only one. At most 2 ULP (1.49 measured). */
 static inline kn_vd v_tanh_own_d(kn_vd x) {
   kn_vd ac = _mm512_min_pd(VD(20), _mm512_abs_pd(x)); /* NaN stays */
   kn_vd u = v_expm1_own_d(ac + ac);
@@ -127,7 +127,7 @@ static inline kn_vd x5d_recip(kn_vd e) {
 }
 
 /* cosh x = e / 2 + 1 / (2 e), e = e^|x| (|x| > 709: the caller's). At most
-** 1.5 ULP. */
+** 1.5 ULP (1.04 measured). */
 static inline kn_vd v_cosh_own_d(kn_vd x) {
   kn_vd e = x5d_exp_core(_mm512_abs_pd(x));
   return fma_d(VD(0.5), e, 0.5 * x5d_recip(e));
@@ -136,7 +136,7 @@ static inline kn_vd v_cosh_own_d(kn_vd x) {
 /* sinh x = sign(x) (e / 2 - 1 / (2 e)), e = e^|x|, for |x| >= 1 (the
 ** difference loses under a quarter bit); below 1, |x| + |x|^3 P(x^2) with
 ** Taylor terms to x^17 (remainder 1e-17 relative). |x| > 709: the caller's.
-** At most 1.5 ULP. */
+** At most 2 ULP (1.62 measured). */
 static inline kn_vd v_sinh_own_d(kn_vd x) {
   kn_vd a = _mm512_abs_pd(x), e = x5d_exp_core(a), z = a * a;
   kn_vd r = fma_d(VD(0.5), e, -0.5 * x5d_recip(e));

@@ -314,7 +314,7 @@ Test(vmath, float_kernels_over_all_magnitudes) {
   free(x);
 }
 
-/* ---- kiln's own float64 kernels (AVX-512: exp, expm1, sinh, cosh, tanh) -------------------------- */
+/* ---- kiln's own float64 kernels (AVX-512: exp, exp2, expm1, sinh, cosh, tanh) -------------------------- */
 
 /* Out-of-bound results of t's double function over n inputs (logged). */
 static int64_t count_bad_f64(const kn__vmath *t, const ucase *c, const double *x, int64_t n) {
@@ -351,6 +351,9 @@ static const struct {
     {KN__VM_TANH, 0},                    {KN__VM_TANH, 0.0625},  {KN__VM_TANH, -0.0625},
     {KN__VM_TANH, 0x1.62e42fefa39efp-7}, {KN__VM_TANH, 20},      {KN__VM_TANH, -20},
     {KN__VM_TANH, 0x1.62e42fefa39efp-2},
+    {KN__VM_EXP2, 1024},                 {KN__VM_EXP2, 1025},    {KN__VM_EXP2, -1022},
+    {KN__VM_EXP2, -1074},                {KN__VM_EXP2, -1075},   {KN__VM_EXP2, -1080},
+    {KN__VM_EXP2, 0},                    {KN__VM_EXP2, 0.03125}, {KN__VM_EXP2, -0.03125},
 };
 
 Test(vmath, float64_kernels_at_branch_points) {
@@ -370,19 +373,20 @@ Test(vmath, float64_kernels_at_branch_points) {
   }
 }
 
-/* exp, expm1, sinh, cosh and tanh over 2^20 uniform doubles in [-750, 750]
-** and in [-2, 2] (the exp table's 16 entries, every scaling, both sinh
+/* exp, exp2, expm1, sinh, cosh and tanh over 2^20 uniform doubles in [-750,
+** 750] and in [-2, 2] (the exp table's 16 entries, every scaling, both sinh
 ** formulas). */
 Test(vmath, float64_kernels_dense) {
   const int64_t n = (int64_t)1 << 20;
   double *x = malloc((size_t)n * sizeof *x);
   cr_assert_not_null(x);
   for (int64_t i = 0; i < n; i++) x[i] = (i & 1) ? -750 + 1500 * urand() : -2 + 4 * urand();
-  const kn__vmop ops[] = {KN__VM_EXP, KN__VM_EXPM1, KN__VM_SINH, KN__VM_COSH, KN__VM_TANH};
+  const kn__vmop ops[] = {KN__VM_EXP,  KN__VM_EXP2, KN__VM_EXPM1,
+                          KN__VM_SINH, KN__VM_COSH, KN__VM_TANH};
   for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
     const kn__vmath *t = kn__vmath_table((kn__isa)isa);
     if (!t) continue;
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 6; k++)
       cr_expect_eq(count_bad_f64(t, case_of(ops[k]), x, n), 0, "%s %s", t->name,
                    case_of(ops[k])->name);
   }

@@ -1,6 +1,6 @@
 /*
-** ops/vmath_f64.h: kiln's own float64 vector kernels for exp, expm1, sinh, cosh
-** and tanh on AVX-512F (kn_vd an 8-lane __m512d), included by vmath_isa.h after
+** ops/vmath_f64.h: kiln's own float64 vector kernels for exp, exp2, expm1, sinh,
+** cosh and tanh on AVX-512F (kn_vd an 8-lane __m512d), included by vmath_isa.h after
 ** vmath_f32.h; other ISAs keep SLEEF's u10 functions. Defines KN_VM_D512.
 **
 ** exp takes a 16-entry table of 2^(j/16) in two doubles (hi + lo) held in
@@ -63,6 +63,27 @@ static inline kn_vd x5d_exp_reduce(kn_vd x, kn_vd *n, kn_vd *th, kn_vd *tl) {
 /* e^x for finite |x| <= 745.2 (no clamps; see the banner). At most 1 ULP. */
 static inline kn_vd x5d_exp_core(kn_vd x) {
   kn_vd n, th, tl, p = x5d_exp_reduce(x, &n, &th, &tl);
+  return _mm512_scalef_pd(th + fma_d(th, p, tl), n * 0.0625);
+}
+
+/* 2^x = 2^k 2^(j/16) e^r with n = 16 k + j = rint(16 x), r = (x - n/16) ln 2
+** (x - n/16 exact, |r| <= ln2 / 32, its rounding below 0.02 ULP), the table and
+** scaling of exp; x clamped to [-1080, 1025] (0 and inf beyond; NaN stays).
+** Integers give exact powers of two. At most 1 ULP. */
+static inline kn_vd v_exp2_own_d(kn_vd x) {
+  kn_vd xc = _mm512_max_pd(VD(-1080), _mm512_min_pd(VD(1025), x));
+  kn_vd t = fma_d(xc, VD(16), VD(KN_SHIFT52)), n = t - KN_SHIFT52;
+  kn_vd f = fma_d(n, VD(-0.0625), xc);
+  kn_vd r = f * 0x1.62e42fefa39efp-1;
+  kn_vd q = fma_d(r, VD(1.0 / 5040), VD(1.0 / 720));
+  q = fma_d(q, r, VD(1.0 / 120));
+  q = fma_d(q, r, VD(1.0 / 24));
+  q = fma_d(q, r, VD(1.0 / 6));
+  q = fma_d(q, r, VD(0.5));
+  kn_vd p = fma_d(r * r, q, r);
+  __m512i j = _mm512_castpd_si512(t);
+  kn_vd th = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_t_hi), j, _mm512_loadu_pd(x5d_t_hi + 8));
+  kn_vd tl = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_t_lo), j, _mm512_loadu_pd(x5d_t_lo + 8));
   return _mm512_scalef_pd(th + fma_d(th, p, tl), n * 0.0625);
 }
 

@@ -30,7 +30,7 @@
 #include "ops/vmath_f64.h"
 
 /* Float functions of kiln's own (vmath_f32.h and below), SLEEF's for double
-** but exp, expm1, sinh, cosh and tanh on AVX-512 (vmath_f64.h). */
+** but exp, exp2, expm1, sinh, cosh and tanh on AVX-512 (vmath_f64.h). */
 #define KN_VM_EXP_f(x) v_exp_own_f(x)
 #ifdef KN_VM_D512
 #define KN_VM_EXP_d(x) v_exp_own_d(x)
@@ -38,7 +38,11 @@
 #define KN_VM_EXP_d(x) v_exp_sleef_d(x)
 #endif
 #define KN_VM_EXP2_f(x) v_exp2_own_f(x)
+#ifdef KN_VM_D512
+#define KN_VM_EXP2_d(x) v_exp2_own_d(x)
+#else
 #define KN_VM_EXP2_d(x) SL(exp2, d, KN_VM_WD)(x)
+#endif
 #define KN_VM_EXPM1_f(x) v_expm1_own_f(x)
 #ifdef KN_VM_D512
 #define KN_VM_EXPM1_d(x) v_expm1_own_d(x)

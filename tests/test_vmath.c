@@ -268,6 +268,9 @@ static const struct {
     {KN__VM_ACOS, 0.5f},         {KN__VM_ACOS, -0.5f},        {KN__VM_ACOS, 1},
     {KN__VM_ACOS, -1},           {KN__VM_ATAN, 1},            {KN__VM_ATAN, -0x1p100f},
     {KN__VM_RSQRT, 1},           {KN__VM_RSQRT, FLT_MIN},     {KN__VM_EXPM1, 0.24f},
+    {KN__VM_EXP2, 128},          {KN__VM_EXP2, 129},          {KN__VM_EXP2, -126},
+    {KN__VM_EXP2, -149},         {KN__VM_EXP2, -150},         {KN__VM_EXP2, -151},
+    {KN__VM_EXP2, 0.5f},         {KN__VM_EXP2, -0.5f},        {KN__VM_EXP2, 0},
 };
 
 Test(vmath, float_kernels_at_branch_points) {
@@ -307,6 +310,85 @@ Test(vmath, float_kernels_over_all_magnitudes) {
     if (!t) continue;
     for (int c = 0; c < NCASES; c++)
       cr_expect_eq(count_bad_f32(t, &cases[c], x, n), 0, "%s %s", t->name, cases[c].name);
+  }
+  free(x);
+}
+
+/* ---- kiln's own float64 kernels (AVX-512: exp, exp2, expm1, sinh, cosh, tanh) -------------------------- */
+
+/* Out-of-bound results of t's double function over n inputs (logged). */
+static int64_t count_bad_f64(const kn__vmath *t, const ucase *c, const double *x, int64_t n) {
+  double *y = malloc((size_t)n * sizeof *y);
+  cr_assert_not_null(y);
+  t->f64[c->op](y, x, n);
+  int64_t bad = 0, u;
+  for (int64_t i = 0; i < n; i++)
+    if (!within(y[i], c->ref((LD)x[i]), false, c->composite, bound(c), 1, &u) && bad++ < 3)
+      cr_log_error("%s float64 %s(%a) = %a, want %a (%lld ulps)", t->name, c->name, x[i], y[i],
+                   (double)c->ref((LD)x[i]), (long long)u);
+  free(y);
+  return bad;
+}
+
+/* Where the float64 kernels switch formula or scaling (vmath_f64.h): 2048
+** consecutive doubles on each side of each point. */
+static const struct {
+  kn__vmop op;
+  double at;
+} branch_points_f64[] = {
+    {KN__VM_EXP, 0x1.62e42fefa39efp+9},  {KN__VM_EXP, -0x1.6232bdd7abcd2p+9}, /* overflow, DBL_MIN */
+    {KN__VM_EXP, -0x1.74910d52d3051p+9}, {KN__VM_EXP, -745.2},  {KN__VM_EXP, 0},
+    {KN__VM_EXP, 0x1.62e42fefa39efp-6},  {KN__VM_EXP, -0x1.62e42fefa39efp-6}, /* ln2 / 32 */
+    {KN__VM_EXP, 0x1.62e42fefa39efp-5},  {KN__VM_EXP, 710},     {KN__VM_EXP, -746},
+    {KN__VM_SINH, 1},                    {KN__VM_SINH, -1},     {KN__VM_SINH, 709},
+    {KN__VM_SINH, -709},                 {KN__VM_SINH, 0},      {KN__VM_COSH, 709},
+    {KN__VM_COSH, 0},                    {KN__VM_COSH, -1},
+    {KN__VM_EXPM1, 0},                   {KN__VM_EXPM1, 0.125},  {KN__VM_EXPM1, -0.125},
+    {KN__VM_EXPM1, 0x1.62e42fefa39efp-6}, {KN__VM_EXPM1, -0x1.62e42fefa39efp-6}, /* n = 0 ends */
+    {KN__VM_EXPM1, 0x1.62e42fefa39efp-1}, {KN__VM_EXPM1, -0x1.62e42fefa39efp-1}, /* s = 2, 1/2 */
+    {KN__VM_EXPM1, -40},                 {KN__VM_EXPM1, 709},
+    {KN__VM_EXPM1, 0x1.62e42fefa39efp+9}, {KN__VM_EXPM1, 709.79},
+    {KN__VM_TANH, 0},                    {KN__VM_TANH, 0.0625},  {KN__VM_TANH, -0.0625},
+    {KN__VM_TANH, 0x1.62e42fefa39efp-7}, {KN__VM_TANH, 20},      {KN__VM_TANH, -20},
+    {KN__VM_TANH, 0x1.62e42fefa39efp-2},
+    {KN__VM_EXP2, 1024},                 {KN__VM_EXP2, 1025},    {KN__VM_EXP2, -1022},
+    {KN__VM_EXP2, -1074},                {KN__VM_EXP2, -1075},   {KN__VM_EXP2, -1080},
+    {KN__VM_EXP2, 0},                    {KN__VM_EXP2, 0.03125}, {KN__VM_EXP2, -0.03125},
+};
+
+Test(vmath, float64_kernels_at_branch_points) {
+  enum { SIDE = 2048 };
+  double x[2 * SIDE];
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    for (size_t b = 0; b < sizeof branch_points_f64 / sizeof branch_points_f64[0]; b++) {
+      x[SIDE] = branch_points_f64[b].at;
+      for (int i = SIDE + 1; i < 2 * SIDE; i++) x[i] = nextafter(x[i - 1], INFINITY);
+      for (int i = SIDE - 1; i >= 0; i--) x[i] = nextafter(x[i + 1], -INFINITY);
+      const ucase *c = case_of(branch_points_f64[b].op);
+      cr_expect_eq(count_bad_f64(t, c, x, 2 * SIDE), 0, "%s %s near %a", t->name, c->name,
+                   branch_points_f64[b].at);
+    }
+  }
+}
+
+/* exp, exp2, expm1, sinh, cosh and tanh over 2^20 uniform doubles in [-750,
+** 750] and in [-2, 2] (the exp table's 16 entries, every scaling, both sinh
+** formulas). */
+Test(vmath, float64_kernels_dense) {
+  const int64_t n = (int64_t)1 << 20;
+  double *x = malloc((size_t)n * sizeof *x);
+  cr_assert_not_null(x);
+  for (int64_t i = 0; i < n; i++) x[i] = (i & 1) ? -750 + 1500 * urand() : -2 + 4 * urand();
+  const kn__vmop ops[] = {KN__VM_EXP,  KN__VM_EXP2, KN__VM_EXPM1,
+                          KN__VM_SINH, KN__VM_COSH, KN__VM_TANH};
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    for (int k = 0; k < 6; k++)
+      cr_expect_eq(count_bad_f64(t, case_of(ops[k]), x, n), 0, "%s %s", t->name,
+                   case_of(ops[k])->name);
   }
   free(x);
 }

@@ -10,11 +10,13 @@
 ** first use (CPUID via __builtin_cpu_supports), so one binary runs on any
 ** x86-64 CPU. SLEEF's 1.0-ULP (u10) functions are used, like ATen's, except
 ** for the float32 functions SLEEF computes in double-float arithmetic that
-** float32 does not need (exp, expm1, the logs, sinh, cosh, tanh, erf, and
-** sin, cos, tan, asin, acos, atan on FMA ISAs): those are kiln's own
+** float32 does not need (exp, exp2, expm1, the logs, sinh, cosh, tanh, erf,
+** and sin, cos, tan, asin, acos, atan on FMA ISAs): those are kiln's own
 ** (vmath_f32.h, vmath_isa.h, and on AVX-512 vmath_f32_avx512.h with
 ** vscalefps, vgetmantps tables and refined vrcp14ps/vrsqrt14ps estimates; at
-** most 1.63 ULP measured over float32). No fast-math.
+** most 1.63 ULP measured over float32), and on AVX-512 so are the float64
+** exp, expm1, sinh, cosh and tanh (vmath_f64.h: a 2^(j/16) table in
+** registers and vscalefpd). No fast-math.
 ** Functions work on contiguous arrays of any length
 ** (the tail is computed in a zero-padded vector); y may equal x.
 */

@@ -27,12 +27,28 @@
 #define SL15(fn, L, W) KN_VM_CAT(Sleef_, fn, L, W, _u15, KN_VM_ISA)
 
 #include "ops/vmath_f32.h"
+#include "ops/vmath_f64.h"
 
-/* Float functions of kiln's own (vmath_f32.h and below), SLEEF's for double. */
+/* Float functions of kiln's own (vmath_f32.h and below), SLEEF's for double
+** but exp, exp2, expm1, sinh, cosh and tanh on AVX-512 (vmath_f64.h). */
 #define KN_VM_EXP_f(x) v_exp_own_f(x)
-#define KN_VM_EXP_d(x) SL(exp, d, KN_VM_WD)(x)
+#ifdef KN_VM_D512
+#define KN_VM_EXP_d(x) v_exp_own_d(x)
+#else
+#define KN_VM_EXP_d(x) v_exp_sleef_d(x)
+#endif
+#define KN_VM_EXP2_f(x) v_exp2_own_f(x)
+#ifdef KN_VM_D512
+#define KN_VM_EXP2_d(x) v_exp2_own_d(x)
+#else
+#define KN_VM_EXP2_d(x) SL(exp2, d, KN_VM_WD)(x)
+#endif
 #define KN_VM_EXPM1_f(x) v_expm1_own_f(x)
+#ifdef KN_VM_D512
+#define KN_VM_EXPM1_d(x) v_expm1_own_d(x)
+#else
 #define KN_VM_EXPM1_d(x) SL(expm1, d, KN_VM_WD)(x)
+#endif
 #define KN_VM_LOG_f(x) v_log_own_f(x)
 #define KN_VM_LOG_d(x) SL(log, d, KN_VM_WD)(x)
 #define KN_VM_LOG2_f(x) v_log2_own_f(x)
@@ -42,9 +58,17 @@
 #define KN_VM_LOG1P_f(x) v_log1p_own_f(x)
 #define KN_VM_LOG1P_d(x) v_log1p_sleef_d(x)
 #define KN_VM_SINH_f(x) v_sinh_own_f(x)
+#ifdef KN_VM_D512
+#define KN_VM_SINH_d(x) v_sinh_own_d(x)
+#else
 #define KN_VM_SINH_d(x) SL(sinh, d, KN_VM_WD)(x)
+#endif
 #define KN_VM_COSH_f(x) v_cosh_own_f(x)
+#ifdef KN_VM_D512
+#define KN_VM_COSH_d(x) v_cosh_own_d(x)
+#else
 #define KN_VM_COSH_d(x) SL(cosh, d, KN_VM_WD)(x)
+#endif
 #if KN_VM_HAS_FMA
 static inline kn_vf sl_sin_f(kn_vf x) { return SL(sin, f, KN_VM_WF)(x); }
 static inline kn_vf sl_cos_f(kn_vf x) { return SL(cos, f, KN_VM_WF)(x); }
@@ -87,8 +111,27 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
   memcpy(&r, rs, sizeof r);
   return r;
 }
+#ifndef KN_VM_D512
+/* SLEEF's double exp overflows to inf from 0x1.62e42fefa31efp+9, about 2000
+** doubles before e^x does (ln(DBL_MAX) = 0x1.62e42fefa39efp+9): lanes above
+** 709.78 take libm's. */
+static inline kn_vd v_exp_sleef_d(kn_vd x) {
+  kn_vd r = SL(exp, d, KN_VM_WD)(x);
+  if (!KN_VM_ANY_GTD(x, 709.78)) return r;
+  double xs[KN_VM_WD], rs[KN_VM_WD];
+  memcpy(xs, &x, sizeof xs);
+  memcpy(rs, &r, sizeof rs);
+  for (int k = 0; k < KN_VM_WD; k++) rs[k] = xs[k] > 709.78 ? exp(xs[k]) : rs[k];
+  memcpy(&r, rs, sizeof r);
+  return r;
+}
+#endif
 #define KN_VM_TANH_f(x) v_tanh_poly_f(x)
+#ifdef KN_VM_D512
+#define KN_VM_TANH_d(x) v_tanh_own_d(x)
+#else
 #define KN_VM_TANH_d(x) SL(tanh, d, KN_VM_WD)(x)
+#endif
 #define KN_VM_ERF_f(x) v_erf_poly_f(x)
 #define KN_VM_ERF_d(x) SL(erf, d, KN_VM_WD)(x)
 /* rsqrt: 1 / sqrt(x), on AVX-512 for float the refined vrsqrt14ps estimate */
@@ -108,7 +151,7 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
   }                                                                            \
   static inline void st_##L(T *p, V v) { memcpy(p, &v, sizeof v); }            \
   static inline V v_exp_##L(V x) { return KN_VM_EXP_##L(x); }                \
-  static inline V v_exp2_##L(V x) { return SL(exp2, L, W)(x); }               \
+  static inline V v_exp2_##L(V x) { return KN_VM_EXP2_##L(x); }              \
   static inline V v_expm1_##L(V x) { return KN_VM_EXPM1_##L(x); }            \
   static inline V v_log_##L(V x) { return KN_VM_LOG_##L(x); }                \
   static inline V v_log2_##L(V x) { return KN_VM_LOG2_##L(x); }              \
@@ -122,7 +165,7 @@ static inline kn_vd v_log1p_sleef_d(kn_vd x) {
   /* SLEEF's sinh/cosh overflow where exp(|x|) does, a little before the   \
   ** results do: those (rare) lanes take libm's. */                         \
   static inline V big_lanes_##L(V x, V r, T (*f)(T)) {                         \
-    if (!ANY_GT(x, EXP_MAX) && !ANY_GT(-x, EXP_MAX)) return r;                 \
+    if (!ANY_GT(abs_##L(x), EXP_MAX)) return r;                                \
     T xs[W], rs[W];                                                            \
     st_##L(xs, x);                                                             \
     st_##L(rs, r);                                                             \

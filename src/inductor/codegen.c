@@ -552,7 +552,10 @@ static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
                   n->index, so, out_leaf(k, so), k->depth - 1);
     return;
   }
-  if (k->blk[n->index]) {
+  if (k->blk[n->index] == 2) { /* the table wrote the block into its output */
+    kn__sb_printf(sb, "      const %s v%d = out%d[p%d_%d];  /* ", ot, n->index, so,
+                  out_leaf(k, so), k->depth - 1);
+  } else if (k->blk[n->index]) {
     kn__sb_printf(sb, "      const %s v%d = (%s)(vmo%d[l]);  /* ", ot, n->index, ot, n->index);
   } else {
     operand_stmts(k, sb, n);
@@ -564,7 +567,8 @@ static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   kn__sb_putc(sb, ' ');
   put_safe(sb, n->name);
   kn__sb_puts(sb, " */\n");
-  if (so >= 0) kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;  /* kept for a later pass */\n", so,
+  if (so >= 0 && k->blk[n->index] != 2)
+    kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;  /* kept for a later pass */\n", so,
                              out_leaf(k, so), k->depth - 1, n->index);
 }
 
@@ -670,6 +674,15 @@ static void lanes_close(kn__sb *sb, const kn__gnode *n, int op) {
   else kn__sb_printf(sb, "    for (int l = 1; l < 16; l++) acc%d += lane%d[l];\n", i, i);
 }
 
+/* The output that keeps v for a later pass (same dtype), when its block is
+** contiguous there (the innermost reduced dim is the last: outputs are
+** contiguous over the space): the table writes it in place; else -1. */
+static int direct_out(const kctx *k, const kn__gnode *v, int nd, const int *dims) {
+  int so = k->stash[v->index];
+  if (so < 0 || dims[nd - 1] != k->shape->ndim - 1) return -1;
+  return k->p->nodes[v->index].f.ct == v->meta[0].dtype ? so : -1;
+}
+
 /* Vector-math member v of a sum's block: a loop filling vmiV_q[] with its
 ** operands, then one call of the table's array function on the block
 ** (vmoV[], bit-identical to eager: the same function on the same values). */
@@ -678,8 +691,10 @@ static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int
   const char *ct = kn__ind_ctype(f->ct), *tab = f->ct == KN_FLOAT64 ? "f64" : "f32";
   int q, no = nops(k, v);
   for (q = 0; q < no; q++) kn__sb_printf(pre, "      %s vmi%d_%d[256];\n", ct, v->index, q);
-  kn__sb_printf(pre, "      %s vmo%d[256];\n      for (int64_t l = 0; l < bn; l++) {\n"
-                "      const int64_t j%d = jb + l;\n", ct, v->index, k->depth - 1);
+  int so = direct_out(k, v, nd, dims);
+  if (so < 0) kn__sb_printf(pre, "      %s vmo%d[256];\n", ct, v->index);
+  kn__sb_printf(pre, "      for (int64_t l = 0; l < bn; l++) {\n      const int64_t j%d = jb + l;\n",
+                k->depth - 1);
   level_offsets(k, pre, nd - 1, dims[nd - 1]);
   memset(k->done, 0, (size_t)k->p->nnodes);
   operand_stmts(k, pre, v);
@@ -688,11 +703,17 @@ static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int
     operand(k, pre, v, q);
     kn__sb_puts(pre, ";\n");
   }
-  kn__sb_printf(pre, "      }\n      KN_VMT()->%s%s[%d](vmo%d", tab, no == 2 ? "b" : "", f->vm,
-                v->index);
+  kn__sb_printf(pre, "      }\n      KN_VMT()->%s%s[%d](", tab, no == 2 ? "b" : "", f->vm);
+  if (so >= 0) { /* out + the block's first element's offset */
+    kn__sb_printf(pre, "out%d + ", so);
+    if (nd > 1) kn__sb_printf(pre, "p%d_%d + jb", out_leaf(k, so), nd - 2);
+    else kn__sb_printf(pre, "o%d + jb", out_leaf(k, so));
+  } else {
+    kn__sb_printf(pre, "vmo%d", v->index);
+  }
   for (q = 0; q < no; q++) kn__sb_printf(pre, ", vmi%d_%d", v->index, q);
   kn__sb_puts(pre, ", bn);\n");
-  k->blk[v->index] = 1;
+  k->blk[v->index] = so >= 0 ? 2 : 1;
 }
 
 /* The vector-math members a sum over src computes per element, in graph

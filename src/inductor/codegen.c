@@ -403,7 +403,8 @@ static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *cal
 /* One kernel per group: a loop over rows (the kept dims); in each row, the
 ** members in graph order: a reduction is a pass over the reduced dims
 ** (nested loops, innermost last) computing the per-element members it
-** needs and accumulating in a double, in order (reproducible); a per-row
+** needs (a sum's pass: its vector-math members for a block of the row at
+** once, block_vm) and accumulating in a double, in order (reproducible); a per-row
 ** member is one statement; a last pass writes the per-element members read
 ** outside the group. */
 static bool member(const kctx *k, const kn__gnode *m) { return k->p->nodes[m->index].group == k->gi; }

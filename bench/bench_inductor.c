@@ -20,7 +20,7 @@
 **   RATIO softmax_inductor_vs_eager and layernorm_inductor_vs_eager (goal
 **     >= 2): softmax over the rows of 4096 x 1024 float32 (and layer norm
 **     with weight and bias), the eager op's time over the compiled one's
-**     (1 thread).
+**     (1 thread); RATIO log_softmax_inductor_vs_eager (no goal) likewise.
 ** Loops are timed with thread CPU time (medians); compile times with wall
 ** time (the compiler runs in a child process). The cache lives in a
 ** temporary KILN_CACHE_DIR removed at the end.
@@ -72,6 +72,7 @@ static void tchain_libm(float *restrict out, const float *restrict a, int64_t n)
 }
 static kn_tensor *ln_w, *ln_b;
 static kn_tensor *softmax_fn(kn_tensor *x) { return kn_softmax(x, -1); }
+static kn_tensor *log_softmax_fn(kn_tensor *x) { return kn_log_softmax(x, -1); }
 static kn_tensor *layernorm_fn(kn_tensor *x) {
   int64_t d = 1024;
   return kn_layer_norm(x, 1, &d, ln_w, ln_b, 1e-5);
@@ -183,6 +184,12 @@ static void bench_rows(void) {
   printf("RATIO softmax_inductor_vs_eager %.2f (goal >= 2)\n", es / ts);
   printf("BENCH layernorm_inductor_us %.0f\nBENCH layernorm_eager_us %.0f\n", tl * 1e6, el * 1e6);
   printf("RATIO layernorm_inductor_vs_eager %.2f (goal >= 2)\n", el / tl);
+  kn_compiled *ls = compile(log_softmax_fn);
+  double tg = time_compiled(ls, x, 2), eg = time_eager(log_softmax_fn, x, 2);
+  printf("BENCH log_softmax_inductor_us %.0f\nBENCH log_softmax_eager_us %.0f\n", tg * 1e6,
+         eg * 1e6);
+  printf("RATIO log_softmax_inductor_vs_eager %.2f\n", eg / tg);
+  kn_compiled_free(ls);
   kn_compiled_free(sm);
   kn_compiled_free(ln);
   kn_release(x);

@@ -127,6 +127,7 @@ typedef struct kctx {
   unsigned char *done;      /* [nnodes] per-element values emitted in this pass */
   int *stash;               /* [nnodes] output kept in by a reduction pass, or -1 */
   unsigned char *stash_ready; /* [nnodes] kept value written by a finished pass */
+  unsigned char *blk;       /* [nnodes] vector-math member computed for the block (vmoN[l]) */
   kn__vmeta outm[16];       /* contiguous layouts of the per-element outputs */
   int nouts;
   int outs[64];             /* stored members */
@@ -402,7 +403,8 @@ static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *cal
 /* One kernel per group: a loop over rows (the kept dims); in each row, the
 ** members in graph order: a reduction is a pass over the reduced dims
 ** (nested loops, innermost last) computing the per-element members it
-** needs and accumulating in a double, in order (reproducible); a per-row
+** needs (a sum's pass: its vector-math members for a block of the row at
+** once, block_vm) and accumulating in a double, in order (reproducible); a per-row
 ** member is one statement; a last pass writes the per-element members read
 ** outside the group. */
 static bool member(const kctx *k, const kn__gnode *m) { return k->p->nodes[m->index].group == k->gi; }
@@ -526,6 +528,18 @@ static int out_index(const kctx *k, int node) {
   return -1;
 }
 
+static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n);
+
+/* Statements of the per-element members among n's operands. */
+static void operand_stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  for (int q = 0; q < nops(k, n); q++) {
+    const kn__garg *a = &n->args[q];
+    if (a->kind == KN__GA_TENSOR && a->u.t.node && member(k, a->u.t.node) &&
+        !k->p->nodes[a->u.t.node->index].row)
+      gstmts(k, sb, a->u.t.node);
+  }
+}
+
 /* Statements of per-element member n and the per-element members it reads
 ** (once per pass). A member kept in an output buffer by an earlier pass is
 ** read back from it. */
@@ -539,20 +553,23 @@ static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
                   n->index, so, out_leaf(k, so), k->depth - 1);
     return;
   }
-  for (int q = 0; q < nops(k, n); q++) {
-    const kn__garg *a = &n->args[q];
-    if (a->kind == KN__GA_TENSOR && a->u.t.node && member(k, a->u.t.node) &&
-        !k->p->nodes[a->u.t.node->index].row)
-      gstmts(k, sb, a->u.t.node);
+  if (k->blk[n->index] == 2) { /* the table wrote the block into its output */
+    kn__sb_printf(sb, "      const %s v%d = out%d[p%d_%d];  /* ", ot, n->index, so,
+                  out_leaf(k, so), k->depth - 1);
+  } else if (k->blk[n->index]) {
+    kn__sb_printf(sb, "      const %s v%d = (%s)(vmo%d[l]);  /* ", ot, n->index, ot, n->index);
+  } else {
+    operand_stmts(k, sb, n);
+    kn__sb_printf(sb, "      const %s v%d = (%s)(", ot, n->index, ot);
+    expand(k, sb, n);
+    kn__sb_puts(sb, ");  /* ");
   }
-  kn__sb_printf(sb, "      const %s v%d = (%s)(", ot, n->index, ot);
-  expand(k, sb, n);
-  kn__sb_puts(sb, ");  /* ");
   put_safe(sb, n->opdef->name);
   kn__sb_putc(sb, ' ');
   put_safe(sb, n->name);
   kn__sb_puts(sb, " */\n");
-  if (so >= 0) kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;  /* kept for a later pass */\n", so,
+  if (so >= 0 && k->blk[n->index] != 2)
+    kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;  /* kept for a later pass */\n", so,
                              out_leaf(k, so), k->depth - 1, n->index);
 }
 
@@ -599,7 +616,9 @@ static void update(kn__sb *sb, int op, int id, const char *l, const char *x) {
 ** unrolled first; sums: blocks of up to 256 computed into tmp[], then added
 ** to the double lanes), the remainder (< 16) into lane 0. The lanes are combined in a fixed order after
 ** the row: the same sizes give the same result on every run. */
-static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *body, int dim) {
+static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const code[3],
+                      int dim) {
+  const char *body = code[0], *pre = code[1], *rest = code[2];
   const kn__ind_node *in = &k->p->nodes[n->index];
   const char *ct = kn__ind_ctype(n->meta[0].dtype);
   int t = k->depth - 1;
@@ -619,8 +638,8 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *body,
            ** the same loop stops gcc vectorising it), then lane l += tmp[b + l] */
     kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      while (%s - jb >= 16) {\n"
                   "      const int64_t bn = %s - jb >= 256 ? 256 : (%s - jb) & ~(int64_t)15;\n"
-                  "      %s tmp[256];\n      for (int64_t l = 0; l < bn; l++) {\n"
-                  "      const int64_t j%d = jb + l;\n", L, L, L, ct, t);
+                  "      %s tmp[256];\n%s      for (int64_t l = 0; l < bn; l++) {\n"
+                  "      const int64_t j%d = jb + l;\n", L, L, L, ct, pre, t);
     kn__sb_puts(sb, body);
     kn__sb_printf(sb, "      tmp[l] = x;\n      }\n      for (int64_t b = 0; b < bn; b += 16)\n"
                   "        for (int l = 0; l < 16; l++) ");
@@ -628,7 +647,7 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *body,
     kn__sb_puts(sb, "      jb += bn;\n      }\n");
   }
   kn__sb_printf(sb, "      for (; jb < %s; jb++) {\n      const int64_t j%d = jb;\n", L, t);
-  kn__sb_puts(sb, body);
+  kn__sb_puts(sb, rest);
   kn__sb_puts(sb, "      ");
   update(sb, in->red_op, n->index, "0", "x");
   kn__sb_puts(sb, "      }\n    }\n");
@@ -656,6 +675,77 @@ static void lanes_close(kn__sb *sb, const kn__gnode *n, int op) {
   else kn__sb_printf(sb, "    for (int l = 1; l < 16; l++) acc%d += lane%d[l];\n", i, i);
 }
 
+/* The output that keeps v for a later pass (same dtype), when its block is
+** contiguous there (the innermost reduced dim is the last: outputs are
+** contiguous over the space): the table writes it in place; else -1. */
+static int direct_out(const kctx *k, const kn__gnode *v, int nd, const int *dims) {
+  int so = k->stash[v->index];
+  if (so < 0 || dims[nd - 1] != k->shape->ndim - 1) return -1;
+  return k->p->nodes[v->index].f.ct == v->meta[0].dtype ? so : -1;
+}
+
+/* Vector-math member v of a sum's block: a loop filling vmiV_q[] with its
+** operands, then one call of the table's array function on the block
+** (vmoV[], bit-identical to eager: the same function on the same values). */
+static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int *dims) {
+  const kn__ind_formula *f = &k->p->nodes[v->index].f;
+  const char *ct = kn__ind_ctype(f->ct), *tab = f->ct == KN_FLOAT64 ? "f64" : "f32";
+  int q, no = nops(k, v);
+  for (q = 0; q < no; q++) kn__sb_printf(pre, "      %s vmi%d_%d[256];\n", ct, v->index, q);
+  int so = direct_out(k, v, nd, dims);
+  if (so < 0) kn__sb_printf(pre, "      %s vmo%d[256];\n", ct, v->index);
+  kn__sb_printf(pre, "      for (int64_t l = 0; l < bn; l++) {\n      const int64_t j%d = jb + l;\n",
+                k->depth - 1);
+  level_offsets(k, pre, nd - 1, dims[nd - 1]);
+  memset(k->done, 0, (size_t)k->p->nnodes);
+  operand_stmts(k, pre, v);
+  for (q = 0; q < no; q++) {
+    kn__sb_printf(pre, "      vmi%d_%d[l] = ", v->index, q);
+    operand(k, pre, v, q);
+    kn__sb_puts(pre, ";\n");
+  }
+  kn__sb_printf(pre, "      }\n      KN_VMT()->%s%s[%d](", tab, no == 2 ? "b" : "", f->vm);
+  if (so >= 0) { /* out + the block's first element's offset */
+    kn__sb_printf(pre, "out%d + ", so);
+    if (nd > 1) kn__sb_printf(pre, "p%d_%d + jb", out_leaf(k, so), nd - 2);
+    else kn__sb_printf(pre, "o%d + jb", out_leaf(k, so));
+  } else {
+    kn__sb_printf(pre, "vmo%d", v->index);
+  }
+  for (q = 0; q < no; q++) kn__sb_printf(pre, ", vmi%d_%d", v->index, q);
+  kn__sb_puts(pre, ", bn);\n");
+  k->blk[v->index] = so >= 0 ? 2 : 1;
+}
+
+/* The vector-math members a sum over src computes per element, in graph
+** order (operands first), each computed for the whole block. */
+static void block_vms(kctx *k, kn__sb *pre, const kn__gnode *src, int nd, const int *dims) {
+  for (int i = 0; i < k->g->nmembers; i++) {
+    const kn__gnode *v = kn__graph_node(k->p->g, k->g->members[i]);
+    const kn__ind_node *vn = &k->p->nodes[v->index];
+    if (vn->kind == KN__IND_PW && vn->f.vm >= 0 && !vn->row && !k->stash_ready[v->index] &&
+        reads(k, src, v, 32))
+      block_vm(k, pre, v, nd, dims);
+  }
+}
+
+/* The body of a reduction pass's innermost loop, computing x. */
+static void red_body(kctx *k, kn__sb *body, const kn__gnode *n, int nd, const int *dims) {
+  const char *ct = kn__ind_ctype(n->meta[0].dtype);
+  const kn__gnode *src = n->args[0].u.t.node;
+  memset(k->done, 0, (size_t)k->p->nnodes);
+  level_offsets(k, body, nd - 1, dims[nd - 1]);
+  if (member(k, src)) {
+    gstmts(k, body, src);
+    kn__sb_printf(body, "      const %s x = v%d;\n", ct, src->index);
+  } else {
+    kn__sb_printf(body, "      const %s x = ", ct);
+    load(k, body, leaf_index(k, kn__ind_value_slot(k->p, n->args[0].u.t),
+                             &src->meta[n->args[0].u.t.idx]));
+    kn__sb_puts(body, ";\n");
+  }
+}
+
 /* A reduction member: one pass over the row. */
 static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
@@ -668,27 +758,24 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   put_safe(sb, n->name);
   kn__sb_puts(sb, " */\n");
   lanes_open(sb, n, in->red_op, ct);
-  memset(k->done, 0, (size_t)k->p->nnodes);
   plan_stash(k, src);
-  kn__sb body;
-  kn__sb_init(&body);
-  level_offsets(k, &body, nd - 1, dims[nd - 1]);
+  kn__sb code[3];
+  for (int c = 0; c < 3; c++) kn__sb_init(&code[c]);
   k->inner = true;
-  if (member(k, src)) {
-    gstmts(k, &body, src);
-    kn__sb_printf(&body, "      const %s x = v%d;\n", ct, src->index);
-  } else {
-    kn__sb_printf(&body, "      const %s x = ", ct);
-    load(k, &body, leaf_index(k, kn__ind_value_slot(k->p, n->args[0].u.t),
-                              &src->meta[n->args[0].u.t.idx]));
-    kn__sb_puts(&body, ";\n");
-  }
+  if (in->red_op != 2 && member(k, src)) block_vms(k, &code[1], src, nd, dims);
+  red_body(k, &code[0], n, nd, dims);
+  memset(k->blk, 0, (size_t)k->p->nnodes);
+  red_body(k, &code[2], n, nd, dims); /* the remainder: no block */
   k->inner = false;
   int nl = open_loops(k, sb, nd - 1);
-  red_inner(k, sb, n, kn__sb_cstr(&body), dims[nd - 1]);
+  const char *text[3];
+  for (int c = 0; c < 3; c++) text[c] = kn__sb_cstr(&code[c]);
+  red_inner(k, sb, n, text, dims[nd - 1]);
   close_loops(sb, nl);
-  if (kn__sb_failed(&body)) k->failed = true;
-  kn__sb_fini(&body);
+  for (int c = 0; c < 3; c++) {
+    if (kn__sb_failed(&code[c])) k->failed = true;
+    kn__sb_fini(&code[c]);
+  }
   for (int i = 0; i < k->p->nnodes; i++)
     if (k->stash[i] >= 0 && k->done[i]) k->stash_ready[i] = 1;
   lanes_close(sb, n, in->red_op);
@@ -789,7 +876,7 @@ static void group_header(kctx *k, int root, kn__sb *ker) {
 static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call, pool *pl) {
   kctx *k = calloc(1, sizeof *k);
   size_t nn = (size_t)p->nnodes + 1;
-  unsigned char *done = calloc(nn, 2);
+  unsigned char *done = calloc(nn, 3);
   int *stash = malloc(nn * sizeof *stash);
   if (!k || !done || !stash) {
     free(k);
@@ -801,7 +888,7 @@ static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call, poo
   for (size_t i = 0; i < nn; i++) stash[i] = -1;
   const kn__ind_group *g = &p->groups[gi];
   *k = (kctx){.p = p, .shape = g->space, .g = g, .gi = gi, .done = done, .stash = stash,
-              .stash_ready = done + nn, .pl = pl};
+              .stash_ready = done + nn, .blk = done + 2 * nn, .pl = pl};
   for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
   group_leaves(k);
   group_outputs(k);

@@ -63,7 +63,8 @@ static bool softmax_ok(const kn__gnode *n) {
   return nonempty(x, mask);
 }
 
-/* max, exp(x - max), their sum, and exp / sum (or (x - max) - log(sum)). */
+/* max, exp(x - max), their sum, and exp * (1 / sum) (or (x - max) - log(sum)):
+** like the eager kernel, one reciprocal per row and a multiply per element. */
 static kn_status softmax_rule(const kn__call *c, kn__outs *out, bool log_) {
   kn_tensor *x = c->args[0].u.t, *r;
   int64_t dim = c->args[1].u.i;
@@ -71,7 +72,7 @@ static kn_status softmax_rule(const kn__call *c, kn__outs *out, bool log_) {
   kn_tensor *sh = kn_sub(x, kn_amax(x, &dim, 1, true));
   kn_tensor *e = kn_exp(sh);
   kn_tensor *s = kn_sum_dims(e, &dim, 1, true);
-  r = log_ ? kn_sub(sh, kn_log(s)) : kn_div(e, s);
+  r = log_ ? kn_sub(sh, kn_log(s)) : kn_mul(e, kn_reciprocal(s));
   kn_status st = push_all(out, &r, 1);
   kn_scope_end();
   return st;

@@ -206,14 +206,6 @@ static kn_status try_join(sctx *s, int gi, const kn__gnode *n, const char *how, 
                         "group's rows", n->name, root, gi);
     return KN_OK;
   }
-  if (!row && s->p->nodes[n->index].kind == KN__IND_PW && s->p->nodes[n->index].f.vm >= 0) {
-    /* a group's element loops are not vectorised: a vector-math function
-    ** (eager's, a whole vector per call) would run once per element; as a
-    ** kernel of its own it runs in a vectorised loop (once per row is fine) */
-    if (how) fusion_log(s, "%s not fused into group of %s (kernel %d): its vector-math function "
-                        "runs in a vectorised kernel of its own", n->name, root, gi);
-    return KN_OK;
-  }
   if (!order_ok(s, gi, n->index)) {
     fusion_log(s, "%s not fused into group of %s (kernel %d): a node outside the group reads "
                "a member before the group would run", n->name, root, gi);

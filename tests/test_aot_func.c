@@ -750,3 +750,33 @@ Test(aot_func, plan_of_aliasing_outputs) {
   kn_compiled_free(f);
   kn_scope_end();
 }
+
+/* Functionalization runs the program on meta tensors only: a factory call
+** (full, no tensor input) allocates nothing either, so a full far larger
+** than memory (2^48 float32 elements) functionalizes into the same graph. */
+Test(aot_func, factory_calls_functionalize_without_data) {
+  const char *code =
+      "class GraphModule(torch.nn.Module):\n"
+      "    def forward(self, x: \"f32[16777216, 16777216][16777216, 1]cpu\"):\n"
+      "        full: \"f32[16777216, 16777216][16777216, 1]cpu\" = "
+      "kiln.ops.full([16777216, 16777216], 1, dtype = kiln.float32)\n"
+      "        add: \"f32[16777216, 16777216][16777216, 1]cpu\" = kiln.ops.add(x, full);  "
+      "x = full = None\n"
+      "        return (add,)\n";
+  kn__graph *g = kn__graph_parse(code, NULL, 0);
+  cr_assert(g, "%s", kn_last_error());
+  kn__graph *fg = NULL;
+  kn__aot_plan plan;
+  cr_assert_eq(kn__aot_functionalize(g, &fg, &plan), KN_OK, "%s", kn_last_error());
+  kn__gprint_opts po = {false, false};
+  char *c = kn__graph_code(fg, &po);
+  cr_assert(c && strstr(c, "kiln.ops.full([16777216, 16777216], 1, dtype = kiln.float32)") &&
+                strstr(c, "kiln.ops.add(x, full)"),
+            "functional graph:\n%s", c ? c : "(none)");
+  cr_expect_eq(plan.nmutated, 0);
+  cr_expect_eq(plan.nuser, 1);
+  free(c);
+  kn__aot_plan_fini(&plan);
+  kn__graph_free(fg);
+  kn__graph_free(g);
+}

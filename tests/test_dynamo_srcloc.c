@@ -6,7 +6,11 @@
 */
 #pragma GCC optimize("no-optimize-sibling-calls")
 #include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
@@ -109,4 +113,50 @@ Test(srcloc, deep_caller_stack_keeps_the_lines) {
   run_deep(200, &r);
   cr_expect_eq(count_containing(&r, "# File: " __FILE__), 2);
   kn_test_records_free(&r);
+}
+
+/* Is a file whose path contains name mapped into this process? */
+static bool mapped(const char *name) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  cr_assert(f);
+  char line[4096];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
+  fclose(f);
+  return found;
+}
+
+static kn_tensor *hook_body(kn_tensor *x) { return kn_neg(kn_add(kn_mul_scalar(x, kn_float(2)), x)); }
+
+/* Looking for missing debug info (a shared object built without -g on the
+** stack) does not start elfutils' debuginfod client, a dlopen of
+** libdebuginfod and libcurl with its TLS and LDAP libraries, unless
+** DEBUGINFOD_URLS asks for it: a warm compile of a program built without -g
+** paid ~5 ms for it. */
+Test(srcloc, missing_debug_info_does_not_load_debuginfod) {
+  unsetenv("DEBUGINFOD_URLS");
+  char dir[] = "/tmp/kiln-srcloc-XXXXXX", cmd[512], path[256];
+  cr_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/u.c", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  fputs("void *(*kn_test_hook)(void *);\n"
+        "void *kn_test_user(void *x) { void *y = kn_test_hook(x); return y; }\n", f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "cc -shared -fPIC -O0 -g0 -o %s/u.so %s", dir, path);
+  cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+  snprintf(path, sizeof path, "%s/u.so", dir);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  cr_assert(h, "%s", dlerror());
+  *(kn_tensor *(**)(kn_tensor *))dlsym(h, "kn_test_hook") = hook_body;
+  kn_tensor *(*user)(kn_tensor *) = (kn_tensor * (*)(kn_tensor *)) dlsym(h, "kn_test_user");
+  kn_test_records r;
+  run(user, "kn_test_user", "graph_code", &r);
+  kn_test_records_free(&r);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/u.c", dir);
+  unlink(path);
+  rmdir(dir);
+  cr_assert(mapped("libdw"), "libdw is not loaded: nothing was looked up");
+  cr_expect(!mapped("libdebuginfod"), "libdebuginfod was loaded");
 }

@@ -220,12 +220,14 @@ static kn_status to_call(fz *z, const kn__gnode *n, pcall *p) {
 
 static kn_status backend_only(kn__mode *self, kn__call *c, kn__outs *o) {
   (void)self;
-  return kn__dispatch_backend(c, o);
+  return kn__dispatch_backend_meta(c, o);
 }
 
 /* Run a call on the program's tensors (backend only: meta propagation,
 ** aliasing, eager's shape and overlap errors), from a mode's handler so
-** the meta functions' size reads stay symbolic (no guards) as in tracing. */
+** the meta functions' size reads stay symbolic (no guards) as in tracing.
+** Every result is a meta tensor, factory calls' too (a full of the example
+** size allocates and fills nothing). */
 static kn_status run_program(kn__call *c, kn__outs *o) {
   kn__outs_init(o);
   kn__mode m = {.name = "functionalize", .handle = backend_only};

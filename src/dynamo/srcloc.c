@@ -51,6 +51,26 @@ static bool caches_init;
 
 static void *sym(void *h, const char *name) { return dlsym(h, name); }
 
+/* libdwfl's find_debuginfo callbacks (same signature). */
+typedef int (*find_debuginfo_fn)(Dwfl_Module *, void **, const char *, uint64_t, const char *,
+                                 const char *, uint32_t, char **);
+static find_debuginfo_fn std_find_debuginfo, build_id_find_debuginfo;
+
+/* Separate debug info by build ID (/usr/lib/debug/.build-id), then, for a
+** module naming one with .gnu_debuglink, libdwfl's standard search. The
+** standard search alone also starts elfutils' debuginfod client (a dlopen
+** of libdebuginfod with libcurl and its TLS and LDAP libraries, ~5 ms) for
+** every module without debug info; that happens only when DEBUGINFOD_URLS
+** asks for it. */
+static int find_debuginfo(Dwfl_Module *m, void **ud, const char *modname, uint64_t base,
+                          const char *file, const char *link, uint32_t crc, char **out) {
+  const char *urls = getenv("DEBUGINFOD_URLS");
+  if (urls && *urls) return std_find_debuginfo(m, ud, modname, base, file, link, crc, out);
+  int fd = build_id_find_debuginfo(m, ud, modname, base, file, link, crc, out);
+  if (fd < 0 && link) fd = std_find_debuginfo(m, ud, modname, base, file, link, crc, out);
+  return fd;
+}
+
 static void dw_load(void) {
   dw.tried = true;
   void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -64,7 +84,9 @@ static void dw_load(void) {
   dw.lineinfo = (const char *(*)(Dwfl_Line *, uint64_t *, int *, int *, uint64_t *,
                                  uint64_t *))sym(h, "dwfl_lineinfo");
   dw.cb.find_elf = sym(h, "dwfl_linux_proc_find_elf");
-  dw.cb.find_debuginfo = sym(h, "dwfl_standard_find_debuginfo");
+  std_find_debuginfo = (find_debuginfo_fn)sym(h, "dwfl_standard_find_debuginfo");
+  build_id_find_debuginfo = (find_debuginfo_fn)sym(h, "dwfl_build_id_find_debuginfo");
+  dw.cb.find_debuginfo = std_find_debuginfo && build_id_find_debuginfo ? (void *)find_debuginfo : NULL;
   if (!dw.begin || !dw.proc_report || !dw.report_end || !dw.addrmodule || !dw.addrname ||
       !dw.getsrc || !dw.lineinfo || !dw.cb.find_elf || !dw.cb.find_debuginfo)
     return;

@@ -267,7 +267,7 @@ static kn_status run_meta(const kn__call *c, kn__metas *metas) {
   return st;
 }
 
-kn_status kn__dispatch_backend(kn__call *c, kn__outs *out) {
+static kn_status backend(kn__call *c, kn__outs *out, bool force_meta) {
   const kn__opdef *op = c->op;
   if (op->flags & KN_OPF_COMPOSITE) return op->kernel(c, out);
   kn_status st = (op->flags & KN_OPF_INPLACE) ? check_no_internal_overlap(c) : KN_OK;
@@ -275,7 +275,7 @@ kn_status kn__dispatch_backend(kn__call *c, kn__outs *out) {
   kn__metas metas;
   kn__metas_init(&metas);
   st = run_meta(c, &metas);
-  bool meta = call_is_meta(c);
+  bool meta = force_meta || call_is_meta(c);
   for (int i = 0; st == KN_OK && i < metas.n; i++) {
     kn_tensor *t = make_output(c, &metas.m[i], meta);
     if (!t) st = kn_last_status() != KN_OK ? kn_last_status() : kn__oom();
@@ -287,6 +287,10 @@ kn_status kn__dispatch_backend(kn__call *c, kn__outs *out) {
   if (st != KN_OK) kn__outs_fini(out);
   return st;
 }
+
+kn_status kn__dispatch_backend(kn__call *c, kn__outs *out) { return backend(c, out, false); }
+
+kn_status kn__dispatch_backend_meta(kn__call *c, kn__outs *out) { return backend(c, out, true); }
 
 /* ---- autograd layer ----------------------------------------------------------- */
 

@@ -263,6 +263,9 @@ int kn__mode_depth(void);
 
 /* The backend layer alone (no modes, no autograd): meta or CPU. */
 kn_status kn__dispatch_backend(kn__call *c, kn__outs *out);
+/* The same, with metadata-only outputs even when no input is a meta tensor
+** (a factory call such as full runs no kernel and allocates no data). */
+kn_status kn__dispatch_backend_meta(kn__call *c, kn__outs *out);
 
 /* ---- hooks into autograd (autograd/) --------------------------------------- */
 bool kn__grad_enabled(void);

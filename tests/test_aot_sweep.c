@@ -18,7 +18,7 @@
 TestSuite(aot_sweep, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown, .timeout = 300);
 
 static void sweep(kn_dtype dt, kn_sweep_layout l, bool dynamic, int64_t rows) {
-  kn_sweep_opts o = {"aot_eager", dt, dt == KN_FLOAT32 ? 1e-5 : 1e-12, l, dynamic, rows, true};
+  kn_sweep_opts o = {"aot_eager", dt, dt == KN_FLOAT32 ? 1e-5 : 1e-12, l, dynamic, rows, true, false};
   int failures = kn_test_aot_sweep(&o);
   cr_expect_eq(failures, 0, "%d op cases differ from eager (listed on stderr)", failures);
 }

@@ -446,7 +446,7 @@ int kn_test_aot_sweep(const kn_sweep_opts *o) {
   for (int k = 0; k < NOPS; k++) {
     cur = &ops[k];
     if (!applies(cur, o)) continue;
-    for (int c = 0; c < 2; c++) {
+    for (int c = o->chained_only ? 1 : 0; c < 2; c++) {
       chained = c == 1;
       char msg[600];
       const char *bad = one_case(msg, sizeof msg);
@@ -487,7 +487,7 @@ static const char *reason_for(const kn__opdef *d) {
 }
 
 static void collect(bool *seen) {
-  static const kn_sweep_opts o = {"eager", KN_FLOAT64, 1e-12, KN_SWEEP_CONTIG, false, 5, false};
+  static const kn_sweep_opts o = {"eager", KN_FLOAT64, 1e-12, KN_SWEEP_CONTIG, false, 5, false, false};
   opt = &o;
   for (int k = 0; k < NOPS; k++) {
     cur = &ops[k];

@@ -25,6 +25,7 @@ typedef struct kn_sweep_opts {
   bool dynamic;        /* compiled with dynamic sizes, called at two sizes */
   int64_t rows;        /* rows of x: 5, or 0 for the zero-size sweep */
   bool count_compiles; /* dynamic: compiles no more often than "eager" */
+  bool chained_only;   /* only the two-op chains (the op alone is skipped) */
 } kn_sweep_opts;
 
 /* Runs every case under o; prints each mismatch to stderr and returns how

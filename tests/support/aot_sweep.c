@@ -34,7 +34,14 @@
 ** gap whose cause is not found yet (an AOT-side specialisation of a size in
 ** index_put, as_strided, setitem, copy_ from a broadcast source, and the
 ** chains through batch norm and convolution). */
-enum { POS = 1, UNIT = 2, PROB = 4, NOBCAST = 8, NOZERO = 16, NODYN = 32, RECOMPILES = 64 };
+/* IND_NODYN: left out of backend "inductor" with dynamic sizes: the chain
+** through advanced indexing (x[argmax(x, 0)], [m, m]) compiled at m = 6
+** fails at m = 9 inside the compiled graph ("size of tensor a (6) must
+** match the size of tensor b (9)"); with aot_eager (both partitioners)
+** the same chain gives eager's results at both sizes, so the fixed size
+** comes from the code generator's side (cause not found yet). */
+enum { POS = 1, UNIT = 2, PROB = 4, NOBCAST = 8, NOZERO = 16, NODYN = 32, RECOMPILES = 64,
+       IND_NODYN = 128 };
 
 typedef kn_tensor *(*fn1)(kn_tensor *);
 typedef kn_tensor *(*fn2)(kn_tensor *, kn_tensor *);
@@ -113,11 +120,15 @@ static kn_tensor *clamp(kn_tensor *x) {
   kn_scalar lo = S(-0.5), hi = S(0.5);
   return kn_clamp(x, &lo, &hi);
 }
+static kn_tensor *clamp_(kn_tensor *x) {
+  kn_scalar lo = S(-0.5), hi = S(0.5);
+  kn_tensor *c = kn_clone(x);
+  return c && kn_clamp_(c, &lo, &hi) == KN_OK ? c : NULL;
+}
 static kn_tensor *gelu(kn_tensor *x) { return kn_gelu(x, KN_GELU_NONE); }
 static kn_tensor *gelu_tanh(kn_tensor *x) { return kn_gelu(x, KN_GELU_TANH); }
 static kn_tensor *softplus(kn_tensor *x) { return kn_softplus(x, S(1.0), S(20.0)); }
 static kn_tensor *to_copy(kn_tensor *x) { return kn_to_copy(x, kn_tensor_dtype(x)); }
-static kn_scalar lo_ = {0}, hi_ = {0};
 INPLACE1(neg_, kn_neg_(c))
 INPLACE1(abs_, kn_abs_(c))
 INPLACE1(reciprocal_, kn_reciprocal_(c))
@@ -131,7 +142,6 @@ INPLACE1(round_, kn_round_(c))
 INPLACE1(trunc_, kn_trunc_(c))
 INPLACE1(floor_, kn_floor_(c))
 INPLACE1(ceil_, kn_ceil_(c))
-INPLACE1(clamp_, (lo_ = S(-0.5), hi_ = S(0.5), kn_clamp_(c, &lo_, &hi_)))
 INPLACE1(add_scalar_, kn_add_scalar_(c, S(1.5)))
 INPLACE1(sub_scalar_, kn_sub_scalar_(c, S(1.5)))
 INPLACE1(mul_scalar_, kn_mul_scalar_(c, S(-2.0)))
@@ -265,7 +275,7 @@ static const opcase ops[] = {
     U("as_strided", as_strided, NOZERO | RECOMPILES), U("unbind", unbind1, NODYN), U("split", split1, 0),
     U("split_with_sizes", split_sizes1, NODYN), U("index_select", index_select1, NOZERO),
     U("gather", gather1, NOZERO), U("scatter_value", scatter_value, NOZERO),
-    U("index", index_t, NOZERO), U("embedding", embedding, NOZERO), U("nll_loss", nll, NOZERO),
+    U("index", index_t, NOZERO | IND_NODYN), U("embedding", embedding, NOZERO), U("nll_loss", nll, NOZERO),
     U("nll_loss2d", nll2d, NOZERO), U("binary_cross_entropy", bce, PROB | NOZERO),
     U("max_pool2d", max_pool, NOZERO), U("avg_pool2d", avg_pool, NOZERO),
     U("batch_norm", batch_norm, NOZERO | RECOMPILES),
@@ -424,7 +434,8 @@ static const char *extra_compiles(int compiles, char *msg, size_t cap) {
 static bool applies(const opcase *c, const kn_sweep_opts *o) {
   if (o->layout == KN_SWEEP_BROADCAST && (!c->f2 || (c->flags & NOBCAST))) return false;
   if (o->rows == 0 && (c->flags & NOZERO)) return false;
-  return !(o->dynamic && (c->flags & NODYN));
+  bool inductor = !strcmp(o->backend, "inductor");
+  return !(o->dynamic && ((c->flags & NODYN) || (inductor && (c->flags & IND_NODYN))));
 }
 
 static const char *one_case(char *msg, size_t cap) {

@@ -61,8 +61,9 @@ static char *lines_with(const char *text, const char *const *names, int n) {
   return out;
 }
 
-static const char *const aot_names[] = {"{\"dynamo_output_graph\"", "aotautograd_cache_", "{\"aot_",
-                                        "torch._functorch.config", "aot_forward_graph_fw_metadata"};
+static const char *const aot_names[] = {"{\"dynamo_output_graph\"", "pre_grad_graph\"", "aotautograd_cache_",
+                                        "{\"aot_", "torch._functorch.config",
+                                        "aot_forward_graph_fw_metadata"};
 
 static void run_training_fn(void) {
   kn_compile_options o = {.backend = "aot_eager"};
@@ -86,11 +87,13 @@ Test(aot_observe, example_training_fn_aot_events_in_seed_order) {
   uint64_t defects = 99;
   char *got = kn_test_dyn_trace(false, &defects);
   cr_expect_eq(defects, 0);
-  char *aot = lines_with(got, aot_names, 5);
+  char *aot = lines_with(got, aot_names, 6);
   cr_expect_str_eq(aot,
       "{\"dynamo_output_graph\": {\"sizes\": {\"l_stack0_\": [1000, 1000], \"ones\": [1000, 1000], "
       "\"output\": [1000, 1000], \"ones_1\": [1000, 1000], \"output_1\": [1000, 1000], \"sum_1\": []}}, "
       CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
+      "{\"artifact\": {\"name\": \"before_pre_grad_graph\", \"encoding\": \"string\"}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
+      "{\"artifact\": {\"name\": \"after_pre_grad_graph\", \"encoding\": \"string\"}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
       "{\"artifact\": {\"name\": \"aotautograd_cache_miss\", \"encoding\": \"json\"}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
       "{\"aot_joint_graph\": {}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
       "{\"artifact\": {\"name\": \"torch._functorch.config\", \"encoding\": \"string\"}, " CTX(1, 0, 1) ", \"has_payload\": \"HASH\"}\n"
@@ -209,13 +212,17 @@ Test(aot_observe, second_compile_hits_the_cache) {
   cr_expect_eq(entries, 1);
   cr_expect_eq(hits, 1);
   char *got = kn_test_dyn_trace(false, NULL);
-  char *aot = lines_with(got, aot_names + 1, 3);
+  char *aot = lines_with(got, aot_names + 1, 4);
   cr_expect_str_eq(aot,
+      "{\"artifact\": {\"name\": \"before_pre_grad_graph\", \"encoding\": \"string\"}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
+      "{\"artifact\": {\"name\": \"after_pre_grad_graph\", \"encoding\": \"string\"}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"artifact\": {\"name\": \"aotautograd_cache_miss\", \"encoding\": \"json\"}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"aot_joint_graph\": {}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"artifact\": {\"name\": \"torch._functorch.config\", \"encoding\": \"string\"}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"aot_forward_graph\": {}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"aot_backward_graph\": {}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
+      "{\"artifact\": {\"name\": \"before_pre_grad_graph\", \"encoding\": \"string\"}, " CTX(1, 0, 0) ", \"has_payload\": \"HASH\"}\n"
+      "{\"artifact\": {\"name\": \"after_pre_grad_graph\", \"encoding\": \"string\"}, " CTX(1, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"artifact\": {\"name\": \"aotautograd_cache_hit\", \"encoding\": \"json\"}, " CTX(1, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"artifact\": {\"name\": \"torch._functorch.config\", \"encoding\": \"string\"}, " CTX(1, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"aot_forward_graph\": {}, " CTX(1, 0, 0) ", \"has_payload\": \"HASH\"}\n"
@@ -287,8 +294,10 @@ Test(aot_observe, inference_events_in_seed_order) {
   cr_assert(kn_call_t(f, leaf(false, 1), leaf(false, 2)), "%s", kn_last_error());
   kn_scope_end();
   char *got = kn_test_dyn_trace(false, NULL);
-  char *aot = lines_with(got, aot_names + 1, 3);
+  char *aot = lines_with(got, aot_names + 1, 4);
   cr_expect_str_eq(aot,
+      "{\"artifact\": {\"name\": \"before_pre_grad_graph\", \"encoding\": \"string\"}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
+      "{\"artifact\": {\"name\": \"after_pre_grad_graph\", \"encoding\": \"string\"}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"artifact\": {\"name\": \"aotautograd_cache_miss\", \"encoding\": \"json\"}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"aot_inference_graph\": {}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
       "{\"artifact\": {\"name\": \"torch._functorch.config\", \"encoding\": \"string\"}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n");
@@ -319,5 +328,34 @@ Test(aot_observe, setting_selects_min_cut_for_a_compile) {
   cr_expect(bw && strstr(bw, "kiln.ops.sin(primals_1)"), "%s", bw);
   free(cfg);
   free(bw);
+  kn_compiled_free(f);
+}
+
+/* The pre-grad passes: common-subexpression and dead-code elimination on
+** the captured graph (before_pre_grad_graph keeps both sin calls and the
+** unused cos, after_pre_grad_graph has one sin and no cos). */
+static kn_tensor *twice_sin(kn_tensor *x) {
+  (void)kn_cos(x);
+  return kn_add(kn_sin(x), kn_sin(x));
+}
+
+Test(aot_observe, pre_grad_passes_merge_and_drop) {
+  kn_compile_options o = {.backend = "aot_eager"};
+  kn_compiled *f = KN_COMPILE(twice_sin, &o);
+  kn_scope_begin();
+  kn_tensor *x = leaf(true, 1);
+  kn_tensor *y = kn_call_t(f, x);
+  cr_assert(y, "%s", kn_last_error());
+  kn_tensor *want = kn_mul_scalar(kn_sin(x), kn_float(2.0));
+  cr_expect_eq(kn_get(y, (int64_t[]){1, 2}), kn_get(want, (int64_t[]){1, 2}));
+  kn_scope_end();
+  char *before = kn_test_dyn_payload("before_pre_grad_graph", 0);
+  char *after = kn_test_dyn_payload("after_pre_grad_graph", 0);
+  cr_assert(before && after);
+  cr_expect(strstr(before, "sin_1") && strstr(before, "kiln.ops.cos"), "%s", before);
+  cr_expect(!strstr(after, "sin_1") && !strstr(after, "kiln.ops.cos"), "%s", after);
+  cr_expect(strstr(after, "kiln.ops.add(sin, sin)"), "%s", after);
+  free(before);
+  free(after);
   kn_compiled_free(f);
 }

@@ -107,7 +107,8 @@ static int count_of(const char *s, const char *what) {
   return n;
 }
 
-/* The seed's training-graph order: the AOT graphs, then for each compiled
+/* The seed's training-graph order: the pre-grad graphs, the AOT cache miss
+** and the AOT graphs, then for each compiled
 ** graph fx_graph_runnable, before_post_grad_graph, inductor_post_grad_graph,
 ** inductor_output_code and the cache artifact; kiln compiles the backward
 ** right after the forward (PyTorch on first backward), before the guards. */
@@ -129,9 +130,10 @@ Test(inductor_aot, training_events_in_seed_order) {
   const char *inductor[] = {"\"fx_graph_runnable\"", "\"before_post_grad_graph\"",
                             "\"inductor_post_grad_graph\"", "{\"inductor_output_code\"",
                             "\"fx_graph_cache_miss\""};
-  const char *ev[16] = {"{\"dynamo_output_graph\"", "{\"aot_joint_graph\"", "{\"aot_forward_graph\"",
-                        "{\"aot_backward_graph\""};
-  int n = 4;
+  const char *ev[18] = {"{\"dynamo_output_graph\"", "\"before_pre_grad_graph\"",
+                        "\"after_pre_grad_graph\"", "\"aotautograd_cache_miss\"",
+                        "{\"aot_joint_graph\"", "{\"aot_forward_graph\"", "{\"aot_backward_graph\""};
+  int n = 7;
   for (int k = 0; k < 2; k++)
     for (int i = 0; i < 5; i++) ev[n++] = inductor[i];
   ev[n++] = "{\"dynamo_cpp_guards_str\"";

@@ -357,13 +357,14 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
   }
   kn__aot_phase ph;
   kn__aot_phase_begin(&ph, "create_aot_dispatcher_function");
-  kn__graph *fg = NULL;
-  kn_status st = kn__aot_functionalize(g, &fg, &f->plan);
+  kn__graph *fg = NULL, *pg = kn__graph_pre_grad(g);
+  kn_status st = pg ? kn__aot_functionalize(pg, &fg, &f->plan) : kn_last_status();
   if (st == KN_OK)
     st = any && kn_is_grad_enabled() ? compile_training(f, fg, rg, cfg, ex, n)
                                      : compile_inference(f, fg, cfg, ex, n);
   kn__aot_phase_end(&ph);
   kn__graph_free(fg);
+  kn__graph_free(pg);
   if (st == KN_OK && !f->inference) st = node_outputs(f);
   free(rg);
   if (st != KN_OK) {

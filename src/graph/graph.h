@@ -319,6 +319,12 @@ kn__graph *kn__graph_subgraph(const kn__graph *g, kn__gnode *const *nodes, int n
 ** their views and bases), and calls reading such a value (they may see
 ** different data). Returns the number of nodes removed, -1 on failure. */
 int kn__graph_cse(kn__graph *g);
+/* The pre-grad passes (graph_pregrad.c), run on a captured graph before AOT
+** autograd: a copy of g after common-subexpression elimination and
+** dead-code elimination. Writes the trace artifacts before_pre_grad_graph
+** (g) and after_pre_grad_graph (the copy) as graph code. The copy borrows
+** g's shape env. Owned; NULL on failure (error set). */
+kn__graph *kn__graph_pre_grad(const kn__graph *g);
 
 /* ---- passes that add ops (graph_rewrite.c) ----------------------------------- */
 /* Decomposition: every call of a composite op (KN_OPF_COMPOSITE: its

@@ -30,7 +30,7 @@ typedef struct kn__redplan {
 typedef void (*kn__row_fn)(void *state, const char *p, int64_t n, int64_t stride,
                            int64_t start);
 
-/* Parse a dims argument (KN__A_INTS, or KN__A_NONE / empty list = all dims)
+/* Parse a dims argument (KN__A_INTS, one KN__A_INT, or KN__A_NONE / empty list = all dims)
 ** into mask[d] (true = reduced). Errors as PyTorch: dim out of range, "dim 0
 ** appears multiple times in the list of dims". */
 kn_status kn__reduce_mask(const char *op, const kn_tensor *t, const kn__arg *dims, bool *mask);

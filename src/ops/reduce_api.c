@@ -48,7 +48,7 @@ kn_tensor *kn_prod(kn_tensor *t) {
 
 kn_tensor *kn_prod_dim(kn_tensor *t, int64_t dim, bool keepdim) {
   return kn__invoke(KN_OP_PROD_DIM, 4,
-                    (kn__arg[]){KN_A_T(t), KN_A_INTS(&dim, 1), KN_A_B(keepdim), KN_A_NONE});
+                    (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(keepdim), KN_A_NONE});
 }
 
 /* ---- sum_to_size ------------------------------------------------------------ */

@@ -11,6 +11,10 @@
 kn_status kn__reduce_mask(const char *op, const kn_tensor *t, const kn__arg *dims, bool *mask) {
   (void)op;
   memset(mask, 0, KN_MAX_DIMS * sizeof *mask);
+  if (dims->kind == KN__A_INT) { /* one dim (prod.dim_int) */
+    kn__arg one = KN_A_INTS(&dims->u.i, 1);
+    return kn__reduce_mask(op, t, &one, mask);
+  }
   if (dims->kind != KN__A_INTS || dims->u.ints.n == 0) {
     for (int d = 0; d < t->ndim; d++) mask[d] = true;
     return KN_OK;

@@ -299,6 +299,27 @@ static kn_status setitem(fz *z, const kn__gnode *n, const kn__call *c, kn__gref 
 }
 
 /* The functional result of in-place call n (self = its current value). */
+/* fill_/zero_: where(true, value, self), with the value a 0-dim tensor of
+** self's dtype: the result has self's (symbolic) sizes and depends on self,
+** as eager's FillBackward does (zero gradient), with no size argument that
+** would have to stay symbolic. */
+static kn_status fill(fz *z, const kn__gnode *n, const kn_tensor *st_, kn__gref self,
+                      const kn__vmeta *m, kn__gref *out) {
+  kn__vmeta mc = *m, mv = *m;
+  mc.ndim = mv.ndim = 0;
+  mc.dtype = KN_BOOL;
+  kn__garg ca[3] = {KN_GA_INTS(NULL, 0), KN_GA_S(kn_bool(true)), KN_GA_DT(KN_BOOL)};
+  kn__garg va[3] = {KN_GA_INTS(NULL, 0),
+                    n->opdef->id == KN_OP_FILL_ ? n->args[1] : KN_GA_S(kn_int(0)),
+                    KN_GA_DT(st_->dtype)};
+  kn__gref cond = emit1(z, KN_OP_FULL, 3, ca, &mc);
+  kn__gref val = cond.node ? emit1(z, KN_OP_FULL, 3, va, &mv) : cond;
+  if (!val.node) return kn_last_status();
+  kn__garg wa[3] = {KN_GA_REF(cond), KN_GA_REF(val), KN_GA_REF(self)};
+  *out = emit1(z, KN_OP_WHERE, 3, wa, m);
+  return out->node ? KN_OK : kn_last_status();
+}
+
 static kn_status functional(fz *z, const kn__gnode *n, kn__call *c, kn__gref self,
                             kn__gref *out) {
   const kn_tensor *st_ = c->args[0].u.t;
@@ -311,14 +332,7 @@ static kn_status functional(fz *z, const kn__gnode *n, kn__call *c, kn__gref sel
     kn_status st = cur(z, rec_of(z, n->args[1].u.t), &src);
     return st == KN_OK ? conv(z, src, c->args[1].u.t, st_, out) : st;
   }
-  if (id == KN_OP_FILL_ || id == KN_OP_ZERO_) {
-    kn_sym sz[KN_MAX_DIMS];
-    kn__tensor_symsizes(st_, sz);
-    kn__garg a[3] = {KN_GA_INTS(sz, st_->ndim),
-                     id == KN_OP_FILL_ ? n->args[1] : KN_GA_S(kn_int(0)), KN_GA_DT(st_->dtype)};
-    *out = emit1(z, KN_OP_FULL, 3, a, &m);
-    return out->node ? KN_OK : kn_last_status();
-  }
+  if (id == KN_OP_FILL_ || id == KN_OP_ZERO_) return fill(z, n, st_, self, &m, out);
   const kn__opdef *f = functional_op(n->opdef);
   if (!f)
     return kn__error(KN_EUNSUPPORTED, "aot: functionalization: no functional form of in-place op %s",

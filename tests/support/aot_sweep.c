@@ -130,6 +130,8 @@ static kn_tensor *gelu_tanh(kn_tensor *x) { return kn_gelu(x, KN_GELU_TANH); }
 static kn_tensor *softplus(kn_tensor *x) { return kn_softplus(x, S(1.0), S(20.0)); }
 static kn_tensor *to_copy(kn_tensor *x) { return kn_to_copy(x, kn_tensor_dtype(x)); }
 INPLACE1(neg_, kn_neg_(c))
+INPLACE1(fill_, kn_fill_(c, S(2.5)))
+INPLACE1(zero_, kn_zero_(c))
 INPLACE1(abs_, kn_abs_(c))
 INPLACE1(reciprocal_, kn_reciprocal_(c))
 INPLACE1(exp_, kn_exp_(c))
@@ -244,7 +246,7 @@ static kn_tensor *index_put_(kn_tensor *x, kn_tensor *y) {
 #define U(name, f, fl) {name, f, NULL, fl}
 #define B(name, f, fl) {name, NULL, f, fl}
 static const opcase ops[] = {
-    U("neg", kn_neg, 0), U("neg_", neg_, 0), U("abs", kn_abs, 0), U("abs_", abs_, 0),
+    U("neg", kn_neg, 0), U("neg_", neg_, 0), U("fill_", fill_, 0), U("zero_", zero_, 0), U("abs", kn_abs, 0), U("abs_", abs_, 0),
     U("sgn", kn_sgn, 0), U("exp", kn_exp, 0), U("exp_", exp_, 0), U("exp2", kn_exp2, 0),
     U("expm1", kn_expm1, 0), U("log", kn_log, POS), U("log_", log_, POS), U("log2", kn_log2, POS),
     U("log10", kn_log10, POS), U("log1p", kn_log1p, POS), U("sqrt", kn_sqrt, POS),
@@ -305,11 +307,6 @@ static const opcase ops[] = {
 
 /* Differentiable rows no case calls on purpose, and why. */
 static const struct { const char *op, *why; } left_out[] = {
-    {"fill_", "AOT functionalizes fill_ on a value that requires grad into full(), which drops "
-              "the dependence on self: the compiled output does not require grad where eager's "
-              "does (FillBackward); with dynamic sizes the chained output's shape differs "
-              "from eager's at the second size"},
-    {"zero_", "as fill_ (functionalized into full(): the output does not require grad)"},
     {"native_dropout", "random: the compiled and the eager call draw different masks, so values "
                        "cannot be compared with eager (dropout under AOT: test_aot_partition.c)"},
     {"native_dropout_backward", "backward helper of native_dropout (left out above)"},

@@ -671,6 +671,40 @@ Test(aot_func, mutation_through_a_slice_under_dynamic_sizes) {
   kn_scope_end();
 }
 
+/* A clone written by copy_ from a broadcast row, and one filled, returned
+** with nothing that would compare their sizes with the input's: the results
+** have the input's sizes at every size, under both backends
+** (functionalized into where(true, src, dst); a size list was replayed at
+** the first size, returning 5 rows for an input of 7, without a guard). */
+static kn_tensor *copy_row_and_fill(kn_tensor *x, kn_tensor *row) {
+  kn_tensor *c = kn_clone(x), *d = kn_clone(x);
+  if (kn_copy_(c, row) != KN_OK || kn_fill_(d, kn_float(0.5)) != KN_OK) return NULL;
+  return kn_cat((kn_tensor *[]){kn_exp(c), kn_exp(d)}, 2, 1);
+}
+
+Test(aot_func, copy_and_fill_keep_dynamic_sizes) {
+  const char *backends[] = {"aot_eager", "inductor"};
+  for (int b = 0; b < 2; b++) {
+    kn_scope_begin();
+    kn_compile_options o = {.backend = backends[b], .dynamic = KN_DYNAMIC_TRUE};
+    kn_compiled *f = KN_COMPILE(copy_row_and_fill, &o);
+    for (int64_t n = 5; n <= 7; n += 2) {
+      kn_tensor *x = randn(KN_SHAPE(n, 6), (uint64_t)(50 + n));
+      kn_tensor *row = randn(KN_SHAPE(1, 6), 60), *rowe = copy_of(row);
+      kn_set_requires_grad(row, true);
+      kn_set_requires_grad(rowe, true);
+      kn_tensor *got = kn_call_t(f, x, row), *want = copy_row_and_fill(x, rowe);
+      cr_assert(got, "%s: %s", backends[b], kn_last_error());
+      expect_equal(got, want, "output");
+      cr_assert_eq(kn_backward(kn_sum(got), NULL), KN_OK, "%s", kn_last_error());
+      cr_assert_eq(kn_backward(kn_sum(want), NULL), KN_OK, "%s", kn_last_error());
+      expect_equal(kn_grad(row), kn_grad(rowe), "grad row");
+    }
+    kn_compiled_free(f);
+    kn_scope_end();
+  }
+}
+
 /* ---- a mutation with grad on ----------------------------------------------------------- */
 
 /* x.mul_(3) on a non-leaf input that requires grad, then x.sum(): the

@@ -299,6 +299,32 @@ static kn_status setitem(fz *z, const kn__gnode *n, const kn__call *c, kn__gref 
 }
 
 /* The functional result of in-place call n (self = its current value). */
+/* copy_(dst, src): src converted to dst's dtype; a src that broadcasts is
+** spread by where(true, src, dst), whose result has dst's (symbolic) sizes,
+** rather than by expand to sizes (a size list would be replayed at the
+** traced sizes by the joint trace). */
+static kn_status copy_into(fz *z, kn__gref src, const kn_tensor *srct, const kn_tensor *dst,
+                           kn__gref self, kn__gref *out) {
+  bool same = srct->ndim == dst->ndim;
+  for (int d = 0; same && d < dst->ndim; d++) same = srct->sizes[d] == dst->sizes[d];
+  if (same) return conv(z, src, srct, dst, out);
+  kn__vmeta mc, mw;
+  meta_contig(dst, KN_BOOL, &mc);
+  mc.ndim = 0;
+  meta_contig(dst, kn_promote_types(srct->dtype, dst->dtype), &mw);
+  kn__garg ca[3] = {KN_GA_INTS(NULL, 0), KN_GA_S(kn_bool(true)), KN_GA_DT(KN_BOOL)};
+  kn__gref cond = emit1(z, KN_OP_FULL, 3, ca, &mc);
+  if (!cond.node) return kn_last_status();
+  kn__garg wa[3] = {KN_GA_REF(cond), KN_GA_REF(src), KN_GA_REF(self)};
+  kn__gref w = emit1(z, KN_OP_WHERE, 3, wa, &mw);
+  if (!w.node) return kn_last_status();
+  kn__vmeta m;
+  meta_contig(dst, dst->dtype, &m);
+  kn__garg b[2] = {KN_GA_REF(w), KN_GA_DT(dst->dtype)};
+  *out = emit1(z, KN_OP_TO_COPY, 2, b, &m);
+  return out->node ? KN_OK : kn_last_status();
+}
+
 /* fill_/zero_: where(true, value, self), with the value a 0-dim tensor of
 ** self's dtype: the result has self's (symbolic) sizes and depends on self,
 ** as eager's FillBackward does (zero gradient), with no size argument that
@@ -330,7 +356,7 @@ static kn_status functional(fz *z, const kn__gnode *n, kn__call *c, kn__gref sel
   if (id == KN_OP_COPY_) {
     kn__gref src;
     kn_status st = cur(z, rec_of(z, n->args[1].u.t), &src);
-    return st == KN_OK ? conv(z, src, c->args[1].u.t, st_, out) : st;
+    return st == KN_OK ? copy_into(z, src, c->args[1].u.t, st_, self, out) : st;
   }
   if (id == KN_OP_FILL_ || id == KN_OP_ZERO_) return fill(z, n, st_, self, &m, out);
   const kn__opdef *f = functional_op(n->opdef);

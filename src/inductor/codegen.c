@@ -312,21 +312,29 @@ static void flat_loop(kctx *k, kn__sb *sb, const char *body, int root) {
   (void)k;
 }
 
-/* Row offsets of every leaf for the outer index `idx` (dims [0, nd - rk)). */
-static void outer_offsets(kctx *k, kn__sb *sb, int nd, int rk, const char *idx) {
+/* Start of a row-offset computation: t = idx and a zero offset per leaf. */
+static void offsets_begin(kctx *k, kn__sb *sb, const char *idx) {
   kn__sb_printf(sb, "    int64_t t = %s;\n", idx);
   for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "    int64_t o%d = 0;\n", li);
-  for (int d = nd - rk - 1; d >= 0; d--) {
-    kn__sb_puts(sb, "    {\n      const int64_t sz = ");
-    sym_text(k, sb, k->shape->sizes[d]);
-    kn__sb_puts(sb, ", id = t % sz;\n      t /= sz;\n");
-    for (int li = 0; li < k->nleaves; li++) {
-      kn__sb_printf(sb, "      o%d += id * (", li);
-      leaf_stride(k, sb, &k->leaves[li], d);
-      kn__sb_puts(sb, ");\n");
-    }
-    kn__sb_puts(sb, "    }\n");
+}
+
+/* Peel dim d's index off t and add it to every leaf's offset. */
+static void offsets_dim(kctx *k, kn__sb *sb, int d) {
+  kn__sb_puts(sb, "    {\n      const int64_t sz = ");
+  sym_text(k, sb, k->shape->sizes[d]);
+  kn__sb_puts(sb, ", id = t % sz;\n      t /= sz;\n");
+  for (int li = 0; li < k->nleaves; li++) {
+    kn__sb_printf(sb, "      o%d += id * (", li);
+    leaf_stride(k, sb, &k->leaves[li], d);
+    kn__sb_puts(sb, ");\n");
   }
+  kn__sb_puts(sb, "    }\n");
+}
+
+/* Row offsets of every leaf for the outer index `idx` (dims [0, nd - rk)). */
+static void outer_offsets(kctx *k, kn__sb *sb, int nd, int rk, const char *idx) {
+  offsets_begin(k, sb, idx);
+  for (int d = nd - rk - 1; d >= 0; d--) offsets_dim(k, sb, d);
 }
 
 static void row_loop(kctx *k, kn__sb *sb, const char *body, int root) {
@@ -470,20 +478,9 @@ static void size_product(kctx *k, kn__sb *sb, bool reduced) {
 
 /* Row offsets oL of every leaf for row o (kept dims, last varies fastest). */
 static void group_row_offsets(kctx *k, kn__sb *sb) {
-  kn__sb_puts(sb, "    int64_t t = o;\n");
-  for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "    int64_t o%d = 0;\n", li);
-  for (int d = k->shape->ndim - 1; d >= 0; d--) {
-    if ((k->g->mask >> d) & 1) continue;
-    kn__sb_puts(sb, "    {\n      const int64_t sz = ");
-    sym_text(k, sb, k->shape->sizes[d]);
-    kn__sb_puts(sb, ", id = t % sz;\n      t /= sz;\n");
-    for (int li = 0; li < k->nleaves; li++) {
-      kn__sb_printf(sb, "      o%d += id * (", li);
-      leaf_stride(k, sb, &k->leaves[li], d);
-      kn__sb_puts(sb, ");\n");
-    }
-    kn__sb_puts(sb, "    }\n");
-  }
+  offsets_begin(k, sb, "o");
+  for (int d = k->shape->ndim - 1; d >= 0; d--)
+    if (!((k->g->mask >> d) & 1)) offsets_dim(k, sb, d);
   kn__sb_puts(sb, "    (void)t;\n");
 }
 

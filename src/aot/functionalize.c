@@ -299,6 +299,15 @@ static kn_status setitem(fz *z, const kn__gnode *n, const kn__call *c, kn__gref 
 }
 
 /* The functional result of in-place call n (self = its current value). */
+/* A 0-dim bool tensor `true` (where's condition in fill and copy). */
+static kn__gref true_cond(fz *z, const kn_tensor *like) {
+  kn__vmeta mc;
+  meta_contig(like, KN_BOOL, &mc);
+  mc.ndim = 0;
+  kn__garg ca[3] = {KN_GA_INTS(NULL, 0), KN_GA_S(kn_bool(true)), KN_GA_DT(KN_BOOL)};
+  return emit1(z, KN_OP_FULL, 3, ca, &mc);
+}
+
 /* copy_(dst, src): src converted to dst's dtype; a src that broadcasts is
 ** spread by where(true, src, dst), whose result has dst's (symbolic) sizes,
 ** rather than by expand to sizes (a size list would be replayed at the
@@ -308,12 +317,9 @@ static kn_status copy_into(fz *z, kn__gref src, const kn_tensor *srct, const kn_
   bool same = srct->ndim == dst->ndim;
   for (int d = 0; same && d < dst->ndim; d++) same = srct->sizes[d] == dst->sizes[d];
   if (same) return conv(z, src, srct, dst, out);
-  kn__vmeta mc, mw;
-  meta_contig(dst, KN_BOOL, &mc);
-  mc.ndim = 0;
+  kn__vmeta mw;
   meta_contig(dst, kn_promote_types(srct->dtype, dst->dtype), &mw);
-  kn__garg ca[3] = {KN_GA_INTS(NULL, 0), KN_GA_S(kn_bool(true)), KN_GA_DT(KN_BOOL)};
-  kn__gref cond = emit1(z, KN_OP_FULL, 3, ca, &mc);
+  kn__gref cond = true_cond(z, dst);
   if (!cond.node) return kn_last_status();
   kn__garg wa[3] = {KN_GA_REF(cond), KN_GA_REF(src), KN_GA_REF(self)};
   kn__gref w = emit1(z, KN_OP_WHERE, 3, wa, &mw);
@@ -331,14 +337,12 @@ static kn_status copy_into(fz *z, kn__gref src, const kn_tensor *srct, const kn_
 ** would have to stay symbolic. */
 static kn_status fill(fz *z, const kn__gnode *n, const kn_tensor *st_, kn__gref self,
                       const kn__vmeta *m, kn__gref *out) {
-  kn__vmeta mc = *m, mv = *m;
-  mc.ndim = mv.ndim = 0;
-  mc.dtype = KN_BOOL;
-  kn__garg ca[3] = {KN_GA_INTS(NULL, 0), KN_GA_S(kn_bool(true)), KN_GA_DT(KN_BOOL)};
+  kn__vmeta mv = *m;
+  mv.ndim = 0;
   kn__garg va[3] = {KN_GA_INTS(NULL, 0),
                     n->opdef->id == KN_OP_FILL_ ? n->args[1] : KN_GA_S(kn_int(0)),
                     KN_GA_DT(st_->dtype)};
-  kn__gref cond = emit1(z, KN_OP_FULL, 3, ca, &mc);
+  kn__gref cond = true_cond(z, st_);
   kn__gref val = cond.node ? emit1(z, KN_OP_FULL, 3, va, &mv) : cond;
   if (!val.node) return kn_last_status();
   kn__garg wa[3] = {KN_GA_REF(cond), KN_GA_REF(val), KN_GA_REF(self)};

@@ -60,11 +60,14 @@ static int64_t scalar_int(kn_scalar s) {
 }
 
 /* torch's result_type for the operands, in the cases inductor lowers:
-** tensors of one dtype, or tensors that all have dimensions, plus scalars.
-** false when zero-dim tensors would need the category rules. */
+** tensors of one dtype, or tensors that all have dimensions, plus scalars,
+** or floating tensors with dimensions and zero-dim tensors of any dtype (the
+** dimensioned tensors' type wins: SGD's param - grad * lr with a float64
+** lr); false when zero-dim tensors would need the other category rules. */
 static bool promoted_type(const kn__gnode *n, int nopnds, kn_dtype *out) {
   bool have = false, zero_dim = false, mixed = false, fscalar = false, iscalar = false;
-  kn_dtype pt = KN_BOOL;
+  bool have_dim = false;
+  kn_dtype pt = KN_BOOL, dim_t = KN_BOOL;
   for (int i = 0; i < nopnds && i < n->nargs; i++) {
     const kn__garg *a = &n->args[i];
     if (a->kind == KN__GA_SCALAR) {
@@ -79,7 +82,10 @@ static bool promoted_type(const kn__gnode *n, int nopnds, kn_dtype *out) {
     mixed |= have && m->dtype != pt;
     pt = have ? kn_promote_types(pt, m->dtype) : m->dtype;
     have = true;
+    if (m->ndim > 0) dim_t = have_dim ? kn_promote_types(dim_t, m->dtype) : m->dtype;
+    have_dim |= m->ndim > 0;
   }
+  if (zero_dim && mixed && have_dim && is_float(dim_t)) pt = dim_t, mixed = false;
   if (!have || (zero_dim && mixed)) return false;
   if (fscalar && !is_float(pt)) pt = KN_FLOAT32;
   else if (iscalar && pt == KN_BOOL) pt = KN_INT64;

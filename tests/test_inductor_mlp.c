@@ -1,0 +1,158 @@
+/*
+** tests/test_inductor_mlp.c: what the compiled training step of an MLP
+** runs. A sum over leading dims that no pointwise node reads (a bias
+** gradient) is the eager op's vectorised column sum, not a generated
+** reduction walking strided columns; SGD's `param - grad * lr` with a
+** float64 zero-dim lr is one generated kernel (torch's category rule: the
+** dimensioned float32 tensors' type wins). Both are compared with the eager
+** ops bit for bit (the same kernels and formulas), and the generated code
+** with literal counts of kernels and extern calls.
+*/
+#include "inductor_util.h"
+
+static char cache[64];
+
+static void setup(void) {
+  ind_cache_dir(cache, sizeof cache);
+  kn_manual_seed(5);
+}
+static void teardown(void) {
+  if (!getenv("KN_TEST_KEEP_CACHE")) ind_rm(cache);
+}
+
+/* The generated C of every graph compiled into the cache (owned). */
+static char *sources(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "cat %s/inductor/*.c", cache);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  char *buf = calloc(1, 1 << 20);
+  size_t n = fread(buf, 1, (1 << 20) - 1, p);
+  buf[n] = 0;
+  pclose(p);
+  return buf;
+}
+
+static int count_of(const char *s, const char *what) {
+  int n = 0;
+  for (const char *p = s; (p = strstr(p, what)); p++) n++;
+  return n;
+}
+
+/* Kernels, extern calls and extern calls of `op` in the generated code. */
+static void expect_code(int kernels, int exts, const char *op, int op_exts) {
+  char *src = sources();
+  char pat[80];
+  snprintf(pat, sizeof pat, "extern kiln.ops.%s ", op);
+  cr_expect_eq(count_of(src, "static void kernel"), kernels, "kernels in\n%s", src);
+  cr_expect_eq(count_of(src, "rt->ext("), exts, "extern calls in\n%s", src);
+  cr_expect_eq(count_of(src, pat), op_exts, "extern calls of %s in\n%s", op, src);
+  free(src);
+}
+
+/* got and want have the same dtype, sizes and bytes. */
+static void expect_same_bits(kn_tensor *got, kn_tensor *want, const char *what) {
+  cr_assert(got && want, "%s: %s", what, kn_last_error());
+  cr_assert_eq(kn_tensor_dtype(got), kn_tensor_dtype(want), "%s: dtype", what);
+  cr_assert_eq(kn_numel(got), kn_numel(want), "%s: numel", what);
+  kn_tensor *g = kn_contiguous(got), *w = kn_contiguous(want);
+  size_t bytes = (size_t)kn_numel(g) * (kn_tensor_dtype(g) == KN_FLOAT64 ? 8 : 4);
+  cr_expect(memcmp(kn_data(g), kn_data(w), bytes) == 0, "%s: compiled and eager bits differ", what);
+}
+
+static kn_compiled *compile_n(void (*fn)(void), int nargs) {
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = kn_compile_tensor_fn(fn, nargs, "mlp", __FILE__, __LINE__, &o);
+  cr_assert_not_null(f, "%s", kn_last_error());
+  return f;
+}
+
+/* ---- column sums -------------------------------------------------------------------- */
+
+static const int64_t dim0[] = {0};
+
+/* relu's backward, then its bias gradient. */
+static kn_tensor *bias_grad(kn_tensor *g, kn_tensor *h) {
+  return kn_sum_dims(kn_threshold_backward(g, h, kn_float(0)), dim0, 1, false);
+}
+
+Test(inductor_mlp, bias_gradient_is_the_eager_column_sum, .init = setup, .fini = teardown) {
+  kn_compiled *f = compile_n((void (*)(void))bias_grad, 2);
+  kn_scope_begin();
+  for (int k = 0; k < 2; k++) {
+    kn_dtype dt = k ? KN_FLOAT64 : KN_FLOAT32;
+    kn_tensor *g = kn_randn(KN_SHAPE(67, 40), NULL, dt), *h = kn_randn(KN_SHAPE(67, 40), NULL, dt);
+    expect_same_bits(kn_call_t(f, g, h), bias_grad(g, h), k ? "float64" : "float32");
+  }
+  kn_scope_end();
+  kn_compiled_free(f);
+  /* per dtype: threshold_backward one flat loop, the sum the eager op */
+  expect_code(2, 2, "sum", 2);
+}
+
+/* Narrow rows (< 16) and a mean read by a pointwise node (batch norm's
+** centring) stay generated reductions. */
+static kn_tensor *narrow_sum(kn_tensor *x) { return kn_sum_dims(kn_exp(x), dim0, 1, false); }
+static kn_tensor *centred(kn_tensor *x) { return kn_sub(x, kn_mean_dims(x, dim0, 1, true)); }
+
+Test(inductor_mlp, other_column_reductions_stay_generated, .init = setup, .fini = teardown) {
+  kn_compiled *f = compile_n((void (*)(void))narrow_sum, 1);
+  kn_compiled *c = compile_n((void (*)(void))centred, 1);
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(KN_SHAPE(33, 10), NULL, KN_FLOAT64);
+  cr_expect(ind_close(kn_call_t(f, x), narrow_sum(x), 1e-12, 1e-12, "narrow"));
+  kn_tensor *y = kn_randn(KN_SHAPE(33, 40), NULL, KN_FLOAT64);
+  cr_expect(ind_close(kn_call_t(c, y), centred(y), 1e-12, 1e-12, "centred"));
+  kn_scope_end();
+  kn_compiled_free(f);
+  kn_compiled_free(c);
+  expect_code(2, 0, "sum", 0);
+}
+
+/* ---- zero-dim operands of another dtype ------------------------------------------- */
+
+static kn_tensor *sgd(kn_tensor *p, kn_tensor *g, kn_tensor *lr) { return kn_sub(p, kn_mul(g, lr)); }
+
+Test(inductor_mlp, sgd_update_with_float64_lr_is_one_kernel, .init = setup, .fini = teardown) {
+  kn_compiled *f = compile_n((void (*)(void))sgd, 3);
+  kn_scope_begin();
+  kn_tensor *p = kn_randn(KN_SHAPE(31, 45), NULL, KN_FLOAT32);
+  kn_tensor *g = kn_randn(KN_SHAPE(31, 45), NULL, KN_FLOAT32);
+  kn_tensor *lr = kn_scalar_tensor(kn_float(0.0123456789), KN_FLOAT64);
+  kn_tensor *got = kn_call_t(f, p, g, lr);
+  cr_expect_eq(kn_tensor_dtype(got), KN_FLOAT32);
+  expect_same_bits(got, sgd(p, g, lr), "sgd");
+  kn_scope_end();
+  kn_compiled_free(f);
+  expect_code(1, 0, "mul", 0);
+}
+
+/* An int64 zero-dim operand of a float tensor: float32 too; an int tensor
+** times a float64 zero-dim tensor is float64 by the category rule, left to
+** the eager op. */
+static kn_tensor *scale_int(kn_tensor *x, kn_tensor *k) { return kn_mul(x, k); }
+
+Test(inductor_mlp, zero_dim_category_rules, .init = setup, .fini = teardown) {
+  kn_compiled *f = compile_n((void (*)(void))scale_int, 2);
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(KN_SHAPE(7, 9), NULL, KN_FLOAT32);
+  kn_tensor *k = kn_scalar_tensor(kn_int(3), KN_INT64);
+  expect_same_bits(kn_call_t(f, x, k), scale_int(x, k), "float32 * int64 0-d");
+  kn_scope_end();
+  kn_compiled_free(f);
+  expect_code(1, 0, "mul", 0);
+}
+
+Test(inductor_mlp, int_tensor_times_float_zero_dim_stays_eager, .init = setup, .fini = teardown) {
+  kn_compiled *f = compile_n((void (*)(void))scale_int, 2);
+  kn_scope_begin();
+  kn_tensor *x = kn_to(kn_mul_scalar(kn_randn(KN_SHAPE(7, 9), NULL, KN_FLOAT32), kn_float(10)),
+                       KN_INT64);
+  kn_tensor *k = kn_scalar_tensor(kn_float(0.25), KN_FLOAT64);
+  kn_tensor *got = kn_call_t(f, x, k);
+  cr_expect_eq(kn_tensor_dtype(got), KN_FLOAT64);
+  expect_same_bits(got, scale_int(x, k), "int64 * float64 0-d");
+  kn_scope_end();
+  kn_compiled_free(f);
+  expect_code(0, 1, "mul", 1);
+}

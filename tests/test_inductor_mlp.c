@@ -6,9 +6,16 @@
 ** float64 zero-dim lr is one generated kernel (torch's category rule: the
 ** dimensioned float32 tensors' type wins). Both are compared with the eager
 ** ops bit for bit (the same kernels and formulas), and the generated code
-** with literal counts of kernels and extern calls.
+** with literal counts of kernels and extern calls. The backend partitions
+** with min-cut, whose ties go to the value downstream of a GEMM: the
+** backward's saved inputs are compared with literals and the gradients
+** with eager's (float64 rtol 1e-12, atol 1e-12; float32 rtol 1e-5, atol
+** 1e-6: the loss's mean sums in another order).
 */
 #include "inductor_util.h"
+#include "kiln/autograd.h"
+#include "kiln/log.h"
+#include "support/log_capture.h"
 
 static char cache[64];
 
@@ -155,4 +162,145 @@ Test(inductor_mlp, int_tensor_times_float_zero_dim_stays_eager, .init = setup, .
   kn_scope_end();
   kn_compiled_free(f);
   expect_code(0, 1, "mul", 1);
+}
+
+/* ---- the partitioner ----------------------------------------------------------------- */
+
+/* The parameter names of the "def forward(" line of the first aot_graphs
+** record whose message holds title, comma-separated (owned). */
+static char *graph_params(const kn_test_records *r, const char *title) {
+  for (size_t i = 0; i < r->n; i++) {
+    const char *m = r->v[i].message;
+    if (!m || !strstr(m, title)) continue;
+    const char *d = strstr(m, "def forward(self, ");
+    cr_assert(d, "%s", m);
+    const char *end = strstr(d, "):");
+    char *out = calloc(1, 1024);
+    for (const char *p = d + 18; p && p < end;) {
+      const char *c = strstr(p, ": \"");
+      if (!c || c > end) break;
+      if (*out) strcat(out, ",");
+      strncat(out, p, (size_t)(c - p));
+      p = strchr(c + 3, '"'); /* the type's closing quote */
+      p = p && p < end && !strncmp(p + 1, ", ", 2) ? p + 3 : NULL;
+    }
+    return out;
+  }
+  cr_assert_fail("no aot_graphs record holds %s", title);
+  return NULL;
+}
+
+static kn_tensor *leaf(int64_t n, int64_t m, kn_dtype dt) {
+  kn_tensor *t = kn_randn(KN_SHAPE(n, m), NULL, dt);
+  kn_set_requires_grad(t, true);
+  return t;
+}
+
+/* Compiled and eager gradients of fn's inputs agree. */
+static void expect_grads(kn_compiled *f, kn_tensor *(*fn)(kn_tensor **), kn_tensor **in, int n,
+                         double rtol, double atol) {
+  kn_tensor *got[8], *want[8];
+  cr_assert_eq(kn_backward(kn_call_tensors(f, in, n), NULL), KN_OK, "%s", kn_last_error());
+  for (int i = 0; i < n; i++) got[i] = kn_retain(kn_grad(in[i])), kn_set_grad(in[i], NULL);
+  cr_assert_eq(kn_backward(fn(in), NULL), KN_OK, "%s", kn_last_error());
+  for (int i = 0; i < n; i++) want[i] = kn_grad(in[i]);
+  for (int i = 0; i < n; i++) {
+    if (!kn_requires_grad(in[i])) continue;
+    cr_expect(ind_close(got[i], want[i], rtol, atol, "gradient"), "input %d", i);
+    kn_release(got[i]);
+  }
+}
+
+/* After a GEMM, a chain of cheap ops: min-cut saves the GEMM's inputs and
+** result and recomputes the chain in the backward; the default partition
+** saves what every rule reads. */
+static kn_tensor *gemm_chain(kn_tensor *x, kn_tensor *w) {
+  return kn_sum(kn_exp(kn_cos(kn_sin(kn_mm(x, w)))));
+}
+
+static kn_tensor *gemm_chain_v(kn_tensor **a) { return gemm_chain(a[0], a[1]); }
+
+Test(inductor_mlp, the_backend_partitions_with_min_cut, .init = setup, .fini = teardown) {
+  kn_test_records r = {0};
+  kn_set_logs_str("aot_graphs");
+  kn_test_capture_begin(&r);
+  kn_compiled *f = compile_n((void (*)(void))gemm_chain, 2);
+  kn_scope_begin();
+  kn_tensor *in[2] = {leaf(6, 5, KN_FLOAT64), leaf(5, 7, KN_FLOAT64)};
+  expect_grads(f, gemm_chain_v, in, 2, 1e-12, 1e-12);
+  kn_scope_end();
+  kn_test_capture_end(&r);
+  kn_set_logs_str("");
+  char *bw = graph_params(&r, "Backward graph");
+  cr_expect_str_eq(bw, "primals_1,primals_2,mm,tangents_1");
+  free(bw);
+  kn_test_records_free(&r);
+  kn_compiled_free(f);
+}
+
+/* The bench's MLP (784-512-10 there; small here): relu's result is saved,
+** not the GEMM's, so the forward is a fused GEMM + relu call. */
+static kn_tensor *mlp_loss(kn_tensor *x, kn_tensor *w1, kn_tensor *b1, kn_tensor *w2, kn_tensor *b2,
+                           kn_tensor *target) {
+  kn_tensor *h = kn_relu(kn_linear(x, w1, b1));
+  return kn_mse_loss(kn_linear(h, w2, b2), target, KN_REDUCTION_MEAN);
+}
+
+static kn_tensor *mlp_loss_v(kn_tensor **a) { return mlp_loss(a[0], a[1], a[2], a[3], a[4], a[5]); }
+
+Test(inductor_mlp, mlp_saves_relu_and_fuses_it_into_the_gemm, .init = setup, .fini = teardown) {
+  kn_test_records r = {0};
+  kn_set_logs_str("aot_graphs,post_grad_graphs");
+  kn_test_capture_begin(&r);
+  kn_compiled *f = compile_n((void (*)(void))mlp_loss, 6);
+  kn_scope_begin();
+  kn_tensor *in[6] = {kn_randn(KN_SHAPE(16, 24), NULL, KN_FLOAT32), leaf(32, 24, KN_FLOAT32),
+                      kn_randn(KN_SHAPE(32), NULL, KN_FLOAT32), leaf(5, 32, KN_FLOAT32),
+                      kn_randn(KN_SHAPE(5), NULL, KN_FLOAT32), kn_randn(KN_SHAPE(16, 5), NULL, KN_FLOAT32)};
+  kn_set_requires_grad(in[2], true);
+  kn_set_requires_grad(in[4], true);
+  expect_grads(f, mlp_loss_v, in, 6, 1e-5, 1e-6);
+  kn_scope_end();
+  kn_test_capture_end(&r);
+  kn_set_logs_str("");
+  char *bw = graph_params(&r, "Backward graph");
+  cr_expect_str_eq(bw, "primals_1,primals_4,relu,sub,tangents_1");
+  free(bw);
+  const kn_test_record *post = kn_test_get_record(&r, "kiln.ops._addmm_activation(");
+  cr_expect(post && strstr(post->message, "act = 0"), "the forward's GEMM + relu is one call");
+  kn_test_records_free(&r);
+  kn_compiled_free(f);
+}
+
+/* ---- a saved input written in place --------------------------------------------------- */
+
+/* z = x * y, then y += 1: x's gradient is y's value before the write. A
+** partition may save primal y by reference; the runtime then saves a copy. */
+static kn_tensor *mul_then_bump(kn_tensor *x, kn_tensor *y) {
+  kn_tensor *z = kn_mul(x, y);
+  return kn_add_scalar_(y, kn_float(1)) == KN_OK ? z : NULL;
+}
+
+static void saved_input_written_after(const char *backend) {
+  kn_compile_options o = {.backend = backend};
+  kn_compiled *f = KN_COMPILE(mul_then_bump, &o);
+  cr_assert_not_null(f, "%s", kn_last_error());
+  kn_scope_begin();
+  for (int call = 0; call < 2; call++) {
+    kn_tensor *x = leaf(4, 6, KN_FLOAT64), *y = kn_randn(KN_SHAPE(4, 6), NULL, KN_FLOAT64);
+    kn_tensor *y0 = kn_clone(y);
+    kn_tensor *z = kn_call_t(f, x, y);
+    cr_assert(z, "%s: %s", backend, kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(z), NULL), KN_OK, "%s", kn_last_error());
+    expect_same_bits(kn_grad(x), y0, backend);
+    expect_same_bits(y, kn_add_scalar(y0, kn_float(1)), backend);
+  }
+  kn_scope_end();
+  kn_compiled_free(f);
+}
+
+Test(inductor_mlp, saved_input_written_in_place_keeps_its_old_value, .init = setup,
+     .fini = teardown) {
+  saved_input_written_after("aot_eager");
+  saved_input_written_after("inductor");
 }

@@ -13,7 +13,8 @@
 ** are saved, and the forward nodes between them and the backward are
 ** recomputed there. Max-flow by Dinic's algorithm on 64-bit capacities; the
 ** cut is the set reachable from the source in the residual network (the cut
-** nearest to the inputs).
+** nearest to the inputs), except that between cuts of equal bytes the one
+** saving fewer results of ops that cannot be recomputed wins (capacity()).
 */
 #include <stdlib.h>
 #include <string.h>
@@ -168,12 +169,23 @@ static kn_status use_edge(void *ud, const kn__gnode *user, int arg, kn__gref v) 
   return add_edge(&b->net, n_out(i), n_in(user->index), INF_CAP);
 }
 
-static kn_status node_edges(build *b, const kn__gnode *n) {
+/* The capacity of n_in -> n_out: n's bytes times tie (more than the number
+** of nodes), plus 1 when n is a call that cannot be recomputed (a GEMM, a
+** reduction): of the cuts with the fewest bytes, the one saving the fewest
+** such results wins, so relu(addmm(...)) saves relu's result rather than
+** the GEMM's, and the forward keeps the GEMM + activation as one call. */
+static int64_t capacity(const kn__gnode *n, int64_t tie) {
+  if (n->nout != 1) return INF_CAP;
+  int64_t bytes = kn__aot_node_bytes(n);
+  if (bytes > INF_CAP / 4 / tie) return INF_CAP / 4;
+  return bytes * tie + (n->op == KN__GN_CALL && !recomputable(n));
+}
+
+static kn_status node_edges(build *b, const kn__gnode *n, int64_t tie) {
   int i = n->index;
   kn_status st = KN_OK;
   if (n->op != KN__GN_OUTPUT && !b->bwd[i]) {
-    int64_t w = n->nout == 1 ? kn__aot_node_bytes(n) : INF_CAP;
-    st = add_edge(&b->net, n_in(i), n_out(i), w);
+    st = add_edge(&b->net, n_in(i), n_out(i), capacity(n, tie));
     if (st == KN_OK && (n->op == KN__GN_PLACEHOLDER || !recomputable(n)))
       st = add_edge(&b->net, SRC, n_in(i), INF_CAP);
   }
@@ -278,7 +290,7 @@ kn_status kn__aot_mincut_plan(const kn__aot_joint *j, kn__aot_cut *pl, bool *usa
   if (has_inplace(g)) return KN_OK;
   build b = {.j = j, .bwd = pl->bwd};
   kn_status st = net_init(&b.net, 2 + 2 * nn);
-  for (int i = 0; st == KN_OK && i < nn; i++) st = node_edges(&b, kn__graph_node(g, i));
+  for (int i = 0; st == KN_OK && i < nn; i++) st = node_edges(&b, kn__graph_node(g, i), nn + 1);
   if (st == KN_OK && max_flow(&b.net, SRC, SNK) < INF_CAP) st = fill_plan(j, &b.net, pl, usable);
   net_fini(&b.net);
   return st;

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "ops/iter.h"
 #include "tensor/tensor.h"
 
 /* One compiled graph: its module (the callable may run it) and callable. */
@@ -221,12 +222,23 @@ static kn_status run_forward(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor
   return st;
 }
 
-/* Keep the saved values (aliases without history) and attach the node. */
+/* Saved value v (owned, without history): an alias, or a copy when v is
+** an input the plan writes into after the forward (a partition may save a
+** primal by reference, and the backward means its value before the write). */
+static kn_tensor *saved_value(const aot_fn *f, kn_tensor *const *in, int nin, kn_tensor *v) {
+  for (int k = 0; k < f->plan.nmutated; k++) {
+    int j = f->plan.mutations[k].input;
+    if (j >= 0 && j < nin && kn_same_storage(v, in[j])) return kn__contiguous_copy(v, v->dtype);
+  }
+  return alias(v);
+}
+
+/* Keep the saved values and attach the node. */
 static kn_status keep_saved(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **all) {
   kn_tensor **saved = calloc((size_t)f->nsaved + 1, sizeof *saved);
   kn_status st = saved ? KN_OK : kn__oom();
   for (int i = 0; st == KN_OK && i < f->nsaved; i++) /* no history: never the node's outputs */
-    if (!(saved[i] = alias(all[f->nuser + i]))) st = kn_last_status();
+    if (!(saved[i] = saved_value(f, in, nin, all[f->nuser + i]))) st = kn_last_status();
   if (st == KN_OK && kn_is_grad_enabled()) return attach(f, in, nin, all, saved);
   for (int i = 0; saved && i < f->nsaved; i++) kn_release(saved[i]);
   free(saved);

@@ -38,11 +38,10 @@ static kn_status inductor_backend(kn_graph_module *gm, kn_tensor *const *ex, int
   (void)ud;
   if (!gm || !out) return kn__error(KN_EINVAL, "inductor: expected a graph module and an output");
   bool failed = false;
-  /* the default partitioner: min-cut breaks ties between equal cuts toward
-  ** the inputs, saving a GEMM's output instead of its activation's, which
-  ** keeps the GEMM + activation fusion from applying (docs/AOT.md) */
+  /* min-cut, as PyTorch's inductor: of equal cuts it saves an activation
+  ** rather than its GEMM's output, so GEMM + activation stay one call */
   kn__aot_config cfg = {.fw_compiler = ind_graph, .fw_ud = &failed, .bw_compiler = ind_graph,
-                        .bw_ud = &failed, .partitioner = KN__AOT_PART_DEFAULT};
+                        .bw_ud = &failed, .partitioner = KN__AOT_PART_MINCUT};
   kn_status st = kn__aot_compile(gm, ex, n, &cfg, out);
   if (st == KN_OK || failed) return st;
   KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: AOT autograd failed (%s); compiling the captured "

@@ -15,6 +15,8 @@
 #include "inductor_util.h"
 #include "kiln/autograd.h"
 #include "kiln/log.h"
+#include "kiln/optim.h"
+#include "kiln/profiler.h"
 #include "support/log_capture.h"
 
 static char cache[64];
@@ -303,4 +305,89 @@ Test(inductor_mlp, saved_input_written_in_place_keeps_its_old_value, .init = set
      .fini = teardown) {
   saved_input_written_after("aot_eager");
   saved_input_written_after("inductor");
+}
+
+/* ---- write-backs computed in place -------------------------------------------------------- */
+
+/* Profiled events named name while fn(ud) runs. */
+static int events_named(const char *name, void (*fn)(void *), void *ud) {
+  kn_profiler_clear();
+  cr_assert_eq(kn_profiler_start(), KN_OK);
+  fn(ud);
+  kn_profiler_stop();
+  int n = 0;
+  kn_profiler_event e;
+  for (int i = 0; i < kn_profiler_num_events(); i++)
+    if (kn_profiler_get_event(i, &e) && !strcmp(e.name, name)) n++;
+  kn_profiler_clear();
+  return n;
+}
+
+static void compiled_step(void *opt) {
+  kn_compile_options o = {.backend = "inductor"};
+  cr_assert_eq(kn_optim_step_compiled(opt, &o), KN_OK, "%s", kn_last_error());
+}
+
+/* Two SGD optimizers over equal parameters and gradients, one stepped
+** eagerly, one compiled: the same bits after each step, and the compiled
+** update writes the parameters in place (no copy_ of a write-back). */
+Test(inductor_mlp, sgd_compiled_step_updates_parameters_in_place, .init = setup, .fini = teardown) {
+  kn_tensor *pe[2] = {kn_retain(kn_randn(KN_SHAPE(24, 40), NULL, KN_FLOAT32)),
+                      kn_retain(kn_randn(KN_SHAPE(40), NULL, KN_FLOAT32))};
+  kn_tensor *pc[2] = {kn_retain(kn_clone(pe[0])), kn_retain(kn_clone(pe[1]))};
+  for (int i = 0; i < 2; i++) kn_set_requires_grad(pe[i], true), kn_set_requires_grad(pc[i], true);
+  kn_optim_options oo = {.lr = 0.05};
+  kn_optimizer *e = kn_sgd(pe, 2, &oo), *c = kn_sgd(pc, 2, &oo);
+  cr_assert(e && c, "%s", kn_last_error());
+  for (int step = 0; step < 4; step++) {
+    kn_scope_begin();
+    for (int i = 0; i < 2; i++) {
+      kn_tensor *g = kn_randn(i ? 1 : 2, i ? (int64_t[]){40} : (int64_t[]){24, 40}, NULL, KN_FLOAT32);
+      kn_set_grad(pe[i], g);
+      kn_set_grad(pc[i], kn_clone(g));
+    }
+    void *data = kn_data(pc[0]);
+    cr_assert_eq(kn_optim_step(e), KN_OK, "%s", kn_last_error());
+    int copies = events_named("aten::copy_", compiled_step, c);
+    if (step > 0) cr_expect_eq(copies, 0, "step %d: %d write-back copies", step, copies);
+    cr_expect_eq(kn_data(pc[0]), data);
+    expect_same_bits(pc[0], pe[0], "weight");
+    expect_same_bits(pc[1], pe[1], "bias");
+    kn_scope_end();
+  }
+  kn_optim_free(e);
+  kn_optim_free(c);
+  for (int i = 0; i < 2; i++) kn_release(pe[i]), kn_release(pc[i]);
+}
+
+/* p's old value is read by a reduction outside the update's kernel: the
+** new value cannot be computed in p (the sum would read it), so it is
+** written back by a copy. */
+static kn_tensor *sum_then_update(kn_tensor *p, kn_tensor *g) {
+  kn_tensor *s = kn_sum(p);
+  return kn_sub_(p, g) == KN_OK ? s : NULL;
+}
+
+typedef struct call_ctx { kn_compiled *f; kn_tensor *p, *g, *out; } call_ctx;
+static void call_it(void *ud) {
+  call_ctx *c = ud;
+  c->out = kn_call_t(c->f, c->p, c->g);
+}
+
+Test(inductor_mlp, update_read_elsewhere_is_copied_back, .init = setup, .fini = teardown) {
+  kn_compiled *f = compile_n((void (*)(void))sum_then_update, 2);
+  kn_scope_begin();
+  bool prev = kn_no_grad_begin();
+  for (int call = 0; call < 2; call++) {
+    kn_tensor *p = kn_randn(KN_SHAPE(9, 20), NULL, KN_FLOAT32), *g = kn_randn(KN_SHAPE(9, 20), NULL, KN_FLOAT32);
+    kn_tensor *pe = kn_clone(p);
+    kn_tensor *want = sum_then_update(pe, g);
+    call_ctx c = {f, p, g, NULL};
+    cr_expect_eq(events_named("aten::copy_", call_it, &c), 1);
+    expect_same_bits(c.out, want, "sum of the old value");
+    expect_same_bits(p, pe, "updated input");
+  }
+  kn_no_grad_end(prev);
+  kn_scope_end();
+  kn_compiled_free(f);
 }

@@ -95,6 +95,13 @@ void kn__aot_parts_fini(kn__aot_parts *p);
 ** (each gets a graph module and its example meta inputs; bw may equal fw),
 ** fills out with the runtime's callable. Registered as "aot_eager" with the
 ** graph interpreter for both. */
+/* Runs c (a callable fw_compiler returned), told that outputs[k] will be
+** copied into into[k] (borrowed; NULL: no copy) right after the call: it
+** may compute output k in into[k] and return into[k] itself (a new
+** reference), and the plan then skips that copy. */
+typedef kn_status (*kn__aot_run_into_fn)(const kn_compiled_graph *c, kn_tensor *const *in, int nin,
+                                         kn_tensor **out, int nout, kn_tensor *const *into);
+
 typedef struct kn__aot_config {
   kn_backend_fn fw_compiler;
   void *fw_ud;
@@ -102,6 +109,8 @@ typedef struct kn__aot_config {
   void *bw_ud;
   kn__aot_partitioner partitioner; /* zero: the default partitioner; the
                                       KILN_AOT_PARTITIONER setting overrides it */
+  kn__aot_run_into_fn fw_run_into; /* NULL, or how inference graphs with inputs mutated
+                                      under no_grad run (their write-backs in place) */
 } kn__aot_config;
 kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *examples, int n,
                           const kn__aot_config *cfg, kn_compiled_graph *out);

@@ -113,6 +113,10 @@ void kn__aot_plan_log(const kn__aot_plan *p, bool is_train) {
 /* Copy v into the mutated tensor, under no_grad when every mutation was. */
 static kn_status write_back(const kn__aot_mutation *m, kn_tensor *const *in, kn_tensor *v) {
   kn_tensor *dst = m->input >= 0 ? in[m->input] : m->konst;
+  if (v == dst && !m->with_grad) { /* computed in place (run_into): only the version moves */
+    kn__bump_version(dst);
+    return KN_OK;
+  }
   bool prev = kn_set_grad_enabled(m->with_grad && kn_is_grad_enabled());
   kn_status st = kn_copy_(dst, v);
   kn_set_grad_enabled(prev);

@@ -41,6 +41,7 @@ typedef struct aot_fn {
   int ngrads;
   int *grad_input; /* [ngrads] */
   int nin;
+  kn__aot_run_into_fn run_into; /* kn__aot_config.fw_run_into */
 } aot_fn;
 
 static void cgraph_fini(cgraph *g) {
@@ -210,11 +211,28 @@ static kn_status attach(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **ou
   return st;
 }
 
+/* An inference graph's call, telling a callable that can write outputs in
+** place which of them the plan copies into an input mutated under no_grad
+** (the new values come first); the plan then skips those copies. */
+static kn_status run_fw_graph(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **all, int n) {
+  const kn__aot_plan *p = &f->plan;
+  if (!f->inference || !f->run_into || p->nmutated == 0 || p->nmutated > n)
+    return f->fw.c.run(f->fw.c.state, in, nin, all, n);
+  kn_tensor **into = calloc((size_t)n, sizeof *into);
+  if (!into) return kn__oom();
+  for (int k = 0; k < p->nmutated; k++)
+    if (p->mutations[k].input >= 0 && p->mutations[k].input < nin && !p->mutations[k].with_grad)
+      into[k] = in[p->mutations[k].input];
+  kn_status st = f->run_into(&f->fw.c, in, nin, all, n, into);
+  free(into);
+  return st;
+}
+
 /* The forward's outputs (all[nuser + nsaved], owned) for one call. */
 static kn_status run_forward(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor **all, int n) {
   bool prev = kn_no_grad_begin();
   kn_scope_begin(); /* the callable's results are recorded in it: take our own */
-  kn_status st = f->fw.c.run(f->fw.c.state, in, nin, all, n);
+  kn_status st = run_fw_graph(f, in, nin, all, n);
   for (int i = 0; st == KN_OK && i < n; i++) kn_retain(all[i]);
   kn_scope_end();
   kn_no_grad_end(prev);
@@ -362,6 +380,7 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
   if (!f || !rg) return free(f), free(rg), kn__oom();
   atomic_init(&f->refs, 1);
   f->nin = n;
+  f->run_into = cfg->fw_run_into;
   bool any = false;
   for (int i = 0; i < n; i++) { /* the placeholder's metadata also says it (no example given) */
     const kn__vmeta *m = kn__graph_input(g, i)->meta;
@@ -394,6 +413,6 @@ kn_status kn__aot_eager_compile(kn_graph_module *gm, kn_tensor *const *ex, int n
   void *eud = NULL;
   kn_status st = kn__backend_lookup("eager", NULL, &eager, &eud);
   if (st != KN_OK) return st;
-  kn__aot_config cfg = {eager, eud, eager, eud, KN__AOT_PART_DEFAULT};
+  kn__aot_config cfg = {eager, eud, eager, eud, KN__AOT_PART_DEFAULT, NULL};
   return kn__aot_compile(gm, ex, n, &cfg, out);
 }

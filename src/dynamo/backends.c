@@ -41,7 +41,8 @@ static kn_status inductor_backend(kn_graph_module *gm, kn_tensor *const *ex, int
   /* min-cut, as PyTorch's inductor: of equal cuts it saves an activation
   ** rather than its GEMM's output, so GEMM + activation stay one call */
   kn__aot_config cfg = {.fw_compiler = ind_graph, .fw_ud = &failed, .bw_compiler = ind_graph,
-                        .bw_ud = &failed, .partitioner = KN__AOT_PART_MINCUT};
+                        .bw_ud = &failed, .partitioner = KN__AOT_PART_MINCUT,
+                        .fw_run_into = kn__inductor_run_into};
   kn_status st = kn__aot_compile(gm, ex, n, &cfg, out);
   if (st == KN_OK || failed) return st;
   KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: AOT autograd failed (%s); compiling the captured "

@@ -38,6 +38,7 @@ typedef struct prog {
   kn__gprog *eager;
   int ninputs, noutputs, nsyms, nbind;
   int *out_slot;
+  int *into_input; /* [noutputs] the input output k may be computed in (run_into), or -1 */
   bind *binds;
   atomic_bool told_fallback;
 } prog;
@@ -47,6 +48,7 @@ typedef struct frame {
   kn_tensor **vals;
   bool *owned;
   int64_t *symvals;
+  kn_tensor **donor; /* [nslots] or NULL: the input slot s is computed in (run_into) */
 } frame;
 
 /* ---- runtime callbacks ------------------------------------------------------------ */
@@ -54,8 +56,18 @@ static int64_t eval(const frame *f, kn_sym v) {
   return kn__sym_is_const(v) ? v.c : kn__sym_eval(v, f->symvals);
 }
 
+/* Slot s computed in place, in the input the caller copies it into. */
+static bool take_donor(frame *f, int s, void **out) {
+  if (!f->donor || !f->donor[s]) return false;
+  f->vals[s] = kn_retain(f->donor[s]);
+  f->owned[s] = true;
+  *out = kn_data(f->vals[s]);
+  return true;
+}
+
 static int rt_alloc(void *ctx, int slot, void **out) {
   frame *f = ctx;
+  if (take_donor(f, slot, out)) return 0;
   const kn__gnode *n = f->p->plan.slot_node[slot];
   const kn__vmeta *m = &n->meta[f->p->plan.slot_out[slot]];
   int64_t sizes[KN_MAX_DIMS];
@@ -163,6 +175,10 @@ static const void *rt_vmath(void) { return kn__vmath_get(); }
 ** pairs only slots of the same sizes and dtype). */
 static int rt_reuse(void *ctx, int from, int to, void **out) {
   frame *f = ctx;
+  if (f->donor && f->donor[to]) {
+    rt_release(ctx, from);
+    return take_donor(f, to, out) ? 0 : -1;
+  }
   f->vals[to] = f->vals[from];
   f->owned[to] = f->owned[from];
   f->vals[from] = NULL;
@@ -230,8 +246,37 @@ static kn_status finish(frame *f, int rc, kn_tensor **out) {
   return st;
 }
 
+/* The slots computed in the inputs the caller copies them into: output k
+** when into[k] is the input the plan allows for it (into_tables) and no
+** other input shares its memory. */
+static kn_tensor **donors(const prog *p, kn_tensor *const *in, kn_tensor *const *into) {
+  kn_tensor **d = NULL;
+  for (int k = 0; into && k < p->noutputs; k++) {
+    int j = p->into_input[k];
+    bool alone = j >= 0 && into[k] == in[j];
+    for (int i = 0; alone && i < p->ninputs; i++) alone = i == j || !kn_same_storage(in[i], in[j]);
+    if (!alone) continue;
+    if (!d && !(d = calloc((size_t)p->plan.nslots, sizeof *d))) return NULL;
+    d[p->out_slot[k]] = in[j];
+  }
+  return d;
+}
+
+static kn_status run_with(prog *p, kn_tensor *const *in, int nin, kn_tensor **out, int nout,
+                          kn_tensor *const *into);
+
 static kn_status ind_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
-  prog *p = state;
+  return run_with(state, in, nin, out, nout, NULL);
+}
+
+kn_status kn__inductor_run_into(const kn_compiled_graph *c, kn_tensor *const *in, int nin,
+                                kn_tensor **out, int nout, kn_tensor *const *into) {
+  if (c->run != ind_run) return c->run(c->state, in, nin, out, nout);
+  return run_with(c->state, in, nin, out, nout, into);
+}
+
+static kn_status run_with(prog *p, kn_tensor *const *in, int nin, kn_tensor **out, int nout,
+                          kn_tensor *const *into) {
   if (nin != p->ninputs || nout != p->noutputs)
     return kn__error(KN_EINVAL, "inductor: expected %d inputs and %d outputs, got %d and %d",
                      p->ninputs, p->noutputs, nin, nout);
@@ -242,7 +287,7 @@ static kn_status ind_run(void *state, kn_tensor *const *in, int nin, kn_tensor *
   if (!mem) return kn__oom();
   int64_t *s = (int64_t *)(void *)mem;
   frame f = {p, (kn_tensor **)(void *)(mem + nx * sizeof(int64_t)), NULL,
-             (int64_t *)(void *)(mem + nx * sizeof(int64_t) + ns * sizeof(kn_tensor *))};
+             (int64_t *)(void *)(mem + nx * sizeof(int64_t) + ns * sizeof(kn_tensor *)), NULL};
   f.owned = (bool *)(f.symvals + nv);
   bind_frame(&f, in);
   kn_status st;
@@ -250,8 +295,10 @@ static kn_status ind_run(void *state, kn_tensor *const *in, int nin, kn_tensor *
     st = run_eager(p, in, out);
   } else {
     for (int k = 0; k < p->plan.nsymx; k++) s[k] = kn__sym_eval(p->plan.symx[k], f.symvals);
+    f.donor = donors(p, in, into);
     st = finish(&f, p->call(&runtime, &f, s), out);
   }
+  free(f.donor);
   free(mem);
   return st;
 }
@@ -264,6 +311,7 @@ static void prog_free(void *state) {
   kn__graph_free(p->graph);
   kn__gprog_free(p->eager);
   free(p->out_slot);
+  free(p->into_input);
   free(p->binds);
   free(p);
 }
@@ -299,6 +347,68 @@ static kn_status io_tables(prog *p) {
       p->binds[p->nbind++] = (bind){i, d, k};
       if (k + 1 > p->nsyms) p->nsyms = k + 1;
     }
+  }
+  return KN_OK;
+}
+
+/* Is m contiguous with n's sizes and dtype (constant sizes)? */
+static bool same_contiguous(const kn__vmeta *m, const kn__vmeta *n) {
+  if (m->kind != KN__V_TENSOR || m->dtype != n->dtype || m->ndim != n->ndim) return false;
+  int64_t want = 1;
+  for (int d = m->ndim - 1; d >= 0; d--) {
+    if (!kn__sym_is_const(m->sizes[d]) || !kn__sym_is_const(n->sizes[d]) ||
+        !kn__sym_is_const(m->strides[d]) || m->sizes[d].c != n->sizes[d].c)
+      return false;
+    if (m->sizes[d].c != 1 && m->strides[d].c != want) return false;
+    want *= m->sizes[d].c;
+  }
+  return true;
+}
+
+/* Is u computed inside the loop of kernel root r (u itself, or inlined into
+** a chain of single users ending at r)? */
+static bool in_kernel(const kn__ind_plan *pl, const kn__gnode *u, const kn__gnode *r) {
+  for (int hops = 0; hops < 64 && u; hops++) {
+    if (u == r) return true;
+    if (pl->nodes[u->index].kind != KN__IND_PW || !pl->nodes[u->index].inlined) return false;
+    kn__gnode *next = NULL;
+    if (kn__graph_users(pl->g, u, &next, 1) != 1) return false;
+    u = next;
+  }
+  return false;
+}
+
+/* Can output k be computed in graph input j? Its value is the root of a
+** pointwise kernel (not a reduction group), input j has its sizes, dtype
+** and contiguous strides, and every reader of input j is inside that
+** kernel, reading element i for element i: written in place, each element
+** is read before it is overwritten and by nothing after. */
+static bool into_ok(const prog *p, int k, int j) {
+  const kn__ind_plan *pl = &p->plan;
+  const kn__gnode *o = kn__graph_output_node(pl->g), *r = o->args[k].u.t.node;
+  const kn__gnode *ph = kn__graph_input(pl->g, j);
+  const kn__ind_node *rn = &pl->nodes[r->index];
+  if (rn->kind != KN__IND_PW || rn->group >= 0 || rn->inlined || rn->slot < 0 ||
+      !same_contiguous(&ph->meta[0], &r->meta[0]))
+    return false;
+  for (int i = 0; i < p->noutputs; i++)
+    if ((i != k && p->out_slot[i] == p->out_slot[k]) || o->args[i].u.t.node == ph) return false;
+  kn__gnode *users[16];
+  int nu = kn__graph_users(pl->g, ph, users, 16);
+  if (nu < 1 || nu > 16) return false;
+  for (int u = 0; u < nu; u++)
+    if (!in_kernel(pl, users[u], r)) return false;
+  return true;
+}
+
+/* into_input[k]: the one input output k may be computed in, or -1. */
+static kn_status into_tables(prog *p) {
+  p->into_input = malloc(((size_t)p->noutputs + 1) * sizeof *p->into_input);
+  if (!p->into_input) return kn__oom();
+  for (int k = 0; k < p->noutputs; k++) {
+    p->into_input[k] = -1;
+    for (int j = 0; j < p->ninputs && p->into_input[k] < 0; j++)
+      if (into_ok(p, k, j)) p->into_input[k] = j;
   }
   return KN_OK;
 }
@@ -396,6 +506,7 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   if (st == KN_OK) st = kn__ind_post_grad(g, &p->graph);
   if (st == KN_OK) st = kn__ind_plan_build(p->graph, &p->plan);
   if (st == KN_OK) st = io_tables(p);
+  if (st == KN_OK) st = into_tables(p);
   kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(g));
   char *text = st == KN_OK ? kn__graph_serialize(g) : NULL;
   kn__shape_env_set_current(prev);

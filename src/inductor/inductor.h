@@ -30,6 +30,14 @@
 ** names the cause (no compiler, compiler error with its stderr, ...). */
 kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_inputs, int n,
                                void *ud, kn_compiled_graph *out);
+/* Run c (a callable kn__inductor_compile returned; another backend's just
+** runs), told that outputs[k] will be copied into into[k] (borrowed; NULL:
+** no copy) right after the call: an output that is the root of a pointwise
+** kernel whose only reader of that input is the kernel itself (element i
+** for element i) is computed in into[k] and returned as it (a new
+** reference). AOT autograd's kn__aot_config.fw_run_into under "inductor". */
+kn_status kn__inductor_run_into(const kn_compiled_graph *c, kn_tensor *const *in, int nin,
+                                kn_tensor **out, int nout, kn_tensor *const *into);
 
 /* ---- the ABI between kiln and generated code -------------------------------
 ** Generated code sees only this table (no kiln symbols are linked), passed to

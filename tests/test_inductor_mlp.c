@@ -391,3 +391,39 @@ Test(inductor_mlp, update_read_elsewhere_is_copied_back, .init = setup, .fini = 
   kn_scope_end();
   kn_compiled_free(f);
 }
+
+/* ---- optimizer steps raise no error internally ------------------------------------------ */
+
+/* A successful step leaves no error behind: looking up state an optimizer
+** does not have (SGD has no "step") raised one, with the nearest paths
+** formatted, for every parameter on every step. */
+static void steps_leave_no_error(kn_optimizer *(*make)(kn_tensor *const *, int, const kn_optim_options *),
+                                 double momentum, bool compiled) {
+  kn_tensor *p[2] = {kn_retain(kn_randn(KN_SHAPE(6, 5), NULL, KN_FLOAT32)),
+                     kn_retain(kn_randn(KN_SHAPE(5), NULL, KN_FLOAT32))};
+  for (int i = 0; i < 2; i++) kn_set_requires_grad(p[i], true);
+  kn_optim_options oo = {.lr = 0.01, .momentum = momentum};
+  kn_optimizer *opt = make(p, 2, &oo);
+  cr_assert(opt, "%s", kn_last_error());
+  kn_compile_options o = {.backend = "inductor"};
+  for (int step = 0; step < 3; step++) {
+    kn_scope_begin();
+    for (int i = 0; i < 2; i++) kn_set_grad(p[i], kn_mul_scalar(p[i], kn_float(0.5)));
+    kn_clear_error();
+    kn_status st = compiled ? kn_optim_step_compiled(opt, &o) : kn_optim_step(opt);
+    cr_expect_eq(st, KN_OK);
+    cr_expect_eq(kn_last_status(), KN_OK, "step %d (momentum %g, %s): %s", step, momentum,
+                 compiled ? "compiled" : "eager", kn_last_error());
+    kn_scope_end();
+  }
+  kn_optim_free(opt);
+  kn_release(p[0]), kn_release(p[1]);
+}
+
+Test(inductor_mlp, optimizer_steps_leave_no_error, .init = setup, .fini = teardown) {
+  for (int c = 0; c < 2; c++) {
+    steps_leave_no_error(kn_sgd, 0, c);
+    steps_leave_no_error(kn_sgd, 0.9, c);
+    steps_leave_no_error(kn_adam, 0, c);
+  }
+}

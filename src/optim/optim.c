@@ -172,11 +172,24 @@ static kn_module *child(const kn_optimizer *opt, int i) {
   return c;
 }
 
+/* Does parameter i's state hold an entry named name? (Its own entries, so
+** a missing one raises no error: kn_module_get would set one, with the
+** nearest paths, on every step.) */
+static bool holds(const kn_optimizer *opt, int i, const char *name) {
+  kn_module *c = child(opt, i);
+  for (int k = 0; c && k < kn__module_nitems(c); k++) {
+    int kind;
+    kn_tensor *t;
+    kn_module *sub = NULL;
+    const char *nm = kn__module_item(c, k, &kind, &t, &sub);
+    if (nm && !strcmp(nm, name)) return true;
+  }
+  return false;
+}
+
 static bool has_state(kn_optimizer *opt, int i) {
-  pstate s = {opt->state, "", NULL};
-  snprintf(s.prefix, sizeof s.prefix, "%d.", i);
-  return get(&s, "step") != NULL || get(&s, "momentum_buffer") != NULL ||
-         (opt->kind == OPT_SGD && opt->o.momentum == 0);
+  if (opt->kind == OPT_SGD) return opt->o.momentum == 0 || holds(opt, i, "momentum_buffer");
+  return holds(opt, i, "step");
 }
 
 /* PyTorch's lazy state: created on the first step that sees a gradient. */

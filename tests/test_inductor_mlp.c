@@ -427,3 +427,27 @@ Test(inductor_mlp, optimizer_steps_leave_no_error, .init = setup, .fini = teardo
     steps_leave_no_error(kn_adam, 0, c);
   }
 }
+
+/* ---- the profile names the fused GEMM call ----------------------------------------------- */
+
+static kn_tensor *dense_relu(kn_tensor *x, kn_tensor *w, kn_tensor *b) { return kn_relu(kn_linear(x, w, b)); }
+
+typedef struct dense_ctx { kn_compiled *f; kn_tensor *x, *w, *b, *out; } dense_ctx;
+static void call_dense(void *ud) {
+  dense_ctx *c = ud;
+  c->out = kn_call_t(c->f, c->x, c->w, c->b);
+}
+
+/* The fused GEMM + relu extern call is a profiler event of its own
+** (aten::_addmm_activation, as PyTorch names it), not time hidden in the
+** compiled region. */
+Test(inductor_mlp, fused_gemm_call_is_profiled, .init = setup, .fini = teardown) {
+  kn_compiled *f = compile_n((void (*)(void))dense_relu, 3);
+  kn_scope_begin();
+  dense_ctx c = {f, kn_randn(KN_SHAPE(8, 12), NULL, KN_FLOAT32), kn_randn(KN_SHAPE(6, 12), NULL, KN_FLOAT32),
+                 kn_randn(KN_SHAPE(6), NULL, KN_FLOAT32), NULL};
+  cr_expect_eq(events_named("aten::_addmm_activation", call_dense, &c), 1);
+  expect_same_bits(c.out, dense_relu(c.x, c.w, c.b), "relu(linear)");
+  kn_scope_end();
+  kn_compiled_free(f);
+}

@@ -332,9 +332,11 @@ static void compiled_step(void *opt) {
 ** eagerly, one compiled: the same bits after each step, and the compiled
 ** update writes the parameters in place (no copy_ of a write-back). */
 Test(inductor_mlp, sgd_compiled_step_updates_parameters_in_place, .init = setup, .fini = teardown) {
+  kn_scope_begin();
   kn_tensor *pe[2] = {kn_retain(kn_randn(KN_SHAPE(24, 40), NULL, KN_FLOAT32)),
                       kn_retain(kn_randn(KN_SHAPE(40), NULL, KN_FLOAT32))};
   kn_tensor *pc[2] = {kn_retain(kn_clone(pe[0])), kn_retain(kn_clone(pe[1]))};
+  kn_scope_end(); /* the four references are ours */
   for (int i = 0; i < 2; i++) kn_set_requires_grad(pe[i], true), kn_set_requires_grad(pc[i], true);
   kn_optim_options oo = {.lr = 0.05};
   kn_optimizer *e = kn_sgd(pe, 2, &oo), *c = kn_sgd(pc, 2, &oo);
@@ -399,8 +401,10 @@ Test(inductor_mlp, update_read_elsewhere_is_copied_back, .init = setup, .fini = 
 ** formatted, for every parameter on every step. */
 static void steps_leave_no_error(kn_optimizer *(*make)(kn_tensor *const *, int, const kn_optim_options *),
                                  double momentum, bool compiled) {
+  kn_scope_begin();
   kn_tensor *p[2] = {kn_retain(kn_randn(KN_SHAPE(6, 5), NULL, KN_FLOAT32)),
                      kn_retain(kn_randn(KN_SHAPE(5), NULL, KN_FLOAT32))};
+  kn_scope_end();
   for (int i = 0; i < 2; i++) kn_set_requires_grad(p[i], true);
   kn_optim_options oo = {.lr = 0.01, .momentum = momentum};
   kn_optimizer *opt = make(p, 2, &oo);
@@ -408,7 +412,7 @@ static void steps_leave_no_error(kn_optimizer *(*make)(kn_tensor *const *, int, 
   kn_compile_options o = {.backend = "inductor"};
   for (int step = 0; step < 3; step++) {
     kn_scope_begin();
-    for (int i = 0; i < 2; i++) kn_set_grad(p[i], kn_mul_scalar(p[i], kn_float(0.5)));
+    for (int i = 0; i < 2; i++) kn_set_grad(p[i], kn_detach(kn_mul_scalar(p[i], kn_float(0.5))));
     kn_clear_error();
     kn_status st = compiled ? kn_optim_step_compiled(opt, &o) : kn_optim_step(opt);
     cr_expect_eq(st, KN_OK);

@@ -1,0 +1,205 @@
+/*
+** ops/vmath_f64_log.h: kiln's own float64 log, log2, log10 and log1p on
+** AVX-512F (kn_vd an 8-lane __m512d), included by vmath_isa.h after
+** vmath_f64.h (it uses fma_d and VD); other ISAs keep SLEEF's u10 functions.
+**
+** x = 2^e m with m in [0.75, 1.5) from vgetmantpd and e from vgetexppd
+** (denormals included). The top 4 fraction bits of m pick one of 16
+** intervals (entries 0..7: m in [1 + j/16, 1 + (j+1)/16); entries 8..15: m in
+** [0.75 + j/32, 0.75 + (j+1)/32), where vgetexppd's e is one below m's
+** exponent, so those entries carry an extra log_b 2). Each entry holds invc
+** near 1 / the interval's centre and T = -log_b(invc) (+ log_b 2) as hi + lo,
+** hi a multiple of 2^-42, looked up from two registers with vpermt2pd. Then
+** r = m invc - 1 (one rounding; exact in the two entries next to 1, whose
+** invc is 1, so near x = 1 the result is the polynomial of the exact x - 1;
+** |r| <= 1/16) and
+**   log_b x = (e log_b(2)hi + Thi) + r / ln b + (e log_b(2)lo + Tlo + r^2 P(r))
+** where the first term is exact (e <= 1075, both multiples of 2^-42), its
+** sum with r / ln b is kept in two parts (Fast2Sum: the first term is 0 or
+** larger than |r|), and P is a degree-9 Chebyshev fit of (log_b(1 + r) - r /
+** ln b) / r^2 on [-1/32, 1/16] (error below 2^-56). The largest errors
+** measured are in tests/test_vmath.c. Special values (0, negative, inf, NaN)
+** are set by one vfixupimmpd from x's class. No fast-math.
+*/
+#if defined(KN_VM_D512)
+
+static const double x5d_log_invc[16] = {
+    0x1p+0, 0x1.d41d41d41d41dp-1, 0x1.bacf914c1badp-1, 0x1.a41a41a41a41ap-1,
+    0x1.8f9c18f9c18fap-1, 0x1.7d05f417d05f4p-1, 0x1.6c16c16c16c17p-1, 0x1.5c9882b931057p-1,
+    0x1.4e5e0a72f0539p+0, 0x1.4141414141414p+0, 0x1.3521cfb2b78c1p+0, 0x1.29e4129e4129ep+0,
+    0x1.1f7047dc11f7p+0, 0x1.15b1e5f75270dp+0, 0x1.0c9714fbcda3bp+0, 0x1p+0};
+static const double x5d_log_thi[16] = {
+    0, 0x1.6f0d28ae58p-4, 0x1.29552f82p-3,
+    0x1.9525a9cf46p-3, 0x1.fb9186d5e4p-3, 0x1.2e8e2bae12p-2,
+    0x1.5d1bdbf581p-2, 0x1.89a3386c14p-2, 0x1.b44f77bcc9p-2,
+    0x1.dd46a04c1cp-2, 0x1.02552a5a5dp-1, 0x1.154c3d2f4d8p-1,
+    0x1.2795e1289bp-1, 0x1.393e0d35628p-1, 0x1.4a4f85db04p-1,
+    0x1.62e42fefa38p-1};
+static const double x5d_log_tlo[16] = {
+    0, -0x1.4b2241b664613p-44, -0x1.5bd67f4471dfcp-44,
+    -0x1.294937d9f158fp-44, -0x1.d6b2aab993c87p-47, -0x1.6791e99b72bd8p-45,
+    -0x1.8d97dc9c7c238p-44, 0x1.2d92d38c40882p-45, -0x1.38068224aa2cep-47,
+    0x1.283fb989a9274p-44, 0x1.fe3d38d2bafddp-46, -0x1.0af338662e34dp-44,
+    0x1.1b6b783f3db97p-45, 0x1.0cd8e221301b7p-44, -0x1.4575d840b8591p-45,
+    0x1.ef35793c7673p-45};
+static const double x5d_log_p[10] = {
+    -0x1p-1, 0x1.555555555555dp-2, -0x1.0000000000ccap-2,
+    0x1.9999999988d8ap-3, -0x1.5555553b09264p-3, 0x1.2492488c5629p-3,
+    -0x1.00008c6171281p-3, 0x1.c72ede3d314c7p-4, -0x1.9808b4e863b47p-4,
+    0x1.447cbbafa4886p-4};
+static const double x5d_log2_thi[16] = {
+    0, 0x1.08c588cda8p-3, 0x1.acf5e2db4ep-3,
+    0x1.24407ab0ep-2, 0x1.6e221cd9d1p-2, 0x1.b47ebf7388p-2,
+    0x1.f7a8568cbp-2, 0x1.1bf311e95dp-1, 0x1.3abb3faa02p-1,
+    0x1.584822698ap-1, 0x1.74b1fd64e08p-1, 0x1.900e616p-1,
+    0x1.aa708f58018p-1, 0x1.c3e9ca2e1ap-1, 0x1.dc899ab3ff8p-1,
+    0x1p+0};
+static const double x5d_log2_tlo[16] = {
+    0, -0x1.86b2964f9cc81p-45, 0x1.9221a70644c9fp-44,
+    0x1.ce9a46a0cfd5ep-44, -0x1.9147a3bbf4371p-45, 0x1.508034c646d5dp-45,
+    0x1.b3740bc809c97p-44, 0x1.c68ff1b17ea3p-50, 0x1.67d63f674c5d6p-45,
+    -0x1.660723f2b18ddp-44, -0x1.57744afe277ecp-46, 0x1.66cfec74663c3p-44,
+    -0x1.95e53bc6871c6p-44, 0x1.54fbd0bc037dep-47, -0x1.4a275c2e5df91p-44,
+    0};
+static const double x5d_log2_p[10] = {
+    -0x1.71547652b82fep-1, 0x1.ec709dc3a0408p-2, -0x1.71547652b9572p-2,
+    0x1.2776c50eedaa1p-2, -0x1.ec709d9dafc2dp-3, 0x1.a61761cc0d092p-3,
+    -0x1.715540d97d26p-3, 0x1.48585e0ce78acp-3, -0x1.2655961b17dbbp-3,
+    0x1.d422d97019b7fp-4};
+static const double x5d_log10_thi[16] = {
+    0, 0x1.3ed1199a6p-5, 0x1.02428c1f08p-4,
+    0x1.5fe80488bp-4, 0x1.b8de4d3ab4p-4, 0x1.06cbd67a6cp-3,
+    0x1.2f3b691c5ap-3, 0x1.55e8c518b2p-3, 0x1.7af97358bap-3,
+    0x1.9e8e7b0c0ep-3, 0x1.c0c513461p-3, 0x1.e1b733b0c8p-3,
+    0x1.00be05b218p-2, 0x1.1014319e66p-2, 0x1.1ee777e5f1p-2,
+    0x1.34413509f8p-2};
+static const double x5d_log10_tlo[16] = {
+    0, -0x1.bd9083c30abfcp-45, 0x1.42db4116a1ddbp-52,
+    -0x1.60481cfca402fp-45, -0x1.34900b1b6ca32p-47, 0x1.db45f7dd9d12ep-46,
+    0x1.2aacd09e444cp-58, -0x1.e0e89f19b81e7p-44, -0x1.faf3a634442fcp-47,
+    -0x1.683505648ae3p-44, 0x1.c4e29b34b07b5p-44, -0x1.8fc68402c952p-44,
+    -0x1.eedeacfe59215p-44, 0x1.bc8ee9c78d47ap-46, -0x1.1e8ae914e78cdp-45,
+    -0x1.80433b83b532ap-44};
+static const double x5d_log10_p[10] = {
+    -0x1.bcb7b1526e50ep-3, 0x1.287a7636f4365p-3, -0x1.bcb7b1526fb46p-4,
+    0x1.63c6277516802p-4, -0x1.287a76201cb5cp-4, 0x1.fc3fa50c9ad84p-5,
+    -0x1.bcb8a5302976dp-5, 0x1.8b5df39e7c082p-5, -0x1.6269f14ee35fcp-5,
+    0x1.19d895b8c2bbep-5};
+
+/* log_b 2 = hi + lo (hi a multiple of 2^-42) and 1 / ln b = kh + kl */
+#define KN_LN2H42 0x1.62e42fefa38p-1
+#define KN_LN2L42 0x1.ef35793c7673p-45
+#define KN_LG2H42 0x1.34413509f8p-2
+#define KN_LG2L42 -0x1.80433b83b532ap-44
+#define KN_INVLN2H 0x1.71547652b82fep+0
+#define KN_INVLN2L 0x1.777d0ffda0d24p-56
+#define KN_INVLN10H 0x1.bcb7b1526e50ep-2
+#define KN_INVLN10L 0x1.95355baaafad3p-57
+
+/* vfixupimmpd tables, one nibble per class of the classified operand (QNaN,
+** SNaN, +-0, +1, -inf, +inf, negative, positive): 0 keeps the result, 1 takes
+** the operand, 2 its quiet NaN, 3 the default NaN, 4 -inf, 5 +inf. */
+#define KN_LOG_FIX 0x03530422 /* NaN, NaN, -inf, keep, NaN, +inf, NaN, keep */
+#define KN_ZERO_FIX 0x00000100 /* +-0 stay themselves */
+
+/* t[i] for a 16-entry table held in two registers (the low 4 bits of i). */
+static inline kn_vd x5d_perm16(const double *t, __m512i i) {
+  return _mm512_permutex2var_pd(_mm512_loadu_pd(t), i, _mm512_loadu_pd(t + 8));
+}
+
+/* p[0] + p[1] r + ... + p[9] r^9 (Horner). */
+static inline kn_vd x5d_poly10(kn_vd r, const double *p) {
+  kn_vd q = fma_d(VD(p[9]), r, VD(p[8]));
+  q = fma_d(q, r, VD(p[7]));
+  q = fma_d(q, r, VD(p[6]));
+  q = fma_d(q, r, VD(p[5]));
+  q = fma_d(q, r, VD(p[4]));
+  q = fma_d(q, r, VD(p[3]));
+  q = fma_d(q, r, VD(p[2]));
+  q = fma_d(q, r, VD(p[1]));
+  return fma_d(q, r, VD(p[0]));
+}
+
+/* The split of x (see the banner): returns m (NaN for negative x) with e,
+** the entry index in *i and invc in *ic. */
+static inline kn_vd x5d_log_split(kn_vd x, kn_vd *e, __m512i *i, kn_vd *ic) {
+  kn_vd m = _mm512_getmant_pd(x, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_nan);
+  *e = _mm512_getexp_pd(x);
+  *i = _mm512_srli_epi64(_mm512_castpd_si512(m), 48);
+  *ic = x5d_perm16(x5d_log_invc, *i);
+  return m;
+}
+
+/* hi + rh + lo with hi + rh kept in two parts (Fast2Sum: hi is 0 or at
+** least |rh|), so that the result rounds once, in the last addition. */
+static inline kn_vd x5d_log_sum(kn_vd hi, kn_vd rh, kn_vd lo) {
+  kn_vd w = hi + rh;
+  return w + (((hi - w) + rh) + lo);
+}
+
+/* ln of 2^e (1 + r) m-entry i: e ln2 + T + log1p(r). */
+static inline kn_vd x5d_ln_core(kn_vd e, __m512i i, kn_vd r) {
+  kn_vd hi = fma_d(e, VD(KN_LN2H42), x5d_perm16(x5d_log_thi, i));
+  kn_vd lo = fma_d(e, VD(KN_LN2L42), x5d_perm16(x5d_log_tlo, i));
+  return x5d_log_sum(hi, r, fma_d(r * r, x5d_poly10(r, x5d_log_p), lo));
+}
+
+/* log x. At most 1 ULP (see tests/test_vmath.c for the measured maximum). */
+static inline kn_vd v_log_own_d(kn_vd x) {
+  kn_vd e, ic;
+  __m512i i;
+  kn_vd m = x5d_log_split(x, &e, &i, &ic), r = fma_d(m, ic, VD(-1));
+  kn_vd y = x5d_ln_core(e, i, r);
+  return _mm512_fixupimm_pd(y, x, _mm512_set1_epi64(KN_LOG_FIX), 0);
+}
+
+/* r / ln b as rh + the low part added to lo (rh's rounding error exactly, by
+** FMA, plus r kl). */
+static inline kn_vd x5d_log_scale(kn_vd r, double kh, double kl, kn_vd *lo) {
+  kn_vd rh = r * kh;
+  *lo = fma_d(r, VD(kl), fma_d(r, VD(kh), -rh) + *lo);
+  return rh;
+}
+
+/* log2 x = (e + Thi) + r / ln 2 + (Tlo + r^2 P(r)). At most 1 ULP. */
+static inline kn_vd v_log2_own_d(kn_vd x) {
+  kn_vd e, ic;
+  __m512i i;
+  kn_vd m = x5d_log_split(x, &e, &i, &ic), r = fma_d(m, ic, VD(-1));
+  kn_vd hi = e + x5d_perm16(x5d_log2_thi, i), lo = x5d_perm16(x5d_log2_tlo, i);
+  kn_vd rh = x5d_log_scale(r, KN_INVLN2H, KN_INVLN2L, &lo);
+  kn_vd y = x5d_log_sum(hi, rh, fma_d(r * r, x5d_poly10(r, x5d_log2_p), lo));
+  return _mm512_fixupimm_pd(y, x, _mm512_set1_epi64(KN_LOG_FIX), 0);
+}
+
+/* log10 x = (e lg2hi + Thi) + r / ln 10 + (e lg2lo + Tlo + r^2 P(r)). At
+** most 1 ULP. */
+static inline kn_vd v_log10_own_d(kn_vd x) {
+  kn_vd e, ic;
+  __m512i i;
+  kn_vd m = x5d_log_split(x, &e, &i, &ic), r = fma_d(m, ic, VD(-1));
+  kn_vd hi = fma_d(e, VD(KN_LG2H42), x5d_perm16(x5d_log10_thi, i));
+  kn_vd lo = fma_d(e, VD(KN_LG2L42), x5d_perm16(x5d_log10_tlo, i));
+  kn_vd rh = x5d_log_scale(r, KN_INVLN10H, KN_INVLN10L, &lo);
+  kn_vd y = x5d_log_sum(hi, rh, fma_d(r * r, x5d_poly10(r, x5d_log10_p), lo));
+  return _mm512_fixupimm_pd(y, x, _mm512_set1_epi64(KN_LOG_FIX), 0);
+}
+
+/* log1p x = log(u + c) with u = 1 + x rounded and c = x - (u - 1) exactly
+** (Fast2Sum for |x| < 2, Sterbenz above): u = 2^e' m with m's interval
+** entry, and m + c 2^-e' is the exact mantissa, so r = m invc - 1 + (c
+** 2^-e') invc (the scaling by vscalefpd; -e' = getexp(m) - getexp(u)).
+** Near 0 (u in [31/32, 17/16)) r is x itself. Special values from u's class
+** (u = 0: x = -1), and x = -0 stays. At most 1 ULP. */
+static inline kn_vd v_log1p_own_d(kn_vd x) {
+  kn_vd u = 1.0 + x, c = x - (u - 1.0), e, ic;
+  __m512i i;
+  kn_vd m = x5d_log_split(u, &e, &i, &ic);
+  kn_vd cs = _mm512_scalef_pd(c, _mm512_getexp_pd(m) - e);
+  kn_vd r = fma_d(cs, ic, fma_d(m, ic, VD(-1)));
+  kn_vd y = x5d_ln_core(e, i, r);
+  y = _mm512_fixupimm_pd(y, u, _mm512_set1_epi64(KN_LOG_FIX), 0);
+  return _mm512_fixupimm_pd(y, x, _mm512_set1_epi64(KN_ZERO_FIX), 0);
+}
+
+#endif

@@ -24,23 +24,23 @@
 #if defined(KN_VM_D512)
 
 static const double x5d_log_invc[16] = {
-    0x1p+0, 0x1.d41d41d41d41dp-1, 0x1.bacf914c1badp-1, 0x1.a41a41a41a41ap-1,
-    0x1.8f9c18f9c18fap-1, 0x1.7d05f417d05f4p-1, 0x1.6c16c16c16c17p-1, 0x1.5c9882b931057p-1,
-    0x1.4e5e0a72f0539p+0, 0x1.4141414141414p+0, 0x1.3521cfb2b78c1p+0, 0x1.29e4129e4129ep+0,
-    0x1.1f7047dc11f7p+0, 0x1.15b1e5f75270dp+0, 0x1.0c9714fbcda3bp+0, 0x1p+0};
+    0x1p+0, 0x1.ep-1, 0x1.cp-1, 0x1.bp-1,
+    0x1.9p-1, 0x1.8p-1, 0x1.7p-1, 0x1.6p-1,
+    0x1.5p+0, 0x1.4p+0, 0x1.38p+0, 0x1.28p+0,
+    0x1.2p+0, 0x1.18p+0, 0x1.1p+0, 0x1p+0};
 static const double x5d_log_thi[16] = {
-    0, 0x1.6f0d28ae58p-4, 0x1.29552f82p-3,
-    0x1.9525a9cf46p-3, 0x1.fb9186d5e4p-3, 0x1.2e8e2bae12p-2,
-    0x1.5d1bdbf581p-2, 0x1.89a3386c14p-2, 0x1.b44f77bcc9p-2,
-    0x1.dd46a04c1cp-2, 0x1.02552a5a5dp-1, 0x1.154c3d2f4d8p-1,
-    0x1.2795e1289bp-1, 0x1.393e0d35628p-1, 0x1.4a4f85db04p-1,
+    0, 0x1.08598b59e4p-4, 0x1.1178e8227ep-3,
+    0x1.5bf406b544p-3, 0x1.f991c6cb3cp-3, 0x1.269621134ep-2,
+    0x1.522ae0738ap-2, 0x1.7fafa3bd81p-2, 0x1.af5295248dp-2,
+    0x1.e148a1a272p-2, 0x1.fb358af7a5p-2, 0x1.188ee40f24p-1,
+    0x1.269621134d8p-1, 0x1.35028ad9d9p-1, 0x1.43d9ff2f92p-1,
     0x1.62e42fefa38p-1};
 static const double x5d_log_tlo[16] = {
-    0, -0x1.4b2241b664613p-44, -0x1.5bd67f4471dfcp-44,
-    -0x1.294937d9f158fp-44, -0x1.d6b2aab993c87p-47, -0x1.6791e99b72bd8p-45,
-    -0x1.8d97dc9c7c238p-44, 0x1.2d92d38c40882p-45, -0x1.38068224aa2cep-47,
-    0x1.283fb989a9274p-44, 0x1.fe3d38d2bafddp-46, -0x1.0af338662e34dp-44,
-    0x1.1b6b783f3db97p-45, 0x1.0cd8e221301b7p-44, -0x1.4575d840b8591p-45,
+    0, -0x1.7e5dd7009902cp-46, 0x1.1ef78ce2d07f2p-45,
+    -0x1.27023eb68981cp-46, -0x1.90d04cd7cc834p-44, -0x1.1b61f10522625p-44,
+    0x1.ebe708164c759p-45, 0x1.46fb79bf6d4cbp-44, -0x1.17cc552774458p-45,
+    0x1.b36537e3375b2p-44, -0x1.def40b87d36d9p-44, -0x1.accec41d52e6cp-44,
+    0x1.c93c1df5bb3b6p-44, -0x1.bd1f01ab60655p-44, 0x1.e267b0b7efae1p-44,
     0x1.ef35793c7673p-45};
 static const double x5d_log_p[10] = {
     -0x1p-1, 0x1.555555555555dp-2, -0x1.0000000000ccap-2,
@@ -48,18 +48,18 @@ static const double x5d_log_p[10] = {
     -0x1.00008c6171281p-3, 0x1.c72ede3d314c7p-4, -0x1.9808b4e863b47p-4,
     0x1.447cbbafa4886p-4};
 static const double x5d_log2_thi[16] = {
-    0, 0x1.08c588cda8p-3, 0x1.acf5e2db4ep-3,
-    0x1.24407ab0ep-2, 0x1.6e221cd9d1p-2, 0x1.b47ebf7388p-2,
-    0x1.f7a8568cbp-2, 0x1.1bf311e95dp-1, 0x1.3abb3faa02p-1,
-    0x1.584822698ap-1, 0x1.74b1fd64e08p-1, 0x1.900e616p-1,
-    0x1.aa708f58018p-1, 0x1.c3e9ca2e1ap-1, 0x1.dc899ab3ff8p-1,
+    0, 0x1.7d60496cfcp-4, 0x1.8a8980abfcp-3,
+    0x1.f5fd8a9064p-3, 0x1.6cb0f6865dp-2, 0x1.a8ff971811p-2,
+    0x1.e7df5fe539p-2, 0x1.14c560fe688p-1, 0x1.37222bb7078p-1,
+    0x1.5b2c3da197p-1, 0x1.6ddfc2a79p-1, 0x1.94c287492c8p-1,
+    0x1.a8ff9718108p-1, 0x1.bdce9dcc96p-1, 0x1.d338120a6ep-1,
     0x1p+0};
 static const double x5d_log2_tlo[16] = {
-    0, -0x1.86b2964f9cc81p-45, 0x1.9221a70644c9fp-44,
-    0x1.ce9a46a0cfd5ep-44, -0x1.9147a3bbf4371p-45, 0x1.508034c646d5dp-45,
-    0x1.b3740bc809c97p-44, 0x1.c68ff1b17ea3p-50, 0x1.67d63f674c5d6p-45,
-    -0x1.660723f2b18ddp-44, -0x1.57744afe277ecp-46, 0x1.66cfec74663c3p-44,
-    -0x1.95e53bc6871c6p-44, 0x1.54fbd0bc037dep-47, -0x1.4a275c2e5df91p-44,
+    0, -0x1.2ce6312ebb81dp-46, -0x1.66cccab240e9p-46,
+    -0x1.cb6f70109b0f1p-47, -0x1.c57f2495fb7fap-44, -0x1.6879fa00b120ap-44,
+    -0x1.532c412ba94dbp-44, 0x1.7c407050799bfp-44, -0x1.c22d2cad415aep-44,
+    0x1.1d406db502403p-44, -0x1.ce60916e52e91p-44, -0x1.927dfc23d978p-44,
+    0x1.2f0c0bfe9dbecp-44, 0x1.871a7610e40bdp-45, -0x1.3167ccc538261p-44,
     0};
 static const double x5d_log2_p[10] = {
     -0x1.71547652b82fep-1, 0x1.ec709dc3a0408p-2, -0x1.71547652b9572p-2,
@@ -67,18 +67,18 @@ static const double x5d_log2_p[10] = {
     -0x1.715540d97d26p-3, 0x1.48585e0ce78acp-3, -0x1.2655961b17dbbp-3,
     0x1.d422d97019b7fp-4};
 static const double x5d_log10_thi[16] = {
-    0, 0x1.3ed1199a6p-5, 0x1.02428c1f08p-4,
-    0x1.5fe80488bp-4, 0x1.b8de4d3ab4p-4, 0x1.06cbd67a6cp-3,
-    0x1.2f3b691c5ap-3, 0x1.55e8c518b2p-3, 0x1.7af97358bap-3,
-    0x1.9e8e7b0c0ep-3, 0x1.c0c513461p-3, 0x1.e1b733b0c8p-3,
-    0x1.00be05b218p-2, 0x1.1014319e66p-2, 0x1.1ee777e5f1p-2,
+    0, 0x1.cb38fccd9p-6, 0x1.db11ed7668p-5,
+    0x1.2e3a740b78p-4, 0x1.b721cd1714p-4, 0x1.ffbfc2bbc8p-4,
+    0x1.25ba8215bp-3, 0x1.4d43f8275ap-3, 0x1.76a45cbb7ep-3,
+    0x1.a209a84fbcp-3, 0x1.b88e67cf98p-3, 0x1.e76124046cp-3,
+    0x1.ffbfc2bbc8p-3, 0x1.0c6711d6acp-2, 0x1.194b3bdef7p-2,
     0x1.34413509f8p-2};
 static const double x5d_log10_tlo[16] = {
-    0, -0x1.bd9083c30abfcp-45, 0x1.42db4116a1ddbp-52,
-    -0x1.60481cfca402fp-45, -0x1.34900b1b6ca32p-47, 0x1.db45f7dd9d12ep-46,
-    0x1.2aacd09e444cp-58, -0x1.e0e89f19b81e7p-44, -0x1.faf3a634442fcp-47,
-    -0x1.683505648ae3p-44, 0x1.c4e29b34b07b5p-44, -0x1.8fc68402c952p-44,
-    -0x1.eedeacfe59215p-44, 0x1.bc8ee9c78d47ap-46, -0x1.1e8ae914e78cdp-45,
+    0, -0x1.00925a535ae72p-44, 0x1.5fa196e1e0ddap-44,
+    0x1.d288560689912p-53, 0x1.7e295f660b9dap-44, -0x1.ff229f20ed3d2p-46,
+    -0x1.007bf2d8bf07ap-44, 0x1.20ca9a2bcc728p-45, 0x1.bfb1de334b1cbp-45,
+    0x1.fef311f12b358p-44, -0x1.a01b9bb0ebf1bp-45, -0x1.81a1e23fe0fb6p-44,
+    -0x1.ff229f20ed3d2p-45, -0x1.42d6ae59e7d9cp-45, -0x1.1881d6fbdee94p-44,
     -0x1.80433b83b532ap-44};
 static const double x5d_log10_p[10] = {
     -0x1.bcb7b1526e50ep-3, 0x1.287a7636f4365p-3, -0x1.bcb7b1526fb46p-4,

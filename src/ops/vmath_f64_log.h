@@ -1,7 +1,8 @@
 /*
 ** ops/vmath_f64_log.h: kiln's own float64 log, log2, log10 and log1p on
-** AVX-512F (kn_vd an 8-lane __m512d), included by vmath_isa.h after
-** vmath_f64.h (it uses fma_d and VD); other ISAs keep SLEEF's u10 functions.
+** AVX-512F (kn_vd an 8-lane __m512d) and AVX2+FMA (a 4-lane __m256d),
+** included by vmath_isa.h after vmath_f64.h; SSE4.1 keeps SLEEF's u10
+** functions. Defines KN_VM_LOG_D when it has kernels for the ISA.
 **
 ** x = 2^e m with m in [0.75, 1.5) from vgetmantpd and e from vgetexppd
 ** (denormals included). The top 4 fraction bits of m pick one of 16
@@ -20,8 +21,98 @@
 ** ln b) / r^2 on [-1/32, 1/16] (error below 2^-56). The largest errors
 ** measured are in tests/test_vmath.c. Special values (0, negative, inf, NaN)
 ** are set by one vfixupimmpd from x's class. No fast-math.
+**
+** On AVX2 the same kernels run in generic vectors: the split by integer
+** arithmetic on the bits (denormals scaled by 2^52 first), the tables
+** gathered (vgatherqpd), log1p's correction c / u divided, and special values
+** set only in vectors that have any.
 */
 #if defined(KN_VM_D512)
+
+#define KN_VM_LOG_D 1
+typedef __m512i kn_ldi; /* table indices, one per lane (low 4 bits) */
+
+/* t[i] for a 16-entry table held in two registers. */
+static inline kn_vd ld_tab(const double *t, kn_ldi i) {
+  return _mm512_permutex2var_pd(_mm512_loadu_pd(t), i, _mm512_loadu_pd(t + 8));
+}
+
+/* x = 2^e m (see the banner): returns m (NaN for negative x) with e and the
+** entry index. */
+static inline kn_vd ld_split(kn_vd x, kn_vd *e, kn_ldi *i) {
+  kn_vd m = _mm512_getmant_pd(x, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_nan);
+  *e = _mm512_getexp_pd(x);
+  *i = _mm512_srli_epi64(_mm512_castpd_si512(m), 48);
+  return m;
+}
+
+/* vfixupimmpd tables, one nibble per class of the classified operand (QNaN,
+** SNaN, +-0, +1, -inf, +inf, negative, positive): 0 keeps the result, 1 takes
+** the operand, 2 its quiet NaN, 3 the default NaN, 4 -inf, 5 +inf. */
+#define KN_LOG_FIX 0x03530422 /* NaN, NaN, -inf, keep, NaN, +inf, NaN, keep */
+#define KN_ZERO_FIX 0x00000100 /* +-0 stay themselves */
+
+/* y, or log's special value where x is 0, negative, inf or NaN. */
+static inline kn_vd ld_log_fix(kn_vd x, kn_vd y) {
+  return _mm512_fixupimm_pd(y, x, _mm512_set1_epi64(KN_LOG_FIX), 0);
+}
+
+#elif KN_VM_HAS_FMA && KN_VM_WD == 4
+
+#define KN_VM_LOG_D 1
+typedef kn_vdi kn_ldi;
+
+static inline kn_vd ld_tab(const double *t, kn_ldi i) {
+  return _mm256_i64gather_pd(t, (__m256i)i, 8);
+}
+
+/* m lane by lane: a where k is set, else b */
+static inline kn_vd ld_sel(kn_vdi k, kn_vd a, kn_vd b) {
+  return (kn_vd)(((kn_vdi)a & k) | ((kn_vdi)b & ~k));
+}
+
+/* The split of vgetexppd/vgetmantpd for positive finite x (other lanes give
+** garbage, replaced by ld_special): m's exponent field is x's less the
+** exponent ep of the interval [0.75, 1.5) 2^ep that holds x; e = ep - 1 when
+** m < 1. e converts through the 1.5 * 2^52 shifter. */
+static inline kn_vd ld_split(kn_vd x, kn_vd *e, kn_ldi *i) {
+  kn_vdi den = x < 0x1p-1022;
+  kn_vdi b = (kn_vdi)ld_sel(den, x * 0x1p52, x);
+  kn_vdi ep = (b - 0x3fe8000000000000) >> 52;
+  kn_vdi mb = b - (ep << 52);
+  kn_vdi er = ep + ((mb >> 52) - 1023) - (den & 52);
+  *e = (kn_vd)(er + 0x4338000000000000) - 0x1.8p52;
+  *i = (mb >> 48) & 15;
+  return (kn_vd)mb;
+}
+
+/* y where x is positive and finite and keep is clear; else log's special
+** value of x (NaN for negative x and NaN, -inf for +-0, +inf for +inf), or
+** kv where keep is set (log1p's zeros). */
+static inline kn_vd ld_special(kn_vd x, kn_vd y, kn_vdi keep, kn_vd kv) {
+  kn_vdi ok = (x > 0.0) & (x < (double)INFINITY) & ~keep;
+  if (_mm256_movemask_pd((kn_vd)ok) == 0xf) return y;
+  kn_vd sp = ld_sel(x < 0.0, (kn_vd){0} + (double)NAN, x + x);
+  sp = ld_sel(x == 0.0, (kn_vd){0} - (double)INFINITY, sp);
+  return ld_sel(ok, y, ld_sel(keep, kv, sp));
+}
+static inline kn_vd ld_log_fix(kn_vd x, kn_vd y) {
+  return ld_special(x, y, (kn_vdi){0}, x);
+}
+
+#endif
+
+#ifdef KN_VM_LOG_D
+
+#define LDV(c) ((kn_vd){0} + (double)(c))
+
+static inline kn_vd ld_fma(kn_vd a, kn_vd b, kn_vd c) {
+#ifdef KN_VM_D512
+  return _mm512_fmadd_pd(a, b, c);
+#else
+  return _mm256_fmadd_pd(a, b, c);
+#endif
+}
 
 static const double x5d_log_invc[16] = {
     0x1p+0, 0x1.ep-1, 0x1.cp-1, 0x1.bp-1,
@@ -96,110 +187,102 @@ static const double x5d_log10_p[10] = {
 #define KN_INVLN10H 0x1.bcb7b1526e50ep-2
 #define KN_INVLN10L 0x1.95355baaafad3p-57
 
-/* vfixupimmpd tables, one nibble per class of the classified operand (QNaN,
-** SNaN, +-0, +1, -inf, +inf, negative, positive): 0 keeps the result, 1 takes
-** the operand, 2 its quiet NaN, 3 the default NaN, 4 -inf, 5 +inf. */
-#define KN_LOG_FIX 0x03530422 /* NaN, NaN, -inf, keep, NaN, +inf, NaN, keep */
-#define KN_ZERO_FIX 0x00000100 /* +-0 stay themselves */
-
-/* t[i] for a 16-entry table held in two registers (the low 4 bits of i). */
-static inline kn_vd x5d_perm16(const double *t, __m512i i) {
-  return _mm512_permutex2var_pd(_mm512_loadu_pd(t), i, _mm512_loadu_pd(t + 8));
-}
-
 /* p[0] + p[1] r + ... + p[9] r^9 (Horner). */
-static inline kn_vd x5d_poly10(kn_vd r, const double *p) {
-  kn_vd q = fma_d(VD(p[9]), r, VD(p[8]));
-  q = fma_d(q, r, VD(p[7]));
-  q = fma_d(q, r, VD(p[6]));
-  q = fma_d(q, r, VD(p[5]));
-  q = fma_d(q, r, VD(p[4]));
-  q = fma_d(q, r, VD(p[3]));
-  q = fma_d(q, r, VD(p[2]));
-  q = fma_d(q, r, VD(p[1]));
-  return fma_d(q, r, VD(p[0]));
+static inline kn_vd ld_poly10(kn_vd r, const double *p) {
+  kn_vd q = ld_fma(LDV(p[9]), r, LDV(p[8]));
+  q = ld_fma(q, r, LDV(p[7]));
+  q = ld_fma(q, r, LDV(p[6]));
+  q = ld_fma(q, r, LDV(p[5]));
+  q = ld_fma(q, r, LDV(p[4]));
+  q = ld_fma(q, r, LDV(p[3]));
+  q = ld_fma(q, r, LDV(p[2]));
+  q = ld_fma(q, r, LDV(p[1]));
+  return ld_fma(q, r, LDV(p[0]));
 }
 
-/* The split of x (see the banner): returns m (NaN for negative x) with e,
-** the entry index in *i and invc in *ic. */
-static inline kn_vd x5d_log_split(kn_vd x, kn_vd *e, __m512i *i, kn_vd *ic) {
-  kn_vd m = _mm512_getmant_pd(x, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_nan);
-  *e = _mm512_getexp_pd(x);
-  *i = _mm512_srli_epi64(_mm512_castpd_si512(m), 48);
-  *ic = x5d_perm16(x5d_log_invc, *i);
-  return m;
+/* x's split, entry and r = m invc - 1 (exact). */
+static inline kn_vd ld_reduce(kn_vd x, kn_vd *e, kn_ldi *i) {
+  kn_vd m = ld_split(x, e, i);
+  return ld_fma(m, ld_tab(x5d_log_invc, *i), LDV(-1));
 }
 
 /* hi + rh + lo with hi + rh kept in two parts (Fast2Sum: hi is 0 or at
 ** least |rh|), so that the result rounds once, in the last addition. */
-static inline kn_vd x5d_log_sum(kn_vd hi, kn_vd rh, kn_vd lo) {
+static inline kn_vd ld_sum(kn_vd hi, kn_vd rh, kn_vd lo) {
   kn_vd w = hi + rh;
   return w + (((hi - w) + rh) + lo);
 }
 
-/* ln of 2^e (1 + r) m-entry i: e ln2 + T + log1p(r). */
-static inline kn_vd x5d_ln_core(kn_vd e, __m512i i, kn_vd r) {
-  kn_vd hi = fma_d(e, VD(KN_LN2H42), x5d_perm16(x5d_log_thi, i));
-  kn_vd lo = fma_d(e, VD(KN_LN2L42), x5d_perm16(x5d_log_tlo, i));
-  return x5d_log_sum(hi, r, fma_d(r * r, x5d_poly10(r, x5d_log_p), lo));
+/* ln of 2^e m with m's entry i and r = m invc - 1: e ln2 + T + log1p(r),
+** with e ln2lo + Tlo in lo. */
+static inline kn_vd ld_ln_lo(kn_vd e, kn_ldi i) {
+  return ld_fma(e, LDV(KN_LN2L42), ld_tab(x5d_log_tlo, i));
+}
+static inline kn_vd ld_ln_core(kn_vd e, kn_ldi i, kn_vd r, kn_vd lo) {
+  kn_vd hi = ld_fma(e, LDV(KN_LN2H42), ld_tab(x5d_log_thi, i));
+  return ld_sum(hi, r, ld_fma(r * r, ld_poly10(r, x5d_log_p), lo));
 }
 
-/* log x. At most 1 ULP (see tests/test_vmath.c for the measured maximum). */
+/* log x. At most 1 ULP (tests/test_vmath.c measures the maximum). */
 static inline kn_vd v_log_own_d(kn_vd x) {
-  kn_vd e, ic;
-  __m512i i;
-  kn_vd m = x5d_log_split(x, &e, &i, &ic), r = fma_d(m, ic, VD(-1));
-  kn_vd y = x5d_ln_core(e, i, r);
-  return _mm512_fixupimm_pd(y, x, _mm512_set1_epi64(KN_LOG_FIX), 0);
+  kn_vd e;
+  kn_ldi i;
+  kn_vd r = ld_reduce(x, &e, &i);
+  return ld_log_fix(x, ld_ln_core(e, i, r, ld_ln_lo(e, i)));
 }
 
 /* r / ln b as rh + the low part added to lo (rh's rounding error exactly, by
 ** FMA, plus r kl). */
-static inline kn_vd x5d_log_scale(kn_vd r, double kh, double kl, kn_vd *lo) {
+static inline kn_vd ld_scale(kn_vd r, double kh, double kl, kn_vd *lo) {
   kn_vd rh = r * kh;
-  *lo = fma_d(r, VD(kl), fma_d(r, VD(kh), -rh) + *lo);
+  *lo = ld_fma(r, LDV(kl), ld_fma(r, LDV(kh), -rh) + *lo);
   return rh;
 }
 
 /* log2 x = (e + Thi) + r / ln 2 + (Tlo + r^2 P(r)). At most 1 ULP. */
 static inline kn_vd v_log2_own_d(kn_vd x) {
-  kn_vd e, ic;
-  __m512i i;
-  kn_vd m = x5d_log_split(x, &e, &i, &ic), r = fma_d(m, ic, VD(-1));
-  kn_vd hi = e + x5d_perm16(x5d_log2_thi, i), lo = x5d_perm16(x5d_log2_tlo, i);
-  kn_vd rh = x5d_log_scale(r, KN_INVLN2H, KN_INVLN2L, &lo);
-  kn_vd y = x5d_log_sum(hi, rh, fma_d(r * r, x5d_poly10(r, x5d_log2_p), lo));
-  return _mm512_fixupimm_pd(y, x, _mm512_set1_epi64(KN_LOG_FIX), 0);
+  kn_vd e;
+  kn_ldi i;
+  kn_vd r = ld_reduce(x, &e, &i);
+  kn_vd hi = e + ld_tab(x5d_log2_thi, i), lo = ld_tab(x5d_log2_tlo, i);
+  kn_vd rh = ld_scale(r, KN_INVLN2H, KN_INVLN2L, &lo);
+  return ld_log_fix(x, ld_sum(hi, rh, ld_fma(r * r, ld_poly10(r, x5d_log2_p), lo)));
 }
 
 /* log10 x = (e lg2hi + Thi) + r / ln 10 + (e lg2lo + Tlo + r^2 P(r)). At
 ** most 1 ULP. */
 static inline kn_vd v_log10_own_d(kn_vd x) {
-  kn_vd e, ic;
-  __m512i i;
-  kn_vd m = x5d_log_split(x, &e, &i, &ic), r = fma_d(m, ic, VD(-1));
-  kn_vd hi = fma_d(e, VD(KN_LG2H42), x5d_perm16(x5d_log10_thi, i));
-  kn_vd lo = fma_d(e, VD(KN_LG2L42), x5d_perm16(x5d_log10_tlo, i));
-  kn_vd rh = x5d_log_scale(r, KN_INVLN10H, KN_INVLN10L, &lo);
-  kn_vd y = x5d_log_sum(hi, rh, fma_d(r * r, x5d_poly10(r, x5d_log10_p), lo));
-  return _mm512_fixupimm_pd(y, x, _mm512_set1_epi64(KN_LOG_FIX), 0);
+  kn_vd e;
+  kn_ldi i;
+  kn_vd r = ld_reduce(x, &e, &i);
+  kn_vd hi = ld_fma(e, LDV(KN_LG2H42), ld_tab(x5d_log10_thi, i));
+  kn_vd lo = ld_fma(e, LDV(KN_LG2L42), ld_tab(x5d_log10_tlo, i));
+  kn_vd rh = ld_scale(r, KN_INVLN10H, KN_INVLN10L, &lo);
+  return ld_log_fix(x, ld_sum(hi, rh, ld_fma(r * r, ld_poly10(r, x5d_log10_p), lo)));
 }
 
-/* log1p x = log(u + c) with u = 1 + x rounded and c = x - (u - 1) exactly
-** (Fast2Sum for |x| < 2, Sterbenz above): u = 2^e' m with m's interval
-** entry, and m + c 2^-e' is the exact mantissa, so r = m invc - 1 + (c
-** 2^-e') invc (the scaling by vscalefpd; -e' = getexp(m) - getexp(u)).
-** Near 0 (u in [31/32, 17/16)) r is x itself. Special values from u's class
-** (u = 0: x = -1), and x = -0 stays. At most 1 ULP. */
+/* log1p x = log(u + c) = log u + c / u + O((c / u)^2) with u = 1 + x rounded
+** and c = x - (u - 1) exactly (Fast2Sum for |x| < 2, Sterbenz above); c / u
+** (at most 2^-53 relative) joins the low part. On AVX2 it is one division;
+** on AVX-512, with u = 2^e' m, c / u = c 2^-e' invc / (1 + r), taken as
+** d (1 - r + r^2) with d = c 2^-e' invc (vscalefpd; -e' = getexp(m) -
+** getexp(u)), within r^3 of it. Special values from u's class (u = 0: x =
+** -1); x = -0 stays. At most 1 ULP. */
 static inline kn_vd v_log1p_own_d(kn_vd x) {
-  kn_vd u = 1.0 + x, c = x - (u - 1.0), e, ic;
-  __m512i i;
-  kn_vd m = x5d_log_split(u, &e, &i, &ic);
-  kn_vd cs = _mm512_scalef_pd(c, _mm512_getexp_pd(m) - e);
-  kn_vd r = fma_d(cs, ic, fma_d(m, ic, VD(-1)));
-  kn_vd y = x5d_ln_core(e, i, r);
+  kn_vd u = 1.0 + x, c = x - (u - 1.0), e;
+  kn_ldi i;
+#ifdef KN_VM_D512
+  kn_vd m = ld_split(u, &e, &i), ic = ld_tab(x5d_log_invc, i);
+  kn_vd r = ld_fma(m, ic, LDV(-1));
+  kn_vd d = _mm512_scalef_pd(c, _mm512_getexp_pd(m) - e) * ic;
+  kn_vd y = ld_ln_core(e, i, r, ld_fma(d, r * r - r, d) + ld_ln_lo(e, i));
   y = _mm512_fixupimm_pd(y, u, _mm512_set1_epi64(KN_LOG_FIX), 0);
   return _mm512_fixupimm_pd(y, x, _mm512_set1_epi64(KN_ZERO_FIX), 0);
+#else
+  kn_vd r = ld_reduce(u, &e, &i);
+  kn_vd y = ld_ln_core(e, i, r, c / u + ld_ln_lo(e, i));
+  return ld_special(u, y, x == 0.0, x);
+#endif
 }
 
 #endif

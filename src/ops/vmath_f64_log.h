@@ -61,6 +61,7 @@ static inline kn_vd lg_log_fix(kn_vd x, kn_vd y) {
 
 #define KN_VM_LOG_D 1
 typedef kn_vdi kn_lgi;
+typedef uint64_t kn_lgu __attribute__((vector_size(sizeof(kn_vd))));
 
 static inline kn_vd lg_tab(const double *t, kn_lgi i) {
   return _mm256_i64gather_pd(t, (__m256i)i, 8);
@@ -77,9 +78,9 @@ static inline kn_vd lg_sel(kn_vdi k, kn_vd a, kn_vd b) {
 ** m < 1. e converts through the 1.5 * 2^52 shifter. */
 static inline kn_vd lg_split(kn_vd x, kn_vd *e, kn_lgi *i) {
   kn_vdi den = x < 0x1p-1022;
-  kn_vdi b = (kn_vdi)lg_sel(den, x * 0x1p52, x);
-  kn_vdi ep = (b - 0x3fe8000000000000) >> 52;
-  kn_vdi mb = b - (ep << 52);
+  kn_lgu b = (kn_lgu)lg_sel(den, x * 0x1p52, x); /* unsigned: wraps, no overflow */
+  kn_vdi ep = (kn_vdi)(b - 0x3fe8000000000000u) >> 52;
+  kn_vdi mb = (kn_vdi)(b - ((kn_lgu)ep << 52));
   kn_vdi er = ep + ((mb >> 52) - 1023) - (den & 52);
   *e = (kn_vd)(er + 0x4338000000000000) - 0x1.8p52;
   *i = (mb >> 48) & 15;

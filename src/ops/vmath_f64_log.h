@@ -232,11 +232,12 @@ static inline kn_vd v_log_own_d(kn_vd x) {
   return lg_log_fix(x, lg_ln_core(e, i, r, lg_ln_lo(e, i)));
 }
 
-/* r / ln b as rh + the low part added to lo (rh's rounding error exactly, by
-** FMA, plus r kl). */
-static inline kn_vd lg_scale(kn_vd r, double kh, double kl, kn_vd *lo) {
+/* log_b(1 + r) = r kh + (r kl + r^2 P(r)) with 1 / ln b = kh + kl: returns
+** rh = r kh rounded and adds its rounding error (exact by FMA) and r (kl + r
+** P(r)) to lo. */
+static inline kn_vd lg_scale(kn_vd r, double kh, double kl, const double *p, kn_vd *lo) {
   kn_vd rh = r * kh;
-  *lo = lg_fma(r, LGV(kl), lg_fma(r, LGV(kh), -rh) + *lo);
+  *lo = lg_fma(r, lg_fma(r, lg_poly10(r, p), LGV(kl)), lg_fma(r, LGV(kh), -rh) + *lo);
   return rh;
 }
 
@@ -246,8 +247,8 @@ static inline kn_vd v_log2_own_d(kn_vd x) {
   kn_lgi i;
   kn_vd r = lg_reduce(x, &e, &i);
   kn_vd hi = e + lg_tab(lg_log2_thi, i), lo = lg_tab(lg_log2_tlo, i);
-  kn_vd rh = lg_scale(r, KN_INVLN2H, KN_INVLN2L, &lo);
-  return lg_log_fix(x, lg_sum(hi, rh, lg_fma(r * r, lg_poly10(r, lg_log2_p), lo)));
+  kn_vd rh = lg_scale(r, KN_INVLN2H, KN_INVLN2L, lg_log2_p, &lo);
+  return lg_log_fix(x, lg_sum(hi, rh, lo));
 }
 
 /* log10 x = (e lg2hi + Thi) + r / ln 10 + (e lg2lo + Tlo + r^2 P(r)). At
@@ -258,8 +259,8 @@ static inline kn_vd v_log10_own_d(kn_vd x) {
   kn_vd r = lg_reduce(x, &e, &i);
   kn_vd hi = lg_fma(e, LGV(KN_LG2H42), lg_tab(lg_log10_thi, i));
   kn_vd lo = lg_fma(e, LGV(KN_LG2L42), lg_tab(lg_log10_tlo, i));
-  kn_vd rh = lg_scale(r, KN_INVLN10H, KN_INVLN10L, &lo);
-  return lg_log_fix(x, lg_sum(hi, rh, lg_fma(r * r, lg_poly10(r, lg_log10_p), lo)));
+  kn_vd rh = lg_scale(r, KN_INVLN10H, KN_INVLN10L, lg_log10_p, &lo);
+  return lg_log_fix(x, lg_sum(hi, rh, lo));
 }
 
 /* log1p x = log(u + c) = log u + c / u + O((c / u)^2) with u = 1 + x rounded

@@ -354,6 +354,18 @@ static const struct {
     {KN__VM_EXP2, 1024},                 {KN__VM_EXP2, 1025},    {KN__VM_EXP2, -1022},
     {KN__VM_EXP2, -1074},                {KN__VM_EXP2, -1075},   {KN__VM_EXP2, -1080},
     {KN__VM_EXP2, 0},                    {KN__VM_EXP2, 0.03125}, {KN__VM_EXP2, -0.03125},
+    /* the logs' table (vmath_f64_log.h): x = 1, the entries next to it,
+    ** mantissa 0.75 and 1.5, the smallest normal and denormal */
+    {KN__VM_LOG, 1},                     {KN__VM_LOG, 0.96875},  {KN__VM_LOG, 1.0625},
+    {KN__VM_LOG, 0.75},                  {KN__VM_LOG, 1.5},      {KN__VM_LOG, 0x1p-1022},
+    {KN__VM_LOG, 0x1p-1074},             {KN__VM_LOG, 0x1.8p+1023},
+    {KN__VM_LOG2, 1},                    {KN__VM_LOG2, 0.96875}, {KN__VM_LOG2, 1.0625},
+    {KN__VM_LOG2, 1.5},                  {KN__VM_LOG2, 0x1p-1022}, {KN__VM_LOG2, 0x1p-1074},
+    {KN__VM_LOG10, 1},                   {KN__VM_LOG10, 0.96875}, {KN__VM_LOG10, 1.0625},
+    {KN__VM_LOG10, 10},                  {KN__VM_LOG10, 0.75},   {KN__VM_LOG10, 0x1p-1074},
+    {KN__VM_LOG1P, 0},                   {KN__VM_LOG1P, -1},     {KN__VM_LOG1P, 0.0625},
+    {KN__VM_LOG1P, -0.03125},            {KN__VM_LOG1P, 1},      {KN__VM_LOG1P, 0.5},
+    {KN__VM_LOG1P, -0.25},               {KN__VM_LOG1P, 0x1p-53}, {KN__VM_LOG1P, 0x1p+53},
 };
 
 Test(vmath, float64_kernels_at_branch_points) {
@@ -391,6 +403,75 @@ Test(vmath, float64_kernels_dense) {
                    case_of(ops[k])->name);
   }
   free(x);
+}
+
+/* ---- the float64 logs on AVX-512 and AVX2 (vmath_f64_log.h): within 1 ULP ------------ */
+
+/* |got - want| in ULPs of the double nearest want (fractional; want finite). */
+static double ulp_err(double got, LD want) {
+  double w = (double)want, a = fabs(w);
+  double ulp = a < DBL_MIN ? 0x1p-1074 : ldexp(1, ilogb(a) - 52);
+  return (double)fabsl((LD)got - want) / ulp;
+}
+
+/* The largest error of t's function op over x (finite results only; the
+** special values are checked above). */
+static double max_ulp_err(const kn__vmath *t, kn__vmop op, const double *x, int64_t n) {
+  const ucase *c = case_of(op);
+  double *y = malloc((size_t)n * sizeof *y), worst = 0;
+  cr_assert_not_null(y);
+  t->f64[op](y, x, n);
+  for (int64_t i = 0; i < n; i++) {
+    LD want = c->ref((LD)x[i]);
+    if (!isfinite((double)want)) continue;
+    double e = ulp_err(y[i], want);
+    if (e > worst) {
+      worst = e;
+      if (e > 1) cr_log_error("%s(%a) = %a, want %a: %.3f ulps", c->name, x[i], y[i], (double)want, e);
+    }
+  }
+  free(y);
+  return worst;
+}
+
+/* 2^20 doubles: random bit patterns over every positive finite double
+** (denormals included), and for log1p also over (-1, 0); 2^18 of them in
+** [0.9, 1.1], where the result is smallest; 8192 consecutive doubles from 1
+** down and up. The largest error must stay at or below 1 ULP. */
+static void logs_within_one_ulp(const kn__vmath *t) {
+  const int64_t n = (int64_t)1 << 20;
+  double *x = malloc((size_t)n * sizeof *x);
+  cr_assert_not_null(x);
+  const kn__vmop ops[] = {KN__VM_LOG, KN__VM_LOG2, KN__VM_LOG10, KN__VM_LOG1P};
+  for (int k = 0; k < 4; k++) {
+    for (int64_t i = 0; i < n; i++) {
+      urand(); /* the generator's whole 64-bit state as a bit pattern */
+      uint64_t b = rng % 0x7ff0000000000000ull;
+      memcpy(&x[i], &b, sizeof b);
+      if (ops[k] == KN__VM_LOG1P && (i & 3) == 1) x[i] = -urand();
+      if ((i & 3) == 2) x[i] = 0.9 + 0.2 * urand();
+      if (ops[k] == KN__VM_LOG1P && (i & 3) == 2) x[i] -= 1;
+    }
+    for (int64_t i = 0; i < 8192; i++) {
+      x[i] = i == 0 ? (ops[k] == KN__VM_LOG1P ? 0x1p-60 : 1) : nextafter(x[i - 1], 0);
+      x[8192 + i] = i == 0 ? (ops[k] == KN__VM_LOG1P ? 0x1p-60 : 1) : nextafter(x[8191 + i], 2);
+    }
+    double worst = max_ulp_err(t, ops[k], x, n);
+    cr_log_info("%s float64 %s: max %.3f ulps", t->name, case_of(ops[k])->name, worst);
+    cr_expect_leq(worst, 1.0, "%s %s: %.3f ulps", t->name, case_of(ops[k])->name, worst);
+  }
+  free(x);
+}
+
+Test(vmath, float64_logs_within_one_ulp) {
+  int tested = 0;
+  for (int isa = KN__ISA_AVX2; isa <= KN__ISA_AVX512; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    logs_within_one_ulp(t);
+    tested++;
+  }
+  if (!tested) cr_skip_test("no AVX2");
 }
 
 /* ---- binary functions ------------------------------------------------------------ */

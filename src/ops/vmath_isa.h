@@ -28,9 +28,11 @@
 
 #include "ops/vmath_f32.h"
 #include "ops/vmath_f64.h"
+#include "ops/vmath_f64_log.h"
 
 /* Float functions of kiln's own (vmath_f32.h and below), SLEEF's for double
-** but exp, exp2, expm1, sinh, cosh and tanh on AVX-512 (vmath_f64.h). */
+** but exp, exp2, expm1, sinh, cosh and tanh on AVX-512 (vmath_f64.h) and
+** log, log2, log10 and log1p on AVX-512 and AVX2 (vmath_f64_log.h). */
 #define KN_VM_EXP_f(x) v_exp_own_f(x)
 #ifdef KN_VM_D512
 #define KN_VM_EXP_d(x) v_exp_own_d(x)
@@ -50,13 +52,20 @@
 #define KN_VM_EXPM1_d(x) SL(expm1, d, KN_VM_WD)(x)
 #endif
 #define KN_VM_LOG_f(x) v_log_own_f(x)
-#define KN_VM_LOG_d(x) SL(log, d, KN_VM_WD)(x)
 #define KN_VM_LOG2_f(x) v_log2_own_f(x)
-#define KN_VM_LOG2_d(x) SL(log2, d, KN_VM_WD)(x)
 #define KN_VM_LOG10_f(x) v_log10_own_f(x)
-#define KN_VM_LOG10_d(x) SL(log10, d, KN_VM_WD)(x)
 #define KN_VM_LOG1P_f(x) v_log1p_own_f(x)
+#ifdef KN_VM_LOG_D /* vmath_f64_log.h */
+#define KN_VM_LOG_d(x) v_log_own_d(x)
+#define KN_VM_LOG2_d(x) v_log2_own_d(x)
+#define KN_VM_LOG10_d(x) v_log10_own_d(x)
+#define KN_VM_LOG1P_d(x) v_log1p_own_d(x)
+#else
+#define KN_VM_LOG_d(x) SL(log, d, KN_VM_WD)(x)
+#define KN_VM_LOG2_d(x) SL(log2, d, KN_VM_WD)(x)
+#define KN_VM_LOG10_d(x) SL(log10, d, KN_VM_WD)(x)
 #define KN_VM_LOG1P_d(x) v_log1p_sleef_d(x)
+#endif
 #define KN_VM_SINH_f(x) v_sinh_own_f(x)
 #ifdef KN_VM_D512
 #define KN_VM_SINH_d(x) v_sinh_own_d(x)

@@ -6,6 +6,8 @@
 ** reduction; cross_entropy is composite (log_softmax + nll_loss, and the
 ** label-smoothing term when asked). A target outside [0, C) that is not
 ** ignore_index fails with torch's "Target 5 is out of bounds.".
+** _nll_loss_target is that check alone (with the class indices), for
+** inductor's decomposition of nll_loss into pointwise ops and sums.
 */
 #include <math.h>
 #include <string.h>
@@ -239,6 +241,50 @@ kn_status kn__k_nll_loss_bwd(const kn__call *c, kn__outs *out) {
   }
   kn_release(g);
   nll_ops_free(&ops);
+  return st;
+}
+
+/* ---- _nll_loss_target: the checking part of inductor's nll_loss -------------- */
+
+/* _nll_loss_target(target, classes, ignore_index) -> (target, classes): the
+** target of an input with `classes` classes, with a 1 inserted at the
+** input's class dim ([N, 1, d1, ...], or [1] for a 0-dim target), holding
+** each class, or -1 where the target is ignore_index; and the class
+** indices 0 .. classes-1, shaped [classes] (target of 0 or 1 dims) or
+** [classes, 1, ...] (broadcasting against the input's trailing dims). */
+kn_status kn__meta_nll_loss_target(const kn__call *c, kn__metas *out) {
+  const kn_tensor *t = c->args[0].u.t;
+  if (t->dtype != KN_INT64)
+    return kn__error(KN_EDTYPE, "expected scalar type Long but found %s",
+                     kn__torch_dtype_name(t->dtype));
+  kn_sym ts[KN_MAX_DIMS], ncls = kn__arg_symint(&c->args[1]);
+  kn__tensor_symsizes(t, ts);
+  if (t->ndim + 1 > KN_MAX_DIMS)
+    return kn__error(KN_ESHAPE, "_nll_loss_target: expected a target of at most %d dims, got %d",
+                     KN_MAX_DIMS - 1, t->ndim);
+  int cd = t->ndim >= 1 ? 1 : 0;
+  kn__outmeta *m = kn__metas_push(out, KN_INT64);
+  if (!m) return kn__oom();
+  m->ndim = t->ndim + 1;
+  for (int d = 0, k = 0; d < m->ndim; d++) m->sizes[d] = d == cd ? kn__sym_const(1) : ts[k++];
+  kn__outmeta *k = kn__metas_push(out, KN_INT64);
+  if (!k) return kn__oom();
+  k->ndim = t->ndim >= 1 ? t->ndim : 1;
+  for (int d = 0; d < k->ndim; d++) k->sizes[d] = d == 0 ? ncls : kn__sym_const(1);
+  return KN_OK;
+}
+
+kn_status kn__k_nll_loss_target(const kn__call *c, kn__outs *out) {
+  int64_t ncls = c->args[1].u.i, ignore = c->args[2].u.i;
+  kn_tensor *t = kn__contiguous_copy(c->args[0].u.t, KN_INT64);
+  if (!t) return kn__oom();
+  const int64_t *src = kn_data(t);
+  int64_t *dst = kn_data(out->t[0]), *cls = kn_data(out->t[1]);
+  kn_status st = KN_OK;
+  for (int64_t i = 0; st == KN_OK && i < kn_numel(t); i++)
+    st = class_of(src, i, ncls, ignore, &dst[i]);
+  for (int64_t k = 0; k < ncls; k++) cls[k] = k;
+  kn_release(t);
   return st;
 }
 

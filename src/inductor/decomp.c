@@ -223,32 +223,35 @@ static kn_tensor *zero_of(const kn_tensor *x) { return kn_zeros(0, NULL, x->dtyp
 
 /* hit = (class index == checked target): true at each row's target class,
 ** nowhere in a row whose target is ignore_index. The check is the extern
-** op _nll_loss_target (a bad target fails as nll_loss does). */
-static kn_tensor *nll_hit(kn_tensor *x, kn_tensor *t, int64_t ignore) {
+** op _nll_loss_target (a bad target fails as nll_loss does); *tg: the
+** checked target ([N, 1, ...], ignored rows -1). */
+static kn_tensor *nll_hit(kn_tensor *x, kn_tensor *t, int64_t ignore, kn_tensor **tg) {
   kn_tensor *tc[2] = {NULL, NULL};
   kn_sym xs[KN_MAX_DIMS];
   kn__tensor_symsizes(x, xs);
   if (kn__nll_loss_target(t, &xs[x->ndim >= 2 ? 1 : 0], ignore, tc) != 2) return NULL;
+  *tg = tc[0];
   return kn_eq(tc[1], tc[0]);
 }
 
-/* Per element: -x * w where hit, else 0; summed over the class dim, the
-** row's loss, and where(hit, w, 0) summed, the row's weight. The batch's
-** sums (mean: their quotient, as the eager kernel) are a second reduction. */
+/* Per element: -x * w where hit, else 0, summed over the class dim: the
+** row's loss. The row's weight: where(hit, w, 0) summed likewise, or
+** without a weight (target != ignore_index) per row, read by the second
+** reduction: the batch's sums (mean: their quotient, as the eager kernel).
+** Row values keep the class dim (the batch's sums share one kernel), but
+** reduction none's loss has the target's shape. */
 static kn_status nll_loss(const kn__call *c, kn__outs *out) {
-  kn_tensor *x = c->args[0].u.t, *w = c->args[2].u.t;
+  kn_tensor *x = c->args[0].u.t, *w = c->args[2].u.t, *tg = NULL;
   int64_t red = c->args[3].u.i, cd = x->ndim >= 2 ? 1 : 0;
   kn_scope_begin();
-  kn_tensor *hit = nll_hit(x, c->args[1].u.t, c->args[4].u.i), *wc = class_weight(w, x->ndim);
+  kn_tensor *hit = nll_hit(x, c->args[1].u.t, c->args[4].u.i, &tg), *wc = class_weight(w, x->ndim);
   kn_tensor *pick = kn_where(hit, kn_neg(x), zero_of(x));
   if (wc) pick = kn_mul(pick, wc);
-  kn_tensor *loss = kn_sum_dims(pick, &cd, 1, false);
-  kn_tensor *wsel = wc ? kn_where(hit, wc, zero_of(x)) : kn_to(hit, x->dtype);
-  kn_tensor *tw = kn_sum_dims(wsel, &cd, 1, false);
-  if (x->ndim >= 2) { /* a batch: loss and tw per row so far */
-    tw = kn_sum(tw);
-    if (red != KN_REDUCTION_NONE) loss = kn_sum(loss);
-  }
+  kn_tensor *loss = kn_sum_dims(pick, &cd, 1, red != KN_REDUCTION_NONE);
+  kn_tensor *tw = wc ? kn_sum_dims(kn_where(hit, wc, zero_of(x)), &cd, 1, true)
+                     : kn_to(kn_ne_scalar(tg, kn_int(-1)), x->dtype);
+  tw = kn_sum(tw);
+  if (red != KN_REDUCTION_NONE) loss = kn_sum(loss);
   if (red == KN_REDUCTION_MEAN) loss = kn_div(loss, tw);
   kn_tensor *r[2] = {loss, tw};
   kn_status st = push_all(out, r, 2);
@@ -260,10 +263,10 @@ static kn_status nll_loss(const kn__call *c, kn__outs *out) {
 ** else 0. The last where keeps 0 where a mean over no weight divides 0 by
 ** 0 (every target ignored), as the eager kernel writes nothing there. */
 static kn_status nll_loss_bwd(const kn__call *c, kn__outs *out) {
-  kn_tensor *g = c->args[0].u.t, *x = c->args[1].u.t, *w = c->args[3].u.t;
+  kn_tensor *g = c->args[0].u.t, *x = c->args[1].u.t, *w = c->args[3].u.t, *tg = NULL;
   int64_t red = c->args[4].u.i;
   kn_scope_begin();
-  kn_tensor *hit = nll_hit(x, c->args[2].u.t, c->args[5].u.i), *wc = class_weight(w, x->ndim);
+  kn_tensor *hit = nll_hit(x, c->args[2].u.t, c->args[5].u.i, &tg), *wc = class_weight(w, x->ndim);
   if (red == KN_REDUCTION_NONE && x->ndim >= 2) g = kn_unsqueeze(g, 1);
   kn_tensor *v = kn_where(hit, g, zero_of(x));
   if (wc) v = kn_mul(v, wc);

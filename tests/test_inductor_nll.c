@@ -177,11 +177,25 @@ Test(inductor_nll, nll_loss_alone) {
   all_variants(forward_case, nll_fn, &single1d, KN_FLOAT32);
 }
 
+/* Captured records whose message starts with prefix. */
+static int count_messages(const kn_test_records *r, const char *prefix) {
+  int n = 0;
+  for (size_t i = 0; i < r->n; i++)
+    n += strncmp(r->v[i].message, prefix, strlen(prefix)) == 0;
+  return n;
+}
+
 /* ---- sizes ------------------------------------------------------------------------------------ */
 /* Dynamic batch sizes: one compile serves N = 5 and N = 9 (the same
-** generated code, the batch a size argument). */
+** generated code, the batch a size argument). The target's batch size is
+** a symbol of its own (equal to the input's by a guard); the checked
+** target has the input's, so the fusion is the static one: two kernels
+** forward, one backward. */
 Test(inductor_nll, dynamic_batch_size) {
   kn_dtype dts[2] = {KN_FLOAT32, KN_FLOAT64};
+  kn_test_records r = {0};
+  kn_set_logs_str("schedule");
+  kn_test_capture_begin(&r);
   for (int k = 0; k < 2; k++) {
     g_red = KN_REDUCTION_MEAN;
     g_weight = true;
@@ -208,6 +222,12 @@ Test(inductor_nll, dynamic_batch_size) {
     cr_expect_eq(cc.frame_count, 1, "one compile for both batch sizes");
     kn_compiled_free(f);
   }
+  kn_test_capture_end(&r);
+  kn_set_logs_str("");
+  cr_expect_eq(kn_test_count_artifact(&r, "schedule"), 4);
+  cr_expect_eq(count_messages(&r, "schedule: 2 kernels, 1 extern calls,"), 2, "forward");
+  cr_expect_eq(count_messages(&r, "schedule: 1 kernels, 1 extern calls,"), 2, "backward");
+  kn_test_records_free(&r);
 }
 
 /* An empty batch: the mean is 0 / 0 = nan (as eager), the sum 0, none an

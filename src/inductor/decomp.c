@@ -227,9 +227,7 @@ static kn_tensor *zero_of(const kn_tensor *x) { return kn_zeros(0, NULL, x->dtyp
 ** checked target ([N, 1, ...], ignored rows -1). */
 static kn_tensor *nll_hit(kn_tensor *x, kn_tensor *t, int64_t ignore, kn_tensor **tg) {
   kn_tensor *tc[2] = {NULL, NULL};
-  kn_sym xs[KN_MAX_DIMS];
-  kn__tensor_symsizes(x, xs);
-  if (kn__nll_loss_target(t, &xs[x->ndim >= 2 ? 1 : 0], ignore, tc) != 2) return NULL;
+  if (kn__nll_loss_target(t, x, ignore, tc) != 2) return NULL;
   *tg = tc[0];
   return kn_eq(tc[1], tc[0]);
 }

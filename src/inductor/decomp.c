@@ -22,6 +22,7 @@
 #include "kiln/kiln.h"
 #include "ops/loss.h"
 #include "ops/opdef.h"
+#include "ops/symsize.h"
 
 typedef struct drow {
   int op;
@@ -243,8 +244,8 @@ static kn_status nll_loss(const kn__call *c, kn__outs *out) {
   int64_t red = c->args[3].u.i, cd = x->ndim >= 2 ? 1 : 0;
   kn_scope_begin();
   kn_tensor *hit = nll_hit(x, c->args[1].u.t, c->args[4].u.i, &tg), *wc = class_weight(w, x->ndim);
-  kn_tensor *pick = kn_where(hit, kn_neg(x), zero_of(x));
-  if (wc) pick = kn_mul(pick, wc);
+  kn_tensor *nx = kn_neg(x);
+  kn_tensor *pick = kn_where(hit, wc ? kn_mul(nx, wc) : nx, zero_of(x));
   kn_tensor *loss = kn_sum_dims(pick, &cd, 1, red != KN_REDUCTION_NONE);
   kn_tensor *tw = wc ? kn_sum_dims(kn_where(hit, wc, zero_of(x)), &cd, 1, true)
                      : kn_to(kn_ne_scalar(tg, kn_int(-1)), x->dtype);
@@ -258,18 +259,22 @@ static kn_status nll_loss(const kn__call *c, kn__outs *out) {
 }
 
 /* grad_input: -w * grad where hit (divided by total_weight for a mean),
-** else 0. The last where keeps 0 where a mean over no weight divides 0 by
-** 0 (every target ignored), as the eager kernel writes nothing there. */
+** else 0, as where(hit, -(0 + grad) * w / total_weight, 0). The zero of
+** x's sizes makes every node one of x's elements (members of one kernel),
+** and the value where selects is computed unconditionally: a select whose
+** operand is a load of one element (grad) keeps gcc from vectorising the
+** loop. The where keeps 0 where the value is nan (0 / 0 when every target
+** is ignored), as the eager kernel writes nothing there. */
 static kn_status nll_loss_bwd(const kn__call *c, kn__outs *out) {
   kn_tensor *g = c->args[0].u.t, *x = c->args[1].u.t, *w = c->args[3].u.t, *tg = NULL;
   int64_t red = c->args[4].u.i;
   kn_scope_begin();
   kn_tensor *hit = nll_hit(x, c->args[2].u.t, c->args[5].u.i, &tg), *wc = class_weight(w, x->ndim);
   if (red == KN_REDUCTION_NONE && x->ndim >= 2) g = kn_unsqueeze(g, 1);
-  kn_tensor *v = kn_where(hit, g, zero_of(x));
+  kn_tensor *v = kn_neg(kn_add(kn__zeros_shaped(x, x->dtype), g));
   if (wc) v = kn_mul(v, wc);
-  v = kn_neg(v);
-  if (red == KN_REDUCTION_MEAN) v = kn_where(hit, kn_div(v, c->args[6].u.t), zero_of(x));
+  if (red == KN_REDUCTION_MEAN) v = kn_div(v, c->args[6].u.t);
+  v = kn_where(hit, v, zero_of(x));
   kn_status st = push_all(out, &v, 1);
   kn_scope_end();
   return st;

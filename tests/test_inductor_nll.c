@@ -319,3 +319,22 @@ Test(inductor_nll, bad_target_is_eagers_error) {
   kn_scope_end();
   kn_compiled_free(f);
 }
+
+/* ---- composites and layouts ------------------------------------------------------------------ */
+static kn_tensor *ce_smooth_fn(kn_tensor *x, kn_tensor *t, kn_tensor *w) {
+  return kn_cross_entropy(x, t, g_weight ? w : NULL, g_red, g_ignore, 0.1);
+}
+static kn_tensor *ce_transposed_fn(kn_tensor *x, kn_tensor *t, kn_tensor *w) {
+  return kn_cross_entropy(kn_t(kn_contiguous(kn_t(x))), t, g_weight ? w : NULL, g_red, g_ignore, 0.0);
+}
+
+/* Label smoothing (cross_entropy's blend of the nll and a smoothing term
+** built from nll_loss_forward's outputs) and logits read through strides
+** (a transposed copy) give eager's values too. */
+Test(inductor_nll, label_smoothing_and_strided_logits) {
+  for (size_t r = 0; r < sizeof reds / sizeof reds[0]; r++) {
+    g_red = reds[r];
+    training_case(ce_smooth_fn, &rows2d, KN_FLOAT64, &variants[3]);
+    training_case(ce_transposed_fn, &rows2d, KN_FLOAT32, &variants[3]);
+  }
+}

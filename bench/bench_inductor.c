@@ -21,6 +21,9 @@
 **     >= 2): softmax over the rows of 4096 x 1024 float32 (and layer norm
 **     with weight and bias), the eager op's time over the compiled one's
 **     (1 thread); RATIO log_softmax_inductor_vs_eager (no goal) likewise.
+**   RATIO cross_entropy_inductor_vs_eager (no goal): cross_entropy (mean)
+**     of 4096 x 1000 float32 logits, forward and backward (the gradient of
+**     the logits), eager time over compiled time (1 thread).
 ** Loops are timed with thread CPU time (medians); compile times with wall
 ** time (the compiler runs in a child process). The cache lives in a
 ** temporary KILN_CACHE_DIR removed at the end.
@@ -197,6 +200,44 @@ static void bench_rows(void) {
   kn_release(ln_b);
 }
 
+static kn_tensor *ce_target;
+static kn_tensor *cross_entropy_fn(kn_tensor *x) {
+  return kn_cross_entropy(x, ce_target, NULL, KN_REDUCTION_MEAN, -100, 0.0);
+}
+
+/* Median thread CPU time of a forward and backward (x's gradient) of the
+** loss, compiled (f) or eager (f NULL). */
+static double time_loss_step(kn_compiled *f, kn_tensor *x, int inner) {
+  double t[REPS];
+  for (int r = -1; r < REPS; r++) { /* r = -1: warm-up (the compile) */
+    double t0 = kn_bench_cpu_s();
+    for (int i = 0; i < inner; i++) {
+      kn_scope_begin();
+      kn_tensor *y = f ? kn_call_t(f, x) : cross_entropy_fn(x), *gx = NULL;
+      if (!y || kn_autograd_grad(&y, 1, &x, 1, NULL, false, false, false, &gx) != KN_OK)
+        die(f ? "compiled step" : "eager step");
+      sink += ((float *)kn_data(gx))[0];
+      kn_scope_end();
+    }
+    if (r >= 0) t[r] = (kn_bench_cpu_s() - t0) / inner;
+  }
+  return kn_bench_median(t, REPS);
+}
+
+static void bench_cross_entropy(void) {
+  kn_tensor *x = kn_randn(KN_SHAPE(4096, 1000), NULL, KN_FLOAT32);
+  kn_set_requires_grad(x, true);
+  ce_target = kn_randint(0, 1000, 1, (const int64_t[]){4096}, NULL, KN_INT64);
+  kn_compiled *f = compile(cross_entropy_fn);
+  double tc = time_loss_step(f, x, 2), te = time_loss_step(NULL, x, 2);
+  printf("BENCH cross_entropy_inductor_us %.0f\nBENCH cross_entropy_eager_us %.0f\n", tc * 1e6,
+         te * 1e6);
+  printf("RATIO cross_entropy_inductor_vs_eager %.2f (forward + backward)\n", te / tc);
+  kn_compiled_free(f);
+  kn_release(x);
+  kn_release(ce_target);
+}
+
 /* Milliseconds from kn_compile to the first result of example_fn, measured
 ** in a child process (so its memory cache starts empty). */
 static double compile_in_child(void) {
@@ -264,6 +305,7 @@ int main(void) {
   bench_ratios();
   bench_call_overhead();
   bench_rows();
+  bench_cross_entropy();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   return system(cmd) == 0 ? 0 : 1;

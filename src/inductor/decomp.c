@@ -20,7 +20,9 @@
 #include "graph/graph_int.h"
 #include "inductor/inductor.h"
 #include "kiln/kiln.h"
+#include "ops/loss.h"
 #include "ops/opdef.h"
+#include "ops/symsize.h"
 
 typedef struct drow {
   int op;
@@ -192,12 +194,121 @@ static kn_status mse_loss(const kn__call *c, kn__outs *out) {
   return st;
 }
 
+/* ---- nll_loss ------------------------------------------------------------------------ */
+/* x float, weight (arg w) absent or of x's dtype, reduction and ignore_index
+** constants. The target is int64 (the op's meta checked it). */
+static bool nll_args_ok(const kn__gnode *n, int xa, int wa, int ra) {
+  const kn__vmeta *x = arg_meta(n, xa), *w = arg_meta(n, wa);
+  kn_sym red = n->args[ra].u.i, ign = n->args[ra + 1].u.i;
+  return is_float(x) && x->ndim >= 1 && (!w || w->dtype == x->dtype) && kn__sym_is_const(red) &&
+         red.c >= KN_REDUCTION_NONE && red.c <= KN_REDUCTION_SUM && kn__sym_is_const(ign);
+}
+static bool nll_ok(const kn__gnode *n) { return nll_args_ok(n, 0, 2, 3); }
+static bool nll_bwd_ok(const kn__gnode *n) {
+  const kn__vmeta *g = arg_meta(n, 0), *x = arg_meta(n, 1), *tw = arg_meta(n, 6);
+  return nll_args_ok(n, 1, 3, 4) && g && g->dtype == x->dtype && tw && tw->dtype == x->dtype;
+}
+
+/* The class-dim view of weight: [C] as [C, 1, ...] when x has spatial dims. */
+static kn_tensor *class_weight(kn_tensor *w, int ndim) {
+  if (!w || ndim <= 2) return w;
+  int64_t shape[KN_MAX_DIMS];
+  shape[0] = -1;
+  for (int d = 1; d < ndim - 1; d++) shape[d] = 1;
+  return kn_view(w, ndim - 1, shape);
+}
+
+/* A 0-dim zero of x's dtype, one per use (the scheduler computes a
+** constant of one reader inside that reader's kernel). */
+static kn_tensor *zero_of(const kn_tensor *x) { return kn_zeros(0, NULL, x->dtype); }
+
+/* hit = (class index == checked target): true at each row's target class,
+** nowhere in a row whose target is ignore_index. The check is the extern
+** op _nll_loss_target (a bad target fails as nll_loss does); *tg: the
+** checked target ([N, 1, ...], ignored rows -1). */
+static kn_tensor *nll_hit(kn_tensor *x, kn_tensor *t, int64_t ignore, kn_tensor **tg) {
+  kn_tensor *tc[2] = {NULL, NULL};
+  if (kn__nll_loss_target(t, x, ignore, tc) != 2) return NULL;
+  *tg = tc[0];
+  return kn_eq(tc[1], tc[0]);
+}
+
+/* Per element: -x * w where hit, else 0, summed over the class dim: the
+** row's loss. The row's weight: where(hit, w, 0) summed likewise, or
+** without a weight (target != ignore_index) per row, read by the second
+** reduction: the batch's sums (mean: their quotient, as the eager kernel).
+** Row values keep the class dim (the batch's sums share one kernel), but
+** reduction none's loss has the target's shape. */
+static kn_status nll_loss(const kn__call *c, kn__outs *out) {
+  kn_tensor *x = c->args[0].u.t, *w = c->args[2].u.t, *tg = NULL;
+  int64_t red = c->args[3].u.i, cd = x->ndim >= 2 ? 1 : 0;
+  kn_scope_begin();
+  kn_tensor *hit = nll_hit(x, c->args[1].u.t, c->args[4].u.i, &tg), *wc = class_weight(w, x->ndim);
+  kn_tensor *nx = kn_neg(x);
+  kn_tensor *pick = kn_where(hit, wc ? kn_mul(nx, wc) : nx, zero_of(x));
+  kn_tensor *loss = kn_sum_dims(pick, &cd, 1, red != KN_REDUCTION_NONE);
+  kn_tensor *tw = wc ? kn_sum_dims(kn_where(hit, wc, zero_of(x)), &cd, 1, true)
+                     : kn_to(kn_ne_scalar(tg, kn_int(-1)), x->dtype);
+  tw = kn_sum(tw);
+  if (red != KN_REDUCTION_NONE) loss = kn_sum(loss);
+  if (red == KN_REDUCTION_MEAN) loss = kn_div(loss, tw);
+  kn_tensor *r[2] = {loss, tw};
+  kn_status st = push_all(out, r, 2);
+  kn_scope_end();
+  return st;
+}
+
+/* grad_input: -w * grad where hit (divided by total_weight for a mean),
+** else 0, as where(hit, -(0 + grad) * w / total_weight, 0). The zero of
+** x's sizes makes every node one of x's elements (members of one kernel),
+** and the value where selects is computed unconditionally: a select whose
+** operand is a load of one element (grad) keeps gcc from vectorising the
+** loop. The where keeps 0 where the value is nan (0 / 0 when every target
+** is ignored), as the eager kernel writes nothing there. */
+static kn_status nll_loss_bwd(const kn__call *c, kn__outs *out) {
+  kn_tensor *g = c->args[0].u.t, *x = c->args[1].u.t, *w = c->args[3].u.t, *tg = NULL;
+  int64_t red = c->args[4].u.i;
+  kn_scope_begin();
+  kn_tensor *hit = nll_hit(x, c->args[2].u.t, c->args[5].u.i, &tg), *wc = class_weight(w, x->ndim);
+  if (red == KN_REDUCTION_NONE && x->ndim >= 2) g = kn_unsqueeze(g, 1);
+  kn_tensor *v = kn_neg(kn_add(kn__zeros_shaped(x, x->dtype), g));
+  if (wc) v = kn_mul(v, wc);
+  if (red == KN_REDUCTION_MEAN) v = kn_div(v, c->args[6].u.t);
+  v = kn_where(hit, v, zero_of(x));
+  kn_status st = push_all(out, &v, 1);
+  kn_scope_end();
+  return st;
+}
+
+/* ---- log_softmax backward ------------------------------------------------------------- */
+static bool log_softmax_bwd_ok(const kn__gnode *n) {
+  const kn__vmeta *g = arg_meta(n, 0), *y = arg_meta(n, 1);
+  return is_float(g) && y && y->dtype == g->dtype && g->ndim >= 1 &&
+         kn__sym_is_const(n->args[2].u.i) && n->args[3].kind == KN__GA_DTYPE &&
+         n->args[3].u.dt == g->dtype;
+}
+
+/* grad - exp(output) * sum(grad) over the dim, as the eager kernel. */
+static kn_status log_softmax_bwd(const kn__call *c, kn__outs *out) {
+  kn_tensor *g = c->args[0].u.t;
+  int64_t dim = c->args[2].u.i;
+  kn_scope_begin();
+  kn_tensor *r = kn_sub(g, kn_mul(kn_exp(c->args[1].u.t), kn_sum_dims(g, &dim, 1, true)));
+  kn_status st = push_all(out, &r, 1);
+  kn_scope_end();
+  return st;
+}
+
 static const drow table[] = {
     {KN_OP_SOFTMAX, softmax_ok, softmax},
     {KN_OP_LOG_SOFTMAX, softmax_ok, log_softmax},
     {KN_OP_LAYER_NORM, layer_norm_ok, layer_norm},
     {KN_OP_BATCH_NORM, batch_norm_ok, batch_norm},
     {KN_OP_MSE_LOSS, mse_ok, mse_loss},
+    {KN_OP_NLL_LOSS, nll_ok, nll_loss},
+    {KN_OP_NLL_LOSS2D, nll_ok, nll_loss},
+    {KN_OP_NLL_LOSS_BWD, nll_bwd_ok, nll_loss_bwd},
+    {KN_OP_LOG_SOFTMAX_BWD, log_softmax_bwd_ok, log_softmax_bwd},
 };
 
 /* The rule for n, or NULL: inductor lowers n as it is. */

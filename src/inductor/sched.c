@@ -110,14 +110,26 @@ static int nopnds(const sctx *s, const kn__gnode *n) {
   return k < n->nargs ? k : n->nargs;
 }
 
-/* m's sizes are S's with the reduced dims 1. */
+/* m's sizes are S's with the reduced dims 1 (or m is 0-dim and the group
+** reduces every dim: one row). */
 static bool row_sized(const kn__vmeta *m, const kn__ind_group *g) {
   const kn__vmeta *sp = g->space;
+  if (m->ndim == 0 && g->mask == (1u << sp->ndim) - 1) return true;
   if (m->ndim != sp->ndim) return false;
   for (int d = 0; d < m->ndim; d++) {
     kn_sym want = (g->mask >> d) & 1 ? kn__sym_const(1) : sp->sizes[d];
     if (m->sizes[d].c != want.c || m->sizes[d].e != want.e) return false;
   }
+  return true;
+}
+
+/* A 0-dim pointwise node that reads no tensor (a `full`) with one user:
+** computed per element where that member reads it (never written: a
+** per-element output would have the group's sizes). */
+static bool constant_scalar(const sctx *s, const kn__gnode *n) {
+  if (n->meta[0].ndim != 0 || n->nusers != 1) return false;
+  for (int a = 0; a < nopnds(s, n); a++)
+    if (arg_node(n, a)) return false;
   return true;
 }
 
@@ -131,7 +143,7 @@ static bool fits(const sctx *s, int gi, const kn__gnode *n, bool *row) {
     if (in->red_mask != g->mask || !same_sizes(&x->meta[n->args[0].u.t.idx], g->space)) return false;
     *row = true;
   } else if (in->kind == KN__IND_PW) {
-    if (same_sizes(&n->meta[0], g->space)) *row = false;
+    if (same_sizes(&n->meta[0], g->space) || constant_scalar(s, n)) *row = false;
     else if (row_sized(&n->meta[0], g)) *row = true;
     else return false;
   } else {
@@ -260,6 +272,7 @@ static kn_status join_operand_group(sctx *s, const kn__gnode *n) {
     if (gi < 0 || in_set(tried, nt, gi) || nt == 8) continue;
     tried[nt++] = gi;
     st = try_join(s, gi, n, "reads a member", &joined);
+    if (st == KN_OK && joined) st = absorb(s, gi, n); /* its producers outside groups */
   }
   return st;
 }

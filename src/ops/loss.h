@@ -18,6 +18,13 @@ void kn__loss_shape_str(const kn_tensor *t, char *buf, size_t n);
 ** open scope; returns 2, or -1 on error. */
 int kn__nll_loss_forward(kn_tensor *input, kn_tensor *target, kn_tensor *weight,
                          kn_reduction reduction, int64_t ignore_index, kn_tensor **outs);
+/* Both outputs (target, classes) of _nll_loss_target for `input` (only its
+** symbolic sizes are read: the outputs keep them): the checked target with
+** a 1 at the class dim, ignored entries -1, and the class indices;
+** registered in the open scope. Returns 2, or -1 on error ("Target 5 is out
+** of bounds." for a target outside [0, C) that is not ignore_index). */
+int kn__nll_loss_target(kn_tensor *target, const kn_tensor *input, int64_t ignore_index,
+                        kn_tensor **outs);
 /* cross_entropy's label-smoothing blend: (1 - ls) * nll + ls / C * smooth
 ** term, from nll_loss_forward's outputs (loss, total_weight) and the
 ** log-probabilities lp. Result in the open scope. */

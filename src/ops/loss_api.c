@@ -33,6 +33,18 @@ int kn__nll_loss_forward(kn_tensor *input, kn_tensor *target, kn_tensor *weight,
                           outs, 2);
 }
 
+int kn__nll_loss_target(kn_tensor *target, const kn_tensor *input, int64_t ignore_index,
+                        kn_tensor **outs) {
+  kn_sym s[KN_MAX_DIMS];
+  int64_t h[KN_MAX_DIMS];
+  kn__tensor_symsizes(input, s);
+  for (int d = 0; d < input->ndim; d++) h[d] = kn__sym_hint(s[d]);
+  return kn__invoke_multi(KN_OP_NLL_LOSS_TARGET, 3,
+                          (kn__arg[]){KN_A_T(target), KN_A_SYMINTS(h, s, input->ndim),
+                                      KN_A_I(ignore_index)},
+                          outs, 2);
+}
+
 kn_tensor *kn_nll_loss(kn_tensor *input, kn_tensor *target, kn_tensor *weight,
                        kn_reduction reduction, int64_t ignore_index) {
   kn_scope_begin(); /* owns total_weight */

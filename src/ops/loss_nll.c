@@ -6,6 +6,8 @@
 ** reduction; cross_entropy is composite (log_softmax + nll_loss, and the
 ** label-smoothing term when asked). A target outside [0, C) that is not
 ** ignore_index fails with torch's "Target 5 is out of bounds.".
+** _nll_loss_target is that check alone (with the class indices), for
+** inductor's decomposition of nll_loss into pointwise ops and sums.
 */
 #include <math.h>
 #include <string.h>
@@ -239,6 +241,59 @@ kn_status kn__k_nll_loss_bwd(const kn__call *c, kn__outs *out) {
   }
   kn_release(g);
   nll_ops_free(&ops);
+  return st;
+}
+
+/* ---- _nll_loss_target: the checking part of inductor's nll_loss -------------- */
+
+/* _nll_loss_target(target, size, ignore_index) -> (target, classes): for an
+** input of sizes `size` ([C], [N, C] or [N, C, d1, ...]; C at its class
+** dim), the target with a 1 at the class dim, holding each class, or -1
+** where the target is ignore_index; and the class indices 0 .. C-1, shaped
+** [C] (inputs of 1 or 2 dims) or [C, 1, ...] (broadcasting against the
+** input's trailing dims). The outputs have the input's symbolic sizes. */
+kn_status kn__meta_nll_loss_target(const kn__call *c, kn__metas *out) {
+  const kn_tensor *t = c->args[0].u.t;
+  int n = c->args[1].u.ints.n, cd = n >= 2 ? 1 : 0;
+  if (t->dtype != KN_INT64)
+    return kn__error(KN_EDTYPE, "expected scalar type Long but found %s",
+                     kn__torch_dtype_name(t->dtype));
+  kn_sym ts[KN_MAX_DIMS], xs[KN_MAX_DIMS];
+  kn__tensor_symsizes(t, ts);
+  bool ok = n >= 1 && t->ndim == n - 1;
+  for (int d = 0; ok && d < n; d++) {
+    xs[d] = kn__arg_symint_at(&c->args[1], d);
+    ok = d == cd || kn__sym_guard_eq(ts[d < cd ? d : d - 1], xs[d]);
+  }
+  if (!ok) {
+    char a[128];
+    kn__loss_shape_str(t, a, sizeof a);
+    return kn__error(KN_ESHAPE, "_nll_loss_target: target %s does not fit an input of %d dims",
+                     a, n);
+  }
+  kn__outmeta *m = kn__metas_push(out, KN_INT64);
+  if (!m) return kn__oom();
+  m->ndim = n;
+  for (int d = 0; d < n; d++) m->sizes[d] = d == cd ? kn__sym_const(1) : xs[d];
+  kn__outmeta *k = kn__metas_push(out, KN_INT64);
+  if (!k) return kn__oom();
+  k->ndim = n >= 2 ? n - 1 : 1;
+  for (int d = 0; d < k->ndim; d++) k->sizes[d] = d == 0 ? xs[cd] : kn__sym_const(1);
+  return KN_OK;
+}
+
+kn_status kn__k_nll_loss_target(const kn__call *c, kn__outs *out) {
+  int n = c->args[1].u.ints.n;
+  int64_t ncls = c->args[1].u.ints.v[n >= 2 ? 1 : 0], ignore = c->args[2].u.i;
+  kn_tensor *t = kn__contiguous_copy(c->args[0].u.t, KN_INT64);
+  if (!t) return kn__oom();
+  const int64_t *src = kn_data(t);
+  int64_t *dst = kn_data(out->t[0]), *cls = kn_data(out->t[1]);
+  kn_status st = KN_OK;
+  for (int64_t i = 0; st == KN_OK && i < kn_numel(t); i++)
+    st = class_of(src, i, ncls, ignore, &dst[i]);
+  for (int64_t k = 0; k < ncls; k++) cls[k] = k;
+  kn_release(t);
   return st;
 }
 

@@ -383,7 +383,8 @@ Test(inductor_fuse, backward_outputs_are_one_loop) {
     kn_compile_options o = opts(KN_DYNAMIC_FALSE);
     kn_compiled *f = KN_COMPILE(train_fn, &o);
     kn_scope_begin();
-    kn_tensor *x = leaf(dts[i], 1), *w = leaf(dts[i], 2), *xe = leaf(dts[i], 1), *we = leaf(dts[i], 2);
+    kn_tensor *x = leaf(dts[i], 1), *w = leaf(dts[i], 2);
+    kn_tensor *xe = leaf(dts[i], 1), *we = leaf(dts[i], 2);
     kn_tensor *y = kn_call_t(f, x, w), *ye = train_fn(xe, we);
     cr_assert_not_null(y, "%s", kn_last_error());
     cr_assert_eq(kn_backward(y, NULL), KN_OK, "%s", kn_last_error());

@@ -414,7 +414,8 @@ static void inline_chains(sctx *s, bool allow) {
     in->inlined = inl;
     if (inl) {
       p->nfused++;
-      if (un) fusion_log(s, "%s inlined into %s: its only user, same sizes%.0d", n->name, un->name, 0);
+      if (un)
+        fusion_log(s, "%s inlined into %s: its only user, same sizes%.0d", n->name, un->name, 0);
       else fusion_logf(s, "%s recomputed in its %d readers: a cheap operation over inputs they "
                        "read too", n->name, nu);
     } else {

@@ -3,10 +3,12 @@
 **
 **   prelude    includes, the runtime table type, the formulas' vocabulary
 **              (helpers and vector-math functions: kn__ind_formula_prelude)
-**   kernels    one static function per kernel root: a loop over the root's
-**              sizes computing the fused tree one element at a time, or for
+**   kernels    one static function per kernel root (or horizontal set of
+**              roots): a loop over the root's sizes computing the fused
+**              trees one element at a time and storing each root, or for
 **              a reduction a loop over outputs, each reducing its elements
-**              in order with the fused prologue
+**              in order with the fused prologue; an output may be written
+**              in place over an input that dies in the kernel
 **   call       the entry point: extern steps, kernel launches and early
 **              frees in graph order
 **
@@ -62,6 +64,7 @@ static void put_safe(kn__sb *sb, const char *s) {
 typedef struct pool {
   int n, slot[64];
   unsigned char *reusable; /* [nslots] */
+  int *last;               /* [nslots] liveness: the step of the last reader */
 } pool;
 
 static const kn__vmeta *slot_meta(const kn__ind_plan *p, int s) {
@@ -94,12 +97,12 @@ static bool pool_take(const kn__ind_plan *p, pool *pl, kn__sb *call, int slot, c
 
 /* The allocations of a launch: reuse first, release the rest, allocate. */
 static void launch_allocs(const kn__ind_plan *p, pool *pl, kn__sb *call, const int *slots, int n,
-                          bool single) {
+                          bool single, const bool *preset) {
   bool taken[64] = {false};
   char target[32];
   for (int o = 0; o < n && o < 64; o++) {
     snprintf(target, sizeof target, single ? "&o" : "&o[%d]", o);
-    taken[o] = pool_take(p, pl, call, slots[o], target);
+    taken[o] = (preset && preset[o]) || pool_take(p, pl, call, slots[o], target);
   }
   pool_flush(pl, call);
   for (int o = 0; o < n && o < 64; o++) {
@@ -112,7 +115,9 @@ static void launch_allocs(const kn__ind_plan *p, pool *pl, kn__sb *call, const i
 typedef struct leaf { int slot; const kn__vmeta *m; } leaf;
 typedef struct kctx {
   kn__ind_plan *p;
-  const kn__gnode *root;
+  const kn__gnode *roots[KN__HZ_MAX]; /* pointwise kernels: the nodes written */
+  int nroots;
+  int alias[64];            /* pointwise kernels: leaf read through output alias[l], or -1 */
   const kn__vmeta *shape;   /* the kernel's iteration sizes */
   leaf leaves[64];
   int nleaves;
@@ -168,6 +173,7 @@ static void collect(kctx *k, const kn__gnode *n) {
     const kn__garg *a = &n->args[q];
     if (a->kind != KN__GA_TENSOR) continue;
     const kn__gnode *m = a->u.t.node;
+    if (k->p->nodes[m->index].expr) continue;
     if (k->p->nodes[m->index].inlined) collect(k, m);
     else leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]);
   }
@@ -199,8 +205,21 @@ static void leaf_stride(kctx *k, kn__sb *sb, const leaf *l, int d) {
   else sym_text(k, sb, l->m->strides[ld]);
 }
 
+/* The name of the pointer to leaf li: inL, or the output it is written over. */
+static void leaf_ptr(const kctx *k, kn__sb *sb, int li) {
+  int o = k->g ? -1 : k->alias[li];
+  if (o < 0) kn__sb_printf(sb, "in%d", li);
+  else if (k->nroots == 1) kn__sb_puts(sb, "out");
+  else kn__sb_printf(sb, "out%d", o);
+}
+
 static void load(kctx *k, kn__sb *sb, int li) {
   const leaf *l = &k->leaves[li];
+  if (!k->g && k->alias[li] >= 0) { /* written in place: the same element */
+    leaf_ptr(k, sb, li);
+    kn__sb_puts(sb, k->flat ? "[i]" : "[r * len + j]");
+    return;
+  }
   if (leaf_scalar(l->m)) kn__sb_printf(sb, "in%d[0]", li);
   else if (k->g && k->inner) kn__sb_printf(sb, "in%d[p%d_%d]", li, li, k->depth - 1);
   else if (k->g) kn__sb_printf(sb, "in%d[o%d]", li, li);
@@ -234,6 +253,16 @@ static bool is_var(const kctx *k, const kn__gnode *m) {
   return mn->inlined || (k->g && mn->group == k->gi);
 }
 
+static void expand(kctx *k, kn__sb *sb, const kn__gnode *n);
+
+/* A recomputed constant node m as an expression of its dtype. */
+static void constant(kctx *k, kn__sb *sb, const kn__gnode *m) {
+  const char *ot = kn__ind_ctype(m->meta[0].dtype);
+  kn__sb_printf(sb, "(%s)(", ot);
+  expand(k, sb, m);
+  kn__sb_putc(sb, ')');
+}
+
 /* Operand q of n as a C expression of the compute type (or bool). */
 static void operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) {
   const kn__ind_node *in = &k->p->nodes[n->index];
@@ -241,6 +270,7 @@ static void operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) {
   const kn__garg *a = &n->args[q];
   kn__sb_printf(sb, "((%s)", ct);
   if (a->kind == KN__GA_SCALAR) put_scalar(sb, a->u.s);
+  else if (k->p->nodes[a->u.t.node->index].expr) constant(k, sb, a->u.t.node);
   else if (is_var(k, a->u.t.node)) kn__sb_printf(sb, "v%d", a->u.t.node->index);
   else {
     const kn__gnode *m = a->u.t.node;
@@ -279,6 +309,8 @@ static void expand(kctx *k, kn__sb *sb, const kn__gnode *n) {
 /* Statements computing the tree of n, producers first. */
 static void stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
+  if (k->done[n->index]) return; /* recomputed nodes read twice: once per element */
+  k->done[n->index] = 1;
   for (int q = 0; q < in->f.nopnds && q < n->nargs; q++) {
     const kn__garg *a = &n->args[q];
     if (a->kind == KN__GA_TENSOR && k->p->nodes[a->u.t.node->index].inlined)
@@ -302,14 +334,30 @@ static void numel_text(kctx *k, kn__sb *sb, int ndim) {
   }
 }
 
-static void flat_loop(kctx *k, kn__sb *sb, const char *body, int root) {
+/* The name of output o of a pointwise kernel: out (one root) or outO. */
+static void out_ptr(const kctx *k, kn__sb *sb, int o) {
+  if (k->nroots == 1) kn__sb_puts(sb, "out");
+  else kn__sb_printf(sb, "out%d", o);
+}
+
+/* The stores of every root at element `at` (after all values: a leaf
+** written in place is read before its element is written). */
+static void stores(const kctx *k, kn__sb *sb, const char *at) {
+  for (int o = 0; o < k->nroots; o++) {
+    kn__sb_puts(sb, "      ");
+    out_ptr(k, sb, o);
+    kn__sb_printf(sb, "[%s] = v%d;\n", at, k->roots[o]->index);
+  }
+}
+
+static void flat_loop(kctx *k, kn__sb *sb, const char *body) {
   kn__sb_puts(sb, "  #pragma omp parallel for if (n >= KN_PAR_MIN)\n"
                   "  for (int64_t b = 0; b < n; b += KN_BLOCK) {\n"
                   "    const int64_t e = n - b < KN_BLOCK ? n : b + KN_BLOCK;\n"
                   "    for (int64_t i = b; i < e; i++) {\n");
   kn__sb_puts(sb, body);
-  kn__sb_printf(sb, "      out[i] = v%d;\n    }\n  }\n", root);
-  (void)k;
+  stores(k, sb, "i");
+  kn__sb_puts(sb, "    }\n  }\n");
 }
 
 /* Start of a row-offset computation: t = idx and a zero offset per leaf. */
@@ -337,7 +385,7 @@ static void outer_offsets(kctx *k, kn__sb *sb, int nd, int rk, const char *idx) 
   for (int d = nd - rk - 1; d >= 0; d--) offsets_dim(k, sb, d);
 }
 
-static void row_loop(kctx *k, kn__sb *sb, const char *body, int root) {
+static void row_loop(kctx *k, kn__sb *sb, const char *body) {
   int nd = k->shape->ndim;
   kn__sb_puts(sb, "  const int64_t rows = ");
   numel_text(k, sb, nd - 1);
@@ -348,62 +396,124 @@ static void row_loop(kctx *k, kn__sb *sb, const char *body, int root) {
   outer_offsets(k, sb, nd, 1, "r");
   kn__sb_puts(sb, "    for (int64_t j = 0; j < len; j++) {\n");
   kn__sb_puts(sb, body);
-  kn__sb_printf(sb, "      out[r * len + j] = v%d;\n    }\n  }\n", root);
+  stores(k, sb, "r * len + j");
+  kn__sb_puts(sb, "    }\n  }\n");
 }
 
-/* The kernel function of root n (its loop in `loop`) and its launch. */
-static void emit_kernel(kctx *k, const kn__gnode *n, kn__sb *loop, kn__sb *ker, kn__sb *call,
-                        const char *kind) {
-  const char *ot = kn__ind_ctype(n->meta[0].dtype);
-  kn__sb_printf(ker, "/* kernel %d: ", n->index);
-  put_safe(ker, n->name);
-  kn__sb_printf(ker, " (%s, %d inputs) */\nstatic void kernel%d(const int64_t *restrict s, "
-                "%s *restrict out", kind, k->nleaves, n->index, ot);
+/* The comment and signature of a pointwise kernel named after its last root. */
+static void kernel_header(kctx *k, kn__sb *ker, const char *kind) {
+  const kn__gnode *last = k->roots[k->nroots - 1];
+  kn__sb_printf(ker, "/* kernel %d: ", last->index);
+  for (int o = 0; o < k->nroots; o++) {
+    if (o) kn__sb_putc(ker, ' ');
+    put_safe(ker, k->roots[o]->name);
+  }
+  kn__sb_printf(ker, " (%s%s, %d inputs) */\nstatic void kernel%d(const int64_t *restrict s", kind,
+                k->nroots > 1 ? ", horizontal" : "", k->nleaves, last->index);
+  for (int o = 0; o < k->nroots; o++) {
+    kn__sb_printf(ker, ", %s *restrict ", kn__ind_ctype(k->roots[o]->meta[0].dtype));
+    out_ptr(k, ker, o);
+  }
   for (int i = 0; i < k->nleaves; i++)
-    kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
+    if (k->alias[i] < 0)
+      kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
   kn__sb_puts(ker, ") {\n  (void)s;\n");
   for (int i = 0; i < 256; i++)
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
-  kn__sb_puts(ker, kn__sb_cstr(loop));
-  kn__sb_puts(ker, "}\n\n");
-  int slot = k->p->nodes[n->index].slot;
-  kn__sb_printf(call, "  {  /* ");
-  put_safe(call, n->name);
-  kn__sb_puts(call, " */\n    void *o;\n");
-  launch_allocs(k->p, k->pl, call, &slot, 1, true);
-  kn__sb_printf(call, "    kernel%d(s, (%s *)o", n->index, ot);
-  for (int i = 0; i < k->nleaves; i++)
-    kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(k->leaves[i].m->dtype),
-                  k->leaves[i].slot);
-  kn__sb_puts(call, ");\n  }\n");
-  if (k->failed || kn__sb_failed(loop)) kn__sb_reserve(ker, SIZE_MAX / 2);
 }
 
-/* One kernel function for root n, into ker; its launch into call. */
-static void kernel(kn__ind_plan *p, const kn__gnode *n, kn__sb *ker, kn__sb *call, pool *pl) {
+/* The launch of a pointwise kernel: outputs written in place over a dead
+** leaf take its buffer (rt->reuse), the others a pooled or new buffer. */
+static void kernel_launch(kctx *k, kn__sb *call) {
+  const kn__gnode *last = k->roots[k->nroots - 1];
+  int slots[KN__HZ_MAX];
+  bool inplace[KN__HZ_MAX] = {false};
+  bool single = k->nroots == 1;
+  kn__sb_puts(call, "  {  /* ");
+  put_safe(call, last->name);
+  if (single) kn__sb_puts(call, " */\n    void *o;\n");
+  else kn__sb_printf(call, " */\n    void *o[%d];\n", k->nroots);
+  for (int o = 0; o < k->nroots; o++) slots[o] = k->p->nodes[k->roots[o]->index].slot;
+  for (int li = 0; li < k->nleaves; li++) {
+    int o = k->alias[li];
+    if (o < 0) continue;
+    inplace[o] = true;
+    kn__sb_printf(call, "    if (rt->reuse(ctx, %d, %d, ", k->leaves[li].slot, slots[o]);
+    kn__sb_printf(call, single ? "&o" : "&o[%d]", o);
+    kn__sb_printf(call, ")) return -1;  /* in place over slot %d */\n", k->leaves[li].slot);
+    k->pl->last[k->leaves[li].slot] = -2; /* taken over: never released */
+  }
+  launch_allocs(k->p, k->pl, call, slots, k->nroots, single, inplace);
+  kn__sb_printf(call, "    kernel%d(s", last->index);
+  for (int o = 0; o < k->nroots; o++)
+    kn__sb_printf(call, single ? ", (%s *)o" : ", (%s *)o[%d]",
+                  kn__ind_ctype(k->roots[o]->meta[0].dtype), o);
+  for (int i = 0; i < k->nleaves; i++)
+    if (k->alias[i] < 0)
+      kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(k->leaves[i].m->dtype),
+                    k->leaves[i].slot);
+  kn__sb_puts(call, ");\n  }\n");
+}
+
+/* Outputs written in place: a leaf whose buffer dies at this kernel, that
+** only kernels wrote and read, with an output's sizes and dtype and read
+** at the output's own element (contiguous, the kernel's sizes), gives the
+** output its buffer. Graph inputs and buffers an extern call reads are
+** never written. */
+static void plan_inplace(kctx *k, int at) {
+  bool used[KN__HZ_MAX] = {false};
+  for (int li = 0; li < k->nleaves; li++) {
+    k->alias[li] = -1;
+    int sl = k->leaves[li].slot;
+    if (sl < 0 || !k->pl->reusable[sl] || k->pl->last[sl] != at || !leaf_same(k, k->leaves[li].m))
+      continue;
+    for (int o = 0; o < k->nroots && k->alias[li] < 0; o++)
+      if (!used[o] && same_layout(k->leaves[li].m, &k->roots[o]->meta[0])) {
+        k->alias[li] = o;
+        used[o] = true;
+      }
+  }
+}
+
+/* One kernel function computing roots[0..nr) in one loop (nr > 1: a
+** horizontal set, launched where its last root is), into ker; its launch
+** into call. */
+static void kernel(kn__ind_plan *p, const kn__gnode *const *roots, int nr, kn__sb *ker,
+                   kn__sb *call, pool *pl) {
   kctx *k = calloc(1, sizeof *k);
-  if (!k) {
+  unsigned char *done = calloc((size_t)p->nnodes + 1, 1);
+  if (!k || !done) {
+    free(k);
+    free(done);
     kn__sb_reserve(ker, SIZE_MAX / 2); /* marks the buffer failed */
     return;
   }
-  *k = (kctx){.p = p, .root = n, .shape = &n->meta[0], .pl = pl};
-  collect(k, n);
+  *k = (kctx){.p = p, .shape = &roots[nr - 1]->meta[0], .nroots = nr, .pl = pl, .done = done};
+  for (int o = 0; o < nr; o++) {
+    k->roots[o] = roots[o];
+    collect(k, roots[o]);
+  }
   k->flat = true;
   for (int i = 0; i < k->nleaves; i++)
     k->flat &= leaf_same(k, k->leaves[i].m) || leaf_scalar(k->leaves[i].m);
-  if (n->meta[0].ndim == 0) k->flat = true;
+  if (k->shape->ndim == 0) k->flat = true;
+  plan_inplace(k, roots[nr - 1]->index);
   kn__sb body, loop;
   kn__sb_init(&body);
   kn__sb_init(&loop);
-  stmts(k, &body, n);
+  for (int o = 0; o < nr; o++) stmts(k, &body, roots[o]);
   kn__sb_puts(&loop, "  const int64_t n = ");
-  numel_text(k, &loop, n->meta[0].ndim);
+  numel_text(k, &loop, k->shape->ndim);
   kn__sb_puts(&loop, ";\n");
-  (k->flat ? flat_loop : row_loop)(k, &loop, kn__sb_cstr(&body), n->index);
-  emit_kernel(k, n, &loop, ker, call, k->flat ? "flat loop" : "row loop");
-  if (kn__sb_failed(&body)) kn__sb_reserve(ker, SIZE_MAX / 2);
+  (k->flat ? flat_loop : row_loop)(k, &loop, kn__sb_cstr(&body));
+  kernel_header(k, ker, k->flat ? "flat loop" : "row loop");
+  kn__sb_puts(ker, kn__sb_cstr(&loop));
+  kn__sb_puts(ker, "}\n\n");
+  kernel_launch(k, call);
+  if (k->failed || kn__sb_failed(&body) || kn__sb_failed(&loop)) kn__sb_reserve(ker, SIZE_MAX / 2);
   kn__sb_fini(&body);
   kn__sb_fini(&loop);
+  free(done);
   free(k);
 }
 
@@ -429,7 +539,8 @@ static void group_leaves(kctx *k) {
     const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[i]);
     for (int q = 0; q < nops(k, n); q++) {
       const kn__garg *a = &n->args[q];
-      if (a->kind == KN__GA_TENSOR && a->u.t.node && !member(k, a->u.t.node))
+      if (a->kind == KN__GA_TENSOR && a->u.t.node && !member(k, a->u.t.node) &&
+          !k->p->nodes[a->u.t.node->index].expr)
         leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &a->u.t.node->meta[a->u.t.idx]);
     }
   }
@@ -841,7 +952,7 @@ static void group_launch(kctx *k, int root, kn__sb *call) {
   kn__sb_printf(call, "  {  /* kernel %d */\n    void *o[%d];\n", root, k->nouts + 1);
   int slots[64];
   for (int o = 0; o < k->nouts; o++) slots[o] = k->p->nodes[k->outs[o]].slot;
-  launch_allocs(k->p, k->pl, call, slots, k->nouts, false);
+  launch_allocs(k->p, k->pl, call, slots, k->nouts, false, NULL);
   kn__sb_printf(call, "    kernel%d(s", root);
   for (int o = 0; o < k->nouts; o++)
     kn__sb_printf(call, ", (%s *)o[%d]",
@@ -907,7 +1018,8 @@ static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call, poo
 /* The node index of the step that computes node i (its kernel root). */
 static int step_of(const kn__ind_plan *p, const int *user, int i) {
   while (p->nodes[i].inlined) i = user[i];
-  return p->nodes[i].group >= 0 ? p->groups[p->nodes[i].group].root : i;
+  if (p->nodes[i].group >= 0) return p->groups[p->nodes[i].group].root;
+  return p->nodes[i].hz >= 0 ? p->nodes[i].hz : i;
 }
 
 static void note_use(const kn__ind_plan *p, int *last, kn__gref r, int at) {
@@ -949,6 +1061,17 @@ static void releases(const kn__ind_plan *p, const int *last, int at, pool *pl, k
   }
 }
 
+/* The pointwise kernel launched at node i: i alone, or the horizontal set
+** whose last root it is. */
+static void pw_kernel(kn__ind_plan *p, int i, kn__sb *ker, kn__sb *call, pool *pl) {
+  const kn__gnode *roots[KN__HZ_MAX];
+  int nr = 0;
+  for (int m = 0; m <= i && nr < KN__HZ_MAX; m++)
+    if (m == i || (p->nodes[i].hz == i && p->nodes[m].hz == i && !p->nodes[m].inlined))
+      roots[nr++] = kn__graph_node(p->g, m);
+  kernel(p, roots, nr, ker, call, pl);
+}
+
 /* Slots written by kernels and read by kernels only. */
 static void mark_reusable(const kn__ind_plan *p, unsigned char *r) {
   for (int s = 0; s < p->nslots; s++) {
@@ -979,7 +1102,7 @@ static void extern_call(const kn__ind_plan *p, const kn__gnode *n, kn__sb *call)
 kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   int *user = malloc(((size_t)p->nnodes + 1) * sizeof *user);
   int *last = malloc(((size_t)p->nslots + 1) * sizeof *last);
-  pool pl = {.reusable = calloc((size_t)p->nslots + 1, 1)};
+  pool pl = {.reusable = calloc((size_t)p->nslots + 1, 1), .last = last};
   if (!user || !last || !pl.reusable) {
     free(user);
     free(last);
@@ -1002,8 +1125,9 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
       extern_call(p, n, &call);
     } else if (in->group >= 0 && p->groups[in->group].root == i) {
       group_kernel(p, in->group, &ker, &call, &pl);
-    } else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined) {
-      kernel(p, n, &ker, &call, &pl);
+    } else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined && !in->expr &&
+               (in->hz < 0 || in->hz == i)) {
+      pw_kernel(p, i, &ker, &call, &pl);
     } else {
       continue;
     }

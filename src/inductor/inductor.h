@@ -98,6 +98,8 @@ typedef enum kn__ind_nkind {
   KN__IND_RED        /* reduction over a set of dims (always in a group) */
 } kn__ind_nkind;
 
+#define KN__HZ_MAX 8 /* pointwise roots per horizontal loop */
+
 typedef struct kn__ind_node {
   kn__ind_nkind kind;
   int slot;          /* first value slot (-1: inlined or kept in a group, no buffer) */
@@ -108,6 +110,10 @@ typedef struct kn__ind_node {
   unsigned red_mask; /* KN__IND_RED: bit d set when dim d is reduced */
   int group;         /* index of its reduction group, -1 when none */
   bool row;          /* group member computed once per row (reduction results) */
+  bool expr;         /* a constant (no tensor inputs) written as an expression
+                     ** wherever it is read: no statement, no buffer */
+  int hz;            /* KN__IND_PW kernel root fused horizontally: the root whose
+                     ** kernel computes it (the set's last), -1 when alone */
 } kn__ind_node;
 
 /* A reduction group: one kernel over the rows of a space S (the kept dims),
@@ -142,9 +148,11 @@ typedef struct kn__ind_plan {
 
 /* Build the plan of g (borrowed; must outlive the plan). KN_ENOMEM. */
 kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p);
-/* The scheduler (sched.c): reduction groups (vertical and horizontal
-** fusion around reductions), then inlining of single-use pointwise chains
-** and value slots of everything that must exist in memory; logs the
+/* The scheduler (sched.c): constants recomputed in their readers,
+** reduction groups (vertical and horizontal fusion around reductions), then
+** inlining of single-use pointwise chains and of cheap multi-use producers,
+** horizontal fusion of pointwise loops over the same sizes that read a
+** common input, and value slots of everything that must exist in memory; logs the
 ** schedule and fusion artifacts. allow: fusion permitted (no in-place op in
 ** the graph). Called by kn__ind_plan_build after classification. */
 kn_status kn__ind_schedule(kn__ind_plan *p, bool allow);

@@ -2,6 +2,8 @@
 ** inductor/sched.c: the scheduler. Given the kinds of lower.c, it decides
 ** which nodes share a kernel and which values exist in memory.
 **
+** 0. Constants (pointwise nodes without tensor inputs) that only pointwise
+**    nodes read are expressions in their readers: no kernel, no buffer.
 ** 1. Reduction groups, in graph order. A reduction starts a group over its
 **    input's sizes S and its reduced dims (or joins the group its input
 **    comes from, or, horizontally, an independent group of the same S and
@@ -12,8 +14,11 @@
 **    each one group: one kernel that makes a few passes over each row.
 ** 2. A pointwise node outside groups is inlined into its only user when that
 **    user is a pointwise node of the same sizes outside groups (a chain is
-**    one loop).
-** 3. Slots: a node gets a buffer only when something outside its kernel
+**    one loop), or recomputed in each of several readers when it is one
+**    cheap formula over inputs every reader reads itself.
+** 3. Horizontal fusion: pointwise kernels of the same sizes that read a
+**    common buffer are one loop writing several outputs.
+** 4. Slots: a node gets a buffer only when something outside its kernel
 **    reads it (another kernel, an extern call, the graph's output).
 **
 ** Order: a group runs where its last member is. A node may join only if
@@ -24,6 +29,8 @@
 ** The `schedule` artifact lists the kernels in order; `fusion` logs every
 ** decision with its reason.
 */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +38,7 @@
 #include "core/strbuf.h"
 #include "inductor/inductor.h"
 #include "logging/log.h"
+#include "ops/pointwise.h"
 
 typedef struct sctx {
   kn__ind_plan *p;
@@ -86,6 +94,16 @@ static void fusion_log(const sctx *s, const char *fmt, const char *a, const char
   if (!s->fusion_log) return;
   char msg[512];
   snprintf(msg, sizeof msg, fmt, a, b, gi);
+  KN_LOG_ARTIFACT(KN_ART_FUSION, "fusion: %s", msg);
+}
+
+static void fusion_logf(const sctx *s, const char *fmt, ...) {
+  if (!s->fusion_log) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
   KN_LOG_ARTIFACT(KN_ART_FUSION, "fusion: %s", msg);
 }
 
@@ -238,7 +256,8 @@ static kn_status try_join(sctx *s, int gi, const kn__gnode *n, const char *how, 
 static kn_status absorb(sctx *s, int gi, const kn__gnode *n) {
   for (int a = 0; a < nopnds(s, n); a++) {
     const kn__gnode *q = arg_node(n, a);
-    if (!q || s->p->nodes[q->index].kind != KN__IND_PW || s->p->nodes[q->index].group >= 0)
+    if (!q || s->p->nodes[q->index].kind != KN__IND_PW || s->p->nodes[q->index].group >= 0 ||
+        s->p->nodes[q->index].expr)
       continue;
     bool joined;
     kn_status st = try_join(s, gi, q, "producer (prologue)", &joined);
@@ -303,7 +322,7 @@ static kn_status form_groups(sctx *s) {
     kn__ind_node *in = &s->p->nodes[i];
     if (in->kind == KN__IND_RED) {
       st = place_reduction(s, n);
-    } else if (in->kind == KN__IND_PW && in->group < 0) {
+    } else if (in->kind == KN__IND_PW && in->group < 0 && !in->expr) {
       st = join_operand_group(s, n);
     }
   }
@@ -318,26 +337,191 @@ static bool outside_user(const sctx *s, int i) {
   return false;
 }
 
+/* ---- recomputation ----------------------------------------------------------------- */
+/* Cheap enough to compute again in every reader: no vector-math function
+** (never a transcendental), and a memory-bound formula of the table, a
+** cast, a where or a constant. Reductions are never recomputed. */
+static bool cheap(const kn__ind_node *in) {
+  if (in->kind != KN__IND_PW || in->f.vm >= 0) return false;
+  return in->f.code < 0 || kn__pw_form((kn__pwcode)in->f.code)->memory_bound;
+}
+
+static bool tensor_operands(const sctx *s, const kn__gnode *n) {
+  for (int a = 0; a < nopnds(s, n); a++)
+    if (arg_node(n, a)) return true;
+  return false;
+}
+
+static int nreaders(const sctx *s, int i) { return s->uoff[i + 1] - s->uoff[i]; }
+
+/* Constants (pointwise nodes without tensor inputs: full, ones, a
+** scalar_tensor) that only pointwise nodes read are expressions in their
+** readers, in any kernel: never a kernel or a buffer of their own. */
+static void mark_constants(sctx *s) {
+  for (int i = 0; i < s->nn; i++) {
+    kn__ind_node *in = &s->p->nodes[i];
+    const kn__gnode *n = node(s, i);
+    if (in->kind != KN__IND_PW || tensor_operands(s, n) || !cheap(in) || nreaders(s, i) == 0)
+      continue;
+    bool all_pw = true;
+    for (int u = s->uoff[i]; u < s->uoff[i + 1]; u++)
+      all_pw &= s->p->nodes[s->uidx[u]].kind == KN__IND_PW;
+    if (!all_pw) {
+      fusion_logf(s, "%s is not recomputed: a constant, but a reader is not a pointwise node",
+                  n->name);
+      continue;
+    }
+    in->expr = true;
+    s->p->nfused++;
+    fusion_logf(s, "%s recomputed in its %d reader%s: a constant (no tensor inputs)", n->name,
+                nreaders(s, i), nreaders(s, i) == 1 ? "" : "s");
+  }
+}
+
+/* Does node u read value r itself (as one of its operands)? */
+static bool reads_value(const sctx *s, const kn__gnode *u, kn__gref r) {
+  for (int a = 0; a < nopnds(s, u); a++)
+    if (arg_node(u, a) == r.node && u->args[a].u.t.idx == r.idx) return true;
+  return false;
+}
+
+/* Why pointwise node i, read by several nodes, is not computed again in
+** each of them; NULL when it is: one cheap operation, every reader a
+** pointwise loop of the same sizes that reads i's tensor inputs itself (so
+** recomputing i reads no extra memory). */
+static const char *recompute_refusal(const sctx *s, int i) {
+  const kn__ind_node *in = &s->p->nodes[i];
+  const kn__gnode *n = node(s, i);
+  if (!cheap(in)) return in->f.vm >= 0 ? "a transcendental function" : "not a cheap formula";
+  for (int u = s->uoff[i]; u < s->uoff[i + 1]; u++) {
+    const kn__gnode *un = node(s, s->uidx[u]);
+    const kn__ind_node *ui = &s->p->nodes[un->index];
+    if (ui->kind != KN__IND_PW || ui->group >= 0) return "a reader is not a pointwise loop";
+    if (!same_sizes(&n->meta[0], &un->meta[0])) return "a reader has other sizes";
+    for (int a = 0; a < nopnds(s, n); a++) {
+      const kn__gnode *q = arg_node(n, a);
+      if (q && !s->p->nodes[q->index].expr && !reads_value(s, un, n->args[a].u.t))
+        return "a reader does not read its inputs";
+    }
+  }
+  return NULL;
+}
+
+/* ---- inlining and slots ----------------------------------------------------------- */
+static bool single_use_inline(const sctx *s, const kn__gnode *n, const kn__gnode *un) {
+  const kn__ind_plan *p = s->p;
+  return n->nusers == 1 && un && p->nodes[un->index].kind == KN__IND_PW &&
+         p->nodes[un->index].group < 0 && same_sizes(&n->meta[0], &un->meta[0]);
+}
+
 static void inline_chains(sctx *s, bool allow) {
   kn__ind_plan *p = s->p;
   for (int i = 0; i < s->nn; i++) {
     kn__ind_node *in = &p->nodes[i];
-    if (in->kind != KN__IND_PW || in->group >= 0) continue;
+    if (in->kind != KN__IND_PW || in->group >= 0 || in->expr) continue;
     const kn__gnode *n = node(s, i);
-    int nu = s->uoff[i + 1] - s->uoff[i], u = nu == 1 ? s->uidx[s->uoff[i]] : -1;
+    int nu = nreaders(s, i), u = nu == 1 ? s->uidx[s->uoff[i]] : -1;
     const kn__gnode *un = u >= 0 ? node(s, u) : NULL;
-    bool inl = allow && n->nusers == 1 && un && p->nodes[u].kind == KN__IND_PW &&
-               p->nodes[u].group < 0 && same_sizes(&n->meta[0], &un->meta[0]);
+    const char *why = allow && nu > 1 ? recompute_refusal(s, i) : "";
+    bool inl = allow && (single_use_inline(s, n, un) || !why);
     in->inlined = inl;
     if (inl) {
       p->nfused++;
-      fusion_log(s, "%s inlined into %s: its only user, same sizes%.0d", n->name, un->name, 0);
+      if (un)
+        fusion_log(s, "%s inlined into %s: its only user, same sizes%.0d", n->name, un->name, 0);
+      else fusion_logf(s, "%s recomputed in its %d readers: a cheap operation over inputs they "
+                       "read too", n->name, nu);
     } else {
       in->slot = kn__ind_new_slots(p, n, 1);
       p->nkernels++;
       if (allow && un && nu == 1)
         fusion_log(s, "%s gets a buffer: its user %s is not a pointwise node of the same sizes "
                    "outside groups%.0d", n->name, un->name, 0);
+      else if (allow && nu > 1)
+        fusion_logf(s, "%s gets a buffer: %d readers, not recomputed: %s", n->name, nu, why);
+    }
+  }
+}
+
+/* ---- horizontal fusion -------------------------------------------------------------- */
+/* Pointwise kernels over the same sizes that read a common input are one
+** loop writing several outputs (sin(x) and cos(x): x is read once). The
+** loop runs where the set's last root is, so a root joins a set only if
+** every reader of the set's members comes after it (no kernel or extern
+** call would read a member before it is written, and the new root reads no
+** member). */
+static bool pw_root(const kn__ind_node *in) {
+  return in->kind == KN__IND_PW && in->group < 0 && !in->inlined && !in->expr;
+}
+
+/* Does the loop of root r (r and the nodes inlined into it) read value v? */
+static bool tree_reads(const sctx *s, const kn__gnode *r, kn__gref v, int budget) {
+  for (int a = 0; a < nopnds(s, r); a++) {
+    const kn__gnode *m = arg_node(r, a);
+    if (!m) continue;
+    if (m == v.node && r->args[a].u.t.idx == v.idx) return true;
+    if (budget > 0 && s->p->nodes[m->index].inlined && tree_reads(s, m, v, budget - 1)) return true;
+  }
+  return false;
+}
+
+/* Do the loops of roots a and b read a common buffer? */
+static bool shares_input(const sctx *s, const kn__gnode *a, const kn__gnode *b, int budget) {
+  for (int q = 0; q < nopnds(s, a); q++) {
+    const kn__gnode *m = arg_node(a, q);
+    const kn__ind_node *mi = m ? &s->p->nodes[m->index] : NULL;
+    if (!mi || mi->expr) continue;
+    if (mi->inlined ? budget > 0 && shares_input(s, m, b, budget - 1)
+                    : tree_reads(s, b, a->args[q].u.t, 64))
+      return true;
+  }
+  return false;
+}
+
+/* Why root b cannot join the set whose last root is last; NULL if it can. */
+static const char *hz_refusal(const sctx *s, int last, int b) {
+  const kn__gnode *bn = node(s, b);
+  int count = 0;
+  bool shared = false, sizes = true, order = true;
+  for (int m = 0; m <= last; m++) {
+    const kn__ind_node *mi = &s->p->nodes[m];
+    if (!pw_root(mi) || (m != last && mi->hz != last)) continue;
+    sizes &= same_sizes(&node(s, m)->meta[0], &bn->meta[0]);
+    for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++) order &= s->uidx[u] > b;
+    shared = shared || shares_input(s, node(s, m), bn, 64);
+    count++;
+  }
+  if (!shared) return "no common input";
+  if (!sizes) return "sizes differ";
+  if (!order) return "a reader of the set comes before it";
+  return count >= KN__HZ_MAX ? "the set is full" : NULL;
+}
+
+static void hz_join(sctx *s, int last, int b) {
+  kn__ind_plan *p = s->p;
+  for (int m = 0; m <= last; m++)
+    if (pw_root(&p->nodes[m]) && (m == last || p->nodes[m].hz == last)) p->nodes[m].hz = b;
+  p->nodes[b].hz = b;
+  p->nkernels--;
+  fusion_logf(s, "%s fused horizontally with %s (kernel %d): same sizes, a common input",
+              node(s, b)->name, node(s, last)->name, b);
+}
+
+static void horizontal(sctx *s) {
+  kn__ind_plan *p = s->p;
+  for (int b = 0; b < s->nn; b++) {
+    if (!pw_root(&p->nodes[b])) continue;
+    for (int a = b - 1; a >= 0; a--) { /* each set once, through its last root */
+      const kn__ind_node *ai = &p->nodes[a];
+      if (!pw_root(ai) || (ai->hz >= 0 && ai->hz != a)) continue;
+      const char *why = hz_refusal(s, a, b);
+      if (!why) {
+        hz_join(s, a, b);
+        break;
+      }
+      if (strcmp(why, "no common input"))
+        fusion_logf(s, "%s not fused horizontally with %s: %s", node(s, b)->name,
+                    node(s, a)->name, why);
     }
   }
 }
@@ -366,10 +550,14 @@ static void schedule_log(const sctx *s) {
     const kn__gnode *n = node(s, i);
     if (in->kind == KN__IND_EXTERN) {
       kn__sb_printf(&sb, "  extern %s (%s)\n", n->name, n->target);
-    } else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined) {
-      kn__sb_printf(&sb, "  kernel%d: pointwise %s ", i, n->name);
+    } else if (pw_root(in) && (in->hz < 0 || in->hz == i)) {
+      kn__sb_printf(&sb, "  kernel%d: pointwise", i);
+      for (int m = 0; m <= i; m++)
+        if (m == i || (in->hz == i && pw_root(&p->nodes[m]) && p->nodes[m].hz == i))
+          kn__sb_printf(&sb, " %s", node(s, m)->name);
+      kn__sb_putc(&sb, ' ');
       put_sizes(&sb, &n->meta[0]);
-      kn__sb_putc(&sb, '\n');
+      kn__sb_puts(&sb, in->hz == i ? " (horizontal)\n" : "\n");
     }
     for (int gi = 0; gi < p->ngroups; gi++) {
       const kn__ind_group *g = &p->groups[gi];
@@ -395,10 +583,15 @@ static void schedule_log(const sctx *s) {
 
 kn_status kn__ind_schedule(kn__ind_plan *p, bool allow) {
   sctx s = {p, p->nnodes, NULL, NULL, KN_ARTIFACT_ENABLED(KN_ART_FUSION)};
-  for (int i = 0; i < p->nnodes; i++) p->nodes[i].group = -1;
+  for (int i = 0; i < p->nnodes; i++) {
+    p->nodes[i].group = -1;
+    p->nodes[i].hz = -1;
+    p->nodes[i].expr = false;
+  }
   kn_status st = build_users(&s);
   if (!allow) fusion_log(&s, "no fusion: the graph has in-place ops%s%s%.0d", "", "", 0);
   /* without fusion, each reduction is a group of its own */
+  if (st == KN_OK && allow) mark_constants(&s);
   if (st == KN_OK && allow) st = form_groups(&s);
   for (int i = 0; st == KN_OK && !allow && i < p->nnodes; i++)
     if (p->nodes[i].kind == KN__IND_RED) {
@@ -407,6 +600,7 @@ kn_status kn__ind_schedule(kn__ind_plan *p, bool allow) {
     }
   if (st == KN_OK) {
     inline_chains(&s, allow);
+    if (allow) horizontal(&s);
     group_slots(&s);
     schedule_log(&s);
   }

@@ -2,8 +2,7 @@
 ** test_aot_sweep_inductor.c: the AOT op sweep (support/aot_sweep.c) with
 ** backend "inductor": the same cases, compiled to C through AOT, compared
 ** with eager values and gradients. Tolerances (atol = rtol): float64 1e-12,
-** float32 1e-5, the same as aot_eager's (the cases pass them; one chain is
-** left out with dynamic sizes, see IND_NODYN in support/aot_sweep.c).
+** float32 1e-5, the same as aot_eager's (the cases pass them).
 **
 ** Every case is two compiled C graphs (forward and backward), about 0.2 s
 ** of compiler time each on a cold code cache. The default run sweeps the

@@ -464,3 +464,32 @@ Test(aot_symbolic, inductor_runs_the_symbolic_graphs_at_two_sizes) {
   kn_compiled_free(f);
   kn_scope_end();
 }
+
+/* x[argmax(x, 0)] * sum(sin(x)): the index has x's column count, the result
+** [s1, s1]. Compiled at [5, 6] and called at [7, 9]: eager's values and
+** gradients at both sizes, one compile. */
+static kn_tensor *index_chain(kn_tensor *x) {
+  kn_tensor *i = kn_argmax_dim(x, 0, false);
+  return kn_mul(kn_index(x, &i, 1), kn_sum(kn_sin(x)));
+}
+
+Test(aot_symbolic, inductor_runs_an_index_chain_at_two_sizes) {
+  kn_scope_begin();
+  ncompiles = 0;
+  kn_compile_options o = {.backend_fn = aot_inductor, .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(index_chain, &o);
+  static const int64_t sz[2][2] = {{5, 6}, {7, 9}};
+  for (int k = 0; k < 2; k++) {
+    kn_tensor *x = leaf(sz[k][0], sz[k][1], 30 + k), *x2 = kn_detach(x);
+    kn_set_requires_grad(x2, true);
+    kn_tensor *got = kn_call_t(f, x), *want = index_chain(x2);
+    cr_assert(got && want, "size %d: %s", k, kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(got, got)), NULL), KN_OK, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(want, want)), NULL), KN_OK, "%s", kn_last_error());
+    cr_expect_leq(max_diff(got, want), 1e-12, "size %d", k);
+    cr_expect_leq(max_diff(kn_grad(x), kn_grad(x2)), 1e-12, "size %d", k);
+  }
+  cr_expect_eq(ncompiles, 1);
+  kn_compiled_free(f);
+  kn_scope_end();
+}

@@ -34,14 +34,7 @@
 ** gap whose cause is not found yet (an AOT-side specialisation of a size in
 ** index_put, as_strided, setitem, copy_ from a broadcast source, and the
 ** chains through batch norm and convolution). */
-/* IND_NODYN: left out of backend "inductor" with dynamic sizes: the chain
-** through advanced indexing (x[argmax(x, 0)], [m, m]) compiled at m = 6
-** fails at m = 9 inside the compiled graph ("size of tensor a (6) must
-** match the size of tensor b (9)"); with aot_eager (both partitioners)
-** the same chain gives eager's results at both sizes, so the fixed size
-** comes from the code generator's side (cause not found yet). */
-enum { POS = 1, UNIT = 2, PROB = 4, NOBCAST = 8, NOZERO = 16, NODYN = 32, RECOMPILES = 64,
-       IND_NODYN = 128 };
+enum { POS = 1, UNIT = 2, PROB = 4, NOBCAST = 8, NOZERO = 16, NODYN = 32, RECOMPILES = 64 };
 
 typedef kn_tensor *(*fn1)(kn_tensor *);
 typedef kn_tensor *(*fn2)(kn_tensor *, kn_tensor *);
@@ -277,7 +270,7 @@ static const opcase ops[] = {
     U("as_strided", as_strided, NOZERO | RECOMPILES), U("unbind", unbind1, NODYN), U("split", split1, 0),
     U("split_with_sizes", split_sizes1, NODYN), U("index_select", index_select1, NOZERO),
     U("gather", gather1, NOZERO), U("scatter_value", scatter_value, NOZERO),
-    U("index", index_t, NOZERO | IND_NODYN), U("embedding", embedding, NOZERO), U("nll_loss", nll, NOZERO),
+    U("index", index_t, NOZERO), U("embedding", embedding, NOZERO), U("nll_loss", nll, NOZERO),
     U("nll_loss2d", nll2d, NOZERO), U("binary_cross_entropy", bce, PROB | NOZERO),
     U("max_pool2d", max_pool, NOZERO), U("avg_pool2d", avg_pool, NOZERO),
     U("batch_norm", batch_norm, NOZERO | RECOMPILES),
@@ -431,8 +424,7 @@ static const char *extra_compiles(int compiles, char *msg, size_t cap) {
 static bool applies(const opcase *c, const kn_sweep_opts *o) {
   if (o->layout == KN_SWEEP_BROADCAST && (!c->f2 || (c->flags & NOBCAST))) return false;
   if (o->rows == 0 && (c->flags & NOZERO)) return false;
-  bool inductor = !strcmp(o->backend, "inductor");
-  return !(o->dynamic && ((c->flags & NODYN) || (inductor && (c->flags & IND_NODYN))));
+  return !(o->dynamic && (c->flags & NODYN));
 }
 
 static const char *one_case(char *msg, size_t cap) {

@@ -493,3 +493,66 @@ Test(aot_symbolic, inductor_runs_an_index_chain_at_two_sizes) {
   kn_compiled_free(f);
   kn_scope_end();
 }
+/* ---- size lists of the functional graph, replayed by the joint trace -------- */
+
+/* Functionalize, trace the joint graph of the functional graph and keep its
+** code, then compile with aot_eager (which traces again and adds the guards). */
+static kn_status grab_functional(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
+                                 kn_compiled_graph *out) {
+  kn__graph *fg = NULL;
+  kn__aot_plan plan;
+  kn_status st = kn__aot_functionalize(kn__graph_module_graph(gm), &fg, &plan);
+  if (st != KN_OK) return st;
+  bool rg[8] = {false};
+  for (int i = 0; i < n && i < 8; i++) rg[i] = kn_requires_grad(ex[i]);
+  kn__aot_joint j;
+  st = kn__aot_trace_joint(fg, rg, n, false, &j);
+  if (st == KN_OK) {
+    forget();
+    joint_code = kn__graph_code(j.g, NULL);
+    ncompiles++;
+    kn__aot_joint_fini(&j);
+  }
+  kn__aot_plan_fini(&plan);
+  kn__graph_free(fg);
+  return st == KN_OK ? kn__aot_eager_compile(gm, ex, n, ud, out) : st;
+}
+
+/* c[:, 1:3] = v with v of [1, 2]: functionalization broadcasts v with
+** expand(v, [s0, 2]), a size list of the functional graph. The joint trace
+** replays that graph with the interpreter on symbolic tensors, which passes
+** the list with its symbols: the joint graph keeps [s0, 2] (the traced
+** [5, 2] made slice_scatter guard s0 == 5, and so a recompile at 7 rows). */
+static kn_tensor *setitem_row(kn_tensor *x, kn_tensor *y) {
+  kn_tensor *c = kn_clone(x);
+  if (kn_setitem_slice(c, 1, 1, 3, 1, kn_narrow(y, 1, 0, 2)) != KN_OK) return NULL;
+  return kn_mul(c, c);
+}
+
+Test(aot_symbolic, a_functional_size_list_stays_symbolic_in_the_joint_graph) {
+  kn_scope_begin();
+  ncompiles = 0;
+  kn_compile_options o = {.backend_fn = grab_functional, .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(setitem_row, &o);
+  static const int64_t sz[2][2] = {{5, 6}, {7, 9}};
+  for (int k = 0; k < 2; k++) {
+    kn_tensor *x = leaf(sz[k][0], sz[k][1], 40 + k), *y = leaf(1, sz[k][1], 50 + k);
+    kn_tensor *x2 = kn_detach(x), *y2 = kn_detach(y);
+    kn_set_requires_grad(x2, true);
+    kn_set_requires_grad(y2, true);
+    kn_tensor *got = kn_call_t(f, x, y), *want = setitem_row(x2, y2);
+    cr_assert(got && want, "size %d: %s", k, kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(got), NULL), KN_OK, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(want), NULL), KN_OK, "%s", kn_last_error());
+    cr_expect_leq(max_diff(got, want), 1e-15, "size %d", k);
+    cr_expect_leq(max_diff(kn_grad(x), kn_grad(x2)), 1e-15, "size %d", k);
+    cr_expect_leq(max_diff(kn_grad(y), kn_grad(y2)), 1e-15, "size %d", k);
+  }
+  cr_expect_eq(ncompiles, 1, "one compile serves both sizes, got %d", ncompiles);
+  cr_assert(joint_code);
+  cr_expect(strstr(joint_code, "kiln.ops.expand(slice_1, [s0, 2])"), "%s", joint_code);
+  cr_expect(strstr(joint_code, "kiln.ops.full([s0, 2], 0"), "%s", joint_code);
+  forget();
+  kn_compiled_free(f);
+  kn_scope_end();
+}

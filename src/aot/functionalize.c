@@ -309,9 +309,8 @@ static kn__gref true_cond(fz *z, const kn_tensor *like) {
 }
 
 /* copy_(dst, src): src converted to dst's dtype; a src that broadcasts is
-** spread by where(true, src, dst), whose result has dst's (symbolic) sizes,
-** rather than by expand to sizes (a size list would be replayed at the
-** traced sizes by the joint trace). */
+** spread by where(true, src, dst), whose result has dst's (symbolic) sizes
+** with no size list. */
 static kn_status copy_into(fz *z, kn__gref src, const kn_tensor *srct, const kn_tensor *dst,
                            kn__gref self, kn__gref *out) {
   bool same = srct->ndim == dst->ndim;

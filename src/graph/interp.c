@@ -7,7 +7,10 @@
 ** evaluated from the symbol values bound from the inputs' sizes. A run
 ** copies a template, applies its patches and calls kn__dispatch; values are
 ** released after their last use, as FX's generated code does. The per-run
-** scratch (a frame) is allocated once with the program.
+** scratch (a frame) is allocated once with the program. A replay on
+** tensors that carry the graph's size symbols (AOT's joint trace) passes
+** symbolic arguments with their symbols (kn__arg.sym), so what a recording
+** mode records from it stays symbolic.
 */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,6 +50,7 @@ typedef struct frame {
   kn_tensor **lists;
   int64_t *ints;
   int64_t *symvals;
+  bool symbolic;  /* the inputs carry the graph's size symbols (see bind_inputs) */
 } frame;
 
 struct kn__gprog {
@@ -364,6 +368,7 @@ static kn_status run_step(const kn__gprog *p, const step *st, frame *f) {
       a->u.ints.v = f->ints + pt->off;
       break;
     }
+    if (pt->kind >= P_SYMINT && f->symbolic) a->sym = pt->syms;
   }
   kn__outs o;
   kn__outs_init(&o);
@@ -392,6 +397,17 @@ static void release_owned(const kn__gprog *p, frame *f) {
   }
 }
 
+/* Is size d of t symbolic, the graph's symbol k? */
+static bool is_symbol(const kn_tensor *t, int d, int k) {
+  return t->sym && kn__sym_symbol_index(t->sym->sizes[d]) == k;
+}
+
+/* Bind the symbols from the inputs' sizes. When every bound size is the
+** graph's own symbol (a replay on symbolic tensors, such as AOT's joint
+** trace under its recording mode), symbolic arguments are passed with their
+** symbols (kn__arg.sym) beside the values, so meta functions and recording
+** modes see them: a size list the graph computes from input sizes stays
+** symbolic in what the replay records, instead of the traced sizes. */
 static kn_status bind_inputs(const kn__gprog *p, frame *f, kn_tensor *const *inputs) {
   const kn__graph *g = p->g;
   for (int i = 0; i < p->ninputs; i++) {
@@ -403,8 +419,12 @@ static kn_status bind_inputs(const kn__gprog *p, frame *f, kn_tensor *const *inp
                        "rank %d", i, g->nodes[i]->target, p->in_ndim[i], t->ndim);
     f->values[i] = t;
   }
-  for (int b = 0; b < p->nbind; b++)
-    f->symvals[p->binds[b].sym] = inputs[p->binds[b].input]->sizes[p->binds[b].dim];
+  f->symbolic = p->nbind > 0;
+  for (int b = 0; b < p->nbind; b++) {
+    const kn_tensor *t = inputs[p->binds[b].input];
+    f->symvals[p->binds[b].sym] = t->sizes[p->binds[b].dim];
+    f->symbolic = f->symbolic && is_symbol(t, p->binds[b].dim, p->binds[b].sym);
+  }
   for (int a = 0; a < p->nattr; a++) f->values[p->attr_slot[a]] = p->attr_t[a];
   return KN_OK;
 }

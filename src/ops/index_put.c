@@ -124,6 +124,7 @@ typedef struct adv {
   int ncov;                      /* dims of self covered */
   int bnd;                       /* broadcast index shape B */
   int64_t bsz[KN_MAX_DIMS];
+  kn_sym bsym[KN_MAX_DIMS];      /* B over symbolic sizes (the index tensors') */
   int nidx;
   kn_tensor *idx[KN_MAX_DIMS];   /* owned int64 tensors of shape B (NULL on meta) */
 } adv;
@@ -222,6 +223,7 @@ static kn_status adv_build(const kn_tensor *self, kn_tensor *const *list, int n,
     a->ncov = nraw;
     a->bnd = bn;
     for (int d = 0; d < bn; d++) a->bsz[d] = kn__sym_hint(b[d]);
+    memcpy(a->bsym, b, (size_t)bn * sizeof *b);
     bool meta = false;
     for (int i = 0; i < nraw; i++) meta = meta || !kn_data(raw[i]);
     for (int i = 0; i < nraw && st == KN_OK && !meta; i++) {
@@ -287,10 +289,11 @@ kn_status kn__meta_index(const kn__call *c, kn__metas *out) {
   adv a;
   kn_status st = adv_build(self, c->args[1].u.ts.v, c->args[1].u.ts.n, &a);
   if (st != KN_OK) return st;
-  int64_t sz[KN_MAX_DIMS];
-  kn_sym s[KN_MAX_DIMS];
-  int n = adv_shape(&a, self, sz);
-  for (int d = 0; d < n; d++) s[d] = kn__sym_const(sz[d]);
+  kn_sym s[KN_MAX_DIMS], ss[KN_MAX_DIMS]; /* B + uncovered dims, symbolic */
+  kn__tensor_symsizes(self, ss);
+  int n = 0;
+  for (int d = 0; d < a.bnd; d++) s[n++] = a.bsym[d];
+  for (int d = a.ncov; d < self->ndim; d++) s[n++] = ss[d];
   adv_fini(&a);
   return kn__push_fresh(out, self->dtype, n, s);
 }

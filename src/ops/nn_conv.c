@@ -361,13 +361,10 @@ kn_status kn__meta_convolution_backward(const kn__call *c, kn__metas *out) {
       m->sizes[0] = kn__sym_const(0);
       continue;
     }
-    if (i < 2) {
-      m->ndim = src[i]->ndim;
-      for (int d = 0; d < m->ndim; d++) m->sizes[d] = kn__sym_const(src[i]->sizes[d]);
-    } else {
-      m->ndim = 1;
-      m->sizes[0] = kn__sym_const(g.O);
-    }
+    kn_sym ss[KN_MAX_DIMS]; /* the input's or weight's symbolic sizes; bias: [O] */
+    kn__tensor_symsizes(src[i < 2 ? i : 1], ss);
+    m->ndim = i < 2 ? src[i]->ndim : 1;
+    for (int d = 0; d < m->ndim; d++) m->sizes[d] = ss[d];
   }
   int64_t want[4] = {g.N, g.O, g.OH, g.OW};
   int off = src[0]->ndim == 4 ? 0 : 1;

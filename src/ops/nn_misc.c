@@ -131,8 +131,10 @@ kn_status kn__meta_embedding(const kn__call *c, kn__metas *out) {
   kn__outmeta *m = kn__metas_push(out, w->dtype);
   if (!m) return kn__oom();
   m->ndim = idx->ndim + 1;
+  kn_sym ws[2];
+  kn__tensor_symsizes(w, ws);
   kn__tensor_symsizes(idx, m->sizes);
-  m->sizes[idx->ndim] = kn__sym_const(w->sizes[1]);
+  m->sizes[idx->ndim] = ws[1];
   return KN_OK;
 }
 

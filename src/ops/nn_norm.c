@@ -34,11 +34,13 @@ static kn_status float_only(const char *op, kn_dtype dt) {
   return KN_OK;
 }
 
-static kn__outmeta *push(kn__metas *out, kn_dtype dt, int nd, const int64_t *sz) {
+/* A fresh output of symbolic sizes sz (the input's, so that under dynamic
+** shapes the outputs keep its symbols). */
+static kn__outmeta *push(kn__metas *out, kn_dtype dt, int nd, const kn_sym *sz) {
   kn__outmeta *m = kn__metas_push(out, dt);
   if (!m) return NULL;
   m->ndim = nd;
-  for (int d = 0; d < nd; d++) m->sizes[d] = kn__sym_const(sz[d]);
+  for (int d = 0; d < nd; d++) m->sizes[d] = sz[d];
   return m;
 }
 
@@ -83,8 +85,10 @@ kn_status kn__meta_batch_norm(const kn__call *c, kn__metas *out) {
   kn_status s = bn_check(c, &g);
   if (s != KN_OK) return s;
   const kn_tensor *x = c->args[0].u.t;
-  int64_t cs = c->args[5].u.b ? g.C : 0;
-  if (!push(out, x->dtype, x->ndim, x->sizes) || !push(out, x->dtype, 1, &cs) ||
+  kn_sym xs[KN_MAX_DIMS];
+  kn__tensor_symsizes(x, xs);
+  kn_sym cs = c->args[5].u.b ? xs[1] : kn__sym_const(0);
+  if (!push(out, x->dtype, x->ndim, xs) || !push(out, x->dtype, 1, &cs) ||
       !push(out, x->dtype, 1, &cs))
     return kn__oom();
   return KN_OK;
@@ -166,8 +170,10 @@ static bool mask_at(const kn__call *c, int argi, int i) {
 
 kn_status kn__meta_batch_norm_backward(const kn__call *c, kn__metas *out) {
   const kn_tensor *x = c->args[1].u.t;
-  int64_t C = x->ndim >= 2 ? x->sizes[1] : 0, zero = 0;
-  if (!push(out, x->dtype, mask_at(c, 9, 0) ? x->ndim : 1, mask_at(c, 9, 0) ? x->sizes : &zero) ||
+  kn_sym xs[KN_MAX_DIMS], zero = kn__sym_const(0);
+  kn__tensor_symsizes(x, xs);
+  kn_sym C = x->ndim >= 2 ? xs[1] : zero;
+  if (!push(out, x->dtype, mask_at(c, 9, 0) ? x->ndim : 1, mask_at(c, 9, 0) ? xs : &zero) ||
       !push(out, x->dtype, 1, mask_at(c, 9, 1) ? &C : &zero) ||
       !push(out, x->dtype, 1, mask_at(c, 9, 2) ? &C : &zero))
     return kn__oom();
@@ -292,10 +298,11 @@ kn_status kn__meta_layer_norm(const kn__call *c, kn__metas *out) {
   kn_status s = ln_check(c, &M, &D);
   if (s != KN_OK) return s;
   const kn_tensor *x = c->args[0].u.t;
-  int64_t ssz[KN_MAX_DIMS];
+  kn_sym xs[KN_MAX_DIMS], ssz[KN_MAX_DIMS];
+  kn__tensor_symsizes(x, xs);
   int nn = c->args[1].u.ints.n;
-  for (int d = 0; d < x->ndim; d++) ssz[d] = d < x->ndim - nn ? x->sizes[d] : 1;
-  if (!push(out, x->dtype, x->ndim, x->sizes) || !push(out, x->dtype, x->ndim, ssz) ||
+  for (int d = 0; d < x->ndim; d++) ssz[d] = d < x->ndim - nn ? xs[d] : kn__sym_const(1);
+  if (!push(out, x->dtype, x->ndim, xs) || !push(out, x->dtype, x->ndim, ssz) ||
       !push(out, x->dtype, x->ndim, ssz))
     return kn__oom();
   return KN_OK;
@@ -359,12 +366,13 @@ kn_status kn__k_layer_norm(const kn__call *c, kn__outs *out) {
 /* args: grad_out, input, normalized_shape, mean, rstd, weight?, bias?, output_mask */
 kn_status kn__meta_layer_norm_backward(const kn__call *c, kn__metas *out) {
   const kn_tensor *x = c->args[1].u.t;
-  const int64_t *ns = c->args[2].u.ints.v;
   int nn = c->args[2].u.ints.n;
-  int64_t zero = 0;
+  kn_sym xs[KN_MAX_DIMS], ns[KN_MAX_DIMS], zero = kn__sym_const(0);
+  kn__tensor_symsizes(x, xs);
+  for (int j = 0; j < nn && j < KN_MAX_DIMS; j++) ns[j] = kn__arg_symint_at(&c->args[2], j);
   for (int i = 0; i < 3; i++) {
     bool on = mask_at(c, 7, i);
-    const kn__outmeta *m = i == 0 ? push(out, x->dtype, on ? x->ndim : 1, on ? x->sizes : &zero)
+    const kn__outmeta *m = i == 0 ? push(out, x->dtype, on ? x->ndim : 1, on ? xs : &zero)
                                   : push(out, x->dtype, on ? nn : 1, on ? ns : &zero);
     if (!m) return kn__oom();
   }

@@ -52,11 +52,12 @@ kn_status kn__geom_slice(kn__geom *g, int64_t dim, const kn__arg *start, const k
 kn_status kn__geom_select(kn__geom *g, int64_t dim, int64_t index);
 kn_status kn__geom_diagonal(kn__geom *g, int64_t offset, int64_t dim1, int64_t dim2);
 
-/* The gradient of as_strided(input geometry -> size/stride/offset) for grad
-** (op _as_strided_backward). New reference in the current scope, or NULL. */
-kn_tensor *kn__as_strided_grad(kn_tensor *grad, int in_nd, const int64_t *in_size,
-                               const int64_t *in_stride, int64_t in_offset, int nd,
-                               const int64_t *size, const int64_t *stride, int64_t offset);
+/* The gradient of as_strided(input geometry -> view geometry) for grad (op
+** _as_strided_backward). geom: the op's six geometry arguments (input size,
+** stride, offset, then the view's), int lists and ints that may carry
+** symbols (kn__arg.sym), so the recorded call and its output's sizes stay
+** symbolic. New reference in the current scope, or NULL. */
+kn_tensor *kn__as_strided_grad(kn_tensor *grad, const kn__arg *geom);
 
 /* PyTorch's legacy type name of a dtype ("Float", "Long"); static. */
 const char *kn__legacy_type_name(kn_dtype dt);

@@ -137,8 +137,8 @@ kn_status kn__meta_as_strided_grad(const kn__call *c, kn__metas *out) {
     if (in.st[d] < 0 || in.sz[d] < 0)
       return kn__error(KN_EINVAL, "_as_strided_backward: negative input geometry");
   if (in.off < 0 || vw.off < 0) return kn__error(KN_EINVAL, "_as_strided_backward: bad offset");
-  kn_sym sz[KN_MAX_DIMS];
-  for (int d = 0; d < in.nd; d++) sz[d] = kn__sym_const(in.sz[d]);
+  kn_sym sz[KN_MAX_DIMS]; /* the input's sizes, symbolic when passed so */
+  for (int d = 0; d < in.nd; d++) sz[d] = kn__arg_symint_at(&c->args[1], d);
   return kn__push_fresh(out, grad->dtype, in.nd, sz);
 }
 
@@ -177,9 +177,11 @@ kn_status kn__k_as_strided_grad(const kn__call *c, kn__outs *out) {
 ** swapped. */
 kn_status kn__bw_as_strided_grad(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
-  sgeom in = sgeom_at(c, 1), vw = sgeom_at(c, 4);
-  kn_tensor *g = kn__as_strided_grad(ctx->grad_outputs[0], vw.nd, vw.sz, vw.st, vw.off, in.nd,
-                                     in.sz, in.st, in.off);
+  kn_sym store[6][KN_MAX_DIMS];
+  kn__arg geom[6];
+  for (int i = 0; i < 6; i++) /* the two geometries swapped */
+    geom[i] = kn__arg_known(&c->args[1 + (i + 3) % 6], store[i]);
+  kn_tensor *g = kn__as_strided_grad(ctx->grad_outputs[0], geom);
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();
 }
@@ -205,11 +207,8 @@ kn_tensor *kn_diagonal_scatter(kn_tensor *self, kn_tensor *src, int64_t offset, 
                                 KN_A_I(dim2)});
 }
 
-kn_tensor *kn__as_strided_grad(kn_tensor *grad, int in_nd, const int64_t *in_size,
-                               const int64_t *in_stride, int64_t in_offset, int nd,
-                               const int64_t *size, const int64_t *stride, int64_t offset) {
-  return kn__invoke(KN_OP_AS_STRIDED_GRAD, 7,
-                    (kn__arg[]){KN_A_T(grad), KN_A_INTS(in_size, in_nd),
-                                KN_A_INTS(in_stride, in_nd), KN_A_I(in_offset),
-                                KN_A_INTS(size, nd), KN_A_INTS(stride, nd), KN_A_I(offset)});
+kn_tensor *kn__as_strided_grad(kn_tensor *grad, const kn__arg *geom) {
+  kn__arg a[7] = {KN_A_T(grad)};
+  memcpy(a + 1, geom, 6 * sizeof *geom);
+  return kn__invoke(KN_OP_AS_STRIDED_GRAD, 7, a);
 }

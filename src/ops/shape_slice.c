@@ -205,10 +205,18 @@ kn_status kn__meta_as_strided(const kn__call *c, kn__metas *out) {
 kn_status kn__bw_as_strided(kn__bwctx *ctx) {
   const kn__call *c = ctx->call;
   kn_tensor *self = kn__call_input(c, 0);
-  int64_t off = c->args[3].kind == KN__A_INT ? c->args[3].u.i : self->offset;
-  kn_tensor *g = kn__as_strided_grad(ctx->grad_outputs[0], self->ndim, self->sizes,
-                                     self->strides, self->offset, c->args[1].u.ints.n,
-                                     c->args[1].u.ints.v, c->args[2].u.ints.v, off);
+  /* the input's geometry as symbolic ints (its sizes under dynamic shapes),
+  ** the view's as the forward call passed it (no offset: the input's) */
+  kn_sym in[3][KN_MAX_DIMS], vw[3][KN_MAX_DIMS];
+  kn__tensor_symsizes(self, in[0]);
+  kn__tensor_symstrides(self, in[1]);
+  in[2][0] = self->sym ? self->sym->offset : kn__sym_const(self->offset);
+  kn__arg geom[6] = {KN_A_SYMINTS(self->sizes, in[0], self->ndim),
+                     KN_A_SYMINTS(self->strides, in[1], self->ndim), KN_A_SYMINT(&in[2][0]),
+                     kn__arg_known(&c->args[1], vw[0]), kn__arg_known(&c->args[2], vw[1]),
+                     c->args[3].kind == KN__A_INT ? kn__arg_known(&c->args[3], vw[2])
+                                                  : KN_A_SYMINT(&in[2][0])};
+  kn_tensor *g = kn__as_strided_grad(ctx->grad_outputs[0], geom);
   ctx->grad_inputs[0] = g;
   return g ? KN_OK : kn_last_status();
 }

@@ -28,20 +28,8 @@
 
 /* flags: positive x (and y); x (and y) in (-0.9, 0.9); x, y in (0, 1); no
 ** broadcast layout; no zero-size inputs; static sizes only (the number of
-** outputs or a size argument follows a size); RECOMPILES: with dynamic
-** sizes AOT compiles a second time at the second size where the "eager"
-** backend does not (values are still compared at both sizes). A known
-** gap whose cause is not found yet (an AOT-side specialisation of a size in
-** index_put, as_strided, setitem, copy_ from a broadcast source, and the
-** chains through batch norm and convolution). */
-/* IND_NODYN: left out of backend "inductor" with dynamic sizes: the chain
-** through advanced indexing (x[argmax(x, 0)], [m, m]) compiled at m = 6
-** fails at m = 9 inside the compiled graph ("size of tensor a (6) must
-** match the size of tensor b (9)"); with aot_eager (both partitioners)
-** the same chain gives eager's results at both sizes, so the fixed size
-** comes from the code generator's side (cause not found yet). */
-enum { POS = 1, UNIT = 2, PROB = 4, NOBCAST = 8, NOZERO = 16, NODYN = 32, RECOMPILES = 64,
-       IND_NODYN = 128 };
+** outputs or a size argument follows a size). */
+enum { POS = 1, UNIT = 2, PROB = 4, NOBCAST = 8, NOZERO = 16, NODYN = 32 };
 
 typedef kn_tensor *(*fn1)(kn_tensor *);
 typedef kn_tensor *(*fn2)(kn_tensor *, kn_tensor *);
@@ -274,19 +262,19 @@ static const opcase ops[] = {
     U("reshape", reshape_flat, 0), U("expand", expand3, 0), U("unsqueeze", unsqueeze1, 0),
     U("squeeze", squeeze_all, 0), U("squeeze_dim", squeeze_d, 0), U("narrow", narrow1, 0),
     U("slice_step", slice_step, 0), U("select", select0, 0), U("diagonal", diagonal, 0),
-    U("as_strided", as_strided, NOZERO | RECOMPILES), U("unbind", unbind1, NODYN), U("split", split1, 0),
+    U("as_strided", as_strided, NOZERO), U("unbind", unbind1, NODYN), U("split", split1, 0),
     U("split_with_sizes", split_sizes1, NODYN), U("index_select", index_select1, NOZERO),
     U("gather", gather1, NOZERO), U("scatter_value", scatter_value, NOZERO),
-    U("index", index_t, NOZERO | IND_NODYN), U("embedding", embedding, NOZERO), U("nll_loss", nll, NOZERO),
+    U("index", index_t, NOZERO), U("embedding", embedding, NOZERO), U("nll_loss", nll, NOZERO),
     U("nll_loss2d", nll2d, NOZERO), U("binary_cross_entropy", bce, PROB | NOZERO),
     U("max_pool2d", max_pool, NOZERO), U("avg_pool2d", avg_pool, NOZERO),
-    U("batch_norm", batch_norm, NOZERO | RECOMPILES),
+    U("batch_norm", batch_norm, NOZERO),
     B("add", kn_add, 0), B("add_alpha", add_alpha, 0), B("add_", add_, 0),
     B("add_alpha_", add_alpha_, 0), B("sub", kn_sub, 0), B("sub_alpha", sub_alpha, 0),
     B("sub_", sub_, 0), B("mul", kn_mul, 0), B("mul_", mul_, 0), B("div", kn_div, 0),
     B("div_", div_, 0), B("div_floor", div_floor, 0), B("div_floor_", div_floor_, 0),
     B("maximum", kn_maximum, 0), B("minimum", kn_minimum, 0), B("pow", powt, POS),
-    B("where", where_gt, 0), B("copy_", copy_, RECOMPILES), B("mm", mm_t, 0), B("bmm", bmm_t, 0),
+    B("where", where_gt, 0), B("copy_", copy_, 0), B("mm", mm_t, 0), B("bmm", bmm_t, 0),
     B("addmm", addmm_t, 0), B("dot", dot, NOBCAST), B("mv", mv, NOZERO), B("linear", linear, 0),
     B("mse_loss", mse, NOBCAST), B("cat", cat0, 0), B("stack", stack1, NOBCAST),
     B("softmax_backward_data", softmax_bwd, NOBCAST),
@@ -298,10 +286,10 @@ static const opcase ops[] = {
     B("scatter_src", scatter_src, NOBCAST | NOZERO), B("scatter_add", scatter_add, NOBCAST | NOZERO),
     B("masked_fill", masked_fill, 0), B("masked_fill_tensor", masked_fill_t, 0),
     B("masked_fill_", masked_fill_, 0), B("masked_fill_tensor_", masked_fill_t_, 0),
-    B("index_put", index_put, NOZERO | RECOMPILES),
-    B("index_put_", index_put_, NOZERO | RECOMPILES),
-    B("setitem_slice", setitem_slice, RECOMPILES), B("setitem_select", setitem_select, RECOMPILES),
-    B("conv2d", conv, NOBCAST | NOZERO | RECOMPILES), B("layer_norm", layer_norm, NODYN | NOZERO),
+    B("index_put", index_put, NOZERO),
+    B("index_put_", index_put_, NOZERO),
+    B("setitem_slice", setitem_slice, 0), B("setitem_select", setitem_select, 0),
+    B("conv2d", conv, NOBCAST | NOZERO), B("layer_norm", layer_norm, NODYN | NOZERO),
 };
 #define NOPS ((int)(sizeof ops / sizeof ops[0]))
 
@@ -431,8 +419,7 @@ static const char *extra_compiles(int compiles, char *msg, size_t cap) {
 static bool applies(const opcase *c, const kn_sweep_opts *o) {
   if (o->layout == KN_SWEEP_BROADCAST && (!c->f2 || (c->flags & NOBCAST))) return false;
   if (o->rows == 0 && (c->flags & NOZERO)) return false;
-  bool inductor = !strcmp(o->backend, "inductor");
-  return !(o->dynamic && ((c->flags & NODYN) || (inductor && (c->flags & IND_NODYN))));
+  return !(o->dynamic && (c->flags & NODYN));
 }
 
 static const char *one_case(char *msg, size_t cap) {
@@ -444,7 +431,7 @@ static const char *one_case(char *msg, size_t cap) {
   if (!bad && opt->dynamic) bad = check(cf, 7, 9, msg, cap);
   kn_compiled_free(cf);
   kn_scope_end();
-  if (!bad && opt->dynamic && opt->count_compiles && !(cur->flags & RECOMPILES)) bad = extra_compiles(cc.frame_count, msg, cap);
+  if (!bad && opt->dynamic && opt->count_compiles) bad = extra_compiles(cc.frame_count, msg, cap);
   return bad;
 }
 

@@ -6,11 +6,10 @@
 **
 ** sin, cos, tan: x = n pi/2 + r, n = rint(2x/pi) by the 1.5 * 2^52 shifter
 ** (whose low mantissa bits are n, the quadrant), r from pi/2 in three parts
-** with FMA: x - n P1 is exact, x - n P1 - n P2 is kept as r + rlo (the
-** rounding error of the second step recovered by a second FMA) and n P3
-** goes into rlo. |x| up to KN_TRIG_MAX_D (and inf) take SLEEF's; the
-** reduction is exact enough there (n P3's error is below 2^-140) for r near
-** 0 too. sin r = r + r^3 P(r^2), cos r = 1 + r^2 Q(r^2) on |r| <= pi/4
+** with FMA: x - n P1 and n P2 are exact, x - n P1 - n P2 is kept as r + rlo
+** (Fast2Sum) and n P3 goes into rlo. |x| above KN_TRIG_MAX_D (and inf) take
+** SLEEF's; below, the reduction is exact enough (pi/2 - P1 - P2 - P3 is
+** below 2^-140) for r near 0 too. sin r = r + r^3 P(r^2), cos r = 1 + r^2 Q(r^2) on |r| <= pi/4
 ** (Chebyshev fits of degree 6, below 1e-19 relative), the quadrant picks
 ** one and the sign; rlo enters through sin'(r) and cos'(r).
 ** No fast-math; special values exact. tests/test_vmath.c checks the bounds.
@@ -22,19 +21,22 @@
 /* |x| above this (and inf) take the caller's (SLEEF's) lanes. */
 #define KN_TRIG_MAX_D 0x1p20
 
-/* pi/2 = KN_PIO2_1 + KN_PIO2_2 + KN_PIO2_3 (to 2^-160) */
+/* pi/2 = KN_PIO2_1 + KN_PIO2_2 + KN_PIO2_3 (to 2^-140); KN_PIO2_2 has 33
+** bits, so that n KN_PIO2_2 is exact for n < 2^20 */
 #define KN_PIO2_1 0x1.921fb54442d18p+0
-#define KN_PIO2_2 0x1.1a62633145c07p-54
-#define KN_PIO2_3 -0x1.f1976b7ed8fbcp-110
+#define KN_PIO2_2 0x1.1a626331p-54
+#define KN_PIO2_3 0x1.1701b839a2520p-88
 
 /* x = n pi/2 + r + rlo (|r| <= pi/4 about): returns r, the shifted n (its
-** low mantissa bits are n) in *t, rlo in *rlo. */
+** low mantissa bits are n) in *t, rlo in *rlo. x - n P1 is exact (FMA), n
+** P2 too; r = (x - n P1) - n P2 rounded and its error by Fast2Sum (exact:
+** x - n P1 is a multiple of 2^-52, n P2's ulp is far smaller), then n P3. */
 static inline kn_vd x5d_trig_reduce(kn_vd x, kn_vd *t, kn_vd *rlo) {
   *t = fma_d(x, VD(0x1.45f306dc9c883p-1), VD(KN_SHIFT52));
   kn_vd n = *t - KN_SHIFT52;
-  kn_vd r1 = fma_d(n, VD(-KN_PIO2_1), x); /* exact */
-  kn_vd r = fma_d(n, VD(-KN_PIO2_2), r1);
-  *rlo = fma_d(n, VD(-KN_PIO2_3), fma_d(n, VD(-KN_PIO2_2), r1 - r));
+  kn_vd r1 = fma_d(n, VD(-KN_PIO2_1), x), p2 = n * KN_PIO2_2;
+  kn_vd r = r1 - p2;
+  *rlo = fma_d(n, VD(-KN_PIO2_3), (r1 - r) - p2);
   return r;
 }
 

@@ -184,16 +184,18 @@ static inline kn_vd v_asin_own_d(kn_vd x) {
   return x5d_sign(r, x);
 }
 
-/* acos x: pi/2 - asin x up to 1/2, 2 asin s above, pi - 2 asin s below -1/2.
-** At most 1 ULP. */
+/* acos x = H - (h + l): pi/2 - asin x up to 1/2 (H = pi/2, h + l = +-(s +
+** w)), 2 asin s above (H = 0, h + l = -2 (s + w)), pi - 2 asin s below -1/2
+** (H = pi): h = s m and l = w m with m = 1 or -2 and x's sign. At most 1
+** ULP. */
 static inline kn_vd v_acos_own_d(kn_vd x) {
   kn_vd s, w;
   __mmask8 big = x5d_asin_core(_mm512_abs_pd(x), &s, &w);
   __mmask8 neg = _mm512_cmp_pd_mask(x, VD(0), _CMP_LT_OQ);
-  kn_vd small = x5d_minus(VD(KN_PIO2H_D), VD(KN_PIO2L_D), x5d_sign(s, x), x5d_sign(w, x));
-  kn_vd pi = x5d_minus(VD(2 * KN_PIO2H_D), VD(2 * KN_PIO2L_D), s + s, w + w);
-  kn_vd r = _mm512_mask_mov_pd(2.0 * (s + w), neg, pi);
-  return _mm512_mask_mov_pd(small, big, r);
+  kn_vd m = _mm512_mask_mov_pd(VD(1), big, VD(-2));
+  kn_vd hh = _mm512_mask_mov_pd(VD(KN_PIO2H_D), big, _mm512_maskz_mov_pd(neg, VD(2 * KN_PIO2H_D)));
+  kn_vd hl = _mm512_mask_mov_pd(VD(KN_PIO2L_D), big, _mm512_maskz_mov_pd(neg, VD(2 * KN_PIO2L_D)));
+  return x5d_minus(hh, hl, x5d_sign(s * m, x), x5d_sign(w * m, x));
 }
 
 /* atan(j/8) for k = j < 8, pi/2 - atan(j/8) for k = 15 - j >= 8, in two parts */
@@ -218,10 +220,11 @@ static inline kn_vd x5d_recip2(kn_vd d) {
 /* atan x, a = |x| (capped at 2^60, where atan rounds to pi/2): t = a, or 1/a
 ** above 1 (atan a = pi/2 - atan(1/a)), then c = j/8 nearest t (j <= 7) and
 ** atan t = atan c + atan u, u = (t - c) / (1 + t c), |u| <= 0.07: for a > 1,
-** u = (1 - c a) / (a + c). The numerator is exact, the denominator kept in
+** -u = (c a - 1) / (a + c). The numerator is exact, the denominator kept in
 ** two parts, u = uh + ul by its residual; atan u = u + u^3 P(u^2) (Chebyshev
 ** fit of degree 4, 2e-18 relative); the table holds atan c and pi/2 - atan c
-** in two parts. At most 1 ULP. */
+** in two parts, and |u| is at most a sixth of atan c (or c = 0), so that
+** adding u last but one costs under 1/4 ULP. At most 1 ULP. */
 static inline kn_vd v_atan_own_d(kn_vd x) {
   kn_vd a = _mm512_min_pd(VD(0x1p60), _mm512_abs_pd(x)); /* NaN stays */
   __mmask8 big = _mm512_cmp_pd_mask(a, VD(1), _CMP_GT_OQ);
@@ -230,7 +233,8 @@ static inline kn_vd v_atan_own_d(kn_vd x) {
   __m512i k = _mm512_castpd_si512(tj);
   k = _mm512_mask_xor_epi64(k, big, k, _mm512_set1_epi64(15));
   kn_vd q = _mm512_mask_mov_pd(VD(1), big, a), r = _mm512_mask_mov_pd(a, big, VD(1));
-  kn_vd num = fma_d(-c, q, r), den = fma_d(c, r, q), dlo = fma_d(c, r, q - den);
+  kn_vd rs = _mm512_mask_mov_pd(a, big, VD(-1)), cs = _mm512_mask_mov_pd(-c, big, c);
+  kn_vd num = fma_d(cs, q, rs), den = fma_d(c, r, q), dlo = fma_d(c, r, q - den);
   kn_vd u = _mm512_div_pd(num, den);
   kn_vd ul = fma_d(-u, dlo, fma_d(-u, den, num)) * _mm512_rcp14_pd(den), z = u * u;
   kn_vd p = fma_d(z, VD(-0x1.7087c9edf7927p-4), VD(0x1.c7183f10b6a21p-4));
@@ -240,9 +244,7 @@ static inline kn_vd v_atan_own_d(kn_vd x) {
   kn_vd tail = fma_d(u * z, p, ul);
   kn_vd th = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_atan_hi), k, _mm512_loadu_pd(x5d_atan_hi + 8));
   kn_vd tl = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_atan_lo), k, _mm512_loadu_pd(x5d_atan_lo + 8));
-  kn_vd w = _mm512_mask_sub_pd(u, big, VD(0), u), wt = _mm512_mask_sub_pd(tail, big, VD(0), tail);
-  kn_vd h = th + w;
-  return x5d_sign(h + (((th - h) + w) + (wt + tl)), x);
+  return x5d_sign(th + (u + (tail + tl)), x);
 }
 
 #endif

@@ -1,18 +1,20 @@
 /*
 ** ops/vmath_f64_trig.h: kiln's own float64 sin, cos, tan, asin, acos and atan
 ** on AVX-512F (kn_vd an 8-lane __m512d), included by vmath_isa.h after
-** vmath_f64.h (fma_d, VD); other ISAs keep SLEEF's u10 functions. Defines
-** KN_VM_D512_TRIG.
+** vmath_f64.h (fma_d, VD, KN_SHIFT52); other ISAs keep SLEEF's u10
+** functions. Defines KN_VM_D512_TRIG.
 **
 ** sin, cos, tan: x = n pi/2 + r, n = rint(2x/pi) by the 1.5 * 2^52 shifter
 ** (whose low mantissa bits are n, the quadrant), r from pi/2 in three parts
 ** with FMA: x - n P1 and n P2 are exact, x - n P1 - n P2 is kept as r + rlo
 ** (Fast2Sum) and n P3 goes into rlo. |x| above KN_TRIG_MAX_D (and inf) take
 ** SLEEF's; below, the reduction is exact enough (pi/2 - P1 - P2 - P3 is
-** below 2^-140) for r near 0 too. sin r = r + r^3 P(r^2), cos r = 1 + r^2 Q(r^2) on |r| <= pi/4
-** (Chebyshev fits of degree 6, below 1e-19 relative), the quadrant picks
-** one and the sign; rlo enters through sin'(r) and cos'(r).
-** No fast-math; special values exact. tests/test_vmath.c checks the bounds.
+** below 2^-140) for r near 0 too. sin r = r + r^3 P(r^2) and cos r = 1 +
+** r^2 Q(r^2) on |r| <= pi/4 (Chebyshev fits of degree 6, below 1e-19
+** relative); the quadrant picks one and the sign; rlo enters through sin'(r)
+** and cos'(r); tan is their quotient. asin, acos and atan: see each one.
+** No fast-math; special values exact (tests/test_vmath.c checks the
+** bounds, with the largest errors measured in docs/ARCHITECTURE.md).
 */
 #if defined(KN_VM_D512)
 
@@ -65,7 +67,16 @@ static inline kn_vd x5d_cos_parts(kn_vd r, kn_vd rlo, kn_vd z, kn_vd *lo) {
   return w;
 }
 
-static inline kn_vd x5d_sin_poly(kn_vd r, kn_vd rlo, kn_vd z) { return r + x5d_sin_tail(r, rlo, z); }
+/* sin(r + rlo), shorter: P of degree 5 (2e-17 relative, under 0.1 ULP). */
+static inline kn_vd x5d_sin_poly(kn_vd r, kn_vd rlo, kn_vd z) {
+  kn_vd p = fma_d(z, VD(0x1.5e0711724951fp-33), VD(-0x1.ae5fffc91a3e2p-26));
+  p = fma_d(p, z, VD(0x1.71de378bbd711p-19));
+  p = fma_d(p, z, VD(-0x1.a01a019e7b518p-13));
+  p = fma_d(p, z, VD(0x1.1111111110b8fp-7));
+  p = fma_d(p, z, VD(-0x1.5555555555555p-3));
+  return r + fma_d(r * z, p, fma_d(rlo, z * -0.5, rlo));
+}
+
 /* cos(r + rlo) for |r| <= pi/4, shorter: 1 + (z Q(z) - r rlo - zlo / 2)
 ** (Q a Chebyshev fit of degree 6, 3e-19 relative). */
 static inline kn_vd x5d_cos_poly(kn_vd r, kn_vd rlo, kn_vd z) {
@@ -128,11 +139,11 @@ static inline kn_vd v_tan_own_d(kn_vd x, kn_vd (*slow)(kn_vd)) {
 
 /* ---- asin, acos, atan ------------------------------------------------------ */
 
-/* pi/2 and pi in two parts */
+/* pi/2 in two parts (pi: twice each) */
 #define KN_PIO2H_D 0x1.921fb54442d18p+0
 #define KN_PIO2L_D 0x1.1a62633145c07p-54
 
-/* (hi + lo) - (h + l) for 0 <= h <= hi (or hi = 0): hi - h and its exact
+/* (hi + lo) - (h + l) for |h| <= hi or hi = 0: hi - h and its exact
 ** rounding error (Fast2Sum) go with lo - l into one last rounding. */
 static inline kn_vd x5d_minus(kn_vd hi, kn_vd lo, kn_vd h, kn_vd l) {
   kn_vd d = hi - h;
@@ -165,7 +176,8 @@ static inline __mmask8 x5d_asin_core(kn_vd a, kn_vd *s, kn_vd *w) {
   __mmask8 big = _mm512_cmp_pd_mask(a, VD(0.5), _CMP_GT_OQ);
   kn_vd z = _mm512_mask_mov_pd(a * a, big, fma_d(a, VD(-0.5), VD(0.5)));
   kn_vd sq = _mm512_sqrt_pd(z);
-  kn_vd lo = _mm512_maskz_mul_pd(big, fma_d(-sq, sq, z), _mm512_rcp14_pd(fma_d(sq, VD(2), VD(0x1p-600))));
+  kn_vd rc = _mm512_rcp14_pd(fma_d(sq, VD(2), VD(0x1p-600))); /* s = 0 at |x| = 1 */
+  kn_vd lo = _mm512_maskz_mul_pd(big, fma_d(-sq, sq, z), rc);
   *s = _mm512_mask_mov_pd(a, big, sq);
   *w = x5d_asin_tail(*s, z, lo);
   return big;
@@ -198,7 +210,8 @@ static inline kn_vd v_acos_own_d(kn_vd x) {
   return x5d_minus(hh, hl, x5d_sign(s * m, x), x5d_sign(w * m, x));
 }
 
-/* atan(j/8) for k = j < 8, pi/2 - atan(j/8) for k = 15 - j >= 8, in two parts */
+/* atan(j/8) for k = j < 8, pi/2 - atan(j/8) for k = 15 - j >= 8, in two
+** parts hi + lo (the lo of k >= 8 negated) */
 static const double x5d_atan_hi[16] = {
     0, 0x1.fd5ba9aac2f6ep-4, 0x1.f5b75f92c80ddp-3, 0x1.6f61941e4def1p-2,
     0x1.dac670561bb4fp-2, 0x1.1e00babdefeb4p-1, 0x1.4978fa3269ee1p-1, 0x1.700a7c5784634p-1,
@@ -207,34 +220,27 @@ static const double x5d_atan_hi[16] = {
 static const double x5d_atan_lo[16] = {
     0, -0x1.cd37686760c17p-59, 0x1.8ab6e3cf7afbdp-57, -0x1.c63aae6f6e918p-56,
     0x1.a2b7f222f65e2p-56, -0x1.928df287a668fp-58, 0x1.2419a87f2a458p-56, -0x1.8c34d25aadef6p-56,
-    -0x1.0520d0701d877p-55, 0x1.a2b7f222f65e2p-55, 0x1.338b4259c0270p-54, 0x1.b1b466a88828ep-54,
-    0x1.17e21d9a42c9ap-55, -0x1.96f47948a99f1p-54, 0x1.a8cc1e7480c68p-54, 0x1.1a62633145c07p-54};
-
-/* 1 / d for d >= 1: the 2^-14 estimate and two Newton steps. */
-static inline kn_vd x5d_recip2(kn_vd d) {
-  kn_vd y = _mm512_rcp14_pd(d);
-  y = fma_d(y, fma_d(-d, y, VD(1)), y);
-  return fma_d(y, fma_d(-d, y, VD(1)), y);
-}
+    0x1.0520d0701d877p-55, -0x1.a2b7f222f65e2p-55, -0x1.338b4259c0270p-54, -0x1.b1b466a88828ep-54,
+    -0x1.17e21d9a42c9ap-55, 0x1.96f47948a99f1p-54, -0x1.a8cc1e7480c68p-54, -0x1.1a62633145c07p-54};
 
 /* atan x, a = |x| (capped at 2^60, where atan rounds to pi/2): t = a, or 1/a
 ** above 1 (atan a = pi/2 - atan(1/a)), then c = j/8 nearest t (j <= 7) and
 ** atan t = atan c + atan u, u = (t - c) / (1 + t c), |u| <= 0.07: for a > 1,
-** -u = (c a - 1) / (a + c). The numerator is exact, the denominator kept in
-** two parts, u = uh + ul by its residual; atan u = u + u^3 P(u^2) (Chebyshev
-** fit of degree 4, 2e-18 relative); the table holds atan c and pi/2 - atan c
-** in two parts, and |u| is at most a sixth of atan c (or c = 0), so that
-** adding u last but one costs under 1/4 ULP. At most 1 ULP. */
+** u = (1 - c a) / (a + c), subtracted. The numerator is exact, the
+** denominator kept in two parts, u + ul by the quotient's residual; atan u =
+** u + u^3 P(u^2) (Chebyshev fit of degree 4, 2e-18 relative); the table
+** holds atan c and pi/2 - atan c in two parts. u + tail is rounded once
+** before the table's hi part is added (|u| < atan c or c = 0): at most 1
+** ULP (0.76 measured). */
 static inline kn_vd v_atan_own_d(kn_vd x) {
   kn_vd a = _mm512_min_pd(VD(0x1p60), _mm512_abs_pd(x)); /* NaN stays */
   __mmask8 big = _mm512_cmp_pd_mask(a, VD(1), _CMP_GT_OQ);
   kn_vd v = _mm512_mask_mov_pd(a, big, _mm512_rcp14_pd(a));
-  kn_vd tj = _mm512_min_pd(v * 8.0, VD(7)) + KN_SHIFT52, c = (tj - KN_SHIFT52) * 0.125;
-  __m512i k = _mm512_castpd_si512(tj);
+  kn_vd c = _mm512_min_pd(_mm512_roundscale_pd(v, 0x30), VD(0.875)); /* j / 8 */
+  __m512i k = _mm512_castpd_si512(fma_d(c, VD(8), VD(KN_SHIFT52)));
   k = _mm512_mask_xor_epi64(k, big, k, _mm512_set1_epi64(15));
   kn_vd q = _mm512_mask_mov_pd(VD(1), big, a), r = _mm512_mask_mov_pd(a, big, VD(1));
-  kn_vd rs = _mm512_mask_mov_pd(a, big, VD(-1)), cs = _mm512_mask_mov_pd(-c, big, c);
-  kn_vd num = fma_d(cs, q, rs), den = fma_d(c, r, q), dlo = fma_d(c, r, q - den);
+  kn_vd num = fma_d(-c, q, r), den = fma_d(c, r, q), dlo = fma_d(c, r, q - den);
   kn_vd u = _mm512_div_pd(num, den);
   kn_vd ul = fma_d(-u, dlo, fma_d(-u, den, num)) * _mm512_rcp14_pd(den), z = u * u;
   kn_vd p = fma_d(z, VD(-0x1.7087c9edf7927p-4), VD(0x1.c7183f10b6a21p-4));
@@ -242,9 +248,11 @@ static inline kn_vd v_atan_own_d(kn_vd x) {
   p = fma_d(p, z, VD(0x1.9999999973e82p-3));
   p = fma_d(p, z, VD(-0x1.555555555554ep-2));
   kn_vd tail = fma_d(u * z, p, ul);
-  kn_vd th = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_atan_hi), k, _mm512_loadu_pd(x5d_atan_hi + 8));
-  kn_vd tl = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_atan_lo), k, _mm512_loadu_pd(x5d_atan_lo + 8));
-  return x5d_sign(th + (u + (tail + tl)), x);
+  const double *hi = x5d_atan_hi, *lo = x5d_atan_lo;
+  kn_vd th = _mm512_permutex2var_pd(_mm512_loadu_pd(hi), k, _mm512_loadu_pd(hi + 8));
+  kn_vd tl = _mm512_permutex2var_pd(_mm512_loadu_pd(lo), k, _mm512_loadu_pd(lo + 8));
+  kn_vd w = u + (tail + tl); /* tl is negated for k >= 8 */
+  return x5d_sign(th + _mm512_mask_sub_pd(w, big, VD(0), w), x);
 }
 
 #endif

@@ -10,9 +10,9 @@
 ** (Fast2Sum) and n P3 goes into rlo. |x| above KN_TRIG_MAX_D (and inf) take
 ** SLEEF's; below, the reduction is exact enough (pi/2 - P1 - P2 - P3 is
 ** below 2^-140) for r near 0 too. sin r = r + r^3 P(r^2) and cos r = 1 +
-** r^2 Q(r^2) on |r| <= pi/4 (Chebyshev fits of degree 6, below 1e-19
-** relative); the quadrant picks one and the sign; rlo enters through sin'(r)
-** and cos'(r); tan is their quotient. asin, acos and atan: see each one.
+** r^2 Q(r^2) on |r| <= pi/4 (Chebyshev fits of degree 5 and 6, P of degree
+** 6 for tan); the quadrant picks one and the sign; rlo enters through
+** sin'(r) and cos'(r); tan is their quotient. asin, acos and atan: see each one.
 ** No fast-math; special values exact (tests/test_vmath.c checks the
 ** bounds, with the largest errors measured in docs/ARCHITECTURE.md).
 */
@@ -42,7 +42,8 @@ static inline kn_vd x5d_trig_reduce(kn_vd x, kn_vd *t, kn_vd *rlo) {
   return r;
 }
 
-/* sin(r + rlo) - r for |r| <= pi/4: r^3 P(z) + rlo (1 - z/2), z = r^2. */
+/* sin(r + rlo) - r for |r| <= pi/4: r^3 P(z) + rlo (1 - z/2), z = r^2 (P
+** of degree 6, 1e-20 relative; tan's). */
 static inline kn_vd x5d_sin_tail(kn_vd r, kn_vd rlo, kn_vd z) {
   kn_vd p = fma_d(z, VD(-0x1.ab13654fd392ap-41), VD(0x1.61217781a8ccdp-33));
   p = fma_d(p, z, VD(-0x1.ae6454093c147p-26));

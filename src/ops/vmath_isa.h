@@ -91,6 +91,8 @@ static inline kn_vf sl_tan_f(kn_vf x) { return SL(tan, f, KN_VM_WF)(x); }
 #define KN_VM_ACOS_f(x) SL(acos, f, KN_VM_WF)(x)
 #define KN_VM_ATAN_f(x) SL(atan, f, KN_VM_WF)(x)
 #endif
+/* float64 sin, cos, tan, asin, acos and atan: kiln's own on AVX-512
+** (vmath_f64_trig.h; lanes with |x| > 2^20 of the first three SLEEF's). */
 #ifdef KN_VM_D512_TRIG
 #define KN_VM_ASIN_d(x) v_asin_own_d(x)
 #define KN_VM_ACOS_d(x) v_acos_own_d(x)

@@ -314,7 +314,7 @@ Test(vmath, float_kernels_over_all_magnitudes) {
   free(x);
 }
 
-/* ---- kiln's own float64 kernels (AVX-512: exp, exp2, expm1, sinh, cosh, tanh) -------------------------- */
+/* ---- kiln's own float64 kernels (AVX-512: exp, exp2, expm1, sinh, cosh, tanh, sin, cos, tan, asin, acos, atan) ---- */
 
 /* Out-of-bound results of t's double function over n inputs (logged). */
 static int64_t count_bad_f64(const kn__vmath *t, const ucase *c, const double *x, int64_t n) {
@@ -330,7 +330,8 @@ static int64_t count_bad_f64(const kn__vmath *t, const ucase *c, const double *x
   return bad;
 }
 
-/* Where the float64 kernels switch formula or scaling (vmath_f64.h): 2048
+/* Where the float64 kernels switch formula or scaling (vmath_f64.h,
+** vmath_f64_trig.h): 2048
 ** consecutive doubles on each side of each point. */
 static const struct {
   kn__vmop op;
@@ -366,6 +367,27 @@ static const struct {
     {KN__VM_LOG1P, 0},                   {KN__VM_LOG1P, -1},     {KN__VM_LOG1P, 0.0625},
     {KN__VM_LOG1P, -0.03125},            {KN__VM_LOG1P, 1},      {KN__VM_LOG1P, 0.5},
     {KN__VM_LOG1P, -0.25},               {KN__VM_LOG1P, 0x1p-53}, {KN__VM_LOG1P, 0x1p+53},
+    /* sin, cos, tan (vmath_f64_trig.h): SLEEF's lanes beyond 2^20, quadrant
+    ** edges (n pi/2 +- pi/4), multiples of pi/2 (r near 0) */
+    {KN__VM_SIN, 0x1p20},                {KN__VM_SIN, -0x1p20},  {KN__VM_SIN, 0},
+    {KN__VM_SIN, 0x1.921fb54442d18p-1},  {KN__VM_SIN, 0x1.921fb54442d18p+1}, /* pi/4, pi */
+    {KN__VM_SIN, -0x1.2d97c7f3321d2p+2}, {KN__VM_SIN, 0x1.921fb54442d18p+16}, /* -3pi/2 */
+    {KN__VM_COS, 0x1p20},                {KN__VM_COS, 0x1.921fb54442d18p+0}, /* pi/2 */
+    {KN__VM_COS, -0x1.2d97c7f3321d2p+1}, {KN__VM_COS, 0x1.2d97c7f3321d2p+2}, /* 3pi/4 */
+    {KN__VM_COS, 0},                     {KN__VM_COS, 0x1.921fb54442d18p+19},
+    {KN__VM_TAN, 0x1p20},                {KN__VM_TAN, -0x1p20},  {KN__VM_TAN, 0},
+    {KN__VM_TAN, 0x1.921fb54442d18p-1},  {KN__VM_TAN, 0x1.921fb54442d18p+0},
+    {KN__VM_TAN, -0x1.2d97c7f3321d2p+1}, {KN__VM_TAN, 0x1.921fb54442d18p+1},
+    /* asin, acos: 1/2 (the square-root branch), +-1 */
+    {KN__VM_ASIN, 0.5},                  {KN__VM_ASIN, -0.5},    {KN__VM_ASIN, 1},
+    {KN__VM_ASIN, -1},                   {KN__VM_ASIN, 0},       {KN__VM_ACOS, 0.5},
+    {KN__VM_ACOS, -0.5},                 {KN__VM_ACOS, 1},       {KN__VM_ACOS, -1},
+    {KN__VM_ACOS, 0},
+    /* atan: 1 (1/|x|), the table's switches j/8 + 1/16 and 8/(j + 1/2), 2^60 */
+    {KN__VM_ATAN, 1},                    {KN__VM_ATAN, -1},      {KN__VM_ATAN, 0},
+    {KN__VM_ATAN, 0.0625},               {KN__VM_ATAN, 0.4375},  {KN__VM_ATAN, 0.8125},
+    {KN__VM_ATAN, 16},                   {KN__VM_ATAN, -3.2},    {KN__VM_ATAN, 1.2307692307692308},
+    {KN__VM_ATAN, 0x1p60},               {KN__VM_ATAN, -0x1p60},
 };
 
 Test(vmath, float64_kernels_at_branch_points) {
@@ -459,6 +481,65 @@ static void logs_within_one_ulp(const kn__vmath *t) {
     double worst = max_ulp_err(t, ops[k], x, n);
     cr_log_info("%s float64 %s: max %.3f ulps", t->name, case_of(ops[k])->name, worst);
     cr_expect_leq(worst, 1.0, "%s %s: %.3f ulps", t->name, case_of(ops[k])->name, worst);
+  }
+  free(x);
+}
+
+/* sin, cos, tan, asin, acos and atan of the AVX-512 table (vmath_f64_trig.h;
+** the other tables are SLEEF's) within 1 ULP of the correctly rounded result over
+** 2^20 doubles in each of several ranges: uniform in [-10, 10], [-2^20,
+** 2^20] (mixed with SLEEF's lanes up to 2^21), [-1, 1] and log-uniform
+** magnitudes in [2^-30, 2^30], and the doubles nearest k pi/2 (k < 2^20)
+** with a few ULPs around them, where r is tiny. */
+static int64_t count_bad_f64_at(const kn__vmath *t, const ucase *c, const double *x, int64_t n,
+                                int max_ulps) {
+  double *y = malloc((size_t)n * sizeof *y);
+  cr_assert_not_null(y);
+  t->f64[c->op](y, x, n);
+  int64_t bad = 0, u;
+  for (int64_t i = 0; i < n; i++)
+    if (!within(y[i], c->ref((LD)x[i]), false, false, max_ulps, 1, &u) && bad++ < 3)
+      cr_log_error("%s float64 %s(%a) = %a, want %a (%lld ulps)", t->name, c->name, x[i], y[i],
+                   (double)c->ref((LD)x[i]), (long long)u);
+  free(y);
+  return bad;
+}
+
+static void fill_trig_range(double *x, int64_t n, int range) {
+  for (int64_t i = 0; i < n; i++) {
+    double u = urand();
+    switch (range) {
+    case 0: x[i] = -10 + 20 * u; break;
+    case 1: x[i] = (-1 + 2 * u) * (i % 8 == 0 ? 0x1p21 : 0x1p20); break;
+    case 2: x[i] = -1 + 2 * u; break;
+    case 3: x[i] = ldexp(1 + u, (int)(i % 61) - 30) * ((i & 64) ? -1 : 1); break;
+    default: { /* nearest k pi/2, then up to 8 doubles away */
+      double k = floor(u * 0x1p20), v = k * 0x1.921fb54442d18p+0;
+      for (int64_t s = (int64_t)(i % 17) - 8; s > 0; s--) v = nextafter(v, INFINITY);
+      for (int64_t s = (int64_t)(i % 17) - 8; s < 0; s++) v = nextafter(v, -INFINITY);
+      x[i] = (i & 1) ? -v : v;
+    }
+    }
+  }
+}
+
+Test(vmath, float64_trig_dense) {
+  const int64_t n = (int64_t)1 << 20;
+  double *x = malloc((size_t)n * sizeof *x);
+  cr_assert_not_null(x);
+  const kn__vmop ops[] = {KN__VM_SIN, KN__VM_COS, KN__VM_TAN, KN__VM_ASIN, KN__VM_ACOS, KN__VM_ATAN};
+  const kn__vmath *t = kn__vmath_table(KN__ISA_AVX512);
+  if (!t) {
+    free(x);
+    cr_skip_test("no AVX-512 on this CPU (the other tables are SLEEF's, checked above)");
+  }
+  for (int range = 0; range < 5; range++) {
+    fill_trig_range(x, n, range);
+    for (int k = 0; k < 6; k++) {
+      if (range == 4 && k >= 3) continue; /* k pi/2 is for sin, cos, tan */
+      cr_expect_eq(count_bad_f64_at(t, case_of(ops[k]), x, n, 1), 0, "%s range %d",
+                   case_of(ops[k])->name, range);
+    }
   }
   free(x);
 }

@@ -29,6 +29,7 @@
 #include "ops/vmath_f32.h"
 #include "ops/vmath_f64.h"
 #include "ops/vmath_f64_log.h"
+#include "ops/vmath_f64_trig.h"
 
 /* Float functions of kiln's own (vmath_f32.h and below), SLEEF's for double
 ** but exp, exp2, expm1, sinh, cosh and tanh on AVX-512 (vmath_f64.h) and
@@ -99,12 +100,29 @@ static inline kn_vf sl_tan_f(kn_vf x) { return SL(tan, f, KN_VM_WF)(x); }
 #define KN_VM_ACOS_f(x) SL(acos, f, KN_VM_WF)(x)
 #define KN_VM_ATAN_f(x) SL(atan, f, KN_VM_WF)(x)
 #endif
+/* float64 sin, cos, tan, asin, acos and atan: kiln's own on AVX-512
+** (vmath_f64_trig.h; lanes with |x| > 2^20 of the first three SLEEF's). */
+#ifdef KN_VM_D512_TRIG
+#define KN_VM_ASIN_d(x) v_asin_own_d(x)
+#define KN_VM_ACOS_d(x) v_acos_own_d(x)
+#define KN_VM_ATAN_d(x) v_atan_own_d(x)
+#else
 #define KN_VM_ASIN_d(x) SL(asin, d, KN_VM_WD)(x)
 #define KN_VM_ACOS_d(x) SL(acos, d, KN_VM_WD)(x)
 #define KN_VM_ATAN_d(x) SL(atan, d, KN_VM_WD)(x)
+#endif
+#ifdef KN_VM_D512_TRIG
+static inline kn_vd sl_sin_d(kn_vd x) { return SL(sin, d, KN_VM_WD)(x); }
+static inline kn_vd sl_cos_d(kn_vd x) { return SL(cos, d, KN_VM_WD)(x); }
+static inline kn_vd sl_tan_d(kn_vd x) { return SL(tan, d, KN_VM_WD)(x); }
+#define KN_VM_SIN_d(x) v_sin_own_d(x, sl_sin_d)
+#define KN_VM_COS_d(x) v_cos_own_d(x, sl_cos_d)
+#define KN_VM_TAN_d(x) v_tan_own_d(x, sl_tan_d)
+#else
 #define KN_VM_SIN_d(x) SL(sin, d, KN_VM_WD)(x)
 #define KN_VM_COS_d(x) SL(cos, d, KN_VM_WD)(x)
 #define KN_VM_TAN_d(x) SL(tan, d, KN_VM_WD)(x)
+#endif
 
 /* SLEEF's double log1p returns inf above 1e307, where log1p(x) rounds to
 ** log(x): those lanes take log. */

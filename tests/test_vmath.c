@@ -271,6 +271,11 @@ static const struct {
     {KN__VM_EXP2, 128},          {KN__VM_EXP2, 129},          {KN__VM_EXP2, -126},
     {KN__VM_EXP2, -149},         {KN__VM_EXP2, -150},         {KN__VM_EXP2, -151},
     {KN__VM_EXP2, 0.5f},         {KN__VM_EXP2, -0.5f},        {KN__VM_EXP2, 0},
+    /* AVX-512 tanh's pieces: quarter octaves from 2^-4, the clamp at 9.5 */
+    {KN__VM_TANH, 0.078125f},    {KN__VM_TANH, 0.0625f},      {KN__VM_TANH, -0.25f},
+    {KN__VM_TANH, 0.4375f},      {KN__VM_TANH, 1},            {KN__VM_TANH, -1.25f},
+    {KN__VM_TANH, 1.75f},        {KN__VM_TANH, 2},            {KN__VM_TANH, 4},
+    {KN__VM_TANH, -5},           {KN__VM_TANH, 8},            {KN__VM_TANH, 9.5f},
 };
 
 Test(vmath, float_kernels_at_branch_points) {

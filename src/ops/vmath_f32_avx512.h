@@ -104,14 +104,86 @@ static inline kn_vf x5_exp_mid_f(kn_vf x) {
   return _mm512_scalef_ps(x5_exp_poly_f(exp_reduce_f(x, n)), n);
 }
 
-/* tanh as vmath_isa.h's v_tanh_poly_f (the same polynomial below 0.625, 1 -
-** 2 / (e + 1) with e = e^(2 min(|x|, 10)) above), with vminps for the clamp,
-** the refined reciprocal and mask moves for the selection. */
-static inline kn_vf x5_tanh_f(kn_vf x, kn_vf small) {
-  kn_vf a = _mm512_abs_ps(x), ac = _mm512_min_ps(VF(10), a); /* NaN stays */
-  kn_vf big = fma_f(VF(-2), x5_recip_f(x5_exp_mid_f(ac + ac) + 1.0f), VF(1));
-  kn_vf r = _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(a, VF(0.625f), _CMP_LT_OQ), small);
-  return (kn_vf)((kn_vfi)r | ((kn_vfi)x & INT32_MIN)); /* small has x's sign but for -0 */
+/* tanh on 30 quarter-octave pieces of |x| (x clamped to 9.5, where tanh
+** rounds to 1): [2^k, 1.25 2^k), ..., [1.75 2^k, 2^(k+1)) for k = -4..3 and
+** [0, 0.078125) below, each with a degree-5 polynomial in y = |x| - b, b a
+** float near the piece's centre (so that y is exact, Sterbenz) whose tanh is
+** within 0.005 ULP of a float, taken as c0. The piece is bits 21..25 of
+** max(|x|, 2^-4), and its b and coefficients come from 32-entry tables held
+** in two registers each (vpermt2ps). Coefficients: least-squares fits with
+** relative weight (numpy, against mpmath's tanh; iteratively reweighted to
+** the minimax error), rounded to float one at a time, the later ones refitted
+** to the rounded earlier ones; the first piece has c0 = 0 and c1 = 1. Fit
+** errors below 0.23 ULP; no division and no exp. */
+static const float x5_tanh_tab[7][32] = {
+    {/* b */
+     0x1.231aap+1f, 0x1.5d0624p+1f, 0x1.a1e76cp+1f, 0x1.de8f5cp+1f, 0x1.1e76c8p+2f, 0x1.605e36p+2f,
+     0x1.a21cacp+2f, 0x1.e0d4fep+2f, 0x1.15999ap+3f, 0, 0, 0,
+     0, 0x1.5d999ap-4f, 0x1.a0d916p-4f, 0x1.e1fbe8p-4f, 0x1.206666p-3f, 0x1.61a5e4p-3f,
+     0x1.a06e98p-3f, 0x1.dd999ap-3f, 0x1.219582p-2f, 0x1.5cd916p-2f, 0x1.a0fdf4p-2f, 0x1.dda1cap-2f,
+     0x1.1deb86p-1f, 0x1.60e56p-1f, 0x1.a0d0e6p-1f, 0x1.df126ep-1f, 0x1.1dc6a8p+0f, 0x1.61ba5ep+0f,
+     0x1.a1b22ep+0f, 0x1.dfd2f2p+0f},
+    {/* c0 */
+     0x1.f546c4p-1f, 0x1.fba278p-1f, 0x1.fe81fep-1f, 0x1.ff6bccp-1f, 0x1.ffde1p-1f, 0x1.fffbacp-1f,
+     0x1.ffff72p-1f, 0x1.ffffecp-1f, 0x1.fffffep-1f, 0, 0, 0,
+     0, 0x1.5cc0e8p-4f, 0x1.9f6a32p-4f, 0x1.dfc58ap-4f, 0x1.1e8236p-3f, 0x1.5e2ca4p-3f,
+     0x1.9ac942p-3f, 0x1.d5205cp-3f, 0x1.1a1a7ep-2f, 0x1.4ff37p-2f, 0x1.8b600ep-2f, 0x1.bdc394p-2f,
+     0x1.037d8cp-1f, 0x1.31eb84p-1f, 0x1.57fbbap-1f, 0x1.776a86p-1f, 0x1.9cd10ep-1f, 0x1.c33f54p-1f,
+     0x1.da4308p-1f, 0x1.e87086p-1f},
+    {/* c1 */
+     0x1.538fa8p-5f, 0x1.1630fp-6f, 0x1.7d73bap-8f, 0x1.283d02p-9f, 0x1.0f74f6p-11f, 0x1.1501dap-14f,
+     0x1.1c0848p-17f, 0x1.4008a8p-20f, 0x1.f5336ap-24f, 0, 0, 0,
+     0x1p+0f, 0x1.fc49c6p-1f, 0x1.fabbcep-1f, 0x1.f8f9b6p-1f, 0x1.f5fac6p-1f, 0x1.f1081p-1f,
+     0x1.eb66b6p-1f, 0x1.e52284p-1f, 0x1.d92434p-1f, 0x1.c8e42p-1f, 0x1.b3abcep-1f, 0x1.9ef9dp-1f,
+     0x1.7c7c5cp-1f, 0x1.49367cp-1f, 0x1.18e5bep-1f, 0x1.d976cp-2f, 0x1.664e72p-2f, 0x1.c92f9ap-3f,
+     0x1.22c768p-3f, 0x1.704b3ep-4f},
+    {/* c2 */
+     -0x1.4c70a6p-5f, -0x1.13ce76p-6f, -0x1.7c5096p-8f, -0x1.27e1f8p-9f, -0x1.0f136cp-11f, -0x1.14a402p-14f,
+     -0x1.1ba9c4p-17f, -0x1.3ff6f2p-20f, -0x1.a104fcp-24f, 0, 0, 0,
+     0x1.01e53ep-25f, -0x1.5a36fcp-4f, -0x1.9b1d76p-4f, -0x1.d9308ap-4f, -0x1.18e6cap-3f, -0x1.53ef9ap-3f,
+     -0x1.8a41cap-3f, -0x1.bc8258p-3f, -0x1.04b19ap-2f, -0x1.2bca5cp-2f, -0x1.506ee2p-2f, -0x1.694a8cp-2f,
+     -0x1.81ac6cp-2f, -0x1.8968eep-2f, -0x1.796feep-2f, -0x1.5b28f4p-2f, -0x1.20e5e8p-2f, -0x1.92f09p-3f,
+     -0x1.0d58e8p-3f, -0x1.5f58c6p-4f},
+    {/* c3 */
+     0x1.a8813ep-6f, 0x1.699aaep-7f, 0x1.f7f74ep-9f, 0x1.89b72ap-10f, 0x1.6a044ep-12f, 0x1.70985cp-15f,
+     0x1.78e69ap-18f, 0x1.a9e4e8p-21f, 0x1.3b23fp-24f, 0, 0, 0,
+     -0x1.55563cp-2f, -0x1.4b9d7ap-2f, -0x1.48cb68p-2f, -0x1.42301ep-2f, -0x1.3ad088p-2f, -0x1.2e9b64p-2f,
+     -0x1.201f3p-2f, -0x1.10d69cp-2f, -0x1.e73bbp-3f, -0x1.9cac2ep-3f, -0x1.4114d2p-3f, -0x1.ddd986p-4f,
+     -0x1.d168c2p-5f, 0x1.f245f8p-7f, 0x1.09421cp-4f, 0x1.82ddcap-4f, 0x1.c5f024p-4f, 0x1.957ea4p-4f,
+     0x1.312696p-4f, 0x1.a8d5cap-5f},
+    {/* c4 */
+     -0x1.86118cp-7f, -0x1.5ff69p-8f, -0x1.f77816p-10f, -0x1.8c39d8p-11f, -0x1.79e188p-13f, -0x1.82c4e8p-16f,
+     -0x1.8bf064p-19f, -0x1.ba26c2p-22f, -0x1.554a6ep-24f, 0, 0, 0,
+     0x1.e899e4p-14f, 0x1.83631p-7f, -0x1.76b378p-5f, 0x1.3e7232p-4f, 0x1.6dfa7ep-4f, 0x1.a7b92cp-4f,
+     0x1.d9bfe6p-4f, 0x1.078b5ep-3f, 0x1.355fa2p-3f, 0x1.4daa04p-3f, 0x1.5cf9acp-3f, 0x1.57c45cp-3f,
+     0x1.3bdd8ap-3f, 0x1.e7c342p-4f, 0x1.44c50ep-4f, 0x1.6696dp-5f, 0x1.4c15fap-8f, -0x1.5f2baep-6f,
+     -0x1.9aedc6p-6f, -0x1.55d26p-6f},
+    {/* c5 */
+     0x1.049c52p-8f, 0x1.f6463ap-10f, 0x1.945112p-11f, 0x1.332c36p-12f, 0x1.1fb25cp-14f, 0x1.38b9f2p-17f,
+     0x1.52d17p-20f, 0x1.6cfcf2p-23f, 0x1.1b28dep-25f, 0, 0, 0,
+     0x1.0e5e62p-3f, 0x1.30cfa4p+1f, 0x1.b9f7b6p+3f, -0x1.a33c7p+2f, -0x1.cf379cp-2f, 0x1.e3547cp-1f,
+     0x1.e1f02cp-3f, 0x1.1fb00cp+0f, 0x1.150d14p-4f, 0x1.b54386p-4f, 0x1.41bc1ep-9f, 0x1.9f465ap-5f,
+     -0x1.75dadap-5f, -0x1.e1673ap-5f, -0x1.01dd94p-4f, -0x1.a27adcp-5f, -0x1.073666p-5f, -0x1.392a5ep-7f,
+     0x1.62bf4p-10f, 0x1.2b155p-8f},
+};
+
+static inline kn_vf x5_tab32_f(__m512i i, const float *t) {
+  return _mm512_permutex2var_ps(_mm512_loadu_ps(t), i, _mm512_loadu_ps(t + 16));
+}
+
+/* tanh x: the sign of x is copied last (NaN stays NaN, +-inf give +-1, -0
+** stays -0). At most 1 ULP. */
+static inline kn_vf x5_tanh_f(kn_vf x) {
+  kn_vf a = _mm512_min_ps(VF(9.5f), _mm512_abs_ps(x)); /* NaN stays */
+  __m512i i = _mm512_srli_epi32(_mm512_castps_si512(_mm512_max_ps(VF(0x1p-4f), a)), 21);
+  kn_vf y = a - x5_tab32_f(i, x5_tanh_tab[0]);
+  kn_vf p = fma_f(x5_tab32_f(i, x5_tanh_tab[6]), y, x5_tab32_f(i, x5_tanh_tab[5]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[4]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[3]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[2]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[1]));
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(p), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
 }
 
 /* sinh x = sign(x) (e / 2 - 1 / (2 e)), e = e^|x|, for |x| >= 1 (no clamps:

@@ -208,8 +208,13 @@ static inline kn_vd v_exp_sleef_d(kn_vd x) {
 ** measured), above it 1 - 2 / (e + 1) with e = exp(2|x|) from kiln's exp
 ** steps, |x| clamped to 10 so that no lane needs exp's range checks
 ** (2 / (e + 1) <= 0.45 there, so the subtraction loses nothing), sign
-** restored; at most 1.3 ULP. NaN takes the exp branch; +-inf give +-1; -0 stays -0. */
+** restored; at most 1.3 ULP. NaN takes the exp branch; +-inf give +-1; -0 stays -0.
+** AVX-512 evaluates piecewise polynomials from register tables instead
+** (x5_tanh_f). */
 static inline kn_vf v_tanh_poly_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_tanh_f(x);
+#else
   kn_vf z = x * x;
   kn_vf p = fma_f(VF(2.142803743e-03f), z, VF(-8.177093230e-03f));
   p = fma_f(p, z, VF(2.170050144e-02f));
@@ -217,9 +222,6 @@ static inline kn_vf v_tanh_poly_f(kn_vf x) {
   p = fma_f(p, z, VF(1.333320588e-01f));
   p = fma_f(p, z, VF(-3.333333135e-01f));
   kn_vf small = fma_f(x, z * p, x);
-#ifdef KN_VM_X512
-  return x5_tanh_f(x, small);
-#else
   kn_vfi sgn = (kn_vfi)x & INT32_MIN;
   kn_vf a = (kn_vf)((kn_vfi)x ^ sgn);
   /* e^(2 |x|) with |x| clamped to 10 (tanh rounds to 1 from 9.01): n <= 29,

@@ -276,6 +276,10 @@ static const struct {
     {KN__VM_TANH, 0.4375f},      {KN__VM_TANH, 1},            {KN__VM_TANH, -1.25f},
     {KN__VM_TANH, 1.75f},        {KN__VM_TANH, 2},            {KN__VM_TANH, 4},
     {KN__VM_TANH, -5},           {KN__VM_TANH, 8},            {KN__VM_TANH, 9.5f},
+    /* AVX-512 atan's pieces: quarter octaves of |x| and of 1 / |x| from 2^-4 */
+    {KN__VM_ATAN, 0.078125f},    {KN__VM_ATAN, 0.0625f},      {KN__VM_ATAN, -0.25f},
+    {KN__VM_ATAN, 0.875f},       {KN__VM_ATAN, 12.8f},        {KN__VM_ATAN, -16},
+    {KN__VM_ATAN, 2},            {KN__VM_ATAN, 8},            {KN__VM_ATAN, 1.14285714f},
 };
 
 Test(vmath, float_kernels_at_branch_points) {

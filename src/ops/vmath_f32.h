@@ -475,6 +475,9 @@ static inline kn_vf v_acos_own_f(kn_vf x) {
 ** capped at 2^100, where atan rounds to pi/2), then t + t^3 P(t^2)
 ** (least-squares fit, relative weight, 0.15 ULP). At most 1.5 ULP. */
 static inline kn_vf v_atan_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_atan_f(x);
+#else
   kn_vfi sgn = (kn_vfi)x & INT32_MIN;
   kn_vf a = (kn_vf)((kn_vfi)x ^ sgn);
   kn_vfi big = a > 1.0f;
@@ -490,5 +493,6 @@ static inline kn_vf v_atan_own_f(kn_vf x) {
   kn_vf tail = t * z * p;
   kn_vf r = sel_f(big, pio2_minus_f(t, -tail), t + tail);
   return (kn_vf)((kn_vfi)r ^ sgn);
+#endif
 }
 #endif

@@ -199,6 +199,91 @@ static inline kn_vf x5_sinh_f(kn_vf x) {
   return (kn_vf)((kn_vfi)r | ((kn_vfi)x & INT32_MIN));
 }
 
+/* ---- atan ------------------------------------------------------------------------- */
+
+/* atan on t = |x|, or t = 1 / |x| above 1 (|x| capped at 2^100, where atan
+** rounds to pi/2; the refined reciprocal), in 16 pieces of t: [0, 0.078125)
+** and quarter octaves [2^k, 1.25 2^k), ..., [1.75 2^k, 2^(k+1)) for k = -4..-1;
+** the pieces for |x| <= 1 give atan t, the ones for |x| > 1 pi/2 - atan t
+** directly (no subtraction at run time), each a degree-5 polynomial in y = t -
+** b, b a float near the piece's centre whose value is within 0.03 ULP of a float
+** (taken as c0; y exact by Sterbenz but in the first piece). The piece is bits
+** 21..24 of t clamped to [2^-4, 1) and bit 4 says |x| > 1: the b and
+** coefficients come from 32-entry tables held in two registers each
+** (vpermt2ps). Coefficients fitted as tanh's (relative weight, mpmath's atan,
+** rounded one at a time; the first direct piece has c0 = 0, c1 = 1); fit errors
+** below 0.01 ULP. */
+static const float x5_atan_tab[7][32] = {
+    {/* b */
+     0x1.1d26eap-3f, 0x1.60418ap-3f, 0x1.a13b64p-3f, 0x1.ddc6a8p-3f, 0x1.211688p-2f, 0x1.5e0832p-2f,
+     0x1.a06666p-2f, 0x1.de7efap-2f, 0x1.1d6c8cp-1f, 0x1.6170a4p-1f, 0x1.9d1eb8p-1f, 0x1.e19db2p-1f,
+     0, 0x1.61ae14p-4f, 0x1.a249bap-4f, 0x1.dddf3cp-4f, 0x1.1ed916p-3f, 0x1.5eac08p-3f,
+     0x1.a072bp-3f, 0x1.de72bp-3f, 0x1.22c49cp-2f, 0x1.5ff3b6p-2f, 0x1.9ef9dcp-2f, 0x1.e06a7ep-2f,
+     0x1.215c28p-1f, 0x1.5d8106p-1f, 0x1.a1cedap-1f, 0x1.e0d4fep-1f, 0x1.566666p-5f, 0x1.5d4bc6p-4f,
+     0x1.9d8938p-4f, 0x1.df8d5p-4f},
+    {/* c0 */
+     0x1.6eb522p+0f, 0x1.6684bep+0f, 0x1.5eac88p+0f, 0x1.577384p+0f, 0x1.4baf5cp+0f, 0x1.3dcdb4p+0f,
+     0x1.2f4088p+0f, 0x1.2237d8p+0f, 0x1.0feec4p+0f, 0x1.eee66ap-1f, 0x1.c8a426p-1f, 0x1.a1c68ap-1f,
+     0, 0x1.60ce0ep-4f, 0x1.a0d7ccp-4f, 0x1.dbb8acp-4f, 0x1.1cfe78p-3f, 0x1.5b4dd2p-3f,
+     0x1.9ad8b2p-3f, 0x1.d604aep-3f, 0x1.1b4f8ep-2f, 0x1.52ffdcp-2f, 0x1.8a43bep-2f, 0x1.c13298p-2f,
+     0x1.076016p-1f, 0x1.32ac2p-1f, 0x1.5e6eeap-1f, 0x1.820e5p-1f, 0x1.876e1ap+0f, 0x1.7c5876p+0f,
+     0x1.785d7ap+0f, 0x1.7449a6p+0f},
+    {/* c1 */
+     -0x1.f64356p-1f, -0x1.f149cap-1f, -0x1.eb98b6p-1f, -0x1.e592c2p-1f, -0x1.da34a4p-1f, -0x1.ca6f04p-1f,
+     -0x1.b759bap-1f, -0x1.a43d68p-1f, -0x1.869c14p-1f, -0x1.5ac236p-1f, -0x1.361b3p-1f, -0x1.0fa456p-1f,
+     0x1p+0f, 0x1.fc35f8p-1f, 0x1.fab732p-1f, 0x1.f91fe2p-1f, 0x1.f6262ap-1f, 0x1.f16a9ep-1f,
+     0x1.ebab8cp-1f, 0x1.e580b2p-1f, 0x1.d9cc48p-1f, 0x1.c9e81ap-1f, 0x1.b7c6ccp-1f, 0x1.a3a298p-1f,
+     0x1.840e02p-1f, 0x1.5d4152p-1f, 0x1.33571p-1f, 0x1.100eb2p-1f, -0x1.ff1b6cp-1f, -0x1.fc4db2p-1f,
+     -0x1.fad574p-1f, -0x1.f913a8p-1f},
+    {/* c2 */
+     0x1.126a92p-3f, 0x1.4c4dcap-3f, 0x1.809f2ep-3f, 0x1.adb88ap-3f, 0x1.eff7c6p-3f, 0x1.189ec2p-2f,
+     0x1.329df2p-2f, 0x1.425a96p-2f, 0x1.4c4p-2f, 0x1.443c42p-2f, 0x1.2f19e2p-2f, 0x1.0f226cp-2f,
+     0x1.53430ep-24f, -0x1.5c7478p-4f, -0x1.99b49ep-4f, -0x1.d11d8ap-4f, -0x1.13ea18p-3f, -0x1.4afbf2p-3f,
+     -0x1.80086cp-3f, -0x1.ae3522p-3f, -0x1.f1fe26p-3f, -0x1.19831ap-2f, -0x1.3228bep-2f, -0x1.42b752p-2f,
+     -0x1.4c70eep-2f, -0x1.454214p-2f, -0x1.2d18a6p-2f, -0x1.0f8598p-2f, 0x1.55346p-5f, 0x1.584cdep-4f,
+     0x1.954814p-4f, 0x1.d272d8p-4f},
+    {/* c3 */
+     0x1.2fa79cp-2f, 0x1.1d754ap-2f, 0x1.087c36p-2f, 0x1.e7c364p-3f, 0x1.9c7814p-3f, 0x1.3e6b7cp-3f,
+     0x1.b2a5c6p-4f, 0x1.04175p-4f, 0x1.48c74ap-7f, -0x1.6c6e2ep-5f, -0x1.212c16p-4f, -0x1.5157dcp-4f,
+     -0x1.5557b4p-2f, -0x1.458116p-2f, -0x1.409fa8p-2f, -0x1.3aa294p-2f, -0x1.2ec246p-2f, -0x1.1d5a3ep-2f,
+     -0x1.093846p-2f, -0x1.e65c2ap-3f, -0x1.9a41dap-3f, -0x1.3b455cp-3f, -0x1.b68cf8p-4f, -0x1.fec33cp-5f,
+     -0x1.8d75c4p-8f, 0x1.5900d6p-5f, 0x1.2694cap-4f, 0x1.5123a2p-4f, 0x1.51d074p-2f, 0x1.460356p-2f,
+     0x1.422722p-2f, 0x1.3bdd8p-2f},
+    {/* c4 */
+     -0x1.209aa2p-3f, -0x1.325ebcp-3f, -0x1.0583fp-3f, -0x1.4b872cp-3f, -0x1.874046p-3f, -0x1.8a1908p-3f,
+     -0x1.7d4a92p-3f, -0x1.534fbp-3f, -0x1.09d4e4p-3f, -0x1.37d1bap-4f, -0x1.37a762p-5f, -0x1.1cb9aep-7f,
+     0x1.4175dp-12f, 0x1.326f0ep-5f, 0x1.06b7dcp-3f, 0x1.2774bap-4f, 0x1.f883bcp-4f, 0x1.41ce58p-3f,
+     0x1.52dap-3f, 0x1.6d3ee6p-3f, 0x1.87c012p-3f, 0x1.8c8118p-3f, 0x1.798934p-3f, 0x1.5127ap-3f,
+     0x1.04046ap-3f, 0x1.43cfap-4f, 0x1.23055p-5f, 0x1.25d538p-7f, -0x1.5172b2p-5f, -0x1.b54ed2p-3f,
+     -0x1.30bf6p-2f, 0x1.903234p-1f},
+    {/* c5 */
+     -0x1.6f0846p-2f, -0x1.9dccc6p+0f, 0x1.b3377ap-3f, -0x1.ed7c1ap-1f, 0x1.9d8d3ap-5f, -0x1.b02214p-5f,
+     0x1.fb9494p-5f, 0x1.095bdcp-3f, 0x1.4811e8p-4f, 0x1.348f16p-4f, 0x1.c9aee2p-5f, 0x1.0da608p-5f,
+     0x1.927de4p-3f, -0x1.522ee6p+3f, 0x1.0855bp+1f, 0x1.ccd13p+1f, -0x1.60b01ap-1f, -0x1.b51bb4p-3f,
+     0x1.76c05ap+0f, -0x1.0b542ep-1f, 0x1.3c744cp-4f, -0x1.058bd2p-6f, -0x1.f8067cp-4f, -0x1.051f86p-4f,
+     -0x1.57fd94p-4f, -0x1.3ef83cp-4f, -0x1.a584dap-5f, -0x1.1311a2p-5f, -0x1.b444e2p-3f, 0x1.58acb2p+3f,
+     -0x1.c4cc8cp+2f, -0x1.66280cp+4f},
+};
+
+/* atan x with x's sign copied last (NaN stays NaN, +-inf give +-pi/2, -0
+** stays -0). At most 1.5 ULP. */
+static inline kn_vf x5_atan_f(kn_vf x) {
+  kn_vf a = _mm512_abs_ps(x);
+  __mmask16 big = _mm512_cmp_ps_mask(a, VF(1), _CMP_GT_OQ);
+  kn_vf t = _mm512_mask_mov_ps(a, big, x5_recip_f(_mm512_min_ps(a, VF(0x1p100f))));
+  kn_vf ti = _mm512_max_ps(_mm512_min_ps(t, VF(0x1.fffffep-1f)), VF(0x1p-4f));
+  __m512i i = _mm512_srli_epi32(_mm512_castps_si512(ti), 21);
+  i = _mm512_mask_xor_epi32(i, big, i, _mm512_set1_epi32(16));
+  kn_vf y = t - x5_tab32_f(i, x5_atan_tab[0]);
+  kn_vf p = fma_f(x5_tab32_f(i, x5_atan_tab[6]), y, x5_tab32_f(i, x5_atan_tab[5]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[4]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[3]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[2]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[1]));
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(p), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
+}
+
 /* ---- logarithms ------------------------------------------------------------------- */
 
 /* x = 2^e m with m in [0.75, 1.5) (vgetmantps; negative x, -inf and NaN give

@@ -451,24 +451,72 @@ static inline kn_vfi asin_core_f(kn_vf a, kn_vf *s, kn_vf *w) {
   return big;
 }
 
+#ifdef KN_VM_X512
+/* asin_core_f with masks and 2 asin s computed as a whole for |x| > 1/2:
+** 2 asin s = S + S z P(z) with S = 2 s = sqrt(2 (1 - |x|)) = (1 - |x|) y, y
+** the 14-bit estimate of 1 / sqrt z (z = (1 - |x|) / 2), and its residual
+** part (2 (1 - |x|) - S^2) y / 4 in the tail. Returns the mask of lanes
+** above 1/2; their asin |x| = pi/2 - (S + T), the others' S + T. */
+static inline __mmask16 x5_asin_core_f(kn_vf a, kn_vf *s, kn_vf *t) {
+  __mmask16 big = _mm512_cmp_ps_mask(a, VF(0.5f), _CMP_GT_OQ);
+  kn_vf w = 1.0f - a, z = _mm512_mask_mul_ps(a * a, big, w, VF(0.5f));
+  kn_vf y = _mm512_rsqrt14_ps(z + 0x1p-100f); /* the same for z >= 2^-76; finite at 0 */
+  kn_vf sb = w * y;
+  kn_vf lo = _mm512_maskz_mul_ps(big, fma_f(-sb, sb, w + w), y * 0.25f);
+  *s = _mm512_mask_mov_ps(a, big, sb);
+  *t = asin_tail_f(*s + lo, z) + lo;
+  return big;
+}
+
+/* asin x: above 1/2, pi/2 - (S + T) by pio2_minus_f. At most 1 ULP. */
+static inline kn_vf x5_asin_f(kn_vf x) {
+  kn_vf s, t, a = _mm512_abs_ps(x);
+  __mmask16 big = x5_asin_core_f(a, &s, &t);
+  kn_vf r = _mm512_mask_mov_ps(s + t, big, pio2_minus_f(s, -t));
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(r), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
+}
+
+/* acos x: pi/2 - asin x up to 1/2, S + T above, (pi_hi - S) + (pi_lo - T)
+** below -1/2. At most 1.5 ULP. */
+static inline kn_vf x5_acos_f(kn_vf x) {
+  kn_vf s, t, a = _mm512_abs_ps(x);
+  __mmask16 big = x5_asin_core_f(a, &s, &t);
+  __mmask16 neg = _mm512_mask_cmp_ps_mask(big, x, VF(0), _CMP_LT_OQ);
+  kn_vf h = s + t;
+  kn_vf hs = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(h), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
+  kn_vf r = _mm512_mask_mov_ps(KN_PIO2HI - (hs - KN_PIO2LO), big, h);
+  return _mm512_mask_mov_ps(r, neg, (2 * KN_PIO2HI - s) + (2 * KN_PIO2LO - t));
+}
+#endif
+
 /* asin x: above 1/2, pi/2 - 2 s - 2 w. At most 1 ULP. */
 static inline kn_vf v_asin_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_asin_f(x);
+#else
   kn_vfi sgn = (kn_vfi)x & INT32_MIN;
   kn_vf s, w, a = (kn_vf)((kn_vfi)x ^ sgn);
   kn_vfi big = asin_core_f(a, &s, &w);
   kn_vf r = sel_f(big, pio2_minus_f(2.0f * s, -2.0f * w), s + w);
   return (kn_vf)((kn_vfi)r ^ sgn);
+#endif
 }
 
 /* acos x: pi/2 - asin x up to 1/2, 2 asin s above, pi - 2 asin s below -1/2.
 ** At most 1 ULP. */
 static inline kn_vf v_acos_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_acos_f(x);
+#else
   kn_vfi sgn = (kn_vfi)x & INT32_MIN;
   kn_vf s, w, a = (kn_vf)((kn_vfi)x ^ sgn);
   kn_vfi big = asin_core_f(a, &s, &w);
   kn_vf small = VF(KN_PIO2HI) - ((kn_vf)((kn_vfi)(s + w) ^ sgn) - KN_PIO2LO);
   kn_vf neg = (VF(2 * KN_PIO2HI) - 2.0f * s) + (2 * KN_PIO2LO - 2.0f * w);
   return sel_f(big, sel_f(sgn != 0, neg, 2.0f * (s + w)), small);
+#endif
 }
 
 /* atan x: t = |x|, or 1 / |x| above 1 (atan = pi/2 - atan t there; |x| is

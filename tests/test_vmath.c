@@ -280,6 +280,10 @@ static const struct {
     {KN__VM_ATAN, 0.078125f},    {KN__VM_ATAN, 0.0625f},      {KN__VM_ATAN, -0.25f},
     {KN__VM_ATAN, 0.875f},       {KN__VM_ATAN, 12.8f},        {KN__VM_ATAN, -16},
     {KN__VM_ATAN, 2},            {KN__VM_ATAN, 8},            {KN__VM_ATAN, 1.14285714f},
+    /* AVX-512 sinh's and cosh's scalings (n ln2 + r, r in [-0.104, 0.59]), overflow, clamp */
+    {KN__VM_SINH, 0.58918f},     {KN__VM_SINH, -1.2824f},     {KN__VM_SINH, 8.896f},
+    {KN__VM_SINH, 89.4159851f},  {KN__VM_SINH, -89.5f},       {KN__VM_COSH, 89.4159851f},
+    {KN__VM_COSH, -89.5f},       {KN__VM_COSH, 0.34657359f},
 };
 
 Test(vmath, float_kernels_at_branch_points) {

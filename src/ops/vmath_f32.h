@@ -186,11 +186,11 @@ static inline kn_vf v_sinh_own_f(kn_vf x) {
 /* cosh(x) = e / 2 + 1 / (2 e) with e = e^|x| (|x| > 88: the caller's). */
 static inline kn_vf v_cosh_own_f(kn_vf x) {
 #ifdef KN_VM_X512
-  kn_vf e = x5_exp_mid_f(_mm512_abs_ps(x)); /* no clamps, as in x5_sinh_f */
+  return x5_cosh_f(x);
 #else
   kn_vf e = v_exp_own_f((kn_vf)((kn_vfi)x & INT32_MAX));
-#endif
   return fma_f(VF(0.5), e, 0.5f * recip_f(e));
+#endif
 }
 
 /* ---- logarithms ------------------------------------------------------------- */

@@ -96,7 +96,7 @@ static inline kn_vf x5_expm1_f(kn_vf x) {
   return big ? _mm512_mask_mov_ps(res, big, x5_exp_f(x)) : res;
 }
 
-/* e^x without x5_exp_f's clamps (tanh, erf, sinh, cosh): the same for finite
+/* e^x without x5_exp_f's clamps (erf): the same for finite
 ** |x| < 2^22 (far outside [-104, 89] r is not exact, but the scaling still
 ** gives 0 or inf); +-inf give NaN. */
 static inline kn_vf x5_exp_mid_f(kn_vf x) {
@@ -186,17 +186,42 @@ static inline kn_vf x5_tanh_f(kn_vf x) {
       _mm512_castps_si512(p), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
 }
 
-/* sinh x = sign(x) (e / 2 - 1 / (2 e)), e = e^|x|, for |x| >= 1 (no clamps:
-** |x| > 88, inf and NaN lanes are the caller's), below 1 |x| + |x|^3 P(x^2)
-** (least-squares fit, relative weight, 0.1 ULP). At most 1.5 ULP. */
+/* e^|x| / 2 as h = 2^(n-1) e^r (no clamps but |x| <= 89.5: h overflows
+** where cosh does, from 89.42), with 1 / h from the refined reciprocal of h
+** capped at 2^100 (the Newton step needs it finite). */
+static inline kn_vf x5_exph_f(kn_vf a, kn_vf *q) {
+  kn_vf n = rint_f(a * KN_LOG2E);
+  kn_vf h = _mm512_scalef_ps(x5_exp_poly_f(exp_reduce_f(a, n)), n - 1.0f);
+  *q = x5_recip_f(_mm512_min_ps(h, VF(0x1p100f)));
+  return h;
+}
+
+/* sinh x = sign(x) sinh(n ln2 + r) = sign(x) (sinh(n ln2) cosh r + cosh(n ln2)
+** sinh r), one formula for every |x| (clamped to 89.5, where sinh overflows;
+** NaN stays): n = rint(|x| / ln2 - 0.35) keeps r in [-0.104, 0.59], so the
+** two terms never cancel much (at most 1.2x); cosh r = 1 + r^2 P(r^2) and
+** sinh r = r + r^3 Q(r^2) (least-squares fits with relative weight, 0.08 and
+** 0.02 ULP), and sinh(n ln2), cosh(n ln2) = 2^n (c, c + 2^(-2n)) with c = 1/2 -
+** 2^(-2n) / 2, the 2^n applied last by vscalefps (overflow and all). The
+** exact c is added last, to r^2 P c + sinh r (c + 2^(-2n)). For n = 0 the
+** result is sinh r itself (denormals exact). At most 1.5 ULP. */
 static inline kn_vf x5_sinh_f(kn_vf x) {
-  kn_vf a = _mm512_abs_ps(x), e = x5_exp_mid_f(a), z = a * a;
-  kn_vf r = fma_f(VF(0.5), e, -0.5f * x5_recip_f(e));
-  kn_vf p = fma_f(VF(0x1.7a01c8p-19f), z, VF(0x1.9fff3p-13f));
-  p = fma_f(p, z, VF(0x1.111134p-7f));
-  p = fma_f(p, z, VF(0x1.555556p-3f));
-  r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, VF(1), _CMP_LT_OQ), fma_f(a * z, p, a));
-  return (kn_vf)((kn_vfi)r | ((kn_vfi)x & INT32_MIN));
+  kn_vf a = _mm512_min_ps(VF(89.5f), _mm512_abs_ps(x));
+  kn_vf n = rint_f(fma_f(a, VF(KN_LOG2E), VF(-0.35f))), r = exp_reduce_f(a, n), z = r * r;
+  kn_vf ch = fma_f(fma_f(VF(0x1.706abp-10f), z, VF(0x1.554e6ep-5f)), z, VF(0x1.000006p-1f));
+  kn_vf sh = fma_f(fma_f(VF(0x1.a3f84p-13f), z, VF(0x1.110df4p-7f)), z, VF(0x1.555558p-3f));
+  sh = fma_f(r * z, sh, r);
+  kn_vf u = _mm512_scalef_ps(VF(0.5f), n * -2.0f), c = 0.5f - u; /* exact */
+  kn_vf v = _mm512_scalef_ps(fma_f(ch * z, c, sh * (0.5f + u)) + c, n);
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(v), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
+}
+
+/* cosh x = h + 1 / (4 h), h = e^|x| / 2 (|x| clamped to 89.5; NaN stays).
+** At most 1.5 ULP. */
+static inline kn_vf x5_cosh_f(kn_vf x) {
+  kn_vf q, h = x5_exph_f(_mm512_min_ps(VF(89.5f), _mm512_abs_ps(x)), &q);
+  return fma_f(VF(0.25f), q, h);
 }
 
 /* ---- atan ------------------------------------------------------------------------- */

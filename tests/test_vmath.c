@@ -284,6 +284,9 @@ static const struct {
     {KN__VM_SINH, 0.58918f},     {KN__VM_SINH, -1.2824f},     {KN__VM_SINH, 8.896f},
     {KN__VM_SINH, 89.4159851f},  {KN__VM_SINH, -89.5f},       {KN__VM_COSH, 89.4159851f},
     {KN__VM_COSH, -89.5f},       {KN__VM_COSH, 0.34657359f},
+    /* AVX-512 expm1's scalings for x < 0 (n = rint(x / ln2 + 0.35)); exp2 beyond 2^23 */
+    {KN__VM_EXPM1, -0.58918f},   {KN__VM_EXPM1, -1.2824f},    {KN__VM_EXP2, 0x1p23f},
+    {KN__VM_EXP2, -0x1p23f},
 };
 
 Test(vmath, float_kernels_at_branch_points) {

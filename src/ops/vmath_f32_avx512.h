@@ -65,33 +65,48 @@ static inline kn_vf x5_exp_f(kn_vf x) {
   return _mm512_scalef_ps(x5_exp_poly_f(exp_reduce_f(xc, n)), n);
 }
 
-/* 2^x as vmath_f32.h's generic exp2 (n = rint(x), r = (x - n) ln 2), with
-** x clamped to [-151, 129] and vscalefps scaling, rounding into denormals
-** once. At most 1.1 ULP (1.0 measured). */
+/* 2^x = 2^n (1 + f q(f)) with n = rint(x) and f = x - n exact (|f| <= 1/2),
+** q(f) ~ (2^f - 1) / f a degree-5 polynomial whose first coefficient is ln 2
+** rounded (least-squares fit with relative weight of the rest to it, 0.06
+** ULP), vscalefps doing the scaling, overflow and the rounding into
+** denormals (integers give exact powers of two). No clamps: for |x| >= 2^23
+** f is 0 and the scaling alone overflows or underflows; +-inf (f = NaN) get
+** +inf and +0 from vfixupimmps. At most 1 ULP. */
 static inline kn_vf x5_exp2_f(kn_vf x) {
-  kn_vf xc = _mm512_max_ps(VF(-151), _mm512_min_ps(VF(129), x));
-  kn_vf n = rint_f(xc), f = xc - n;
-  kn_vf r = fma_f(f, VF(0x1.62e43p-1f), f * -0x1.05c61p-29f);
-  return _mm512_scalef_ps(x5_exp_poly_f(r), n);
+  kn_vf n = rint_f(x), f = x - n;
+  kn_vf q = fma_f(VF(0x1.415fc6p-13f), f, VF(0x1.5f0934p-10f));
+  q = fma_f(q, f, VF(0x1.3b2dfap-7f));
+  q = fma_f(q, f, VF(0x1.c6af7ap-5f));
+  q = fma_f(q, f, VF(0x1.ebfbdcp-3f));
+  q = fma_f(q, f, VF(0x1.62e43p-1f));
+  kn_vf r = _mm512_scalef_ps(fma_f(f, q, VF(1)), n);
+  /* classes -inf and +inf (tokens 4 and 5) get +0 (8) and +inf (5) */
+  return _mm512_fixupimm_ps(r, x, _mm512_set1_epi32(0x580000), 0);
 }
 
-/* e^x - 1 as vmath_f32.h's generic expm1 (n = rint(x / ln2 - 0.35) for x > 0,
-** so that 2^n expm1(r) + (2^n - 1) never cancels much), with a shorter
-** polynomial for expm1(r), r in [-0.35, 0.59] (least-squares fit, relative
-** weight, 0.05 ULP), 2^n from vscalefps and the clamps from vminps/vmaxps.
+/* e^x - 1 = 2^n expm1(r) + (2^n - 1) with n = rint(x / ln2 - 0.35 sign(x)), so
+** that r is in [-0.59, 0.59] and the two terms have the same sign (for x > 0
+** r >= -0.104 keeps them so): nothing cancels. expm1(r) = r + r^2 P(r), P a
+** degree-5 polynomial with P(0) = 1/2 (least-squares fit, relative weight,
+** 0.02 ULP), 2^n from vscalefps, x clamped to [-30, 80] (-1 below; e^x, whose
+** -1 is below half an ULP, above), the sign of x copied last (-0 stays -0).
 ** At most 1.5 ULP. */
 static inline kn_vf x5_expm1_f(kn_vf x) {
   kn_vf xc = _mm512_max_ps(VF(-30), _mm512_min_ps(VF(80), x));
-  kn_vf sh = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(xc, VF(0), _CMP_GT_OQ), VF(0.35f));
-  kn_vf n = rint_f(xc * KN_LOG2E - sh), r = exp_reduce_f(xc, n);
-  kn_vf q = fma_f(VF(0x1.cd5a56p-13f), r, VF(0x1.6cb47ap-10f));
-  q = fma_f(q, r, VF(0x1.10eef2p-7f));
-  q = fma_f(q, r, VF(0x1.55556cp-5f));
-  q = fma_f(q, r, VF(0x1.55556ep-3f));
+  __m512i sgn = _mm512_set1_epi32(INT32_MIN);
+  kn_vf sh = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(VF(0.35f)), _mm512_castps_si512(x), sgn, 0xd8));
+  kn_vf n = rint_f(_mm512_fmsub_ps(xc, VF(KN_LOG2E), sh)), r = exp_reduce_f(xc, n);
+  kn_vf q = fma_f(VF(0x1.a06a7ap-16f), r, VF(0x1.a3e4aap-13f));
+  q = fma_f(q, r, VF(0x1.6c1a1cp-10f));
+  q = fma_f(q, r, VF(0x1.110e1cp-7f));
+  q = fma_f(q, r, VF(0x1.55555p-5f));
+  q = fma_f(q, r, VF(0x1.555558p-3f));
   q = fma_f(q, r, VF(0x1p-1f));
   kn_vf m = fma_f(r * r, q, r), t = _mm512_scalef_ps(VF(1), n);
   kn_vf res = fma_f(t, m, t - 1.0f); /* n = 0: t = 1, exactly m */
-  res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, VF(0), _CMP_EQ_OQ), x); /* -0 */
+  res = _mm512_castsi512_ps(
+      _mm512_ternarylogic_epi32(_mm512_castps_si512(res), _mm512_castps_si512(x), sgn, 0xd8));
   __mmask16 big = _mm512_cmp_ps_mask(x, VF(80), _CMP_GT_OQ);
   return big ? _mm512_mask_mov_ps(res, big, x5_exp_f(x)) : res;
 }

@@ -325,22 +325,49 @@ static inline kn_vf trig_fix_f(kn_vf x, kn_vf r, kn_vf (*slow)(kn_vf), bool odd)
   return KN_VM_ANYI(big) ? sel_f(big, slow(x), r) : r;
 }
 
+#ifdef KN_VM_X512
+/* sin (c = 0) and cos (c = 1) as below with masks: vptestmd picks the
+** polynomial, the quadrant's bit 1 shifted to the sign flips it in one
+** vpternlogd, -0 (sin) by a mask move, lanes beyond KN_TRIG_MAX (and inf)
+** from slow after one test. */
+static inline kn_vf x5_sincos_f(kn_vf x, kn_vf (*slow)(kn_vf), int c) {
+  kn_vfi q;
+  kn_vf r = trig_reduce_f(x, &q), z = r * r;
+  __m512i qi = _mm512_add_epi32((__m512i)q, _mm512_set1_epi32(c));
+  kn_vf v = _mm512_mask_mov_ps(sin_poly_f(r, z),
+                               _mm512_test_epi32_mask(qi, _mm512_set1_epi32(1)), cos_poly_f(z));
+  v = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(v), _mm512_slli_epi32(qi, 30), _mm512_set1_epi32(INT32_MIN), 0x78));
+  if (!c) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(x, VF(0), _CMP_EQ_OQ), x);
+  __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(x), VF(KN_TRIG_MAX), _CMP_NLE_UQ);
+  return big ? _mm512_mask_mov_ps(v, big, slow(x)) : v;
+}
+#endif
+
 /* sin: quadrant q picks sin or cos of r and the sign. */
 static inline kn_vf v_sin_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
+#ifdef KN_VM_X512
+  return x5_sincos_f(x, slow, 0);
+#else
   kn_vfi q;
   kn_vf r = trig_reduce_f(x, &q), z = r * r;
   kn_vf v = sel_f((q & 1) != 0, cos_poly_f(z), sin_poly_f(r, z));
   v = (kn_vf)((kn_vfu)v ^ ((kn_vfu)(q & 2) << 30));
   return trig_fix_f(x, v, slow, true);
+#endif
 }
 
 static inline kn_vf v_cos_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
+#ifdef KN_VM_X512
+  return x5_sincos_f(x, slow, 1);
+#else
   kn_vfi q;
   kn_vf r = trig_reduce_f(x, &q), z = r * r;
   q += 1;
   kn_vf v = sel_f((q & 1) != 0, cos_poly_f(z), sin_poly_f(r, z));
   v = (kn_vf)((kn_vfu)v ^ ((kn_vfu)(q & 2) << 30));
   return trig_fix_f(x, v, slow, false);
+#endif
 }
 
 #ifdef KN_VM_X512

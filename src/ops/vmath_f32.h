@@ -328,7 +328,7 @@ static inline kn_vf trig_fix_f(kn_vf x, kn_vf r, kn_vf (*slow)(kn_vf), bool odd)
 #ifdef KN_VM_X512
 /* sin (c = 0) and cos (c = 1) as below with masks: vptestmd picks the
 ** polynomial, the quadrant's bit 1 shifted to the sign flips it in one
-** vpternlogd, -0 (sin) by a mask move, lanes beyond KN_TRIG_MAX (and inf)
+** vpternlogd, +-0 (sin) by vfixupimmps, lanes beyond KN_TRIG_MAX (and inf)
 ** from slow after one test. */
 static inline kn_vf x5_sincos_f(kn_vf x, kn_vf (*slow)(kn_vf), int c) {
   kn_vfi q;
@@ -338,7 +338,7 @@ static inline kn_vf x5_sincos_f(kn_vf x, kn_vf (*slow)(kn_vf), int c) {
                                _mm512_test_epi32_mask(qi, _mm512_set1_epi32(1)), cos_poly_f(z));
   v = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
       _mm512_castps_si512(v), _mm512_slli_epi32(qi, 30), _mm512_set1_epi32(INT32_MIN), 0x78));
-  if (!c) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(x, VF(0), _CMP_EQ_OQ), x);
+  if (!c) v = _mm512_fixupimm_ps(v, x, _mm512_set1_epi32(0x100), 0); /* class zero (2): x */
   __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(x), VF(KN_TRIG_MAX), _CMP_NLE_UQ);
   return big ? _mm512_mask_mov_ps(v, big, slow(x)) : v;
 }
@@ -392,7 +392,7 @@ static inline kn_vf x5_tan_f(kn_vf x) {
   kn_vf t = r + fma_f(r * z, p, fma_f(rlo, z, rlo));
   __mmask16 odd = _mm512_test_epi32_mask(_mm512_cvtps_epi32(q), _mm512_set1_epi32(1));
   t = _mm512_mask_div_ps(t, odd, VF(-1), t);
-  return _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(x, VF(0), _CMP_EQ_OQ), x); /* -0 */
+  return _mm512_fixupimm_ps(t, x, _mm512_set1_epi32(0x100), 0); /* class zero (2): x */
 }
 #endif
 

@@ -271,6 +271,22 @@ static const struct {
     {KN__VM_EXP2, 128},          {KN__VM_EXP2, 129},          {KN__VM_EXP2, -126},
     {KN__VM_EXP2, -149},         {KN__VM_EXP2, -150},         {KN__VM_EXP2, -151},
     {KN__VM_EXP2, 0.5f},         {KN__VM_EXP2, -0.5f},        {KN__VM_EXP2, 0},
+    /* AVX-512 tanh's pieces: quarter octaves from 2^-4, the clamp at 9.5 */
+    {KN__VM_TANH, 0.078125f},    {KN__VM_TANH, 0.0625f},      {KN__VM_TANH, -0.25f},
+    {KN__VM_TANH, 0.4375f},      {KN__VM_TANH, 1},            {KN__VM_TANH, -1.25f},
+    {KN__VM_TANH, 1.75f},        {KN__VM_TANH, 2},            {KN__VM_TANH, 4},
+    {KN__VM_TANH, -5},           {KN__VM_TANH, 8},            {KN__VM_TANH, 9.5f},
+    /* AVX-512 atan's pieces: quarter octaves of |x| and of 1 / |x| from 2^-4 */
+    {KN__VM_ATAN, 0.078125f},    {KN__VM_ATAN, 0.0625f},      {KN__VM_ATAN, -0.25f},
+    {KN__VM_ATAN, 0.875f},       {KN__VM_ATAN, 12.8f},        {KN__VM_ATAN, -16},
+    {KN__VM_ATAN, 2},            {KN__VM_ATAN, 8},            {KN__VM_ATAN, 1.14285714f},
+    /* AVX-512 sinh's and cosh's scalings (n ln2 + r, r in [-0.104, 0.59]), overflow, clamp */
+    {KN__VM_SINH, 0.58918f},     {KN__VM_SINH, -1.2824f},     {KN__VM_SINH, 8.896f},
+    {KN__VM_SINH, 89.4159851f},  {KN__VM_SINH, -89.5f},       {KN__VM_COSH, 89.4159851f},
+    {KN__VM_COSH, -89.5f},       {KN__VM_COSH, 0.34657359f},
+    /* AVX-512 expm1's scalings for x < 0 (n = rint(x / ln2 + 0.35)); exp2 beyond 2^23 */
+    {KN__VM_EXPM1, -0.58918f},   {KN__VM_EXPM1, -1.2824f},    {KN__VM_EXP2, 0x1p23f},
+    {KN__VM_EXP2, -0x1p23f},
 };
 
 Test(vmath, float_kernels_at_branch_points) {

@@ -14,7 +14,7 @@
 ** and sin, cos, tan, asin, acos, atan on FMA ISAs): those are kiln's own
 ** (vmath_f32.h, vmath_isa.h, and on AVX-512 vmath_f32_avx512.h with
 ** vscalefps, vgetmantps tables and refined vrcp14ps/vrsqrt14ps estimates; at
-** most 1.63 ULP measured over float32), and on AVX-512 so are the float64
+** most 1.76 ULP measured over float32), and on AVX-512 so are the float64
 ** exp, expm1, sinh, cosh and tanh (vmath_f64.h: a 2^(j/16) table in
 ** registers and vscalefpd). No fast-math.
 ** Functions work on contiguous arrays of any length

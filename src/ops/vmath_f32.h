@@ -186,11 +186,11 @@ static inline kn_vf v_sinh_own_f(kn_vf x) {
 /* cosh(x) = e / 2 + 1 / (2 e) with e = e^|x| (|x| > 88: the caller's). */
 static inline kn_vf v_cosh_own_f(kn_vf x) {
 #ifdef KN_VM_X512
-  kn_vf e = x5_exp_mid_f(_mm512_abs_ps(x)); /* no clamps, as in x5_sinh_f */
+  return x5_cosh_f(x);
 #else
   kn_vf e = v_exp_own_f((kn_vf)((kn_vfi)x & INT32_MAX));
-#endif
   return fma_f(VF(0.5), e, 0.5f * recip_f(e));
+#endif
 }
 
 /* ---- logarithms ------------------------------------------------------------- */
@@ -325,22 +325,49 @@ static inline kn_vf trig_fix_f(kn_vf x, kn_vf r, kn_vf (*slow)(kn_vf), bool odd)
   return KN_VM_ANYI(big) ? sel_f(big, slow(x), r) : r;
 }
 
+#ifdef KN_VM_X512
+/* sin (c = 0) and cos (c = 1) as below with masks: vptestmd picks the
+** polynomial, the quadrant's bit 1 shifted to the sign flips it in one
+** vpternlogd, +-0 (sin) by vfixupimmps, lanes beyond KN_TRIG_MAX (and inf)
+** from slow after one test. */
+static inline kn_vf x5_sincos_f(kn_vf x, kn_vf (*slow)(kn_vf), int c) {
+  kn_vfi q;
+  kn_vf r = trig_reduce_f(x, &q), z = r * r;
+  __m512i qi = _mm512_add_epi32((__m512i)q, _mm512_set1_epi32(c));
+  kn_vf v = _mm512_mask_mov_ps(sin_poly_f(r, z),
+                               _mm512_test_epi32_mask(qi, _mm512_set1_epi32(1)), cos_poly_f(z));
+  v = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(v), _mm512_slli_epi32(qi, 30), _mm512_set1_epi32(INT32_MIN), 0x78));
+  if (!c) v = _mm512_fixupimm_ps(v, x, _mm512_set1_epi32(0x100), 0); /* class zero (2): x */
+  __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(x), VF(KN_TRIG_MAX), _CMP_NLE_UQ);
+  return big ? _mm512_mask_mov_ps(v, big, slow(x)) : v;
+}
+#endif
+
 /* sin: quadrant q picks sin or cos of r and the sign. */
 static inline kn_vf v_sin_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
+#ifdef KN_VM_X512
+  return x5_sincos_f(x, slow, 0);
+#else
   kn_vfi q;
   kn_vf r = trig_reduce_f(x, &q), z = r * r;
   kn_vf v = sel_f((q & 1) != 0, cos_poly_f(z), sin_poly_f(r, z));
   v = (kn_vf)((kn_vfu)v ^ ((kn_vfu)(q & 2) << 30));
   return trig_fix_f(x, v, slow, true);
+#endif
 }
 
 static inline kn_vf v_cos_own_f(kn_vf x, kn_vf (*slow)(kn_vf)) {
+#ifdef KN_VM_X512
+  return x5_sincos_f(x, slow, 1);
+#else
   kn_vfi q;
   kn_vf r = trig_reduce_f(x, &q), z = r * r;
   q += 1;
   kn_vf v = sel_f((q & 1) != 0, cos_poly_f(z), sin_poly_f(r, z));
   v = (kn_vf)((kn_vfu)v ^ ((kn_vfu)(q & 2) << 30));
   return trig_fix_f(x, v, slow, false);
+#endif
 }
 
 #ifdef KN_VM_X512
@@ -365,7 +392,7 @@ static inline kn_vf x5_tan_f(kn_vf x) {
   kn_vf t = r + fma_f(r * z, p, fma_f(rlo, z, rlo));
   __mmask16 odd = _mm512_test_epi32_mask(_mm512_cvtps_epi32(q), _mm512_set1_epi32(1));
   t = _mm512_mask_div_ps(t, odd, VF(-1), t);
-  return _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(x, VF(0), _CMP_EQ_OQ), x); /* -0 */
+  return _mm512_fixupimm_ps(t, x, _mm512_set1_epi32(0x100), 0); /* class zero (2): x */
 }
 #endif
 
@@ -451,30 +478,81 @@ static inline kn_vfi asin_core_f(kn_vf a, kn_vf *s, kn_vf *w) {
   return big;
 }
 
+#ifdef KN_VM_X512
+/* asin_core_f with masks and 2 asin s computed as a whole for |x| > 1/2:
+** 2 asin s = S + S z P(z) with S = 2 s = sqrt(2 (1 - |x|)) = (1 - |x|) y, y
+** the 14-bit estimate of 1 / sqrt z (z = (1 - |x|) / 2), and its residual
+** part (2 (1 - |x|) - S^2) y / 4 in the tail. Returns the mask of lanes
+** above 1/2; their asin |x| = pi/2 - (S + T), the others' S + T. */
+static inline __mmask16 x5_asin_core_f(kn_vf a, kn_vf *s, kn_vf *t) {
+  __mmask16 big = _mm512_cmp_ps_mask(a, VF(0.5f), _CMP_GT_OQ);
+  kn_vf w = 1.0f - a, z = _mm512_mask_mul_ps(a * a, big, w, VF(0.5f));
+  kn_vf y = _mm512_rsqrt14_ps(z + 0x1p-100f); /* the same for z >= 2^-76; finite at 0 */
+  kn_vf sb = w * y;
+  kn_vf lo = _mm512_maskz_mul_ps(big, fma_f(-sb, sb, w + w), y * 0.25f);
+  *s = _mm512_mask_mov_ps(a, big, sb);
+  *t = asin_tail_f(*s + lo, z) + lo;
+  return big;
+}
+
+/* asin x: above 1/2, pi/2 - (S + T) by pio2_minus_f. At most 1 ULP. */
+static inline kn_vf x5_asin_f(kn_vf x) {
+  kn_vf s, t, a = _mm512_abs_ps(x);
+  __mmask16 big = x5_asin_core_f(a, &s, &t);
+  kn_vf r = _mm512_mask_mov_ps(s + t, big, pio2_minus_f(s, -t));
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(r), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
+}
+
+/* acos x: pi/2 - asin x up to 1/2, S + T above, (pi_hi - S) + (pi_lo - T)
+** below -1/2. At most 1.5 ULP. */
+static inline kn_vf x5_acos_f(kn_vf x) {
+  kn_vf s, t, a = _mm512_abs_ps(x);
+  __mmask16 big = x5_asin_core_f(a, &s, &t);
+  __mmask16 neg = _mm512_mask_cmp_ps_mask(big, x, VF(0), _CMP_LT_OQ);
+  kn_vf h = s + t;
+  kn_vf hs = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(h), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
+  kn_vf r = _mm512_mask_mov_ps(KN_PIO2HI - (hs - KN_PIO2LO), big, h);
+  return _mm512_mask_mov_ps(r, neg, (2 * KN_PIO2HI - s) + (2 * KN_PIO2LO - t));
+}
+#endif
+
 /* asin x: above 1/2, pi/2 - 2 s - 2 w. At most 1 ULP. */
 static inline kn_vf v_asin_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_asin_f(x);
+#else
   kn_vfi sgn = (kn_vfi)x & INT32_MIN;
   kn_vf s, w, a = (kn_vf)((kn_vfi)x ^ sgn);
   kn_vfi big = asin_core_f(a, &s, &w);
   kn_vf r = sel_f(big, pio2_minus_f(2.0f * s, -2.0f * w), s + w);
   return (kn_vf)((kn_vfi)r ^ sgn);
+#endif
 }
 
 /* acos x: pi/2 - asin x up to 1/2, 2 asin s above, pi - 2 asin s below -1/2.
 ** At most 1 ULP. */
 static inline kn_vf v_acos_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_acos_f(x);
+#else
   kn_vfi sgn = (kn_vfi)x & INT32_MIN;
   kn_vf s, w, a = (kn_vf)((kn_vfi)x ^ sgn);
   kn_vfi big = asin_core_f(a, &s, &w);
   kn_vf small = VF(KN_PIO2HI) - ((kn_vf)((kn_vfi)(s + w) ^ sgn) - KN_PIO2LO);
   kn_vf neg = (VF(2 * KN_PIO2HI) - 2.0f * s) + (2 * KN_PIO2LO - 2.0f * w);
   return sel_f(big, sel_f(sgn != 0, neg, 2.0f * (s + w)), small);
+#endif
 }
 
 /* atan x: t = |x|, or 1 / |x| above 1 (atan = pi/2 - atan t there; |x| is
 ** capped at 2^100, where atan rounds to pi/2), then t + t^3 P(t^2)
 ** (least-squares fit, relative weight, 0.15 ULP). At most 1.5 ULP. */
 static inline kn_vf v_atan_own_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_atan_f(x);
+#else
   kn_vfi sgn = (kn_vfi)x & INT32_MIN;
   kn_vf a = (kn_vf)((kn_vfi)x ^ sgn);
   kn_vfi big = a > 1.0f;
@@ -490,5 +568,6 @@ static inline kn_vf v_atan_own_f(kn_vf x) {
   kn_vf tail = t * z * p;
   kn_vf r = sel_f(big, pio2_minus_f(t, -tail), t + tail);
   return (kn_vf)((kn_vfi)r ^ sgn);
+#endif
 }
 #endif

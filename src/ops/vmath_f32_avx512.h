@@ -65,38 +65,53 @@ static inline kn_vf x5_exp_f(kn_vf x) {
   return _mm512_scalef_ps(x5_exp_poly_f(exp_reduce_f(xc, n)), n);
 }
 
-/* 2^x as vmath_f32.h's generic exp2 (n = rint(x), r = (x - n) ln 2), with
-** x clamped to [-151, 129] and vscalefps scaling, rounding into denormals
-** once. At most 1.1 ULP (1.0 measured). */
+/* 2^x = 2^n (1 + f q(f)) with n = rint(x) and f = x - n exact (|f| <= 1/2),
+** q(f) ~ (2^f - 1) / f a degree-5 polynomial whose first coefficient is ln 2
+** rounded (least-squares fit with relative weight of the rest to it, 0.06
+** ULP), vscalefps doing the scaling, overflow and the rounding into
+** denormals (integers give exact powers of two). No clamps: for |x| >= 2^23
+** f is 0 and the scaling alone overflows or underflows; +-inf (f = NaN) get
+** +inf and +0 from vfixupimmps. At most 1 ULP. */
 static inline kn_vf x5_exp2_f(kn_vf x) {
-  kn_vf xc = _mm512_max_ps(VF(-151), _mm512_min_ps(VF(129), x));
-  kn_vf n = rint_f(xc), f = xc - n;
-  kn_vf r = fma_f(f, VF(0x1.62e43p-1f), f * -0x1.05c61p-29f);
-  return _mm512_scalef_ps(x5_exp_poly_f(r), n);
+  kn_vf n = rint_f(x), f = x - n;
+  kn_vf q = fma_f(VF(0x1.415fc6p-13f), f, VF(0x1.5f0934p-10f));
+  q = fma_f(q, f, VF(0x1.3b2dfap-7f));
+  q = fma_f(q, f, VF(0x1.c6af7ap-5f));
+  q = fma_f(q, f, VF(0x1.ebfbdcp-3f));
+  q = fma_f(q, f, VF(0x1.62e43p-1f));
+  kn_vf r = _mm512_scalef_ps(fma_f(f, q, VF(1)), n);
+  /* classes -inf and +inf (tokens 4 and 5) get +0 (8) and +inf (5) */
+  return _mm512_fixupimm_ps(r, x, _mm512_set1_epi32(0x580000), 0);
 }
 
-/* e^x - 1 as vmath_f32.h's generic expm1 (n = rint(x / ln2 - 0.35) for x > 0,
-** so that 2^n expm1(r) + (2^n - 1) never cancels much), with a shorter
-** polynomial for expm1(r), r in [-0.35, 0.59] (least-squares fit, relative
-** weight, 0.05 ULP), 2^n from vscalefps and the clamps from vminps/vmaxps.
+/* e^x - 1 = 2^n expm1(r) + (2^n - 1) with n = rint(x / ln2 - 0.35 sign(x)), so
+** that r is in [-0.59, 0.59] and the two terms have the same sign (for x > 0
+** r >= -0.104 keeps them so): nothing cancels. expm1(r) = r + r^2 P(r), P a
+** degree-5 polynomial with P(0) = 1/2 (least-squares fit, relative weight,
+** 0.02 ULP), 2^n from vscalefps, x clamped to [-30, 80] (-1 below; e^x, whose
+** -1 is below half an ULP, above), the sign of x copied last (-0 stays -0).
 ** At most 1.5 ULP. */
 static inline kn_vf x5_expm1_f(kn_vf x) {
   kn_vf xc = _mm512_max_ps(VF(-30), _mm512_min_ps(VF(80), x));
-  kn_vf sh = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(xc, VF(0), _CMP_GT_OQ), VF(0.35f));
-  kn_vf n = rint_f(xc * KN_LOG2E - sh), r = exp_reduce_f(xc, n);
-  kn_vf q = fma_f(VF(0x1.cd5a56p-13f), r, VF(0x1.6cb47ap-10f));
-  q = fma_f(q, r, VF(0x1.10eef2p-7f));
-  q = fma_f(q, r, VF(0x1.55556cp-5f));
-  q = fma_f(q, r, VF(0x1.55556ep-3f));
+  __m512i sgn = _mm512_set1_epi32(INT32_MIN);
+  kn_vf sh = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(VF(0.35f)), _mm512_castps_si512(x), sgn, 0xd8));
+  kn_vf n = rint_f(_mm512_fmsub_ps(xc, VF(KN_LOG2E), sh)), r = exp_reduce_f(xc, n);
+  kn_vf q = fma_f(VF(0x1.a06a7ap-16f), r, VF(0x1.a3e4aap-13f));
+  q = fma_f(q, r, VF(0x1.6c1a1cp-10f));
+  q = fma_f(q, r, VF(0x1.110e1cp-7f));
+  q = fma_f(q, r, VF(0x1.55555p-5f));
+  q = fma_f(q, r, VF(0x1.555558p-3f));
   q = fma_f(q, r, VF(0x1p-1f));
   kn_vf m = fma_f(r * r, q, r), t = _mm512_scalef_ps(VF(1), n);
   kn_vf res = fma_f(t, m, t - 1.0f); /* n = 0: t = 1, exactly m */
-  res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, VF(0), _CMP_EQ_OQ), x); /* -0 */
+  res = _mm512_castsi512_ps(
+      _mm512_ternarylogic_epi32(_mm512_castps_si512(res), _mm512_castps_si512(x), sgn, 0xd8));
   __mmask16 big = _mm512_cmp_ps_mask(x, VF(80), _CMP_GT_OQ);
   return big ? _mm512_mask_mov_ps(res, big, x5_exp_f(x)) : res;
 }
 
-/* e^x without x5_exp_f's clamps (tanh, erf, sinh, cosh): the same for finite
+/* e^x without x5_exp_f's clamps (erf): the same for finite
 ** |x| < 2^22 (far outside [-104, 89] r is not exact, but the scaling still
 ** gives 0 or inf); +-inf give NaN. */
 static inline kn_vf x5_exp_mid_f(kn_vf x) {
@@ -104,27 +119,209 @@ static inline kn_vf x5_exp_mid_f(kn_vf x) {
   return _mm512_scalef_ps(x5_exp_poly_f(exp_reduce_f(x, n)), n);
 }
 
-/* tanh as vmath_isa.h's v_tanh_poly_f (the same polynomial below 0.625, 1 -
-** 2 / (e + 1) with e = e^(2 min(|x|, 10)) above), with vminps for the clamp,
-** the refined reciprocal and mask moves for the selection. */
-static inline kn_vf x5_tanh_f(kn_vf x, kn_vf small) {
-  kn_vf a = _mm512_abs_ps(x), ac = _mm512_min_ps(VF(10), a); /* NaN stays */
-  kn_vf big = fma_f(VF(-2), x5_recip_f(x5_exp_mid_f(ac + ac) + 1.0f), VF(1));
-  kn_vf r = _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(a, VF(0.625f), _CMP_LT_OQ), small);
-  return (kn_vf)((kn_vfi)r | ((kn_vfi)x & INT32_MIN)); /* small has x's sign but for -0 */
+/* tanh on 30 quarter-octave pieces of |x| (x clamped to 9.5, where tanh
+** rounds to 1): [2^k, 1.25 2^k), ..., [1.75 2^k, 2^(k+1)) for k = -4..3 and
+** [0, 0.078125) below, each with a degree-5 polynomial in y = |x| - b, b a
+** float near the piece's centre (so that y is exact, Sterbenz) whose tanh is
+** within 0.005 ULP of a float, taken as c0. The piece is bits 21..25 of
+** max(|x|, 2^-4), and its b and coefficients come from 32-entry tables held
+** in two registers each (vpermt2ps). Coefficients: least-squares fits with
+** relative weight (numpy, against mpmath's tanh; iteratively reweighted to
+** the minimax error), rounded to float one at a time, the later ones refitted
+** to the rounded earlier ones; the first piece has c0 = 0 and c1 = 1. Fit
+** errors below 0.23 ULP; no division and no exp. */
+static const float x5_tanh_tab[7][32] = {
+    {/* b */
+     0x1.231aap+1f, 0x1.5d0624p+1f, 0x1.a1e76cp+1f, 0x1.de8f5cp+1f, 0x1.1e76c8p+2f, 0x1.605e36p+2f,
+     0x1.a21cacp+2f, 0x1.e0d4fep+2f, 0x1.15999ap+3f, 0, 0, 0,
+     0, 0x1.5d999ap-4f, 0x1.a0d916p-4f, 0x1.e1fbe8p-4f, 0x1.206666p-3f, 0x1.61a5e4p-3f,
+     0x1.a06e98p-3f, 0x1.dd999ap-3f, 0x1.219582p-2f, 0x1.5cd916p-2f, 0x1.a0fdf4p-2f, 0x1.dda1cap-2f,
+     0x1.1deb86p-1f, 0x1.60e56p-1f, 0x1.a0d0e6p-1f, 0x1.df126ep-1f, 0x1.1dc6a8p+0f, 0x1.61ba5ep+0f,
+     0x1.a1b22ep+0f, 0x1.dfd2f2p+0f},
+    {/* c0 */
+     0x1.f546c4p-1f, 0x1.fba278p-1f, 0x1.fe81fep-1f, 0x1.ff6bccp-1f, 0x1.ffde1p-1f, 0x1.fffbacp-1f,
+     0x1.ffff72p-1f, 0x1.ffffecp-1f, 0x1.fffffep-1f, 0, 0, 0,
+     0, 0x1.5cc0e8p-4f, 0x1.9f6a32p-4f, 0x1.dfc58ap-4f, 0x1.1e8236p-3f, 0x1.5e2ca4p-3f,
+     0x1.9ac942p-3f, 0x1.d5205cp-3f, 0x1.1a1a7ep-2f, 0x1.4ff37p-2f, 0x1.8b600ep-2f, 0x1.bdc394p-2f,
+     0x1.037d8cp-1f, 0x1.31eb84p-1f, 0x1.57fbbap-1f, 0x1.776a86p-1f, 0x1.9cd10ep-1f, 0x1.c33f54p-1f,
+     0x1.da4308p-1f, 0x1.e87086p-1f},
+    {/* c1 */
+     0x1.538fa8p-5f, 0x1.1630fp-6f, 0x1.7d73bap-8f, 0x1.283d02p-9f, 0x1.0f74f6p-11f, 0x1.1501dap-14f,
+     0x1.1c0848p-17f, 0x1.4008a8p-20f, 0x1.f5336ap-24f, 0, 0, 0,
+     0x1p+0f, 0x1.fc49c6p-1f, 0x1.fabbcep-1f, 0x1.f8f9b6p-1f, 0x1.f5fac6p-1f, 0x1.f1081p-1f,
+     0x1.eb66b6p-1f, 0x1.e52284p-1f, 0x1.d92434p-1f, 0x1.c8e42p-1f, 0x1.b3abcep-1f, 0x1.9ef9dp-1f,
+     0x1.7c7c5cp-1f, 0x1.49367cp-1f, 0x1.18e5bep-1f, 0x1.d976cp-2f, 0x1.664e72p-2f, 0x1.c92f9ap-3f,
+     0x1.22c768p-3f, 0x1.704b3ep-4f},
+    {/* c2 */
+     -0x1.4c70a6p-5f, -0x1.13ce76p-6f, -0x1.7c5096p-8f, -0x1.27e1f8p-9f, -0x1.0f136cp-11f, -0x1.14a402p-14f,
+     -0x1.1ba9c4p-17f, -0x1.3ff6f2p-20f, -0x1.a104fcp-24f, 0, 0, 0,
+     0x1.01e53ep-25f, -0x1.5a36fcp-4f, -0x1.9b1d76p-4f, -0x1.d9308ap-4f, -0x1.18e6cap-3f, -0x1.53ef9ap-3f,
+     -0x1.8a41cap-3f, -0x1.bc8258p-3f, -0x1.04b19ap-2f, -0x1.2bca5cp-2f, -0x1.506ee2p-2f, -0x1.694a8cp-2f,
+     -0x1.81ac6cp-2f, -0x1.8968eep-2f, -0x1.796feep-2f, -0x1.5b28f4p-2f, -0x1.20e5e8p-2f, -0x1.92f09p-3f,
+     -0x1.0d58e8p-3f, -0x1.5f58c6p-4f},
+    {/* c3 */
+     0x1.a8813ep-6f, 0x1.699aaep-7f, 0x1.f7f74ep-9f, 0x1.89b72ap-10f, 0x1.6a044ep-12f, 0x1.70985cp-15f,
+     0x1.78e69ap-18f, 0x1.a9e4e8p-21f, 0x1.3b23fp-24f, 0, 0, 0,
+     -0x1.55563cp-2f, -0x1.4b9d7ap-2f, -0x1.48cb68p-2f, -0x1.42301ep-2f, -0x1.3ad088p-2f, -0x1.2e9b64p-2f,
+     -0x1.201f3p-2f, -0x1.10d69cp-2f, -0x1.e73bbp-3f, -0x1.9cac2ep-3f, -0x1.4114d2p-3f, -0x1.ddd986p-4f,
+     -0x1.d168c2p-5f, 0x1.f245f8p-7f, 0x1.09421cp-4f, 0x1.82ddcap-4f, 0x1.c5f024p-4f, 0x1.957ea4p-4f,
+     0x1.312696p-4f, 0x1.a8d5cap-5f},
+    {/* c4 */
+     -0x1.86118cp-7f, -0x1.5ff69p-8f, -0x1.f77816p-10f, -0x1.8c39d8p-11f, -0x1.79e188p-13f, -0x1.82c4e8p-16f,
+     -0x1.8bf064p-19f, -0x1.ba26c2p-22f, -0x1.554a6ep-24f, 0, 0, 0,
+     0x1.e899e4p-14f, 0x1.83631p-7f, -0x1.76b378p-5f, 0x1.3e7232p-4f, 0x1.6dfa7ep-4f, 0x1.a7b92cp-4f,
+     0x1.d9bfe6p-4f, 0x1.078b5ep-3f, 0x1.355fa2p-3f, 0x1.4daa04p-3f, 0x1.5cf9acp-3f, 0x1.57c45cp-3f,
+     0x1.3bdd8ap-3f, 0x1.e7c342p-4f, 0x1.44c50ep-4f, 0x1.6696dp-5f, 0x1.4c15fap-8f, -0x1.5f2baep-6f,
+     -0x1.9aedc6p-6f, -0x1.55d26p-6f},
+    {/* c5 */
+     0x1.049c52p-8f, 0x1.f6463ap-10f, 0x1.945112p-11f, 0x1.332c36p-12f, 0x1.1fb25cp-14f, 0x1.38b9f2p-17f,
+     0x1.52d17p-20f, 0x1.6cfcf2p-23f, 0x1.1b28dep-25f, 0, 0, 0,
+     0x1.0e5e62p-3f, 0x1.30cfa4p+1f, 0x1.b9f7b6p+3f, -0x1.a33c7p+2f, -0x1.cf379cp-2f, 0x1.e3547cp-1f,
+     0x1.e1f02cp-3f, 0x1.1fb00cp+0f, 0x1.150d14p-4f, 0x1.b54386p-4f, 0x1.41bc1ep-9f, 0x1.9f465ap-5f,
+     -0x1.75dadap-5f, -0x1.e1673ap-5f, -0x1.01dd94p-4f, -0x1.a27adcp-5f, -0x1.073666p-5f, -0x1.392a5ep-7f,
+     0x1.62bf4p-10f, 0x1.2b155p-8f},
+};
+
+static inline kn_vf x5_tab32_f(__m512i i, const float *t) {
+  return _mm512_permutex2var_ps(_mm512_loadu_ps(t), i, _mm512_loadu_ps(t + 16));
 }
 
-/* sinh x = sign(x) (e / 2 - 1 / (2 e)), e = e^|x|, for |x| >= 1 (no clamps:
-** |x| > 88, inf and NaN lanes are the caller's), below 1 |x| + |x|^3 P(x^2)
-** (least-squares fit, relative weight, 0.1 ULP). At most 1.5 ULP. */
+/* tanh x: the sign of x is copied last (NaN stays NaN, +-inf give +-1, -0
+** stays -0). At most 1 ULP. */
+static inline kn_vf x5_tanh_f(kn_vf x) {
+  kn_vf a = _mm512_min_ps(VF(9.5f), _mm512_abs_ps(x)); /* NaN stays */
+  __m512i i = _mm512_srli_epi32(_mm512_castps_si512(_mm512_max_ps(VF(0x1p-4f), a)), 21);
+  kn_vf y = a - x5_tab32_f(i, x5_tanh_tab[0]);
+  kn_vf p = fma_f(x5_tab32_f(i, x5_tanh_tab[6]), y, x5_tab32_f(i, x5_tanh_tab[5]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[4]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[3]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[2]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[1]));
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(p), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
+}
+
+/* e^|x| / 2 as h = 2^(n-1) e^r (no clamps but |x| <= 89.5: h overflows
+** where cosh does, from 89.42), with 1 / h from the refined reciprocal of h
+** capped at 2^100 (the Newton step needs it finite). */
+static inline kn_vf x5_exph_f(kn_vf a, kn_vf *q) {
+  kn_vf n = rint_f(a * KN_LOG2E);
+  kn_vf h = _mm512_scalef_ps(x5_exp_poly_f(exp_reduce_f(a, n)), n - 1.0f);
+  *q = x5_recip_f(_mm512_min_ps(h, VF(0x1p100f)));
+  return h;
+}
+
+/* sinh x = sign(x) sinh(n ln2 + r) = sign(x) (sinh(n ln2) cosh r + cosh(n ln2)
+** sinh r), one formula for every |x| (clamped to 89.5, where sinh overflows;
+** NaN stays): n = rint(|x| / ln2 - 0.35) keeps r in [-0.104, 0.59], so the
+** two terms never cancel much (at most 1.2x); cosh r = 1 + r^2 P(r^2) and
+** sinh r = r + r^3 Q(r^2) (least-squares fits with relative weight, 0.08 and
+** 0.02 ULP), and sinh(n ln2), cosh(n ln2) = 2^n (c, c + 2^(-2n)) with c = 1/2 -
+** 2^(-2n) / 2, the 2^n applied last by vscalefps (overflow and all). The
+** exact c is added last, to r^2 P c + sinh r (c + 2^(-2n)). For n = 0 the
+** result is sinh r itself (denormals exact). At most 1.5 ULP. */
 static inline kn_vf x5_sinh_f(kn_vf x) {
-  kn_vf a = _mm512_abs_ps(x), e = x5_exp_mid_f(a), z = a * a;
-  kn_vf r = fma_f(VF(0.5), e, -0.5f * x5_recip_f(e));
-  kn_vf p = fma_f(VF(0x1.7a01c8p-19f), z, VF(0x1.9fff3p-13f));
-  p = fma_f(p, z, VF(0x1.111134p-7f));
-  p = fma_f(p, z, VF(0x1.555556p-3f));
-  r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, VF(1), _CMP_LT_OQ), fma_f(a * z, p, a));
-  return (kn_vf)((kn_vfi)r | ((kn_vfi)x & INT32_MIN));
+  kn_vf a = _mm512_min_ps(VF(89.5f), _mm512_abs_ps(x));
+  kn_vf n = rint_f(fma_f(a, VF(KN_LOG2E), VF(-0.35f))), r = exp_reduce_f(a, n), z = r * r;
+  kn_vf ch = fma_f(fma_f(VF(0x1.706abp-10f), z, VF(0x1.554e6ep-5f)), z, VF(0x1.000006p-1f));
+  kn_vf sh = fma_f(fma_f(VF(0x1.a3f84p-13f), z, VF(0x1.110df4p-7f)), z, VF(0x1.555558p-3f));
+  sh = fma_f(r * z, sh, r);
+  kn_vf u = _mm512_scalef_ps(VF(0.5f), n * -2.0f), c = 0.5f - u; /* exact */
+  kn_vf v = _mm512_scalef_ps(fma_f(ch * z, c, sh * (0.5f + u)) + c, n);
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(v), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
+}
+
+/* cosh x = h + 1 / (4 h), h = e^|x| / 2 (|x| clamped to 89.5; NaN stays).
+** At most 1.5 ULP. */
+static inline kn_vf x5_cosh_f(kn_vf x) {
+  kn_vf q, h = x5_exph_f(_mm512_min_ps(VF(89.5f), _mm512_abs_ps(x)), &q);
+  return fma_f(VF(0.25f), q, h);
+}
+
+/* ---- atan ------------------------------------------------------------------------- */
+
+/* atan on t = |x|, or t = 1 / |x| above 1 (|x| capped at 2^100, where atan
+** rounds to pi/2; the refined reciprocal), in 16 pieces of t: [0, 0.078125)
+** and quarter octaves [2^k, 1.25 2^k), ..., [1.75 2^k, 2^(k+1)) for k = -4..-1;
+** the pieces for |x| <= 1 give atan t, the ones for |x| > 1 pi/2 - atan t
+** directly (no subtraction at run time), each a degree-5 polynomial in y = t -
+** b, b a float near the piece's centre whose value is within 0.03 ULP of a float
+** (taken as c0; y exact by Sterbenz but in the first piece). The piece is bits
+** 21..24 of t clamped to [2^-4, 1) and bit 4 says |x| > 1: the b and
+** coefficients come from 32-entry tables held in two registers each
+** (vpermt2ps). Coefficients fitted as tanh's (relative weight, mpmath's atan,
+** rounded one at a time; the first direct piece has c0 = 0, c1 = 1); fit errors
+** below 0.01 ULP. */
+static const float x5_atan_tab[7][32] = {
+    {/* b */
+     0x1.1d26eap-3f, 0x1.60418ap-3f, 0x1.a13b64p-3f, 0x1.ddc6a8p-3f, 0x1.211688p-2f, 0x1.5e0832p-2f,
+     0x1.a06666p-2f, 0x1.de7efap-2f, 0x1.1d6c8cp-1f, 0x1.6170a4p-1f, 0x1.9d1eb8p-1f, 0x1.e19db2p-1f,
+     0, 0x1.61ae14p-4f, 0x1.a249bap-4f, 0x1.dddf3cp-4f, 0x1.1ed916p-3f, 0x1.5eac08p-3f,
+     0x1.a072bp-3f, 0x1.de72bp-3f, 0x1.22c49cp-2f, 0x1.5ff3b6p-2f, 0x1.9ef9dcp-2f, 0x1.e06a7ep-2f,
+     0x1.215c28p-1f, 0x1.5d8106p-1f, 0x1.a1cedap-1f, 0x1.e0d4fep-1f, 0x1.566666p-5f, 0x1.5d4bc6p-4f,
+     0x1.9d8938p-4f, 0x1.df8d5p-4f},
+    {/* c0 */
+     0x1.6eb522p+0f, 0x1.6684bep+0f, 0x1.5eac88p+0f, 0x1.577384p+0f, 0x1.4baf5cp+0f, 0x1.3dcdb4p+0f,
+     0x1.2f4088p+0f, 0x1.2237d8p+0f, 0x1.0feec4p+0f, 0x1.eee66ap-1f, 0x1.c8a426p-1f, 0x1.a1c68ap-1f,
+     0, 0x1.60ce0ep-4f, 0x1.a0d7ccp-4f, 0x1.dbb8acp-4f, 0x1.1cfe78p-3f, 0x1.5b4dd2p-3f,
+     0x1.9ad8b2p-3f, 0x1.d604aep-3f, 0x1.1b4f8ep-2f, 0x1.52ffdcp-2f, 0x1.8a43bep-2f, 0x1.c13298p-2f,
+     0x1.076016p-1f, 0x1.32ac2p-1f, 0x1.5e6eeap-1f, 0x1.820e5p-1f, 0x1.876e1ap+0f, 0x1.7c5876p+0f,
+     0x1.785d7ap+0f, 0x1.7449a6p+0f},
+    {/* c1 */
+     -0x1.f64356p-1f, -0x1.f149cap-1f, -0x1.eb98b6p-1f, -0x1.e592c2p-1f, -0x1.da34a4p-1f, -0x1.ca6f04p-1f,
+     -0x1.b759bap-1f, -0x1.a43d68p-1f, -0x1.869c14p-1f, -0x1.5ac236p-1f, -0x1.361b3p-1f, -0x1.0fa456p-1f,
+     0x1p+0f, 0x1.fc35f8p-1f, 0x1.fab732p-1f, 0x1.f91fe2p-1f, 0x1.f6262ap-1f, 0x1.f16a9ep-1f,
+     0x1.ebab8cp-1f, 0x1.e580b2p-1f, 0x1.d9cc48p-1f, 0x1.c9e81ap-1f, 0x1.b7c6ccp-1f, 0x1.a3a298p-1f,
+     0x1.840e02p-1f, 0x1.5d4152p-1f, 0x1.33571p-1f, 0x1.100eb2p-1f, -0x1.ff1b6cp-1f, -0x1.fc4db2p-1f,
+     -0x1.fad574p-1f, -0x1.f913a8p-1f},
+    {/* c2 */
+     0x1.126a92p-3f, 0x1.4c4dcap-3f, 0x1.809f2ep-3f, 0x1.adb88ap-3f, 0x1.eff7c6p-3f, 0x1.189ec2p-2f,
+     0x1.329df2p-2f, 0x1.425a96p-2f, 0x1.4c4p-2f, 0x1.443c42p-2f, 0x1.2f19e2p-2f, 0x1.0f226cp-2f,
+     0x1.53430ep-24f, -0x1.5c7478p-4f, -0x1.99b49ep-4f, -0x1.d11d8ap-4f, -0x1.13ea18p-3f, -0x1.4afbf2p-3f,
+     -0x1.80086cp-3f, -0x1.ae3522p-3f, -0x1.f1fe26p-3f, -0x1.19831ap-2f, -0x1.3228bep-2f, -0x1.42b752p-2f,
+     -0x1.4c70eep-2f, -0x1.454214p-2f, -0x1.2d18a6p-2f, -0x1.0f8598p-2f, 0x1.55346p-5f, 0x1.584cdep-4f,
+     0x1.954814p-4f, 0x1.d272d8p-4f},
+    {/* c3 */
+     0x1.2fa79cp-2f, 0x1.1d754ap-2f, 0x1.087c36p-2f, 0x1.e7c364p-3f, 0x1.9c7814p-3f, 0x1.3e6b7cp-3f,
+     0x1.b2a5c6p-4f, 0x1.04175p-4f, 0x1.48c74ap-7f, -0x1.6c6e2ep-5f, -0x1.212c16p-4f, -0x1.5157dcp-4f,
+     -0x1.5557b4p-2f, -0x1.458116p-2f, -0x1.409fa8p-2f, -0x1.3aa294p-2f, -0x1.2ec246p-2f, -0x1.1d5a3ep-2f,
+     -0x1.093846p-2f, -0x1.e65c2ap-3f, -0x1.9a41dap-3f, -0x1.3b455cp-3f, -0x1.b68cf8p-4f, -0x1.fec33cp-5f,
+     -0x1.8d75c4p-8f, 0x1.5900d6p-5f, 0x1.2694cap-4f, 0x1.5123a2p-4f, 0x1.51d074p-2f, 0x1.460356p-2f,
+     0x1.422722p-2f, 0x1.3bdd8p-2f},
+    {/* c4 */
+     -0x1.209aa2p-3f, -0x1.325ebcp-3f, -0x1.0583fp-3f, -0x1.4b872cp-3f, -0x1.874046p-3f, -0x1.8a1908p-3f,
+     -0x1.7d4a92p-3f, -0x1.534fbp-3f, -0x1.09d4e4p-3f, -0x1.37d1bap-4f, -0x1.37a762p-5f, -0x1.1cb9aep-7f,
+     0x1.4175dp-12f, 0x1.326f0ep-5f, 0x1.06b7dcp-3f, 0x1.2774bap-4f, 0x1.f883bcp-4f, 0x1.41ce58p-3f,
+     0x1.52dap-3f, 0x1.6d3ee6p-3f, 0x1.87c012p-3f, 0x1.8c8118p-3f, 0x1.798934p-3f, 0x1.5127ap-3f,
+     0x1.04046ap-3f, 0x1.43cfap-4f, 0x1.23055p-5f, 0x1.25d538p-7f, -0x1.5172b2p-5f, -0x1.b54ed2p-3f,
+     -0x1.30bf6p-2f, 0x1.903234p-1f},
+    {/* c5 */
+     -0x1.6f0846p-2f, -0x1.9dccc6p+0f, 0x1.b3377ap-3f, -0x1.ed7c1ap-1f, 0x1.9d8d3ap-5f, -0x1.b02214p-5f,
+     0x1.fb9494p-5f, 0x1.095bdcp-3f, 0x1.4811e8p-4f, 0x1.348f16p-4f, 0x1.c9aee2p-5f, 0x1.0da608p-5f,
+     0x1.927de4p-3f, -0x1.522ee6p+3f, 0x1.0855bp+1f, 0x1.ccd13p+1f, -0x1.60b01ap-1f, -0x1.b51bb4p-3f,
+     0x1.76c05ap+0f, -0x1.0b542ep-1f, 0x1.3c744cp-4f, -0x1.058bd2p-6f, -0x1.f8067cp-4f, -0x1.051f86p-4f,
+     -0x1.57fd94p-4f, -0x1.3ef83cp-4f, -0x1.a584dap-5f, -0x1.1311a2p-5f, -0x1.b444e2p-3f, 0x1.58acb2p+3f,
+     -0x1.c4cc8cp+2f, -0x1.66280cp+4f},
+};
+
+/* atan x with x's sign copied last (NaN stays NaN, +-inf give +-pi/2, -0
+** stays -0). At most 1.5 ULP. */
+static inline kn_vf x5_atan_f(kn_vf x) {
+  kn_vf a = _mm512_abs_ps(x);
+  __mmask16 big = _mm512_cmp_ps_mask(a, VF(1), _CMP_GT_OQ);
+  kn_vf t = _mm512_mask_mov_ps(a, big, x5_recip_f(_mm512_min_ps(a, VF(0x1p100f))));
+  kn_vf ti = _mm512_max_ps(_mm512_min_ps(t, VF(0x1.fffffep-1f)), VF(0x1p-4f));
+  __m512i i = _mm512_srli_epi32(_mm512_castps_si512(ti), 21);
+  i = _mm512_mask_xor_epi32(i, big, i, _mm512_set1_epi32(16));
+  kn_vf y = t - x5_tab32_f(i, x5_atan_tab[0]);
+  kn_vf p = fma_f(x5_tab32_f(i, x5_atan_tab[6]), y, x5_tab32_f(i, x5_atan_tab[5]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[4]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[3]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[2]));
+  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[1]));
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(p), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
 }
 
 /* ---- logarithms ------------------------------------------------------------------- */

@@ -68,6 +68,14 @@
 #define KN_VM_LOG1P_d(x) v_log1p_sleef_d(x)
 #endif
 #define KN_VM_SINH_f(x) v_sinh_own_f(x)
+/* Lanes beyond the kernels' range (big_lanes_f/_d below); AVX-512's float
+** sinh and cosh cover every float themselves. */
+#ifdef KN_VM_X512
+#define KN_VM_BIG_f(x, r, f) (r)
+#else
+#define KN_VM_BIG_f(x, r, f) big_lanes_f(x, r, f)
+#endif
+#define KN_VM_BIG_d(x, r, f) big_lanes_d(x, r, f)
 #ifdef KN_VM_D512
 #define KN_VM_SINH_d(x) v_sinh_own_d(x)
 #else
@@ -200,8 +208,8 @@ static inline kn_vd v_exp_sleef_d(kn_vd x) {
       if (xs[k] > EXP_MAX || -xs[k] > EXP_MAX) rs[k] = f(xs[k]);               \
     return ld_##L(rs);                                                         \
   }                                                                            \
-  static inline V v_sinh_##L(V x) { return big_lanes_##L(x, KN_VM_SINH_##L(x), SINH); } \
-  static inline V v_cosh_##L(V x) { return big_lanes_##L(x, KN_VM_COSH_##L(x), COSH); } \
+  static inline V v_sinh_##L(V x) { return KN_VM_BIG_##L(x, KN_VM_SINH_##L(x), SINH); } \
+  static inline V v_cosh_##L(V x) { return KN_VM_BIG_##L(x, KN_VM_COSH_##L(x), COSH); } \
   static inline V v_asin_##L(V x) { return KN_VM_ASIN_##L(x); }              \
   static inline V v_acos_##L(V x) { return KN_VM_ACOS_##L(x); }              \
   static inline V v_atan_##L(V x) { return KN_VM_ATAN_##L(x); }              \
@@ -235,8 +243,13 @@ static inline kn_vd v_exp_sleef_d(kn_vd x) {
 ** measured), above it 1 - 2 / (e + 1) with e = exp(2|x|) from kiln's exp
 ** steps, |x| clamped to 10 so that no lane needs exp's range checks
 ** (2 / (e + 1) <= 0.45 there, so the subtraction loses nothing), sign
-** restored; at most 1.3 ULP. NaN takes the exp branch; +-inf give +-1; -0 stays -0. */
+** restored; at most 1.3 ULP. NaN takes the exp branch; +-inf give +-1; -0 stays -0.
+** AVX-512 evaluates piecewise polynomials from register tables instead
+** (x5_tanh_f). */
 static inline kn_vf v_tanh_poly_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_tanh_f(x);
+#else
   kn_vf z = x * x;
   kn_vf p = fma_f(VF(2.142803743e-03f), z, VF(-8.177093230e-03f));
   p = fma_f(p, z, VF(2.170050144e-02f));
@@ -244,9 +257,6 @@ static inline kn_vf v_tanh_poly_f(kn_vf x) {
   p = fma_f(p, z, VF(1.333320588e-01f));
   p = fma_f(p, z, VF(-3.333333135e-01f));
   kn_vf small = fma_f(x, z * p, x);
-#ifdef KN_VM_X512
-  return x5_tanh_f(x, small);
-#else
   kn_vfi sgn = (kn_vfi)x & INT32_MIN;
   kn_vf a = (kn_vf)((kn_vfi)x ^ sgn);
   /* e^(2 |x|) with |x| clamped to 10 (tanh rounds to 1 from 9.01): n <= 29,

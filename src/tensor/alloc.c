@@ -8,10 +8,19 @@
 ** loses ~46x on `a * ones(1000,1000) + ones(1000,1000)` to exactly those
 ** faults. The cache holds at most KN__CACHE_LIMIT bytes; beyond that, frees
 ** go to the OS. Process-wide, mutex-protected.
+**
+** Fresh buffers of 4 MB and more are advised to use transparent huge pages
+** (MADV_HUGEPAGE; the kernel's default "madvise" mode gives them only on
+** request): a pointwise op streaming through two 16 MB buffers otherwise
+** walks 8192 4-KB pages, and the TLB misses cost it about a quarter of its
+** time. numpy advises its large arrays the same way.
 */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/hashmap.h"
@@ -30,6 +39,23 @@ static size_t cached_bytes;
 
 static size_t round_size(size_t n) {
   return n == 0 ? KN__ALIGN : (n + KN__ALIGN - 1) & ~(size_t)(KN__ALIGN - 1);
+}
+
+#define KN__HUGE_MIN ((size_t)4 << 20)
+
+/* Advise huge pages for the whole pages inside [p, p + sz); only their
+** 2 MB-aligned runs can get them. A hint: failure changes nothing. */
+static void advise_huge(void *p, size_t sz) {
+#ifdef MADV_HUGEPAGE
+  long pg = sysconf(_SC_PAGESIZE);
+  if (pg <= 0) return;
+  uintptr_t mask = (uintptr_t)pg - 1, a = ((uintptr_t)p + mask) & ~mask;
+  uintptr_t end = ((uintptr_t)p + sz) & ~mask;
+  if (end > a) (void)madvise((void *)a, end - a, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)sz;
+#endif
 }
 
 static kn__pool_kind buf_kind(size_t sz) {
@@ -55,7 +81,9 @@ void *kn__cached_alloc(size_t nbytes) {
     }
   }
   pthread_mutex_unlock(&cache_lock);
-  return aligned_alloc(KN__ALIGN, sz);
+  void *p = aligned_alloc(KN__ALIGN, sz);
+  if (p && sz >= KN__HUGE_MIN) advise_huge(p, sz);
+  return p;
 }
 
 void kn__cached_free(void *p, size_t nbytes) {

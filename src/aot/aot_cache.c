@@ -17,15 +17,14 @@
 ** disk when KILN_CACHE_DIR is set (aot_cache_disk.c): a memory miss reads
 ** the disk, a build writes both.
 */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "aot/aot_cache_int.h"
+#include "core/codeid.h"
 #include "core/error.h"
 #include "core/strbuf.h"
 
@@ -65,15 +64,9 @@ static const char *bypass_reason(const kn__graph *g) {
 }
 
 static pthread_once_t build_once = PTHREAD_ONCE_INIT;
-static char build_id[600] = "unknown build";
+static char build_id[4400];
 
-static void find_build_id(void) {
-  Dl_info info;
-  struct stat sb;
-  if (dladdr((void *)kn__aot_prepare, &info) && info.dli_fname && stat(info.dli_fname, &sb) == 0)
-    snprintf(build_id, sizeof build_id, "%.500s %lld %lld.%09ld", info.dli_fname,
-             (long long)sb.st_size, (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
-}
+static void find_build_id(void) { kn__code_ident(build_id, sizeof build_id); }
 
 static kn_status cache_key(const kn__graph *g, const bool *rg, int n, bool inference,
                            const char *config, char key[65]) {

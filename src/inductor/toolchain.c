@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/codeid.h"
 #include "core/error.h"
 #include "inductor/inductor.h"
 #include "logging/log.h"
@@ -360,33 +361,9 @@ static kn_status load_disk(const tool *t, const char *src, const char *dir, cons
   return st == KN_OK ? load_so(so, fn) : st;
 }
 
-static bool file_ident(const char *path, char *out, size_t n) {
-  struct stat sb;
-  if (stat(path, &sb) != 0) return false;
-  snprintf(out, n, "%s %lld %lld.%09ld", path, (long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
-           (long)sb.st_mtim.tv_nsec);
-  return true;
-}
-
-/* The identity of the code holding kiln (libkiln.so, or the program kiln is
-** linked into): its path, size and modification time, so that a rebuilt
-** kiln (another code generator) never reuses graph entries of an older one.
-** dladdr names a program by its argv[0], which is relative (./prog) and
-** stops naming it after a chdir: then the program is /proc/self/exe. */
-static void kiln_ident(char *out, size_t n) {
-  Dl_info info;
-  if (dladdr((void *)kiln_ident, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
-      file_ident(info.dli_fname, out, n))
-    return;
-  char self[4096];
-  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (k > 0) self[k] = 0;
-  if (k <= 0 || !file_ident(self, out, n)) snprintf(out, n, "(unknown)");
-}
-
 static void graph_key(const char *text, const tool *t, char key[65]) {
   char kid[4400];
-  kiln_ident(kid, sizeof kid);
+  kn__code_ident(kid, sizeof kid); /* a rebuilt kiln never reuses an older one's entries */
   SHA2_CTX ctx;
   SHA256Init(&ctx);
   const char *parts[] = {"kiln-inductor-graph", text, t->ident, t->flags, kn_version(), kid,

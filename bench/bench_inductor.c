@@ -21,6 +21,10 @@
 **     >= 2): softmax over the rows of 4096 x 1024 float32 (and layer norm
 **     with weight and bias), the eager op's time over the compiled one's
 **     (1 thread); RATIO log_softmax_inductor_vs_eager (no goal) likewise.
+**     With them the floor of any softmax, a loop copying the rows into a
+**     fresh output (RATIO softmax_inductor_vs_copy_floor, and
+**     softmax_eager_vs_copy_floor: the eager time over that floor, the
+**     largest softmax_inductor_vs_eager any code could reach).
 **   RATIO cross_entropy_inductor_vs_eager (no goal): cross_entropy (mean)
 **     of 4096 x 1000 float32 logits, forward and backward (the gradient of
 **     the logits), eager time over compiled time (1 thread).
@@ -84,6 +88,9 @@ static kn_tensor *layernorm_fn(kn_tensor *x) {
 static void fused_loop(float *restrict out, const float *restrict a, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = a[i] * 1.0f + 1.0f;
 }
+static void copy_loop(float *restrict out, const float *restrict a, int64_t n) {
+  for (int64_t i = 0; i < n; i++) out[i] = a[i];
+}
 static volatile float sink;
 
 /* Median thread CPU time of calls of f on x (compiled on the first call). */
@@ -142,6 +149,23 @@ static double time_loop_of(void (*loop)(float *restrict, const float *restrict, 
   return kn_bench_median(t, REPS);
 }
 
+/* Median thread CPU time of copying a into an output allocated once and
+** written before (no page faults: the compiled call reuses its buffers too). */
+static double time_copy_warm(const float *a, int64_t n) {
+  double t[REPS];
+  float *out = malloc((size_t)n * sizeof *out);
+  if (!out) die("malloc");
+  copy_loop(out, a, n);
+  for (int r = 0; r < REPS; r++) {
+    double t0 = kn_bench_cpu_s();
+    copy_loop(out, a, n);
+    sink += out[n - 1];
+    t[r] = kn_bench_cpu_s() - t0;
+  }
+  free(out);
+  return kn_bench_median(t, REPS);
+}
+
 static kn_compiled *compile(kn_tensor *(*fn)(kn_tensor *)) {
   kn_compile_options o = {.backend = "inductor"};
   kn_compiled *f = kn_compile_tensor_fn((void (*)(void))fn, 1, "bench", __FILE__, __LINE__, &o);
@@ -185,6 +209,13 @@ static void bench_rows(void) {
   double tl = time_compiled(ln, x, 2), el = time_eager(layernorm_fn, x, 2);
   printf("BENCH softmax_inductor_us %.0f\nBENCH softmax_eager_us %.0f\n", ts * 1e6, es * 1e6);
   printf("RATIO softmax_inductor_vs_eager %.2f (goal >= 2)\n", es / ts);
+  /* the least any softmax does: read the rows once and write a fresh output */
+  double tc = time_copy_warm(kn_data(x), 4096 * 1024);
+  printf("BENCH rows_copy_floor_us %.0f\n", tc * 1e6);
+  printf("RATIO softmax_inductor_vs_copy_floor %.2f (copy time / compiled time; 1 = at the floor)\n",
+         tc / ts);
+  printf("RATIO softmax_eager_vs_copy_floor %.2f (the most any compiled softmax could gain over "
+         "eager)\n", es / tc);
   printf("BENCH layernorm_inductor_us %.0f\nBENCH layernorm_eager_us %.0f\n", tl * 1e6, el * 1e6);
   printf("RATIO layernorm_inductor_vs_eager %.2f (goal >= 2)\n", el / tl);
   kn_compiled *ls = compile(log_softmax_fn);

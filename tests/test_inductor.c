@@ -10,6 +10,7 @@
 #include "inductor_util.h"
 #include "kiln/log.h"
 #include "support/log_capture.h"
+#include "support/files.h"
 
 static kn_tensor *example_fn(kn_tensor *a) {
   kn_tensor *out = kn_mul(a, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));
@@ -35,25 +36,6 @@ Test(inductor, example_fn_matches_eager) {
   ind_rm(dir);
 }
 
-/* The generated C of the only graph compiled into dir (owned). */
-static char *only_source(const char *dir) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "cat %s/inductor/*.c", dir);
-  FILE *p = popen(cmd, "r");
-  cr_assert(p);
-  char *buf = calloc(1, 1 << 20);
-  size_t n = fread(buf, 1, (1 << 20) - 1, p);
-  buf[n] = 0;
-  pclose(p);
-  return buf;
-}
-
-static int count_of(const char *s, const char *what) {
-  int n = 0;
-  for (const char *p = s; (p = strstr(p, what)); p++) n++;
-  return n;
-}
-
 static kn_tensor *chain8(kn_tensor *x) {
   kn_tensor *t = kn_mul_scalar(x, kn_float(1.5));
   t = kn_add_scalar(t, kn_float(0.25));
@@ -77,10 +59,10 @@ Test(inductor, chain_of_eight_is_one_kernel) {
   cr_expect(ind_close(kn_call_t(f, x), chain8(x), 1e-12, 1e-12, "chain8"));
   kn_scope_end();
   kn_compiled_free(f);
-  char *src = only_source(dir);
-  cr_expect_eq(count_of(src, "static void kernel"), 1, "%s", src);
-  cr_expect_eq(count_of(src, "rt->alloc("), 1);
-  cr_expect_eq(count_of(src, "rt->ext("), 0);
+  char *src = kn_test_inductor_sources(dir);
+  cr_expect_eq(kn_test_count_of(src, "static void kernel"), 1, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "rt->alloc("), 1);
+  cr_expect_eq(kn_test_count_of(src, "rt->ext("), 0);
   free(src);
   ind_rm(dir);
 }
@@ -101,9 +83,9 @@ Test(inductor, view_in_graph_read_through_strides) {
   cr_expect(ind_close(kn_call_t(f, x, y), view_fn(x, y), 0, 0, "view"));
   kn_scope_end();
   kn_compiled_free(f);
-  char *src = only_source(dir);
-  cr_expect_eq(count_of(src, "rt->ext("), 1, "the transpose");
-  cr_expect_eq(count_of(src, "(row loop"), 1, "%s", src);
+  char *src = kn_test_inductor_sources(dir);
+  cr_expect_eq(kn_test_count_of(src, "rt->ext("), 1, "the transpose");
+  cr_expect_eq(kn_test_count_of(src, "(row loop"), 1, "%s", src);
   free(src);
   ind_rm(dir);
 }
@@ -130,9 +112,9 @@ Test(inductor, unlowered_op_is_extern_call) {
   kn_test_capture_end(&r);
   cr_expect_not_null(kn_test_get_record(&r, "no lowering for kiln.ops.mm"));
   kn_test_records_free(&r);
-  char *src = only_source(dir);
-  cr_expect_eq(count_of(src, "rt->ext("), 1);
-  cr_expect_eq(count_of(src, "static void kernel"), 1);
+  char *src = kn_test_inductor_sources(dir);
+  cr_expect_eq(kn_test_count_of(src, "rt->ext("), 1);
+  cr_expect_eq(kn_test_count_of(src, "static void kernel"), 1);
   free(src);
   ind_rm(dir);
 }
@@ -152,7 +134,7 @@ Test(inductor, user_names_escaped) {
   cr_expect(ind_close(kn_call_t(f, x), named_fn(x), 0, 0, "named"));
   kn_scope_end();
   kn_compiled_free(f);
-  char *src = only_source(dir);
+  char *src = kn_test_inductor_sources(dir);
   cr_expect_null(strstr(src, "evil;"));
   cr_expect_null(strstr(src, "<evil.h>"));
   free(src);

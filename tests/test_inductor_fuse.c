@@ -14,6 +14,7 @@
 #include "kiln/autograd.h"
 #include "kiln/log.h"
 #include "support/log_capture.h"
+#include "support/files.h"
 
 static char cache[64];
 
@@ -27,32 +28,13 @@ static void teardown(void) {
 
 TestSuite(inductor_fuse, .init = setup, .fini = teardown, .timeout = 300);
 
-/* The generated C of every graph compiled into the cache (owned). */
-static char *sources(void) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "cat %s/inductor/*.c", cache);
-  FILE *p = popen(cmd, "r");
-  cr_assert(p);
-  char *buf = calloc(1, 1 << 20);
-  size_t n = fread(buf, 1, (1 << 20) - 1, p);
-  buf[n] = 0;
-  pclose(p);
-  return buf;
-}
-
-static int count_of(const char *s, const char *what) {
-  int n = 0;
-  for (const char *p = s; (p = strstr(p, what)); p++) n++;
-  return n;
-}
-
 /* Kernels, new buffers, buffers written in place and extern calls. */
 static void expect_code(int kernels, int allocs, int inplace, int exts) {
-  char *src = sources();
-  cr_expect_eq(count_of(src, "static void kernel"), kernels, "kernels in\n%s", src);
-  cr_expect_eq(count_of(src, "rt->alloc("), allocs, "buffers in\n%s", src);
-  cr_expect_eq(count_of(src, "in place over slot"), inplace, "in-place writes in\n%s", src);
-  cr_expect_eq(count_of(src, "rt->ext("), exts, "extern calls in\n%s", src);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "static void kernel"), kernels, "kernels in\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "rt->alloc("), allocs, "buffers in\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "in place over slot"), inplace, "in-place writes in\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "rt->ext("), exts, "extern calls in\n%s", src);
   free(src);
 }
 
@@ -271,11 +253,11 @@ Test(inductor_fuse, sin_and_cos_are_one_loop) {
                                    "sizes, a common input"), 2);
     kn_test_records_free(&r);
   }
-  char *src = sources();
+  char *src = kn_test_inductor_sources(cache);
   /* 2 dtypes x (contiguous: a flat loop, transposed: a row loop) */
-  cr_expect_eq(count_of(src, "static void kernel"), 4, "%s", src);
-  cr_expect_eq(count_of(src, "(flat loop, horizontal, 1 inputs)"), 2, "%s", src);
-  cr_expect_eq(count_of(src, "(row loop, horizontal, 1 inputs)"), 2, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "static void kernel"), 4, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "(flat loop, horizontal, 1 inputs)"), 2, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "(row loop, horizontal, 1 inputs)"), 2, "%s", src);
   free(src);
 }
 
@@ -355,9 +337,9 @@ Test(inductor_fuse, no_in_place_over_extern_reads_or_inputs) {
   cr_expect(ind_close(x, copy, 0, 0, "the input after the call"));
   kn_scope_end();
   kn_compiled_free(f);
-  char *src = sources();
-  cr_expect_eq(count_of(src, "in place over slot"), 0, "%s", src);
-  cr_expect_eq(count_of(src, "(flat loop, horizontal, 3 inputs)"), 1, "%s", src);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "in place over slot"), 0, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "(flat loop, horizontal, 3 inputs)"), 1, "%s", src);
   free(src);
 }
 

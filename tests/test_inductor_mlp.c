@@ -18,6 +18,7 @@
 #include "kiln/optim.h"
 #include "kiln/profiler.h"
 #include "support/log_capture.h"
+#include "support/files.h"
 
 static char cache[64];
 
@@ -29,33 +30,14 @@ static void teardown(void) {
   if (!getenv("KN_TEST_KEEP_CACHE")) ind_rm(cache);
 }
 
-/* The generated C of every graph compiled into the cache (owned). */
-static char *sources(void) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "cat %s/inductor/*.c", cache);
-  FILE *p = popen(cmd, "r");
-  cr_assert(p);
-  char *buf = calloc(1, 1 << 20);
-  size_t n = fread(buf, 1, (1 << 20) - 1, p);
-  buf[n] = 0;
-  pclose(p);
-  return buf;
-}
-
-static int count_of(const char *s, const char *what) {
-  int n = 0;
-  for (const char *p = s; (p = strstr(p, what)); p++) n++;
-  return n;
-}
-
 /* Kernels, extern calls and extern calls of `op` in the generated code. */
 static void expect_code(int kernels, int exts, const char *op, int op_exts) {
-  char *src = sources();
+  char *src = kn_test_inductor_sources(cache);
   char pat[80];
   snprintf(pat, sizeof pat, "extern kiln.ops.%s ", op);
-  cr_expect_eq(count_of(src, "static void kernel"), kernels, "kernels in\n%s", src);
-  cr_expect_eq(count_of(src, "rt->ext("), exts, "extern calls in\n%s", src);
-  cr_expect_eq(count_of(src, pat), op_exts, "extern calls of %s in\n%s", op, src);
+  cr_expect_eq(kn_test_count_of(src, "static void kernel"), kernels, "kernels in\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "rt->ext("), exts, "extern calls in\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, pat), op_exts, "extern calls of %s in\n%s", op, src);
   free(src);
 }
 

@@ -20,6 +20,7 @@
 #include "kiln/trace.h"
 #include "support/log_capture.h"
 #include "support/trace_util.h"
+#include "support/files.h"
 #include "trace/reader.h"
 
 static char cache[64];
@@ -35,31 +36,12 @@ static void teardown(void) {
 static double rtol_of(kn_dtype dt) { return dt == KN_FLOAT32 ? 1e-5 : 1e-12; }
 static double atol_of(kn_dtype dt) { return dt == KN_FLOAT32 ? 1e-6 : 1e-12; }
 
-/* The generated C of every graph compiled into the cache (owned). */
-static char *sources(void) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "cat %s/inductor/*.c", cache);
-  FILE *p = popen(cmd, "r");
-  cr_assert(p);
-  char *buf = calloc(1, 1 << 20);
-  size_t n = fread(buf, 1, (1 << 20) - 1, p);
-  buf[n] = 0;
-  pclose(p);
-  return buf;
-}
-
-static int count_of(const char *s, const char *what) {
-  int n = 0;
-  for (const char *p = s; (p = strstr(p, what)); p++) n++;
-  return n;
-}
-
 /* Kernels, buffers allocated and extern calls in the generated code. */
 static void expect_code(int kernels, int allocs, int exts) {
-  char *src = sources();
-  cr_expect_eq(count_of(src, "static void kernel"), kernels, "kernels in\n%s", src);
-  cr_expect_eq(count_of(src, "rt->alloc("), allocs, "buffers in\n%s", src);
-  cr_expect_eq(count_of(src, "rt->ext("), exts, "extern calls in\n%s", src);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "static void kernel"), kernels, "kernels in\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "rt->alloc("), allocs, "buffers in\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "rt->ext("), exts, "extern calls in\n%s", src);
   free(src);
 }
 
@@ -369,10 +351,10 @@ Test(inductor_sched, dead_buffers_are_reused, .init = setup, .fini = teardown) {
   check1(f, softmax3, kn_randn(KN_SHAPE(5, 9), NULL, KN_FLOAT64), "softmax of softmax of softmax");
   kn_scope_end();
   kn_compiled_free(f);
-  char *src = sources();
-  cr_expect_eq(count_of(src, "static void kernel"), 3, "%s", src);
-  cr_expect_eq(count_of(src, "rt->alloc("), 2, "%s", src);
-  cr_expect_eq(count_of(src, "rt->reuse("), 1, "%s", src);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "static void kernel"), 3, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "rt->alloc("), 2, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "rt->reuse("), 1, "%s", src);
   free(src);
 }
 
@@ -388,8 +370,8 @@ Test(inductor_sched, viewed_buffers_are_not_reused, .init = setup, .fini = teard
   check1(f, view_between, kn_randn(KN_SHAPE(7, 7), NULL, KN_FLOAT64), "softmaxes around a view");
   kn_scope_end();
   kn_compiled_free(f);
-  char *src = sources();
-  cr_expect_eq(count_of(src, "rt->reuse(0,"), 0);
-  cr_expect_eq(count_of(src, "rt->reuse(ctx, 1,"), 0, "%s", src);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "rt->reuse(0,"), 0);
+  cr_expect_eq(kn_test_count_of(src, "rt->reuse(ctx, 1,"), 0, "%s", src);
   free(src);
 }

@@ -139,14 +139,6 @@ static inline kn_vd v_exp_own_d(kn_vd x) {
   return x5d_exp_core(_mm512_max_pd(VD(-746), _mm512_min_pd(VD(710), x)));
 }
 
-/* 1 / e for e >= 1 (or a NaN lane): the 2^-14 estimate and two Newton steps
-** (within about 1 ULP; results below DBL_MIN may come out 0). */
-static inline kn_vd x5d_recip(kn_vd e) {
-  kn_vd y = _mm512_rcp14_pd(e);
-  y = fma_d(y, fma_d(-e, y, VD(1)), y);
-  return fma_d(y, fma_d(-e, y, VD(1)), y);
-}
-
 /* e^a / 2 and e^-a / 2 for a = |x| from one reduction a = n ln2 / 16 + r:
 ** e^+-a / 2 = 2^(+-k - 1) T(+-j) (1 + E(r) +- O(r)), E and O the even and
 ** odd parts of e^r - 1 (Taylor terms to r^7), -n = 16 k' + j' (the index j'
@@ -174,11 +166,26 @@ static inline kn_vd x5d_exp_pm(kn_vd x, kn_vd *s2, kn_vd *lo1, kn_vd *lo2, kn_vd
   return _mm512_scalef_pd(_mm512_permutex2var_pd(h0, j, h1), k1);
 }
 
-/* cosh x = e / 2 + 1 / (2 e), e = e^|x| (|x| > 709: the caller's). At most
-** 1.5 ULP (1.04 measured). */
+/* cosh x = E / 4 + 1 / E with E = 2 e^|x| (the exp's reduction and table,
+** scaled by 2^(k+1); e^r - 1 = r + r^2 Q(r), Q a Chebyshev fit of degree 4,
+** 3e-17 absolute) and 1 / E from the 2^-14 estimate and two Newton steps.
+** |x| > 709: the caller's. At most 1.5 ULP. */
 static inline kn_vd v_cosh_own_d(kn_vd x) {
-  kn_vd e = x5d_exp_core(_mm512_abs_pd(x));
-  return fma_d(VD(0.5), e, 0.5 * x5d_recip(e));
+  kn_vd a = _mm512_abs_pd(x);
+  kn_vd t = fma_d(a, VD(0x1.71547652b82fep+4), VD(KN_SHIFT52)), n = t - KN_SHIFT52;
+  kn_vd r = fma_d(n, VD(-KN_L2L16), fma_d(n, VD(-KN_L2H16), a));
+  kn_vd q = fma_d(r, VD(0x1.6c17c057d3d84p-10), VD(0x1.11120ffce45e0p-7));
+  q = fma_d(q, r, VD(0x1.5555555516dd1p-5));
+  q = fma_d(q, r, VD(0x1.55555554d864cp-3));
+  q = fma_d(q, r, VD(0.5));
+  kn_vd p = fma_d(r * r, q, r);
+  __m512i j = _mm512_castpd_si512(t);
+  kn_vd th = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_t_hi), j, _mm512_loadu_pd(x5d_t_hi + 8));
+  kn_vd tl = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_t_lo), j, _mm512_loadu_pd(x5d_t_lo + 8));
+  kn_vd e2 = _mm512_scalef_pd(th + fma_d(th, p, tl), fma_d(n, VD(0.0625), VD(1)));
+  kn_vd y = _mm512_rcp14_pd(e2);
+  y = fma_d(y, fma_d(-e2, y, VD(1)), y);
+  return fma_d(VD(0.25), e2, fma_d(y, fma_d(-e2, y, VD(1)), y));
 }
 
 /* sinh x = sign(x) (e^a - e^-a) / 2, a = |x|, from x5d_exp_pm: with S and

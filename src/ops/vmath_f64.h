@@ -11,7 +11,9 @@
 ** which is what vscalefpd takes of n / 16), overflowing to inf and rounding
 ** into denormals. The rounding to n is the 1.5 * 2^52 shifter, whose low
 ** mantissa bits are n mod 16, the table index. No fast-math; special values
-** exact. tests/test_vmath.c checks the bounds. Also |x| for every ISA.
+** exact. sinh takes e^|x| and e^-|x| from one reduction (x5d_exp_pm), cosh
+** 1 / (2 e^|x|) by a division. tests/test_vmath.c checks the
+** bounds. Also |x| for every ISA.
 */
 typedef int64_t kn_vdi __attribute__((vector_size(sizeof(kn_vd))));
 
@@ -139,36 +141,63 @@ static inline kn_vd v_exp_own_d(kn_vd x) {
   return x5d_exp_core(_mm512_max_pd(VD(-746), _mm512_min_pd(VD(710), x)));
 }
 
-/* 1 / e for e >= 1 (or a NaN lane): the 2^-14 estimate and two Newton steps
-** (within about 1 ULP; results below DBL_MIN may come out 0). */
-static inline kn_vd x5d_recip(kn_vd e) {
-  kn_vd y = _mm512_rcp14_pd(e);
-  y = fma_d(y, fma_d(-e, y, VD(1)), y);
-  return fma_d(y, fma_d(-e, y, VD(1)), y);
+/* e^a / 2 and e^-a / 2 for a = |x| from one reduction a = n ln2 / 16 + r:
+** e^+-a / 2 = 2^(+-k - 1) T(+-j) (1 + E(r) +- O(r)), E and O the even and
+** odd parts of e^r - 1 (Taylor terms to r^7), -n = 16 k' + j' (the index j'
+** is the negated shifter bits, the scaling floor(-n / 16)). Returns S =
+** 2^(k-1) T_hi(j); *s2 is 2^(k'-1) T_hi(j'), *lo1 and *lo2 the table lo
+** parts scaled the same, *e E, *rh r rounded and *o O(r) - *rh (with r's
+** rounding error, from Fast2Sum). */
+static inline kn_vd x5d_exp_pm(kn_vd x, kn_vd *s2, kn_vd *lo1, kn_vd *lo2, kn_vd *e, kn_vd *rh,
+                              kn_vd *o) {
+  kn_vd a = _mm512_abs_pd(x);
+  kn_vd t = fma_d(a, VD(0x1.71547652b82fep+4), VD(KN_SHIFT52)), n = t - KN_SHIFT52;
+  kn_vd r1 = fma_d(n, VD(-KN_L2H16), a), nl = n * -KN_L2L16; /* r1 exact */
+  kn_vd r = r1 + nl, z = r * r;
+  kn_vd po = fma_d(fma_d(z, VD(1.0 / 5040), VD(1.0 / 120)), z, VD(1.0 / 6));
+  *rh = r;
+  *o = fma_d(r * z, po, (r1 - r) + nl); /* r's rounding error by Fast2Sum */
+  *e = fma_d(fma_d(z, VD(1.0 / 720), VD(1.0 / 24)), z, VD(0.5)) * z;
+  __m512i j = _mm512_castpd_si512(t), j2 = _mm512_sub_epi64(_mm512_setzero_si512(), j);
+  kn_vd h0 = _mm512_loadu_pd(x5d_t_hi), h1 = _mm512_loadu_pd(x5d_t_hi + 8);
+  kn_vd l0 = _mm512_loadu_pd(x5d_t_lo), l1 = _mm512_loadu_pd(x5d_t_lo + 8);
+  kn_vd k1 = fma_d(n, VD(0.0625), VD(-1)), k2 = fma_d(n, VD(-0.0625), VD(-1));
+  *s2 = _mm512_scalef_pd(_mm512_permutex2var_pd(h0, j2, h1), k2);
+  *lo1 = _mm512_scalef_pd(_mm512_permutex2var_pd(l0, j, l1), k1);
+  *lo2 = _mm512_scalef_pd(_mm512_permutex2var_pd(l0, j2, l1), k2);
+  return _mm512_scalef_pd(_mm512_permutex2var_pd(h0, j, h1), k1);
 }
 
-/* cosh x = e / 2 + 1 / (2 e), e = e^|x| (|x| > 709: the caller's). At most
-** 1.5 ULP (1.04 measured). */
+/* cosh x = E / 4 + 1 / E with E = 2 e^|x| (the exp's reduction and table,
+** scaled by 2^(k+1); e^r - 1 = r + r^2 Q(r), Q a Chebyshev fit of degree 4,
+** 3e-17 absolute) and 1 / E by one vdivpd (fewer operations than the
+** 2^-14 estimate and two Newton steps, and the divider is idle otherwise).
+** |x| > 709: the caller's. At most 1.5 ULP. */
 static inline kn_vd v_cosh_own_d(kn_vd x) {
-  kn_vd e = x5d_exp_core(_mm512_abs_pd(x));
-  return fma_d(VD(0.5), e, 0.5 * x5d_recip(e));
+  kn_vd a = _mm512_abs_pd(x);
+  kn_vd t = fma_d(a, VD(0x1.71547652b82fep+4), VD(KN_SHIFT52)), n = t - KN_SHIFT52;
+  kn_vd r = fma_d(n, VD(-KN_L2L16), fma_d(n, VD(-KN_L2H16), a));
+  kn_vd q = fma_d(r, VD(0x1.6c17c057d3d84p-10), VD(0x1.11120ffce45e0p-7));
+  q = fma_d(q, r, VD(0x1.5555555516dd1p-5));
+  q = fma_d(q, r, VD(0x1.55555554d864cp-3));
+  q = fma_d(q, r, VD(0.5));
+  kn_vd p = fma_d(r * r, q, r);
+  __m512i j = _mm512_castpd_si512(t);
+  kn_vd th = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_t_hi), j, _mm512_loadu_pd(x5d_t_hi + 8));
+  kn_vd tl = _mm512_permutex2var_pd(_mm512_loadu_pd(x5d_t_lo), j, _mm512_loadu_pd(x5d_t_lo + 8));
+  kn_vd e2 = _mm512_scalef_pd(th + fma_d(th, p, tl), fma_d(n, VD(0.0625), VD(1)));
+  return fma_d(VD(0.25), e2, _mm512_div_pd(VD(1), e2));
 }
 
-/* sinh x = sign(x) (e / 2 - 1 / (2 e)), e = e^|x|, for |x| >= 1 (the
-** difference loses under a quarter bit); below 1, |x| + |x|^3 P(x^2) with
-** Taylor terms to x^17 (remainder 1e-17 relative). |x| > 709: the caller's.
-** At most 2 ULP (1.62 measured). */
+/* sinh x = sign(x) (e^a - e^-a) / 2, a = |x|, from x5d_exp_pm: with S and
+** S2 the table parts, D = S - S2 (exact up to a = ln2 / 2 by Sterbenz,
+** above the result's own size) and sinh a = D + (D E + (S + S2) O + S_lo -
+** S2_lo); at n = 0 that is O itself, with no cancellation anywhere. |x| >
+** 709: the caller's. At most 2 ULP. */
 static inline kn_vd v_sinh_own_d(kn_vd x) {
-  kn_vd a = _mm512_abs_pd(x), e = x5d_exp_core(a), z = a * a;
-  kn_vd r = fma_d(VD(0.5), e, -0.5 * x5d_recip(e));
-  kn_vd p = fma_d(z, VD(1.0 / 355687428096000), VD(1.0 / 1307674368000));
-  p = fma_d(p, z, VD(1.0 / 6227020800));
-  p = fma_d(p, z, VD(1.0 / 39916800));
-  p = fma_d(p, z, VD(1.0 / 362880));
-  p = fma_d(p, z, VD(1.0 / 5040));
-  p = fma_d(p, z, VD(1.0 / 120));
-  p = fma_d(p, z, VD(1.0 / 6));
-  r = _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask(a, VD(1), _CMP_LT_OQ), fma_d(a * z, p, a));
+  kn_vd s2, lo1, lo2, e, rh, o, s = x5d_exp_pm(x, &s2, &lo1, &lo2, &e, &rh, &o);
+  kn_vd d = s - s2, sum = s + s2;
+  kn_vd r = d + fma_d(sum, rh, fma_d(d, e, fma_d(sum, o, lo1 - lo2)));
   return (kn_vd)((kn_vdi)r | ((kn_vdi)x & INT64_MIN));
 }
 

@@ -72,7 +72,27 @@ static void update(int *have, kn_dtype *acc, kn_dtype dt) {
   *have = 1;
 }
 
+/* The common case: the first two operands are tensors with dims of one
+** floating dtype and the rest are scalars. Zero-dim tensors and scalars
+** then cannot change the result (a floating dimensioned tensor wins over
+** both), so the result is that dtype. false: not this case. */
+static bool same_float_pair(const kn__call *c, int nopnds, kn_dtype *dt) {
+  if (nopnds < 2 || c->nargs < 2 || c->args[0].kind != KN__A_TENSOR ||
+      c->args[1].kind != KN__A_TENSOR)
+    return false;
+  const kn_tensor *a = c->args[0].u.t, *b = c->args[1].u.t;
+  if (!a || !b || a->dtype != b->dtype || a->ndim == 0 || b->ndim == 0 ||
+      !kn_dtype_is_floating(a->dtype))
+    return false;
+  for (int i = 2; i < nopnds && i < c->nargs; i++)
+    if (c->args[i].kind == KN__A_TENSOR || c->args[i].kind == KN__A_TENSORS) return false;
+  *dt = a->dtype;
+  return true;
+}
+
 kn_dtype kn__result_type(const kn__call *c, int nopnds) {
+  kn_dtype fast;
+  if (same_float_pair(c, nopnds, &fast)) return fast;
   int hd = 0, hz = 0, hs = 0;
   kn_dtype dim = KN_BOOL, zero = KN_BOOL, scal = KN_BOOL;
   for (int i = 0; i < nopnds && i < c->nargs; i++) {

@@ -285,3 +285,34 @@ Test(arith, every_integer_dtype) {
     EXPECT(kn_pow_scalar(a, kn_int(2)), dts[i], (3), 81, 16, 1);
   }
 }
+
+/* One-element operands of a vector-math formula run the vector function on
+** the elements in place: the value is libm's, and the same as the element's
+** in a longer row. */
+Test(arith, one_element_vector_math_rows) {
+  kn_tensor *a = TV(KN_FLOAT32, (1), 1.7), *b = TV(KN_FLOAT32, (1), 2.3);
+  EXPECT(kn_pow(a, b), KN_FLOAT32, (1), pow(1.7, 2.3));
+  kn_tensor *a64 = TV(KN_FLOAT64, (1, 1), 0.3), *b64 = TV(KN_FLOAT64, (1, 1), -1.25);
+  EXPECT_TOL(kn_pow(a64, b64), KN_FLOAT64, 1e-15, (1, 1), pow(0.3, -1.25));
+  kn_tensor *row = TV(KN_FLOAT32, (5), 1.7, 1.7, 1.7, 1.7, 1.7);
+  float one = *(float *)kn_data(kn_pow(a, b)), many = ((float *)kn_data(kn_pow(row, b)))[4];
+  cr_assert_eq(one, many, "one element %.9g, in a row %.9g", one, many);
+  kn_tensor *g = TV(KN_FLOAT32, (1), 0.5), *x = TV(KN_FLOAT32, (1), 0.8);
+  /* gelu'(x) = Phi(x) + x phi(x) */
+  double d = 0.5 * (1 + erf(0.8 / sqrt(2))) + 0.8 * exp(-0.32) / sqrt(2 * M_PI);
+  EXPECT(kn_gelu_backward(g, x, KN_GELU_NONE), KN_FLOAT32, (1), 0.5 * d);
+}
+
+/* Two tensors with dims of one floating dtype give that dtype whatever the
+** scalars and zero-dim tensors beside them (torch.result_type). */
+Test(arith, promotion_same_floating_pair) {
+  kn_tensor *h = TV(KN_FLOAT16, (2), 1, 2);
+  EXPECT(kn_add_scaled(h, h, kn_float(0.5)), KN_FLOAT16, (2), 1.5, 3);
+  kn_tensor *bf = TV(KN_BFLOAT16, (1), 4);
+  EXPECT(kn_sub_scaled(bf, bf, kn_int(3)), KN_BFLOAT16, (1), -8);
+  kn_tensor *z = TV(KN_FLOAT16, (), 2), *z64 = TV(KN_FLOAT64, (), 0.25);
+  EXPECT(kn_add_scaled(z, z, kn_float(0.5)), KN_FLOAT16, (), 3);
+  EXPECT(kn_add(h, z64), KN_FLOAT16, (2), 1.25, 2.25);
+  kn_tensor *i = TV(KN_INT32, (2), 1, 2);
+  EXPECT(kn_add_scaled(i, i, kn_int(2)), KN_INT32, (2), 3, 6);
+}

@@ -185,6 +185,10 @@ static int vm_binary(kn__pwcode code) {
     if (op < 0) return false;                                                  \
     kn__vm2_##SFX fn = kn__vmath_get()->SFX##b[op];                            \
     const int64_t es = (int64_t)sizeof(T);                                     \
+    if (n == 1) { /* one element: every operand is a one-element row */      \
+      fn((T *)p[0], (const T *)p[1], (const T *)p[2], 1);                      \
+      return true;                                                             \
+    }                                                                          \
     T ba[VBLOCK], bb[VBLOCK], by[VBLOCK];                                      \
     for (int64_t i0 = 0; i0 < n; i0 += VBLOCK) {                               \
       int64_t m = n - i0 < VBLOCK ? n - i0 : VBLOCK;                           \
@@ -324,7 +328,7 @@ static kn__iter_row_fn row_fn(kn_dtype cc, int nin) {
 /* Does in share memory with out without being exactly out's elements (an
 ** in-place op reading another view of self)? It is then read from a copy. */
 static bool overlaps_differently(const kn_tensor *out, const kn_tensor *in) {
-  if (!kn_same_storage(out, in) || out == in) return false;
+  if (out->storage != in->storage || out == in) return false;
   if (in->offset != out->offset || in->ndim != out->ndim) return true;
   for (int d = 0; d < in->ndim; d++)
     if (in->sizes[d] != out->sizes[d] || (in->sizes[d] > 1 && in->strides[d] != out->strides[d]))
@@ -343,30 +347,38 @@ static void scalar_to(scalar_buf *b, kn_scalar s, kn_dtype cc) {
   }
 }
 
-/* Is t laid out like out (contiguous, same shape) or a single element? */
-static bool flat_operand(const kn_tensor *t, const kn_tensor *out, bool *single) {
-  *single = kn__numel(t->ndim, t->sizes) == 1;
-  if (*single) return true;
-  if (t->ndim != out->ndim || !kn_is_contiguous(t)) return false;
-  for (int d = 0; d < t->ndim; d++)
-    if (t->sizes[d] != out->sizes[d]) return false;
-  return true;
+/* Is t laid out like out (contiguous, same shape) or a single element?
+** n_out: out's element count. */
+static bool flat_operand(const kn_tensor *t, const kn_tensor *out, int64_t n_out, bool *single) {
+  bool same_shape = t->ndim == out->ndim;
+  for (int d = 0; same_shape && d < t->ndim; d++) same_shape = t->sizes[d] == out->sizes[d];
+  *single = same_shape ? n_out == 1 : kn__numel(t->ndim, t->sizes) == 1;
+  return *single || (same_shape && kn_is_contiguous(t));
+}
+
+/* kn_data with the element size known: the address of t's first element,
+** or NULL (with kn_data's error) when t holds no data. */
+static char *data_at(const kn_tensor *t, size_t es) {
+  char *d = t->storage->data;
+  return d ? d + t->offset * (int64_t)es : kn_data(t);
 }
 
 /* Small ops whose operands are all contiguous and of out's shape (or single
 ** elements / scalars) run as one row, without the iterator's setup: that
-** is most of the cost of a one-element op. false: not applicable. */
-static bool run_flat(kn_tensor *dst, int nin, const kn_tensor *const *ts, void *const *scal,
-                     kn_dtype cc, kn__iter_row_fn fn, const void *ctx, int64_t grain) {
-  int64_t n = kn__numel(dst->ndim, dst->sizes);
+** is most of the cost of a one-element op. n: dst's element count.
+** false: not applicable. */
+static bool run_flat(kn_tensor *dst, int64_t n, int nin, const kn_tensor *const *ts,
+                     void *const *scal, kn_dtype cc, kn__iter_row_fn fn, const void *ctx,
+                     int64_t grain) {
   if (n >= grain || !kn_is_contiguous(dst)) return false;
-  char *p[3] = {kn_data(dst)};
-  int64_t s[3] = {(int64_t)kn_dtype_size(dst->dtype)};
+  size_t es_out = kn_dtype_size(dst->dtype), es_in = kn_dtype_size(cc);
+  char *p[3] = {data_at(dst, es_out)};
+  int64_t s[3] = {(int64_t)es_out};
   for (int k = 0; k < nin; k++) {
     bool single = true;
-    if (ts[k] && !flat_operand(ts[k], dst, &single)) return false;
-    p[k + 1] = ts[k] ? kn_data(ts[k]) : scal[k];
-    s[k + 1] = single ? 0 : (int64_t)kn_dtype_size(cc);
+    if (ts[k] && !flat_operand(ts[k], dst, n, &single)) return false;
+    p[k + 1] = ts[k] ? data_at(ts[k], es_in) : scal[k];
+    s[k + 1] = single ? 0 : (int64_t)es_in;
   }
   fn(p, s, n, ctx);
   return true;
@@ -375,7 +387,8 @@ static bool run_flat(kn_tensor *dst, int nin, const kn_tensor *const *ts, void *
 kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
                      kn__pwcode code, const kn__pwparams *prm) {
   KN_ASSERT(nin >= 1 && nin <= 2);
-  if (kn_numel(out) == 0) return KN_OK;
+  int64_t n = out->sym ? kn_numel(out) : kn__numel(out->ndim, out->sizes);
+  if (n == 0) return KN_OK;
   kn_dtype ot = writes_bool(code) ? KN_BOOL : cc;
   kn_tensor *conv[2] = {NULL, NULL}, *tmp = NULL;
   const kn_tensor *ts[2] = {NULL, NULL};
@@ -406,7 +419,7 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
   atomic_int zero_div = 0;
   rowctx ctx = {code, prm, &zero_div};
   int64_t grain = memory_bound(code) ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN;
-  if (!run_flat(dst, nin, ts, scal, cc, row_fn(cc, nin), &ctx, grain)) {
+  if (!run_flat(dst, n, nin, ts, scal, cc, row_fn(cc, nin), &ctx, grain)) {
     kn__iter it;
     kn__iter_init(&it, out->ndim, out->sizes);
     kn__iter_add(&it, dst);

@@ -162,8 +162,7 @@ void kn__storage_retain(kn__storage *s) { atomic_fetch_add(&s->refcount, 1); }
 void kn__storage_release(kn__storage *s) {
   if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
   if (s->from_allocator) kn__cached_free(s->data, s->nbytes);
-  kn__live_add(KN__LIVE_STORAGES, -1);
-  kn__pool_put(KN__POOL_STORAGE, s, sizeof *s);
+  kn__pool_put_live(KN__POOL_STORAGE, s, sizeof *s, KN__LIVE_STORAGES);
 }
 
 int64_t kn_live_storages(void) { return kn__live_count(KN__LIVE_STORAGES); }

@@ -140,6 +140,30 @@ void kn__pool_put(kn__pool_kind kind, void *p, size_t size) {
   POISON((char *)p + sizeof *e, size - sizeof *e);
 }
 
+static void live_add_local(thread_pool *p, kn__live_kind kind, int64_t delta) {
+  int64_t v = atomic_load_explicit(&p->live[kind], memory_order_relaxed);
+  atomic_store_explicit(&p->live[kind], v + delta, memory_order_relaxed);
+}
+
+void *kn__pool_take_live(kn__pool_kind kind, size_t size, kn__live_kind live) {
+  thread_pool *p = &tp;
+  entry *e = p->l[kind].head;
+  if (!e) return NULL;
+  /* registered: entries are only put on a registered thread's lists */
+  UNPOISON(e, size);
+  p->l[kind].head = e->next;
+  p->l[kind].n--;
+  live_add_local(p, live, 1);
+  return e;
+}
+
+void kn__pool_put_live(kn__pool_kind kind, void *ptr, size_t size, kn__live_kind live) {
+  thread_pool *p = &tp;
+  if (!p->registered) register_thread();
+  live_add_local(p, live, -1);
+  kn__pool_put(kind, ptr, size);
+}
+
 void kn__pool_flush(void) { flush(&tp); }
 
 /* The exiting thread's lists are not leaks: give them back so leak

@@ -30,6 +30,11 @@ void kn__pool_put(kn__pool_kind kind, void *p, size_t size);
 typedef enum kn__live_kind { KN__LIVE_TENSORS, KN__LIVE_STORAGES, KN__LIVE_NKINDS } kn__live_kind;
 void kn__live_add(kn__live_kind kind, int64_t delta);
 int64_t kn__live_count(kn__live_kind kind);
+/* kn__pool_take and kn__pool_put that also count one object of kind live
+** (a non-NULL result as created; p as freed) with one thread-local
+** lookup: the per-op path makes two of each. */
+void *kn__pool_take_live(kn__pool_kind kind, size_t size, kn__live_kind live);
+void kn__pool_put_live(kn__pool_kind kind, void *p, size_t size, kn__live_kind live);
 
 /* Free every object cached by the calling thread. */
 void kn__pool_flush(void);

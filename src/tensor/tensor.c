@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "autograd/autograd.h"
@@ -30,8 +31,7 @@ void kn_release(kn_tensor *t) {
   if (t->grad_fn) kn__node_release(t->grad_fn);
   kn__storage_release(t->storage);
   free(t->sym);
-  kn__live_add(KN__LIVE_TENSORS, -1);
-  kn__pool_put(KN__POOL_TENSOR, t, sizeof *t);
+  kn__pool_put_live(KN__POOL_TENSOR, t, sizeof *t, KN__LIVE_TENSORS);
 }
 
 /* ---- autorelease scopes ------------------------------------------------------- */
@@ -175,18 +175,27 @@ void kn__bump_version(kn_tensor *t) { atomic_fetch_add(&t->storage->version, 1);
 /* A tensor struct that takes over the caller's reference to st. */
 static kn_tensor *wrap_owned(kn__storage *st, kn_dtype dt, int ndim, const int64_t *sizes,
                              const int64_t *strides, int64_t offset) {
-  kn_tensor *t = kn__pool_take(KN__POOL_TENSOR, sizeof *t);
-  if (t) memset(t, 0, sizeof *t);
-  else if (!(t = calloc(1, sizeof *t))) return NULL;
+  kn_tensor *t = kn__pool_take_live(KN__POOL_TENSOR, sizeof *t, KN__LIVE_TENSORS);
+  if (t) {
+    /* everything but the geometry arrays, which are written up to ndim
+    ** (a pooled struct's entries beyond ndim are stale, never read) */
+    memset(t, 0, offsetof(kn_tensor, sizes));
+    memset(&t->offset, 0, sizeof *t - offsetof(kn_tensor, offset));
+  } else if (!(t = calloc(1, sizeof *t))) {
+    return NULL;
+  } else {
+    kn__live_add(KN__LIVE_TENSORS, 1);
+  }
   atomic_init(&t->refcount, 1);
   t->storage = st;
   t->dtype = dt;
   t->device = st->device;
   t->ndim = ndim;
-  memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
-  memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+  for (int d = 0; d < ndim; d++) { /* a loop: ndim is small, a memcpy call costs more */
+    t->sizes[d] = sizes[d];
+    t->strides[d] = strides[d];
+  }
   t->offset = offset;
-  kn__live_add(KN__LIVE_TENSORS, 1);
   return t;
 }
 

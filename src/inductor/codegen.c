@@ -55,6 +55,15 @@ static void put_safe(kn__sb *sb, const char *s) {
   }
 }
 
+/* The end of a generated statement's comment: the op's and the node's names
+** (made safe for a C comment), then the comment's close and a newline. */
+static void node_comment(kn__sb *sb, const kn__gnode *n) {
+  put_safe(sb, n->opdef->name);
+  kn__sb_putc(sb, ' ');
+  put_safe(sb, n->name);
+  kn__sb_puts(sb, " */\n");
+}
+
 /* ---- buffer reuse ---------------------------------------------------------------- */
 /* Buffers released by liveness wait here until the next kernel launch: an
 ** output of the same sizes and dtype takes one over (rt->reuse: no new
@@ -320,10 +329,7 @@ static void stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   kn__sb_printf(sb, "      const %s v%d = (%s)(", ot, n->index, ot);
   expand(k, sb, n);
   kn__sb_puts(sb, ");  /* ");
-  put_safe(sb, n->opdef->name);
-  kn__sb_putc(sb, ' ');
-  put_safe(sb, n->name);
-  kn__sb_puts(sb, " */\n");
+  node_comment(sb, n);
 }
 
 static void numel_text(kctx *k, kn__sb *sb, int ndim) {
@@ -672,10 +678,7 @@ static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
     expand(k, sb, n);
     kn__sb_puts(sb, ");  /* ");
   }
-  put_safe(sb, n->opdef->name);
-  kn__sb_putc(sb, ' ');
-  put_safe(sb, n->name);
-  kn__sb_puts(sb, " */\n");
+  node_comment(sb, n);
   if (so >= 0 && k->blk[n->index] != 2)
     kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;  /* kept for a later pass */\n", so,
                              out_leaf(k, so), k->depth - 1, n->index);
@@ -861,10 +864,7 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__gnode *src = n->args[0].u.t.node;
   int dims[KN_MAX_DIMS], nd = red_dims(k, dims);
   kn__sb_puts(sb, "    /* ");
-  put_safe(sb, n->opdef->name);
-  kn__sb_putc(sb, ' ');
-  put_safe(sb, n->name);
-  kn__sb_puts(sb, " */\n");
+  node_comment(sb, n);
   lanes_open(sb, n, in->red_op, ct);
   plan_stash(k, src);
   kn__sb code[3];
@@ -899,10 +899,7 @@ static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
     kn__sb_printf(sb, "    const %s v%d = (%s)(", ot, n->index, ot);
     expand(k, sb, n);
     kn__sb_puts(sb, ");  /* ");
-    put_safe(sb, n->opdef->name);
-    kn__sb_putc(sb, ' ');
-    put_safe(sb, n->name);
-    kn__sb_puts(sb, " */\n");
+    node_comment(sb, n);
   }
   int o = out_index(k, n->index);
   if (o >= 0) kn__sb_printf(sb, "    out%d[o] = v%d;\n", o, n->index);

@@ -11,16 +11,11 @@ static _Thread_local bool grad_disabled;
 
 bool kn__grad_enabled(void) { return !grad_disabled; }
 
+static bool requires_grad(const kn_tensor *t) { return t->requires_grad; }
+
 bool kn__autograd_needed(const kn__call *c) {
   if (grad_disabled || (c->op->flags & KN_OPF_NONDIFF)) return false;
-  /* walks the arguments once (kn__call_input(c, k) would rescan them per k) */
-  for (int i = 0; i < c->nargs; i++) {
-    const kn__arg *a = &c->args[i];
-    if (a->kind == KN__A_TENSOR && a->u.t && a->u.t->requires_grad) return true;
-    for (int j = 0; a->kind == KN__A_TENSORS && j < a->u.ts.n; j++)
-      if (a->u.ts.v[j] && a->u.ts.v[j]->requires_grad) return true;
-  }
-  return false;
+  return kn__call_any_input(c, requires_grad);
 }
 
 /* ---- public grad-mode API --------------------------------------------------- */

@@ -152,19 +152,9 @@ void kn__tensor_symsizes(const kn_tensor *t, kn_sym *sizes) {
 
 /* Do the call's tensors carry data? Meta or fake inputs make every output
 ** metadata-only. */
-static bool metadata_only(const kn_tensor *t) {
-  return t && (t->device == KN_META || t->is_fake);
-}
+static bool metadata_only(const kn_tensor *t) { return t->device == KN_META || t->is_fake; }
 
-static bool call_is_meta(const kn__call *c) {
-  for (int i = 0; i < c->nargs; i++) {
-    const kn__arg *a = &c->args[i];
-    if (a->kind == KN__A_TENSOR && metadata_only(a->u.t)) return true;
-    for (int j = 0; a->kind == KN__A_TENSORS && j < a->u.ts.n; j++)
-      if (metadata_only(a->u.ts.v[j])) return true;
-  }
-  return false;
-}
+static bool call_is_meta(const kn__call *c) { return kn__call_any_input(c, metadata_only); }
 
 static void sym_to_concrete(int nd, const kn_sym *s, int64_t *out) {
   for (int d = 0; d < nd; d++) out[d] = kn__sym_hint(s[d]);

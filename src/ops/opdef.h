@@ -286,6 +286,18 @@ int kn__call_ninputs(const kn__call *c);
 int kn__bw_input_index(const kn__call *c, int argi, int j);
 /* The flat tensor input k (NULL for an omitted optional tensor). Borrowed. */
 kn_tensor *kn__call_input(const kn__call *c, int k);
+/* Does pred hold for any tensor input of the call (omitted optional tensors
+** skipped)? One walk over the arguments, for the dispatcher's hot path
+** (kn__call_input(c, k) rescans them per k); inline so pred inlines too. */
+static inline bool kn__call_any_input(const kn__call *c, bool (*pred)(const kn_tensor *)) {
+  for (int i = 0; i < c->nargs; i++) {
+    const kn__arg *a = &c->args[i];
+    if (a->kind == KN__A_TENSOR && a->u.t && pred(a->u.t)) return true;
+    for (int j = 0; a->kind == KN__A_TENSORS && j < a->u.ts.n; j++)
+      if (a->u.ts.v[j] && pred(a->u.ts.v[j])) return true;
+  }
+  return false;
+}
 /* Symbolic sizes of t (constants unless t->sym). */
 void kn__tensor_symsizes(const kn_tensor *t, kn_sym *sizes);
 /* Broadcast two shapes (PyTorch semantics); on mismatch KN_ESHAPE with

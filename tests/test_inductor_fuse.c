@@ -382,3 +382,48 @@ Test(inductor_fuse, backward_outputs_are_one_loop) {
     kn_test_records_free(&r);
   }
 }
+
+/* ---- conditional reads ---------------------------------------------------------------- */
+
+static kn_tensor *masked_sum_fn(kn_tensor *x, kn_tensor *y, kn_tensor *z) {
+  kn_tensor *m = kn_threshold_backward(x, y, kn_float(0));
+  return kn_add(kn_sum(kn_mul(z, m)), kn_sum(kn_where(kn_gt_scalar(x, kn_float(0.5)), y, z)));
+}
+
+/* sum(z * (y <= 0 ? 0 : x)) + sum(x > 0.5 ? y : z): formulas that read
+** an operand only on a condition, inside a reduction's row loop. gcc 12 at
+** -O3 with AVX/AVX2 turned that read into a masked load with a wrong mask
+** (half the terms of the sum were lost); the generated code reads every
+** operand as a statement before the select. Compared with a plain C loop. */
+Test(inductor_fuse, conditional_reads_are_plain_loads) {
+  const int64_t shapes[3][2] = {{5, 6}, {37, 11}, {3, 300}};
+  for (int s = 0; s < 3; s++) {
+    kn_compile_options o = opts(KN_DYNAMIC_FALSE);
+    kn_compiled *f = KN_COMPILE(masked_sum_fn, &o);
+    kn_scope_begin();
+    kn_generator *g = kn_generator_new(11);
+    kn_tensor *x = kn_randn(KN_SHAPE(shapes[s][0], shapes[s][1]), g, KN_FLOAT64);
+    kn_tensor *y = kn_randn(KN_SHAPE(shapes[s][0], shapes[s][1]), g, KN_FLOAT64);
+    kn_tensor *z = kn_randn(KN_SHAPE(shapes[s][0], shapes[s][1]), g, KN_FLOAT64);
+    kn_generator_free(g);
+    kn_tensor *got = kn_call_t(f, x, y, z);
+    cr_assert_not_null(got, "%s", kn_last_error());
+    const double *a = kn_data(x), *b = kn_data(y), *c = kn_data(z);
+    double s1 = 0, s2 = 0;
+    for (int64_t i = 0; i < kn_numel(x); i++) {
+      s1 += c[i] * (b[i] <= 0 ? 0 : a[i]);
+      s2 += a[i] > 0.5 ? b[i] : c[i];
+    }
+    double want = s1 + s2;
+    double v = 0;
+    cr_assert_eq(kn_item_double(got, &v), KN_OK);
+    cr_expect(fabs(v - want) <= 1e-12 * (1 + fabs(want)), "[%lld, %lld]: compiled %.17g, loop %.17g",
+              (long long)shapes[s][0], (long long)shapes[s][1], v, want);
+    kn_scope_end();
+    kn_compiled_free(f);
+  }
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "? (double)0 : ((double)in"), 0, "a conditional read in\n%s", src);
+  cr_expect_gt(kn_test_count_of(src, "const double ld"), 0, "no read bound before a select in\n%s", src);
+  free(src);
+}

@@ -149,7 +149,7 @@ static int rt_ext(void *ctx, int step) {
     kn__call named = c;
     st = kn__ind_epilogue_run(n, &c, &o.t[0]);
     o.n = st == KN_OK;
-    if (t0) kn__prof_op_end(t0, &named, &o);
+    if (t0) kn__dispatch_prof_end(t0, &named, &o);
   } else if (st == KN_OK) {
     st = kn__dispatch(&c, &o);
   }

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "logging/log.h"
 #include "trace/events.h"
-#include "graph/graph_int.h"
+#include "graph/graph.h"
 #include "inductor/inductor.h"
 #include "kiln/kiln.h"
 #include "ops/loss.h"

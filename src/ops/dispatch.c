@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/strbuf.h"
 #include "ops/opdef.h"
 #include "profiler/profiler.h"
 
@@ -394,13 +395,49 @@ static kn_status check_args(const kn__call *c) {
   return KN_OK;
 }
 
+static void put_sizes(kn__sb *sb, const kn_tensor *t) {
+  kn__sb_putc(sb, '[');
+  for (int d = 0; t && d < t->ndim; d++)
+    kn__sb_printf(sb, "%s%lld", d ? ", " : "", (long long)t->sizes[d]);
+  kn__sb_putc(sb, ']');
+}
+
+/* The argument sizes of c as the profiler shows them: [[2, 3], [], [3]]. */
+static char *shapes_of(const kn__call *c) {
+  kn__sb sb;
+  kn__sb_init(&sb);
+  kn__sb_putc(&sb, '[');
+  for (int i = 0; i < c->nargs; i++) {
+    if (i) kn__sb_puts(&sb, ", ");
+    const kn__arg *a = &c->args[i];
+    if (a->kind == KN__A_TENSOR) put_sizes(&sb, a->u.t);
+    else if (a->kind == KN__A_TENSORS)
+      for (int j = 0; j < a->u.ts.n; j++) {
+        if (j) kn__sb_puts(&sb, ", ");
+        put_sizes(&sb, a->u.ts.v[j]);
+      }
+    else kn__sb_puts(&sb, "[]");
+  }
+  kn__sb_putc(&sb, ']');
+  if (kn__sb_failed(&sb)) {
+    kn__sb_fini(&sb);
+    return NULL;
+  }
+  return kn__sb_take(&sb);
+}
+
+void kn__dispatch_prof_end(int64_t t0, const kn__call *c, const kn__outs *out) {
+  const kn_tensor *t = out && out->n > 0 ? out->t[0] : NULL;
+  kn__prof_op_end(t0, c->op->name, shapes_of(c), kn__tensor_grad_fn_seq(t));
+}
+
 kn_status kn__dispatch(kn__call *c, kn__outs *out) {
   kn_status st = check_args(c);
   if (st != KN_OK) return st;
   if (KN__PROF_ON()) { /* the profiler: one predictable branch when off */
     int64_t t0 = kn__prof_op_begin();
     st = dispatch_from(modes.active, c, out);
-    kn__prof_op_end(t0, c, st == KN_OK ? out : NULL);
+    kn__dispatch_prof_end(t0, c, st == KN_OK ? out : NULL);
     return st;
   }
   return dispatch_from(modes.active, c, out);

@@ -228,6 +228,10 @@ const kn__opdef *kn__op_lookup(const char *qualified_name);
 ** outputs (owned references, not registered in any scope); on failure out is
 ** empty and kn_last_error says why. */
 kn_status kn__dispatch(kn__call *c, kn__outs *out);
+/* Records call c, begun at t0 (kn__prof_op_begin), with the profiler: its op
+** name, argument sizes and the autograd node of its first output (out may
+** be NULL: the call failed). */
+void kn__dispatch_prof_end(int64_t t0, const kn__call *c, const kn__outs *out);
 
 /* Convenience for public wrappers: dispatch op `id` with args and return its
 ** single output registered in the current autorelease scope, or NULL. */

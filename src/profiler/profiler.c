@@ -10,14 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "autograd/autograd.h"
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "logging/log.h"
-#include "ops/opdef.h"
 #include "profiler/profiler.h"
 #include "profiler/profiler_int.h"
-#include "tensor/tensor.h"
 
 atomic_int kn__prof_on;
 
@@ -78,46 +75,12 @@ bool kn_profiler_is_running(void) { return atomic_load(&kn__prof_on) != 0; }
 /* ---- op events ------------------------------------------------------------------- */
 int64_t kn__prof_op_begin(void) { return now_ns(); }
 
-static void put_sizes(kn__sb *sb, const kn_tensor *t) {
-  kn__sb_putc(sb, '[');
-  for (int d = 0; t && d < t->ndim; d++)
-    kn__sb_printf(sb, "%s%lld", d ? ", " : "", (long long)t->sizes[d]);
-  kn__sb_putc(sb, ']');
-}
-
-static char *shapes_of(const kn__call *c) {
-  kn__sb sb;
-  kn__sb_init(&sb);
-  kn__sb_putc(&sb, '[');
-  for (int i = 0; i < c->nargs; i++) {
-    if (i) kn__sb_puts(&sb, ", ");
-    const kn__arg *a = &c->args[i];
-    if (a->kind == KN__A_TENSOR) put_sizes(&sb, a->u.t);
-    else if (a->kind == KN__A_TENSORS)
-      for (int j = 0; j < a->u.ts.n; j++) {
-        if (j) kn__sb_puts(&sb, ", ");
-        put_sizes(&sb, a->u.ts.v[j]);
-      }
-    else kn__sb_puts(&sb, "[]");
-  }
-  kn__sb_putc(&sb, ']');
-  if (kn__sb_failed(&sb)) {
-    kn__sb_fini(&sb);
-    return NULL;
-  }
-  return kn__sb_take(&sb);
-}
-
-void kn__prof_op_end(int64_t begin_ns, const kn__call *c, const kn__outs *out) {
+void kn__prof_op_end(int64_t begin_ns, const char *op, char *shapes, int64_t seq) {
   int64_t end = now_ns();
-  size_t n = strlen(c->op->name) + 7;
+  size_t n = strlen(op) + 7;
   char *name = malloc(n);
-  if (name) snprintf(name, n, "aten::%s", c->op->name);
-  int64_t seq = -1;
-  const kn_tensor *t = out && out->n > 0 ? out->t[0] : NULL;
-  if (t && t->grad_fn) seq = (int64_t)t->grad_fn->seq;
-  push((kn__prof_ev){name, "cpu_op", shapes_of(c), begin_ns, end - begin_ns,
-                     (uint64_t)gettid(), seq});
+  if (name) snprintf(name, n, "aten::%s", op);
+  push((kn__prof_ev){name, "cpu_op", shapes, begin_ns, end - begin_ns, (uint64_t)gettid(), seq});
 }
 
 /* ---- ranges ----------------------------------------------------------------------- */

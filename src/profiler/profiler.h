@@ -15,11 +15,12 @@ extern atomic_int kn__prof_on;
 #define KN__PROF_ON() \
   __builtin_expect(atomic_load_explicit(&kn__prof_on, memory_order_relaxed), 0)
 
-struct kn__call;
-struct kn__outs;
-/* Around one dispatched op: begin returns a token for end. */
+/* Around one dispatched op: begin returns a token for end. end records op
+** (copied), its argument sizes as JSON text (shapes: malloc'd, owned by the
+** profiler from here on; NULL when it could not be made) and the sequence
+** number of the autograd node it created (-1 when none). */
 int64_t kn__prof_op_begin(void);
-void kn__prof_op_end(int64_t begin_ns, const struct kn__call *c, const struct kn__outs *out);
+void kn__prof_op_end(int64_t begin_ns, const char *op, char *shapes, int64_t seq);
 /* A range that already ended: [now - seconds, now] (compile phases). */
 void kn__prof_range_done(const char *name, double seconds);
 /* A range around a compiled call: begin returns a token for end. */

@@ -538,3 +538,7 @@ kn_status kn_set_requires_grad(kn_tensor *t, bool requires_grad) {
 const char *kn_grad_fn_name(const kn_tensor *t) {
   return t && t->grad_fn ? kn__node_name(t->grad_fn) : NULL;
 }
+
+int64_t kn__tensor_grad_fn_seq(const kn_tensor *t) {
+  return t && t->grad_fn ? (int64_t)t->grad_fn->seq : -1;
+}

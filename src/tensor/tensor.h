@@ -77,6 +77,9 @@ kn_tensor *kn__make_view(kn_tensor *base, int ndim, const int64_t *sizes,
 /* An alias of t: same storage and geometry, symbolic sizes too (a fake or
 ** meta tensor stays symbolic), no autograd history. Owned or NULL. */
 kn_tensor *kn__tensor_alias(kn_tensor *t);
+/* The sequence number of t's grad_fn node (the profiler's "Sequence number"),
+** or -1 when t is NULL or has none. */
+int64_t kn__tensor_grad_fn_seq(const kn_tensor *t);
 /* A tensor struct around an existing storage (retained). Owned. */
 kn_tensor *kn__tensor_wrap(kn__storage *st, kn_dtype dt, int ndim,
                            const int64_t *sizes, const int64_t *strides,

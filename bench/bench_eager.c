@@ -5,7 +5,7 @@
 **     (float32 add of two 4 MB tensors into a fresh output, 3 streams, over a
 **     plain C copy loop, 2 streams),
 **   BENCH dispatch_overhead_ns (1-element kn_add + kn_release, no scope;
-**     goal <= 150 ns, see docs/ARCHITECTURE.md "The per-op path"),
+**     goal <= 150 ns, see docs/KERNELS.md "The per-op path"),
 **   BENCH example_fn_eager_us (the seed's a * ones(1000,1000) + ones(1000,1000)),
 **   BENCH_INFO openblas_core.
 ** Each number is the median of several repetitions of thread CPU time; the

@@ -13,7 +13,7 @@ typedef __m512d kn_vd;
 #define KN_VM_WD 8
 /* float sqrt as two 256-bit vsqrtps: the 512-bit one issues more uops for
 ** the same 16 results (measured 8-10 % slower on the AVX512-FP16 Xeon of
-** docs/ARCHITECTURE.md's tables); both are correctly rounded. */
+** docs/KERNELS.md's tables); both are correctly rounded. */
 static inline __m512 kn_sqrt16(__m512 x) {
   __m256 lo = _mm256_sqrt_ps(_mm512_castps512_ps256(x));
   __m256 hi = _mm256_sqrt_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));

@@ -14,7 +14,7 @@
 ** 6 for tan); the quadrant picks one and the sign; rlo enters through
 ** sin'(r) and cos'(r); tan is their quotient. asin, acos and atan: see each one.
 ** No fast-math; special values exact (tests/test_vmath.c checks the
-** bounds, with the largest errors measured in docs/ARCHITECTURE.md).
+** bounds, with the largest errors measured in docs/KERNELS.md).
 */
 #if defined(KN_VM_D512)
 

@@ -93,8 +93,17 @@ KN_API kn_status kn_module_add_param(kn_module *m, const char *name, kn_tensor *
 KN_API kn_status kn_module_add_buffer(kn_module *m, const char *name, kn_tensor *t);
 KN_API kn_status kn_module_add_child(kn_module *m, const char *name, kn_module *child);
 /* Look up a tensor by dotted path ("layers.0.weight"); borrowed, NULL if
-** missing. Inside a traced call this returns the traced stand-in. */
+** missing. Inside a traced call this returns the traced stand-in (for any
+** module: one passed as an argument, or one reached through a pointer,
+** whose tensors are then lifted as graph inputs; see docs/DYNAMO.md,
+** "Modules and tensors reached through pointers"). */
 KN_API kn_tensor *kn_module_get(kn_module *m, const char *path);
+/* The child module at a name or dotted path ("encoder", "encoder.layers.0",
+** as PyTorch's get_submodule). Borrowed: owned by m's tree, valid until m
+** is freed (do not kn_module_free it). NULL with kn_last_error() naming the
+** missing part and the children that exist, or a tensor named instead of a
+** module. */
+KN_API kn_module *kn_module_child(kn_module *m, const char *path);
 
 /* ---- user functions ------------------------------------------------------ */
 /* The general form: args[0..nargs) in, one value out. */
@@ -158,6 +167,21 @@ typedef struct kn_guard_failure {
   const char *compile_id; /* "0/2": the rejected entry */
 } kn_guard_failure;
 
+/* A module or tensor the compiled function reaches through a C pointer
+** instead of its arguments (a global variable, a field of the user-data
+** struct), declared so that kiln reads the pointer on every call: it is
+** guarded like an argument named G['name'] (a module by identity,
+** `___check_obj_id(G['name'], 0x...)`; a tensor by TENSOR_MATCH), so a
+** pointer set to another module recompiles, and its parameters and buffers
+** are graph inputs. Undeclared pointers are followed too (their tensors
+** are lifted when met), but a change of the pointer itself is invisible
+** then: see docs/DYNAMO.md, "Modules and tensors reached through pointers". */
+typedef struct kn_compile_global {
+  const char *name;          /* letters, digits and '_'; unique; copied */
+  kn_module *const *module;  /* the pointer variable holding the module, or NULL */
+  kn_tensor *const *tensor;  /* or the one holding a tensor: exactly one is set */
+} kn_compile_global;
+
 typedef struct kn_compile_options {
   const char *backend;       /* a registered backend name (NULL = "inductor"; built in:
                                  "eager", "inductor" as in docs/INDUCTOR.md); an
@@ -179,6 +203,11 @@ typedef struct kn_compile_options {
   ** NULL entry. Copied by kn_compile_*. */
   const char *const *arg_names;
   int narg_names;
+  /* Pointers read on every call (above). The array and names are copied;
+  ** the pointer variables are borrowed: they must stay valid while the
+  ** compiled function is called. */
+  const kn_compile_global *globals;
+  int nglobals;
 } kn_compile_options;
 
 typedef struct kn_compiled kn_compiled;

@@ -14,8 +14,11 @@
 **   kn_module_free(net);                      // frees the children too
 **
 ** Forward functions read parameters with kn_module_get, so a layer called
-** inside a compiled function (module passed as a kn_vmodule argument) uses
-** the traced stand-ins and its parameters are guarded like any module's.
+** inside a compiled function uses the traced stand-ins and its parameters
+** and buffers are guarded graph inputs, whether the module is passed as a
+** kn_vmodule argument or reached through a pointer (the user-data pointer,
+** a global, kn_module_child of either: see docs/DYNAMO.md, "Modules and
+** tensors reached through pointers").
 **
 ** Ownership: constructors return an owned module (kn_module_free), or NULL
 ** with kn_last_error() on bad arguments. A constructor that receives child

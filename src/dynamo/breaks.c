@@ -709,6 +709,7 @@ static void trace_free(kn__trace *tr) {
   for (int i = 0; i < tr->nroot; i++) kn__src_fini(&tr->root_src[i]);
   free(tr->root_src);
   free(tr->root_first_node);
+  kn__trace_lift_fini(tr);
   kn__guards_fini(&tr->guards);
   kn__shape_env_free(tr->env);
   free(tr->err_msg);
@@ -759,7 +760,7 @@ static kn_status fail(kn__trace *tr) {
 ** entry's first trace did not need (its env has been moved into the entry,
 ** so the guard set's borrowed env stays valid). */
 static kn_status keep_branch_guards(kn__trace *tr, kn__entry *into) {
-  if (tr->guards.nshape == 0) return KN_OK;
+  if (tr->guards.nshape == 0 && !kn__trace_lifted_fresh(tr)) return KN_OK;
   kn__guards *ng = realloc(into->branch_guards, sizeof *ng * (size_t)(into->nbranch_guards + 1));
   if (!ng) return kn__oom();
   into->branch_guards = ng;
@@ -784,6 +785,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   tr->miss_seg = miss && into ? miss->seg : NULL;
   if (miss && !into) kn__values_free(miss->vals, miss->nvals);
   tr->no_cache = into && (flags & KN__TRACE_NO_CACHE);
+  tr->exporting = (flags & KN__TRACE_EXPORT) != 0;
   tr->note = note;
   tr->f = f;
   tr->args = args;
@@ -858,6 +860,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
       e->root_src = tr->root_src;
       tr->root_src = NULL;
       tr->nroot = 0;
+      if (st == KN_OK) st = kn__trace_lifted_to_entry(tr, e);
       e->cid = e->root->cid;
       if (st == KN_OK) *out_entry = e;
       else kn__entry_free(e); /* nobody else holds it */
@@ -875,7 +878,9 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
       into->branch_envs = ne;
       into->branch_envs[into->nbranch_envs++] = tr->env;
       tr->env = NULL;
+      /* guards first: they must be kept while the lifted inputs are fresh */
       if (gst == KN_OK) gst = keep_branch_guards(tr, into);
+      if (gst == KN_OK) gst = kn__trace_lifted_to_entry(tr, into);
       if (st == KN_OK) st = gst;
     } else if (st == KN_OK) {
       st = kn__oom();

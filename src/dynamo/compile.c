@@ -184,6 +184,45 @@ static bool init_locks(kn_compiled *f) {
   return ok;
 }
 
+/* Declared globals: a name of letters, digits and '_', unique, and exactly
+** one pointer variable each. */
+static kn_status check_globals(const kn_compile_options *o) {
+  if (o->nglobals < 0 || (o->nglobals > 0 && !o->globals))
+    return kn__error(KN_EINVAL, "kn_compile: expected globals[0..nglobals), found nglobals = %d "
+                     "and globals %s", o->nglobals, o->globals ? "set" : "NULL");
+  for (int i = 0; i < o->nglobals; i++) {
+    const kn_compile_global *g = &o->globals[i];
+    bool ok = g->name && *g->name;
+    for (const char *p = g->name; ok && *p; p++)
+      ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '_';
+    if (!ok)
+      return kn__error(KN_EINVAL, "kn_compile: globals[%d]: expected a name of letters, digits "
+                       "and '_', found %s%s%s", i, g->name ? "'" : "", g->name ? g->name : "NULL",
+                       g->name ? "'" : "");
+    if (!g->module == !g->tensor)
+      return kn__error(KN_EINVAL, "kn_compile: globals[%d] ('%s'): expected exactly one of module "
+                       "and tensor (the address of the pointer variable), found %s", i, g->name,
+                       g->module ? "both" : "neither");
+    for (int j = 0; j < i; j++)
+      if (!strcmp(o->globals[j].name, g->name))
+        return kn__error(KN_EINVAL, "kn_compile: globals[%d]: duplicate name '%s'", i, g->name);
+  }
+  return KN_OK;
+}
+
+static kn_status copy_globals(kn_compiled *f, const kn_compile_options *o) {
+  if (o->nglobals == 0) return KN_OK;
+  f->globals = calloc((size_t)o->nglobals, sizeof *f->globals);
+  if (!f->globals) return kn__oom();
+  f->nglobals = o->nglobals;
+  for (int i = 0; i < o->nglobals; i++) {
+    f->globals[i] = o->globals[i];
+    if (!(f->globals[i].name = strdup(o->globals[i].name))) return kn__oom();
+  }
+  return KN_OK;
+}
+
 static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const char *name,
                          const char *file, int line, const kn_compile_options *opts) {
   if ((!fn && !tfn) || !name || nargs < -1) {
@@ -198,6 +237,7 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
               o.narg_names);
     return NULL;
   }
+  if (check_globals(&o) != KN_OK) return NULL;
   if (o.cache_size_limit < 0 || o.accumulated_cache_size_limit < 0) {
     kn__error(KN_EINVAL, "kn_compile: cache limits must be >= 0 (0 = default), got %d and %d",
               o.cache_size_limit, o.accumulated_cache_size_limit);
@@ -214,6 +254,8 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
   f->nargs = nargs;
   f->opts = o;
   f->opts.arg_names = NULL;
+  f->opts.globals = NULL;
+  if (copy_globals(f, &o) != KN_OK) goto oom;
   f->frame.frame_id = -1;
   /* the definition's location from the debug info (first line of the
   ** function's code), else found by name in the source file */
@@ -292,6 +334,8 @@ void kn_compiled_free(kn_compiled *f) {
   free(f->dyn_state);
   for (int i = 0; i < f->narg_names; i++) free(f->arg_names[i]);
   free(f->arg_names);
+  for (int i = 0; i < f->nglobals; i++) free((char *)f->globals[i].name);
+  free(f->globals);
   free_frame(&f->frame);
   free(f->last_reason);
   if (f->locks_init) {
@@ -818,7 +862,7 @@ kn_graph_module *kn_export(kn_compiled *f, const kn_value *args, int nargs) {
   f->opts.fullgraph = true;
   f->opts.backend_fn = NULL;
   f->opts.backend = "eager";
-  kn_status st = kn__trace_call(f, args, nargs, NULL, NULL, 0, NULL, &e, &out);
+  kn_status st = kn__trace_call(f, args, nargs, NULL, NULL, KN__TRACE_EXPORT, NULL, &e, &out);
   f->opts = saved;
   pthread_mutex_unlock(&f->compile_lock);
   if (st != KN_OK) return NULL;

@@ -2,7 +2,10 @@
 ** dynamo/dynamo.h: internals of the capture frontend (kiln/compile.h).
 **
 **   values.c    kiln values, tuples, modules, sources (paths from the call's
-**               arguments to a value: L['a'], L['ys'][0], L['self']._modules...)
+**               arguments to a value: L['a'], L['ys'][0], L['self']._modules...,
+**               or from a declared global / a captured object: G['model'])
+**   lift.c      tensors reached other than through the arguments, lifted as
+**               graph inputs (parameters, buffers, tensors requiring grad)
 **   guards.c    the flat check array, failure reasons, the guard dump
 **   srcloc.c    user call stacks (backtrace + libdw) and source lines
 **   tracer.c    the tracing mode: graph nodes for op calls, trace logs
@@ -37,16 +40,27 @@
 
 /* ---- sources ------------------------------------------------------------ */
 #define KN__SRC_MAXIDX 4
+#define KN__SRC_GLOBAL (-2) /* a declared global (kn_compile_options.globals) */
+#define KN__SRC_OBJECT (-3) /* an object the trace captured (lift.c) */
 typedef struct kn__src {
-  int arg;                  /* argument index */
+  int arg;                  /* argument index, or KN__SRC_GLOBAL / KN__SRC_OBJECT */
   int nidx;                 /* list/tuple item indexes after the argument */
   int idx[KN__SRC_MAXIDX];
   char *modpath;            /* dotted module tensor path, or NULL; owned */
   char *expr;               /* "L['a']"; owned */
+  /* KN__SRC_GLOBAL: the user's pointer variable, read on every call
+  ** (borrowed; one of the two is set) */
+  kn_module *const *gmod;
+  kn_tensor *const *gten;
+  /* KN__SRC_OBJECT: the captured module or tensor (a reference each copy
+  ** of the source holds; one of the two is set) */
+  kn_module *omod;
+  kn_tensor *otensor;
 } kn__src;
 
 /* Resolve s against the call's arguments; false when the path does not
-** exist (wrong kind, index out of range, missing module entry). */
+** exist (wrong kind, index out of range, missing module entry, a captured
+** module that was freed). */
 bool kn__src_get(const kn__src *s, const kn_value *args, int nargs, kn_value *out);
 /* Deep copy / free. */
 kn_status kn__src_copy(kn__src *dst, const kn__src *s);
@@ -63,10 +77,25 @@ int kn__module_count(const kn_module *m);
 typedef kn_status (*kn__module_visit_fn)(void *ud, const char *suffix, const char *path,
                                          kn_tensor *t, bool is_param);
 kn_status kn__module_visit(kn_module *m, kn__module_visit_fn fn, void *ud);
-/* Tracing substitutes stand-ins for module tensors (borrowed map, may be
-** NULL to clear): kn_module_get consults it first. */
-typedef kn_tensor *(*kn__module_subst_fn)(void *ud, const kn_module *m, const char *path);
+/* Tracing substitutes stand-ins for module tensors (fn NULL to clear):
+** kn_module_get asks it first. It sets *out to the stand-in (borrowed), or
+** leaves it NULL for the real tensor; an error status makes kn_module_get
+** return NULL (the error is set). Thread-local. */
+typedef kn_status (*kn__module_subst_fn)(void *ud, kn_module *m, const char *path,
+                                         kn_tensor **out);
 void kn__module_set_subst(kn__module_subst_fn fn, void *ud);
+/* The tensor at dotted path (borrowed), or NULL; no error, no stand-in. */
+kn_tensor *kn__module_lookup(kn_module *m, const char *path);
+/* The source suffix of the tensor at path ("._modules['0']._parameters['weight']")
+** into buf, and whether it is a parameter. KN_EINVAL when path names none. */
+kn_status kn__module_suffix(const kn_module *m, const char *path, char *buf, size_t n,
+                            bool *is_param);
+/* The module's struct is reference counted: kn_module_free destroys the
+** contents, marks it freed and drops the owner's reference; captured
+** sources hold the others. */
+void kn__module_ref(kn_module *m);
+void kn__module_unref(kn_module *m); /* NULL: no-op */
+bool kn__module_freed(const kn_module *m);
 /* Distinct tensors the arguments of one traced call may hold (tensor slots
 ** in fakify.c and guards.c; an optimizer step over 100 parameters with
 ** Adam's state reads about 500). */
@@ -235,6 +264,11 @@ typedef struct kn__entry {
   int nslots;             /* value-table size (grows with branches) */
   int nroot_inputs;       /* root inputs = the first slots */
   kn__src *root_src;      /* [nroot_inputs] */
+  /* lifted inputs (lift.c): value-table slot and source of each, read at
+  ** the start of every run (branches traced later append theirs) */
+  int ncap;
+  int *cap_slot;
+  kn__src *cap_src;
   kn_compile_id cid;
 } kn__entry;
 
@@ -283,6 +317,8 @@ struct kn_compiled {
   kn_compile_options opts;
   char **arg_names;       /* owned copies (NULL entries = default names) */
   int narg_names;
+  kn_compile_global *globals; /* owned copy (names owned), opts.globals NULL */
+  int nglobals;
   pthread_mutex_t compile_lock;
   pthread_rwlock_t entries_lock;
   bool locks_init;        /* the two locks were initialised */
@@ -351,6 +387,7 @@ typedef struct kn__recompile_note {
 ** as it was (the cache limit was reached; effects still happen once).
 ** `note` (may be NULL) says why this is a recompile. */
 #define KN__TRACE_NO_CACHE 1 /* extend `into` for this call only (cache limit) */
+#define KN__TRACE_EXPORT 2   /* kn_export: a tensor reached through a pointer is an error */
 typedef struct kn__branch_miss kn__branch_miss;
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
                          kn__branch_miss *miss, int flags, const kn__recompile_note *note,

@@ -99,6 +99,8 @@ static kn_status private_copy(const kn_compiled *f, kn_compiled *p) {
   p->opts.guard_fail_fn = NULL;
   p->arg_names = f->arg_names; /* borrowed */
   p->narg_names = f->narg_names;
+  p->globals = f->globals; /* borrowed */
+  p->nglobals = f->nglobals;
   p->frame = (kn__frame){-1, 0, f->frame.name, f->frame.file, f->frame.line}; /* borrowed */
   p->next_all = p->prev_all = p; /* not in the list kn_reset walks */
   p->resume = malloc(sizeof *p->resume);

@@ -197,9 +197,8 @@ static kn_tensor *non_leaf(kn_tensor *f) {
   return c;
 }
 
-/* Make the fake for real tensor t at source src (slot = its tensor slot). */
-static kn_tensor *make_fake(kn__trace *tr, kn_tensor *t, const char *src, int slot, bool param,
-                            uint32_t *dyn_size, uint32_t *dyn_stride) {
+kn_tensor *kn__trace_make_fake(kn__trace *tr, kn_tensor *t, const char *src, int slot,
+                               bool param, uint32_t *dyn_size, uint32_t *dyn_stride) {
   kn__storage *st = kn__storage_new(t->storage->nbytes, KN_META);
   if (!st) {
     kn__oom();
@@ -256,7 +255,26 @@ static kn_tensor *make_fake(kn__trace *tr, kn_tensor *t, const char *src, int sl
     ss->offset = kn__sym_const(t->offset);
     f->sym = ss;
   }
-  return t->grad_fn && t->requires_grad ? non_leaf(f) : f;
+  return f;
+}
+
+void kn__tensor_guard_code(const char *expr, const kn_tensor *t, uint32_t dyn_size,
+                           uint32_t dyn_stride, char *code, size_t n) {
+  char sz[256] = "", sd[256] = "";
+  for (int d = 0, a = 0, b = 0; d < t->ndim; d++) {
+    if (dyn_size >> d & 1) a += snprintf(sz + a, sizeof sz - (size_t)a, "%sNone", d ? ", " : "");
+    else a += snprintf(sz + a, sizeof sz - (size_t)a, "%s%lld", d ? ", " : "", (long long)t->sizes[d]);
+    if (dyn_stride >> d & 1) b += snprintf(sd + b, sizeof sd - (size_t)b, "%sNone", d ? ", " : "");
+    else b += snprintf(sd + b, sizeof sd - (size_t)b, "%s%lld", d ? ", " : "", (long long)t->strides[d]);
+    if (a >= (int)sizeof sz || b >= (int)sizeof sd) break;
+  }
+  snprintf(code, n,
+           "check_tensor(%s, Tensor, %s, torch.%s, device=None, requires_grad=%s, size=[%s], "
+           "stride=[%s])",
+           expr,
+           t->device == KN_META ? "DispatchKeySet(Meta, BackendSelect, ADInplaceOrView, AutogradMeta)"
+                                : "DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, AutogradCPU)",
+           kn_dtype_name(t->dtype), t->requires_grad ? "True" : "False", sz, sd);
 }
 
 /* ---- walking the arguments ------------------------------------------------------------- */
@@ -300,7 +318,8 @@ static kn_status tensor_input(walk *w, const kn__src *src, kn_tensor *t, bool pa
   memcpy(g.sizes, t->sizes, sizeof g.sizes);
   memcpy(g.strides, t->strides, sizeof g.strides);
   if (!tr->segs[0].quiet) kn__trace_describe(tr, t, src->expr, param);
-  kn_tensor *f = make_fake(tr, t, src->expr, slot, param, &g.dyn_size, &g.dyn_stride);
+  kn_tensor *f = kn__trace_make_fake(tr, t, src->expr, slot, param, &g.dyn_size, &g.dyn_stride);
+  if (f && t->grad_fn && t->requires_grad) f = non_leaf(f);
   if (!f) return kn_last_status();
   kn__vmeta vm;
   kn__vmeta_from_tensor(f, &vm);
@@ -328,22 +347,10 @@ static kn_status tensor_input(walk *w, const kn__src *src, kn_tensor *t, bool pa
   w->seen_fake[w->nseen++] = f;
   kn_release(f); /* the trace keeps its own reference (kn__tbind_set) */
   *fake_out = f;
+  st = kn__trace_know(tr, t, f);
+  if (st != KN_OK) return st;
   char code[1024];
-  char sz[256] = "", sd[256] = "";
-  for (int d = 0, a = 0, b = 0; d < t->ndim; d++) {
-    if (g.dyn_size >> d & 1) a += snprintf(sz + a, sizeof sz - (size_t)a, "%sNone", d ? ", " : "");
-    else a += snprintf(sz + a, sizeof sz - (size_t)a, "%s%lld", d ? ", " : "", (long long)t->sizes[d]);
-    if (g.dyn_stride >> d & 1) b += snprintf(sd + b, sizeof sd - (size_t)b, "%sNone", d ? ", " : "");
-    else b += snprintf(sd + b, sizeof sd - (size_t)b, "%s%lld", d ? ", " : "", (long long)t->strides[d]);
-    if (a >= (int)sizeof sz || b >= (int)sizeof sd) break;
-  }
-  snprintf(code, sizeof code,
-           "check_tensor(%s, Tensor, %s, torch.%s, device=None, requires_grad=%s, size=[%s], "
-           "stride=[%s])",
-           src->expr,
-           t->device == KN_META ? "DispatchKeySet(Meta, BackendSelect, ADInplaceOrView, AutogradMeta)"
-                                : "DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, AutogradCPU)",
-           kn_dtype_name(t->dtype), t->requires_grad ? "True" : "False", sz, sd);
+  kn__tensor_guard_code(src->expr, t, g.dyn_size, g.dyn_stride, code, sizeof code);
   return add_guard(tr, &g, src, code);
 }
 
@@ -459,11 +466,16 @@ static kn_status walk_value(walk *w, kn__src *src, kn_value v, kn_value *fv, int
   return KN_OK;
 }
 
-static kn_tensor *subst(void *ud, const kn_module *m, const char *path) {
+/* kn_module_get while tracing: an argument module's stand-in, else the
+** tensor is lifted (lift.c). */
+static kn_status subst(void *ud, kn_module *m, const char *path, kn_tensor **out) {
   kn__trace *tr = ud;
   for (int i = 0; i < tr->nsubst; i++)
-    if (tr->subst[i].m == m && !strcmp(tr->subst[i].path, path)) return tr->subst[i].fake;
-  return NULL;
+    if (tr->subst[i].m == m && !strcmp(tr->subst[i].path, path)) {
+      *out = tr->subst[i].fake;
+      return KN_OK;
+    }
+  return kn__trace_module_subst(tr, m, path, out);
 }
 
 static void free_fargs(kn_value *v, int n) {
@@ -498,14 +510,24 @@ kn_status kn__trace_fakify(kn__trace *tr) {
     kn__src s = {.arg = i, .expr = expr};
     st = walk_value(&w, &s, tr->args[i], &tr->fargs[i], 0);
   }
+  /* declared globals: read through their pointers, inputs like arguments */
+  for (int i = 0; st == KN_OK && i < tr->f->nglobals; i++) {
+    const kn_compile_global *gl = &tr->f->globals[i];
+    char expr[256];
+    snprintf(expr, sizeof expr, "G['%s']", gl->name);
+    kn__src s = {.arg = KN__SRC_GLOBAL, .expr = expr, .gmod = gl->module, .gten = gl->tensor};
+    kn_value v = kn_vnone(), fv;
+    (void)kn__src_get(&s, NULL, 0, &v);
+    st = walk_value(&w, &s, v, &fv, 0);
+  }
   tr->root_first_node = calloc((size_t)(tr->nroot ? tr->nroot : 1), sizeof *tr->root_first_node);
   if (st == KN_OK && !tr->root_first_node) st = kn__oom();
-  if (tr->nsubst) kn__module_set_subst(subst, tr);
+  kn__module_set_subst(subst, tr);
   return st;
 }
 
 /* ---- guards after the trace ------------------------------------------------------------ */
-static char *comment_for(const kn__srcframe *fr) {
+char *kn__trace_guard_comment(const kn__srcframe *fr) {
   if (!fr || !fr->file) return NULL;
   const char *line = kn__srcloc_line(fr->file, fr->line);
   const char *p = line ? line : "";
@@ -546,7 +568,7 @@ kn_status kn__trace_finish_guards(kn__trace *tr) {
   if (tr->guards_done) goto shape;
   tr->guards_done = true;
   kn__srcframe deffr = {f->frame.name, f->frame.file, f->frame.line};
-  char *defc = comment_for(&deffr);
+  char *defc = kn__trace_guard_comment(&deffr);
   /* tensor guards: the line of the first op that used the input */
   for (int i = 0; i < gs->n; i++) {
     kn__guard *g = &gs->g[i];
@@ -557,7 +579,7 @@ kn_status kn__trace_finish_guards(kn__trace *tr) {
     if (first && first->nstack > 0) {
       const kn__gframe *gf = &first->stack[first->nstack - 1];
       kn__srcframe fr = {gf->func, gf->file, gf->line};
-      g->comment = comment_for(&fr);
+      g->comment = kn__trace_guard_comment(&fr);
     } else if (defc) {
       g->comment = strdup(defc);
     }

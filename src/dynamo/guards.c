@@ -81,7 +81,7 @@ static const char *key_set(kn_device d) {
 
 /* ---- the fast check ------------------------------------------------------------ */
 static inline bool get(const kn__guard *g, const kn_value *args, int nargs, kn_value *v) {
-  if (g->src.nidx == 0 && !g->src.modpath) {
+  if (g->src.nidx == 0 && !g->src.modpath && g->src.arg >= 0) {
     if (g->src.arg >= nargs) return false;
     *v = args[g->src.arg];
     return true;
@@ -223,6 +223,8 @@ static bool reason_of(kn__sb *sb, const kn__guard *g, const kn_value *args, int 
   kn_value v = kn_vnone();
   bool have = g->kind == KN__G_GRAD_MODE || get(g, args, nargs, &v);
   if (!have) {
+    if (g->kind == KN__G_MODULE_ID && g->src.omod && kn__module_freed(g->src.omod))
+      kn__sb_printf(sb, "%s was freed (kn_module_free): ", g->src.expr);
     with_comment(sb, g, g->code ? g->code : g->src.expr);
     *stop = true;
     return true;

@@ -52,6 +52,9 @@ void kn__entry_free(kn__entry *e) {
   kn__segment_free(e->root);
   for (int i = 0; i < e->nroot_inputs; i++) kn__src_fini(&e->root_src[i]);
   free(e->root_src);
+  for (int i = 0; i < e->ncap; i++) kn__src_fini(&e->cap_src[i]);
+  free(e->cap_src);
+  free(e->cap_slot);
   kn__shape_env_free(e->env);
   for (int i = 0; i < e->nbranch_envs; i++) kn__shape_env_free(e->branch_envs[i]);
   free(e->branch_envs);
@@ -225,9 +228,17 @@ kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int 
     vals[i] = v.u.t;
   }
   kn_status st = KN_OK;
-  kn__segment *s = e->root, *missed = NULL;
+  for (int i = 0; i < e->ncap; i++) { /* lifted inputs: read fresh (a reference each) */
+    kn_value v;
+    if (!kn__src_get(&e->cap_src[i], args, nargs, &v) || v.kind != KN_VTENSOR) {
+      st = kn__error(KN_EINTERNAL, "guarded input %s is missing", e->cap_src[i].expr);
+      break;
+    }
+    vals[e->cap_slot[i]] = kn_retain(v.u.t);
+  }
+  kn__segment *s = st == KN_OK ? e->root : NULL, *missed = NULL;
   double missed_ans = 0;
-  while (st == KN_OK) {
+  while (st == KN_OK && s) {
     st = run_segment(s, vals);
     if (st != KN_OK) break;
     if (s->brk == KN__BRK_NONE) {
@@ -327,6 +338,12 @@ static kn_status push_out(kn__tseg *s, int slot, kn__gref ref) {
 ** slot (an output of the segment). Real tensors become graph constants. */
 kn_status kn__trace_slot_of(kn__trace *tr, kn_tensor *t, int *slot) {
   kn__tbind *b = kn__tbind_of(tr, t);
+  kn_tensor *lifted = NULL;
+  if (!b) { /* a real tensor: lifted when it needs to be (lift.c) */
+    kn_status st = kn__trace_lift(tr, t, NULL, NULL, &lifted);
+    if (st != KN_OK) return st;
+    if (lifted) b = kn__tbind_of(tr, lifted);
+  }
   if (!b) {
     kn__gref r;
     kn_status st = kn__trace_value(tr, t, &r); /* a get_attr constant */

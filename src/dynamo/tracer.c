@@ -104,8 +104,10 @@ kn_status kn__trace_value(kn__trace *tr, kn_tensor *t, kn__gref *out) {
   if (b) {
     if (b->slot < 0)
       return kn__error(KN_EINTERNAL, "a value computed before a graph break was not carried over");
-    char src[64];
-    snprintf(src, sizeof src, "L['___stack%d']", s->nstack++);
+    char src[1200];
+    const char *lifted = kn__trace_lifted_source(tr, b->slot); /* read from its source */
+    if (lifted) snprintf(src, sizeof src, "%s", lifted);
+    else snprintf(src, sizeof src, "L['___stack%d']", s->nstack++);
     kn__vmeta vm;
     kn__vmeta_from_tensor(t, &vm);
     kn__gnode *ph = kn__graph_placeholder(s->g, src, &vm);
@@ -420,8 +422,7 @@ static kn_status record(kn__trace *tr, kn__call *c, kn__outs *out, const argscra
   return KN_OK;
 }
 
-static kn_status handle(kn__mode *self, kn__call *c, kn__outs *out) {
-  kn__trace *tr = self->state;
+static kn_status handle_call(kn__mode *self, kn__trace *tr, kn__call *c, kn__outs *out) {
   bool factory = (c->op->flags & KN_OPF_FACTORY) != 0;
   bool anyfake = false;
   for (int k = 0, n = kn__call_ninputs(c); k < n; k++) {
@@ -451,6 +452,17 @@ static kn_status handle(kn__mode *self, kn__call *c, kn__outs *out) {
     kn__outs_fini(out);
     note_error(tr, c, st);
   }
+  return st;
+}
+
+/* Real inputs that need it are lifted first (lift.c): an op on a parameter
+** reached through a pointer is recorded, not run once at trace time. */
+static kn_status handle(kn__mode *self, kn__call *c, kn__outs *out) {
+  kn__trace *tr = self->state;
+  kn_tensor **lists[KN__MAX_ARGS];
+  kn_status st = kn__trace_lift_call(tr, c, lists);
+  if (st == KN_OK) st = handle_call(self, tr, c, out);
+  for (int i = 0; i < KN__MAX_ARGS; i++) free(lists[i]);
   return st;
 }
 

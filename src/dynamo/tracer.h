@@ -45,6 +45,25 @@ typedef struct kn__subst {
   kn_tensor *fake;
 } kn__subst;
 
+/* A real tensor and the fake standing for it (arguments, lifted tensors). */
+typedef struct kn__known {
+  kn_tensor *real, *fake; /* borrowed: the trace holds both */
+} kn__known;
+
+/* A tensor lifted as a graph input (lift.c): its value-table slot and its
+** source (owned). fresh: lifted by a segment traced now, not a replay. */
+typedef struct kn__lifted {
+  int slot;
+  kn__src src;
+  bool fresh;
+} kn__lifted;
+
+/* A module captured through a pointer: the source it is named by. */
+typedef struct kn__capmod {
+  const kn_module *m;
+  char expr[40];
+} kn__capmod;
+
 struct kn__trace {
   kn__mode mode;
   kn_compiled *f;
@@ -53,6 +72,7 @@ struct kn__trace {
   kn_value *fargs;        /* the arguments with fakes (deep copy) */
   kn__shape_env *env;     /* owned until handed to the entry */
   bool export_mode;       /* kn_export: breaks are errors */
+  bool exporting;         /* KN__TRACE_EXPORT: nothing can be lifted */
   /* segments of this trace */
   kn__tseg *segs;
   int nseg, capseg;
@@ -71,6 +91,14 @@ struct kn__trace {
   int nfakes, capfakes;
   kn__subst *subst;
   int nsubst;
+  /* real tensors with a stand-in, lifted inputs, captured modules (lift.c) */
+  kn__known *known;
+  int nknown, capknown;
+  kn__lifted *lifted;
+  int nlifted, caplifted;
+  kn__capmod *capmods;
+  int ncapmods;
+  int ncaptensors;
   /* guards */
   kn__guards guards;
   int *root_first_line;   /* per root slot: node that first used it */
@@ -119,6 +147,49 @@ kn_status kn__trace_value(kn__trace *tr, kn_tensor *t, kn__gref *out);
 /* Fakification of the root inputs (fakify.c): fills tr->fargs, the root
 ** placeholders and slots, the input guards and the describe_* records. */
 kn_status kn__trace_fakify(kn__trace *tr);
+/* The fake for real tensor t at source src (fakify.c): same dtype and
+** geometry, symbolic sizes where dynamic (never for a parameter: param),
+** always a leaf. Owned, or NULL with the error set. */
+kn_tensor *kn__trace_make_fake(kn__trace *tr, kn_tensor *t, const char *src, int slot,
+                               bool param, uint32_t *dyn_size, uint32_t *dyn_stride);
+/* The TENSOR_MATCH guard's text: "check_tensor(<expr>, Tensor, ...)". */
+void kn__tensor_guard_code(const char *expr, const kn_tensor *t, uint32_t dyn_size,
+                           uint32_t dyn_stride, char *code, size_t n);
+/* A guard's comment for a user frame: "<line>  # file:line in fn". Owned,
+** NULL without a location. */
+char *kn__trace_guard_comment(const kn__srcframe *fr);
+
+/* ---- lifted inputs (lift.c) ----
+** A real tensor met while tracing that requires grad or belongs to a module
+** (a parameter or buffer), or that kn_module_get reached through a module
+** that is no argument, becomes a graph input read from its source on every
+** call, with guards on it (and on the module's identity). Other real
+** tensors stay constants. */
+/* fake stands for real in this trace. */
+kn_status kn__trace_know(kn__trace *tr, kn_tensor *real, kn_tensor *fake);
+/* Lift real tensor t; m and path: how kn_module_get reached it (NULL: met
+** as a value). *fake: its stand-in (borrowed), or NULL when t stays a
+** constant. An error stops the trace with a message naming t and the
+** user's line. */
+kn_status kn__trace_lift(kn__trace *tr, kn_tensor *t, kn_module *m, const char *path,
+                         kn_tensor **fake);
+/* Lift the real tensor inputs of an op call that need it, replacing them in
+** c by their stand-ins; a list argument is copied into lists[i] (the caller
+** frees each with free()). */
+kn_status kn__trace_lift_call(kn__trace *tr, kn__call *c, kn_tensor **lists[KN__MAX_ARGS]);
+/* kn_module_get(m, path) on a module that is no argument (fakify.c's
+** substitution hook falls back to it). */
+kn_status kn__trace_module_subst(kn__trace *tr, kn_module *m, const char *path,
+                                 kn_tensor **out);
+/* The source text of a lifted slot, or NULL. */
+const char *kn__trace_lifted_source(const kn__trace *tr, int slot);
+/* Did a segment traced now (not a replay) lift anything? */
+bool kn__trace_lifted_fresh(const kn__trace *tr);
+/* Move the freshly lifted inputs' slots and sources into entry e. */
+kn_status kn__trace_lifted_to_entry(kn__trace *tr, kn__entry *e);
+/* Free the trace's lifting state. */
+void kn__trace_lift_fini(kn__trace *tr);
+
 /* Guards that depend on the traced graph (first-use comments, shape env);
 ** called after the trace. */
 kn_status kn__trace_finish_guards(kn__trace *tr);

@@ -2,9 +2,17 @@
 ** dynamo/values.c: kiln values (tuples, release, clone), modules (named trees
 ** of parameters, buffers and submodules) and sources (paths from a call's
 ** arguments to one value, with PyTorch's source text: L['a'], L['ys'][0],
-** L['self']._modules['layers']._modules['0']._parameters['weight']).
+** L['self']._modules['layers']._modules['0']._parameters['weight']), also
+** rooted at a declared global (G['model']) or at an object a trace captured
+** (G['ud'], G['__module_0'], G['__tensor_0']: src/dynamo/lift.c).
+**
+** A module's struct outlives kn_module_free while a cache entry holds it
+** (a captured module): kn_module_free destroys its contents and marks it
+** freed, and the struct goes with the last reference, so a guard on it
+** reads "freed" instead of freed memory.
 */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +20,7 @@
 #include "core/error.h"
 #include "core/strdist.h"
 #include "dynamo/dynamo.h"
+#include "tensor/tensor.h"
 
 /* ---- tuples --------------------------------------------------------------- */
 static _Thread_local struct {
@@ -141,20 +150,39 @@ struct kn_module {
   mod_item *items;
   void *ext;                  /* layer data (src/nn), owned through free_ext */
   void (*free_ext)(void *ext);
+  atomic_int refs;            /* the owner's, plus one per source that captured it */
+  atomic_bool freed;          /* kn_module_free ran: no contents any more */
 };
 
-kn_module *kn_module_new(void) { return calloc(1, sizeof(kn_module)); }
+kn_module *kn_module_new(void) {
+  kn_module *m = calloc(1, sizeof(kn_module));
+  if (m) atomic_init(&m->refs, 1);
+  return m;
+}
+
+void kn__module_ref(kn_module *m) { atomic_fetch_add(&m->refs, 1); }
+
+void kn__module_unref(kn_module *m) {
+  if (m && atomic_fetch_sub(&m->refs, 1) == 1) free(m);
+}
+
+bool kn__module_freed(const kn_module *m) { return atomic_load(&m->freed); }
 
 void kn_module_free(kn_module *m) {
-  if (!m) return;
+  if (!m || atomic_load(&m->freed)) return;
   for (int i = 0; i < m->n; i++) {
     free(m->items[i].name);
     kn_release(m->items[i].t);
     kn_module_free(m->items[i].child);
   }
   free(m->items);
+  m->items = NULL;
+  m->n = m->cap = 0;
   if (m->free_ext) m->free_ext(m->ext);
-  free(m);
+  m->ext = NULL;
+  m->free_ext = NULL;
+  atomic_store(&m->freed, true);
+  kn__module_unref(m);
 }
 
 void kn__module_set_ext(kn_module *m, void *ext, void (*free_ext)(void *)) {
@@ -196,6 +224,7 @@ static kn_status mod_add(kn_module *m, const char *name, int kind, kn_tensor *t,
   char *nm = strdup(name);
   if (!nm) return kn__oom();
   m->items[m->n++] = (mod_item){nm, kind, t ? kn_retain(t) : NULL, c};
+  if (t) t->in_module = true;
   return KN_OK;
 }
 
@@ -217,16 +246,93 @@ void kn__module_set_subst(kn__module_subst_fn fn, void *ud) {
   subst_ud = ud;
 }
 
+/* m's entry named by the len bytes at name, or NULL. */
+static mod_item *find_item(const kn_module *m, const char *name, size_t len) {
+  for (int i = 0; m && i < m->n; i++)
+    if (strlen(m->items[i].name) == len && !strncmp(m->items[i].name, name, len))
+      return &m->items[i];
+  return NULL;
+}
+
 static kn_tensor *mod_lookup(kn_module *m, const char *path) {
   const char *dot = strchr(path, '.');
-  size_t len = dot ? (size_t)(dot - path) : strlen(path);
-  for (int i = 0; m && i < m->n; i++) {
-    mod_item *it = &m->items[i];
-    if (strlen(it->name) != len || strncmp(it->name, path, len)) continue;
-    if (dot) return it->kind == 2 ? mod_lookup(it->child, dot + 1) : NULL;
-    return it->kind < 2 ? it->t : NULL;
+  mod_item *it = find_item(m, path, dot ? (size_t)(dot - path) : strlen(path));
+  if (!it) return NULL;
+  if (dot) return it->kind == 2 ? mod_lookup(it->child, dot + 1) : NULL;
+  return it->kind < 2 ? it->t : NULL;
+}
+
+kn_tensor *kn__module_lookup(kn_module *m, const char *path) {
+  return m && path ? mod_lookup(m, path) : NULL;
+}
+
+kn_status kn__module_suffix(const kn_module *m, const char *path, char *buf, size_t n,
+                            bool *is_param) {
+  static const char *const kinds[] = {"_parameters", "_buffers", "_modules"};
+  size_t used = 0;
+  buf[0] = 0;
+  for (const char *p = path;;) {
+    const char *dot = strchr(p, '.');
+    size_t len = dot ? (size_t)(dot - p) : strlen(p);
+    const mod_item *it = find_item(m, p, len);
+    if (!it || (dot != NULL) != (it->kind == 2))
+      return kn__error(KN_EINVAL, "no tensor '%s' in the module", path);
+    int w = snprintf(buf + used, n - used, ".%s['%s']", kinds[it->kind], it->name);
+    if (w < 0 || used + (size_t)w >= n) return kn__error(KN_ERANGE, "module path too long: '%s'", path);
+    used += (size_t)w;
+    if (!dot) {
+      *is_param = it->kind == 0;
+      return KN_OK;
+    }
+    m = it->child;
+    p = dot + 1;
   }
-  return NULL;
+}
+
+/* The error of kn_module_child at the segment [seg, seg+len) of path, below
+** the module `at` (named by the path before seg, "" for the root). */
+static void child_error(const kn_module *at, const char *path, const char *seg, size_t len,
+                        const mod_item *it) {
+  char where[300] = "the module";
+  if (seg > path) snprintf(where, sizeof where, "'%.*s'", (int)(seg - path - 1), path);
+  if (it) {
+    kn__error(KN_EINVAL, "kn_module_child: '%s': '%.*s' is a %s of %s, not a child module", path,
+              (int)len, seg, it->kind == 0 ? "parameter" : "buffer", where);
+  } else {
+    char list[600] = "";
+    int nc = 0;
+    for (int i = 0; i < at->n; i++) {
+      if (at->items[i].kind != 2) continue;
+      size_t l = strlen(list);
+      if (nc++ < 8) snprintf(list + l, sizeof list - l, "%s'%s'", nc > 1 ? ", " : "", at->items[i].name);
+    }
+    kn__error(KN_EINVAL, "kn_module_child: '%s': no child '%.*s' in %s (%s%s%s)", path, (int)len,
+              seg, where, nc ? "its children: " : "it has no children", list,
+              nc > 8 ? ", ..." : "");
+  }
+  kn__error_null_result();
+}
+
+kn_module *kn_module_child(kn_module *m, const char *path) {
+  if (!m || !path || !*path) {
+    kn__error(KN_EINVAL, "kn_module_child: expected a module and a child's name or dotted path "
+              "(\"encoder.layers.0\"), found %s and %s%s%s", m ? "a module" : "NULL",
+              path ? "'" : "", path ? path : "NULL", path ? "'" : "");
+    kn__error_null_result();
+    return NULL;
+  }
+  for (const char *p = path;;) {
+    const char *dot = strchr(p, '.');
+    size_t len = dot ? (size_t)(dot - p) : strlen(p);
+    mod_item *it = len ? find_item(m, p, len) : NULL;
+    if (!it || it->kind != 2) {
+      child_error(m, path, p, len, it);
+      return NULL;
+    }
+    if (!dot) return it->child;
+    m = it->child;
+    p = dot + 1;
+  }
 }
 
 /* The 3 existing paths nearest to a missing one (edit distance). */
@@ -276,7 +382,11 @@ kn_tensor *kn_module_get(kn_module *m, const char *path) {
     return NULL;
   }
   if (subst_fn) {
-    kn_tensor *t = subst_fn(subst_ud, m, path);
+    kn_tensor *t = NULL;
+    if (subst_fn(subst_ud, m, path, &t) != KN_OK) {
+      kn__error_null_result();
+      return NULL;
+    }
     if (t) return t;
   }
   kn_tensor *t = mod_lookup(m, path);
@@ -318,9 +428,30 @@ kn_status kn__module_visit(kn_module *m, kn__module_visit_fn fn, void *ud) {
 }
 
 /* ---- sources ------------------------------------------------------------------- */
+/* The value a source starts from: an argument, a declared global or a
+** captured object; false when it is gone (a freed module). */
+static bool src_root(const kn__src *s, const kn_value *args, int nargs, kn_value *v) {
+  if (s->arg >= 0) {
+    if (s->arg >= nargs) return false;
+    *v = args[s->arg];
+  } else if (s->arg == KN__SRC_GLOBAL && s->gmod) {
+    *v = *s->gmod ? kn_vmodule(*s->gmod) : kn_vnone();
+  } else if (s->arg == KN__SRC_GLOBAL && s->gten) {
+    *v = *s->gten ? kn_vtensor(*s->gten) : kn_vnone();
+  } else if (s->arg == KN__SRC_OBJECT && s->omod) {
+    if (atomic_load(&s->omod->freed)) return false;
+    *v = kn_vmodule(s->omod);
+  } else if (s->arg == KN__SRC_OBJECT && s->otensor) {
+    *v = kn_vtensor(s->otensor);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 bool kn__src_get(const kn__src *s, const kn_value *args, int nargs, kn_value *out) {
-  if (s->arg < 0 || s->arg >= nargs) return false;
-  kn_value v = args[s->arg];
+  kn_value v;
+  if (!src_root(s, args, nargs, &v)) return false;
   for (int k = 0; k < s->nidx; k++) {
     if ((v.kind != KN_VLIST && v.kind != KN_VTUPLE) || s->idx[k] >= v.n) return false;
     v = v.u.items[s->idx[k]];
@@ -339,6 +470,8 @@ kn_status kn__src_copy(kn__src *dst, const kn__src *s) {
   *dst = *s;
   dst->expr = s->expr ? strdup(s->expr) : NULL;
   dst->modpath = s->modpath ? strdup(s->modpath) : NULL;
+  if (dst->omod) kn__module_ref(dst->omod);
+  kn_retain(dst->otensor);
   if ((s->expr && !dst->expr) || (s->modpath && !dst->modpath)) {
     kn__src_fini(dst);
     return kn__oom();
@@ -350,4 +483,8 @@ void kn__src_fini(kn__src *s) {
   free(s->expr);
   free(s->modpath);
   s->expr = s->modpath = NULL;
+  kn__module_unref(s->omod);
+  kn_release(s->otensor);
+  s->omod = NULL;
+  s->otensor = NULL;
 }

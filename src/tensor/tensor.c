@@ -513,6 +513,7 @@ void kn_set_grad(kn_tensor *t, kn_tensor *grad) {
   kn_retain(grad);
   kn_release(t->grad);
   t->grad = grad;
+  if (grad) grad->is_grad = true;
 }
 
 kn_status kn_set_requires_grad(kn_tensor *t, bool requires_grad) {

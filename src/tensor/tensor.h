@@ -41,6 +41,10 @@ struct kn_tensor {
   kn_dtype dtype;
   kn_device device;         /* the device the tensor reports */
   bool is_fake;             /* tracing stand-in: reports CPU, holds no data */
+  bool in_module;           /* added to a kn_module as a parameter or buffer
+                               (never cleared): tracing lifts it as an input */
+  bool is_grad;             /* set as a tensor's .grad (kn_set_grad): tracing
+                               refuses to make it a constant */
   int ndim;
   int64_t sizes[KN_MAX_DIMS];
   int64_t strides[KN_MAX_DIMS]; /* in elements */

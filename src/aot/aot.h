@@ -157,6 +157,9 @@ typedef struct kn__aot_out_info {
   int base;                /* input index, user output index or forward output index */
   kn__aot_geom view;       /* ALIAS_OF_*: the view on the base */
   kn__aot_geom base_geom;  /* ALIAS_OF_OUTPUT: the base's geometry the view assumes */
+  signed char grad_mode;   /* ALIAS_OF_*: the grad mode the view is regenerated in, as its
+                           ** view ops ran: 0 off (one of them ran without grad), 1 on,
+                           ** -1 the caller's */
 } kn__aot_out_info;
 
 /* One write-back: the new value (a forward output) copied into an input or
@@ -165,6 +168,8 @@ typedef struct kn__aot_mutation {
   int input;          /* placeholder index, or -1 for a constant */
   kn_tensor *konst;   /* the captured constant (retained) when input < 0 */
   bool with_grad;     /* some mutation ran with grad mode on: copy under the caller's mode */
+  bool grad_forced;   /* ... in a node traced with grad on (kn_set_grad_enabled inside the
+                      ** function): copy with grad whatever the caller's mode */
 } kn__aot_mutation;
 
 typedef struct kn__aot_input_info {

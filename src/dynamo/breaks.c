@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "dynamo/tracer.h"
+#include "kiln/autograd.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
 #include "trace/events.h"
@@ -800,6 +801,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
     return kn__oom();
   }
   kn__shape_env *prev_env = kn__shape_env_set_current(tr->env);
+  bool caller_grad = kn_is_grad_enabled();
   kn_status st = kn__tseg_start(tr, &f->frame);
   bool started = st == KN_OK;
   if (st == KN_OK) st = kn__trace_fakify(tr);
@@ -883,9 +885,10 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   } else if (!into && tr->root_seg) {
     kn__segment_free(tr->root_seg);
   }
-  if (st != KN_OK) {
+  if (st != KN_OK) { /* the call did not happen: the caller's grad mode stays */
     kn_value_release(*result);
     *result = kn_vnone();
+    kn_set_grad_enabled(caller_grad);
   }
   trace_free(tr);
   return st;

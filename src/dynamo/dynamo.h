@@ -201,6 +201,10 @@ struct kn__segment {
   int *in_slot;           /* value-table index of each input */
   int *out_slot;          /* value-table index of each output */
   kn_compile_id cid;
+  /* the grad mode the segment starts in (its graph runs and was compiled in
+  ** it; nodes keep their own) and the one the C code had when it ended:
+  ** set after the segment runs, so a break's action and the caller see it */
+  bool grad_in, grad_out;
   /* what ends the segment */
   kn__brk brk;
   int brk_slot;           /* value-table index of the queried value */

@@ -28,6 +28,7 @@ typedef struct kn__tseg {
   kn__graph *g;           /* owned until handed to a segment */
   kn__fc fc;              /* its frame compile */
   bool quiet;             /* replaying a known segment */
+  bool grad_in;           /* the grad mode when it started */
   kn__segment *known;     /* quiet: the existing segment */
   int nstack;             /* ___stackN counter */
   struct { kn_tensor *real; kn__gnode *node; } consts[16];

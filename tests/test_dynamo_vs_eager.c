@@ -5,8 +5,9 @@
 ** and the grad mode the call leaves behind, on the first call (traced) and
 ** on cache hits. Cases: the grad mode turned off inside and not restored
 ** (the seed test_aot_autograd.py's test_aot_grad_mode_mutation), turned on
-** inside a call made with it off, also across a graph break; views and
-** in-place updates made in a mode of their own.
+** inside a call made with it off, and a captured constant tensor returned
+** (also after serving as a backward's grad_outputs, and a captured one that
+** requires grad: a global parameter, whose gradient must reach its .grad).
 */
 /* Keep the frames of functions that end in a tail call to a kiln op (exact
 ** source lines, docs/DYNAMO.md). */
@@ -321,4 +322,101 @@ Test(vs_eager, view_made_without_grad_in_a_grad_call) { check_pair(view_no_grad_
 
 Test(vs_eager, input_updated_with_grad_in_a_no_grad_call) {
   check_pair(update_with_grad_body, false);
+}
+
+/* ---- a captured constant returned ------------------------------------------------------- */
+
+static kn_tensor *konst; /* created outside the compiled function */
+
+static void const_out_body(kn_tensor *x, kn_tensor **y) { *y = kn_mul(x, kn_exp(x)); }
+
+static kn_value const_out_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  kn_tensor *y;
+  const_out_body(args[0].u.t, &y);
+  kn_value items[2] = {kn_vtensor(y), kn_vtensor(konst)};
+  return kn_tuple(2, items);
+}
+
+/* The constant as a backward's grad_outputs inside (the gradient reaches
+** the leaf's .grad, read after the call), then returned. */
+static void const_grad_body(kn_tensor *x, kn_tensor **y) {
+  *y = kn_mul(x, x);
+  kn_backward(*y, konst);
+}
+
+static kn_value const_grad_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  kn_tensor *y;
+  const_grad_body(args[0].u.t, &y);
+  kn_value items[2] = {kn_vtensor(y), kn_vtensor(konst)};
+  return kn_tuple(2, items);
+}
+
+/* A global parameter: read and returned (its gradient accumulates in its
+** .grad; returned, it is the leaf itself, without a grad_fn). */
+static void param_body(kn_tensor *x, kn_tensor **y) { *y = kn_sum(kn_mul(kn_sin(x), konst)); }
+
+static kn_value param_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  kn_tensor *y;
+  param_body(args[0].u.t, &y);
+  kn_value items[2] = {kn_vtensor(y), kn_vtensor(konst)};
+  return kn_tuple(2, items);
+}
+
+/* The constant (requiring grad when `param`) is created outside; fn
+** returns (body's y, the constant). */
+static void check_const_case(kn_fn fn, const char *name, void (*body)(kn_tensor *, kn_tensor **),
+                             bool backward_inside, bool param) {
+  kn_scope_begin();
+  bool scalar = fn == param_fn;
+  kn_tensor *g = scalar ? NULL : kn_from_floats((float[]){1, -1, 2}, KN_SHAPE(3));
+  konst = kn_from_floats((float[]){0.25f, 4, -3}, KN_SHAPE(3));
+  if (param) kn_set_requires_grad(konst, true);
+  kn_tensor *leaf_e, *ye;
+  body(seed_input(&leaf_e), &ye);
+  const char *ye_fn = kn_grad_fn_name(ye);
+  if (!backward_inside) cr_assert_eq(kn_backward(ye, g), KN_OK, "%s", kn_last_error());
+  kn_tensor *kgrad_e = param && kn_grad(konst) ? kn_clone(kn_grad(konst)) : NULL; /* kept: reset below */
+  cr_assert(!param || kgrad_e, "eagerly the parameter gets a gradient");
+  for (int b = 0; b < NBACKENDS; b++) {
+    kn_compile_counter cc;
+    kn_compiled *f = compile_on(fn, name, &cc, backends[b]);
+    cr_assert(f, "%s", kn_last_error());
+    for (int call = 0; call < NCALLS; call++) {
+      kn_tensor *leaf;
+      kn_value a = kn_vtensor(seed_input(&leaf)), out;
+      kn_set_grad(konst, NULL);
+      cr_assert_eq(kn_call(f, &a, 1, &out), KN_OK, "%s: %s", backends[b], kn_last_error());
+      cr_expect(kn_is_grad_enabled(), "%s: grad mode is on after the call, as eagerly", backends[b]);
+      cr_assert_eq(out.kind, KN_VTUPLE);
+      expect_close(out.u.items[0].u.t, ye, "y", backends[b]);
+      /* eagerly the caller gets the constant itself */
+      cr_expect_eq(out.u.items[1].u.t, konst, "%s: the constant itself is returned", backends[b]);
+      expect_close(out.u.items[1].u.t, konst, "constant", backends[b]);
+      expect_grad_fn(out.u.items[0].u.t, ye_fn, backends[b], "y");
+      expect_grad_fn(out.u.items[1].u.t, kn_grad_fn_name(konst), backends[b], "constant");
+      if (!backward_inside)
+        cr_assert_eq(kn_backward(out.u.items[0].u.t, g), KN_OK, "%s: %s", backends[b],
+                     kn_last_error());
+      expect_close(kn_grad(leaf), kn_grad(leaf_e), "gradient", backends[b]);
+      if (param) expect_close(kn_grad(konst), kgrad_e, "the parameter's gradient", backends[b]);
+      kn_value_release(out);
+    }
+    kn_compiled_free(f);
+  }
+  kn_scope_end();
+}
+
+Test(vs_eager, captured_constant_returned) {
+  check_const_case(const_out_fn, "const_out_fn", const_out_body, false, false);
+}
+
+Test(vs_eager, captured_constant_as_grad_outputs_then_returned) {
+  check_const_case(const_grad_fn, "const_grad_fn", const_grad_body, true, false);
+}
+
+Test(vs_eager, captured_parameter_used_and_returned) {
+  check_const_case(param_fn, "param_fn", param_body, false, true);
 }

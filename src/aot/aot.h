@@ -122,6 +122,14 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *examples, int n
 bool kn__aot_creates_params(const kn__graph *g);
 kn_status kn__aot_compile_new_params(kn_graph_module *gm, kn_tensor *const *examples, int n,
                                      const kn__aot_config *cfg, kn_compiled_graph *out);
+/* Captured constants that require grad (params.c): does g read one (a
+** get_attr)? Then kn__aot_compile hands it to kn__aot_compile_grad_consts:
+** each becomes a placeholder after the inputs, and every call passes the
+** tensor itself (its gradient accumulates in its .grad; returned, it is the
+** caller's tensor). */
+bool kn__aot_captures_grad_consts(const kn__graph *g);
+kn_status kn__aot_compile_grad_consts(kn_graph_module *gm, kn_tensor *const *examples, int n,
+                                      const kn__aot_config *cfg, kn_compiled_graph *out);
 /* kn_backend_fn shape of kn__aot_compile with ud = NULL: interpreter for both. */
 kn_status kn__aot_eager_compile(kn_graph_module *gm, kn_tensor *const *examples, int n, void *ud,
                                 kn_compiled_graph *out);

@@ -394,6 +394,7 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
   if (n != kn__graph_num_inputs(g))
     return kn__error(KN_EINVAL, "aot: expected %d example inputs, got %d", kn__graph_num_inputs(g), n);
   if (kn__aot_creates_params(g)) return kn__aot_compile_new_params(gm, ex, n, cfg, out);
+  if (kn__aot_captures_grad_consts(g)) return kn__aot_compile_grad_consts(gm, ex, n, cfg, out);
   aot_fn *f = calloc(1, sizeof *f);
   bool *rg = calloc((size_t)n + 1, sizeof *rg);
   if (!f || !rg) return free(f), free(rg), kn__oom();

@@ -9,6 +9,8 @@
 **   fakify.c    fake inputs, their guards, describe_* / create_symbol records
 **   segments.c  graph segments: finish/compile/run, replaying an entry
 **   breaks.c    one trace from start to end, and its graph breaks
+**   eager_rest.c past the cache limit: the rest of a call run eagerly from
+**               the break that answered differently
 **   frame.c     per-frame compile records (dynamo_start ... compilation_metrics)
 **   compile.c   kn_compile, kn_call, the cache, recompiles, limits, kn_reset
 **   backends.c  the function's backend (registry: graph/backend.c), the compile counter
@@ -351,10 +353,11 @@ typedef struct kn__recompile_note {
 ** is what the cached run that missed the branch left (kn__entry_run): the
 ** values of the segments it ran, and the break that answered differently,
 ** where the replay leaves the known tree. With
-** KN__TRACE_NO_CACHE the new segments run and are dropped: `into` is left
-** as it was (the cache limit was reached; effects still happen once).
-** `note` (may be NULL) says why this is a recompile. */
-#define KN__TRACE_NO_CACHE 1 /* extend `into` for this call only (cache limit) */
+** KN__TRACE_EAGER_REST (the cache limit was reached) nothing is traced or
+** compiled there: the rest of the function runs eagerly on the real values
+** and `into` is left as it was (the known segments' effects happened once,
+** in the cached run). `note` (may be NULL) says why this is a recompile. */
+#define KN__TRACE_EAGER_REST 1 /* finish this call eagerly from the missed break */
 typedef struct kn__branch_miss kn__branch_miss;
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
                          kn__branch_miss *miss, int flags, const kn__recompile_note *note,

@@ -422,6 +422,7 @@ static kn_status record(kn__trace *tr, kn__call *c, kn__outs *out, const argscra
 
 static kn_status handle(kn__mode *self, kn__call *c, kn__outs *out) {
   kn__trace *tr = self->state;
+  if (tr->eager) return kn__trace_eager_call(tr, self, c, out); /* past the cache limit */
   bool factory = (c->op->flags & KN_OPF_FACTORY) != 0;
   bool anyfake = false;
   for (int k = 0, n = kn__call_ninputs(c); k < n; k++) {

@@ -397,13 +397,13 @@ static kn_status eager_break(kn__trace *tr, brkreq *rq, double *ans) {
     return KN_OK;
   }
   case KN__BRK_PRINT: return kn_print_tensor(r, NULL);
-  case KN__BRK_AUTOGRAD: return kn__trace_eager_autograd(tr, rq->agc);
   case KN__BRK_REQUIRES_GRAD: {
     kn_status st = kn_set_requires_grad(r, rq->flag);
     if (st == KN_OK) rq->t->requires_grad = rq->flag;
     return st;
   }
-  default: return KN_OK; /* kn_graph_break(); data-dependent ops run as ops */
+  default: return KN_OK; /* kn_graph_break(); data-dependent ops and autograd calls never
+                          ** get here (kn__trace_eager_call, hook_autograd) */
   }
 }
 
@@ -640,6 +640,7 @@ static kn_status hook_autograd(const kn__autograd_call *c) {
   if (!tr) return KN__FAKE_PASS;
   const char *api = c->m ? "kn_autograd_grad" : "kn_backward";
   if (tr->stop) return stopped(api);
+  if (tr->eager) return kn__trace_eager_autograd(tr, c); /* past the cache limit */
   if (c->n > KN__AG_MAX || c->m > KN__AG_MAX)
     return hook_refuse(c->outputs[0], c->n > KN__AG_MAX ? "kn_autograd_grad with more than 8 outputs"
                                                         : "kn_autograd_grad with more than 8 inputs");

@@ -651,8 +651,8 @@ static void skip_from_now(kn_compiled *f) {
 
 /* A break of the entry found answered differently: add a branch to it (a
 ** recompile, logged with its reason), or at the cache limit finish the call
-** uncached. The known segments already ran, so the call is never re-run
-** from the start. */
+** eagerly from that break. The known segments already ran, so the call is
+** never re-run from the start. */
 static kn_status new_branch(kn_compiled *f, const kn_value *args, int nargs, lookup *lk,
                             kn_value *out, bool *eager) {
   kn__branch_miss *bm = &lk->bm;

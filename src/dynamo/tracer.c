@@ -474,7 +474,7 @@ bool kn__trace_capture_requires_grad(kn__trace *tr, kn_tensor *t) {
 /* ---- naming ---------------------------------------------------------------------------- */
 kn_tensor *kn_name(kn_tensor *t, const char *name) {
   kn__trace *tr = cur;
-  if (!tr || !t || !name) return t;
+  if (!tr || tr->eager || !t || !name) return t; /* eager: no graph to name in */
   kn__tbind *b = kn__tbind_of(tr, t);
   if (b && b->seg == tr->nseg - 1 && b->node->op == KN__GN_CALL && b->node->nout == 1)
     (void)kn__graph_node_set_name_hint(b->node, name);

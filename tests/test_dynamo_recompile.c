@@ -7,10 +7,12 @@
 ** traced ops have their exact source lines (see docs/DYNAMO.md). */
 #pragma GCC optimize("no-optimize-sibling-calls")
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dynamo/dynamo.h"
 #include "kiln/autograd.h"
 #include "kiln/compile.h"
 #include "kiln/graph.h"
@@ -18,6 +20,7 @@
 #include "kiln/log.h"
 #include "support/dynamo_util.h"
 #include "support/log_capture.h"
+#include "support/trace_util.h"
 #include "tensor/tensor.h"
 
 TestSuite(recompile, .init = kn_test_dynamo_setup, .fini = kn_test_dynamo_teardown);
@@ -216,6 +219,211 @@ Test(recompile, loop_torture) {
   cr_expect_eq(cc.frame_count, 1);
   cr_expect_eq(kn_test_count_name(&r, "convert_frame"), 1);
   kn_test_records_free(&r);
+  kn_compiled_free(f);
+}
+
+/* The same with the loop count a 0-dim tensor read by kn_item: the answer of
+** the graph break changes on every call. The first call compiles the frame
+** after the break (the one before it has no ops); past cache_size_limit 1
+** every other call runs eagerly from the break on: no new trace, no compile
+** (inductor's C compiler never runs again), one warning. */
+static kn_value loop_torture_item(const kn_value *args, int n, void *ud) {
+  (void)n, (void)ud;
+  kn_tensor *input = args[0].u.t, *out = input;
+  int64_t iters = (int64_t)kn_item(args[1].u.t);
+  for (int64_t i = 0; i < iters; i++) out = kn_add(out, input);
+  return kn_vtensor(out);
+}
+
+static char *limit_warning_text(kn_compiled *f, const char *reason) {
+  char *s = NULL;
+  cr_assert(asprintf(&s, "kiln.dynamo hit config.cache_size_limit (1)\n"
+                         "   function: '%s' (%s:%d)\n"
+                         "   last reason: %s\n"
+                         "To log all recompilation reasons, use KILN_LOGS=\"recompiles\".\n"
+                         "Already compiled versions stay in use; new inputs run eagerly (raise "
+                         "kn_compile_options.cache_size_limit to compile more).\n"
+                         "To diagnose recompilation issues, see docs/DYNAMO.md, \"Cache, "
+                         "recompiles and the limit\".",
+                    f->frame.name, f->frame.file, f->frame.line, reason) > 0);
+  return s;
+}
+
+/* The single WARNING record of r: the cache-limit warning, exactly. */
+static void expect_one_limit_warning(const kn_test_records *r, const char *want) {
+  size_t warnings = 0;
+  for (size_t i = 0; i < r->n; i++)
+    if (r->v[i].level >= KN_WARNING) {
+      warnings++;
+      cr_expect_str_eq(r->v[i].message, want);
+      /* logged inside the compile that would have happened (spec 7) */
+      cr_expect_str_eq(r->v[i].compile_id ? r->v[i].compile_id : "", "0/1");
+    }
+  cr_expect_eq(warnings, 1);
+}
+
+Test(recompile, loop_torture_item_runs_eagerly_past_the_limit) {
+  char *dir = kn_test_trace_start();
+  kn_compile_counter cc = {.inner = "inductor"};
+  kn_compile_options o = {.cache_size_limit = 1, .backend_fn = kn_compile_counter_backend,
+                          .backend_ud = &cc};
+  kn_compiled *f = kn_compile_fn(loop_torture_item, NULL, 2, "loop_torture_item", __FILE__,
+                                 __LINE__, &o);
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
+  kn_scope_begin();
+  for (int i = 0; i < 10; i++) {
+    kn_value out;
+    kn_tensor *x = kn_randn(KN_SHAPE(3), NULL, KN_FLOAT32);
+    kn_tensor *iters = kn_scalar_tensor(kn_int(3 + i * 7), KN_INT64);
+    cr_assert_eq(kn_call(f, (kn_value[]){kn_vtensor(x), kn_vtensor(iters)}, 2, &out), KN_OK,
+                 "call %d: %s", i, kn_last_error());
+    for (int64_t k = 0; k < 3; k++) /* (iters + 1) * x, added up as eagerly */
+      cr_expect_float_eq(kn_get(out.u.t, &k), (4 + i * 7) * kn_get(x, &k), 1e-4, "call %d", i);
+    kn_value_release(out);
+  }
+  kn_scope_end();
+  kn_test_capture_end(&r);
+  cr_expect_eq(cc.frame_count, 1, "compiles: %d (the seed: 1 frame)", cc.frame_count);
+  char *want = limit_warning_text(f, "0/0: a graph break answered differently (new branch): "
+                                     "kn_item() at the end of 0/0 gave 10, recorded: 3");
+  expect_one_limit_warning(&r, want);
+  /* one trace: the first call's two frames, nothing after */
+  char *text = kn_test_trace_text();
+  int starts = kn_test_count_sub(text, "\"dynamo_start\"");
+  cr_expect_eq(starts, 2, "%d frame compiles started (the first call's 2 expected)", starts);
+  free(text);
+  free(want);
+  kn_test_records_free(&r);
+  kn_compiled_free(f);
+  kn_trace_disable();
+  kn_test_rmdir(dir);
+}
+
+/* Past the limit, what the segments before the break did happens once per
+** call (an input updated in place); the rest runs eagerly on their real
+** values: its ops, kn_autograd_grad with respect to the input (a value from
+** before the break) and a backward through values from both sides of the
+** break (gradients as eagerly), a value from before the break returned. */
+static kn_value update_then_loop(const kn_value *args, int n, void *ud) {
+  (void)n, (void)ud;
+  kn_tensor *x = args[0].u.t, *dx = NULL;
+  kn_add_scalar_(args[2].u.t, kn_int(1));
+  kn_tensor *y = kn_mul_scalar(x, kn_float(2));
+  int64_t iters = (int64_t)kn_item(args[1].u.t);
+  kn_tensor *out = kn_sum(y);
+  for (int64_t i = 0; i < iters; i++) out = kn_add(out, kn_sum(kn_sin(x)));
+  kn_autograd_grad(&out, 1, &x, 1, NULL, true, false, false, &dx);
+  kn_backward(out, NULL);
+  kn_value items[3] = {kn_vtensor(y), kn_vtensor(out), kn_vtensor(dx)};
+  return kn_tuple(3, items);
+}
+
+Test(recompile, effects_once_and_eager_rest_past_the_limit) {
+  char *dir = kn_test_trace_start();
+  kn_compile_counter cc = {.inner = "aot_eager"};
+  kn_compile_options o = {.cache_size_limit = 1, .backend_fn = kn_compile_counter_backend,
+                          .backend_ud = &cc};
+  kn_compiled *f = kn_compile_fn(update_then_loop, NULL, 3, "update_then_loop", __FILE__,
+                                 __LINE__, &o);
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
+  kn_scope_begin();
+  kn_tensor *acc = kn_zeros(KN_SHAPE(3), KN_FLOAT32);
+  for (int i = 0; i < 6; i++) {
+    int iters = 1 + i * 2;
+    kn_tensor *x = kn_randn(KN_SHAPE(3), NULL, KN_FLOAT32);
+    kn_set_requires_grad(x, true);
+    kn_value out;
+    kn_value a[3] = {kn_vtensor(x), kn_vtensor(kn_scalar_tensor(kn_int(iters), KN_INT64)),
+                     kn_vtensor(acc)};
+    cr_assert_eq(kn_call(f, a, 3, &out), KN_OK, "call %d: %s", i, kn_last_error());
+    cr_assert_eq(out.kind, KN_VTUPLE);
+    double sum = 0;
+    for (int64_t k = 0; k < 3; k++) {
+      double xv = kn_get(x, &k);
+      sum += 2 * xv + iters * sin(xv);
+      cr_expect_float_eq(kn_get(acc, &k), i + 1, 1e-6, "call %d: acc updated once", i);
+      cr_expect_float_eq(kn_get(out.u.items[0].u.t, &k), 2 * xv, 1e-5, "call %d: y", i);
+      cr_expect_float_eq(kn_get(out.u.items[2].u.t, &k), 2 + iters * cos(xv), 1e-4,
+                         "call %d: kn_autograd_grad", i);
+      cr_expect_float_eq(kn_get(kn_grad(x), &k), 2 + iters * cos(xv), 1e-4, "call %d: grad", i);
+    }
+    cr_expect_float_eq(kn_item(out.u.items[1].u.t), sum, 1e-4, "call %d: out", i);
+    kn_value_release(out);
+  }
+  kn_scope_end();
+  kn_test_capture_end(&r);
+  /* the first call: the segment before the kn_item break and the one up to
+  ** kn_autograd_grad (the two after it, up to the backward and to the
+  ** return, have no ops); nothing after */
+  cr_expect_eq(cc.frame_count, 2, "compiles: %d", cc.frame_count);
+  char *want = limit_warning_text(f, "0/0: a graph break answered differently (new branch): "
+                                     "kn_item() at the end of 0/0 gave 3, recorded: 1");
+  expect_one_limit_warning(&r, want);
+  char *text = kn_test_trace_text();
+  int starts = kn_test_count_sub(text, "\"dynamo_start\"");
+  cr_expect_eq(starts, 4, "%d frame compiles started (the first call's 4 expected)", starts);
+  free(text);
+  free(want);
+  kn_test_records_free(&r);
+  kn_compiled_free(f);
+  kn_trace_disable();
+  kn_test_rmdir(dir);
+}
+
+/* Past the limit, what the rest of the function asks of values from before
+** the break is answered from their real values: ops with tensor lists, a
+** second data-dependent condition, a data-dependent op, kn_host_read. The
+** call leaves the known segments at the first break or (the first answer
+** as recorded) at the second. */
+static void note_value(double v, void *ud) { *(double *)ud += v; }
+
+static kn_value many_breaks(const kn_value *args, int n, void *ud) {
+  (void)n;
+  kn_tensor *x = args[0].u.t, *y = kn_mul_scalar(x, kn_float(2));
+  double k = kn_item(args[1].u.t);
+  kn_tensor *z = kn_cat((kn_tensor *[]){y, x}, 2, 0);
+  if (kn_is_true(kn_gt_scalar(kn_sum(y), kn_int(0)))) z = kn_add_scalar(z, kn_int(1));
+  kn_tensor *nz = kn_nonzero(kn_gt_scalar(z, kn_float(0.5)));
+  kn_host_read(args[1].u.t, note_value, ud);
+  kn_value items[3] = {kn_vtensor(kn_mul_scalar(z, kn_float(k))), kn_vtensor(nz), kn_vtensor(y)};
+  return kn_tuple(3, items);
+}
+
+static void expect_same(kn_tensor *got, kn_tensor *want, int call, const char *what) {
+  cr_assert(got && want, "call %d: %s missing: %s", call, what, kn_last_error());
+  cr_assert_eq(kn_numel(got), kn_numel(want), "call %d: %s numel", call, what);
+  if (kn_numel(want) == 0) return;
+  double d = 1;
+  kn_tensor *diff = kn_sub(kn_to(got, KN_FLOAT64), kn_to(want, KN_FLOAT64));
+  cr_assert_eq(kn_item_double(kn_amax(kn_abs(diff), NULL, 0, false), &d), KN_OK);
+  cr_expect_leq(d, 1e-5, "call %d: %s differs by %g", call, what, d);
+}
+
+Test(recompile, later_breaks_run_eagerly_past_the_limit) {
+  double seen_e = 0, seen_c = 0;
+  kn_compile_counter cc = {0};
+  kn_compile_options o = {.cache_size_limit = 1, .backend_fn = kn_compile_counter_backend,
+                          .backend_ud = &cc};
+  kn_compiled *f = kn_compile_fn(many_breaks, &seen_c, 2, "many_breaks", __FILE__, __LINE__, &o);
+  kn_scope_begin();
+  for (int i = 0; i < 6; i++) {
+    /* odd calls: the first answer as recorded, the second differs (x < 0) */
+    kn_tensor *x = kn_abs(kn_randn(KN_SHAPE(4), NULL, KN_FLOAT32));
+    if (i % 2) x = kn_neg(x);
+    int k = i % 2 ? 1 : i + 1;
+    kn_value a[2] = {kn_vtensor(x), kn_vtensor(kn_scalar_tensor(kn_int(k), KN_INT64))}, got;
+    kn_value want = many_breaks(a, 2, &seen_e);
+    cr_assert_eq(kn_call(f, a, 2, &got), KN_OK, "call %d: %s", i, kn_last_error());
+    for (int j = 0; j < 3; j++) expect_same(got.u.items[j].u.t, want.u.items[j].u.t, i, "output");
+    cr_expect_eq(seen_c, seen_e, "call %d: the host callback saw %g, eagerly %g", i, seen_c, seen_e);
+    kn_value_release(got);
+  }
+  kn_scope_end();
+  /* the first call's four segments with ops; the later ones added nothing */
+  cr_expect_eq(cc.frame_count, 4, "compiles: %d", cc.frame_count);
+  cr_expect_eq(f->nentries, 1);
   kn_compiled_free(f);
 }
 

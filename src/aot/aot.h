@@ -122,6 +122,14 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *examples, int n
 bool kn__aot_creates_params(const kn__graph *g);
 kn_status kn__aot_compile_new_params(kn_graph_module *gm, kn_tensor *const *examples, int n,
                                      const kn__aot_config *cfg, kn_compiled_graph *out);
+/* Captured constants that require grad (params.c): does g read one (a
+** get_attr)? Then kn__aot_compile hands it to kn__aot_compile_grad_consts:
+** each becomes a placeholder after the inputs, and every call passes the
+** tensor itself (its gradient accumulates in its .grad; returned, it is the
+** caller's tensor). */
+bool kn__aot_captures_grad_consts(const kn__graph *g);
+kn_status kn__aot_compile_grad_consts(kn_graph_module *gm, kn_tensor *const *examples, int n,
+                                      const kn__aot_config *cfg, kn_compiled_graph *out);
 /* kn_backend_fn shape of kn__aot_compile with ud = NULL: interpreter for both. */
 kn_status kn__aot_eager_compile(kn_graph_module *gm, kn_tensor *const *examples, int n, void *ud,
                                 kn_compiled_graph *out);
@@ -157,6 +165,9 @@ typedef struct kn__aot_out_info {
   int base;                /* input index, user output index or forward output index */
   kn__aot_geom view;       /* ALIAS_OF_*: the view on the base */
   kn__aot_geom base_geom;  /* ALIAS_OF_OUTPUT: the base's geometry the view assumes */
+  signed char grad_mode;   /* ALIAS_OF_*: the grad mode the view is regenerated in, as its
+                           ** view ops ran: 0 off (one of them ran without grad), 1 on,
+                           ** -1 the caller's */
 } kn__aot_out_info;
 
 /* One write-back: the new value (a forward output) copied into an input or
@@ -165,6 +176,8 @@ typedef struct kn__aot_mutation {
   int input;          /* placeholder index, or -1 for a constant */
   kn_tensor *konst;   /* the captured constant (retained) when input < 0 */
   bool with_grad;     /* some mutation ran with grad mode on: copy under the caller's mode */
+  bool grad_forced;   /* ... in a node traced with grad on (kn_set_grad_enabled inside the
+                      ** function): copy with grad whatever the caller's mode */
 } kn__aot_mutation;
 
 typedef struct kn__aot_input_info {

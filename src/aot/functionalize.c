@@ -37,7 +37,7 @@ typedef struct frec {
   int version;              /* base: bumped by each mutation */
   int input;                /* base: placeholder index or -1 */
   kn_tensor *konst;         /* base: captured constant (borrowed from g) */
-  bool mutated, mut_grad;
+  bool mutated, mut_grad, mut_forced;
 } frec;
 
 typedef struct fz {
@@ -492,6 +492,7 @@ static kn_status write(fz *z, int i, kn__gref v) {
   fb->version++;
   fb->mutated = true;
   fb->mut_grad |= z->cur->grad_mode != 0;
+  fb->mut_forced |= z->cur->grad_mode == 1;
   z->r[i].val = v;
   z->r[i].ver = fb->version;
   return KN_OK;
@@ -613,6 +614,17 @@ static int user_output_of(const outs *o, int nuser, int rec, int before) {
   return -1;
 }
 
+/* The grad mode a view's chain of view ops ran in (kn__aot_out_info). */
+static signed char chain_grad_mode(const fz *z, int rec) {
+  signed char mode = 1;
+  for (int k = rec; z->r[k].parent >= 0; k = z->r[k].parent) {
+    signed char m = z->r[k].vnode->grad_mode;
+    if (m == 0) return 0;
+    if (m < 0) mode = -1;
+  }
+  return mode;
+}
+
 /* Classify user output j (PyTorch's OutputType). */
 static void classify(fz *z, outs *o, kn__aot_plan *p, int j) {
   kn__aot_out_info *oi = &p->outs[j];
@@ -628,6 +640,7 @@ static void classify(fz *z, outs *o, kn__aot_plan *p, int j) {
     if (b->input < 0) return; /* a view of a constant: a fresh copy is returned */
     oi->kind = f->parent < 0 ? KN__AOT_OUT_IS_INPUT : KN__AOT_OUT_ALIAS_OF_INPUT;
     oi->base = b->input;
+    oi->grad_mode = chain_grad_mode(z, o->rec[j]);
     geom_of(f->t, b->t, &oi->view);
     return;
   }
@@ -643,6 +656,7 @@ static void classify(fz *z, outs *o, kn__aot_plan *p, int j) {
   }
   oi->kind = KN__AOT_OUT_ALIAS_OF_OUTPUT;
   oi->base = bo;
+  oi->grad_mode = chain_grad_mode(z, o->rec[j]);
   geom_of(f->t, b->t, &oi->view);
   geom_of(b->t, NULL, &oi->base_geom);
 }
@@ -659,6 +673,7 @@ static kn_status plan_mutations(fz *z, kn__aot_plan *p) {
       m->input = f->input;
       m->konst = f->konst ? kn_retain(f->konst) : NULL;
       m->with_grad = f->mut_grad;
+      m->grad_forced = f->mut_forced;
       if (f->input >= 0) {
         p->inputs[f->input].mutates_data = true;
         p->inputs[f->input].mutated_under_no_grad = !f->mut_grad;

@@ -351,6 +351,15 @@ static kn_status trace_body(jtrace *t, const kn__graph *g, const bool *rg, bool 
   return st;
 }
 
+/* The graph value of forward result i: a value the trace recorded, or a
+** captured constant the graph returns as it is (a get_attr). */
+static kn_status output_value(recorder *r, kn_tensor *t, int i, kn__gref *v) {
+  if (find_bound(r, t, v)) return KN_OK;
+  if (t->storage && t->storage->device == KN_META)
+    return kn__error(KN_EINVAL, "aot: output %d is no graph value", i);
+  return lookup(r, t, v);
+}
+
 /* The output node: forward results, then the gradients that exist. */
 static kn_status finish(jtrace *t, kn__aot_joint *j) {
   int n = t->nout + t->nprim;
@@ -359,8 +368,7 @@ static kn_status finish(jtrace *t, kn__aot_joint *j) {
   if (!v || !j->grad_input) return free(v), kn__oom();
   kn_status st = KN_OK;
   int k = 0;
-  for (int i = 0; st == KN_OK && i < t->nout; i++)
-    if (!find_bound(&t->r, t->outs[i], &v[k++])) st = kn__error(KN_EINVAL, "aot: output %d is no graph value", i);
+  for (int i = 0; st == KN_OK && i < t->nout; i++) st = output_value(&t->r, t->outs[i], i, &v[k++]);
   for (int i = 0; st == KN_OK && i < t->nprim; i++) {
     if (!t->grads[i]) continue;
     if (!find_bound(&t->r, t->grads[i], &v[k])) st = lookup(&t->r, t->grads[i], &v[k]);

@@ -10,6 +10,13 @@
 **     placeholder appended after the inputs, compiled by kn__aot_compile as a
 **     graph with one more input that requires grad.
 ** Their gradients flow to the new leaves, as in eager mode.
+**
+** Captured constants that require grad (a global parameter the function
+** reads: a get_attr whose tensor requires grad) are lifted the same way,
+** as PyTorch lifts a module's parameters into inputs: each becomes a
+** placeholder after the inputs and every call passes the tensor itself, so
+** its gradient accumulates in its .grad as in eager mode, and a function
+** that returns it returns the caller's tensor (an is_input output).
 */
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +199,107 @@ static kn_tensor **main_examples(const kn__graph *m, kn_tensor *const *ex, int n
     }
   }
   return all;
+}
+
+/* ---- captured constants that require grad --------------------------------------------- */
+
+static bool grad_const(const kn__gnode *n) {
+  return n->op == KN__GN_GET_ATTR && n->attr && n->attr->requires_grad;
+}
+
+bool kn__aot_captures_grad_consts(const kn__graph *g) {
+  for (int i = 0; i < kn__graph_num_nodes(g); i++)
+    if (grad_const(kn__graph_node(g, i))) return true;
+  return false;
+}
+
+/* The compiled graph with the lifted constants (retained) and the callable. */
+typedef struct consts {
+  kn_tensor **t;
+  int n;
+  kn_graph_module *main_gm;
+  kn_compiled_graph inner;
+} consts;
+
+static void consts_free(void *p) {
+  consts *c = p;
+  if (!c) return;
+  if (c->inner.free_state) c->inner.free_state(c->inner.state);
+  kn_graph_module_free(c->main_gm);
+  for (int k = 0; k < c->n; k++) kn_release(c->t[k]);
+  free(c->t);
+  free(c);
+}
+
+/* The placeholder standing for the constant n reads (made at its first get_attr). */
+static kn__gnode *const_placeholder(kn__graph *m, consts *c, kn__gnode *n, kn__gnode **ph) {
+  for (int k = 0; k < c->n; k++)
+    if (c->t[k] == n->attr) return ph[k];
+  char src[64];
+  snprintf(src, sizeof src, "const_requiring_grad_%d", c->n);
+  kn__vmeta vm = n->meta[0];
+  vm.requires_grad = true;
+  kn__gnode *at = kn__graph_set_insert_point(m, n); /* the output node exists */
+  kn__gnode *p = kn__graph_placeholder(m, src, &vm);
+  kn__graph_set_insert_point(m, at);
+  if (!p) return NULL;
+  ph[c->n] = p;
+  c->t[c->n++] = kn_retain(n->attr);
+  return p;
+}
+
+/* g with each constant that requires grad read from a placeholder. */
+static kn__graph *const_graph(const kn__graph *g, consts *c) {
+  kn__graph *m = kn__graph_copy(g);
+  int nn = kn__graph_num_nodes(g);
+  kn__gnode **ph = calloc((size_t)nn + 1, sizeof *ph), **gets = calloc((size_t)nn + 1, sizeof *gets);
+  c->t = calloc((size_t)nn + 1, sizeof *c->t);
+  kn_status st = m && ph && gets && c->t ? KN_OK : kn__oom();
+  int ng = 0; /* the nodes first: placeholders are inserted before them */
+  for (int i = 0; st == KN_OK && i < nn; i++)
+    if (grad_const(kn__graph_node(m, i))) gets[ng++] = kn__graph_node(m, i);
+  for (int k = 0; st == KN_OK && k < ng; k++) {
+    kn__gnode *p = const_placeholder(m, c, gets[k], ph);
+    if (!p || kn__graph_replace_all_uses(m, (kn__gref){gets[k], 0}, (kn__gref){p, 0}) < 0 ||
+        kn__graph_erase_node(m, gets[k]) != KN_OK)
+      st = kn_last_status();
+  }
+  free(ph);
+  free(gets);
+  if (st == KN_OK) return m;
+  kn__graph_free(m);
+  return NULL;
+}
+
+static kn_status consts_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
+  consts *c = state;
+  kn_tensor **all = calloc((size_t)nin + (size_t)c->n + 1, sizeof *all);
+  if (!all) return kn__oom();
+  memcpy(all, in, (size_t)nin * sizeof *all);
+  memcpy(all + nin, c->t, (size_t)c->n * sizeof *all);
+  kn_status st = c->inner.run(c->inner.state, all, nin + c->n, out, nout);
+  free(all);
+  return st;
+}
+
+kn_status kn__aot_compile_grad_consts(kn_graph_module *gm, kn_tensor *const *ex, int n,
+                                      const kn__aot_config *cfg, kn_compiled_graph *out) {
+  consts *c = calloc(1, sizeof *c);
+  if (!c) return kn__oom();
+  kn__graph *m = const_graph(kn__graph_module_graph(gm), c);
+  kn_status st = m ? kn__graph_module_new(m, &c->main_gm) : kn_last_status();
+  kn_tensor **mex = st == KN_OK ? main_examples(kn__graph_module_graph(c->main_gm), ex, n, c->n)
+                                : NULL;
+  if (st == KN_OK && !mex) st = kn_last_status() != KN_OK ? kn_last_status() : kn__oom();
+  if (st == KN_OK) st = kn__aot_compile(c->main_gm, mex, n + c->n, cfg, &c->inner);
+  for (int k = 0; mex && k < c->n; k++) kn_release(mex[n + k]);
+  free(mex);
+  if (st != KN_OK) {
+    consts_free(c);
+    return st;
+  }
+  *out = (kn_compiled_graph){consts_run, c, consts_free};
+  return KN_OK;
 }
 
 kn_status kn__aot_compile_new_params(kn_graph_module *gm, kn_tensor *const *ex, int n,

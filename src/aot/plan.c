@@ -66,7 +66,8 @@ static void put_output(kn__sb *sb, const kn__aot_plan *p, const kn__aot_out_info
 static void put_mutation(kn__sb *sb, const kn__aot_mutation *m) {
   if (m->input >= 0) kn__sb_printf(sb, "input %d", m->input);
   else kn__sb_puts(sb, "a captured constant");
-  kn__sb_printf(sb, " <- copy_(under %s)", m->with_grad ? "the caller's grad mode" : "no_grad");
+  kn__sb_printf(sb, " <- copy_(under %s)", !m->with_grad ? "no_grad"
+                                            : m->grad_forced ? "grad" : "the caller's grad mode");
 }
 
 char *kn__aot_plan_str(const kn__aot_plan *p, bool is_train) {
@@ -117,7 +118,7 @@ static kn_status write_back(const kn__aot_mutation *m, kn_tensor *const *in, kn_
     kn__bump_version(dst);
     return KN_OK;
   }
-  bool prev = kn_set_grad_enabled(m->with_grad && kn_is_grad_enabled());
+  bool prev = kn_set_grad_enabled(m->with_grad && (m->grad_forced || kn_is_grad_enabled()));
   kn_status st = kn_copy_(dst, v);
   kn_set_grad_enabled(prev);
   return st;
@@ -149,12 +150,15 @@ static kn_status geom_at(const kn__aot_plan *p, kn_tensor *const *in, const kn__
   return KN_OK;
 }
 
-/* A view of base with geometry g (autograd records it: the caller's mode). */
-static kn_tensor *regen(kn_tensor *base, const kn__aot_geom *g) {
+/* A view of base with geometry g, recorded by autograd in grad mode
+** `mode` (-1: the caller's), as the view ops it stands for were. */
+static kn_tensor *regen(kn_tensor *base, const kn__aot_geom *g, signed char mode) {
+  bool prev = kn_set_grad_enabled(mode < 0 ? kn_is_grad_enabled() : mode != 0);
   kn_scope_begin();
   kn_tensor *v = kn_as_strided(base, g->ndim, g->sizes, g->strides, base->offset + g->offset);
   if (v) kn_retain(v);
   kn_scope_end();
+  kn_set_grad_enabled(prev);
   return v;
 }
 
@@ -173,7 +177,7 @@ static kn_status alias_output(const kn__aot_plan *p, int j, kn_tensor *const *in
   if (o->kind == KN__AOT_OUT_ALIAS_OF_OUTPUT && !same_geom(base, &bg))
     return kn__error(KN_EINTERNAL, "aot: output %d is a view of output %d, whose layout differs "
                      "from the traced one", j, o->base);
-  user[j] = regen(base, &view);
+  user[j] = regen(base, &view, o->grad_mode);
   return user[j] ? KN_OK : kn_last_status();
 }
 

@@ -42,6 +42,9 @@ typedef struct aot_fn {
   int *grad_input; /* [ngrads] */
   int nin;
   kn__aot_run_into_fn run_into; /* kn__aot_config.fw_run_into */
+  bool caller_mode; /* some call node runs in the caller's grad mode (grad_mode -1): the
+                    ** node is attached only when the caller's mode is on; otherwise
+                    ** every node has its own mode (a captured graph) and it always is */
 } aot_fn;
 
 static void cgraph_fini(cgraph *g) {
@@ -257,7 +260,8 @@ static kn_status keep_saved(aot_fn *f, kn_tensor *const *in, int nin, kn_tensor 
   kn_status st = saved ? KN_OK : kn__oom();
   for (int i = 0; st == KN_OK && i < f->nsaved; i++) /* no history: never the node's outputs */
     if (!(saved[i] = saved_value(f, in, nin, all[f->nuser + i]))) st = kn_last_status();
-  if (st == KN_OK && kn_is_grad_enabled()) return attach(f, in, nin, all, saved);
+  if (st == KN_OK && (!f->caller_mode || kn_is_grad_enabled()))
+    return attach(f, in, nin, all, saved);
   for (int i = 0; saved && i < f->nsaved; i++) kn_release(saved[i]);
   free(saved);
   return st;
@@ -367,6 +371,21 @@ static kn_status node_outputs(aot_fn *f) {
   return KN_OK;
 }
 
+/* A training compile: grad mode is on, or some call node of g was traced
+** with it on (kn_set_grad_enabled(true) inside a function called with it
+** off). *caller: some node runs in the caller's mode (grad_mode -1). */
+static bool needs_grad(const kn__graph *g, bool *caller) {
+  bool forced = false;
+  *caller = false;
+  for (int i = 0, nn = kn__graph_num_nodes(g); i < nn; i++) {
+    const kn__gnode *nd = kn__graph_node(g, i);
+    if (nd->op != KN__GN_CALL) continue;
+    *caller |= nd->grad_mode < 0;
+    forced |= nd->grad_mode > 0;
+  }
+  return forced || kn_is_grad_enabled();
+}
+
 kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
                           const kn__aot_config *cfg, kn_compiled_graph *out) {
   if (!gm || !cfg || !cfg->fw_compiler || !cfg->bw_compiler || !out || (n > 0 && !ex))
@@ -375,6 +394,7 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
   if (n != kn__graph_num_inputs(g))
     return kn__error(KN_EINVAL, "aot: expected %d example inputs, got %d", kn__graph_num_inputs(g), n);
   if (kn__aot_creates_params(g)) return kn__aot_compile_new_params(gm, ex, n, cfg, out);
+  if (kn__aot_captures_grad_consts(g)) return kn__aot_compile_grad_consts(gm, ex, n, cfg, out);
   aot_fn *f = calloc(1, sizeof *f);
   bool *rg = calloc((size_t)n + 1, sizeof *rg);
   if (!f || !rg) return free(f), free(rg), kn__oom();
@@ -391,8 +411,8 @@ kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *ex, int n,
   kn__graph *fg = NULL, *pg = kn__graph_pre_grad(g);
   kn_status st = pg ? kn__aot_functionalize(pg, &fg, &f->plan) : kn_last_status();
   if (st == KN_OK)
-    st = any && kn_is_grad_enabled() ? compile_training(f, fg, rg, cfg, ex, n)
-                                     : compile_inference(f, fg, cfg, ex, n);
+    st = any && needs_grad(fg, &f->caller_mode) ? compile_training(f, fg, rg, cfg, ex, n)
+                                                : compile_inference(f, fg, cfg, ex, n);
   kn__aot_phase_end(&ph);
   kn__graph_free(fg);
   kn__graph_free(pg);

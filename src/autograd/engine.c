@@ -611,11 +611,13 @@ static kn_status engine_run(run *r, kn_tensor *const *outputs, int n,
 /* A call on a value of a compiled function being traced: a graph break
 ** (the capture frontend runs it on the real values), or KN__FAKE_PASS. */
 static kn_status traced_call(const kn__autograd_call *c) {
-  for (int i = 0; i < c->n; i++) {
-    const kn__fake_hooks *h = kn__fake_hooks_for(c->outputs[i]);
-    if (h) return h->autograd(c);
+  const kn__fake_hooks *h = NULL;
+  for (int i = 0; i < c->n && !h; i++) {
+    h = kn__fake_hooks_for(c->outputs[i]);
+    if (!h && c->grad_outputs && c->grad_outputs[i]) h = kn__fake_hooks_for(c->grad_outputs[i]);
   }
-  return KN__FAKE_PASS;
+  for (int j = 0; j < c->m && !h; j++) h = kn__fake_hooks_for(c->inputs[j]);
+  return h ? h->autograd(c) : KN__FAKE_PASS;
 }
 
 kn_status kn_backward_ex(kn_tensor *t, kn_tensor *grad, bool retain_graph, bool create_graph) {

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "dynamo/tracer.h"
+#include "kiln/autograd.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
 #include "trace/events.h"
@@ -53,13 +54,6 @@ static void end_seg(kn__trace *tr, const kn__fc_info *extra) {
 /* Link a finished segment below the segment whose break led to it. */
 static kn_status link_segment(kn__trace *tr, kn__segment *seg, bool quiet) {
   if (quiet) return KN_OK;
-  if (tr->no_cache) { /* run for this call only */
-    kn__segment **ns = realloc(tr->scratch, sizeof *ns * (size_t)(tr->nscratch + 1));
-    if (!ns) return kn__oom();
-    tr->scratch = ns;
-    tr->scratch[tr->nscratch++] = seg;
-    return KN_OK;
-  }
   if (!tr->parent) {
     tr->root_seg = seg;
     return KN_OK;
@@ -387,9 +381,55 @@ static kn_status act_run(kn__trace *tr, brkreq *rq, kn__segment *seg, bool quiet
   return st;
 }
 
+/* A break reached while the rest of the call runs eagerly (eager_rest.c):
+** what it asks, answered from the real values. */
+static kn_status eager_break(kn__trace *tr, brkreq *rq, double *ans) {
+  kn_tensor *r = rq->t ? kn__trace_real_of(tr, rq->t) : NULL;
+  double v = 0;
+  *ans = 0;
+  if (rq->t && !r) return kn_last_status();
+  switch (rq->k) {
+  case KN__BRK_ITEM: case KN__BRK_BOOL: case KN__BRK_HOST: {
+    kn_status st = kn_item_double(r, &v);
+    if (st != KN_OK) return st;
+    *ans = rq->k == KN__BRK_BOOL ? (v != 0) : v;
+    if (rq->k == KN__BRK_HOST) rq->host_fn(v, rq->host_ud);
+    return KN_OK;
+  }
+  case KN__BRK_PRINT: return kn_print_tensor(r, NULL);
+  case KN__BRK_REQUIRES_GRAD: {
+    kn_status st = kn_set_requires_grad(r, rq->flag);
+    if (st == KN_OK) rq->t->requires_grad = rq->flag;
+    return st;
+  }
+  default: return KN_OK; /* kn_graph_break(); data-dependent ops and autograd calls never
+                          ** get here (kn__trace_eager_call, hook_autograd) */
+  }
+}
+
+/* Leaving the known tree past the cache limit: no new segment; the rest of
+** the call runs eagerly. */
+static bool go_eager(kn__trace *tr, bool quiet) {
+  if (!quiet || tr->cur_known || !tr->eager_rest) return false;
+  tr->eager = true;
+  return true;
+}
+
+/* Start the segment that resumes after the break at `at` (NULL: unknown). */
+static kn_status next_segment(kn__trace *tr, bool quiet, const kn__srcframe *at) {
+  kn_status st = KN_OK;
+  if (quiet && !tr->cur_known) /* leaving the known tree: fresh slots from here on */
+    while (tr->nslots < tr->into->nslots && st == KN_OK)
+      st = kn__trace_new_slot(tr, NULL) < 0 ? kn_last_status() : KN_OK;
+  kn__frame *rf = st == KN_OK ? resume_frame(tr, at) : NULL;
+  if (st == KN_OK && !rf) st = kn__oom();
+  return st == KN_OK ? kn__tseg_start(tr, rf) : st;
+}
+
 /* End the current segment at a break; returns the answer through *ans. On
 ** error the trace stops. */
 static kn_status do_break_x(kn__trace *tr, brkreq *rq, double *ans) {
+  if (tr->eager) return eager_break(tr, rq, ans);
   kn__brk k = rq->k;
   kn_tensor *t = rq->t;
   ddcall *dd = rq->dd;
@@ -453,12 +493,7 @@ static kn_status do_break_x(kn__trace *tr, brkreq *rq, double *ans) {
     /* the run that missed stopped at miss_seg: what follows it is traced
     ** afresh, even a branch another thread added there since */
     tr->cur_known = quiet && seg != tr->miss_seg ? known_child(seg, a) : NULL;
-    if (quiet && !tr->cur_known) /* leaving the known tree: fresh slots from here on */
-      while (tr->nslots < tr->into->nslots && st == KN_OK)
-        st = kn__trace_new_slot(tr, NULL) < 0 ? kn_last_status() : KN_OK;
-    kn__frame *rf = st == KN_OK ? resume_frame(tr, n > 0 ? &fr[n - 1] : NULL) : NULL;
-    if (st == KN_OK && !rf) st = kn__oom();
-    if (st == KN_OK) st = kn__tseg_start(tr, rf);
+    if (!go_eager(tr, quiet)) st = next_segment(tr, quiet, n > 0 ? &fr[n - 1] : NULL);
   }
   kn_status pst = kn__mode_push(&tr->mode);
   if (st == KN_OK) st = pst;
@@ -599,9 +634,13 @@ static kn_status hook_refuse(const kn_tensor *t, const char *api) {
 static kn_status hook_autograd(const kn__autograd_call *c) {
   kn__trace *tr = NULL;
   for (int i = 0; i < c->n && !tr; i++) tr = trace_of(c->outputs[i]);
+  for (int i = 0; c->grad_outputs && i < c->n && !tr; i++)
+    if (c->grad_outputs[i]) tr = trace_of(c->grad_outputs[i]);
+  for (int j = 0; j < c->m && !tr; j++) tr = trace_of(c->inputs[j]);
   if (!tr) return KN__FAKE_PASS;
   const char *api = c->m ? "kn_autograd_grad" : "kn_backward";
   if (tr->stop) return stopped(api);
+  if (tr->eager) return kn__trace_eager_autograd(tr, c); /* past the cache limit */
   if (c->n > KN__AG_MAX || c->m > KN__AG_MAX)
     return hook_refuse(c->outputs[0], c->n > KN__AG_MAX ? "kn_autograd_grad with more than 8 outputs"
                                                         : "kn_autograd_grad with more than 8 inputs");
@@ -615,7 +654,8 @@ static kn_status hook_set_requires_grad(kn_tensor *t, bool flag) {
   if (!tr || t->requires_grad == flag || t->grad_fn) return KN__FAKE_PASS;
   if (tr->stop) return stopped("kn_set_requires_grad");
   if (flag && !kn_dtype_is_floating(t->dtype)) return KN__FAKE_PASS; /* the eager error */
-  if (flag && kn__trace_capture_requires_grad(tr, t)) return KN__FAKE_PASS; /* flag the fake too */
+  if (flag && !tr->eager && kn__trace_capture_requires_grad(tr, t))
+    return KN__FAKE_PASS; /* flag the fake too */
   brkreq rq = {.k = KN__BRK_REQUIRES_GRAD, .t = t, .flag = flag};
   double v;
   return do_break_x(tr, &rq, &v);
@@ -686,8 +726,6 @@ static kn_status real_result(const kn__rspec *r, kn__trace *tr, kn_value *out) {
 }
 
 static void trace_free(kn__trace *tr) {
-  for (int i = 0; i < tr->nscratch; i++) kn__segment_free(tr->scratch[i]);
-  free(tr->scratch);
   for (int i = 0; i < tr->nseg; i++) {
     kn__graph_free(tr->segs[i].g);
     free(tr->segs[i].in_slot);
@@ -769,6 +807,45 @@ static kn_status keep_branch_guards(kn__trace *tr, kn__entry *into) {
   return KN_OK;
 }
 
+/* The function returned: its last segment is finished (compiled, run) and
+** linked, and *result gets the real values of what it returned (ret). */
+static kn_status finish_traced(kn__trace *tr, kn_status st, kn_value ret, bool started,
+                               kn_value *result) {
+  kn__rspec *spec = calloc(1, sizeof *spec);
+  if (st == KN_OK && !spec) st = kn__oom();
+  if (st == KN_OK) st = result_spec(tr, ret, spec);
+  kn__segment *seg = NULL;
+  if (st == KN_OK) st = kn__tseg_finish(tr, KN__BRK_NONE, -1, &seg);
+  if (st == KN_OK) {
+    bool quiet = tr->segs[tr->nseg - 1].quiet;
+    if (!quiet) {
+      seg->result = spec;
+      spec = NULL;
+    }
+    st = link_segment(tr, seg, quiet);
+    if (st != KN_OK && !quiet) kn__segment_free(seg);
+  }
+  if (st == KN_OK) end_seg(tr, NULL);
+  else if (started) st = fail(tr);
+  if (st == KN_OK) st = real_result(seg->result ? seg->result : spec, tr, result);
+  rspec_free(spec);
+  free(spec);
+  return st;
+}
+
+/* The rest of the call ran eagerly (eager_rest.c): no segment to finish (the
+** last one, a quiet replay, ended at the break); *ret (the function's
+** result) is moved to *result with its stand-ins replaced by real values.
+** An error is the call's, as eagerly: nothing was being compiled. */
+static kn_status finish_eager(kn__trace *tr, kn_status st, kn_value *ret, kn_value *result) {
+  if (st != KN_OK) return tr->err_msg ? kn__error(st, "%s", tr->err_msg) : st;
+  st = kn__trace_eager_result(tr, ret);
+  if (st != KN_OK) return st;
+  *result = *ret;
+  *ret = kn_vnone();
+  return KN_OK;
+}
+
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
                          kn__branch_miss *miss, int flags, const kn__recompile_note *note,
                          kn__entry **out_entry, kn_value *result) {
@@ -784,8 +861,8 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   tr->npartial = tr->partial ? miss->nvals : 0;
   tr->miss_seg = miss && into ? miss->seg : NULL;
   if (miss && !into) kn__values_free(miss->vals, miss->nvals);
-  tr->no_cache = into && (flags & KN__TRACE_NO_CACHE);
   tr->exporting = (flags & KN__TRACE_EXPORT) != 0;
+  tr->eager_rest = into && miss && (flags & KN__TRACE_EAGER_REST);
   tr->note = note;
   tr->f = f;
   tr->args = args;
@@ -802,6 +879,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
     return kn__oom();
   }
   kn__shape_env *prev_env = kn__shape_env_set_current(tr->env);
+  bool caller_grad = kn_is_grad_enabled();
   kn_status st = kn__tseg_start(tr, &f->frame);
   bool started = st == KN_OK;
   if (st == KN_OK) st = kn__trace_fakify(tr);
@@ -821,27 +899,10 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
     st = tr->err;
   }
   kn__module_set_subst(NULL, NULL);
-  kn__rspec *spec = calloc(1, sizeof *spec);
-  if (st == KN_OK && !spec) st = kn__oom();
-  if (st == KN_OK) st = result_spec(tr, ret, spec);
+  if (tr->eager) st = finish_eager(tr, st, &ret, result);
+  else st = finish_traced(tr, st, ret, started, result);
   kn_value_release(ret);
   kn__tuple_pool_release(mark);
-  kn__segment *seg = NULL;
-  if (st == KN_OK) st = kn__tseg_finish(tr, KN__BRK_NONE, -1, &seg);
-  if (st == KN_OK) {
-    bool quiet = tr->segs[tr->nseg - 1].quiet;
-    if (!quiet) {
-      seg->result = spec;
-      spec = NULL;
-    }
-    st = link_segment(tr, seg, quiet);
-    if (st != KN_OK && !quiet) kn__segment_free(seg);
-  }
-  if (st == KN_OK) end_seg(tr, NULL);
-  else if (started) st = fail(tr);
-  if (st == KN_OK) st = real_result(seg->result ? seg->result : spec, tr, result);
-  rspec_free(spec);
-  free(spec);
   kn__shape_env_set_current(prev_env);
   if (st == KN_OK && !into) {
     kn__entry *e = calloc(1, sizeof *e);
@@ -865,7 +926,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
       if (st == KN_OK) *out_entry = e;
       else kn__entry_free(e); /* nobody else holds it */
     }
-  } else if (into && !tr->no_cache) {
+  } else if (into && !tr->eager_rest) {
     if (tr->nslots > into->nslots) into->nslots = tr->nslots;
     /* the branch relied on its shape guards: they are checked at the entry
     ** (also after a failed trace: segments linked before the error stay) */
@@ -888,9 +949,10 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   } else if (!into && tr->root_seg) {
     kn__segment_free(tr->root_seg);
   }
-  if (st != KN_OK) {
+  if (st != KN_OK) { /* the call did not happen: the caller's grad mode stays */
     kn_value_release(*result);
     *result = kn_vnone();
+    kn_set_grad_enabled(caller_grad);
   }
   trace_free(tr);
   return st;

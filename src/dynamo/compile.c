@@ -671,21 +671,32 @@ static bool branch_known(const kn__branch_miss *bm) {
   return false;
 }
 
-/* At the cache limit: finish this call from the break (the known segments,
-** and a backward in them, already ran) without caching the new branch. */
-static kn_status finish_uncached(kn_compiled *f, const kn_value *args, int nargs, kn__entry *e,
-                                 kn__branch_miss *bm, kn_value *out) {
+/* Finish this call eagerly from the break that answered differently (the
+** known segments, and a backward in them, already ran): no new trace, no
+** compile, the entry stays as it is (the cache limit, or a branch another
+** thread added meanwhile). */
+static kn_status finish_eagerly(kn_compiled *f, const kn_value *args, int nargs, kn__entry *e,
+                                kn__branch_miss *bm, kn_value *out) {
   kn__entry *none = NULL;
   pthread_rwlock_wrlock(&f->entries_lock);
-  kn_status st = kn__trace_call(f, args, nargs, e, bm, KN__TRACE_NO_CACHE, NULL, &none, out);
+  kn_status st = kn__trace_call(f, args, nargs, e, bm, KN__TRACE_EAGER_REST, NULL, &none, out);
   pthread_rwlock_unlock(&f->entries_lock);
   return st;
 }
 
+/* drop_cache_on_limit: free every entry; later calls run eagerly. */
+static void skip_from_now(kn_compiled *f) {
+  if (!f->opts.drop_cache_on_limit) return;
+  pthread_rwlock_wrlock(&f->entries_lock);
+  drop_entries(f);
+  f->skip = true;
+  pthread_rwlock_unlock(&f->entries_lock);
+}
+
 /* A break of the entry found answered differently: add a branch to it (a
 ** recompile, logged with its reason), or at the cache limit finish the call
-** uncached. The known segments already ran, so the call is never re-run
-** from the start. */
+** eagerly from that break. The known segments already ran, so the call is
+** never re-run from the start. */
 static kn_status new_branch(kn_compiled *f, const kn_value *args, int nargs, lookup *lk,
                             kn_value *out, bool *eager) {
   kn__branch_miss *bm = &lk->bm;
@@ -699,8 +710,8 @@ static kn_status new_branch(kn_compiled *f, const kn_value *args, int nargs, loo
                      "segments; the call stopped after its first segments (call it again)",
                      f->frame.name);
   }
-  if (branch_known(bm)) /* added by another thread meanwhile: replay, no recompile */
-    return finish_uncached(f, args, nargs, e, bm, out);
+  if (branch_known(bm)) /* added by another thread meanwhile: no recompile */
+    return finish_eagerly(f, args, nargs, e, bm, out);
   char cid[64];
   kn__compile_id_format(e->cid, cid, sizeof cid);
   char *r = kn__branch_miss_reason(bm);
@@ -714,7 +725,8 @@ static kn_status new_branch(kn_compiled *f, const kn_value *args, int nargs, loo
     call_guard_fail_fn(f, &m);
     if (!f->limit_hit) limit_warning(f, &m, false);
     f->limit_hit = true;
-    st = finish_uncached(f, args, nargs, e, bm, out);
+    st = finish_eagerly(f, args, nargs, e, bm, out);
+    skip_from_now(f);
   } else {
     call_guard_fail_fn(f, &m);
     free(f->last_reason);
@@ -753,12 +765,7 @@ static kn_status new_entry(kn_compiled *f, const kn_value *args, int nargs, kn_v
     if (!f->limit_hit) limit_warning(f, &m, acc);
     f->limit_hit = true;
     miss_free(&m);
-    if (f->opts.drop_cache_on_limit) {
-      pthread_rwlock_wrlock(&f->entries_lock);
-      drop_entries(f);
-      f->skip = true;
-      pthread_rwlock_unlock(&f->entries_lock);
-    }
+    skip_from_now(f);
     if (f->opts.fullgraph)
       return kn__error(KN_ESTATE, "%s: %s reached, and fullgraph=true makes this a hard failure",
                        f->frame.name, acc ? "accumulated_cache_size_limit" : "cache_size_limit");

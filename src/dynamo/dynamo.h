@@ -12,6 +12,8 @@
 **   fakify.c    fake inputs, their guards, describe_* / create_symbol records
 **   segments.c  graph segments: finish/compile/run, replaying an entry
 **   breaks.c    one trace from start to end, and its graph breaks
+**   eager_rest.c past the cache limit: the rest of a call run eagerly from
+**               the break that answered differently
 **   frame.c     per-frame compile records (dynamo_start ... compilation_metrics)
 **   compile.c   kn_compile, kn_call, the cache, recompiles, limits, kn_reset
 **   backends.c  the function's backend (registry: graph/backend.c), the compile counter
@@ -230,6 +232,10 @@ struct kn__segment {
   int *in_slot;           /* value-table index of each input */
   int *out_slot;          /* value-table index of each output */
   kn_compile_id cid;
+  /* the grad mode the segment starts in (its graph runs and was compiled in
+  ** it; nodes keep their own) and the one the C code had when it ended:
+  ** set after the segment runs, so a break's action and the caller see it */
+  bool grad_in, grad_out;
   /* what ends the segment */
   kn__brk brk;
   int brk_slot;           /* value-table index of the queried value */
@@ -383,11 +389,12 @@ typedef struct kn__recompile_note {
 ** is what the cached run that missed the branch left (kn__entry_run): the
 ** values of the segments it ran, and the break that answered differently,
 ** where the replay leaves the known tree. With
-** KN__TRACE_NO_CACHE the new segments run and are dropped: `into` is left
-** as it was (the cache limit was reached; effects still happen once).
-** `note` (may be NULL) says why this is a recompile. */
-#define KN__TRACE_NO_CACHE 1 /* extend `into` for this call only (cache limit) */
-#define KN__TRACE_EXPORT 2   /* kn_export: a tensor reached through a pointer is an error */
+** KN__TRACE_EAGER_REST (the cache limit was reached) nothing is traced or
+** compiled there: the rest of the function runs eagerly on the real values
+** and `into` is left as it was (the known segments' effects happened once,
+** in the cached run). `note` (may be NULL) says why this is a recompile. */
+#define KN__TRACE_EAGER_REST 1 /* finish this call eagerly from the missed break */
+#define KN__TRACE_EXPORT 2     /* kn_export: a tensor reached through a pointer is an error */
 typedef struct kn__branch_miss kn__branch_miss;
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
                          kn__branch_miss *miss, int flags, const kn__recompile_note *note,

@@ -238,8 +238,14 @@ kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int 
   }
   kn__segment *s = st == KN_OK ? e->root : NULL, *missed = NULL;
   double missed_ans = 0;
+  bool caller_grad = kn_is_grad_enabled(); /* what the entry's guard checked */
   while (st == KN_OK && s) {
+    /* each segment runs in the grad mode it was traced in, and leaves the
+    ** one the C code had at its end (kn_set_grad_enabled inside the
+    ** function, not restored, is replayed: the caller sees it) */
+    kn_set_grad_enabled(s->grad_in);
     st = run_segment(s, vals);
+    kn_set_grad_enabled(s->grad_out);
     if (st != KN_OK) break;
     if (s->brk == KN__BRK_NONE) {
       st = build_result(s->result, vals, result);
@@ -258,6 +264,9 @@ kn_status kn__entry_run(kn_compiled *f, kn__entry *e, const kn_value *args, int 
     }
     s = c;
   }
+  /* a call that did not finish leaves the caller's mode (a miss traces the
+  ** function again from its start) */
+  if (st != KN_OK) kn_set_grad_enabled(caller_grad);
   if (st == KN__MISS_BRANCH && bm) {
     bm->vals = hand_over(vals, e->nslots, e->nroot_inputs);
     bm->nvals = bm->vals ? e->nslots : 0;
@@ -312,6 +321,7 @@ kn_status kn__tseg_start(kn__trace *tr, kn__frame *fr) {
   s->known = tr->cur_known;
   tr->ndescribed = 0; /* one describer per frame */
   s->quiet = s->known != NULL;
+  s->grad_in = kn_is_grad_enabled();
   tr->nseg++;
   kn__fc_begin(&s->fc, fr, s->quiet ? NULL : tr->note, s->quiet);
   if (!s->quiet) tr->note = NULL;
@@ -461,9 +471,12 @@ kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment 
   kn__fc_graph(&s->fc, s->g);
   kn_status st = KN_OK;
   kn__segment *seg = NULL;
+  /* the C code's grad mode at the break or return: the segment is compiled
+  ** and runs in the mode it started in, then the C code goes on in this one */
+  bool grad_out = kn_set_grad_enabled(s->grad_in);
   if (s->quiet) {
     seg = s->known;
-    if (seg->nout != s->nout || seg->nin != s->nin)
+    if (seg->nout != s->nout || seg->nin != s->nin || seg->grad_out != grad_out)
       st = kn__error(KN_ESTATE, "the compiled function did not trace the same way twice "
                                 "(a kiln function must be pure: see docs/DYNAMO.md)");
     kn__graph_free(s->g);
@@ -473,10 +486,13 @@ kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment 
     if (st == KN_OK) {
       seg->brk = brk;
       seg->brk_slot = brk_slot;
+      seg->grad_in = s->grad_in;
+      seg->grad_out = grad_out;
     }
   }
   if (st == KN_OK && s->quiet && tr->partial) kn__trace_take_partial(tr, seg->out_slot, seg->nout);
   else if (st == KN_OK) st = run_segment(seg, tr->slot_real);
+  kn_set_grad_enabled(grad_out);
   if (st != KN_OK) {
     if (!s->quiet) kn__segment_free(seg);
     return st;

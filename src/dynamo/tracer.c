@@ -459,6 +459,7 @@ static kn_status handle_call(kn__mode *self, kn__trace *tr, kn__call *c, kn__out
 ** reached through a pointer is recorded, not run once at trace time. */
 static kn_status handle(kn__mode *self, kn__call *c, kn__outs *out) {
   kn__trace *tr = self->state;
+  if (tr->eager) return kn__trace_eager_call(tr, self, c, out); /* past the cache limit */
   kn_tensor **lists[KN__MAX_ARGS];
   kn_status st = kn__trace_lift_call(tr, c, lists);
   if (st == KN_OK) st = handle_call(self, tr, c, out);
@@ -485,7 +486,7 @@ bool kn__trace_capture_requires_grad(kn__trace *tr, kn_tensor *t) {
 /* ---- naming ---------------------------------------------------------------------------- */
 kn_tensor *kn_name(kn_tensor *t, const char *name) {
   kn__trace *tr = cur;
-  if (!tr || !t || !name) return t;
+  if (!tr || tr->eager || !t || !name) return t; /* eager: no graph to name in */
   kn__tbind *b = kn__tbind_of(tr, t);
   if (b && b->seg == tr->nseg - 1 && b->node->op == KN__GN_CALL && b->node->nout == 1)
     (void)kn__graph_node_set_name_hint(b->node, name);

@@ -14,6 +14,7 @@
 #include "dynamo/dynamo.h"
 #include "dynamo/frame.h"
 #include "ops/opdef.h"
+#include "tensor/tensor.h"
 
 typedef struct kn__tbind {
   kn__trace *tr;
@@ -28,6 +29,7 @@ typedef struct kn__tseg {
   kn__graph *g;           /* owned until handed to a segment */
   kn__fc fc;              /* its frame compile */
   bool quiet;             /* replaying a known segment */
+  bool grad_in;           /* the grad mode when it started */
   kn__segment *known;     /* quiet: the existing segment */
   int nstack;             /* ___stackN counter */
   struct { kn_tensor *real; kn__gnode *node; } consts[16];
@@ -122,10 +124,9 @@ struct kn__trace {
   kn_tensor **partial;
   int npartial;
   const kn__segment *miss_seg; /* the break whose answer missed (replay ends there) */
-  bool no_cache;          /* KN__TRACE_NO_CACHE: new segments are dropped */
+  bool eager_rest;        /* KN__TRACE_EAGER_REST: past miss_seg, run eagerly */
+  bool eager;             /* ... and now past it: ops run on the real values */
   const kn__recompile_note *note; /* for the first segment really traced */
-  kn__segment **scratch;  /* those segments, freed with the trace */
-  int nscratch;
   const char *recompile_msg; /* logged inside the first frame's context */
   bool recompile_verbose;
 };
@@ -229,6 +230,17 @@ void kn__trace_take_partial(kn__trace *tr, const int *slots, int n);
 /* Capture kn_set_requires_grad(t, true) on t's node when t is a new leaf
 ** of the current segment no op has used yet; false otherwise. */
 bool kn__trace_capture_requires_grad(kn__trace *tr, kn_tensor *t);
+/* The rest of a call run eagerly (eager_rest.c). The real value a stand-in
+** of this trace is bound to (its slot's value), t itself for a real tensor;
+** borrowed; NULL with the error set when the stand-in has no value. */
+kn_tensor *kn__trace_real_of(kn__trace *tr, kn_tensor *t);
+/* Run op call c on the real values (tracing mode `self`). */
+kn_status kn__trace_eager_call(kn__trace *tr, kn__mode *self, kn__call *c, kn__outs *out);
+/* kn_backward / kn_autograd_grad on the real values; gradients in c->out_grads. */
+kn_status kn__trace_eager_autograd(kn__trace *tr, const kn__autograd_call *c);
+/* Replace the stand-ins in v (owned: the user function's result) by their
+** real values, in place. */
+kn_status kn__trace_eager_result(kn__trace *tr, kn_value *v);
 /* Write the guard dump of segment s's frame. */
 void kn__trace_guard_dump(kn__trace *tr, kn__tseg *s);
 /* Record that the next placeholder of s reads slot `slot`. */

@@ -19,8 +19,17 @@
 **       size mismatch for 5.weight: copying a param with shape [10, 32] from
 **       checkpoint, the shape in current model is [10, 64].
 ** Only then are the values copied in, so a failed load changes nothing.
-** Files are written to "<path>.tmp" and renamed, so a failed save never
-** leaves a partial file under path.
+**
+** Saving is atomic and durable: the file is written to a new temporary file
+** in path's directory (a random name, created exclusively: a file or link
+** someone planted is never followed or reused), flushed to disk with fsync,
+** renamed over path, and the directory is fsync'd. Readers of path see the
+** old file or the whole new one; two processes saving one path at once each
+** leave a whole file (the last rename wins); once kn_save returns KN_OK the
+** file survives a crash or power loss; a failed save removes its temporary
+** file and leaves path as it was. A symbolic link at path itself is
+** replaced by the file, not followed. A path that is a directory is
+** KN_EINVAL saying so (for loading too).
 */
 #ifndef KILN_CHECKPOINT_H
 #define KILN_CHECKPOINT_H

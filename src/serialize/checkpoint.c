@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fileio.h"
 #include "core/strbuf.h"
 #include "dynamo/dynamo.h"
 #include "kiln/checkpoint.h"
@@ -87,34 +88,40 @@ static json_t *header_of(const named *v, kn_tensor **cont, json_t *meta) {
   return h;
 }
 
+typedef struct out_file {
+  const named *v;
+  kn_tensor **cont;
+  const char *header; /* JSON, padded to a multiple of 8 with spaces */
+  size_t hl, padded;
+} out_file;
+
+static kn_status write_body(void *ud, FILE *f) {
+  const out_file *o = ud;
+  uint8_t len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)o->padded >> (8 * i));
+  kn_status st = write_all(f, len8, 8);
+  if (st == KN_OK) st = write_all(f, o->header, o->hl);
+  for (size_t i = o->hl; i < o->padded && st == KN_OK; i++) st = write_all(f, " ", 1);
+  for (int i = 0; i < o->v->n && st == KN_OK; i++)
+    st = write_all(f, kn_data(o->cont[i]), (size_t)kn_numel(o->cont[i]) *
+                                               kn_dtype_size(kn_tensor_dtype(o->cont[i])));
+  return st;
+}
+
+/* Through a unique temporary file, fsync and rename (core/fileio.h). */
 static kn_status write_file(const char *path, const named *v, kn_tensor **cont, json_t *meta) {
   json_t *h = header_of(v, cont, meta);
   char *js = h ? json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(h);
   if (!js) return kn__oom();
-  size_t hl = strlen(js), padded = (hl + 7) / 8 * 8;
-  uint8_t len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-  char *tmp = malloc(strlen(path) + 5);
-  FILE *f = tmp ? fopen(strcat(strcpy(tmp, path), ".tmp"), "wb") : NULL;
-  kn_status st = !tmp ? kn__oom()
-                 : f  ? write_all(f, len8, 8)
-                      : kn__error(KN_EIO, "cannot write '%s': %s", tmp, strerror(errno));
-  if (st == KN_OK) st = write_all(f, js, hl);
-  for (size_t i = hl; i < padded && st == KN_OK; i++) st = write_all(f, " ", 1);
-  for (int i = 0; i < v->n && st == KN_OK; i++)
-    st = write_all(f, kn_data(cont[i]),
-                   (size_t)kn_numel(cont[i]) * kn_dtype_size(kn_tensor_dtype(cont[i])));
-  if (f && fclose(f) != 0 && st == KN_OK) st = kn__error(KN_EIO, "cannot write '%s'", tmp);
-  if (st == KN_OK && rename(tmp, path) != 0)
-    st = kn__error(KN_EIO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-  if (st != KN_OK && f) remove(tmp);
-  free(tmp);
+  size_t hl = strlen(js);
+  out_file o = {v, cont, js, hl, (hl + 7) / 8 * 8};
+  kn_status st = kn__file_save(path, write_body, &o);
   free(js);
   return st;
 }
 
-static kn_status save_named(const char *path, const named *v, json_t *meta) {
+static kn_status save_named(const char *who, const char *path, const named *v, json_t *meta) {
   kn_tensor **cont = calloc((size_t)(v->n ? v->n : 1), sizeof *cont);
   if (!cont) return kn__oom();
   kn_status st = KN_OK;
@@ -123,10 +130,10 @@ static kn_status save_named(const char *path, const named *v, json_t *meta) {
     cont[i] = kn_contiguous(v->t[i]);
     if (!cont[i]) st = kn_last_status();
     else if (!kn__st_dtype_name(kn_tensor_dtype(cont[i])))
-      st = kn__error(KN_EDTYPE, "kn_save: tensor '%s' has dtype %s, which safetensors cannot "
-                                "store", v->name[i], kn_dtype_name(kn_tensor_dtype(cont[i])));
+      st = kn__error(KN_EDTYPE, "%s: tensor '%s' has dtype %s, which safetensors cannot "
+                                "store", who, v->name[i], kn_dtype_name(kn_tensor_dtype(cont[i])));
   }
-  if (st == KN_OK) st = write_file(path, v, cont, meta);
+  if (st == KN_OK && (st = write_file(path, v, cont, meta)) != KN_OK) kn__error_context("%s", who);
   kn_scope_end();
   free(cont);
   return st;
@@ -138,29 +145,13 @@ kn_status kn_save(kn_module *m, const char *path) {
   kn_status st = collect(m, false, &v);
   if (st != KN_OK) return st;
   json_t *meta = json_pack("{s:s}", "format", "pt");
-  st = meta ? save_named(path, &v, meta) : kn__oom();
+  st = meta ? save_named("kn_save", path, &v, meta) : kn__oom();
   json_decref(meta);
   named_free(&v);
   return st;
 }
 
 /* ---- reading ------------------------------------------------------------------------ */
-static kn_status read_file(const char *path, uint8_t **buf, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return kn__error(KN_EIO, "cannot open '%s': %s", path, strerror(errno));
-  kn_status st = KN_OK;
-  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-  if (n < 0 || fseek(f, 0, SEEK_SET) != 0) st = kn__error(KN_EIO, "cannot read '%s'", path);
-  *buf = st == KN_OK ? malloc((size_t)n + 1) : NULL;
-  if (st == KN_OK && !*buf) st = kn__oom();
-  if (st == KN_OK && fread(*buf, 1, (size_t)n, f) != (size_t)n)
-    st = kn__error(KN_EIO, "cannot read '%s'", path);
-  fclose(f);
-  if (st != KN_OK) free(*buf), *buf = NULL;
-  *len = (size_t)(st == KN_OK ? n : 0);
-  return st;
-}
-
 static void put_shape(kn__sb *sb, int nd, const int64_t *s) {
   kn__sb_putc(sb, '[');
   for (int d = 0; d < nd; d++) kn__sb_printf(sb, "%s%lld", d ? ", " : "", (long long)s[d]);
@@ -248,7 +239,9 @@ static kn_status commit(const named *v, const kn__st_file *f) {
 /* Read + parse path; on success the caller frees *buf and *f. */
 static kn_status open_checkpoint(const char *path, uint8_t **buf, kn__st_file *f) {
   size_t len = 0;
-  kn_status st = read_file(path, buf, &len);
+  char *text = NULL;
+  kn_status st = kn__file_read(path, "a safetensors file", &text, &len);
+  *buf = (uint8_t *)text;
   if (st == KN_OK && (st = kn__st_parse(*buf, len, f)) != KN_OK) {
     kn__error_context("loading '%s'", path);
     free(*buf);
@@ -293,7 +286,7 @@ kn_status kn_optim_save(kn_optimizer *opt, const char *path) {
   snprintf(np, sizeof np, "%d", kn_optim_num_params(opt));
   json_t *meta = json_pack("{s:s, s:s, s:s}", "optimizer", kn_optim_name(opt), "steps", steps,
                            "num_params", np);
-  st = meta ? save_named(path, &v, meta) : kn__oom();
+  st = meta ? save_named("kn_optim_save", path, &v, meta) : kn__oom();
   json_decref(meta);
   named_free(&v);
   return st;

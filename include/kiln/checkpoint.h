@@ -50,11 +50,20 @@ KN_API kn_status kn_load(kn_module *m, const char *path);
 
 /* The optimizer's state: "lr" and per parameter i "<i>.step",
 ** "<i>.exp_avg", ... (not the parameters themselves), with __metadata__
-** {"optimizer": "Adam", "steps": "<n>", "num_params": "<n>"}. */
+** {"optimizer": "Adam", "steps": "<n>", "num_params": "<n>"} and the
+** type's other hyperparameters as kn_optim_options names them ("beta1",
+** "beta2", "eps", "weight_decay"; SGD "momentum", "dampening",
+** "weight_decay", "nesterov"; RMSprop "alpha", "eps", "weight_decay",
+** "momentum", "centered"), numbers as %.17g, bools as "true"/"false". */
 KN_API kn_status kn_optim_save(kn_optimizer *opt, const char *path);
 /* Restore it into an optimizer of the same type over the same number of
-** parameters (state buffers are created as needed); restores the learning
-** rate and the step count too. */
+** parameters: the state buffers (created as the loaded options need them),
+** the step count, the learning rate and the recorded hyperparameters (as
+** PyTorch's load_state_dict restores param_groups; a file without them
+** leaves the optimizer's own). Loaded hyperparameters pass the constructors'
+** checks (the same code): a bad one is KN_EINVAL naming it, e.g. "loading
+** 'opt.safetensors': hyperparameter 'lr' in the checkpoint: Invalid learning
+** rate: -1", and a failed load leaves the options as they were. */
 KN_API kn_status kn_optim_load(kn_optimizer *opt, const char *path);
 
 #ifdef __cplusplus

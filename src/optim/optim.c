@@ -406,7 +406,11 @@ void kn_optim_zero_grad(kn_optimizer *opt) {
 double kn_optim_lr(const kn_optimizer *opt) { return opt ? opt->o.lr : NAN; }
 
 kn_status kn_optim_set_lr(kn_optimizer *opt, double lr) {
-  if (!opt || !(lr >= 0)) return kn__error(KN_EINVAL, "Invalid learning rate: %g", lr);
+  if (!opt) return kn__error(KN_EINVAL, "kn_optim_set_lr: expected an optimizer, found NULL");
+  kn_optim_options o = opt->o;
+  o.lr = lr;
+  kn_status st = check_hyper(&o, opt->kind, NULL); /* the constructors' rules */
+  if (st != KN_OK) return st;
   opt->o.lr = lr;
   return kn_fill_(kn_module_get(opt->state, "lr"), kn_float(lr));
 }

@@ -6,6 +6,7 @@
 ** files rejected without touching the model.
 */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "kiln/kiln.h"
 #include "kiln/nn.h"
 #include "kiln/optim.h"
+#include "optim/optim_int.h"
 #include "support/files.h"
 #include "support/fixture.h"
 
@@ -251,5 +253,223 @@ Test(checkpoint, optimizer_state_round_trip_continues_identically) {
   kn_optim_free(oa), kn_optim_free(ob), kn_optim_free(sgd);
   free(pa), free(pb);
   kn_module_free(a), kn_module_free(b);
+  kn_scope_end();
+}
+
+/* ---- optimizer hyperparameters in checkpoints ------------------------------------------ */
+/* The file at p as header JSON (owned) and its data section (owned). */
+static json_t *read_st(const char *p, char **data, size_t *data_len) {
+  size_t len = 0;
+  char *raw = kn_test_read_file(p, &len);
+  cr_assert_not_null(raw);
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = (hl << 8) | (uint8_t)raw[i];
+  json_t *h = json_loadb(raw + 8, hl, JSON_REJECT_DUPLICATES, NULL);
+  cr_assert_not_null(h);
+  *data_len = len - 8 - hl;
+  *data = malloc(*data_len + 1);
+  memcpy(*data, raw + 8 + hl, *data_len);
+  free(raw);
+  return h;
+}
+
+/* Write header h (padded to 8 bytes, as kn_save) and data to p. */
+static void write_st_json(const char *p, json_t *h, const char *data, size_t data_len) {
+  char *js = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  size_t hl = strlen(js), padded = (hl + 7) / 8 * 8;
+  char *buf = malloc(8 + padded + data_len);
+  for (int i = 0; i < 8; i++) buf[i] = (char)((uint64_t)padded >> (8 * i));
+  memcpy(buf + 8, js, hl);
+  memset(buf + 8 + hl, ' ', padded - hl);
+  memcpy(buf + 8 + padded, data, data_len);
+  write_bytes(p, buf, 8 + padded + data_len);
+  free(buf), free(js);
+}
+
+/* Set (or with value NULL, remove) __metadata__[key] of the file at p. */
+static void set_meta(const char *p, const char *key, const char *value) {
+  char *data;
+  size_t n;
+  json_t *h = read_st(p, &data, &n);
+  json_t *meta = json_object_get(h, "__metadata__");
+  if (value) json_object_set_new(meta, key, json_string(value));
+  else json_object_del(meta, key);
+  write_st_json(p, h, data, n);
+  json_decref(h), free(data);
+}
+
+/* Overwrite the value of the 0-d float64 tensor "lr" in the file at p. */
+static void set_lr(const char *p, double lr) {
+  char *data;
+  size_t n;
+  json_t *h = read_st(p, &data, &n);
+  json_t *e = json_object_get(h, "lr");
+  cr_assert_str_eq(json_string_value(json_object_get(e, "dtype")), "F64");
+  memcpy(data + json_integer_value(json_array_get(json_object_get(e, "data_offsets"), 0)), &lr,
+         sizeof lr);
+  write_st_json(p, h, data, n);
+  json_decref(h), free(data);
+}
+
+typedef kn_optimizer *(*optim_ctor)(kn_tensor *const *, int, const kn_optim_options *);
+
+static bool same_options(const kn_optim_options *a, const kn_optim_options *b) {
+  return a->lr == b->lr && a->momentum == b->momentum && a->dampening == b->dampening &&
+         a->weight_decay == b->weight_decay && a->nesterov == b->nesterov &&
+         a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps &&
+         a->alpha == b->alpha && a->centered == b->centered;
+}
+
+Test(checkpoint, loaded_hyperparameters_obey_the_constructors_rules) {
+  static const struct {
+    optim_ctor ctor;
+    kn_optim_options good, bad; /* bad: the same rule broken, for the constructor's message */
+    const char *field, *value;  /* value NULL: the "lr" tensor gets bad.lr */
+  } cases[] = {
+      {kn_adam, {.lr = 0.01}, {.lr = -1}, "lr", NULL},
+      {kn_adam, {.lr = 0.01}, {.lr = NAN}, "lr", NULL},
+      {kn_sgd, {.lr = 0.1}, {.lr = -0.5}, "lr", NULL},
+      {kn_adam, {.lr = 0.01}, {.beta1 = 1.5}, "beta1", "1.5"},
+      {kn_adamw, {.lr = 0.01}, {.beta2 = -0.1}, "beta2", "-0.10000000000000001"},
+      {kn_adam, {.lr = 0.01}, {.eps = -1e-8}, "eps", "-1e-08"},
+      {kn_sgd, {.lr = 0.1}, {.lr = 0.1, .momentum = -0.5}, "momentum", "-0.5"},
+      {kn_rmsprop, {.lr = 0.01}, {.alpha = -0.99}, "alpha", "-0.98999999999999999"},
+      {kn_rmsprop, {.lr = 0.01}, {.momentum = -1}, "momentum", "-1"},
+      {kn_sgd, {.lr = 0.1, .momentum = 0.9}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.5,
+                                              .nesterov = true}, "nesterov", "true"},
+  };
+  const char *p = tmp_path("hyper.opt");
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    kn_scope_begin();
+    kn_module *m = kn_nn_linear(3, 2, true, NULL);
+    kn_tensor **ps;
+    int n = kn_nn_parameters(m, &ps);
+    cr_assert_null(cases[k].ctor(ps, n, &cases[k].bad), "case %zu", k);
+    char expect[512];
+    snprintf(expect, sizeof expect, "loading '%s': hyperparameter '%s' in the checkpoint: %s", p,
+             cases[k].field, kn_last_error());
+    kn_optimizer *opt = cases[k].ctor(ps, n, &cases[k].good);
+    cr_assert_eq(kn_optim_save(opt, p), KN_OK, "%s", kn_last_error());
+    if (!cases[k].value) set_lr(p, cases[k].bad.lr);
+    else set_meta(p, cases[k].field, cases[k].value);
+    if (k == sizeof cases / sizeof *cases - 1) set_meta(p, "dampening", "0.5");
+    kn_optim_options before = kn__optim_options(opt);
+    cr_assert_eq(kn_optim_load(opt, p), KN_EINVAL, "case %zu", k);
+    cr_assert_str_eq(kn_last_error(), expect, "case %zu", k);
+    kn_optim_options after = kn__optim_options(opt);
+    cr_assert(same_options(&before, &after), "case %zu: a refused load changed the options", k);
+    cr_assert_eq(kn_optim_lr(opt), cases[k].good.lr);
+    kn_optim_free(opt), free(ps), kn_module_free(m);
+    kn_scope_end();
+  }
+  remove(p);
+}
+
+/* Train a few steps with a, save, load into b (built with other options),
+** then step both: b continues exactly as a. */
+static void resume_elsewhere(optim_ctor ctor, kn_optim_options oa_opts, kn_optim_options ob_opts,
+                             const kn_compile_options *co) {
+  kn_scope_begin();
+  kn_module *a = cnn(6), *b = cnn(7);
+  kn_tensor **pa, **pb;
+  int n = kn_nn_parameters(a, &pa);
+  kn_nn_parameters(b, &pb);
+  kn_optimizer *oa = ctor(pa, n, &oa_opts), *ob = ctor(pb, n, &ob_opts);
+  kn_tensor *x = kn_randn(KN_SHAPE(4, 1, 8, 8), NULL, KN_FLOAT32);
+  kn_module *ms[2] = {a, b};
+  kn_optimizer *os[2] = {oa, ob};
+  for (int s = 0; s < 4; s++) /* both take steps: b has state (and a compiled step) */
+    for (int k = 0; k < 2; k++) {
+      cr_assert_eq(kn_backward(kn_sum(kn_nn_forward(ms[k], x)), NULL), KN_OK);
+      cr_assert_eq(co && s ? kn_optim_step_compiled(os[k], co) : kn_optim_step(os[k]), KN_OK,
+                   "%s", kn_last_error());
+      kn_optim_zero_grad(os[k]);
+    }
+  const char *pm = tmp_path("resume.model"), *po = "/tmp/kn_ckpt_resume.opt";
+  char pob[300];
+  snprintf(pob, sizeof pob, "%s.%d", po, (int)getpid());
+  cr_assert_eq(kn_save(a, pm), KN_OK);
+  cr_assert_eq(kn_optim_save(oa, pob), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_load(b, tmp_path("resume.model")), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_optim_load(ob, pob), KN_OK, "%s", kn_last_error());
+  kn_optim_options ra = kn__optim_options(oa), rb = kn__optim_options(ob);
+  cr_assert(same_options(&ra, &rb), "the loaded options differ from the saved ones");
+  for (int s = 0; s < 2; s++)
+    for (int k = 0; k < 2; k++) {
+      cr_assert_eq(kn_backward(kn_sum(kn_nn_forward(ms[k], x)), NULL), KN_OK);
+      cr_assert_eq(co ? kn_optim_step_compiled(os[k], co) : kn_optim_step(os[k]), KN_OK, "%s",
+                   kn_last_error());
+      kn_optim_zero_grad(os[k]);
+    }
+  assert_same_state(a, b);
+  remove(tmp_path("resume.model")), remove(pob);
+  kn_optim_free(oa), kn_optim_free(ob);
+  free(pa), free(pb);
+  kn_module_free(a), kn_module_free(b);
+  kn_scope_end();
+}
+
+Test(checkpoint, hyperparameters_are_restored_and_training_resumes_identically) {
+  resume_elsewhere(kn_sgd, (kn_optim_options){.lr = 0.05, .momentum = 0.9, .dampening = 0.1,
+                                              .weight_decay = 1e-3},
+                   (kn_optim_options){.lr = 0.5}, NULL);
+  resume_elsewhere(kn_sgd, (kn_optim_options){.lr = 0.05, .momentum = 0.8, .nesterov = true},
+                   (kn_optim_options){.lr = 0.5, .momentum = 0.3}, NULL);
+  resume_elsewhere(kn_rmsprop, (kn_optim_options){.lr = 0.01, .alpha = 0.9, .momentum = 0.5,
+                                                  .centered = true, .eps = 1e-6},
+                   (kn_optim_options){.lr = 0.02}, NULL);
+  /* the other way: b's buffers for momentum and centering go unused */
+  resume_elsewhere(kn_rmsprop, (kn_optim_options){.lr = 0.01},
+                   (kn_optim_options){.lr = 0.02, .momentum = 0.5, .centered = true}, NULL);
+  resume_elsewhere(kn_sgd, (kn_optim_options){.lr = 0.05}, (kn_optim_options){.lr = 0.5,
+                                                                             .momentum = 0.9},
+                   NULL);
+  resume_elsewhere(kn_adamw, (kn_optim_options){.lr = 0.01, .beta1 = 0.8, .beta2 = 0.95,
+                                                .eps = 1e-7, .weight_decay = 0.1 + 0.2},
+                   (kn_optim_options){.lr = 0.1}, NULL);
+}
+
+Test(checkpoint, loaded_hyperparameters_replace_those_of_a_compiled_step) {
+  kn_compile_options co = {.backend = "eager"};
+  resume_elsewhere(kn_adam, (kn_optim_options){.lr = 0.01, .beta1 = 0.5, .eps = 1e-3},
+                   (kn_optim_options){.lr = 0.01}, &co);
+}
+
+Test(checkpoint, optimizer_metadata_is_checked_and_old_files_still_load) {
+  kn_scope_begin();
+  kn_module *m = kn_nn_linear(3, 2, true, NULL);
+  kn_tensor **ps;
+  int n = kn_nn_parameters(m, &ps);
+  kn_optimizer *opt = kn_sgd(ps, n, &(kn_optim_options){.lr = 0.1, .momentum = 0.9});
+  const char *p = tmp_path("meta.opt");
+  static const struct { const char *key, *value, *msg; } cases[] = {
+      {"momentum", "abc", "__metadata__ 'momentum' is 'abc', expected a number"},
+      {"momentum", "0.5x", "__metadata__ 'momentum' is '0.5x', expected a number"},
+      {"nesterov", "yes", "__metadata__ 'nesterov' is 'yes', expected true or false"},
+      {"steps", "-3", "__metadata__: num_params '2' and steps '-3' must be non-negative decimal "
+                      "integers"},
+      {"num_params", "2x", "__metadata__: num_params '2x' and steps '0' must be non-negative "
+                           "decimal integers"}};
+  char expect[512];
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    cr_assert_eq(kn_optim_save(opt, p), KN_OK);
+    set_meta(p, cases[k].key, cases[k].value);
+    cr_assert_eq(kn_optim_load(opt, p), KN_EPARSE, "case %zu", k);
+    snprintf(expect, sizeof expect, "loading '%s': %s", p, cases[k].msg);
+    cr_assert_str_eq(kn_last_error(), expect, "case %zu", k);
+  }
+  /* A file from before the hyperparameters were recorded: the optimizer
+  ** keeps its own (and takes the learning rate, which was recorded). */
+  kn_optimizer *other = kn_sgd(ps, n, &(kn_optim_options){.lr = 0.7, .momentum = 0.2});
+  cr_assert_eq(kn_optim_save(other, p), KN_OK);
+  const char *keys[] = {"momentum", "dampening", "weight_decay", "nesterov"};
+  for (int i = 0; i < 4; i++) set_meta(p, keys[i], NULL);
+  cr_assert_eq(kn_optim_load(opt, p), KN_OK, "%s", kn_last_error());
+  kn_optim_options o = kn__optim_options(opt);
+  cr_assert_eq(o.momentum, 0.9);
+  cr_assert_eq(kn_optim_lr(opt), 0.7);
+  remove(p);
+  kn_optim_free(opt), kn_optim_free(other), free(ps);
+  kn_module_free(m);
   kn_scope_end();
 }

@@ -1,7 +1,8 @@
 /*
 ** tests/test_data.c: datasets, shuffled mini-batch loaders and the CSV
-** reader (kiln/data.h), on the first rows of scikit-learn's digits
-** (tests/fixtures/digits_head.csv, from scripts/fetch-digits.sh).
+** reader (kiln/data.h) on the first rows of scikit-learn's digits
+** (tests/fixtures/digits_head.csv, from scripts/fetch-digits.sh); the CSV
+** reader's edge cases are in test_csv.c.
 */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -23,30 +24,6 @@ Test(data, csv_reads_the_digits_rows) {
   /* digits.target starts 0, 1, ..., 9, 0, 1 */
   for (int i = 0; i < 12; i++) cr_assert_eq(kn_get(t, (int64_t[]){i, 64}), i % 10);
   kn_scope_end();
-}
-
-static const char *write_tmp(const char *text) {
-  static char p[128];
-  snprintf(p, sizeof p, "/tmp/kn_data_%d.csv", (int)getpid());
-  FILE *f = fopen(p, "w");
-  fputs(text, f);
-  fclose(f);
-  return p;
-}
-
-Test(data, csv_errors_name_line_and_column) {
-  const char *p = write_tmp("1,2,3\n4,5\n");
-  cr_assert_null(kn_load_csv(p, KN_FLOAT32));
-  char expect[256];
-  snprintf(expect, sizeof expect, "%s:2: 2 columns, but the first row has 3", p);
-  cr_assert_str_eq(kn_last_error(), expect);
-  p = write_tmp("1,2\n3,x\n");
-  cr_assert_null(kn_load_csv(p, KN_FLOAT32));
-  snprintf(expect, sizeof expect, "%s:2: column 2 is not a number", p);
-  cr_assert_str_eq(kn_last_error(), expect);
-  remove(p);
-  cr_assert_null(kn_load_csv("/nonexistent.csv", KN_FLOAT32));
-  cr_assert_eq(kn_last_status(), KN_EIO);
 }
 
 /* x[i] = i, y[i] = 10 i: a batch keeps samples paired. */

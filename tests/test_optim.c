@@ -172,6 +172,11 @@ Test(optim, lr_changes_do_not_recompile_and_bad_hyperparameters_are_errors) {
   cr_assert_str_eq(kn_last_error(), "Invalid learning rate: -1");
   cr_assert_null(kn_adam(&p, 1, &(kn_optim_options){.beta1 = 1.5}));
   cr_assert_str_eq(kn_last_error(), "Invalid beta parameter at index 0: 1.5");
+  kn_optimizer *adam = kn_adam(&p, 1, NULL); /* set_lr: the same rule */
+  cr_assert_eq(kn_optim_set_lr(adam, -1), KN_EINVAL);
+  cr_assert_str_eq(kn_last_error(), "Invalid learning rate: -1");
+  cr_assert_eq(kn_optim_lr(adam), 1e-3);
+  kn_optim_free(adam);
   cr_assert_null(kn_sgd(&p, 1, NULL));
   kn_tensor *nograd = kn_ones(KN_SHAPE(2), KN_FLOAT32);
   cr_assert_null(kn_adam(&nograd, 1, NULL));

@@ -63,8 +63,17 @@ KN_API bool kn_loader_next(kn_loader *ld, kn_tensor **out);
 KN_API int64_t kn_loader_num_batches(const kn_loader *ld);
 
 /* A numeric CSV file (comma-separated, no header, every row the same
-** number of columns) as a [rows, cols] tensor of dtype dt. KN_EPARSE names
-** the line and column of a bad value or a ragged row. */
+** number of columns) as a [rows, cols] tensor of dtype dt. The caller's
+** dtype decides how every value is read (there is no inference): an integer
+** dtype takes integer literals, read exactly (INT64_MAX stays INT64_MAX) and
+** range-checked; bool takes 0 and 1; a float dtype takes decimal literals
+** and inf / nan, correctly rounded to that dtype (subnormals included; a
+** value past the largest finite one is an error). Lines may end in "\n",
+** "\r\n" or "\r"; blank lines are skipped; spaces and tabs around a value
+** are ignored. Anything else (an empty field, a trailing comma, text, a
+** ragged row) is KN_EPARSE naming the file, line and column:
+**   data.csv: line 3, column 2: expected an integer (int64), found '1.5'
+** A NULL path or a directory is KN_EINVAL, an unreadable file KN_EIO. */
 KN_API kn_tensor *kn_load_csv(const char *path, kn_dtype dt);
 
 #ifdef __cplusplus

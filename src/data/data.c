@@ -1,13 +1,14 @@
 /*
-** data/data.c: in-memory datasets, shuffled mini-batch loaders and the
-** numeric CSV reader (kiln/data.h).
+** data/data.c: in-memory datasets, shuffled mini-batch loaders and
+** kn_load_csv (kiln/data.h; the parser is data/csv.c).
 */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fileio.h"
+#include "data/csv.h"
 #include "kiln/data.h"
 #include "kiln/kiln.h"
 #include "tensor/tensor.h"
@@ -159,73 +160,22 @@ bool kn_loader_next(kn_loader *ld, kn_tensor **out) {
 }
 
 /* ---- CSV ------------------------------------------------------------------------------- */
-typedef struct csv {
-  double *v;
-  size_t n, cap;
-  int64_t rows, cols;
-} csv;
-
-static kn_status csv_push(csv *c, double d) {
-  if (c->n == c->cap) {
-    size_t nc = c->cap ? c->cap * 2 : 1024;
-    double *nv = realloc(c->v, nc * sizeof *nv);
-    if (!nv) return kn__oom();
-    c->v = nv;
-    c->cap = nc;
-  }
-  c->v[c->n++] = d;
-  return KN_OK;
-}
-
-/* One line: comma-separated numbers. Blank lines are skipped. */
-static kn_status csv_line(csv *c, char *line, const char *path, int64_t lineno) {
-  line[strcspn(line, "\r\n")] = 0;
-  if (!*line) return KN_OK;
-  int64_t cols = 0;
-  for (char *p = line;; cols++) {
-    char *end;
-    errno = 0;
-    double d = strtod(p, &end);
-    while (*end == ' ' || *end == '\t') end++;
-    if (end == p || errno == ERANGE || (*end && *end != ','))
-      return kn__error(KN_EPARSE, "%s:%lld: column %lld is not a number", path,
-                       (long long)lineno, (long long)cols + 1);
-    kn_status st = csv_push(c, d);
-    if (st != KN_OK) return st;
-    if (!*end) break;
-    p = end + 1;
-  }
-  cols++;
-  if (c->rows && cols != c->cols)
-    return kn__error(KN_EPARSE, "%s:%lld: %lld columns, but the first row has %lld", path,
-                     (long long)lineno, (long long)cols, (long long)c->cols);
-  c->cols = cols;
-  c->rows++;
-  return KN_OK;
-}
-
 kn_tensor *kn_load_csv(const char *path, kn_dtype dt) {
-  FILE *f = path ? fopen(path, "r") : NULL;
-  if (!f) {
-    kn__error(KN_EIO, "cannot open '%s': %s", path ? path : "(null)", strerror(errno));
+  if (!path) {
+    kn__error(KN_EINVAL, "kn_load_csv: expected a path to a CSV file, found NULL");
     return NULL;
   }
-  csv c = {0};
-  char *line = NULL;
-  size_t cap = 0;
-  kn_status st = KN_OK;
-  for (int64_t lineno = 1; st == KN_OK && getline(&line, &cap, f) >= 0; lineno++)
-    st = csv_line(&c, line, path, lineno);
-  free(line);
-  fclose(f);
-  if (st == KN_OK && !c.rows) st = kn__error(KN_EPARSE, "%s: no rows", path);
-  kn_tensor *r = NULL;
-  if (st == KN_OK) {
-    kn_scope_begin();
-    r = kn_retain(kn_to(kn_from_doubles(c.v, KN_SHAPE(c.rows, c.cols)), dt));
-    kn_scope_end();
-    if (r) kn__autorelease(r);
-  }
-  free(c.v);
+  char *text = NULL;
+  size_t len = 0;
+  kn__csv_table tab;
+  kn_status st = kn__file_read(path, "a CSV file", &text, &len);
+  if (st == KN_OK) st = kn__csv_parse(text, len, path, dt, &tab);
+  free(text);
+  if (st != KN_OK) return NULL;
+  kn_scope_begin();
+  kn_tensor *r = kn_retain(kn_from_array(tab.data, 2, (int64_t[]){tab.rows, tab.cols}, dt));
+  kn_scope_end();
+  free(tab.data);
+  if (r) kn__autorelease(r);
   return r;
 }

@@ -5,6 +5,7 @@
 ** is the traced argument and kn_module_get returns its stand-ins).
 */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,23 +33,33 @@ struct kn_optimizer {
 };
 
 /* ---- construction ---------------------------------------------------------------- */
-static kn_status check_hyper(const kn_optim_options *o, opt_kind k) {
-  struct { const char *what; double v; } checks[] = {
-      {"learning rate", o->lr}, {"epsilon value", o->eps},
-      {"momentum value", o->momentum}, {"weight_decay value", o->weight_decay},
-      {"alpha value", k == OPT_RMSPROP ? o->alpha : 0}};
-  for (size_t i = 0; i < sizeof checks / sizeof *checks; i++)
+/* The rules every set of hyperparameters obeys, at construction and when a
+** checkpoint is loaded (kn__optim_validate): PyTorch's, with its messages.
+** The failing kn_optim_options field goes to *field (may be NULL). */
+static kn_status check_hyper(const kn_optim_options *o, opt_kind k, const char **field) {
+  const struct { const char *field, *what; double v; } checks[] = {
+      {"lr", "learning rate", o->lr}, {"eps", "epsilon value", o->eps},
+      {"momentum", "momentum value", o->momentum},
+      {"weight_decay", "weight_decay value", o->weight_decay},
+      {"alpha", "alpha value", k == OPT_RMSPROP ? o->alpha : 0}};
+  const char *bad = NULL;
+  kn_status st = KN_OK;
+  for (size_t i = 0; i < sizeof checks / sizeof *checks && !bad; i++)
     if (!(checks[i].v >= 0))
-      return kn__error(KN_EINVAL, "Invalid %s: %g", checks[i].what, checks[i].v);
-  if (k == OPT_ADAM || k == OPT_ADAMW) {
-    if (!(o->beta1 >= 0 && o->beta1 < 1))
-      return kn__error(KN_EINVAL, "Invalid beta parameter at index 0: %g", o->beta1);
-    if (!(o->beta2 >= 0 && o->beta2 < 1))
-      return kn__error(KN_EINVAL, "Invalid beta parameter at index 1: %g", o->beta2);
+      bad = checks[i].field,
+      st = kn__error(KN_EINVAL, "Invalid %s: %g", checks[i].what, checks[i].v);
+  if (!bad && (k == OPT_ADAM || k == OPT_ADAMW)) {
+    const double betas[2] = {o->beta1, o->beta2};
+    for (int i = 0; i < 2 && !bad; i++)
+      if (!(betas[i] >= 0 && betas[i] < 1))
+        bad = i ? "beta2" : "beta1",
+        st = kn__error(KN_EINVAL, "Invalid beta parameter at index %d: %g", i, betas[i]);
   }
-  if (k == OPT_SGD && o->nesterov && (o->momentum <= 0 || o->dampening != 0))
-    return kn__error(KN_EINVAL, "Nesterov momentum requires a momentum and zero dampening");
-  return KN_OK;
+  if (!bad && k == OPT_SGD && o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+    bad = "nesterov",
+    st = kn__error(KN_EINVAL, "Nesterov momentum requires a momentum and zero dampening");
+  if (field) *field = bad;
+  return st;
 }
 
 static kn_optim_options resolve(const kn_optim_options *in, opt_kind k) {
@@ -106,7 +117,7 @@ static kn_optimizer *create(opt_kind k, kn_tensor *const *params, int n,
                 kind_names[k], i);
       return NULL;
     }
-  if (check_hyper(&o, k) != KN_OK) return NULL;
+  if (check_hyper(&o, k, NULL) != KN_OK) return NULL;
   kn_optimizer *opt = calloc(1, sizeof *opt);
   kn_tensor **ps = calloc((size_t)n, sizeof *ps);
   if (!opt || !ps) {
@@ -124,7 +135,7 @@ static kn_optimizer *create(opt_kind k, kn_tensor *const *params, int n,
 }
 
 kn_optimizer *kn_sgd(kn_tensor *const *p, int n, const kn_optim_options *o) {
-  if (!o || !(o->lr > 0)) {
+  if (!o || o->lr == 0) { /* 0 means "not given"; a negative one fails as any other's */
     kn__error(KN_EINVAL, "Invalid learning rate: %g (SGD needs an explicit lr > 0)",
               o ? o->lr : 0.0);
     return NULL;
@@ -192,28 +203,43 @@ static bool has_state(kn_optimizer *opt, int i) {
   return holds(opt, i, "step");
 }
 
-/* PyTorch's lazy state: created on the first step that sees a gradient. */
-static kn_status init_state(kn_optimizer *opt, int i, kn_tensor *d_p) {
-  kn_module *c = child(opt, i);
-  kn_tensor *p = opt->params[i];
-  kn_status st = KN_OK;
+/* Does opt, with its current options, keep a state entry called name? */
+static bool uses_state(const kn_optimizer *opt, const char *name) {
+  bool rms = opt->kind == OPT_RMSPROP, adam = opt->kind == OPT_ADAM || opt->kind == OPT_ADAMW;
+  if (!strcmp(name, "momentum_buffer"))
+    return opt->kind == OPT_SGD ? opt->o.momentum != 0 : rms && opt->o.momentum > 0;
+  if (!strcmp(name, "grad_avg")) return rms && opt->o.centered;
+  if (!strcmp(name, "square_avg")) return rms;
+  if (!strcmp(name, "exp_avg") || !strcmp(name, "exp_avg_sq")) return adam;
+  if (!strcmp(name, "step")) return opt->kind != OPT_SGD;
+  return true;
+}
+
+/* The tensor-shaped state buffers, in the order they are created. */
+static const char *const state_bufs[] = {"exp_avg", "exp_avg_sq", "square_avg",
+                                         "momentum_buffer", "grad_avg"};
+
+/* A zeros_like(param i) buffer called name in parameter i's state. */
+static kn_status add_zeros(kn_optimizer *opt, int i, const char *name) {
   kn_scope_begin();
   bool prev = kn_no_grad_begin();
-  (void)d_p;
-  if (opt->kind != OPT_SGD) {
-    st = kn_module_add_buffer(c, "step", kn_scalar_tensor(kn_float(0), KN_FLOAT64));
-    const char *const adam[] = {"exp_avg", "exp_avg_sq"};
-    const char *const rms[] = {"square_avg", "momentum_buffer", "grad_avg"};
-    bool rms_on[] = {true, opt->o.momentum > 0, opt->o.centered};
-    for (int k = 0; k < 3 && st == KN_OK; k++) {
-      bool adamish = opt->kind != OPT_RMSPROP;
-      if (adamish ? k >= 2 : !rms_on[k]) continue;
-      kn_tensor *z = kn_mul_scalar(p, kn_float(0)); /* zeros_like, same dtype */
-      st = kn_module_add_buffer(c, adamish ? adam[k] : rms[k], kn_detach(z));
-    }
-  }
+  kn_tensor *z = kn_detach(kn_mul_scalar(opt->params[i], kn_float(0))); /* same dtype */
+  kn_status st = z ? kn_module_add_buffer(child(opt, i), name, z) : kn_last_status();
   kn_no_grad_end(prev);
   kn_scope_end();
+  return st;
+}
+
+/* PyTorch's lazy state: created on the first step that sees a gradient
+** (SGD's momentum buffer by its first update instead). */
+static kn_status init_state(kn_optimizer *opt, int i) {
+  if (opt->kind == OPT_SGD) return KN_OK;
+  kn_scope_begin();
+  kn_status st = kn_module_add_buffer(child(opt, i), "step",
+                                      kn_scalar_tensor(kn_float(0), KN_FLOAT64));
+  kn_scope_end();
+  for (size_t k = 0; k < sizeof state_bufs / sizeof *state_bufs && st == KN_OK; k++)
+    if (uses_state(opt, state_bufs[k])) st = add_zeros(opt, i, state_bufs[k]);
   return st;
 }
 
@@ -324,7 +350,7 @@ static kn_status step_impl(kn_optimizer *opt) {
     kn_tensor *g = kn_grad(opt->params[i]);
     if (!g) continue;
     bool first = !has_state(opt, i);
-    kn_status st = first ? init_state(opt, i, g) : KN_OK;
+    kn_status st = first ? init_state(opt, i) : KN_OK;
     if (st == KN_OK) st = update(opt, opt->state, i, g, first);
     if (st != KN_OK) return st;
   }
@@ -380,7 +406,11 @@ void kn_optim_zero_grad(kn_optimizer *opt) {
 double kn_optim_lr(const kn_optimizer *opt) { return opt ? opt->o.lr : NAN; }
 
 kn_status kn_optim_set_lr(kn_optimizer *opt, double lr) {
-  if (!opt || !(lr >= 0)) return kn__error(KN_EINVAL, "Invalid learning rate: %g", lr);
+  if (!opt) return kn__error(KN_EINVAL, "kn_optim_set_lr: expected an optimizer, found NULL");
+  kn_optim_options o = opt->o;
+  o.lr = lr;
+  kn_status st = check_hyper(&o, opt->kind, NULL); /* the constructors' rules */
+  if (st != KN_OK) return st;
   opt->o.lr = lr;
   return kn_fill_(kn_module_get(opt->state, "lr"), kn_float(lr));
 }
@@ -392,13 +422,57 @@ int kn_optim_num_params(const kn_optimizer *opt) { return opt ? opt->n : 0; }
 
 /* ---- checkpoint support ------------------------------------------------------------ */
 kn_status kn__optim_ensure_state(kn_optimizer *opt, int i) {
-  if (has_state(opt, i)) return KN_OK;
-  if (opt->kind != OPT_SGD) return init_state(opt, i, NULL);
-  kn_scope_begin();
-  kn_tensor *z = kn_detach(kn_mul_scalar(opt->params[i], kn_float(0)));
-  kn_status st = z ? kn_module_add_buffer(child(opt, i), "momentum_buffer", z) : kn_last_status();
-  kn_scope_end();
+  if (opt->kind != OPT_SGD && !holds(opt, i, "step")) return init_state(opt, i);
+  kn_status st = KN_OK;
+  for (size_t k = 0; k < sizeof state_bufs / sizeof *state_bufs && st == KN_OK; k++)
+    if (uses_state(opt, state_bufs[k]) && !holds(opt, i, state_bufs[k]))
+      st = add_zeros(opt, i, state_bufs[k]);
   return st;
+}
+
+bool kn__optim_uses_state(const kn_optimizer *opt, const char *name) {
+  return uses_state(opt, name);
+}
+
+#define FIELD(name, is_bool) {#name, offsetof(kn_optim_options, name), is_bool}
+static const kn__optim_field sgd_fields[] = {FIELD(momentum, false), FIELD(dampening, false),
+                                             FIELD(weight_decay, false), FIELD(nesterov, true)};
+static const kn__optim_field adam_fields[] = {FIELD(beta1, false), FIELD(beta2, false),
+                                              FIELD(eps, false), FIELD(weight_decay, false)};
+static const kn__optim_field rms_fields[] = {FIELD(alpha, false), FIELD(eps, false),
+                                             FIELD(weight_decay, false), FIELD(momentum, false),
+                                             FIELD(centered, true)};
+#undef FIELD
+
+const kn__optim_field *kn__optim_fields(const kn_optimizer *opt, int *n) {
+  switch (opt->kind) {
+  case OPT_SGD: *n = (int)(sizeof sgd_fields / sizeof *sgd_fields); return sgd_fields;
+  case OPT_RMSPROP: *n = (int)(sizeof rms_fields / sizeof *rms_fields); return rms_fields;
+  default: *n = (int)(sizeof adam_fields / sizeof *adam_fields); return adam_fields;
+  }
+}
+
+kn_optim_options kn__optim_options(const kn_optimizer *opt) { return opt->o; }
+
+kn_status kn__optim_validate(const kn_optimizer *opt, const kn_optim_options *o,
+                             const char **field) {
+  return check_hyper(o, opt->kind, field);
+}
+
+kn_status kn__optim_apply(kn_optimizer *opt, const kn_optim_options *o) {
+  kn_status st = kn__optim_validate(opt, o, NULL);
+  if (st != KN_OK) return st;
+  const kn_optim_options *a = &opt->o;
+  bool same = a->momentum == o->momentum && a->dampening == o->dampening &&
+              a->weight_decay == o->weight_decay && a->nesterov == o->nesterov &&
+              a->beta1 == o->beta1 && a->beta2 == o->beta2 && a->eps == o->eps &&
+              a->alpha == o->alpha && a->centered == o->centered;
+  if (!same) { /* the compiled step holds them as constants (lr is a tensor) */
+    kn_compiled_free(opt->compiled);
+    opt->compiled = NULL;
+  }
+  opt->o = *o;
+  return KN_OK;
 }
 
 void kn__optim_restored(kn_optimizer *opt, int64_t steps) {

@@ -108,20 +108,61 @@ KN_API kn_module *kn_nn_lstm(int64_t input_size, int64_t hidden_size, int num_la
 ** *h_n and *c_n (may be NULL) receive the final states (new references). */
 KN_API kn_tensor *kn_nn_lstm_forward(kn_module *lstm, kn_tensor *input, kn_tensor *h0,
                                      kn_tensor *c0, kn_tensor **h_n, kn_tensor **c_n);
-/* MultiheadAttention(embed_dim, num_heads) used as self-attention
-** (query = key = value = input): in_proj_weight [3E, E] (xavier_uniform),
-** in_proj_bias [3E] zeros, child out_proj (weight like Linear's, bias
-** zeros). Input [B, L, E] (batch_first) or [L, B, E]; dropout applies to
-** the attention weights in training mode. */
+/* MultiheadAttention(embed_dim, num_heads): in_proj_weight [3E, E]
+** (xavier_uniform), in_proj_bias [3E] zeros, child out_proj (weight like
+** Linear's, bias zeros). Inputs [N, L, E] (batch_first) or [L, N, E];
+** dropout applies to the attention weights in training mode.
+** kn_nn_forward(mha, x) is self-attention without masks. */
 KN_API kn_module *kn_nn_multihead_attention(int64_t embed_dim, int64_t num_heads, double dropout,
                                             bool batch_first, kn_generator *gen);
 /* TransformerEncoderLayer (post-norm, ReLU, PyTorch's defaults: dropout
 ** 0.1, layer_norm_eps 1e-5): x = norm1(x + dropout1(self_attn(x)));
 ** x = norm2(x + dropout2(linear2(dropout(relu(linear1(x)))))). Dropout
-** layers draw from the default generator. */
+** layers draw from the default generator. kn_nn_forward runs it without
+** masks. */
 KN_API kn_module *kn_nn_transformer_encoder_layer(int64_t d_model, int64_t nhead,
                                                   int64_t dim_feedforward, double dropout,
                                                   bool batch_first, kn_generator *gen);
+
+/* Attention masks, PyTorch's forward arguments; a NULL pointer or a
+** zeroed struct means none. L is the query length, S the key length, N the
+** batch size. A bool (or uint8) mask marks with true the positions that may
+** not be attended to (their scores become -inf); a floating mask (of the
+** query's dtype) is added to the scores, and gets gradients when it
+** requires grad. A query row whose every key is masked has softmax over
+** -inf only: its output is NaN, as in PyTorch (torch 1.13's
+** multi_head_attention_forward; only its eval-mode fast path differs). */
+typedef struct kn_attention_mask {
+  kn_tensor *attn_mask;        /* [L, S], or [N * num_heads, L, S] per batch and head */
+  kn_tensor *key_padding_mask; /* [N, S]: true marks padding keys */
+  /* Causal attention: query i attends to keys j <= i. With attn_mask set
+  ** this is PyTorch 2's hint that attn_mask is the causal mask (attn_mask
+  ** is applied as given); without one, kiln applies the causal mask itself
+  ** (PyTorch's modules then fail; its scaled_dot_product_attention builds
+  ** the mask the same way). */
+  bool is_causal;
+} kn_attention_mask;
+
+/* MultiheadAttention.forward(query, key, value, key_padding_mask,
+** need_weights, attn_mask, is_causal): key and value of shape [N, S, E]
+** (batch_first) or [S, N, E]; key NULL means query (self-attention), value
+** NULL means key. Returns the attention output shaped like query; when
+** attn_weights is not NULL it receives the attention weights averaged over
+** heads, [N, L, S] (need_weights=True, average_attn_weights=True; after
+** dropout in training mode). mask may be NULL. Both results are new
+** references. Shape and dtype mistakes are KN_ESHAPE / KN_EDTYPE naming
+** the mask, the shape found and the one expected. */
+KN_API kn_tensor *kn_nn_multihead_attention_forward(kn_module *mha, kn_tensor *query,
+                                                    kn_tensor *key, kn_tensor *value,
+                                                    const kn_attention_mask *mask,
+                                                    kn_tensor **attn_weights);
+/* TransformerEncoderLayer.forward(src, src_mask, src_key_padding_mask,
+** is_causal): the masks go to self_attn (mask may be NULL). */
+KN_API kn_tensor *kn_nn_transformer_encoder_layer_forward(kn_module *layer, kn_tensor *src,
+                                                          const kn_attention_mask *mask);
+/* nn.Transformer.generate_square_subsequent_mask(size): a float32
+** [size, size] mask, -inf above the diagonal and 0 elsewhere. */
+KN_API kn_tensor *kn_nn_square_subsequent_mask(int64_t size);
 
 /* ---- using a layer ------------------------------------------------------------ */
 /* Run the layer (and its children). New reference, or NULL with

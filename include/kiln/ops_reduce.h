@@ -1,6 +1,6 @@
 /*
 ** kiln/ops_reduce.h: reductions (sum, mean, prod, amax/amin, argmax/argmin,
-** var/std), cumsum, softmax/log_softmax and losses.
+** var/std), cumsum, softmax/log_softmax, topk, multinomial and losses.
 ** Ownership and errors: see kiln/tensor.h and kiln/ops.h. Dims are
 ** (const int64_t *dims, int ndims, bool keepdim): negative dims count from
 ** the end, and NULL / an empty list means all dims. Dtype rules follow
@@ -10,6 +10,7 @@
 #ifndef KILN_OPS_REDUCE_H
 #define KILN_OPS_REDUCE_H
 
+#include "kiln/random.h"
 #include "kiln/tensor.h"
 
 #ifdef __cplusplus
@@ -75,6 +76,36 @@ KN_API kn_tensor *kn_softmax_backward_data(kn_tensor *grad_output, kn_tensor *ou
                                            int64_t dim);
 KN_API kn_tensor *kn_log_softmax_backward_data(kn_tensor *grad_output, kn_tensor *output,
                                                int64_t dim);
+
+/* ---- topk, multinomial ------------------------------------------------------ */
+/* torch.topk: the k largest (largest = true) or smallest elements of t along
+** dim (negative counts from the end), sorted: values come first in their
+** order, NaN counting as larger than every number and equal values in index
+** order (sorted = false gives the same order; torch leaves it unspecified).
+** Returns the values (t's dtype, size k at dim); *indices (may be NULL)
+** receives their int64 positions along dim. Differentiable in t (the
+** gradient flows back to the selected positions). KN_ERANGE "selected index
+** k out of range" unless 0 <= k <= size of dim; a 0-dim t is its own top
+** element (k 0 or 1). */
+KN_API kn_tensor *kn_topk(kn_tensor *t, int64_t k, int64_t dim, bool largest, bool sorted,
+                          kn_tensor **indices);
+/* torch.multinomial: num_samples category indices (int64) per row of probs
+** ([C] gives [num_samples], [R, C] gives [R, num_samples]), drawn with
+** probability proportional to the row's weights (they need not sum to 1),
+** with or without replacement, from gen (NULL: the default generator). The
+** same seed and generator position give the same samples. Without
+** replacement a row gives distinct indices in the order drawn, and needs at
+** least num_samples positive weights. Errors (KN_EINVAL unless said): a
+** non-floating probs (KN_EDTYPE), not 1 or 2 dims (KN_ESHAPE), num_samples
+** <= 0, more samples than categories without replacement, more than 2^24
+** categories, a weight that is negative, inf or NaN ("probability tensor
+** contains either `inf`, `nan` or element < 0"), a row summing to 0 ("invalid
+** multinomial distribution (sum of probabilities <= 0)"), too few positive
+** weights without replacement (torch's CPU op then returns zero-weight
+** categories; its documentation requires enough positive ones). Nothing is
+** drawn when a row fails. Not differentiable. */
+KN_API kn_tensor *kn_multinomial(kn_tensor *probs, int64_t num_samples, bool replacement,
+                                 kn_generator *gen);
 
 /* ---- losses ---------------------------------------------------------------- */
 /* torch's at::Reduction values. */

@@ -6,7 +6,8 @@
 **   layers.c   Linear, Conv2d, norms, Embedding, Dropout, activations,
 **              Flatten, pooling, Sequential
 **   rnn.c      LSTM
-**   attention.c MultiheadAttention (self-attention), TransformerEncoderLayer
+**   attention.c MultiheadAttention (self- and cross-attention, attention masks),
+**              TransformerEncoderLayer
 **   init.c     PyTorch's initialisation distributions
 **
 ** A layer is a kn_module whose ext is a kn__nn_layer (its type, training

@@ -85,13 +85,21 @@ kn_tensor *kn__reshape_like(kn_tensor *t, const kn_tensor *like) {
   return kn__reshape_sym(t, like->ndim, s);
 }
 
+kn_tensor *kn__full_sym(int n, const kn_sym *sizes, kn_scalar value, kn_dtype dt) {
+  if (n < 0 || n > KN_MAX_DIMS) {
+    kn__error(KN_EINVAL, "full: expected 0 to %d sizes, got %d", KN_MAX_DIMS, n);
+    return NULL;
+  }
+  int64_t h[KN_MAX_DIMS];
+  hints_of(n, sizes, h);
+  return kn__invoke(KN_OP_FULL, 3, (kn__arg[]){KN_A_SYMINTS(h, sizes, n), KN_A_S(value),
+                                                KN_A_DT(dt)});
+}
+
 kn_tensor *kn__zeros_shaped(const kn_tensor *like, kn_dtype dt) {
   kn_sym s[KN_MAX_DIMS];
-  int64_t h[KN_MAX_DIMS];
   kn__tensor_symsizes(like, s);
-  hints_of(like->ndim, s, h);
-  return kn__invoke(KN_OP_FULL, 3, (kn__arg[]){KN_A_SYMINTS(h, s, like->ndim), KN_A_S(kn_int(0)),
-                                                KN_A_DT(dt)});
+  return kn__full_sym(like->ndim, s, kn_int(0), dt);
 }
 
 kn_tensor *kn__zeros_like_sym(const kn_tensor *like) { return kn__zeros_shaped(like, like->dtype); }

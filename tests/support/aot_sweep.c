@@ -69,6 +69,7 @@ static kn_tensor *std_d0(kn_tensor *x) { return kn_std(x, d0, 1, 1, true); }
 static kn_tensor *softmax1(kn_tensor *x) { return kn_softmax(x, 1); }
 static kn_tensor *log_softmax1(kn_tensor *x) { return kn_log_softmax(x, 1); }
 static kn_tensor *cumsum0(kn_tensor *x) { return kn_cumsum(x, 0); }
+static kn_tensor *topk_d1(kn_tensor *x) { return kn_topk(x, 2, 1, true, true, NULL); }
 static kn_tensor *transpose(kn_tensor *x) { return kn_transpose(x, 0, 1); }
 static kn_tensor *permute10(kn_tensor *x) { return kn_permute(x, 2, (int64_t[]){1, 0}); }
 static kn_tensor *flatten(kn_tensor *x) { return kn_flatten(x, 0, 1); }
@@ -257,7 +258,7 @@ static const opcase ops[] = {
     U("mean_dim1_keepdim", mean_d1, 0), U("prod", prod_all, 0), U("prod_dim1", prod_d1, 0),
     U("amax_dim1", amax_d1, 0), U("amin_dim0", amin_d0, NOZERO), U("var_dim1", var_d1, 0),
     U("std_dim0", std_d0, 0), U("softmax", softmax1, 0), U("log_softmax", log_softmax1, 0),
-    U("cumsum", cumsum0, 0), U("transpose", transpose, 0), U("permute", permute10, 0),
+    U("cumsum", cumsum0, 0), U("topk", topk_d1, 0), U("transpose", transpose, 0), U("permute", permute10, 0),
     U("t", kn_t, 0), U("flatten", flatten, 0), U("view", view_flat, 0),
     U("reshape", reshape_flat, 0), U("expand", expand3, 0), U("unsqueeze", unsqueeze1, 0),
     U("squeeze", squeeze_all, 0), U("squeeze_dim", squeeze_d, 0), U("narrow", narrow1, 0),

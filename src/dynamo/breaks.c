@@ -663,6 +663,38 @@ static kn_status result_spec(kn__trace *tr, kn_value v, kn__rspec *r) {
   return KN_OK;
 }
 
+static bool has_slot(const int *v, int n, int slot) {
+  for (int i = 0; i < n; i++)
+    if (v[i] == slot) return true;
+  return false;
+}
+
+/* A tensor a resumed segment returns that an earlier segment computed and
+** this one never read (no placeholder: nothing reads it) is described as
+** this segment's input, once, as PyTorch describes a local that a resume
+** frame returns (the fake it makes for it is then pruned from the graph). */
+static void describe_returned(kn__trace *tr, const kn__rspec *r, int **seen, int *nseen) {
+  kn__tseg *s = &tr->segs[tr->nseg - 1];
+  for (int i = 0; i < r->n; i++) describe_returned(tr, &r->items[i], seen, nseen);
+  if (r->kind != KN_VTENSOR || has_slot(s->in_slot, s->nin, r->slot) ||
+      has_slot(s->out_slot, s->nout, r->slot) || has_slot(*seen, *nseen, r->slot))
+    return;
+  int *ns = realloc(*seen, sizeof *ns * (size_t)(*nseen + 1));
+  if (!ns) return; /* a record less; the trace stays valid */
+  *seen = ns;
+  ns[(*nseen)++] = r->slot;
+  char src[64];
+  snprintf(src, sizeof src, "L['___stack%d']", s->nstack++);
+  kn__trace_describe(tr, tr->slot_real[r->slot], src, false);
+}
+
+static void describe_returned_values(kn__trace *tr, const kn__rspec *r) {
+  if (tr->nseg < 2 || tr->segs[tr->nseg - 1].quiet || !kn__trace_enabled()) return;
+  int *seen = NULL, nseen = 0;
+  describe_returned(tr, r, &seen, &nseen);
+  free(seen);
+}
+
 static void rspec_free(kn__rspec *r) {
   if (!r) return;
   for (int i = 0; i < r->n; i++) rspec_free(&r->items[i]);
@@ -822,6 +854,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   kn__rspec *spec = calloc(1, sizeof *spec);
   if (st == KN_OK && !spec) st = kn__oom();
   if (st == KN_OK) st = result_spec(tr, ret, spec);
+  if (st == KN_OK) describe_returned_values(tr, spec);
   kn_value_release(ret);
   kn__tuple_pool_release(mark);
   kn__segment *seg = NULL;

@@ -143,7 +143,9 @@ bool kn_loader_next(kn_loader *ld, kn_tensor **out) {
   int64_t left = ld->len - ld->pos, n = left < ld->batch ? left : ld->batch;
   if (n <= 0 || (ld->drop_last && n < ld->batch)) return false;
   kn_scope_begin();
+  const char *prev = kn__data_api_begin("kn_loader_next");
   kn_tensor *idx = kn_from_ints(ld->perm + ld->pos, KN_SHAPE(n));
+  kn__data_api_end(prev);
   bool ok = idx != NULL;
   for (int i = 0; i < ld->ds->n; i++) {
     out[i] = ok ? kn_retain(kn_index_select(ld->ds->t[i], 0, idx)) : NULL;
@@ -222,7 +224,9 @@ kn_tensor *kn_load_csv(const char *path, kn_dtype dt) {
   kn_tensor *r = NULL;
   if (st == KN_OK) {
     kn_scope_begin();
+    const char *prev = kn__data_api_begin("kn_load_csv");
     r = kn_retain(kn_to(kn_from_doubles(c.v, KN_SHAPE(c.rows, c.cols)), dt));
+    kn__data_api_end(prev);
     kn_scope_end();
     if (r) kn__autorelease(r);
   }

@@ -570,6 +570,21 @@ static kn_status hook_print(const kn_tensor *t) {
   return do_break(tr, KN__BRK_PRINT, (kn_tensor *)t, NULL, &v);
 }
 
+/* Public calls that fill new tensors from C memory or a file (docs/DYNAMO.md). */
+static bool fills_tensors(const char *api) {
+  static const char *const names[] = {"kn_from_array", "kn_from_floats", "kn_from_doubles",
+                                      "kn_from_ints", "kn_load", "kn_load_csv",
+                                      "kn_loader_next", NULL};
+  for (int i = 0; names[i]; i++)
+    if (!strcmp(api, names[i])) return true;
+  return false;
+}
+
+/* Public calls that read tensor memory (docs/DYNAMO.md). */
+static bool reads_data(const char *api) {
+  return !strcmp(api, "kn_data") || !strcmp(api, "kn_get") || !strcmp(api, "kn_save");
+}
+
 /* An entry point that cannot work on a traced value: the trace stops and the
 ** compiled call fails with this error. */
 static kn_status hook_refuse(const kn_tensor *t, const char *api) {
@@ -580,13 +595,19 @@ static kn_status hook_refuse(const kn_tensor *t, const char *api) {
   char site[600];
   site_text(n > 0 ? &fr[n - 1] : NULL, site, sizeof site);
   char msg[1300];
-  bool data = !strcmp(api, "kn_data") || !strcmp(api, "kn_get");
+  bool fills = fills_tensors(api);
   snprintf(msg, sizeof msg,
-           "%s%s at %s: inside compiled function '%s' tensors are traced stand-ins without data "
-           "or gradients; read a value with kn_item() or kn_host_read(), print with kn_print(), "
-           "or use the compiled call's results after it returns (docs/DYNAMO.md, purity rule)",
-           data ? "Cannot access data pointer of Tensor (a traced stand-in): " : "", api, site,
-           tr->f->frame.name);
+           fills ? "%s%s at %s: inside compiled function '%s' tensors are traced stand-ins "
+                   "without data, so none can be filled from C memory or a file; create the "
+                   "tensor before the compiled call and use it inside (a constant of the graph) "
+                   "or pass it as an argument (docs/DYNAMO.md, purity rule)"
+                 : "%s%s at %s: inside compiled function '%s' tensors are traced stand-ins "
+                   "without data or gradients; read a value with kn_item() or kn_host_read(), "
+                   "print with kn_print(), or use the compiled call's results after it returns "
+                   "(docs/DYNAMO.md, purity rule)",
+           fills || reads_data(api) ? "Cannot access data pointer of Tensor (a traced stand-in): "
+                                    : "",
+           api, site, tr->f->frame.name);
   if (!tr->err) {
     tr->err = KN_EUNSUPPORTED;
     tr->err_msg = strdup(msg);

@@ -5,13 +5,17 @@
 ** the seed's literal sequence after the seed's normalization (STACK, HASH,
 ** METRICS, ID, VIEW_FUNC, FILENAME). What differs from the seed, and why,
 ** is listed in docs/SEEDS.md. Also: the joint-graph pass's before/after
-** payloads, and inductor_output_code's filename / file_path.
+** payloads, and inductor_output_code's filename / file_path; the seeds'
+** test_schedule (its CPU records), test_inductor_error (a compile that fails
+** inside inductor: its records and the WON'T CONVERT log) and test_logging's
+** test_schedule / test_fusion (record counts of those logs).
 */
 /* Keep the frames of functions that end in a tail call to a kiln op, so
 ** traced ops have their exact source lines (see docs/DYNAMO.md). */
 #pragma GCC optimize("no-optimize-sibling-calls")
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,7 @@
 #include "kiln/kiln.h"
 #include "kiln/trace.h"
 #include "support/dynamo_util.h"
+#include "support/log_capture.h"
 #include "support/trace_util.h"
 
 static char cache[64];
@@ -240,4 +245,148 @@ Test(inductor_trace, example_training_fn_records_are_the_seeds) {
       METRICS(2, 0, 0));
   free(got);
   kn_compiled_free(f);
+}
+
+/* ---- the seeds' test_schedule, test_inductor_error, test_fusion ---------------------- */
+
+static kn_tensor *inductor_schedule_fn(kn_tensor *a) {
+  kn_tensor *output = kn_name(kn_add(a, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32)), "output");
+  return output;
+}
+
+/* test_structured_trace's test_schedule on the CPU: the seed's sequence
+** without its GPU records (triton_kernel_info, compilation_metrics_runtime:
+** issue #25). */
+Test(inductor_trace, schedule_fn_records_on_cpu) {
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = KN_COMPILE(inductor_schedule_fn, &o);
+  kn_scope_begin();
+  kn_tensor *y = kn_call_t(f, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));
+  cr_assert(y, "%s", kn_last_error());
+  cr_expect_eq(kn_get(y, (int64_t[]){999, 0}), 2.0);
+  kn_scope_end();
+  char *got = trace_now();
+  cr_expect_str_eq(got,
+      START(0, 0, 0)
+      DESC(0, 0, 0, "\"is_leaf\": true, ", "L['a']")
+      "{\"dynamo_output_graph\": {\"sizes\": {\"l_a_\": [1000, 1000], \"ones\": [1000, 1000], "
+      "\"output\": [1000, 1000]}}, " CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
+      ART("before_pre_grad_graph", "string", 0, 0, 0)
+      ART("after_pre_grad_graph", "string", 0, 0, 0)
+      ART("aotautograd_cache_miss", "json", 0, 0, 0)
+      ART("aot_forward_graph_fw_metadata", "string", 0, 0, 0)
+      REC("aot_inference_graph", 0, 0, 0)
+      ART("torch._functorch.config", "string", 0, 0, 0)
+      ART("before_joint_graph", "string", 0, 0, 0)
+      ART("after_joint_graph", "string", 0, 0, 0)
+      CODEGEN(0, 0, 0)
+      REC("dynamo_cpp_guards_str", 0, 0, 0)
+      METRICS(0, 0, 0));
+  free(got);
+  kn_compiled_free(f);
+}
+
+static kn_tensor *inductor_error_fn(kn_tensor *a) {
+  kn_tensor *output = kn_name(kn_round(a), "output");
+  return output;
+}
+
+/* Compile inductor_error_fn on a leaf that requires grad with a C compiler
+** that fails (`false`): an error inside inductor, as the seed's patched
+** round lowering. The call fails with BackendCompilerFailed. */
+static void compile_failing(bool suppress) {
+  setenv("KILN_CC", "false", 1);
+  kn_compile_options o = {.backend = "inductor", .suppress_errors = suppress};
+  kn_compiled *f = KN_COMPILE(inductor_error_fn, &o);
+  kn_scope_begin();
+  kn_tensor *a = kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32);
+  cr_assert_eq(kn_set_requires_grad(a, true), KN_OK);
+  kn_tensor *y = kn_call_t(f, a);
+  if (suppress) {
+    cr_expect(y, "suppress_errors: runs eagerly (%s)", kn_last_error());
+  } else {
+    cr_expect_null(y);
+    cr_expect(strstr(kn_last_error(), "BackendCompilerFailed: backend='inductor' raised:\n"
+                                      "inductor: the C compiler 'false' failed (exit status 1)"),
+              "%s", kn_last_error());
+  }
+  kn_scope_end();
+  kn_compiled_free(f);
+  unsetenv("KILN_CC");
+}
+
+/* test_structured_trace's test_inductor_error: the seed's records up to
+** inductor_post_grad_graph, then dynamo_error and the metrics. The seed's
+** error is in a lowering, before any code exists; kiln's is the C
+** compiler's, so the output code and the cache miss come first. */
+Test(inductor_trace, inductor_error_records) {
+  compile_failing(false);
+  char *got = trace_now();
+  cr_expect_str_eq(got,
+      START(0, 0, 0)
+      DESC(0, 0, 0, "\"is_leaf\": true, \"requires_grad\": true, ", "L['a']")
+      "{\"dynamo_output_graph\": {\"sizes\": {\"l_a_\": [1000, 1000], \"output\": [1000, 1000]}}, "
+      CTX(0, 0, 0) ", \"has_payload\": \"HASH\"}\n"
+      ART("before_pre_grad_graph", "string", 0, 0, 0)
+      ART("after_pre_grad_graph", "string", 0, 0, 0)
+      ART("aotautograd_cache_miss", "json", 0, 0, 0)
+      REC("aot_joint_graph", 0, 0, 0)
+      ART("torch._functorch.config", "string", 0, 0, 0)
+      ART("aot_forward_graph_fw_metadata", "string", 0, 0, 0)
+      REC("aot_forward_graph", 0, 0, 0)
+      REC("aot_backward_graph", 0, 0, 0)
+      CODEGEN(0, 0, 0)
+      ART("dynamo_error", "string", 0, 0, 0)
+      METRICS(0, 0, 0));
+  free(got);
+  char *err = kn_test_dyn_payload("dynamo_error", 0);
+  cr_expect(err && strstr(err, "kiln.BackendCompilerFailed: backend='inductor' raised:\n"
+                               "inductor: the C compiler 'false' failed (exit status 1)"), "%s", err);
+  free(err);
+}
+
+/* test_logging's test_inductor_error: the WON'T CONVERT record names the
+** function and its line, then the backend's failure. */
+static void wont_convert_body(const kn_test_records *r, void *ud) {
+  (void)ud;
+  compile_failing(true);
+  const kn_test_record *rec = kn_test_get_record(r, "WON'T CONVERT");
+  cr_assert(rec, "expected one WON'T CONVERT record");
+  char want[400];
+  snprintf(want, sizeof want, "WON'T CONVERT inductor_error_fn %s line ", __FILE__);
+  cr_expect(!strncmp(rec->message, want, strlen(want)), "%s", rec->message);
+  cr_expect(strstr(rec->message, " \ndue to: \nTraceback (most recent call last):\n"
+                                 "kiln.BackendCompilerFailed: backend='inductor' raised:\n"
+                                 "inductor: the C compiler 'false' failed (exit status 1):"),
+            "%s", rec->message);
+}
+
+Test(inductor_trace, inductor_error_wont_convert) {
+  kn_test_logging_twice(NULL, 0, wont_convert_body, NULL);
+}
+
+/* test_logging's test_schedule and test_fusion on the CPU: a few records
+** each (the seed: 0 < n < 5 and 0 < n < 8). */
+static void sched_body(const kn_test_records *r, void *ud) {
+  const char *art = ud;
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = KN_COMPILE(inductor_schedule_fn, &o);
+  kn_scope_begin();
+  cr_assert(kn_call_t(f, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32)), "%s", kn_last_error());
+  kn_scope_end();
+  kn_compiled_free(f);
+  size_t n = kn_test_count_artifact(r, art);
+  cr_expect_gt(n, 0, "%s records: %zu", art, n);
+  cr_expect_lt(n, !strcmp(art, "schedule") ? 5u : 8u, "%s records: %zu", art, n);
+  cr_expect_eq(r->n, n, "only %s records (%zu of %zu)", art, n, r->n);
+}
+
+Test(inductor_trace, schedule_log) {
+  kn_log_setting s[] = {KN_LOG_FLAG("schedule", 1)};
+  kn_test_logging_twice(s, 1, sched_body, (void *)(uintptr_t)"schedule");
+}
+
+Test(inductor_trace, fusion_log) {
+  kn_log_setting s[] = {KN_LOG_FLAG("fusion", 1)};
+  kn_test_logging_twice(s, 1, sched_body, (void *)(uintptr_t)"fusion");
 }

@@ -580,10 +580,8 @@ static bool fills_tensors(const char *api) {
   return false;
 }
 
-/* Public calls that read tensor memory (docs/DYNAMO.md). */
-static bool reads_data(const char *api) {
-  return !strcmp(api, "kn_data") || !strcmp(api, "kn_get") || !strcmp(api, "kn_save");
-}
+/* Public calls that read a traced tensor's memory (docs/DYNAMO.md). */
+static bool reads_data(const char *api) { return !strcmp(api, "kn_data") || !strcmp(api, "kn_get"); }
 
 /* An entry point that cannot work on a traced value: the trace stops and the
 ** compiled call fails with this error. */

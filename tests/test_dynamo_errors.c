@@ -6,7 +6,9 @@
 ** path and the nearest existing ones; NULL and negative arguments name
 ** themselves; kn_last_status() is reset by a successful op call; the
 ** cache-limit warning points at kiln's docs and does not ask for logs that
-** are already on.
+** are already on; a call that fills or reads tensor memory inside a compiled
+** function is named as the user called it (kn_from_floats, not the kn_data
+** it uses).
 */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -16,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "kiln/compile.h"
+#include "kiln/data.h"
 #include "kiln/kiln.h"
 #include "kiln/log.h"
 #include "kiln/trace.h"
@@ -188,4 +191,68 @@ static void limit_body(const kn_test_records *r, void *ud) {
 Test(errors, cache_limit_warning_with_recompiles_on) {
   kn_log_setting s[] = {KN_LOG_FLAG("recompiles", 1)};
   kn_test_logging_twice(s, 1, limit_body, NULL);
+}
+
+/* ---- data calls inside a compiled function ------------------------------------------ */
+static kn_tensor *from_floats_fn(kn_tensor *x) {
+  const float v[3] = {1, 2, 3};
+  return kn_add(x, kn_from_floats(v, KN_SHAPE(3)));
+}
+static kn_tensor *from_ints_fn(kn_tensor *x) {
+  const int64_t v[3] = {1, 2, 3};
+  return kn_add(x, kn_from_ints(v, KN_SHAPE(3)));
+}
+static kn_tensor *load_csv_fn(kn_tensor *x) {
+  kn_tensor *rows = kn_load_csv(KN_FIXTURE_DIR "/digits_head.csv", KN_FLOAT32);
+  return rows ? kn_add(x, kn_sum(rows)) : NULL;
+}
+static kn_tensor *loader_fn(kn_tensor *x) {
+  kn_tensor *t = kn_arange_dtype(kn_int(0), kn_int(6), kn_int(1), KN_FLOAT32);
+  kn_dataset *ds = kn_dataset_new(1, &t);
+  kn_loader *ld = kn_loader_new(ds, 2, false, false, 1);
+  kn_tensor *b = NULL;
+  bool ok = kn_loader_next(ld, &b);
+  kn_loader_free(ld);
+  kn_dataset_free(ds);
+  return ok ? kn_add(x, kn_sum(b)) : NULL;
+}
+
+/* The compiled call fails with the call the user made and its line. */
+static void expect_named(kn_tensor *(*fn)(kn_tensor *), const char *name, const char *api) {
+  kn_compiled *f = kn_compile_tensor_fn((void (*)(void))fn, 1, name, __FILE__, __LINE__, NULL);
+  kn_scope_begin();
+  cr_expect_null(kn_call_t(f, kn_ones(KN_SHAPE(3), KN_FLOAT32)), "%s inside must fail", api);
+  const char *e = kn_last_error();
+  char want[300];
+  snprintf(want, sizeof want, "Cannot access data pointer of Tensor (a traced stand-in): %s at %s:",
+           api, __FILE__);
+  cr_expect(strstr(e, want), "%s", e);
+  snprintf(want, sizeof want, "inside compiled function '%s' tensors are traced stand-ins without "
+           "data, so none can be filled from C memory or a file; create the tensor before the "
+           "compiled call and use it inside (a constant of the graph) or pass it as an argument",
+           name);
+  cr_expect(strstr(e, want), "%s", e);
+  cr_expect_null(strstr(e, "kn_data"), "the user did not call kn_data: %s", e);
+  kn_scope_end();
+  kn_compiled_free(f);
+}
+
+Test(errors, data_calls_inside_are_named_as_called) {
+  expect_named(from_floats_fn, "from_floats_fn", "kn_from_floats");
+  expect_named(from_ints_fn, "from_ints_fn", "kn_from_ints");
+  expect_named(load_csv_fn, "load_csv_fn", "kn_load_csv");
+  expect_named(loader_fn, "loader_fn", "kn_loader_next");
+}
+
+/* Outside a compiled function they work, and a meta tensor's missing data is
+** named the same way. */
+Test(errors, data_calls_outside_work) {
+  kn_scope_begin();
+  const float v[3] = {1, 2, 3};
+  kn_tensor *t = kn_from_floats(v, KN_SHAPE(3));
+  cr_assert(t, "%s", kn_last_error());
+  cr_expect_eq(kn_get(t, (int64_t[]){2}), 3.0);
+  cr_expect_null(kn_from_floats(NULL, KN_SHAPE(3)));
+  cr_expect_str_eq(kn_last_error(), "kn_from_floats: data is NULL");
+  kn_scope_end();
 }

@@ -2,7 +2,7 @@
 ** test_graph_passes.c: the graph layer's editing API (users, replace-all-
 ** uses, insert-before, copy, subgraph), the text parser (graph code in ->
 ** graph -> the same code out), and the passes (dead-code and common-
-** subexpression elimination) as text in -> literal text out, each checked
+** subexpression elimination, no-op removal) as text in -> literal text out, each checked
 ** against the interpreter on random inputs (a pass must not change results).
 */
 #include <criterion/criterion.h>
@@ -227,6 +227,82 @@ Test(graph_passes, cse_leaves_random_and_mutated_values) {
   cr_assert_null(kn__graph_find(g, "neg_2"));
   cr_assert_not_null(kn__graph_find(g, "rand_1"));
   cr_assert_not_null(kn__graph_find(g, "exp_1"));
+  kn__graph_free(g);
+}
+
+/* ---- no-op removal ------------------------------------------------------------------ */
+
+Test(graph_passes, remove_noops_replaces_identities) {
+  kn__graph *g = parse_ok(
+      HEAD("L_x_: " F3 ", L_y_: " F3)
+      "        l_x_ = L_x_\n"
+      "        l_y_ = L_y_\n"
+      "        relu: " F3 " = kiln.ops.relu(l_x_)\n"
+      "        ones: " F3 " = kiln.ops.full([3], 1, dtype = kiln.float32)\n"
+      "        zeros: " F3 " = kiln.ops.full([3], 0.0, dtype = kiln.float32)\n"
+      "        mul: " F3 " = kiln.ops.mul(relu, ones)\n"
+      "        mul_1: " F3 " = kiln.ops.mul(ones, relu)\n"
+      "        add: " F3 " = kiln.ops.add(mul, zeros)\n"
+      "        add_1: " F3 " = kiln.ops.add(zeros, mul_1)\n"
+      "        sub: " F3 " = kiln.ops.sub(add, zeros, alpha = 3)\n"
+      "        div: " F3 " = kiln.ops.div(sub, ones)\n"
+      "        mul_2: " F3 " = kiln.ops.mul(div, 1)\n"
+      "        add_2: " F3 " = kiln.ops.add(mul_2, 0)\n"
+      "        div_1: " F3 " = kiln.ops.div(add_1, 1.0)\n"
+      "        neg: " F3 " = kiln.ops.neg(add_2)\n"
+      "        exp: " F3 " = kiln.ops.exp(div_1)\n"
+      "        mul_3: " F3 " = kiln.ops.mul(exp, ones)\n"
+      "        mul_4: " F3 " = kiln.ops.mul(l_y_, 2)\n"
+      "        return (neg, mul_3, mul_4)\n");
+  kn__graph *before = kn__graph_copy(g);
+  /* mul, mul_1, add, add_1, sub, div, mul_2, add_2, div_1 read as relu; mul_3
+  ** as exp (an output that becomes a computed value: allowed); x * 2 stays */
+  cr_assert_eq(kn__graph_remove_noops(g), 10, "%s", kn_last_error());
+  cr_assert_eq(kn__graph_verify(g), KN_OK, "%s", kn_last_error());
+  char *code = code_of(g);
+  cr_assert_str_eq(code, HEAD("L_x_: " F3 ", L_y_: " F3)
+                   "        l_x_ = L_x_\n"
+                   "        l_y_ = L_y_\n"
+                   "        relu: " F3 " = kiln.ops.relu(l_x_);  l_x_ = None\n"
+                   "        neg: " F3 " = kiln.ops.neg(relu)\n"
+                   "        exp: " F3 " = kiln.ops.exp(relu);  relu = None\n"
+                   "        mul_4: " F3 " = kiln.ops.mul(l_y_, 2);  l_y_ = None\n"
+                   "        return (neg, exp, mul_4)\n        ");
+  free(code);
+  same_results(before, g);
+  kn__graph_free(before);
+  kn__graph_free(g);
+}
+
+Test(graph_passes, remove_noops_keeps_what_changes_a_value_or_an_alias) {
+  const char *text =
+      HEAD("L_x_: " F3 ", L_n_: \"i64[3][1]cpu\", L_y_: " F3)
+      "        l_x_ = L_x_\n"
+      "        l_n_ = L_n_\n"
+      "        l_y_ = L_y_\n"
+      "        ones: \"f32[2, 3][3, 1]cpu\" = kiln.ops.full([2, 3], 1, dtype = kiln.float32)\n"
+      "        zeros: " F3 " = kiln.ops.full([3], 0, dtype = kiln.float32)\n"
+      "        mul: \"f32[2, 3][3, 1]cpu\" = kiln.ops.mul(l_x_, ones)\n"
+      "        mul_1: \"f32[3][1]cpu\" = kiln.ops.mul(l_n_, 1.0)\n"
+      "        add: " F3 " = kiln.ops.add(zeros, l_x_, alpha = 2)\n"
+      "        mul_2: " F3 " = kiln.ops.mul(l_x_, 1)\n"
+      "        relu: " F3 " = kiln.ops.relu(l_x_)\n"
+      "        mul_3: " F3 " = kiln.ops.mul(relu, 1)\n"
+      "        mul_4: " F3 " = kiln.ops.mul(l_y_, 1)\n"
+      "        add_: " F3 " = kiln.ops.add_(l_y_, 1)\n"
+      "        neg: " F3 " = kiln.ops.neg(mul_4)\n"
+      "        return (mul, mul_1, add, mul_2, relu, mul_3, neg, add_)\n";
+  kn__graph *g = parse_ok(text);
+  /* mul broadcasts x to [2, 3]; mul_1 promotes int64 to float32; 0 + 2 * x is
+  ** not x; mul_2 would return the input itself and mul_3 the output relu;
+  ** mul_4 reads y before add_ writes it */
+  cr_assert_eq(kn__graph_remove_noops(g), 0, "%s", kn_last_error());
+  kn__graph *ref = parse_ok(text);
+  char *a = code_of(g), *b = code_of(ref);
+  cr_assert_str_eq(a, b);
+  free(a);
+  free(b);
+  kn__graph_free(ref);
   kn__graph_free(g);
 }
 

@@ -65,14 +65,16 @@ static int count_records(const kn_test_records *r, const char *text) {
   return n;
 }
 
-/* ---- recomputation: the seed's example_fn ------------------------------------------ */
+/* ---- recomputation: the seed's example_fn, times two --------------------------------- */
 
+/* The seed's example_fn with twos for its ones (its a * ones is a, which the
+** joint-graph pass removes: test_inductor_trace.c). */
 static kn_tensor *example_fn(kn_tensor *a) {
-  kn_tensor *out = kn_mul(a, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));
-  return kn_add(out, kn_ones(KN_SHAPE(1000, 1000), KN_FLOAT32));
+  kn_tensor *out = kn_mul(a, kn_full(KN_SHAPE(1000, 1000), kn_float(2), KN_FLOAT32));
+  return kn_add(out, kn_full(KN_SHAPE(1000, 1000), kn_float(2), KN_FLOAT32));
 }
 
-/* AOT's CSE merges the two ones into one full with two readers; it is a
+/* AOT's CSE merges the two fulls into one with two readers; it is a
 ** constant, so it is an expression in both: one kernel, one buffer (the
 ** result), and the result is eager's bit for bit. */
 Test(inductor_fuse, example_fn_is_one_kernel) {

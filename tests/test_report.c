@@ -14,7 +14,7 @@
 #include "core/strbuf.h"
 #include "support/report_util.h"
 
-#define FIX KN_SHARED_DIR "/tlparse_fixtures/"
+#define FIX KN_FIXTURE_DIR "/pytorch_traces/"
 
 static int cmp(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);

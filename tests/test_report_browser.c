@@ -17,7 +17,7 @@
 #include "support/report_util.h"
 
 #define CHROMIUM "/usr/bin/chromium"
-#define FIX KN_SHARED_DIR "/tlparse_fixtures/"
+#define FIX KN_FIXTURE_DIR "/pytorch_traces/"
 
 static void need_chromium(void) {
   if (access(CHROMIUM, X_OK) != 0)

@@ -18,7 +18,7 @@
 #include "report/trie.h"
 #include "support/report_util.h"
 
-#define FIX KN_SHARED_DIR "/tlparse_fixtures/"
+#define FIX KN_FIXTURE_DIR "/pytorch_traces/"
 #define HDR "V0822 14:00:48.899000 1 a.py:1] "
 
 

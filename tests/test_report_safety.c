@@ -15,7 +15,7 @@
 #include "core/strbuf.h"
 #include "support/report_util.h"
 
-#define FIX KN_SHARED_DIR "/tlparse_fixtures/"
+#define FIX KN_FIXTURE_DIR "/pytorch_traces/"
 
 
 static size_t count(const char *s, const char *needle) {

@@ -17,7 +17,7 @@
 #include "support/report_util.h"
 #include "trace/reader.h"
 
-#define FIX KN_SHARED_DIR "/tlparse_fixtures/"
+#define FIX KN_FIXTURE_DIR "/pytorch_traces/"
 
 /* Expected raw.jsonl lines (without the string table) and chromium events. */
 static void expected(const char *trace, json_t *raw, json_t *chromium) {

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "trace/reader.h"
 
-#define FIX KN_SHARED_DIR "/tlparse_fixtures/"
+#define FIX KN_FIXTURE_DIR "/pytorch_traces/"
 
 typedef struct counts {
   uint64_t records, str, payloads, defects;

@@ -17,7 +17,7 @@
 #include "trace/reader.h"
 #include "trace/trace.h"
 
-#define RANK1 KN_SHARED_DIR "/tlparse_fixtures/dedicated_log_torch_trace_rank_1_fglwclht.log"
+#define RANK1 KN_FIXTURE_DIR "/pytorch_traces/dedicated_log_torch_trace_rank_1_fglwclht.log"
 
 static char *dir;
 static void setup(void) { dir = kn_test_trace_start(); }

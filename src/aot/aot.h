@@ -111,6 +111,9 @@ typedef struct kn__aot_config {
                                       KILN_AOT_PARTITIONER setting overrides it */
   kn__aot_run_into_fn fw_run_into; /* NULL, or how inference graphs with inputs mutated
                                       under no_grad run (their write-backs in place) */
+  int (*inference_passes)(kn__graph *g); /* NULL, or the compiler's passes over an
+                                      inference graph, in place, before fw_compiler gets
+                                      it (inductor's joint-graph passes); < 0: failed */
 } kn__aot_config;
 kn_status kn__aot_compile(kn_graph_module *gm, kn_tensor *const *examples, int n,
                           const kn__aot_config *cfg, kn_compiled_graph *out);

@@ -144,7 +144,9 @@ bool kn_loader_next(kn_loader *ld, kn_tensor **out) {
   int64_t left = ld->len - ld->pos, n = left < ld->batch ? left : ld->batch;
   if (n <= 0 || (ld->drop_last && n < ld->batch)) return false;
   kn_scope_begin();
+  const char *prev = kn__data_api_begin("kn_loader_next");
   kn_tensor *idx = kn_from_ints(ld->perm + ld->pos, KN_SHAPE(n));
+  kn__data_api_end(prev);
   bool ok = idx != NULL;
   for (int i = 0; i < ld->ds->n; i++) {
     out[i] = ok ? kn_retain(kn_index_select(ld->ds->t[i], 0, idx)) : NULL;
@@ -173,7 +175,9 @@ kn_tensor *kn_load_csv(const char *path, kn_dtype dt) {
   free(text);
   if (st != KN_OK) return NULL;
   kn_scope_begin();
+  const char *prev = kn__data_api_begin("kn_load_csv");
   kn_tensor *r = kn_retain(kn_from_array(tab.data, 2, (int64_t[]){tab.rows, tab.cols}, dt));
+  kn__data_api_end(prev);
   kn_scope_end();
   free(tab.data);
   if (r) kn__autorelease(r);

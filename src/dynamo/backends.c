@@ -42,7 +42,8 @@ static kn_status inductor_backend(kn_graph_module *gm, kn_tensor *const *ex, int
   ** rather than its GEMM's output, so GEMM + activation stay one call */
   kn__aot_config cfg = {.fw_compiler = ind_graph, .fw_ud = &failed, .bw_compiler = ind_graph,
                         .bw_ud = &failed, .partitioner = KN__AOT_PART_MINCUT,
-                        .fw_run_into = kn__inductor_run_into};
+                        .fw_run_into = kn__inductor_run_into,
+                        .inference_passes = kn__ind_joint_graph_passes};
   kn_status st = kn__aot_compile(gm, ex, n, &cfg, out);
   if (st == KN_OK || failed) return st;
   KN_LOG(KN_LOG_INDUCTOR, KN_INFO, "inductor: AOT autograd failed (%s); compiling the captured "

@@ -605,6 +605,19 @@ static kn_status hook_print(const kn_tensor *t) {
   return do_break(tr, KN__BRK_PRINT, (kn_tensor *)t, NULL, &v);
 }
 
+/* Public calls that fill new tensors from C memory or a file (docs/DYNAMO.md). */
+static bool fills_tensors(const char *api) {
+  static const char *const names[] = {"kn_from_array", "kn_from_floats", "kn_from_doubles",
+                                      "kn_from_ints", "kn_load", "kn_load_csv",
+                                      "kn_loader_next", NULL};
+  for (int i = 0; names[i]; i++)
+    if (!strcmp(api, names[i])) return true;
+  return false;
+}
+
+/* Public calls that read a traced tensor's memory (docs/DYNAMO.md). */
+static bool reads_data(const char *api) { return !strcmp(api, "kn_data") || !strcmp(api, "kn_get"); }
+
 /* An entry point that cannot work on a traced value: the trace stops and the
 ** compiled call fails with this error. */
 static kn_status hook_refuse(const kn_tensor *t, const char *api) {
@@ -615,13 +628,19 @@ static kn_status hook_refuse(const kn_tensor *t, const char *api) {
   char site[600];
   site_text(n > 0 ? &fr[n - 1] : NULL, site, sizeof site);
   char msg[1300];
-  bool data = !strcmp(api, "kn_data") || !strcmp(api, "kn_get");
+  bool fills = fills_tensors(api);
   snprintf(msg, sizeof msg,
-           "%s%s at %s: inside compiled function '%s' tensors are traced stand-ins without data "
-           "or gradients; read a value with kn_item() or kn_host_read(), print with kn_print(), "
-           "or use the compiled call's results after it returns (docs/DYNAMO.md, purity rule)",
-           data ? "Cannot access data pointer of Tensor (a traced stand-in): " : "", api, site,
-           tr->f->frame.name);
+           fills ? "%s%s at %s: inside compiled function '%s' tensors are traced stand-ins "
+                   "without data, so none can be filled from C memory or a file; create the "
+                   "tensor before the compiled call and use it inside (a constant of the graph) "
+                   "or pass it as an argument (docs/DYNAMO.md, purity rule)"
+                 : "%s%s at %s: inside compiled function '%s' tensors are traced stand-ins "
+                   "without data or gradients; read a value with kn_item() or kn_host_read(), "
+                   "print with kn_print(), or use the compiled call's results after it returns "
+                   "(docs/DYNAMO.md, purity rule)",
+           fills || reads_data(api) ? "Cannot access data pointer of Tensor (a traced stand-in): "
+                                    : "",
+           api, site, tr->f->frame.name);
   if (!tr->err) {
     tr->err = KN_EUNSUPPORTED;
     tr->err_msg = strdup(msg);
@@ -701,6 +720,38 @@ static kn_status result_spec(kn__trace *tr, kn_value v, kn__rspec *r) {
     if (st != KN_OK) return st;
   }
   return KN_OK;
+}
+
+static bool has_slot(const int *v, int n, int slot) {
+  for (int i = 0; i < n; i++)
+    if (v[i] == slot) return true;
+  return false;
+}
+
+/* A tensor a resumed segment returns that an earlier segment computed and
+** this one never read (no placeholder: nothing reads it) is described as
+** this segment's input, once, as PyTorch describes a local that a resume
+** frame returns (the fake it makes for it is then pruned from the graph). */
+static void describe_returned(kn__trace *tr, const kn__rspec *r, int **seen, int *nseen) {
+  kn__tseg *s = &tr->segs[tr->nseg - 1];
+  for (int i = 0; i < r->n; i++) describe_returned(tr, &r->items[i], seen, nseen);
+  if (r->kind != KN_VTENSOR || has_slot(s->in_slot, s->nin, r->slot) ||
+      has_slot(s->out_slot, s->nout, r->slot) || has_slot(*seen, *nseen, r->slot))
+    return;
+  int *ns = realloc(*seen, sizeof *ns * (size_t)(*nseen + 1));
+  if (!ns) return; /* a record less; the trace stays valid */
+  *seen = ns;
+  ns[(*nseen)++] = r->slot;
+  char src[64];
+  snprintf(src, sizeof src, "L['___stack%d']", s->nstack++);
+  kn__trace_describe(tr, tr->slot_real[r->slot], src, false);
+}
+
+static void describe_returned_values(kn__trace *tr, const kn__rspec *r) {
+  if (tr->nseg < 2 || tr->segs[tr->nseg - 1].quiet || !kn__trace_enabled()) return;
+  int *seen = NULL, nseen = 0;
+  describe_returned(tr, r, &seen, &nseen);
+  free(seen);
 }
 
 static void rspec_free(kn__rspec *r) {
@@ -814,6 +865,7 @@ static kn_status finish_traced(kn__trace *tr, kn_status st, kn_value ret, bool s
   kn__rspec *spec = calloc(1, sizeof *spec);
   if (st == KN_OK && !spec) st = kn__oom();
   if (st == KN_OK) st = result_spec(tr, ret, spec);
+  if (st == KN_OK) describe_returned_values(tr, spec);
   kn__segment *seg = NULL;
   if (st == KN_OK) st = kn__tseg_finish(tr, KN__BRK_NONE, -1, &seg);
   if (st == KN_OK) {

@@ -497,7 +497,9 @@ kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment 
     if (!s->quiet) kn__segment_free(seg);
     return st;
   }
-  kn__trace_guard_dump(tr, s);
+  /* a resumed segment that ends at the return with no op compiles nothing:
+  ** PyTorch skips such a frame (no guards), so no guards are written */
+  if (brk != KN__BRK_NONE || tr->nseg == 1 || s->fc.graph_ops > 0) kn__trace_guard_dump(tr, s);
   *out = seg;
   return KN_OK;
 }

@@ -319,6 +319,16 @@ kn__graph *kn__graph_subgraph(const kn__graph *g, kn__gnode *const *nodes, int n
 ** their views and bases), and calls reading such a value (they may see
 ** different data). Returns the number of nodes removed, -1 on failure. */
 int kn__graph_cse(kn__graph *g);
+/* No-op removal (PyTorch's joint-graph remove_no_ops): a call computing
+** x + 0, 0 + x, x - 0, x * 1, 1 * x or x / 1 (0 and 1 as numbers or as
+** full() tensors; add/sub's alpha finite, or 1 when x is the second operand)
+** whose value has exactly x's dtype, device, sizes and strides (no
+** broadcast, no type promotion) is replaced by x; the calls and constants
+** left unused are removed. Kept: values written in place, and a graph output
+** that would become an input, a view of one, or another output. As in
+** PyTorch, x + 0 for x = -0.0 then gives -0.0 rather than 0.0. Returns the
+** number of calls replaced, -1 on failure. */
+int kn__graph_remove_noops(kn__graph *g);
 /* The pre-grad passes (graph_pregrad.c), run on a captured graph before AOT
 ** autograd: a copy of g after common-subexpression elimination and
 ** dead-code elimination. Writes the trace artifacts before_pre_grad_graph

@@ -4,6 +4,7 @@
 ** graph in place through the editing API and returns what it changed; the
 ** interpreter is the reference it must agree with on every input.
 */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,4 +138,119 @@ int kn__graph_cse(kn__graph *g) {
   kn__hm_fini(&seen);
   free(mutated);
   return st == KN_OK ? merged : -1;
+}
+
+/* ---- no-op removal ----------------------------------------------------------------- */
+
+static bool sym_same(kn_sym a, kn_sym b) { return a.e == b.e && (a.e || a.c == b.c); }
+
+/* Same dtype, device, sizes and strides (sizes and strides hash-consed). */
+static bool same_layout(const kn__vmeta *a, const kn__vmeta *b) {
+  if (a->kind != KN__V_TENSOR || b->kind != KN__V_TENSOR || a->dtype != b->dtype ||
+      a->device != b->device || a->ndim != b->ndim)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (!sym_same(a->sizes[d], b->sizes[d]) || !sym_same(a->strides[d], b->strides[d]))
+      return false;
+  return true;
+}
+
+/* A constant number argument (Scalar, int or double) equal to v. */
+static bool number_is(const kn__garg *a, double v) {
+  switch (a->kind) {
+  case KN__GA_SCALAR:
+    return a->u.s.kind == KN_SCALAR_FLOAT ? a->u.s.v.f == v
+           : a->u.s.kind == KN_SCALAR_INT ? (double)a->u.s.v.i == v
+                                          : (double)a->u.s.v.b == v;
+  case KN__GA_INT: return kn__sym_is_const(a->u.i) && (double)a->u.i.c == v;
+  case KN__GA_DOUBLE: return a->u.d == v;
+  default: return false;
+  }
+}
+
+/* A tensor argument made by full(size, v), or a number argument equal to v. */
+static bool const_is(const kn__garg *a, double v) {
+  if (a->kind != KN__GA_TENSOR) return number_is(a, v);
+  const kn__gnode *m = a->u.t.node;
+  return m && m->op == KN__GN_CALL && m->opdef && m->opdef->id == KN_OP_FULL &&
+         !m->set_requires_grad && m->nargs >= 2 && number_is(&m->args[1], v);
+}
+
+/* add/sub's alpha (argument 2): omitted, or a number that is finite (so
+** alpha * 0 is 0) or 1. */
+static bool alpha_is(const kn__gnode *n, bool one) {
+  if (n->nargs < 3 || n->args[2].kind == KN__GA_NONE) return true;
+  const kn__garg *a = &n->args[2];
+  if (one) return number_is(a, 1);
+  if (a->kind == KN__GA_DOUBLE) return isfinite(a->u.d);
+  if (a->kind == KN__GA_SCALAR && a->u.s.kind == KN_SCALAR_FLOAT) return isfinite(a->u.s.v.f);
+  return a->kind == KN__GA_SCALAR || a->kind == KN__GA_INT;
+}
+
+/* The argument (0 or 1) n computes unchanged, or -1: x + 0, 0 + x, x - 0,
+** x * 1, 1 * x, x / 1, with 0 and 1 numbers or full() tensors. */
+static int noop_operand(const kn__gnode *n) {
+  if (n->op != KN__GN_CALL || !n->opdef || n->nargs < 2) return -1;
+  const kn__garg *a = &n->args[0], *b = &n->args[1];
+  switch (n->opdef->id) {
+  case KN_OP_ADD: /* 0 + alpha * x is x only for alpha 1 */
+    return const_is(b, 0) && alpha_is(n, false) ? 0 : const_is(a, 0) && alpha_is(n, true) ? 1 : -1;
+  case KN_OP_ADD_SCALAR:
+  case KN_OP_SUB:
+  case KN_OP_SUB_SCALAR: return const_is(b, 0) && alpha_is(n, false) ? 0 : -1;
+  case KN_OP_MUL: return const_is(b, 1) ? 0 : const_is(a, 1) ? 1 : -1;
+  case KN_OP_MUL_SCALAR:
+  case KN_OP_DIV:
+  case KN_OP_DIV_SCALAR: return const_is(b, 1) ? 0 : -1;
+  default: return -1;
+  }
+}
+
+/* Is value r (through views) a graph input? */
+static bool from_input(kn__gref r) {
+  const kn__gnode *m = r.node;
+  while (m->op == KN__GN_CALL && m->opdef && (m->opdef->flags & KN_OPF_VIEW) && m->nargs > 0 &&
+         m->args[0].kind == KN__GA_TENSOR && m->args[0].u.t.node)
+    m = m->args[0].u.t.node;
+  return m->op == KN__GN_PLACEHOLDER || m->op == KN__GN_GET_ATTR;
+}
+
+static bool is_output(const kn__graph *g, const kn__gnode *n) {
+  const kn__gnode *o = g->output;
+  for (int a = 0; o && a < o->nargs; a++)
+    if (o->args[a].kind == KN__GA_TENSOR && o->args[a].u.t.node == n) return true;
+  return false;
+}
+
+/* Can n's uses read r instead? r has n's exact layout, neither is written
+** in place, and a graph output never becomes an input, a view of one or
+** another output (the caller's outputs would alias what they did not). */
+static bool noop_replaceable(const kn__graph *g, const kn__gnode *n, kn__gref r,
+                             const bool *mutated) {
+  if (r.node->op == KN__GN_OUTPUT || mutated[n->index] || mutated[r.node->index] ||
+      !same_layout(&n->meta[0], &r.node->meta[r.idx]))
+    return false;
+  return !is_output(g, n) || (!from_input(r) && !is_output(g, r.node));
+}
+
+int kn__graph_remove_noops(kn__graph *g) {
+  bool *mutated = calloc((size_t)g->n + 1, sizeof *mutated);
+  if (!mutated) return kn__oom(), -1;
+  mark_mutated(g, mutated);
+  int removed = 0;
+  for (int i = 0; i < g->n; i++) {
+    kn__gnode *n = g->nodes[i];
+    int k = noop_operand(n);
+    if (k < 0 || n->args[k].kind != KN__GA_TENSOR || !n->args[k].u.t.node ||
+        !noop_replaceable(g, n, n->args[k].u.t, mutated))
+      continue;
+    if (kn__graph_replace_all_uses(g, (kn__gref){n, 0}, n->args[k].u.t) < 0) {
+      free(mutated);
+      return -1;
+    }
+    removed++;
+  }
+  free(mutated);
+  if (removed > 0 && kn__graph_eliminate_dead_code(g) < 0) return -1;
+  return removed;
 }

@@ -343,6 +343,15 @@ static void emit_graph(const kn__graph *g, const char *name, bool log_it) {
   free(code);
 }
 
+int kn__ind_joint_graph_passes(kn__graph *g) {
+  emit_graph(g, "before_joint_graph", false);
+  int n = kn__graph_remove_noops(g);
+  if (n < 0) return -1;
+  if (n > 0) KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: %d no-op calls removed (x + 0, x * 1, ...)", n);
+  emit_graph(g, "after_joint_graph", false);
+  return n;
+}
+
 kn_status kn__ind_post_grad(const kn__graph *g, kn__graph **out) {
   *out = NULL;
   emit_graph(g, "before_post_grad_graph", false);

@@ -166,6 +166,12 @@ int kn__ind_new_slots(kn__ind_plan *p, const kn__gnode *n, int count);
 ** before_post_grad_graph / inductor_post_grad_graph artifacts and the
 ** post_grad_graphs log. *out is owned (kn__graph_free). */
 kn_status kn__ind_post_grad(const kn__graph *g, kn__graph **out);
+/* The joint-graph passes PyTorch's inductor runs on an inference graph
+** before compiling it: no-op removal (kn__graph_remove_noops), in place on
+** g, between the before_joint_graph and after_joint_graph artifacts (graph
+** code). AOT autograd's kn__aot_config.inference_passes under "inductor".
+** Returns the number of calls removed, -1 on failure (error set). */
+int kn__ind_joint_graph_passes(kn__graph *g);
 /* Does op id have a row in the decomposition table? */
 bool kn__ind_has_decomp(int op);
 void kn__ind_plan_free(kn__ind_plan *p);

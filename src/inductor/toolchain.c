@@ -309,10 +309,39 @@ static kn_status build_in(const tool *t, const char *src, const char *base, cons
   return KN_OK;
 }
 
+/* path made absolute as Python's os.path.abspath does: joined to the
+** working directory when relative, "." and "x/.." segments and repeated
+** slashes dropped (symbolic links are not resolved). False if it does not fit. */
+static bool abs_path(const char *path, char *out, size_t n) {
+  char joined[8400];
+  if (path[0] != '/' && !getcwd(joined, sizeof joined - 1)) return false;
+  size_t cl = path[0] == '/' ? 0 : strlen(joined);
+  if (snprintf(joined + cl, sizeof joined - cl, "/%s", path) >= (int)(sizeof joined - cl)) return false;
+  size_t len = 0;
+  for (char *save = NULL, *seg = strtok_r(joined, "/", &save); seg; seg = strtok_r(NULL, "/", &save)) {
+    if (!strcmp(seg, ".")) continue;
+    if (!strcmp(seg, "..")) { /* back to the previous '/' */
+      while (len > 0 && out[--len] != '/') {}
+      continue;
+    }
+    int w = snprintf(out + len, n - len, "/%s", seg);
+    if (w < 0 || (size_t)w >= n - len) return false;
+    len += (size_t)w;
+  }
+  if (len == 0 && n > 1) out[len++] = '/';
+  out[len] = '\0';
+  return true;
+}
+
+/* The inductor_output_code record (filename: the path kiln wrote the source
+** to; file_path: the same made absolute, as PyTorch writes it) and the
+** output_code log artifact. */
 static void output_code(const char *src, const char *path) {
   KN_LOG_ARTIFACT(KN_ART_OUTPUT_CODE, "Output code written to: %s\nOutput code: \n%s", path, src);
   if (!kn__trace_enabled()) return;
-  json_t *md = json_pack("{s:s}", "filename", path);
+  char abs[4400];
+  json_t *md = json_pack("{s:s, s:s}", "filename", path, "file_path",
+                         abs_path(path, abs, sizeof abs) ? abs : path);
   kn__trace_opts o = {.file = __FILE__, .line = __LINE__};
   if (md) (void)kn__trace_structured("inductor_output_code", md, src, SIZE_MAX, &o);
 }
@@ -326,7 +355,9 @@ static kn_status build_bypass(const tool *t, const char *src, const char *key, c
   if (!mkdtemp(dir)) return kn__error(KN_EIO, "inductor: cannot create a temporary directory "
                                       "for the compiler: %s", strerror(errno));
   snprintf(base, sizeof base, "%s/%s", dir, key);
-  output_code(src, base);
+  char cpath[4300];
+  snprintf(cpath, sizeof cpath, "%s.c", base);
+  output_code(src, cpath);
   artifact("fx_graph_cache_bypass", akey, why);
   kn_status st = build_in(t, src, base, key, false);
   char so[4300];

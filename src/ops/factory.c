@@ -117,29 +117,35 @@ kn_tensor *kn_empty_meta(int ndim, const int64_t *sizes, kn_dtype dtype) {
   return kn__autorelease(kn__empty(ndim, sizes, dtype, KN_META));
 }
 
-kn_tensor *kn_from_array(const void *data, int ndim, const int64_t *sizes, kn_dtype dtype) {
+/* kn_from_array for the public call `api` (named if the tensor has no data). */
+static kn_tensor *from_array(const void *data, int ndim, const int64_t *sizes, kn_dtype dtype,
+                             const char *api) {
   if (!data) {
-    kn__error(KN_EINVAL, "from_array: data is NULL");
+    kn__error(KN_EINVAL, "%s: data is NULL", api);
     return NULL;
   }
   kn_tensor *t = kn_empty(ndim, sizes, dtype);
   if (!t) return NULL;
-  if (!kn_data(t) && kn_numel(t) > 0) { /* under a tracing mode: no data */
-    kn__error(KN_EUNSUPPORTED, "from_array: cannot fill a tensor without data");
-    return NULL; /* t stays owned by the scope if one is open */
-  }
-  memcpy(kn_data(t), data, (size_t)kn_numel(t) * kn_dtype_size(dtype));
+  const char *prev = kn__data_api_begin(api);
+  void *p = kn_numel(t) > 0 ? kn_data(t) : NULL;
+  kn__data_api_end(prev);
+  if (!p && kn_numel(t) > 0) return NULL; /* under a tracing mode: no data (error set);
+                                             t stays owned by the scope if one is open */
+  if (p) memcpy(p, data, (size_t)kn_numel(t) * kn_dtype_size(dtype));
   return t;
 }
 
+kn_tensor *kn_from_array(const void *data, int ndim, const int64_t *sizes, kn_dtype dtype) {
+  return from_array(data, ndim, sizes, dtype, "kn_from_array");
+}
 kn_tensor *kn_from_floats(const float *data, int ndim, const int64_t *sizes) {
-  return kn_from_array(data, ndim, sizes, KN_FLOAT32);
+  return from_array(data, ndim, sizes, KN_FLOAT32, "kn_from_floats");
 }
 kn_tensor *kn_from_doubles(const double *data, int ndim, const int64_t *sizes) {
-  return kn_from_array(data, ndim, sizes, KN_FLOAT64);
+  return from_array(data, ndim, sizes, KN_FLOAT64, "kn_from_doubles");
 }
 kn_tensor *kn_from_ints(const int64_t *data, int ndim, const int64_t *sizes) {
-  return kn_from_array(data, ndim, sizes, KN_INT64);
+  return from_array(data, ndim, sizes, KN_INT64, "kn_from_ints");
 }
 kn_tensor *kn_scalar_tensor(kn_scalar value, kn_dtype dtype) {
   return kn_full(0, NULL, value, dtype);

@@ -19,6 +19,7 @@
 #include "kiln/kiln.h"
 #include "optim/optim_int.h"
 #include "serialize/safetensors.h"
+#include "tensor/tensor.h"
 
 /* ---- the destination: named tensors ------------------------------------------------ */
 typedef struct named {
@@ -148,7 +149,9 @@ kn_status kn_save(kn_module *m, const char *path) {
   kn_status st = collect(m, NULL, &v);
   if (st != KN_OK) return st;
   json_t *meta = json_pack("{s:s}", "format", "pt");
+  const char *prev = kn__data_api_begin("kn_save");
   st = meta ? save_named("kn_save", path, &v, meta) : kn__oom();
+  kn__data_api_end(prev);
   json_decref(meta);
   named_free(&v);
   return st;
@@ -272,7 +275,9 @@ kn_status kn_load(kn_module *m, const char *path) {
   kn_status st = open_checkpoint(path, &buf, &f);
   if (st != KN_OK) return st;
   const char *type = kn_nn_type(m);
+  const char *prev = kn__data_api_begin("kn_load");
   st = load_named(path, m, NULL, type ? type : "Module", &f);
+  kn__data_api_end(prev);
   kn__st_free(&f);
   free(buf);
   return st;

@@ -412,8 +412,19 @@ const kn__fake_hooks *kn__fake_hooks_for(const kn_tensor *t) {
   return atomic_load(&fake_hooks);
 }
 
+static _Thread_local const char *data_api; /* the outermost public data call */
+
+const char *kn__data_api_begin(const char *api) {
+  const char *prev = data_api;
+  if (!prev) data_api = api;
+  return prev;
+}
+
+void kn__data_api_end(const char *prev) { data_api = prev; }
+
 /* A data read on a tensor without data: the trace's answer, or why not. */
 static kn_status no_data(const kn_tensor *t, const char *api) {
+  if (data_api) api = data_api;
   const kn__fake_hooks *h = kn__fake_hooks_for(t);
   kn_status st = h ? h->refuse(t, api) : KN__FAKE_PASS;
   if (st != KN__FAKE_PASS) return st;

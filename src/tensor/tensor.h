@@ -159,6 +159,14 @@ typedef struct kn__fake_hooks {
 } kn__fake_hooks;
 void kn__set_fake_hooks(const kn__fake_hooks *h);
 const kn__fake_hooks *kn__fake_hooks_for(const kn_tensor *t);
+/* The public call a data access is made for: an entry point that reads or
+** fills tensor memory through kn_data / kn_get (kn_from_floats, kn_save,
+** kn_load, ...) runs its work between prev = kn__data_api_begin("kn_x") and
+** kn__data_api_end(prev). When the memory is missing (a traced stand-in,
+** a meta tensor), the error and the refuse hook name the outermost such
+** call, the one the user made, instead of kn_data. Per thread. */
+const char *kn__data_api_begin(const char *api);
+void kn__data_api_end(const char *prev);
 
 /* Element-type helpers. */
 double kn__load_double(const void *p, kn_dtype dt);

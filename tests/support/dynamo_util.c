@@ -45,6 +45,10 @@ static void normalize(json_t *md, const char *event) {
   if (strstr(event, "compilation_metrics")) json_object_set_new(md, event, json_string("METRICS"));
   if (!strncmp(event, "describe_", 9)) stub(v, "describer_id", "ID");
   if (!strcmp(event, "describe_tensor")) stub(v, "view_func", "VIEW_FUNC");
+  if (!strcmp(event, "inductor_output_code")) {
+    stub(v, "filename", "FILENAME");
+    stub(v, "file_path", "FILENAME");
+  }
   if (!strcmp(event, "create_symbol") || !strcmp(event, "guard_added_fast") ||
       !strcmp(event, "create_unbacked_symbol")) {
     stub(v, "user_stack", "STACK");

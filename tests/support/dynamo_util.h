@@ -2,7 +2,8 @@
 ** support/dynamo_util.h: helpers for the capture-frontend tests: the
 ** structured-trace view the seeds compare (StructuredTraceTestingFormatter:
 ** stack -> STACK, payload hash -> HASH, metrics -> METRICS, describer ids ->
-** ID, view_func -> VIEW_FUNC; "str" and chromium records dropped), read with
+** ID, view_func -> VIEW_FUNC, inductor_output_code's paths -> FILENAME; "str"
+** and chromium records dropped), read with
 ** the strict reader, and a compile counter backend.
 */
 #ifndef KN_TEST_SUPPORT_DYNAMO_UTIL_H

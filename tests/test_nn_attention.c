@@ -262,11 +262,11 @@ typedef struct subst_map {
   kn_tensor *t[16];
 } subst_map;
 
-static kn_tensor *subst64(void *ud, const kn_module *m, const char *path) {
+static kn_status subst64(void *ud, kn_module *m, const char *path, kn_tensor **out) {
   subst_map *s = ud;
   for (int i = 0; m == s->root && i < s->n; i++)
-    if (!strcmp(path, s->names[i])) return s->t[i];
-  return NULL;
+    if (!strcmp(path, s->names[i])) *out = s->t[i];
+  return KN_OK;
 }
 
 static kn_status collect64(void *ud, const char *name, kn_tensor *t) {

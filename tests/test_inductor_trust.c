@@ -586,6 +586,29 @@ Test(inductor_trust, clear_during_compile_does_not_break_it) {
   ind_rm(dir);
 }
 
+/* Two compiles of one source (each in its own private build directory,
+** where the compiler runs) give the same bytes: nothing of the directory's
+** name gets in, so when two processes race to record an entry, the .meta of
+** one describes the .so of the other too. */
+Test(inductor_trust, compiles_in_private_directories_give_the_same_bytes) {
+  char dir[64], key[65], so[300], cmd[700];
+  warm_cache(dir, key);
+  snprintf(so, sizeof so, "%s/inductor/%s.so", dir, key);
+  size_t n1 = 0, n2 = 0;
+  char *first = kn_test_read_file(so, &n1);
+  cr_assert(first);
+  snprintf(cmd, sizeof cmd, "rm -f %s/inductor/*.so %s/inductor/*.meta", dir, dir);
+  cr_assert_eq(system(cmd), 0);
+  cr_assert(run_once(false), "%s", kn_last_error());
+  char *second = kn_test_read_file(so, &n2);
+  cr_assert(second);
+  cr_expect(n1 == n2 && !memcmp(first, second, n1), "the rebuilt .so differs (%zu, %zu bytes)",
+            n1, n2);
+  free(first);
+  free(second);
+  ind_rm(dir);
+}
+
 static unsigned long long my_pid_ns(void) {
   struct stat sb;
   return stat("/proc/self/ns/pid", &sb) == 0 ? (unsigned long long)sb.st_ino : 0;

@@ -250,16 +250,14 @@ static void build_close(build *b) {
 ** descriptor into *so. */
 static kn_status build_run(const kn__ind_tool *t, build *b, const char *key, const char *src,
                            const char *shown, int *so) {
-  char c[80], o[80], cpath[sizeof b->dir + 80], opath[sizeof b->dir + 80], why[300];
+  char c[80], o[80], why[300];
   snprintf(c, sizeof c, "%s.c", key);
   snprintf(o, sizeof o, "%s.so", key);
-  snprintf(cpath, sizeof cpath, "%s/%s", b->dir, c);
-  snprintf(opath, sizeof opath, "%s/%s", b->dir, o);
   kn_status st = kn__cache_write(b->fd, c, src, strlen(src));
   if (st != KN_OK) return st;
   kn__ind_phase ph;
   kn__ind_phase_begin(&ph, "inductor_cc");
-  st = kn__ind_cc(t, cpath, opath, shown);
+  st = kn__ind_cc(t, b->dir, c, o, shown);
   kn__ind_phase_end(&ph);
   bool missing;
   if (st == KN_OK && (*so = kn__cache_open(b->fd, o, KN__IND_SO_MAX, NULL, &missing, why,

@@ -5,8 +5,9 @@
 ** The compiler is KILN_CC (default "cc") with KILN_CFLAGS (default
 ** "-O3 -march=native -fopenmp -ffp-contract=off"; -shared -fPIC are always
 ** added), started with fork/exec (no shell) with umask 077 (its output is
-** private to the user) in a process group of its own; its stdout and stderr
-** are captured. KILN_COMPILE_TIMEOUT (seconds, default 300, 0: none) bounds
+** private to the user), in a process group of its own and in the private
+** build directory (so the names it records are the same in every build of
+** a source); its stdout and stderr are captured. KILN_COMPILE_TIMEOUT (seconds, default 300, 0: none) bounds
 ** a compile: past it the whole process group is killed and the compile
 ** fails with an error saying so.
 **
@@ -90,9 +91,10 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Start the compiler on argv in a process group of its own, its output to
-** a pipe (*rfd). */
-static kn_status spawn(char **argv, pid_t *pid, int *rfd) {
+/* Start the compiler (path: resolved, or "" to search PATH for argv[0]) on
+** argv in directory dir, in a process group of its own, its output to a
+** pipe (*rfd). */
+static kn_status spawn(const char *path, char **argv, const char *dir, pid_t *pid, int *rfd) {
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) return kn__error(KN_EIO, "inductor: pipe: %s", strerror(errno));
   pid_t parent = getpid();
@@ -109,7 +111,14 @@ static kn_status spawn(char **argv, pid_t *pid, int *rfd) {
     umask(077);
     dup2(pfd[1], 1);
     dup2(pfd[1], 2);
-    execvp(argv[0], argv);
+    static const char d[] = "cannot enter the build directory\n";
+    if (chdir(dir) != 0) {
+      ssize_t w = write(2, d, sizeof d - 1);
+      (void)w;
+      _exit(126);
+    }
+    if (path[0]) execv(path, argv);
+    else execvp(argv[0], argv);
     static const char m[] = "exec failed: no such compiler or not executable\n";
     ssize_t w = write(2, m, sizeof m - 1);
     (void)w;
@@ -153,13 +162,14 @@ static bool wait_until(pid_t pid, int *status, double deadline) {
   }
 }
 
-/* Run argv; its exit code (128 + signal), or -1 when it was stopped at the
-** time limit. */
-static int run_timed(char **argv, double timeout_s, kn__sb *msgs, kn_status *st) {
+/* Run the compiler on argv in dir; its exit code (128 + signal), or -1 when
+** it was stopped at the time limit. */
+static int run_timed(const kn__ind_tool *t, char **argv, const char *dir, kn__sb *msgs,
+                     kn_status *st) {
   pid_t pid = -1;
   int rfd = -1, status = 0;
-  if ((*st = spawn(argv, &pid, &rfd)) != KN_OK) return -1;
-  double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+  if ((*st = spawn(t->resolved, argv, dir, &pid, &rfd)) != KN_OK) return -1;
+  double deadline = t->timeout_s > 0 ? now_s() + t->timeout_s : 0;
   bool done = drain_until(rfd, msgs, deadline) && wait_until(pid, &status, deadline);
   close(rfd);
   if (!done) {
@@ -188,7 +198,7 @@ static kn_status cc_failed(const kn__ind_tool *t, int code, const char *shown, k
                    t->cc, code, kn__sb_cstr(msgs));
 }
 
-kn_status kn__ind_cc(const kn__ind_tool *t, const char *src_path, const char *so_path,
+kn_status kn__ind_cc(const kn__ind_tool *t, const char *dir, const char *src, const char *so,
                      const char *shown) {
   char flags[sizeof t->flags];
   memcpy(flags, t->flags, sizeof flags);
@@ -199,14 +209,14 @@ kn_status kn__ind_cc(const kn__ind_tool *t, const char *src_path, const char *so
   argv[n++] = (char *)"-shared";
   argv[n++] = (char *)"-fPIC";
   argv[n++] = (char *)"-o";
-  argv[n++] = (char *)so_path;
-  argv[n++] = (char *)src_path;
+  argv[n++] = (char *)so;
+  argv[n++] = (char *)src;
   argv[n++] = (char *)"-lm";
   argv[n] = NULL;
   kn__sb msgs;
   kn__sb_init(&msgs);
   kn_status st = KN_OK;
-  int code = run_timed(argv, t->timeout_s, &msgs, &st);
+  int code = run_timed(t, argv, dir, &msgs, &st);
   if (st == KN_OK && code != 0) st = cc_failed(t, code, shown, &msgs);
   kn__sb_fini(&msgs);
   return st;

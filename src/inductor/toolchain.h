@@ -47,11 +47,12 @@ typedef struct kn__ind_tool {
 /* The compiler and its settings from the environment (an invalid
 ** KILN_COMPILE_TIMEOUT is logged once and the default used). */
 void kn__ind_tool_init(kn__ind_tool *t);
-/* Compile src_path into the shared object so_path (the compiler runs with
-** umask 077, in a process group of its own that is killed when the time
-** limit passes). shown names the source in messages. KN_OK, or
-** KN_EUNSUPPORTED naming the failure (with the compiler's output). */
-kn_status kn__ind_cc(const kn__ind_tool *t, const char *src_path, const char *so_path,
+/* Compile the file src into the shared object so, both named relative to
+** the directory dir where the compiler runs (with umask 077, in a process
+** group of its own that is killed when the time limit passes). shown names
+** the source in messages. KN_OK, or KN_EUNSUPPORTED naming the failure
+** (with the compiler's output). */
+kn_status kn__ind_cc(const kn__ind_tool *t, const char *dir, const char *src, const char *so,
                      const char *shown);
 /* Load the shared object open on fd (checked by the caller) and find its
 ** entry point, through the descriptor itself (or an in-memory copy when

@@ -79,10 +79,10 @@ static bool own_ok(const struct stat *sb, const char *path, char *why, size_t n)
 
 static bool check_dir(int fd, const char *path, bool own, char *why, size_t n) {
   struct stat sb;
+  const char *p = path[0] ? path : "/";
   if (fstat(fd, &sb) != 0)
-    return snprintf(why, n, "cannot examine '%s': %s", path[0] ? path : "/", strerror(errno)), false;
-  return own ? own_ok(&sb, path[0] ? path : "/", why, n) : parent_ok(&sb, path[0] ? path : "/",
-                                                                     why, n);
+    return snprintf(why, n, "cannot examine '%s': %s", p, strerror(errno)), false;
+  return own ? own_ok(&sb, p, why, n) : parent_ok(&sb, p, why, n);
 }
 
 /* The next directory below fd (one component, not followed if a link);
@@ -188,8 +188,8 @@ kn_status kn__cachedir_open(const char *root, const char *sub, bool create, kn__
   if (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode)) {
     ssize_t k = readlink(dir, real, sizeof real - 1);
     real[k > 0 ? k : 0] = 0;
-    snprintf(why, sizeof why, "'%s' is a symbolic link (to '%s'); kiln does not use a link as its "
-             "cache directory: name the directory itself", dir, real);
+    snprintf(why, sizeof why, "'%.1800s' is a symbolic link (to '%.1800s'); kiln does not use "
+             "a link as its cache directory: name the directory itself", dir, real);
     return refused(out, why);
   }
   if (create && !make_dirs(dir, why, sizeof why)) return refused(out, why);
@@ -292,7 +292,8 @@ char *kn__cache_read(int dfd, const char *name, size_t max_bytes, size_t *len, b
   size_t cap = (size_t)sb.st_size, got = 0;
   char *buf = malloc(cap + 1);
   ssize_t r = 0;
-  while (buf && got < cap && ((r = read(fd, buf + got, cap - got)) > 0 || (r < 0 && errno == EINTR)))
+  while (buf && got < cap &&
+         ((r = read(fd, buf + got, cap - got)) > 0 || (r < 0 && errno == EINTR)))
     got += r > 0 ? (size_t)r : 0;
   if (!buf || r < 0) snprintf(why, n, "cannot read '%s': %s", name, buf ? strerror(errno)
                                                                         : "out of memory");

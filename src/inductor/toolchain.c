@@ -7,9 +7,9 @@
 ** added), started with fork/exec (no shell) with umask 077 (its output is
 ** private to the user), in a process group of its own and in the private
 ** build directory (so the names it records are the same in every build of
-** a source); its stdout and stderr are captured. KILN_COMPILE_TIMEOUT (seconds, default 300, 0: none) bounds
-** a compile: past it the whole process group is killed and the compile
-** fails with an error saying so.
+** a source); its stdout and stderr are captured. KILN_COMPILE_TIMEOUT
+** (seconds, default 300, 0: none) bounds a compile: past it the whole
+** process group is killed and the compile fails with an error saying so.
 **
 ** Loading: a shared object is loaded through the descriptor its checks were
 ** made on (dlopen of /proc/self/fd/N), never by a path that could name

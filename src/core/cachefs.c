@@ -154,13 +154,16 @@ static bool make_dirs(const char *path, char *why, size_t n) {
 static int open_sub(int top, const char *real, const char *sub, bool create, char *why, size_t n) {
   char path[KN__CACHE_PATH_CAP];
   snprintf(path, sizeof path, "%.3800s/%.200s", real, sub);
-  if (create && mkdirat(top, sub, 0700) == 0) {
-    if (fchmodat(top, sub, 0700, 0) != 0)
-      return snprintf(why, n, "cannot set the mode of '%s': %s", path, strerror(errno)), -1;
-  } else if (create && errno != EEXIST) {
-    return snprintf(why, n, "cannot create '%s': %s", path, strerror(errno)), -1;
-  }
   int fd = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && create) { /* made only when missing: fewer calls when warm */
+    if (mkdirat(top, sub, 0700) == 0) {
+      if (fchmodat(top, sub, 0700, 0) != 0)
+        return snprintf(why, n, "cannot set the mode of '%s': %s", path, strerror(errno)), -1;
+    } else if (errno != EEXIST) {
+      return snprintf(why, n, "cannot create '%s': %s", path, strerror(errno)), -1;
+    }
+    fd = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
   if (fd < 0)
     return snprintf(why, n, "cannot open '%s': %s%s", path, strerror(errno),
                     errno == ELOOP || errno == ENOTDIR ? " (a symbolic link or not a directory; "
@@ -185,14 +188,15 @@ kn_status kn__cachedir_open(const char *root, const char *sub, bool create, kn__
   *out = (kn__cachedir){.fd = -1};
   snprintf(dir, sizeof dir, "%s", root);
   for (size_t len = strlen(dir); len > 1 && dir[len - 1] == '/';) dir[--len] = 0;
-  if (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+  bool missing = lstat(dir, &sb) != 0;
+  if (!missing && S_ISLNK(sb.st_mode)) {
     ssize_t k = readlink(dir, real, sizeof real - 1);
     real[k > 0 ? k : 0] = 0;
     snprintf(why, sizeof why, "'%.1800s' is a symbolic link (to '%.1800s'); kiln does not use "
              "a link as its cache directory: name the directory itself", dir, real);
     return refused(out, why);
   }
-  if (create && !make_dirs(dir, why, sizeof why)) return refused(out, why);
+  if (create && missing && !make_dirs(dir, why, sizeof why)) return refused(out, why);
   if (!realpath(dir, real)) {
     snprintf(why, sizeof why, "cannot resolve '%s': %s", dir, strerror(errno));
     return refused(out, why);

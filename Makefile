@@ -23,7 +23,7 @@ export OMP_WAIT_POLICY
 
 BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libdnnl-dev libsleef-dev libjansson-dev \
   libmd-dev libdw1
-TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev libtsan2
+TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev libtsan2 qemu-user
 
 .PHONY: demo digits examples install configure-release test bench deps-build deps-test configure \
   build test-plain test-asan test-tsan

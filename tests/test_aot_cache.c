@@ -5,7 +5,8 @@
 ** the disk ("found on disk"), skips the joint trace, logs the same forward
 ** and backward graphs and computes eager's gradients; a corrupted or
 ** truncated entry is detected, reported as a miss with its reason, rebuilt
-** and rewritten.
+** and rewritten; so is one that breaks the trust rules (a FIFO, a symbolic
+** link, another user's file); a group-writable directory is not used.
 */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "aot/aot.h"
@@ -158,3 +160,50 @@ static void rebuilt_after(long at, bool truncate_it) {
 Test(aot_cache, corrupted_graph_code_is_rebuilt) { rebuilt_after(200, false); }
 Test(aot_cache, corrupted_digest_is_rebuilt) { rebuilt_after(10, false); }
 Test(aot_cache, truncated_entry_is_rebuilt) { rebuilt_after(150, true); }
+
+/* The entry replaced (by how: 'f' a FIFO, 'o' another user's file, 'l' a
+** symbolic link to a copy) is refused as corrupted, never waited on, and
+** rebuilt as a regular file of the user's. */
+static void refused_entry(char how) {
+  cr_expect_eq(compile_and_run(), 0.0);
+  char *path = entry_file(), copy[4700];
+  snprintf(copy, sizeof copy, "%s.copy", cache);
+  if (how == 'f' || how == 'l') cr_assert_eq(rename(path, copy), 0);
+  if (how == 'f') cr_assert_eq(mkfifo(path, 0600), 0);
+  if (how == 'l') cr_assert_eq(symlink(copy, path), 0);
+  if (how == 'o') cr_assert_eq(chown(path, 65534, 65534), 0);
+  kn__aot_cache_clear();
+  alarm(120);
+  cr_expect_eq(compile_and_run(), 0.0, "a refused entry is never used");
+  alarm(0);
+  free(kn_test_dyn_trace(false, NULL));
+  char *r = json_field("aotautograd_cache_miss", 1, "reason");
+  cr_expect_str_eq(r, "corrupted cache entry (rebuilt)");
+  struct stat sb;
+  cr_expect(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid(),
+            "rebuilt as the user's regular file");
+  unlink(copy);
+  free(r), free(path);
+}
+
+Test(aot_cache, fifo_entry_is_refused) { refused_entry('f'); }
+Test(aot_cache, symlinked_entry_is_refused) { refused_entry('l'); }
+Test(aot_cache, another_users_entry_is_refused) {
+  if (geteuid() != 0) cr_skip_test("needs root: another user's file is simulated by chown");
+  refused_entry('o');
+}
+
+/* A group-writable aotautograd directory is not used: compiles work, never
+** from the disk. */
+Test(aot_cache, group_writable_directory_is_not_used) {
+  cr_expect_eq(compile_and_run(), 0.0);
+  char sub[4200];
+  snprintf(sub, sizeof sub, "%s/aotautograd", cache);
+  cr_assert_eq(chmod(sub, 0770), 0);
+  kn__aot_cache_clear();
+  cr_expect_eq(compile_and_run(), 0.0);
+  free(kn_test_dyn_trace(false, NULL));
+  char *r = json_field("aotautograd_cache_miss", 1, "reason");
+  cr_expect_str_eq(r, "not in cache", "the entry in the untrusted directory was not read");
+  free(r);
+}

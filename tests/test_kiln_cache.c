@@ -1,9 +1,11 @@
 /*
 ** test_kiln_cache.c: `kiln cache` (tools/cmd_cache.c) on hand-made cache
-** directories in the layout of src/inductor/toolchain.c: listing with sizes,
+** directories in the layout of src/inductor/codecache.c: listing with sizes,
 ** ages and total; --clear removing only kiln's files; a foreign file, a
 ** symbolic link with a kiln name and a linked-in inductor directory left
-** alone; an empty and a missing directory.
+** alone; an empty and a missing directory; temporaries of running compiles
+** kept by a clear, stale ones removed; a note on a directory kiln would not
+** use; a relative KILN_CACHE_DIR.
 */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -96,6 +98,8 @@ Test(kiln_cache, lists_entries_sizes_ages_and_total) {
   const char *b = strstr(out, "  " KEY_B "       124 B     3d  .c .so(partial)\n");
   cr_assert(a && b && a < b, "%s", out);
   cr_assert(strstr(out, "total: 2 entries, 5 files, 3.1 KiB (3172 bytes)\n"), "%s", out);
+  cr_assert(strstr(out, "stale temporaries of ended compiles: 1 (removed by --clear or the next "
+                        "compile)\n"), "%s", out);
   cr_assert(strstr(out, "not kiln's: 2 (left alone)\n"), "%s", out);
   free(out);
   kn__sb_fini(&args);
@@ -208,4 +212,101 @@ Test(kiln_cache, default_directory_and_bad_arguments) {
   kn__sb_fini(&args);
   ru_rmtree(top);
   free(top);
+}
+
+static unsigned long long my_pid_ns(void) {
+  struct stat sb;
+  return stat("/proc/self/ns/pid", &sb) == 0 ? (unsigned long long)sb.st_ino : 0;
+}
+
+static pid_t dead_pid(void) {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  cr_assert(p > 0 && waitpid(p, NULL, 0) == p);
+  return p;
+}
+
+/* Temporaries of compiles: a build directory and a file of this (running)
+** process, a build directory of an ended one. The listing counts them; a
+** clear removes only the ended one's. */
+Test(kiln_cache, temporaries_of_running_compiles_survive_a_clear) {
+  char *top = ru_tmpdir(), *out;
+  kn__sb ind = KN__SB_INIT, name = KN__SB_INIT, args = KN__SB_INIT;
+  kn__sb_printf(&ind, "%s/inductor", top);
+  cr_assert_eq(mkdir(kn__sb_cstr(&ind), 0700), 0);
+  unsigned long long ns = my_pid_ns();
+  kn__sb_printf(&name, "%s/" KEY_A ".tmp.%d-%llu.AbCdEf", kn__sb_cstr(&ind), (int)getpid(), ns);
+  cr_assert_eq(mkdir(kn__sb_cstr(&name), 0700), 0);
+  put(kn__sb_cstr(&name), KEY_A ".c", 100, 0);
+  kn__sb_clear(&name);
+  kn__sb_printf(&name, KEY_A ".meta.tmp.%d-%llu.GhIjKl", (int)getpid(), ns);
+  put(kn__sb_cstr(&ind), kn__sb_cstr(&name), 10, 0);
+  kn__sb_clear(&name);
+  kn__sb_printf(&name, "%s/" KEY_B ".tmp.%d-%llu.MnOpQr", kn__sb_cstr(&ind), (int)dead_pid(), ns);
+  cr_assert_eq(mkdir(kn__sb_cstr(&name), 0700), 0);
+  put(kn__sb_cstr(&name), KEY_B ".so", 1000, 0);
+  kn__sb_printf(&args, "--dir '%s'", top);
+  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0, "%s", out);
+  cr_expect(strstr(out, "  " KEY_B "      1000 B     0s  .tmp/(partial)\n"), "%s", out);
+  cr_expect(strstr(out, "total: 2 entries, 3 files, 1.1 KiB (1110 bytes)\n"), "%s", out);
+  cr_expect(strstr(out, "stale temporaries of ended compiles: 1 (removed by --clear or the next "
+                        "compile)\n"), "%s", out);
+  cr_expect(strstr(out, "temporaries of running compiles: 2\n"), "%s", out);
+  free(out);
+  kn__sb_clear(&args);
+  kn__sb_printf(&args, "--clear --dir '%s'", top);
+  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0, "%s", out);
+  cr_expect(strstr(out, "kiln cache: removed 1 file (1000 B) from "), "%s", out);
+  cr_expect(strstr(out, "temporaries of running compiles: 2 (left alone)\n"), "%s", out);
+  free(out);
+  cr_expect_not(exists(kn__sb_cstr(&name), ""), "the ended compile's directory is gone");
+  kn__sb_clear(&name);
+  kn__sb_printf(&name, KEY_A ".tmp.%d-%llu.AbCdEf", (int)getpid(), ns);
+  cr_expect(exists(kn__sb_cstr(&ind), kn__sb_cstr(&name)), "the running compile's directory stays");
+  kn__sb_fini(&ind);
+  kn__sb_fini(&name);
+  kn__sb_fini(&args);
+  ru_rmtree(top);
+  free(top);
+}
+
+/* A directory kiln would not use is still listed, with the reason. */
+Test(kiln_cache, untrusted_directory_is_listed_with_a_note) {
+  char *top = ru_tmpdir(), *out;
+  kn__sb ind = KN__SB_INIT, args = KN__SB_INIT, want = KN__SB_INIT;
+  kn__sb_printf(&ind, "%s/inductor", top);
+  cr_assert_eq(mkdir(kn__sb_cstr(&ind), 0700), 0);
+  cr_assert_eq(chmod(kn__sb_cstr(&ind), 0775), 0);
+  put(kn__sb_cstr(&ind), KEY_A ".c", 10, 0);
+  kn__sb_printf(&args, "--dir '%s'", top);
+  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0, "%s", out);
+  kn__sb_printf(&want, "note: kiln does not use this cache: cache directory '%s' is writable by "
+                "its group or others (mode 0775)\n", kn__sb_cstr(&ind));
+  cr_expect(strstr(out, kn__sb_cstr(&want)), "%s", out);
+  cr_expect(strstr(out, "total: 1 entry, 1 file, 10 B (10 bytes)\n"), "%s", out);
+  free(out);
+  kn__sb_fini(&ind);
+  kn__sb_fini(&args);
+  kn__sb_fini(&want);
+  ru_rmtree(top);
+  free(top);
+}
+
+/* KILN_CACHE_DIR is checked as the library checks it. */
+Test(kiln_cache, relative_cache_dir_is_an_error) {
+  char path[] = "/tmp/kn_cache_out_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  kn__sb cmd = KN__SB_INIT;
+  kn__sb_printf(&cmd, "KILN_CACHE_DIR=rel/dir '%s' cache > '%s' 2>&1", KN_TOOL_PATH, path);
+  int rc = system(kn__sb_cstr(&cmd));
+  char *out = ru_read(path, NULL);
+  unlink(path);
+  cr_assert(out);
+  cr_expect(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "%s", out);
+  cr_expect(strstr(out, "kiln cache: KILN_CACHE_DIR must be an absolute path, found 'rel/dir' (or "
+                        "pass --dir DIR)\n"), "%s", out);
+  free(out);
+  kn__sb_fini(&cmd);
 }

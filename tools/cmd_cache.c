@@ -6,12 +6,18 @@
 ** them.
 **
 ** Only kiln's own files count: regular files named <64 hex digits>.c, .so,
-** .meta or .fxg (a graph key naming its source's key), and the temporary files of an interrupted write (<key>.<ext>.tmp.*).
-** Everything else (other names, directories, symbolic links even with a
-** kiln name) is counted as "not kiln's" and left alone. The directory is read
-** through a descriptor opened with O_NOFOLLOW and files are examined with
+** .meta or .fxg (a graph key naming its source's key), and the temporaries
+** of compiles (core/cachefs.h): files <key>.<ext>.tmp.<pid>-<ns>.* of a
+** write and private build directories <key>.tmp.<pid>-<ns>.*. A temporary
+** whose compile has ended (stale: its process is gone, or it is older than
+** the stale age) is removed by --clear; one of a running compile is left
+** alone, so a clear never breaks a compile. Everything else (other names,
+** other directories, symbolic links even with a kiln name) is counted as
+** "not kiln's" and left alone. The directory is read through a descriptor
+** opened with O_NOFOLLOW and files are examined with
 ** fstatat(AT_SYMLINK_NOFOLLOW) and removed with unlinkat, so no link is
-** followed out of it.
+** followed out of it. A directory kiln would refuse to use (the trust rules
+** of docs/INDUCTOR.md) is still listed, with a note saying why.
 */
 #include <dirent.h>
 #include <errno.h>
@@ -25,6 +31,8 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "core/cachefs.h"
+#include "core/error.h"
 
 static const char *help =
     "usage: kiln cache [--dir DIR] [--clear]\n"
@@ -36,8 +44,10 @@ static const char *help =
     "  --dir DIR   the cache directory (default: KILN_CACHE_DIR, else\n"
     "              $XDG_CACHE_HOME/kiln, else ~/.cache/kiln); entries are in\n"
     "              DIR/inductor\n"
-    "  --clear     remove the entries; files that are not kiln's (other\n"
-    "              names, directories, symbolic links) are left alone\n"
+    "  --clear     remove the entries and the temporary files of ended\n"
+    "              compiles; temporaries of running compiles and files that\n"
+    "              are not kiln's (other names, directories, symbolic links)\n"
+    "              are left alone\n"
     "  -h, --help  this help\n"
     "\n"
     "Exit status: 0 on success (also for an empty or missing cache), 1 when\n"
@@ -50,14 +60,17 @@ typedef struct entry {
   char key[KEY_LEN + 1];
   long long bytes;
   time_t newest;
-  unsigned files; /* bit 2k: complete file of exts[k]; bit 2k+1: a partial one */
+  unsigned files; /* bit 2k: complete file of exts[k]; bit 2k+1: a partial one;
+                     bit 2 * NEXTS: a build directory */
 } entry;
 
 typedef struct scan {
   entry *v;
   size_t n, cap;
   long long bytes, removed_bytes;
-  int files, foreign, removed, failed;
+  int files, foreign, removed, failed, stale, running;
+  double timeout_s; /* KILN_COMPILE_TIMEOUT: how old a temporary must be to be stale */
+  time_t now;
 } scan;
 
 static const char *const exts[] = {".c", ".so", ".meta", ".fxg"};
@@ -65,6 +78,7 @@ static const char *const exts[] = {".c", ".so", ".meta", ".fxg"};
 
 /* Bit of the kiln extension at s (see entry.files), or -1. */
 static int ext_bit(const char *s) {
+  if (!strncmp(s, ".tmp.", 5)) return 2 * NEXTS;
   for (int i = 0; i < NEXTS; i++) {
     size_t n = strlen(exts[i]);
     if (!strncmp(s, exts[i], n) && (s[n] == 0 || !strncmp(s + n, ".tmp.", 5)))
@@ -96,27 +110,48 @@ static entry *entry_for(scan *s, const char *key) {
   return e;
 }
 
-static void add_file(scan *s, const char *name, const struct stat *sb) {
+/* Bytes of the regular files in the directory name of dfd. */
+static long long dir_bytes(int dfd, const char *name) {
+  int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  long long bytes = 0;
+  struct stat sb;
+  if (!d && fd >= 0) close(fd);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode))
+      bytes += sb.st_size;
+  if (d) closedir(d);
+  return bytes;
+}
+
+static void add_file(scan *s, const char *name, const struct stat *sb, long long bytes) {
   entry *e = entry_for(s, name);
   if (!e) return;
-  e->bytes += sb->st_size;
+  e->bytes += bytes;
   if (sb->st_mtime > e->newest) e->newest = sb->st_mtime;
   e->files |= 1u << ext_bit(name + KEY_LEN);
-  s->bytes += sb->st_size;
+  s->bytes += bytes;
   s->files++;
 }
 
 static void visit(scan *s, int dfd, const char *name, bool clear) {
   struct stat sb;
+  long long pid;
+  unsigned long long ns;
   if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) return; /* gone meanwhile */
-  if (!S_ISREG(sb.st_mode) || !kiln_name(name)) {
+  bool tmp = kn__cache_tmp_parse(name, &pid, &ns);
+  if (!kiln_name(name) || !(S_ISREG(sb.st_mode) || (tmp && S_ISDIR(sb.st_mode)))) {
     s->foreign++;
     return;
   }
-  if (!clear) return add_file(s, name, &sb);
-  if (unlinkat(dfd, name, 0) == 0) {
+  bool stale = tmp && kn__cache_tmp_stale(name, sb.st_mtime, s->now, s->timeout_s);
+  long long bytes = S_ISDIR(sb.st_mode) ? dir_bytes(dfd, name) : (long long)sb.st_size;
+  s->stale += stale;
+  s->running += tmp && !stale;
+  if (!clear || (tmp && !stale)) return add_file(s, name, &sb, bytes);
+  if ((tmp ? kn__cache_remove_tmp(dfd, name) : unlinkat(dfd, name, 0)) == 0) {
     s->removed++;
-    s->removed_bytes += sb.st_size;
+    s->removed_bytes += bytes;
   } else if (errno != ENOENT) {
     fprintf(stderr, "kiln cache: cannot remove '%s': %s\n", name, strerror(errno));
     s->failed++;
@@ -143,14 +178,23 @@ static void age(time_t now, time_t t, char *out, size_t n) {
   else snprintf(out, n, "%lldd", d / 86400);
 }
 
-/* ".c .so(partial) .meta" */
+/* ".c .so(partial) .meta .tmp/(partial)" */
 static void file_list(unsigned bits, char *out, size_t n) {
   size_t used = 0;
   out[0] = 0;
-  for (int b = 0; b < 2 * NEXTS; b++)
+  for (int b = 0; b <= 2 * NEXTS; b++)
     if (bits & (1u << b))
-      used += (size_t)snprintf(out + used, n - used, "%s%s%s", used ? " " : "", exts[b / 2],
-                               b % 2 ? "(partial)" : "");
+      used += (size_t)snprintf(out + used, n - used, "%s%s%s", used ? " " : "",
+                               b < 2 * NEXTS ? exts[b / 2] : ".tmp/", b % 2 || b == 2 * NEXTS
+                                                                         ? "(partial)" : "");
+}
+
+static void print_temporaries(const scan *s, bool clear) {
+  if (s->stale && !clear)
+    printf("stale temporaries of ended compiles: %d (removed by --clear or the next compile)\n",
+           s->stale);
+  if (s->running)
+    printf("temporaries of running compiles: %d%s\n", s->running, clear ? " (left alone)" : "");
 }
 
 static int by_age(const void *a, const void *b) {
@@ -174,6 +218,7 @@ static void print_list(scan *s, const char *dir) {
   human(s->bytes, sz, sizeof sz);
   printf("total: %zu entr%s, %d file%s, %s (%lld bytes)\n", s->n, s->n == 1 ? "y" : "ies",
          s->files, s->files == 1 ? "" : "s", sz, s->bytes);
+  print_temporaries(s, false);
   if (s->foreign) printf("not kiln's: %d (left alone)\n", s->foreign);
 }
 
@@ -182,17 +227,8 @@ static void print_clear(const scan *s, const char *dir) {
   human(s->removed_bytes, sz, sizeof sz);
   printf("kiln cache: removed %d file%s (%s) from %s/inductor\n", s->removed,
          s->removed == 1 ? "" : "s", sz, dir);
+  print_temporaries(s, true);
   if (s->foreign) printf("not kiln's: %d (left alone)\n", s->foreign);
-}
-
-/* The cache directory: --dir, KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln. */
-static bool default_dir(char *out, size_t n) {
-  const char *d = getenv("KILN_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-  if (d && *d) snprintf(out, n, "%s", d);
-  else if (x && *x) snprintf(out, n, "%s/kiln", x);
-  else if (h && *h) snprintf(out, n, "%s/.cache/kiln", h);
-  else return false;
-  return true;
 }
 
 /* Open DIR/inductor without following a link at either step. -1 with errno. */
@@ -204,6 +240,13 @@ static int open_cache(const char *dir) {
   close(top);
   errno = saved;
   return fd;
+}
+
+/* Say so when kiln would not use the directory (the trust rules). */
+static void trust_note(const char *dir) {
+  kn__cachedir cd;
+  if (kn__cachedir_open(dir, "inductor", false, &cd) == KN_OK) return kn__cachedir_close(&cd);
+  printf("note: kiln does not use this cache: %s\n", kn_last_error());
 }
 
 static int run(const char *dir, bool clear) {
@@ -224,12 +267,15 @@ static int run(const char *dir, bool clear) {
     fprintf(stderr, "kiln cache: cannot read '%s/inductor': %s\n", dir, strerror(errno));
     return 1;
   }
-  scan s = {0};
+  char why[300];
+  scan s = {.timeout_s = kn__compile_timeout(why, sizeof why), .now = time(NULL)};
+  if (why[0]) fprintf(stderr, "kiln cache: %s\n", why);
   for (struct dirent *e; (e = readdir(d));)
     if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) visit(&s, dirfd(d), e->d_name, clear);
   closedir(d);
   if (clear) print_clear(&s, dir);
   else print_list(&s, dir);
+  trust_note(dir);
   free(s.v);
   return s.failed ? 1 : 0;
 }
@@ -251,11 +297,12 @@ int kn_cmd_cache(int argc, char **argv) {
       return 2;
     }
   }
-  char buf[4096];
-  if (!dir && !default_dir(buf, sizeof buf)) {
-    fprintf(stderr, "kiln cache: no cache directory: set KILN_CACHE_DIR or HOME, or pass "
-            "--dir DIR\n");
+  char buf[KN__CACHE_PATH_CAP];
+  if (!dir && kn__cache_root(buf, NULL) != KN_OK) {
+    fprintf(stderr, "kiln cache: %s (or pass --dir DIR)\n", kn_last_error());
     return 1;
   }
-  return run(dir ? dir : buf, clear);
+  if (dir) snprintf(buf, sizeof buf, "%s", dir);
+  for (size_t len = strlen(buf); len > 1 && buf[len - 1] == '/';) buf[--len] = 0;
+  return run(buf, clear);
 }

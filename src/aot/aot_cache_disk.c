@@ -22,30 +22,35 @@
 ** header, key, digest, count or graph hash makes the entry "corrupted": it
 ** is logged, rebuilt and overwritten.
 */
-#include <errno.h>
 #include <sha2.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "aot/aot_cache_int.h"
+#include "core/cachefs.h"
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "logging/log.h"
 
 #define MAX_ENTRY_BYTES ((size_t)64 << 20)
 
-/* DIR/aotautograd (created), or false when KILN_CACHE_DIR is unset or unusable. */
-static bool entry_path(const char *key, char *out, size_t n) {
+static atomic_bool warned_dir;
+
+/* DIR/aotautograd (created, checked), or false when KILN_CACHE_DIR is unset
+** or unusable (one warning per process says why). */
+static bool cache_open(kn__cachedir *cd) {
   const char *d = getenv("KILN_CACHE_DIR");
+  char root[KN__CACHE_PATH_CAP];
+  *cd = (kn__cachedir){.fd = -1};
   if (!d || !*d) return false;
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s/aotautograd", d);
-  if ((mkdir(d, 0755) != 0 && errno != EEXIST) || (mkdir(dir, 0755) != 0 && errno != EEXIST))
-    return false;
-  return snprintf(out, n, "%s/%s.entry", dir, key) < (int)n;
+  kn_status st = kn__cache_root(root, NULL);
+  if (st == KN_OK) st = kn__cachedir_open(root, "aotautograd", true, cd);
+  if (st != KN_OK && !atomic_exchange(&warned_dir, true))
+    KN_LOG(KN_LOG_AOT, KN_WARNING, "AOT cache: %s; not using the disk cache (see \"Trust rules\" "
+           "in docs/INDUCTOR.md)", kn_last_error());
+  return st == KN_OK;
 }
 
 /* ---- writing ------------------------------------------------------------------------ */
@@ -95,19 +100,11 @@ static void put_header(kn__sb *sb, const char *key, const kn__aot_prepared *p, c
   kn__sb_printf(sb, "%s %s\n%zu %zu\n", fh, bh, fl, bl);
 }
 
-static void write_atomic(const char path[4400], const char *data, size_t len) {
-  char tmp[4500];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%p", path, (long)getpid(), (void *)tmp);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return;
-  bool ok = fwrite(data, 1, len, f) == len;
-  ok = fclose(f) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) unlink(tmp);
-}
-
 void kn__aot_disk_store(const char *key, const kn__aot_prepared *p) {
-  char path[4400], fh[65], bh[65] = "-";
-  if (!entry_path(key, path, sizeof path)) return;
+  char name[100], fh[65], bh[65] = "-";
+  kn__cachedir cd;
+  if (!cache_open(&cd)) return;
+  snprintf(name, sizeof name, "%.80s.entry", key);
   char *fc = round_trip_code(p->fw, fh), *bc = p->bw ? round_trip_code(p->bw, bh) : NULL;
   if (fc && (bc || !p->bw)) {
     kn__sb sb;
@@ -120,29 +117,18 @@ void kn__aot_disk_store(const char *key, const kn__aot_prepared *p) {
       SHA256Data((const uint8_t *)kn__sb_cstr(&sb), sb.len, dig);
       kn__sb_printf(&sb, "\nsha256 %s\n", dig);
     }
-    if (!kn__sb_failed(&sb)) write_atomic(path, kn__sb_cstr(&sb), sb.len);
+    if (!kn__sb_failed(&sb)) {
+      (void)kn__cache_sweep(cd.fd, kn__compile_timeout(NULL, 0));
+      (void)kn__cache_write(cd.fd, name, kn__sb_cstr(&sb), sb.len);
+    }
     kn__sb_fini(&sb);
   }
   free(fc);
   free(bc);
+  kn__cachedir_close(&cd);
 }
 
 /* ---- reading ------------------------------------------------------------------------ */
-
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  kn__sb sb;
-  kn__sb_init(&sb);
-  char buf[65536];
-  size_t k;
-  while ((k = fread(buf, 1, sizeof buf, f)) > 0 && sb.len <= MAX_ENTRY_BYTES) kn__sb_putn(&sb, buf, k);
-  bool bad = ferror(f) || sb.len > MAX_ENTRY_BYTES || kn__sb_failed(&sb);
-  fclose(f);
-  if (bad) return kn__sb_fini(&sb), NULL;
-  *len = sb.len;
-  return kn__sb_take(&sb);
-}
 
 /* The body's length when the trailing "\nsha256 <hex>\n" matches it, else 0. */
 static size_t verified_body(const char *s, size_t len) {
@@ -215,12 +201,22 @@ static bool parse_entry(char *s, size_t len, const char *key, kn__aot_prepared *
 
 bool kn__aot_disk_load(const char *key, bool inference, kn__aot_prepared *out, char *why,
                        size_t n) {
-  char path[4400];
-  snprintf(why, n, "not in cache");
-  if (!entry_path(key, path, sizeof path)) return false;
+  char name[100], path[KN__CACHE_PATH_CAP + 100], fwhy[400];
+  kn__cachedir cd;
+  bool missing = true;
   size_t len = 0;
-  char *s = read_file(path, &len);
-  if (!s) return false;
+  snprintf(why, n, "not in cache");
+  if (!cache_open(&cd)) return false;
+  snprintf(name, sizeof name, "%.80s.entry", key);
+  snprintf(path, sizeof path, "%s/%s", cd.path, name);
+  char *s = kn__cache_read(cd.fd, name, MAX_ENTRY_BYTES, &len, &missing, fwhy, sizeof fwhy);
+  kn__cachedir_close(&cd);
+  if (!s && missing) return false;
+  if (!s) {
+    snprintf(why, n, "corrupted cache entry (rebuilt)");
+    KN_LOG(KN_LOG_AOT, KN_WARNING, "AOT cache: %s: %s; rebuilding", path, fwhy);
+    return false;
+  }
   size_t body = verified_body(s, len);
   kn__aot_prepared p = {0};
   bool ok = body > 0 && parse_entry(s, body, key, &p) && p.inference == inference;

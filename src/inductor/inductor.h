@@ -14,7 +14,9 @@
 **   sched.c      the scheduler: fusion groups, the schedule/fusion logs
 **   codegen.c    the C source of a plan
 **   gemm.c       GEMM / convolution extern calls with fused activations
-**   toolchain.c  the compiler (fork/exec), dlopen, the disk and memory caches
+**   toolchain.c  the compiler (fork/exec, time limit), loading through a descriptor
+**   codecache.c  the memory and disk caches (keys, trust rules, temporaries)
+**   cache_meta.c the text of the cache's .meta and .fxg files (toolchain.h)
 **   backend.c    the backend entry point and the runtime of a compiled graph
 **   runnable.c   fx_graph_runnable: the graph as a standalone C repro
 **   phase.c      compile-phase times (chromium events, compile times, metrics)
@@ -196,7 +198,7 @@ bool kn__ind_is_epilogue(const kn__gnode *n);
 ** extern call gets them). *out: a new reference. */
 kn_status kn__ind_epilogue_run(const kn__gnode *n, kn__call *inner, kn_tensor **out);
 
-/* ---- toolchain and caches (toolchain.c) ------------------------------------------ */
+/* ---- toolchain and caches (codecache.c, toolchain.c) ------------------------------ */
 typedef struct kn__ind_loaded {
   kn__ind_call_fn call;
   char key[65];       /* the source's key (names the .c/.so/.meta files) */

@@ -11,10 +11,11 @@
 #include "core/error.h"
 #include "nn/nn_int.h"
 
-/* [B, L, E] -> [B, heads, L, E / heads] */
+/* [B, L, E] -> [B, heads, L, E / heads]. B and L are never read as ints
+** (kn_unflatten, kn_flatten), so they stay symbolic inside a compiled
+** function and one graph serves every (B, L). */
 static kn_tensor *split_heads(kn_tensor *t, int64_t heads) {
-  int64_t b = kn_size(t, 0), len = kn_size(t, 1), e = kn_size(t, 2);
-  return kn_transpose(kn_reshape(t, 4, (int64_t[]){b, len, heads, e / heads}), 1, 2);
+  return kn_transpose(kn_unflatten(t, 2, 2, (int64_t[]){heads, -1}), 1, 2);
 }
 
 static kn_tensor *mha_fwd(kn_module *m, kn__nn_layer *l, const kn__nn_ctx *c, kn_tensor *x) {
@@ -34,7 +35,7 @@ static kn_tensor *mha_fwd(kn_module *m, kn__nn_layer *l, const kn__nn_ctx *c, kn
   kn_tensor *attn = kn_softmax(scores, -1);
   if (l->training && l->d[0] > 0) attn = kn_dropout(attn, l->d[0], true, NULL);
   kn_tensor *o = kn_transpose(kn_matmul(attn, split_heads(qkv[2], heads)), 1, 2);
-  o = kn_reshape(o, 3, (int64_t[]){kn_size(x, 0), kn_size(x, 1), e});
+  o = kn_flatten(o, 2, 3);
   kn_tensor *y = o ? kn__nn_child_forward(m, c, "out_proj", o) : NULL;
   if (y && !l->i[2]) y = kn_transpose(y, 0, 1);
   return kn_scope_end_keep(y);

@@ -142,6 +142,47 @@ Test(report_views, symbolic_shapes_page_of_a_real_trace) {
   free(tmp);
 }
 
+/* Issue 21: each guard a real compile adds shows the user line and the
+** kiln function that added it (its stack columns were empty). */
+Test(report_views, symbolic_shapes_page_names_each_guards_op_and_line) {
+  char *tmp = ru_tmpdir();
+  char *trace = ru_write_guarded_kiln_trace(tmp);
+  cr_assert_not_null(trace, "%s", kn_last_error());
+  char *err = NULL;
+  cr_assert_eq(ru_kilnf(&err, "--strict -o '%s/r' '%s'", tmp, trace), 0, "%s", err);
+  free(err), free(trace);
+  char *s = page(tmp, "symbolic_shapes.html");
+  /* kn_add's broadcast: Eq(s1, s3) and Eq(s0, s2); kn_size: Eq(s0, 4) */
+  cr_assert_not_null(strstr(s, "4 symbol(s), 3 guard(s), 0 specialization(s)"), "%s", s);
+  const char *rows[3][3] = {
+      {"<td><code>Eq(s1, s3)</code></td>", "kn_tensor *s = kn_add(x, y); /* the op&#39;s guards */",
+       "</summary>"},
+      {"<td><code>Eq(s0, s2)</code></td>", "kn_tensor *s = kn_add(x, y); /* the op&#39;s guards */",
+       "</summary>"},
+      {"<td><code>Eq(s0, 4)</code></td>", "kn_size(x, 0)", "<summary>kn_size"}};
+  for (int i = 0; i < 3; i++) {
+    const char *row = strstr(s, rows[i][0]);
+    cr_assert_not_null(row, "%s", rows[i][0]);
+    const char *end = strstr(row, "</tr>");
+    kn__sb r = KN__SB_INIT;
+    kn__sb_putn(&r, row, (size_t)(end - row));
+    const char *t = kn__sb_cstr(&r);
+    /* the user stack: the line in ru_pair_add, its source shown */
+    cr_assert_not_null(strstr(t, "report_util.c:"), "%s", t);
+    cr_assert_not_null(strstr(t, " in ru_pair_add ("), "%s", t);
+    cr_assert_not_null(strstr(t, rows[i][1]), "%s", t);
+    /* the framework stack: from the public function the user called */
+    const char *fw = strstr(t, "</details></td><td><details><summary>");
+    cr_assert_not_null(fw, "%s", t);
+    cr_assert(!strncmp(fw + 37, "kn_add", 6) || !strncmp(fw + 37, "kn_size", 7), "%s", fw);
+    cr_assert_not_null(strstr(fw, rows[i][2]), "%s", fw);
+    kn__sb_fini(&r);
+  }
+  free(s);
+  ru_rmtree(tmp);
+  free(tmp);
+}
+
 /* Records as PyTorch writes them, with user and framework stacks. */
 Test(report_views, symbolic_shapes_with_stacks_and_specializations) {
   char *tmp = ru_tmpdir();
@@ -174,10 +215,11 @@ Test(report_views, symbolic_shapes_with_stacks_and_specializations) {
   cr_assert_eq(ru_kiln(kn__sb_cstr(&args), &err), 0, "%s", err);
   free(err);
   char *s = page(tmp, "symbolic_shapes.html");
-  const char *stacks = "<td><details><summary>1 frame(s)</summary><ul class=\"stack\">"
+  const char *stacks = "<td><details><summary>/u/model.py:7 in forward (1 frame(s))"
+                       "</summary><ul class=\"stack\">"
                        "<li>/u/model.py:7 in forward<br><code>return x.view(-1) "
                        "&lt;b&gt;</code></li></ul></details></td><td><details>"
-                       "<summary>1 frame(s)</summary><ul class=\"stack\"><li>"
+                       "<summary>evaluate_expr (1 frame(s))</summary><ul class=\"stack\"><li>"
                        "torch/fx/experimental/symbolic_shapes.py:4010 in "
                        "evaluate_expr</li></ul></details></td></tr>";
   kn__sb want = KN__SB_INIT;

@@ -89,9 +89,82 @@ Test(sym, guards_use_hints_and_are_recorded_then_checked) {
   cr_assert_str_eq(kn__shape_env_guard_str(env, 0), "Ne(s0, s1)");
   cr_assert_str_eq(kn__shape_env_guard_str(env, 1), "s0 < s1");
   cr_assert_str_eq(kn__shape_env_guard_str(env, 2), "Eq(s0, 5)");
+  /* s0 < s1 implies Ne(s0, s1), which is then dead: kept, not checked */
+  cr_assert(kn__shape_env_guard_dead(env, 0));
+  cr_assert_eq(kn__shape_env_nlive(env), 2);
   cr_assert_eq(kn__shape_env_check_guards(env, (int64_t[]){5, 7}), -1);
-  cr_assert_eq(kn__shape_env_check_guards(env, (int64_t[]){5, 5}), 0);
+  cr_assert_eq(kn__shape_env_check_guards(env, (int64_t[]){5, 5}), 1);
   cr_assert_eq(kn__shape_env_check_guards(env, (int64_t[]){6, 9}), 2);
+}
+
+static kn_sym c(int64_t v) { return kn__sym_const(v); }
+
+/* Issue 26: the same shape guard three times, beside its mirror image, and
+** bounds an equality already implies, are one guard. */
+Test(sym, repeats_mirrors_and_implied_guards_are_one_guard) {
+  kn_sym e = kn__sym_mul(c(64), s0); /* hint 320 */
+  cr_assert(kn__sym_guard_eq(e, c(320)));
+  cr_assert(kn__sym_guard_eq(e, c(320)));
+  cr_assert(kn__sym_guard_eq(c(320), e));                  /* mirror image */
+  cr_assert(kn__sym_guard(c(256), KN__SYM_LT, e));         /* implied bound */
+  cr_assert(kn__sym_guard(e, KN__SYM_GE, c(100)));
+  cr_assert(kn__sym_guard(e, KN__SYM_NE, c(64)));
+  cr_assert(kn__sym_guard_eq(kn__sym_mul(c(2), s0), c(10))); /* the same, scaled */
+  cr_assert_eq(kn__shape_env_nguards(env), 1);
+  cr_assert_str_eq(kn__shape_env_guard_str(env, 0), "Eq(64*s0, 320)");
+  cr_assert_eq(kn__shape_env_check_guards(env, (int64_t[]){5, 2}), -1);
+  cr_assert_eq(kn__shape_env_check_guards(env, (int64_t[]){6, 2}), 0);
+}
+
+Test(sym, a_tighter_bound_replaces_a_looser_one) {
+  cr_assert(kn__sym_guard(s1, KN__SYM_LT, c(20)));          /* s1 <= 19 */
+  cr_assert(kn__sym_guard(c(10), KN__SYM_GT, s1));          /* s1 <= 9: tighter */
+  cr_assert(kn__sym_guard(kn__sym_mul(c(2), s1), KN__SYM_LT, c(40))); /* implied */
+  cr_assert(kn__sym_guard(s1, KN__SYM_GT, c(3)));           /* another side */
+  cr_assert_eq(kn__shape_env_nguards(env), 3);
+  cr_assert(kn__shape_env_guard_dead(env, 0));
+  cr_assert_str_eq(kn__shape_env_guard_str(env, 1), "10 > s1");
+  cr_assert_str_eq(kn__shape_env_guard_str(env, 2), "s1 > 3");
+  cr_assert_eq(kn__shape_env_nlive(env), 2);
+  cr_assert_eq(kn__shape_env_check_guards(env, (int64_t[]){5, 9}), -1);
+  cr_assert_eq(kn__shape_env_check_guards(env, (int64_t[]){5, 12}), 1);
+  cr_assert_eq(kn__shape_env_check_guards(env, (int64_t[]){5, 3}), 2);
+  /* an equality implies both bounds: they die */
+  cr_assert(kn__sym_guard_eq(s1, c(7)));
+  cr_assert_eq(kn__shape_env_nlive(env), 1);
+  cr_assert_eq(kn__shape_env_check_guards(env, (int64_t[]){5, 8}), 3);
+}
+
+/* Sizes are positive: a common factor of every term does not change the
+** sign, so 64*s1 < 64*s0*s1 (a flattening view's row count) holds
+** statically for s0 >= 2. */
+Test(sym, common_positive_factors_decide_comparisons) {
+  kn_sym a = kn__sym_mul(c(64), s1), b = kn__sym_mul(a, s0);
+  cr_assert_eq(kn__sym_query(a, KN__SYM_LT, b), KN__SYM_TRUE);
+  cr_assert_eq(kn__sym_query(b, KN__SYM_EQ, a), KN__SYM_FALSE);
+  cr_assert_eq(kn__sym_query(kn__sym_mul(s0, s1), KN__SYM_GE, kn__sym_mul(c(2), s1)), KN__SYM_TRUE);
+  cr_assert_eq(kn__sym_query(kn__sym_mul(s0, s1), KN__SYM_LT, kn__sym_mul(c(3), s1)),
+               KN__SYM_NEEDS_GUARD);
+  cr_assert_eq(kn__shape_env_nguards(env), 0);
+}
+
+static int hooked[8], nhooked;
+static void on_guard(void *ud, const kn__shape_env *e, int index) {
+  cr_assert_eq(e, env);
+  cr_assert_eq(ud, &nhooked);
+  if (nhooked < 8) hooked[nhooked++] = index;
+}
+
+Test(sym, the_hook_sees_each_recorded_guard_once) {
+  kn__shape_env_set_guard_hook(env, on_guard, &nhooked);
+  nhooked = 0;
+  cr_assert(kn__sym_guard_eq(s0, c(5)));
+  cr_assert(kn__sym_guard_eq(c(5), s0)); /* dropped: no call */
+  cr_assert(kn__sym_guard(s1, KN__SYM_GT, s0));
+  cr_assert_eq(nhooked, 2);
+  cr_assert_eq(hooked[0], 0);
+  cr_assert_eq(hooked[1], 1);
+  kn__shape_env_set_guard_hook(env, NULL, NULL);
 }
 
 Test(sym, evaluation_matches_integer_semantics) {

@@ -37,6 +37,12 @@ KN_API kn_tensor *kn_squeeze(kn_tensor *t);
 KN_API kn_tensor *kn_squeeze_dim(kn_tensor *t, int64_t dim);
 /* Merge dims start_dim..end_dim into one (reshape semantics). */
 KN_API kn_tensor *kn_flatten(kn_tensor *t, int64_t start_dim, int64_t end_dim);
+/* Split dim `dim` into n dims of the given sizes (torch.unflatten; one size
+** may be -1: inferred); a view. The other dims keep their sizes, which stay
+** symbolic inside a compiled function: [B, L, E] -> kn_unflatten(t, 2, 2,
+** (int64_t[]){heads, -1}) needs no guard on B or L, where kn_view with sizes
+** read by kn_size would specialise them. */
+KN_API kn_tensor *kn_unflatten(kn_tensor *t, int64_t dim, int n, const int64_t *sizes);
 
 /* Python-style slice [start:end:step] of dim: negative start/end count from
 ** the end, both are clamped to the size; step must be positive. Use

@@ -130,8 +130,8 @@ static bool recomputable(const kn__gnode *n) {
   uint32_t f = n->opdef->flags;
   if (f & (KN_OPF_RANDOM | KN_OPF_INPLACE | KN_OPF_DATA_DEP)) return false;
   if (f & (KN_OPF_POINTWISE | KN_OPF_VIEW)) return true;
-  static const char *const shape_ops[] = {"reshape", "_reshape_copy", "flatten", "narrow",
-                                          "chunk", "contiguous", "full", "arange"};
+  static const char *const shape_ops[] = {"reshape", "_reshape_copy", "flatten", "unflatten",
+                                          "narrow", "chunk", "contiguous", "full", "arange"};
   for (size_t k = 0; k < sizeof shape_ops / sizeof *shape_ops; k++)
     if (!strcmp(n->opdef->name, shape_ops[k])) return true;
   return false;

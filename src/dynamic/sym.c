@@ -37,7 +37,21 @@ struct kn__symnode {
   const term *t;
 };
 
-typedef struct guard { const kn__symnode *d; int64_t dc; kn__sym_rel rel; char *text; } guard;
+/* A recorded guard: d rel 0 (d = a - b; dc when d is a constant), its text,
+** and its canonical form (see canonical()): q rel v with q the non-constant
+** part scaled to a positive leading coefficient and coefficients of gcd 1,
+** rel one of EQ, NE, GE, LE (NULL q: no canonical form). A guard made
+** redundant by a later, stronger one on the same q is dead: not checked. */
+typedef struct guard {
+  const kn__symnode *d;
+  int64_t dc;
+  kn__sym_rel rel;
+  char *text;
+  const kn__symnode *q;
+  kn__sym_rel crel;
+  int64_t cv;
+  bool dead;
+} guard;
 
 struct kn__shape_env {
   atomic_int refs;         /* kn__shape_env_retain / kn__shape_env_free */
@@ -52,6 +66,9 @@ struct kn__shape_env {
   ** (the older one), or -1; nrepl entries */
   int *repl;
   int nrepl;
+  int nlive;               /* guards not dead */
+  kn__shape_env_guard_hook hook; /* called for each guard recorded */
+  void *hook_ud;
   bool oom;
 };
 
@@ -395,13 +412,58 @@ static bool holds(int64_t d, kn__sym_rel rel) {
   return false;
 }
 
+/* The power of atom in term t (0 when absent). */
+static int power_in(const term *t, const kn__symnode *atom) {
+  for (int j = 0; j < t->nf; j++)
+    if (t->f[j].atom == atom) return t->f[j].pow;
+  return 0;
+}
+
+/* A range with the sign of polynomial n, often tighter than n's own: the
+** atoms that divide every term and are positive are factored out (they do
+** not change the sign), e.g. 64*s1 - 64*s0*s1 = 64*s1*(1 - s0) < 0 for
+** s0 >= 2, where the sum of the terms' ranges is unbounded both ways. */
+static void sign_range(const kn__symnode *n, double *lo, double *hi) {
+  *lo = n->lo;
+  *hi = n->hi;
+  if (n->kind != N_POLY || n->nt < 2 || n->t[0].nf > 16) return;
+  const term *t0 = &n->t[0];
+  int common[16], any = 0;
+  for (int j = 0; j < t0->nf; j++) {
+    int p = t0->f[j].atom->lo > 0 ? t0->f[j].pow : 0;
+    for (int i = 1; i < n->nt && p > 0; i++) {
+      int q = power_in(&n->t[i], t0->f[j].atom);
+      p = q < p ? q : p;
+    }
+    common[j] = p;
+    any |= p;
+  }
+  if (!any) return;
+  double qlo = 0, qhi = 0;
+  for (int i = 0; i < n->nt; i++) {
+    double tlo = (double)n->t[i].coef, thi = tlo;
+    for (int j = 0; j < n->t[i].nf; j++) {
+      const kn__symnode *a = n->t[i].f[j].atom;
+      int skip = 0;
+      for (int k = 0; k < t0->nf; k++)
+        if (t0->f[k].atom == a) skip = common[k];
+      for (int k = skip; k < n->t[i].f[j].pow; k++) mul_range(tlo, thi, a->lo, a->hi, &tlo, &thi);
+    }
+    qlo += tlo;
+    qhi += thi;
+  }
+  *lo = qlo;
+  *hi = qhi;
+}
+
 kn__sym_truth kn__sym_query(kn_sym a, kn__sym_rel rel, kn_sym b) {
   if (!a.e && !b.e) return truth(holds(diff_sign(a.c, b.c), rel));
   if (a.e == b.e && a.c == b.c && a.e) return truth(holds(0, rel));
   if (!env_for()) return KN__SYM_NEEDS_GUARD;
   kn_sym d = kn__sym_sub(a, b);
   if (!d.e) return truth(holds(d.c, rel));
-  double lo = d.e->lo, hi = d.e->hi;
+  double lo, hi;
+  sign_range(d.e, &lo, &hi);
   switch (rel) {
   case KN__SYM_EQ: if (lo > 0 || hi < 0) return KN__SYM_FALSE; break;
   case KN__SYM_NE: if (lo > 0 || hi < 0) return KN__SYM_TRUE; break;
@@ -459,22 +521,116 @@ static void add_replacement(kn__shape_env *env, int x, int y) {
   env->repl[hi] = lo;
 }
 
+/* ---- canonical guards ------------------------------------------------------------------- */
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+static int64_t ceildiv64(int64_t a, int64_t b) { return -kn__floordiv64(-a, b); }
+
+static kn__sym_rel mirror(kn__sym_rel r) {
+  static const kn__sym_rel m[] = {KN__SYM_EQ, KN__SYM_NE, KN__SYM_GT, KN__SYM_GE, KN__SYM_LT, KN__SYM_LE};
+  return m[r];
+}
+
+/* The canonical form of the guard d rel 0 (struct guard): d = P + c with P
+** the non-constant terms; P rel -c is scaled so that P's first coefficient
+** is positive (flipping rel) and its coefficients have gcd 1, and strict
+** bounds become closed ones. Eq(a, b), Eq(b, a) and Eq(2*a, 2*b) are then
+** one form, and 1024 < 64*s0 is s0 >= 17. g->q stays NULL when there is no
+** form (no symbolic part, or coefficients too large to negate). */
+static void canonical(kn__shape_env *env, kn_sym d, kn__sym_rel rel, guard *g) {
+  g->q = NULL;
+  const kn__symnode *n = d.e;
+  if (!n || n->kind != N_POLY) return;
+  int np = n->nt;
+  int64_t c = 0, gg = 0;
+  if (np && n->t[np - 1].nf == 0) c = n->t[--np].coef;
+  if (np == 0 || c == INT64_MIN) return;
+  for (int i = 0; i < np; i++) {
+    if (n->t[i].coef == INT64_MIN) return;
+    gg = gcd64(gg, n->t[i].coef < 0 ? -n->t[i].coef : n->t[i].coef);
+  }
+  int64_t sign = n->t[0].coef < 0 ? -1 : 1, k = -c * sign;
+  if (sign < 0) rel = mirror(rel);
+  poly p = {0, 0, NULL, &env->arena, false};
+  for (int i = 0; i < np; i++) poly_push(&p, sign * n->t[i].coef / gg, n->t[i].nf, n->t[i].f);
+  if (p.oom) return;
+  switch (rel) {
+  case KN__SYM_EQ:
+  case KN__SYM_NE:
+    if (k % gg) return; /* never equal: no form (kept as it is) */
+    g->crel = rel, g->cv = k / gg;
+    break;
+  case KN__SYM_GT: g->crel = KN__SYM_GE, g->cv = kn__floordiv64(k, gg) + 1; break;
+  case KN__SYM_GE: g->crel = KN__SYM_GE, g->cv = ceildiv64(k, gg); break;
+  case KN__SYM_LT: g->crel = KN__SYM_LE, g->cv = ceildiv64(k, gg) - 1; break;
+  case KN__SYM_LE: g->crel = KN__SYM_LE, g->cv = kn__floordiv64(k, gg); break;
+  }
+  g->q = make_poly(env, &p, 0).e;
+}
+
+/* Does guard x imply guard y (both with a form on the same q)? */
+static bool implies(const guard *x, const guard *y) {
+  int64_t a = x->cv, b = y->cv;
+  switch (x->crel) {
+  case KN__SYM_EQ:
+    return y->crel == KN__SYM_EQ ? a == b : y->crel == KN__SYM_NE ? a != b
+           : y->crel == KN__SYM_GE ? a >= b : a <= b;
+  case KN__SYM_GE: return (y->crel == KN__SYM_GE && a >= b) || (y->crel == KN__SYM_NE && b < a);
+  case KN__SYM_LE: return (y->crel == KN__SYM_LE && a <= b) || (y->crel == KN__SYM_NE && b > a);
+  default: return y->crel == KN__SYM_NE && a == b;
+  }
+}
+
+/* Is ng implied by a live guard already recorded? */
+static bool redundant(const kn__shape_env *env, const guard *ng) {
+  for (int i = 0; ng->q && i < env->nguards; i++) {
+    const guard *g = &env->guards[i];
+    if (!g->dead && g->q == ng->q && implies(g, ng)) return true;
+  }
+  return false;
+}
+
+/* Recorded guards that ng makes redundant die. */
+static void kill_implied(kn__shape_env *env, const guard *ng) {
+  for (int i = 0; ng->q && i < env->nguards; i++) {
+    guard *g = &env->guards[i];
+    if (!g->dead && g->q == ng->q && implies(ng, g)) {
+      g->dead = true;
+      env->nlive--;
+    }
+  }
+}
+
 static void record(kn__shape_env *env, kn_sym a, kn__sym_rel rel, kn_sym b) {
   if (rel == KN__SYM_EQ && kn__sym_symbol_index(a) >= 0 && kn__sym_symbol_index(b) >= 0)
     add_replacement(env, kn__sym_symbol_index(a), kn__sym_symbol_index(b));
+  kn_sym d = kn__sym_sub(a, b);
+  guard ng = {.d = d.e, .dc = d.c, .rel = rel};
+  canonical(env, d, rel, &ng);
+  if (redundant(env, &ng)) return; /* a repeat, a mirror image or implied */
   if (env->nguards == env->capguards) {
     int ncap = env->capguards ? env->capguards * 2 : 16;
-    guard *ng = realloc(env->guards, (size_t)ncap * sizeof *ng);
-    if (!ng) { env->oom = true; return; }
-    env->guards = ng;
+    guard *g = realloc(env->guards, (size_t)ncap * sizeof *g);
+    if (!g) { env->oom = true; return; }
+    env->guards = g;
     env->capguards = ncap;
   }
   kn__sb sb = KN__SB_INIT;
   format_guard(&sb, a, rel, b);
-  kn_sym d = kn__sym_sub(a, b);
-  char *text = kn__sb_take(&sb);
-  if (!text) { env->oom = true; return; }
-  env->guards[env->nguards++] = (guard){d.e, d.c, rel, text};
+  ng.text = kn__sb_take(&sb);
+  if (!ng.text) { env->oom = true; return; }
+  kill_implied(env, &ng);
+  env->guards[env->nguards++] = ng;
+  env->nlive++;
+  if (env->hook) env->hook(env->hook_ud, env, env->nguards - 1);
 }
 
 bool kn__sym_guard(kn_sym a, kn__sym_rel rel, kn_sym b) {
@@ -528,6 +684,7 @@ static int64_t eval_node(const kn__symnode *n, const int64_t *vals) {
 int kn__shape_env_check_guards(const kn__shape_env *env, const int64_t *vals) {
   for (int i = 0; i < env->nguards; i++) {
     const guard *g = &env->guards[i];
+    if (g->dead) continue;
     int64_t d = g->d ? eval_node(g->d, vals) : g->dc;
     if (!holds(d, g->rel)) return i;
   }
@@ -560,6 +717,14 @@ kn_status kn__shape_env_create_symbol(kn__shape_env *env, int64_t hint, int64_t 
 
 int kn__shape_env_nsymbols(const kn__shape_env *env) { return env->nsyms; }
 int kn__shape_env_nguards(const kn__shape_env *env) { return env->nguards; }
+int kn__shape_env_nlive(const kn__shape_env *env) { return env->nlive; }
+bool kn__shape_env_guard_dead(const kn__shape_env *env, int i) {
+  return i >= 0 && i < env->nguards && env->guards[i].dead;
+}
+void kn__shape_env_set_guard_hook(kn__shape_env *env, kn__shape_env_guard_hook hook, void *ud) {
+  env->hook = hook;
+  env->hook_ud = ud;
+}
 const char *kn__shape_env_guard_str(const kn__shape_env *env, int i) {
   return i >= 0 && i < env->nguards ? env->guards[i].text : NULL;
 }

@@ -163,15 +163,30 @@ kn_status kn__shape_env_create_symbol(kn__shape_env *env, int64_t hint,
 /* Number of symbols and the name of symbol k ("s0"); borrowed. */
 int kn__shape_env_nsymbols(const kn__shape_env *env);
 /* Guards recorded so far, in order, as sympy-style strings ("Eq(s0, s1)");
-** borrowed from env. */
+** borrowed from env.
+**
+** Guards are kept simplified as they are added: a guard implied by one
+** already recorded (the same guard again, its mirror image Eq(b, a), the
+** same condition scaled, or a bound implied by an equality or a tighter
+** bound on the same expression) is not recorded; a recorded guard that a new
+** one implies (1024 < 64*s0 before Eq(64*s0, 8192)) stays in the list, with
+** its index, but is dead: it is not checked and not counted live. */
 int kn__shape_env_nguards(const kn__shape_env *env);
 const char *kn__shape_env_guard_str(const kn__shape_env *env, int i);
+/* The number of guards not dead, and whether guard i is dead. */
+int kn__shape_env_nlive(const kn__shape_env *env);
+bool kn__shape_env_guard_dead(const kn__shape_env *env, int i);
+/* Called with the index of each guard as it is recorded (not for the ones
+** dropped as implied), on the recording thread, e.g. to note where it came
+** from. NULL removes it. */
+typedef void (*kn__shape_env_guard_hook)(void *ud, const kn__shape_env *env, int index);
+void kn__shape_env_set_guard_hook(kn__shape_env *env, kn__shape_env_guard_hook hook, void *ud);
 /* The index k of a plain symbol (s<k>, not 2*s<k> or s<k> + 1), else -1. */
 int kn__sym_symbol_index(kn_sym a);
 /* Evaluate an expression for given symbol values (vals[k] for symbol k). */
 int64_t kn__sym_eval(kn_sym a, const int64_t *vals);
-/* Check every recorded guard against symbol values; returns the index of the
-** first failing guard, or -1 when all hold. */
+/* Check every live recorded guard against symbol values; returns the index
+** of the first failing guard, or -1 when all hold. */
 int kn__shape_env_check_guards(const kn__shape_env *env, const int64_t *vals);
 
 #endif

@@ -31,7 +31,7 @@ void kn__trace_guard_dump(kn__trace *tr, kn__tseg *s) {
   if (tr->nseg == 1) {
     if (kn__trace_finish_guards(tr) != KN_OK) return;
     char *d = kn__guards_dump(&tr->guards);
-    kn__fc_guards(&s->fc, d, kn__guards_count(&tr->guards), tr->guards.nshape);
+    kn__fc_guards(&s->fc, d, kn__guards_count(&tr->guards), kn__guards_nshape_live(&tr->guards));
     free(d);
     return;
   }
@@ -800,7 +800,10 @@ static void trace_free(kn__trace *tr) {
   free(tr->root_first_node);
   kn__trace_lift_fini(tr);
   kn__guards_fini(&tr->guards);
+  if (tr->env) kn__gsrc_install(tr, false);
   kn__shape_env_free(tr->env);
+  for (int i = 0; i < tr->ngsrc; i++) kn__gsrc_fini(&tr->gsrc[i]);
+  free(tr->gsrc);
   free(tr->err_msg);
   free(tr->trace_src_last);
   kn__values_free(tr->partial, tr->npartial);
@@ -932,6 +935,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   }
   kn__shape_env *prev_env = kn__shape_env_set_current(tr->env);
   bool caller_grad = kn_is_grad_enabled();
+  kn__gsrc_install(tr, true);
   kn_status st = kn__tseg_start(tr, &f->frame);
   bool started = st == KN_OK;
   if (st == KN_OK) st = kn__trace_fakify(tr);
@@ -955,6 +959,7 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   else st = finish_traced(tr, st, ret, started, result);
   kn_value_release(ret);
   kn__tuple_pool_release(mark);
+  kn__gsrc_install(tr, false); /* the env outlives the trace */
   kn__shape_env_set_current(prev_env);
   if (st == KN_OK && !into) {
     kn__entry *e = calloc(1, sizeof *e);

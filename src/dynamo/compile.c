@@ -479,6 +479,13 @@ static void indent_lines(kn__sb *sb, const char *text, const char *prefix) {
   }
 }
 
+/* Is entry i's reason the same text as a newer entry's? */
+static bool said_before(const miss *m, int i) {
+  for (int j = 0; j < i; j++)
+    if (!strcmp(m->reason[j], m->reason[i])) return true;
+  return false;
+}
+
 static char *recompile_message(kn_compiled *f, const miss *m, bool verbose) {
   kn__sb body = KN__SB_INIT;
   kn__sb_puts(&body, "triggered by the following guard failure(s):\n");
@@ -487,7 +494,7 @@ static char *recompile_message(kn_compiled *f, const miss *m, bool verbose) {
       if (i) kn__sb_puts(&body, "\n\n");
       kn__sb_printf(&body, "guard %d failures:\n", i);
       indent_lines(&body, m->reason[i], "- ");
-    } else {
+    } else if (!said_before(m, i)) { /* several entries may fail the same way */
       if (i) kn__sb_putc(&body, '\n');
       indent_lines(&body, m->reason[i], "- ");
     }

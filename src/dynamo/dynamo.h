@@ -167,8 +167,9 @@ typedef struct kn__guards {
   int *sym_slot, *sym_dim;
   int64_t *sym_hint;
   kn__shape_env *env;    /* borrowed (owned by the entry) */
-  int nshape;            /* number of shape-env guards checked */
+  int nshape;            /* number of shape-env guards (dead ones included) */
   char **shape_code;     /* their text in source terms */
+  char **shape_comment;  /* "<user line>  # file:line in fn" of each, or NULL */
 } kn__guards;
 
 void kn__guards_init(kn__guards *gs);
@@ -183,8 +184,13 @@ bool kn__guards_check(const kn__guards *gs, const kn_value *args, int nargs);
 char *kn__guards_reason(const kn__guards *gs, const kn_value *args, int nargs, bool verbose);
 /* The `guards` artifact / dynamo_cpp_guards_str text (tree form). Owned. */
 char *kn__guards_dump(const kn__guards *gs);
-/* Number of guards (for compilation_metrics guard_count). */
+/* Number of guards (for compilation_metrics guard_count), and of the live
+** shape-env guards among them (shape_env_guard_count); dead shape guards
+** (implied by a later one, see dynamic/sym.h) are not counted. */
 int kn__guards_count(const kn__guards *gs);
+int kn__guards_nshape_live(const kn__guards *gs);
+/* Is shape guard i (0 <= i < nshape) live? */
+bool kn__guards_shape_live(const kn__guards *gs, int i);
 
 /* ---- segments and cache entries --------------------------------------------- */
 typedef enum kn__brk {

@@ -196,14 +196,16 @@ static kn_status add_guards(kn_explanation *x, const kn__guards *gs) {
     if (i < gs->n) {
       const kn__guard *g = &gs->g[i];
       kn__sb_printf(&sb, "%s: %s", guard_label(g->kind), g->code ? g->code : g->src.expr);
-    } else {
+    } else if (kn__guards_shape_live(gs, i - gs->n)) {
       kn__sb_printf(&sb, "SHAPE_ENV: %s", gs->shape_code[i - gs->n]);
+    } else {
+      continue; /* implied by a later guard */
     }
     if (kn__sb_failed(&sb) || !(x->guards[x->nguards] = strdup(kn__sb_cstr(&sb)))) break;
     x->nguards++;
   }
   kn__sb_fini(&sb);
-  return x->nguards == n ? KN_OK : kn__oom();
+  return x->nguards == gs->n + kn__guards_nshape_live(gs) ? KN_OK : kn__oom();
 }
 
 static kn_explanation *build(const kn__entry *e, collector *c) {

@@ -561,9 +561,13 @@ static char *to_source_terms(kn__trace *tr, const char *expr) {
 kn_status kn__trace_finish_guards(kn__trace *tr) {
   kn__guards *gs = &tr->guards;
   kn_compiled *f = tr->f;
-  for (int i = 0; i < gs->nshape; i++) free(gs->shape_code[i]);
+  for (int i = 0; i < gs->nshape; i++) {
+    free(gs->shape_code[i]);
+    if (gs->shape_comment) free(gs->shape_comment[i]);
+  }
   free(gs->shape_code);
-  gs->shape_code = NULL;
+  free(gs->shape_comment);
+  gs->shape_code = gs->shape_comment = NULL;
   gs->nshape = 0;
   if (tr->guards_done) goto shape;
   tr->guards_done = true;
@@ -599,10 +603,12 @@ shape:
   gs->env = tr->env;
   int ng = kn__shape_env_nguards(tr->env);
   gs->shape_code = calloc((size_t)(ng ? ng : 1), sizeof *gs->shape_code);
-  if (!gs->shape_code) return kn__oom();
+  gs->shape_comment = calloc((size_t)(ng ? ng : 1), sizeof *gs->shape_comment);
+  if (!gs->shape_code || !gs->shape_comment) return kn__oom();
   for (int i = 0; i < ng; i++) {
     gs->shape_code[i] = to_source_terms(tr, kn__shape_env_guard_str(tr->env, i));
     if (!gs->shape_code[i]) return kn__oom();
+    gs->shape_comment[i] = kn__gsrc_comment(tr, i); /* NULL when unknown */
     gs->nshape = i + 1;
   }
   return KN_OK;

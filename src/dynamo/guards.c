@@ -28,8 +28,12 @@ void kn__guards_fini(kn__guards *gs) {
     free(gs->g[i].code);
     free(gs->g[i].comment);
   }
-  for (int i = 0; i < gs->nshape; i++) free(gs->shape_code[i]);
+  for (int i = 0; i < gs->nshape; i++) {
+    free(gs->shape_code[i]);
+    if (gs->shape_comment) free(gs->shape_comment[i]);
+  }
   free(gs->shape_code);
+  free(gs->shape_comment);
   free(gs->g);
   free(gs->sym_slot);
   free(gs->sym_dim);
@@ -62,7 +66,17 @@ kn_status kn__guards_add(kn__guards *gs, const kn__guard *g) {
   return KN_OK;
 }
 
-int kn__guards_count(const kn__guards *gs) { return gs->n + gs->nshape; }
+bool kn__guards_shape_live(const kn__guards *gs, int i) {
+  return !gs->env || !kn__shape_env_guard_dead(gs->env, i);
+}
+
+int kn__guards_nshape_live(const kn__guards *gs) {
+  int n = 0;
+  for (int i = 0; i < gs->nshape; i++) n += kn__guards_shape_live(gs, i);
+  return n;
+}
+
+int kn__guards_count(const kn__guards *gs) { return gs->n + kn__guards_nshape_live(gs); }
 
 /* ---- names ------------------------------------------------------------------- */
 static const char *scalar_type_name(kn_dtype dt) {
@@ -163,6 +177,26 @@ static void with_comment(kn__sb *sb, const kn__guard *g, const char *code) {
   else kn__sb_puts(sb, code);
 }
 
+/* Sizes are checked before strides, as PyTorch's TensorCheck does: the
+** first differing size wins over any stride (a size the user changed also
+** changes the strides before it). */
+static bool size_or_stride_reason(kn__sb *sb, const kn__guard *g, const kn_tensor *t) {
+  const char *nm = g->src.expr;
+  for (int d = 0; d < g->ndim; d++)
+    if (!(g->dyn_size >> d & 1) && t->sizes[d] != g->sizes[d]) {
+      kn__sb_printf(sb, "tensor '%s' size mismatch at index %d. expected %lld, actual %lld", nm,
+                    d, (long long)g->sizes[d], (long long)t->sizes[d]);
+      return true;
+    }
+  for (int d = 0; d < g->ndim; d++)
+    if (!(g->dyn_stride >> d & 1) && t->strides[d] != g->strides[d]) {
+      kn__sb_printf(sb, "tensor '%s' stride mismatch at index %d. expected %lld, actual %lld",
+                    nm, d, (long long)g->strides[d], (long long)t->strides[d]);
+      return true;
+    }
+  return false;
+}
+
 /* The reason of a failing tensor check (the first mismatch), or false. */
 static bool tensor_reason(kn__sb *sb, const kn__guard *g, kn_value v, kn_tensor *const *slots) {
   const char *nm = g->src.expr;
@@ -199,19 +233,7 @@ static bool tensor_reason(kn__sb *sb, const kn__guard *g, kn_value v, kn_tensor 
   } else if (t->ndim != g->ndim) {
     kn__sb_printf(sb, "tensor '%s' rank mismatch. expected %d, actual %d", nm, g->ndim, t->ndim);
   } else {
-    for (int d = 0; d < g->ndim; d++) {
-      if (!(g->dyn_size >> d & 1) && t->sizes[d] != g->sizes[d]) {
-        kn__sb_printf(sb, "tensor '%s' size mismatch at index %d. expected %lld, actual %lld",
-                      nm, d, (long long)g->sizes[d], (long long)t->sizes[d]);
-        return true;
-      }
-      if (!(g->dyn_stride >> d & 1) && t->strides[d] != g->strides[d]) {
-        kn__sb_printf(sb, "tensor '%s' stride mismatch at index %d. expected %lld, actual %lld",
-                      nm, d, (long long)g->strides[d], (long long)t->strides[d]);
-        return true;
-      }
-    }
-    return false;
+    return size_or_stride_reason(sb, g, t);
   }
   return true;
 }
@@ -271,6 +293,21 @@ static bool reason_of(kn__sb *sb, const kn__guard *g, const kn_value *args, int 
   return true;
 }
 
+/* Does the text sb holds from `from` on (one reason) already appear as a
+** whole reason before it? Reasons are separated by '\n'. */
+static bool repeats_earlier(const kn__sb *sb, size_t from) {
+  if (!sb->buf || from == 0) return false;
+  const char *r = sb->buf + from;
+  size_t n = sb->len - from;
+  for (const char *p = sb->buf; p < sb->buf + from - 1;) {
+    const char *nl = memchr(p, '\n', (size_t)(sb->buf + from - 1 - p));
+    size_t len = nl ? (size_t)(nl - p) : (size_t)(sb->buf + from - 1 - p);
+    if (len == n && !memcmp(p, r, n)) return true;
+    p += len + 1;
+  }
+  return false;
+}
+
 char *kn__guards_reason(const kn__guards *gs, const kn_value *args, int nargs, bool verbose) {
   kn__sb sb = KN__SB_INIT;
   kn_tensor *slots[MAX_SLOTS] = {0};
@@ -278,7 +315,8 @@ char *kn__guards_reason(const kn__guards *gs, const kn_value *args, int nargs, b
   for (int i = 0; i < gs->n && !stop; i++) {
     size_t before = sb.len;
     if (any) kn__sb_putc(&sb, '\n');
-    if (reason_of(&sb, &gs->g[i], args, nargs, slots, &stop)) {
+    if (reason_of(&sb, &gs->g[i], args, nargs, slots, &stop) &&
+        !repeats_earlier(&sb, before + (any ? 1 : 0))) {
       any = true;
       if (!verbose) break;
     } else {
@@ -346,8 +384,15 @@ char *kn__guards_dump(const kn__guards *gs) {
     with_comment(&sb, g, code);
     kn__sb_putc(&sb, '\n');
   }
-  for (int i = 0; i < gs->nshape; i++)
-    kn__sb_printf(&sb, "| +- SHAPE_ENV: %s\n", gs->shape_code[i]);
+  for (int i = 0; i < gs->nshape; i++) {
+    if (!kn__guards_shape_live(gs, i)) continue;
+    kn__sb_puts(&sb, "| +- SHAPE_ENV: ");
+    if (gs->shape_comment && gs->shape_comment[i])
+      kn__sb_printf(&sb, "%-60s  # %s", gs->shape_code[i], gs->shape_comment[i]);
+    else
+      kn__sb_puts(&sb, gs->shape_code[i]);
+    kn__sb_putc(&sb, '\n');
+  }
   if (sb.len && sb.buf[sb.len - 1] == '\n') sb.buf[--sb.len] = 0;
   return kn__sb_take(&sb);
 }

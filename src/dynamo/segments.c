@@ -430,7 +430,9 @@ static kn_status compile_segment(kn__trace *tr, kn__tseg *s, kn__segment **out) 
     }
     if (st == KN_OK) {
       kn__fc_backend_begin(&s->fc, bn);
+      tr->in_backend = true;
       st = kn__backend_compile(tr->f, seg->gm, ex, n, &seg->cg);
+      tr->in_backend = false;
       kn__fc_backend_end(&s->fc, bn);
     }
     if (ex != ex_inl) free(ex);
@@ -454,20 +456,20 @@ void kn__trace_take_partial(kn__trace *tr, const int *slots, int n) {
   }
 }
 
+/* guard_added_fast records (and log lines) for the shape guards recorded
+** since the last call. */
+static void emit_guards(kn__trace *tr, const kn__tseg *s) {
+  int ng = kn__shape_env_nguards(tr->env);
+  for (; tr->nguards_emitted < ng; tr->nguards_emitted++)
+    if (!s->quiet)
+      kn__gsrc_emit(tr, tr->nguards_emitted, kn__shape_env_guard_str(tr->env, tr->nguards_emitted));
+}
+
 kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment **out) {
   kn__tseg *s = &tr->segs[tr->nseg - 1];
   *out = NULL;
   if (!kn__graph_output(s->g, s->nout, s->out_ref)) return kn_last_status();
-  int ng = kn__shape_env_nguards(tr->env);
-  for (; tr->nguards_emitted < ng; tr->nguards_emitted++) {
-    const char *e = kn__shape_env_guard_str(tr->env, tr->nguards_emitted);
-    if (s->quiet) continue;
-    KN_LOG(KN_LOG_SYMBOLIC_SHAPES, KN_DEBUG, "eval %s [guard added]", e);
-    if (kn__trace_enabled()) {
-      json_t *m = json_pack("{s:s, s:[], s:[]}", "expr", e, "user_stack", "stack");
-      (void)kn__trace_structured("guard_added_fast", m, NULL, 0, NULL);
-    }
-  }
+  emit_guards(tr, s);
   kn__fc_graph(&s->fc, s->g);
   kn_status st = KN_OK;
   kn__segment *seg = NULL;
@@ -483,6 +485,7 @@ kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment 
     s->g = NULL;
   } else {
     st = compile_segment(tr, s, &seg);
+    emit_guards(tr, s); /* the ones the backend added */
     if (st == KN_OK) {
       seg->brk = brk;
       seg->brk_slot = brk_slot;

@@ -248,6 +248,35 @@ int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcfram
   return cnt;
 }
 
+/* Frames of the shape environment and of this bookkeeping are not part of a
+** framework stack (PyTorch leaves symbolic_shapes.py out the same way). */
+static bool uninteresting(const kn__srcframe *f) {
+  static const char *const parts[] = {"/src/dynamic/", "/src/dynamo/srcloc.c",
+                                      "/src/dynamo/guardsrc.c"};
+  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+    if (f->file && strstr(f->file, parts[i])) return true;
+  return false;
+}
+
+int kn__srcloc_framework_stack(void *const *addrs, int n, int base_depth, kn__srcframe *out,
+                               int cap) {
+  int top = n - base_depth;
+  if (top <= 0 || top > n) top = n;
+  kn__srcframe tmp[KN__SRC_MAX_FRAMES];
+  int nt = 0;
+  bool seen_kiln = false;
+  for (int i = 0; i < top && nt < KN__SRC_MAX_FRAMES && nt < cap; i++) {
+    kn__srcframe f = kn__srcloc_symbolize(addrs[i]);
+    if (!f.func) continue;
+    bool kiln = is_kiln_frame(&f);
+    if (!kiln && seen_kiln) break; /* the innermost user frame */
+    seen_kiln |= kiln;
+    if (kiln && f.file && !uninteresting(&f)) tmp[nt++] = f;
+  }
+  for (int i = 0; i < nt; i++) out[i] = tmp[nt - 1 - i];
+  return nt;
+}
+
 /* ---- source files ---------------------------------------------------------- */
 typedef struct srcfile {
   char *text;

@@ -46,6 +46,16 @@ kn__srcframe kn__srcloc_symbolize(void *addr);
 int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcframe *out,
                           int cap, const char **api);
 
+/* The kiln frames of a backtrace taken inside kiln that lie inside the
+** innermost user frame (the whole backtrace's kiln frames, innermost first,
+** when no user frame is on it), outermost first: the "framework stack" of
+** something kiln did on the user's behalf, from the public function the
+** user called (kn_matmul) to the code that did it. Frames without a file
+** and those of the shape environment (src/dynamic/) are left out. At most
+** cap frames (the innermost ones). */
+int kn__srcloc_framework_stack(void *const *addrs, int n, int base_depth, kn__srcframe *out,
+                               int cap);
+
 /* Line `line` (1-based) of `file`, without its newline; borrowed from the
 ** cache; NULL when unreadable. */
 const char *kn__srcloc_line(const char *file, int line);

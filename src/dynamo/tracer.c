@@ -439,8 +439,10 @@ static kn_status handle_call(kn__mode *self, kn__trace *tr, kn__call *c, kn__out
     return kn__error(KN_ESTATE, "%s: tracing stopped after an earlier error", c->op->name);
   argscratch a;
   kn_status st = map_args(tr, c, &a);
+  tr->cur_op = c->op->name; /* guards added below come from this op */
   if (st == KN_OK)
     st = factory || random_on_real ? fake_factory(c, out) : kn__dispatch_below(self, c, out);
+  tr->cur_op = NULL;
   if (st != KN_OK) {
     scratch_fini(&a);
     note_error(tr, c, st);

@@ -66,6 +66,16 @@ typedef struct kn__capmod {
   char expr[40];
 } kn__capmod;
 
+/* Where a shape guard came from (guardsrc.c). Frames outermost first;
+** their strings are borrowed from the source-location cache. */
+typedef struct kn__gsrc {
+  char op[64];            /* "kiln.ops.matmul", "kn_size", a backend's name, or "" */
+  kn__srcframe *user;     /* the user's stack (owned) */
+  int nuser;
+  kn__srcframe *fw;       /* kiln's frames that added it (owned) */
+  int nfw;
+} kn__gsrc;
+
 struct kn__trace {
   kn__mode mode;
   kn_compiled *f;
@@ -116,6 +126,10 @@ struct kn__trace {
   bool stop;
   char *trace_src_last;   /* last trace_source file:line (dedup) */
   int nguards_emitted;    /* shape guards already written as guard_added_fast */
+  kn__gsrc *gsrc;         /* per shape-env guard index: where it came from */
+  int ngsrc, capgsrc;
+  const char *cur_op;     /* the op being traced (its name), or NULL */
+  bool in_backend;        /* a backend is compiling a segment */
   int nint_syms;          /* int arguments given a symbol */
   bool guards_done;       /* comments and size lower bounds added */
   /* adding a branch: the value table of the cached run that missed it
@@ -208,6 +222,18 @@ kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment 
 /* The user stack of the current op call (outermost first) and the kiln API
 ** function it called. */
 int kn__trace_user_stack(kn__trace *tr, kn__srcframe *out, int cap, const char **api);
+
+/* Shape guard provenance (guardsrc.c). Install (on) or remove the shape
+** env's guard hook that notes where each guard came from. */
+void kn__gsrc_install(kn__trace *tr, bool on);
+void kn__gsrc_fini(kn__gsrc *g);
+/* The provenance of env guard `index`, or NULL (borrowed). */
+const kn__gsrc *kn__gsrc_of(const kn__trace *tr, int index);
+/* "user line  # file.c:12 in fn" for the guard dump (owned), or NULL. */
+char *kn__gsrc_comment(const kn__trace *tr, int index);
+/* Log "eval <expr> [guard added] at ..." and write its guard_added_fast
+** record with the user and framework stacks. */
+void kn__gsrc_emit(kn__trace *tr, int index, const char *expr);
 
 /* ---- internal plumbing between tracer.c, fakify.c, segments.c, breaks.c ---- */
 /* The trace running on this thread is tr (NULL: none). */

@@ -103,6 +103,7 @@ static const row rows[] = {
     {"squeeze", "kn_squeeze($0)", -1},
     {"squeeze.dim", "kn_squeeze_dim($0, $1)", -1},
     {"narrow", "kn_narrow($0, $1, $2, $3)", -1},
+    {"unflatten.int", "kn_unflatten($0, $1, #2, @2)", -1},
     {"select.int", "kn_select($0, $1, $2)", -1},
 };
 

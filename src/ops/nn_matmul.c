@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kiln/ops.h"
 #include "ops/nn.h"
+#include "ops/symsize.h"
 
 /* Push r (a public op's result, or NULL) as the composite's output. */
 static kn_status push_result(kn__outs *out, kn_tensor *r) {
@@ -17,48 +18,60 @@ static kn_status push_result(kn__outs *out, kn_tensor *r) {
   return KN_OK;
 }
 
-/* N-D @ 1-D or 2-D: one mm over the folded batch. */
-static kn_tensor *matmul_fold(kn_tensor *a, kn_tensor *b) {
-  int d1 = kn_ndim(a), d2 = kn_ndim(b);
-  int64_t osz[KN_MAX_DIMS];
-  int on = 0;
-  for (int d = 0; d < d1 - 1; d++) osz[on++] = kn_size(a, d);
-  if (d2 == 2) osz[on++] = kn_size(b, 1);
-  kn_tensor *t2 = d2 == 1 ? kn_unsqueeze(b, -1) : b;
-  kn_tensor *folded = kn_reshape(a, KN_SHAPE(-1, kn_size(a, -1)));
-  kn_tensor *r = t2 && folded ? kn_mm(folded, t2) : NULL;
-  return r ? kn_view(r, on, osz) : NULL;
+/* The product of sizes s[0..n). */
+static kn_sym sym_prod(int n, const kn_sym *s) {
+  kn_sym p = kn__sym_const(1);
+  for (int d = 0; d < n; d++) p = kn__sym_mul(p, s[d]);
+  return p;
 }
 
-/* Broadcast batch dims and run one bmm. */
+/* N-D @ 1-D or 2-D: one mm over the folded batch. Sizes stay symbolic
+** (kn_sym): under tracing with dynamic shapes the folded row count is the
+** product of the batch symbols, so no size is read as a plain int and no
+** guard is needed (a [B, S, K] input keeps B and S). */
+static kn_tensor *matmul_fold(kn_tensor *a, kn_tensor *b) {
+  int d1 = kn_ndim(a), d2 = kn_ndim(b);
+  kn_sym sa[KN_MAX_DIMS], sb[KN_MAX_DIMS], osz[KN_MAX_DIMS];
+  kn__tensor_symsizes(a, sa);
+  kn__tensor_symsizes(b, sb);
+  int on = 0;
+  for (int d = 0; d < d1 - 1; d++) osz[on++] = sa[d];
+  if (d2 == 2) osz[on++] = sb[1];
+  kn_tensor *t2 = d2 == 1 ? kn_unsqueeze(b, -1) : b;
+  kn_tensor *folded = kn__reshape_sym(a, 2, (kn_sym[]){sym_prod(d1 - 1, sa), sa[d1 - 1]});
+  kn_tensor *r = t2 && folded ? kn_mm(folded, t2) : NULL;
+  return r ? kn__view_sym(r, on, osz) : NULL;
+}
+
+/* Broadcast batch dims and run one bmm (symbolic sizes, as matmul_fold). */
 static kn_tensor *matmul_batched(kn_tensor *a, kn_tensor *b) {
   int d1 = kn_ndim(a), d2 = kn_ndim(b);
-  int64_t n = d1 > 1 ? kn_size(a, -2) : 1, m1 = kn_size(a, -1);
-  int64_t m2 = d2 > 1 ? kn_size(b, -2) : kn_size(b, 0), p = d2 > 1 ? kn_size(b, -1) : 1;
+  kn_sym sa[KN_MAX_DIMS], sb[KN_MAX_DIMS], bs[KN_MAX_DIMS];
+  kn__tensor_symsizes(a, sa);
+  kn__tensor_symsizes(b, sb);
+  kn_sym one = kn__sym_const(1);
+  kn_sym n = d1 > 1 ? sa[d1 - 2] : one, m1 = sa[d1 - 1];
+  kn_sym m2 = d2 > 1 ? sb[d2 - 2] : sb[0], p = d2 > 1 ? sb[d2 - 1] : one;
   int nb1 = d1 > 2 ? d1 - 2 : 0, nb2 = d2 > 2 ? d2 - 2 : 0;
-  kn_sym s1[KN_MAX_DIMS], s2[KN_MAX_DIMS], bs[KN_MAX_DIMS];
-  for (int d = 0; d < nb1; d++) s1[d] = kn__sym_const(kn_size(a, d));
-  for (int d = 0; d < nb2; d++) s2[d] = kn__sym_const(kn_size(b, d));
   int nbo;
-  if (kn__broadcast_shapes(nb1, s1, nb2, s2, &nbo, bs) != KN_OK) return NULL;
+  if (kn__broadcast_shapes(nb1, sa, nb2, sb, &nbo, bs) != KN_OK) return NULL;
   if (nbo + 2 > KN_MAX_DIMS) {
     kn__error(KN_ESHAPE, "matmul: at most %d dimensions are supported", KN_MAX_DIMS);
     return NULL;
   }
-  int64_t e1[KN_MAX_DIMS], e2[KN_MAX_DIMS], osz[KN_MAX_DIMS], prod = 1;
-  for (int d = 0; d < nbo; d++) {
-    e1[d] = e2[d] = osz[d] = kn__sym_hint(bs[d]);
-    prod *= osz[d];
-  }
+  kn_sym e1[KN_MAX_DIMS], e2[KN_MAX_DIMS], osz[KN_MAX_DIMS];
+  for (int d = 0; d < nbo; d++) e1[d] = e2[d] = osz[d] = bs[d];
+  kn_sym prod = sym_prod(nbo, bs);
   int on = nbo;
   e1[nbo] = n, e1[nbo + 1] = m1;
   e2[nbo] = m2, e2[nbo + 1] = p;
-  kn_tensor *a3 = kn_reshape(kn_expand(a, nbo + 2, e1), KN_SHAPE(prod, n, m1));
-  kn_tensor *b3 = a3 ? kn_reshape(kn_expand(b, nbo + 2, e2), KN_SHAPE(prod, m2, p)) : NULL;
+  kn_tensor *a3 = kn__reshape_sym(kn__expand_sym(a, nbo + 2, e1), 3, (kn_sym[]){prod, n, m1});
+  kn_tensor *b3 =
+      a3 ? kn__reshape_sym(kn__expand_sym(b, nbo + 2, e2), 3, (kn_sym[]){prod, m2, p}) : NULL;
   if (d1 > 1) osz[on++] = n;
   if (d2 > 1) osz[on++] = p;
   kn_tensor *r = b3 ? kn_bmm(a3, b3) : NULL;
-  return r ? kn_view(r, on, osz) : NULL;
+  return r ? kn__view_sym(r, on, osz) : NULL;
 }
 
 static kn_tensor *matmul_impl(kn_tensor *a, kn_tensor *b) {
@@ -87,20 +100,23 @@ kn_status kn__k_matmul(const kn__call *c, kn__outs *out) {
   return st;
 }
 
-/* With a bias: rows of x (any rank >= 1) through one addmm. */
+/* With a bias: rows of x (any rank >= 1) through one addmm, over symbolic
+** sizes (see matmul_fold). */
 static kn_tensor *linear_impl(kn_tensor *x, kn_tensor *w, kn_tensor *b) {
   kn_tensor *wt = kn_t(w);
   if (!b) return kn_matmul(x, wt);
   if (kn_ndim(x) == 2) return kn_addmm(b, x, wt, kn_int(1), kn_int(1));
   if (kn_ndim(x) == 0) return kn_matmul(x, wt); /* matmul's error */
-  int64_t osz[KN_MAX_DIMS];
+  kn_sym sx[KN_MAX_DIMS], sw[KN_MAX_DIMS], osz[KN_MAX_DIMS];
+  kn__tensor_symsizes(x, sx);
+  kn__tensor_symsizes(w, sw);
   int on = kn_ndim(x);
-  for (int d = 0; d < on - 1; d++) osz[d] = kn_size(x, d);
-  osz[on - 1] = kn_ndim(w) == 2 ? kn_size(w, 0) : 1;
-  kn_tensor *x2 = kn_reshape(x, KN_SHAPE(-1, kn_size(x, -1)));
+  for (int d = 0; d < on - 1; d++) osz[d] = sx[d];
+  osz[on - 1] = kn_ndim(w) == 2 ? sw[0] : kn__sym_const(1);
+  kn_tensor *x2 = kn__reshape_sym(x, 2, (kn_sym[]){sym_prod(on - 1, sx), sx[on - 1]});
   kn_tensor *r = kn_addmm(b, x2, kn_ndim(w) == 1 ? kn_unsqueeze(wt, 1) : wt, kn_int(1), kn_int(1));
   if (kn_ndim(w) == 1) on--; /* a 1-D weight drops the feature dim */
-  return r ? kn_view(r, on, osz) : NULL;
+  return r ? kn__view_sym(r, on, osz) : NULL;
 }
 
 kn_status kn__k_linear(const kn__call *c, kn__outs *out) {

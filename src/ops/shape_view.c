@@ -333,29 +333,82 @@ kn_status kn__k_flatten(const kn__call *c, kn__outs *out) {
   if (st != KN_OK) return st;
   if (s > e)
     return kn__error(KN_EINVAL, "flatten() has invalid args: start_dim cannot come after end_dim");
-  /* size lists are concrete: symbolic sizes are specialised, with guards */
-  kn_sym sym[KN_MAX_DIMS];
+  /* the merged size is the product of the (symbolic) sizes: no guard */
+  kn_sym sym[KN_MAX_DIMS], merged[KN_MAX_DIMS];
   kn__tensor_symsizes(self, sym);
-  for (int d = 0; d < self->ndim; d++) (void)kn__sym_guard_eq_int(sym[d], self->sizes[d]);
   kn_scope_begin();
   kn_tensor *r;
   if (self->ndim == 0) {
     r = kn_reshape(self, 1, (int64_t[]){1});
-  } else if (s == e) {
+  } else if (s == e && !self->sym) {
     r = kn__invoke(KN_OP_RESHAPE_ALIAS, 3,
                    (kn__arg[]){KN_A_T(self), KN_A_INTS(self->sizes, self->ndim),
                                KN_A_INTS(self->strides, self->ndim)});
   } else {
-    int64_t sizes[KN_MAX_DIMS];
     int n = 0;
-    for (int d = 0; d < s; d++) sizes[n++] = self->sizes[d];
-    int64_t prod = 1;
-    for (int d = s; d <= e; d++) prod *= self->sizes[d];
-    sizes[n++] = prod;
-    for (int d = e + 1; d < self->ndim; d++) sizes[n++] = self->sizes[d];
-    r = kn_reshape(self, n, sizes);
+    for (int d = 0; d < s; d++) merged[n++] = sym[d];
+    kn_sym prod = kn__sym_const(1);
+    for (int d = s; d <= e; d++) prod = kn__sym_mul(prod, sym[d]);
+    merged[n++] = prod;
+    for (int d = e + 1; d < self->ndim; d++) merged[n++] = sym[d];
+    r = kn__reshape_sym(self, n, merged);
   }
   st = kn__composite_push(out, r);
+  kn_scope_end();
+  return st;
+}
+
+/* ---- unflatten (composite over view) -------------------------------------------------------- */
+
+/* The sizes that replace dim d (of symbolic size `total`): the requested
+** ones, a -1 inferred. Errors name the sizes as PyTorch does. */
+static kn_status unflatten_sizes(const kn__arg *req, int d, kn_sym total, kn_sym *out) {
+  int n = req->u.ints.n, infer = -1;
+  kn_sym prod = kn__sym_const(1);
+  for (int k = 0; k < n; k++) {
+    out[k] = kn__arg_symint_at(req, k);
+    if (req->u.ints.v[k] == -1 && !req->sym && infer < 0) infer = k;
+    else if (req->u.ints.v[k] == -1 && !req->sym)
+      return kn__error(KN_ESHAPE, "only one dimension can be inferred");
+    else if (req->u.ints.v[k] < 0)
+      return kn__error(KN_ESHAPE, "invalid shape dimension %lld", (long long)req->u.ints.v[k]);
+    else prod = kn__sym_mul(prod, out[k]);
+  }
+  bool ok;
+  if (infer >= 0) {
+    ok = !kn__sym_guard_eq_int(prod, 0) && kn__sym_guard_eq_int(kn__sym_mod(total, prod), 0);
+    if (ok) out[infer] = kn__sym_floordiv(total, prod);
+  } else {
+    ok = kn__sym_guard_eq(total, prod);
+  }
+  if (ok) return KN_OK;
+  char want[256], have[64];
+  kn__format_sizes(n, req->u.ints.v, want, sizeof want);
+  kn__sym_format(total, have, sizeof have);
+  return kn__error(KN_ESHAPE, "unflatten: Provided sizes %s don't multiply up to the size of dim "
+                   "%d (%s) in the input tensor", want, d, have);
+}
+
+kn_status kn__k_unflatten(const kn__call *c, kn__outs *out) {
+  kn_tensor *self = c->args[0].u.t;
+  const kn__arg *req = &c->args[2];
+  int d, n = req->u.ints.n;
+  kn_status st = kn__wrap_dim(c->args[1].u.i, self->ndim, &d);
+  if (st != KN_OK) return st;
+  if (n == 0) return kn__error(KN_EINVAL, "unflatten: sizes must be non-empty");
+  if (self->ndim - 1 + n > KN_MAX_DIMS)
+    return kn__error(KN_EINVAL, "unflatten: at most %d dimensions, got %d", KN_MAX_DIMS,
+                     self->ndim - 1 + n);
+  kn_sym sym[KN_MAX_DIMS], shape[KN_MAX_DIMS];
+  kn__tensor_symsizes(self, sym);
+  int k = 0;
+  for (int i = 0; i < d; i++) shape[k++] = sym[i];
+  st = unflatten_sizes(req, d, sym[d], &shape[k]);
+  if (st != KN_OK) return st;
+  k += n;
+  for (int i = d + 1; i < self->ndim; i++) shape[k++] = sym[i];
+  kn_scope_begin();
+  st = kn__composite_push(out, kn__view_sym(self, k, shape));
   kn_scope_end();
   return st;
 }
@@ -398,4 +451,8 @@ kn_tensor *kn_squeeze_dim(kn_tensor *t, int64_t dim) {
 
 kn_tensor *kn_flatten(kn_tensor *t, int64_t start_dim, int64_t end_dim) {
   return kn__invoke(KN_OP_FLATTEN, 3, (kn__arg[]){KN_A_T(t), KN_A_I(start_dim), KN_A_I(end_dim)});
+}
+
+kn_tensor *kn_unflatten(kn_tensor *t, int64_t dim, int n, const int64_t *sizes) {
+  return kn__invoke(KN_OP_UNFLATTEN, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_INTS(sizes, n)});
 }

@@ -79,6 +79,13 @@ kn_tensor *kn__reshape_sym(kn_tensor *t, int n, const kn_sym *sizes) {
   return kn__invoke(KN_OP_RESHAPE, 2, (kn__arg[]){KN_A_T(t), KN_A_SYMINTS(h, sizes, n)});
 }
 
+kn_tensor *kn__view_sym(kn_tensor *t, int n, const kn_sym *sizes) {
+  if (bad_rank(t, n, "view")) return NULL;
+  int64_t h[KN_MAX_DIMS];
+  hints_of(n, sizes, h);
+  return kn__invoke(KN_OP_VIEW, 2, (kn__arg[]){KN_A_T(t), KN_A_SYMINTS(h, sizes, n)});
+}
+
 kn_tensor *kn__reshape_like(kn_tensor *t, const kn_tensor *like) {
   kn_sym s[KN_MAX_DIMS];
   kn__tensor_symsizes(like, s);

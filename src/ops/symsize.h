@@ -41,6 +41,8 @@ kn_tensor *kn__reshape_sym(kn_tensor *t, int n, const kn_sym *sizes);
 kn_tensor *kn__reshape_like(kn_tensor *t, const kn_tensor *like);
 /* A fresh contiguous tensor of symbolic sizes filled with value. */
 kn_tensor *kn__full_sym(int n, const kn_sym *sizes, kn_scalar value, kn_dtype dt);
+/* view to symbolic sizes (t's layout must allow it, as kn_view). */
+kn_tensor *kn__view_sym(kn_tensor *t, int n, const kn_sym *sizes);
 /* Zeros with like's sizes and dtype (a fresh contiguous tensor). */
 kn_tensor *kn__zeros_like_sym(const kn_tensor *like);
 /* sum_to_size over symbolic target sizes (reduce_api.c), and to like's sizes. */

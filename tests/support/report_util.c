@@ -293,3 +293,29 @@ char *ru_write_real_kiln_trace(const char *dir) {
   kn_trace_disable();
   return path;
 }
+
+/* Keep the frames of the calls below (no tail calls), so the guards'
+** user lines are exact. */
+#pragma GCC push_options
+#pragma GCC optimize("no-optimize-sibling-calls")
+static kn_tensor *ru_pair_add(kn_tensor *x, kn_tensor *y) {
+  kn_tensor *s = kn_add(x, y); /* the op's guards */
+  kn_tensor *r = kn_mul_scalar(s, kn_int(kn_size(x, 0))); /* a size read by user code */
+  return r;
+}
+#pragma GCC pop_options
+
+char *ru_write_guarded_kiln_trace(const char *dir) {
+  if (kn_trace_enable(dir) != KN_OK) return NULL;
+  kn_compile_options o = {.backend = "eager", .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = kn_compile_tensor_fn((void (*)(void))ru_pair_add, 2, "pair_add", "model.c", 30,
+                                        &o);
+  bool ok = f != NULL;
+  kn_scope_begin();
+  ok = ok && kn_call_t(f, kn_ones(KN_SHAPE(4, 3), KN_FLOAT32), kn_ones(KN_SHAPE(4, 3), KN_FLOAT32));
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *path = ok ? kn_trace_file_path() : NULL;
+  kn_trace_disable();
+  return path;
+}

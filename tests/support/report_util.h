@@ -49,3 +49,9 @@ char *ru_write_kiln_trace(const char *dir);
 ** recompiles it as [0/1] with a dynamic first dimension (create_symbol,
 ** guards added) and [16, 3] hits [0/1]. Returns the path (owned) or NULL. */
 char *ru_write_real_kiln_trace(const char *dir);
+
+/* A trace of a compiled function whose shape guards come from an op and
+** from user code: ru_pair_add(x, y) adds two [4, 3] inputs with every size
+** dynamic (kn_add needs Eq guards between their sizes) and reads x's size(0)
+** with kn_size (Eq(s0, 4)). Returns the path (owned) or NULL. */
+char *ru_write_guarded_kiln_trace(const char *dir);

@@ -50,28 +50,47 @@ static void cell(FILE *f, json_t *v) {
   fputs("</td>", f);
 }
 
-/* A stack (list of {filename, line, name[, loc]}), innermost frame last. */
-static void stack_cell(rp_report *r, FILE *f, json_t *st) {
+/* "file:line in name" of one frame. */
+static void frame_text(rp_report *r, FILE *f, json_t *fr) {
+  json_t *file = json_object_get(fr, "filename");
+  json_t *line = json_object_get(fr, "line");
+  json_t *name = json_object_get(fr, "name");
+  rp_html_esc(f, json_is_integer(file) ? rp_string(r, json_integer_value(file)) : "(unknown)");
+  fprintf(f, ":%lld in ", json_is_integer(line) ? (long long)json_integer_value(line) : -1LL);
+  rp_html_esc(f, json_is_string(name) ? json_string_value(name) : "(unknown)");
+}
+
+static void frame_name(FILE *f, json_t *fr) {
+  json_t *name = json_object_get(fr, "name");
+  rp_html_esc(f, json_is_string(name) ? json_string_value(name) : "(unknown)");
+}
+
+/* A stack (list of {filename, line, name[, loc]}), innermost frame last.
+** The summary says what a reader looks for without opening it: for a user
+** stack the innermost frame (the line that caused the record), for a
+** framework stack its outermost and innermost functions (the public function
+** the user called, e.g. kn_matmul, and the code that added the guard). */
+static void stack_cell(rp_report *r, FILE *f, json_t *st, bool user) {
   size_t n = json_array_size(st);
   fputs("<td>", f);
   if (!n) {
     fputs("</td>", f);
     return;
   }
-  fprintf(f, "<details><summary>%zu frame(s)</summary><ul class=\"stack\">", n);
+  fputs("<details><summary>", f);
+  if (user) {
+    frame_text(r, f, json_array_get(st, n - 1));
+  } else {
+    frame_name(f, json_array_get(st, 0));
+    if (n > 1) fputs(" &hellip; ", f), frame_name(f, json_array_get(st, n - 1));
+  }
+  fprintf(f, " (%zu frame(s))</summary><ul class=\"stack\">", n);
   size_t i;
   json_t *fr;
   json_array_foreach(st, i, fr) {
-    json_t *file = json_object_get(fr, "filename");
-    json_t *line = json_object_get(fr, "line");
-    json_t *name = json_object_get(fr, "name");
     json_t *loc = json_object_get(fr, "loc");
     fputs("<li>", f);
-    rp_html_esc(f, json_is_integer(file) ? rp_string(r, json_integer_value(file))
-                                         : "(unknown)");
-    fprintf(f, ":%lld in ",
-            json_is_integer(line) ? (long long)json_integer_value(line) : -1LL);
-    rp_html_esc(f, json_is_string(name) ? json_string_value(name) : "(unknown)");
+    frame_text(r, f, fr);
     if (json_is_string(loc)) {
       fputs("<br><code>", f);
       rp_html_esc(f, json_string_value(loc));
@@ -112,8 +131,8 @@ kn_status rp_symbolic_record(rp_report *r, const rp_compile *c, const char *ev,
     cell(f, json_object_get(v, "value"));
     cell(f, json_object_get(v, "reason"));
   }
-  stack_cell(r, f, json_object_get(v, "user_stack"));
-  stack_cell(r, f, json_object_get(v, "stack"));
+  stack_cell(r, f, json_object_get(v, "user_stack"), true);
+  stack_cell(r, f, json_object_get(v, "stack"), false);
   fputs("</tr>\n", f);
   return ferror(f) ? kn__error(KN_EIO, "cannot write a temporary file") : KN_OK;
 }

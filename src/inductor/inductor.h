@@ -98,7 +98,11 @@ typedef enum kn__ind_nkind {
   KN__IND_RED        /* reduction over a set of dims (always in a group) */
 } kn__ind_nkind;
 
-#define KN__HZ_MAX 8 /* pointwise roots per horizontal loop */
+/* Capacities of one kernel, enforced by the scheduler (sched.c), which
+** splits a kernel rather than exceed them; code generation has no fixed
+** capacity of its own. */
+#define KN__HZ_MAX 8          /* pointwise roots per horizontal loop */
+#define KN__KER_MAX_READS 64  /* distinct buffers one kernel reads */
 
 typedef struct kn__ind_node {
   kn__ind_nkind kind;

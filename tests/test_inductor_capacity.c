@@ -39,13 +39,15 @@ static kn_compile_options opts(kn_dynamic dyn) {
   return (kn_compile_options){.backend = "inductor", .dynamic = dyn};
 }
 
-/* Compile fn (nargs inputs) under the schedule log, call it on args and
-** compare every output with fn run eagerly; returns the kernels of the
-** last schedule (-1: none logged). */
+/* Compile fn (nargs inputs) under the schedule and fusion logs, call it on
+** args and compare every output with fn run eagerly; expect (or NULL):
+** text of a fusion record that must be logged. Returns the kernels of the
+** last schedule (-1: none logged). KN_TEST_SHOW_SPLITS=1 prints the
+** splitting decisions. */
 static int run_compare(kn_fn fn, shape_fn *sh, const kn_value *args, int nargs, kn_dynamic dyn,
-                       const char *what) {
+                       const char *what, const char *expect) {
   kn_test_records r = {0};
-  kn_set_logs_str("schedule");
+  kn_set_logs_str("schedule,fusion");
   kn_test_capture_begin(&r);
   kn_compile_options o = opts(dyn);
   kn_compiled *f = kn_compile_fn(fn, sh, nargs, what, __FILE__, __LINE__, &o);
@@ -73,8 +75,12 @@ static int run_compare(kn_fn fn, shape_fn *sh, const kn_value *args, int nargs, 
   kn_value_release(got);
   kn_compiled_free(f);
   int kernels = -1;
-  for (size_t i = 0; i < r.n; i++) /* the last compile's schedule */
+  if (expect) cr_expect_not_null(kn_test_get_record(&r, expect), "no record '%s'", expect);
+  for (size_t i = 0; i < r.n; i++) { /* the last compile's schedule */
+    if (r.v[i].message && getenv("KN_TEST_SHOW_SPLITS") && strstr(r.v[i].message, "split"))
+      fprintf(stderr, "%s\n", r.v[i].message);
     if (r.v[i].message && sscanf(r.v[i].message, "schedule: %d kernels", &kernels) == 1) continue;
+  }
   kn_test_records_free(&r);
   return kernels;
 }
@@ -109,13 +115,13 @@ static kn_value chain(const kn_value *args, int nargs, void *ud) {
   return kn_vtensor(y);
 }
 
-static int run_chain(int nops, int nw) {
+static int run_chain(int nops, int nw, const char *expect) {
   shape_fn sh = {.nops = nops, .nw = nw};
   kn_scope_begin();
   kn_value *a = inputs(1 + nw, 16, 33, 0.5);
   char what[64];
   snprintf(what, sizeof what, "chain of %d ops over %d weights", nops, nw);
-  int kernels = run_compare(chain, &sh, a, 1 + nw, KN_DYNAMIC_FALSE, what);
+  int kernels = run_compare(chain, &sh, a, 1 + nw, KN_DYNAMIC_FALSE, what, expect);
   kn_scope_end();
   free(a);
   return kernels;
@@ -124,22 +130,24 @@ static int run_chain(int nops, int nw) {
 /* 65 operations over 65 weights read 66 buffers: the code generator failed
 ** ("more than 64 inputs"); now one cut at op 62: two kernels. */
 Test(inductor_capacity, chain_of_65_ops_splits_in_two) {
-  cr_expect_eq(run_chain(65, 65), 2);
+  cr_expect_eq(run_chain(65, 65, "fusion: add_31 gets a buffer after all: the kernel of mul_31 "
+                                 "would read more than 64 buffers (split; this one reads 64)"),
+               2);
 }
 
 /* Cuts at ops 62, 125, 188, 251: five kernels. */
 Test(inductor_capacity, chain_of_300_ops) {
-  cr_expect_eq(run_chain(300, 100), 5);
+  cr_expect_eq(run_chain(300, 100, NULL), 5);
 }
 
 /* Cuts at 62 + 63 j for j = 0..14: sixteen kernels. */
 Test(inductor_capacity, chain_of_1000_ops) {
-  cr_expect_eq(run_chain(1000, 100), 16);
+  cr_expect_eq(run_chain(1000, 100, NULL), 16);
 }
 
 /* A chain that never reads more than 64 buffers is one kernel, however long. */
 Test(inductor_capacity, chain_over_few_weights_is_one_kernel) {
-  cr_expect_eq(run_chain(1000, 8), 1);
+  cr_expect_eq(run_chain(1000, 8, NULL), 1);
 }
 
 /* ---- many inputs ---------------------------------------------------------------------- */
@@ -164,7 +172,9 @@ Test(inductor_capacity, sum_of_300_inputs) {
   shape_fn sh = {0};
   kn_scope_begin();
   kn_value *a = inputs(300, 7, 129, -0.5);
-  int kernels = run_compare(sum_tree, &sh, a, 300, KN_DYNAMIC_FALSE, "sum of 300 inputs");
+  int kernels = run_compare(sum_tree, &sh, a, 300, KN_DYNAMIC_FALSE, "sum of 300 inputs",
+                            "fusion: add_36 gets a buffer after all: the kernel of add_73 would read "
+                            "more than 64 buffers (split; this one reads 38)");
   cr_expect_eq(kernels, 8, "%d kernels", kernels);
   kn_scope_end();
   free(a);
@@ -190,7 +200,7 @@ Test(inductor_capacity, group_with_70_row_outputs) {
   shape_fn sh = {.nout = 70};
   kn_scope_begin();
   kn_value *a = inputs(1, 12, 300, -0.5);
-  cr_expect_eq(run_compare(row_outputs, &sh, a, 1, KN_DYNAMIC_FALSE, "70 row outputs"), 1);
+  cr_expect_eq(run_compare(row_outputs, &sh, a, 1, KN_DYNAMIC_FALSE, "70 row outputs", NULL), 1);
   kn_scope_end();
   free(a);
 }
@@ -216,7 +226,7 @@ Test(inductor_capacity, group_with_20_element_outputs) {
   shape_fn sh = {.nout = 20};
   kn_scope_begin();
   kn_value *a = inputs(1, 9, 257, -0.5);
-  cr_expect_eq(run_compare(element_outputs, &sh, a, 1, KN_DYNAMIC_FALSE, "20 element outputs"),
+  cr_expect_eq(run_compare(element_outputs, &sh, a, 1, KN_DYNAMIC_FALSE, "20 element outputs", NULL),
                1);
   kn_scope_end();
   free(a);
@@ -227,7 +237,7 @@ Test(inductor_capacity, group_with_70_element_outputs) {
   shape_fn sh = {.nout = 70};
   kn_scope_begin();
   kn_value *a = inputs(1, 5, 40, -0.5);
-  cr_expect_eq(run_compare(element_outputs, &sh, a, 1, KN_DYNAMIC_FALSE, "70 element outputs"),
+  cr_expect_eq(run_compare(element_outputs, &sh, a, 1, KN_DYNAMIC_FALSE, "70 element outputs", NULL),
                1);
   kn_scope_end();
   free(a);
@@ -249,7 +259,10 @@ Test(inductor_capacity, reduction_prologue_over_71_inputs_splits) {
   shape_fn sh = {0};
   kn_scope_begin();
   kn_value *a = inputs(71, 6, 100, -0.5);
-  cr_expect_eq(run_compare(sum_rows_of_sum, &sh, a, 71, KN_DYNAMIC_FALSE, "row sums of 71"), 2);
+  cr_expect_eq(run_compare(sum_rows_of_sum, &sh, a, 71, KN_DYNAMIC_FALSE, "row sums of 71",
+                           "fusion: add_6 not fused into group of add_7 (kernel 0): the kernel "
+                           "would read more than 64 buffers (split)"),
+               2);
   kn_scope_end();
   free(a);
 }
@@ -273,7 +286,8 @@ Test(inductor_capacity, more_than_256_symbols) {
   kn_value a[300];
   for (int i = 0; i < 300; i++)
     a[i] = kn_vtensor(kn_randn(KN_SHAPE(4, i + 3), NULL, KN_FLOAT32));
-  int kernels = run_compare(sum_narrowed, &sh, a, 300, KN_DYNAMIC_TRUE, "300 narrowed inputs");
+  int kernels = run_compare(sum_narrowed, &sh, a, 300, KN_DYNAMIC_TRUE, "300 narrowed inputs",
+                            NULL);
   kn_scope_end();
   cr_expect_gt(kernels, 1);
   char *src = kn_test_inductor_sources(cache);

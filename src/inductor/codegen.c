@@ -1141,14 +1141,21 @@ static void releases(const kn__ind_plan *p, const int *last, int at, pool *pl, k
 }
 
 /* The pointwise kernel launched at node i: i alone, or the horizontal set
-** whose last root it is. */
-static void pw_kernel(kn__ind_plan *p, int i, kn__sb *ker, kn__sb *call, pool *pl) {
+** whose last root it is (the scheduler keeps sets within KN__HZ_MAX; a
+** plan that breaks it is an error, never a truncated kernel). */
+static kn_status pw_kernel(kn__ind_plan *p, int i, kn__sb *ker, kn__sb *call, pool *pl) {
   const kn__gnode *roots[KN__HZ_MAX];
   int nr = 0;
-  for (int m = 0; m <= i && nr < KN__HZ_MAX; m++)
-    if (m == i || (p->nodes[i].hz == i && p->nodes[m].hz == i && !p->nodes[m].inlined))
-      roots[nr++] = kn__graph_node(p->g, m);
+  for (int m = 0; m <= i; m++) {
+    if (m != i && (p->nodes[i].hz != i || p->nodes[m].hz != i || p->nodes[m].inlined)) continue;
+    if (nr == KN__HZ_MAX)
+      return kn__error(KN_EINTERNAL, "inductor: kernel %d (node %s): more than KN__HZ_MAX = %d "
+                       "roots in one horizontal loop (the scheduler splits sets at that "
+                       "capacity)", i, kn__graph_node(p->g, i)->name, KN__HZ_MAX);
+    roots[nr++] = kn__graph_node(p->g, m);
+  }
   kernel(p, roots, nr, ker, call, pl);
+  return KN_OK;
 }
 
 /* Slots written by kernels and read by kernels only. */
@@ -1198,7 +1205,8 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   kn__sb_init(&call);
   kn__sb_puts(&call, "int call(const kn_rt *rt, void *ctx, const int64_t *s);\n"
                      "int call(const kn_rt *rt, void *ctx, const int64_t *s) {\n" KN__IND_VM_BIND);
-  for (int i = 0; i < p->nnodes; i++) {
+  kn_status lim = KN_OK;
+  for (int i = 0; lim == KN_OK && i < p->nnodes; i++) {
     const kn__gnode *n = kn__graph_node(p->g, i);
     const kn__ind_node *in = &p->nodes[i];
     if (in->kind == KN__IND_EXTERN) {
@@ -1208,7 +1216,7 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
       group_kernel(p, in->group, &ker, &call, &pl);
     } else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined && !in->expr &&
                (in->hz < 0 || in->hz == i)) {
-      pw_kernel(p, i, &ker, &call, &pl);
+      lim = pw_kernel(p, i, &ker, &call, &pl);
     } else {
       continue;
     }
@@ -1228,5 +1236,6 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   free(last);
   free(pl.reusable);
   free(pl.slot);
+  if (lim != KN_OK) return lim;
   return bad ? kn__error(KN_ENOMEM, "inductor: out of memory while generating code") : KN_OK;
 }

@@ -156,8 +156,9 @@ kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p);
 ** reduction groups (vertical and horizontal fusion around reductions), then
 ** inlining of single-use pointwise chains and of cheap multi-use producers,
 ** horizontal fusion of pointwise loops over the same sizes that read a
-** common input, and value slots of everything that must exist in memory; logs the
-** schedule and fusion artifacts. allow: fusion permitted (no in-place op in
+** common input, and value slots of everything that must exist in memory,
+** splitting kernels that would read more than KN__KER_MAX_READS buffers;
+** logs the schedule and fusion artifacts. allow: fusion permitted (no in-place op in
 ** the graph). Called by kn__ind_plan_build after classification. */
 kn_status kn__ind_schedule(kn__ind_plan *p, bool allow);
 /* A new slot for output k.. of n (count slots). */

@@ -21,6 +21,11 @@
 ** 4. Slots: a node gets a buffer only when something outside its kernel
 **    reads it (another kernel, an extern call, the graph's output).
 **
+** Capacities: a kernel reads at most KN__KER_MAX_READS buffers. Steps 1-3
+** split rather than exceed it (a member refused, an inlined operand
+** stored, a horizontal root refused), so no kernel is ever failed or
+** truncated for its size.
+**
 ** Order: a group runs where its last member is. A node may join only if
 ** every reader outside the group comes after that point, so no kernel or
 ** extern call reads a value before it is written. Graphs with in-place ops

@@ -10,6 +10,9 @@
 **     kn_compile to the first result, in a fresh process;
 **   BENCH compile_warm_disk_ms (goal <= 5): the same in a new process with
 **     the disk cache warm;
+**   BENCH compile_cold_ms_chain1000 (goal <= 1000): the same as
+**     compile_cold_ms for a chain of 1000 pointwise ops (chain8's 8 ops 125
+**     times over), 1000 x 1000 float32;
 **   BENCH call_overhead_ns (goal <= 1000): a compiled a + b on one-element
 **     tensors, guards included;
 **   RATIO transcendental_chain_inductor_vs_eager (no goal): a chain of
@@ -67,6 +70,20 @@ static kn_tensor *chain8(kn_tensor *x) {
   t = kn_add(t, x);
   t = kn_neg(t);
   return kn_mul_scalar(t, kn_float(2.0));
+}
+static kn_tensor *chain1000(kn_tensor *x) {
+  kn_tensor *t = x;
+  for (int i = 0; i < 125; i++) {
+    t = kn_mul_scalar(t, kn_float(1.5));
+    t = kn_add_scalar(t, kn_float(0.25));
+    t = kn_mul(t, x);
+    t = kn_sub_scalar(t, kn_float(0.5));
+    t = kn_relu(t);
+    t = kn_add(t, x);
+    t = kn_neg(t);
+    t = kn_mul_scalar(t, kn_float(2.0));
+  }
+  return t;
 }
 static kn_tensor *add2(kn_tensor *a, kn_tensor *b) { return kn_add(a, b); }
 static kn_tensor *tchain(kn_tensor *x) {
@@ -269,9 +286,9 @@ static void bench_cross_entropy(void) {
   kn_release(ce_target);
 }
 
-/* Milliseconds from kn_compile to the first result of example_fn, measured
-** in a child process (so its memory cache starts empty). */
-static double compile_in_child(void) {
+/* Milliseconds from kn_compile to the first result of fn, measured in a
+** child process (so its memory cache starts empty). */
+static double compile_in_child(kn_tensor *(*fn)(kn_tensor *)) {
   int fd[2];
   if (pipe(fd) != 0) die("pipe");
   pid_t pid = fork();
@@ -279,7 +296,7 @@ static double compile_in_child(void) {
     close(fd[0]);
     kn_tensor *a = kn_randn(KN_SHAPE(1000, 1000), NULL, KN_FLOAT32);
     double t0 = kn_bench_wall_s();
-    kn_compiled *f = compile(example_fn);
+    kn_compiled *f = compile(fn);
     kn_scope_begin();
     kn_tensor *y = kn_call_t(f, a);
     kn_scope_end();
@@ -296,10 +313,11 @@ static double compile_in_child(void) {
 }
 
 static void bench_compile(void) {
-  double cold = compile_in_child(), warm[5];
-  for (int i = 0; i < 5; i++) warm[i] = compile_in_child();
+  double cold = compile_in_child(example_fn), warm[5];
+  for (int i = 0; i < 5; i++) warm[i] = compile_in_child(example_fn);
   printf("BENCH compile_cold_ms %.1f (goal <= 300)\n", cold);
   printf("BENCH compile_warm_disk_ms %.2f (goal <= 5)\n", kn_bench_median(warm, 5));
+  printf("BENCH compile_cold_ms_chain1000 %.1f (goal <= 1000)\n", compile_in_child(chain1000));
 }
 
 static void bench_call_overhead(void) {

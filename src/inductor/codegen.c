@@ -71,7 +71,7 @@ static void node_comment(kn__sb *sb, const kn__gnode *n) {
 ** buffers that kernels wrote and only kernels read are pooled (an extern
 ** call may return a view sharing its input's memory). */
 typedef struct pool {
-  int n, slot[64];
+  int n, *slot;            /* [nslots] */
   unsigned char *reusable; /* [nslots] */
   int *last;               /* [nslots] liveness: the step of the last reader */
 } pool;
@@ -107,32 +107,41 @@ static bool pool_take(const kn__ind_plan *p, pool *pl, kn__sb *call, int slot, c
 /* The allocations of a launch: reuse first, release the rest, allocate. */
 static void launch_allocs(const kn__ind_plan *p, pool *pl, kn__sb *call, const int *slots, int n,
                           bool single, const bool *preset) {
-  bool taken[64] = {false};
+  bool *taken = calloc((size_t)n + 1, sizeof *taken);
+  if (!taken) {
+    kn__sb_reserve(call, SIZE_MAX / 2); /* marks the buffer failed */
+    return;
+  }
   char target[32];
-  for (int o = 0; o < n && o < 64; o++) {
+  for (int o = 0; o < n; o++) {
     snprintf(target, sizeof target, single ? "&o" : "&o[%d]", o);
     taken[o] = (preset && preset[o]) || pool_take(p, pl, call, slots[o], target);
   }
   pool_flush(pl, call);
-  for (int o = 0; o < n && o < 64; o++) {
+  for (int o = 0; o < n; o++) {
     snprintf(target, sizeof target, single ? "&o" : "&o[%d]", o);
     if (!taken[o]) kn__sb_printf(call, "    if (rt->alloc(ctx, %d, %s)) return -1;\n", slots[o], target);
   }
+  free(taken);
 }
 
 /* ---- kernel context ------------------------------------------------------------ */
+/* No capacity of a kernel is fixed here: the scheduler bounds what one
+** kernel reads (KN__KER_MAX_READS) and the roots of a horizontal set
+** (KN__HZ_MAX); leaves, outputs and symbols are sized from the plan. */
 typedef struct leaf { int slot; const kn__vmeta *m; } leaf;
 typedef struct kctx {
   kn__ind_plan *p;
   const kn__gnode *roots[KN__HZ_MAX]; /* pointwise kernels: the nodes written */
   int nroots;
-  int alias[64];            /* pointwise kernels: leaf read through output alias[l], or -1 */
+  int *alias;               /* [capacity] pointwise kernels: leaf read through output alias[l], or -1 */
   const kn__vmeta *shape;   /* the kernel's iteration sizes */
-  leaf leaves[64];
+  leaf *leaves;             /* [capacity]: every buffer read (and a group's per-element outputs) */
   int nleaves;
   bool flat;
-  bool failed;
-  unsigned char used[256];  /* symbols read by this kernel */
+  bool failed;              /* out of memory */
+  unsigned char *used;      /* [nused] symbols read by this kernel */
+  int nused;
   /* reduction groups */
   const kn__ind_group *g;   /* NULL outside group kernels */
   int gi;
@@ -142,9 +151,9 @@ typedef struct kctx {
   int *stash;               /* [nnodes] output kept in by a reduction pass, or -1 */
   unsigned char *stash_ready; /* [nnodes] kept value written by a finished pass */
   unsigned char *blk;       /* [nnodes] vector-math member computed for the block (vmoN[l]) */
-  kn__vmeta outm[16];       /* contiguous layouts of the per-element outputs */
+  kn__vmeta *outm;          /* [nmembers] contiguous layouts of the per-element outputs */
   int nouts;
-  int outs[64];             /* stored members */
+  int *outs;                /* [nmembers] stored members */
   pool *pl;
   const kn__gnode *hoisted; /* node whose loads are bound to ldN_Q before its statement */
 } kctx;
@@ -155,7 +164,17 @@ static void sym_text(kctx *k, kn__sb *sb, kn_sym v) {
     return;
   }
   int i = kn__ind_symx(k->p, v);
-  if (i < 0 || i >= 256) {
+  if (i >= k->nused && i >= 0) { /* grow the table of symbols read */
+    int cap = i + 1 > 2 * k->nused ? i + 1 : 2 * k->nused;
+    unsigned char *u = realloc(k->used, (size_t)cap);
+    if (!u) i = -1;
+    else {
+      memset(u + k->nused, 0, (size_t)(cap - k->nused));
+      k->used = u;
+      k->nused = cap;
+    }
+  }
+  if (i < 0) {
     k->failed = true;
     return;
   }
@@ -168,10 +187,7 @@ static bool sym_is(kn_sym v, int64_t c) { return kn__sym_is_const(v) && v.c == c
 static int leaf_index(kctx *k, int slot, const kn__vmeta *m) {
   for (int i = 0; i < k->nleaves; i++)
     if (k->leaves[i].slot == slot) return i;
-  if (k->nleaves == 64) {
-    k->failed = true;
-    return 0;
-  }
+  k->alias[k->nleaves] = -1; /* capacity: every slot once (kctx_alloc) */
   k->leaves[k->nleaves] = (leaf){slot, m};
   return k->nleaves++;
 }
@@ -458,7 +474,7 @@ static void kernel_header(kctx *k, kn__sb *ker, const char *kind) {
     if (k->alias[i] < 0)
       kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
   kn__sb_puts(ker, ") {\n  (void)s;\n");
-  for (int i = 0; i < 256; i++)
+  for (int i = 0; i < k->nused; i++)
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
 }
 
@@ -515,20 +531,50 @@ static void plan_inplace(kctx *k, int at) {
   }
 }
 
+/* A kernel context of plan p whose flag arrays are [nnodes + 1] times
+** nflags, with room for every slot and nouts outputs as leaves (each slot
+** is one leaf at most); NULL on OOM. Freed by kctx_free. */
+static void kctx_free(kctx *k);
+static kctx *kctx_new(kn__ind_plan *p, int nflags, int nouts) {
+  kctx *k = calloc(1, sizeof *k);
+  size_t cap = (size_t)p->nslots + (size_t)nouts + 1;
+  if (!k) return NULL;
+  k->p = p;
+  k->done = calloc((size_t)p->nnodes + 1, (size_t)nflags);
+  k->leaves = malloc(cap * sizeof *k->leaves);
+  k->alias = malloc(cap * sizeof *k->alias);
+  k->outs = malloc(((size_t)nouts + 1) * sizeof *k->outs);
+  k->outm = malloc(((size_t)nouts + 1) * sizeof *k->outm);
+  if (k->done && k->leaves && k->alias && k->outs && k->outm) return k;
+  kctx_free(k);
+  return NULL;
+}
+
+static void kctx_free(kctx *k) {
+  if (!k) return;
+  free(k->done);
+  free(k->leaves);
+  free(k->alias);
+  free(k->outs);
+  free(k->outm);
+  free(k->used);
+  free(k->stash);
+  free(k);
+}
+
 /* One kernel function computing roots[0..nr) in one loop (nr > 1: a
 ** horizontal set, launched where its last root is), into ker; its launch
 ** into call. */
 static void kernel(kn__ind_plan *p, const kn__gnode *const *roots, int nr, kn__sb *ker,
                    kn__sb *call, pool *pl) {
-  kctx *k = calloc(1, sizeof *k);
-  unsigned char *done = calloc((size_t)p->nnodes + 1, 1);
-  if (!k || !done) {
-    free(k);
-    free(done);
+  kctx *k = kctx_new(p, 1, 0);
+  if (!k) {
     kn__sb_reserve(ker, SIZE_MAX / 2); /* marks the buffer failed */
     return;
   }
-  *k = (kctx){.p = p, .shape = &roots[nr - 1]->meta[0], .nroots = nr, .pl = pl, .done = done};
+  k->shape = &roots[nr - 1]->meta[0];
+  k->nroots = nr;
+  k->pl = pl;
   for (int o = 0; o < nr; o++) {
     k->roots[o] = roots[o];
     collect(k, roots[o]);
@@ -553,8 +599,7 @@ static void kernel(kn__ind_plan *p, const kn__gnode *const *roots, int nr, kn__s
   if (k->failed || kn__sb_failed(&body) || kn__sb_failed(&loop)) kn__sb_reserve(ker, SIZE_MAX / 2);
   kn__sb_fini(&body);
   kn__sb_fini(&loop);
-  free(done);
-  free(k);
+  kctx_free(k);
 }
 
 /* ---- reduction groups ------------------------------------------------------------ */
@@ -591,14 +636,10 @@ static void group_leaves(kctx *k) {
 static void group_outputs(kctx *k) {
   for (int i = 0; i < k->g->nmembers; i++) {
     int m = k->g->members[i];
-    if (k->p->nodes[m].slot < 0 || k->nouts == 64) continue;
+    if (k->p->nodes[m].slot < 0) continue;
     k->outs[k->nouts++] = m;
     if (k->p->nodes[m].row) continue;
     int o = k->nouts - 1;
-    if (o >= 16) {
-      k->failed = true;
-      continue;
-    }
     kn__vmeta *om = &k->outm[o];
     *om = *k->g->space;
     kn_sym st = kn__sym_const(1);
@@ -606,9 +647,8 @@ static void group_outputs(kctx *k) {
       om->strides[d] = st;
       st = kn__sym_mul(st, om->sizes[d]);
     }
-    k->leaves[k->nleaves < 64 ? k->nleaves : 63] = (leaf){-1 - o, om};
-    if (k->nleaves < 64) k->nleaves++;
-    else k->failed = true;
+    k->alias[k->nleaves] = -1;
+    k->leaves[k->nleaves++] = (leaf){-1 - o, om};
   }
 }
 
@@ -985,9 +1025,14 @@ static void group_body(kctx *k, kn__sb *sb) {
 
 static void group_launch(kctx *k, int root, kn__sb *call) {
   kn__sb_printf(call, "  {  /* kernel %d */\n    void *o[%d];\n", root, k->nouts + 1);
-  int slots[64];
+  int *slots = malloc(((size_t)k->nouts + 1) * sizeof *slots);
+  if (!slots) {
+    k->failed = true;
+    return;
+  }
   for (int o = 0; o < k->nouts; o++) slots[o] = k->p->nodes[k->outs[o]].slot;
   launch_allocs(k->p, k->pl, call, slots, k->nouts, false, NULL);
+  free(slots);
   kn__sb_printf(call, "    kernel%d(s", root);
   for (int o = 0; o < k->nouts; o++)
     kn__sb_printf(call, ", (%s *)o[%d]",
@@ -1012,26 +1057,27 @@ static void group_header(kctx *k, int root, kn__sb *ker) {
     if (k->leaves[i].slot >= 0)
       kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
   kn__sb_puts(ker, ") {\n  (void)s;\n");
-  for (int i = 0; i < 256; i++)
+  for (int i = 0; i < k->nused; i++)
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
 }
 
 static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call, pool *pl) {
-  kctx *k = calloc(1, sizeof *k);
+  const kn__ind_group *g = &p->groups[gi];
   size_t nn = (size_t)p->nnodes + 1;
-  unsigned char *done = calloc(nn, 3);
-  int *stash = malloc(nn * sizeof *stash);
-  if (!k || !done || !stash) {
-    free(k);
-    free(done);
-    free(stash);
+  kctx *k = kctx_new(p, 3, g->nmembers);
+  if (k) k->stash = malloc(nn * sizeof *k->stash);
+  if (!k || !k->stash) {
+    kctx_free(k);
     kn__sb_reserve(ker, SIZE_MAX / 2);
     return;
   }
-  for (size_t i = 0; i < nn; i++) stash[i] = -1;
-  const kn__ind_group *g = &p->groups[gi];
-  *k = (kctx){.p = p, .shape = g->space, .g = g, .gi = gi, .done = done, .stash = stash,
-              .stash_ready = done + nn, .blk = done + 2 * nn, .pl = pl};
+  for (size_t i = 0; i < nn; i++) k->stash[i] = -1;
+  k->shape = g->space;
+  k->g = g;
+  k->gi = gi;
+  k->stash_ready = k->done + nn;
+  k->blk = k->done + 2 * nn;
+  k->pl = pl;
   for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
   group_leaves(k);
   group_outputs(k);
@@ -1044,9 +1090,7 @@ static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call, poo
   group_launch(k, g->root, call);
   if (k->failed || kn__sb_failed(&body)) kn__sb_reserve(ker, SIZE_MAX / 2);
   kn__sb_fini(&body);
-  free(done);
-  free(stash);
-  free(k);
+  kctx_free(k);
 }
 
 /* ---- liveness -------------------------------------------------------------------- */
@@ -1091,20 +1135,27 @@ static void releases(const kn__ind_plan *p, const int *last, int at, pool *pl, k
   for (int s = 0; s < p->nslots; s++) {
     const kn__ind_node *in = &p->nodes[p->slot_node[s]->index];
     if (last[s] != at || in->kind == KN__IND_INPUT || in->kind == KN__IND_ATTR) continue;
-    if (pl->reusable[s] && pl->n < 64) pl->slot[pl->n++] = s;
+    if (pl->reusable[s]) pl->slot[pl->n++] = s; /* each slot once: room for all */
     else kn__sb_printf(call, "  rt->release(ctx, %d);\n", s);
   }
 }
 
 /* The pointwise kernel launched at node i: i alone, or the horizontal set
-** whose last root it is. */
-static void pw_kernel(kn__ind_plan *p, int i, kn__sb *ker, kn__sb *call, pool *pl) {
+** whose last root it is (the scheduler keeps sets within KN__HZ_MAX; a
+** plan that breaks it is an error, never a truncated kernel). */
+static kn_status pw_kernel(kn__ind_plan *p, int i, kn__sb *ker, kn__sb *call, pool *pl) {
   const kn__gnode *roots[KN__HZ_MAX];
   int nr = 0;
-  for (int m = 0; m <= i && nr < KN__HZ_MAX; m++)
-    if (m == i || (p->nodes[i].hz == i && p->nodes[m].hz == i && !p->nodes[m].inlined))
-      roots[nr++] = kn__graph_node(p->g, m);
+  for (int m = 0; m <= i; m++) {
+    if (m != i && (p->nodes[i].hz != i || p->nodes[m].hz != i || p->nodes[m].inlined)) continue;
+    if (nr == KN__HZ_MAX)
+      return kn__error(KN_EINTERNAL, "inductor: kernel %d (node %s): more than KN__HZ_MAX = %d "
+                       "roots in one horizontal loop (the scheduler splits sets at that "
+                       "capacity)", i, kn__graph_node(p->g, i)->name, KN__HZ_MAX);
+    roots[nr++] = kn__graph_node(p->g, m);
+  }
   kernel(p, roots, nr, ker, call, pl);
+  return KN_OK;
 }
 
 /* Slots written by kernels and read by kernels only. */
@@ -1137,11 +1188,13 @@ static void extern_call(const kn__ind_plan *p, const kn__gnode *n, kn__sb *call)
 kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   int *user = malloc(((size_t)p->nnodes + 1) * sizeof *user);
   int *last = malloc(((size_t)p->nslots + 1) * sizeof *last);
-  pool pl = {.reusable = calloc((size_t)p->nslots + 1, 1), .last = last};
-  if (!user || !last || !pl.reusable) {
+  pool pl = {.reusable = calloc((size_t)p->nslots + 1, 1), .last = last,
+             .slot = malloc(((size_t)p->nslots + 1) * sizeof *pl.slot)};
+  if (!user || !last || !pl.reusable || !pl.slot) {
     free(user);
     free(last);
     free(pl.reusable);
+    free(pl.slot);
     return kn__oom();
   }
   users_of(p, user);
@@ -1152,7 +1205,8 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   kn__sb_init(&call);
   kn__sb_puts(&call, "int call(const kn_rt *rt, void *ctx, const int64_t *s);\n"
                      "int call(const kn_rt *rt, void *ctx, const int64_t *s) {\n" KN__IND_VM_BIND);
-  for (int i = 0; i < p->nnodes; i++) {
+  kn_status lim = KN_OK;
+  for (int i = 0; lim == KN_OK && i < p->nnodes; i++) {
     const kn__gnode *n = kn__graph_node(p->g, i);
     const kn__ind_node *in = &p->nodes[i];
     if (in->kind == KN__IND_EXTERN) {
@@ -1162,7 +1216,7 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
       group_kernel(p, in->group, &ker, &call, &pl);
     } else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined && !in->expr &&
                (in->hz < 0 || in->hz == i)) {
-      pw_kernel(p, i, &ker, &call, &pl);
+      lim = pw_kernel(p, i, &ker, &call, &pl);
     } else {
       continue;
     }
@@ -1181,6 +1235,7 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   free(user);
   free(last);
   free(pl.reusable);
-  return bad ? kn__error(KN_ENOMEM, "inductor: out of memory while generating code (or more "
-                         "than 64 inputs / 256 symbolic sizes in one kernel)") : KN_OK;
+  free(pl.slot);
+  if (lim != KN_OK) return lim;
+  return bad ? kn__error(KN_ENOMEM, "inductor: out of memory while generating code") : KN_OK;
 }

@@ -100,7 +100,11 @@ typedef enum kn__ind_nkind {
   KN__IND_RED        /* reduction over a set of dims (always in a group) */
 } kn__ind_nkind;
 
-#define KN__HZ_MAX 8 /* pointwise roots per horizontal loop */
+/* Capacities of one kernel, enforced by the scheduler (sched.c), which
+** splits a kernel rather than exceed them; code generation has no fixed
+** capacity of its own. */
+#define KN__HZ_MAX 8          /* pointwise roots per horizontal loop */
+#define KN__KER_MAX_READS 64  /* distinct buffers one kernel reads */
 
 typedef struct kn__ind_node {
   kn__ind_nkind kind;
@@ -154,8 +158,9 @@ kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p);
 ** reduction groups (vertical and horizontal fusion around reductions), then
 ** inlining of single-use pointwise chains and of cheap multi-use producers,
 ** horizontal fusion of pointwise loops over the same sizes that read a
-** common input, and value slots of everything that must exist in memory; logs the
-** schedule and fusion artifacts. allow: fusion permitted (no in-place op in
+** common input, and value slots of everything that must exist in memory,
+** splitting kernels that would read more than KN__KER_MAX_READS buffers;
+** logs the schedule and fusion artifacts. allow: fusion permitted (no in-place op in
 ** the graph). Called by kn__ind_plan_build after classification. */
 kn_status kn__ind_schedule(kn__ind_plan *p, bool allow);
 /* A new slot for output k.. of n (count slots). */

@@ -21,6 +21,11 @@
 ** 4. Slots: a node gets a buffer only when something outside its kernel
 **    reads it (another kernel, an extern call, the graph's output).
 **
+** Capacities: a kernel reads at most KN__KER_MAX_READS buffers. Steps 1-3
+** split rather than exceed it (a member refused, an inlined operand
+** stored, a horizontal root refused), so no kernel is ever failed or
+** truncated for its size.
+**
 ** Order: a group runs where its last member is. A node may join only if
 ** every reader outside the group comes after that point, so no kernel or
 ** extern call reads a value before it is written. Graphs with in-place ops
@@ -30,6 +35,7 @@
 ** decision with its reason.
 */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,11 +46,22 @@
 #include "logging/log.h"
 #include "ops/pointwise.h"
 
+#define KN__STR_(x) #x
+#define KN__STR(x) KN__STR_(x)
+
+/* A set of values (node, output), the buffers a kernel reads. */
+typedef struct vref { int node, idx; } vref;
+typedef struct vset { int n, cap; vref *v; } vset;
+
 typedef struct sctx {
   kn__ind_plan *p;
   int nn;
   int *uoff, *uidx; /* users of node i: uidx[uoff[i] .. uoff[i + 1]) */
   bool fusion_log;
+  vset *reads;      /* [nn] pointwise node outside groups: what its loop would read */
+  vset *greads;     /* [ngroups] what each group's kernel reads */
+  int ngreads;
+  vset tmp;         /* scratch */
 } sctx;
 
 static const kn__gnode *node(const sctx *s, int i) { return kn__graph_node(s->p->g, i); }
@@ -115,6 +132,50 @@ static void put_sizes(kn__sb *sb, const kn__vmeta *m) {
     kn__sb_printf(sb, "%s%s", d ? ", " : "", buf);
   }
   kn__sb_putc(sb, ']');
+}
+
+/* ---- capacity: the buffers one kernel reads -------------------------------------- */
+/* At most KN__KER_MAX_READS distinct buffers per kernel. Where fusing
+** would read more, the scheduler splits: a reduction group refuses the
+** member (it starts or joins another kernel), a pointwise chain stores
+** the operand with the most reads in a buffer of its own (its own kernel),
+** a horizontal set refuses the root. */
+static bool vset_has(const vset *s, vref r) {
+  for (int i = 0; i < s->n; i++)
+    if (s->v[i].node == r.node && s->v[i].idx == r.idx) return true;
+  return false;
+}
+
+static kn_status vset_add(vset *s, vref r) {
+  if (vset_has(s, r)) return KN_OK;
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 8;
+    vref *v = realloc(s->v, (size_t)cap * sizeof *v);
+    if (!v) return kn__oom();
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n++] = r;
+  return KN_OK;
+}
+
+static kn_status vset_union(vset *s, const vset *o) {
+  kn_status st = KN_OK;
+  for (int i = 0; st == KN_OK && i < o->n; i++) st = vset_add(s, o->v[i]);
+  return st;
+}
+
+static void vset_remove(vset *s, vref r) {
+  for (int i = 0; i < s->n; i++)
+    if (s->v[i].node == r.node && s->v[i].idx == r.idx) {
+      s->v[i] = s->v[--s->n];
+      return;
+    }
+}
+
+static void vset_free(vset *s) {
+  free(s->v);
+  *s = (vset){0, 0, NULL};
 }
 
 /* ---- groups ---------------------------------------------------------------------- */
@@ -199,8 +260,43 @@ static bool order_ok(const sctx *s, int gi, int add) {
   return true;
 }
 
+/* A value that a member of group gi reads from memory (not a member, not
+** a recomputed constant)? */
+static bool group_leaf(const sctx *s, int gi, const kn__gnode *m) {
+  return m && s->p->nodes[m->index].group != gi && !s->p->nodes[m->index].expr;
+}
+
+/* How many buffers group gi's kernel would read with n as a member. */
+static int reads_with(sctx *s, int gi, const kn__gnode *n) {
+  const vset *gr = &s->greads[gi];
+  int count = gr->n - vset_has(gr, (vref){n->index, 0});
+  s->tmp.n = 0;
+  for (int a = 0; a < nopnds(s, n); a++) {
+    const kn__gnode *m = arg_node(n, a);
+    vref r = {m ? m->index : -1, n->args[a].u.t.idx};
+    if (!group_leaf(s, gi, m) || vset_has(gr, r) || vset_has(&s->tmp, r)) continue;
+    if (vset_add(&s->tmp, r) != KN_OK) return INT32_MAX;
+    count++;
+  }
+  return count;
+}
+
+/* Node i joins group gi's reads: its value is no longer read, its operands are. */
+static kn_status add_reads(sctx *s, int gi, const kn__gnode *n) {
+  vset *gr = &s->greads[gi];
+  vset_remove(gr, (vref){n->index, 0});
+  kn_status st = KN_OK;
+  for (int a = 0; st == KN_OK && a < nopnds(s, n); a++) {
+    const kn__gnode *m = arg_node(n, a);
+    if (group_leaf(s, gi, m)) st = vset_add(gr, (vref){m->index, n->args[a].u.t.idx});
+  }
+  return st;
+}
+
 static kn_status add_member(sctx *s, int gi, int i, bool row) {
   kn__ind_group *g = &s->p->groups[gi];
+  s->p->nodes[i].group = gi;
+  if (add_reads(s, gi, node(s, i)) != KN_OK) return kn_last_status();
   int *v = realloc(g->members, ((size_t)g->nmembers + 1) * sizeof *v);
   if (!v) return kn__oom();
   g->members = v;
@@ -211,7 +307,6 @@ static kn_status add_member(sctx *s, int gi, int i, bool row) {
   }
   v[at] = i;
   if (i > g->root) g->root = i;
-  s->p->nodes[i].group = gi;
   s->p->nodes[i].row = row;
   return KN_OK;
 }
@@ -221,6 +316,11 @@ static int new_group(sctx *s, const kn__gnode *r) {
   kn__ind_group *v = realloc(p->groups, ((size_t)p->ngroups + 1) * sizeof *v);
   if (!v) return kn__oom(), -1;
   p->groups = v;
+  vset *gr = realloc(s->greads, ((size_t)p->ngroups + 1) * sizeof *gr);
+  if (!gr) return kn__oom(), -1;
+  s->greads = gr;
+  gr[p->ngroups] = (vset){0, 0, NULL};
+  s->ngreads = p->ngroups + 1;
   v[p->ngroups] = (kn__ind_group){&arg_node(r, 0)->meta[r->args[0].u.t.idx],
                                   p->nodes[r->index].red_mask, r->index, 0, NULL};
   return p->ngroups++;
@@ -239,6 +339,11 @@ static kn_status try_join(sctx *s, int gi, const kn__gnode *n, const char *how, 
   if (!order_ok(s, gi, n->index)) {
     fusion_log(s, "%s not fused into group of %s (kernel %d): a node outside the group reads "
                "a member before the group would run", n->name, root, gi);
+    return KN_OK;
+  }
+  if (reads_with(s, gi, n) > KN__KER_MAX_READS) {
+    fusion_logf(s, "%s not fused into group of %s (kernel %d): the kernel would read more than "
+                "%d buffers (split)", n->name, root, gi, KN__KER_MAX_READS);
     return KN_OK;
   }
   kn_status st = add_member(s, gi, n->index, row);
@@ -414,11 +519,63 @@ static bool single_use_inline(const sctx *s, const kn__gnode *n, const kn__gnode
          p->nodes[un->index].group < 0 && same_sizes(&n->meta[0], &un->meta[0]);
 }
 
-static void inline_chains(sctx *s, bool allow) {
+/* What the loop of pointwise node i would read (into s->reads[i]): its
+** operands' buffers, and what operands inlined into it read. */
+static kn_status pw_reads(sctx *s, int i) {
+  const kn__gnode *n = node(s, i);
+  vset *r = &s->reads[i];
+  r->n = 0;
+  kn_status st = KN_OK;
+  for (int a = 0; st == KN_OK && a < nopnds(s, n); a++) {
+    const kn__gnode *m = arg_node(n, a);
+    const kn__ind_node *mi = m ? &s->p->nodes[m->index] : NULL;
+    if (!mi || mi->expr) continue;
+    if (mi->inlined) st = vset_union(r, &s->reads[m->index]);
+    else st = vset_add(r, (vref){m->index, n->args[a].u.t.idx});
+  }
+  return st;
+}
+
+/* The operand of i inlined into it alone (one reader) that reads the most
+** buffers, or NULL. (A node recomputed in several readers reads only what
+** each reader reads itself: storing it would add a read.) */
+static const kn__gnode *widest_inlined(const sctx *s, const kn__gnode *n) {
+  const kn__gnode *best = NULL;
+  for (int a = 0; a < nopnds(s, n); a++) {
+    const kn__gnode *m = arg_node(n, a);
+    if (!m || !s->p->nodes[m->index].inlined || nreaders(s, m->index) != 1) continue;
+    if (!best || s->reads[m->index].n > s->reads[best->index].n) best = m;
+  }
+  return best;
+}
+
+/* Split where the loop of i would read more than KN__KER_MAX_READS
+** buffers: its widest inlined operands get buffers (kernels of their own),
+** until it reads few enough (at most its operands). */
+static kn_status split_reads(sctx *s, int i) {
+  kn__ind_plan *p = s->p;
+  kn_status st = pw_reads(s, i);
+  while (st == KN_OK && s->reads[i].n > KN__KER_MAX_READS) {
+    const kn__gnode *m = widest_inlined(s, node(s, i));
+    if (!m) break;
+    p->nodes[m->index].inlined = false;
+    p->nodes[m->index].slot = kn__ind_new_slots(p, m, 1);
+    p->nkernels++;
+    p->nfused--;
+    fusion_logf(s, "%s gets a buffer after all: the kernel of %s would read more than %d "
+                "buffers (split; this one reads %d)", m->name, node(s, i)->name,
+                KN__KER_MAX_READS, s->reads[m->index].n);
+    st = pw_reads(s, i);
+  }
+  return st;
+}
+
+static kn_status inline_chains(sctx *s, bool allow) {
   kn__ind_plan *p = s->p;
   for (int i = 0; i < s->nn; i++) {
     kn__ind_node *in = &p->nodes[i];
     if (in->kind != KN__IND_PW || in->group >= 0 || in->expr) continue;
+    if (split_reads(s, i) != KN_OK) return kn_last_status();
     const kn__gnode *n = node(s, i);
     int nu = nreaders(s, i), u = nu == 1 ? s->uidx[s->uoff[i]] : -1;
     const kn__gnode *un = u >= 0 ? node(s, u) : NULL;
@@ -441,6 +598,7 @@ static void inline_chains(sctx *s, bool allow) {
         fusion_logf(s, "%s gets a buffer: %d readers, not recomputed: %s", n->name, nu, why);
     }
   }
+  return KN_OK;
 }
 
 /* ---- horizontal fusion -------------------------------------------------------------- */
@@ -478,8 +636,21 @@ static bool shares_input(const sctx *s, const kn__gnode *a, const kn__gnode *b, 
   return false;
 }
 
+/* Would the loop of the set whose last root is last, with root b, read
+** more than KN__KER_MAX_READS buffers? (OOM: yes, no fusion.) */
+static bool hz_too_wide(sctx *s, int last, int b) {
+  s->tmp.n = 0;
+  bool bad = vset_union(&s->tmp, &s->reads[b]) != KN_OK;
+  for (int m = 0; !bad && m <= last; m++) {
+    const kn__ind_node *mi = &s->p->nodes[m];
+    if (pw_root(mi) && (m == last || mi->hz == last))
+      bad = vset_union(&s->tmp, &s->reads[m]) != KN_OK;
+  }
+  return bad || s->tmp.n > KN__KER_MAX_READS;
+}
+
 /* Why root b cannot join the set whose last root is last; NULL if it can. */
-static const char *hz_refusal(const sctx *s, int last, int b) {
+static const char *hz_refusal(sctx *s, int last, int b) {
   const kn__gnode *bn = node(s, b);
   int count = 0;
   bool shared = false, sizes = true, order = true;
@@ -494,7 +665,8 @@ static const char *hz_refusal(const sctx *s, int last, int b) {
   if (!shared) return "no common input";
   if (!sizes) return "sizes differ";
   if (!order) return "a reader of the set comes before it";
-  return count >= KN__HZ_MAX ? "the set is full" : NULL;
+  if (count >= KN__HZ_MAX) return "the set is full";
+  return hz_too_wide(s, last, b) ? "the loop would read more than " KN__STR(KN__KER_MAX_READS) " buffers (split)" : NULL;
 }
 
 static void hz_join(sctx *s, int last, int b) {
@@ -582,13 +754,16 @@ static void schedule_log(const sctx *s) {
 }
 
 kn_status kn__ind_schedule(kn__ind_plan *p, bool allow) {
-  sctx s = {p, p->nnodes, NULL, NULL, KN_ARTIFACT_ENABLED(KN_ART_FUSION)};
+  sctx s = {p, p->nnodes, NULL, NULL, KN_ARTIFACT_ENABLED(KN_ART_FUSION), NULL, NULL, 0,
+            {0, 0, NULL}};
   for (int i = 0; i < p->nnodes; i++) {
     p->nodes[i].group = -1;
     p->nodes[i].hz = -1;
     p->nodes[i].expr = false;
   }
   kn_status st = build_users(&s);
+  s.reads = calloc((size_t)p->nnodes + 1, sizeof *s.reads);
+  if (st == KN_OK && !s.reads) st = kn__oom();
   if (!allow) fusion_log(&s, "no fusion: the graph has in-place ops%s%s%.0d", "", "", 0);
   /* without fusion, each reduction is a group of its own */
   if (st == KN_OK && allow) mark_constants(&s);
@@ -599,12 +774,19 @@ kn_status kn__ind_schedule(kn__ind_plan *p, bool allow) {
       st = gi < 0 ? kn_last_status() : add_member(&s, gi, i, true);
     }
   if (st == KN_OK) {
-    inline_chains(&s, allow);
+    st = inline_chains(&s, allow);
+  }
+  if (st == KN_OK) {
     if (allow) horizontal(&s);
     group_slots(&s);
     schedule_log(&s);
   }
   free(s.uoff);
   free(s.uidx);
+  for (int i = 0; s.reads && i < p->nnodes; i++) vset_free(&s.reads[i]);
+  for (int g = 0; g < s.ngreads; g++) vset_free(&s.greads[g]);
+  free(s.reads);
+  free(s.greads);
+  vset_free(&s.tmp);
   return st;
 }

@@ -27,11 +27,11 @@ static kn_sym ssize(const kn_tensor *t, int d) {
   return s[d];
 }
 
-/* [B, L, E] -> [B, heads, L, E / heads] */
-static kn_tensor *split_heads(kn_tensor *t, int64_t heads, int64_t e) {
-  if (!t) return NULL;
-  kn_sym to[4] = {ssize(t, 0), ssize(t, 1), kn__sym_const(heads), kn__sym_const(e / heads)};
-  return kn_transpose(kn__reshape_sym(t, 4, to), 1, 2);
+/* [B, L, E] -> [B, heads, L, E / heads]. B and L are never read as ints
+** (kn_unflatten), so they stay symbolic inside a compiled function and one
+** graph serves every (B, L). */
+static kn_tensor *split_heads(kn_tensor *t, int64_t heads) {
+  return t ? kn_transpose(kn_unflatten(t, 2, 2, (int64_t[]){heads, -1}), 1, 2) : NULL;
 }
 
 /* ---- masks -------------------------------------------------------------------- */
@@ -187,12 +187,12 @@ static kn_tensor *mha_run(kn_module *m, kn__nn_layer *l, const kn__nn_ctx *c, kn
   kn_tensor *qkv[3] = {NULL, NULL, NULL};
   if ((mk && check_masks(mk, q, k, heads) != KN_OK) || !project(c, e, q, k, v, qkv))
     return kn_scope_end_keep(NULL);
-  kn_tensor *qh = kn_div_scalar(split_heads(qkv[0], heads, e), kn_float(sqrt((double)(e / heads))));
-  kn_tensor *scores = kn_matmul(qh, kn_transpose(split_heads(qkv[1], heads, e), -2, -1));
+  kn_tensor *qh = kn_div_scalar(split_heads(qkv[0], heads), kn_float(sqrt((double)(e / heads))));
+  kn_tensor *scores = kn_matmul(qh, kn_transpose(split_heads(qkv[1], heads), -2, -1));
   kn_tensor *attn = kn_softmax(masked_scores(scores, mk, heads), -1);
   if (attn && l->training && l->d[0] > 0) attn = kn_dropout(attn, l->d[0], true, NULL);
-  kn_tensor *o = kn_transpose(kn_matmul(attn, split_heads(qkv[2], heads, e)), 1, 2);
-  o = o ? kn__reshape_sym(o, 3, (kn_sym[]){ssize(q, 0), ssize(q, 1), kn__sym_const(e)}) : NULL;
+  kn_tensor *o = kn_transpose(kn_matmul(attn, split_heads(qkv[2], heads)), 1, 2);
+  o = o ? kn_flatten(o, 2, 3) : NULL;
   kn_tensor *y = o ? kn__nn_child_forward(m, c, "out_proj", o) : NULL;
   if (y && !l->i[2]) y = kn_transpose(y, 0, 1);
   if (y && weights)

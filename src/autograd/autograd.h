@@ -120,6 +120,28 @@ kn__node *kn__node_new_custom(const char *name, kn__custom_backward fn, void *ct
 ** requires grad; its previous history is dropped). t must be floating. */
 kn_status kn__node_set_output(kn__node *n, kn_tensor *t, int output_nr);
 
+/* ---- Gradient buffers the engine owns (grad_accum.c) ----
+** The engine marks a node input's accumulated gradient as its own when it
+** allocated it (a sum, or a buffer a select/slice gradient went into); while
+** nothing else references such a buffer, later gradients are added into it in
+** place instead of into a fresh sum. */
+/* t can be written in place: only one reference, its own storage (not a
+** user's), contiguous CPU data, no history. */
+bool kn__grad_exclusive(const kn_tensor *t);
+/* dst += src is supported in place: same sizes and floating dtype, src has
+** data and another storage. */
+bool kn__grad_can_add_into(const kn_tensor *dst, const kn_tensor *src);
+/* dst += src (any strides; checked with kn__grad_can_add_into). No dispatch,
+** no version bump. */
+void kn__grad_add_into(kn_tensor *dst, const kn_tensor *src);
+/* When n is a select or slice node on concrete CPU float tensors and no
+** dispatcher mode is active: add gout into the matching view of *slot (the
+** gradient buffer of n's input; made, with *own set, a zero-filled or copied
+** buffer the engine owns when it is not one already) and set *done. Else
+** *done is false and nothing changed. */
+kn_status kn__slice_grad_accumulate(kn__node *n, kn_tensor *gout, kn_tensor **slot, bool *own,
+                                    bool *done);
+
 /* Forget a dying tensor that retains its grad (called by kn_release). */
 void kn__autograd_forget(kn_tensor *t);
 /* Next sequence number (per thread, increasing). */

@@ -23,6 +23,7 @@ typedef struct gnode {
   int deps;         /* incoming edges from needed nodes not yet executed */
   bool needed, queued;
   kn_tensor **buf;  /* nout accumulated gradients (owned) */
+  bool *own;        /* nout: buf[i] was allocated by the engine (grad_accum.c) */
 } gnode;
 
 typedef struct capture {
@@ -73,8 +74,11 @@ static int add_node(run *r, kn__node *n) {
   memset(g, 0, sizeof *g);
   g->node = n;
   g->buf = calloc((size_t)(n->nout > 0 ? n->nout : 1), sizeof *g->buf);
-  if (!g->buf || !kn__hm_put_u64(&r->index, (uint64_t)(uintptr_t)n, (void *)(intptr_t)(r->n + 1))) {
+  g->own = calloc((size_t)(n->nout > 0 ? n->nout : 1), sizeof *g->own);
+  if (!g->buf || !g->own ||
+      !kn__hm_put_u64(&r->index, (uint64_t)(uintptr_t)n, (void *)(intptr_t)(r->n + 1))) {
     free(g->buf);
+    free(g->own);
     return -1;
   }
   return r->n++;
@@ -219,9 +223,11 @@ static kn_tensor *add_raw(const kn_tensor *a, const kn_tensor *b) {
 }
 
 /* Sum of two gradients: with history under create_graph (kn_add),
-** raw otherwise. Returns an owned reference (not in any scope) or NULL. */
-static kn_tensor *grad_sum(kn_tensor *a, kn_tensor *b, bool create_graph) {
-  if (!create_graph || (!a->requires_grad && !b->requires_grad)) return add_raw(a, b);
+** raw otherwise (*fresh set: a new buffer nobody else has seen). Returns an
+** owned reference (not in any scope) or NULL. */
+static kn_tensor *grad_sum(kn_tensor *a, kn_tensor *b, bool create_graph, bool *fresh) {
+  *fresh = !create_graph || (!a->requires_grad && !b->requires_grad);
+  if (*fresh) return add_raw(a, b);
   kn_scope_begin();
   bool prev = kn_set_grad_enabled(true);
   kn_tensor *s = kn_retain(kn_add(a, b));
@@ -230,13 +236,19 @@ static kn_tensor *grad_sum(kn_tensor *a, kn_tensor *b, bool create_graph) {
   return s;
 }
 
-/* buf[i] += g (g borrowed). */
-static kn_status accumulate(kn_tensor **slot, kn_tensor *g, bool create_graph) {
+/* buf[i] += g (g borrowed); in place when the engine owns buf[i] (*own). */
+static kn_status accumulate(kn_tensor **slot, bool *own, kn_tensor *g, bool create_graph) {
   if (!*slot) {
     *slot = kn_retain(g);
+    *own = false;
     return KN_OK;
   }
-  kn_tensor *s = grad_sum(*slot, g, create_graph);
+  if (!create_graph && *own && !g->requires_grad && kn__grad_exclusive(*slot) &&
+      kn__grad_can_add_into(*slot, g)) {
+    kn__grad_add_into(*slot, g);
+    return KN_OK;
+  }
+  kn_tensor *s = grad_sum(*slot, g, create_graph, own);
   if (!s) return kn_last_status();
   kn_release(*slot);
   *slot = s;
@@ -438,8 +450,9 @@ static kn_status run_accum(kn__node *n, kn_tensor *g, bool create_graph) {
   if (!g) return KN_OK;
   if (!same_sizes(g, leaf)) return shape_error("AccumulateGrad", 0, g, leaf);
   kn_tensor *next;
+  bool fresh;
   if (leaf->grad) {
-    next = grad_sum(leaf->grad, g, create_graph);
+    next = grad_sum(leaf->grad, g, create_graph, &fresh);
   } else if (create_graph || (atomic_load(&g->refcount) == 1 &&
                               atomic_load(&g->storage->refcount) == 1 && !g->grad_fn &&
                               layout_ok(g, leaf))) {
@@ -470,6 +483,7 @@ static kn_status execute(run *r, int gi) {
   for (int i = 0; i < r->g[gi].node->nout; i++) {
     kn_release(r->g[gi].buf[i]);
     r->g[gi].buf[i] = NULL;
+    r->g[gi].own[i] = false;
   }
   return st;
 }
@@ -486,7 +500,8 @@ static kn_status execute_node(run *r, int gi) {
     kn_tensor *t = n->retained[i];
     kn_tensor *gb = g->buf[t->output_nr];
     if (!gb) continue;
-    kn_tensor *s = t->grad ? grad_sum(t->grad, gb, r->create_graph) : kn_retain(gb);
+    bool fresh;
+    kn_tensor *s = t->grad ? grad_sum(t->grad, gb, r->create_graph, &fresh) : kn_retain(gb);
     if (!s) return kn_last_status();
     kn_set_grad(t, s);
     kn_release(s);
@@ -508,7 +523,13 @@ static kn_status execute_node(run *r, int gi) {
     needs[k] = nx && r->g[find(r, nx)].needed;
     any_need = any_need || needs[k];
   }
-  if (st == KN_OK && any && any_need) {
+  bool direct = false; /* a select/slice gradient went straight into its buffer */
+  if (st == KN_OK && any && any_need && !r->create_graph && nin == 1 && needs[0] &&
+      n->kind == KN__NODE_OP && (st = check_stale_view(n)) == KN_OK) {
+    int ti = find(r, n->next[0].fn), k = n->next[0].input_nr;
+    st = kn__slice_grad_accumulate(n, g->buf[0], &r->g[ti].buf[k], &r->g[ti].own[k], &direct);
+  }
+  if (st == KN_OK && any && any_need && !direct) {
     kn_scope_begin();
     bool prev = kn_set_grad_enabled(r->create_graph);
     if (n->kind == KN__NODE_OP) st = kn__run_op(n, g->buf, needs, grads, r->create_graph);
@@ -522,7 +543,8 @@ static kn_status execute_node(run *r, int gi) {
   for (int k = 0; st == KN_OK && k < nin; k++) {
     if (!needs[k]) continue;
     int ti = find(r, n->next[k].fn);
-    if (grads[k]) st = accumulate(&r->g[ti].buf[n->next[k].input_nr], grads[k], r->create_graph);
+    int in = n->next[k].input_nr;
+    if (grads[k]) st = accumulate(&r->g[ti].buf[in], &r->g[ti].own[in], grads[k], r->create_graph);
     if (st == KN_OK && --r->g[ti].deps == 0) heap_push(r, ti);
   }
   for (int k = 0; grads && k < nin; k++) kn_release(grads[k]);
@@ -537,6 +559,7 @@ static void run_free(run *r) {
   for (int i = 0; i < r->n; i++) {
     for (int k = 0; k < r->g[i].node->nout; k++) kn_release(r->g[i].buf[k]);
     free(r->g[i].buf);
+    free(r->g[i].own);
   }
   free(r->g);
   free(r->heap);
@@ -595,7 +618,8 @@ static kn_status engine_run(run *r, kn_tensor *const *outputs, int n,
     st = kn__oom();
   for (int i = 0; st == KN_OK && i < n; i++) {
     int gi = find(r, roots[i]);
-    if (r->g[gi].needed) st = accumulate(&r->g[gi].buf[edges[i].input_nr], gos[i], r->create_graph);
+    int k = edges[i].input_nr;
+    if (r->g[gi].needed) st = accumulate(&r->g[gi].buf[k], &r->g[gi].own[k], gos[i], r->create_graph);
   }
   for (int i = 0; st == KN_OK && i < n; i++) {
     int gi = find(r, roots[i]);

@@ -16,6 +16,7 @@
 #include "kiln/ops.h"
 #include "ops/iter.h"
 #include "ops/nn.h"
+#include "ops/norm_rows.h"
 #include "ops/symsize.h"
 
 static const kn_tensor *opt(const kn__call *c, int i) {
@@ -345,12 +346,53 @@ static void ln_rows(const char *xp, char *op, kn_dtype dt, int64_t M, int64_t D,
   }
 }
 
+/* t's data as contiguous elements of dtype dt: t itself, or a copy left in
+** *tmp (owned; released by the caller). NULL on error. */
+static const void *dense(const kn_tensor *t, kn_dtype dt, kn_tensor **tmp) {
+  *tmp = NULL;
+  if (t->dtype == dt && kn_is_contiguous(t)) return kn_data(t);
+  *tmp = kn__contiguous_copy(t, dt);
+  return *tmp ? kn_data(*tmp) : NULL;
+}
+
+/* w (or, when absent, D copies of fill) as D contiguous elements of dt. */
+static const void *row_param(const kn_tensor *w, kn_dtype dt, int64_t D, double fill,
+                             kn_tensor **tmp) {
+  if (w) return dense(w, dt, tmp);
+  *tmp = kn__empty(1, &D, dt, KN_CPU);
+  if (!*tmp) return NULL;
+  char *p = kn_data(*tmp);
+  int64_t es = (int64_t)kn_dtype_size(dt);
+  for (int64_t i = 0; i < D; i++) kn__nn_st(p + i * es, dt, fill);
+  return kn_data(*tmp);
+}
+
+static bool row_dtype(kn_dtype dt) { return dt == KN_FLOAT32 || dt == KN_FLOAT64; }
+
+/* float32 and float64: the vectorised row kernels (ops/norm_rows.c). */
+static kn_status ln_fast(const kn__call *c, kn__outs *out, int64_t M, int64_t D) {
+  const kn_tensor *x0 = c->args[0].u.t;
+  kn_dtype dt = x0->dtype;
+  kn_tensor *tx, *tw, *tb;
+  const void *x = dense(x0, dt, &tx);
+  const void *w = row_param(opt(c, 2), dt, D, 1, &tw), *b = row_param(opt(c, 3), dt, D, 0, &tb);
+  kn_status s = x && w && b ? KN_OK : kn_last_status();
+  if (s == KN_OK)
+    kn__layer_norm_rows(dt, x, kn_data(out->t[0]), M, D, c->args[4].u.d, w, b,
+                        kn_data(out->t[1]), kn_data(out->t[2]));
+  kn_release(tx);
+  kn_release(tw);
+  kn_release(tb);
+  return s;
+}
+
 kn_status kn__k_layer_norm(const kn__call *c, kn__outs *out) {
   const kn_tensor *x0 = c->args[0].u.t;
   kn_status s = float_only("LayerNormKernelImpl", x0->dtype);
   if (s != KN_OK) return s;
   int64_t M, D;
   ln_check(c, &M, &D);
+  if (row_dtype(x0->dtype) && M > 0 && D > 0) return ln_fast(c, out, M, D);
   kn_tensor *x = kn__contiguous_copy(x0, x0->dtype);
   if (!x) return kn_last_status();
   kn_tensor *w = as_f64(opt(c, 2), &s), *b = as_f64(opt(c, 3), &s);
@@ -379,6 +421,24 @@ kn_status kn__meta_layer_norm_backward(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
+/* float32 and float64: the vectorised row kernels (ops/norm_rows.c). */
+static kn_status ln_bw_fast(const kn__call *c, kn__outs *out, int64_t M, int64_t D) {
+  const kn_tensor *x0 = c->args[1].u.t;
+  kn_dtype dt = x0->dtype;
+  kn_tensor *t[5];
+  const void *x = dense(x0, dt, &t[0]), *go = dense(c->args[0].u.t, dt, &t[1]);
+  const void *mean = dense(c->args[3].u.t, dt, &t[2]), *rstd = dense(c->args[4].u.t, dt, &t[3]);
+  const void *w = row_param(opt(c, 5), dt, D, 1, &t[4]);
+  kn_status s = x && go && mean && rstd && w ? KN_OK : kn_last_status();
+  if (s == KN_OK)
+    s = kn__layer_norm_rows_backward(dt, x, go, M, D, mean, rstd, w,
+                                     mask_at(c, 7, 0) ? kn_data(out->t[0]) : NULL,
+                                     mask_at(c, 7, 1) ? kn_data(out->t[1]) : NULL,
+                                     mask_at(c, 7, 2) ? kn_data(out->t[2]) : NULL);
+  for (int i = 0; i < 5; i++) kn_release(t[i]);
+  return s;
+}
+
 kn_status kn__k_layer_norm_backward(const kn__call *c, kn__outs *out) {
   kn_status s = KN_OK;
   const kn_tensor *x0 = c->args[1].u.t;
@@ -387,6 +447,9 @@ kn_status kn__k_layer_norm_backward(const kn__call *c, kn__outs *out) {
   int64_t D = 1, M;
   for (int i = 0; i < nn; i++) D *= c->args[2].u.ints.v[i];
   M = D ? kn_numel(x0) / D : 0;
+  if (row_dtype(dt) && M > 0 && D > 0 && c->args[3].u.t->dtype == dt &&
+      c->args[4].u.t->dtype == dt)
+    return ln_bw_fast(c, out, M, D);
   kn_tensor *x = kn__contiguous_copy(x0, KN_FLOAT64);
   kn_tensor *go = kn__contiguous_copy(c->args[0].u.t, KN_FLOAT64);
   kn_tensor *mean = kn__contiguous_copy(c->args[3].u.t, KN_FLOAT64);

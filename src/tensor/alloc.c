@@ -152,6 +152,7 @@ kn__storage *kn__storage_new(size_t nbytes, kn_device dev) {
       return NULL;
     }
     s->from_allocator = true;
+    kn__live_add(KN__LIVE_ALLOC_BYTES, (int64_t)nbytes);
   }
   kn__live_add(KN__LIVE_STORAGES, 1);
   return s;
@@ -166,3 +167,5 @@ void kn__storage_release(kn__storage *s) {
 }
 
 int64_t kn_live_storages(void) { return kn__live_count(KN__LIVE_STORAGES); }
+
+int64_t kn__storage_bytes_made(void) { return kn__live_count(KN__LIVE_ALLOC_BYTES); }

@@ -27,7 +27,13 @@ void *kn__pool_take(kn__pool_kind kind, size_t size);
 void kn__pool_put(kn__pool_kind kind, void *p, size_t size);
 /* Live-object counters: per-thread, so counting needs no locked
 ** instruction; kn__live_count sums every thread's (under a mutex). */
-typedef enum kn__live_kind { KN__LIVE_TENSORS, KN__LIVE_STORAGES, KN__LIVE_NKINDS } kn__live_kind;
+/* KN__LIVE_ALLOC_BYTES only grows: the bytes of every CPU storage made. */
+typedef enum kn__live_kind {
+  KN__LIVE_TENSORS,
+  KN__LIVE_STORAGES,
+  KN__LIVE_ALLOC_BYTES,
+  KN__LIVE_NKINDS
+} kn__live_kind;
 void kn__live_add(kn__live_kind kind, int64_t delta);
 int64_t kn__live_count(kn__live_kind kind);
 /* kn__pool_take and kn__pool_put that also count one object of kind live

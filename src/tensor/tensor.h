@@ -121,6 +121,9 @@ void kn__bump_version(kn_tensor *t);
 /* ---- storage and the caching allocator (alloc.c) ------------------------ */
 /* A new storage of nbytes (data NULL for meta); refcount 1. NULL on OOM. */
 kn__storage *kn__storage_new(size_t nbytes, kn_device dev);
+/* Bytes of CPU storage made by kn__storage_new since the process started,
+** over all threads (a counter for tests: no allocation per use). */
+int64_t kn__storage_bytes_made(void);
 void kn__storage_retain(kn__storage *s);
 void kn__storage_release(kn__storage *s);
 /* Raw buffers from the caching allocator: same-size buffers are reused

@@ -1,0 +1,58 @@
+/*
+** ops/norm_rows.h: layer_norm's row kernels (internal). Each row of D
+** contiguous elements is normalised in one vectorised pass over data held in
+** L1: a sum, a sum of squared deviations (two-pass variance, accumulated in
+** double), and the scaled output; the backward reads a row of x and of the
+** output gradient once for the two row sums and once for the input gradient,
+** adding the weight and bias gradients into per-thread double rows. Rows are
+** spread over OpenMP threads above KN__NORM_PAR_MIN elements. float32 and
+** float64; compiled for baseline x86-64 and for AVX2+FMA (norm_rows_avx2.c),
+** picked with the vector-math table (ops/vmath.h).
+*/
+#ifndef KN_OPS_NORM_ROWS_H
+#define KN_OPS_NORM_ROWS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kiln/core.h"
+#include "kiln/tensor.h"
+
+/* Elements (rows * D) from which the row loops run on several threads. */
+#define KN__NORM_PAR_MIN ((int64_t)1 << 16)
+
+/* One ISA's row kernels. w and b are D contiguous elements of the row
+** dtype (never NULL: callers pass ones and zeros). Backward: gi may be NULL
+** (no input gradient); gw and gb (D doubles each, added to) may be NULL. */
+typedef struct kn__norm_rows {
+  const char *name; /* "avx2", "baseline" */
+  void (*fwd_f32)(const float *x, float *y, int64_t D, double eps, const float *w,
+                  const float *b, float *mean, float *rstd);
+  void (*fwd_f64)(const double *x, double *y, int64_t D, double eps, const double *w,
+                  const double *b, double *mean, double *rstd);
+  void (*bwd_f32)(const float *x, const float *go, int64_t D, double mean, double rstd,
+                  const float *w, float *gi, double *gw, double *gb);
+  void (*bwd_f64)(const double *x, const double *go, int64_t D, double mean, double rstd,
+                  const double *w, double *gi, double *gw, double *gb);
+} kn__norm_rows;
+
+extern const kn__norm_rows kn__norm_rows_baseline;
+extern const kn__norm_rows kn__norm_rows_avx2;
+
+/* The kernels in use: AVX2 when the vector-math table in use is AVX2 or
+** wider, else baseline. Static. */
+const kn__norm_rows *kn__norm_rows_get(void);
+
+/* layer_norm forward over M rows of D contiguous elements of dtype dt
+** (float32 or float64): y, mean[M], rstd[M]; w and b as above. */
+void kn__layer_norm_rows(kn_dtype dt, const void *x, void *y, int64_t M, int64_t D, double eps,
+                         const void *w, const void *b, void *mean, void *rstd);
+/* layer_norm backward over M rows: gi (or NULL), gw and gb (D elements of dt
+** each, or NULL) from x, go, the saved mean and rstd (M elements of dt) and
+** w (D elements, never NULL). KN_ENOMEM when the per-thread rows cannot be
+** allocated. */
+kn_status kn__layer_norm_rows_backward(kn_dtype dt, const void *x, const void *go, int64_t M,
+                                       int64_t D, const void *mean, const void *rstd,
+                                       const void *w, void *gi, void *gw, void *gb);
+
+#endif

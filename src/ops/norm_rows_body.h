@@ -1,0 +1,55 @@
+/*
+** ops/norm_rows_body.h: the row kernels of ops/norm_rows.h for one element
+** type, included by norm_rows.c (baseline) and norm_rows_avx2.c (compiled
+** with -mavx2 -mfma) after defining
+**   NR_T     the element type (float or double)
+**   NR_NAME(n)  the kernel's name (n ## _f32_avx2 ...)
+** The loops are plain C with `omp simd` reductions, so the compiler
+** vectorises them for the file's ISA without reassociating anything else.
+*/
+
+static void NR_NAME(fwd)(const NR_T *restrict x, NR_T *restrict y, int64_t D, double eps,
+                         const NR_T *restrict w, const NR_T *restrict b, NR_T *mean,
+                         NR_T *rstd) {
+  double s = 0, ss = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < D; i++) s += (double)x[i];
+  double m = s / (double)D;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t i = 0; i < D; i++) {
+    double d = (double)x[i] - m;
+    ss += d * d;
+  }
+  double rs = 1.0 / sqrt(ss / (double)D + eps);
+#pragma omp simd
+  for (int64_t i = 0; i < D; i++)
+    y[i] = (NR_T)(((double)x[i] - m) * rs * (double)w[i] + (double)b[i]);
+  *mean = (NR_T)m;
+  *rstd = (NR_T)rs;
+}
+
+static void NR_NAME(bwd)(const NR_T *restrict x, const NR_T *restrict go, int64_t D,
+                         double m, double rs, const NR_T *restrict w, NR_T *restrict gi,
+                         double *restrict gw, double *restrict gb) {
+  if (gw) {
+#pragma omp simd
+    for (int64_t i = 0; i < D; i++) {
+      gw[i] += (double)go[i] * (((double)x[i] - m) * rs);
+      gb[i] += (double)go[i];
+    }
+  }
+  if (!gi) return;
+  double sg = 0, sgx = 0;
+#pragma omp simd reduction(+ : sg, sgx)
+  for (int64_t i = 0; i < D; i++) {
+    double g = (double)go[i] * (double)w[i];
+    sg += g;
+    sgx += g * (((double)x[i] - m) * rs);
+  }
+  double k = rs / (double)D, dd = (double)D;
+#pragma omp simd
+  for (int64_t i = 0; i < D; i++) {
+    double g = (double)go[i] * (double)w[i], xh = ((double)x[i] - m) * rs;
+    gi[i] = (NR_T)(k * (dd * g - sg - xh * sgx));
+  }
+}

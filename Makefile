@@ -6,7 +6,7 @@
 #   make install   build and install kiln under PREFIX (default /usr/local)
 #   make test      build and run the whole suite, then again under ASan+UBSan,
 #                  then the threaded tests under ThreadSanitizer
-#   make bench     build and run the benchmarks
+#   make bench     build and run the benchmarks, then list the goals missed
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD_DIR ?= build
@@ -102,8 +102,14 @@ test-tsan:
 	cmake --build $(TSAN_DIR) -j $(JOBS)
 	cd $(TSAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# Runs every bench program (a crash stops it), keeps their output in
+# $(BUILD_DIR)/bench.log and ends with the goals missed (scripts/bench-summary.sh:
+# information, not a failure).
 bench: deps-build
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release > /dev/null
 	cmake --build $(BUILD_DIR) -j $(JOBS)
-	@for b in $(BUILD_DIR)/bench/bench_*; do \
-	  [ -x "$$b" ] || continue; echo "== $$(basename $$b)"; "$$b" || exit 1; done
+	@set -o pipefail; for b in $(BUILD_DIR)/bench/bench_*; do \
+	  [ -x "$$b" ] || continue; echo "== $$(basename $$b)"; "$$b" || exit 1; done \
+	  | tee $(BUILD_DIR)/bench.log
+	@echo "== goals (from $(BUILD_DIR)/bench.log)"
+	@./scripts/bench-summary.sh $(BUILD_DIR)/bench.log

@@ -90,6 +90,8 @@ Test(optim, compiled_steps_match_torch_in_one_graph) { run_all(true); }
 
 Test(optim, clip_grad_norm_matches_torch) {
   kn_fixture *f = kn_fixture_load_named("optim.json");
+  cr_assert_not_null(f, "%s", kn_last_error());
+  int n = 0;
   for (int k = 0; k < kn_fixture_ncases(f); k++) {
     const json_t *c = kn_fixture_case(f, k);
     if (strcmp(kn_fixture_op(c), "clip_grad_norm_")) continue;
@@ -114,7 +116,10 @@ Test(optim, clip_grad_norm_matches_torch) {
     cr_assert(kn_fixture_close(tt, kn_fixture_output(c, NP), 1e-5, 0, why, sizeof why),
               "%s: total norm: %s", kn_fixture_name(c), why);
     kn_scope_end();
+    n++;
   }
+  /* the fixture's clip_l2, clip_l2_noop, clip_inf and clip_l1 */
+  cr_assert_eq(n, 4, "ran %d clip_grad_norm_ cases of optim.json, expected 4", n);
   kn_fixture_free(f);
 }
 

@@ -218,7 +218,7 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
   /* the definition's location from the debug info (first line of the
   ** function's code), else found by name in the source file */
   void (*addr)(void) = tfn ? tfn : (void (*)(void))fn;
-  kn__srcframe d = kn__srcloc_symbolize((void *)((uintptr_t)addr + 1));
+  kn__srcframe d = kn__symbolize((void *)((uintptr_t)addr + 1));
   if (d.file && d.line > 0) {
     file = d.file;
     line = d.line;

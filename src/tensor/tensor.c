@@ -17,6 +17,14 @@
 
 int64_t kn_live_tensors(void) { return kn__live_count(KN__LIVE_TENSORS); }
 
+/* libkiln_ompenv chooses kiln's OpenMP wait policy before libgomp starts
+** (src/ompenv/ompenv.c). This reference, in an object every program using
+** kiln links, keeps that library in the program's (or libkiln.so's)
+** DT_NEEDED list: linkers drop shared libraries nothing refers to
+** (--as-needed). */
+extern int kn__ompenv_choice;
+__attribute__((used)) static int *const keep_ompenv = &kn__ompenv_choice;
+
 /* ---- reference counts --------------------------------------------------------- */
 
 /* Checked mode (tensor/handles.h): is t a released or unknown handle? The

@@ -155,6 +155,22 @@ Test(handles, each_dead_handle_is_logged_once) {
   kn_log_remove_sink(sink, &l);
 }
 
+/* tests/handles/nodebug_release.c, built with -g0 */
+kn_tensor *handles_nodebug_make_and_release(void);
+
+Test(handles, code_without_debug_info_is_named_by_function) {
+  checked(true);
+  kn_tensor *x = handles_nodebug_make_and_release();
+  cr_assert_null(kn_neg(x));
+  char want[1000];
+  snprintf(want, sizeof want,
+           "neg: argument 0 is a released tensor: handle %p (tensor #1, float32 [3]) was created "
+           "at handles_nodebug_make_and_release (no debug info) and released at "
+           "handles_nodebug_make_and_release (no debug info); a tensor cannot be used after its "
+           "last reference is released", (void *)x);
+  cr_assert_str_eq(kn_last_error(), want);
+}
+
 Test(handles, an_unknown_handle_is_refused_without_reading_it) {
   checked(true);
   static char not_a_tensor[512]; /* never a tensor: kiln must not read it */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "core/hashmap.h"
@@ -168,4 +169,26 @@ static bool in_kiln_tree(const char *file) {
 
 bool kn__is_kiln_frame(const kn__srcframe *f) {
   return (f->func && !strncmp(f->func, "kn_", 3)) || in_kiln_tree(f->file);
+}
+
+/* The base of the shared object holding this code, or NULL when that is
+** the program itself (kiln linked statically) or unknown. */
+static void *kiln_library_base(void) {
+  static void *base;
+  static int known;
+  if (__atomic_load_n(&known, __ATOMIC_ACQUIRE)) return base;
+  Dl_info me, exe;
+  void *b = NULL;
+  if (dladdr((void *)kiln_library_base, &me) && me.dli_fbase &&
+      dladdr((void *)getauxval(AT_ENTRY), &exe) && exe.dli_fbase != me.dli_fbase)
+    b = me.dli_fbase;
+  base = b;
+  __atomic_store_n(&known, 1, __ATOMIC_RELEASE);
+  return base;
+}
+
+bool kn__in_kiln_library(void *addr) {
+  void *base = kiln_library_base();
+  Dl_info i;
+  return base && addr && dladdr(addr, &i) && i.dli_fbase == base;
 }

@@ -33,5 +33,9 @@ bool kn__symbolize_available(void);
 /* Is this a frame of kiln itself: a function named kn_* / kn__*, or code
 ** compiled from kiln's src/ tree? */
 bool kn__is_kiln_frame(const kn__srcframe *f);
+/* Does addr lie in libkiln.so? (Tells kiln's static helpers from the
+** program's code when neither has debug info; always false when kiln is
+** linked into the program itself.) */
+bool kn__in_kiln_library(void *addr);
 
 #endif

@@ -192,32 +192,40 @@ kn_status kn__handles_set_checked(bool on) {
 /* ---- naming places -------------------------------------------------------------- */
 
 /* Where a backtrace taken inside kiln entered it: the innermost frame of
-** the user's code, i.e. the first one with a source file after kiln's own
-** frames; failing that (no debug info), the first one outside kiln by
-** name. found is false when there is neither. (Which kiln function the
-** user called is not named: a tail call inside kiln can hide it.) */
+** the user's code after kiln's own frames. A frame is kiln's by its name,
+** its source path or, for libkiln.so, its address. A frame without debug
+** info that is none of these is kiln's static helper when the next frame
+** that can be told is kiln's (the user's code does not sit between kiln's
+** frames; a compiled function, which does, is a frame with debug info), and
+** else the user's frame without debug info. found is false when there is
+** no such frame. (Which kiln function the user called is not named: a tail
+** call inside kiln can hide it.) */
 typedef struct site {
   kn__srcframe f;
   bool found;
 } site;
 
+typedef enum frame_kind { FR_KILN, FR_OTHER, FR_UNKNOWN } frame_kind;
+
+static frame_kind classify(void *addr, kn__srcframe *f) {
+  *f = kn__symbolize(addr);
+  if (kn__is_kiln_frame(f) || kn__in_kiln_library(addr)) return FR_KILN;
+  return f->file ? FR_OTHER : FR_UNKNOWN;
+}
+
 static site user_site(void *const *frames, int n) {
-  site s = {{NULL, NULL, 0}, false}, nodebug = s;
   bool seen_kiln = false;
   for (int i = 0; i < n; i++) {
-    kn__srcframe f = kn__symbolize(frames[i]);
-    if (kn__is_kiln_frame(&f)) {
-      seen_kiln = true;
-      continue;
-    }
-    if (!seen_kiln) continue; /* the sanitizers' own frames */
-    if (!f.file) {            /* kiln's static helpers in a build without -g, or no debug info */
-      if (!nodebug.found && f.func) nodebug = (site){f, true};
-      continue;
-    }
-    return (site){f, true};
+    kn__srcframe f, g;
+    frame_kind k = classify(frames[i], &f);
+    if (k == FR_KILN) seen_kiln = true;
+    if (k == FR_KILN || !seen_kiln) continue; /* before kiln: the sanitizers' own frames */
+    if (k == FR_OTHER) return (site){f, true};
+    frame_kind next = FR_OTHER;
+    for (int j = i + 1; j < n && (next = classify(frames[j], &g)) == FR_UNKNOWN;) j++;
+    if (next != FR_KILN && f.func) return (site){f, true};
   }
-  return nodebug.found ? nodebug : s;
+  return (site){{NULL, NULL, 0}, false};
 }
 
 static void put_site(kn__sb *sb, void *const *frames, int n) {
@@ -226,6 +234,8 @@ static void put_site(kn__sb *sb, void *const *frames, int n) {
     kn__sb_printf(sb, "%s:%d in %s", s.f.file, s.f.line, s.f.func ? s.f.func : "?");
   else if (s.found)
     kn__sb_printf(sb, "%s (no debug info)", s.f.func);
+  else if (!kn__symbolize_available())
+    kn__sb_puts(sb, "an unknown place (kiln could not load libdw.so.1 to read debug info)");
   else
     kn__sb_puts(sb, "an unknown place (no symbols)");
 }

@@ -111,6 +111,11 @@ Test(handles, releasing_twice_is_an_error_not_a_crash) {
 }
 
 Test(handles, releasing_twice_without_checks_is_still_an_error) {
+#if defined(__SANITIZE_ADDRESS__)
+  /* the pool poisons a released struct: AddressSanitizer reports the
+  ** second release itself (use-after-poison), as it should */
+  cr_skip_test("under AddressSanitizer, which reports the second release itself");
+#endif
   checked(false);
   kn_tensor *a = kn_ones(KN_SHAPE(4), KN_INT64), *x = kn_ones(KN_SHAPE(4), KN_INT64);
   kn_release(a); /* the pool of free structs is not empty: x's link points at a */

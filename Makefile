@@ -14,13 +14,6 @@ PREFIX ?= /usr/local
 ASAN_DIR ?= build-asan
 TSAN_DIR ?= build-tsan
 
-# libgomp's idle threads spin after each parallel region and then compete
-# with OpenBLAS's own threads (float64 GEMM; oneDNN shares libgomp's pool);
-# passive waiting removes that contention (measured ~3x on an alternating
-# kernel/GEMM loop). Users may override it.
-OMP_WAIT_POLICY ?= passive
-export OMP_WAIT_POLICY
-
 BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libdnnl-dev libsleef-dev libjansson-dev \
   libmd-dev libdw1
 TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev libtsan2 qemu-user

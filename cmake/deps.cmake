@@ -25,9 +25,16 @@ pkg_check_modules(SLEEF REQUIRED IMPORTED_TARGET sleef)
 find_package(OpenMP REQUIRED COMPONENTS C)
 find_package(Threads REQUIRED)
 
+# oneDNN and libgomp as targets of their own: libkiln_ompenv (CMakeLists.txt)
+# makes itself their dependency, so that it is linked after both.
+add_library(kn_dnnl SHARED IMPORTED GLOBAL)
+set_target_properties(kn_dnnl PROPERTIES IMPORTED_LOCATION ${DNNL_LIBRARY})
+add_library(kn_gomp SHARED IMPORTED GLOBAL)
+set_target_properties(kn_gomp PROPERTIES IMPORTED_LOCATION ${OpenMP_gomp_LIBRARY})
+
 add_library(kn_deps INTERFACE)
 target_link_libraries(kn_deps INTERFACE PkgConfig::JANSSON PkgConfig::LIBMD
-  PkgConfig::OPENBLAS PkgConfig::SLEEF ${DNNL_LIBRARY} OpenMP::OpenMP_C Threads::Threads m
+  PkgConfig::OPENBLAS PkgConfig::SLEEF kn_dnnl OpenMP::OpenMP_C kn_gomp Threads::Threads m
   ${CMAKE_DL_LIBS})
 target_include_directories(kn_deps INTERFACE ${DNNL_INCLUDE_DIR})
 # Link flags for the pkg-config file and for static consumers.

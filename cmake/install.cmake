@@ -1,6 +1,6 @@
 # Install rules, a CMake package config (find_package(kiln)) and kiln.pc.
 include(CMakePackageConfigHelpers)
-install(TARGETS kiln kiln_static EXPORT kilnTargets
+install(TARGETS kiln kiln_static kiln_ompenv EXPORT kilnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}

@@ -64,7 +64,9 @@ static void link_flags(kn__sb *sb) {
   char *k = strstr(buf, "-lkiln ");
   cr_assert_not_null(k);
   memset(k, ' ', 6);
-  kn__sb_printf(sb, "'%s' %s", KN_STATIC_LIB, buf);
+  /* -lkiln_ompenv: the build tree's (an installed kiln.pc has its -L and rpath) */
+  kn__sb_printf(sb, "'%s' -L'%s' -Wl,-rpath,'%s' %s", KN_STATIC_LIB, KN_OMPENV_DIR,
+                KN_OMPENV_DIR, buf);
 }
 
 /* Write src to dir/repro.c, compile it and run it with a fresh cache dir;

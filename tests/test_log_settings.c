@@ -239,7 +239,7 @@ Test(log_settings, env_help_prints_help_and_keeps_defaults) {
 }
 
 Test(log_settings, env_invalid_is_short_and_continues) {
-  char *err = kn_test_capture_stderr(reset_env, (void *)"dynamo,nonsense");
+  char *err = kn_test_capture_stderr(reset_env, (void *)"dynamo ,inductor");
   char *lines[64];
   int n = 0;
   for (char *l = strtok(err, "\n"); l && n < 64; l = strtok(NULL, "\n")) lines[n++] = l;
@@ -393,10 +393,30 @@ Test(log_settings, unknown_name_suggests_the_nearest) {
   cr_assert_null(strstr(kn_last_error(), "did you mean"), "%s", kn_last_error());
 }
 
-Test(log_settings, env_unknown_name_suggests_the_nearest) {
-  char *err = kn_test_capture_stderr(reset_env, (void *)"recompile");
-  cr_assert(strstr(err, "Unknown name \"recompile\"; did you mean \"recompiles\"?\n"), "%s", err);
+/* Before: one misspelled name made the whole value invalid, so the valid
+** names were dropped too. Now the others apply and each bad one is named. */
+Test(log_settings, env_unknown_name_is_skipped_and_the_others_apply) {
+  char *err = kn_test_capture_stderr(reset_env, (void *)"+aot,recompile,guards,zzzzzz");
+  cr_assert_str_eq(err,
+                   "kiln: KILN_LOGS=\"+aot,recompile,guards,zzzzzz\": unknown name "
+                   "\"recompile\" ignored (did you mean \"recompiles\"?); the other names apply. "
+                   "KILN_LOGS=\"help\" lists the valid ones.\n"
+                   "kiln: KILN_LOGS=\"+aot,recompile,guards,zzzzzz\": unknown name "
+                   "\"zzzzzz\" ignored; the other names apply. KILN_LOGS=\"help\" lists the "
+                   "valid ones.\n");
   free(err);
+  cr_assert_eq(level_of(KN_LOG_AOT), KN_DEBUG);
+  cr_assert(KN_ARTIFACT_ENABLED(KN_ART_GUARDS));
+  cr_assert_not(KN_ARTIFACT_ENABLED(KN_ART_RECOMPILES));
+}
+
+Test(log_settings, env_unknown_name_suggests_the_nearest) {
+  char *err = kn_test_capture_stderr(reset_env, (void *)"kiln.dynamo.gaurds");
+  cr_assert_str_eq(err, "kiln: KILN_LOGS=\"kiln.dynamo.gaurds\": unknown name "
+                        "\"kiln.dynamo.gaurds\" ignored (did you mean \"kiln.dynamo.guards\"?); "
+                        "the other names apply. KILN_LOGS=\"help\" lists the valid ones.\n");
+  free(err);
+  cr_assert_eq(level_of(KN_LOG_DYNAMO), KN_WARNING);
 }
 
 /* `kiln logs` lists what kiln emits: no test artifacts; artifacts of layers

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/strbuf.h"
+#include "kiln/kiln.h"
 #include "support/report_util.h"
 
 #define FIX KN_FIXTURE_DIR "/pytorch_traces/"
@@ -387,4 +388,55 @@ Test(report_safety, oversized_record_is_a_defect_not_a_memory_hog) {
   free(err);
   ru_rmtree(tmp);
   free(trace), free(out), free(tmp);
+}
+
+/* The profiler's Chrome trace is JSON, not a structured trace: before the
+** check, `kiln report` read it as 0 records and exited 0 with an empty
+** report. Now it says what the file is and exits 1, writing nothing. */
+Test(report_safety, a_file_that_is_not_a_trace_is_named_and_refused) {
+  char *tmp = ru_tmpdir();
+  char *prof = ru_path2(tmp, "profile.json"), *out = ru_path2(tmp, "r");
+  cr_assert_eq(kn_profiler_start(), KN_OK);
+  kn_tensor *a = kn_ones(KN_SHAPE(3), KN_FLOAT32);
+  kn_release(kn_add(a, a));
+  kn_release(a);
+  cr_assert_eq(kn_profiler_stop(), KN_OK);
+  cr_assert_eq(kn_profiler_export_chrome_trace(prof), KN_OK, "%s", kn_last_error());
+  char *err = NULL, want[2000];
+  int rc = ru_kilnf(&err, "-o '%s' '%s'", out, prof);
+  cr_expect_eq(rc, 1);
+  snprintf(want, sizeof want,
+           "kiln report: error: '%s' is not a structured trace (KILN_TRACE or TORCH_TRACE): "
+           "none of its first lines is a record header such as 'V1126 20:50:56.316105 15673 "
+           "src/dynamo/compile.c:12] {\"dynamo_start\": ...}'; found a JSON document in the "
+           "Chrome trace format, as kiln's profiler writes (KILN_PROFILE, "
+           "kn_profiler_export_chrome_trace): open it in Perfetto (ui.perfetto.dev) or "
+           "chrome://tracing\n", prof);
+  cr_expect_str_eq(err, want);
+  free(err);
+  cr_expect_neq(access(out, F_OK), 0, "no report directory is written");
+  /* plain text: the first line is quoted with what a header needs */
+  char *txt = ru_path2(tmp, "notes.txt");
+  FILE *f = fopen(txt, "w");
+  cr_assert_not_null(f);
+  fputs("\nhello, this is not a trace\nsecond line\n", f);
+  fclose(f);
+  rc = ru_kilnf(&err, "-o '%s' '%s'", out, txt);
+  cr_expect_eq(rc, 1);
+  cr_expect(strstr(err, "is not a structured trace (KILN_TRACE or TORCH_TRACE)"), "%s", err);
+  cr_expect(strstr(err, "; found the line 'hello, this is not a trace' ("), "%s", err);
+  free(err);
+  /* one junk line before the records is a defect of a trace, not a refusal */
+  char *trace = ru_path2(tmp, "junk_first.log");
+  f = fopen(trace, "w");
+  cr_assert_not_null(f);
+  fputs("junk\n", f);
+  ru_record(f, 2, "{\"dynamo_start\": {\"stack\": []}, \"frame_id\": 0, \"frame_compile_id\": 0, "
+            "\"attempt\": 0}", NULL);
+  fclose(f);
+  rc = ru_kilnf(&err, "-o '%s' '%s'", out, trace);
+  cr_expect_eq(rc, 0, "%s", err);
+  free(err);
+  ru_rmtree(tmp);
+  free(prof), free(out), free(txt), free(trace), free(tmp);
 }

@@ -138,6 +138,17 @@ typedef kn_status (*kn_backend_fn)(kn_graph_module *gm, kn_tensor *const *exampl
 ** that exists fails (KN_EINVAL, "duplicate name"); entries are never
 ** removed. Safe to call from any thread, also while other threads compile. */
 KN_API kn_status kn_register_backend(const char *name, kn_backend_fn fn, void *ud);
+/* Compile gm with the registered backend `name` ("eager", "inductor",
+** "aot_eager", or one added with kn_register_backend), so that backends
+** compose: a custom backend inspects or rewrites the graph it receives and
+** hands it on, as PyTorch backends call compile_fx. gm and example_inputs
+** are the ones the calling backend received (borrowed); *out receives the
+** callable, which the calling backend returns to kiln as its own (kiln
+** frees it). On an error *out is zeroed and kn_last_error() names the
+** backend and its error; an unknown name lists the registered ones. */
+KN_API kn_status kn_backend_compile(const char *name, kn_graph_module *gm,
+                                    kn_tensor *const *example_inputs, int ninputs,
+                                    kn_compiled_graph *out);
 /* Registered names in registration order ("eager" first): writes up to cap
 ** of them into names (borrowed: valid for the life of the process) and
 ** returns how many are registered. names may be NULL (count only). */
@@ -245,7 +256,10 @@ KN_API kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int na
 ** 8 parameters, all kn_tensor * or all const kn_tensor *. Any other
 ** signature is a compile-time error (a static assertion naming these
 ** forms). The function's name and source file are recorded; its line is
-** found in the file when readable (else the line of this macro). */
+** found in the file when readable (else the line of this macro). opts is
+** NULL, a pointer, or written in place as a compound literal, whose commas
+** the macro accepts:
+**   KN_COMPILE(fn, &(kn_compile_options){.backend = "eager", .fullgraph = true}) */
 #define KN__TP1(T) T
 #define KN__TP2(T) KN__TP1(T), T
 #define KN__TP3(T) KN__TP2(T), T
@@ -273,12 +287,12 @@ KN_API kn_tensor *kn_call_tensors(kn_compiled *f, kn_tensor *const *args, int na
                    "kn_tensor * or all const kn_tensor *");                            \
     int kn__form;                                                              \
   }))
-#define KN_COMPILE(fn, opts)                                                   \
+#define KN_COMPILE(fn, ...) /* ...: opts (variadic: a compound literal has commas) */ \
   (KN__CHECK_FORM(fn),                                                         \
    KN__FORM(fn) > 0 ? kn_compile_tensor_fn((void (*)(void))(fn), KN__FORM(fn), #fn, __FILE__, \
-                                           __LINE__, (opts))                   \
+                                           __LINE__, (__VA_ARGS__))            \
                     : kn_compile_fn((kn_fn)(void (*)(void))(fn), NULL, -1, #fn, __FILE__, \
-                                    __LINE__, (opts)))
+                                    __LINE__, (__VA_ARGS__)))
 
 /* Forget every compiled entry of every compiled function, the frame and
 ** graph counters, automatic-dynamic state, deduplication state and the AOT

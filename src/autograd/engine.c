@@ -17,6 +17,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops_pointwise.h"
 #include "ops/iter.h"
+#include "tensor/handles.h"
 
 typedef struct gnode {
   kn__node *node;   /* borrowed: the roots and edges keep it alive */
@@ -645,6 +646,9 @@ static kn_status traced_call(const kn__autograd_call *c) {
 }
 
 kn_status kn_backward_ex(kn_tensor *t, kn_tensor *grad, bool retain_graph, bool create_graph) {
+  if (KN__HANDLES_CHECKED() && ((t && kn__handle_check(t, "kn_backward", "the tensor")) ||
+                                (grad && kn__handle_check(grad, "kn_backward", "the gradient"))))
+    return kn_last_status();
   kn__autograd_call c = {.outputs = &t, .n = 1, .grad_outputs = grad ? &grad : NULL,
                          .retain_graph = retain_graph, .create_graph = create_graph};
   kn_status hs = traced_call(&c);
@@ -672,6 +676,11 @@ kn_status kn_autograd_grad(kn_tensor *const *outputs, int n, kn_tensor *const *i
   if (n <= 0 || m <= 0 || !outputs || !inputs)
     return kn__error(KN_EINVAL, "grad requires at least one output and one input (got %d%s and "
                      "%d%s)", n, outputs ? "" : " at NULL", m, inputs ? "" : " at NULL");
+  if (KN__HANDLES_CHECKED() &&
+      (kn__handle_check_list(outputs, n, "kn_autograd_grad", "output") ||
+       kn__handle_check_list(inputs, m, "kn_autograd_grad", "input") ||
+       kn__handle_check_list(grad_outputs, n, "kn_autograd_grad", "grad_output")))
+    return kn_last_status();
   kn__autograd_call c = {outputs, n, inputs, m, grad_outputs, retain_graph, create_graph,
                          allow_unused, out_grads};
   kn_status hs = traced_call(&c);

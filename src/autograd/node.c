@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "kiln/autograd.h"
 #include "ops/iter.h"
+#include "tensor/handles.h"
 
 /* Like PyTorch's sequence_nr: a per-thread increasing counter. */
 static _Thread_local uint64_t seq_counter;
@@ -225,6 +226,8 @@ void kn__autograd_forget(kn_tensor *t) {
 
 kn_status kn_retain_grad(kn_tensor *t) {
   if (!t) return kn__error(KN_EINVAL, "retain_grad: tensor is NULL");
+  if (KN__HANDLES_CHECKED() && kn__handle_check(t, "kn_retain_grad", "the tensor"))
+    return kn_last_status();
   const kn__fake_hooks *h = kn__fake_hooks_for(t);
   kn_status hs = h ? h->refuse(t, "kn_retain_grad") : KN__FAKE_PASS;
   if (hs != KN__FAKE_PASS) return hs;

@@ -20,6 +20,7 @@
 #include "dynamo/tracer.h"
 #include "kiln/autograd.h"
 #include "logging/log.h"
+#include "tensor/handles.h"
 #include "tensor/tensor.h"
 #include "trace/events.h"
 #include "trace/trace.h"
@@ -527,6 +528,7 @@ double kn_item(kn_tensor *t) {
     kn__error(KN_EINVAL, "kn_item: expected a tensor, got NULL");
     return NAN;
   }
+  if (KN__HANDLES_CHECKED() && kn__handle_check(t, "kn_item", "the tensor")) return NAN;
   if (!traced(&tr, t)) return kn_item_double(t, &v) == KN_OK ? v : NAN;
   if (tr->stop || do_break(tr, KN__BRK_ITEM, t, NULL, &v) != KN_OK) return NAN;
   return v;
@@ -539,6 +541,7 @@ bool kn_is_true(kn_tensor *t) {
     kn__error(KN_EINVAL, "kn_is_true: expected a tensor, got NULL");
     return false;
   }
+  if (KN__HANDLES_CHECKED() && kn__handle_check(t, "kn_is_true", "the tensor")) return false;
   if (!traced(&tr, t)) return kn_item_double(t, &v) == KN_OK && v != 0;
   if (tr->stop || do_break(tr, KN__BRK_BOOL, t, NULL, &v) != KN_OK) return false;
   return v != 0;
@@ -554,6 +557,8 @@ kn_status kn_print(kn_tensor *t) {
   kn__trace *tr;
   double v;
   if (!t) return kn__error(KN_EINVAL, "kn_print: expected a tensor, got NULL");
+  if (KN__HANDLES_CHECKED() && kn__handle_check(t, "kn_print", "the tensor"))
+    return kn_last_status();
   if (!traced(&tr, t)) return kn_print_tensor(t, NULL);
   if (tr->stop) return kn__error(KN_ESTATE, "kn_print: tracing stopped after an earlier error");
   return do_break(tr, KN__BRK_PRINT, t, NULL, &v);
@@ -564,6 +569,8 @@ kn_status kn_host_read(kn_tensor *t, void (*fn)(double value, void *ud), void *u
   double v = 0;
   if (!t) return kn__error(KN_EINVAL, "kn_host_read: expected a tensor, got NULL");
   if (!fn) return kn__error(KN_EINVAL, "kn_host_read: the callback is NULL");
+  if (KN__HANDLES_CHECKED() && kn__handle_check(t, "kn_host_read", "the tensor"))
+    return kn_last_status();
   if (!traced(&tr, t)) {
     kn_status st = kn_item_double(t, &v);
     if (st == KN_OK) fn(v, ud);

@@ -27,6 +27,7 @@
 #include "profiler/profiler.h"
 #include "dynamo/tracer.h"
 #include "logging/log.h"
+#include "tensor/handles.h"
 #include "tensor/tensor.h"
 #include "trace/trace.h"
 
@@ -260,7 +261,7 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
   /* the definition's location from the debug info (first line of the
   ** function's code), else found by name in the source file */
   void (*addr)(void) = tfn ? tfn : (void (*)(void))fn;
-  kn__srcframe d = kn__srcloc_symbolize((void *)((uintptr_t)addr + 1));
+  kn__srcframe d = kn__symbolize((void *)((uintptr_t)addr + 1));
   if (d.file && d.line > 0) {
     file = d.file;
     line = d.line;
@@ -621,6 +622,21 @@ static bool move_to_front(kn_compiled *f, const kn__entry *e) {
   return false;
 }
 
+/* Checked mode (tensor/handles.h): the tensors among the arguments, lists
+** and tuples included, are live. */
+static kn_status check_handles(const char *fn, const kn_value *v, int n, const char *what) {
+  char w[96];
+  for (int i = 0; i < n; i++) {
+    kn_status st = KN_OK;
+    snprintf(w, sizeof w, "%s%s %d", what, *what ? " item" : "argument", i);
+    if (v[i].kind == KN_VTENSOR && v[i].u.t) st = kn__handle_check(v[i].u.t, fn, w);
+    else if ((v[i].kind == KN_VLIST || v[i].kind == KN_VTUPLE) && v[i].u.items)
+      st = check_handles(fn, v[i].u.items, v[i].n, w);
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
 static kn_status check_call(const char *api, kn_compiled *f, const kn_value *args, int nargs) {
   if (!f) return kn__error(KN_EINVAL, "%s: the compiled function is NULL", api);
   if (nargs < 0 || (nargs > 0 && !args) || (f->nargs >= 0 && nargs != f->nargs))
@@ -630,7 +646,7 @@ static kn_status check_call(const char *api, kn_compiled *f, const kn_value *arg
     for (int i = 0; i < nargs; i++)
       if (args[i].kind != KN_VTENSOR || !args[i].u.t)
         return kn__error(KN_EINVAL, "%s: argument %d: expected a tensor", f->frame.name, i);
-  return KN_OK;
+  return KN__HANDLES_CHECKED() ? check_handles(f->frame.name, args, nargs, "") : KN_OK;
 }
 
 /* ---- the hit path ------------------------------------------------------------------------ */

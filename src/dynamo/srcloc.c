@@ -1,179 +1,42 @@
 /*
-** dynamo/srcloc.c: backtraces symbolized to function/file/line with libdwfl
-** (dlopen'ed; the few entry points are declared here with opaque types) and
-** a per-file cache of source lines. Both caches are process-wide and guarded
-** by one mutex; they only grow while tracing (never on cached calls).
+** dynamo/srcloc.c: the user frames of a backtrace (symbolized by
+** core/symbolize.c) and a per-file cache of source lines. The cache is
+** process-wide and guarded by one mutex; it only grows while tracing (never
+** on cached calls).
 */
 #include "dynamo/srcloc.h"
 
-#include <dlfcn.h>
-#include <execinfo.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/hashmap.h"
 #include "logging/log.h"
 #include "trace/trace.h"
 
-/* ---- libdwfl, declared by hand ------------------------------------------ */
-typedef struct Dwfl Dwfl;
-typedef struct Dwfl_Module Dwfl_Module;
-typedef struct Dwfl_Line Dwfl_Line;
-typedef struct {
-  void *find_elf;
-  void *find_debuginfo;
-  void *section_address;
-  char **debuginfo_path;
-} dwfl_callbacks;
-
-static struct {
-  bool tried, ok;
-  Dwfl *dwfl;
-  dwfl_callbacks cb;
-  Dwfl *(*begin)(const dwfl_callbacks *);
-  int (*proc_report)(Dwfl *, int);
-  int (*report_end)(Dwfl *, void *, void *);
-  Dwfl_Module *(*addrmodule)(Dwfl *, uint64_t);
-  const char *(*addrname)(Dwfl_Module *, uint64_t);
-  Dwfl_Line *(*getsrc)(Dwfl_Module *, uint64_t);
-  const char *(*lineinfo)(Dwfl_Line *, uint64_t *, int *, int *, uint64_t *, uint64_t *);
-} dw;
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static kn__hashmap addr_cache;  /* u64 address -> kn__srcframe* */
-static kn__hashmap file_cache;  /* path -> struct srcfile* */
+static kn__hashmap file_cache; /* path -> struct srcfile* */
 static bool caches_init;
-
-static void *sym(void *h, const char *name) { return dlsym(h, name); }
-
-/* libdwfl's find_debuginfo callbacks (same signature). */
-typedef int (*find_debuginfo_fn)(Dwfl_Module *, void **, const char *, uint64_t, const char *,
-                                 const char *, uint32_t, char **);
-static find_debuginfo_fn std_find_debuginfo, build_id_find_debuginfo;
-
-/* Separate debug info by build ID (/usr/lib/debug/.build-id), then, for a
-** module naming one with .gnu_debuglink, libdwfl's standard search. The
-** standard search alone also starts elfutils' debuginfod client (a dlopen
-** of libdebuginfod with libcurl and its TLS and LDAP libraries, ~5 ms) for
-** every module without debug info; that happens only when DEBUGINFOD_URLS
-** asks for it. */
-static int find_debuginfo(Dwfl_Module *m, void **ud, const char *modname, uint64_t base,
-                          const char *file, const char *link, uint32_t crc, char **out) {
-  const char *urls = getenv("DEBUGINFOD_URLS");
-  if (urls && *urls) return std_find_debuginfo(m, ud, modname, base, file, link, crc, out);
-  int fd = build_id_find_debuginfo(m, ud, modname, base, file, link, crc, out);
-  if (fd < 0 && link) fd = std_find_debuginfo(m, ud, modname, base, file, link, crc, out);
-  return fd;
-}
-
-static void dw_load(void) {
-  dw.tried = true;
-  void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return;
-  dw.begin = (Dwfl * (*)(const dwfl_callbacks *)) sym(h, "dwfl_begin");
-  dw.proc_report = (int (*)(Dwfl *, int))sym(h, "dwfl_linux_proc_report");
-  dw.report_end = (int (*)(Dwfl *, void *, void *))sym(h, "dwfl_report_end");
-  dw.addrmodule = (Dwfl_Module * (*)(Dwfl *, uint64_t)) sym(h, "dwfl_addrmodule");
-  dw.addrname = (const char *(*)(Dwfl_Module *, uint64_t))sym(h, "dwfl_module_addrname");
-  dw.getsrc = (Dwfl_Line * (*)(Dwfl_Module *, uint64_t)) sym(h, "dwfl_module_getsrc");
-  dw.lineinfo = (const char *(*)(Dwfl_Line *, uint64_t *, int *, int *, uint64_t *,
-                                 uint64_t *))sym(h, "dwfl_lineinfo");
-  dw.cb.find_elf = sym(h, "dwfl_linux_proc_find_elf");
-  std_find_debuginfo = (find_debuginfo_fn)sym(h, "dwfl_standard_find_debuginfo");
-  build_id_find_debuginfo = (find_debuginfo_fn)sym(h, "dwfl_build_id_find_debuginfo");
-  dw.cb.find_debuginfo = std_find_debuginfo && build_id_find_debuginfo ? (void *)find_debuginfo : NULL;
-  if (!dw.begin || !dw.proc_report || !dw.report_end || !dw.addrmodule || !dw.addrname ||
-      !dw.getsrc || !dw.lineinfo || !dw.cb.find_elf || !dw.cb.find_debuginfo)
-    return;
-  dw.dwfl = dw.begin(&dw.cb);
-  if (!dw.dwfl) return;
-  if (dw.proc_report(dw.dwfl, (int)getpid()) != 0) return;
-  if (dw.report_end(dw.dwfl, NULL, NULL) != 0) return;
-  dw.ok = true;
-}
 
 static void init_caches(void) {
   if (caches_init) return;
-  kn__hm_init(&addr_cache, false);
   kn__hm_init(&file_cache, true);
   caches_init = true;
 }
 
-int kn__srcloc_capture(void **addrs, int cap) { return backtrace(addrs, cap); }
+int kn__srcloc_capture(void **addrs, int cap) { return kn__backtrace(addrs, cap); }
 
 int kn__srcloc_base_depth(const char *func) {
   void *addrs[KN__SRC_CAPTURE_FRAMES];
-  int n = backtrace(addrs, KN__SRC_CAPTURE_FRAMES);
+  int n = kn__backtrace(addrs, KN__SRC_CAPTURE_FRAMES);
   for (int i = 0; i < n; i++) {
-    kn__srcframe f = kn__srcloc_symbolize(addrs[i]);
+    kn__srcframe f = kn__symbolize(addrs[i]);
     if (f.func && !strcmp(f.func, func)) return n - i;
   }
   return n > 1 ? n - 1 : n;
-}
-
-static kn__srcframe lookup(uint64_t pc) {
-  kn__srcframe f = {NULL, NULL, 0};
-  if (!dw.tried) dw_load();
-  if (!dw.ok) return f;
-  Dwfl_Module *m = dw.addrmodule(dw.dwfl, pc);
-  if (!m) return f;
-  f.func = dw.addrname(m, pc);
-  Dwfl_Line *ln = dw.getsrc(m, pc);
-  if (ln) {
-    int line = 0;
-    const char *file = dw.lineinfo(ln, NULL, &line, NULL, NULL, NULL);
-    f.file = file;
-    f.line = line;
-  }
-  return f;
-}
-
-kn__srcframe kn__srcloc_symbolize(void *addr) {
-  uint64_t pc = (uint64_t)(uintptr_t)addr;
-  if (pc) pc -= 1; /* inside the call instruction */
-  pthread_mutex_lock(&lock);
-  init_caches();
-  bool found = false;
-  kn__srcframe *c = kn__hm_get_u64(&addr_cache, pc, &found);
-  kn__srcframe r = {NULL, NULL, 0};
-  if (found && c) {
-    r = *c;
-  } else {
-    r = lookup(pc);
-    kn__srcframe *n = malloc(sizeof *n);
-    if (n) {
-      n->func = r.func ? strdup(r.func) : NULL;
-      n->file = r.file ? strdup(r.file) : NULL;
-      n->line = r.line;
-      if (!kn__hm_put_u64(&addr_cache, pc, n)) {
-        free((char *)n->func);
-        free((char *)n->file);
-        free(n);
-        r.func = r.file = NULL; /* the strings were libdw's: don't keep them */
-      } else {
-        r = *n;
-      }
-    } else {
-      r.func = r.file = NULL;
-    }
-  }
-  pthread_mutex_unlock(&lock);
-  return r;
-}
-
-/* kiln's own source tree: this file is <root>/src/dynamo/srcloc.c */
-static bool in_kiln_tree(const char *file) {
-  static const char self[] = __FILE__;
-  static const char tail[] = "src/dynamo/srcloc.c";
-  size_t ls = sizeof self - 1, lt = sizeof tail - 1;
-  if (!file || ls < lt) return false;
-  size_t root = ls - lt; /* length of "<root>/" */
-  return root > 0 && !strncmp(file, self, root) && !strncmp(file + root, "src/", 4);
 }
 
 /* Say once per process how to get source lines when none can be found: a
@@ -191,7 +54,7 @@ static int notice_level(void) {
 static void tell_no_debug_info(const char *func) {
   if (atomic_exchange(&told_no_debug, true)) return;
   int level = notice_level();
-  if (!dw.ok)
+  if (!kn__symbolize_available())
     KN_LOG(KN_LOG_DYNAMO, level,
            "kiln could not load libdw.so.1 (elfutils), so graph code and logs have no source "
            "lines. Install it (Debian: libdw1) to get `# File:` comments and trace_source lines.");
@@ -201,10 +64,6 @@ static void tell_no_debug_info(const char *func) {
            "lines. Compile the code you pass to kn_compile with -g (and "
            "-fno-optimize-sibling-calls for exact lines); see docs/DYNAMO.md, \"Tracing\".",
            func ? func : "?");
-}
-
-static bool is_kiln_frame(const kn__srcframe *f) {
-  return (f->func && !strncmp(f->func, "kn_", 3)) || in_kiln_tree(f->file);
 }
 
 int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcframe *out,
@@ -224,10 +83,10 @@ int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcfram
   /* a frame outside kiln (above the last kiln frame: the user's) without a file */
   const char *nodebug = NULL;
   for (int i = 0; i < top && nt < KN__SRC_MAX_FRAMES; i++) {
-    kn__srcframe f = kn__srcloc_symbolize(addrs[i]);
-    if (!f.func && !dw.ok) nodebug = "?";
+    kn__srcframe f = kn__symbolize(addrs[i]);
+    if (!f.func && !kn__symbolize_available()) nodebug = "?";
     if (!f.func) continue;
-    bool kiln = is_kiln_frame(&f);
+    bool kiln = kn__is_kiln_frame(&f);
     if (!seen_kiln && !kiln) continue;
     seen_kiln = true;
     if (kiln) {

@@ -4,10 +4,9 @@
 ** While tracing, the capture frontend takes a backtrace at each op call and
 ** keeps the frames that lie between the compiled function's entry and the
 ** public kiln function the user called. Addresses are turned into function,
-** file and line with elfutils' libdwfl, loaded with dlopen at first use (no
-** build dependency: without libdw or without debug info every location is
-** unknown and callers fall back to the compiled function's own location).
-** Results are cached per address. Source lines are read from the files and
+** file and line by core/symbolize.h (without libdw or without debug info
+** every location is unknown and callers fall back to the compiled
+** function's own location). Source lines are read from the files and
 ** cached per file.
 */
 #ifndef KN_DYNAMO_SRCLOC_H
@@ -16,26 +15,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/symbolize.h"
+
 #define KN__SRC_MAX_FRAMES 64 /* user frames kept */
 /* Frames captured: the whole stack down to the user's caller must fit, or
 ** the depth of that caller (counted from the outermost frame) is lost. */
 #define KN__SRC_CAPTURE_FRAMES 1024
-
-/* One symbolized frame. Strings are borrowed from the process-wide cache
-** (valid until kn__srcloc_reset). Unknown parts are NULL / 0. */
-typedef struct kn__srcframe {
-  const char *func;
-  const char *file;
-  int line;
-} kn__srcframe;
 
 /* A raw backtrace of the calling thread (return addresses), innermost first. */
 int kn__srcloc_capture(void **addrs, int cap);
 /* The number of frames from the calling function `func` (found by name in
 ** the backtrace) to the bottom of the stack: the `base_depth` below. */
 int kn__srcloc_base_depth(const char *func);
-/* Symbolize one return address (the call instruction just before it). */
-kn__srcframe kn__srcloc_symbolize(void *addr);
 
 /* The user frames of a backtrace taken inside kiln, outermost first, given
 ** the depth of the frame that called the user's root function (`base_depth`,

@@ -21,6 +21,7 @@
 #include "core/strdist.h"
 #include "dynamo/dynamo.h"
 #include "tensor/tensor.h"
+#include "tensor/handles.h"
 
 /* ---- tuples --------------------------------------------------------------- */
 static _Thread_local struct {
@@ -210,6 +211,9 @@ static kn_status mod_add(kn_module *m, const char *name, int kind, kn_tensor *t,
                      "found module %s, name %s%s%s and %s %s", kind == 2 ? "child module" : "tensor",
                      m ? "set" : "NULL", name ? "'" : "", name ? name : "NULL", name ? "'" : "",
                      kind == 2 ? "child" : "tensor", (kind == 2 ? !!c : !!t) ? "set" : "NULL");
+  if (t && KN__HANDLES_CHECKED() &&
+      kn__handle_check(t, kind ? "kn_module_add_buffer" : "kn_module_add_param", "the tensor"))
+    return kn_last_status();
   for (int i = 0; i < m->n; i++)
     if (!strcmp(m->items[i].name, name))
       return kn__error(KN_EINVAL, "kn_module_add: the module already has an entry named '%s'",

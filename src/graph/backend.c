@@ -138,3 +138,27 @@ int kn_list_backends(const char **names, int cap) {
   pthread_mutex_unlock(&reg_lock);
   return n;
 }
+
+kn_status kn_backend_compile(const char *name, kn_graph_module *gm,
+                             kn_tensor *const *example_inputs, int ninputs,
+                             kn_compiled_graph *out) {
+  if (out) memset(out, 0, sizeof *out);
+  if (!name || !gm || !out || ninputs < 0 || (ninputs > 0 && !example_inputs))
+    return kn__error(KN_EINVAL, "kn_backend_compile: expected a backend name, a graph module, "
+                     "ninputs >= 0 example inputs and an output; found name %s, module %s, "
+                     "%d inputs at %s and output %s", name ? name : "NULL", gm ? "set" : "NULL",
+                     ninputs, example_inputs ? "an array" : "NULL", out ? "set" : "NULL");
+  kn_backend_fn fn = NULL;
+  void *ud = NULL;
+  const char *canon = NULL;
+  if (kn__backend_lookup(name, &canon, &fn, &ud) != KN_OK)
+    return kn__error_context("kn_backend_compile");
+  kn_status st = fn(gm, example_inputs, ninputs, ud, out);
+  if (st == KN_OK && !out->run) st = kn__error(KN_EINVAL, "it returned no callable");
+  if (st == KN_OK) return KN_OK;
+  if (out->free_state) out->free_state(out->state);
+  memset(out, 0, sizeof *out);
+  if (kn_last_status() == KN_OK) /* a backend that failed without saying why */
+    kn__error(st, "it returned %s", kn_status_name(st));
+  return kn__error_context("kn_backend_compile: backend '%s' failed", canon);
+}

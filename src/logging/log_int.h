@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "core/strbuf.h"
 #include "logging/log.h"
 
 typedef struct kn__logger {
@@ -86,6 +87,9 @@ void kn__log_state_default(kn__log_state *st);
 ** KN_EINVAL with the spec's text in kn_last_error. *help is set to 1 or 2
 ** for "help" / "+help" (st untouched). Lock held. */
 kn_status kn__log_parse(const char *spec, kn__log_state *st, int *help);
+/* The same; with `unknown` set, names that are not valid are skipped rather
+** than an error, and appended to it, each followed by a NUL. */
+kn_status kn__log_parse_ex(const char *spec, kn__log_state *st, int *help, kn__sb *unknown);
 /* Read KILN_LOGS into the state in force (lock held). */
 void kn__log_read_env_settings(void);
 

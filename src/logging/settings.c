@@ -7,8 +7,10 @@
 ** "all" (= "kiln"), a component, an artifact (enabled; the prefix is
 ** ignored), or a known logger qname (a child log if a registered logger is
 ** above it, else a log of its own). Anything else is an error that lists
-** the valid names and changes nothing. The variable, when present (even
-** empty), wins over kn_set_logs.
+** the valid names and changes nothing; except that in the variable, an
+** unknown name is skipped with a warning naming it (and the nearest valid
+** name) while the others apply. The variable, when present (even empty),
+** wins over kn_set_logs.
 */
 #include <ctype.h>
 #include <stdio.h>
@@ -129,6 +131,10 @@ static bool resolve(kn__log_state *st, const char *name, int level) {
 }
 
 kn_status kn__log_parse(const char *spec, kn__log_state *st, int *help) {
+  return kn__log_parse_ex(spec, st, help, NULL);
+}
+
+kn_status kn__log_parse_ex(const char *spec, kn__log_state *st, int *help, kn__sb *unknown) {
   *help = 0;
   if (!strcmp(spec, "help")) return (*help = 1), KN_OK;
   if (!strcmp(spec, "+help")) return (*help = 2), KN_OK;
@@ -149,9 +155,24 @@ kn_status kn__log_parse(const char *spec, kn__log_state *st, int *help) {
     item[n] = '\0';
     if (*p == ',') p++;
     while (isspace((unsigned char)*p)) p++;
-    if (too_long || !resolve(st, item, level)) return invalid_settings(spec, too_long ? NULL : item);
+    if (too_long) return invalid_settings(spec, NULL);
+    if (resolve(st, item, level)) continue;
+    if (!unknown) return invalid_settings(spec, item);
+    kn__sb_puts(unknown, item); /* skipped: the caller warns */
+    kn__sb_putc(unknown, '\0');
   }
   return KN_OK;
+}
+
+/* One line per name KILN_LOGS skipped (NUL-separated in names[0..len)). */
+static void warn_unknown(const char *spec, const kn__sb *names) {
+  for (size_t i = 0; i < names->len; i += strlen(names->buf + i) + 1) {
+    const char *bad = names->buf + i, *near = closest_name(bad);
+    char hint[160] = "";
+    if (near) snprintf(hint, sizeof hint, " (did you mean \"%s\"?)", near);
+    fprintf(stderr, "kiln: KILN_LOGS=\"%s\": unknown name \"%s\" ignored%s; the other names "
+            "apply. KILN_LOGS=\"help\" lists the valid ones.\n", spec, bad, hint);
+  }
 }
 
 static char *help_text(bool verbose);
@@ -172,15 +193,18 @@ void kn__log_read_env_settings(void) {
   if (v) {
     int help;
     kn__log_state parsed;
-    if (kn__log_parse(v, &parsed, &help) != KN_OK) {
+    kn__sb unknown = KN__SB_INIT; /* names that are not valid: skipped, and warned of */
+    if (kn__log_parse_ex(v, &parsed, &help, &unknown) != KN_OK) {
       fprintf(stderr, "kiln: KILN_LOGS is invalid, using the default log settings:\n%s\n",
               kn_last_error());
       kn_clear_error();
     } else if (help) {
       print_help(help);
     } else {
+      warn_unknown(v, &unknown);
       st = parsed;
     }
+    kn__sb_fini(&unknown);
   }
   kn__log_apply(&st);
 }

@@ -2,12 +2,14 @@
 ** ops/dispatch.c: the op table instance and the one dispatcher every op call
 ** goes through: mode stack -> autograd -> backend (meta or CPU).
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "ops/opdef.h"
+#include "tensor/handles.h"
 #include "profiler/profiler.h"
 
 const kn__opdef kn__ops[KN__OP_COUNT] = {
@@ -431,8 +433,28 @@ void kn__dispatch_prof_end(int64_t t0, const kn__call *c, const kn__outs *out) {
   kn__prof_op_end(t0, c->op->name, shapes_of(c), kn__tensor_grad_fn_seq(t));
 }
 
+/* Checked mode (tensor/handles.h): every tensor argument is a live tensor. */
+static kn_status check_handles(const kn__call *c) {
+  char what[48];
+  for (int i = 0; i < c->nargs; i++) {
+    const kn__arg *a = &c->args[i];
+    kn_status st = KN_OK;
+    if (a->kind == KN__A_TENSOR && a->u.t) {
+      snprintf(what, sizeof what, "argument %d", i);
+      st = kn__handle_check(a->u.t, c->op->name, what);
+    }
+    for (int j = 0; a->kind == KN__A_TENSORS && st == KN_OK && j < a->u.ts.n; j++) {
+      snprintf(what, sizeof what, "tensor %d of argument %d", j, i);
+      st = kn__handle_check(a->u.ts.v[j], c->op->name, what);
+    }
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
 kn_status kn__dispatch(kn__call *c, kn__outs *out) {
   kn_status st = check_args(c);
+  if (st == KN_OK && KN__HANDLES_CHECKED()) st = check_handles(c);
   if (st != KN_OK) return st;
   if (KN__PROF_ON()) { /* the profiler: one predictable branch when off */
     int64_t t0 = kn__prof_op_begin();

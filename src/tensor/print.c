@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/strbuf.h"
+#include "tensor/handles.h"
 #include "tensor/tensor.h"
 
 #define EDGE 3
@@ -175,6 +176,8 @@ char *kn_tensor_to_string(const kn_tensor *t) {
     kn__error(KN_EINVAL, "kn_tensor_to_string: expected a tensor, got NULL");
     return NULL;
   }
+  if (KN__HANDLES_CHECKED() && kn__handle_check(t, "kn_tensor_to_string", "the tensor") != KN_OK)
+    return NULL;
   kn__sb_puts(&sb, "tensor(");
   int64_t numel = kn_numel(t);
   if (t->device == KN_META || t->is_fake) {
@@ -203,6 +206,8 @@ char *kn_tensor_to_string(const kn_tensor *t) {
 
 kn_status kn_print_tensor(const kn_tensor *t, FILE *out) {
   if (!t) return kn__error(KN_EINVAL, "kn_print_tensor: expected a tensor, got NULL");
+  if (KN__HANDLES_CHECKED() && kn__handle_check(t, "kn_print_tensor", "the tensor") != KN_OK)
+    return kn_last_status();
   const kn__fake_hooks *h = kn__fake_hooks_for(t);
   if (h) {
     /* a value of a compiled function: printed on every call (kn_print) */

@@ -11,27 +11,52 @@
 
 #include "autograd/autograd.h"
 #include "core/error.h"
+#include "tensor/handles.h"
 #include "tensor/pool.h"
 #include "tensor/tensor.h"
 
 int64_t kn_live_tensors(void) { return kn__live_count(KN__LIVE_TENSORS); }
 
+/* libkiln_ompenv chooses kiln's OpenMP wait policy before libgomp starts
+** (src/ompenv/ompenv.c). This reference, in an object every program using
+** kiln links, keeps that library in the program's (or libkiln.so's)
+** DT_NEEDED list: linkers drop shared libraries nothing refers to
+** (--as-needed). */
+extern int kn__ompenv_choice;
+__attribute__((used)) static int *const keep_ompenv = &kn__ompenv_choice;
+
 /* ---- reference counts --------------------------------------------------------- */
 
+/* Checked mode (tensor/handles.h): is t a released or unknown handle? The
+** error names it; one predictable branch when the mode is off. */
+static bool dead(const kn_tensor *t, const char *api, const char *what) {
+  return KN__HANDLES_CHECKED() && t && kn__handle_check(t, api, what) != KN_OK;
+}
+
 kn_tensor *kn_retain(kn_tensor *t) {
+  if (dead(t, "kn_retain", "the tensor")) return NULL;
   if (t) atomic_fetch_add(&t->refcount, 1);
   return t;
 }
 
 void kn_release(kn_tensor *t) {
-  if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
+  if (!t || dead(t, "kn_release", NULL)) return;
+  long old = atomic_fetch_sub(&t->refcount, 1);
+  if (old != 1) {
+    if (__builtin_expect(old < 1, 0)) { /* no reference left: released twice */
+      atomic_fetch_add(&t->refcount, 1);
+      kn__handle_released_twice(t);
+    }
+    return;
+  }
   if (t->mode_data_free) t->mode_data_free(t->mode_data);
   kn_release(t->grad);
   if (t->retains_grad) kn__autograd_forget(t);
   if (t->grad_fn) kn__node_release(t->grad_fn);
   kn__storage_release(t->storage);
   free(t->sym);
-  kn__pool_put_live(KN__POOL_TENSOR, t, sizeof *t, KN__LIVE_TENSORS);
+  if (KN__HANDLES_CHECKED()) kn__handle_released(t);
+  else kn__pool_put_live(KN__POOL_TENSOR, t, sizeof *t, KN__LIVE_TENSORS);
 }
 
 /* ---- autorelease scopes ------------------------------------------------------- */
@@ -76,6 +101,7 @@ static void free_scope_storage(void) {
 void kn_scope_end(void) { kn_scope_end_keep(NULL); }
 
 kn_tensor *kn_scope_end_keep(kn_tensor *keep) {
+  if (dead(keep, "kn_scope_end_keep", "the tensor to keep")) keep = NULL;
   if (lost_scopes > 0) {
     lost_scopes--;
     return keep;
@@ -175,8 +201,10 @@ void kn__bump_version(kn_tensor *t) { atomic_fetch_add(&t->storage->version, 1);
 /* A tensor struct that takes over the caller's reference to st. */
 static kn_tensor *wrap_owned(kn__storage *st, kn_dtype dt, int ndim, const int64_t *sizes,
                              const int64_t *strides, int64_t offset) {
-  kn_tensor *t = kn__pool_take_live(KN__POOL_TENSOR, sizeof *t, KN__LIVE_TENSORS);
-  if (t) {
+  kn_tensor *t;
+  if (KN__HANDLES_CHECKED()) { /* registered, never pooled */
+    if (!(t = kn__handle_new(sizeof *t))) return NULL;
+  } else if ((t = kn__pool_take_live(KN__POOL_TENSOR, sizeof *t, KN__LIVE_TENSORS))) {
     /* everything but the geometry arrays, which are written up to ndim
     ** (a pooled struct's entries beyond ndim are stale, never read) */
     memset(t, 0, offsetof(kn_tensor, sizes));
@@ -324,7 +352,7 @@ kn_tensor *kn__tensor_alias(kn_tensor *t) {
 
 /* Accessors that cannot return a status report a NULL tensor this way. */
 static bool null_tensor(const kn_tensor *t, const char *fn) {
-  if (t) return false;
+  if (t) return dead(t, fn, "the tensor");
   kn__error(KN_EINVAL, "%s: expected a tensor, got NULL", fn);
   return true;
 }
@@ -352,14 +380,14 @@ static void specialise_all(const kn_tensor *t, bool strides) {
 
 int64_t kn_size(const kn_tensor *t, int d) {
   int w = 0;
-  if (!t || kn__wrap_dim(d, t->ndim, &w) != KN_OK || t->ndim == 0) return -1;
+  if (!t || dead(t, "kn_size", "the tensor") || kn__wrap_dim(d, t->ndim, &w) != KN_OK || t->ndim == 0) return -1;
   if (t->sym) specialise(t->sym->sizes[w]);
   return t->sizes[w];
 }
 
 int64_t kn_stride(const kn_tensor *t, int d) {
   int w = 0;
-  if (!t || kn__wrap_dim(d, t->ndim, &w) != KN_OK || t->ndim == 0) return -1;
+  if (!t || dead(t, "kn_stride", "the tensor") || kn__wrap_dim(d, t->ndim, &w) != KN_OK || t->ndim == 0) return -1;
   if (t->sym) specialise(t->sym->strides[w]);
   return t->strides[w];
 }
@@ -380,7 +408,7 @@ int64_t kn_storage_offset(const kn_tensor *t) {
   return t->offset;
 }
 int64_t kn_numel(const kn_tensor *t) {
-  if (!t) return -1;
+  if (!t || dead(t, "kn_numel", "the tensor")) return -1;
   specialise_all(t, false);
   return kn__numel(t->ndim, t->sizes);
 }
@@ -483,6 +511,7 @@ static kn_status traced_item(const kn_tensor *t, double *v) {
 
 kn_status kn_item_double(const kn_tensor *t, double *out) {
   if (!out) return kn__error(KN_EINVAL, "kn_item_double: the output pointer is NULL");
+  if (dead(t, "kn_item_double", "the tensor")) return kn_last_status();
   kn_status st = traced_item(t, out);
   if (st != KN__FAKE_PASS) return st;
   st = check_item(t, "kn_item_double");
@@ -492,6 +521,7 @@ kn_status kn_item_double(const kn_tensor *t, double *out) {
 
 kn_status kn_item_int(const kn_tensor *t, int64_t *out) {
   if (!out) return kn__error(KN_EINVAL, "kn_item_int: the output pointer is NULL");
+  if (dead(t, "kn_item_int", "the tensor")) return kn_last_status();
   double v = 0;
   kn_status st = traced_item(t, &v);
   if (st == KN_OK) *out = (int64_t)v;
@@ -509,16 +539,21 @@ bool kn_same_storage(const kn_tensor *a, const kn_tensor *b) {
   return a->storage == b->storage;
 }
 
-bool kn_requires_grad(const kn_tensor *t) { return t && t->requires_grad; }
-bool kn_is_leaf(const kn_tensor *t) { return t && t->grad_fn == NULL; }
+bool kn_requires_grad(const kn_tensor *t) {
+  return t && !dead(t, "kn_requires_grad", "the tensor") && t->requires_grad;
+}
+bool kn_is_leaf(const kn_tensor *t) {
+  return t && !dead(t, "kn_is_leaf", "the tensor") && t->grad_fn == NULL;
+}
 kn_tensor *kn_grad(const kn_tensor *t) {
+  if (dead(t, "kn_grad", "the tensor")) return NULL;
   const kn__fake_hooks *h = kn__fake_hooks_for(t);
   if (h && h->refuse(t, "kn_grad") != KN__FAKE_PASS) return NULL;
   return t ? t->grad : NULL;
 }
 
 void kn_set_grad(kn_tensor *t, kn_tensor *grad) {
-  if (null_tensor(t, "kn_set_grad")) return;
+  if (null_tensor(t, "kn_set_grad") || dead(grad, "kn_set_grad", "the gradient")) return;
   const kn__fake_hooks *h = kn__fake_hooks_for(t);
   if (h && h->refuse(t, "kn_set_grad") != KN__FAKE_PASS) return;
   kn_retain(grad);
@@ -529,6 +564,7 @@ void kn_set_grad(kn_tensor *t, kn_tensor *grad) {
 
 kn_status kn_set_requires_grad(kn_tensor *t, bool requires_grad) {
   if (!t) return kn__error(KN_EINVAL, "set_requires_grad: tensor is NULL");
+  if (dead(t, "kn_set_requires_grad", "the tensor")) return kn_last_status();
   const kn__fake_hooks *h = kn__fake_hooks_for(t);
   kn_status hs = h ? h->set_requires_grad(t, requires_grad) : KN__FAKE_PASS;
   if (hs != KN__FAKE_PASS) return hs;
@@ -548,6 +584,7 @@ kn_status kn_set_requires_grad(kn_tensor *t, bool requires_grad) {
 }
 
 const char *kn_grad_fn_name(const kn_tensor *t) {
+  if (dead(t, "kn_grad_fn_name", "the tensor")) return NULL;
   return t && t->grad_fn ? kn__node_name(t->grad_fn) : NULL;
 }
 

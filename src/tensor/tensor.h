@@ -36,8 +36,10 @@ typedef struct kn__symshape {
 } kn__symshape;
 
 struct kn_tensor {
-  atomic_long refcount;
+  /* first: a pooled struct's free-list link overwrites it, never the
+  ** reference count, which stays 0 so a second kn_release is recognised */
   kn__storage *storage;     /* owned reference; never NULL */
+  atomic_long refcount;
   kn_dtype dtype;
   kn_device device;         /* the device the tensor reports */
   bool is_fake;             /* tracing stand-in: reports CPU, holds no data */

@@ -20,4 +20,8 @@ void make(kn_compiled **out) {
   out[2] = KN_COMPILE(cone, NULL);
   out[3] = KN_COMPILE(ceight, NULL);
   out[4] = KN_COMPILE(general, NULL);
+  /* options as a compound literal: its commas are not macro arguments */
+  out[5] = KN_COMPILE(one, &(kn_compile_options){.backend = "eager", .fullgraph = true});
+  out[6] = KN_COMPILE(general, &(kn_compile_options){.dynamic = KN_DYNAMIC_FALSE,
+                                                     .cache_size_limit = 2});
 }

@@ -9,12 +9,14 @@
 ** run with "FILE:LINE: what was wrong".
 */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "report/report.h"
 #include "trace/reader.h"
+#include "trace/reader_int.h"
 
 void rp_defect(rp_report *r, uint64_t line, const char *fmt, ...) {
   char msg[1024];
@@ -99,7 +101,8 @@ static kn_status finish(rp_report *r) {
   return st;
 }
 
-static kn_status start(rp_report *r, const rp_opts *opts, const char *path) {
+/* An empty report (rp_report_fini can free it). */
+static void init(rp_report *r, const rp_opts *opts, const char *path) {
   memset(r, 0, sizeof *r);
   r->opts = opts;
   r->input = path;
@@ -108,6 +111,9 @@ static kn_status start(rp_report *r, const rp_opts *opts, const char *path) {
   kn__hm_init(&r->unknown, true);
   rp_trie_init(&r->trie);
   rp_trie_init(&r->unknown_trie);
+}
+
+static kn_status start(rp_report *r, const rp_opts *opts) {
   kn_status st = rp_out_prepare(&r->out, opts->out, opts->overwrite);
   if (st) return st;
   r->chromium = rp_out_fopen(&r->out, "chromium_events.json");
@@ -120,10 +126,84 @@ static kn_status start(rp_report *r, const rp_opts *opts, const char *path) {
   return KN_OK;
 }
 
+/* ---- is it a trace at all? ---------------------------------------------------- */
+
+#define SNIFF_LINES 64       /* non-empty lines looked at */
+#define SNIFF_BYTES (1 << 16)
+
+/* What the start of a file that is not a trace looks like, for the error. */
+static void describe(kn__sb *what, const char *buf, size_t n, const char *first,
+                     const char *why) {
+  size_t i = 0;
+  while (i < n && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r')) i++;
+  if (memchr(buf, '\0', n)) {
+    kn__sb_puts(what, "binary data");
+  } else if (i < n && (buf[i] == '{' || buf[i] == '[')) {
+    bool chrome = strstr(buf, "\"traceEvents\"") || (strstr(buf, "\"ph\"") && strstr(buf, "\"ts\""));
+    kn__sb_puts(what, chrome ? "a JSON document in the Chrome trace format, as kiln's profiler "
+                               "writes (KILN_PROFILE, kn_profiler_export_chrome_trace): open it "
+                               "in Perfetto (ui.perfetto.dev) or chrome://tracing"
+                             : "a JSON document");
+  } else {
+    kn__sb_printf(what, "the line '%.60s%s' (%s)", first, strlen(first) > 60 ? "..." : "", why);
+  }
+}
+
+/* A structured trace starts with a record header (blank lines aside); a
+** few junk lines before one are defects of a trace, not another format. A
+** file that has none in its first lines is not a trace: the error names what
+** it is. Empty files pass (a run that traced nothing). */
+static kn_status check_is_trace(const char *path) {
+  if (!strcmp(path, "-")) return KN_OK; /* stdin cannot be read twice */
+  FILE *f = fopen(path, "rb");
+  if (!f) return KN_OK;                 /* the reader reports it */
+  char *buf = malloc(SNIFF_BYTES + 1);
+  size_t n = buf ? fread(buf, 1, SNIFF_BYTES, f) : 0;
+  fclose(f);
+  if (!buf) return kn__oom();
+  buf[n] = '\0';
+  kn__sb err = KN__SB_INIT, what = KN__SB_INIT;
+  char first[128] = "", why[256] = "";
+  bool header = false, any = false;
+  int lines = 0;
+  for (char *p = buf, *end = buf + n; p < end && !header && lines < SNIFF_LINES;) {
+    char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t len = (size_t)((nl ? nl : end) - p);
+    if (len && p[len - 1] == '\r') len--;
+    if (len) {
+      kn__trace_hdr h;
+      kn__sb_clear(&err);
+      header = kn__trace_hdr_parse(p, len, &h, &err);
+      if (!any) {
+        snprintf(first, sizeof first, "%.*s", (int)(len < 100 ? len : 100), p);
+        snprintf(why, sizeof why, "%s", kn__sb_failed(&err) ? "?" : kn__sb_cstr(&err));
+      }
+      any = true;
+      lines++;
+    }
+    if (!nl) break;
+    p = nl + 1;
+  }
+  kn_status st = KN_OK;
+  if (any && !header) {
+    describe(&what, buf, n, first, why);
+    st = kn__error(KN_EPARSE, "'%s' is not a structured trace (KILN_TRACE or TORCH_TRACE): "
+                   "none of its first lines is a record header such as 'V1126 20:50:56.316105 "
+                   "15673 src/dynamo/compile.c:12] {\"dynamo_start\": ...}'; found %s", path,
+                   kn__sb_failed(&what) ? "something else" : kn__sb_cstr(&what));
+  }
+  kn__sb_fini(&err);
+  kn__sb_fini(&what);
+  free(buf);
+  return st;
+}
+
 kn_status rp_report_file(const rp_opts *opts, const char *path,
                          rp_report *summary) {
   rp_report local, *r = summary ? summary : &local;
-  kn_status st = start(r, opts, path);
+  init(r, opts, path);
+  kn_status st = check_is_trace(path);
+  if (!st) st = start(r, opts);
   if (!st) st = read_trace(r, path);
   if (!st) st = finish(r);
   if (!st)

@@ -1,0 +1,41 @@
+/*
+** core/symbolize.h: return addresses to function, file and line.
+**
+** Addresses are symbolized with elfutils' libdwfl, loaded with dlopen at
+** first use (no build dependency: without libdw, or without debug info,
+** the parts that cannot be found are NULL / 0). Results are cached per
+** address for the life of the process (one mutex guards the cache). Used
+** by the capture frontend (source lines of graph nodes, dynamo/srcloc.h)
+** and by the checked handle mode (where a tensor was created and
+** released, tensor/handles.h).
+*/
+#ifndef KN_CORE_SYMBOLIZE_H
+#define KN_CORE_SYMBOLIZE_H
+
+#include <stdbool.h>
+
+/* One symbolized frame. Strings are borrowed from the process-wide cache
+** (valid for the life of the process). Unknown parts are NULL / 0. */
+typedef struct kn__srcframe {
+  const char *func;
+  const char *file;
+  int line;
+} kn__srcframe;
+
+/* A raw backtrace of the calling thread (return addresses), innermost
+** first; returns how many were written (at most cap). */
+int kn__backtrace(void **addrs, int cap);
+/* Symbolize one return address (the call instruction just before it). */
+kn__srcframe kn__symbolize(void *addr);
+/* Could libdw be loaded (so that a frame without a file lacks debug info,
+** rather than a symbolizer)? Loads it on first use. */
+bool kn__symbolize_available(void);
+/* Is this a frame of kiln itself: a function named kn_* / kn__*, or code
+** compiled from kiln's src/ tree? */
+bool kn__is_kiln_frame(const kn__srcframe *f);
+/* Does addr lie in libkiln.so? (Tells kiln's static helpers from the
+** program's code when neither has debug info; always false when kiln is
+** linked into the program itself.) */
+bool kn__in_kiln_library(void *addr);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+** test_ompenv.c: kiln's default OpenMP wait policy (src/ompenv/ompenv.c).
+** libgomp itself is asked what it runs with: OMP_DISPLAY_ENV=VERBOSE makes
+** it print its settings when it starts, GOMP_SPINCOUNT among them (0 for
+** the passive policy, 300000 for libgomp's own default, 30000000000 for
+** active). Checked for a program linking libkiln.a (this test program) and
+** for one linking libkiln.so, with the variables unset (kiln's choice) and
+** set by the user (kept).
+*/
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kiln/kiln.h"
+
+/* What libgomp printed at the start of `exe` run under `env`. */
+static char *gomp_settings(const char *env, const char *exe) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd,
+           "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=VERBOSE %s %s 2>&1 >/dev/null",
+           env, exe);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  char *out = calloc(1, 1 << 16);
+  size_t n = fread(out, 1, (1 << 16) - 1, p);
+  out[n] = 0;
+  pclose(p);
+  cr_assert(strstr(out, "OPENMP DISPLAY ENVIRONMENT BEGIN"), "no settings from libgomp:\n%s", out);
+  return out;
+}
+
+static void expect_spincount(const char *env, const char *exe, const char *want) {
+  char *out = gomp_settings(env, exe), line[80];
+  snprintf(line, sizeof line, "  GOMP_SPINCOUNT = '%s'\n", want);
+  cr_expect(strstr(out, line), "%s %s: expected \"%s\" in:\n%s", env, exe, line, out);
+  free(out);
+}
+
+/* This test program, which links libkiln.a ("--list": print the tests). */
+static const char *static_program(void) {
+  static char cmd[1100];
+  char self[1024];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  cr_assert_gt(n, 0);
+  self[n] = 0;
+  snprintf(cmd, sizeof cmd, "'%s' --list", self);
+  return cmd;
+}
+#define STATIC_PROGRAM static_program()
+
+Test(ompenv, kiln_chooses_passive_waiting_when_the_user_did_not) {
+  expect_spincount("", STATIC_PROGRAM, "0");
+  expect_spincount("", KN_OMPENV_PROBE, "0");
+}
+
+Test(ompenv, the_users_setting_is_kept) {
+  expect_spincount("OMP_WAIT_POLICY=active", STATIC_PROGRAM, "30000000000");
+  expect_spincount("OMP_WAIT_POLICY=active", KN_OMPENV_PROBE, "30000000000");
+  expect_spincount("GOMP_SPINCOUNT=12345", STATIC_PROGRAM, "12345");
+  expect_spincount("GOMP_SPINCOUNT=12345", KN_OMPENV_PROBE, "12345");
+}
+
+/* In this process too: the choice was made before libgomp started, and ops
+** run (kiln's kernels are what pull libgomp into this program). */
+extern int kn__ompenv_choice;
+Test(ompenv, this_process_made_its_choice) {
+  kn_tensor *a = kn_full(KN_SHAPE(1 << 17), kn_float(1), KN_FLOAT32); /* big: a parallel region */
+  kn_tensor *b = kn_add(a, a);
+  cr_assert_eq(kn_get(b, (int64_t[]){7}), 2.0);
+  kn_release(a), kn_release(b);
+  cr_assert(kn__ompenv_choice == 1 || kn__ompenv_choice == 2, "choice %d", kn__ompenv_choice);
+  const char *wp = getenv("OMP_WAIT_POLICY");
+  if (kn__ompenv_choice == 1) cr_assert_str_eq(wp, "passive");
+  else cr_assert(wp || getenv("GOMP_SPINCOUNT"));
+}
+
+/* Without kiln, libgomp's own default: what kiln's choice replaces. */
+Test(ompenv, libgomp_alone_spins) {
+  expect_spincount("", KN_GOMP_ONLY_PROBE, "300000");
+}

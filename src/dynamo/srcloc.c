@@ -125,9 +125,9 @@ int kn__srcloc_framework_stack(void *const *addrs, int n, int base_depth, kn__sr
   int nt = 0;
   bool seen_kiln = false;
   for (int i = 0; i < top && nt < KN__SRC_MAX_FRAMES && nt < cap; i++) {
-    kn__srcframe f = kn__srcloc_symbolize(addrs[i]);
+    kn__srcframe f = kn__symbolize(addrs[i]);
     if (!f.func) continue;
-    bool kiln = is_kiln_frame(&f);
+    bool kiln = kn__is_kiln_frame(&f);
     if (!kiln && seen_kiln) break; /* the innermost user frame */
     seen_kiln |= kiln;
     if (kiln && f.file && !uninteresting(&f)) tmp[nt++] = f;

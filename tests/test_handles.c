@@ -17,7 +17,9 @@
 #include "kiln/kiln.h"
 #include "tensor/handles.h"
 
-static void checked(bool on) { cr_assert_eq(kn__handles_set_checked(on), KN_OK, "%s", kn_last_error()); }
+static void checked(bool on) {
+  cr_assert_eq(kn__handles_set_checked(on), KN_OK, "%s", kn_last_error());
+}
 
 /* The site text of a line of this file inside function fn. */
 static const char *at(char *buf, size_t n, int line, const char *fn) {

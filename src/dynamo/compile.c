@@ -627,11 +627,12 @@ static bool move_to_front(kn_compiled *f, const kn__entry *e) {
 static kn_status check_handles(const char *fn, const kn_value *v, int n, const char *what) {
   char w[96];
   for (int i = 0; i < n; i++) {
-    kn_status st = KN_OK;
+    bool tensor = v[i].kind == KN_VTENSOR && v[i].u.t;
+    bool list = (v[i].kind == KN_VLIST || v[i].kind == KN_VTUPLE) && v[i].u.items;
+    if (!(tensor && !kn__handle_live(v[i].u.t)) && !list) continue;
     snprintf(w, sizeof w, "%s%s %d", what, *what ? " item" : "argument", i);
-    if (v[i].kind == KN_VTENSOR && v[i].u.t) st = kn__handle_check(v[i].u.t, fn, w);
-    else if ((v[i].kind == KN_VLIST || v[i].kind == KN_VTUPLE) && v[i].u.items)
-      st = check_handles(fn, v[i].u.items, v[i].n, w);
+    kn_status st = tensor ? kn__handle_dead(v[i].u.t, fn, w)
+                          : check_handles(fn, v[i].u.items, v[i].n, w);
     if (st != KN_OK) return st;
   }
   return KN_OK;

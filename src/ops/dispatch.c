@@ -438,16 +438,15 @@ static kn_status check_handles(const kn__call *c) {
   char what[48];
   for (int i = 0; i < c->nargs; i++) {
     const kn__arg *a = &c->args[i];
-    kn_status st = KN_OK;
-    if (a->kind == KN__A_TENSOR && a->u.t) {
+    if (a->kind == KN__A_TENSOR && a->u.t && !kn__handle_live(a->u.t)) {
       snprintf(what, sizeof what, "argument %d", i);
-      st = kn__handle_check(a->u.t, c->op->name, what);
+      return kn__handle_dead(a->u.t, c->op->name, what);
     }
-    for (int j = 0; a->kind == KN__A_TENSORS && st == KN_OK && j < a->u.ts.n; j++) {
-      snprintf(what, sizeof what, "tensor %d of argument %d", j, i);
-      st = kn__handle_check(a->u.ts.v[j], c->op->name, what);
-    }
-    if (st != KN_OK) return st;
+    for (int j = 0; a->kind == KN__A_TENSORS && j < a->u.ts.n; j++)
+      if (!kn__handle_live(a->u.ts.v[j])) {
+        snprintf(what, sizeof what, "tensor %d of argument %d", j, i);
+        return kn__handle_dead(a->u.ts.v[j], c->op->name, what);
+      }
   }
   return KN_OK;
 }

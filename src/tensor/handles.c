@@ -73,7 +73,8 @@ static uint64_t key(const void *t) { return (uint64_t)(uintptr_t)t; }
 
 int kn__handles_mode_from_env(const char *v, bool debug_build) {
   if (!v) return debug_build ? 1 : 0;
-  static const char *const on[] = {"1", "true", "yes", "on"}, *const off[] = {"0", "false", "no", "off"};
+  static const char *const on[] = {"1", "true", "yes", "on"};
+  static const char *const off[] = {"0", "false", "no", "off"};
   for (int i = 0; i < 4; i++) {
     if (!strcasecmp(v, on[i])) return 1;
     if (!strcasecmp(v, off[i])) return 0;
@@ -255,10 +256,22 @@ static kn_status report(const char *msg, bool log) {
   return st;
 }
 
+bool kn__handle_live(const kn_tensor *t) {
+  pthread_mutex_lock(&hlock);
+  const hrec *r = recs_init ? kn__hm_get_u64(&recs, key(t), NULL) : NULL;
+  bool live = r && !r->dead;
+  pthread_mutex_unlock(&hlock);
+  return live;
+}
+
 kn_status kn__handle_check(const kn_tensor *t, const char *api, const char *what) {
+  return kn__handle_live(t) ? KN_OK : kn__handle_dead(t, api, what);
+}
+
+kn_status kn__handle_dead(const kn_tensor *t, const char *api, const char *what) {
   pthread_mutex_lock(&hlock);
   hrec *r = recs_init ? kn__hm_get_u64(&recs, key(t), NULL) : NULL;
-  if (r && !r->dead) {
+  if (r && !r->dead) { /* alive after all (another thread's doing) */
     pthread_mutex_unlock(&hlock);
     return KN_OK;
   }
@@ -295,10 +308,9 @@ kn_status kn__handle_check(const kn_tensor *t, const char *api, const char *what
 kn_status kn__handle_check_list(kn_tensor *const *ts, int n, const char *api, const char *list) {
   char what[64];
   for (int i = 0; ts && i < n; i++) {
-    if (!ts[i]) continue;
+    if (!ts[i] || kn__handle_live(ts[i])) continue;
     snprintf(what, sizeof what, "%s %d", list, i);
-    kn_status st = kn__handle_check(ts[i], api, what);
-    if (st != KN_OK) return st;
+    return kn__handle_dead(ts[i], api, what);
   }
   return KN_OK;
 }
@@ -350,7 +362,8 @@ static char *format_groups(const kn__hashmap *m, int64_t live, int max_sites) {
   if (!g) return NULL;
   size_t ng = 0;
   const kn__hm_slot *sl;
-  for (size_t i = 0; kn__hm_next(m, &i, &sl);) g[ng++] = (group){sl->key.s, (int64_t)(uintptr_t)sl->val};
+  for (size_t i = 0; kn__hm_next(m, &i, &sl);)
+    g[ng++] = (group){sl->key.s, (int64_t)(uintptr_t)sl->val};
   qsort(g, ng, sizeof *g, by_count);
   kn__sb sb = KN__SB_INIT;
   kn__sb_printf(&sb, "%lld %s still live, by where %s created (KILN_DEBUG):", (long long)live,

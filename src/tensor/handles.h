@@ -48,6 +48,10 @@ void kn__handle_released(kn_tensor *t);
 ** created and where it was released (or that kiln has no record of it);
 ** logged once per handle. */
 kn_status kn__handle_check(const kn_tensor *t, const char *api, const char *what);
+/* Checked mode, the two halves of kn__handle_check, for callers that name
+** the argument only when it is dead: is t a live tensor; the error. */
+bool kn__handle_live(const kn_tensor *t);
+kn_status kn__handle_dead(const kn_tensor *t, const char *api, const char *what);
 /* Checked mode: kn__handle_check on ts[0..n) (NULL entries and a NULL ts
 ** are skipped), naming "<list> <i>" ("input 2"). */
 kn_status kn__handle_check_list(kn_tensor *const *ts, int n, const char *api, const char *list);

@@ -139,7 +139,8 @@ static void describe(kn__sb *what, const char *buf, size_t n, const char *first,
   if (memchr(buf, '\0', n)) {
     kn__sb_puts(what, "binary data");
   } else if (i < n && (buf[i] == '{' || buf[i] == '[')) {
-    bool chrome = strstr(buf, "\"traceEvents\"") || (strstr(buf, "\"ph\"") && strstr(buf, "\"ts\""));
+    bool chrome = strstr(buf, "\"traceEvents\"") ||
+                  (strstr(buf, "\"ph\"") && strstr(buf, "\"ts\""));
     kn__sb_puts(what, chrome ? "a JSON document in the Chrome trace format, as kiln's profiler "
                                "writes (KILN_PROFILE, kn_profiler_export_chrome_trace): open it "
                                "in Perfetto (ui.perfetto.dev) or chrome://tracing"

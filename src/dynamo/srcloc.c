@@ -111,7 +111,7 @@ int kn__srcloc_user_stack(void *const *addrs, int n, int base_depth, kn__srcfram
 ** framework stack (PyTorch leaves symbolic_shapes.py out the same way). */
 static bool uninteresting(const kn__srcframe *f) {
   static const char *const parts[] = {"/src/dynamic/", "/src/dynamo/srcloc.c",
-                                      "/src/dynamo/guardsrc.c"};
+                                      "/src/core/symbolize.c", "/src/dynamo/guardsrc.c"};
   for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
     if (f->file && strstr(f->file, parts[i])) return true;
   return false;

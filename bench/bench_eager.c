@@ -7,6 +7,10 @@
 **   BENCH dispatch_overhead_ns (1-element kn_add + kn_release, no scope;
 **     goal <= 150 ns, see docs/KERNELS.md "The per-op path"),
 **   BENCH example_fn_eager_us (the seed's a * ones(1000,1000) + ones(1000,1000)),
+**   RATIO pointwise_eager_2T_vs_1T (and _tanh): wall time of a float32 add
+**     (memory-bound) and tanh (compute-bound) over 1M elements on one thread
+**     over the same on two (kn_set_num_threads), when the machine has two
+**     cores or more (goal >= 1.8),
 **   BENCH_INFO openblas_core.
 ** Each number is the median of several repetitions of thread CPU time; the
 ** whole run takes a few seconds.
@@ -16,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kiln/kiln.h"
 
@@ -109,6 +114,54 @@ static void bench_example_fn(void) {
   kn_release(a);
 }
 
+/* Wall seconds per call of fn(a, b) (the median of REPS runs of inner calls). */
+static double wall_per_call(kn_tensor *(*fn)(kn_tensor *, kn_tensor *), kn_tensor *a,
+                            kn_tensor *b, int inner) {
+  double t[REPS];
+  for (int r = 0; r < REPS; r++) {
+    double t0 = kn_bench_wall_s();
+    for (int i = 0; i < inner; i++) {
+      kn_tensor *c = fn(a, b);
+      if (!c) {
+        fprintf(stderr, "bench_eager: %s\n", kn_last_error());
+        exit(1);
+      }
+      sink = ((float *)kn_data(c))[i];
+      kn_release(c);
+    }
+    t[r] = (kn_bench_wall_s() - t0) / inner;
+  }
+  return kn_bench_median(t, REPS);
+}
+
+static kn_tensor *tanh2(kn_tensor *a, kn_tensor *b) { (void)b; return kn_tanh(a); }
+
+/* 2 threads against 1 on the same 1M-element op (wall time). */
+static void bench_threads(void) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 2) {
+    printf("BENCH_INFO pointwise_eager_2T_vs_1T skipped: %ld core\n", cores);
+    return;
+  }
+  const int64_t n = 1 << 20;
+  kn_tensor *a = kn_rand(KN_SHAPE(n), NULL, KN_FLOAT32), *b = kn_rand(KN_SHAPE(n), NULL, KN_FLOAT32);
+  struct { const char *suffix; kn_tensor *(*fn)(kn_tensor *, kn_tensor *); } ops[] = {
+      {"", kn_add}, {"_tanh", tanh2}};
+  int before = kn_get_num_threads();
+  for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+    kn_set_num_threads(1);
+    double t1 = wall_per_call(ops[k].fn, a, b, 20);
+    kn_set_num_threads(2);
+    double t2 = wall_per_call(ops[k].fn, a, b, 20);
+    printf("BENCH pointwise_eager%s_1T_us %.1f us 2T_us %.1f us\n", ops[k].suffix, t1 * 1e6,
+           t2 * 1e6);
+    printf("RATIO pointwise_eager_2T_vs_1T%s %.2f (goal >= 1.8)\n", ops[k].suffix, t1 / t2);
+  }
+  kn_set_num_threads(before);
+  kn_release(a);
+  kn_release(b);
+}
+
 int main(void) {
   const char *env = getenv("OPENBLAS_CORETYPE");
   printf("BENCH_INFO openblas_core %s%s%s\n", openblas_get_corename(),
@@ -117,5 +170,6 @@ int main(void) {
   bench_add_vs_copy();
   bench_dispatch();
   bench_example_fn();
+  bench_threads();
   return 0;
 }

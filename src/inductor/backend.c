@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "inductor/inductor.h"
+#include "ops/threads.h"
 #include "ops/vmath.h"
 #include "logging/log.h"
 #include "profiler/profiler.h"
@@ -300,6 +301,7 @@ static kn_status run_with(prog *p, kn_tensor *const *in, int nin, kn_tensor **ou
   } else {
     for (int k = 0; k < p->plan.nsymx; k++) s[k] = kn__sym_eval(p->plan.symx[k], f.symvals);
     f.donor = donors(p, in, into);
+    kn__threads_sync(); /* the generated loops' team size */
     st = finish(&f, p->call(&runtime, &f, s), out);
   }
   free(f.donor);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "ops/opdef.h"
+#include "ops/threads.h"
 #include "tensor/handles.h"
 #include "profiler/profiler.h"
 
@@ -452,6 +453,7 @@ static kn_status check_handles(const kn__call *c) {
 }
 
 kn_status kn__dispatch(kn__call *c, kn__outs *out) {
+  kn__threads_sync(); /* kn_set_num_threads on another thread: apply it here */
   kn_status st = check_args(c);
   if (st == KN_OK && KN__HANDLES_CHECKED()) st = check_handles(c);
   if (st != KN_OK) return st;

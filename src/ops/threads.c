@@ -1,0 +1,96 @@
+/*
+** ops/threads.c: kiln's thread count (kiln/threads.h, ops/threads.h).
+**
+** want is 0 until KILN_NUM_THREADS or kn_set_num_threads gives a value;
+** then every thread applies it to its OpenMP data environment at its next
+** entry into kiln (kn__threads_sync). OpenBLAS keeps one process-wide count
+** of its own, set directly. The generation starts at 1 and each thread's
+** last-applied one at 0, so every thread's first entry reads the
+** environment (once per process) and applies it.
+*/
+#include <cblas.h>
+#include <ctype.h>
+#include <errno.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "kiln/threads.h"
+#include "logging/log.h"
+#include "ops/threads.h"
+
+_Atomic unsigned kn__threads_gen = 1;
+_Thread_local unsigned kn__threads_seen;
+static _Atomic int want;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+bool kn__threads_parse(const char *v, int *n, char *why, size_t len) {
+  const char *p = v ? v : "";
+  while (isspace((unsigned char)*p)) p++;
+  char *end = NULL;
+  errno = 0;
+  long x = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
+  while (end && isspace((unsigned char)*end)) end++;
+  if (end && !*end && !errno && x >= 1 && x <= KN_MAX_THREADS) {
+    *n = (int)x;
+    return true;
+  }
+  snprintf(why, len, "KILN_NUM_THREADS: expected a whole number of threads from 1 to %d, found "
+           "'%.60s'; using OpenMP's default", KN_MAX_THREADS, v ? v : "");
+  return false;
+}
+
+static void apply_blas(int n) { openblas_set_num_threads(n); }
+
+static void read_env(void) {
+  const char *v = getenv("KILN_NUM_THREADS");
+  char why[160];
+  int n;
+  if (!v) return;
+  if (!kn__threads_parse(v, &n, why, sizeof why)) {
+    KN_LOG(KN_LOG_KILN, KN_WARNING, "%s", why);
+    return;
+  }
+  atomic_store(&want, n);
+  apply_blas(n);
+}
+
+void kn__threads_sync_slow(void) {
+  pthread_once(&env_once, read_env);
+  unsigned g = atomic_load(&kn__threads_gen);
+  int n = atomic_load(&want);
+  if (n > 0) omp_set_num_threads(n);
+  kn__threads_seen = g;
+}
+
+kn_status kn_set_num_threads(int n) {
+  if (n < 1 || n > KN_MAX_THREADS)
+    return kn__error(KN_EINVAL, "kn_set_num_threads: expected a number of threads from 1 to %d, "
+                     "found %d", KN_MAX_THREADS, n);
+  pthread_once(&env_once, read_env);
+  atomic_store(&want, n);
+  atomic_fetch_add(&kn__threads_gen, 1);
+  apply_blas(n);
+  kn__threads_sync_slow();
+  return KN_OK;
+}
+
+int kn_get_num_threads(void) {
+  kn__threads_sync();
+  int n = atomic_load(&want);
+  return n > 0 ? n : omp_get_max_threads();
+}
+
+int kn__threads_team_size(void) {
+  kn__threads_sync();
+  int size = 1;
+#pragma omp parallel
+  {
+#pragma omp single
+    size = omp_get_num_threads();
+  }
+  return size;
+}

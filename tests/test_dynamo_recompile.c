@@ -262,6 +262,25 @@ static void expect_one_limit_warning(const kn_test_records *r, const char *want)
   cr_expect_eq(warnings, 1);
 }
 
+/* The end of a cache-limit test: exactly the limit warning (reason as given)
+** in r, `starts` frame compiles in the trace (none past the limit); frees
+** r, f, the trace and its folder. */
+static void finish_limit_test(kn_compiled *f, kn_test_records *r, char *dir, const char *reason,
+                              int starts) {
+  char *want = limit_warning_text(f, reason);
+  expect_one_limit_warning(r, want);
+  char *text = kn_test_trace_text();
+  int got = kn_test_count_sub(text, "\"dynamo_start\"");
+  cr_expect_eq(got, starts, "%d frame compiles started (the first call's %d expected)", got,
+               starts);
+  free(text);
+  free(want);
+  kn_test_records_free(r);
+  kn_compiled_free(f);
+  kn_trace_disable();
+  kn_test_rmdir(dir);
+}
+
 Test(recompile, loop_torture_item_runs_eagerly_past_the_limit) {
   char *dir = kn_test_trace_start();
   kn_compile_counter cc = {.inner = "inductor"};
@@ -285,19 +304,8 @@ Test(recompile, loop_torture_item_runs_eagerly_past_the_limit) {
   kn_scope_end();
   kn_test_capture_end(&r);
   cr_expect_eq(cc.frame_count, 1, "compiles: %d (the seed: 1 frame)", cc.frame_count);
-  char *want = limit_warning_text(f, "0/0: a graph break answered differently (new branch): "
-                                     "kn_item() at the end of 0/0 gave 10, recorded: 3");
-  expect_one_limit_warning(&r, want);
-  /* one trace: the first call's two frames, nothing after */
-  char *text = kn_test_trace_text();
-  int starts = kn_test_count_sub(text, "\"dynamo_start\"");
-  cr_expect_eq(starts, 2, "%d frame compiles started (the first call's 2 expected)", starts);
-  free(text);
-  free(want);
-  kn_test_records_free(&r);
-  kn_compiled_free(f);
-  kn_trace_disable();
-  kn_test_rmdir(dir);
+  finish_limit_test(f, &r, dir, "0/0: a graph break answered differently (new branch): "
+                                     "kn_item() at the end of 0/0 gave 10, recorded: 3", 2);
 }
 
 /* Past the limit, what the segments before the break did happens once per
@@ -358,18 +366,8 @@ Test(recompile, effects_once_and_eager_rest_past_the_limit) {
   ** kn_autograd_grad (the two after it, up to the backward and to the
   ** return, have no ops); nothing after */
   cr_expect_eq(cc.frame_count, 2, "compiles: %d", cc.frame_count);
-  char *want = limit_warning_text(f, "0/0: a graph break answered differently (new branch): "
-                                     "kn_item() at the end of 0/0 gave 3, recorded: 1");
-  expect_one_limit_warning(&r, want);
-  char *text = kn_test_trace_text();
-  int starts = kn_test_count_sub(text, "\"dynamo_start\"");
-  cr_expect_eq(starts, 4, "%d frame compiles started (the first call's 4 expected)", starts);
-  free(text);
-  free(want);
-  kn_test_records_free(&r);
-  kn_compiled_free(f);
-  kn_trace_disable();
-  kn_test_rmdir(dir);
+  finish_limit_test(f, &r, dir, "0/0: a graph break answered differently (new branch): "
+                                     "kn_item() at the end of 0/0 gave 3, recorded: 1", 4);
 }
 
 /* Past the limit, what the rest of the function asks of values from before

@@ -440,18 +440,12 @@ static kn_status do_break_x(kn__trace *tr, brkreq *rq, double *ans) {
   kn__tseg *s = &tr->segs[tr->nseg - 1];
   if (tr->export_mode || tr->f->opts.fullgraph) {
     const kn__srcframe *at = n > 0 ? &fr[n - 1] : NULL;
-    tr->stop = true;
     char msg[1024], site[600];
     site_text(at, site, sizeof site);
     snprintf(msg, sizeof msg, "graph break in user code at %s (fullgraph=true): %s%s%s", site,
              brk_type(k), dd ? ": dynamic shape operator: kiln.ops." : "",
              dd ? dd->c->op->name : "");
-    if (!tr->err) {
-      tr->err = KN_EUNSUPPORTED;
-      tr->err_msg = strdup(msg);
-      if (at) tr->err_frame = *at;
-    }
-    return kn__error(KN_EUNSUPPORTED, "%s", msg);
+    return kn__trace_refuse(tr, at, msg);
   }
   if (!s->quiet) {
     if (n > 0) {
@@ -648,10 +642,14 @@ static kn_status hook_refuse(const kn_tensor *t, const char *api) {
            fills || reads_data(api) ? "Cannot access data pointer of Tensor (a traced stand-in): "
                                     : "",
            api, site, tr->f->frame.name);
+  return kn__trace_refuse(tr, n > 0 ? &fr[n - 1] : NULL, msg);
+}
+
+kn_status kn__trace_refuse(kn__trace *tr, const kn__srcframe *at, const char *msg) {
   if (!tr->err) {
     tr->err = KN_EUNSUPPORTED;
     tr->err_msg = strdup(msg);
-    if (n > 0) tr->err_frame = fr[n - 1];
+    if (at) tr->err_frame = *at;
   }
   tr->stop = true;
   return kn__error(KN_EUNSUPPORTED, "%s", msg);

@@ -68,13 +68,7 @@ static kn_status lift_fail(kn__trace *tr, const char *expr, const kn_tensor *t, 
            "cannot lift %s (a %s reached at %s through a pointer, not an argument) as a graph "
            "input of compiled function '%s': %s",
            expr, kind, site, tr->f->frame.name, why);
-  if (!tr->err) {
-    tr->err = KN_EUNSUPPORTED;
-    tr->err_msg = strdup(msg);
-    if (n > 0) tr->err_frame = fr[n - 1];
-  }
-  tr->stop = true;
-  return kn__error(KN_EUNSUPPORTED, "%s", msg);
+  return kn__trace_refuse(tr, n > 0 ? &fr[n - 1] : NULL, msg);
 }
 
 /* ---- sources -------------------------------------------------------------------- */

@@ -222,6 +222,10 @@ kn_status kn__tseg_finish(kn__trace *tr, kn__brk brk, int brk_slot, kn__segment 
 /* The user stack of the current op call (outermost first) and the kiln API
 ** function it called. */
 int kn__trace_user_stack(kn__trace *tr, kn__srcframe *out, int cap, const char **api);
+/* Stop the trace on something it cannot capture: the trace's first error
+** becomes msg (copied) at user frame at (NULL: unknown), and the error is
+** raised as KN_EUNSUPPORTED, which this returns. */
+kn_status kn__trace_refuse(kn__trace *tr, const kn__srcframe *at, const char *msg);
 
 /* Shape guard provenance (guardsrc.c). Install (on) or remove the shape
 ** env's guard hook that notes where each guard came from. */

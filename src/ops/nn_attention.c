@@ -36,7 +36,6 @@
 #include "ops/iter.h"
 #include "ops/nn.h"
 #include "ops/nn_dnnl.h"
-#include "ops/reduce.h"
 #include "ops/symsize.h"
 #include "ops/vmath.h"
 #include "tensor/random.h"
@@ -166,9 +165,9 @@ static void at_exp_f64(double *y, const double *x, int64_t n) {
 static kn_status check_mask(const char *op, const kn_tensor *m, const kn_tensor *q, int nd,
                             const kn_sym *want) {
   if (m->dtype != KN_BOOL && m->dtype != q->dtype)
-    return kn__error(KN_EDTYPE, "%s: Expected attn_mask dtype to be bool or %s and to match "
-                                "query dtype, found %s", op, kn__torch_dtype_name(q->dtype),
-                     kn__torch_dtype_name(m->dtype));
+    return kn__error(KN_EDTYPE, "%s: Expected attn_mask dtype to be bool or to match query "
+                                "dtype (torch.%s), but got attn_mask.dtype: torch.%s", op,
+                     kn_dtype_name(q->dtype), kn_dtype_name(m->dtype));
   kn_sym ms[KN_MAX_DIMS];
   kn__tensor_symsizes(m, ms);
   bool ok = m->ndim <= nd;
@@ -197,9 +196,9 @@ static kn_status check_qkv(const char *op, const kn_tensor *q, const kn_tensor *
                        names[i], kn_dtype_name(t[i]->dtype));
     if (t[i]->dtype != q->dtype)
       return kn__error(KN_EDTYPE, "%s: Expected query, key, and value to have the same dtype, "
-                                  "but got query.dtype: %s key.dtype: %s and value.dtype: %s "
-                                  "instead.", op, kn__torch_dtype_name(q->dtype),
-                       kn__torch_dtype_name(k->dtype), kn__torch_dtype_name(v->dtype));
+                                  "but got query.dtype: torch.%s key.dtype: torch.%s and "
+                                  "value.dtype: torch.%s instead.", op, kn_dtype_name(q->dtype),
+                       kn_dtype_name(k->dtype), kn_dtype_name(v->dtype));
     if (t[i]->ndim < 2 || t[i]->ndim != q->ndim)
       return kn__error(KN_ESHAPE, "%s: expected query, key and value of the same rank >= 2 "
                                   "([..., L, E], [..., S, E], [..., S, Ev]), found %dD, %dD and "

@@ -80,6 +80,28 @@ KN_API kn_tensor *kn_batch_norm(kn_tensor *input, kn_tensor *running_mean,
 KN_API kn_tensor *kn_layer_norm(kn_tensor *input, int ndim, const int64_t *normalized_shape,
                                 kn_tensor *weight, kn_tensor *bias, double eps);
 
+/* ---- attention -------------------------------------------------------------------- */
+/* softmax(query @ key^T * scale + mask) @ value, as torch 2's
+** torch.nn.functional.scaled_dot_product_attention, computed by one fused
+** kernel that never materialises the [L, S] weights (a blocked online
+** softmax, FlashAttention's schedule; its backward recomputes them blockwise).
+** query [..., L, E], key [..., S, E], value [..., S, Ev] with the same
+** leading sizes, float32 or float64 -> [..., L, Ev].
+** attn_mask (may be NULL): broadcastable to [..., L, S]; bool (true = the
+** key takes part, as torch's SDPA; note MultiheadAttention's masks use the
+** opposite convention) or of the query's dtype (added to the scores; it gets
+** a gradient when it requires one).
+** is_causal: key j is masked for query i when j > i (with attn_mask: an
+** error, as torch). scale: NULL for 1 / sqrt(E).
+** dropout_p in [0, 1): the weights are dropped with probability dropout_p
+** (from gen; NULL = the default generator) and the rest scaled by
+** 1 / (1 - dropout_p); pass 0 when not training. A query row whose every key
+** is masked gives NaN. Returns a new tensor in the current scope, or NULL. */
+KN_API kn_tensor *kn_scaled_dot_product_attention(kn_tensor *query, kn_tensor *key,
+                                                  kn_tensor *value, kn_tensor *attn_mask,
+                                                  double dropout_p, bool is_causal,
+                                                  const double *scale, kn_generator *gen);
+
 /* ---- dropout and embedding -------------------------------------------------------- */
 /* Zeroes each element with probability p (drawn from gen; NULL = the default
 ** generator) and scales the rest by 1 / (1 - p). Not training, or p == 0:

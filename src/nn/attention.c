@@ -6,17 +6,22 @@
 **                       d[0] dropout on the attention weights
 **   TransformerEncoderLayer: i[0] d_model, i[1] batch_first
 **
-** The computation is torch 1.13's multi_head_attention_forward: scores =
+** The computation is torch's multi_head_attention_forward: scores =
 ** q / sqrt(head_dim) @ k^T per head, the masks added (a float mask) or
 ** filled in with -inf (a bool mask, true = not allowed), softmax over the
-** keys, dropout in training mode, weights @ v, out_proj. Sizes are read as
-** symbolic ints, so batch and sequence lengths stay dynamic when compiled.
+** keys, dropout in training mode, weights @ v, out_proj. Unless the caller
+** asks for the attention weights, the middle part is one fused
+** scaled_dot_product_attention call (ops/nn_attention.c; the masks merged
+** into one, the causal mask by position), as torch 2 does; with weights
+** wanted it is computed op by op. Sizes are read as symbolic ints, so batch
+** and sequence lengths stay dynamic when compiled.
 */
 #include <math.h>
 #include <stdio.h>
 
 #include "core/error.h"
 #include "nn/nn_int.h"
+#include "ops/nn.h"
 #include "ops/reduce.h"
 #include "ops/symsize.h"
 #include "tensor/tensor.h"
@@ -124,6 +129,52 @@ static kn_tensor *masked_scores(kn_tensor *scores, const kn_attention_mask *mk, 
   return scores;
 }
 
+/* A bool mask (true = not allowed, MultiheadAttention's convention) as
+** scores to add (-inf where true), in dtype dt. */
+static kn_tensor *additive(kn_tensor *m, kn_dtype dt) {
+  if (!m || m->dtype != KN_BOOL) return m;
+  return kn_masked_fill(kn_to(m, dt), m, kn_float(-INFINITY));
+}
+
+/* MultiheadAttention's masks as one mask of the fused attention op (bool
+** with true = attend, or scores to add), broadcastable to [B, heads, L, S],
+** or NULL when there is none; *causal when the causal mask applies (the
+** kernel masks by position: no [L, S] mask is built). *bad on error. */
+static kn_tensor *sdpa_mask(const kn_attention_mask *mk, int64_t heads, kn_sym l, kn_sym s,
+                            kn_dtype dt, bool *causal, bool *bad) {
+  *causal = false, *bad = false;
+  if (!mk) return NULL;
+  kn_tensor *am = mk->attn_mask, *kp = mk->key_padding_mask;
+  if (am && am->dtype == KN_UINT8) am = kn_to(am, KN_BOOL);
+  if (kp && kp->dtype == KN_UINT8) kp = kn_to(kp, KN_BOOL);
+  if (am && am->ndim == 3) {
+    kn_sym to[4] = {kn__sym_floordiv(ssize(am, 0), kn__sym_const(heads)), kn__sym_const(heads),
+                    l, s};
+    am = kn__reshape_sym(am, 4, to);
+  }
+  if (kp) kp = kn_unsqueeze(kn_unsqueeze(kp, 1), 1); /* [B, 1, 1, S] */
+  *causal = !mk->attn_mask && mk->is_causal;
+  if ((mk->attn_mask && !am) || (mk->key_padding_mask && !kp)) return *bad = true, NULL;
+  kn_tensor *m;
+  if (am && kp && am->dtype == KN_BOOL && kp->dtype == KN_BOOL) m = kn_logical_or(am, kp);
+  else if (am && kp) m = kn_add(additive(am, dt), additive(kp, dt));
+  else m = am ? am : kp;
+  if (m && m->dtype == KN_BOOL) m = kn_logical_not(m);
+  if (!m && (am || kp)) *bad = true;
+  return m;
+}
+
+/* softmax(q k^T / sqrt(E) + masks) (dropped out in training) @ v by the fused
+** scaled_dot_product_attention op: [B, heads, L, E] each -> [B, heads, L, E]. */
+static kn_tensor *fused_attention(const kn__nn_layer *l, kn_tensor *qh, kn_tensor *kh,
+                                  kn_tensor *vh, const kn_attention_mask *mk, int64_t heads) {
+  bool causal, bad;
+  kn_tensor *m = sdpa_mask(mk, heads, ssize(qh, 2), ssize(kh, 2), qh->dtype, &causal, &bad);
+  if (bad) return NULL;
+  double p = l->training && l->d[0] > 0 ? l->d[0] : 0.0;
+  return kn__sdpa_fused(qh, kh, vh, m, p, causal, NULL);
+}
+
 /* ---- MultiheadAttention ---------------------------------------------------------- */
 
 /* q, k, v projected with in_proj (one matmul when they are one tensor, as
@@ -187,11 +238,19 @@ static kn_tensor *mha_run(kn_module *m, kn__nn_layer *l, const kn__nn_ctx *c, kn
   kn_tensor *qkv[3] = {NULL, NULL, NULL};
   if ((mk && check_masks(mk, q, k, heads) != KN_OK) || !project(c, e, q, k, v, qkv))
     return kn_scope_end_keep(NULL);
-  kn_tensor *qh = kn_div_scalar(split_heads(qkv[0], heads), kn_float(sqrt((double)(e / heads))));
-  kn_tensor *scores = kn_matmul(qh, kn_transpose(split_heads(qkv[1], heads), -2, -1));
-  kn_tensor *attn = kn_softmax(masked_scores(scores, mk, heads), -1);
-  if (attn && l->training && l->d[0] > 0) attn = kn_dropout(attn, l->d[0], true, NULL);
-  kn_tensor *o = kn_transpose(kn_matmul(attn, split_heads(qkv[2], heads)), 1, 2);
+  kn_tensor *attn = NULL, *o;
+  if (weights) { /* the weights are wanted: the unfused form computes them */
+    kn_tensor *qh = kn_div_scalar(split_heads(qkv[0], heads), kn_float(sqrt((double)(e / heads))));
+    kn_tensor *scores = kn_matmul(qh, kn_transpose(split_heads(qkv[1], heads), -2, -1));
+    attn = kn_softmax(masked_scores(scores, mk, heads), -1);
+    if (attn && l->training && l->d[0] > 0) attn = kn_dropout(attn, l->d[0], true, NULL);
+    o = kn_matmul(attn, split_heads(qkv[2], heads));
+  } else {
+    kn_tensor *qh = split_heads(qkv[0], heads), *kh = split_heads(qkv[1], heads);
+    kn_tensor *vh = split_heads(qkv[2], heads);
+    o = qh && kh && vh ? fused_attention(l, qh, kh, vh, mk, heads) : NULL;
+  }
+  o = kn_transpose(o, 1, 2);
   o = o ? kn_flatten(o, 2, 3) : NULL;
   kn_tensor *y = o ? kn__nn_child_forward(m, c, "out_proj", o) : NULL;
   if (y && !l->i[2]) y = kn_transpose(y, 0, 1);

@@ -48,6 +48,14 @@ static inline void kn__nn_st(char *p, kn_dtype dt, double v) {
   else kn__store_double(p, dt, v);
 }
 
+/* The fused attention op (_scaled_dot_product_fused_attention) on its own:
+** softmax(q k^T / sqrt(E) + mask) @ v with the causal mask and an
+** attn_mask together (the public kn_scaled_dot_product_attention refuses
+** both at once, as torch does; MultiheadAttention combines a padding mask
+** with the causal one). Its output in the current scope, or NULL. */
+kn_tensor *kn__sdpa_fused(kn_tensor *q, kn_tensor *k, kn_tensor *v, kn_tensor *mask, double p,
+                          bool causal, kn_generator *gen);
+
 /* PyTorch's ScalarType name of a dtype ("Float", "Double", "Long", ...). */
 const char *kn__nn_scalar_type_name(kn_dtype dt);
 

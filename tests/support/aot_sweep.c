@@ -213,6 +213,9 @@ static kn_tensor *conv(kn_tensor *x, kn_tensor *y) {
   kn_tensor *w = img(kn_narrow(kn_narrow(y, 0, 0, 2), 1, 0, 2));
   return kn_conv2d(img(x), w, NULL, one2, zero2, one2, 1);
 }
+static kn_tensor *sdpa(kn_tensor *x, kn_tensor *y) {
+  return kn_scaled_dot_product_attention(x, y, kn_sin(y), NULL, 0.0, true, NULL, NULL);
+}
 static kn_tensor *layer_norm(kn_tensor *x, kn_tensor *y) {
   return kn_layer_norm(x, 1, (int64_t[]){6}, kn_select(y, 0, 0), NULL, 1e-5);
 }
@@ -291,6 +294,7 @@ static const opcase ops[] = {
     B("index_put_", index_put_, NOZERO),
     B("setitem_slice", setitem_slice, 0), B("setitem_select", setitem_select, 0),
     B("conv2d", conv, NOBCAST | NOZERO), B("layer_norm", layer_norm, NODYN | NOZERO),
+    B("scaled_dot_product_attention", sdpa, NOBCAST | NOZERO),
 };
 #define NOPS ((int)(sizeof ops / sizeof ops[0]))
 
@@ -307,6 +311,9 @@ static const struct { const char *op, *why; } left_out[] = {
                        "cases on contiguous inputs); not callable on its own"},
     {"_reshape_copy", "reached through AOT's decomposition of reshape (the reshape and flatten "
                       "cases on transposed inputs); not callable on its own"},
+    {"_scaled_dot_product_fused_attention", "reached through the composite "
+                                            "scaled_dot_product_attention (its sweep case: AOT "
+                                            "decomposes it into this op); not public on its own"},
     {"_as_strided_backward", "backward helper: runs in the as_strided case's backward graph; its "
                              "own derivative (double backward) is not swept"},
 };

@@ -1,0 +1,197 @@
+/*
+** bench_transformer.c: one training step of a TransformerEncoderLayer
+** (d_model 256, 4 heads, ff 1024, dropout 0, batch_first; batch 16, seq 128):
+** loss = sum(layer(x)), backward, SGD. kiln eager (eager SGD step) against
+** kiln compiled (forward + backward by dynamo + AOT + inductor, static
+** shapes, compiled SGD step), at 1 and 2 OpenMP threads, and against torch
+** 1.13 eager running the same layer in a python3 child process of this run
+** (OPENBLAS_CORETYPE set to the core kiln's OpenBLAS detects, printed, so
+** torch gets its best GEMM). Prints
+**   BENCH transformer_layer_step_{eager,compiled}_ms_{1T,2T},
+**   BENCH_INFO transformer_layer_compiled_kernels (generated kernels and
+**   extern calls over the compiled graphs),
+**   RATIO transformer_layer_step_compiled_vs_eager[_2T] (eager / compiled;
+**   goal >= 1.3),
+**   BENCH transformer_layer_step_torch_ms_{1T,2T} and
+**   RATIO transformer_layer_step_vs_torch[_2T] (torch / kiln compiled;
+**   goal >= 1.2).
+** Medians over repetitions: process CPU time at 1 thread (both sides), wall
+** time at 2 threads. Without /usr/bin/python3 and torch the
+** torch lines are skipped with a message.
+*/
+#include <kiln/kiln.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+
+#define REPS 5
+#define STEPS 2
+#define D 256
+#define HEADS 4
+#define FF 1024
+#define SEQ 128
+#define BATCH 16
+
+char *openblas_get_corename(void);
+
+static kn_value loss_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  return kn_vtensor(kn_sum(kn_nn_forward(args[0].u.m, args[1].u.t)));
+}
+
+typedef struct setup {
+  kn_module *m;
+  kn_optimizer *opt;
+  kn_tensor *x;
+  kn_compiled *f; /* NULL: eager */
+} setup;
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_transformer: %s: %s\n", what, kn_last_error());
+  exit(1);
+}
+
+static void step(setup *s) {
+  kn_scope_begin();
+  kn_value args[2] = {kn_vmodule(s->m), kn_vtensor(s->x)}, out = kn_vnone();
+  kn_status st = s->f ? kn_call(s->f, args, 2, &out) : KN_OK;
+  if (!s->f) out = loss_fn(args, 2, NULL), st = out.u.t ? KN_OK : kn_last_status();
+  if (st == KN_OK) st = kn_backward(out.u.t, NULL);
+  if (st == KN_OK) st = s->f ? kn_optim_step_compiled(s->opt, NULL) : kn_optim_step(s->opt);
+  if (st != KN_OK) die(s->f ? "compiled step" : "eager step");
+  kn_optim_zero_grad(s->opt);
+  if (s->f) kn_value_release(out);
+  kn_scope_end();
+}
+
+static void setup_new(setup *s, bool compiled) {
+  kn_generator *g = kn_generator_new(0);
+  s->m = kn_nn_transformer_encoder_layer(D, HEADS, FF, 0.0, true, g);
+  s->x = kn_randn(KN_SHAPE(BATCH, SEQ, D), g, KN_FLOAT32);
+  kn_generator_free(g);
+  kn_tensor **ps = NULL;
+  int n = kn_nn_parameters(s->m, &ps);
+  s->opt = kn_sgd(ps, n, &(kn_optim_options){.lr = 1e-4});
+  free(ps);
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  s->f = compiled ? kn_compile_fn(loss_fn, NULL, 2, "loss_fn", __FILE__, __LINE__, &o) : NULL;
+  if (!s->m || !s->x || !s->opt || (compiled && !s->f)) die("setup");
+}
+
+static void setup_free(setup *s) {
+  kn_compiled_free(s->f);
+  kn_optim_free(s->opt);
+  kn_release(s->x);
+  kn_module_free(s->m);
+}
+
+/* Median ms per step of s at the current thread count: process CPU time
+** at 1 thread (on a shared machine wall time mostly measures the other
+** processes), wall time with more. */
+static double clock_s(bool cpu) {
+  return cpu ? kn_bench_clock(CLOCK_PROCESS_CPUTIME_ID) : kn_bench_wall_s();
+}
+
+static double time_steps(setup *s, bool cpu) {
+  double t[REPS];
+  for (int w = 0; w < 2; w++) step(s); /* compile, warm caches */
+  for (int r = 0; r < REPS; r++) {
+    double t0 = clock_s(cpu);
+    for (int k = 0; k < STEPS; k++) step(s);
+    t[r] = (clock_s(cpu) - t0) / STEPS * 1e3;
+  }
+  return kn_bench_median(t, REPS);
+}
+
+/* Generated kernels and extern calls in the compiled graphs of dir. */
+static void count_kernels(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd,
+           "cat %s/inductor/*.c 2>/dev/null | grep -c 'static void kernel'; "
+           "cat %s/inductor/*.c 2>/dev/null | grep -c 'rt->ext('; "
+           "ls %s/inductor/*.c 2>/dev/null | wc -l", dir, dir, dir);
+  FILE *p = popen(cmd, "r");
+  int k = -1, e = -1, files = -1;
+  if (p && fscanf(p, "%d %d %d", &k, &e, &files) != 3) k = -1;
+  if (p) pclose(p);
+  printf("BENCH_INFO transformer_layer_compiled_kernels %d kernels, %d extern calls in %d "
+         "compiled graphs (forward, backward, SGD step)\n", k, e, files);
+}
+
+static const char *const torch_script =
+    "import sys, time, torch, torch.nn as nn\n"
+    "torch.manual_seed(0)\n"
+    "layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True).train()\n"
+    "opt = torch.optim.SGD(layer.parameters(), lr=1e-4)\n"
+    "x = torch.randn(16, 128, 256)\n"
+    "def step():\n"
+    "    layer(x).sum().backward(); opt.step(); opt.zero_grad(set_to_none=True)\n"
+    "for nt in (1, 2):\n"
+    "    torch.set_num_threads(nt)\n"
+    "    clock = time.process_time if nt == 1 else time.perf_counter\n"
+    "    for _ in range(2): step()\n"
+    "    ts = []\n"
+    "    for _ in range(5):\n"
+    "        t0 = clock()\n"
+    "        for _ in range(2): step()\n"
+    "        ts.append((clock() - t0) / 2 * 1e3)\n"
+    "    print(sorted(ts)[2])\n";
+
+/* Median ms per torch step at 1 and 2 threads; false when torch is missing. */
+static bool torch_ms(const char *core, double *ms) {
+  char out[64], cmd[256];
+  snprintf(out, sizeof out, "/tmp/kn_bench_transformer_%d.txt", (int)getpid());
+  snprintf(cmd, sizeof cmd, "OPENBLAS_CORETYPE=%s /usr/bin/python3 - 2>/dev/null > %s", core, out);
+  FILE *f = popen(cmd, "w");
+  if (!f) return false;
+  fputs(torch_script, f);
+  int rc = pclose(f);
+  FILE *r = rc == 0 ? fopen(out, "r") : NULL;
+  bool ok = r && fscanf(r, "%lf %lf", &ms[0], &ms[1]) == 2;
+  if (r) fclose(r);
+  remove(out);
+  return ok;
+}
+
+int main(void) {
+  char dir[] = "/tmp/kn-bench-transformer-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  setenv("KILN_CACHE_DIR", dir, 1);
+  setup eager, comp;
+  setup_new(&eager, false);
+  setup_new(&comp, true);
+  double te[2], tc[2];
+  for (int t = 0; t < 2; t++) {
+    omp_set_num_threads(t + 1);
+    te[t] = time_steps(&eager, t == 0);
+    tc[t] = time_steps(&comp, t == 0);
+    printf("BENCH transformer_layer_step_eager_ms_%dT %.2f ms\n", t + 1, te[t]);
+    printf("BENCH transformer_layer_step_compiled_ms_%dT %.2f ms\n", t + 1, tc[t]);
+  }
+  count_kernels(dir);
+  printf("RATIO transformer_layer_step_compiled_vs_eager %.3f (1 thread; goal >= 1.3)\n",
+         te[0] / tc[0]);
+  printf("RATIO transformer_layer_step_compiled_vs_eager_2T %.3f (goal >= 1.3)\n", te[1] / tc[1]);
+  setup_free(&eager);
+  setup_free(&comp);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "chmod -R u+w %s 2>/dev/null; rm -rf %s", dir, dir);
+  if (system(cmd) != 0) fprintf(stderr, "bench_transformer: could not remove %s\n", dir);
+  const char *env = getenv("OPENBLAS_CORETYPE");
+  const char *core = env ? env : openblas_get_corename();
+  printf("BENCH_INFO torch OPENBLAS_CORETYPE=%s\n", core);
+  double tt[2];
+  if (!torch_ms(core, tt)) {
+    printf("BENCH_INFO transformer_layer_step_torch skipped (no /usr/bin/python3 with torch)\n");
+    return 0;
+  }
+  for (int t = 0; t < 2; t++)
+    printf("BENCH transformer_layer_step_torch_ms_%dT %.2f ms\n", t + 1, tt[t]);
+  printf("RATIO transformer_layer_step_vs_torch %.3f (1 thread; goal >= 1.2)\n", tt[0] / tc[0]);
+  printf("RATIO transformer_layer_step_vs_torch_2T %.3f (goal >= 1.2)\n", tt[1] / tc[1]);
+  return 0;
+}

@@ -37,18 +37,24 @@ double kn__red_finalize(kn__red_kind k, double acc, double n, double corr) {
   }
 }
 
-/* Ops onto rows: row, dims, keepdim, dtype, correction. */
+/* Ops onto rows: row, dims, one dim?, keepdim, dtype, correction. */
 #define R(K) &kn__red_rows[KN__RED_##K]
 static const struct {
   int op;
   kn__red_use use;
 } uses[] = {
-    {KN_OP_SUM, {R(SUM), -1, -1, 1, -1}},        {KN_OP_SUM_DIM, {R(SUM), 1, 2, 3, -1}},
-    {KN_OP_MEAN, {R(MEAN), -1, -1, 1, -1}},      {KN_OP_MEAN_DIM, {R(MEAN), 1, 2, 3, -1}},
-    {KN_OP_PROD, {R(PROD), -1, -1, 1, -1}},      {KN_OP_PROD_DIM, {R(PROD), 1, 2, 3, -1}},
-    {KN_OP_AMAX, {R(MAX), 1, 2, -1, -1}},        {KN_OP_AMIN, {R(MIN), 1, 2, -1, -1}},
-    {KN_OP_ARGMAX, {R(ARGMAX), 1, 2, -1, -1}},   {KN_OP_ARGMIN, {R(ARGMIN), 1, 2, -1, -1}},
-    {KN_OP_VAR, {R(VAR), 1, 3, -1, 2}},          {KN_OP_STD, {R(STD), 1, 3, -1, 2}},
+    {KN_OP_SUM, {R(SUM), -1, false, -1, 1, -1}},
+    {KN_OP_SUM_DIM, {R(SUM), 1, false, 2, 3, -1}},
+    {KN_OP_MEAN, {R(MEAN), -1, false, -1, 1, -1}},
+    {KN_OP_MEAN_DIM, {R(MEAN), 1, false, 2, 3, -1}},
+    {KN_OP_PROD, {R(PROD), -1, false, -1, 1, -1}},
+    {KN_OP_PROD_DIM, {R(PROD), 1, true, 2, 3, -1}},
+    {KN_OP_AMAX, {R(MAX), 1, false, 2, -1, -1}},
+    {KN_OP_AMIN, {R(MIN), 1, false, 2, -1, -1}},
+    {KN_OP_ARGMAX, {R(ARGMAX), 1, true, 2, -1, -1}},
+    {KN_OP_ARGMIN, {R(ARGMIN), 1, true, 2, -1, -1}},
+    {KN_OP_VAR, {R(VAR), 1, false, 3, -1, 2}},
+    {KN_OP_STD, {R(STD), 1, false, 3, -1, 2}},
 };
 #undef R
 

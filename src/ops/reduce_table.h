@@ -57,7 +57,8 @@ extern const kn__red_row kn__red_rows[KN__RED_COUNT];
 /* Where an op's arguments are (-1: the op has none of that kind). */
 typedef struct kn__red_use {
   const kn__red_row *row;
-  int dims;      /* dims: int[] or int (one dim); NONE / [] = every dim */
+  int dims;      /* dims: int[] (or one int: one_dim); NONE / [] = every dim */
+  bool one_dim;  /* dims is one int? (prod.dim_int, argmax) */
   int keepdim;   /* bool */
   int dtype;     /* ScalarType? */
   int corr;      /* int? correction (default 1) */

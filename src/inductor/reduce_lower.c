@@ -16,6 +16,9 @@
 ** moments) or the input's type (INPUT: max, min, and the value of argmax /
 ** argmin, whose lanes carry the first index of their extreme too; lanes
 ** merge by the row's `better`, ties and NaN pairs to the smaller index).
+** The NaN rule WINS of a one-value row (max, min) keeps a NaN flag per lane
+** beside the order-only combine (a select and an or: both vectorise, where
+** one select on a NaN-aware condition does not); a flagged row is NaN.
 ** A MOMENTS row (var, std) makes two passes: the SUM row's for the mean
 ** (the MEAN row's finalize), then its own over prepared deviations.
 */
@@ -122,6 +125,11 @@ kn_status kn__ind_red_prelude(const kn__ind_plan *p, kn__sb *sb) {
 
 /* ---- lanes ------------------------------------------------------------------------- */
 
+/* A one-value row whose NaN wins: its lanes keep NaN flags. */
+static bool nan_flags(const kn__red_row *r) {
+  return r->shape == KN__RSHAPE_FOLD && r->nan == KN__RNAN_WINS;
+}
+
 const kn__red_row *kn__ind_red_pass_row(const kn__ind_node *in, int pass) {
   return in->red->shape == KN__RSHAPE_MOMENTS && pass == 0 ? &kn__red_rows[KN__RED_SUM] : in->red;
 }
@@ -129,8 +137,10 @@ const kn__red_row *kn__ind_red_pass_row(const kn__ind_node *in, int pass) {
 void kn__ind_red_lanes_open(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt) {
   kn__sb_printf(sb, "    %s lane%d[16];\n", acc_type(r, xdt), id);
   if (r->shape == KN__RSHAPE_INDEX) kn__sb_printf(sb, "    int64_t ilane%d[16];\n", id);
+  if (nan_flags(r)) kn__sb_printf(sb, "    int nan%d[16];\n", id);
   kn__sb_printf(sb, "    for (int l = 0; l < 16; l++) { lane%d[l] = %s;", id, r->init_text);
   if (r->shape == KN__RSHAPE_INDEX) kn__sb_printf(sb, " ilane%d[l] = 0;", id);
+  if (nan_flags(r)) kn__sb_printf(sb, " nan%d[l] = 0;", id);
   kn__sb_puts(sb, " }\n");
 }
 
@@ -141,6 +151,9 @@ void kn__ind_red_update(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt, 
     kn__sb_printf(sb, "{ const int b_ = kn_red_better_%s_%s(lane%d[%s], %s); "
                   "ilane%d[%s] = b_ ? %s : ilane%d[%s]; lane%d[%s] = b_ ? %s : lane%d[%s]; }\n",
                   r->kname, s, id, l, x, id, l, idx, id, l, id, l, x, id, l);
+  else if (nan_flags(r))
+    kn__sb_printf(sb, "{ lane%d[%s] = kn_red_comb_%s_%s(lane%d[%s], %s); nan%d[%s] |= %s != %s; }\n",
+                  id, l, r->kname, s, id, l, x, id, l, x, x);
   else
     kn__sb_printf(sb, "lane%d[%s] = kn_red_comb_%s_%s(lane%d[%s], %s);\n", id, l, r->kname, s,
                   id, l, x);
@@ -152,6 +165,8 @@ void kn__ind_red_lanes_close(kn__sb *sb, const kn__red_row *r, int id, kn_dtype 
   if (r->shape != KN__RSHAPE_INDEX) {
     kn__sb_printf(sb, "    for (int l = 1; l < 16; l++) acc%d = kn_red_comb_%s_%s(acc%d, lane%d[l]);\n",
                   id, r->kname, s, id, id);
+    if (nan_flags(r))
+      kn__sb_printf(sb, "    for (int l = 0; l < 16; l++) if (nan%d[l]) acc%d = NAN;\n", id, id);
     return;
   }
   kn__sb_printf(sb, "    int64_t iacc%d = ilane%d[0];\n    for (int l = 1; l < 16; l++) {\n"

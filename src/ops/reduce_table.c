@@ -7,7 +7,8 @@
 
 #include "ops/opdef.h"
 
-#define KN_RED(K, nm, init_, iinit_, better_, ibetter_, prep_, comb_, icomb_, fin_, A, S, col) \
+#define KN_RED(K, nm, init_, iinit_, better_, ibetter_, prep_, comb_, icomb_, fin_, A, S, NAN_, \
+               col)                                                                         \
   [KN__RED_##K] = {.kind = KN__RED_##K,                                                     \
                    .kname = #K,                                                             \
                    .name = nm,                                                              \
@@ -20,6 +21,7 @@
                    .finalize = #fin_,                                                       \
                    .acc = KN__RACC_##A,                                                     \
                    .shape = KN__RSHAPE_##S,                                                 \
+                   .nan = KN__RNAN_##NAN_,                                                  \
                    .ordered = sizeof #better_ > sizeof "(false)",                           \
                    .columns = col},
 const kn__red_row kn__red_rows[KN__RED_COUNT] = {

@@ -37,6 +37,11 @@ typedef enum kn__red_shape {
   KN__RSHAPE_MOMENTS  /* the mean, then the sum of squared deviations */
 } kn__red_shape;
 
+typedef enum kn__red_nan {
+  KN__RNAN_ARITH, /* NaN flows through the arithmetic (sum, prod, moments) */
+  KN__RNAN_WINS   /* a NaN anywhere is the result; an index points at the first */
+} kn__red_nan;
+
 typedef struct kn__red_row {
   kn__red_kind kind;
   const char *kname;   /* "SUM": names the generated functions */
@@ -47,6 +52,7 @@ typedef struct kn__red_row {
   const char *init_text, *better, *prep, *combine, *finalize;
   kn__red_acc acc;
   kn__red_shape shape;
+  kn__red_nan nan;
   bool ordered;        /* has a `better` (max, min, argmax, argmin) */
   bool columns;        /* eager has a vector path over contiguous columns */
 } kn__red_row;
@@ -72,7 +78,7 @@ const kn__red_use *kn__red_for_op(int op);
 ** kn__red_better_K(acc, x), kn__red_prep_K(x, mean), kn__red_comb_K(acc, x),
 ** kn__red_fin_K(acc, n, corr) over doubles; kn__red_ibetter_K and
 ** kn__red_icomb_K over int64_t (integer inputs). */
-#define KN_RED(K, name, init, iinit, better, ibetter, prep, comb, icomb, fin, A, S, col)    \
+#define KN_RED(K, name, init, iinit, better, ibetter, prep, comb, icomb, fin, A, S, NAN_, col) \
   static inline bool kn__red_better_##K(double acc, double x) {                           \
     (void)acc, (void)x;                                                                   \
     return better;                                                                        \

@@ -17,8 +17,8 @@
 
 #include "bench_util.h"
 
-#define REPS 15
-#define INNER 4
+#define REPS 21
+#define INNER 10
 
 static const int64_t last[1] = {-1};
 static volatile double sink;

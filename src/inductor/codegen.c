@@ -794,7 +794,8 @@ static void plan_stash(kctx *k, const kn__gnode *m) {
 ** of the input's type: blocks of 16, which gcc vectorises when the block
 ** loop is not unrolled first; double: blocks of up to 256 computed into
 ** tmp[], then combined into the double lanes), the remainder (< 16) into
-** lane 0. xv: the element as the pass combines it (x, or its deviation);
+** lane 0. xv: the element as the pass combines it (x, or its deviation,
+** kept in double in tmp[]);
 ** idx: the element's index in the row (index-carrying rows). */
 static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const code[3],
                       int dim, const kn__red_row *r, const char *xv, const char *idx) {

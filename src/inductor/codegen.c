@@ -789,77 +789,51 @@ static void plan_stash(kctx *k, const kn__gnode *m) {
   }
 }
 
-/* Lane l (an index expression) takes x: a sum adds, amax keeps the larger
-** and notes NaNs apart (a select and an or: both vectorise). */
-static void update(kn__sb *sb, int op, int id, const char *l, const char *x) {
-  if (op == 2)
-    kn__sb_printf(sb, "{ lane%d[%s] = %s > lane%d[%s] ? %s : lane%d[%s]; nan%d[%s] |= %s != %s; }\n",
-                  id, l, x, id, l, x, id, l, id, l, x, x);
-  else kn__sb_printf(sb, "lane%d[%s] += %s;\n", id, l, x);
-}
-
-/* The innermost loop of a reduction pass: element j accumulates into lane
-** j % 16 (amax: blocks of 16, which gcc vectorises when the block loop is not
-** unrolled first; sums: blocks of up to 256 computed into tmp[], then added
-** to the double lanes), the remainder (< 16) into lane 0. The lanes are combined in a fixed order after
-** the row: the same sizes give the same result on every run. */
+/* The innermost loop of a reduction pass with row r's lanes
+** (reduce_lower.c): element j accumulates into lane j % 16 (an accumulator
+** of the input's type: blocks of 16, which gcc vectorises when the block
+** loop is not unrolled first; double: blocks of up to 256 computed into
+** tmp[], then combined into the double lanes), the remainder (< 16) into
+** lane 0. xv: the element as the pass combines it (x, or its deviation,
+** kept in double in tmp[]);
+** idx: the element's index in the row (index-carrying rows). */
 static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const code[3],
-                      int dim) {
+                      int dim, const kn__red_row *r, const char *xv, const char *idx) {
   const char *body = code[0], *pre = code[1], *rest = code[2];
-  const kn__ind_node *in = &k->p->nodes[n->index];
-  const char *ct = kn__ind_ctype(n->meta[0].dtype);
+  kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
+  const char *ct = strcmp(xv, "x") ? "double" : kn__ind_ctype(xdt);
   int t = k->depth - 1;
   kn__sb len;
   kn__sb_init(&len);
   sym_text(k, &len, k->shape->sizes[dim]);
   const char *L = kn__sb_cstr(&len);
-  if (in->red_op == 2) { /* lanes of the compute type, updated in the block loop */
+  if (r->acc == KN__RACC_INPUT) { /* lanes of the compute type, updated in the block loop */
     kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      for (; jb + 16 <= %s; jb += 16) {\n"
                   "      #pragma GCC unroll 1\n      for (int l = 0; l < 16; l++) {\n"
                   "      const int64_t j%d = jb + l;\n", L, t);
     kn__sb_puts(sb, body);
     kn__sb_puts(sb, "      ");
-    update(sb, in->red_op, n->index, "l", "x");
+    kn__ind_red_update(sb, r, n->index, xdt, "l", xv, idx);
     kn__sb_puts(sb, "      }\n      }\n");
   } else { /* blocks of up to 256 into tmp[] (converting to the double lanes in
-           ** the same loop stops gcc vectorising it), then lane l += tmp[b + l] */
+           ** the same loop stops gcc vectorising it), then lane l takes tmp[b + l] */
     kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      while (%s - jb >= 16) {\n"
                   "      const int64_t bn = %s - jb >= 256 ? 256 : (%s - jb) & ~(int64_t)15;\n"
                   "      %s tmp[256];\n%s      for (int64_t l = 0; l < bn; l++) {\n"
                   "      const int64_t j%d = jb + l;\n", L, L, L, ct, pre, t);
     kn__sb_puts(sb, body);
-    kn__sb_printf(sb, "      tmp[l] = x;\n      }\n      for (int64_t b = 0; b < bn; b += 16)\n"
-                  "        for (int l = 0; l < 16; l++) ");
-    update(sb, in->red_op, n->index, "l", "tmp[b + l]");
+    kn__sb_printf(sb, "      tmp[l] = %s;\n      }\n      for (int64_t b = 0; b < bn; b += 16)\n"
+                  "        for (int l = 0; l < 16; l++) ", xv);
+    kn__ind_red_update(sb, r, n->index, xdt, "l", "tmp[b + l]", idx);
     kn__sb_puts(sb, "      jb += bn;\n      }\n");
   }
   kn__sb_printf(sb, "      for (; jb < %s; jb++) {\n      const int64_t j%d = jb;\n", L, t);
   kn__sb_puts(sb, rest);
   kn__sb_puts(sb, "      ");
-  update(sb, in->red_op, n->index, "0", "x");
+  kn__ind_red_update(sb, r, n->index, xdt, "0", xv, idx);
   kn__sb_puts(sb, "      }\n    }\n");
   if (kn__sb_failed(&len)) k->failed = true;
   kn__sb_fini(&len);
-}
-
-/* Lanes before a pass, their combination after it (in lane order). */
-static void lanes_open(kn__sb *sb, const kn__gnode *n, int op, const char *ct) {
-  if (op == 2)
-    kn__sb_printf(sb, "    %s lane%d[16];\n    int nan%d[16];\n    for (int l = 0; l < 16; l++) "
-                  "{ lane%d[l] = -INFINITY; nan%d[l] = 0; }\n", ct, n->index, n->index, n->index,
-                  n->index);
-  else kn__sb_printf(sb, "    double lane%d[16];\n    for (int l = 0; l < 16; l++) lane%d[l] = 0;\n",
-                     n->index, n->index);
-}
-
-static void lanes_close(kn__sb *sb, const kn__gnode *n, int op) {
-  int i = n->index;
-  kn__sb_printf(sb, "    double acc%d = lane%d[0];\n", i, i);
-  if (op == 2)
-    kn__sb_printf(sb, "    int anynan%d = nan%d[0];\n    for (int l = 1; l < 16; l++) {\n"
-                  "      acc%d = lane%d[l] > acc%d ? lane%d[l] : acc%d;\n      anynan%d |= nan%d[l];\n"
-                  "    }\n    if (anynan%d) acc%d = NAN;\n", i, i, i, i, i, i, i, i, i, i, i);
-  else kn__sb_printf(sb, "    for (int l = 1; l < 16; l++) acc%d += lane%d[l];\n", i, i);
 }
 
 /* The output that keeps v for a later pass (same dtype), when its block is
@@ -918,8 +892,8 @@ static void block_vms(kctx *k, kn__sb *pre, const kn__gnode *src, int nd, const 
 
 /* The body of a reduction pass's innermost loop, computing x. */
 static void red_body(kctx *k, kn__sb *body, const kn__gnode *n, int nd, const int *dims) {
-  const char *ct = kn__ind_ctype(n->meta[0].dtype);
   const kn__gnode *src = n->args[0].u.t.node;
+  const char *ct = kn__ind_ctype(src->meta[n->args[0].u.t.idx].dtype);
   memset(k->done, 0, (size_t)k->p->nnodes);
   level_offsets(k, body, nd - 1, dims[nd - 1]);
   if (member(k, src)) {
@@ -933,38 +907,75 @@ static void red_body(kctx *k, kn__sb *body, const kn__gnode *n, int nd, const in
   }
 }
 
-/* A reduction member: one pass over the row. */
+/* The element's flat index in the row (row-major over the reduced dims),
+** for index-carrying rows; empty otherwise. */
+static void row_index(kctx *k, kn__sb *sb, const kn__gnode *n, int nd, const int *dims) {
+  if (k->p->nodes[n->index].red->shape != KN__RSHAPE_INDEX) return;
+  kn__sb_puts(sb, "(int64_t)");
+  for (int t = 0; t < nd; t++) kn__sb_putc(sb, '(');
+  kn__sb_puts(sb, "j0)");
+  for (int t = 1; t < nd; t++) { /* Horner: ((j0 * S1 + j1) * S2 + j2) */
+    kn__sb_puts(sb, " * (");
+    sym_text(k, sb, k->shape->sizes[dims[t]]);
+    kn__sb_printf(sb, ") + j%d)", t);
+  }
+}
+
+/* The loops of one pass with row r's lanes, combined into accID after. */
+static void red_loops(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const text[3],
+                      const kn__red_row *r, const char *xv) {
+  int dims[KN_MAX_DIMS], nd = red_dims(k, dims);
+  kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
+  kn__sb idx;
+  kn__sb_init(&idx);
+  row_index(k, &idx, n, nd, dims);
+  kn__ind_red_lanes_open(sb, r, n->index, xdt);
+  int nl = open_loops(k, sb, nd - 1);
+  red_inner(k, sb, n, text, dims[nd - 1], r, xv, kn__sb_cstr(&idx));
+  close_loops(sb, nl);
+  kn__ind_red_lanes_close(sb, r, n->index, xdt);
+  if (kn__sb_failed(&idx)) k->failed = true;
+  kn__sb_fini(&idx);
+}
+
+/* A reduction member: one pass over the row (two for moments: the mean
+** first, in a block of its own). */
 static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
-  const char *ct = kn__ind_ctype(n->meta[0].dtype);
   const kn__gnode *src = n->args[0].u.t.node;
   int dims[KN_MAX_DIMS], nd = red_dims(k, dims);
   kn__sb_puts(sb, "    /* ");
   node_comment(sb, n);
-  lanes_open(sb, n, in->red_op, ct);
   plan_stash(k, src);
   kn__sb code[3];
   for (int c = 0; c < 3; c++) kn__sb_init(&code[c]);
   k->inner = true;
-  if (in->red_op != 2 && member(k, src)) block_vms(k, &code[1], src, nd, dims);
+  if (in->red->acc == KN__RACC_WIDE && member(k, src)) block_vms(k, &code[1], src, nd, dims);
   red_body(k, &code[0], n, nd, dims);
   memset(k->blk, 0, (size_t)k->p->nnodes);
   red_body(k, &code[2], n, nd, dims); /* the remainder: no block */
   k->inner = false;
-  int nl = open_loops(k, sb, nd - 1);
   const char *text[3];
   for (int c = 0; c < 3; c++) text[c] = kn__sb_cstr(&code[c]);
-  red_inner(k, sb, n, text, dims[nd - 1]);
-  close_loops(sb, nl);
+  if (in->red->shape == KN__RSHAPE_MOMENTS) {
+    kn__sb_printf(sb, "    double mean%d;\n    {\n", n->index);
+    red_loops(k, sb, n, text, kn__ind_red_pass_row(in, 0), "x");
+    kn__ind_red_mean(sb, n->index);
+    kn__sb_puts(sb, "    }\n");
+    char xv[64];
+    snprintf(xv, sizeof xv, "kn_red_prep_%s_%s(x, mean%d)", in->red->kname,
+             src->meta[n->args[0].u.t.idx].dtype == KN_FLOAT64 ? "f64" : "f32", n->index);
+    red_loops(k, sb, n, text, kn__ind_red_pass_row(in, 1), xv);
+  } else {
+    red_loops(k, sb, n, text, in->red, "x");
+  }
   for (int c = 0; c < 3; c++) {
     if (kn__sb_failed(&code[c])) k->failed = true;
     kn__sb_fini(&code[c]);
   }
   for (int i = 0; i < k->p->nnodes; i++)
     if (k->stash[i] >= 0 && k->done[i]) k->stash_ready[i] = 1;
-  lanes_close(sb, n, in->red_op);
-  kn__sb_printf(sb, "    const %s v%d = (%s)(acc%d%s);\n", ct, n->index, ct, n->index,
-                in->red_op == 1 ? " / (double)red" : "");
+  kn__ind_red_result(sb, in, n->index, n->meta[0].dtype);
 }
 
 static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
@@ -1227,6 +1238,7 @@ kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
   kn__sb_puts(sb, "/* generated by kiln inductor */\n");
   kn__sb_puts(sb, prelude);
   kn_status st = kn__ind_formula_prelude(p, sb);
+  if (st == KN_OK) st = kn__ind_red_prelude(p, sb);
   kn__sb_puts(sb, kn__sb_cstr(&ker));
   kn__sb_puts(sb, kn__sb_cstr(&call));
   bool bad = st != KN_OK || kn__sb_failed(&ker) || kn__sb_failed(&call) || kn__sb_failed(sb);

@@ -11,6 +11,7 @@
 **   formula.c    per-op element formulas and compute types (lowering rules)
 **   decomp.c     the decomposition table (softmax, norms, losses -> core ops)
 **   lower.c      the plan: a kind per node, value slots, symbolic sizes
+**   reduce_lower.c reductions from the reduction table (ops/reduce_table.h)
 **   sched.c      the scheduler: fusion groups, the schedule/fusion logs
 **   codegen.c    the C source of a plan
 **   gemm.c       GEMM / convolution extern calls with fused activations
@@ -27,6 +28,7 @@
 #include "core/strbuf.h"
 #include "graph/graph.h"
 #include "kiln/compile.h"
+#include "ops/reduce_table.h"
 
 /* The backend (kn_backend_fn shape; ud is unused). On failure the error
 ** names the cause (no compiler, compiler error with its stderr, ...). */
@@ -112,7 +114,8 @@ typedef struct kn__ind_node {
   bool inlined;
   int step;          /* extern step index (KN__IND_EXTERN) */
   kn__ind_formula f; /* KN__IND_PW */
-  int red_op;        /* KN__IND_RED: 0 sum, 1 mean, 2 amax */
+  const kn__red_row *red; /* KN__IND_RED: its row of the reduction table */
+  int64_t red_corr;  /* KN__IND_RED: the correction (var, std) */
   unsigned red_mask; /* KN__IND_RED: bit d set when dim d is reduced */
   int group;         /* index of its reduction group, -1 when none */
   bool row;          /* group member computed once per row (reduction results) */
@@ -165,6 +168,29 @@ kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p);
 kn_status kn__ind_schedule(kn__ind_plan *p, bool allow);
 /* A new slot for output k.. of n (count slots). */
 int kn__ind_new_slots(kn__ind_plan *p, const kn__gnode *n, int count);
+
+/* ---- reductions (reduce_lower.c) ------------------------------------------------ */
+/* Is n a reduction inductor generates (a row of the reduction table over
+** float32/float64, constant dims, no dtype=)? Fills in's red, red_mask and
+** red_corr. */
+bool kn__ind_red_classify(const kn__gnode *n, kn__ind_node *in);
+/* The inline functions of every table row p's reductions use. KN_ENOMEM. */
+kn_status kn__ind_red_prelude(const kn__ind_plan *p, kn__sb *sb);
+/* The row whose functions pass `pass` of reduction in uses (a MOMENTS row's
+** pass 0 is the SUM row's: the mean). Static. */
+const kn__red_row *kn__ind_red_pass_row(const kn__ind_node *in, int pass);
+/* Text of a pass of node id over elements of xdt with row r: its 16 lanes
+** (laneID, ilaneID), the update of lane l by element x (index idx: INDEX
+** rows), their combination into accID (iaccID) after the row. */
+void kn__ind_red_lanes_open(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt);
+void kn__ind_red_update(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt, const char *l,
+                        const char *x, const char *idx);
+void kn__ind_red_lanes_close(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt);
+/* `const <odt> vID = ...` from the accumulator (the row's finalize over
+** `red` elements, or the index). */
+void kn__ind_red_result(kn__sb *sb, const kn__ind_node *in, int id, kn_dtype odt);
+/* `meanID = ...`: the mean of a MOMENTS row's pass 0 (MEAN's finalize). */
+void kn__ind_red_mean(kn__sb *sb, int id);
 
 /* ---- decomposition (decomp.c) ------------------------------------------------ */
 /* Copy g and decompose the copy's calls that have a row in inductor's

@@ -1,7 +1,8 @@
 /*
 ** inductor/lower.c: the plan of a graph. Every node gets a kind: graph
 ** inputs and constants (read in place), pointwise nodes inductor computes,
-** reductions (sum, mean, amax over any set of dims), and extern calls of
+** reductions (every row of the reduction table over any set of dims:
+** reduce_lower.c), and extern calls of
 ** the eager op for everything else. The scheduler (sched.c) then decides
 ** which nodes share a kernel. Value slots number the buffers a run holds.
 */
@@ -40,42 +41,8 @@ int kn__ind_new_slots(kn__ind_plan *p, const kn__gnode *n, int count) {
   return first;
 }
 
-/* sum / mean / amax of a float tensor over a set of dims (all dims when
-** the dim list is empty or absent), no dtype argument. */
-static bool reduction(const kn__gnode *n, kn__ind_node *in) {
-  int id = n->opdef->id;
-  int op = id == KN_OP_SUM || id == KN_OP_SUM_DIM ? 0
-           : id == KN_OP_MEAN || id == KN_OP_MEAN_DIM ? 1
-           : id == KN_OP_AMAX ? 2 : -1;
-  if (op < 0 || n->nout != 1 || n->args[0].kind != KN__GA_TENSOR || !n->args[0].u.t.node)
-    return false;
-  const kn__vmeta *x = &n->args[0].u.t.node->meta[n->args[0].u.t.idx];
-  bool dims_arg = id == KN_OP_SUM_DIM || id == KN_OP_MEAN_DIM || id == KN_OP_AMAX;
-  int dt_arg = id == KN_OP_AMAX ? -1 : dims_arg ? 3 : 1; /* dtype= must be absent */
-  if (dt_arg >= 0 && n->nargs > dt_arg && n->args[dt_arg].kind != KN__GA_NONE) return false;
-  if ((x->dtype != KN_FLOAT32 && x->dtype != KN_FLOAT64) || n->meta[0].dtype != x->dtype ||
-      x->ndim == 0)
-    return false;
-  unsigned mask = 0;
-  if (dims_arg && n->args[1].kind == KN__GA_INTS && n->args[1].u.ints.n > 0) {
-    for (int j = 0; j < n->args[1].u.ints.n; j++) {
-      kn_sym d = n->args[1].u.ints.v[j];
-      int64_t dd = d.c < 0 ? d.c + x->ndim : d.c;
-      if (!kn__sym_is_const(d) || dd < 0 || dd >= x->ndim || ((mask >> dd) & 1)) return false;
-      mask |= 1u << dd;
-    }
-  } else {
-    mask = (1u << x->ndim) - 1;
-  }
-  for (int d = 0; op == 2 && d < x->ndim; d++)
-    if (((mask >> d) & 1) && kn__sym_is_const(x->sizes[d]) && x->sizes[d].c == 0)
-      return false; /* amax of nothing */
-  in->red_op = op;
-  in->red_mask = mask;
-  return true;
-}
-
-/* A sum or mean over leading dims whose kept dims end in a contiguous run
+/* A reduction whose eager kernel has a column path (the table's `columns`:
+** sum, mean) over leading dims whose kept dims end in a contiguous run
 ** of at least 16 elements (a bias gradient: [N, H] summed over N) that no
 ** pointwise node reads: the eager kernel adds whole rows into vector
 ** accumulators (ops/reduce.c), where a generated reduction would walk each
@@ -85,7 +52,7 @@ static bool column_sum(const kn__graph *g, const kn__gnode *n, const kn__ind_nod
   const kn__vmeta *x = &n->args[0].u.t.node->meta[n->args[0].u.t.idx];
   int nd = x->ndim, lead = 0;
   while (lead < nd && ((in->red_mask >> lead) & 1)) lead++;
-  if (in->red_op == 2 || lead == 0 || lead == nd || in->red_mask != (1u << lead) - 1 ||
+  if (!in->red->columns || lead == 0 || lead == nd || in->red_mask != (1u << lead) - 1 ||
       !kn__sym_is_const(x->sizes[nd - 1]) || x->sizes[nd - 1].c < 16 ||
       !kn__sym_is_const(x->strides[nd - 1]) || x->strides[nd - 1].c != 1)
     return false;
@@ -109,8 +76,8 @@ static void classify(kn__ind_plan *p, const kn__gnode *n) {
   case KN__GN_CALL:
     if (!n->opdef) in->kind = KN__IND_ALIAS;
     else if (kn__ind_formula_for(n, &in->f)) in->kind = KN__IND_PW;
-    else if (reduction(n, in) && !column_sum(p->g, n, in)) in->kind = KN__IND_RED;
-    else in->kind = KN__IND_EXTERN, in->red_op = 0, in->red_mask = 0;
+    else if (kn__ind_red_classify(n, in) && !column_sum(p->g, n, in)) in->kind = KN__IND_RED;
+    else in->kind = KN__IND_EXTERN, in->red = NULL, in->red_mask = 0;
     break;
   }
   if (in->kind == KN__IND_ALIAS) {

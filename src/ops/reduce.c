@@ -1,6 +1,8 @@
 /*
 ** ops/reduce.c: sum, mean and prod: meta functions and kernels.
 **
+** Each kernel combines, starts and finishes as its row of the reduction
+** table says (ops/reduce_table.h): the code generator lowers the same rows.
 ** Floating inputs accumulate in double (float16/bfloat16/float32 values are
 ** exact in double, and a double accumulator keeps float32 sums of 1e6
 ** elements within torch's tolerances); integer and bool inputs accumulate in
@@ -12,8 +14,9 @@
 
 #include "core/error.h"
 #include "ops/reduce.h"
+#include "ops/reduce_table.h"
 
-typedef enum { R_SUM, R_MEAN, R_PROD } rkind;
+typedef enum { R_SUM = KN__RED_SUM, R_MEAN = KN__RED_MEAN, R_PROD = KN__RED_PROD } rkind;
 
 /* Argument layout: all-dims rows (self, dtype?); dim rows (self, dims,
 ** keepdim, dtype?). */
@@ -56,48 +59,48 @@ kn_status kn__meta_prod(const kn__call *c, kn__metas *out) { return red_meta(c, 
 typedef struct acc {
   kn_dtype dt;   /* input dtype */
   double d;      /* floating accumulator */
-  uint64_t u;    /* integer accumulator (wraps like int64) */
+  int64_t u;     /* integer accumulator (wraps, as the table's icombine) */
 } acc;
 
 static double sum_f32(const float *x, int64_t n) {
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    s0 += x[i];
-    s1 += x[i + 1];
-    s2 += x[i + 2];
-    s3 += x[i + 3];
+    s0 = kn__red_comb_SUM(s0, x[i]);
+    s1 = kn__red_comb_SUM(s1, x[i + 1]);
+    s2 = kn__red_comb_SUM(s2, x[i + 2]);
+    s3 = kn__red_comb_SUM(s3, x[i + 3]);
   }
-  for (; i < n; i++) s0 += x[i];
-  return (s0 + s1) + (s2 + s3);
+  for (; i < n; i++) s0 = kn__red_comb_SUM(s0, x[i]);
+  return kn__red_comb_SUM(kn__red_comb_SUM(s0, s1), kn__red_comb_SUM(s2, s3));
 }
 
 static double sum_f64(const double *x, int64_t n) {
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    s0 += x[i];
-    s1 += x[i + 1];
-    s2 += x[i + 2];
-    s3 += x[i + 3];
+    s0 = kn__red_comb_SUM(s0, x[i]);
+    s1 = kn__red_comb_SUM(s1, x[i + 1]);
+    s2 = kn__red_comb_SUM(s2, x[i + 2]);
+    s3 = kn__red_comb_SUM(s3, x[i + 3]);
   }
-  for (; i < n; i++) s0 += x[i];
-  return (s0 + s1) + (s2 + s3);
+  for (; i < n; i++) s0 = kn__red_comb_SUM(s0, x[i]);
+  return kn__red_comb_SUM(kn__red_comb_SUM(s0, s1), kn__red_comb_SUM(s2, s3));
 }
 
 static void row_sum(void *state, const char *p, int64_t n, int64_t s, int64_t start) {
   (void)start;
   acc *a = state;
   if (a->dt == KN_FLOAT32 && s == 4) {
-    a->d += sum_f32((const float *)p, n);
+    a->d = kn__red_comb_SUM(a->d, sum_f32((const float *)p, n));
   } else if (a->dt == KN_FLOAT64 && s == 8) {
-    a->d += sum_f64((const double *)p, n);
+    a->d = kn__red_comb_SUM(a->d, sum_f64((const double *)p, n));
   } else if (kn_dtype_is_floating(a->dt)) {
-    double t = 0;
-    for (int64_t i = 0; i < n; i++) t += kn__load_double(p + i * s, a->dt);
-    a->d += t;
+    double t = kn__red_rows[KN__RED_SUM].init;
+    for (int64_t i = 0; i < n; i++) t = kn__red_comb_SUM(t, kn__load_double(p + i * s, a->dt));
+    a->d = kn__red_comb_SUM(a->d, t);
   } else {
-    for (int64_t i = 0; i < n; i++) a->u += (uint64_t)kn__load_int(p + i * s, a->dt);
+    for (int64_t i = 0; i < n; i++) a->u = kn__red_icomb_SUM(a->u, kn__load_int(p + i * s, a->dt));
   }
 }
 
@@ -105,18 +108,17 @@ static void row_prod(void *state, const char *p, int64_t n, int64_t s, int64_t s
   (void)start;
   acc *a = state;
   if (kn_dtype_is_floating(a->dt)) {
-    for (int64_t i = 0; i < n; i++) a->d *= kn__load_double(p + i * s, a->dt);
+    for (int64_t i = 0; i < n; i++) a->d = kn__red_comb_PROD(a->d, kn__load_double(p + i * s, a->dt));
   } else {
-    for (int64_t i = 0; i < n; i++) a->u *= (uint64_t)kn__load_int(p + i * s, a->dt);
+    for (int64_t i = 0; i < n; i++) a->u = kn__red_icomb_PROD(a->u, kn__load_int(p + i * s, a->dt));
   }
 }
 
 static void store_acc(const acc *a, rkind k, int64_t nred, char *dst, kn_dtype odt) {
   if (kn_dtype_is_floating(a->dt)) {
-    double v = k == R_MEAN ? a->d / (double)nred : a->d;
-    kn__store_double(dst, odt, v);
+    kn__store_double(dst, odt, kn__red_finalize((kn__red_kind)k, a->d, (double)nred, 0));
   } else {
-    kn__store_int(dst, odt, (int64_t)a->u);
+    kn__store_int(dst, odt, a->u);
   }
 }
 
@@ -155,10 +157,10 @@ static void row_vadd(void *state, const char *p, int64_t n, int64_t s, int64_t s
     const char *q = p + k * s;
     if (v->dt == KN_FLOAT32) {
       const float *x = (const float *)q;
-      for (int64_t j = 0; j < v->len; j++) sums[j] += x[j];
+      for (int64_t j = 0; j < v->len; j++) sums[j] = kn__red_comb_SUM(sums[j], x[j]);
     } else {
       const double *x = (const double *)q;
-      for (int64_t j = 0; j < v->len; j++) sums[j] += x[j];
+      for (int64_t j = 0; j < v->len; j++) sums[j] = kn__red_comb_SUM(sums[j], x[j]);
     }
   }
 }
@@ -178,13 +180,13 @@ static void outer_sum(const kn__redplan *p, kn_dtype dt, rkind k, char *dst, kn_
     int64_t r = t / nch, c0 = (t % nch) * OUTER_CHUNK;
     int64_t len = inner - c0 < OUTER_CHUNK ? inner - c0 : OUTER_CHUNK;
     double sums[OUTER_CHUNK];
-    for (int64_t j = 0; j < len; j++) sums[j] = 0;
+    for (int64_t j = 0; j < len; j++) sums[j] = kn__red_rows[k].init;
     vacc v = {dt, sums, len};
     int64_t o = r * inner + c0;
     kn__redplan_rows(p, kn__redplan_at(p, o), row_vadd, &v);
     for (int64_t j = 0; j < len; j++)
       kn__store_double(dst + (size_t)(o + j) * oes, odt,
-                       k == R_MEAN ? sums[j] / (double)p->nred : sums[j]);
+                       kn__red_finalize((kn__red_kind)k, sums[j], (double)p->nred, 0));
   }
 }
 
@@ -205,7 +207,7 @@ static kn_status red_kernel(const kn__call *c, kn__outs *out, rkind k) {
   char *dst = kn_data(o);
   size_t oes = kn_dtype_size(o->dtype);
   kn__row_fn fn = k == R_PROD ? row_prod : row_sum;
-  acc init = {t->dtype, k == R_PROD ? 1.0 : 0.0, k == R_PROD ? 1u : 0u};
+  acc init = {t->dtype, kn__red_rows[k].init, kn__red_rows[k].iinit};
   bool big = p.nout * p.nred >= KN__RED_PAR_MIN;
   if (p.nout == 1 && k != R_PROD && p.nr == 1 && big &&
       p.rst[0] == (int64_t)kn_dtype_size(t->dtype) &&

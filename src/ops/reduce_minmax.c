@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "ops/reduce.h"
+#include "ops/reduce_table.h"
 
 /* ---- meta ------------------------------------------------------------------ */
 
@@ -68,62 +69,40 @@ kn_status kn__meta_argmax(const kn__call *c, kn__metas *out) {
 
 /* ---- kernels ----------------------------------------------------------------- */
 
+/* The running extreme and its index, started and replaced as the table's
+** row says (ops/reduce_table.h: the NaN rule and first-index ties are in
+** its `better`). amax/amin share argmax/argmin's rows' order. */
 typedef struct best {
   kn_dtype dt;
-  bool max;       /* amax/argmax (else min) */
-  bool have, nan;
-  double d;       /* floating best */
-  int64_t i;      /* integer best */
-  int64_t at;     /* index of the best in the reduced region */
+  kn__red_kind kind; /* KN__RED_ARGMAX or KN__RED_ARGMIN */
+  double d;          /* floating best */
+  int64_t i;         /* integer best */
+  int64_t at;        /* index of the best in the reduced region */
 } best;
 
-/* Contiguous float rows without a per-element dtype switch. */
-static void row_best_f32(best *b, const float *x, int64_t n, int64_t start) {
-  for (int64_t k = 0; k < n; k++) {
-    float v = x[k];
-    if (v != v) {
-      b->nan = b->have = true;
-      b->d = v;
-      b->at = start + k;
-      return;
-    }
-    if (!b->have || (b->max ? v > b->d : v < b->d)) {
-      b->d = v;
-      b->at = start + k;
-      b->have = true;
-    }
+/* One row of doubles (or floats) with the order of row K. */
+#define BEST_LOOP(K, LOAD)                            \
+  for (int64_t k = 0; k < n; k++) {                   \
+    double v = LOAD;                                  \
+    if (kn__red_better_##K(b->d, v)) b->d = v, b->at = start + k; \
   }
-}
+#define BEST_ILOOP(K)                                              \
+  for (int64_t k = 0; k < n; k++) {                                \
+    int64_t v = kn__load_int(p + k * s, b->dt);                    \
+    if (kn__red_ibetter_##K(b->i, v)) b->i = v, b->at = start + k; \
+  }
 
 static void row_best(void *state, const char *p, int64_t n, int64_t s, int64_t start) {
   best *b = state;
-  if (b->nan) return;
+  bool max = b->kind == KN__RED_ARGMAX;
   if (b->dt == KN_FLOAT32 && s == 4) {
-    row_best_f32(b, (const float *)p, n, start);
+    const float *x = (const float *)p;
+    if (max) BEST_LOOP(ARGMAX, x[k]) else BEST_LOOP(ARGMIN, x[k])
   } else if (kn_dtype_is_floating(b->dt)) {
-    for (int64_t k = 0; k < n; k++) {
-      double v = kn__load_double(p + k * s, b->dt);
-      if (isnan(v)) {
-        b->nan = b->have = true;
-        b->d = v;
-        b->at = start + k;
-        return;
-      }
-      if (!b->have || (b->max ? v > b->d : v < b->d)) {
-        b->d = v;
-        b->at = start + k;
-        b->have = true;
-      }
-    }
+    if (max) BEST_LOOP(ARGMAX, kn__load_double(p + k * s, b->dt))
+    else BEST_LOOP(ARGMIN, kn__load_double(p + k * s, b->dt))
   } else {
-    for (int64_t k = 0; k < n; k++) {
-      int64_t v = kn__load_int(p + k * s, b->dt);
-      if (!b->have || (b->max ? v > b->i : v < b->i)) {
-        b->i = v;
-        b->at = start + k;
-        b->have = true;
-      }
-    }
+    if (max) BEST_ILOOP(ARGMAX) else BEST_ILOOP(ARGMIN)
   }
 }
 
@@ -133,9 +112,10 @@ static kn_status best_kernel(const kn_tensor *t, const bool *mask, bool max, boo
   kn__redplan_init(&p, t, mask);
   char *dst = kn_data(o);
   size_t oes = kn_dtype_size(o->dtype);
+  const kn__red_row *row = &kn__red_rows[max ? KN__RED_ARGMAX : KN__RED_ARGMIN];
 #pragma omp parallel for if (p.nout * p.nred >= KN__RED_PAR_MIN && p.nout > 1) schedule(static)
   for (int64_t i = 0; i < p.nout; i++) {
-    best b = {t->dtype, max, false, false, 0, 0, 0};
+    best b = {t->dtype, row->kind, row->init, row->iinit, 0};
     kn__redplan_rows(&p, kn__redplan_at(&p, i), row_best, &b);
     char *q = dst + (size_t)i * oes;
     if (index) *(int64_t *)q = b.at;

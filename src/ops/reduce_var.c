@@ -2,13 +2,15 @@
 ** ops/reduce_var.c: var and std over dims with a correction (Bessel's is
 ** correction 1, the default) and keepdim. Floating inputs only. Two passes
 ** in double per output (mean, then squared deviations), which stays accurate
-** where a one-pass formula cancels. The divisor is max(0, N - correction):
+** where a one-pass formula cancels: the MOMENTS rows of the reduction table
+** (ops/reduce_table.h), whose prep, combine and finalize these kernels call. The divisor is max(0, N - correction):
 ** like torch, var of a single element with correction 1 is nan (0/0).
 */
 #include <math.h>
 
 #include "core/error.h"
 #include "ops/reduce.h"
+#include "ops/reduce_table.h"
 
 /* var/std(self, dims?, correction?, keepdim) */
 kn_status kn__meta_var(const kn__call *c, kn__metas *out) {
@@ -30,25 +32,28 @@ typedef struct moments {
   int pass;
 } moments;
 
+/* Pass 0 sums the elements (the SUM row); pass 1 combines their prepared
+** squared deviations (the VAR row: var and std share it). */
+#define MOMENT_LOOP(LOAD)                                                         \
+  if (m->pass == 0)                                                               \
+    for (int64_t k = 0; k < n; k++) a = kn__red_comb_SUM(a, LOAD);                \
+  else                                                                            \
+    for (int64_t k = 0; k < n; k++) a = kn__red_comb_VAR(a, kn__red_prep_VAR(LOAD, m->mean));
+
 static void row_moments(void *state, const char *p, int64_t n, int64_t s, int64_t start) {
   (void)start;
   moments *m = state;
-  double a = 0;
+  double a = kn__red_rows[KN__RED_SUM].init;
   if (m->dt == KN_FLOAT32 && s == 4) {
     const float *x = (const float *)p;
-    if (m->pass == 0) for (int64_t k = 0; k < n; k++) a += x[k];
-    else for (int64_t k = 0; k < n; k++) a += (x[k] - m->mean) * (x[k] - m->mean);
+    MOMENT_LOOP(x[k])
   } else if (m->dt == KN_FLOAT64 && s == 8) {
     const double *x = (const double *)p;
-    if (m->pass == 0) for (int64_t k = 0; k < n; k++) a += x[k];
-    else for (int64_t k = 0; k < n; k++) a += (x[k] - m->mean) * (x[k] - m->mean);
+    MOMENT_LOOP(x[k])
   } else {
-    for (int64_t k = 0; k < n; k++) {
-      double v = kn__load_double(p + k * s, m->dt);
-      a += m->pass == 0 ? v : (v - m->mean) * (v - m->mean);
-    }
+    MOMENT_LOOP(kn__load_double(p + k * s, m->dt))
   }
-  m->acc += a;
+  m->acc = kn__red_comb_SUM(m->acc, a);
 }
 
 static kn_status var_kernel(const kn__call *c, kn__outs *out, bool sqrt_it) {
@@ -60,21 +65,20 @@ static kn_status var_kernel(const kn__call *c, kn__outs *out, bool sqrt_it) {
   int64_t corr = c->args[2].kind == KN__A_INT ? c->args[2].u.i : 1;
   kn__redplan p;
   kn__redplan_init(&p, t, mask);
-  double div = (double)p.nred - (double)corr;
-  if (div < 0) div = 0;
   char *dst = kn_data(o);
   size_t oes = kn_dtype_size(o->dtype);
 #pragma omp parallel for if (p.nout * p.nred >= KN__RED_PAR_MIN && p.nout > 1) schedule(static)
   for (int64_t i = 0; i < p.nout; i++) {
     const char *base = kn__redplan_at(&p, i);
-    moments m = {t->dtype, 0, 0, 0};
+    moments m = {t->dtype, 0, kn__red_rows[KN__RED_SUM].init, 0};
     kn__redplan_rows(&p, base, row_moments, &m);
-    m.mean = m.acc / (double)p.nred;
-    m.acc = 0;
+    m.mean = kn__red_fin_MEAN(m.acc, (double)p.nred, 0);
+    m.acc = kn__red_rows[KN__RED_VAR].init;
     m.pass = 1;
     kn__redplan_rows(&p, base, row_moments, &m);
-    double v = p.nred == 0 ? NAN : m.acc / div;
-    kn__store_double(dst + (size_t)i * oes, o->dtype, sqrt_it ? sqrt(v) : v);
+    double n = (double)p.nred, v = sqrt_it ? kn__red_fin_STD(m.acc, n, (double)corr)
+                                            : kn__red_fin_VAR(m.acc, n, (double)corr);
+    kn__store_double(dst + (size_t)i * oes, o->dtype, v);
   }
   return KN_OK;
 }

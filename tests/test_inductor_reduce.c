@@ -1,0 +1,269 @@
+/*
+** tests/test_inductor_reduce.c: every reduction of the op table lowers
+** through the reduction table (ops/reduce_table.h): sum, mean, prod,
+** amax/amin, argmax/argmin (index-carrying lanes) and var/std (two passes
+** in one kernel), compiled against eager on random inputs holding NaN and
+** inf, with keepdim, several dims, float64, dynamic sizes, fused with a
+** producer and a consumer; a walk over the op table fails for any op
+** flagged as a reduction without a row or a lowering; a few results are
+** checked against plain C loops (an independent expectation).
+*/
+#include "inductor_util.h"
+#include "ops/opdef.h"
+#include "ops/reduce_table.h"
+#include "support/files.h"
+
+static char cache[64];
+
+static void setup(void) {
+  ind_cache_dir(cache, sizeof cache);
+  kn_manual_seed(11);
+}
+static void teardown(void) {
+  if (!getenv("KN_TEST_KEEP_CACHE")) ind_rm(cache);
+}
+
+TestSuite(inductor_reduce, .init = setup, .fini = teardown, .timeout = 300);
+
+/* Kernels and extern calls in the sources generated so far (then cleared). */
+static void expect_code(int kernels, int exts, const char *what) {
+  char *src = kn_test_inductor_sources(cache);
+  if (kernels >= 0)
+    cr_expect_eq(kn_test_count_of(src, "static void kernel"), kernels, "%s: kernels in\n%s",
+                 what, src);
+  cr_expect_eq(kn_test_count_of(src, "rt->ext("), exts, "%s: extern calls in\n%s", what, src);
+  free(src);
+  ind_rm(cache);
+  ind_cache_dir(cache, sizeof cache);
+}
+
+/* randn with NaN, +inf and -inf planted at fixed places (row r of a [R, C]
+** view gets a NaN when r % 5 == 1, an inf when r % 7 == 2, ...). */
+static kn_tensor *special(int ndim, const int64_t *sizes, kn_dtype dt) {
+  kn_tensor *x = kn_contiguous(kn_randn(ndim, sizes, NULL, dt));
+  int64_t n = kn_numel(x);
+  for (int64_t i = 0; i < n; i++) {
+    double v = i % 53 == 7 ? NAN : i % 61 == 3 ? INFINITY : i % 67 == 5 ? -INFINITY : NAN;
+    if (!(i % 53 == 7 || i % 61 == 3 || i % 67 == 5)) continue;
+    if (dt == KN_FLOAT32) ((float *)kn_data(x))[i] = (float)v;
+    else ((double *)kn_data(x))[i] = v;
+  }
+  return x;
+}
+
+/* ---- the op table walk ---------------------------------------------------------------- */
+static int walk_op;
+
+/* op walk_op over dim 1 (or all dims) of x with keepdim, as its row lays out
+** its arguments. */
+static kn_tensor *any_reduction(kn_tensor *x) {
+  const kn__red_use *u = kn__red_for_op(walk_op);
+  kn__arg a[6] = {KN_A_T(x), KN_A_NONE, KN_A_NONE, KN_A_NONE, KN_A_NONE, KN_A_NONE};
+  static const int64_t one[1] = {1};
+  int n = 1;
+  if (u->dims >= 0) a[u->dims] = u->one_dim ? KN_A_I(1) : KN_A_INTS(one, 1), n = u->dims + 1;
+  if (u->keepdim >= 0) a[u->keepdim] = KN_A_B(true), n = n > u->keepdim ? n : u->keepdim + 1;
+  if (u->corr >= 0) a[u->corr] = KN_A_I(1), n = n > u->corr ? n : u->corr + 1;
+  if (u->dtype >= 0) n = n > u->dtype ? n : u->dtype + 1;
+  return kn__invoke((kn__opid)walk_op, n, a);
+}
+
+Test(inductor_reduce, every_reduction_op_has_a_row_and_lowers) {
+  int seen = 0;
+  for (int id = 0; id < KN__OP_COUNT; id++) {
+    if (!(kn__ops[id].flags & KN_OPF_REDUCTION)) continue;
+    const kn__red_use *u = kn__red_for_op(id);
+    cr_expect_not_null(u, "%s.%s is a reduction without a row of the reduction table",
+                       kn__ops[id].name, kn__ops[id].overload);
+    if (!u) continue;
+    seen++;
+    walk_op = id;
+    kn_compile_options o = {.backend = "inductor"};
+    kn_compiled *f = KN_COMPILE(any_reduction, &o);
+    kn_scope_begin();
+    kn_tensor *x = special(KN_SHAPE(6, 37), KN_FLOAT32);
+    char what[96];
+    snprintf(what, sizeof what, "%s.%s", kn__ops[id].name, kn__ops[id].overload);
+    cr_expect(ind_close(kn_call_t(f, x), any_reduction(x), 1e-6, 1e-6, what), "%s", what);
+    kn_scope_end();
+    kn_compiled_free(f);
+    expect_code(1, 0, what); /* one generated kernel, no extern call */
+  }
+  cr_expect_eq(seen, 12);
+}
+
+Test(inductor_reduce, every_row_is_whole) {
+  for (int k = 0; k < KN__RED_COUNT; k++) {
+    const kn__red_row *r = &kn__red_rows[k];
+    cr_expect_eq((int)r->kind, k);
+    cr_expect(r->name && r->combine && r->finalize && r->init_text && r->prep, "row %d", k);
+    cr_expect_eq(r->ordered, r->acc == KN__RACC_INPUT, "%s: ordered rows keep the input type",
+                 r->name);
+  }
+}
+
+/* ---- every op against eager: NaN/inf, keepdim, several dims, float64 ---------------- */
+static const int64_t d02[2] = {0, 2}, d1[1] = {1}, dlast[1] = {-1};
+
+/* Each reduction over x [4, 9, 37] in several forms; out[0..) filled. */
+static void forms(kn_tensor *x, kn_tensor **out) {
+  int k = 0;
+  out[k++] = kn_sum_dims(x, d02, 2, true);
+  out[k++] = kn_mean_dims(x, dlast, 1, false);
+  out[k++] = kn_prod_dim(kn_mul_scalar(x, kn_float(0.5)), 2, true);
+  out[k++] = kn_prod(kn_add_scalar(kn_mul_scalar(kn_tanh(x), kn_float(0.01)), kn_float(1)));
+  out[k++] = kn_amax(x, d02, 2, false);
+  out[k++] = kn_amin(x, d1, 1, true);
+  out[k++] = kn_argmax_dim(x, 2, false);
+  out[k++] = kn_argmin_dim(x, 1, true);
+  out[k++] = kn_argmax(x);
+  out[k++] = kn_argmin(kn_neg(x));
+  out[k++] = kn_var(x, dlast, 1, 1, false);
+  out[k++] = kn_std(x, d02, 2, 0, true);
+  out[k++] = kn_var(x, NULL, 0, 1, false);
+}
+#define NFORMS 13
+static kn_value forms_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  kn_tensor *o[NFORMS];
+  forms(args[0].u.t, o);
+  kn_value items[NFORMS];
+  for (int i = 0; i < NFORMS; i++) items[i] = kn_vtensor(o[i]);
+  return kn_tuple(NFORMS, items);
+}
+
+static void check_forms(kn_compiled *f, kn_tensor *x, const char *what) {
+  kn_value out, arg = kn_vtensor(x);
+  cr_assert_eq(kn_call(f, &arg, 1, &out), KN_OK, "%s: %s", what, kn_last_error());
+  cr_assert_eq(out.kind, KN_VTUPLE);
+  cr_assert_eq(out.n, NFORMS);
+  kn_tensor *want[NFORMS];
+  forms(x, want);
+  for (int i = 0; i < NFORMS; i++) {
+    char w[64];
+    snprintf(w, sizeof w, "%s form %d", what, i);
+    cr_expect(ind_close(out.u.items[i].u.t, want[i], 1e-5, 1e-6, w), "%s", w);
+  }
+  kn_value_release(out);
+}
+
+static kn_compiled *compile_forms(kn_dynamic dyn) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = dyn};
+  kn_compiled *f = kn_compile_fn(forms_fn, NULL, 1, "forms", __FILE__, __LINE__, &o);
+  cr_assert_not_null(f, "%s", kn_last_error());
+  return f;
+}
+
+/* NaN, inf and -inf in the rows; float32 and float64; no extern call. */
+Test(inductor_reduce, every_form_matches_eager) {
+  kn_dtype dts[2] = {KN_FLOAT32, KN_FLOAT64};
+  for (int d = 0; d < 2; d++) {
+    kn_compiled *f = compile_forms(KN_DYNAMIC_FALSE);
+    kn_scope_begin();
+    check_forms(f, special(KN_SHAPE(4, 9, 37), dts[d]), d ? "float64" : "float32");
+    check_forms(f, kn_randn(KN_SHAPE(4, 9, 37), NULL, dts[d]), d ? "float64 finite" : "finite");
+    kn_scope_end();
+    kn_compiled_free(f);
+    expect_code(-1, 0, "forms");
+  }
+}
+
+/* Dynamic sizes: the lengths of the rows are symbols of the kernel. */
+Test(inductor_reduce, dynamic_sizes_match_eager) {
+  kn_compiled *f = compile_forms(KN_DYNAMIC_TRUE);
+  kn_scope_begin();
+  int64_t lens[3] = {37, 50, 300};
+  for (int i = 0; i < 3; i++) {
+    int64_t sz[3] = {4 + i, 9, lens[i]};
+    char w[32];
+    snprintf(w, sizeof w, "dynamic %lld", (long long)lens[i]);
+    check_forms(f, special(3, sz, KN_FLOAT32), w);
+  }
+  kn_scope_end();
+  kn_compiled_free(f);
+  cr_expect_eq(ind_count(cache, ".so"), 1, "one compile for every size");
+  expect_code(-1, 0, "dynamic forms");
+}
+
+/* ---- fusion ------------------------------------------------------------------------------ */
+/* A producer (exp of a product) and a consumer (x - argmax + std) around
+** each reduction: one kernel, no extern call, no intermediate buffer. */
+static kn_tensor *fused(kn_tensor *x) {
+  kn_tensor *p = kn_exp(kn_mul_scalar(x, kn_float(0.1)));
+  kn_tensor *a = kn_std(p, dlast, 1, 1, true);
+  kn_tensor *b = kn_amin(p, dlast, 1, true);
+  kn_tensor *c = kn_prod_dim(p, -1, true);
+  kn_tensor *i = kn_argmax_dim(p, -1, true);
+  kn_tensor *r = kn_add(kn_sub(x, kn_mul(a, b)), kn_to(i, KN_FLOAT32));
+  return kn_add(r, kn_tanh(c));
+}
+
+Test(inductor_reduce, fused_with_producer_and_consumer) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(fused, &o);
+  kn_scope_begin();
+  kn_tensor *x = special(KN_SHAPE(12, 70), KN_FLOAT32);
+  cr_expect(ind_close(kn_call_t(f, x), fused(x), 1e-5, 1e-5, "fused"));
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "static void kernel"), 1, "one kernel in\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "rt->ext("), 0);
+  cr_expect_eq(kn_test_count_of(src, "rt->alloc("), 1, "only the result:\n%s", src);
+  free(src);
+}
+
+/* ---- an independent expectation: plain C loops ----------------------------------------- */
+static kn_tensor *stats(kn_tensor *x) {
+  kn_tensor *v = kn_var(x, dlast, 1, 1, false), *s = kn_std(x, dlast, 1, 0, false);
+  kn_tensor *p = kn_prod_dim(x, 1, false), *m = kn_amax(x, dlast, 1, false);
+  kn_tensor *mi = kn_amin(x, dlast, 1, false), *mn = kn_mean_dims(x, dlast, 1, false);
+  kn_tensor *ia = kn_to(kn_argmax_dim(x, 1, false), KN_FLOAT64);
+  kn_tensor *ib = kn_to(kn_argmin_dim(x, 1, false), KN_FLOAT64);
+  kn_tensor *parts[8] = {v, s, p, m, mi, mn, ia, ib};
+  return kn_stack(parts, 8, 0); /* [8, rows] */
+}
+
+/* Rows with ties (the first index wins), a NaN after the extreme (NaN
+** wins: first NaN), -inf, a single repeated value, and ordinary values. */
+Test(inductor_reduce, results_match_plain_c_loops) {
+  enum { R = 4, C = 6 };
+  const double x[R][C] = {{3, 1, 3, -2, 1, -2},
+                          {0.5, 7, NAN, 7, NAN, -1},
+                          {-INFINITY, 2, 2, -INFINITY, 0.25, 1},
+                          {4, 4, 4, 4, 4, 4}};
+  double want[8][R];
+  for (int r = 0; r < R; r++) {
+    double sum = 0, prod = 1, mx = -INFINITY, mn = INFINITY, ss = 0;
+    int imx = 0, imn = 0;
+    bool nan = false;
+    for (int c = 0; c < C; c++) {
+      double v = x[r][c];
+      sum += v;
+      prod *= v;
+      if (isnan(v) && !nan) nan = true, imx = imn = c;
+      if (!nan && v > mx) mx = v, imx = c;
+      if (!nan && v < mn) mn = v, imn = c;
+    }
+    double mean = sum / C;
+    for (int c = 0; c < C; c++) ss += (x[r][c] - mean) * (x[r][c] - mean);
+    double row[8] = {ss / (C - 1), sqrt(ss / C), prod, nan ? NAN : mx, nan ? NAN : mn, mean, imx, imn};
+    for (int k = 0; k < 8; k++) want[k][r] = row[k];
+  }
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(stats, &o);
+  kn_scope_begin();
+  kn_tensor *xt = kn_from_array(x, KN_SHAPE(R, C), KN_FLOAT64);
+  kn_tensor *got = kn_contiguous(kn_call_t(f, xt));
+  cr_assert_not_null(got, "%s", kn_last_error());
+  const double *g = kn_data(got);
+  for (int k = 0; k < 8; k++)
+    for (int r = 0; r < R; r++) {
+      double w = want[k][r], v = g[k * R + r];
+      cr_expect(isnan(w) ? isnan(v) : (isinf(w) ? v == w : fabs(v - w) <= 1e-12 * (1 + fabs(w))),
+                "statistic %d of row %d: compiled %.17g, expected %.17g", k, r, v, w);
+    }
+  kn_scope_end();
+  kn_compiled_free(f);
+  expect_code(-1, 1, "stats"); /* the stack only */
+}

@@ -18,5 +18,6 @@
 #include "kiln/checkpoint.h"
 #include "kiln/data.h"
 #include "kiln/profiler.h"
+#include "kiln/distributed.h"
 
 #endif

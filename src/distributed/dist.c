@@ -18,6 +18,8 @@
 #include "core/strbuf.h"
 #include "distributed/dist_int.h"
 #include "kiln/autograd.h"
+#include "kiln/log.h"
+#include "kiln/trace.h"
 #include "kiln/ops_pointwise.h"
 
 #define KN__DIST_DEFAULT_TIMEOUT 600.0
@@ -135,6 +137,10 @@ kn_status kn_dist_init(void) {
   G.init = true;
   G.broken = false;
   G.seq = 0;
+  /* as torch.distributed: log lines start with [rankR]: and trace records
+  ** carry "rank": R (the trace file's name too, when it is created later) */
+  kn_set_log_rank(G.rank);
+  kn_trace_set_rank(G.rank);
   return KN_OK;
 }
 
@@ -151,6 +157,8 @@ static void free_abandoned(void) {
 
 kn_status kn_dist_finalize(void) {
   if (!G.init) return KN_OK;
+  kn_set_log_rank(-1);
+  kn_trace_set_rank(-1);
   if (G.broken || G.pending) {
     kn_status st = kn__error(KN_ESTATE, "kn_dist_finalize: %s; MPI is left as it is (exit the "
                              "process)", G.broken ? "a collective failed, the process group is "

@@ -11,6 +11,8 @@
 **   kill         rank 1 dies (SIGKILL) before a collective: the same
 **   ddp          DDP training equals one process over the global batch;
 **                rank 0's checkpoint loads into a fresh model
+**   logs         [rankN]: log prefixes, per-rank trace files (rank 1
+**                compiles another graph; run.sh reports the traces)
 */
 #include <math.h>
 #include <signal.h>
@@ -221,6 +223,32 @@ static void mode_fault(bool kill_it) {
   kn_scope_end();
 }
 
+static kn_tensor *times_rank(kn_tensor *x) {
+  /* rank 1 compiles another graph (an extra op): the report shows the desync */
+  kn_tensor *y = kn_mul_scalar(x, kn_float(2));
+  return rank == 1 ? kn_add_scalar(y, kn_float(1)) : y;
+}
+
+/* Log lines carry [rankN]:, the trace file of each rank is named and
+** stamped with its rank (run.sh reads them and runs kiln report). */
+static void mode_logs(const char *dir) {
+  CHECK(kn_set_logs_str("dynamo") == KN_OK, "KILN_LOGS=dynamo");
+  CHECK(kn_trace_enable(dir) == KN_OK, "trace into %s", dir);
+  kn_compiled *f = KN_COMPILE(times_rank, NULL);
+  kn_scope_begin();
+  kn_tensor *y = kn_call_t(f, kn_ones(1, (int64_t[]){4}, KN_FLOAT32));
+  CHECK(y && kn_get(y, (int64_t[]){0}) == (rank == 1 ? 3.0 : 2.0), "compiled call");
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *path = kn_trace_file_path();
+  char want[64];
+  snprintf(want, sizeof want, "dedicated_log_kiln_trace_rank_%d_", rank);
+  CHECK(path && strstr(path, want), "trace file %s named with %s", path ? path : "(none)", want);
+  free(path);
+  kn_trace_disable();
+  kn_set_logs_str("");
+}
+
 int ddp_mode(int rank, int world, const char *dir);
 
 int main(int argc, char **argv) {
@@ -241,6 +269,8 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "skip") || !strcmp(mode, "kill")) {
     mode_fault(!strcmp(mode, "kill"));
     finalize = false;
+  } else if (!strcmp(mode, "logs")) {
+    mode_logs(argc > 2 ? argv[2] : ".");
   } else if (!strcmp(mode, "ddp")) {
     failures += ddp_mode(rank, world, argc > 2 ? argv[2] : ".");
   } else {

@@ -267,3 +267,56 @@ Test(distributed, ddp_no_sync_accumulates) {
   kn_scope_end();
   cr_assert_eq(kn_dist_finalize(), KN_OK);
 }
+
+/* A compiled function under DDP: its compiled backward (AOT autograd)
+** reaches the parameters' AccumulateGrad, so the hooks launch every bucket
+** during the backward and the gradients equal eager ones. */
+static kn_module *compiled_net;
+
+static kn_tensor *compiled_loss(kn_tensor *x) {
+  return kn_sum(kn_tanh(kn_nn_forward(compiled_net, x)));
+}
+
+Test(distributed, ddp_hooks_fire_from_a_compiled_backward) {
+  if (!need_mpi_build()) return;
+  one_process_init();
+  kn_scope_begin();
+  kn_generator *g = kn_generator_new(5), *g2 = kn_generator_new(5);
+  kn_module *net = kn_nn_sequential(2, (kn_module *[]){kn_nn_linear(6, 5, true, g),
+                                                       kn_nn_linear(5, 3, true, g)});
+  kn_module *plain = kn_nn_sequential(2, (kn_module *[]){kn_nn_linear(6, 5, true, g2),
+                                                         kn_nn_linear(5, 3, true, g2)});
+  kn_ddp_options o = kn_ddp_default_options();
+  o.bucket_cap_mb = 64.0 / (1024 * 1024); /* 1.bias+1.weight (72 B): 2 buckets and more */
+  kn_ddp *ddp = kn_ddp_wrap(net, &o);
+  cr_assert_not_null(ddp, "%s", kn_last_error());
+  compiled_net = net;
+  kn_compiled *f = KN_COMPILE(compiled_loss, &(kn_compile_options){.backend = "aot_eager",
+                                                                     .fullgraph = true});
+  kn_tensor *x = kn_randn(2, (int64_t[]){4, 6}, g, KN_FLOAT32);
+  kn_tensor *l = kn_call_t(f, x);
+  cr_assert_not_null(l, "%s", kn_last_error());
+  cr_assert_str_eq(kn_grad_fn_name(l), "CompiledFunctionBackward");
+  cr_assert_eq(kn_backward(l, NULL), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_ddp_finish_backward(ddp), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_ddp_buckets_launched_in_backward(ddp), kn_ddp_num_buckets(ddp));
+  cr_assert_gt(kn_ddp_num_buckets(ddp), 1);
+  cr_assert_eq(kn_backward(kn_sum(kn_tanh(kn_nn_forward(plain, x))), NULL), KN_OK);
+  const char *names[] = {"0.weight", "0.bias", "1.weight", "1.bias"};
+  for (int i = 0; i < 4; i++) {
+    kn_tensor *a = kn_grad(kn_module_get(net, names[i])), *b = kn_grad(kn_module_get(plain, names[i]));
+    cr_assert(a && b, "%s", names[i]);
+    for (int64_t k = 0; k < kn_numel(a); k++) {
+      float fa = ((float *)kn_data(a))[k], fb = ((float *)kn_data(b))[k];
+      cr_assert_float_eq(fa, fb, 1e-6f, "%s[%lld]: %g vs %g", names[i], (long long)k, fa, fb);
+    }
+  }
+  kn_compiled_free(f);
+  kn_ddp_free(ddp);
+  kn_module_free(net);
+  kn_module_free(plain);
+  kn_generator_free(g);
+  kn_generator_free(g2);
+  kn_scope_end();
+  cr_assert_eq(kn_dist_finalize(), KN_OK);
+}

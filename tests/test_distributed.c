@@ -320,3 +320,28 @@ Test(distributed, ddp_hooks_fire_from_a_compiled_backward) {
   kn_scope_end();
   cr_assert_eq(kn_dist_finalize(), KN_OK);
 }
+
+/* The default cap (25 MiB) with PyTorch's 1 MiB first bucket: in reverse
+** order 1.bias (40 B), 1.weight (24000 B), 0.bias (2400 B) fit the first
+** bucket; 0.weight (600 x 600 x 4 = 1440000 B > 1 MiB) starts the second. */
+Test(distributed, ddp_first_bucket_is_one_mib) {
+  if (!need_mpi_build()) return;
+  one_process_init();
+  kn_generator *g = kn_generator_new(4);
+  kn_module *net = kn_nn_sequential(2, (kn_module *[]){kn_nn_linear(600, 600, true, g),
+                                                       kn_nn_linear(600, 10, true, g)});
+  kn_ddp *ddp = kn_ddp_wrap(net, NULL);
+  cr_assert_not_null(ddp, "%s", kn_last_error());
+  cr_assert_eq(kn_ddp_num_buckets(ddp), 2);
+  int n0, n1;
+  kn_tensor *const *b0 = kn_ddp_bucket_params(ddp, 0, &n0);
+  kn_tensor *const *b1 = kn_ddp_bucket_params(ddp, 1, &n1);
+  cr_assert_eq(n0, 3);
+  cr_assert_eq(b0[2], kn_module_get(net, "0.bias"));
+  cr_assert_eq(n1, 1);
+  cr_assert_eq(b1[0], kn_module_get(net, "0.weight"));
+  kn_ddp_free(ddp);
+  kn_module_free(net);
+  kn_generator_free(g);
+  cr_assert_eq(kn_dist_finalize(), KN_OK);
+}

@@ -122,7 +122,8 @@ KN_API void kn_dist_work_free(kn_dist_work *work);
 
 /* ---- DistributedDataParallel ------------------------------------------------------- */
 typedef struct kn_ddp_options {
-  /* Bucket size for gradient averaging, in MiB (PyTorch's default 25).
+  /* Bucket size for gradient averaging, in MiB (PyTorch's default 25; the
+  ** first bucket, the last layers' gradients, at most 1 MiB as PyTorch's).
   ** <= 0: the default. */
   double bucket_cap_mb;
   /* Parameters that get no gradient in a backward are still averaged (with
@@ -141,7 +142,8 @@ KN_API kn_ddp_options kn_ddp_default_options(void);
 typedef struct kn_ddp kn_ddp;
 /* Wrap a model for data-parallel training: broadcasts rank 0's parameters
 ** and buffers to every rank, groups the parameters in buckets (reverse
-** registration order, up to bucket_cap_mb each, one dtype per bucket) and
+** registration order, up to bucket_cap_mb each, the first up to 1 MiB, one
+** dtype per bucket) and
 ** registers post-accumulate-grad hooks (kiln/autograd.h) so that each
 ** bucket's gradients are averaged over the ranks by an asynchronous
 ** all-reduce launched as soon as all of them were accumulated during

@@ -25,6 +25,9 @@
 #include "kiln/ops_pointwise.h"
 
 #define KN__DDP_DEFAULT_CAP_MB 25.0
+/* PyTorch's first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES): the last
+** layers' gradients, ready first, start their all-reduce early. */
+#define KN__DDP_FIRST_BUCKET_BYTES (1024.0 * 1024.0)
 
 typedef struct bucket {
   int n;               /* parameters in the bucket */
@@ -126,8 +129,8 @@ static kn_status add_to_bucket(bucket *bk, kn_ddp *ddp, int i) {
   return KN_OK;
 }
 
-/* Buckets in reverse parameter order, each at most cap bytes (a larger
-** parameter gets one of its own) and of one dtype. */
+/* Buckets in reverse parameter order, each at most cap bytes (the first at
+** most 1 MiB; a larger parameter gets one of its own) and of one dtype. */
 static kn_status make_buckets(kn_ddp *ddp) {
   double cap_mb = ddp->opt.bucket_cap_mb > 0 ? ddp->opt.bucket_cap_mb : KN__DDP_DEFAULT_CAP_MB;
   double cap = cap_mb * 1024.0 * 1024.0;
@@ -137,8 +140,10 @@ static kn_status make_buckets(kn_ddp *ddp) {
     kn_tensor *p = ddp->params[i];
     double bytes = (double)kn_numel(p) * (double)kn_dtype_size(kn_tensor_dtype(p));
     bucket *cur = ddp->nb ? &ddp->b[ddp->nb - 1] : NULL;
+    double limit = ddp->nb == 1 && cap > KN__DDP_FIRST_BUCKET_BYTES ? KN__DDP_FIRST_BUCKET_BYTES
+                                                                     : cap;
     if (!cur || cur->dtype != kn_tensor_dtype(p) ||
-        (double)cur->numel * (double)kn_dtype_size(cur->dtype) + bytes > cap)
+        (double)cur->numel * (double)kn_dtype_size(cur->dtype) + bytes > limit)
       cur = &ddp->b[ddp->nb++];
     kn_status st = add_to_bucket(cur, ddp, i);
     if (st != KN_OK) return st;

@@ -7,6 +7,7 @@
 #   make test      build and run the whole suite, then again under ASan+UBSan,
 #                  then the threaded tests under ThreadSanitizer
 #   make bench     build and run the benchmarks, then list the goals missed
+#   make demo-ddp  train the digits MLP data-parallel on 2 ranks (mpirun -np 2)
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD_DIR ?= build
@@ -16,16 +17,23 @@ TSAN_DIR ?= build-tsan
 
 BUILD_PKGS := cmake gcc make pkg-config libopenblas-dev libdnnl-dev libsleef-dev libjansson-dev \
   libmd-dev libdw1
-TEST_PKGS := $(BUILD_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev libtsan2 qemu-user
+# Open MPI: the distributed layer (src/distributed/) and its tests; kiln
+# builds without it (the layer then reports "built without MPI").
+MPI_PKGS := libopenmpi-dev openmpi-bin
+TEST_PKGS := $(BUILD_PKGS) $(MPI_PKGS) libcriterion-dev chromium clang libclang-rt-14-dev libtsan2 \
+  qemu-user
 
 .PHONY: demo digits examples install configure-release test bench deps-build deps-test configure \
-  build test-plain test-asan test-tsan
+  build test-plain test-asan test-tsan deps-mpi demo-ddp
 
 deps-build:
 	@./scripts/install-deps.sh $(BUILD_PKGS)
 
 deps-test:
 	@./scripts/install-deps.sh $(TEST_PKGS)
+
+deps-mpi:
+	@./scripts/install-deps.sh $(BUILD_PKGS) $(MPI_PKGS)
 
 # cmake --build as a top-level make (no "Entering directory" noise between
 # the progress lines).
@@ -51,6 +59,19 @@ demo: deps-build configure-release
 	$(BUILD_DIR)/tools/kiln report --overwrite -o $(BUILD_DIR)/demo_trace_report $(BUILD_DIR)/demo_trace
 	@echo "open $(BUILD_DIR)/demo_trace_report/index.html in a browser to read the report;"
 	@echo "$(BUILD_DIR)/demo_profile.json opens in Perfetto (ui.perfetto.dev) or chrome://tracing"
+
+# Data-parallel training on 2 ranks (docs/DISTRIBUTED.md): the digits MLP
+# with DistributedDataParallel, checked against one process over the whole
+# batch; rank 0 writes the checkpoint and every rank reloads it. As root,
+# Open MPI needs its allow-run-as-root settings; --oversubscribe lets the 2
+# ranks share fewer cores; the shared-memory transport needs no network.
+MPIRUN_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 \
+  OPENBLAS_NUM_THREADS=1
+demo-ddp: deps-mpi configure-release
+	@./scripts/fetch-digits.sh $(BUILD_DIR)/digits.csv
+	@$(CMAKE_BUILD) $(BUILD_DIR) -j $(JOBS) --target example_ddp_digits
+	$(MPIRUN_ENV) mpirun -np 2 --oversubscribe --mca btl self,vader \
+	  $(BUILD_DIR)/examples/ddp_digits $(BUILD_DIR)/digits.csv $(BUILD_DIR)/ddp_digits.safetensors
 
 # The same demo under its own name.
 digits: demo
@@ -98,7 +119,7 @@ test-tsan:
 # Runs every bench program (a crash stops it), keeps their output in
 # $(BUILD_DIR)/bench.log and ends with the goals missed (scripts/bench-summary.sh:
 # information, not a failure).
-bench: deps-build
+bench: deps-mpi
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release > /dev/null
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 	@set -o pipefail; for b in $(BUILD_DIR)/bench/bench_*; do \

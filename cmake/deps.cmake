@@ -40,3 +40,26 @@ target_include_directories(kn_deps INTERFACE ${DNNL_INCLUDE_DIR})
 # Link flags for the pkg-config file and for static consumers.
 set(KN_DEP_LIBS jansson md openblas sleef dnnl gomp pthread m dl)
 set(KN_PC_REQUIRES "jansson libmd openblas sleef")
+
+# MPI (optional): the distributed layer (src/distributed/, kiln/distributed.h)
+# runs on Open MPI (Debian's libopenmpi-dev). Without it, or with
+# -DKN_WITH_MPI=OFF, libkiln still has the kn_dist_* and kn_ddp_* entry points
+# but they fail with KN_EUNSUPPORTED ("kiln was built without MPI") and
+# kn_dist_available() is false (src/distributed/nompi.c).
+option(KN_WITH_MPI "Build the distributed layer on MPI when MPI is found" ON)
+set(KN_HAVE_MPI OFF)
+if(KN_WITH_MPI)
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND)
+    set(KN_HAVE_MPI ON)
+    # Only the files of src/distributed/ see mpi.h (their include path is set
+    # in CMakeLists.txt); everything links libmpi.
+    target_link_libraries(kn_deps INTERFACE ${MPI_C_LIBRARIES})
+    list(APPEND KN_DEP_LIBS mpi)
+    string(APPEND KN_PC_REQUIRES " ompi-c")
+    message(STATUS "kiln: distributed layer on MPI ${MPI_C_VERSION} (mpiexec: ${MPIEXEC_EXECUTABLE})")
+  else()
+    message(STATUS "kiln: MPI not found, the distributed layer reports \"built without MPI\" "
+      "(install libopenmpi-dev and openmpi-bin)")
+  endif()
+endif()

@@ -40,6 +40,25 @@ KN_API kn_status kn_retain_grad(kn_tensor *t);
 ** in decreasing order. -1 when t has no grad_fn (a leaf or no history). */
 KN_API int64_t kn_grad_fn_seq_nr(const kn_tensor *t);
 
+/* ---- hooks ------------------------------------------------------------------ */
+/* A post-accumulate-grad hook (PyTorch's
+** Tensor.register_post_accumulate_grad_hook): called by kn_backward (and
+** kn_backward_ex) on the backward's thread right after the gradient of
+** `leaf` was accumulated into its .grad (read it with kn_grad(leaf)). A
+** non-OK status stops the backward and is returned by it (set
+** kn_last_error's message first). Not called by kn_autograd_grad, which
+** does not touch .grad. */
+typedef kn_status (*kn_post_accumulate_grad_hook)(void *ud, kn_tensor *leaf);
+/* Register fn(ud, leaf) on a leaf that requires grad; hooks run in
+** registration order. *id (may be NULL) receives a handle for
+** kn_remove_post_accumulate_grad_hook. ud stays the caller's. KN_EAUTOGRAD
+** if leaf is not a leaf that requires grad. */
+KN_API kn_status kn_register_post_accumulate_grad_hook(kn_tensor *leaf,
+                                                       kn_post_accumulate_grad_hook fn,
+                                                       void *ud, int *id);
+/* Remove the hook with that handle; KN_EINVAL when leaf has none such. */
+KN_API kn_status kn_remove_post_accumulate_grad_hook(kn_tensor *leaf, int id);
+
 /* ---- backward ------------------------------------------------------------------ */
 /* Accumulate d(t)/d(leaf) * grad into the .grad of every leaf that requires
 ** grad (and of non-leaves with retains_grad). grad may be NULL only when t

@@ -19,5 +19,6 @@
 #include "kiln/data.h"
 #include "kiln/profiler.h"
 #include "kiln/threads.h"
+#include "kiln/distributed.h"
 
 #endif

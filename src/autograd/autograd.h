@@ -142,6 +142,10 @@ void kn__grad_add_into(kn_tensor *dst, const kn_tensor *src);
 kn_status kn__slice_grad_accumulate(kn__node *n, kn_tensor *gout, kn_tensor **slot, bool *own,
                                     bool *done);
 
+/* Run leaf's post-accumulate-grad hooks (hooks.c); the first failure stops
+** them and is returned. */
+kn_status kn__run_acc_hooks(kn_tensor *leaf);
+
 /* Forget a dying tensor that retains its grad (called by kn_release). */
 void kn__autograd_forget(kn_tensor *t);
 /* Next sequence number (per thread, increasing). */

@@ -464,7 +464,7 @@ static kn_status run_accum(kn__node *n, kn_tensor *g, bool create_graph) {
   if (!next) return kn_last_status();
   kn_set_grad(leaf, next);
   kn_release(next);
-  return KN_OK;
+  return leaf->acc_hooks ? kn__run_acc_hooks(leaf) : KN_OK;
 }
 
 static kn_status execute_node(run *r, int gi);

@@ -50,6 +50,10 @@ void kn_release(kn_tensor *t) {
     return;
   }
   if (t->mode_data_free) t->mode_data_free(t->mode_data);
+  for (kn__acc_hook *h = t->acc_hooks, *nx; h; h = nx) {
+    nx = h->next;
+    free(h);
+  }
   kn_release(t->grad);
   if (t->retains_grad) kn__autograd_forget(t);
   if (t->grad_fn) kn__node_release(t->grad_fn);

@@ -35,6 +35,16 @@ typedef struct kn__symshape {
   kn_sym offset;
 } kn__symshape;
 
+/* A post-accumulate-grad hook of a leaf (kn_register_post_accumulate_grad_hook
+** in kiln/autograd.h): run by the backward engine after the leaf's .grad was
+** updated. The list is owned by the tensor and freed with it. */
+typedef struct kn__acc_hook {
+  kn_status (*fn)(void *ud, kn_tensor *leaf);
+  void *ud;
+  int id;
+  struct kn__acc_hook *next;
+} kn__acc_hook;
+
 struct kn_tensor {
   /* first: a pooled struct's free-list link overwrites it, never the
   ** reference count, which stays 0 so a second kn_release is recognised */
@@ -60,6 +70,7 @@ struct kn_tensor {
   kn__node *grad_fn;        /* owned reference or NULL (NULL = leaf) */
   int output_nr;            /* which output of grad_fn this tensor is */
   kn__node *grad_acc;       /* leaf's gradient accumulator (weak cache) */
+  struct kn__acc_hook *acc_hooks; /* post-accumulate-grad hooks (owned list) */
 
   /* dispatcher modes may attach data (e.g. the graph node that produced a
   ** traced tensor); the owning mode frees it through the destructor. */

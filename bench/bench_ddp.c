@@ -1,0 +1,201 @@
+/*
+** bench_ddp.c: data-parallel scaling on 2 ranks, one thread per rank.
+**
+**   RATIO ddp_2ranks_step_vs_1rank_<model> (goal >= 1.6): the wall time of
+**     one training step (forward, backward, gradient averaging, SGD step) of
+**     1 rank over the whole batch divided by that of 2 ranks with half the
+**     batch each (2.0 is perfect scaling). Models: an MLP 784-1024-1024-10
+**     and the digits CNN, batch 512, float32.
+**   BENCH ddp_allreduce_overlap_<model>: the share of the gradient
+**     all-reduce time hidden behind the backward (1 - the wait left after
+**     backward / the all-reduce of all gradients alone), and how many buckets
+**     started during backward.
+**
+** Started without a launcher it runs itself under `mpirun -np 2`
+** (--oversubscribe; Open MPI's allow-run-as-root settings as root), with
+** OMP_NUM_THREADS=1; prints a SKIP line when mpirun or MPI is missing.
+** Times are medians over the timed steps.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kiln/kiln.h"
+
+#define BATCH 512
+#define WARMUP 2
+#define STEPS 7
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  return v[n / 2];
+}
+
+static kn_module *make_model(bool cnn, kn_generator *g) {
+  if (!cnn)
+    return kn_nn_sequential(5, (kn_module *[]){kn_nn_linear(784, 1024, true, g), kn_nn_relu(),
+                                               kn_nn_linear(1024, 1024, true, g), kn_nn_relu(),
+                                               kn_nn_linear(1024, 10, true, g)});
+  kn_conv2d_options same = {.padding_same = true};
+  return kn_nn_sequential(
+      8, (kn_module *[]){kn_nn_conv2d(1, 16, 3, 3, &same, g), kn_nn_relu(),
+                         kn_nn_maxpool2d(2, 0, 0), kn_nn_conv2d(16, 32, 3, 3, &same, g),
+                         kn_nn_relu(), kn_nn_maxpool2d(2, 0, 0), kn_nn_flatten(1, -1),
+                         kn_nn_linear(32 * 2 * 2, 10, true, g)});
+}
+
+typedef struct times {
+  double step, wait; /* whole step; wait left after backward (DDP finish) */
+} times;
+
+/* One step on rows [lo, lo + n) of x/y. */
+static times step(kn_module *m, kn_ddp *ddp, kn_optimizer *opt, kn_tensor *x, kn_tensor *y,
+                  int64_t lo, int64_t n) {
+  times t = {0};
+  kn_scope_begin();
+  double t0 = now_s();
+  kn_tensor *xs = kn_narrow(x, 0, lo, n), *ys = kn_narrow(y, 0, lo, n);
+  kn_tensor *out = ddp ? kn_ddp_forward(ddp, xs) : kn_nn_forward(m, xs);
+  kn_tensor *l = kn_cross_entropy(out, ys, NULL, KN_REDUCTION_MEAN, -100, 0.0);
+  if (!l || kn_backward(l, NULL) != KN_OK) {
+    fprintf(stderr, "bench_ddp: %s\n", kn_last_error());
+    exit(1);
+  }
+  double t1 = now_s();
+  if (ddp && kn_ddp_finish_backward(ddp) != KN_OK) {
+    fprintf(stderr, "bench_ddp: %s\n", kn_last_error());
+    exit(1);
+  }
+  t.wait = now_s() - t1;
+  kn_optim_step(opt);
+  kn_optim_zero_grad(opt);
+  t.step = now_s() - t0;
+  kn_scope_end();
+  return t;
+}
+
+static kn_optimizer *sgd(kn_module *m) {
+  kn_tensor **ps;
+  int n = kn_nn_parameters(m, &ps);
+  kn_optimizer *o = kn_sgd(ps, n, &(kn_optim_options){.lr = 1e-3});
+  free(ps);
+  return o;
+}
+
+/* The all-reduce of every gradient alone (one flat buffer): its median time. */
+static double allreduce_alone(kn_module *m) {
+  double v[STEPS];
+  int64_t n = kn_nn_num_parameters(m);
+  kn_scope_begin();
+  kn_tensor *flat = kn_zeros(1, &n, KN_FLOAT32);
+  for (int i = 0; i < STEPS; i++) {
+    kn_dist_barrier();
+    double t0 = now_s();
+    kn_dist_all_reduce(flat, KN_REDUCE_AVG);
+    v[i] = now_s() - t0;
+  }
+  kn_scope_end();
+  return median(v, STEPS);
+}
+
+static void bench_model(bool cnn, int rank, int world) {
+  const char *name = cnn ? "digits_cnn" : "mlp_784_1024_1024_10";
+  kn_generator *g = kn_generator_new(1);
+  kn_module *m = make_model(cnn, g);
+  kn_scope_begin();
+  kn_tensor *x = cnn ? kn_randn(4, (int64_t[]){BATCH, 1, 8, 8}, g, KN_FLOAT32)
+                     : kn_randn(2, (int64_t[]){BATCH, 784}, g, KN_FLOAT32);
+  int64_t labels[BATCH];
+  for (int i = 0; i < BATCH; i++) labels[i] = i % 10;
+  kn_tensor *y = kn_from_array(labels, 1, (int64_t[]){BATCH}, KN_INT64);
+  double one[STEPS], two[STEPS], wait[STEPS];
+  /* 1 rank over the whole batch (the other rank waits at the barrier) */
+  kn_optimizer *o = sgd(m);
+  if (rank == 0)
+    for (int i = 0; i < WARMUP + STEPS; i++) {
+      times t = step(m, NULL, o, x, y, 0, BATCH);
+      if (i >= WARMUP) one[i - WARMUP] = t.step;
+    }
+  kn_dist_barrier();
+  kn_ddp *ddp = kn_ddp_wrap(m, NULL);
+  int64_t share = BATCH / world;
+  int launched = 0;
+  for (int i = 0; i < WARMUP + STEPS; i++) {
+    kn_dist_barrier();
+    times t = step(m, ddp, o, x, y, rank * share, share);
+    kn_tensor *mx = kn_full(1, (int64_t[]){2}, kn_float(0), KN_FLOAT64);
+    ((double *)kn_data(mx))[0] = t.step;
+    ((double *)kn_data(mx))[1] = t.wait;
+    kn_dist_all_reduce(mx, KN_REDUCE_MAX); /* the slowest rank sets the pace */
+    if (i >= WARMUP) {
+      two[i - WARMUP] = ((double *)kn_data(mx))[0];
+      wait[i - WARMUP] = ((double *)kn_data(mx))[1];
+    }
+    launched = kn_ddp_buckets_launched_in_backward(ddp);
+  }
+  double comm = allreduce_alone(m);
+  if (rank == 0) {
+    double t1 = median(one, STEPS), t2 = median(two, STEPS), w = median(wait, STEPS);
+    printf("BENCH ddp_step_1rank_%s %.2f ms (batch %d)\n", name, 1e3 * t1, BATCH);
+    printf("BENCH ddp_step_2ranks_%s %.2f ms (batch %d each)\n", name, 1e3 * t2, BATCH / world);
+    printf("RATIO ddp_2ranks_step_vs_1rank_%s %.2f (goal >= 1.6)\n", name, t1 / t2);
+    printf("BENCH ddp_allreduce_overlap_%s %.2f (all-reduce alone %.2f ms, wait after backward "
+           "%.2f ms; %d of %d buckets started during backward)\n", name,
+           comm > 0 ? fmax(0.0, 1.0 - w / comm) : 0.0, 1e3 * comm, 1e3 * w, launched,
+           kn_ddp_num_buckets(ddp));
+  }
+  kn_ddp_free(ddp);
+  kn_optim_free(o);
+  kn_scope_end();
+  kn_module_free(m);
+  kn_generator_free(g);
+}
+
+/* Run this program under mpirun -np 2. */
+static int launch(void) {
+  if (!kn_dist_available()) {
+    printf("SKIP bench_ddp: kiln was built without MPI\n");
+    return 0;
+  }
+  if (system("command -v mpirun > /dev/null 2>&1") != 0) {
+    printf("SKIP bench_ddp: mpirun not found (Debian's openmpi-bin)\n");
+    return 0;
+  }
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return 1;
+  self[n] = 0;
+  char cmd[4300];
+  snprintf(cmd, sizeof cmd, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+           "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -np 2 --oversubscribe "
+           "--mca btl self,vader '%s'", self);
+  fflush(stdout);
+  return system(cmd) == 0 ? 0 : 1;
+}
+
+int main(void) {
+  if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE")) return launch();
+  if (kn_dist_init() != KN_OK) {
+    fprintf(stderr, "bench_ddp: %s\n", kn_last_error());
+    return 1;
+  }
+  int rank = kn_dist_rank(), world = kn_dist_world_size();
+  bench_model(false, rank, world);
+  bench_model(true, rank, world);
+  fflush(stdout);
+  return kn_dist_finalize() == KN_OK ? 0 : 1;
+}

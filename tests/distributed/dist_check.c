@@ -1,0 +1,284 @@
+/*
+** tests/distributed/dist_check.c: the multi-process checks of the
+** distributed layer, run by run.sh under `mpirun -np 2`. Each mode checks
+** results against values computed independently from the ranks (a sum of
+** rank-dependent literals, a one-process training run) and prints
+** "rank N: ok MODE" at the end, or "rank N: FAIL ..." lines and exits 1.
+**   collectives  all_reduce/broadcast/all_gather/reduce_scatter, sync and
+**                async, three dtypes, non-contiguous tensors, barrier
+**   skip         rank 1 skips a collective: rank 0 fails within the timeout
+**                naming rank 1 (KILN_DIST_TIMEOUT set by run.sh)
+**   kill         rank 1 dies (SIGKILL) before a collective: the same
+**   ddp          DDP training equals one process over the global batch;
+**                rank 0's checkpoint loads into a fresh model
+**   logs         [rankN]: log prefixes, per-rank trace files (rank 1
+**                compiles another graph; run.sh reports the traces)
+*/
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kiln/kiln.h"
+#include "kiln/distributed.h"
+
+static int failures;
+static int rank, world;
+
+#define CHECK(cond, ...)                                         \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      failures++;                                                \
+      printf("rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                                       \
+      printf(" [%s]\n", kn_last_error());                        \
+    }                                                            \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A [3, 4] tensor of dtype dt holding (rank + 1) * (k + 1) at flat index k. */
+static kn_tensor *ranked(kn_dtype dt, int r) {
+  kn_tensor *t = kn_empty(2, (int64_t[]){3, 4}, dt);
+  for (int k = 0; k < 12; k++) {
+    double v = (double)(r + 1) * (k + 1);
+    if (dt == KN_FLOAT32) ((float *)kn_data(t))[k] = (float)v;
+    else if (dt == KN_FLOAT64) ((double *)kn_data(t))[k] = v;
+    else ((int64_t *)kn_data(t))[k] = (int64_t)v;
+  }
+  return t;
+}
+
+static double at(kn_tensor *t, int64_t i, int64_t j) { return kn_get(t, (int64_t[]){i, j}); }
+
+/* Expected element (i, j) of the [3, 4] all_reduce result (of the tensor
+** indexed as stored, before any transpose). */
+static double expect_reduce(kn_reduce_op op, int k) {
+  double sum = 0, mx = -1e300, mn = 1e300;
+  for (int r = 0; r < world; r++) {
+    double v = (double)(r + 1) * (k + 1);
+    sum += v;
+    mx = fmax(mx, v);
+    mn = fmin(mn, v);
+  }
+  switch (op) {
+  case KN_REDUCE_SUM: return sum;
+  case KN_REDUCE_AVG: return sum / world;
+  case KN_REDUCE_MAX: return mx;
+  default: return mn;
+  }
+}
+
+static void check_all_reduce(kn_dtype dt, kn_reduce_op op, bool transposed, bool async) {
+  kn_scope_begin();
+  kn_tensor *base = ranked(dt, rank);
+  kn_tensor *t = transposed ? kn_t(base) : base; /* [4, 3] view, non-contiguous */
+  kn_status st;
+  if (async) {
+    kn_dist_work *w = NULL;
+    st = kn_dist_all_reduce_async(t, op, &w);
+    bool done = false;
+    while (st == KN_OK && !done) st = kn_dist_test(w, &done);
+    if (st == KN_OK) st = kn_dist_wait(w); /* again: the same status */
+    kn_dist_work_free(w);
+  } else {
+    st = kn_dist_all_reduce(t, op);
+  }
+  CHECK(st == KN_OK, "all_reduce %s op %d", kn_dtype_name(dt), (int)op);
+  for (int k = 0; st == KN_OK && k < 12; k++) {
+    double e = expect_reduce(op, k);
+    if (dt == KN_INT64 && op == KN_REDUCE_AVG) e = trunc(e);
+    double got = at(base, k / 4, k % 4);
+    CHECK(got == e, "all_reduce %s op %d%s%s: element %d is %g, expected %g", kn_dtype_name(dt),
+          (int)op, transposed ? " transposed" : "", async ? " async" : "", k, got, e);
+  }
+  kn_scope_end();
+}
+
+static void check_broadcast(kn_dtype dt, int src, bool async) {
+  kn_scope_begin();
+  kn_tensor *base = ranked(dt, rank), *t = kn_t(base);
+  kn_status st;
+  if (async) {
+    kn_dist_work *w = NULL;
+    st = kn_dist_broadcast_async(t, src, &w);
+    if (st == KN_OK) st = kn_dist_wait(w);
+    kn_dist_work_free(w);
+  } else {
+    st = kn_dist_broadcast(t, src);
+  }
+  CHECK(st == KN_OK, "broadcast from %d", src);
+  for (int k = 0; st == KN_OK && k < 12; k++)
+    CHECK(at(base, k / 4, k % 4) == (double)(src + 1) * (k + 1), "broadcast element %d", k);
+  kn_scope_end();
+}
+
+static void check_all_gather(kn_dtype dt, bool async) {
+  kn_scope_begin();
+  kn_tensor *in = kn_t(ranked(dt, rank));               /* [4, 3], non-contiguous */
+  kn_tensor *out = kn_zeros(3, (int64_t[]){world, 4, 3}, dt);
+  kn_status st;
+  if (async) {
+    kn_dist_work *w = NULL;
+    st = kn_dist_all_gather_async(out, in, &w);
+    if (st == KN_OK) st = kn_dist_wait(w);
+    kn_dist_work_free(w);
+  } else {
+    st = kn_dist_all_gather(out, in);
+  }
+  CHECK(st == KN_OK, "all_gather %s", kn_dtype_name(dt));
+  for (int r = 0; st == KN_OK && r < world; r++)
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 3; j++) {
+        double e = (double)(r + 1) * (j * 4 + i + 1); /* transposed: (i, j) is base (j, i) */
+        double got = kn_get(out, (int64_t[]){r, i, j});
+        CHECK(got == e, "all_gather [%d, %d, %d] is %g, expected %g", r, i, j, got, e);
+      }
+  kn_scope_end();
+}
+
+static void check_reduce_scatter(kn_dtype dt, kn_reduce_op op) {
+  kn_scope_begin();
+  /* in: [world * 3, 4]: rank r contributes (r + 1) * (k + 1) at flat k */
+  kn_tensor *in = kn_empty(2, (int64_t[]){world * 3, 4}, dt);
+  for (int k = 0; k < world * 12; k++) {
+    double v = (double)(rank + 1) * (k + 1);
+    if (dt == KN_FLOAT32) ((float *)kn_data(in))[k] = (float)v;
+    else if (dt == KN_FLOAT64) ((double *)kn_data(in))[k] = v;
+    else ((int64_t *)kn_data(in))[k] = (int64_t)v;
+  }
+  kn_tensor *out = kn_t(kn_zeros(2, (int64_t[]){4, 3}, dt)); /* [3, 4] non-contiguous */
+  kn_status st = kn_dist_reduce_scatter(out, in, op);
+  CHECK(st == KN_OK, "reduce_scatter %s", kn_dtype_name(dt));
+  for (int k = 0; st == KN_OK && k < 12; k++) {
+    int flat = rank * 12 + k;
+    double e = expect_reduce(op, flat);
+    if (dt == KN_INT64 && op == KN_REDUCE_AVG) e = trunc(e);
+    double got = at(out, k / 4, k % 4);
+    CHECK(got == e, "reduce_scatter element %d is %g, expected %g", k, got, e);
+  }
+  kn_scope_end();
+}
+
+static void mode_collectives(void) {
+  kn_dtype dts[] = {KN_FLOAT32, KN_FLOAT64, KN_INT64};
+  for (int d = 0; d < 3; d++) {
+    for (int op = KN_REDUCE_SUM; op <= KN_REDUCE_MIN; op++) {
+      check_all_reduce(dts[d], (kn_reduce_op)op, false, false);
+      check_all_reduce(dts[d], (kn_reduce_op)op, true, true);
+      check_reduce_scatter(dts[d], (kn_reduce_op)op);
+    }
+    check_broadcast(dts[d], world - 1, d == 1);
+    check_all_gather(dts[d], d == 2);
+  }
+  CHECK(kn_dist_barrier() == KN_OK, "barrier");
+  /* errors are values: a bad source rank, a dtype MPI does not get */
+  kn_scope_begin();
+  kn_tensor *t = kn_zeros(1, (int64_t[]){4}, KN_INT32);
+  CHECK(kn_dist_all_reduce(t, KN_REDUCE_SUM) == KN_EDTYPE &&
+        strstr(kn_last_error(), "expected a float32, float64 or int64 tensor"), "int32 refused");
+  kn_tensor *f = kn_zeros(1, (int64_t[]){4}, KN_FLOAT32);
+  CHECK(kn_dist_broadcast(f, world) == KN_EINVAL, "source rank %d refused", world);
+  kn_scope_end();
+  CHECK(kn_dist_barrier() == KN_OK, "barrier after the refused calls");
+}
+
+/* Rank 1 leaves after the first all_reduce (skipping: sleeps past the
+** timeout; kill: SIGKILL); rank 0's second all_reduce fails in time. */
+static void mode_fault(bool kill_it) {
+  kn_scope_begin();
+  kn_tensor *t = kn_ones(1, (int64_t[]){8}, KN_FLOAT32);
+  CHECK(kn_dist_all_reduce(t, KN_REDUCE_SUM) == KN_OK, "first all_reduce");
+  if (rank == 1) {
+    fflush(stdout);
+    if (kill_it) raise(SIGKILL);
+    sleep((unsigned)kn_dist_timeout() + 3);
+    printf("rank 1: ok %s (skipped all_reduce #2)\n", kill_it ? "kill" : "skip");
+    fflush(stdout);
+    _exit(0);
+  }
+  double t0 = now_s();
+  kn_status st = kn_dist_all_reduce(t, KN_REDUCE_SUM);
+  double took = now_s() - t0;
+  char want[160];
+  snprintf(want, sizeof want, "all_reduce #2 did not complete within %g s: rank 1 did not enter "
+           "it (1 of 2 ranks missing)", kn_dist_timeout());
+  if (kill_it) /* a dead peer may also be reported by MPI itself, naming rank 1 */
+    CHECK(st == KN_ESTATE && strstr(kn_last_error(), "all_reduce #2") &&
+          strstr(kn_last_error(), "rank 1"), "the survivor's error names the collective and rank 1");
+  else
+    CHECK(st == KN_ESTATE && strstr(kn_last_error(), want), "expected the error '%s'", want);
+  CHECK(took < kn_dist_timeout() + 5, "failed after %.1f s, timeout %g s", took, kn_dist_timeout());
+  printf("rank 0: error after %.1f s: %s\n", took, kn_last_error());
+  CHECK(kn_dist_all_reduce(t, KN_REDUCE_SUM) == KN_ESTATE &&
+        strstr(kn_last_error(), "the process group is broken"), "later collectives fail at once");
+  CHECK(kn_dist_finalize() == KN_ESTATE, "finalize of a broken group");
+  kn_scope_end();
+}
+
+static kn_tensor *times_rank(kn_tensor *x) {
+  /* rank 1 compiles another graph (an extra op): the report shows the desync */
+  kn_tensor *y = kn_mul_scalar(x, kn_float(2));
+  return rank == 1 ? kn_add_scalar(y, kn_float(1)) : y;
+}
+
+/* Log lines carry [rankN]:, the trace file of each rank is named and
+** stamped with its rank (run.sh reads them and runs kiln report). */
+static void mode_logs(const char *dir) {
+  CHECK(kn_set_logs_str("dynamo") == KN_OK, "KILN_LOGS=dynamo");
+  CHECK(kn_trace_enable(dir) == KN_OK, "trace into %s", dir);
+  kn_compiled *f = KN_COMPILE(times_rank, NULL);
+  kn_scope_begin();
+  kn_tensor *y = kn_call_t(f, kn_ones(1, (int64_t[]){4}, KN_FLOAT32));
+  CHECK(y && kn_get(y, (int64_t[]){0}) == (rank == 1 ? 3.0 : 2.0), "compiled call");
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *path = kn_trace_file_path();
+  char want[64];
+  snprintf(want, sizeof want, "dedicated_log_kiln_trace_rank_%d_", rank);
+  CHECK(path && strstr(path, want), "trace file %s named with %s", path ? path : "(none)", want);
+  free(path);
+  kn_trace_disable();
+  kn_set_logs_str("");
+}
+
+int ddp_mode(int rank, int world, const char *dir);
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: dist_check collectives|skip|kill|ddp [DIR]\n");
+    return 2;
+  }
+  if (kn_dist_init() != KN_OK) {
+    printf("FAIL kn_dist_init: %s\n", kn_last_error());
+    return 1;
+  }
+  rank = kn_dist_rank();
+  world = kn_dist_world_size();
+  const char *mode = argv[1];
+  bool finalize = true;
+  if (!strcmp(mode, "collectives")) {
+    mode_collectives();
+  } else if (!strcmp(mode, "skip") || !strcmp(mode, "kill")) {
+    mode_fault(!strcmp(mode, "kill"));
+    finalize = false;
+  } else if (!strcmp(mode, "logs")) {
+    mode_logs(argc > 2 ? argv[2] : ".");
+  } else if (!strcmp(mode, "ddp")) {
+    failures += ddp_mode(rank, world, argc > 2 ? argv[2] : ".");
+  } else {
+    fprintf(stderr, "dist_check: unknown mode '%s'\n", mode);
+    return 2;
+  }
+  if (finalize) CHECK(kn_dist_finalize() == KN_OK, "finalize");
+  if (!failures) printf("rank %d: ok %s\n", rank, mode);
+  fflush(stdout);
+  return failures ? 1 : 0;
+}

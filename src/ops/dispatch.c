@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/strbuf.h"
+#include "ops/autocast.h"
 #include "ops/opdef.h"
 #include "tensor/handles.h"
 #include "profiler/profiler.h"
@@ -451,17 +452,27 @@ static kn_status check_handles(const kn__call *c) {
   return KN_OK;
 }
 
+kn_status kn__dispatch_modes(kn__call *c, kn__outs *out) {
+  return dispatch_from(modes.active, c, out);
+}
+
+/* The top of the stack: autocast (when a region is open), then the modes. */
+static kn_status dispatch_top(kn__call *c, kn__outs *out) {
+  if (kn__autocast_active()) return kn__autocast_call(c, out);
+  return dispatch_from(modes.active, c, out);
+}
+
 kn_status kn__dispatch(kn__call *c, kn__outs *out) {
   kn_status st = check_args(c);
   if (st == KN_OK && KN__HANDLES_CHECKED()) st = check_handles(c);
   if (st != KN_OK) return st;
   if (KN__PROF_ON()) { /* the profiler: one predictable branch when off */
     int64_t t0 = kn__prof_op_begin();
-    st = dispatch_from(modes.active, c, out);
+    st = dispatch_top(c, out);
     kn__dispatch_prof_end(t0, c, st == KN_OK ? out : NULL);
     return st;
   }
-  return dispatch_from(modes.active, c, out);
+  return dispatch_top(c, out);
 }
 
 /* ---- public-wrapper helpers ---------------------------------------------------- */

@@ -6,7 +6,9 @@
 ** A strided operand is handed to the library as is when one of its strides
 ** is 1 and the other a valid leading dimension (row-major "no transpose" or
 ** "transpose"); anything else is first copied into a contiguous buffer.
-** bfloat16 goes through float32 buffers; integer dtypes use a
+** bfloat16 and float16 go through float32 buffers (float32 accumulation,
+** one rounding of each result; torch 1.13 refuses float16 on the CPU, later
+** releases accept it, and float16 autocast needs it); integer dtypes use a
 ** straightforward loop with int64 accumulation.
 */
 #include <cblas.h>
@@ -129,7 +131,7 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
     release_operand(&a);
     return st;
   }
-  /* bfloat16 output: compute into a float buffer, then round. */
+  /* bfloat16/float16 output: compute into a float buffer, then round. */
   void *c = C;
   int ldcc = (int)ldc;
   size_t cbytes = 0;
@@ -185,7 +187,7 @@ static void int_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn
 }
 
 kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt) {
-  if (dt == KN_FLOAT16 || dt == KN_BOOL)
+  if (dt == KN_BOOL)
     return kn__error(KN_EDTYPE, "\"%s\" not implemented for '%s'", opname,
                      kn__nn_scalar_type_name(dt));
   return KN_OK;

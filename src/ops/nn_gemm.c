@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/cvt16.h"
 #include "ops/nn.h"
 #include "ops/nn_dnnl.h"
 
@@ -68,6 +69,13 @@ static void *pack(kn_dtype dt, kn_dtype out_dt, int64_t rows, int64_t cols, kn__
   char *buf = kn__cached_alloc(*nbytes);
   if (!buf) return NULL;
   size_t is = kn_dtype_size(dt);
+  if (out_dt == KN_FLOAT32 && (m.s1 == 1 || cols == 1) && dt != KN_FLOAT32) {
+    bool ok = true; /* rows of bfloat16/float16: the vector conversions */
+    for (int64_t i = 0; i < rows && ok; i++)
+      ok = kn__cvt16_run(buf + (size_t)(i * cols) * es, out_dt,
+                         (const char *)m.p + i * m.s0 * (int64_t)is, dt, cols);
+    if (ok) return buf;
+  }
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j++) {
       const char *src = (const char *)m.p + (i * m.s0 + j * m.s1) * (int64_t)is;
@@ -141,10 +149,8 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
     if (!c) st = kn__oom();
     else {
       ldcc = (int)(N > 1 ? N : 1);
-      for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++)
-          ((float *)c)[i * N + j] =
-              beta == 0 ? 0.0f : (float)kn__load_double((char *)C + (i * ldc + j) * 2, dt);
+      for (int64_t i = 0; i < M && beta != 0; i++) /* sgemm reads C only when beta != 0 */
+        kn__cvt16_run((float *)c + i * N, KN_FLOAT32, (char *)C + i * ldc * 2, dt, N);
     }
   }
   if (st == KN_OK) {
@@ -158,8 +164,7 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
                   beta, c, ldcc);
     if (c != C && st == KN_OK)
       for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++)
-          kn__store_double((char *)C + (i * ldc + j) * 2, dt, ((float *)c)[i * N + j]);
+        kn__cvt16_run((char *)C + i * ldc * 2, dt, (float *)c + i * N, KN_FLOAT32, N);
   }
   if (c != C && c) kn__cached_free(c, cbytes);
   release_operand(&a);

@@ -6,9 +6,12 @@
 ** A strided operand is handed to the library as is when one of its strides
 ** is 1 and the other a valid leading dimension (row-major "no transpose" or
 ** "transpose"); anything else is first copied into a contiguous buffer.
-** bfloat16 and float16 go through float32 buffers (float32 accumulation,
-** one rounding of each result; torch 1.13 refuses float16 on the CPU, later
-** releases accept it, and float16 autocast needs it); integer dtypes use a
+** bfloat16 and float16 run on oneDNN's matmul where the CPU has a fast
+** kernel for them (AVX512-BF16, AMX; ops/nn_gemm16_dnnl.c), else through
+** float32 buffers (vectorised conversions, sgemm); either way float32
+** accumulation and one rounding of each result (torch 1.13 refuses float16
+** on the CPU, later releases accept it, and float16 autocast needs it);
+** integer dtypes use a
 ** straightforward loop with int64 accumulation.
 */
 #include <cblas.h>
@@ -128,8 +131,34 @@ static void scale_c(kn_dtype dt, int64_t M, int64_t N, void *C, int64_t ldc, dou
     }
 }
 
+/* bfloat16/float16 on oneDNN's matmul (ops/nn_gemm16_dnnl.c) into a float32
+** buffer, then C = alpha * AB + beta * C rounded once. *used false: oneDNN
+** declined (the caller converts to float32). */
+static kn_status gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
+                        void *C, int64_t ldc, double alpha, double beta, bool *used) {
+  size_t nbytes = (size_t)(M * N) * sizeof(float) + 64;
+  float *c = kn__cached_alloc(nbytes);
+  if (!c) return kn__oom();
+  kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, c, used);
+  for (int64_t i = 0; st == KN_OK && *used && i < M; i++) {
+    char *row = (char *)C + i * ldc * 2;
+    if (alpha != 1 || beta != 0)
+      for (int64_t j = 0; j < N; j++)
+        c[i * N + j] = (float)(alpha * c[i * N + j] +
+                               (beta == 0 ? 0.0 : beta * kn__load_double(row + j * 2, dt)));
+    kn__cvt16_run(row, dt, c + i * N, KN_FLOAT32, N);
+  }
+  kn__cached_free(c, nbytes);
+  return st;
+}
+
 static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
                            void *C, int64_t ldc, double alpha, double beta) {
+  if (dt == KN_BFLOAT16 || dt == KN_FLOAT16) {
+    bool used = false;
+    kn_status st16 = gemm16(dt, M, N, K, A, B, C, ldc, alpha, beta, &used);
+    if (st16 != KN_OK || used) return st16;
+  }
   kn_dtype bdt = dt == KN_FLOAT64 ? KN_FLOAT64 : KN_FLOAT32;
   operand a, b;
   kn_status st = prepare_operand(dt, bdt, M, K, A, &a);

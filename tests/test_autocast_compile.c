@@ -174,3 +174,47 @@ Test(autocast_compile, aot_eager_gradients_equal_eager_autocast) { gradients_mat
 Test(autocast_compile, inductor_gradients_equal_eager_autocast) {
   gradients_match("inductor", 1e-5);
 }
+
+static kn_value opens_a_region(const kn_value *args, int n, void *ud) {
+  (void)n;
+  (void)ud;
+  kn_autocast_begin(KN_BFLOAT16);
+  return kn_vtensor(kn_mm(args[0].u.t, args[0].u.t));
+}
+
+static kn_value pairs_its_region(const kn_value *args, int n, void *ud) {
+  (void)n;
+  (void)ud;
+  kn_autocast_begin(KN_BFLOAT16);
+  kn_tensor *r = kn_mm(args[0].u.t, args[0].u.t);
+  kn_autocast_end();
+  return kn_vtensor(kn_to(r, KN_FLOAT32));
+}
+
+/* A region opened and closed inside the function is captured (its casts are
+** in the graph); one left open is refused, since later calls would not
+** replay it. */
+Test(autocast_compile, regions_inside_a_compiled_function_must_pair_up) {
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(2, (int64_t[]){4, 4}, NULL, KN_FLOAT32);
+  kn_compile_options o = {.backend = "eager"};
+  kn_compiled *ok = kn_compile_fn(pairs_its_region, NULL, 1, "pairs", __FILE__, __LINE__, &o);
+  kn_value a = kn_vtensor(x), out;
+  for (int k = 0; k < 2; k++) { /* compile, then replay the cached graph */
+    cr_assert_eq(kn_call(ok, &a, 1, &out), KN_OK, "%s", kn_last_error());
+    kn_tensor *want = kn_to(kn_mm(kn_to(x, KN_BFLOAT16), kn_to(x, KN_BFLOAT16)), KN_FLOAT32);
+    char why[256];
+    cr_assert(kn_tensors_close(out.u.t, want, 0, 0, true, why, sizeof why), "%s", why);
+    kn_value_release(out);
+    cr_assert_not(kn_autocast_enabled());
+  }
+  kn_compiled *bad = kn_compile_fn(opens_a_region, NULL, 1, "opens", __FILE__, __LINE__, &o);
+  cr_assert_eq(kn_call(bad, &a, 1, &out), KN_EUNSUPPORTED);
+  cr_assert(strstr(kn_last_error(), "opens: kn_autocast_begin/kn_autocast_end calls inside a "
+                                    "compiled function must pair up (open autocast regions went "
+                                    "from 0 to 1)"), "%s", kn_last_error());
+  while (kn_autocast_enabled()) kn_autocast_end();
+  kn_compiled_free(ok);
+  kn_compiled_free(bad);
+  kn_scope_end();
+}

@@ -63,8 +63,9 @@ kn_status kn_autocast_end(void) {
 
 bool kn_autocast_enabled(void) { return kn__autocast_state.on; }
 
-kn_dtype kn_autocast_dtype(void) { return kn__autocast_state.on ? kn__autocast_state.dtype
-                                                                : KN_FLOAT32; }
+kn_dtype kn_autocast_dtype(void) {
+  return kn__autocast_state.on ? kn__autocast_state.dtype : KN_FLOAT32;
+}
 
 const char *kn_autocast_policy(const char *op_name) {
   static const char *const names[] = {"none", "lower", "fp32", "promote"};

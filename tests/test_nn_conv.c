@@ -134,8 +134,13 @@ Test(nn_conv, errors_like_torch) {
   EXPECT_ERR(kn_conv2d(x, w, NULL, NULL, NULL, (int64_t[]){0, 0}, 1), KN_EINVAL, "non-positive dilation is not supported");
   EXPECT_ERR(kn_conv2d(x, kn_ones(KN_SHAPE(6, 4, 3, 3), KN_FLOAT64), NULL, NULL, NULL, NULL, 1),
              KN_EDTYPE, "Input type (torch.FloatTensor) and weight type (torch.DoubleTensor) should be the same");
-  EXPECT_ERR(kn_conv2d(kn_ones(KN_SHAPE(1, 1, 2, 2), KN_FLOAT16), kn_ones(KN_SHAPE(1, 1, 1, 1), KN_FLOAT16), NULL, NULL, NULL, NULL, 1),
-             KN_EDTYPE, "\"slow_conv2d_cpu\" not implemented for 'Half'");
+  /* float16 runs (through float32 buffers, as mm): 1x1 kernel of 3 */
+  kn_tensor *h = kn_conv2d(kn_ones(KN_SHAPE(1, 1, 2, 2), KN_FLOAT16),
+                           kn_full(KN_SHAPE(1, 1, 1, 1), kn_int(3), KN_FLOAT16), NULL, NULL, NULL, NULL, 1);
+  cr_assert(h && kn_tensor_dtype(h) == KN_FLOAT16, "%s", kn_last_error());
+  double hs = 0;
+  cr_assert_eq(kn_item_double(kn_sum(kn_to(h, KN_FLOAT64)), &hs), KN_OK);
+  cr_assert_eq(hs, 12.0);
 }
 
 /* convolution_backward against gradients of the direct convolution: for

@@ -9,6 +9,7 @@
 #include "kiln/ops.h"
 #include "kiln/compile.h"
 #include "kiln/autograd.h"
+#include "kiln/autocast.h"
 #include "kiln/graph.h"
 #include "kiln/log.h"
 #include "kiln/random.h"

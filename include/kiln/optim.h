@@ -52,6 +52,12 @@ typedef struct kn_optim_options {
   double beta1, beta2, eps;
   double alpha;
   bool centered;
+  /* Keep a float32 master copy of each bfloat16/float16 parameter (state
+  ** entry "master", saved in checkpoints): the update runs on the copy, with
+  ** the gradient widened to float32 and float32 state buffers, and the
+  ** parameter receives the copy rounded to its dtype. Small updates then
+  ** accumulate instead of rounding away. Float32 parameters are unaffected. */
+  bool master_weights;
 } kn_optim_options;
 
 KN_API kn_optimizer *kn_sgd(kn_tensor *const *params, int n, const kn_optim_options *o);
@@ -83,6 +89,53 @@ KN_API int kn_optim_num_params(const kn_optimizer *opt);
 /* The step as a kn_fn (see the top of this file). Returns none; errors are
 ** reported through the trace/call as an error status of the op that failed. */
 KN_API kn_value kn_optim_step_fn(const kn_value *args, int nargs, void *opt);
+
+/* ---- gradient scaling (float16 training) ---------------------------------------- */
+/* torch.cuda.amp.GradScaler's algorithm, for float16 gradients that would
+** underflow: scale the loss before backward, unscale the gradients before
+** the step, skip the step when a gradient holds inf or NaN, and adjust the
+** scale (halve it after an overflow, double it after growth_interval steps
+** without one).
+**
+**   kn_grad_scaler *sc = kn_grad_scaler_new(NULL);      // PyTorch's defaults
+**   for (...) {
+**     kn_backward(kn_grad_scaler_scale(sc, loss), NULL);
+**     kn_grad_scaler_step(sc, opt, NULL);   // unscales, steps unless inf/NaN
+**     kn_grad_scaler_update(sc);
+**     kn_optim_zero_grad(opt);
+**   }
+**
+** The scale is a float32 value as in PyTorch (init 65536); unscaling
+** multiplies each gradient in place by float32(1 / scale). An optimizer is
+** unscaled at most once between updates (kn_grad_scaler_unscale before
+** kn_grad_scaler_step lets a caller clip unscaled gradients). */
+typedef struct kn_grad_scaler kn_grad_scaler;
+/* Fields left 0 take PyTorch's defaults: init_scale 65536, growth_factor
+** 2.0, backoff_factor 0.5, growth_interval 2000. */
+typedef struct kn_grad_scaler_options {
+  double init_scale, growth_factor, backoff_factor;
+  int64_t growth_interval;
+} kn_grad_scaler_options;
+/* A new scaler (owned: kn_grad_scaler_free), or NULL with KN_EINVAL naming a
+** bad option (growth_factor must be > 1, backoff_factor in (0, 1),
+** init_scale and growth_interval > 0). o may be NULL (defaults). */
+KN_API kn_grad_scaler *kn_grad_scaler_new(const kn_grad_scaler_options *o);
+KN_API void kn_grad_scaler_free(kn_grad_scaler *s);
+/* loss * scale (a new reference in the open scope), or NULL. */
+KN_API kn_tensor *kn_grad_scaler_scale(kn_grad_scaler *s, kn_tensor *loss);
+/* Divide the gradients of opt's parameters by the scale, in place, noting
+** whether any holds inf or NaN. KN_ESTATE when opt was already unscaled (or
+** stepped) since the last update. */
+KN_API kn_status kn_grad_scaler_unscale(kn_grad_scaler *s, kn_optimizer *opt);
+/* Unscale (unless done) and run kn_optim_step unless a gradient held inf or
+** NaN; *stepped (may be NULL) says which. KN_ESTATE when opt already stepped
+** since the last update. */
+KN_API kn_status kn_grad_scaler_step(kn_grad_scaler *s, kn_optimizer *opt, bool *stepped);
+/* Adjust the scale from the optimizers unscaled since the last update
+** (backoff after any inf/NaN, growth after growth_interval clean updates;
+** a growth that would overflow float32 is not applied) and forget them. */
+KN_API kn_status kn_grad_scaler_update(kn_grad_scaler *s);
+KN_API double kn_grad_scaler_get_scale(const kn_grad_scaler *s);
 
 /* ---- gradient clipping ------------------------------------------------------- */
 /* torch.nn.utils.clip_grad_norm_: scale the gradients of params[0..n) so

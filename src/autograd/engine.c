@@ -16,6 +16,7 @@
 #include "core/hashmap.h"
 #include "kiln/autograd.h"
 #include "kiln/ops_pointwise.h"
+#include "ops/autocast.h"
 #include "ops/iter.h"
 #include "tensor/handles.h"
 
@@ -388,7 +389,9 @@ kn_status kn__run_op(kn__node *n, kn_tensor **gout, const bool *needs, kn_tensor
   if (!gin && st == KN_OK) st = kn__oom();
   if (st == KN_OK) {
     kn__bwctx ctx = {&o.call, o.outs, n->nout, gout, gin, needs, n->nin, NULL};
+    kn__autocast_exclude_push(); /* gradients in the forward ops' dtypes */
     st = n->call.op->backward(&ctx);
+    kn__autocast_exclude_pop();
   }
   for (int k = 0; st == KN_OK && k < n->nin; k++) {
     if (!needs[k] || !gin[k]) continue;

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "dynamo/tracer.h"
+#include "ops/autocast.h"
 #include "kiln/autograd.h"
 #include "logging/log.h"
 #include "tensor/handles.h"
@@ -906,6 +907,16 @@ static kn_status finish_eager(kn__trace *tr, kn_status st, kn_value *ret, kn_val
   return KN_OK;
 }
 
+/* A compiled function's autocast regions must pair up: its graphs hold the
+** casts, but a region left open (or one of the caller's closed) would not
+** be replayed by later calls. */
+static kn_status unpaired_autocast(const kn_compiled *f, int depth_before) {
+  return kn__error(KN_EUNSUPPORTED, "%s: kn_autocast_begin/kn_autocast_end calls inside a "
+                   "compiled function must pair up (open autocast regions went from %d to %d); "
+                   "open the region around the call instead", f->frame.name, depth_before,
+                   kn__autocast_state.depth);
+}
+
 kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__entry *into,
                          kn__branch_miss *miss, int flags, const kn__recompile_note *note,
                          kn__entry **out_entry, kn_value *result) {
@@ -950,9 +961,12 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
   if (st == KN_OK) st = kn__mode_push(&tr->mode);
   if (st == KN_OK) {
     kn__trace_set_current(tr);
+    int ac_depth = kn__autocast_state.depth;
     kn_status ust = kn__invoke_user(f, tr->fargs, nargs, &ret);
     kn__trace_set_current(NULL);
     kn__mode_pop(&tr->mode);
+    if (ust == KN_OK && kn__autocast_state.depth != ac_depth)
+      ust = unpaired_autocast(f, ac_depth);
     if (tr->err == KN_OK && ust != KN_OK) {
       tr->err = ust;
       tr->err_msg = strdup(kn_last_error());

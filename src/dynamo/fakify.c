@@ -13,6 +13,7 @@
 #include "autograd/autograd.h"
 #include "core/error.h"
 #include "dynamo/tracer.h"
+#include "kiln/autocast.h"
 #include "kiln/autograd.h"
 #include "kiln/ops_pointwise.h"
 #include "logging/log.h"
@@ -501,7 +502,9 @@ kn_status kn__trace_fakify(kn__trace *tr) {
   walk w = {.tr = tr};
   tr->fargs = calloc((size_t)(tr->nargs ? tr->nargs : 1), sizeof *tr->fargs);
   if (!tr->fargs) return kn__oom();
-  kn__guard gm = {.kind = KN__G_GRAD_MODE, .b = kn_is_grad_enabled(), .alias_of = -1};
+  /* the global state: grad mode, and the autocast dtype (float32: off) */
+  kn__guard gm = {.kind = KN__G_GRAD_MODE, .b = kn_is_grad_enabled(),
+                  .i = (int64_t)kn_autocast_dtype(), .alias_of = -1};
   kn__src none = {.arg = -1, .expr = (char *)"G"};
   kn_status st = add_guard(tr, &gm, &none, "___check_global_state()");
   for (int i = 0; st == KN_OK && i < tr->nargs; i++) {

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "dynamo/dynamo.h"
+#include "kiln/autocast.h"
 #include "kiln/autograd.h"
 #include "tensor/tensor.h"
 
@@ -160,7 +161,7 @@ bool kn__guards_check(const kn__guards *gs, const kn_value *args, int nargs) {
       if (v.kind != KN_VMODULE || (const void *)v.u.m != g->ptr) return false;
       break;
     case KN__G_GRAD_MODE:
-      if (kn_is_grad_enabled() != g->b) return false;
+      if (kn_is_grad_enabled() != g->b || (int64_t)kn_autocast_dtype() != g->i) return false;
       break;
     case KN__G_SYM_MIN:
       if (v.kind != KN_VTENSOR || v.u.t->ndim <= g->dim || v.u.t->sizes[g->dim] < g->i)
@@ -238,6 +239,24 @@ static bool tensor_reason(kn__sb *sb, const kn__guard *g, kn_value v, kn_tensor 
   return true;
 }
 
+static const char *autocast_name(int64_t dt) {
+  return dt == KN_FLOAT32 ? "off" : kn_dtype_name((kn_dtype)dt);
+}
+
+/* The global-state guard: grad mode, then the autocast dtype. */
+static bool global_state_reason(kn__sb *sb, const kn__guard *g) {
+  int64_t ac = (int64_t)kn_autocast_dtype();
+  if (kn_is_grad_enabled() != g->b)
+    kn__sb_printf(sb, "global state changed: grad_mode %s -> %s", g->b ? "True" : "False",
+                  g->b ? "False" : "True");
+  else if (ac != g->i)
+    kn__sb_printf(sb, "global state changed: autocast %s -> %s", autocast_name(g->i),
+                  autocast_name(ac));
+  else
+    return false;
+  return true;
+}
+
 /* Append the reason of guard g for this call, if it fails. Returns whether
 ** it failed; *stop is set when later guards cannot be evaluated. */
 static bool reason_of(kn__sb *sb, const kn__guard *g, const kn_value *args, int nargs,
@@ -261,10 +280,7 @@ static bool reason_of(kn__sb *sb, const kn__guard *g, const kn_value *args, int 
     slots[g->tensor_slot] = v.u.t;
     return false;
   case KN__G_GRAD_MODE:
-    if (kn_is_grad_enabled() == g->b) return false;
-    kn__sb_printf(sb, "global state changed: grad_mode %s -> %s", g->b ? "True" : "False",
-                  g->b ? "False" : "True");
-    return true;
+    return global_state_reason(sb, g);
   case KN__G_KIND:
     if (v.kind == g->vkind) return false;
     break;

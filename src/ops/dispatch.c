@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/strbuf.h"
+#include "ops/autocast.h"
 #include "ops/opdef.h"
 #include "ops/threads.h"
 #include "tensor/handles.h"
@@ -452,6 +453,16 @@ static kn_status check_handles(const kn__call *c) {
   return KN_OK;
 }
 
+kn_status kn__dispatch_modes(kn__call *c, kn__outs *out) {
+  return dispatch_from(modes.active, c, out);
+}
+
+/* The top of the stack: autocast (when a region is open), then the modes. */
+static kn_status dispatch_top(kn__call *c, kn__outs *out) {
+  if (kn__autocast_active()) return kn__autocast_call(c, out);
+  return dispatch_from(modes.active, c, out);
+}
+
 kn_status kn__dispatch(kn__call *c, kn__outs *out) {
   kn__threads_sync(); /* kn_set_num_threads on another thread: apply it here */
   kn_status st = check_args(c);
@@ -459,11 +470,11 @@ kn_status kn__dispatch(kn__call *c, kn__outs *out) {
   if (st != KN_OK) return st;
   if (KN__PROF_ON()) { /* the profiler: one predictable branch when off */
     int64_t t0 = kn__prof_op_begin();
-    st = dispatch_from(modes.active, c, out);
+    st = dispatch_top(c, out);
     kn__dispatch_prof_end(t0, c, st == KN_OK ? out : NULL);
     return st;
   }
-  return dispatch_from(modes.active, c, out);
+  return dispatch_top(c, out);
 }
 
 /* ---- public-wrapper helpers ---------------------------------------------------- */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/cvt16.h"
 #include "ops/iter.h"
 
 void kn__iter_init(kn__iter *it, int ndim, const int64_t *sizes) {
@@ -104,6 +105,9 @@ static void copy_row(char *d, int64_t ds, kn_dtype dt, const char *s, int64_t ss
     memcpy(d, s, (size_t)n * es);
   } else if (dt == st) {
     for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, es);
+  } else if (ds == (int64_t)es && ss == (int64_t)kn_dtype_size(st) &&
+             kn__cvt16_run(d, dt, s, st, n)) {
+    /* float32 <-> bfloat16/float16, contiguous: vectorised */
   } else if (kn_dtype_is_floating(dt) || kn_dtype_is_floating(st)) {
     for (int64_t i = 0; i < n; i++) kn__store_double(d + i * ds, dt, kn__load_double(s + i * ss, st));
   } else {

@@ -11,6 +11,7 @@
 
 #include <oneapi/dnnl/dnnl_types.h>
 
+#include "ops/nn.h"
 #include "ops/opdef.h"
 
 /* Convolution geometry (the input as 4-D; unbatched input has N = 1). */
@@ -34,6 +35,23 @@ const char *kn__dnnl_isa_name(void);
 kn_status kn__nn_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                        float *C, int64_t ldc);
+
+/* bfloat16/float16 products (ops/nn_gemm16_dnnl.c): C[M, N] (float32,
+** contiguous) = A @ B for A [M, K] and B [K, N] of dtype dt with any strides,
+** float32 accumulation. *used is false (and nothing written) when oneDNN has
+** only its reference implementation for dt on this CPU (or for float16 none):
+** the caller converts to float32 instead. */
+kn_status kn__dnnl_gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
+                          float *C, bool *used);
+/* The implementation oneDNN picks for a contiguous [M, K] @ [K, N] product of
+** dt ("brg:avx512_core_amx", "ref:any (not used)"), copied into buf. */
+kn_status kn__dnnl_gemm16_impl(kn_dtype dt, int64_t M, int64_t N, int64_t K, char *buf,
+                               size_t n);
+/* Which path bfloat16/float16 GEMMs take, process-wide (tests and benches):
+** AUTO oneDNN when it has a fast kernel, else conversion to float32; ONEDNN
+** always oneDNN (its reference implementation included); CONVERT never. */
+typedef enum kn__gemm16_mode { KN__GEMM16_AUTO, KN__GEMM16_ONEDNN, KN__GEMM16_CONVERT } kn__gemm16_mode;
+void kn__gemm16_set_mode(kn__gemm16_mode m);
 
 /* y = conv(x, w) (+ b when b is non-NULL); contiguous float32 buffers. */
 kn_status kn__dnnl_conv_fwd(const kn__convg *g, const float *x, const float *w, const float *b,

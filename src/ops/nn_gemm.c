@@ -6,7 +6,12 @@
 ** A strided operand is handed to the library as is when one of its strides
 ** is 1 and the other a valid leading dimension (row-major "no transpose" or
 ** "transpose"); anything else is first copied into a contiguous buffer.
-** bfloat16 goes through float32 buffers; integer dtypes use a
+** bfloat16 and float16 run on oneDNN's matmul where the CPU has a fast
+** kernel for them (AVX512-BF16, AMX; ops/nn_gemm16_dnnl.c), else through
+** float32 buffers (vectorised conversions, sgemm); either way float32
+** accumulation and one rounding of each result (torch 1.13 refuses float16
+** on the CPU, later releases accept it, and float16 autocast needs it);
+** integer dtypes use a
 ** straightforward loop with int64 accumulation.
 */
 #include <cblas.h>
@@ -14,6 +19,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/cvt16.h"
 #include "ops/nn.h"
 #include "ops/nn_dnnl.h"
 
@@ -66,6 +72,13 @@ static void *pack(kn_dtype dt, kn_dtype out_dt, int64_t rows, int64_t cols, kn__
   char *buf = kn__cached_alloc(*nbytes);
   if (!buf) return NULL;
   size_t is = kn_dtype_size(dt);
+  if (out_dt == KN_FLOAT32 && (m.s1 == 1 || cols == 1) && dt != KN_FLOAT32) {
+    bool ok = true; /* rows of bfloat16/float16: the vector conversions */
+    for (int64_t i = 0; i < rows && ok; i++)
+      ok = kn__cvt16_run(buf + (size_t)(i * cols) * es, out_dt,
+                         (const char *)m.p + i * m.s0 * (int64_t)is, dt, cols);
+    if (ok) return buf;
+  }
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j++) {
       const char *src = (const char *)m.p + (i * m.s0 + j * m.s1) * (int64_t)is;
@@ -118,8 +131,34 @@ static void scale_c(kn_dtype dt, int64_t M, int64_t N, void *C, int64_t ldc, dou
     }
 }
 
+/* bfloat16/float16 on oneDNN's matmul (ops/nn_gemm16_dnnl.c) into a float32
+** buffer, then C = alpha * AB + beta * C rounded once. *used false: oneDNN
+** declined (the caller converts to float32). */
+static kn_status gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
+                        void *C, int64_t ldc, double alpha, double beta, bool *used) {
+  size_t nbytes = (size_t)(M * N) * sizeof(float) + 64;
+  float *c = kn__cached_alloc(nbytes);
+  if (!c) return kn__oom();
+  kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, c, used);
+  for (int64_t i = 0; st == KN_OK && *used && i < M; i++) {
+    char *row = (char *)C + i * ldc * 2;
+    if (alpha != 1 || beta != 0)
+      for (int64_t j = 0; j < N; j++)
+        c[i * N + j] = (float)(alpha * c[i * N + j] +
+                               (beta == 0 ? 0.0 : beta * kn__load_double(row + j * 2, dt)));
+    kn__cvt16_run(row, dt, c + i * N, KN_FLOAT32, N);
+  }
+  kn__cached_free(c, nbytes);
+  return st;
+}
+
 static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
                            void *C, int64_t ldc, double alpha, double beta) {
+  if (dt == KN_BFLOAT16 || dt == KN_FLOAT16) {
+    bool used = false;
+    kn_status st16 = gemm16(dt, M, N, K, A, B, C, ldc, alpha, beta, &used);
+    if (st16 != KN_OK || used) return st16;
+  }
   kn_dtype bdt = dt == KN_FLOAT64 ? KN_FLOAT64 : KN_FLOAT32;
   operand a, b;
   kn_status st = prepare_operand(dt, bdt, M, K, A, &a);
@@ -129,7 +168,7 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
     release_operand(&a);
     return st;
   }
-  /* bfloat16 output: compute into a float buffer, then round. */
+  /* bfloat16/float16 output: compute into a float buffer, then round. */
   void *c = C;
   int ldcc = (int)ldc;
   size_t cbytes = 0;
@@ -139,10 +178,8 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
     if (!c) st = kn__oom();
     else {
       ldcc = (int)(N > 1 ? N : 1);
-      for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++)
-          ((float *)c)[i * N + j] =
-              beta == 0 ? 0.0f : (float)kn__load_double((char *)C + (i * ldc + j) * 2, dt);
+      for (int64_t i = 0; i < M && beta != 0; i++) /* sgemm reads C only when beta != 0 */
+        kn__cvt16_run((float *)c + i * N, KN_FLOAT32, (char *)C + i * ldc * 2, dt, N);
     }
   }
   if (st == KN_OK) {
@@ -156,8 +193,7 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
                   beta, c, ldcc);
     if (c != C && st == KN_OK)
       for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++)
-          kn__store_double((char *)C + (i * ldc + j) * 2, dt, ((float *)c)[i * N + j]);
+        kn__cvt16_run((char *)C + i * ldc * 2, dt, (float *)c + i * N, KN_FLOAT32, N);
   }
   if (c != C && c) kn__cached_free(c, cbytes);
   release_operand(&a);
@@ -185,7 +221,7 @@ static void int_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn
 }
 
 kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt) {
-  if (dt == KN_FLOAT16 || dt == KN_BOOL)
+  if (dt == KN_BOOL)
     return kn__error(KN_EDTYPE, "\"%s\" not implemented for '%s'", opname,
                      kn__nn_scalar_type_name(dt));
   return KN_OK;

@@ -17,6 +17,8 @@
 ** row cannot exist, and KN__OP_COUNT is checked against the table's size.
 **
 ** Dispatch (ops/dispatch.c) runs a call through, top to bottom:
+**   0. autocast (ops/autocast.c), when a region is open on the thread: the
+**      call's inputs are cast by its policy row (ops/ops_autocast.def);
 **   1. the mode stack (thread-local; tracing and fake modes push themselves
 **      here: the capture frontend's tracing mode records graph nodes instead
 **      of computing). While a mode handles a call, calls it makes see only
@@ -228,6 +230,9 @@ const kn__opdef *kn__op_lookup(const char *qualified_name);
 ** outputs (owned references, not registered in any scope); on failure out is
 ** empty and kn_last_error says why. */
 kn_status kn__dispatch(kn__call *c, kn__outs *out);
+/* The same below the autocast layer (ops/autocast.h): modes, autograd,
+** backend. */
+kn_status kn__dispatch_modes(kn__call *c, kn__outs *out);
 /* Records call c, begun at t0 (kn__prof_op_begin), with the profiler: its op
 ** name, argument sizes and the autograd node of its first output (out may
 ** be NULL: the call failed). */

@@ -89,6 +89,24 @@ static kn_status add_owned(kn_module *m, const char *name, kn_tensor *t, bool pa
   return st;
 }
 
+/* Does parameter i get a float32 master copy (master_weights, a bfloat16 or
+** float16 parameter)? */
+static bool has_master(const kn_optimizer *opt, int i) {
+  kn_dtype dt = kn_tensor_dtype(opt->params[i]);
+  return opt->o.master_weights && (dt == KN_BFLOAT16 || dt == KN_FLOAT16);
+}
+
+/* The "master" buffer: param widened to float32 (no history). */
+static kn_status add_master(kn_module *c, kn_tensor *param) {
+  kn_scope_begin();
+  bool prev = kn_no_grad_begin();
+  kn_tensor *m = kn_to_copy(param, KN_FLOAT32);
+  kn_status st = m ? kn_module_add_buffer(c, "master", m) : kn_last_status();
+  kn_no_grad_end(prev);
+  kn_scope_end();
+  return st;
+}
+
 static kn_status build_state(kn_optimizer *opt) {
   opt->state = kn_module_new();
   if (!opt->state) return kn__oom();
@@ -100,6 +118,7 @@ static kn_status build_state(kn_optimizer *opt) {
     st = c ? kn_module_add_child(opt->state, name, c) : kn__oom();
     if (st != KN_OK) kn_module_free(c);
     if (st == KN_OK) st = kn_module_add_param(c, "param", opt->params[i]);
+    if (st == KN_OK && has_master(opt, i)) st = add_master(c, opt->params[i]);
   }
   return st;
 }
@@ -166,6 +185,7 @@ typedef struct pstate {
   kn_module *root; /* the state tree (or its traced stand-in source) */
   char prefix[24]; /* "<i>." */
   kn_tensor *lr;
+  const char *param; /* the tensor updated: "param", or "master" (float32 copy) */
 } pstate;
 
 static kn_tensor *get(const pstate *s, const char *name) {
@@ -212,6 +232,7 @@ static bool uses_state(const kn_optimizer *opt, const char *name) {
   if (!strcmp(name, "square_avg")) return rms;
   if (!strcmp(name, "exp_avg") || !strcmp(name, "exp_avg_sq")) return adam;
   if (!strcmp(name, "step")) return opt->kind != OPT_SGD;
+  if (!strcmp(name, "master")) return opt->o.master_weights;
   return true;
 }
 
@@ -223,7 +244,8 @@ static const char *const state_bufs[] = {"exp_avg", "exp_avg_sq", "square_avg",
 static kn_status add_zeros(kn_optimizer *opt, int i, const char *name) {
   kn_scope_begin();
   bool prev = kn_no_grad_begin();
-  kn_tensor *z = kn_detach(kn_mul_scalar(opt->params[i], kn_float(0))); /* same dtype */
+  kn_tensor *base = has_master(opt, i) ? kn_to(opt->params[i], KN_FLOAT32) : opt->params[i];
+  kn_tensor *z = kn_detach(kn_mul_scalar(base, kn_float(0))); /* the updated tensor's dtype */
   kn_status st = z ? kn_module_add_buffer(child(opt, i), name, z) : kn_last_status();
   kn_no_grad_end(prev);
   kn_scope_end();
@@ -254,7 +276,7 @@ static kn_tensor *with_decay(const kn_optimizer *opt, kn_tensor *g, kn_tensor *p
 static kn_status sgd_update(const kn_optimizer *opt, const pstate *s, int i, kn_tensor *g,
                             bool first) {
   const kn_optim_options *o = &opt->o;
-  kn_tensor *p = get(s, "param"), *d = with_decay(opt, g, p);
+  kn_tensor *p = get(s, s->param), *d = with_decay(opt, g, p);
   kn_status st = KN_OK;
   if (o->momentum != 0) {
     if (first) st = kn_module_add_buffer(child(opt, i), "momentum_buffer", kn_clone(d));
@@ -275,7 +297,7 @@ static kn_tensor *bias_correction(double beta, kn_tensor *step) {
 
 static kn_status adam_update(const kn_optimizer *opt, const pstate *s, kn_tensor *g) {
   const kn_optim_options *o = &opt->o;
-  kn_tensor *p = get(s, "param"), *step = get(s, "step");
+  kn_tensor *p = get(s, s->param), *step = get(s, "step");
   kn_tensor *ea = get(s, "exp_avg"), *eas = get(s, "exp_avg_sq");
   kn_status st = kn_add_scalar_(step, kn_float(1));
   if (st == KN_OK && opt->kind == OPT_ADAMW && o->weight_decay != 0)
@@ -295,7 +317,7 @@ static kn_status adam_update(const kn_optimizer *opt, const pstate *s, kn_tensor
 
 static kn_status rmsprop_update(const kn_optimizer *opt, const pstate *s, kn_tensor *g) {
   const kn_optim_options *o = &opt->o;
-  kn_tensor *p = get(s, "param"), *sq = get(s, "square_avg");
+  kn_tensor *p = get(s, s->param), *sq = get(s, "square_avg");
   kn_status st = kn_add_scalar_(get(s, "step"), kn_float(1));
   g = with_decay(opt, g, p);
   if (st == KN_OK) st = kn_mul_scalar_(sq, kn_float(o->alpha));
@@ -322,13 +344,16 @@ static kn_status rmsprop_update(const kn_optimizer *opt, const pstate *s, kn_ten
 /* Update parameter i from gradient g, reading tensors through root. */
 static kn_status update(const kn_optimizer *opt, kn_module *root, int i, kn_tensor *g,
                         bool first) {
-  pstate s = {root, "", kn_module_get(root, "lr")};
+  bool master = has_master(opt, i);
+  pstate s = {root, "", kn_module_get(root, "lr"), master ? "master" : "param"};
   snprintf(s.prefix, sizeof s.prefix, "%d.", i);
   kn_scope_begin();
   bool prev = kn_no_grad_begin();
+  if (master) g = kn_to(g, KN_FLOAT32); /* the update runs in float32 */
   kn_status st = opt->kind == OPT_SGD       ? sgd_update(opt, &s, i, g, first)
                  : opt->kind == OPT_RMSPROP ? rmsprop_update(opt, &s, g)
                                             : adam_update(opt, &s, g);
+  if (st == KN_OK && master) st = kn_copy_(get(&s, "param"), get(&s, "master"));
   kn_no_grad_end(prev);
   kn_scope_end();
   return st;
@@ -419,6 +444,7 @@ int64_t kn_optim_steps(const kn_optimizer *opt) { return opt ? opt->steps : 0; }
 const char *kn_optim_name(const kn_optimizer *opt) { return opt ? kind_names[opt->kind] : NULL; }
 kn_module *kn_optim_state(kn_optimizer *opt) { return opt ? opt->state : NULL; }
 int kn_optim_num_params(const kn_optimizer *opt) { return opt ? opt->n : 0; }
+kn_tensor *kn__optim_param(const kn_optimizer *opt, int i) { return opt->params[i]; }
 
 /* ---- checkpoint support ------------------------------------------------------------ */
 kn_status kn__optim_ensure_state(kn_optimizer *opt, int i) {

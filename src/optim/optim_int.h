@@ -36,6 +36,9 @@ kn_status kn__optim_ensure_state(kn_optimizer *opt, int i);
 ** ("exp_avg", "momentum_buffer", ...)? Entries they do not use (left by
 ** other options before a load) are neither saved nor loaded. */
 bool kn__optim_uses_state(const kn_optimizer *opt, const char *name);
+/* The model's parameter i (the tensor the caller passed; its gradient is
+** the one the optimizer reads). Borrowed. */
+kn_tensor *kn__optim_param(const kn_optimizer *opt, int i);
 /* After loading: take the learning rate from the "lr" tensor and set the
 ** step count. */
 void kn__optim_restored(kn_optimizer *opt, int64_t steps);

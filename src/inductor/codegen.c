@@ -1,5 +1,10 @@
 /*
-** inductor/codegen.c: the C translation unit of a plan.
+** inductor/codegen.c: walking the kernel IR (kir.h) and calling the target
+** (target.h, kn__ind_codegen_target), and the C targets' printer: the C
+** translation unit of an IR. It prints what the IR and its memory plan
+** say (buffers read and written, in place, reuse, frees); the target's
+** dialect says whether loops carry OpenMP pragmas and vector-math
+** functions the x86-64 vector ABI.
 **
 **   prelude    includes, the runtime table type, the formulas' vocabulary
 **              (helpers and vector-math functions: kn__ind_formula_prelude)
@@ -9,8 +14,8 @@
 **              a reduction a loop over outputs, each reducing its elements
 **              in order with the fused prologue; an output may be written
 **              in place over an input that dies in the kernel
-**   call       the entry point: extern steps, kernel launches and early
-**              frees in graph order
+**   call       the entry point: the IR's items in order (extern steps,
+**              kernel launches) with their buffer events
 **
 ** Loops: when every input of a kernel is read contiguously with the
 ** kernel's own sizes (or is one broadcast element), one flat loop in blocks

@@ -70,8 +70,10 @@ kn_status kn__ind_c_emit_entry(const kn__ind_target *t, const kn__kir *ir, bool 
 kn_status kn__ind_c_emit_launch(const kn__ind_target *t, const kn__kir *ir, int j, kn__sb *sb);
 
 /* Generate the program of plan p for target t into sb: build the kernel
-** IR, plan memory, verify it (debug builds and KILN_INDUCTOR_VERIFY=1),
-** log it (kernel_ir artifact), then walk it calling the target. */
+** IR, plan memory, verify it (every compile: linear in the IR's size), log
+** it (kernel_ir artifact), then walk it calling the target. A plan the
+** verifier rejects is KN_EINTERNAL; a kernel the target does not support,
+** KN_EUNSUPPORTED naming it. */
 kn_status kn__ind_codegen_target(kn__ind_plan *p, const kn__ind_target *t, kn__sb *sb);
 
 #endif

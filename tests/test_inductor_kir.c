@@ -11,7 +11,8 @@
 **   - the printer's text for a small plan (golden text);
 **   - the targets: "c" prints OpenMP pragmas and vector-ABI functions,
 **     "c_scalar" neither; KILN_INDUCTOR_TARGET picks one and rejects an
-**     unknown name.
+**     unknown name; the target's name is part of the cache key (a compiled
+**     function, in a cache directory of its own).
 */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "core/strbuf.h"
 #include "graph_util.h"
+#include "inductor_util.h"
 #include "inductor/kir.h"
 #include "inductor/target.h"
 #include "kiln/kiln.h"
@@ -385,4 +387,42 @@ Test(inductor_kir, target_chosen_by_environment) {
   cr_expect_str_eq(kn_last_error(),
                    "inductor: KILN_INDUCTOR_TARGET: expected one of c, c_scalar; found 'cuda'");
   unsetenv("KILN_INDUCTOR_TARGET");
+}
+
+/* The target's name is part of the cache keys: the same function compiled
+** for c and for c_scalar gives two shared objects, and only c's source has
+** OpenMP pragmas; both give eager's values. */
+static kn_tensor *small_fn(kn_tensor *x) { return kn_mul(kn_exp(x), kn_add_scalar(x, kn_float(1.0))); }
+
+static kn_tensor *run_on(const char *target, kn_tensor *x) {
+  setenv("KILN_INDUCTOR_TARGET", target, 1);
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = kn_compile_tensor_fn((void (*)(void))small_fn, 1, "small", __FILE__, __LINE__, &o);
+  cr_assert_not_null(f, "%s", kn_last_error());
+  kn_tensor *y = kn_call_t(f, x);
+  cr_assert_not_null(y, "%s: %s", target, kn_last_error());
+  kn_compiled_free(f);
+  unsetenv("KILN_INDUCTOR_TARGET");
+  return y;
+}
+
+Test(inductor_kir, target_name_is_part_of_the_cache_key) {
+  char dir[64];
+  ind_cache_dir(dir, sizeof dir);
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(KN_SHAPE(5, 7), NULL, KN_FLOAT64);
+  kn_tensor *want = small_fn(x);
+  cr_expect(ind_close(run_on("c", x), want, 1e-12, 1e-12, "c"));
+  cr_expect_eq(ind_count(dir, ".so"), 1);
+  cr_expect(ind_close(run_on("c_scalar", x), want, 1e-12, 1e-12, "c_scalar"));
+  cr_expect_eq(ind_count(dir, ".so"), 2);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "grep -l '#pragma omp' %s/inductor/*.c | wc -l", dir);
+  FILE *p = popen(cmd, "r");
+  int n = -1;
+  cr_assert(p && fscanf(p, "%d", &n) == 1);
+  pclose(p);
+  cr_expect_eq(n, 1, "sources with OpenMP pragmas: %d", n);
+  kn_scope_end();
+  ind_rm(dir);
 }

@@ -19,6 +19,7 @@
 **              output's sizes and dtype and is read at the output's own
 **              element (contiguous with the kernel's sizes).
 */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,10 +406,16 @@ static const char *kind_name(kn__kir_kind k) {
                                                                               : "extern step";
 }
 
-static kn_status bad(const kn__kir *ir, int j, const char *fmt, int a, const char *what) {
+/* KN_EINTERNAL: item j, then fmt's text. */
+static kn_status bad(const kn__kir *ir, int j, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static kn_status bad(const kn__kir *ir, int j, const char *fmt, ...) {
   const kn__kir_item *it = &ir->items[j];
   char msg[300];
-  snprintf(msg, sizeof msg, fmt, a, what);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
   return kn__error(KN_EINTERNAL, "inductor: kernel IR item %d (%s at node %d): %s", j,
                    kind_name(it->kind), it->id, msg);
 }
@@ -440,16 +447,17 @@ static bool broadcastable(const kn__vmeta *s, const kn__vmeta *m) {
 static kn_status check_reads(const kn__kir *ir, int j, const unsigned char *st) {
   const kn__kir_item *it = &ir->items[j];
   if (it->kind != KN__KIR_EXTERN && it->nreads > KN__KER_MAX_READS)
-    return bad(ir, j, "reads %d buffers, more than KN__KER_MAX_READS = 64%s", it->nreads, "");
+    return bad(ir, j, "reads %d buffers, more than KN__KER_MAX_READS = %d", it->nreads,
+               KN__KER_MAX_READS);
   if (it->nroots > KN__HZ_MAX)
-    return bad(ir, j, "has %d roots, more than KN__HZ_MAX = 8%s", it->nroots, "");
+    return bad(ir, j, "has %d roots, more than KN__HZ_MAX = %d", it->nroots, KN__HZ_MAX);
   for (int r = 0; r < it->nreads; r++) {
     int s = it->reads[r].slot;
-    if (s < 0 || s >= ir->p->nslots) return bad(ir, j, "reads slot %d, which does not exist%s", s, "");
+    if (s < 0 || s >= ir->p->nslots) return bad(ir, j, "reads slot %d, which does not exist", s);
     if (st[s] != LIVE) return bad(ir, j, "reads slot %d, which is %s", s, state_name(st[s]));
     if (it->kind != KN__KIR_EXTERN && !broadcastable(it->space, it->reads[r].m))
-      return bad(ir, j, "reads slot %d with sizes that do not broadcast to the kernel's %s", s,
-                 "iteration space");
+      return bad(ir, j, "reads slot %d with sizes that do not broadcast to the kernel's "
+                 "iteration space", s);
   }
   return KN_OK;
 }
@@ -468,8 +476,8 @@ static kn_status check_write(const kn__kir *ir, int j, unsigned char *st, const 
                w->slot < 0 || w->slot >= ir->p->nslots ? "no slot" : state_name(st[w->slot]));
   const kn__vmeta *wm = kn__kir_slot_meta(ir->p, w->slot);
   if (it->kind == KN__KIR_POINTWISE && !same_sizes(wm, it->space))
-    return bad(ir, j, "writes slot %d with sizes other than the kernel's %s", w->slot,
-               "iteration space");
+    return bad(ir, j, "writes slot %d with sizes other than the kernel's iteration space",
+               w->slot);
   if (w->from >= 0) {
     bool read = false;
     for (int r = 0; r < it->nreads; r++) read |= it->reads[r].slot == w->from;
@@ -477,11 +485,11 @@ static kn_status check_write(const kn__kir *ir, int j, unsigned char *st, const 
       return bad(ir, j, "writes in place over slot %d, which is %s", w->from,
                  read ? "read after this kernel" : "not read by this kernel");
     if (!kn__kir_same_layout(kn__kir_slot_meta(ir->p, w->from), wm))
-      return bad(ir, j, "takes over the buffer of slot %d, whose sizes or dtype differ from %s",
-                 w->from, "the output's");
+      return bad(ir, j, "takes over the buffer of slot %d, whose sizes or dtype differ from the "
+                 "output's", w->from);
     if (!w->inplace && ir->last[w->from] >= j)
-      return bad(ir, j, "takes over the buffer of slot %d, which is read %s", w->from,
-                 "by this kernel or later");
+      return bad(ir, j, "takes over the buffer of slot %d, which is read by this kernel or "
+                 "later", w->from);
     kn_status s = kill(ir, j, st, w->from, "taken over");
     if (s != KN_OK) return s;
   }
@@ -492,19 +500,19 @@ static kn_status check_write(const kn__kir *ir, int j, unsigned char *st, const 
 static kn_status check_item(const kn__kir *ir, int j, unsigned char *st) {
   const kn__kir_item *it = &ir->items[j];
   if (j > 0 && it->id <= ir->items[j - 1].id)
-    return bad(ir, j, "runs at node %d, not after the item before it%s", it->id, "");
+    return bad(ir, j, "runs at node %d, not after the item before it", it->id);
   kn_status s = check_reads(ir, j, st);
   for (int k = 0; s == KN_OK && k < it->nfree_before; k++) {
     int f = it->free_before[k];
     s = f >= 0 && f < ir->p->nslots && ir->last[f] >= j
-            ? bad(ir, j, "frees slot %d before it, but the slot is read %s", f, "by it or later")
+            ? bad(ir, j, "frees slot %d before it, but the slot is read by it or later", f)
             : kill(ir, j, st, f, "freed before the item");
   }
   for (int w = 0; s == KN_OK && w < it->nwrites; w++) s = check_write(ir, j, st, &it->writes[w]);
   for (int k = 0; s == KN_OK && k < it->nfree_after; k++) {
     int f = it->free_after[k];
     s = f >= 0 && f < ir->p->nslots && ir->last[f] > j
-            ? bad(ir, j, "frees slot %d after it, but the slot is read %s", f, "later")
+            ? bad(ir, j, "frees slot %d after it, but the slot is read later", f)
             : kill(ir, j, st, f, "freed after the item");
   }
   return s;

@@ -21,6 +21,7 @@
 #include "core/strbuf.h"
 #include "graph_util.h"
 #include "inductor_util.h"
+#include "support/log_capture.h"
 #include "inductor/kir.h"
 #include "inductor/target.h"
 #include "kiln/kiln.h"
@@ -392,7 +393,10 @@ Test(inductor_kir, target_chosen_by_environment) {
 /* The target's name is part of the cache keys: the same function compiled
 ** for c and for c_scalar gives two shared objects, and only c's source has
 ** OpenMP pragmas; both give eager's values. */
-static kn_tensor *small_fn(kn_tensor *x) { return kn_mul(kn_exp(x), kn_add_scalar(x, kn_float(1.0))); }
+static kn_tensor *small_fn(kn_tensor *x) {
+  kn_tensor *e = kn_exp(x);
+  return kn_mul(e, kn_add_scalar(x, kn_float(1.0)));
+}
 
 static kn_tensor *run_on(const char *target, kn_tensor *x) {
   setenv("KILN_INDUCTOR_TARGET", target, 1);
@@ -424,5 +428,35 @@ Test(inductor_kir, target_name_is_part_of_the_cache_key) {
   pclose(p);
   cr_expect_eq(n, 1, "sources with OpenMP pragmas: %d", n);
   kn_scope_end();
+  ind_rm(dir);
+}
+
+/* KILN_LOGS=+kernel_ir logs the IR of each graph code is generated for
+** (here the inference graph: one kernel, exp and add inlined into mul). */
+Test(inductor_kir, kernel_ir_artifact) {
+  char dir[64];
+  ind_cache_dir(dir, sizeof dir);
+  kn_test_log_clean();
+  kn_set_logs_str("kernel_ir");
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(KN_SHAPE(3, 4), NULL, KN_FLOAT32);
+  kn_tensor *y = run_on("c", x);
+  kn_scope_end();
+  kn_test_capture_end(&r);
+  cr_assert_not_null(y);
+  cr_assert_eq(kn_test_count_artifact(&r, "kernel_ir"), 1);
+  const kn_test_record *rec = kn_test_get_record(&r, "kernel_ir: ");
+  cr_assert_not_null(rec);
+  cr_expect_str_eq(rec->message, "kernel_ir: 1 items, 2 slots\n"
+                                  "0: pointwise kernel 3 float32[3, 4] (roots mul)\n"
+                                  "    read s0 float32[3, 4][4, 1]\n"
+                                  "    v1 = exp(s0)\n"
+                                  "    v2 = add(s0, 1)\n"
+                                  "    v3 = mul(v1, v2)\n"
+                                  "    write s1 <- new\n");
+  kn_test_records_free(&r);
+  kn_test_log_clean();
   ind_rm(dir);
 }

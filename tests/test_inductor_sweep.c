@@ -19,6 +19,11 @@
 ** To keep the suite quick, every case is one graph with all ops as outputs,
 ** compiled at -O0 (KILN_CFLAGS), which changes no result (no fast-math,
 ** no FP contraction; test_inductor.c runs the default -O3).
+**
+** Differential check (scalar_target_*): every case also compiled for the
+** plain scalar C target (KILN_INDUCTOR_TARGET=c_scalar), compared with
+** eager and bit for bit with the default "c" target; float64 in every
+** build, float32 and int64/bool with KILN_TEST_SWEEP_ALL=1.
 */
 #include "inductor_util.h"
 
@@ -219,26 +224,36 @@ static void setup(void) {
 static double rtol_of(kn_dtype dt) { return dt == KN_FLOAT32 ? 1e-5 : 1e-12; }
 static double atol_of(kn_dtype dt) { return dt == KN_FLOAT32 ? 1e-6 : 1e-12; }
 
-static void layouts(kn_dtype dt) {
-  kn_compiled *f = compile_sweep(float_fn, KN_DYNAMIC_FALSE);
-  double rt = rtol_of(dt), at = atol_of(dt);
+/* The layout cases of one dtype: each calls each(x, y, what, ud). */
+typedef void (*case_fn)(kn_tensor *x, kn_tensor *y, const char *what, void *ud);
+
+static void layout_cases(kn_dtype dt, case_fn each, void *ud) {
   kn_scope_begin();
   kn_tensor *x = kn_randn(KN_SHAPE(7, 13), NULL, dt), *y = kn_randn(KN_SHAPE(7, 13), NULL, dt);
-  check(f, float_sweep, x, y, rt, at, "contiguous 7x13");
+  each(x, y, "contiguous 7x13", ud);
   kn_tensor *xt = kn_t(kn_randn(KN_SHAPE(13, 7), NULL, dt));
-  check(f, float_sweep, xt, y, rt, at, "transposed x");
+  each(xt, y, "transposed x", ud);
   kn_tensor *xb = kn_randn(KN_SHAPE(5, 1, 7), NULL, dt), *yb = kn_randn(KN_SHAPE(4, 7), NULL, dt);
-  check(f, float_sweep, xb, yb, rt, at, "broadcast 5x1x7 with 4x7");
-  check(f, float_sweep, kn_randn(KN_SHAPE(0, 5), NULL, dt), kn_randn(KN_SHAPE(0, 5), NULL, dt),
-        rt, at, "zero-size 0x5");
-  check(f, float_sweep, kn_randn(KN_SHAPE(1, 1), NULL, dt), kn_randn(KN_SHAPE(1, 1), NULL, dt),
-        rt, at, "size 1");
-  check(f, float_sweep, kn_randn(KN_SHAPE(3, 5, 7), NULL, dt), kn_randn(KN_SHAPE(5, 7), NULL, dt),
-        rt, at, "odd 3x5x7 with 5x7");
+  each(xb, yb, "broadcast 5x1x7 with 4x7", ud);
+  each(kn_randn(KN_SHAPE(0, 5), NULL, dt), kn_randn(KN_SHAPE(0, 5), NULL, dt), "zero-size 0x5", ud);
+  each(kn_randn(KN_SHAPE(1, 1), NULL, dt), kn_randn(KN_SHAPE(1, 1), NULL, dt), "size 1", ud);
+  each(kn_randn(KN_SHAPE(3, 5, 7), NULL, dt), kn_randn(KN_SHAPE(5, 7), NULL, dt),
+       "odd 3x5x7 with 5x7", ud);
   kn_tensor *big = kn_randn(KN_SHAPE(300, 301), NULL, dt);
   kn_tensor *slice = kn_slice(big, 1, 1, 301, 2); /* a strided view: no copy */
-  check(f, float_sweep, slice, kn_randn(KN_SHAPE(300, 150), NULL, dt), rt, at, "strided slice");
+  each(slice, kn_randn(KN_SHAPE(300, 150), NULL, dt), "strided slice", ud);
   kn_scope_end();
+}
+
+static void check_case(kn_tensor *x, kn_tensor *y, const char *what, void *ud) {
+  kn_compiled *f = ud;
+  kn_dtype dt = kn_tensor_dtype(x);
+  check(f, float_sweep, x, y, rtol_of(dt), atol_of(dt), what);
+}
+
+static void layouts(kn_dtype dt) {
+  kn_compiled *f = compile_sweep(float_fn, KN_DYNAMIC_FALSE);
+  layout_cases(dt, check_case, f);
   kn_compiled_free(f);
 }
 
@@ -273,4 +288,83 @@ Test(inductor_sweep, dynamic_sizes_share_one_program, .init = setup) {
   kn_scope_end();
   kn_compiled_free(f);
   cr_expect_eq(ind_count(getenv("KILN_CACHE_DIR"), ".so"), 2);
+}
+
+/* ---- the scalar target as the reference ----------------------------------------
+** Each case compiled twice: with the "c" target (OpenMP, vector ABI) and
+** with "c_scalar" (plain scalar C, its own compiler flags: no -fopenmp),
+** selected by KILN_INDUCTOR_TARGET at each call (a static compile per
+** shape). The scalar results are compared with eager under the sweep's
+** tolerances and with the "c" results bit for bit: both run the same
+** formulas, the same vector-math functions lane by lane and the same
+** reduction order, without FP contraction. float64 layouts run in every
+** build; float32 and the int64/bool sweep with KILN_TEST_SWEEP_ALL=1. */
+static kn_value call_on(kn_compiled *f, const char *target, kn_tensor *x, kn_tensor *y) {
+  bool scalar = !strcmp(target, "c_scalar");
+  setenv("KILN_INDUCTOR_TARGET", target, 1);
+  if (scalar) setenv("KILN_CFLAGS", "-O0 -ffp-contract=off", 1);
+  kn_value out, args[2] = {kn_vtensor(x), kn_vtensor(y)};
+  kn_status st = kn_call(f, args, 2, &out);
+  unsetenv("KILN_INDUCTOR_TARGET");
+  setenv("KILN_CFLAGS", "-O0 -fopenmp -ffp-contract=off", 1);
+  cr_assert_eq(st, KN_OK, "%s target: %s", target, kn_last_error());
+  cr_assert_eq(out.kind, KN_VTUPLE);
+  return out;
+}
+
+typedef struct diff { kn_compiled *c, *scalar; sweep_fn ref; } diff;
+
+static void differential_case(kn_tensor *x, kn_tensor *y, const char *what, void *ud) {
+  diff *d = ud;
+  kn_dtype dt = kn_tensor_dtype(x);
+  bool exact = dt != KN_FLOAT32 && dt != KN_FLOAT64;
+  kn_value oc = call_on(d->c, "c", x, y), os = call_on(d->scalar, "c_scalar", x, y);
+  sweep s = {.n = 0};
+  d->ref(&s, x, y);
+  cr_assert_eq(os.n, s.n);
+  cr_assert_eq(oc.n, s.n);
+  for (int i = 0; i < s.n; i++) {
+    char label[160];
+    snprintf(label, sizeof label, "%s: %s: c_scalar vs eager", what, s.name[i]);
+    cr_expect(ind_close(os.u.items[i].u.t, s.out[i], exact ? 0 : rtol_of(dt), exact ? 0 : atol_of(dt),
+                        label), "%s", label);
+    snprintf(label, sizeof label, "%s: %s: c_scalar vs c", what, s.name[i]);
+    cr_expect(ind_close(os.u.items[i].u.t, oc.u.items[i].u.t, 0, 0, label), "%s", label);
+  }
+  kn_value_release(oc);
+  kn_value_release(os);
+}
+
+static bool sweep_all(void) {
+  const char *v = getenv("KILN_TEST_SWEEP_ALL");
+  return v && *v && *v != '0';
+}
+
+static void differential(kn_fn fn, sweep_fn ref, kn_dtype dt) {
+  diff d = {compile_sweep(fn, KN_DYNAMIC_FALSE), compile_sweep(fn, KN_DYNAMIC_FALSE), ref};
+  if (ref == float_sweep) {
+    layout_cases(dt, differential_case, &d);
+  } else {
+    kn_scope_begin();
+    kn_tensor *x = kn_randint(-50, 50, KN_SHAPE(6, 9), NULL, KN_INT64);
+    kn_tensor *y = kn_randint(-50, 50, KN_SHAPE(6, 9), NULL, KN_INT64);
+    differential_case(x, y, "int64", &d);
+    differential_case(kn_t(kn_randint(-9, 9, KN_SHAPE(9, 6), NULL, KN_INT64)), y,
+                      "int64 transposed", &d);
+    kn_scope_end();
+  }
+  kn_compiled_free(d.c);
+  kn_compiled_free(d.scalar);
+}
+
+Test(inductor_sweep, scalar_target_float64_layouts, .init = setup) {
+  differential(float_fn, float_sweep, KN_FLOAT64);
+}
+Test(inductor_sweep, scalar_target_float32_layouts, .init = setup) {
+  if (!sweep_all()) cr_skip_test("KILN_TEST_SWEEP_ALL is not set");
+  differential(float_fn, float_sweep, KN_FLOAT32);
+}
+Test(inductor_sweep, scalar_target_int64_and_bool, .init = setup) {
+  if (!sweep_all()) cr_skip_test("KILN_TEST_SWEEP_ALL is not set");
+  differential(int_fn, int_sweep, KN_INT64);
 }

@@ -31,7 +31,8 @@ static int level_of(int id) {
   "all, aot, aot_graphs, aot_joint_graph, autograd, bytecode, c10d, compiled_autograd, " \
   "compiled_autograd_verbose, ddp, ddp_graphs, "                                        \
   "distributed, dynamic, dynamo, export, fsdp, fusion, graph, graph_breaks, "          \
-  "graph_code, graph_sizes, guards, inductor, kernel_code, kiln, output_code, "        \
+  "graph_code, graph_sizes, guards, inductor, kernel_code, kernel_ir, kiln, "          \
+  "output_code, "                                                                     \
   "overlap, perf_hints, post_grad_graphs, pp, recompiles, recompiles_verbose, "        \
   "schedule, sym_node, trace_bytecode, trace_call, trace_source, verbose_guards"
 
@@ -336,7 +337,7 @@ Test(log_settings, user_artifact_registration) {
   cr_assert_null(strstr(help, "my_on"));
   free(help);
   cr_assert_eq(kn_set_logs_str("nope"), KN_EINVAL);
-  cr_assert(strstr(kn_last_error(), ", kernel_code, kiln, my_artifact, my_on, output_code,"));
+  cr_assert(strstr(kn_last_error(), ", kernel_code, kernel_ir, kiln, my_artifact, my_on, output_code,"));
 }
 
 /* ---- the `kiln logs` command ------------------------------------------------ */

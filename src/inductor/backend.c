@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "inductor/inductor.h"
+#include "inductor/target.h"
 #include "ops/threads.h"
 #include "ops/vmath.h"
 #include "logging/log.h"
@@ -35,6 +36,7 @@ typedef struct bind { int input, dim, sym; } bind;
 
 typedef struct prog {
   kn__graph *graph; /* owned: after decomposition and GEMM epilogues (kn__ind_post_grad) */
+  const kn__ind_target *target; /* static: KILN_INDUCTOR_TARGET's (target.h) */
   kn__ind_plan plan;
   kn__ind_call_fn call;
   kn__gprog *eager;
@@ -439,7 +441,7 @@ static kn_status generate(prog *p, char **src) {
   kn__sb sb;
   kn__sb_init(&sb);
   kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(p->plan.g));
-  kn_status st = kn__ind_codegen(&p->plan, &sb);
+  kn_status st = kn__ind_codegen_target(&p->plan, p->target, &sb);
   kn__shape_env_set_current(prev);
   if (st == KN_OK && !(*src = kn__sb_take(&sb))) st = kn__oom();
   kn__sb_fini(&sb);
@@ -509,6 +511,7 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
     return kn__eager_compile(gm, out);
   }
   if (st == KN_OK) kn__ind_emit_runnable(g);
+  if (st == KN_OK) st = kn__ind_target_current(&p->target);
   if (st == KN_OK) st = kn__ind_post_grad(g, &p->graph);
   if (st == KN_OK) st = kn__ind_plan_build(p->graph, &p->plan);
   if (st == KN_OK) st = io_tables(p);
@@ -518,7 +521,7 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   kn__shape_env_set_current(prev);
   if (st == KN_OK && !text) st = kn__oom();
   kn__ind_loaded ld;
-  if (st == KN_OK) st = kn__ind_load_graph(text, graph_is_static(g), gen_source, p, &ld);
+  if (st == KN_OK) st = kn__ind_load_graph(text, graph_is_static(g), p->target, gen_source, p, &ld);
   free(text);
   if (st != KN_OK) {
     prog_free(p);

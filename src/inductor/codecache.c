@@ -91,7 +91,8 @@ static void digest(const char *const *parts, size_t n, char key[65]) {
 }
 
 static void cache_key(const char *src, const kn__ind_tool *t, char key[65]) {
-  const char *parts[] = {src, t->ident, t->flags, kn__cpu_target(), kn_version(), "abi 1"};
+  const char *parts[] = {src, t->ident, t->flags, kn__cpu_target(), kn_version(), "abi 1",
+                         t->target->name};
   digest(parts, sizeof parts / sizeof parts[0], key);
 }
 
@@ -99,7 +100,7 @@ static void graph_key(const char *text, const kn__ind_tool *t, char key[65]) {
   char kid[4400];
   kn__code_ident(kid, sizeof kid); /* a rebuilt kiln never reuses an older one's entries */
   const char *parts[] = {"kiln-inductor-graph", text, t->ident, t->flags, kn__cpu_target(),
-                         kn_version(), kid, "abi 1"};
+                         kn_version(), kid, "abi 1", t->target->name};
   digest(parts, sizeof parts / sizeof parts[0], key);
 }
 
@@ -167,14 +168,14 @@ static bool cache_open(kn__cachedir *cd) {
 }
 
 /* Load the shared object open on fd, kept in directory cd. */
-static kn_status load_fd(const kn__cachedir *cd, int fd, const char *shown, kn__ind_call_fn *fn) {
+static kn_status load_fd(const kn__ind_tool *t, const kn__cachedir *cd, int fd, const char *shown, kn__ind_call_fn *fn) {
   if (cd->noexec && !atomic_exchange(&warned_noexec, true))
     KN_LOG(KN_LOG_INDUCTOR_CODECACHE, KN_WARNING, "inductor: '%s' is on a file system mounted "
            "noexec; compiled code is loaded from in-memory copies instead (set KILN_CACHE_DIR "
            "to a directory on an exec mount to load it in place)", cd->path);
   kn__ind_phase ph;
   kn__ind_phase_begin(&ph, "inductor_load");
-  kn_status st = kn__ind_load_fd(fd, cd->noexec, shown, fn);
+  kn_status st = t->target->load(fd, cd->noexec, shown, fn);
   kn__ind_phase_end(&ph);
   return st;
 }
@@ -237,7 +238,7 @@ static int open_so(const kn__cachedir *cd, const kn__ind_meta *m, char *why, siz
 }
 
 /* Load entry key: true, or false with why ("not in cache": a plain miss). */
-static bool entry_load(const kn__cachedir *cd, const char *key, kn__ind_call_fn *fn, char *why,
+static bool entry_load(const kn__ind_tool *t, const kn__cachedir *cd, const char *key, kn__ind_call_fn *fn, char *why,
                        size_t n) {
   kn__ind_meta m;
   if (!read_meta(cd, key, &m, why, n)) return false;
@@ -245,7 +246,7 @@ static bool entry_load(const kn__cachedir *cd, const char *key, kn__ind_call_fn 
   if (fd < 0) return false;
   char shown[KN__CACHE_PATH_CAP + 80];
   snprintf(shown, sizeof shown, "%s/%s.so", cd->path, key);
-  kn_status st = load_fd(cd, fd, shown, fn);
+  kn_status st = load_fd(t, cd, fd, shown, fn);
   close(fd);
   if (st != KN_OK) snprintf(why, n, "cannot be loaded (%.400s)", kn_last_error());
   return st == KN_OK;
@@ -286,7 +287,7 @@ static kn_status build_run(const kn__ind_tool *t, build *b, const char *key, con
   if (st != KN_OK) return st;
   kn__ind_phase ph;
   kn__ind_phase_begin(&ph, "inductor_cc");
-  st = kn__ind_cc(t, b->dir, c, o, shown);
+  st = t->target->compile(t, b->dir, c, o, shown);
   kn__ind_phase_end(&ph);
   bool missing;
   if (st == KN_OK && (*so = kn__cache_open(b->fd, o, KN__IND_SO_MAX, NULL, &missing, why,
@@ -322,7 +323,7 @@ static kn_status build_cached(const kn__ind_tool *t, const kn__cachedir *cd, con
   if (so >= 0) {
     record(&b, key, so);
     snprintf(shown, sizeof shown, "%s/%s.so", cd->path, key);
-    st = load_fd(cd, so, shown, fn);
+    st = load_fd(t, cd, so, shown, fn);
     close(so);
   }
   build_close(&b);
@@ -349,7 +350,7 @@ static kn_status build_bypass(const kn__ind_tool *t, const char *src, const char
   artifact("fx_graph_cache_bypass", akey, "cache directory not usable");
   if (st == KN_OK) st = build_run(t, &b, key, src, shown, &so);
   if (so >= 0) {
-    st = load_fd(&td, so, shown, fn);
+    st = load_fd(t, &td, so, shown, fn);
     close(so);
   }
   build_close(&b);
@@ -361,7 +362,7 @@ static kn_status load_disk(const kn__ind_tool *t, const char *src, const kn__cac
                            const char *key, const char *akey, kn__ind_call_fn *fn) {
   char why[600] = "", shown[KN__CACHE_PATH_CAP + 80];
   snprintf(shown, sizeof shown, "%s/%s.c", cd->path, key);
-  if (entry_load(cd, key, fn, why, sizeof why)) {
+  if (entry_load(t, cd, key, fn, why, sizeof why)) {
     output_code(src, shown);
     artifact("fx_graph_cache_hit", akey, "found on disk");
     return KN_OK;
@@ -408,7 +409,7 @@ static char *read_source(const kn__cachedir *cd, const char *key) {
 
 /* <gkey>.fxg names the source key of a graph; a hit loads its .so without
 ** generating code. */
-static bool graph_hit(const kn__cachedir *cd, const char *gkey, kn__ind_loaded *out) {
+static bool graph_hit(const kn__ind_tool *t, const kn__cachedir *cd, const char *gkey, kn__ind_loaded *out) {
   char name[80], g[65], k[65], why[600];
   size_t len;
   bool missing;
@@ -418,7 +419,7 @@ static bool graph_hit(const kn__cachedir *cd, const char *gkey, kn__ind_loaded *
   bool ok = s && kn__ind_fxg_parse(s, len, g, k) && !strcmp(g, gkey);
   if (s && !ok) snprintf(why, sizeof why, "bad .fxg");
   free(s);
-  if (!ok || !entry_load(cd, k, &out->call, why, sizeof why)) {
+  if (!ok || !entry_load(t, cd, k, &out->call, why, sizeof why)) {
     KN_LOG(KN_LOG_INDUCTOR_CODECACHE, KN_DEBUG, "inductor cache: graph entry %s/%s unusable (%s)",
            cd->path, name, why);
     return false;
@@ -439,11 +440,11 @@ static void graph_record(const kn__cachedir *cd, const char *gkey, const char *k
   (void)kn__cache_write(cd->fd, name, line, (size_t)len);
 }
 
-kn_status kn__ind_load_graph(const char *graph_text, bool by_graph, kn__ind_gen_fn gen, void *ud,
-                             kn__ind_loaded *out) {
+kn_status kn__ind_load_graph(const char *graph_text, bool by_graph, const kn__ind_target *tg,
+                             kn__ind_gen_fn gen, void *ud, kn__ind_loaded *out) {
   kn__ind_tool *t = calloc(1, sizeof *t);
   if (!t) return kn__oom();
-  kn__ind_tool_init(t);
+  kn__ind_tool_init(t, tg);
   char gkey[65];
   graph_key(graph_text, t, gkey);
   memcpy(out->graph_key, gkey, 65);
@@ -455,7 +456,7 @@ kn_status kn__ind_load_graph(const char *graph_text, bool by_graph, kn__ind_gen_
   }
   kn__cachedir cd;
   bool dir_ok = cache_open(&cd);
-  if (!(by_graph && dir_ok && graph_hit(&cd, gkey, out))) {
+  if (!(by_graph && dir_ok && graph_hit(t, &cd, gkey, out))) {
     char *src = gen(ud);
     st = src ? load_source(t, src, gkey, dir_ok ? &cd : NULL, out) : kn_last_status();
     free(src);

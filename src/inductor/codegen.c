@@ -1,5 +1,10 @@
 /*
-** inductor/codegen.c: the C translation unit of a plan.
+** inductor/codegen.c: walking the kernel IR (kir.h) and calling the target
+** (target.h, kn__ind_codegen_target), and the C targets' printer: the C
+** translation unit of an IR. It prints what the IR and its memory plan
+** say (buffers read and written, in place, reuse, frees); the target's
+** dialect says whether loops carry OpenMP pragmas and vector-math
+** functions the x86-64 vector ABI.
 **
 **   prelude    includes, the runtime table type, the formulas' vocabulary
 **              (helpers and vector-math functions: kn__ind_formula_prelude)
@@ -9,8 +14,8 @@
 **              a reduction a loop over outputs, each reducing its elements
 **              in order with the fused prologue; an output may be written
 **              in place over an input that dies in the kernel
-**   call       the entry point: extern steps, kernel launches and early
-**              frees in graph order
+**   call       the entry point: the IR's items in order (extern steps,
+**              kernel launches) with their buffer events
 **
 ** Loops: when every input of a kernel is read contiguously with the
 ** kernel's own sizes (or is one broadcast element), one flat loop in blocks
@@ -22,11 +27,13 @@
 ** reaches the source unescaped: node names in comments keep [A-Za-z0-9_.].
 */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "inductor/inductor.h"
+#include "inductor/target.h"
+#include "logging/log.h"
 
 static const char prelude[] =
     "#include <stdbool.h>\n"
@@ -64,74 +71,17 @@ static void node_comment(kn__sb *sb, const kn__gnode *n) {
   kn__sb_puts(sb, " */\n");
 }
 
-/* ---- buffer reuse ---------------------------------------------------------------- */
-/* Buffers released by liveness wait here until the next kernel launch: an
-** output of the same sizes and dtype takes one over (rt->reuse: no new
-** allocation), the others are released before the launch allocates. Only
-** buffers that kernels wrote and only kernels read are pooled (an extern
-** call may return a view sharing its input's memory). */
-typedef struct pool {
-  int n, *slot;            /* [nslots] */
-  unsigned char *reusable; /* [nslots] */
-  int *last;               /* [nslots] liveness: the step of the last reader */
-} pool;
-
-static const kn__vmeta *slot_meta(const kn__ind_plan *p, int s) {
-  return &p->slot_node[s]->meta[p->slot_out[s]];
-}
-
-static bool same_layout(const kn__vmeta *a, const kn__vmeta *b) {
-  if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
-  for (int d = 0; d < a->ndim; d++)
-    if (a->sizes[d].c != b->sizes[d].c || a->sizes[d].e != b->sizes[d].e) return false;
-  return true;
-}
-
-static void pool_flush(pool *pl, kn__sb *call) {
-  for (int k = 0; k < pl->n; k++) kn__sb_printf(call, "  rt->release(ctx, %d);\n", pl->slot[k]);
-  pl->n = 0;
-}
-
-/* Take a pooled buffer for slot (into target, a C lvalue's address). */
-static bool pool_take(const kn__ind_plan *p, pool *pl, kn__sb *call, int slot, const char *target) {
-  for (int k = 0; k < pl->n; k++) {
-    if (!same_layout(slot_meta(p, pl->slot[k]), slot_meta(p, slot))) continue;
-    kn__sb_printf(call, "    if (rt->reuse(ctx, %d, %d, %s)) return -1;  /* slot %d's buffer */\n",
-                  pl->slot[k], slot, target, pl->slot[k]);
-    pl->slot[k] = pl->slot[--pl->n];
-    return true;
-  }
-  return false;
-}
-
-/* The allocations of a launch: reuse first, release the rest, allocate. */
-static void launch_allocs(const kn__ind_plan *p, pool *pl, kn__sb *call, const int *slots, int n,
-                          bool single, const bool *preset) {
-  bool *taken = calloc((size_t)n + 1, sizeof *taken);
-  if (!taken) {
-    kn__sb_reserve(call, SIZE_MAX / 2); /* marks the buffer failed */
-    return;
-  }
-  char target[32];
-  for (int o = 0; o < n; o++) {
-    snprintf(target, sizeof target, single ? "&o" : "&o[%d]", o);
-    taken[o] = (preset && preset[o]) || pool_take(p, pl, call, slots[o], target);
-  }
-  pool_flush(pl, call);
-  for (int o = 0; o < n; o++) {
-    snprintf(target, sizeof target, single ? "&o" : "&o[%d]", o);
-    if (!taken[o]) kn__sb_printf(call, "    if (rt->alloc(ctx, %d, %s)) return -1;\n", slots[o], target);
-  }
-  free(taken);
-}
-
 /* ---- kernel context ------------------------------------------------------------ */
 /* No capacity of a kernel is fixed here: the scheduler bounds what one
 ** kernel reads (KN__KER_MAX_READS) and the roots of a horizontal set
-** (KN__HZ_MAX); leaves, outputs and symbols are sized from the plan. */
+** (KN__HZ_MAX), the IR's verifier checks them; leaves, outputs and symbols
+** are sized from the plan. The leaves are the IR item's reads, in order
+** (a group's per-element outputs after them). */
 typedef struct leaf { int slot; const kn__vmeta *m; } leaf;
 typedef struct kctx {
   kn__ind_plan *p;
+  const kn__ind_target *t;  /* the C dialect: OpenMP, vectoriser hints */
+  const kn__kir_item *it;   /* the kernel's IR item */
   const kn__gnode *roots[KN__HZ_MAX]; /* pointwise kernels: the nodes written */
   int nroots;
   int *alias;               /* [capacity] pointwise kernels: leaf read through output alias[l], or -1 */
@@ -140,6 +90,7 @@ typedef struct kctx {
   int nleaves;
   bool flat;
   bool failed;              /* out of memory */
+  bool unplanned;           /* read a buffer the IR item does not list */
   unsigned char *used;      /* [nused] symbols read by this kernel */
   int nused;
   /* reduction groups */
@@ -154,7 +105,6 @@ typedef struct kctx {
   kn__vmeta *outm;          /* [nmembers] contiguous layouts of the per-element outputs */
   int nouts;
   int *outs;                /* [nmembers] stored members */
-  pool *pl;
   const kn__gnode *hoisted; /* node whose loads are bound to ldN_Q before its statement */
 } kctx;
 
@@ -184,40 +134,19 @@ static void sym_text(kctx *k, kn__sb *sb, kn_sym v) {
 
 static bool sym_is(kn_sym v, int64_t c) { return kn__sym_is_const(v) && v.c == c; }
 
+/* The leaf of a buffer read: one of the IR item's reads (a read the IR
+** does not list is an internal error: the launch passes the IR's reads). */
 static int leaf_index(kctx *k, int slot, const kn__vmeta *m) {
   for (int i = 0; i < k->nleaves; i++)
     if (k->leaves[i].slot == slot) return i;
+  k->unplanned = true;
   k->alias[k->nleaves] = -1; /* capacity: every slot once (kctx_alloc) */
   k->leaves[k->nleaves] = (leaf){slot, m};
   return k->nleaves++;
 }
 
-/* Collect the leaves (buffers read) of the tree rooted at n. */
-static void collect(kctx *k, const kn__gnode *n) {
-  const kn__ind_node *in = &k->p->nodes[n->index];
-  for (int q = 0; q < in->f.nopnds && q < n->nargs; q++) {
-    const kn__garg *a = &n->args[q];
-    if (a->kind != KN__GA_TENSOR) continue;
-    const kn__gnode *m = a->u.t.node;
-    if (k->p->nodes[m->index].expr) continue;
-    if (k->p->nodes[m->index].inlined) collect(k, m);
-    else leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]);
-  }
-}
-
 /* Leaf read contiguously with the kernel's sizes? One element? */
-static bool leaf_same(const kctx *k, const kn__vmeta *m) {
-  const kn__vmeta *s = k->shape;
-  if (m->ndim != s->ndim) return false;
-  kn_sym expect = kn__sym_const(1);
-  for (int d = m->ndim - 1; d >= 0; d--) {
-    if (m->sizes[d].c != s->sizes[d].c || m->sizes[d].e != s->sizes[d].e) return false;
-    if (sym_is(m->sizes[d], 1)) continue;
-    if (m->strides[d].c != expect.c || m->strides[d].e != expect.e) return false;
-    expect = kn__sym_mul(expect, m->sizes[d]);
-  }
-  return true;
-}
+static bool leaf_same(const kctx *k, const kn__vmeta *m) { return kn__kir_same_elements(k->shape, m); }
 static bool leaf_scalar(const kn__vmeta *m) {
   for (int d = 0; d < m->ndim; d++)
     if (!sym_is(m->sizes[d], 1)) return false;
@@ -406,9 +335,15 @@ static void stores(const kctx *k, kn__sb *sb, const char *at) {
   }
 }
 
+/* The target's parallel-loop line before a loop over blocks or rows (cond:
+** whether the loop is worth a team), or nothing. */
+static void par_for(const kctx *k, kn__sb *sb, const char *cond) {
+  if (k->t->openmp) kn__sb_printf(sb, "  #pragma omp parallel for if (%s)\n", cond);
+}
+
 static void flat_loop(kctx *k, kn__sb *sb, const char *body) {
-  kn__sb_puts(sb, "  #pragma omp parallel for if (n >= KN_PAR_MIN)\n"
-                  "  for (int64_t b = 0; b < n; b += KN_BLOCK) {\n"
+  par_for(k, sb, "n >= KN_PAR_MIN");
+  kn__sb_puts(sb, "  for (int64_t b = 0; b < n; b += KN_BLOCK) {\n"
                   "    const int64_t e = n - b < KN_BLOCK ? n : b + KN_BLOCK;\n"
                   "    for (int64_t i = b; i < e; i++) {\n");
   kn__sb_puts(sb, body);
@@ -447,8 +382,9 @@ static void row_loop(kctx *k, kn__sb *sb, const char *body) {
   numel_text(k, sb, nd - 1);
   kn__sb_puts(sb, ";\n  const int64_t len = ");
   sym_text(k, sb, k->shape->sizes[nd - 1]);
-  kn__sb_puts(sb, ";\n  #pragma omp parallel for if (n >= KN_PAR_MIN)\n"
-                  "  for (int64_t r = 0; r < rows; r++) {\n");
+  kn__sb_puts(sb, ";\n");
+  par_for(k, sb, "n >= KN_PAR_MIN");
+  kn__sb_puts(sb, "  for (int64_t r = 0; r < rows; r++) {\n");
   outer_offsets(k, sb, nd, 1, "r");
   kn__sb_puts(sb, "    for (int64_t j = 0; j < len; j++) {\n");
   kn__sb_puts(sb, body);
@@ -476,59 +412,6 @@ static void kernel_header(kctx *k, kn__sb *ker, const char *kind) {
   kn__sb_puts(ker, ") {\n  (void)s;\n");
   for (int i = 0; i < k->nused; i++)
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
-}
-
-/* The launch of a pointwise kernel: outputs written in place over a dead
-** leaf take its buffer (rt->reuse), the others a pooled or new buffer. */
-static void kernel_launch(kctx *k, kn__sb *call) {
-  const kn__gnode *last = k->roots[k->nroots - 1];
-  int slots[KN__HZ_MAX];
-  bool inplace[KN__HZ_MAX] = {false};
-  bool single = k->nroots == 1;
-  kn__sb_puts(call, "  {  /* ");
-  put_safe(call, last->name);
-  if (single) kn__sb_puts(call, " */\n    void *o;\n");
-  else kn__sb_printf(call, " */\n    void *o[%d];\n", k->nroots);
-  for (int o = 0; o < k->nroots; o++) slots[o] = k->p->nodes[k->roots[o]->index].slot;
-  for (int li = 0; li < k->nleaves; li++) {
-    int o = k->alias[li];
-    if (o < 0) continue;
-    inplace[o] = true;
-    kn__sb_printf(call, "    if (rt->reuse(ctx, %d, %d, ", k->leaves[li].slot, slots[o]);
-    kn__sb_printf(call, single ? "&o" : "&o[%d]", o);
-    kn__sb_printf(call, ")) return -1;  /* in place over slot %d */\n", k->leaves[li].slot);
-    k->pl->last[k->leaves[li].slot] = -2; /* taken over: never released */
-  }
-  launch_allocs(k->p, k->pl, call, slots, k->nroots, single, inplace);
-  kn__sb_printf(call, "    kernel%d(s", last->index);
-  for (int o = 0; o < k->nroots; o++)
-    kn__sb_printf(call, single ? ", (%s *)o" : ", (%s *)o[%d]",
-                  kn__ind_ctype(k->roots[o]->meta[0].dtype), o);
-  for (int i = 0; i < k->nleaves; i++)
-    if (k->alias[i] < 0)
-      kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(k->leaves[i].m->dtype),
-                    k->leaves[i].slot);
-  kn__sb_puts(call, ");\n  }\n");
-}
-
-/* Outputs written in place: a leaf whose buffer dies at this kernel, that
-** only kernels wrote and read, with an output's sizes and dtype and read
-** at the output's own element (contiguous, the kernel's sizes), gives the
-** output its buffer. Graph inputs and buffers an extern call reads are
-** never written. */
-static void plan_inplace(kctx *k, int at) {
-  bool used[KN__HZ_MAX] = {false};
-  for (int li = 0; li < k->nleaves; li++) {
-    k->alias[li] = -1;
-    int sl = k->leaves[li].slot;
-    if (sl < 0 || !k->pl->reusable[sl] || k->pl->last[sl] != at || !leaf_same(k, k->leaves[li].m))
-      continue;
-    for (int o = 0; o < k->nroots && k->alias[li] < 0; o++)
-      if (!used[o] && same_layout(k->leaves[li].m, &k->roots[o]->meta[0])) {
-        k->alias[li] = o;
-        used[o] = true;
-      }
-  }
 }
 
 /* A kernel context of plan p whose flag arrays are [nnodes + 1] times
@@ -562,32 +445,49 @@ static void kctx_free(kctx *k) {
   free(k);
 }
 
-/* One kernel function computing roots[0..nr) in one loop (nr > 1: a
-** horizontal set, launched where its last root is), into ker; its launch
-** into call. */
-static void kernel(kn__ind_plan *p, const kn__gnode *const *roots, int nr, kn__sb *ker,
-                   kn__sb *call, pool *pl) {
+/* The kernel's leaves: the IR item's reads, in order. */
+static void item_leaves(kctx *k) {
+  for (int r = 0; r < k->it->nreads; r++) {
+    k->alias[k->nleaves] = -1;
+    k->leaves[k->nleaves++] = (leaf){k->it->reads[r].slot, k->it->reads[r].m};
+  }
+}
+
+/* The output a read is written in place over (the memory plan's), or -1. */
+static int inplace_output(const kn__kir_item *it, int slot) {
+  for (int w = 0; w < it->nwrites; w++)
+    if (it->writes[w].inplace && it->writes[w].from == slot) return w;
+  return -1;
+}
+
+static kn_status kernel_status(kctx *k, bool sb_failed) {
+  if (k->unplanned)
+    return kn__error(KN_EINTERNAL, "inductor: kernel %d reads a buffer its kernel IR item does "
+                     "not list", k->it->id);
+  return k->failed || sb_failed ? kn__oom() : KN_OK;
+}
+
+/* One kernel function computing the item's roots in one loop (several: a
+** horizontal set, launched where its last root is), into ker. */
+static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it,
+                        kn__sb *ker) {
   kctx *k = kctx_new(p, 1, 0);
-  if (!k) {
-    kn__sb_reserve(ker, SIZE_MAX / 2); /* marks the buffer failed */
-    return;
-  }
-  k->shape = &roots[nr - 1]->meta[0];
-  k->nroots = nr;
-  k->pl = pl;
-  for (int o = 0; o < nr; o++) {
-    k->roots[o] = roots[o];
-    collect(k, roots[o]);
-  }
+  if (!k) return kn__oom();
+  k->t = t;
+  k->it = it;
+  k->shape = it->space;
+  k->nroots = it->nroots;
+  for (int o = 0; o < it->nroots; o++) k->roots[o] = kn__graph_node(p->g, it->roots[o]);
+  item_leaves(k);
+  for (int li = 0; li < k->nleaves; li++) k->alias[li] = inplace_output(it, k->leaves[li].slot);
   k->flat = true;
   for (int i = 0; i < k->nleaves; i++)
     k->flat &= leaf_same(k, k->leaves[i].m) || leaf_scalar(k->leaves[i].m);
   if (k->shape->ndim == 0) k->flat = true;
-  plan_inplace(k, roots[nr - 1]->index);
   kn__sb body, loop;
   kn__sb_init(&body);
   kn__sb_init(&loop);
-  for (int o = 0; o < nr; o++) stmts(k, &body, roots[o]);
+  for (int o = 0; o < k->nroots; o++) stmts(k, &body, k->roots[o]);
   kn__sb_puts(&loop, "  const int64_t n = ");
   numel_text(k, &loop, k->shape->ndim);
   kn__sb_puts(&loop, ";\n");
@@ -595,11 +495,11 @@ static void kernel(kn__ind_plan *p, const kn__gnode *const *roots, int nr, kn__s
   kernel_header(k, ker, k->flat ? "flat loop" : "row loop");
   kn__sb_puts(ker, kn__sb_cstr(&loop));
   kn__sb_puts(ker, "}\n\n");
-  kernel_launch(k, call);
-  if (k->failed || kn__sb_failed(&body) || kn__sb_failed(&loop)) kn__sb_reserve(ker, SIZE_MAX / 2);
+  kn_status st = kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&loop));
   kn__sb_fini(&body);
   kn__sb_fini(&loop);
   kctx_free(k);
+  return st;
 }
 
 /* ---- reduction groups ------------------------------------------------------------ */
@@ -618,25 +518,11 @@ static int nops(const kctx *k, const kn__gnode *n) {
   return q < n->nargs ? q : n->nargs;
 }
 
-/* Leaves of the group: every operand of a member that is not a member. */
-static void group_leaves(kctx *k) {
-  for (int i = 0; i < k->g->nmembers; i++) {
-    const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[i]);
-    for (int q = 0; q < nops(k, n); q++) {
-      const kn__garg *a = &n->args[q];
-      if (a->kind == KN__GA_TENSOR && a->u.t.node && !member(k, a->u.t.node) &&
-          !k->p->nodes[a->u.t.node->index].expr)
-        leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &a->u.t.node->meta[a->u.t.idx]);
-    }
-  }
-}
-
 /* Per-element outputs become leaves too (contiguous over the space), after
 ** the inputs: out leaf indices are >= the first output's. */
 static void group_outputs(kctx *k) {
-  for (int i = 0; i < k->g->nmembers; i++) {
-    int m = k->g->members[i];
-    if (k->p->nodes[m].slot < 0) continue;
+  for (int w = 0; w < k->it->nwrites; w++) {
+    int m = k->it->writes[w].node;
     k->outs[k->nouts++] = m;
     if (k->p->nodes[m].row) continue;
     int o = k->nouts - 1;
@@ -808,9 +694,10 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
   sym_text(k, &len, k->shape->sizes[dim]);
   const char *L = kn__sb_cstr(&len);
   if (r->acc == KN__RACC_INPUT) { /* lanes of the compute type, updated in the block loop */
-    kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      for (; jb + 16 <= %s; jb += 16) {\n"
-                  "      #pragma GCC unroll 1\n      for (int l = 0; l < 16; l++) {\n"
-                  "      const int64_t j%d = jb + l;\n", L, t);
+    kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      for (; jb + 16 <= %s; jb += 16) {\n",
+                  L);
+    if (k->t->vector_abi) kn__sb_puts(sb, "      #pragma GCC unroll 1\n");
+    kn__sb_printf(sb, "      for (int l = 0; l < 16; l++) {\n      const int64_t j%d = jb + l;\n", t);
     kn__sb_puts(sb, body);
     kn__sb_puts(sb, "      ");
     kn__ind_red_update(sb, r, n->index, xdt, "l", xv, idx);
@@ -1018,8 +905,9 @@ static void group_body(kctx *k, kn__sb *sb) {
   size_product(k, sb, false);
   kn__sb_puts(sb, ", red = ");
   size_product(k, sb, true);
-  kn__sb_puts(sb, ";\n  (void)red;\n  #pragma omp parallel for if (outer * red >= KN_PAR_MIN)\n"
-                  "  for (int64_t o = 0; o < outer; o++) {\n");
+  kn__sb_puts(sb, ";\n  (void)red;\n");
+  par_for(k, sb, "outer * red >= KN_PAR_MIN");
+  kn__sb_puts(sb, "  for (int64_t o = 0; o < outer; o++) {\n");
   kn__sb rows;
   kn__sb_init(&rows);
   for (int i = 0; i < k->g->nmembers; i++) {
@@ -1032,27 +920,6 @@ static void group_body(kctx *k, kn__sb *sb) {
   kn__sb_puts(sb, "  }\n");
   if (kn__sb_failed(&rows)) k->failed = true;
   kn__sb_fini(&rows);
-}
-
-static void group_launch(kctx *k, int root, kn__sb *call) {
-  kn__sb_printf(call, "  {  /* kernel %d */\n    void *o[%d];\n", root, k->nouts + 1);
-  int *slots = malloc(((size_t)k->nouts + 1) * sizeof *slots);
-  if (!slots) {
-    k->failed = true;
-    return;
-  }
-  for (int o = 0; o < k->nouts; o++) slots[o] = k->p->nodes[k->outs[o]].slot;
-  launch_allocs(k->p, k->pl, call, slots, k->nouts, false, NULL);
-  free(slots);
-  kn__sb_printf(call, "    kernel%d(s", root);
-  for (int o = 0; o < k->nouts; o++)
-    kn__sb_printf(call, ", (%s *)o[%d]",
-                  kn__ind_ctype(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), o);
-  for (int i = 0; i < k->nleaves; i++)
-    if (k->leaves[i].slot >= 0)
-      kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(k->leaves[i].m->dtype),
-                    k->leaves[i].slot);
-  kn__sb_puts(call, ");\n  }\n");
 }
 
 static void group_header(kctx *k, int root, kn__sb *ker) {
@@ -1072,25 +939,26 @@ static void group_header(kctx *k, int root, kn__sb *ker) {
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
 }
 
-static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call, pool *pl) {
-  const kn__ind_group *g = &p->groups[gi];
+static kn_status group_kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it,
+                              kn__sb *ker) {
+  const kn__ind_group *g = &p->groups[it->group];
   size_t nn = (size_t)p->nnodes + 1;
   kctx *k = kctx_new(p, 3, g->nmembers);
   if (k) k->stash = malloc(nn * sizeof *k->stash);
   if (!k || !k->stash) {
     kctx_free(k);
-    kn__sb_reserve(ker, SIZE_MAX / 2);
-    return;
+    return kn__oom();
   }
   for (size_t i = 0; i < nn; i++) k->stash[i] = -1;
+  k->t = t;
+  k->it = it;
   k->shape = g->space;
   k->g = g;
-  k->gi = gi;
+  k->gi = it->group;
   k->stash_ready = k->done + nn;
   k->blk = k->done + 2 * nn;
-  k->pl = pl;
   for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
-  group_leaves(k);
+  item_leaves(k);
   group_outputs(k);
   kn__sb body;
   kn__sb_init(&body);
@@ -1098,156 +966,170 @@ static void group_kernel(kn__ind_plan *p, int gi, kn__sb *ker, kn__sb *call, poo
   group_header(k, g->root, ker);
   kn__sb_puts(ker, kn__sb_cstr(&body));
   kn__sb_puts(ker, "}\n\n");
-  group_launch(k, g->root, call);
-  if (k->failed || kn__sb_failed(&body)) kn__sb_reserve(ker, SIZE_MAX / 2);
+  kn_status st = kernel_status(k, kn__sb_failed(&body));
   kn__sb_fini(&body);
   kctx_free(k);
+  return st;
 }
 
-/* ---- liveness -------------------------------------------------------------------- */
-/* The node index of the step that computes node i (its kernel root). */
-static int step_of(const kn__ind_plan *p, const int *user, int i) {
-  while (p->nodes[i].inlined) i = user[i];
-  if (p->nodes[i].group >= 0) return p->groups[p->nodes[i].group].root;
-  return p->nodes[i].hz >= 0 ? p->nodes[i].hz : i;
-}
-
-static void note_use(const kn__ind_plan *p, int *last, kn__gref r, int at) {
-  int s = r.node ? kn__ind_value_slot(p, r) : -1;
-  if (s >= 0 && last[s] < at) last[s] = at;
-}
-
-/* last[slot]: index of the last step reading the slot (graph outputs: nnodes). */
-static void liveness(const kn__ind_plan *p, const int *user, int *last) {
-  for (int s = 0; s < p->nslots; s++) last[s] = p->slot_node[s]->index;
-  for (int i = 0; i < p->nnodes; i++) {
-    const kn__gnode *n = kn__graph_node(p->g, i);
-    int at = n->op == KN__GN_OUTPUT ? p->nnodes : step_of(p, user, i);
-    for (int a = 0; a < n->nargs; a++) {
-      const kn__garg *ga = &n->args[a];
-      if (ga->kind == KN__GA_TENSOR) note_use(p, last, ga->u.t, at);
-      for (int j = 0; ga->kind == KN__GA_TENSORS && j < ga->u.ts.n; j++)
-        note_use(p, last, ga->u.ts.v[j], at);
-    }
-  }
-}
-
-static void users_of(const kn__ind_plan *p, int *user) {
-  for (int i = 0; i < p->nnodes; i++) user[i] = -1;
-  for (int i = 0; i < p->nnodes; i++) {
-    const kn__gnode *n = kn__graph_node(p->g, i);
-    for (int a = 0; a < n->nargs; a++)
-      if (n->args[a].kind == KN__GA_TENSOR && n->args[a].u.t.node)
-        user[n->args[a].u.t.node->index] = i;
-  }
-}
-
-static void releases(const kn__ind_plan *p, const int *last, int at, pool *pl, kn__sb *call) {
-  for (int s = 0; s < p->nslots; s++) {
-    const kn__ind_node *in = &p->nodes[p->slot_node[s]->index];
-    if (last[s] != at || in->kind == KN__IND_INPUT || in->kind == KN__IND_ATTR) continue;
-    if (pl->reusable[s]) pl->slot[pl->n++] = s; /* each slot once: room for all */
-    else kn__sb_printf(call, "  rt->release(ctx, %d);\n", s);
-  }
-}
-
-/* The pointwise kernel launched at node i: i alone, or the horizontal set
-** whose last root it is (the scheduler keeps sets within KN__HZ_MAX; a
-** plan that breaks it is an error, never a truncated kernel). */
-static kn_status pw_kernel(kn__ind_plan *p, int i, kn__sb *ker, kn__sb *call, pool *pl) {
-  const kn__gnode *roots[KN__HZ_MAX];
-  int nr = 0;
-  for (int m = 0; m <= i; m++) {
-    if (m != i && (p->nodes[i].hz != i || p->nodes[m].hz != i || p->nodes[m].inlined)) continue;
-    if (nr == KN__HZ_MAX)
-      return kn__error(KN_EINTERNAL, "inductor: kernel %d (node %s): more than KN__HZ_MAX = %d "
-                       "roots in one horizontal loop (the scheduler splits sets at that "
-                       "capacity)", i, kn__graph_node(p->g, i)->name, KN__HZ_MAX);
-    roots[nr++] = kn__graph_node(p->g, m);
-  }
-  kernel(p, roots, nr, ker, call, pl);
+kn_status kn__ind_c_emit_kernel(const kn__ind_target *t, kn__kir *ir, int j, kn__sb *sb) {
+  const kn__kir_item *it = &ir->items[j];
+  if (it->kind == KN__KIR_POINTWISE) return kernel(ir->p, t, it, sb);
+  if (it->kind == KN__KIR_REDUCTION) return group_kernel(ir->p, t, it, sb);
   return KN_OK;
 }
 
-/* Slots written by kernels and read by kernels only. */
-static void mark_reusable(const kn__ind_plan *p, unsigned char *r) {
-  for (int s = 0; s < p->nslots; s++) {
-    kn__ind_nkind k = p->nodes[p->slot_node[s]->index].kind;
-    r[s] = k == KN__IND_PW || k == KN__IND_RED;
-  }
-  for (int i = 0; i < p->nnodes; i++) {
-    const kn__gnode *n = kn__graph_node(p->g, i);
-    if (p->nodes[i].kind != KN__IND_EXTERN && p->nodes[i].kind != KN__IND_ALIAS) continue;
-    for (int a = 0; a < n->nargs; a++) {
-      const kn__garg *ga = &n->args[a];
-      int sl = ga->kind == KN__GA_TENSOR && ga->u.t.node ? kn__ind_value_slot(p, ga->u.t) : -1;
-      if (sl >= 0) r[sl] = 0;
-      for (int j = 0; ga->kind == KN__GA_TENSORS && j < ga->u.ts.n; j++)
-        if ((sl = kn__ind_value_slot(p, ga->u.ts.v[j])) >= 0) r[sl] = 0;
-    }
-  }
+/* ---- the entry point -------------------------------------------------------------- */
+/* call(): the items' launches in order, each with the memory plan's buffer
+** events: outputs taking over a buffer (in place over a read, or a dead
+** buffer of the same sizes and dtype: rt->reuse), dead buffers released
+** (rt->release), new buffers (rt->alloc). */
+static void releases(kn__sb *call, const int *slots, int n) {
+  for (int k = 0; k < n; k++) kn__sb_printf(call, "  rt->release(ctx, %d);\n", slots[k]);
 }
 
-static void extern_call(const kn__ind_plan *p, const kn__gnode *n, kn__sb *call) {
-  kn__sb_printf(call, "  if (rt->ext(ctx, %d)) return -1;  /* extern ", p->nodes[n->index].step);
+/* "&o" or "&o[w]": where output w's buffer pointer goes. */
+static const char *out_target(char *buf, size_t n, bool single, int w) {
+  if (single) snprintf(buf, n, "&o");
+  else snprintf(buf, n, "&o[%d]", w);
+  return buf;
+}
+
+/* The buffers of a kernel launch: in-place takes (in read order), reused
+** buffers, releases, then new buffers (in output order). */
+static void launch_buffers(const kn__kir_item *it, bool single, kn__sb *call) {
+  char tg[32];
+  for (int r = 0; r < it->nreads; r++) {
+    int w = inplace_output(it, it->reads[r].slot);
+    if (w >= 0)
+      kn__sb_printf(call, "    if (rt->reuse(ctx, %d, %d, %s)) return -1;  /* in place over slot "
+                    "%d */\n", it->reads[r].slot, it->writes[w].slot,
+                    out_target(tg, sizeof tg, single, w), it->reads[r].slot);
+  }
+  for (int w = 0; w < it->nwrites; w++)
+    if (!it->writes[w].inplace && it->writes[w].from >= 0)
+      kn__sb_printf(call, "    if (rt->reuse(ctx, %d, %d, %s)) return -1;  /* slot %d's buffer */\n",
+                    it->writes[w].from, it->writes[w].slot, out_target(tg, sizeof tg, single, w),
+                    it->writes[w].from);
+  releases(call, it->free_before, it->nfree_before);
+  for (int w = 0; w < it->nwrites; w++)
+    if (it->writes[w].from < 0)
+      kn__sb_printf(call, "    if (rt->alloc(ctx, %d, %s)) return -1;\n", it->writes[w].slot,
+                    out_target(tg, sizeof tg, single, w));
+}
+
+/* The kernel's call: outputs, then the reads not written in place. */
+static void launch_call(const kn__kir *ir, const kn__kir_item *it, bool single, kn__sb *call) {
+  kn__sb_printf(call, "    kernel%d(s", it->id);
+  for (int w = 0; w < it->nwrites; w++) {
+    const char *ct = kn__ind_ctype(kn__graph_node(ir->p->g, it->writes[w].node)->meta[0].dtype);
+    if (single) kn__sb_printf(call, ", (%s *)o", ct);
+    else kn__sb_printf(call, ", (%s *)o[%d]", ct, w);
+  }
+  for (int r = 0; r < it->nreads; r++)
+    if (inplace_output(it, it->reads[r].slot) < 0)
+      kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(it->reads[r].m->dtype),
+                    it->reads[r].slot);
+  kn__sb_puts(call, ");\n  }\n");
+}
+
+static void extern_call(const kn__ind_plan *p, const kn__kir_item *it, kn__sb *call) {
+  const kn__gnode *n = kn__graph_node(p->g, it->id);
+  releases(call, it->free_before, it->nfree_before);
+  kn__sb_printf(call, "  if (rt->ext(ctx, %d)) return -1;  /* extern ", it->step);
   put_safe(call, n->target);
   kn__sb_putc(call, ' ');
   put_safe(call, n->name);
   kn__sb_puts(call, " */\n");
 }
 
-kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb) {
-  int *user = malloc(((size_t)p->nnodes + 1) * sizeof *user);
-  int *last = malloc(((size_t)p->nslots + 1) * sizeof *last);
-  pool pl = {.reusable = calloc((size_t)p->nslots + 1, 1), .last = last,
-             .slot = malloc(((size_t)p->nslots + 1) * sizeof *pl.slot)};
-  if (!user || !last || !pl.reusable || !pl.slot) {
-    free(user);
-    free(last);
-    free(pl.reusable);
-    free(pl.slot);
-    return kn__oom();
+kn_status kn__ind_c_emit_launch(const kn__ind_target *t, const kn__kir *ir, int j, kn__sb *call) {
+  (void)t;
+  const kn__kir_item *it = &ir->items[j];
+  if (it->kind == KN__KIR_EXTERN) {
+    extern_call(ir->p, it, call);
+  } else if (it->kind == KN__KIR_POINTWISE) {
+    bool single = it->nwrites == 1;
+    kn__sb_puts(call, "  {  /* ");
+    put_safe(call, kn__graph_node(ir->p->g, it->id)->name);
+    if (single) kn__sb_puts(call, " */\n    void *o;\n");
+    else kn__sb_printf(call, " */\n    void *o[%d];\n", it->nwrites);
+    launch_buffers(it, single, call);
+    launch_call(ir, it, single, call);
+  } else {
+    kn__sb_printf(call, "  {  /* kernel %d */\n    void *o[%d];\n", it->id, it->nwrites + 1);
+    launch_buffers(it, false, call);
+    launch_call(ir, it, false, call);
   }
-  users_of(p, user);
-  liveness(p, user, last);
-  mark_reusable(p, pl.reusable);
+  releases(call, it->free_after, it->nfree_after);
+  return kn__sb_failed(call) ? kn__oom() : KN_OK;
+}
+
+kn_status kn__ind_c_emit_entry(const kn__ind_target *t, const kn__kir *ir, bool begin,
+                               kn__sb *call) {
+  (void)t;
+  if (begin) {
+    kn__sb_puts(call, "int call(const kn_rt *rt, void *ctx, const int64_t *s);\n"
+                      "int call(const kn_rt *rt, void *ctx, const int64_t *s) {\n" KN__IND_VM_BIND);
+  } else {
+    releases(call, ir->free_end, ir->nfree_end);
+    kn__sb_puts(call, "  return 0;\n}\n");
+  }
+  return kn__sb_failed(call) ? kn__oom() : KN_OK;
+}
+
+kn_status kn__ind_c_prelude(const kn__ind_target *t, const kn__kir *ir, kn__sb *sb) {
+  kn__sb_puts(sb, "/* generated by kiln inductor */\n");
+  kn__sb_puts(sb, prelude);
+  kn_status st = kn__ind_formula_prelude(ir->p, t->vector_abi, sb);
+  return st == KN_OK ? kn__ind_red_prelude(ir->p, sb) : st;
+}
+
+/* ---- walking the IR ------------------------------------------------------------------ */
+static kn_status log_ir(const kn__kir *ir) {
+  if (!KN_ARTIFACT_ENABLED(KN_ART_KERNEL_IR)) return KN_OK;
+  kn__sb sb;
+  kn__sb_init(&sb);
+  kn_status st = kn__kir_print(ir, &sb);
+  if (st == KN_OK) KN_LOG_ARTIFACT(KN_ART_KERNEL_IR, "%s", kn__sb_cstr(&sb));
+  kn__sb_fini(&sb);
+  return st;
+}
+
+static kn_status emit_items(const kn__ind_target *t, kn__kir *ir, kn__sb *ker, kn__sb *call) {
+  kn_status st = t->emit_entry(t, ir, true, call);
+  for (int j = 0; st == KN_OK && j < ir->nitems; j++) {
+    const char *why = NULL;
+    if (ir->items[j].kind != KN__KIR_EXTERN && !t->supports(t, ir, j, &why))
+      return kn__error(KN_EUNSUPPORTED, "inductor: target %s cannot emit kernel %d (node %s): %s",
+                       t->name, ir->items[j].id, kn__graph_node(ir->p->g, ir->items[j].id)->name,
+                       why ? why : "not supported");
+    if (ir->items[j].kind != KN__KIR_EXTERN) st = t->emit_kernel(t, ir, j, ker);
+    if (st == KN_OK) st = t->emit_launch(t, ir, j, call);
+  }
+  return st == KN_OK ? t->emit_entry(t, ir, false, call) : st;
+}
+
+kn_status kn__ind_codegen_target(kn__ind_plan *p, const kn__ind_target *t, kn__sb *sb) {
+  kn__kir ir;
+  kn_status st = kn__kir_build(p, &ir);
+  if (st != KN_OK) return st;
+  st = kn__kir_plan_memory(&ir);
+  if (st == KN_OK) st = kn__kir_verify(&ir);
+  if (st == KN_OK) st = log_ir(&ir);
   kn__sb ker, call;
   kn__sb_init(&ker);
   kn__sb_init(&call);
-  kn__sb_puts(&call, "int call(const kn_rt *rt, void *ctx, const int64_t *s);\n"
-                     "int call(const kn_rt *rt, void *ctx, const int64_t *s) {\n" KN__IND_VM_BIND);
-  kn_status lim = KN_OK;
-  for (int i = 0; lim == KN_OK && i < p->nnodes; i++) {
-    const kn__gnode *n = kn__graph_node(p->g, i);
-    const kn__ind_node *in = &p->nodes[i];
-    if (in->kind == KN__IND_EXTERN) {
-      pool_flush(&pl, &call);
-      extern_call(p, n, &call);
-    } else if (in->group >= 0 && p->groups[in->group].root == i) {
-      group_kernel(p, in->group, &ker, &call, &pl);
-    } else if (in->kind == KN__IND_PW && in->group < 0 && !in->inlined && !in->expr &&
-               (in->hz < 0 || in->hz == i)) {
-      lim = pw_kernel(p, i, &ker, &call, &pl);
-    } else {
-      continue;
-    }
-    releases(p, last, i, &pl, &call);
+  if (st == KN_OK) st = emit_items(t, &ir, &ker, &call);
+  if (st == KN_OK) st = t->prelude(t, &ir, sb);
+  if (st == KN_OK) {
+    kn__sb_puts(sb, kn__sb_cstr(&ker));
+    kn__sb_puts(sb, kn__sb_cstr(&call));
+    if (kn__sb_failed(&ker) || kn__sb_failed(&call) || kn__sb_failed(sb))
+      st = kn__error(KN_ENOMEM, "inductor: out of memory while generating code");
   }
-  pool_flush(&pl, &call);
-  kn__sb_puts(&call, "  return 0;\n}\n");
-  kn__sb_puts(sb, "/* generated by kiln inductor */\n");
-  kn__sb_puts(sb, prelude);
-  kn_status st = kn__ind_formula_prelude(p, sb);
-  if (st == KN_OK) st = kn__ind_red_prelude(p, sb);
-  kn__sb_puts(sb, kn__sb_cstr(&ker));
-  kn__sb_puts(sb, kn__sb_cstr(&call));
-  bool bad = st != KN_OK || kn__sb_failed(&ker) || kn__sb_failed(&call) || kn__sb_failed(sb);
   kn__sb_fini(&ker);
   kn__sb_fini(&call);
-  free(user);
-  free(last);
-  free(pl.reusable);
-  free(pl.slot);
-  if (lim != KN_OK) return lim;
-  return bad ? kn__error(KN_ENOMEM, "inductor: out of memory while generating code") : KN_OK;
+  kn__kir_free(&ir);
+  return st;
 }

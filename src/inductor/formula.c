@@ -226,12 +226,12 @@ bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f) {
 ** calls the vector versions from vectorised loops. The functions of the
 ** tables work lane by lane, so a lane's result does not depend on its
 ** neighbours: equal to the eager kernel's. */
-static const char vm_machinery[] =
-    "#include <stdatomic.h>\n"
+static const char vm_pragmas[] =
     "#pragma GCC diagnostic ignored \"-Wpsabi\"\n"
     "#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)\n"
     "#pragma GCC target(\"prefer-vector-width=512\")\n"
-    "#endif\n"
+    "#endif\n";
+static const char vm_table[] =
     "typedef struct kn_vmtab {\n"
     "  const char *name;\n"
     "  void (*f32[KN_VM_NU])(float *, const float *, int64_t);\n"
@@ -246,14 +246,19 @@ static const char vm_machinery[] =
     "#define KN_VMT() atomic_load_explicit(&kn_vmt, memory_order_relaxed)\n"
     "#define KN_HID __attribute__((visibility(\"hidden\")))\n"
     "/* one element runs as a whole vector of the widest table (64 bytes) */\n"
-    "#define KN_VM_PAD(T) (64 / (int)sizeof(T))\n"
+    "#define KN_VM_PAD(T) (64 / (int)sizeof(T))\n";
+/* `simd` on the scalar declarations (scalar targets: nothing). */
+static const char vm_simd[] =
     "#if defined(__GNUC__) && !defined(__clang__)\n"
     "#define KN_SIMD __attribute__((simd(\"notinbranch\")))\n"
     "#else\n"
     "#define KN_SIMD\n"
-    "#endif\n"
+    "#endif\n";
+static const char vm_decl[] =
     "#define KN_VM_DECL(NAME, T, ...) \\\n"
-    "  KN_HID KN_SIMD __attribute__((const, nothrow)) T NAME(__VA_ARGS__);\n"
+    "  KN_HID KN_SIMD __attribute__((const, nothrow)) T NAME(__VA_ARGS__);\n";
+/* The vector versions (scalar targets: none). */
+static const char vm1_w[] =
     "#define KN_VM1_W(NAME, T, F, K, ISA, W) \\\n"
     "  typedef T NAME##_##ISA##_t __attribute__((vector_size(W * sizeof(T)), may_alias)); \\\n"
     "  KN_HID NAME##_##ISA##_t NAME##_##ISA(NAME##_##ISA##_t x) __asm__(\"_ZGV\" #ISA \"N\" #W \"v_\" #NAME); \\\n"
@@ -261,7 +266,8 @@ static const char vm_machinery[] =
     "    NAME##_##ISA##_t y; \\\n"
     "    KN_VMT()->F[K]((T *)&y, (const T *)&x, W); \\\n"
     "    return y; \\\n"
-    "  }\n"
+    "  }\n";
+static const char vm1[] =
     "#define KN_VM1(NAME, T, F, K, W1, W2, W3) \\\n"
     "  KN_VM_DECL(NAME, T, T) \\\n"
     "  KN_HID T NAME##_s(T x) __asm__(#NAME); \\\n"
@@ -271,7 +277,8 @@ static const char vm_machinery[] =
     "    return ys[0]; \\\n"
     "  } \\\n"
     "  KN_VM1_W(NAME, T, F, K, b, W1) KN_VM1_W(NAME, T, F, K, c, W2) \\\n"
-    "  KN_VM1_W(NAME, T, F, K, d, W2) KN_VM1_W(NAME, T, F, K, e, W3)\n"
+    "  KN_VM1_W(NAME, T, F, K, d, W2) KN_VM1_W(NAME, T, F, K, e, W3)\n";
+static const char vm2_w[] =
     "#define KN_VM2_W(NAME, T, F, K, ISA, W) \\\n"
     "  typedef T NAME##_##ISA##_t __attribute__((vector_size(W * sizeof(T)), may_alias)); \\\n"
     "  KN_HID NAME##_##ISA##_t NAME##_##ISA(NAME##_##ISA##_t a, NAME##_##ISA##_t b) \\\n"
@@ -280,7 +287,8 @@ static const char vm_machinery[] =
     "    NAME##_##ISA##_t y; \\\n"
     "    KN_VMT()->F[K]((T *)&y, (const T *)&a, (const T *)&b, W); \\\n"
     "    return y; \\\n"
-    "  }\n"
+    "  }\n";
+static const char vm2[] =
     "#define KN_VM2(NAME, T, F, K, W1, W2, W3) \\\n"
     "  KN_VM_DECL(NAME, T, T, T) \\\n"
     "  KN_HID T NAME##_s(T a, T b) __asm__(#NAME); \\\n"
@@ -292,6 +300,20 @@ static const char vm_machinery[] =
     "  KN_VM2_W(NAME, T, F, K, b, W1) KN_VM2_W(NAME, T, F, K, c, W2) \\\n"
     "  KN_VM2_W(NAME, T, F, K, d, W2) KN_VM2_W(NAME, T, F, K, e, W3)\n";
 
+/* The machinery: vector_abi false leaves out the pragmas, `simd` and the
+** vector versions (their macros expand to nothing). */
+static void vm_machinery(kn__sb *sb, bool vector_abi) {
+  kn__sb_puts(sb, "#include <stdatomic.h>\n");
+  if (vector_abi) kn__sb_puts(sb, vm_pragmas);
+  kn__sb_puts(sb, vm_table);
+  kn__sb_puts(sb, vector_abi ? vm_simd : "#define KN_SIMD\n");
+  kn__sb_puts(sb, vm_decl);
+  kn__sb_puts(sb, vector_abi ? vm1_w : "#define KN_VM1_W(NAME, T, F, K, ISA, W)\n");
+  kn__sb_puts(sb, vm1);
+  kn__sb_puts(sb, vector_abi ? vm2_w : "#define KN_VM2_W(NAME, T, F, K, ISA, W)\n");
+  kn__sb_puts(sb, vm2);
+}
+
 /* One KN_VM1/KN_VM2 line for formula code in float type f64 (0: float). */
 static void vm_function(kn__sb *sb, int code, int f64) {
   const kn__pwform *fm = kn__pw_form((kn__pwcode)code);
@@ -301,12 +323,12 @@ static void vm_function(kn__sb *sb, int code, int f64) {
                 f64 ? "2, 4, 8" : "4, 8, 16");
 }
 
-kn_status kn__ind_formula_prelude(const kn__ind_plan *p, kn__sb *sb) {
+kn_status kn__ind_formula_prelude(const kn__ind_plan *p, bool vector_abi, kn__sb *sb) {
   kn__sb_puts(sb, "/* the formulas' helpers (ops/pointwise_formulas.h) */\n");
   kn__sb_puts(sb, KN__PW_HELPERS_TEXT "\n" KN__PW_GENERIC_TEXT "\n");
   kn__sb_printf(sb, "/* vector math: the eager kernels' table */\n#define KN_VM_NU %d\n"
                 "#define KN_VM_NB %d\n", (int)KN__VM_NUNARY, (int)KN__VM_NBINARY);
-  kn__sb_puts(sb, vm_machinery);
+  vm_machinery(sb, vector_abi);
   bool used[KN__PW_NCODES][2] = {{false}};
   for (int i = 0; i < p->nnodes; i++) {
     const kn__ind_node *in = &p->nodes[i];

@@ -13,7 +13,9 @@
 **   lower.c      the plan: a kind per node, value slots, symbolic sizes
 **   reduce_lower.c reductions from the reduction table (ops/reduce_table.h)
 **   sched.c      the scheduler: fusion groups, the schedule/fusion logs
-**   codegen.c    the C source of a plan
+**   kir.c        the kernel IR: items, memory planning, verifier (kir_print.c)
+**   target.c     the targets (c, c_scalar) and KILN_INDUCTOR_TARGET
+**   codegen.c    walks the IR, calling the target; the C targets' printer
 **   gemm.c       GEMM / convolution extern calls with fused activations
 **   toolchain.c  the compiler (fork/exec, time limit), loading through a descriptor
 **   codecache.c  the memory and disk caches (keys, trust rules, temporaries)
@@ -86,8 +88,9 @@ struct kn__ind_plan;
 ** vector-math functions the plan's formulas call: kn_vm_<CODE>_<f32|f64>,
 ** each declared `simd` so gcc vectorises the loops that call it; their
 ** vector versions run the eager kernels' vector-math table on the vector's
-** elements), appended to sb. KN_ENOMEM. */
-kn_status kn__ind_formula_prelude(const struct kn__ind_plan *p, kn__sb *sb);
+** elements), appended to sb. Without vector_abi: scalar functions only,
+** no pragma. KN_ENOMEM. */
+kn_status kn__ind_formula_prelude(const struct kn__ind_plan *p, bool vector_abi, kn__sb *sb);
 /* The statement that binds the vector-math table at the top of call(). */
 #define KN__IND_VM_BIND "  kn_vm_bind(rt->vmath());\n"
 
@@ -213,9 +216,8 @@ int kn__ind_value_slot(const kn__ind_plan *p, kn__gref r);
 /* Index of expression e in the plan's table (added if new); -1 on OOM. */
 int kn__ind_symx(kn__ind_plan *p, kn_sym e);
 
-/* ---- code generation (codegen.c) ----------------------------------------------- */
-/* Append the translation unit of plan p to sb. KN_ENOMEM. */
-kn_status kn__ind_codegen(kn__ind_plan *p, kn__sb *sb);
+/* ---- code generation: kir.c (the kernel IR), target.c, codegen.c --------------
+** See kir.h and target.h: kn__ind_codegen_target(plan, target, sb). */
 
 /* ---- GEMM / convolution epilogues (gemm.c) ------------------------------------- */
 /* A copy of g in which each relu/gelu/sigmoid/silu/tanh whose input is an
@@ -244,11 +246,14 @@ typedef char *(*kn__ind_gen_fn)(void *ud);
 ** identity of kiln's own code. A hit (memory, or <graph key>.fxg on disk
 ** naming an intact source entry) loads the shared object without calling
 ** gen; a miss calls gen(ud) and compiles (or finds) that source by its own
-** key. by_graph false (a graph with symbolic sizes, whose plan learns its
+** key. tg (target.h) compiles and loads; its name is in both keys.
+** by_graph false (a graph with symbolic sizes, whose plan learns its
 ** size expressions while code is generated) always calls gen and looks the
 ** source up by its own key only. The loaded code stays mapped for the life
 ** of the process. */
-kn_status kn__ind_load_graph(const char *graph_text, bool by_graph, kn__ind_gen_fn gen, void *ud,
+struct kn__ind_target;
+kn_status kn__ind_load_graph(const char *graph_text, bool by_graph,
+                             const struct kn__ind_target *tg, kn__ind_gen_fn gen, void *ud,
                              kn__ind_loaded *out);
 /* Tests only: forget the memory cache (as a new process would start). */
 void kn__ind_cache_forget_memory(void);

@@ -2,9 +2,9 @@
 ** inductor/toolchain.c: turning generated C into loaded code (the caches
 ** around it are codecache.c).
 **
-** The compiler is KILN_CC (default "cc") with KILN_CFLAGS (default
-** "-O3 -march=native -fopenmp -ffp-contract=off"; -shared -fPIC are always
-** added), started with fork/exec (no shell) with umask 077 (its output is
+** The compiler is KILN_CC (default "cc") with KILN_CFLAGS (default: the
+** target's flags, target.h: "-O3 -march=native -fopenmp -ffp-contract=off"
+** for "c"; -shared -fPIC are always added), started with fork/exec (no shell) with umask 077 (its output is
 ** private to the user), in a process group of its own and in the private
 ** build directory (so the names it records are the same in every build of
 ** a source); its stdout and stderr are captured. KILN_COMPILE_TIMEOUT
@@ -37,7 +37,6 @@
 #include "inductor/toolchain.h"
 #include "logging/log.h"
 
-#define DEFAULT_CFLAGS "-O3 -march=native -fopenmp -ffp-contract=off"
 #define MAX_ARGS 64
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x0010U /* Linux 6.3: an executable memfd, where the sysctl asks for it */
@@ -61,10 +60,11 @@ static bool find_on_path(const char *cc, char *out, size_t n) {
 
 static atomic_bool warned_timeout;
 
-void kn__ind_tool_init(kn__ind_tool *t) {
+void kn__ind_tool_init(kn__ind_tool *t, const kn__ind_target *tg) {
   const char *cc = getenv("KILN_CC"), *fl = getenv("KILN_CFLAGS");
+  t->target = tg;
   snprintf(t->cc, sizeof t->cc, "%s", cc && *cc ? cc : "cc");
-  snprintf(t->flags, sizeof t->flags, "%s", fl ? fl : DEFAULT_CFLAGS);
+  snprintf(t->flags, sizeof t->flags, "%s", fl ? fl : tg->cflags);
   struct stat sb;
   if (!find_on_path(t->cc, t->resolved, sizeof t->resolved)) t->resolved[0] = 0;
   if (t->resolved[0] && stat(t->resolved, &sb) == 0)

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "inductor/inductor.h"
+#include "inductor/target.h"
 
 /* ---- cache_meta.c ----------------------------------------------------------------
 ** <key>.meta: "kiln-inductor-cache 2 <key> <size> <sha256> <cpu target>\n",
@@ -43,10 +44,12 @@ typedef struct kn__ind_tool {
   char flags[2048];    /* KILN_CFLAGS or the default */
   char ident[4300];    /* resolved path, size, mtime */
   double timeout_s;    /* KILN_COMPILE_TIMEOUT (0: none) */
+  const kn__ind_target *target; /* compiles and loads; its name is in the keys */
 } kn__ind_tool;
-/* The compiler and its settings from the environment (an invalid
-** KILN_COMPILE_TIMEOUT is logged once and the default used). */
-void kn__ind_tool_init(kn__ind_tool *t);
+/* The compiler and its settings from the environment for target tg
+** (KILN_CFLAGS, or tg's default flags; an invalid KILN_COMPILE_TIMEOUT is
+** logged once and the default used). */
+void kn__ind_tool_init(kn__ind_tool *t, const kn__ind_target *tg);
 /* Compile the file src into the shared object so, both named relative to
 ** the directory dir where the compiler runs (with umask 077, in a process
 ** group of its own that is killed when the time limit passes). shown names

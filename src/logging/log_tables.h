@@ -134,6 +134,9 @@
   X(KN_ART_SCHEDULE, "schedule", KN_LOG_INDUCTOR_SCHEDULER, KN__OFF,        \
     "Inductor scheduler information. Useful if working on Inductor fusion " \
     "algo")                                                                 \
+  X(KN_ART_KERNEL_IR, "kernel_ir", KN_LOG_INDUCTOR_SCHEDULER, KN__OFF,     \
+    "The kernel IR of each graph inductor compiles: kernels, the buffers " \
+    "they read and write, and the memory plan (reuse, in place, frees)")  \
   X(KN_ART_PERF_HINTS, "perf_hints", KN_LOG_INDUCTOR, KN__OFF | KN__NYB, "")          \
   X(KN_ART_FUSION, "fusion", KN_LOG_INDUCTOR_SCHEDULER, KN__OFF,            \
     "Detailed Inductor fusion decisions. More detailed than 'schedule'")    \

@@ -1,0 +1,30 @@
+/*
+** ops/opfacts.c: the per-op facts table (ops/ops_facts.def) as an array
+** indexed by op id.
+*/
+#include "ops/opfacts.h"
+
+static const kn__opfacts facts[KN__OP_COUNT] = {
+#define KN_FACT(ID, RECOMPUTE) [KN_OP_##ID] = {KN__RC_##RECOMPUTE},
+#include "ops/ops_facts.def"
+#undef KN_FACT
+};
+
+/* Build-time check: one row per op (a duplicate row fails -Woverride-init;
+** a missing one leaves KN__RC_NONE, which tests/test_op_facts.c reports by
+** name). */
+enum {
+  KN__FACT_NROWS = 0
+#define KN_FACT(ID, RECOMPUTE) +1
+#include "ops/ops_facts.def"
+#undef KN_FACT
+};
+_Static_assert((int)KN__FACT_NROWS == (int)KN__OP_COUNT,
+               "ops/ops_facts.def must have exactly one row per op of ops/ops.def");
+
+const kn__opfacts *kn__op_facts(int id) { return &facts[id]; }
+
+const char *kn__recompute_name(kn__recompute rc) {
+  static const char *const names[] = {"NONE", "CHEAP", "COMPUTE", "SAVE", "NEVER"};
+  return (unsigned)rc < sizeof names / sizeof *names ? names[rc] : "?";
+}

@@ -4,8 +4,17 @@
 */
 #include "ops/opfacts.h"
 
+/* Partner op ids by name, NONE for none. */
+enum {
+  KN__PT_NONE = -1,
+#define KN_OP(ID, NAME, OVERLOAD, SCHEMA, FLAGS, META, KERNEL, BACKWARD, GRADFN) \
+  KN__PT_##ID = KN_OP_##ID,
+#include "ops/ops.def"
+#undef KN_OP
+};
+
 static const kn__opfacts facts[KN__OP_COUNT] = {
-#define KN_FACT(ID, RECOMPUTE) [KN_OP_##ID] = {KN__RC_##RECOMPUTE},
+#define KN_FACT(ID, RECOMPUTE, PARTNER) [KN_OP_##ID] = {KN__RC_##RECOMPUTE, KN__PT_##PARTNER},
 #include "ops/ops_facts.def"
 #undef KN_FACT
 };
@@ -15,7 +24,7 @@ static const kn__opfacts facts[KN__OP_COUNT] = {
 ** name). */
 enum {
   KN__FACT_NROWS = 0
-#define KN_FACT(ID, RECOMPUTE) +1
+#define KN_FACT(ID, RECOMPUTE, PARTNER) +1
 #include "ops/ops_facts.def"
 #undef KN_FACT
 };

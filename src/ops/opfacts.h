@@ -4,7 +4,8 @@
 ** Each op of ops/ops.def has one row in ops/ops_facts.def, keyed by its op
 ** id, stating what the layers above would otherwise each decide by name:
 ** the recompute class that both the AOT min-cut partitioner and inductor's
-** scheduler read (one policy). tests/test_op_facts.c walks the op table and
+** scheduler read (one policy), and the functional/in-place partner that
+** functionalization follows. tests/test_op_facts.c walks the op table and
 ** fails for any op missing a fact its flags require.
 */
 #ifndef KN_OPS_OPFACTS_H
@@ -25,6 +26,7 @@ typedef enum kn__recompute {
 
 typedef struct kn__opfacts {
   kn__recompute recompute;
+  int partner;  /* the in-place op's functional op or the reverse; -1: none */
 } kn__opfacts;
 
 /* The facts of op id (0 <= id < KN__OP_COUNT). Borrowed (static). */

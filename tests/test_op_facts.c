@@ -5,10 +5,14 @@
 ** fact contradicts its flags or the pointwise formula table.
 */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln/kiln.h"
 #include "ops/opfacts.h"
+#include "graph/graph.h"
+#include "inductor/inductor.h"
 #include "ops/pointwise.h"
 
 static const char *qname(const kn__opdef *op, char *buf, size_t n) {
@@ -164,4 +168,205 @@ Test(op_facts, every_inplace_op_has_its_functional_partner) {
   cr_expect_eq(kn__op_facts(KN_OP_POW_SCALAR_)->partner, KN_OP_POW_SCALAR);
   cr_expect_eq(kn__op_facts(KN_OP_POW_SELF_SCALAR)->partner, -1);
   cr_expect_eq(kn__op_facts(KN_OP_INDEX_PUT_)->partner, KN_OP_INDEX_PUT);
+}
+
+/* ---- repro templates ------------------------------------------------------------------ */
+
+Test(op_facts, every_op_has_a_repro_row_or_a_reason) {
+  int last = -1, with_tmpl = 0;
+  for (int id = 0; id < KN__OP_COUNT; id++) {
+    char q[128];
+    qname(&kn__ops[id], q, sizeof q);
+    int n;
+    const kn__repro *r = kn__op_repro(id, &n);
+    cr_expect_gt(n, 0, "op %s has no repro template and no 'no public form' reason "
+                 "(ops/ops_repro.def): fx_graph_runnable would silently lack it", q);
+    if (n <= 0) continue;
+    cr_expect_gt(r - kn__op_repro(0, &(int){0}), last, "op %s: rows out of op id order", q);
+    last = (int)(r - kn__op_repro(0, &(int){0})) + n - 1;
+    for (int i = 0; i < n; i++) {
+      if (!r[i].tmpl) {
+        cr_expect_eq(n, 1, "op %s: a 'no public form' entry must be its only row", q);
+        cr_expect(r[i].reason && strlen(r[i].reason) > 10, "op %s: no public form needs a reason",
+                  q);
+        continue;
+      }
+      with_tmpl++;
+      for (const char *p = r[i].cond; *p; p++) {
+        if (*p == ' ') continue;
+        cr_expect(p[0] >= '0' && p[0] <= '9' && p[1] && strchr("opufnwz", p[1]),
+                  "op %s: bad condition clause in \"%s\"", q, r[i].cond);
+        if (p[1]) p++;
+      }
+    }
+  }
+  cr_expect_gt(with_tmpl, 180);
+}
+
+/* The arguments of a schema, each as (type, has default). */
+typedef struct sarg { char type[32]; bool dflt; } sarg;
+
+static int schema_args(const char *schema, sarg *out, int cap) {
+  const char *p = strchr(schema, '(') + 1;
+  int n = 0, depth = 0;
+  char buf[128];
+  size_t k = 0;
+  for (; *p && n < cap; p++) {
+    if ((*p == ',' || *p == ')') && depth == 0) {
+      buf[k] = 0;
+      const char *b = buf;
+      while (*b == ' ') b++;
+      if (*b && strcmp(b, "*")) {
+        size_t tl = strcspn(b, " ");
+        snprintf(out[n].type, sizeof out[n].type, "%.*s", (int)tl, b);
+        out[n].dflt = strchr(b, '=') != NULL;
+        n++;
+      }
+      k = 0;
+      if (*p == ')') break;
+      continue;
+    }
+    if (*p == '(') depth++;
+    if (*p == ')') depth--;
+    if (k + 1 < sizeof buf) buf[k++] = *p;
+  }
+  return n;
+}
+
+static int schema_nout(const char *schema) {
+  const char *r = strstr(schema, "->");
+  if (strstr(r, "[]")) return 2;
+  if (!strchr(r, '(')) return 1;
+  int n = 1;
+  for (const char *p = strchr(r, '('); *p; p++) n += *p == ',';
+  return n;
+}
+
+
+/* An argument of schema type t standing for any value; omit 1 leaves out
+** optional ('?') arguments, 2 also those with a default. */
+static kn__garg synth(const sarg *a, kn__gnode *x, kn__gref *list, int omit) {
+  const char *t = a->type;
+  bool opt = strchr(t, '?') != NULL || (omit == 2 && a->dflt);
+  if (omit && opt && strncmp(t, "Tensor", 6)) return (kn__garg){.kind = KN__GA_NONE};
+  if (omit && opt && !strcmp(t, "Tensor?")) return KN_GA_T(NULL);
+  if (strstr(t, "Tensor") && strstr(t, "[]")) return KN_GA_TS(list, 2);
+  if (!strncmp(t, "Tensor", 6)) return KN_GA_T(x);
+  static const kn_sym zeros2[2] = {{.c = 0}, {.c = 0}};
+  if (strchr(t, '[')) return KN_GA_INTS(zeros2, 2);
+  if (!strncmp(t, "int", 3) || !strncmp(t, "SymInt", 6) || !strncmp(t, "str", 3))
+    return KN_GA_I(1);
+  if (!strncmp(t, "float", 5)) return KN_GA_D(0.5);
+  if (!strncmp(t, "bool", 4)) return KN_GA_B(false);
+  if (!strncmp(t, "Scalar", 6) && strncmp(t, "ScalarType", 10)) return KN_GA_S(kn_int(1));
+  if (!strncmp(t, "ScalarType", 10)) return (kn__garg){.kind = KN__GA_DTYPE, .u.dt = KN_FLOAT32};
+  if (!strncmp(t, "Generator", 9)) return (kn__garg){.kind = KN__GA_GEN};
+  return (kn__garg){.kind = KN__GA_NONE}; /* MemoryFormat */
+}
+
+/* Adds a call of op id to g with every argument synthesized (optional ones
+** present, or omitted), plus a getitem for a second output; NULL on failure. */
+static kn__gnode *synth_call(kn__graph *g, int id, kn__gnode *x, kn__gref *list, int omit) {
+  sarg sa[16];
+  int na = schema_args(kn__ops[id].schema, sa, 16), nout = schema_nout(kn__ops[id].schema);
+  kn__garg args[16];
+  for (int i = 0; i < na; i++) args[i] = synth(&sa[i], x, list, omit);
+  kn__vmeta m[4];
+  for (int k = 0; k < nout; k++) m[k] = x->meta[0];
+  kn__gnode *n = kn__graph_call(g, &kn__ops[id], na, args, nout, m);
+  if (n && nout > 1) (void)kn__graph_getitem(g, n, 1);
+  return n;
+}
+
+static kn__graph *base_graph(kn__gnode **x, kn__gref *list) {
+  kn__graph *g = kn__graph_new();
+  kn__vmeta m = {.kind = KN__V_TENSOR, .dtype = KN_FLOAT32, .ndim = 1};
+  m.sizes[0] = kn__sym_const(3);
+  m.strides[0] = kn__sym_const(1);
+  *x = kn__graph_placeholder(g, "L['x']", &m);
+  list[0] = list[1] = (kn__gref){*x, 0};
+  return g;
+}
+
+static void finish(kn__graph *g, kn__gnode *x) {
+  kn__gref outs[] = {{x, 0}};
+  cr_assert_not_null(kn__graph_output(g, 1, outs), "%s", kn_last_error());
+}
+
+/* Does op id, with optional arguments present or omitted, expand? */
+static bool expands(int id, int omit) {
+  kn__gnode *x;
+  kn__gref list[2];
+  kn__graph *g = base_graph(&x, list);
+  bool ok = synth_call(g, id, x, list, omit) != NULL;
+  if (ok) finish(g, x);
+  const char *why = NULL, *reason = NULL;
+  char *src = ok ? kn__ind_runnable(g, &why, &reason) : NULL;
+  free(src);
+  kn__graph_free(g);
+  return src != NULL;
+}
+
+/* Every template, expanded for a call with arguments of its schema's types,
+** compiles against the public headers (-Werror): a wrong function name, a
+** missing or extra argument or a wrong type fails here. One program holds
+** every op's call, so one compiler run checks them all. */
+Test(op_facts, every_repro_template_compiles_against_the_public_api) {
+  if (system("cc --version > /dev/null 2>&1") != 0) cr_skip_test("no C compiler");
+  kn__gnode *x;
+  kn__gref list[2];
+  kn__graph *g = base_graph(&x, list);
+  int calls = 0;
+  for (int id = 0; id < KN__OP_COUNT; id++) {
+    int n;
+    const kn__repro *r = kn__op_repro(id, &n);
+    if (n <= 0 || !r->tmpl) continue;
+    int fits = 0;
+    for (int omit = 0; omit < 3; omit++)
+      if (expands(id, omit)) fits++, calls += synth_call(g, id, x, list, omit) != NULL;
+    char q[128];
+    cr_expect_gt(fits, 0, "op %s: no repro row fits a call of its schema",
+                 qname(&kn__ops[id], q, sizeof q));
+  }
+  finish(g, x);
+  const char *why = NULL, *reason = NULL;
+  char *src = kn__ind_runnable(g, &why, &reason);
+  cr_assert_not_null(src, "%s: %s", why ? why : "?", reason ? reason : "no row fits");
+  char dir[] = "/tmp/kn-opfacts-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char path[128], cmd[512];
+  snprintf(path, sizeof path, "%s/all.c", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs(src, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "cc -std=c17 -fsyntax-only -Wall -Werror -Wno-unused-variable "
+           "-Wno-unused-but-set-variable -I'%s/include' '%s' "
+           "> '%s/cc.txt' 2>&1", KN_SOURCE_DIR, path, dir);
+  int rc = system(cmd);
+  cr_expect_eq(rc, 0, "the repro of every op does not compile: see %s/cc.txt", dir);
+  cr_expect_gt(calls, 180);
+  if (rc == 0) {
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)system(cmd);
+  }
+  free(src);
+  kn__graph_free(g);
+}
+
+/* A graph with an op that has no public form gets no repro, and the
+** reason is the table's. */
+Test(op_facts, an_op_without_public_form_reports_its_reason) {
+  kn__gnode *x;
+  kn__gref list[2];
+  kn__graph *g = base_graph(&x, list);
+  cr_assert_not_null(synth_call(g, KN_OP_LAYER_NORM_BACKWARD, x, list, 0));
+  finish(g, x);
+  const char *why = NULL, *reason = NULL;
+  char *src = kn__ind_runnable(g, &why, &reason);
+  cr_expect_null(src);
+  cr_expect(why && strstr(why, "native_layer_norm_backward"), "%s", why ? why : "(null)");
+  cr_expect(reason && strstr(reason, "derivative op"), "%s", reason ? reason : "(null)");
+  free(src);
+  kn__graph_free(g);
 }

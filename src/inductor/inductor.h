@@ -243,10 +243,12 @@ void kn__ind_times_take(double *total_us, double *codegen_us);
 
 /* ---- fx_graph_runnable (runnable.c) ------------------------------------------------ */
 /* A standalone C program that rebuilds g with kiln's public ops on random
-** inputs and compiles it with backend "inductor". Owned (free it); NULL when
-** a node has no public-call form, with *why naming it (static or borrowed
-** from g), or on OOM. */
-char *kn__ind_runnable(const kn__graph *g, const char **why);
+** inputs and compiles it with backend "inductor" (each op written by its
+** row of ops/ops_repro.def). Owned (free it); NULL when a node has no
+** public-call form, with *why naming it (static or borrowed from g) and
+** *reason the op's documented reason for having none (static; NULL when the
+** op has rows but none fits the node's arguments), or on OOM. */
+char *kn__ind_runnable(const kn__graph *g, const char **why, const char **reason);
 /* When tracing: the fx_graph_runnable artifact of g (or a debug log line
 ** saying why there is none). */
 void kn__ind_emit_runnable(const kn__graph *g);

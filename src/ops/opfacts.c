@@ -37,3 +37,21 @@ const char *kn__recompute_name(kn__recompute rc) {
   static const char *const names[] = {"NONE", "CHEAP", "COMPUTE", "SAVE", "NEVER"};
   return (unsigned)rc < sizeof names / sizeof *names ? names[rc] : "?";
 }
+
+static const kn__repro repros[] = {
+#define KN_REPRO(ID, COND, TMPL) {KN_OP_##ID, COND, TMPL, NULL},
+#define KN_NO_REPRO(ID, REASON) {KN_OP_##ID, "", NULL, REASON},
+#include "ops/ops_repro.def"
+#undef KN_REPRO
+#undef KN_NO_REPRO
+};
+
+const kn__repro *kn__op_repro(int id, int *n) {
+  const size_t nr = sizeof repros / sizeof *repros;
+  size_t i = 0;
+  while (i < nr && repros[i].op != id) i++;
+  size_t j = i;
+  while (j < nr && repros[j].op == id) j++;
+  *n = (int)(j - i);
+  return i < nr ? &repros[i] : NULL;
+}

@@ -370,3 +370,77 @@ Test(op_facts, an_op_without_public_form_reports_its_reason) {
   free(src);
   kn__graph_free(g);
 }
+
+/* ---- lowering class (inductor/lowering.def) -------------------------------------------- */
+
+static bool is_role(kn__ind_role r, kn__ind_role lo, kn__ind_role hi) { return r >= lo && r <= hi; }
+
+Test(op_facts, every_op_has_a_lowering_class_that_fits_its_flags) {
+  for (int id = 0; id < KN__OP_COUNT; id++) {
+    const kn__opdef *op = &kn__ops[id];
+    const kn__ind_lowering *l = kn__ind_lowering_of(op);
+    const kn__pwinfo *pi = kn__pw_info(id);
+    char q[128];
+    qname(op, q, sizeof q);
+    const char *cls = kn__ind_lclass_name(l->cls);
+    cr_expect_neq(l->cls, KN__IND_L_NONE, "op %s has no lowering class (a row in "
+                  "inductor/lowering.def)", q);
+    /* a pointwise op of the formula table lowers by its formula, unless the
+    ** formula is eager-only (no compute class; clamp's read the bounds) */
+    bool formula = pi->present && !pi->inplace && kn__pw_form(pi->code)->classes != 0 &&
+                   pi->code != KN__PW_CLAMP;
+    cr_expect_eq(l->cls == KN__IND_L_FORMULA, formula, "op %s: lowering class %s, but its "
+                 "formula table row says %s", q, cls, formula ? "FORMULA" : "not FORMULA");
+    if (op->flags & KN_OPF_INPLACE)
+      cr_expect_eq(l->cls, KN__IND_L_EXTERN, "in-place op %s must lower as EXTERN (found %s): "
+                   "functionalization removes it before inductor", q, cls);
+    cr_expect_eq(l->role == KN__IND_R_DEC_KERNEL, (op->flags & KN_OPF_COMPOSITE) != 0,
+                 "op %s: a composite op decomposes through its kernel, and only it", q);
+    if (l->cls == KN__IND_L_DECOMP)
+      cr_expect(is_role(l->role, KN__IND_R_DEC_SOFTMAX, KN__IND_R_DEC_KERNEL),
+                "op %s: class DECOMP needs a decomposition rule (role DEC_*)", q);
+    if (is_role(l->role, KN__IND_R_DEC_SOFTMAX, KN__IND_R_DEC_KERNEL))
+      cr_expect_eq(l->cls, KN__IND_L_DECOMP, "op %s: a DEC_* role needs class DECOMP", q);
+    if (is_role(l->role, KN__IND_R_ACT_RELU, KN__IND_R_ACT_TANH))
+      cr_expect_eq(l->cls, KN__IND_L_FORMULA, "op %s: an activation must be a FORMULA", q);
+    if (is_role(l->role, KN__IND_R_EP_ADDMM, KN__IND_R_EP_LINEAR))
+      cr_expect(l->cls == KN__IND_L_EXTERN || l->cls == KN__IND_L_DECOMP,
+                "op %s: a GEMM producer runs as an extern call", q);
+    if (l->cls == KN__IND_L_REDUCTION)
+      cr_expect(op->flags & KN_OPF_REDUCTION, "op %s: class REDUCTION, flags say otherwise", q);
+    if (l->cls == KN__IND_L_SELECT || l->cls == KN__IND_L_CAST || l->cls == KN__IND_L_CONSTANT)
+      cr_expect(op->flags & (KN_OPF_POINTWISE | KN_OPF_FACTORY), "op %s: class %s needs a "
+                "pointwise or factory op", q, cls);
+  }
+}
+
+Test(op_facts, lowering_of_known_ops) {
+  struct { int id; kn__ind_lclass cls; kn__ind_role role; } want[] = {
+      {KN_OP_ADD, KN__IND_L_FORMULA, KN__IND_R_NONE},
+      {KN_OP_RELU, KN__IND_L_FORMULA, KN__IND_R_ACT_RELU},
+      {KN_OP_GELU, KN__IND_L_FORMULA, KN__IND_R_ACT_GELU},
+      {KN_OP_WHERE, KN__IND_L_SELECT, KN__IND_R_NONE},
+      {KN_OP_TO_COPY, KN__IND_L_CAST, KN__IND_R_NONE},
+      {KN_OP_FULL, KN__IND_L_CONSTANT, KN__IND_R_NONE},
+      {KN_OP_SUM_DIM, KN__IND_L_REDUCTION, KN__IND_R_NONE},
+      {KN_OP_SOFTMAX, KN__IND_L_DECOMP, KN__IND_R_DEC_SOFTMAX},
+      {KN_OP_NLL_LOSS2D, KN__IND_L_DECOMP, KN__IND_R_DEC_NLL_LOSS},
+      {KN_OP_CROSS_ENTROPY, KN__IND_L_DECOMP, KN__IND_R_DEC_KERNEL},
+      {KN_OP_ADDMM, KN__IND_L_EXTERN, KN__IND_R_EP_ADDMM},
+      {KN_OP_CONVOLUTION, KN__IND_L_EXTERN, KN__IND_R_EP_CONV},
+      {KN_OP_CLAMP, KN__IND_L_EXTERN, KN__IND_R_NONE},
+      {KN_OP_TOPK, KN__IND_L_EXTERN, KN__IND_R_NONE},
+  };
+  for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
+    const kn__ind_lowering *l = kn__ind_lowering_of(&kn__ops[want[k].id]);
+    cr_expect(l->cls == want[k].cls && l->role == want[k].role, "%s: want %s/%d, found %s/%d",
+              kn__ops[want[k].id].name, kn__ind_lclass_name(want[k].cls), (int)want[k].role,
+              kn__ind_lclass_name(l->cls), (int)l->role);
+  }
+  cr_expect_eq(kn__ind_role_op(KN__IND_R_EP_CONV), &kn__ops[KN_OP_CONVOLUTION]);
+  /* an op outside the table (a fused epilogue op) lowers as an extern call */
+  kn__opdef fused = {.id = -1, .name = "_mm_activation"};
+  cr_expect_eq(kn__ind_lowering_of(&fused)->cls, KN__IND_L_EXTERN);
+  cr_expect(kn__ind_has_decomp(KN_OP_LAYER_NORM) && !kn__ind_has_decomp(KN_OP_MM) &&
+            !kn__ind_has_decomp(KN_OP_LINEAR));
+}

@@ -192,6 +192,11 @@ Test(op_facts, every_op_has_a_repro_row_or_a_reason) {
         continue;
       }
       with_tmpl++;
+      const char *ret = strstr(kn__ops[id].schema, "-> ");
+      bool several = ret && (ret[3] == '(' || strstr(ret, "[]"));
+      cr_expect_eq(strstr(r[i].tmpl, "%o") != NULL, several,
+                   "op %s returns %s: its template must %s the output array %%o", q,
+                   several ? "several tensors" : "one tensor", several ? "fill" : "not use");
       for (const char *p = r[i].cond; *p; p++) {
         if (*p == ' ') continue;
         cr_expect(p[0] >= '0' && p[0] <= '9' && p[1] && strchr("opufnwz", p[1]),
@@ -293,6 +298,13 @@ static void finish(kn__graph *g, kn__gnode *x) {
   cr_assert_not_null(kn__graph_output(g, 1, outs), "%s", kn_last_error());
 }
 
+/* The graph's outputs: x and every value in vals (so the program reads
+** each call's result). */
+static void finish_with(kn__graph *g, kn__gnode *x, kn__gref *vals, int n) {
+  vals[n] = (kn__gref){x, 0};
+  cr_assert_not_null(kn__graph_output(g, n + 1, vals), "%s", kn_last_error());
+}
+
 /* Does op id, with optional arguments present or omitted, expand? */
 static bool expands(int id, int omit) {
   kn__gnode *x;
@@ -308,8 +320,9 @@ static bool expands(int id, int omit) {
 }
 
 /* Every template, expanded for a call with arguments of its schema's types,
-** compiles against the public headers (-Werror): a wrong function name, a
-** missing or extra argument or a wrong type fails here. One program holds
+** compiles against the public headers (-Werror), and the program returns
+** every call's result: a wrong function name, a missing or extra argument,
+** a wrong type or a result never assigned fails here. One program holds
 ** every op's call, so one compiler run checks them all. */
 Test(op_facts, every_repro_template_compiles_against_the_public_api) {
   if (system("cc --version > /dev/null 2>&1") != 0) cr_skip_test("no C compiler");
@@ -317,18 +330,23 @@ Test(op_facts, every_repro_template_compiles_against_the_public_api) {
   kn__gref list[2];
   kn__graph *g = base_graph(&x, list);
   int calls = 0;
+  static kn__gref vals[4 * KN__OP_COUNT];
   for (int id = 0; id < KN__OP_COUNT; id++) {
     int n;
     const kn__repro *r = kn__op_repro(id, &n);
     if (n <= 0 || !r->tmpl) continue;
     int fits = 0;
-    for (int omit = 0; omit < 3; omit++)
-      if (expands(id, omit)) fits++, calls += synth_call(g, id, x, list, omit) != NULL;
+    for (int omit = 0; omit < 3; omit++) {
+      if (!expands(id, omit)) continue;
+      fits++;
+      kn__gnode *c = synth_call(g, id, x, list, omit);
+      if (c) vals[calls++] = kn__graph_value(g, c, 0);
+    }
     char q[128];
     cr_expect_gt(fits, 0, "op %s: no repro row fits a call of its schema",
                  qname(&kn__ops[id], q, sizeof q));
   }
-  finish(g, x);
+  finish_with(g, x, vals, calls);
   const char *why = NULL, *reason = NULL;
   char *src = kn__ind_runnable(g, &why, &reason);
   cr_assert_not_null(src, "%s: %s", why ? why : "?", reason ? reason : "no row fits");
@@ -443,4 +461,30 @@ Test(op_facts, lowering_of_known_ops) {
   cr_expect_eq(kn__ind_lowering_of(&fused)->cls, KN__IND_L_EXTERN);
   cr_expect(kn__ind_has_decomp(KN_OP_LAYER_NORM) && !kn__ind_has_decomp(KN_OP_MM) &&
             !kn__ind_has_decomp(KN_OP_LINEAR));
+}
+
+/* A view (one output, its schema's "-> Tensor(a)" notwithstanding) assigns
+** its result to a variable; topk (a tuple) fills an array that its getitem
+** reads. */
+Test(op_facts, repro_variables_follow_the_number_of_outputs) {
+  kn__gnode *x;
+  kn__gref list[2];
+  kn__graph *g = base_graph(&x, list);
+  kn__gnode *v = synth_call(g, KN_OP_VIEW, x, list, 0);
+  kn__gnode *t = synth_call(g, KN_OP_TOPK, x, list, 0);
+  cr_assert(v && t);
+  kn__gref vals[3] = {{v, 0}, kn__graph_value(g, t, 1)};
+  finish_with(g, x, vals, 2);
+  const char *why = NULL, *reason = NULL;
+  char *src = kn__ind_runnable(g, &why, &reason);
+  cr_assert_not_null(src, "%s", why ? why : "");
+  char want[64];
+  snprintf(want, sizeof want, "kn_tensor *v%d = kn_view(v0, ", v->index);
+  cr_expect(strstr(src, want), "want '%s' in:\n%s", want, src);
+  snprintf(want, sizeof want, "o%d[0] = kn_topk(v0, ", t->index);
+  cr_expect(strstr(src, want), "want '%s' in:\n%s", want, src);
+  snprintf(want, sizeof want, " = o%d[1];", t->index);
+  cr_expect(strstr(src, want), "want '%s' in:\n%s", want, src);
+  free(src);
+  kn__graph_free(g);
 }

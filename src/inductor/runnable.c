@@ -70,8 +70,8 @@ static bool put_scalar(kn__sb *sb, kn_scalar s) {
 /* Does node n's op return a tuple or a list (its outputs go to an array
 ** o<K>, even when there is one)? */
 static bool multi_out(const kn__gnode *n) {
-  const char *ret = n->opdef ? strstr(n->opdef->schema, "->") : NULL;
-  return n->nout > 1 || (ret && (strchr(ret, '(') || strstr(ret, "[]")));
+  const char *ret = n->opdef ? strstr(n->opdef->schema, "-> ") : NULL;
+  return n->nout > 1 || (ret && (ret[3] == '(' || strstr(ret, "[]")));
 }
 
 /* The C variable holding a value: v<K>, or o<K>[i] for output i of a

@@ -1,7 +1,7 @@
 /*
 ** tests/test_inductor_runnable.c: the fx_graph_runnable artifact of the
-** "inductor" backend. For a pointwise chain, a reduction, an extern op (mm)
-** and a graph with dynamic sizes, the artifact is read back from the trace
+** "inductor" backend. For a pointwise chain, a reduction, an extern op (mm),
+** a graph with dynamic sizes and one with multi-output ops (topk, chunk as split), the artifact is read back from the trace
 ** with the strict reader, written to repro.c, compiled against the build
 ** tree's headers and static library, and run: it must compile its graph with
 ** inductor (a new shared object in its own cache directory) and exit 0.
@@ -30,6 +30,14 @@ static kn_tensor *reduction(kn_tensor *x) {
 
 static kn_tensor *with_mm(kn_tensor *a, kn_tensor *b) {
   return kn_relu(kn_add_scalar(kn_mm(a, b), kn_int(1)));
+}
+
+/* Multi-output ops: their outputs go to an array that getitems read. */
+static kn_tensor *with_topk(kn_tensor *x) {
+  kn_tensor *idx = NULL, *parts[2] = {NULL, NULL};
+  kn_tensor *v = kn_topk(x, 2, 1, true, true, &idx);
+  if (kn_chunk(x, 2, 1, parts, 2) != 2) return NULL;
+  return kn_add(kn_mul_scalar(v, kn_float(2)), parts[1]);
 }
 
 /* Every payload of artifact `name` in the current trace, strictly read. */
@@ -115,6 +123,7 @@ Test(inductor_runnable, repros_compile_and_run) {
   kn_compile_options od = {.backend = "inductor", .dynamic = KN_DYNAMIC_TRUE};
   kn_compiled *f1 = KN_COMPILE(chain, &o), *f2 = KN_COMPILE(reduction, &o);
   kn_compiled *f3 = KN_COMPILE(with_mm, &o), *f4 = KN_COMPILE(chain, &od);
+  kn_compiled *f5 = KN_COMPILE(with_topk, &o);
   kn_scope_begin();
   kn_tensor *x = kn_randn(KN_SHAPE(4, 5), NULL, KN_FLOAT64);
   kn_tensor *b = kn_randn(KN_SHAPE(5, 3), NULL, KN_FLOAT64);
@@ -122,10 +131,11 @@ Test(inductor_runnable, repros_compile_and_run) {
   cr_assert_not_null(kn_call_t(f2, x));
   cr_assert_not_null(kn_call_t(f3, x, b));
   cr_assert_not_null(kn_call_t(f4, kn_randn(KN_SHAPE(7, 3), NULL, KN_FLOAT32)));
+  cr_assert_not_null(kn_call_t(f5, x));
   kn_scope_end();
   char *src[8];
   int n = artifacts("fx_graph_runnable", src, 8);
-  cr_assert_eq(n, 4, "one fx_graph_runnable per compiled graph, found %d", n);
+  cr_assert_eq(n, 5, "one fx_graph_runnable per compiled graph, found %d", n);
   /* independent expectations: the public calls of each graph, the sizes */
   cr_expect(strstr(src[0], "kn_mul_scalar(") && strstr(src[0], "kn_sigmoid("), "%s", src[0]);
   cr_expect(strstr(src[1], "kn_sum_dims(") && strstr(src[1], "{INT64_C(4), INT64_C(5)}"));
@@ -133,6 +143,8 @@ Test(inductor_runnable, repros_compile_and_run) {
   cr_expect(strstr(src[3], ".dynamic = KN_DYNAMIC_TRUE") && strstr(src[3], "INT64_C(7)"),
             "%s", src[3]);
   cr_expect(strstr(src[0], ".dynamic = KN_DYNAMIC_FALSE"));
+  cr_expect(strstr(src[4], "kn_topk(") && strstr(src[4], "kn_split(") && strstr(src[4], "[1]"),
+            "%s", src[4]);
   for (int i = 0; i < n; i++) {
     cr_expect_eq(run_repro(tdir, src[i], i), 1, "repro %d:\n%s", i, src[i]);
     free(src[i]);
@@ -142,6 +154,7 @@ Test(inductor_runnable, repros_compile_and_run) {
   kn_compiled_free(f2);
   kn_compiled_free(f3);
   kn_compiled_free(f4);
+  kn_compiled_free(f5);
   kn_test_rmdir(tdir);
   ind_rm(dir);
 }
@@ -164,8 +177,8 @@ Test(inductor_runnable, user_names_are_escaped) {
   cr_assert_not_null(r, "%s", kn_last_error());
   kn__gref outs[] = {{r, 0}};
   cr_assert_not_null(kn__graph_output(g, 1, outs));
-  const char *why = NULL;
-  char *src = kn__ind_runnable(g, &why);
+  const char *why = NULL, *reason = NULL;
+  char *src = kn__ind_runnable(g, &why, &reason);
   cr_assert_not_null(src, "%s", why ? why : "");
   cr_expect_null(strstr(src, "evil()"), "%s", src);
   cr_expect_null(strstr(src, "bad()"), "%s", src);

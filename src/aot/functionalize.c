@@ -24,6 +24,7 @@
 #include "aot/aot.h"
 #include "core/error.h"
 #include "kiln/autograd.h"
+#include "ops/opfacts.h"
 #include "tensor/tensor.h"
 
 typedef struct frec {
@@ -240,17 +241,11 @@ static kn_status run_program(kn__call *c, kn__outs *o) {
 
 /* ---- in-place ops -------------------------------------------------------------------- */
 
-/* The functional op of in-place op: add_.Tensor -> add.Tensor. NULL when
-** there is none with the same arguments. */
+/* The functional op of in-place op (its partner in ops/ops_facts.def:
+** add_.Tensor -> add.Tensor). NULL when there is none. */
 static const kn__opdef *functional_op(const kn__opdef *op) {
-  if (op->id == KN_OP_POW_SCALAR_) return &kn__ops[KN_OP_POW_SCALAR];
-  char name[96];
-  size_t l = strlen(op->name);
-  if (l < 2 || op->name[l - 1] != '_' || l >= 64) return NULL;
-  snprintf(name, sizeof name, "%.*s%s%s", (int)(l - 1), op->name, *op->overload ? "." : "",
-           op->overload);
-  const kn__opdef *f = kn__op_lookup(name);
-  return f && !(f->flags & KN_OPF_INPLACE) ? f : NULL;
+  int f = kn__op_facts(op->id)->partner;
+  return f >= 0 && !(kn__ops[f].flags & KN_OPF_INPLACE) ? &kn__ops[f] : NULL;
 }
 
 /* src converted the way copy_ converts: broadcast to like's sizes, cast to

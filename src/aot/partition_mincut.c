@@ -21,6 +21,7 @@
 
 #include "aot/partition_int.h"
 #include "core/error.h"
+#include "ops/opfacts.h"
 
 #define INF_CAP ((int64_t)1 << 62)
 
@@ -122,19 +123,13 @@ enum { SRC = 0, SNK = 1 };
 static int n_in(int i) { return 2 + 2 * i; }
 static int n_out(int i) { return 3 + 2 * i; }
 
-/* Cheap, deterministic ops whose results may be recomputed in the backward. */
+/* Values the backward may compute again instead of saving: attributes,
+** getitem, and calls whose op's recompute class (ops/ops_facts.def) is
+** CHEAP or COMPUTE. */
 static bool recomputable(const kn__gnode *n) {
   if (n->op == KN__GN_GET_ATTR) return true;
   if (n->op != KN__GN_CALL) return false;
-  if (!n->opdef) return true; /* getitem */
-  uint32_t f = n->opdef->flags;
-  if (f & (KN_OPF_RANDOM | KN_OPF_INPLACE | KN_OPF_DATA_DEP)) return false;
-  if (f & (KN_OPF_POINTWISE | KN_OPF_VIEW)) return true;
-  static const char *const shape_ops[] = {"reshape", "_reshape_copy", "flatten", "unflatten",
-                                          "narrow", "chunk", "contiguous", "full", "arange"};
-  for (size_t k = 0; k < sizeof shape_ops / sizeof *shape_ops; k++)
-    if (!strcmp(n->opdef->name, shape_ops[k])) return true;
-  return false;
+  return !n->opdef || kn__op_recomputable(n->opdef->id); /* no opdef: getitem */
 }
 
 typedef kn_status (*ref_fn)(void *ud, const kn__gnode *user, int arg, kn__gref v);

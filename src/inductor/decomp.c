@@ -1,13 +1,14 @@
 /*
-** inductor/decomp.c: inductor's decomposition table. Before lowering, each
-** call of an op with a row here is replaced by the core ops its rule calls
+** inductor/decomp.c: inductor's decomposition rules. Before lowering, each
+** call of an op whose lowering class is DECOMP (the lowering table,
+** inductor/lowering.def, names its rule) is replaced by the core ops its rule calls
 ** (pointwise ops and sum/mean/amax reductions), recorded on meta tensors by
 ** the graph's decomposition pass (graph_rewrite.c), so the scheduler can fuse
 ** them instead of calling the eager op. Composite ops (KN_OPF_COMPOSITE:
 ** cross_entropy, linear, ...) decompose through their own kernels first.
 **
-** A row: the op, a check (is this call one the rule handles exactly?) and
-** the rule, which has the shape of a kernel (call in, outputs pushed) and
+** A rule: a check (is this call one the rule handles exactly?) and the
+** rule itself, which has the shape of a kernel (call in, outputs pushed) and
 ** uses kiln's public ops. A rule never reads a size: sizes stay symbolic
 ** because reductions count their own elements (mean) at run time.
 */
@@ -25,7 +26,6 @@
 #include "ops/symsize.h"
 
 typedef struct drow {
-  int op;
   bool (*ok)(const kn__gnode *n);
   kn_status (*rule)(const kn__call *c, kn__outs *out);
 } drow;
@@ -299,33 +299,34 @@ static kn_status log_softmax_bwd(const kn__call *c, kn__outs *out) {
   return st;
 }
 
-static const drow table[] = {
-    {KN_OP_SOFTMAX, softmax_ok, softmax},
-    {KN_OP_LOG_SOFTMAX, softmax_ok, log_softmax},
-    {KN_OP_LAYER_NORM, layer_norm_ok, layer_norm},
-    {KN_OP_BATCH_NORM, batch_norm_ok, batch_norm},
-    {KN_OP_MSE_LOSS, mse_ok, mse_loss},
-    {KN_OP_NLL_LOSS, nll_ok, nll_loss},
-    {KN_OP_NLL_LOSS2D, nll_ok, nll_loss},
-    {KN_OP_NLL_LOSS_BWD, nll_bwd_ok, nll_loss_bwd},
-    {KN_OP_LOG_SOFTMAX_BWD, log_softmax_bwd_ok, log_softmax_bwd},
+/* The rules by role (the lowering table, inductor/lowering.def, says which
+** op has which). */
+static const drow rules[KN__IND_R_COUNT] = {
+    [KN__IND_R_DEC_SOFTMAX] = {softmax_ok, softmax},
+    [KN__IND_R_DEC_LOG_SOFTMAX] = {softmax_ok, log_softmax},
+    [KN__IND_R_DEC_LAYER_NORM] = {layer_norm_ok, layer_norm},
+    [KN__IND_R_DEC_BATCH_NORM] = {batch_norm_ok, batch_norm},
+    [KN__IND_R_DEC_MSE_LOSS] = {mse_ok, mse_loss},
+    [KN__IND_R_DEC_NLL_LOSS] = {nll_ok, nll_loss},
+    [KN__IND_R_DEC_NLL_LOSS_BWD] = {nll_bwd_ok, nll_loss_bwd},
+    [KN__IND_R_DEC_LOG_SOFTMAX_BWD] = {log_softmax_bwd_ok, log_softmax_bwd},
 };
 
-/* The rule for n, or NULL: inductor lowers n as it is. */
-/* Composite ops through their kernels (in any grad mode: compiled kernels
-** record no autograd). */
+/* The rule for n, or NULL: inductor lowers n as it is. Composite ops go
+** through their kernels (in any grad mode: compiled kernels record no
+** autograd). */
 static kn__decomp_fn rule_for(const kn__gnode *n) {
-  if (!n->opdef) return NULL;
-  if (n->opdef->flags & KN_OPF_COMPOSITE) return n->opdef->kernel;
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-    if (table[i].op == n->opdef->id && table[i].ok(n)) return table[i].rule;
-  return NULL;
+  const kn__ind_lowering *l = kn__ind_lowering_of(n->opdef);
+  if (!n->opdef || l->cls != KN__IND_L_DECOMP) return NULL;
+  if (l->role == KN__IND_R_DEC_KERNEL) return n->opdef->kernel;
+  const drow *r = &rules[l->role];
+  return r->ok && r->ok(n) ? r->rule : NULL;
 }
 
 bool kn__ind_has_decomp(int op) {
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-    if (table[i].op == op) return true;
-  return false;
+  if (op < 0 || op >= KN__OP_COUNT) return false;
+  const kn__ind_lowering *l = kn__ind_lowering_of(&kn__ops[op]);
+  return l->cls == KN__IND_L_DECOMP && l->role != KN__IND_R_DEC_KERNEL && rules[l->role].rule;
 }
 
 /* The artifact `name` holding g's code, when tracing (and the

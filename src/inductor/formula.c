@@ -9,7 +9,8 @@
 ** the same vector-math table (KN__IND_VM_PRELUDE, kn__ind_vm_prelude), so
 ** compiled and eager results are equal. A node that does not fit (float16,
 ** integer division, mixed zero-dim promotion, ...) returns false and runs as
-** an extern call of the eager op.
+** an extern call of the eager op. Which ops are formulas, selects, casts or
+** constants is the lowering table's (inductor/lowering.def).
 */
 #include <string.h>
 
@@ -137,7 +138,7 @@ static const char *float_text(kn__pwcode code, const kn__gnode *n, kn__ind_formu
 
 static bool pointwise_formula(const kn__gnode *n, kn__ind_formula *f) {
   const kn__pwinfo *pi = kn__pw_info(n->opdef->id);
-  if (!pi->present || pi->nopnds <= 0 || pi->inplace || pi->code == KN__PW_CLAMP) return false;
+  if (!pi->present || pi->nopnds <= 0 || pi->inplace) return false;
   kn_dtype pt, ot = n->meta[0].dtype;
   if (!promoted_type(n, pi->nopnds, &pt)) return false;
   bool logical = pi->code == KN__PW_LAND || pi->code == KN__PW_LOR || pi->code == KN__PW_LNOT;
@@ -154,23 +155,23 @@ static bool pointwise_formula(const kn__gnode *n, kn__ind_formula *f) {
   return f->tmpl != NULL;
 }
 
-/* full(size, value, dtype): a constant; _to_copy / clone: a cast. */
-static bool other_formula(const kn__gnode *n, kn__ind_formula *f) {
+/* CONSTANT (full(size, value, dtype)) or CAST (_to_copy, clone: the
+** first argument converted). */
+static bool other_formula(const kn__gnode *n, kn__ind_lclass cls, kn__ind_formula *f) {
   kn_dtype ot = n->meta[0].dtype;
   if (!kn__ind_ctype(ot) || ot == KN_UINT8 || ot == KN_INT8 || ot == KN_INT16 ||
       ot == KN_INT32)
     return false;
   f->ct = ot;
-  switch (n->opdef->id) {
-  case KN_OP_FULL:
+  switch (cls) {
+  case KN__IND_L_CONSTANT:
     if (n->nargs < 2 || n->args[1].kind != KN__GA_SCALAR) return false;
     f->p1 = scalar_double(n->args[1].u.s);
     f->ip1 = scalar_int(n->args[1].u.s);
     f->nopnds = 0;
     f->tmpl = is_float(ot) || ot == KN_BOOL ? "P1" : "(T)PI";
     return true;
-  case KN_OP_CLONE:
-  case KN_OP_TO_COPY: {
+  case KN__IND_L_CAST: {
     const kn__garg *a = &n->args[0];
     if (a->kind != KN__GA_TENSOR || !a->u.t.node) return false;
     if (!kn__ind_ctype(a->u.t.node->meta[a->u.t.idx].dtype)) return false;
@@ -205,12 +206,14 @@ bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f) {
     return false;
   if (n->set_requires_grad) return false;
   if (!kn__ind_ctype(n->meta[0].dtype) || n->meta[0].device != KN_CPU) return false;
-  if (n->opdef->flags & KN_OPF_POINTWISE) {
-    if (n->opdef->id == KN_OP_WHERE) return where_formula(n, f);
-    if (kn__pw_info(n->opdef->id)->nopnds > 0) return pointwise_formula(n, f);
-    return other_formula(n, f);
+  kn__ind_lclass cls = kn__ind_lowering_of(n->opdef)->cls;
+  switch (cls) {
+  case KN__IND_L_FORMULA: return pointwise_formula(n, f);
+  case KN__IND_L_SELECT: return where_formula(n, f);
+  case KN__IND_L_CAST:
+  case KN__IND_L_CONSTANT: return other_formula(n, cls, f);
+  default: return false;
   }
-  return n->opdef->id == KN_OP_FULL && other_formula(n, f);
 }
 
 /* ---- the vocabulary in generated code ---------------------------------------------- */

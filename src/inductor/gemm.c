@@ -29,19 +29,22 @@
 
 enum { ACT_RELU, ACT_GELU, ACT_SIGMOID, ACT_SILU, ACT_TANH };
 
+/* The fused ops, one per producer role (KN__IND_R_EP_ADDMM + k). They are
+** not ops of the op table (id -1): they exist only in graphs this pass
+** rewrote, and run through kn__ind_epilogue_run. */
 #define EP_SCHEMA(x) x ", int act, int approximate) -> Tensor"
 #define NEP 4
 static const kn__opdef ep_ops[NEP] = {
-  {KN_OP_ADDMM, "_addmm_activation", "",
+  {-1, "_addmm_activation", "",
    EP_SCHEMA("_addmm_activation(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, "
              "Scalar alpha=1"), 0, NULL, NULL, kn__bw_none, ""},
-  {KN_OP_MM, "_mm_activation", "", EP_SCHEMA("_mm_activation(Tensor self, Tensor mat2"), 0,
+  {-1, "_mm_activation", "", EP_SCHEMA("_mm_activation(Tensor self, Tensor mat2"), 0,
    NULL, NULL, kn__bw_none, ""},
-  {KN_OP_CONVOLUTION, "_convolution_activation", "",
+  {-1, "_convolution_activation", "",
    EP_SCHEMA("_convolution_activation(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
              "SymInt[] padding, int[] dilation, bool transposed, SymInt[] output_padding, "
              "int groups"), 0, NULL, NULL, kn__bw_none, ""},
-  {KN_OP_LINEAR, "_linear_activation", "",
+  {-1, "_linear_activation", "",
    EP_SCHEMA("_linear_activation(Tensor input, Tensor weight, Tensor? bias=None"), 0, NULL, NULL,
    kn__bw_none, ""},
 };
@@ -52,16 +55,17 @@ bool kn__ind_is_epilogue(const kn__gnode *n) {
 
 /* ---- the rewrite ------------------------------------------------------------------ */
 
-/* The activation code of n (with gelu's approximation in *approx), or -1. */
+/* The activation code of n (its role in the lowering table, with gelu's
+** approximation in *approx), or -1. */
 static int act_of(const kn__gnode *n, int64_t *approx) {
   *approx = 0;
   if (!n->opdef || n->nout != 1) return -1;
-  switch (n->opdef->id) {
-  case KN_OP_RELU: return ACT_RELU;
-  case KN_OP_SIGMOID: return ACT_SIGMOID;
-  case KN_OP_SILU: return ACT_SILU;
-  case KN_OP_TANH: return ACT_TANH;
-  case KN_OP_GELU:
+  switch (kn__ind_lowering_of(n->opdef)->role) {
+  case KN__IND_R_ACT_RELU: return ACT_RELU;
+  case KN__IND_R_ACT_SIGMOID: return ACT_SIGMOID;
+  case KN__IND_R_ACT_SILU: return ACT_SILU;
+  case KN__IND_R_ACT_TANH: return ACT_TANH;
+  case KN__IND_R_ACT_GELU:
     if (n->nargs > 1 && n->args[1].kind == KN__GA_INT) *approx = n->args[1].u.i.c;
     return n->nargs > 1 && n->args[1].kind == KN__GA_INT && !kn__sym_is_const(n->args[1].u.i)
                ? -1 : ACT_GELU;
@@ -80,19 +84,20 @@ static bool contiguous_meta(const kn__vmeta *m) {
   return true;
 }
 
-/* Index into ep_ops of a producer that takes an epilogue, or -1. (linear
-** is one node in graphs AOT traces: its derivative comes from its parts.) */
+/* Index into ep_ops of a producer that takes an epilogue (its role in the
+** lowering table), or -1. (linear is one node in graphs AOT traces: its
+** derivative comes from its parts.) */
 static int producer_of(const kn__gnode *p) {
   if (!p || p->op != KN__GN_CALL || !p->opdef || p->nout != 1 || p->nusers != 1 ||
       p->nargs + 2 > KN__MAX_ARGS)
     return -1;
   kn_dtype dt = p->meta[0].dtype;
   if (dt != KN_FLOAT32 && dt != KN_FLOAT64) return -1;
-  switch (p->opdef->id) {
-  case KN_OP_ADDMM: return 0;
-  case KN_OP_MM: return 1;
-  case KN_OP_CONVOLUTION: return contiguous_meta(&p->meta[0]) ? 2 : -1;
-  case KN_OP_LINEAR: return p->meta[0].ndim == 2 && p->args[0].kind == KN__GA_TENSOR &&
+  switch (kn__ind_lowering_of(p->opdef)->role) {
+  case KN__IND_R_EP_ADDMM: return 0;
+  case KN__IND_R_EP_MM: return 1;
+  case KN__IND_R_EP_CONV: return contiguous_meta(&p->meta[0]) ? 2 : -1;
+  case KN__IND_R_EP_LINEAR: return p->meta[0].ndim == 2 && p->args[0].kind == KN__GA_TENSOR &&
                                     p->args[0].u.t.node &&
                                     p->args[0].u.t.node->meta[p->args[0].u.t.idx].ndim == 2
                                 ? 3 : -1;
@@ -233,7 +238,7 @@ kn_status kn__ind_epilogue_run(const kn__gnode *n, kn__call *inner, kn_tensor **
   int act = (int)inner->args[na - 2].u.i;
   int64_t approx = inner->args[na - 1].u.i;
   if (n->opdef == &ep_ops[2]) {
-    inner->op = &kn__ops[KN_OP_CONVOLUTION];
+    inner->op = kn__ind_role_op(KN__IND_R_EP_CONV); /* the convolution it fused */
     inner->nargs = na - 2;
     kn__outs o;
     kn__outs_init(&o);

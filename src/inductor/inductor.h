@@ -78,6 +78,50 @@ typedef struct kn__ind_formula {
   int64_t ip1;        /* integer parameter ($i) */
   bool cond_first;    /* operand $a is read as bool (where) */
 } kn__ind_formula;
+/* ---- the lowering table (lowering.c, lowering.def) ------------------------------- */
+/* How inductor lowers each op: the one place in inductor that names
+** specific ops (see inductor/lowering.def for the classes and roles). */
+typedef enum kn__ind_lclass {
+  KN__IND_L_NONE = 0, /* no row (never valid for an op of the table) */
+  KN__IND_L_FORMULA,
+  KN__IND_L_SELECT,
+  KN__IND_L_CAST,
+  KN__IND_L_CONSTANT,
+  KN__IND_L_REDUCTION,
+  KN__IND_L_DECOMP,
+  KN__IND_L_EXTERN,
+} kn__ind_lclass;
+
+typedef enum kn__ind_role {
+  KN__IND_R_NONE = 0,
+  /* GEMM / convolution producers an activation epilogue fuses into (gemm.c) */
+  KN__IND_R_EP_ADDMM, KN__IND_R_EP_MM, KN__IND_R_EP_CONV, KN__IND_R_EP_LINEAR,
+  /* activations an epilogue applies (gemm.c); gelu's approximation is its
+  ** argument 1 */
+  KN__IND_R_ACT_RELU, KN__IND_R_ACT_GELU, KN__IND_R_ACT_SIGMOID, KN__IND_R_ACT_SILU,
+  KN__IND_R_ACT_TANH,
+  /* decomposition rules (decomp.c) */
+  KN__IND_R_DEC_SOFTMAX, KN__IND_R_DEC_LOG_SOFTMAX, KN__IND_R_DEC_LAYER_NORM,
+  KN__IND_R_DEC_BATCH_NORM, KN__IND_R_DEC_MSE_LOSS, KN__IND_R_DEC_NLL_LOSS,
+  KN__IND_R_DEC_NLL_LOSS_BWD, KN__IND_R_DEC_LOG_SOFTMAX_BWD,
+  KN__IND_R_DEC_KERNEL, /* a composite op, through its own kernel */
+  KN__IND_R_COUNT
+} kn__ind_role;
+
+typedef struct kn__ind_lowering {
+  kn__ind_lclass cls;
+  kn__ind_role role;
+} kn__ind_lowering;
+
+/* The row of op (EXTERN, no role, for an op outside the table: the fused
+** epilogue ops of gemm.c). Borrowed (static). */
+const kn__ind_lowering *kn__ind_lowering_of(const kn__opdef *op);
+/* The first op of the table with role (the convolution an EP_CONV epilogue
+** runs), or NULL. Borrowed (static). */
+const kn__opdef *kn__ind_role_op(kn__ind_role role);
+/* "FORMULA", ... for messages. Static. */
+const char *kn__ind_lclass_name(kn__ind_lclass c);
+
 /* Fill f for node n if inductor can compute it inline; false otherwise (the
 ** node becomes an extern call). */
 bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f);
@@ -208,7 +252,8 @@ kn_status kn__ind_post_grad(const kn__graph *g, kn__graph **out);
 ** code). AOT autograd's kn__aot_config.inference_passes under "inductor".
 ** Returns the number of calls removed, -1 on failure (error set). */
 int kn__ind_joint_graph_passes(kn__graph *g);
-/* Does op id have a row in the decomposition table? */
+/* Is op id decomposed by one of inductor's rules (lowering class DECOMP,
+** not a composite op's own kernel)? */
 bool kn__ind_has_decomp(int op);
 void kn__ind_plan_free(kn__ind_plan *p);
 /* The slot holding value (node, output k). */
@@ -274,10 +319,12 @@ void kn__ind_times_take(double *total_us, double *codegen_us);
 
 /* ---- fx_graph_runnable (runnable.c) ------------------------------------------------ */
 /* A standalone C program that rebuilds g with kiln's public ops on random
-** inputs and compiles it with backend "inductor". Owned (free it); NULL when
-** a node has no public-call form, with *why naming it (static or borrowed
-** from g), or on OOM. */
-char *kn__ind_runnable(const kn__graph *g, const char **why);
+** inputs and compiles it with backend "inductor" (each op written by its
+** row of ops/ops_repro.def). Owned (free it); NULL when a node has no
+** public-call form, with *why naming it (static or borrowed from g) and
+** *reason the op's documented reason for having none (static; NULL when the
+** op has rows but none fits the node's arguments), or on OOM. */
+char *kn__ind_runnable(const kn__graph *g, const char **why, const char **reason);
 /* When tracing: the fx_graph_runnable artifact of g (or a debug log line
 ** saying why there is none). */
 void kn__ind_emit_runnable(const kn__graph *g);

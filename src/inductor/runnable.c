@@ -8,11 +8,13 @@
 ** when an input has a symbolic size) and calls it once; it exits 0 when the
 ** compile and the call succeed, 1 with kiln's error otherwise.
 **
-** Each op is one row below: its qualified name, an optional condition on its
-** arguments, and a template of the public call ($k: argument k as a C
-** expression, @k / #k: an int list's array and length). An op without a row
-** (or whose arguments fail every row's condition) means no repro: the
-** artifact is not written and the reason is logged (KILN_LOGS=+inductor).
+** Each op's public-call form is a row of the op facts table
+** (ops/ops_repro.def, keyed by op id): a condition on its arguments and a
+** template of the call, or the reason the op has none. A node whose op has
+** no public form (or whose arguments fit no row) means no repro: the
+** artifact is not written and the log says which node and why
+** (KILN_LOGS=+inductor). Multi-output nodes fill an array o<K>, which
+** getitem nodes read.
 ** Symbolic int arguments are written as their example values. Nothing the
 ** user wrote reaches the file: variables are named after node indices and
 ** node names appear in comments reduced to [A-Za-z0-9_.].
@@ -25,87 +27,8 @@
 #include "core/error.h"
 #include "inductor/inductor.h"
 #include "logging/log.h"
+#include "ops/opfacts.h"
 #include "trace/events.h"
-
-/* cond: -1 none; else the argument index that must be omitted (KN__GA_NONE)
-** or, for a scalar, equal to 1 (alpha). */
-typedef struct row { const char *op, *tmpl; int cond; } row;
-
-static const row rows[] = {
-    {"add.Tensor", "kn_add_scaled($0, $1, $2)", -1},
-    {"sub.Tensor", "kn_sub_scaled($0, $1, $2)", -1},
-    {"add.Scalar", "kn_add_scalar($0, $1)", 2},
-    {"sub.Scalar", "kn_sub_scalar($0, $1)", 2},
-    {"mul.Tensor", "kn_mul($0, $1)", -1},
-    {"mul.Scalar", "kn_mul_scalar($0, $1)", -1},
-    {"div.Tensor", "kn_div($0, $1)", -1},
-    {"div.Scalar", "kn_div_scalar($0, $1)", -1},
-    {"maximum", "kn_maximum($0, $1)", -1},
-    {"minimum", "kn_minimum($0, $1)", -1},
-    {"pow.Tensor_Tensor", "kn_pow($0, $1)", -1},
-    {"pow.Tensor_Scalar", "kn_pow_scalar($0, $1)", -1},
-    {"pow.Scalar", "kn_scalar_pow($0, $1)", -1},
-    {"eq.Tensor", "kn_eq($0, $1)", -1}, {"ne.Tensor", "kn_ne($0, $1)", -1},
-    {"lt.Tensor", "kn_lt($0, $1)", -1}, {"le.Tensor", "kn_le($0, $1)", -1},
-    {"gt.Tensor", "kn_gt($0, $1)", -1}, {"ge.Tensor", "kn_ge($0, $1)", -1},
-    {"eq.Scalar", "kn_eq_scalar($0, $1)", -1}, {"ne.Scalar", "kn_ne_scalar($0, $1)", -1},
-    {"lt.Scalar", "kn_lt_scalar($0, $1)", -1}, {"le.Scalar", "kn_le_scalar($0, $1)", -1},
-    {"gt.Scalar", "kn_gt_scalar($0, $1)", -1}, {"ge.Scalar", "kn_ge_scalar($0, $1)", -1},
-    {"logical_and", "kn_logical_and($0, $1)", -1},
-    {"logical_or", "kn_logical_or($0, $1)", -1},
-    {"logical_not", "kn_logical_not($0)", -1},
-    {"neg", "kn_neg($0)", -1}, {"abs", "kn_abs($0)", -1}, {"sgn", "kn_sgn($0)", -1},
-    {"reciprocal", "kn_reciprocal($0)", -1}, {"exp", "kn_exp($0)", -1},
-    {"exp2", "kn_exp2($0)", -1}, {"log", "kn_log($0)", -1}, {"log2", "kn_log2($0)", -1},
-    {"log1p", "kn_log1p($0)", -1}, {"expm1", "kn_expm1($0)", -1},
-    {"sqrt", "kn_sqrt($0)", -1}, {"rsqrt", "kn_rsqrt($0)", -1}, {"sin", "kn_sin($0)", -1},
-    {"cos", "kn_cos($0)", -1}, {"tan", "kn_tan($0)", -1}, {"tanh", "kn_tanh($0)", -1},
-    {"sigmoid", "kn_sigmoid($0)", -1}, {"relu", "kn_relu($0)", -1},
-    {"silu", "kn_silu($0)", -1}, {"erf", "kn_erf($0)", -1}, {"log10", "kn_log10($0)", -1},
-    {"sinh", "kn_sinh($0)", -1}, {"cosh", "kn_cosh($0)", -1}, {"asin", "kn_asin($0)", -1},
-    {"acos", "kn_acos($0)", -1}, {"atan", "kn_atan($0)", -1}, {"erfc", "kn_erfc($0)", -1},
-    {"round", "kn_round($0)", -1}, {"trunc", "kn_trunc($0)", -1},
-    {"floor", "kn_floor($0)", -1}, {"ceil", "kn_ceil($0)", -1},
-    {"gelu", "kn_gelu($0, (kn_gelu_approx)$1)", -1},
-    {"softplus", "kn_softplus($0, $1, $2)", -1},
-    {"where.self", "kn_where($0, $1, $2)", -1},
-    {"threshold_backward", "kn_threshold_backward($0, $1, $2)", -1},
-    {"sigmoid_backward", "kn_sigmoid_backward($0, $1)", -1},
-    {"tanh_backward", "kn_tanh_backward($0, $1)", -1},
-    {"gelu_backward", "kn_gelu_backward($0, $1, (kn_gelu_approx)$2)", -1},
-    {"clone", "kn_clone($0)", -1},
-    {"contiguous", "kn_contiguous($0)", -1},
-    {"_to_copy", "kn_to_copy($0, $1)", -1},
-    {"to.dtype", "kn_to($0, $1)", -1},
-    {"full", "kn_full(#0, @0, $1, $2)", -1},
-    {"sum", "kn_sum($0)", 1},
-    {"sum.dim_IntList", "kn_sum_dims($0, @1, #1, $2)", 3},
-    {"sum.dim_IntList", "kn_sum_dtype($0, @1, #1, $2, $3)", -1},
-    {"mean", "kn_mean($0)", 1},
-    {"mean.dim", "kn_mean_dims($0, @1, #1, $2)", 3},
-    {"mean.dim", "kn_mean_dtype($0, @1, #1, $2, $3)", -1},
-    {"amax", "kn_amax($0, @1, #1, $2)", -1},
-    {"amin", "kn_amin($0, @1, #1, $2)", -1},
-    {"_softmax", "kn_softmax($0, $1)", -1},
-    {"_log_softmax", "kn_log_softmax($0, $1)", -1},
-    {"mm", "kn_mm($0, $1)", -1}, {"bmm", "kn_bmm($0, $1)", -1},
-    {"dot", "kn_dot($0, $1)", -1}, {"mv", "kn_mv($0, $1)", -1},
-    {"matmul", "kn_matmul($0, $1)", -1},
-    {"addmm", "kn_addmm($0, $1, $2, $3, $4)", -1},
-    {"linear", "kn_linear($0, $1, $2)", -1},
-    {"view", "kn_view($0, #1, @1)", -1},
-    {"reshape", "kn_reshape($0, #1, @1)", -1},
-    {"permute", "kn_permute($0, #1, @1)", -1},
-    {"transpose.int", "kn_transpose($0, $1, $2)", -1},
-    {"t", "kn_t($0)", -1},
-    {"expand", "kn_expand($0, #1, @1)", -1},
-    {"unsqueeze", "kn_unsqueeze($0, $1)", -1},
-    {"squeeze", "kn_squeeze($0)", -1},
-    {"squeeze.dim", "kn_squeeze_dim($0, $1)", -1},
-    {"narrow", "kn_narrow($0, $1, $2, $3)", -1},
-    {"unflatten.int", "kn_unflatten($0, $1, #2, @2)", -1},
-    {"select.int", "kn_select($0, $1, $2)", -1},
-};
 
 static const char *dtype_enum(kn_dtype dt) {
   switch (dt) {
@@ -144,11 +67,20 @@ static bool put_scalar(kn__sb *sb, kn_scalar s) {
   }
 }
 
-/* The C variable holding a value (only single-output nodes are rows). */
+/* Does node n's op return a tuple or a list (its outputs go to an array
+** o<K>, even when there is one)? */
+static bool multi_out(const kn__gnode *n) {
+  const char *ret = n->opdef ? strstr(n->opdef->schema, "-> ") : NULL;
+  return n->nout > 1 || (ret && (ret[3] == '(' || strstr(ret, "[]")));
+}
+
+/* The C variable holding a value: v<K>, or o<K>[i] for output i of a
+** multi-output node. */
 static bool put_ref(kn__sb *sb, kn__gref r) {
   if (!r.node) return kn__sb_puts(sb, "NULL"), true;
-  if (r.idx != 0) return false;
-  kn__sb_printf(sb, "v%d", r.node->index);
+  if (multi_out(r.node)) kn__sb_printf(sb, "o%d[%d]", r.node->index, r.idx);
+  else if (r.idx == 0) kn__sb_printf(sb, "v%d", r.node->index);
+  else return false;
   return true;
 }
 
@@ -159,6 +91,7 @@ static bool put_arg(kn__sb *sb, const kn__garg *a) {
   case KN__GA_DOUBLE: put_double(sb, a->u.d); return true;
   case KN__GA_BOOL: kn__sb_puts(sb, a->u.b ? "true" : "false"); return true;
   case KN__GA_SCALAR: return put_scalar(sb, a->u.s);
+  case KN__GA_GEN: kn__sb_puts(sb, "gen"); return true; /* the repro's seeded generator */
   case KN__GA_DTYPE: {
     const char *e = dtype_enum(a->u.dt);
     if (e) kn__sb_puts(sb, e);
@@ -168,7 +101,19 @@ static bool put_arg(kn__sb *sb, const kn__garg *a) {
   }
 }
 
-static bool put_ints(kn__sb *sb, const kn__garg *a, bool count) {
+/* An int list (as a compound literal) or a tensor list (an array of
+** variables); the length only when count. */
+static bool put_list(kn__sb *sb, const kn__garg *a, bool count) {
+  if (a->kind == KN__GA_TENSORS) {
+    if (count) return kn__sb_printf(sb, "%d", a->u.ts.n), true;
+    kn__sb_puts(sb, "(kn_tensor *const[]){");
+    for (int i = 0; i < a->u.ts.n; i++) {
+      if (i) kn__sb_puts(sb, ", ");
+      if (!put_ref(sb, a->u.ts.v[i])) return false;
+    }
+    kn__sb_puts(sb, a->u.ts.n ? "}" : "NULL}");
+    return true;
+  }
   if (a->kind != KN__GA_INTS) return false;
   if (count) return kn__sb_printf(sb, "%d", a->u.ints.n), true;
   kn__sb_puts(sb, "(const int64_t[]){");
@@ -178,42 +123,115 @@ static bool put_ints(kn__sb *sb, const kn__garg *a, bool count) {
   return true;
 }
 
-/* Expand a row's template for node n into sb; false if an argument does
-** not fit. */
+static bool omitted(const kn__gnode *n, int k) {
+  return k >= n->nargs || n->args[k].kind == KN__GA_NONE ||
+         (n->args[k].kind == KN__GA_TENSOR && !n->args[k].u.t.node);
+}
+
+static double scalar_value(kn_scalar s) {
+  return s.kind == KN_SCALAR_FLOAT ? s.v.f : s.kind == KN_SCALAR_INT ? (double)s.v.i : s.v.b;
+}
+
+/* One placeholder (kind c, argument k: see ops/ops_repro.def). */
+static bool put_placeholder(kn__sb *sb, char c, int k, const kn__gnode *n) {
+  if ((c == '!' || c == '?' || c == '^') && omitted(n, k)) return kn__sb_puts(sb, "NULL"), true;
+  if (k >= n->nargs) return false;
+  const kn__garg *a = &n->args[k];
+  switch (c) {
+  case '$': case '!': return put_arg(sb, a);
+  case '@': case '#': return put_list(sb, a, c == '#');
+  case '^':
+    if (a->kind == KN__GA_INTS && a->u.ints.n == 0) return kn__sb_puts(sb, "NULL"), true;
+    return put_list(sb, a, false);
+  case '?':
+    if (a->kind != KN__GA_SCALAR) return false;
+    kn__sb_puts(sb, "(const kn_scalar[]){");
+    bool ok = put_scalar(sb, a->u.s);
+    kn__sb_putc(sb, '}');
+    return ok;
+  case '~':
+    if (a->kind == KN__GA_SCALAR) put_double(sb, scalar_value(a->u.s));
+    else if (a->kind == KN__GA_DOUBLE) put_double(sb, a->u.d);
+    else return false;
+    return true;
+  default: return false;
+  }
+}
+
+/* Expand a template for node n into sb; false if an argument does not
+** fit. */
 static bool expand(kn__sb *sb, const char *tmpl, const kn__gnode *n) {
   for (const char *p = tmpl; *p; p++) {
-    if ((*p != '$' && *p != '@' && *p != '#') || p[1] < '0' || p[1] > '9') {
+    if (p[0] == '%' && (p[1] == 'o' || p[1] == 'n')) {
+      if (p[1] == 'o') kn__sb_printf(sb, "o%d", n->index);
+      else kn__sb_printf(sb, "%d", n->nout);
+      p++;
+    } else if (strchr("$!?@^#~", *p) && p[1] >= '0' && p[1] <= '9') {
+      if (!put_placeholder(sb, p[0], p[1] - '0', n)) return false;
+      p++;
+    } else {
       kn__sb_putc(sb, *p);
-      continue;
     }
-    int k = p[1] - '0';
-    if (k >= n->nargs) return false;
-    bool ok = *p == '$' ? put_arg(sb, &n->args[k]) : put_ints(sb, &n->args[k], *p == '#');
-    if (!ok) return false;
+  }
+  return true;
+}
+
+/* One clause of a row's condition (see ops/ops_repro.def). */
+static bool clause_holds(const kn__gnode *n, int k, char what) {
+  if (what == 'o') return omitted(n, k);
+  if (what == 'p') return !omitted(n, k);
+  if (what == 'u' && omitted(n, k)) return true;
+  if (omitted(n, k)) return false;
+  const kn__garg *a = &n->args[k];
+  switch (what) {
+  case 'u': return a->kind == KN__GA_SCALAR && scalar_value(a->u.s) == 1.0;
+  case 'f': return a->kind == KN__GA_BOOL && !a->u.b;
+  case 'n': return a->kind == KN__GA_INT && kn__sym_hint(a->u.i) == -1;
+  case 'w': return a->kind == KN__GA_INTS && a->u.ints.n == 2;
+  case 'z': {
+    bool z = a->kind == KN__GA_INTS;
+    for (int i = 0; z && i < a->u.ints.n; i++) z = kn__sym_hint(a->u.ints.v[i]) == 0;
+    return z;
+  }
+  default: return false;
+  }
+}
+
+static bool cond_holds(const char *cond, const kn__gnode *n) {
+  for (const char *p = cond; *p; p++) {
+    if (*p == ' ') continue;
+    if (p[0] < '0' || p[0] > '9' || !p[1] || !clause_holds(n, p[0] - '0', p[1])) return false;
     p++;
   }
   return true;
 }
 
-static bool cond_holds(const row *r, const kn__gnode *n) {
-  if (r->cond < 0) return true;
-  if (r->cond >= n->nargs) return true; /* omitted trailing argument */
-  const kn__garg *a = &n->args[r->cond];
-  if (a->kind == KN__GA_NONE) return true;
-  return a->kind == KN__GA_SCALAR && ((a->u.s.kind == KN_SCALAR_INT && a->u.s.v.i == 1) ||
-                                      (a->u.s.kind == KN_SCALAR_FLOAT && a->u.s.v.f == 1.0));
+/* A getitem node: `kn_tensor *vK = oS[i];`. */
+static bool emit_getitem(kn__sb *sb, const kn__gnode *n) {
+  if (n->nargs != 2 || n->args[0].kind != KN__GA_TENSOR || !n->args[0].u.t.node ||
+      n->args[1].kind != KN__GA_INT)
+    return false;
+  kn__gref r = {n->args[0].u.t.node, (int)kn__sym_hint(n->args[1].u.i)};
+  kn__sb_printf(sb, "  kn_tensor *v%d = ", n->index);
+  if (!put_ref(sb, r)) return false;
+  kn__sb_puts(sb, ";\n");
+  return true;
 }
 
-/* One call node as `kn_tensor *vK = <call>;`. */
-static bool emit_call(kn__sb *sb, const kn__gnode *n) {
-  if (!n->opdef || n->nout != 1) return false;
-  char q[128];
-  snprintf(q, sizeof q, "%s%s%s", n->opdef->name, *n->opdef->overload ? "." : "",
-           n->opdef->overload);
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-    if (strcmp(rows[i].op, q) || !cond_holds(&rows[i], n)) continue;
+/* One call node as `kn_tensor *vK = <call>;` (or, with several outputs,
+** `kn_tensor *oK[N] = {0}; <statement>;`); false with *reason set to the
+** op's "no public form" reason, or left NULL when no row fits. */
+static bool emit_call(kn__sb *sb, const kn__gnode *n, const char **reason) {
+  if (!n->opdef) return emit_getitem(sb, n);
+  int nr;
+  const kn__repro *rows = kn__op_repro(n->opdef->id, &nr);
+  for (int i = 0; i < nr; i++) {
+    if (!rows[i].tmpl) return *reason = rows[i].reason, false;
+    if (!cond_holds(rows[i].cond, n)) continue;
     kn__sb line = KN__SB_INIT;
-    kn__sb_printf(&line, "  kn_tensor *v%d = ", n->index);
+    if (multi_out(n))
+      kn__sb_printf(&line, "  kn_tensor *o%d[%d] = {0};\n  ", n->index, n->nout ? n->nout : 1);
+    else kn__sb_printf(&line, "  kn_tensor *v%d = ", n->index);
     bool ok = expand(&line, rows[i].tmpl, n);
     if (ok) {
       kn__sb_puts(sb, kn__sb_cstr(&line));
@@ -255,10 +273,13 @@ static const char prelude[] =
     "** The graph is rebuilt with kiln's public ops on random inputs of the\n"
     "** recorded sizes and dtypes (seed 0), compiled with backend \"inductor\" and\n"
     "** called once. Exit status 0: compiled and ran; 1: kiln's error on stderr. */\n"
-    "#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n\n#include \"kiln/kiln.h\"\n\n";
+    "#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n\n#include \"kiln/kiln.h\"\n\n"
+    "static kn_generator *gen; /* inputs, constants and the graph's random ops draw from it */\n";
 
-/* The body of the graph function; false for a node without a row. */
-static bool emit_fn(kn__sb *sb, const kn__graph *g, const char **why) {
+/* The body of the graph function; false for a node without a public
+** form (*why: its target; *reason: the op's documented reason, or NULL
+** when no row of the op fits the node's arguments). */
+static bool emit_fn(kn__sb *sb, const kn__graph *g, const char **why, const char **reason) {
   kn__sb_puts(sb, "static kn_value repro(const kn_value *args, int nargs, void *ud) {\n"
                   "  (void)nargs, (void)ud;\n");
   int in = 0;
@@ -270,7 +291,7 @@ static bool emit_fn(kn__sb *sb, const kn__graph *g, const char **why) {
       kn__sb_puts(sb, " */\n");
     } else if (n->op == KN__GN_GET_ATTR) {
       kn__sb_printf(sb, "  kn_tensor *v%d = c%d;\n", n->index, n->index);
-    } else if (n->op == KN__GN_CALL && !emit_call(sb, n)) {
+    } else if (n->op == KN__GN_CALL && !emit_call(sb, n, reason)) {
       *why = n->target;
       return false;
     } else if (n->op == KN__GN_OUTPUT) {
@@ -305,7 +326,7 @@ static bool emit_main(kn__sb *sb, const kn__graph *g, const char **why) {
     kn__sb_fini(&body);
     return *why = "an input or constant of an unsupported dtype", false;
   }
-  kn__sb_printf(sb, "\nint main(void) {\n  kn_scope_begin();\n  kn_generator *gen = "
+  kn__sb_printf(sb, "\nint main(void) {\n  kn_scope_begin();\n  gen = "
                 "kn_generator_new(0);\n  kn_tensor *in[%d] = {0};\n  kn_value args[%d];\n",
                 nin ? nin : 1, nin ? nin : 1);
   kn__sb_puts(sb, kn__sb_cstr(&body));
@@ -325,12 +346,12 @@ static bool emit_main(kn__sb *sb, const kn__graph *g, const char **why) {
   return true;
 }
 
-char *kn__ind_runnable(const kn__graph *g, const char **why) {
+char *kn__ind_runnable(const kn__graph *g, const char **why, const char **reason) {
   kn__sb sb = KN__SB_INIT;
   kn__sb_puts(&sb, prelude);
   kn__sb fn = KN__SB_INIT;
-  *why = NULL;
-  bool ok = emit_fn(&fn, g, why) && emit_main(&sb, g, why);
+  *why = *reason = NULL;
+  bool ok = emit_fn(&fn, g, why, reason) && emit_main(&sb, g, why);
   ok = ok && !kn__sb_failed(&sb) && !kn__sb_failed(&fn) &&
        strstr(kn__sb_cstr(&sb), "\nint main(void)"); /* out of memory: no artifact */
   if (ok) {
@@ -353,11 +374,11 @@ char *kn__ind_runnable(const kn__graph *g, const char **why) {
 
 void kn__ind_emit_runnable(const kn__graph *g) {
   if (!kn__trace_enabled()) return;
-  const char *why = NULL;
-  char *src = kn__ind_runnable(g, &why);
+  const char *why = NULL, *reason = NULL;
+  char *src = kn__ind_runnable(g, &why, &reason);
   if (!src) {
-    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "fx_graph_runnable: no public call for %s; not written",
-           why ? why : "the graph");
+    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "fx_graph_runnable: no public call for %s%s%s; not written",
+           why ? why : "the graph", reason ? ": " : "", reason ? reason : "");
     return;
   }
   (void)kn__trace_artifact("fx_graph_runnable", "string", src, SIZE_MAX, NULL);

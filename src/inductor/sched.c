@@ -44,7 +44,7 @@
 #include "core/strbuf.h"
 #include "inductor/inductor.h"
 #include "logging/log.h"
-#include "ops/pointwise.h"
+#include "ops/opfacts.h"
 
 #define KN__STR_(x) #x
 #define KN__STR(x) KN__STR_(x)
@@ -443,12 +443,12 @@ static bool outside_user(const sctx *s, int i) {
 }
 
 /* ---- recomputation ----------------------------------------------------------------- */
-/* Cheap enough to compute again in every reader: no vector-math function
-** (never a transcendental), and a memory-bound formula of the table, a
-** cast, a where or a constant. Reductions are never recomputed. */
-static bool cheap(const kn__ind_node *in) {
-  if (in->kind != KN__IND_PW || in->f.vm >= 0) return false;
-  return in->f.code < 0 || kn__pw_form((kn__pwcode)in->f.code)->memory_bound;
+/* Cheap enough to compute again in every reader: a pointwise node whose
+** op's recompute class (ops/ops_facts.def, the partitioner's policy too) is
+** CHEAP: a memory-bound formula, a cast, a where or a constant; never a
+** transcendental. Reductions are never recomputed. */
+static bool cheap(const sctx *s, int i) {
+  return s->p->nodes[i].kind == KN__IND_PW && kn__op_cheap(node(s, i)->opdef->id);
 }
 
 static bool tensor_operands(const sctx *s, const kn__gnode *n) {
@@ -466,7 +466,7 @@ static void mark_constants(sctx *s) {
   for (int i = 0; i < s->nn; i++) {
     kn__ind_node *in = &s->p->nodes[i];
     const kn__gnode *n = node(s, i);
-    if (in->kind != KN__IND_PW || tensor_operands(s, n) || !cheap(in) || nreaders(s, i) == 0)
+    if (in->kind != KN__IND_PW || tensor_operands(s, n) || !cheap(s, i) || nreaders(s, i) == 0)
       continue;
     bool all_pw = true;
     for (int u = s->uoff[i]; u < s->uoff[i + 1]; u++)
@@ -497,7 +497,7 @@ static bool reads_value(const sctx *s, const kn__gnode *u, kn__gref r) {
 static const char *recompute_refusal(const sctx *s, int i) {
   const kn__ind_node *in = &s->p->nodes[i];
   const kn__gnode *n = node(s, i);
-  if (!cheap(in)) return in->f.vm >= 0 ? "a transcendental function" : "not a cheap formula";
+  if (!cheap(s, i)) return in->f.vm >= 0 ? "a transcendental function" : "not a cheap formula";
   for (int u = s->uoff[i]; u < s->uoff[i + 1]; u++) {
     const kn__gnode *un = node(s, s->uidx[u]);
     const kn__ind_node *ui = &s->p->nodes[un->index];

@@ -14,13 +14,17 @@
 
 /* ---- random ------------------------------------------------------------------ */
 
+/* randint's arguments follow its schema: (low, high, size, generator,
+** dtype). */
 kn_status kn__meta_randint(const kn__call *c, kn__metas *out) {
-  int64_t lo = c->args[1].u.i, hi = c->args[2].u.i;
+  int64_t lo = c->args[0].u.i, hi = c->args[1].u.i;
   if (lo >= hi)
     return kn__error(KN_EINVAL,
                      "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
                      (long long)lo, (long long)hi);
-  return kn__meta_factory(c, out);
+  kn__call sized = *c; /* the size list where the shared factory meta reads it */
+  sized.args[0] = c->args[2];
+  return kn__meta_factory(&sized, out);
 }
 
 static kn_status check_float_dtype(const char *op, kn_dtype dt) {
@@ -83,7 +87,7 @@ kn_status kn__k_randn(const kn__call *c, kn__outs *out) {
 }
 
 kn_status kn__k_randint(const kn__call *c, kn__outs *out) {
-  int_range r = {c->args[1].u.i, (uint64_t)c->args[2].u.i - (uint64_t)c->args[1].u.i};
+  int_range r = {c->args[0].u.i, (uint64_t)c->args[1].u.i - (uint64_t)c->args[0].u.i};
   return fill_random(out->t[0], c->args[3].u.gen, sample_int, &r);
 }
 
@@ -208,7 +212,7 @@ kn_tensor *kn_randn(int ndim, const int64_t *sizes, kn_generator *gen, kn_dtype 
 kn_tensor *kn_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes,
                       kn_generator *gen, kn_dtype dtype) {
   return kn__invoke(KN_OP_RANDINT, 5,
-                    (kn__arg[]){KN_A_INTS(sizes, ndim), KN_A_I(low), KN_A_I(high), KN_A_GEN(gen),
+                    (kn__arg[]){KN_A_I(low), KN_A_I(high), KN_A_INTS(sizes, ndim), KN_A_GEN(gen),
                                 KN_A_DT(dtype)});
 }
 

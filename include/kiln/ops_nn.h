@@ -96,6 +96,21 @@ KN_API kn_tensor *kn_native_dropout(kn_tensor *input, double p, bool training,
 KN_API kn_tensor *kn_embedding(kn_tensor *input, kn_tensor *weight, int64_t padding_idx,
                                bool scale_grad_by_freq);
 
+/* ---- recurrent cells ---------------------------------------------------------------- */
+/* The pointwise part of one LSTM step (torch._thnn_fused_lstm_cell), one pass
+** over the batch rows: gates = input_gates + hidden_gates (+ input_bias
+** + hidden_bias, each [4H] or NULL), stacked [input | forget | cell | output]
+** along dim 1 of [B, 4H]; i, f, o = sigmoid, g = tanh; c' = f * cx + i * g,
+** h' = o * tanh(c'). cx is [B, H]; float32 or float64, one dtype. Returns h'
+** [B, H]; *cy (may be NULL) gets c', *workspace (may be NULL) the activated
+** gates [B, 4H] the backward reads. All results are in the current scope.
+** Differentiable in every tensor argument (the backward is one fused pass,
+** _thnn_fused_lstm_cell_backward_impl). */
+KN_API kn_tensor *kn_fused_lstm_cell(kn_tensor *input_gates, kn_tensor *hidden_gates,
+                                     kn_tensor *cx, kn_tensor *input_bias,
+                                     kn_tensor *hidden_bias, kn_tensor **cy,
+                                     kn_tensor **workspace);
+
 /* ---- kernels ------------------------------------------------------------------------ */
 /* Which libraries and kernels run matrix products and convolutions, one line:
 ** "float32 gemm/conv: onednn 2.6.3 isa avx512_core; float64 gemm: openblas

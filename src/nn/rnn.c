@@ -1,7 +1,8 @@
 /*
 ** nn/rnn.c: LSTM (multi-layer, batch_first), written with kiln ops: each
-** layer projects the whole input sequence once (x W_ih^T + b_ih), then runs
-** the recurrence step by step.
+** layer projects the whole input sequence once (x W_ih^T + b_ih + b_hh, one
+** GEMM), then runs the recurrence step by step: one GEMM h W_hh^T and one
+** fused cell op (kn_fused_lstm_cell, ops/nn_rnn.c) per step.
 **   i[0] input_size, i[1] hidden_size, i[2] num_layers, i[3] bias,
 **   i[4] batch_first
 */
@@ -20,30 +21,34 @@ static kn_tensor *param(const kn__nn_ctx *c, const char *kind, int layer) {
 }
 
 /* One layer over x [B, T, in] from (h, c) [B, H]; returns [B, T, H] and
-** updates *h, *c. Inside the caller's scope. */
+** updates *h, *c. Inside the caller's scope. The input projection of all
+** steps is one GEMM (x [B*T, in] @ W_ih^T + (b_ih + b_hh)); unbinding it
+** along time gives each step's gates as a view, and the backward of that
+** unbind is a single stack of the steps' gate gradients. Each step is then
+** one GEMM (h @ W_hh^T) and one fused pointwise op (kn_fused_lstm_cell),
+** whose backward is one fused pass too. */
 static kn_tensor *lstm_layer(const kn__nn_layer *l, const kn__nn_ctx *c, int k, kn_tensor *x,
                              kn_tensor **h, kn_tensor **cell) {
-  bool bias = l->i[3];
-  kn_tensor *pre = kn_linear(x, param(c, "weight_ih", k), bias ? param(c, "bias_ih", k) : NULL);
-  kn_tensor *whh = param(c, "weight_hh", k), *bhh = bias ? param(c, "bias_hh", k) : NULL;
-  int64_t steps = pre ? kn_size(pre, 1) : 0;
-  kn_tensor **outs = calloc((size_t)(steps > 0 ? steps : 1), sizeof *outs);
-  if (!outs) {
+  kn_tensor *b = l->i[3] ? kn_add(param(c, "bias_ih", k), param(c, "bias_hh", k)) : NULL;
+  kn_tensor *pre = l->i[3] && !b ? NULL : kn_linear(x, param(c, "weight_ih", k), b);
+  /* W_hh^T contiguous: each step's weight gradient h^T @ dgates is then a
+  ** contiguous [H, 4H] matrix, and the steps' gradients sum row by row */
+  kn_tensor *wt = kn_contiguous(kn_t(param(c, "weight_hh", k)));
+  int64_t steps = pre && wt ? kn_size(pre, 1) : 0;
+  kn_tensor **v = calloc((size_t)(steps > 0 ? 2 * steps : 1), sizeof *v), **outs = v + steps;
+  if (!v) {
     kn__oom();
     return NULL;
   }
-  for (int64_t t = 0; t < steps; t++) {
-    kn_tensor *gates = kn_add(kn_select(pre, 1, t), kn_linear(*h, whh, bhh)), *g[4];
-    if (!gates || kn_chunk(gates, 4, 1, g, 4) != 4) break;
-    kn_tensor *in = kn_sigmoid(g[0]), *forget = kn_sigmoid(g[1]);
-    kn_tensor *cand = kn_tanh(g[2]), *out = kn_sigmoid(g[3]);
-    *cell = kn_add(kn_mul(forget, *cell), kn_mul(in, cand));
-    *h = kn_mul(out, kn_tanh(*cell));
+  bool ok = steps > 0 && kn_unbind(pre, 1, v, (int)steps) == steps;
+  for (int64_t t = 0; ok && t < steps; t++) {
+    kn_tensor *hg = kn_mm(*h, wt);
+    *h = hg ? kn_fused_lstm_cell(v[t], hg, *cell, NULL, NULL, cell, NULL) : NULL;
     outs[t] = *h;
-    if (!*h) break;
+    ok = *h != NULL;
   }
-  kn_tensor *y = steps > 0 && outs[steps - 1] ? kn_stack(outs, (int)steps, 1) : NULL;
-  free(outs);
+  kn_tensor *y = ok ? kn_stack(outs, (int)steps, 1) : NULL;
+  free(v);
   return y;
 }
 

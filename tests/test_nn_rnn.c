@@ -220,3 +220,114 @@ Test(nn_rnn, cell_and_lstm_match_torch) {
   cr_expect_eq(nlstm, 2);
   kn_fixture_free(f);
 }
+
+/* ---- kn_lstm_layer: finite differences, and the step-by-step cell ------------------------ */
+/* which: 0 y, 1 h_n, 2 c_n, 3 all three joined */
+static kn_tensor *f_layer(kn_tensor *const *x, int n, void *ud) {
+  (void)n;
+  int which = *(const int *)ud;
+  kn_tensor *hn, *cn, *y = kn_lstm_layer(x[0], x[1], x[2], x[3], &hn, &cn);
+  if (!y) return NULL;
+  kn_tensor *parts[3] = {kn_reshape(y, KN_SHAPE(-1)), kn_reshape(hn, KN_SHAPE(-1)),
+                         kn_reshape(cn, KN_SHAPE(-1))};
+  return which < 3 ? parts[which] : kn_cat(parts, 3, 0);
+}
+
+Test(nn_rnn, lstm_layer_gradients_match_finite_differences) {
+  kn_scope_begin();
+  int64_t B = 2, T = 3, H = 3;
+  for (int which = 0; which < 4; which++) {
+    kn_tensor *in[4] = {leaf(KN_FLOAT64, KN_SHAPE(B, T, 4 * H), 0.3),
+                        leaf(KN_FLOAT64, KN_SHAPE(B, H), 1.1), leaf(KN_FLOAT64, KN_SHAPE(B, H), 1.9),
+                        kn_mul_scalar(leaf(KN_FLOAT64, KN_SHAPE(4 * H, H), 2.7), kn_float(0.5))};
+    char why[1024] = "";
+    cr_expect(kn_gradcheck(f_layer, in, 4, &which, why, sizeof why), "output %d: %s", which,
+              why);
+  }
+  kn_scope_end();
+}
+
+Test(nn_rnn, lstm_layer_equals_the_fused_cell_step_by_step) {
+  kn_scope_begin();
+  int64_t B = 4, T = 6, H = 19;
+  kn_tensor *ig = leaf(KN_FLOAT32, KN_SHAPE(B, T, 4 * H), 0.4);
+  kn_tensor *h = leaf(KN_FLOAT32, KN_SHAPE(B, H), 1.2), *c = leaf(KN_FLOAT32, KN_SHAPE(B, H), 2.2);
+  kn_tensor *w = kn_mul_scalar(leaf(KN_FLOAT32, KN_SHAPE(4 * H, H), 3.3), kn_float(0.2));
+  kn_tensor *ins[4] = {ig, h, c, w}, *hn, *cn, *steps[6];
+  kn_tensor *y = kn_lstm_layer(ig, h, c, w, &hn, &cn);
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_assert_str_eq(kn_grad_fn_name(y), "LstmLayerBackward0");
+  kn_tensor *h1 = h, *c1 = c;
+  for (int t = 0; t < T; t++)
+    steps[t] = h1 = kn_fused_lstm_cell(kn_select(ig, 1, t), kn_mm(h1, kn_t(w)), c1, NULL, NULL,
+                                       &c1, NULL);
+  kn_tensor *y1 = kn_stack(steps, (int)T, 1);
+  cr_expect_leq(max_diff(y, y1), 2e-6);
+  cr_expect_leq(max_diff(hn, h1), 2e-6);
+  cr_expect_leq(max_diff(cn, c1), 2e-6);
+  kn_tensor *gy = kn_cos(kn_detach(y1)), *gh = kn_sin(kn_detach(h1)), *gc = kn_cos(kn_detach(c1));
+  kn_tensor *g0[4], *g1[4];
+  cr_assert_eq(kn_autograd_grad((kn_tensor *[]){y, hn, cn}, 3, ins, 4,
+                                (kn_tensor *[]){gy, gh, gc}, false, false, false, g0), KN_OK,
+               "%s", kn_last_error());
+  cr_assert_eq(kn_autograd_grad((kn_tensor *[]){y1, h1, c1}, 3, ins, 4,
+                                (kn_tensor *[]){gy, gh, gc}, false, false, false, g1), KN_OK,
+               "%s", kn_last_error());
+  for (int i = 0; i < 4; i++) cr_expect_leq(max_diff(g0[i], g1[i]), 2e-5, "grad of input %d", i);
+  kn_scope_end();
+}
+
+/* ---- compiled training ---------------------------------------------------------------- */
+static kn_value loss_fn(const kn_value *args, int n, void *ud) {
+  (void)n, (void)ud;
+  kn_tensor *y = kn_nn_forward(args[0].u.m, args[1].u.t);
+  return kn_vtensor(kn_mse_loss(y, args[2].u.t, KN_REDUCTION_MEAN));
+}
+
+static double train_step(kn_compiled *f, kn_module *m, kn_optimizer *opt, kn_tensor *x,
+                         kn_tensor *target) {
+  kn_value args[] = {kn_vmodule(m), kn_vtensor(x), kn_vtensor(target)}, out = kn_vnone();
+  if (f) cr_assert_eq(kn_call(f, args, 3, &out), KN_OK, "%s", kn_last_error());
+  else out = loss_fn(args, 3, NULL);
+  cr_assert_not_null(out.u.t, "%s", kn_last_error());
+  double v = NAN;
+  cr_assert_eq(kn_item_double(out.u.t, &v), KN_OK);
+  cr_assert_eq(kn_backward(out.u.t, NULL), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_optim_step(opt), KN_OK, "%s", kn_last_error());
+  kn_optim_zero_grad(opt);
+  if (f) kn_value_release(out);
+  return v;
+}
+
+/* Training compiled with inductor equals eager training, step for step, over
+** sequences of three lengths; the length change compiles once more (the
+** sizes become dynamic) and the third length reuses that graph. */
+Test(nn_rnn, compiled_training_matches_eager_across_lengths) {
+  kn_scope_begin();
+  kn_generator *g1 = kn_generator_new(3), *g2 = kn_generator_new(3), *gd = kn_generator_new(4);
+  kn_module *mc = kn_nn_lstm(5, 8, 2, true, true, g1), *me = kn_nn_lstm(5, 8, 2, true, true, g2);
+  kn_tensor **pc, **pe;
+  int nc = kn_nn_parameters(mc, &pc), ne = kn_nn_parameters(me, &pe);
+  kn_optim_options so = {.lr = 0.3};
+  kn_optimizer *oc = kn_sgd(pc, nc, &so), *oe = kn_sgd(pe, ne, &so);
+  kn_compile_counter cc = {.inner = "inductor"};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc};
+  kn_compiled *f = kn_compile_fn(loss_fn, NULL, 3, "lstm_loss", __FILE__, __LINE__, &o);
+  int64_t lengths[4] = {5, 7, 9, 7};
+  for (int s = 0; s < 4; s++) {
+    kn_tensor *x = kn_randn(KN_SHAPE(3, lengths[s], 5), gd, KN_FLOAT32);
+    kn_tensor *target = kn_randn(KN_SHAPE(3, lengths[s], 8), gd, KN_FLOAT32);
+    double lc = train_step(f, mc, oc, x, target), le = train_step(NULL, me, oe, x, target);
+    cr_expect(fabs(lc - le) <= 1e-5 * fabs(le), "step %d: loss %.9g, eager %.9g", s, lc, le);
+  }
+  for (int i = 0; i < nc; i++)
+    cr_expect_leq(max_diff(pc[i], pe[i]), 1e-5, "parameter %d after 4 steps", i);
+  cr_expect_eq(cc.frame_count, 2, "graphs compiled: %d (a static one, then one dynamic in the "
+                                   "sequence length)", cc.frame_count);
+  kn_compiled_free(f);
+  kn_optim_free(oc), kn_optim_free(oe);
+  free(pc), free(pe);
+  kn_module_free(mc), kn_module_free(me);
+  kn_generator_free(g1), kn_generator_free(g2), kn_generator_free(gd);
+  kn_scope_end();
+}

@@ -1,8 +1,8 @@
 /*
 ** nn/rnn.c: LSTM (multi-layer, batch_first), written with kiln ops: each
 ** layer projects the whole input sequence once (x W_ih^T + b_ih + b_hh, one
-** GEMM), then runs the recurrence step by step: one GEMM h W_hh^T and one
-** fused cell op (kn_fused_lstm_cell, ops/nn_rnn.c) per step.
+** GEMM), then runs the recurrence in one op (kn_lstm_layer, ops/nn_rnn.c:
+** per step one GEMM h W_hh^T and one fused cell pass).
 **   i[0] input_size, i[1] hidden_size, i[2] num_layers, i[3] bias,
 **   i[4] batch_first
 */
@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "nn/nn_int.h"
+#include "ops/symsize.h"
 #include "tensor/tensor.h"
 
 static kn_tensor *param(const kn__nn_ctx *c, const char *kind, int layer) {
@@ -22,47 +23,33 @@ static kn_tensor *param(const kn__nn_ctx *c, const char *kind, int layer) {
 
 /* One layer over x [B, T, in] from (h, c) [B, H]; returns [B, T, H] and
 ** updates *h, *c. Inside the caller's scope. The input projection of all
-** steps is one GEMM (x [B*T, in] @ W_ih^T + (b_ih + b_hh)); unbinding it
-** along time gives each step's gates as a view, and the backward of that
-** unbind is a single stack of the steps' gate gradients. Each step is then
-** one GEMM (h @ W_hh^T) and one fused pointwise op (kn_fused_lstm_cell),
-** whose backward is one fused pass too. */
+** steps is one GEMM (x [B*T, in] @ W_ih^T + (b_ih + b_hh)); the recurrence
+** is one op (kn_lstm_layer: per step one GEMM h @ W_hh^T and one fused cell
+** pass), and so is its backward. */
 static kn_tensor *lstm_layer(const kn__nn_layer *l, const kn__nn_ctx *c, int k, kn_tensor *x,
                              kn_tensor **h, kn_tensor **cell) {
   kn_tensor *b = l->i[3] ? kn_add(param(c, "bias_ih", k), param(c, "bias_hh", k)) : NULL;
   kn_tensor *pre = l->i[3] && !b ? NULL : kn_linear(x, param(c, "weight_ih", k), b);
-  /* W_hh^T contiguous: each step's weight gradient h^T @ dgates is then a
-  ** contiguous [H, 4H] matrix, and the steps' gradients sum row by row */
-  kn_tensor *wt = kn_contiguous(kn_t(param(c, "weight_hh", k)));
-  int64_t steps = pre && wt ? kn_size(pre, 1) : 0;
-  kn_tensor **v = calloc((size_t)(steps > 0 ? 2 * steps : 1), sizeof *v), **outs = v + steps;
-  if (!v) {
-    kn__oom();
-    return NULL;
-  }
-  bool ok = steps > 0 && kn_unbind(pre, 1, v, (int)steps) == steps;
-  for (int64_t t = 0; ok && t < steps; t++) {
-    kn_tensor *hg = kn_mm(*h, wt);
-    *h = hg ? kn_fused_lstm_cell(v[t], hg, *cell, NULL, NULL, cell, NULL) : NULL;
-    outs[t] = *h;
-    ok = *h != NULL;
-  }
-  kn_tensor *y = ok ? kn_stack(outs, (int)steps, 1) : NULL;
-  free(v);
-  return y;
+  return pre ? kn_lstm_layer(pre, *h, *cell, param(c, "weight_hh", k), h, cell) : NULL;
 }
 
-static kn_tensor *state_or_zeros(kn_tensor *s, int k, int64_t batch, int64_t hidden) {
-  return s ? kn_select(s, 0, k) : kn_zeros(KN_SHAPE(batch, hidden), KN_FLOAT32);
+/* The batch size stays symbolic (no guard on it under dynamic shapes). */
+static kn_tensor *state_or_zeros(kn_tensor *s, int k, kn_sym batch, int64_t hidden) {
+  return s ? kn_select(s, 0, k)
+           : kn__full_sym(2, (kn_sym[]){batch, kn__sym_const(hidden)}, kn_float(0), KN_FLOAT32);
 }
 
+/* Sizes are compared symbolically: a sequence length that became dynamic
+** is not guarded on (its range, >= 2, already excludes 0). */
 static kn_status check_input(const kn__nn_layer *l, kn_tensor *x) {
-  if (kn_ndim(x) != 3 || kn_size(x, 2) != l->i[0])
+  kn_sym sx[KN_MAX_DIMS];
+  if (kn_ndim(x) == 3) kn__tensor_symsizes(x, sx);
+  if (kn_ndim(x) != 3 || !kn__sym_guard_eq_int(sx[2], l->i[0]))
     return kn__error(KN_ESHAPE, "LSTM: expected input of shape [%s, %lld], found %dD input "
                                 "with last size %lld", l->i[4] ? "B, T" : "T, B",
                      (long long)l->i[0], kn_ndim(x),
                      (long long)(kn_ndim(x) ? kn_size(x, kn_ndim(x) - 1) : 0));
-  if (kn_size(x, l->i[4] ? 1 : 0) == 0)
+  if (kn__sym_guard_eq_int(sx[l->i[4] ? 1 : 0], 0))
     return kn__error(KN_ESHAPE, "LSTM: expected at least one time step");
   return KN_OK;
 }
@@ -72,7 +59,10 @@ static kn_tensor *lstm_run(kn__nn_layer *l, const kn__nn_ctx *c, kn_tensor *x, k
   if (check_input(l, x) != KN_OK) return NULL;
   kn_scope_begin();
   if (!l->i[4]) x = kn_transpose(x, 0, 1); /* run batch-first */
-  int64_t batch = kn_size(x, 0), hidden = l->i[1];
+  kn_sym sx[KN_MAX_DIMS];
+  kn__tensor_symsizes(x, sx);
+  kn_sym batch = sx[0];
+  int64_t hidden = l->i[1];
   kn_tensor *hs[16], *cs[16];
   for (int k = 0; k < l->i[2] && x; k++) {
     hs[k] = state_or_zeros(h0, k, batch, hidden);

@@ -32,7 +32,9 @@ Test(optable, lookup_by_qualified_name) {
     static const char *no_double_backward[] = {"convolution_backward", "max_pool2d_with_indices_backward",
                                                "native_batch_norm_backward", "native_layer_norm_backward",
                                                "_scaled_dot_product_fused_attention_backward",
-                                               "embedding_dense_backward"};
+                                               "embedding_dense_backward",
+                                               "_thnn_fused_lstm_cell_backward_impl",
+                                               "_lstm_layer_backward"};
     for (size_t k = 0; k < sizeof no_double_backward / sizeof *no_double_backward; k++)
       if (!strcmp(kn__ops[i].name, no_double_backward[k])) differentiable = false;
     if (differentiable)

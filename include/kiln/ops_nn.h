@@ -118,6 +118,32 @@ KN_API kn_tensor *kn_native_dropout(kn_tensor *input, double p, bool training,
 KN_API kn_tensor *kn_embedding(kn_tensor *input, kn_tensor *weight, int64_t padding_idx,
                                bool scale_grad_by_freq);
 
+/* ---- recurrent cells ---------------------------------------------------------------- */
+/* The pointwise part of one LSTM step (torch._thnn_fused_lstm_cell), one pass
+** over the batch rows: gates = input_gates + hidden_gates (+ input_bias
+** + hidden_bias, each [4H] or NULL), stacked [input | forget | cell | output]
+** along dim 1 of [B, 4H]; i, f, o = sigmoid, g = tanh; c' = f * cx + i * g,
+** h' = o * tanh(c'). cx is [B, H]; float32 or float64, one dtype. Returns h'
+** [B, H]; *cy (may be NULL) gets c', *workspace (may be NULL) the activated
+** gates [B, 4H] the backward reads. All results are in the current scope.
+** Differentiable in every tensor argument (the backward is one fused pass,
+** _thnn_fused_lstm_cell_backward_impl). */
+KN_API kn_tensor *kn_fused_lstm_cell(kn_tensor *input_gates, kn_tensor *hidden_gates,
+                                     kn_tensor *cx, kn_tensor *input_bias,
+                                     kn_tensor *hidden_bias, kn_tensor **cy,
+                                     kn_tensor **workspace);
+
+/* A whole LSTM layer over precomputed input gates [B, T, 4H] (x @ W_ih^T plus
+** the biases, every step at once), from h0, c0 [B, H], with weight_hh [4H, H]:
+** per step gates = input_gates[:, t] + h @ weight_hh^T, then the cell of
+** kn_fused_lstm_cell. Returns y [B, T, H] (every step's h); *h_n and *c_n (may
+** be NULL) get the last step's h and c. The recurrence runs inside one op (a
+** compiled graph holds one node per layer, whatever T); its backward is one
+** op too (per step one fused cell pass and one GEMM, and one GEMM over all
+** steps for weight_hh's gradient). Results are in the current scope. */
+KN_API kn_tensor *kn_lstm_layer(kn_tensor *input_gates, kn_tensor *h0, kn_tensor *c0,
+                                kn_tensor *weight_hh, kn_tensor **h_n, kn_tensor **c_n);
+
 /* ---- kernels ------------------------------------------------------------------------ */
 /* Which libraries and kernels run matrix products and convolutions, one line:
 ** "float32 gemm/conv: onednn 2.6.3 isa avx512_core; float64 gemm: openblas

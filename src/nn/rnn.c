@@ -1,7 +1,8 @@
 /*
 ** nn/rnn.c: LSTM (multi-layer, batch_first), written with kiln ops: each
-** layer projects the whole input sequence once (x W_ih^T + b_ih), then runs
-** the recurrence step by step.
+** layer projects the whole input sequence once (x W_ih^T + b_ih + b_hh, one
+** GEMM), then runs the recurrence in one op (kn_lstm_layer, ops/nn_rnn.c:
+** per step one GEMM h W_hh^T and one fused cell pass).
 **   i[0] input_size, i[1] hidden_size, i[2] num_layers, i[3] bias,
 **   i[4] batch_first
 */
@@ -11,6 +12,7 @@
 
 #include "core/error.h"
 #include "nn/nn_int.h"
+#include "ops/symsize.h"
 #include "tensor/tensor.h"
 
 static kn_tensor *param(const kn__nn_ctx *c, const char *kind, int layer) {
@@ -20,44 +22,34 @@ static kn_tensor *param(const kn__nn_ctx *c, const char *kind, int layer) {
 }
 
 /* One layer over x [B, T, in] from (h, c) [B, H]; returns [B, T, H] and
-** updates *h, *c. Inside the caller's scope. */
+** updates *h, *c. Inside the caller's scope. The input projection of all
+** steps is one GEMM (x [B*T, in] @ W_ih^T + (b_ih + b_hh)); the recurrence
+** is one op (kn_lstm_layer: per step one GEMM h @ W_hh^T and one fused cell
+** pass), and so is its backward. */
 static kn_tensor *lstm_layer(const kn__nn_layer *l, const kn__nn_ctx *c, int k, kn_tensor *x,
                              kn_tensor **h, kn_tensor **cell) {
-  bool bias = l->i[3];
-  kn_tensor *pre = kn_linear(x, param(c, "weight_ih", k), bias ? param(c, "bias_ih", k) : NULL);
-  kn_tensor *whh = param(c, "weight_hh", k), *bhh = bias ? param(c, "bias_hh", k) : NULL;
-  int64_t steps = pre ? kn_size(pre, 1) : 0;
-  kn_tensor **outs = calloc((size_t)(steps > 0 ? steps : 1), sizeof *outs);
-  if (!outs) {
-    kn__oom();
-    return NULL;
-  }
-  for (int64_t t = 0; t < steps; t++) {
-    kn_tensor *gates = kn_add(kn_select(pre, 1, t), kn_linear(*h, whh, bhh)), *g[4];
-    if (!gates || kn_chunk(gates, 4, 1, g, 4) != 4) break;
-    kn_tensor *in = kn_sigmoid(g[0]), *forget = kn_sigmoid(g[1]);
-    kn_tensor *cand = kn_tanh(g[2]), *out = kn_sigmoid(g[3]);
-    *cell = kn_add(kn_mul(forget, *cell), kn_mul(in, cand));
-    *h = kn_mul(out, kn_tanh(*cell));
-    outs[t] = *h;
-    if (!*h) break;
-  }
-  kn_tensor *y = steps > 0 && outs[steps - 1] ? kn_stack(outs, (int)steps, 1) : NULL;
-  free(outs);
-  return y;
+  kn_tensor *b = l->i[3] ? kn_add(param(c, "bias_ih", k), param(c, "bias_hh", k)) : NULL;
+  kn_tensor *pre = l->i[3] && !b ? NULL : kn_linear(x, param(c, "weight_ih", k), b);
+  return pre ? kn_lstm_layer(pre, *h, *cell, param(c, "weight_hh", k), h, cell) : NULL;
 }
 
-static kn_tensor *state_or_zeros(kn_tensor *s, int k, int64_t batch, int64_t hidden) {
-  return s ? kn_select(s, 0, k) : kn_zeros(KN_SHAPE(batch, hidden), KN_FLOAT32);
+/* The batch size stays symbolic (no guard on it under dynamic shapes). */
+static kn_tensor *state_or_zeros(kn_tensor *s, int k, kn_sym batch, int64_t hidden) {
+  return s ? kn_select(s, 0, k)
+           : kn__full_sym(2, (kn_sym[]){batch, kn__sym_const(hidden)}, kn_float(0), KN_FLOAT32);
 }
 
+/* Sizes are compared symbolically: a sequence length that became dynamic
+** is not guarded on (its range, >= 2, already excludes 0). */
 static kn_status check_input(const kn__nn_layer *l, kn_tensor *x) {
-  if (kn_ndim(x) != 3 || kn_size(x, 2) != l->i[0])
+  kn_sym sx[KN_MAX_DIMS];
+  if (kn_ndim(x) == 3) kn__tensor_symsizes(x, sx);
+  if (kn_ndim(x) != 3 || !kn__sym_guard_eq_int(sx[2], l->i[0]))
     return kn__error(KN_ESHAPE, "LSTM: expected input of shape [%s, %lld], found %dD input "
                                 "with last size %lld", l->i[4] ? "B, T" : "T, B",
                      (long long)l->i[0], kn_ndim(x),
                      (long long)(kn_ndim(x) ? kn_size(x, kn_ndim(x) - 1) : 0));
-  if (kn_size(x, l->i[4] ? 1 : 0) == 0)
+  if (kn__sym_guard_eq_int(sx[l->i[4] ? 1 : 0], 0))
     return kn__error(KN_ESHAPE, "LSTM: expected at least one time step");
   return KN_OK;
 }
@@ -67,7 +59,10 @@ static kn_tensor *lstm_run(kn__nn_layer *l, const kn__nn_ctx *c, kn_tensor *x, k
   if (check_input(l, x) != KN_OK) return NULL;
   kn_scope_begin();
   if (!l->i[4]) x = kn_transpose(x, 0, 1); /* run batch-first */
-  int64_t batch = kn_size(x, 0), hidden = l->i[1];
+  kn_sym sx[KN_MAX_DIMS];
+  kn__tensor_symsizes(x, sx);
+  kn_sym batch = sx[0];
+  int64_t hidden = l->i[1];
   kn_tensor *hs[16], *cs[16];
   for (int k = 0; k < l->i[2] && x; k++) {
     hs[k] = state_or_zeros(h0, k, batch, hidden);

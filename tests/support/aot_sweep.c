@@ -219,6 +219,23 @@ static kn_tensor *sdpa(kn_tensor *x, kn_tensor *y) {
 static kn_tensor *layer_norm(kn_tensor *x, kn_tensor *y) {
   return kn_layer_norm(x, 1, (int64_t[]){6}, kn_select(y, 0, 0), NULL, 1e-5);
 }
+/* recurrent cells: the first 6 columns of x, y [n, m] give gates [n, 12]
+** (hidden 3); the dynamic sweep's second call has more columns */
+static kn_tensor *lstm_cell(kn_tensor *x, kn_tensor *y) {
+  x = kn_narrow(x, 1, 0, 6), y = kn_narrow(y, 1, 0, 6);
+  kn_tensor *cy, *ig = kn_cat((kn_tensor *[]){x, y}, 2, 1), *hg = kn_cat((kn_tensor *[]){y, x}, 2, 1);
+  kn_tensor *hy = kn_fused_lstm_cell(ig, hg, kn_narrow(x, 1, 0, 3), NULL, NULL, &cy, NULL);
+  return hy ? kn_cat((kn_tensor *[]){hy, cy}, 2, 1) : NULL;
+}
+static kn_tensor *lstm_layer(kn_tensor *x, kn_tensor *y) { /* 2 steps */
+  x = kn_narrow(x, 1, 0, 6), y = kn_narrow(y, 1, 0, 6);
+  kn_tensor *a = kn_cat((kn_tensor *[]){x, y}, 2, 1), *b = kn_cat((kn_tensor *[]){y, x}, 2, 1), *hn, *cn;
+  kn_tensor *w = kn_arange_dtype(S(0), S(36), S(1), kn_tensor_dtype(x));
+  w = kn_mul_scalar(kn_sin(kn_reshape(w, KN_SHAPE(12, 3))), S(0.5));
+  kn_tensor *out = kn_lstm_layer(kn_stack((kn_tensor *[]){a, b}, 2, 1), kn_narrow(y, 1, 0, 3),
+                                 kn_narrow(x, 1, 3, 3), w, &hn, &cn);
+  return out ? kn_cat((kn_tensor *[]){kn_flatten(out, 1, 2), hn, cn}, 3, 1) : NULL;
+}
 INPLACE2(add_, kn_add_(c, y))
 INPLACE2(add_alpha_, kn_add_scaled_(c, y, S(-1.5)))
 INPLACE2(sub_, kn_sub_(c, y))
@@ -295,6 +312,7 @@ static const opcase ops[] = {
     B("setitem_slice", setitem_slice, 0), B("setitem_select", setitem_select, 0),
     B("conv2d", conv, NOBCAST | NOZERO), B("layer_norm", layer_norm, NODYN | NOZERO),
     B("scaled_dot_product_attention", sdpa, NOBCAST | NOZERO),
+    B("_thnn_fused_lstm_cell", lstm_cell, NOBCAST), B("_lstm_layer", lstm_layer, NOBCAST),
 };
 #define NOPS ((int)(sizeof ops / sizeof ops[0]))
 

@@ -100,19 +100,8 @@ static const char *const torch_script =
 
 /* Median ms per torch step, or a negative number when torch is missing. */
 static double torch_ms(void) {
-  char out[64], cmd[128];
-  snprintf(out, sizeof out, "/tmp/kn_bench_digits_%d.txt", (int)getpid());
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 - 2>/dev/null > %s", out);
-  FILE *f = popen(cmd, "w");
-  if (!f) return -1;
-  fputs(torch_script, f);
-  int rc = pclose(f);
-  FILE *r = rc == 0 ? fopen(out, "r") : NULL;
   double ms = -1;
-  if (r && fscanf(r, "%lf", &ms) != 1) ms = -1;
-  if (r) fclose(r);
-  remove(out);
-  return ms;
+  return kn_bench_python(torch_script, "", &ms, 1) == 1 ? ms : -1;
 }
 
 int main(void) {

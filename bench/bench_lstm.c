@@ -21,7 +21,6 @@
 ** skipped.
 */
 #include <kiln/kiln.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,7 +143,7 @@ static void cold_compile(void) {
 }
 
 static double kiln_ms(int threads, bool compiled) {
-  omp_set_num_threads(threads);
+  kn_set_num_threads(threads);
   setup s;
   setup_init(&s, compiled);
   for (int w = 0; w < 2; w++) step(&s); /* compile (cached), warm */
@@ -159,8 +158,8 @@ static double kiln_ms(int threads, bool compiled) {
 }
 
 static const char *const torch_script =
-    "import sys, time, torch, torch.nn as nn\n"
-    "torch.set_num_threads(int(sys.argv[1]))\n"
+    "import os, time, torch, torch.nn as nn\n"
+    "torch.set_num_threads(int(os.environ['OMP_NUM_THREADS']))\n"
     "torch.manual_seed(0)\n"
     "m = nn.LSTM(64, 256, batch_first=True)\n"
     "opt = torch.optim.SGD(m.parameters(), lr=1e-2)\n"
@@ -187,20 +186,11 @@ static const char *openblas_core(void) {
 
 /* Median ms per torch step, or a negative number when torch is missing. */
 static double torch_ms(int threads, const char *core) {
-  char out[64], cmd[256];
-  snprintf(out, sizeof out, "/tmp/kn_bench_lstm_%d.txt", (int)getpid());
-  snprintf(cmd, sizeof cmd, "%s%s OMP_NUM_THREADS=%d /usr/bin/python3 - %d 2>/dev/null > %s",
-           core ? "OPENBLAS_CORETYPE=" : "", core ? core : "", threads, threads, out);
-  FILE *f = popen(cmd, "w");
-  if (!f) return -1;
-  fputs(torch_script, f);
-  int rc = pclose(f);
-  FILE *r = rc == 0 ? fopen(out, "r") : NULL;
+  char env[128];
+  snprintf(env, sizeof env, "%s%s OMP_NUM_THREADS=%d", core ? "OPENBLAS_CORETYPE=" : "",
+           core ? core : "", threads);
   double ms = -1;
-  if (r && fscanf(r, "%lf", &ms) != 1) ms = -1;
-  if (r) fclose(r);
-  remove(out);
-  return ms;
+  return kn_bench_python(torch_script, env, &ms, 1) == 1 ? ms : -1;
 }
 
 int main(void) {

@@ -20,7 +20,6 @@
 ** torch lines are skipped with a message.
 */
 #include <kiln/kiln.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,18 +142,9 @@ static const char *const torch_script =
 
 /* Median ms per torch step at 1 and 2 threads; false when torch is missing. */
 static bool torch_ms(const char *core, double *ms) {
-  char out[64], cmd[256];
-  snprintf(out, sizeof out, "/tmp/kn_bench_transformer_%d.txt", (int)getpid());
-  snprintf(cmd, sizeof cmd, "OPENBLAS_CORETYPE=%s /usr/bin/python3 - 2>/dev/null > %s", core, out);
-  FILE *f = popen(cmd, "w");
-  if (!f) return false;
-  fputs(torch_script, f);
-  int rc = pclose(f);
-  FILE *r = rc == 0 ? fopen(out, "r") : NULL;
-  bool ok = r && fscanf(r, "%lf %lf", &ms[0], &ms[1]) == 2;
-  if (r) fclose(r);
-  remove(out);
-  return ok;
+  char env[128];
+  snprintf(env, sizeof env, "OPENBLAS_CORETYPE=%s", core);
+  return kn_bench_python(torch_script, env, ms, 2) == 2;
 }
 
 int main(void) {
@@ -166,7 +156,7 @@ int main(void) {
   setup_new(&comp, true);
   double te[2], tc[2];
   for (int t = 0; t < 2; t++) {
-    omp_set_num_threads(t + 1);
+    kn_set_num_threads(t + 1);
     te[t] = time_steps(&eager, t == 0);
     tc[t] = time_steps(&comp, t == 0);
     printf("BENCH transformer_layer_step_eager_ms_%dT %.2f ms\n", t + 1, te[t]);

@@ -6,8 +6,10 @@
 #ifndef KN_BENCH_UTIL_H
 #define KN_BENCH_UTIL_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline double kn_bench_clock(clockid_t id) {
   struct timespec ts;
@@ -29,6 +31,26 @@ static inline int kn_bench_cmp_double(const void *a, const void *b) {
 static inline double kn_bench_median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, kn_bench_cmp_double);
   return v[n / 2];
+}
+
+/* Run a Python script (Debian's /usr/bin/python3, fed on its standard input)
+** with env ("NAME=value ..." put before the command, or "") and read up to n
+** numbers from what it prints into v. Returns how many were read: 0 when
+** python3 or the module the script imports is missing, or it failed. The
+** benchmarks time torch this way, in the same run as kiln. */
+static inline int kn_bench_python(const char *script, const char *env, double *v, int n) {
+  char out[64], cmd[512];
+  snprintf(out, sizeof out, "/tmp/kn_bench_py_%d.txt", (int)getpid());
+  snprintf(cmd, sizeof cmd, "%s /usr/bin/python3 - 2>/dev/null > %s", env, out);
+  FILE *f = popen(cmd, "w");
+  if (!f) return 0;
+  fputs(script, f);
+  int rc = pclose(f), got = 0;
+  FILE *r = rc == 0 ? fopen(out, "r") : NULL;
+  while (r && got < n && fscanf(r, "%lf", &v[got]) == 1) got++;
+  if (r) fclose(r);
+  remove(out);
+  return got;
 }
 
 #endif

@@ -179,3 +179,27 @@ Test(inductor_half, conversions_equal_eager_casts_on_every_pattern) {
   cr_expect_eq(kn_test_count_of(src, "rt->ext("), 0, "extern calls in\n%s", src);
   free(src);
 }
+
+/* ---- reduction groups ----------------------------------------------------------------- */
+
+/* A bfloat16 node computed in a reduction group: h = exp(a / 2) in
+** bfloat16, normalised by its float32 row sums. */
+static kn_tensor *normalise(kn_tensor *a) {
+  kn_tensor *h = kn_to(kn_exp(kn_mul_scalar(a, kn_float(0.5))), KN_FLOAT32);
+  return kn_div(h, kn_sum_dims(h, (int64_t[]){1}, 1, true));
+}
+
+Test(inductor_half, bf16_member_of_a_reduction_group_equals_eager_bitwise) {
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = KN_COMPILE(normalise, &o);
+  cr_assert(f, "%s", kn_last_error());
+  kn_scope_begin();
+  kn_tensor *a = kn_to(kn_randn(KN_SHAPE(37, 300), NULL, KN_FLOAT32), KN_BFLOAT16);
+  cr_expect(same_bits(kn_call_t(f, a), normalise(a), "normalise"));
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "rt->ext("), 0, "extern calls in\n%s", src);
+  cr_expect_gt(kn_test_count_of(src, "kn_rnd_bf16(("), 0, "rounded values in\n%s", src);
+  free(src);
+}

@@ -9,13 +9,14 @@
 **     comparison, casts between float32 and the 16-bit type) in bfloat16
 **     and float16, on ordinary values and on the special ones (zeros of
 **     both signs, subnormals, the largest finite values, infinities, NaN),
-**     fused into one kernel with no extern call, on the "c" and "c_scalar"
+**     generated with no extern call, on the "c" and "c_scalar"
 **     targets;
 **   - the conversions alone: float32 -> 16-bit and back over every 16-bit
 **     pattern and over float32 patterns at and beside the rounding ties
 **     (every upper half with low bits 0, ties for float16 and bfloat16, and
 **     their neighbours), compared with eager's casts (tensor/dtype.c and the
-**     vectorised cvt16 tables give the same bits: ops/cvt16.h).
+**     vectorised cvt16 tables give the same bits: ops/cvt16.h);
+**   - a bfloat16 node inside a reduction group (a vector-math block).
 */
 #include "inductor_util.h"
 #include "ops/cvt16.h"

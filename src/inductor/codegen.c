@@ -52,6 +52,63 @@ static const char prelude[] =
     "int kn_ind_abi(void);\n"
     "int kn_ind_abi(void) { return 3; }\n\n";
 
+/* float16 and bfloat16 elements are their bits (uint16_t); values are float:
+** a load widens exactly, a node's value is rounded to its dtype (as the eager
+** kernel rounds every op's result: compiled equals eager), a store takes the
+** bits. The rounding is the eager conversions' (tensor/dtype.c, ops/cvt16.h):
+** nearest even, float16 overflow gives infinity, subnormals are kept; a NaN
+** is made quiet and keeps its upper payload bits, as the x86 instructions
+** (F16C, AVX-512) that the eager tables use on such CPUs do (tensor/dtype.c's
+** scalar float16 conversions give another quiet NaN). */
+static const char half_prelude[] =
+    "static inline uint32_t kn_fbits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }\n"
+    "static inline float kn_bitsf(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
+    "/* c ? a : b as masks: no branch for gcc to sink a float op into (it does not\n"
+    "** speculate those, and the loop would not vectorise) */\n"
+    "static inline uint32_t kn_sel(bool c, uint32_t a, uint32_t b) { return b ^ ((a ^ b) & (0u - (uint32_t)c)); }\n"
+    "static inline float kn_ld_bf16(uint16_t h) { return kn_bitsf((uint32_t)h << 16); }\n"
+    "static inline uint16_t kn_st_bf16(float f) {\n"
+    "  uint32_t x = kn_fbits(f), r = (x + 0x7fffu + ((x >> 16) & 1)) >> 16;\n"
+    "  return (uint16_t)kn_sel((x & 0x7fffffffu) > 0x7f800000u, (x >> 16) | 0x40, r);\n"
+    "}\n"
+    "static inline float kn_ld_f16(uint16_t h) {\n"
+    "  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = h & 0x7c00u, m = h & 0x3ffu;\n"
+    "  uint32_t sub = kn_fbits((float)m * 0x1p-24f); /* zero and subnormals: exact */\n"
+    "  uint32_t nrm = ((uint32_t)(h & 0x7fff) << 13) + (112u << 23);\n"
+    "  uint32_t inf = 0x7f800000u | (m << 13) | kn_sel(m != 0, 0x400000u, 0);\n"
+    "  return kn_bitsf(sign | kn_sel(e == 0x7c00u, inf, kn_sel(e == 0, sub, nrm)));\n"
+    "}\n"
+    "static inline uint16_t kn_st_f16(float f) {\n"
+    "  uint32_t x = kn_fbits(f), ax = x & 0x7fffffffu, sign = (x >> 16) & 0x8000u;\n"
+    "  /* below 2^-14: |f| + 0.5 rounds |f| to units of 2^-24, nearest even */\n"
+    "  uint32_t sub = kn_fbits(kn_bitsf(ax) + 0.5f) - 0x3f000000u;\n"
+    "  uint32_t nrm = (ax - (112u << 23) + 0xfffu + ((ax >> 13) & 1)) >> 13; /* 65520 up: inf */\n"
+    "  uint32_t big = kn_sel(ax > 0x7f800000u, 0x7e00u | ((ax >> 13) & 0x3ffu), 0x7c00u);\n"
+    "  return (uint16_t)(sign | kn_sel(ax >= 0x47800000u, big, kn_sel(ax < 0x38800000u, sub, nrm)));\n"
+    "}\n"
+    "static inline float kn_rnd_bf16(float f) { return kn_ld_bf16(kn_st_bf16(f)); }\n"
+    "static inline float kn_rnd_f16(float f) { return kn_ld_f16(kn_st_f16(f)); }\n\n";
+
+/* The names of the conversions of a dtype in generated code ("" where the
+** dtype needs none): loading an element, rounding a value, storing it. */
+static const char *ld_fn(kn_dtype dt) {
+  return dt == KN_BFLOAT16 ? "kn_ld_bf16" : dt == KN_FLOAT16 ? "kn_ld_f16" : "";
+}
+static const char *rnd_fn(kn_dtype dt) {
+  return dt == KN_BFLOAT16 ? "kn_rnd_bf16" : dt == KN_FLOAT16 ? "kn_rnd_f16" : "";
+}
+static const char *st_fn(kn_dtype dt) {
+  return dt == KN_BFLOAT16 ? "kn_st_bf16" : dt == KN_FLOAT16 ? "kn_st_f16" : "";
+}
+
+/* "const T vN = R((T)(" for node n's value (T its value type, R its
+** rounding); the expression follows, closed by "))". */
+static void value_open(kn__sb *sb, const char *indent, const kn__gnode *n) {
+  kn_dtype dt = n->meta[0].dtype;
+  const char *vt = kn__ind_vtype(dt);
+  kn__sb_printf(sb, "%sconst %s v%d = %s((%s)(", indent, vt, n->index, rnd_fn(dt), vt);
+}
+
 /* A comment-safe copy of a name (graph names may come from user labels). */
 static void put_safe(kn__sb *sb, const char *s) {
   for (int i = 0; s && s[i] && i < 64; i++) {
@@ -168,7 +225,15 @@ static void leaf_ptr(const kctx *k, kn__sb *sb, int li) {
   else kn__sb_printf(sb, "out%d", o);
 }
 
+static void load_elem(kctx *k, kn__sb *sb, int li);
+/* Leaf li's element, as a value (float16/bfloat16 widened to float). */
 static void load(kctx *k, kn__sb *sb, int li) {
+  kn__sb_printf(sb, "%s(", ld_fn(k->leaves[li].m->dtype));
+  load_elem(k, sb, li);
+  kn__sb_putc(sb, ')');
+}
+
+static void load_elem(kctx *k, kn__sb *sb, int li) {
   const leaf *l = &k->leaves[li];
   if (!k->g && k->alias[li] >= 0) { /* written in place: the same element */
     leaf_ptr(k, sb, li);
@@ -212,10 +277,10 @@ static void expand(kctx *k, kn__sb *sb, const kn__gnode *n);
 
 /* A recomputed constant node m as an expression of its dtype. */
 static void constant(kctx *k, kn__sb *sb, const kn__gnode *m) {
-  const char *ot = kn__ind_ctype(m->meta[0].dtype);
-  kn__sb_printf(sb, "(%s)(", ot);
+  kn_dtype dt = m->meta[0].dtype;
+  kn__sb_printf(sb, "%s((%s)(", rnd_fn(dt), kn__ind_vtype(dt));
   expand(k, sb, m);
-  kn__sb_putc(sb, ')');
+  kn__sb_puts(sb, "))");
 }
 
 /* Operand q of n as a C expression of the compute type (or bool). */
@@ -302,12 +367,11 @@ static void stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
     if (a->kind == KN__GA_TENSOR && k->p->nodes[a->u.t.node->index].inlined)
       stmts(k, sb, a->u.t.node);
   }
-  const char *ot = kn__ind_ctype(n->meta[0].dtype);
   hoist_loads(k, sb, n);
-  kn__sb_printf(sb, "      const %s v%d = (%s)(", ot, n->index, ot);
+  value_open(sb, "      ", n);
   expand(k, sb, n);
   k->hoisted = NULL;
-  kn__sb_puts(sb, ");  /* ");
+  kn__sb_puts(sb, "));  /* ");
   node_comment(sb, n);
 }
 
@@ -331,7 +395,8 @@ static void stores(const kctx *k, kn__sb *sb, const char *at) {
   for (int o = 0; o < k->nroots; o++) {
     kn__sb_puts(sb, "      ");
     out_ptr(k, sb, o);
-    kn__sb_printf(sb, "[%s] = v%d;\n", at, k->roots[o]->index);
+    kn__sb_printf(sb, "[%s] = %s(v%d);\n", at, st_fn(k->roots[o]->meta[0].dtype),
+                  k->roots[o]->index);
   }
 }
 
@@ -620,30 +685,32 @@ static void operand_stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
 static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   if (k->done[n->index]) return;
   k->done[n->index] = 1;
-  const char *ot = kn__ind_ctype(n->meta[0].dtype);
+  kn_dtype dt = n->meta[0].dtype;
+  const char *ot = kn__ind_vtype(dt);
   int so = k->stash[n->index];
   if (so >= 0 && k->stash_ready[n->index]) {
-    kn__sb_printf(sb, "      const %s v%d = out%d[p%d_%d];  /* kept by an earlier pass */\n", ot,
-                  n->index, so, out_leaf(k, so), k->depth - 1);
+    kn__sb_printf(sb, "      const %s v%d = %s(out%d[p%d_%d]);  /* kept by an earlier pass */\n",
+                  ot, n->index, ld_fn(dt), so, out_leaf(k, so), k->depth - 1);
     return;
   }
   if (k->blk[n->index] == 2) { /* the table wrote the block into its output */
-    kn__sb_printf(sb, "      const %s v%d = out%d[p%d_%d];  /* ", ot, n->index, so,
+    kn__sb_printf(sb, "      const %s v%d = %s(out%d[p%d_%d]);  /* ", ot, n->index, ld_fn(dt), so,
                   out_leaf(k, so), k->depth - 1);
   } else if (k->blk[n->index]) {
-    kn__sb_printf(sb, "      const %s v%d = (%s)(vmo%d[l]);  /* ", ot, n->index, ot, n->index);
+    value_open(sb, "      ", n);
+    kn__sb_printf(sb, "vmo%d[l]));  /* ", n->index);
   } else {
     operand_stmts(k, sb, n);
     hoist_loads(k, sb, n);
-    kn__sb_printf(sb, "      const %s v%d = (%s)(", ot, n->index, ot);
+    value_open(sb, "      ", n);
     expand(k, sb, n);
     k->hoisted = NULL;
-    kn__sb_puts(sb, ");  /* ");
+    kn__sb_puts(sb, "));  /* ");
   }
   node_comment(sb, n);
   if (so >= 0 && k->blk[n->index] != 2)
-    kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;  /* kept for a later pass */\n", so,
-                             out_leaf(k, so), k->depth - 1, n->index);
+    kn__sb_printf(sb, "      out%d[p%d_%d] = %s(v%d);  /* kept for a later pass */\n", so,
+                  out_leaf(k, so), k->depth - 1, st_fn(dt), n->index);
 }
 
 /* Does per-element member n read m (through per-element members)? */
@@ -869,16 +936,15 @@ static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
   if (in->kind == KN__IND_RED) red_pass(k, sb, n);
   else {
-    const char *ot = kn__ind_ctype(n->meta[0].dtype);
     hoist_loads(k, sb, n);
-    kn__sb_printf(sb, "    const %s v%d = (%s)(", ot, n->index, ot);
+    value_open(sb, "    ", n);
     expand(k, sb, n);
     k->hoisted = NULL;
-    kn__sb_puts(sb, ");  /* ");
+    kn__sb_puts(sb, "));  /* ");
     node_comment(sb, n);
   }
   int o = out_index(k, n->index);
-  if (o >= 0) kn__sb_printf(sb, "    out%d[o] = v%d;\n", o, n->index);
+  if (o >= 0) kn__sb_printf(sb, "    out%d[o] = %s(v%d);\n", o, st_fn(n->meta[0].dtype), n->index);
 }
 
 /* The last pass: per-element members read outside the group (every value
@@ -895,7 +961,8 @@ static void store_pass(kctx *k, kn__sb *sb) {
     if (!k->p->nodes[k->outs[o]].row) gstmts(k, sb, kn__graph_node(k->p->g, k->outs[o]));
   for (int o = 0; o < k->nouts; o++)
     if (!k->p->nodes[k->outs[o]].row)
-      kn__sb_printf(sb, "      out%d[p%d_%d] = v%d;\n", o, out_leaf(k, o), nl - 1, k->outs[o]);
+      kn__sb_printf(sb, "      out%d[p%d_%d] = %s(v%d);\n", o, out_leaf(k, o), nl - 1,
+                    st_fn(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), k->outs[o]);
   k->inner = false;
   close_loops(sb, nl);
 }
@@ -1078,9 +1145,24 @@ kn_status kn__ind_c_emit_entry(const kn__ind_target *t, const kn__kir *ir, bool 
   return kn__sb_failed(call) ? kn__oom() : KN_OK;
 }
 
+/* Does a kernel of plan p read or compute a float16/bfloat16 value? */
+static bool plan_has_half(const kn__ind_plan *p) {
+  for (int i = 0; i < p->nnodes; i++) {
+    const kn__gnode *n = kn__graph_node(p->g, i);
+    if (p->nodes[i].kind != KN__IND_PW && p->nodes[i].kind != KN__IND_RED) continue;
+    if (kn__ind_half(n->meta[0].dtype)) return true;
+    for (int q = 0; q < n->nargs; q++)
+      if (n->args[q].kind == KN__GA_TENSOR && n->args[q].u.t.node &&
+          kn__ind_half(n->args[q].u.t.node->meta[n->args[q].u.t.idx].dtype))
+        return true;
+  }
+  return false;
+}
+
 kn_status kn__ind_c_prelude(const kn__ind_target *t, const kn__kir *ir, kn__sb *sb) {
   kn__sb_puts(sb, "/* generated by kiln inductor */\n");
   kn__sb_puts(sb, prelude);
+  if (plan_has_half(ir->p)) kn__sb_puts(sb, half_prelude);
   kn_status st = kn__ind_formula_prelude(ir->p, t->vector_abi, sb);
   return st == KN_OK ? kn__ind_red_prelude(ir->p, sb) : st;
 }

@@ -7,8 +7,10 @@
 ** ops). Formulas that the eager kernels compute with vector math (exp, log,
 ** tanh, erf, gelu, pow, ...) call functions of the generated file that run
 ** the same vector-math table (KN__IND_VM_PRELUDE, kn__ind_vm_prelude), so
-** compiled and eager results are equal. A node that does not fit (float16,
-** integer division, mixed zero-dim promotion, ...) returns false and runs as
+** compiled and eager results are equal. float16 and bfloat16 compute in
+** float32 like the eager kernels (each node's value rounded to its dtype,
+** codegen.c). A node that does not fit (integer division, mixed zero-dim
+** promotion, ...) returns false and runs as
 ** an extern call of the eager op. Which ops are formulas, selects, casts or
 ** constants is the lowering table's (inductor/lowering.def).
 */
@@ -29,9 +31,17 @@ const char *kn__ind_ctype(kn_dtype dt) {
   case KN_INT64: return "int64_t";
   case KN_FLOAT32: return "float";
   case KN_FLOAT64: return "double";
+  case KN_FLOAT16:
+  case KN_BFLOAT16: return "uint16_t";
   default: return NULL;
   }
 }
+
+const char *kn__ind_vtype(kn_dtype dt) {
+  return kn__ind_half(dt) ? "float" : kn__ind_ctype(dt);
+}
+
+bool kn__ind_half(kn_dtype dt) { return dt == KN_FLOAT16 || dt == KN_BFLOAT16; }
 
 /* The formula table (ops/pointwise_formulas.h) as text, by compute class:
 ** float, int64, bool (NULL where the class has no formula). Formulas whose
@@ -51,7 +61,9 @@ static const row rows[KN__PW_NCODES] = {KN__PW_FORMULAS(KN__IND_ROW)};
 static const char *const vm_text[KN__PW_NCODES][2] = {KN__PW_FORMULAS(KN__IND_VMTEXT)};
 #undef KN__IND_VMTEXT
 
-static bool is_float(kn_dtype dt) { return dt == KN_FLOAT32 || dt == KN_FLOAT64; }
+static bool is_float(kn_dtype dt) {
+  return dt == KN_FLOAT32 || dt == KN_FLOAT64 || kn__ind_half(dt);
+}
 
 static double scalar_double(kn_scalar s) {
   return s.kind == KN_SCALAR_FLOAT ? s.v.f : s.kind == KN_SCALAR_INT ? (double)s.v.i : s.v.b;
@@ -162,7 +174,7 @@ static bool other_formula(const kn__gnode *n, kn__ind_lclass cls, kn__ind_formul
   if (!kn__ind_ctype(ot) || ot == KN_UINT8 || ot == KN_INT8 || ot == KN_INT16 ||
       ot == KN_INT32)
     return false;
-  f->ct = ot;
+  f->ct = kn__ind_half(ot) ? KN_FLOAT32 : ot; /* float16/bfloat16: computed in float */
   switch (cls) {
   case KN__IND_L_CONSTANT:
     if (n->nargs < 2 || n->args[1].kind != KN__GA_SCALAR) return false;
@@ -192,7 +204,7 @@ static bool where_formula(const kn__gnode *n, kn__ind_formula *f) {
   tmp.nargs = 2;
   kn_dtype pt;
   if (c->dtype != KN_BOOL || !promoted_type(&tmp, 2, &pt) || pt != n->meta[0].dtype) return false;
-  f->ct = pt == KN_FLOAT32 || pt == KN_FLOAT64 || pt == KN_BOOL ? pt : KN_INT64;
+  f->ct = kn__ind_half(pt) ? KN_FLOAT32 : pt == KN_FLOAT32 || pt == KN_FLOAT64 || pt == KN_BOOL ? pt : KN_INT64;
   f->nopnds = 3;
   f->cond_first = true;
   f->tmpl = "(a ? b : c)";

@@ -125,8 +125,14 @@ const char *kn__ind_lclass_name(kn__ind_lclass c);
 /* Fill f for node n if inductor can compute it inline; false otherwise (the
 ** node becomes an extern call). */
 bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f);
-/* C type name of a dtype in generated code, or NULL if not supported. */
+/* C type name of a dtype's elements in generated code (float16 and bfloat16:
+** uint16_t, their bits), or NULL if not supported. Static. */
 const char *kn__ind_ctype(kn_dtype dt);
+/* C type of a dtype's values in generated code: float for float16 and
+** bfloat16 (computed in float32, rounded to the dtype), else kn__ind_ctype. */
+const char *kn__ind_vtype(kn_dtype dt);
+/* Is dt float16 or bfloat16? */
+bool kn__ind_half(kn_dtype dt);
 struct kn__ind_plan;
 /* The source that defines the formulas' vocabulary (helpers, and the
 ** vector-math functions the plan's formulas call: kn_vm_<CODE>_<f32|f64>,

@@ -85,6 +85,14 @@ kn__outmeta *kn__metas_push_like(kn__metas *m, const kn_tensor *t, kn_dtype dt) 
   return o;
 }
 
+kn__outmeta *kn__metas_push_sizes(kn__metas *m, kn_dtype dt, int nd, const kn_sym *sz) {
+  kn__outmeta *o = kn__metas_push(m, dt);
+  if (!o) return NULL;
+  o->ndim = nd;
+  for (int d = 0; d < nd; d++) o->sizes[d] = sz[d];
+  return o;
+}
+
 void kn__outs_init(kn__outs *o) {
   o->n = 0;
   o->cap = KN__INLINE_OUTS;

@@ -34,14 +34,6 @@ static kn_status scalar_type_error(kn_dtype want, kn_dtype got) {
                    kn__nn_scalar_type_name(want), kn__nn_scalar_type_name(got));
 }
 
-static kn__outmeta *push_out(kn__metas *out, kn_dtype dt, int ndim, const kn_sym *sizes) {
-  kn__outmeta *m = kn__metas_push(out, dt);
-  if (!m) return NULL;
-  m->ndim = ndim;
-  for (int d = 0; d < ndim; d++) m->sizes[d] = sizes[d];
-  return m;
-}
-
 static kn__mat mat_of(const kn_tensor *t, int d0, int d1) {
   return (kn__mat){kn_data(t), t->strides[d0], t->strides[d1]};
 }
@@ -58,7 +50,7 @@ kn_status kn__meta_mm(const kn__call *c, kn__metas *out) {
   if (!kn__sym_guard_eq(sa[1], sb[0])) return mat_shape_error(sa[0], sa[1], sb[0], sb[1]);
   if (a->dtype != b->dtype) return scalar_type_error(a->dtype, b->dtype);
   kn_sym os[2] = {sa[0], sb[1]};
-  return push_out(out, a->dtype, 2, os) ? KN_OK : kn__oom();
+  return kn__metas_push_sizes(out, a->dtype, 2, os) ? KN_OK : kn__oom();
 }
 
 kn_status kn__k_mm(const kn__call *c, kn__outs *out) {
@@ -89,7 +81,7 @@ kn_status kn__meta_bmm(const kn__call *c, kn__metas *out) {
   }
   if (a->dtype != b->dtype) return scalar_type_error(a->dtype, b->dtype);
   kn_sym os[3] = {sa[0], sa[1], sb[2]};
-  return push_out(out, a->dtype, 3, os) ? KN_OK : kn__oom();
+  return kn__metas_push_sizes(out, a->dtype, 3, os) ? KN_OK : kn__oom();
 }
 
 kn_status kn__k_bmm(const kn__call *c, kn__outs *out) {
@@ -152,7 +144,7 @@ kn_status kn__meta_addmm(const kn__call *c, kn__metas *out) {
   kn_sym os[2] = {sa[0], sb[1]};
   kn_status st = check_expand(s, ss, os);
   if (st != KN_OK) return st;
-  return push_out(out, a->dtype, 2, os) ? KN_OK : kn__oom();
+  return kn__metas_push_sizes(out, a->dtype, 2, os) ? KN_OK : kn__oom();
 }
 
 static double scalar_value(kn_scalar s) {
@@ -194,7 +186,7 @@ kn_status kn__meta_dot(const kn__call *c, kn__metas *out) {
     return kn__error(KN_EDTYPE, "dot : expected both vectors to have same dtype, but found %s "
                                 "and %s", kn__nn_scalar_type_name(a->dtype),
                      kn__nn_scalar_type_name(b->dtype));
-  return push_out(out, a->dtype, 0, NULL) ? KN_OK : kn__oom();
+  return kn__metas_push_sizes(out, a->dtype, 0, NULL) ? KN_OK : kn__oom();
 }
 
 kn_status kn__k_dot(const kn__call *c, kn__outs *out) {
@@ -219,7 +211,7 @@ kn_status kn__meta_mv(const kn__call *c, kn__metas *out) {
     return kn__error(KN_ESHAPE, "size mismatch, got %s, %sx%s,%s", x, x, y, z);
   }
   if (a->dtype != v->dtype) return scalar_type_error(a->dtype, v->dtype);
-  return push_out(out, a->dtype, 1, sa) ? KN_OK : kn__oom();
+  return kn__metas_push_sizes(out, a->dtype, 1, sa) ? KN_OK : kn__oom();
 }
 
 kn_status kn__k_mv(const kn__call *c, kn__outs *out) {

@@ -35,16 +35,6 @@ static kn_status float_only(const char *op, kn_dtype dt) {
   return KN_OK;
 }
 
-/* A fresh output of symbolic sizes sz (the input's, so that under dynamic
-** shapes the outputs keep its symbols). */
-static kn__outmeta *push(kn__metas *out, kn_dtype dt, int nd, const kn_sym *sz) {
-  kn__outmeta *m = kn__metas_push(out, dt);
-  if (!m) return NULL;
-  m->ndim = nd;
-  for (int d = 0; d < nd; d++) m->sizes[d] = sz[d];
-  return m;
-}
-
 /* ---- batch norm ---------------------------------------------------------------------- */
 /* args: input, weight?, bias?, running_mean?, running_var?, training, momentum, eps */
 
@@ -89,8 +79,8 @@ kn_status kn__meta_batch_norm(const kn__call *c, kn__metas *out) {
   kn_sym xs[KN_MAX_DIMS];
   kn__tensor_symsizes(x, xs);
   kn_sym cs = c->args[5].u.b ? xs[1] : kn__sym_const(0);
-  if (!push(out, x->dtype, x->ndim, xs) || !push(out, x->dtype, 1, &cs) ||
-      !push(out, x->dtype, 1, &cs))
+  if (!kn__metas_push_sizes(out, x->dtype, x->ndim, xs) ||
+      !kn__metas_push_sizes(out, x->dtype, 1, &cs) || !kn__metas_push_sizes(out, x->dtype, 1, &cs))
     return kn__oom();
   return KN_OK;
 }
@@ -174,9 +164,10 @@ kn_status kn__meta_batch_norm_backward(const kn__call *c, kn__metas *out) {
   kn_sym xs[KN_MAX_DIMS], zero = kn__sym_const(0);
   kn__tensor_symsizes(x, xs);
   kn_sym C = x->ndim >= 2 ? xs[1] : zero;
-  if (!push(out, x->dtype, mask_at(c, 9, 0) ? x->ndim : 1, mask_at(c, 9, 0) ? xs : &zero) ||
-      !push(out, x->dtype, 1, mask_at(c, 9, 1) ? &C : &zero) ||
-      !push(out, x->dtype, 1, mask_at(c, 9, 2) ? &C : &zero))
+  bool in = mask_at(c, 9, 0);
+  if (!kn__metas_push_sizes(out, x->dtype, in ? x->ndim : 1, in ? xs : &zero) ||
+      !kn__metas_push_sizes(out, x->dtype, 1, mask_at(c, 9, 1) ? &C : &zero) ||
+      !kn__metas_push_sizes(out, x->dtype, 1, mask_at(c, 9, 2) ? &C : &zero))
     return kn__oom();
   return KN_OK;
 }
@@ -303,8 +294,9 @@ kn_status kn__meta_layer_norm(const kn__call *c, kn__metas *out) {
   kn__tensor_symsizes(x, xs);
   int nn = c->args[1].u.ints.n;
   for (int d = 0; d < x->ndim; d++) ssz[d] = d < x->ndim - nn ? xs[d] : kn__sym_const(1);
-  if (!push(out, x->dtype, x->ndim, xs) || !push(out, x->dtype, x->ndim, ssz) ||
-      !push(out, x->dtype, x->ndim, ssz))
+  if (!kn__metas_push_sizes(out, x->dtype, x->ndim, xs) ||
+      !kn__metas_push_sizes(out, x->dtype, x->ndim, ssz) ||
+      !kn__metas_push_sizes(out, x->dtype, x->ndim, ssz))
     return kn__oom();
   return KN_OK;
 }
@@ -414,8 +406,9 @@ kn_status kn__meta_layer_norm_backward(const kn__call *c, kn__metas *out) {
   for (int j = 0; j < nn && j < KN_MAX_DIMS; j++) ns[j] = kn__arg_symint_at(&c->args[2], j);
   for (int i = 0; i < 3; i++) {
     bool on = mask_at(c, 7, i);
-    const kn__outmeta *m = i == 0 ? push(out, x->dtype, on ? x->ndim : 1, on ? xs : &zero)
-                                  : push(out, x->dtype, on ? nn : 1, on ? ns : &zero);
+    const kn__outmeta *m =
+        i == 0 ? kn__metas_push_sizes(out, x->dtype, on ? x->ndim : 1, on ? xs : &zero)
+               : kn__metas_push_sizes(out, x->dtype, on ? nn : 1, on ? ns : &zero);
     if (!m) return kn__oom();
   }
   return KN_OK;

@@ -312,14 +312,6 @@ static kn_status layer_check(const kn__call *c, int64_t *B, int64_t *T, int64_t 
   return s;
 }
 
-static kn__outmeta *push_sym(kn__metas *out, kn_dtype dt, int nd, const kn_sym *sz) {
-  kn__outmeta *m = kn__metas_push(out, dt);
-  if (!m) return NULL;
-  m->ndim = nd;
-  for (int d = 0; d < nd; d++) m->sizes[d] = sz[d];
-  return m;
-}
-
 kn_status kn__meta_lstm_layer(const kn__call *c, kn__metas *out) {
   int64_t B, T, H;
   kn_status s = layer_check(c, &B, &T, &H);
@@ -329,8 +321,9 @@ kn_status kn__meta_lstm_layer(const kn__call *c, kn__metas *out) {
   kn__tensor_symsizes(c->args[0].u.t, g);
   kn__tensor_symsizes(c->args[1].u.t, h);
   kn_sym y[3] = {g[0], g[1], h[1]}, ws[3] = {g[1], g[0], g[2]}, cs[3] = {g[1], g[0], h[1]};
-  if (!push_sym(out, dt, 3, y) || !push_sym(out, dt, 2, h) || !push_sym(out, dt, 2, h) ||
-      !push_sym(out, dt, 3, ws) || !push_sym(out, dt, 3, cs))
+  if (!kn__metas_push_sizes(out, dt, 3, y) || !kn__metas_push_sizes(out, dt, 2, h) ||
+      !kn__metas_push_sizes(out, dt, 2, h) || !kn__metas_push_sizes(out, dt, 3, ws) ||
+      !kn__metas_push_sizes(out, dt, 3, cs))
     return kn__oom();
   return KN_OK;
 }
@@ -453,8 +446,8 @@ kn_status kn__meta_lstm_layer_backward(const kn__call *c, kn__metas *out) {
   kn__tensor_symsizes(c->args[6].u.t, y);
   kn__tensor_symsizes(c->args[5].u.t, w);
   kn_sym gi[3] = {y[0], y[1], w[0]}, h[2] = {y[0], y[2]};
-  if (!push_sym(out, dt, 3, gi) || !push_sym(out, dt, 2, h) || !push_sym(out, dt, 2, h) ||
-      !push_sym(out, dt, 2, w))
+  if (!kn__metas_push_sizes(out, dt, 3, gi) || !kn__metas_push_sizes(out, dt, 2, h) ||
+      !kn__metas_push_sizes(out, dt, 2, h) || !kn__metas_push_sizes(out, dt, 2, w))
     return kn__oom();
   return KN_OK;
 }

@@ -157,6 +157,9 @@ void kn__metas_fini(kn__metas *m);
 kn__outmeta *kn__metas_push(kn__metas *m, kn_dtype dt);
 /* The same, shaped like t (its rank and symbolic sizes), with dtype dt. */
 kn__outmeta *kn__metas_push_like(kn__metas *m, const kn_tensor *t, kn_dtype dt);
+/* The same, of rank nd with symbolic sizes sz (an input's, so that under
+** dynamic shapes the output keeps its symbols). */
+kn__outmeta *kn__metas_push_sizes(kn__metas *m, kn_dtype dt, int nd, const kn_sym *sz);
 void kn__outs_init(kn__outs *o);
 /* Releases every output still held. */
 void kn__outs_fini(kn__outs *o);

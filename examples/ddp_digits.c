@@ -87,7 +87,7 @@ static double step(kn_module *m, kn_ddp *ddp, kn_optimizer *opt, kn_tensor **b, 
   kn_tensor *out = ddp ? kn_ddp_forward(ddp, x) : kn_nn_forward(m, x);
   kn_tensor *l = kn_cross_entropy(out, y, NULL, KN_REDUCTION_MEAN, -100, 0.0);
   if (!l || kn_backward(l, NULL) != KN_OK) return NAN;
-  if (ddp && kn_ddp_finish_backward(ddp) != KN_OK) return NAN;
+  /* (DDP averaged the gradients at the end of kn_backward) */
   if (kn_optim_step(opt) != KN_OK) return NAN;
   kn_optim_zero_grad(opt);
   kn_tensor *avg = kn_full(0, NULL, kn_float(loss_value(l)), KN_FLOAT64);

@@ -82,6 +82,74 @@ Test(distributed, hook_failure_stops_backward_and_bad_targets_refused) {
   kn_scope_end();
 }
 
+/* ---- final callbacks (kn_autograd_queue_callback) --------------------------------- */
+
+typedef struct finals {
+  kn_tensor *a, *b;    /* two leaves; a's hook queues the callbacks */
+  float at_end[2];     /* a.grad[0], b.grad[0] when callback 1 ran */
+  int order[4], n;
+  kn_status seen_status[4];
+  bool fail_first;
+} finals;
+
+static kn_status final_2(void *ud, kn_status st) {
+  finals *f = ud;
+  f->seen_status[f->n] = st;
+  f->order[f->n++] = 2;
+  return KN_OK;
+}
+
+static kn_status final_1(void *ud, kn_status st) {
+  finals *f = ud;
+  f->seen_status[f->n] = st;
+  f->order[f->n++] = 1;
+  f->at_end[0] = ((float *)kn_data(kn_grad(f->a)))[0];
+  f->at_end[1] = ((float *)kn_data(kn_grad(f->b)))[0];
+  kn_status q = kn_autograd_queue_callback(final_2, f); /* queued by a callback: runs too */
+  if (q != KN_OK) return q;
+  /* a failing kiln call: removing a hook that was never registered */
+  return f->fail_first ? kn_remove_post_accumulate_grad_hook(f->a, 12345) : KN_OK;
+}
+
+static kn_status queue_hook(void *ud, kn_tensor *leaf) {
+  (void)leaf;
+  return kn_autograd_queue_callback(final_1, ud);
+}
+
+/* The callback runs once the whole backward ran: b's gradient (its
+** AccumulateGrad runs after a's, b being used first) is already there;
+** outside a backward queueing is refused; a failing callback fails the
+** backward and the next callback sees the failure. */
+Test(distributed, final_callback_runs_at_the_end_of_backward) {
+  kn_scope_begin();
+  finals f = {0};
+  f.a = kn_full(1, (int64_t[]){2}, kn_float(2.0), KN_FLOAT32);
+  f.b = kn_full(1, (int64_t[]){2}, kn_float(5.0), KN_FLOAT32);
+  kn_set_requires_grad(f.a, true);
+  kn_set_requires_grad(f.b, true);
+  cr_assert_eq(kn_register_post_accumulate_grad_hook(f.a, queue_hook, &f, NULL), KN_OK);
+  /* sum(a * b): da = b = 5, db = a = 2 */
+  cr_assert_eq(kn_backward(kn_sum(kn_mul(f.b, f.a)), NULL), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(f.n, 2);
+  cr_assert_eq(f.order[0], 1);
+  cr_assert_eq(f.order[1], 2);
+  cr_assert_eq(f.seen_status[0], KN_OK);
+  cr_assert_float_eq(f.at_end[0], 5.0f, 0);
+  cr_assert_float_eq(f.at_end[1], 2.0f, 0);
+  cr_assert_eq(kn_autograd_queue_callback(final_1, &f), KN_ESTATE);
+  cr_assert(strstr(kn_last_error(), "final callbacks can only be installed during the backward "
+                   "pass"), "%s", kn_last_error());
+  cr_assert_eq(kn_autograd_queue_callback(NULL, &f), KN_EINVAL);
+  f.n = 0;
+  f.fail_first = true;
+  cr_assert_eq(kn_backward(kn_sum(kn_mul(f.b, f.a)), NULL), KN_EINVAL);
+  cr_assert(strstr(kn_last_error(), "expected the id of a hook registered on this tensor"), "%s",
+            kn_last_error());
+  cr_assert_eq(f.n, 2);
+  cr_assert_eq(f.seen_status[1], KN_EINVAL);
+  kn_scope_end();
+}
+
 /* ---- one process --------------------------------------------------------------------- */
 
 static bool need_mpi_build(void) {
@@ -185,10 +253,13 @@ Test(distributed, async_work_wait_and_test) {
   cr_assert_eq(kn_dist_finalize(), KN_OK);
 }
 
-/* DDP on one rank: gradients equal a plain backward's; buckets follow the
-** cap in reverse parameter order (float32 sizes: 0.weight 4x8 = 128 B,
-** 0.bias 16 B, 1.weight 2x4 = 32 B, 1.bias 8 B; cap 48 B: [1.bias,
-** 1.weight], [0.bias], [0.weight] (alone, larger than the cap)). */
+/* DDP on one rank: gradients equal a plain backward's; buckets follow
+** PyTorch's rule in reverse parameter order, a bucket closing once it holds
+** at least the cap (float32 sizes: 0.weight 4x8 = 128 B, 0.bias 16 B,
+** 1.weight 2x4 = 32 B, 1.bias 8 B; cap 48 B: 8 + 32 + 16 = 56 B closes
+** [1.bias, 1.weight, 0.bias], then [0.weight]). The averaging happens at
+** the end of kn_backward: the buckets are counted before any
+** kn_ddp_finish_backward, which then does nothing. */
 Test(distributed, ddp_one_rank_buckets_and_gradients) {
   if (!need_mpi_build()) return;
   one_process_init();
@@ -201,15 +272,16 @@ Test(distributed, ddp_one_rank_buckets_and_gradients) {
   o.bucket_cap_mb = 48.0 / (1024 * 1024);
   kn_ddp *ddp = kn_ddp_wrap(net, &o);
   cr_assert_not_null(ddp, "%s", kn_last_error());
-  cr_assert_eq(kn_ddp_num_buckets(ddp), 3);
+  cr_assert_eq(kn_ddp_num_buckets(ddp), 2);
   int n;
   kn_tensor *const *b0 = kn_ddp_bucket_params(ddp, 0, &n);
-  cr_assert_eq(n, 2);
+  cr_assert_eq(n, 3);
   cr_assert_eq(b0[0], kn_module_get(net, "1.bias"));
   cr_assert_eq(b0[1], kn_module_get(net, "1.weight"));
-  cr_assert_eq(kn_ddp_bucket_params(ddp, 1, &n)[0], kn_module_get(net, "0.bias"));
-  cr_assert_eq(kn_ddp_bucket_params(ddp, 2, &n)[0], kn_module_get(net, "0.weight"));
-  cr_assert_null(kn_ddp_bucket_params(ddp, 3, &n));
+  cr_assert_eq(b0[2], kn_module_get(net, "0.bias"));
+  cr_assert_eq(kn_ddp_bucket_params(ddp, 1, &n)[0], kn_module_get(net, "0.weight"));
+  cr_assert_eq(n, 1);
+  cr_assert_null(kn_ddp_bucket_params(ddp, 2, &n));
   kn_tensor *x = kn_randn(2, (int64_t[]){5, 8}, g, KN_FLOAT32);
   /* the expectation: a plain backward of the same loss on a copy (same seed) */
   kn_generator *g2 = kn_generator_new(1);
@@ -217,20 +289,26 @@ Test(distributed, ddp_one_rank_buckets_and_gradients) {
                                                          kn_nn_linear(4, 2, true, g2)});
   cr_assert_eq(kn_backward(kn_sum(kn_nn_forward(plain, x)), NULL), KN_OK);
   cr_assert_eq(kn_backward(kn_sum(kn_ddp_forward(ddp, x)), NULL), KN_OK, "%s", kn_last_error());
-  cr_assert_eq(kn_ddp_buckets_launched_in_backward(ddp), 0); /* counted at finish */
+  cr_assert_eq(kn_ddp_buckets_launched_in_backward(ddp), 2); /* counted at the backward's end */
   cr_assert_eq(kn_ddp_finish_backward(ddp), KN_OK, "%s", kn_last_error());
-  cr_assert_eq(kn_ddp_buckets_launched_in_backward(ddp), 3);
+  cr_assert_eq(kn_ddp_buckets_launched_in_backward(ddp), 2);
   const char *names[] = {"0.weight", "0.bias", "1.weight", "1.bias"};
   for (int i = 0; i < 4; i++) {
     kn_tensor *a = kn_grad(kn_module_get(net, names[i])), *b = kn_grad(kn_module_get(plain, names[i]));
     cr_assert(a && b && kn_numel(a) == kn_numel(b) && kn_is_contiguous(a) &&
               !memcmp(kn_data(a), kn_data(b), (size_t)kn_numel(a) * sizeof(float)), "%s", names[i]);
   }
-  /* a second backward without finish is refused, naming the parameter */
-  cr_assert_eq(kn_backward(kn_sum(kn_ddp_forward(ddp, x)), NULL), KN_OK);
-  cr_assert_eq(kn_backward(kn_sum(kn_ddp_forward(ddp, x)), NULL), KN_ESTATE);
-  cr_assert(strstr(kn_last_error(), "got its gradient twice before kn_ddp_finish_backward"), "%s",
-            kn_last_error());
+  /* backwards without kn_ddp_finish_backward: each one's end averages, so
+  ** the gradients keep accumulating as a plain model's (3 backwards each) */
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(kn_backward(kn_sum(kn_ddp_forward(ddp, x)), NULL), KN_OK, "%s", kn_last_error());
+    cr_assert_eq(kn_backward(kn_sum(kn_nn_forward(plain, x)), NULL), KN_OK);
+    cr_assert_eq(kn_ddp_buckets_launched_in_backward(ddp), 2);
+  }
+  for (int i = 0; i < 4; i++) {
+    kn_tensor *a = kn_grad(kn_module_get(net, names[i])), *b = kn_grad(kn_module_get(plain, names[i]));
+    cr_assert(!memcmp(kn_data(a), kn_data(b), (size_t)kn_numel(a) * sizeof(float)), "%s", names[i]);
+  }
   kn_ddp_free(ddp);
   kn_module_free(net);
   kn_module_free(plain);
@@ -322,13 +400,15 @@ Test(distributed, ddp_hooks_fire_from_a_compiled_backward) {
 }
 
 /* The default cap (25 MiB) with PyTorch's 1 MiB first bucket: in reverse
-** order 1.bias (40 B), 1.weight (24000 B), 0.bias (2400 B) fit the first
-** bucket; 0.weight (600 x 600 x 4 = 1440000 B > 1 MiB) starts the second. */
+** order 2.bias (40 B), 2.weight (24000 B), 1.bias (2400 B) and 1.weight
+** (600 x 600 x 4 = 1440000 B) reach 1 MiB and close the first bucket;
+** 0.bias and 0.weight (1442400 B, under 25 MiB) stay in the second. */
 Test(distributed, ddp_first_bucket_is_one_mib) {
   if (!need_mpi_build()) return;
   one_process_init();
   kn_generator *g = kn_generator_new(4);
-  kn_module *net = kn_nn_sequential(2, (kn_module *[]){kn_nn_linear(600, 600, true, g),
+  kn_module *net = kn_nn_sequential(3, (kn_module *[]){kn_nn_linear(600, 600, true, g),
+                                                       kn_nn_linear(600, 600, true, g),
                                                        kn_nn_linear(600, 10, true, g)});
   kn_ddp *ddp = kn_ddp_wrap(net, NULL);
   cr_assert_not_null(ddp, "%s", kn_last_error());
@@ -336,10 +416,11 @@ Test(distributed, ddp_first_bucket_is_one_mib) {
   int n0, n1;
   kn_tensor *const *b0 = kn_ddp_bucket_params(ddp, 0, &n0);
   kn_tensor *const *b1 = kn_ddp_bucket_params(ddp, 1, &n1);
-  cr_assert_eq(n0, 3);
-  cr_assert_eq(b0[2], kn_module_get(net, "0.bias"));
-  cr_assert_eq(n1, 1);
-  cr_assert_eq(b1[0], kn_module_get(net, "0.weight"));
+  cr_assert_eq(n0, 4);
+  cr_assert_eq(b0[3], kn_module_get(net, "1.weight"));
+  cr_assert_eq(n1, 2);
+  cr_assert_eq(b1[0], kn_module_get(net, "0.bias"));
+  cr_assert_eq(b1[1], kn_module_get(net, "0.weight"));
   kn_ddp_free(ddp);
   kn_module_free(net);
   kn_generator_free(g);

@@ -59,6 +59,20 @@ KN_API kn_status kn_register_post_accumulate_grad_hook(kn_tensor *leaf,
 /* Remove the hook with that handle; KN_EINVAL when leaf has none such. */
 KN_API kn_status kn_remove_post_accumulate_grad_hook(kn_tensor *leaf, int id);
 
+/* A final callback (PyTorch's Variable._execution_engine.queue_callback):
+** queued during a backward (from a hook), it runs once on the backward's
+** thread after the last node of that backward ran, inside the same
+** kn_backward / kn_backward_ex / kn_autograd_grad call, in queue order
+** (callbacks may queue more). backward_status is the backward's status so
+** far: KN_OK, or the error that stopped it (then the callback should only
+** clean up; what it returns is ignored). A callback's non-OK status becomes
+** the backward's result, and the later callbacks see it. */
+typedef kn_status (*kn_backward_final_fn)(void *ud, kn_status backward_status);
+/* Queue fn(ud, status) to run at the end of the backward running on this
+** thread (the innermost, for a backward started inside a hook). KN_ESTATE
+** outside a backward; KN_EINVAL for a NULL fn. ud stays the caller's. */
+KN_API kn_status kn_autograd_queue_callback(kn_backward_final_fn fn, void *ud);
+
 /* ---- backward ------------------------------------------------------------------ */
 /* Accumulate d(t)/d(leaf) * grad into the .grad of every leaf that requires
 ** grad (and of non-leaves with retains_grad). grad may be NULL only when t

@@ -9,7 +9,6 @@
 **   for (...) {                                // each rank: its share of the batch
 **     kn_tensor *loss = ...forward(kn_ddp_module(ddp), x_rank)...;
 **     kn_backward(loss, NULL);                 // gradients averaged over ranks
-**     kn_ddp_finish_backward(ddp);             // wait for the last buckets
 **     kn_optim_step(opt);
 **   }
 **   kn_ddp_free(ddp); kn_dist_finalize();
@@ -123,8 +122,8 @@ KN_API void kn_dist_work_free(kn_dist_work *work);
 /* ---- DistributedDataParallel ------------------------------------------------------- */
 typedef struct kn_ddp_options {
   /* Bucket size for gradient averaging, in MiB (PyTorch's default 25; the
-  ** first bucket, the last layers' gradients, at most 1 MiB as PyTorch's).
-  ** <= 0: the default. */
+  ** first bucket, the last layers' gradients, closes at 1 MiB as PyTorch's).
+  ** A bucket closes once it holds at least its limit. <= 0: the default. */
   double bucket_cap_mb;
   /* Parameters that get no gradient in a backward are still averaged (with
   ** zeros), found when kn_ddp_finish_backward runs, so every rank launches
@@ -141,13 +140,15 @@ KN_API kn_ddp_options kn_ddp_default_options(void);
 
 typedef struct kn_ddp kn_ddp;
 /* Wrap a model for data-parallel training: broadcasts rank 0's parameters
-** and buffers to every rank, groups the parameters in buckets (reverse
-** registration order, up to bucket_cap_mb each, the first up to 1 MiB, one
-** dtype per bucket) and
-** registers post-accumulate-grad hooks (kiln/autograd.h) so that each
-** bucket's gradients are averaged over the ranks by an asynchronous
-** all-reduce launched as soon as all of them were accumulated during
-** backward. The model stays the caller's and must outlive the wrapper.
+** and buffers to every rank, groups the parameters in buckets (PyTorch's
+** compute_bucket_assignment_by_size in reverse registration order: a
+** bucket of one dtype closes once it holds bucket_cap_mb, the first one
+** min(1 MiB, bucket_cap_mb)) and registers post-accumulate-grad hooks
+** (kiln/autograd.h) so that each bucket's gradients are averaged over the
+** ranks by an asynchronous all-reduce launched as soon as all of them were
+** accumulated during backward; the backward's end (a final callback,
+** kn_autograd_queue_callback) waits for the last ones and writes the
+** averaged gradients. The model stays the caller's and must outlive the wrapper.
 ** options may be NULL (defaults). Needs kn_dist_init. Owned (kn_ddp_free),
 ** or NULL with kn_last_error(). */
 KN_API kn_ddp *kn_ddp_wrap(kn_module *module, const kn_ddp_options *options);
@@ -157,10 +158,14 @@ KN_API kn_module *kn_ddp_module(kn_ddp *ddp);
 /* kn_nn_forward of the wrapped module, after broadcasting buffers when the
 ** options ask for it. New reference, or NULL. */
 KN_API kn_tensor *kn_ddp_forward(kn_ddp *ddp, kn_tensor *input);
-/* After kn_backward: launch the buckets not launched yet (unused
-** parameters), wait for every bucket's all-reduce and write the averaged
-** gradients into each parameter's .grad. Call it before the optimizer step.
-** Without synchronisation (kn_ddp_set_sync false) it does nothing. */
+/* Not needed: the end of every backward in which a parameter of the model
+** got a gradient already launched the buckets left (unused parameters),
+** waited for every all-reduce and wrote the averaged gradients (an error
+** there is kn_backward's). Kept for programs written against the earlier
+** API: after such a backward it does nothing and returns KN_OK; after a
+** synchronised backward in which no parameter got a gradient it averages
+** as that backward's end would have (zeros, or find_unused_parameters'
+** flags). Without synchronisation (kn_ddp_set_sync false) it does nothing. */
 KN_API kn_status kn_ddp_finish_backward(kn_ddp *ddp);
 /* no_sync: while off, backwards accumulate local gradients without any
 ** communication (gradient accumulation); the first synchronised backward

@@ -45,7 +45,19 @@ typedef struct run {
   kn_tensor **cap_out;
   kn__edge *roots;    /* owned root edges, released last */
   int nroots;
+  struct final_cb *finals; /* kn_autograd_queue_callback, in queue order (owned) */
+  int nfinals, capfinals;
+  struct run *outer;  /* the run this one is nested in (a backward inside a hook) */
 } run;
+
+typedef struct final_cb {
+  kn_backward_final_fn fn;
+  void *ud;
+} final_cb;
+
+/* The backward running on this thread (innermost), for
+** kn_autograd_queue_callback. */
+static _Thread_local run *cur_run;
 
 static const char *const freed_msg =
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -570,6 +582,36 @@ static void run_free(run *r) {
   kn__hm_fini(&r->index);
   for (int i = 0; i < r->nroots; i++) kn__node_release(r->roots[i].fn);
   free(r->roots);
+  free(r->finals);
+}
+
+kn_status kn_autograd_queue_callback(kn_backward_final_fn fn, void *ud) {
+  run *r = cur_run;
+  if (!fn)
+    return kn__error(KN_EINVAL, "kn_autograd_queue_callback: expected a callback, found NULL");
+  if (!r)
+    return kn__error(KN_ESTATE, "kn_autograd_queue_callback: final callbacks can only be "
+                     "installed during the backward pass (from a hook), found no backward "
+                     "running on this thread");
+  if (r->nfinals == r->capfinals) {
+    int cap = r->capfinals ? r->capfinals * 2 : 4;
+    final_cb *f = realloc(r->finals, (size_t)cap * sizeof *f);
+    if (!f) return kn__oom();
+    r->finals = f;
+    r->capfinals = cap;
+  }
+  r->finals[r->nfinals++] = (final_cb){fn, ud};
+  return KN_OK;
+}
+
+/* The final callbacks, in queue order (those they queue included), each
+** told the backward's status; the first failure becomes the backward's. */
+static kn_status run_finals(run *r, kn_status st) {
+  for (int i = 0; i < r->nfinals; i++) {
+    kn_status cs = r->finals[i].fn(r->finals[i].ud, st);
+    if (st == KN_OK && cs != KN_OK) st = cs;
+  }
+  return st;
 }
 
 /* Check one root and its gradient (NULL: implicit ones). On success *go is
@@ -629,7 +671,11 @@ static kn_status engine_run(run *r, kn_tensor *const *outputs, int n,
     int gi = find(r, roots[i]);
     if (r->g[gi].needed && r->g[gi].deps == 0 && !r->g[gi].queued) heap_push(r, gi);
   }
+  r->outer = cur_run;
+  cur_run = r;
   while (st == KN_OK && r->nheap > 0) st = execute(r, heap_pop(r));
+  st = run_finals(r, st);
+  cur_run = r->outer;
   for (int i = 0; gos && i < n; i++) kn_release(gos[i]);
   free(roots);
   free(gos);

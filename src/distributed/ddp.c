@@ -8,9 +8,11 @@
 ** is ready, the bucket's gradients are copied into its flat buffer and an
 ** asynchronous all-reduce (AVG) of the buffer starts, while the rest of the
 ** backward runs. Buckets start strictly in index order, so every rank
-** issues the same collectives in the same order. kn_ddp_finish_backward
-** launches what is left (unused parameters), waits, and writes the averaged
-** gradients back into each .grad.
+** issues the same collectives in the same order. The first hook of a
+** backward queues a final callback (kn_autograd_queue_callback, PyTorch's
+** queue_callback) that, once the backward's last node ran, launches what is
+** left (unused parameters), waits, and writes the averaged gradients back
+** into each .grad: no call is needed after kn_backward.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +57,8 @@ struct kn_ddp {
   int next_launch;     /* buckets [0, next_launch) were launched */
   int launched_in_bw, last_launched_in_bw;
   bool sync;
+  bool final_queued;   /* this backward's end finishes the averaging */
+  bool auto_done;      /* a backward's end finished it since kn_ddp_finish_backward */
 };
 
 kn_ddp_options kn_ddp_default_options(void) {
@@ -129,30 +133,72 @@ static kn_status add_to_bucket(bucket *bk, kn_ddp *ddp, int i) {
   return KN_OK;
 }
 
-/* Buckets in reverse parameter order, each at most cap bytes (the first at
-** most 1 MiB; a larger parameter gets one of its own) and of one dtype. */
+/* Put the buckets in the order order[0..nb) (the order they closed). */
+static kn_status renumber(kn_ddp *ddp, const int *order) {
+  bucket *nb = malloc((size_t)(ddp->nb ? ddp->nb : 1) * sizeof *nb);
+  if (!nb) return kn__oom();
+  for (int k = 0; k < ddp->nb; k++) {
+    nb[k] = ddp->b[order[k]];
+    for (int j = 0; j < nb[k].n; j++) ddp->bucket_of[nb[k].idx[j]] = k;
+  }
+  memcpy(ddp->b, nb, (size_t)ddp->nb * sizeof *nb);
+  free(nb);
+  return KN_OK;
+}
+
+/* The open bucket of dtype dt (one per dtype, as PyTorch keys buckets by
+** dtype and device), or a new one; *closed: how many of that dtype were
+** closed already (the first one's limit is the first bucket's). */
+static bucket *open_bucket(kn_ddp *ddp, bool *open, kn_dtype dt) {
+  for (int k = 0; k < ddp->nb; k++)
+    if (open[k] && ddp->b[k].dtype == dt) return &ddp->b[k];
+  open[ddp->nb] = true;
+  ddp->b[ddp->nb].dtype = dt;
+  return &ddp->b[ddp->nb++];
+}
+
+/* PyTorch's compute_bucket_assignment_by_size over the parameters in the
+** order their gradients become ready (reverse registration order, as
+** PyTorch's rebuilt buckets): a parameter joins the open bucket of its
+** dtype, and the bucket closes once it holds at least its limit (the first
+** bucket of a dtype: min(1 MiB, cap); later ones: cap). Buckets are
+** numbered in the order they close, the ones left open last. */
 static kn_status make_buckets(kn_ddp *ddp) {
   double cap_mb = ddp->opt.bucket_cap_mb > 0 ? ddp->opt.bucket_cap_mb : KN__DDP_DEFAULT_CAP_MB;
   double cap = cap_mb * 1024.0 * 1024.0;
-  ddp->b = calloc((size_t)(ddp->np ? ddp->np : 1), sizeof *ddp->b);
-  if (!ddp->b) return kn__oom();
-  for (int i = ddp->np - 1; i >= 0; i--) {
-    kn_tensor *p = ddp->params[i];
-    double bytes = (double)kn_numel(p) * (double)kn_dtype_size(kn_tensor_dtype(p));
-    bucket *cur = ddp->nb ? &ddp->b[ddp->nb - 1] : NULL;
-    double limit = ddp->nb == 1 && cap > KN__DDP_FIRST_BUCKET_BYTES ? KN__DDP_FIRST_BUCKET_BYTES
-                                                                     : cap;
-    if (!cur || cur->dtype != kn_tensor_dtype(p) ||
-        (double)cur->numel * (double)kn_dtype_size(cur->dtype) + bytes > limit)
-      cur = &ddp->b[ddp->nb++];
-    kn_status st = add_to_bucket(cur, ddp, i);
-    if (st != KN_OK) return st;
+  double first = cap < KN__DDP_FIRST_BUCKET_BYTES ? cap : KN__DDP_FIRST_BUCKET_BYTES;
+  size_t n = (size_t)(ddp->np ? ddp->np : 1);
+  ddp->b = calloc(n, sizeof *ddp->b);
+  bool *open = calloc(n, sizeof *open);
+  int *closed_of = calloc(n, sizeof *closed_of); /* per bucket: closed ones of its dtype before */
+  int *order = calloc(n, sizeof *order);
+  kn_status st = ddp->b && open && closed_of && order ? KN_OK : kn__oom();
+  int nclosed = 0;
+  for (int i = ddp->np - 1; st == KN_OK && i >= 0; i--) {
+    kn_dtype dt = kn_tensor_dtype(ddp->params[i]);
+    bucket *cur = open_bucket(ddp, open, dt);
+    int k = (int)(cur - ddp->b);
+    if (cur->n == 0) {
+      for (int j = 0; j < nclosed; j++) closed_of[k] += ddp->b[order[j]].dtype == dt;
+    }
+    st = add_to_bucket(cur, ddp, i);
+    double bytes = (double)cur->numel * (double)kn_dtype_size(dt);
+    if (st == KN_OK && bytes >= (closed_of[k] ? cap : first)) {
+      open[k] = false;
+      order[nclosed++] = k;
+    }
   }
-  for (int k = 0; k < ddp->nb; k++) {
+  for (int k = 0; st == KN_OK && k < ddp->nb; k++)
+    if (open[k]) order[nclosed++] = k;
+  if (st == KN_OK) st = renumber(ddp, order);
+  free(open);
+  free(closed_of);
+  free(order);
+  for (int k = 0; st == KN_OK && k < ddp->nb; k++) {
     bucket *bk = &ddp->b[k];
-    if (!(bk->flat = kn__empty(1, &bk->numel, bk->dtype, KN_CPU))) return kn_last_status();
+    if (!(bk->flat = kn__empty(1, &bk->numel, bk->dtype, KN_CPU))) st = kn_last_status();
   }
-  return KN_OK;
+  return st;
 }
 
 static kn_status on_grad_ready(void *ud, kn_tensor *leaf);
@@ -296,16 +342,39 @@ static kn_status progress(kn_ddp *ddp) {
   return KN_OK;
 }
 
+static kn_status finish(kn_ddp *ddp);
+static void reset(kn_ddp *ddp);
+
+/* The end of a synchronised backward (the engine's final callback, as
+** PyTorch's reducer queues finalize_backward): launch what is left, wait,
+** write the averaged gradients. After a failed backward: drop this
+** backward's state (waiting for the all-reduces already started). */
+static kn_status on_backward_end(void *ud, kn_status backward_status) {
+  kn_ddp *ddp = ud;
+  ddp->final_queued = false;
+  if (backward_status != KN_OK) {
+    reset(ddp);
+    return backward_status;
+  }
+  ddp->auto_done = true;
+  return finish(ddp);
+}
+
 static kn_status on_grad_ready(void *ud, kn_tensor *leaf) {
   kn_ddp *ddp = ud;
   if (!ddp->sync) return KN_OK;
   int i = 0;
   while (i < ddp->np && ddp->params[i] != leaf) i++;
   if (i == ddp->np) return KN_OK;
+  if (!ddp->final_queued) {
+    kn_status st = kn_autograd_queue_callback(on_backward_end, ddp);
+    if (st != KN_OK) return st;
+    ddp->final_queued = true;
+    ddp->auto_done = false;
+  }
   if (ddp->got[i])
-    return kn__error(KN_ESTATE, "DDP: parameter '%s' got its gradient twice before "
-                     "kn_ddp_finish_backward (call it after every synchronised backward, or use "
-                     "kn_ddp_set_sync(ddp, false) to accumulate)", ddp->names[i]);
+    return kn__error(KN_ESTATE, "DDP: parameter '%s' got its gradient twice in one backward",
+                     ddp->names[i]);
   ddp->got[i] = true;
   ddp->b[ddp->bucket_of[i]].ready++;
   kn_status st = launch_ready(ddp, true);
@@ -386,9 +455,7 @@ static void reset(kn_ddp *ddp) {
   ddp->launched_in_bw = 0;
 }
 
-kn_status kn_ddp_finish_backward(kn_ddp *ddp) {
-  if (!ddp) return kn__error(KN_EINVAL, "kn_ddp_finish_backward: expected a DDP wrapper, found NULL");
-  if (!ddp->sync) return KN_OK;
+static kn_status finish(kn_ddp *ddp) {
   bool *local = NULL;
   if (ddp->opt.find_unused_parameters) {
     local = malloc((size_t)(ddp->np ? ddp->np : 1) * sizeof *local);
@@ -402,10 +469,22 @@ kn_status kn_ddp_finish_backward(kn_ddp *ddp) {
   if (st == KN_OK && local && !(used = globally_used(ddp, local))) st = kn_last_status();
   for (int k = 0; st == KN_OK && k < ddp->nb; k++)
     st = write_back(ddp, k, used ? kn_data(used) : NULL);
-  if (st != KN_OK) kn__error_context("kn_ddp_finish_backward");
+  if (st != KN_OK) kn__error_context("DDP: averaging the gradients at the end of backward");
   kn_release(used);
   free(local);
   reset(ddp);
+  return st;
+}
+
+kn_status kn_ddp_finish_backward(kn_ddp *ddp) {
+  if (!ddp) return kn__error(KN_EINVAL, "kn_ddp_finish_backward: expected a DDP wrapper, found NULL");
+  if (!ddp->sync) return KN_OK;
+  if (ddp->auto_done) { /* the backward's end did it */
+    ddp->auto_done = false;
+    return KN_OK;
+  }
+  kn_status st = finish(ddp);
+  if (st != KN_OK) kn__error_context("kn_ddp_finish_backward");
   return st;
 }
 

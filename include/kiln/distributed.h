@@ -133,9 +133,18 @@ typedef struct kn_ddp_options {
   /* Broadcast rank 0's buffers (running statistics) before each forward
   ** that goes through kn_ddp_forward (PyTorch's broadcast_buffers). */
   bool broadcast_buffers;
+  /* Compiled DDP (PyTorch's torch._dynamo.config.optimize_ddp, the
+  ** DDPOptimizer): a graph kn_compile captures that reads this model's
+  ** parameters is split at bucket boundaries (the buckets above, counted
+  ** over the graph's ops from its end) into submod_0, submod_1, ... each
+  ** compiled on its own, so each bucket's all-reduce starts while the
+  ** compiled backward of the earlier layers still runs. Off: one graph,
+  ** whose backward hands out every gradient at its end. */
+  bool optimize_ddp;
 } kn_ddp_options;
 /* The defaults: bucket_cap_mb 25, find_unused_parameters false,
-** broadcast_buffers true. */
+** broadcast_buffers true, optimize_ddp true. Start from them: a
+** zero-initialised struct turns broadcast_buffers and optimize_ddp off. */
 KN_API kn_ddp_options kn_ddp_default_options(void);
 
 typedef struct kn_ddp kn_ddp;

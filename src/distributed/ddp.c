@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "distributed/dist_int.h"
+#include "dynamo/ddp_optimizer.h"
 #include "ops/iter.h"
 #include "kiln/autograd.h"
 #include "kiln/nn.h"
@@ -63,7 +64,8 @@ struct kn_ddp {
 
 kn_ddp_options kn_ddp_default_options(void) {
   return (kn_ddp_options){.bucket_cap_mb = KN__DDP_DEFAULT_CAP_MB,
-                          .find_unused_parameters = false, .broadcast_buffers = true};
+                          .find_unused_parameters = false, .broadcast_buffers = true,
+                          .optimize_ddp = true};
 }
 
 kn_module *kn_ddp_module(kn_ddp *ddp) { return ddp ? ddp->m : NULL; }
@@ -235,6 +237,13 @@ static kn_status setup(kn_ddp *ddp) {
   for (int i = 0; st == KN_OK && i < np; i++)
     st = kn_register_post_accumulate_grad_hook(ddp->params[i], on_grad_ready, ddp,
                                                &ddp->hook_id[i]);
+  /* compiled graphs reading these parameters split at the same caps */
+  double cap = (ddp->opt.bucket_cap_mb > 0 ? ddp->opt.bucket_cap_mb : KN__DDP_DEFAULT_CAP_MB) *
+               1024.0 * 1024.0;
+  double first = cap < KN__DDP_FIRST_BUCKET_BYTES ? cap : KN__DDP_FIRST_BUCKET_BYTES;
+  if (st == KN_OK)
+    st = kn__ddp_optimizer_register(ddp, ddp->params, np, (int64_t)cap, (int64_t)first,
+                                    ddp->opt.optimize_ddp);
   return st;
 }
 
@@ -261,6 +270,7 @@ kn_ddp *kn_ddp_wrap(kn_module *module, const kn_ddp_options *options) {
 
 void kn_ddp_free(kn_ddp *ddp) {
   if (!ddp) return;
+  kn__ddp_optimizer_unregister(ddp);
   for (int i = 0; i < ddp->np; i++) {
     if (ddp->hook_id && ddp->hook_id[i])
       kn_remove_post_accumulate_grad_hook(ddp->params[i], ddp->hook_id[i]);

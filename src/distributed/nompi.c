@@ -75,7 +75,8 @@ kn_status kn_dist_test(kn_dist_work *work, bool *done) {
 void kn_dist_work_free(kn_dist_work *work) { (void)work; }
 
 kn_ddp_options kn_ddp_default_options(void) {
-  return (kn_ddp_options){.bucket_cap_mb = 25.0, .broadcast_buffers = true};
+  return (kn_ddp_options){.bucket_cap_mb = 25.0, .broadcast_buffers = true,
+                          .optimize_ddp = true};
 }
 kn_ddp *kn_ddp_wrap(kn_module *module, const kn_ddp_options *options) {
   (void)module, (void)options;

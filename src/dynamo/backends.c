@@ -17,6 +17,7 @@
 #include "aot/aot.h"
 #include "kiln/autograd.h"
 #include "core/error.h"
+#include "dynamo/ddp_optimizer.h"
 #include "dynamo/dynamo.h"
 #include "inductor/inductor.h"
 #include "logging/log.h"
@@ -103,13 +104,23 @@ kn_status kn__backend_resolve(kn_compile_options *o) {
   return KN_OK;
 }
 
-kn_status kn__backend_compile(kn_compiled *f, kn_graph_module *gm, kn_tensor *const *examples,
-                              int n, kn_compiled_graph *out) {
+/* f's backend on one graph (the whole captured graph, or a piece of a DDP
+** split). */
+static kn_status inner_compile(void *ud, kn_graph_module *gm, kn_tensor *const *examples, int n,
+                               kn_compiled_graph *out) {
+  kn_compiled *f = ud;
   memset(out, 0, sizeof *out);
   kn_status st;
   if (f->opts.backend_fn) st = f->opts.backend_fn(gm, examples, n, f->opts.backend_ud, out);
   else st = kn__eager_compile(gm, out);
   if (st == KN_OK && !out->run) st = kn__error(KN_EINVAL, "the backend returned no callable");
+  return st;
+}
+
+kn_status kn__backend_compile(kn_compiled *f, kn_graph_module *gm, kn_tensor *const *examples,
+                              kn_tensor *const *reals, int n, kn_compiled_graph *out) {
+  memset(out, 0, sizeof *out);
+  kn_status st = kn__ddp_optimizer_compile(gm, examples, reals, n, inner_compile, f, out);
   if (st != KN_OK) {
     char msg[1800];
     snprintf(msg, sizeof msg, "%s", kn_last_error());

@@ -446,9 +446,12 @@ int kn__user_base_depth(void);
 
 /* ---- backends ---------------------------------------------------------------------- */
 /* Compile gm with f's backend into *out; example inputs are the graph's
-** fake inputs. On failure the error is set. */
+** fake inputs, reals the real values of its placeholders on this first call
+** (NULL where unknown, or NULL): a graph reading parameters of a model
+** under DDP is split at its bucket boundaries first (ddp_optimizer.h). On
+** failure the error is set. */
 kn_status kn__backend_compile(kn_compiled *f, kn_graph_module *gm, kn_tensor *const *examples,
-                              int n, kn_compiled_graph *out);
+                              kn_tensor *const *reals, int n, kn_compiled_graph *out);
 /* The backend's name in logs and errors: the registered name, "CompileCounter",
 ** "user_backend". */
 const char *kn__backend_name(const kn_compiled *f);

@@ -415,10 +415,13 @@ static kn_status compile_segment(kn__trace *tr, kn__tseg *s, kn__segment **out) 
   if (st == KN_OK && s->fc.graph_ops > 0) {
     const char *bn = kn__backend_name(tr->f);
     int n = kn__graph_num_inputs(kn__graph_module_graph(seg->gm));
-    kn_tensor *ex_inl[16];
-    kn_tensor **ex = n <= 16 ? ex_inl : calloc((size_t)n, sizeof *ex);
+    kn_tensor *ex_inl[32];
+    kn_tensor **ex = n <= 16 ? ex_inl : calloc(2 * (size_t)n, sizeof *ex);
+    kn_tensor **reals = ex ? ex + n : NULL; /* the placeholders' real values */
     if (!ex) st = kn__oom();
     for (int i = 0; st == KN_OK && i < n; i++) {
+      int slot = s->in_slot[i];
+      reals[i] = slot >= 0 && slot < tr->nslots ? tr->slot_real[slot] : NULL;
       /* the example inputs are the fakes bound to the placeholders */
       ex[i] = NULL;
       const kn__gnode *ph = kn__graph_input(kn__graph_module_graph(seg->gm), i);
@@ -431,7 +434,7 @@ static kn_status compile_segment(kn__trace *tr, kn__tseg *s, kn__segment **out) 
     if (st == KN_OK) {
       kn__fc_backend_begin(&s->fc, bn);
       tr->in_backend = true;
-      st = kn__backend_compile(tr->f, seg->gm, ex, n, &seg->cg);
+      st = kn__backend_compile(tr->f, seg->gm, ex, reals, n, &seg->cg);
       tr->in_backend = false;
       kn__fc_backend_end(&s->fc, bn);
     }

@@ -310,6 +310,18 @@ kn__graph *kn__graph_copy(const kn__graph *g);
 ** selection uses (or g returns), in node order. Borrows g's shape env.
 ** Owned; NULL on failure (KN_EINVAL for a node that is not a call of g). */
 kn__graph *kn__graph_subgraph(const kn__graph *g, kn__gnode *const *nodes, int n);
+/* The same, also saying which values of g the subgraph's placeholders
+** stand for (in[k], for placeholder k) and which it returns (out[j], for
+** output j). The arrays are owned by the caller (free()); set only on
+** success. */
+typedef struct kn__graph_io {
+  kn__gref *in;
+  int nin;
+  kn__gref *out;
+  int nout;
+} kn__graph_io;
+kn__graph *kn__graph_subgraph_io(const kn__graph *g, kn__gnode *const *nodes, int n,
+                                 kn__graph_io *io);
 
 /* ---- passes (graph_passes.c; dead-code elimination above) ------------------ */
 /* Common-subexpression elimination: a call node with the same op, the same

@@ -200,6 +200,8 @@ typedef struct sub_state {
   copy_state cs;
   kn__gnode **inputs; /* [0, n): the source node of input k; [n, 2n): its output index */
   const bool *in_set;
+  kn__gref *outs;     /* the values of g the subgraph returns, or NULL (owned) */
+  int nouts;
 } sub_state;
 
 /* A value from outside the selection becomes a placeholder named after it
@@ -250,6 +252,7 @@ static kn_status sub_outputs(sub_state *s, const kn__graph *g) {
         vals = nv;
       }
       st = map_copied(&s->cs, (kn__gref){(kn__gnode *)v, k}, &vals[n++]);
+      if (st == KN_OK && s->outs) s->outs[s->nouts++] = (kn__gref){(kn__gnode *)v, k};
     }
   }
   if (st == KN_OK && !kn__graph_output(s->cs.dst, n, vals)) st = kn_last_status();
@@ -257,17 +260,27 @@ static kn_status sub_outputs(sub_state *s, const kn__graph *g) {
   return st;
 }
 
-kn__graph *kn__graph_subgraph(const kn__graph *g, kn__gnode *const *nodes, int n) {
+/* Every output value of the selected nodes: a bound for the outputs. */
+static int sub_values(const kn__graph *g, const bool *in_set) {
+  int n = 0;
+  for (int i = 0; i < g->n; i++) n += in_set[i] ? g->nodes[i]->nout : 0;
+  return n;
+}
+
+kn__graph *kn__graph_subgraph_io(const kn__graph *g, kn__gnode *const *nodes, int n,
+                                 kn__graph_io *io) {
   kn__graph *ng = kn__graph_new();
   bool *in_set = calloc((size_t)g->n + 1, sizeof *in_set);
   sub_state s = {{calloc((size_t)g->n + 1, sizeof(kn__gnode *)), g, ng},
-                 calloc(2 * (size_t)g->n + 1, sizeof(kn__gnode *)), in_set};
+                 calloc(2 * (size_t)g->n + 1, sizeof(kn__gnode *)), in_set, NULL, 0};
   kn_status st = ng && in_set && s.cs.map && s.inputs ? KN_OK : kn__oom();
   for (int i = 0; st == KN_OK && i < n; i++) {
     if (!nodes[i] || nodes[i]->graph != g || nodes[i]->op != KN__GN_CALL)
       st = kn__error(KN_EINVAL, "subgraph: node %d is not a call node of this graph", i);
     else in_set[nodes[i]->index] = true;
   }
+  if (st == KN_OK && io && !(s.outs = malloc((size_t)(sub_values(g, in_set) + 1) * sizeof *s.outs)))
+    st = kn__oom();
   if (st == KN_OK) kn__graph_set_shape_env(ng, g->env, false);
   for (int i = 0; st == KN_OK && i < g->n; i++) {
     if (!in_set[i]) continue;
@@ -275,10 +288,25 @@ kn__graph *kn__graph_subgraph(const kn__graph *g, kn__gnode *const *nodes, int n
     if (!s.cs.map[i]) st = kn_last_status();
   }
   if (st == KN_OK) st = sub_outputs(&s, g);
+  int nin = st == KN_OK ? kn__graph_num_inputs(ng) : 0;
+  if (st == KN_OK && io && !(io->in = malloc((size_t)(nin + 1) * sizeof *io->in))) st = kn__oom();
+  if (st == KN_OK && io) {
+    for (int k = 0; k < nin; k++)
+      io->in[k] = (kn__gref){s.inputs[k], (int)(intptr_t)s.inputs[g->n + k]};
+    io->nin = nin;
+    io->out = s.outs;
+    io->nout = s.nouts;
+    s.outs = NULL;
+  }
+  free(s.outs);
   free(in_set);
   free(s.cs.map);
   free(s.inputs);
   if (st == KN_OK) return ng;
   kn__graph_free(ng);
   return NULL;
+}
+
+kn__graph *kn__graph_subgraph(const kn__graph *g, kn__gnode *const *nodes, int n) {
+  return kn__graph_subgraph_io(g, nodes, n, NULL);
 }

@@ -111,7 +111,7 @@
     KN_LOG_DYNAMO_COMPILED_AUTOGRAD, KN__OFF | KN__NYB,                               \
     "Will affect performance. Prints compiled_autograd logs with C info "   \
     "e.g. autograd node -> graph node mapping")                             \
-  X(KN_ART_DDP_GRAPHS, "ddp_graphs", KN_LOG_DYNAMO_DISTRIBUTED, KN__NYB,          \
+  X(KN_ART_DDP_GRAPHS, "ddp_graphs", KN_LOG_DYNAMO_DISTRIBUTED, 0,                \
     "Only relevant for compiling DDP. DDP splits into multiple graphs to "  \
     "trigger comms early. This will print each individual graph here.")    \
   X(KN_ART_RECOMPILES, "recompiles", KN_LOG_DYNAMO_GUARDS, KN__VIS,         \

@@ -6,6 +6,7 @@
 ** no_sync accumulation, unused parameters and rank 0's checkpoint are
 ** checked on the way.
 */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,28 @@ static kn_tensor *loss_of(kn_module *m, kn_ddp *ddp, kn_tensor *x, kn_tensor *y,
   kn_tensor *out = ddp ? kn_ddp_forward(ddp, x) : kn_nn_forward(m, x);
   kn_tensor *l = kn_cross_entropy(out, y, NULL, KN_REDUCTION_MEAN, -100, 0.0);
   return scale == 1.0 ? l : kn_mul_scalar(l, kn_float(scale));
+}
+
+/* ddp_compile: the DDP model's loss compiled (inductor, behind a compile
+** counter that counts the graphs the backend gets: the pieces of the
+** DDP split). */
+static kn_compiled *compiled_loss;
+static kn_compile_counter counter = {.inner = "inductor"};
+
+static kn_value loss_fn(const kn_value *a, int n, void *ud) {
+  (void)n, (void)ud;
+  return kn_vtensor(loss_of(a[0].u.m, NULL, a[1].u.t, a[2].u.t, a[3].u.d));
+}
+
+/* The DDP model's loss: owned by the caller (kn_release). */
+static kn_tensor *ddp_loss(kn_ddp *ddp, kn_tensor *x, kn_tensor *y, double scale) {
+  if (!compiled_loss) return kn_retain(loss_of(NULL, ddp, x, y, scale));
+  kn_value out, args[4] = {kn_vmodule(kn_ddp_module(ddp)), kn_vtensor(x), kn_vtensor(y),
+                           kn_vdouble(scale)};
+  if (kn_call(compiled_loss, args, 4, &out) != KN_OK) return NULL;
+  kn_tensor *l = kn_retain(out.u.t);
+  kn_value_release(out);
+  return l;
 }
 
 static double item(kn_tensor *t) {
@@ -102,18 +125,25 @@ static void ddp_step(kn_ddp *ddp, kn_optimizer *opt, kn_tensor *x, kn_tensor *y,
   double local = 0;
   if (step == 3) {
     bool prev = kn_ddp_set_sync(ddp, false);
-    kn_tensor *l1 = loss_of(NULL, ddp, kn_narrow(xs, 0, 0, n / 2), kn_narrow(ys, 0, 0, n / 2), 0.5);
+    kn_tensor *l1 = ddp_loss(ddp, kn_narrow(xs, 0, 0, n / 2), kn_narrow(ys, 0, 0, n / 2), 0.5);
     CHECK(kn_backward(l1, NULL) == KN_OK, "no_sync backward");
     CHECK(kn_ddp_finish_backward(ddp) == KN_OK, "finish under no_sync does nothing");
     kn_ddp_set_sync(ddp, prev);
-    kn_tensor *l2 = loss_of(NULL, ddp, kn_narrow(xs, 0, n / 2, n / 2),
-                            kn_narrow(ys, 0, n / 2, n / 2), 0.5);
+    kn_tensor *l2 = ddp_loss(ddp, kn_narrow(xs, 0, n / 2, n / 2), kn_narrow(ys, 0, n / 2, n / 2),
+                             0.5);
     CHECK(kn_backward(l2, NULL) == KN_OK, "backward after no_sync");
     local = item(l1) + item(l2);
+    kn_release(l1);
+    kn_release(l2);
   } else {
-    kn_tensor *l = loss_of(NULL, ddp, xs, ys, 1.0);
-    CHECK(kn_backward(l, NULL) == KN_OK, "backward");
+    kn_tensor *l = ddp_loss(ddp, xs, ys, 1.0);
+    CHECK(l && kn_backward(l, NULL) == KN_OK, "backward");
+    /* compiled: the first graph reached the backend as the split's 2 pieces */
+    if (compiled_loss && step == 0)
+      CHECK(counter.frame_count == 2, "the DDP split gave %d pieces, expected 2",
+            counter.frame_count);
     local = item(l);
+    kn_release(l);
   }
   /* the backward's end averaged the gradients: on odd steps no
   ** kn_ddp_finish_backward at all (it does nothing on even ones) */
@@ -128,7 +158,7 @@ static void ddp_step(kn_ddp *ddp, kn_optimizer *opt, kn_tensor *x, kn_tensor *y,
   *global_loss = item(lt);
 }
 
-static void train(int rank, int world, const char *dir) {
+static void train(int rank, int world, const char *dir, bool compiled) {
   kn_module *ref = mlp(100), *net = mlp(100 + (uint64_t)rank); /* ranks start apart */
   kn_ddp_options o = kn_ddp_default_options();
   o.bucket_cap_mb = 1048.0 / (1024.0 * 1024.0);
@@ -137,6 +167,10 @@ static void train(int rank, int world, const char *dir) {
   if (!ddp) return;
   CHECK(same_bits(net, ref), "after wrap every rank holds rank 0's parameters");
   check_buckets(ddp, net);
+  if (compiled)
+    compiled_loss = kn_compile_fn(loss_fn, NULL, 4, "loss_fn", __FILE__, __LINE__,
+                                  &(kn_compile_options){.backend_fn = kn_compile_counter_backend,
+                                                        .backend_ud = &counter});
   kn_optim_options so = {.lr = 0.1, .momentum = 0.9};
   kn_tensor **pr, **pn;
   int npr = kn_nn_parameters(ref, &pr), npn = kn_nn_parameters(net, &pn);
@@ -166,6 +200,8 @@ static void train(int rank, int world, const char *dir) {
   snprintf(path, sizeof path, "%s/ddp_rank0.safetensors", dir);
   if (rank == 0) CHECK(kn_save(net, path) == KN_OK, "rank 0 saves %s", path);
   CHECK(kn_dist_barrier() == KN_OK, "barrier after the save");
+  kn_compiled_free(compiled_loss);
+  compiled_loss = NULL;
   kn_module *fresh = mlp(12345);
   CHECK(kn_load(fresh, path) == KN_OK, "load %s", path);
   CHECK(same_bits(fresh, net), "rank 0's checkpoint holds this rank's parameters");
@@ -230,7 +266,22 @@ static void unused(int rank, int world) {
 int ddp_mode(int rank, int world, const char *dir);
 int ddp_mode(int rank, int world, const char *dir) {
   me = rank;
-  train(rank, world, dir);
+  train(rank, world, dir, false);
   unused(rank, world);
+  return fails;
+}
+
+/* The same training with the DDP model's loss compiled (inductor): the
+** captured graph splits at the 2 buckets (DDPOptimizer), and losses and
+** final parameters still equal one process's over the global batch. Each
+** rank compiles into its own cache folder under dir. */
+int ddp_compile_mode(int rank, int world, const char *dir);
+int ddp_compile_mode(int rank, int world, const char *dir) {
+  me = rank;
+  char cache[512];
+  snprintf(cache, sizeof cache, "%s/cache_rank_%d", dir, rank);
+  setenv("KILN_CACHE_DIR", cache, 1);
+  setenv("KILN_CFLAGS", "-O0 -ffp-contract=off", 1);
+  train(rank, world, dir, true);
   return fails;
 }

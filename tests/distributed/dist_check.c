@@ -11,7 +11,9 @@
 **   kill         rank 1 dies (SIGKILL) before a collective: the same
 **   ddp          DDP training equals one process over the global batch;
 **                rank 0's checkpoint loads into a fresh model
-**   ddp_compile  the same with the loss compiled (inductor): the graph
+**   ddp_digits   the digits MLP and CNN on the committed digits rows:
+**                DDP equals one process over the global batch
+**   ddp_compile  the same as ddp with the loss compiled (inductor): the graph
 **                splits at the DDP buckets (DDPOptimizer)
 **   logs         [rankN]: log prefixes, per-rank trace files (rank 1
 **                compiles another graph; run.sh reports the traces)
@@ -253,10 +255,11 @@ static void mode_logs(const char *dir) {
 
 int ddp_mode(int rank, int world, const char *dir);
 int ddp_compile_mode(int rank, int world, const char *dir);
+int ddp_digits_mode(int rank, int world, const char *csv);
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: dist_check collectives|skip|kill|ddp|ddp_compile|logs [DIR]\n");
+    fprintf(stderr, "usage: dist_check collectives|skip|kill|ddp|ddp_digits|ddp_compile|logs [DIR]\n");
     return 2;
   }
   if (kn_dist_init() != KN_OK) {
@@ -276,6 +279,8 @@ int main(int argc, char **argv) {
     mode_logs(argc > 2 ? argv[2] : ".");
   } else if (!strcmp(mode, "ddp")) {
     failures += ddp_mode(rank, world, argc > 2 ? argv[2] : ".");
+  } else if (!strcmp(mode, "ddp_digits")) {
+    failures += ddp_digits_mode(rank, world, KN_FIXTURE_DIR "/digits_256.csv");
   } else if (!strcmp(mode, "ddp_compile")) {
     failures += ddp_compile_mode(rank, world, argc > 2 ? argv[2] : ".");
   } else {

@@ -41,6 +41,10 @@
 ** Every rank must call the same collectives in the same order with
 ** tensors of the same sizes and dtype.
 **
+** Compiled DDP: kn_compile of a function that uses a wrapped model splits
+** the captured graph at its buckets (kn_ddp_options.optimize_ddp, PyTorch's
+** DDPOptimizer; docs/DISTRIBUTED.md).
+**
 ** Errors are values (kn_status, kn_last_error()). A build without MPI
 ** (cmake -DKN_WITH_MPI=OFF, or libopenmpi-dev missing) has every function
 ** below: kn_dist_available() is false and the others fail with
@@ -185,7 +189,7 @@ KN_API bool kn_ddp_set_sync(kn_ddp *ddp, bool sync);
 KN_API int kn_ddp_num_buckets(const kn_ddp *ddp);
 KN_API kn_tensor *const *kn_ddp_bucket_params(const kn_ddp *ddp, int b, int *n);
 /* How many buckets the last synchronised backward launched from its
-** hooks, during backward (the rest were launched by kn_ddp_finish_backward). */
+** hooks, while its nodes ran (the rest were launched at its end). */
 KN_API int kn_ddp_buckets_launched_in_backward(const kn_ddp *ddp);
 
 #ifdef __cplusplus

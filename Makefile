@@ -117,8 +117,8 @@ test-tsan:
 	cd $(TSAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # Runs every bench program (a crash stops it), keeps their output in
-# $(BUILD_DIR)/bench.log and ends with the goals missed (scripts/bench-summary.sh:
-# information, not a failure).
+# $(BUILD_DIR)/bench.log and ends with the goals missed (scripts/bench-summary.sh
+# against bench/goals.txt: information, not a failure).
 bench: deps-mpi
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release > /dev/null
 	cmake --build $(BUILD_DIR) -j $(JOBS)

@@ -6,7 +6,7 @@
 **   BENCH guard_overhead_ns <ns> ns        (compiled call - direct call)
 **   BENCH guard_check_ns <ns> ns           (the guard check alone)
 **   RATIO guard_call_vs_direct_call <x>
-** Goal: guard_overhead_ns <= 1000.
+** Goal (bench/goals.txt): guard_overhead_ns <= 1000.
 **
 ** Then the same for issue 26's dynamic-shape program, a gated pooling over
 ** [B, S, 16] inputs (two linear layers, a sigmoid gate, a mean over S, and

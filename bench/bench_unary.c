@@ -1,18 +1,33 @@
 /*
-** bench_unary.c: transcendental pointwise kernels against a scalar libm loop
-** in the same run (4M float32 elements, one thread):
+** bench_unary.c: float32 transcendental pointwise ops, one thread, 4M
+** elements, against a scalar libm loop, numpy and torch on the same inputs:
 **   BENCH_INFO vector_isa <the ISA whose vector-math table kiln picked>
-**   BENCH unary_<op>_ms <kiln's time>
-**   RATIO unary_<op>_vs_scalar <libm loop time / kiln time> (goal >= 1)
-** The real target is to be at least as fast as numpy and torch on the same
-** machine; compare by hand with python3-numpy / python3-torch.
-** Each time is the median of several repetitions of thread CPU time.
+**   BENCH unary_<op>_ms <kiln's time> (scalar libm <time>)
+**   RATIO unary_<op>_vs_scalar <libm loop time / kiln time>
+**   BENCH unary_<op>_numpy_ms, unary_<op>_torch_ms
+**   RATIO unary_<op>_vs_numpy <numpy time / kiln time>
+**   RATIO unary_<op>_vs_torch <torch time / kiln time>
+** The goals (bench/goals.txt) are >= 1 for each ratio. numpy and torch are
+** Debian's python3-numpy and python3-torch (the /usr/bin/python3 the
+** other benchmarks use), timed by a Python script in the same run: without
+** them the bench says so and prints no vs_numpy/vs_torch line. numpy has
+** no erf, erfc, rsqrt, sigmoid, silu, gelu or softplus: those ops print no
+** vs_numpy line. Inputs are the same array in the three: a deterministic
+** spread over each op's range (computed exactly in double, rounded to
+** float32, the same in C and Python; a checksum compares them), or for
+** log1p_absnormal |N(0,1)| samples written to a file Python reads.
+** Each time is the median of REPS repetitions of thread CPU time: kiln's
+** includes its op call and output allocation, numpy's and torch's call
+** into a preallocated output (out=) where the function takes one.
 */
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kiln/kiln.h"
 
@@ -21,6 +36,7 @@
 
 #define REPS 7
 #define N ((int64_t)1 << 22)
+#define CHECK_MOD 1000000007ULL
 
 static volatile float sink;
 
@@ -41,29 +57,118 @@ typedef struct ucase {
   const char *name;
   kn_tensor *(*op)(kn_tensor *);
   float (*scalar)(float);
-  float lo, hi; /* input range */
+  float lo, hi;        /* input range; lo > hi: |N(0,1)| samples */
+  const char *numpy;   /* numpy's function (called with out=), or "" */
+  const char *torch;   /* a Python expression of x and o (the output) */
 } ucase;
 
+#define TO(f) "torch." f "(x, out=o)"
 static const ucase cases[] = {
-    {"exp", kn_exp, expf, -10, 10},          {"expm1", kn_expm1, expm1f, -10, 10},
-    {"exp2", kn_exp2, exp2f, -10, 10},       {"log", kn_log, logf, 0.01f, 100},
-    {"log1p", kn_log1p, log1pf, 0, 100},     {"log2", kn_log2, log2f, 0.01f, 100},
-    {"sin", kn_sin, sinf, -10, 10},          {"cos", kn_cos, cosf, -10, 10},
-    {"tan", kn_tan, tanf, -1.5f, 1.5f},      {"tanh", kn_tanh, tanhf, -5, 5},
-    {"erf", kn_erf, erff, -3, 3},            {"sqrt", kn_sqrt, sqrtf, 0, 100},
-    {"rsqrt", kn_rsqrt, s_rsqrt, 0.01f, 100}, {"sigmoid", kn_sigmoid, s_sigmoid, -10, 10},
-    {"silu", kn_silu, s_silu, -10, 10},      {"gelu", k_gelu, s_gelu, -5, 5},
-    {"gelu_tanh", k_gelu_tanh, s_gelu_tanh, -5, 5}, {"log10", kn_log10, log10f, 0.01f, 100},
-    {"sinh", kn_sinh, sinhf, -5, 5},         {"cosh", kn_cosh, coshf, -5, 5},
-    {"asin", kn_asin, asinf, -1, 1},         {"acos", kn_acos, acosf, -1, 1},
-    {"atan", kn_atan, atanf, -10, 10},       {"erfc", kn_erfc, erfcf, -3, 3},
-    {"softplus", k_softplus, s_softplus, -10, 30},
+    {"exp", kn_exp, expf, -10, 10, "exp", TO("exp")},
+    {"expm1", kn_expm1, expm1f, -10, 10, "expm1", TO("expm1")},
+    {"exp2", kn_exp2, exp2f, -10, 10, "exp2", TO("exp2")},
+    {"log", kn_log, logf, 0.01f, 100, "log", TO("log")},
+    {"log1p", kn_log1p, log1pf, 0, 100, "log1p", TO("log1p")},
+    {"log1p_absnormal", kn_log1p, log1pf, 1, 0, "log1p", TO("log1p")},
+    {"log2", kn_log2, log2f, 0.01f, 100, "log2", TO("log2")},
+    {"log10", kn_log10, log10f, 0.01f, 100, "log10", TO("log10")},
+    {"sin", kn_sin, sinf, -10, 10, "sin", TO("sin")},
+    {"cos", kn_cos, cosf, -10, 10, "cos", TO("cos")},
+    {"tan", kn_tan, tanf, -1.5f, 1.5f, "tan", TO("tan")},
+    {"tanh", kn_tanh, tanhf, -5, 5, "tanh", TO("tanh")},
+    {"sinh", kn_sinh, sinhf, -5, 5, "sinh", TO("sinh")},
+    {"cosh", kn_cosh, coshf, -5, 5, "cosh", TO("cosh")},
+    {"asin", kn_asin, asinf, -1, 1, "arcsin", TO("asin")},
+    {"acos", kn_acos, acosf, -1, 1, "arccos", TO("acos")},
+    {"atan", kn_atan, atanf, -10, 10, "arctan", TO("atan")},
+    {"sqrt", kn_sqrt, sqrtf, 0, 100, "sqrt", TO("sqrt")},
+    {"rsqrt", kn_rsqrt, s_rsqrt, 0.01f, 100, "", TO("rsqrt")},
+    {"erf", kn_erf, erff, -3, 3, "", TO("erf")},
+    {"erfc", kn_erfc, erfcf, -3, 3, "", TO("erfc")},
+    {"sigmoid", kn_sigmoid, s_sigmoid, -10, 10, "", TO("sigmoid")},
+    {"silu", kn_silu, s_silu, -10, 10, "", "F.silu(x)"},
+    {"gelu", k_gelu, s_gelu, -5, 5, "", "F.gelu(x)"},
+    {"gelu_tanh", k_gelu_tanh, s_gelu_tanh, -5, 5, "", "F.gelu(x, approximate='tanh')"},
+    {"softplus", k_softplus, s_softplus, -10, 30, "", "F.softplus(x)"},
 };
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
-static void bench_case(const ucase *c, float *y) {
+/* What kiln's run of each case leaves for the comparison with Python. */
+static double t_kiln[NCASES];   /* kiln's median time, s */
+static uint64_t check[NCASES];  /* checksum of the input's bits */
+
+/* The Python side: the same inputs (the spread computed the same way, or
+** the file), numpy's and torch's median thread CPU time, the checksum. */
+static const char py_head[] =
+    "import time, numpy as np, torch\n"
+    "import torch.nn.functional as F\n"
+    "torch.set_num_threads(1)\n"
+    "N, R = 1 << 22, %d\n"
+    "k = (np.arange(N, dtype=np.int64) * 7919) %% N\n"
+    "def med(f):\n"
+    "    ts = []\n"
+    "    for r in range(R):\n"
+    "        t0 = time.thread_time(); f(); ts.append(time.thread_time() - t0)\n"
+    "    return sorted(ts)[R // 2]\n"
+    "def run(lo, w, path, npf, tf):\n"
+    "    if path: x = np.fromfile(path, dtype=np.float32)\n"
+    "    else: x = (np.float64(np.float32(lo)) + np.float64(np.float32(w)) * k / N)"
+    ".astype(np.float32)\n"
+    "    cs = int(x.view(np.uint32).sum(dtype=np.uint64)) %% %llu\n"
+    "    o = np.empty_like(x)\n"
+    "    tn = med(lambda: getattr(np, npf)(x, out=o)) if npf else -1.0\n"
+    "    x, o = torch.from_numpy(x), torch.from_numpy(o)\n"
+    "    tt = med(eval('lambda: ' + tf, {'torch': torch, 'F': F, 'x': x, 'o': o}))\n"
+    "    print(tn, tt, cs, flush=True)\n";
+
+static uint64_t checksum(const float *x) {
+  uint64_t s = 0;
+  for (int64_t i = 0; i < N; i++) {
+    uint32_t b;
+    memcpy(&b, &x[i], sizeof b);
+    s += b;
+  }
+  return s % CHECK_MOD;
+}
+
+/* |N(0,1)| by Box-Muller over a fixed xorshift stream. */
+static void fill_absnormal(float *x) {
+  uint64_t s = 0x9E3779B97F4A7C15ULL;
+  for (int64_t i = 0; i < N; i++) {
+    double u[2];
+    for (int j = 0; j < 2; j++) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      u[j] = ((double)(s >> 11) + 0.5) / 9007199254740992.0;
+    }
+    x[i] = (float)fabs(sqrt(-2 * log(u[0])) * cos(2 * M_PI * u[1]));
+  }
+}
+
+/* The spread over [lo, hi): exact in double up to the one rounding of the
+** sum (w has 24 bits, the index 22), so Python computes the same floats. */
+static void fill_spread(float *x, float lo, float hi) {
+  float w = hi - lo;
+  for (int64_t i = 0; i < N; i++)
+    x[i] = (float)((double)lo + (double)w * (double)((i * 7919) % N) / (double)N);
+}
+
+static kn_tensor *input_of(const ucase *c) {
   kn_tensor *x = kn_empty(KN_SHAPE(N), KN_FLOAT32);
-  float *xv = kn_data(x);
-  for (int64_t i = 0; i < N; i++) xv[i] = c->lo + (c->hi - c->lo) * (float)((i * 7919) % N) / N;
+  if (!x) return NULL;
+  if (c->lo > c->hi) fill_absnormal(kn_data(x));
+  else fill_spread(kn_data(x), c->lo, c->hi);
+  return x;
+}
+
+static void bench_case(int i, float *y) {
+  const ucase *c = &cases[i];
+  kn_tensor *x = input_of(c);
+  if (!x) {
+    fprintf(stderr, "bench_unary: no input for %s: %s\n", c->name, kn_last_error());
+    exit(1);
+  }
+  const float *xv = kn_data(x);
+  check[i] = checksum(xv);
   double tk[REPS], ts[REPS];
   /* kiln's reps back to back, then the scalar loop's: alternating them
   ** would make each start with the other's data in the caches */
@@ -80,14 +185,77 @@ static void bench_case(const ucase *c, float *y) {
   }
   for (int r = 0; r < REPS; r++) {
     double t0 = kn_bench_cpu_s();
-    for (int64_t i = 0; i < N; i++) y[i] = c->scalar(xv[i]);
+    for (int64_t j = 0; j < N; j++) y[j] = c->scalar(xv[j]);
     ts[r] = kn_bench_cpu_s() - t0;
     sink = y[r];
   }
   double mk = kn_bench_median(tk, REPS), ms = kn_bench_median(ts, REPS);
+  t_kiln[i] = mk;
   printf("BENCH unary_%s_ms %.2f ms (scalar libm %.2f ms)\n", c->name, mk * 1e3, ms * 1e3);
-  printf("RATIO unary_%s_vs_scalar %.2f (goal >= 1)\n", c->name, ms / mk);
+  printf("RATIO unary_%s_vs_scalar %.2f\n", c->name, ms / mk);
   kn_release(x);
+}
+
+/* Writes the |N(0,1)| input for Python; returns false on failure. */
+static bool write_absnormal(const char *path, float *buf) {
+  fill_absnormal(buf);
+  FILE *f = fopen(path, "wb");
+  bool ok = f && fwrite(buf, sizeof *buf, (size_t)N, f) == (size_t)N;
+  if (f && fclose(f) != 0) ok = false;
+  return ok;
+}
+
+/* The script: the header, then one run(...) per case. Returns a malloc'd
+** string (the caller frees it), or NULL. */
+static char *python_script(const char *absnormal_path) {
+  size_t cap = 16384, len;
+  char *s = malloc(cap);
+  if (!s) return NULL;
+  len = (size_t)snprintf(s, cap, py_head, REPS, (unsigned long long)CHECK_MOD);
+  for (int i = 0; i < NCASES && len < cap; i++) {
+    const ucase *c = &cases[i];
+    bool file = c->lo > c->hi;
+    len += (size_t)snprintf(s + len, cap - len, "run(%.9g, %.9g, '%s', '%s', \"%s\")\n",
+                            (double)c->lo, (double)(c->hi - c->lo), file ? absnormal_path : "",
+                            c->numpy, c->torch);
+  }
+  if (len >= cap) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+static void print_vs(int i, const char *lib, double t) {
+  printf("BENCH unary_%s_%s_ms %.2f ms\n", cases[i].name, lib, t * 1e3);
+  printf("RATIO unary_%s_vs_%s %.2f (%s time / kiln time)\n", cases[i].name, lib,
+         t / t_kiln[i], lib);
+}
+
+/* numpy and torch on the same inputs, one thread; a message when absent. */
+static void bench_python(float *buf) {
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/kn_bench_unary_%d.f32", (int)getpid());
+  char *script = write_absnormal(path, buf) ? python_script(path) : NULL;
+  double v[3 * NCASES];
+  int got = script ? kn_bench_python(script, "OMP_NUM_THREADS=1", v, 3 * NCASES) : 0;
+  free(script);
+  remove(path);
+  if (got < 3 * NCASES) {
+    printf("BENCH_INFO unary_vs_numpy_torch skipped: /usr/bin/python3 with numpy and torch "
+           "(python3-numpy, python3-torch) %s\n", got ? "stopped early" : "is not available");
+    return;
+  }
+  for (int i = 0; i < NCASES; i++) {
+    if ((uint64_t)v[3 * i + 2] != check[i]) {
+      printf("BENCH_INFO unary_%s_vs_numpy_torch skipped: Python's input differs from "
+             "kiln's (checksum %.0f, expected %llu)\n", cases[i].name, v[3 * i + 2],
+             (unsigned long long)check[i]);
+      continue;
+    }
+    if (v[3 * i] >= 0) print_vs(i, "numpy", v[3 * i]);
+    print_vs(i, "torch", v[3 * i + 1]);
+  }
 }
 
 int main(void) {
@@ -97,7 +265,8 @@ int main(void) {
          REPS);
   float *y = malloc((size_t)N * sizeof *y);
   if (!y) return 1;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) bench_case(&cases[i], y);
+  for (int i = 0; i < NCASES; i++) bench_case(i, y);
+  bench_python(y);
   free(y);
   return 0;
 }

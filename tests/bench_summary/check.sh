@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# scripts/bench-summary.sh on canned bench output: goals of both directions,
-# strict and not, met and missed, a value exactly at its goal, lines without
-# a goal, a goal with words after it, a value that is not a number; then a
-# run that meets every goal, one with no goal lines, and an unreadable file.
+# scripts/bench-summary.sh on canned bench output and goals files: goals of
+# both directions, strict and not, met and missed, a value exactly at its
+# goal, patterns, the first matching goal winning, lines without a goal,
+# printed goals that differ from the file's or that it does not name, a
+# value that is not a number, goals no line measured; then a run that meets
+# every goal, one with no goal lines, the project's own bench/goals.txt, a
+# malformed goals file and an unreadable log.
 # Usage: check.sh <path to bench-summary.sh>
 set -uo pipefail
 script=$1
@@ -20,49 +23,89 @@ expect() { # name, expected rc, expected output file, command...
   if ! diff -u "$want" "$tmp/out"; then echo "FAIL $name: output differs (above)"; fail=1; fi
 }
 
+cat > "$tmp/goals.txt" <<'IN'
+# name                               op  goal  source
+aot_compile_ms                       <=  5     a comment after the goal
+aot_compile_mincut_ms                <=  5
+saved_bytes_mincut_vs_default_*      <=  1.0
+saved_bytes_mincut_vs_default_chain  <   1.0   (not reached: the pattern above matches first)
+example_fn_inductor_vs_fused_loop    >=  0.9
+softmax_inductor_vs_eager            >=  2
+call_overhead_ns                     <=  1.5e3
+strict_above*                        >   2
+digits_cnn_step_vs_torch             >=  1.5
+unary_*_vs_scalar                    >=  1
+never_printed_[a]                    >=  1     brackets are literal, not a class
+IN
 cat > "$tmp/mixed.log" <<'IN'
 == bench_aot
 BENCH aot_compile_ms 3.10 (goal <= 5)
-BENCH aot_compile_mincut_ms 7.25 (goal <= 5)
+BENCH aot_compile_mincut_ms 7.25
 RATIO saved_bytes_mincut_vs_default_mlp 1.000 (4096 / 4096 bytes; goal <= 1.0)
 RATIO saved_bytes_mincut_vs_default_chain 1.000 (4096 / 4096 bytes; goal < 1.0)
 == bench_inductor
 BENCH example_fn_inductor_us 412.0
-RATIO example_fn_inductor_vs_fused_loop 0.90 (goal >= 0.9)
+RATIO example_fn_inductor_vs_fused_loop 0.90 (goal >= 0.8)
 RATIO softmax_inductor_vs_eager 1.52 (goal >= 2)
 RATIO transcendental_chain_inductor_vs_eager 3.10 (no goal)
 BENCH_INFO vector_isa avx2 (goal >= 9 is not a goal line)
-BENCH call_overhead_ns 1e3 (goal <= 1.5e3)
-RATIO strict_above 2.00 (goal > 2)
-RATIO strict_above_met 2.01 (goal > 2)
+BENCH call_overhead_ns 1e3
+RATIO strict_above 2.00
+RATIO strict_above_met 2.01
+RATIO printed_only 0.5 (goal >= 0.75 once it lands)
 == bench_digits
 RATIO digits_cnn_step_vs_torch 0.412 (goal >= 1.5 once the code generator lands)
-RATIO unary_exp_vs_scalar nan (goal >= 1)
+RATIO unary_exp_vs_scalar nan
 IN
 cat > "$tmp/mixed.want" <<'OUT'
-goals checked: 11
-goals missed: 6
-  bench_aot: BENCH aot_compile_mincut_ms 7.25 (goal <= 5)
-  bench_aot: RATIO saved_bytes_mincut_vs_default_chain 1.000 (4096 / 4096 bytes; goal < 1.0)
-  bench_inductor: RATIO softmax_inductor_vs_eager 1.52 (goal >= 2)
-  bench_inductor: RATIO strict_above 2.00 (goal > 2)
-  bench_digits: RATIO digits_cnn_step_vs_torch 0.412 (goal >= 1.5 once the code generator lands)
-  bench_digits: RATIO unary_exp_vs_scalar nan (goal >= 1)  [value not a number]
+goals checked: 12 (GOALS)
+missed goals: 6
+  program         name                            value  goal
+  bench_aot       aot_compile_mincut_ms            7.25  <= 5
+  bench_inductor  softmax_inductor_vs_eager        1.52  >= 2
+  bench_inductor  strict_above                     2.00  > 2
+  bench_inductor  printed_only                      0.5  >= 0.75
+  bench_digits    digits_cnn_step_vs_torch        0.412  >= 1.5
+  bench_digits    unary_exp_vs_scalar               nan  >= 1  [not a number]
+goals not measured in this run: 2
+  saved_bytes_mincut_vs_default_chain < 1.0
+  never_printed_[a] >= 1
+goals to reconcile with GOALS: 3
+  saved_bytes_mincut_vs_default_chain: prints goal < 1.0, GOALS says <= 1.0
+  example_fn_inductor_vs_fused_loop: prints goal >= 0.8, GOALS says >= 0.9
+  printed_only: prints goal >= 0.75, which GOALS does not name
 OUT
-expect mixed 0 "$tmp/mixed.want" "$script" "$tmp/mixed.log"
+sed -i "s|GOALS|$tmp/goals.txt|g" "$tmp/mixed.want"
+expect mixed 0 "$tmp/mixed.want" "$script" --goals "$tmp/goals.txt" "$tmp/mixed.log"
 # the same from standard input
-expect mixed_stdin 0 "$tmp/mixed.want" sh -c '"$1" < "$2"' sh "$script" "$tmp/mixed.log"
+expect mixed_stdin 0 "$tmp/mixed.want" sh -c '"$1" --goals "$2" < "$3"' sh "$script" \
+  "$tmp/goals.txt" "$tmp/mixed.log"
 
-printf '%s\n' '== bench_eager' 'BENCH dispatch_overhead_ns 120 ns (goal <= 150)' \
-  'RATIO unary_exp_vs_scalar 1.00 (goal >= 1)' > "$tmp/met.log"
-printf '%s\n' 'goals checked: 2' 'all goals met' > "$tmp/met.want"
-expect all_met 0 "$tmp/met.want" "$script" "$tmp/met.log"
+printf '%s\n' 'dispatch_overhead_ns <= 150' 'unary_*_vs_scalar >= 1' > "$tmp/met.goals"
+printf '%s\n' '== bench_eager' 'BENCH dispatch_overhead_ns 120 ns' \
+  'RATIO unary_exp_vs_scalar 1.00' 'RATIO unary_log_vs_scalar 1.5' > "$tmp/met.log"
+printf '%s\n' "goals checked: 3 ($tmp/met.goals)" 'missed goals: none' > "$tmp/met.want"
+expect all_met 0 "$tmp/met.want" "$script" --goals "$tmp/met.goals" "$tmp/met.log"
 
 printf '%s\n' '== bench_graph' 'BENCH graph_build_us 12.0' > "$tmp/none.log"
-printf '%s\n' 'goals checked: 0' 'no goal lines found' > "$tmp/none.want"
-expect no_goals 0 "$tmp/none.want" "$script" "$tmp/none.log"
+printf '%s\n' "goals checked: 0 ($tmp/met.goals)" 'missed goals: none' \
+  'goals not measured in this run: 2' '  dispatch_overhead_ns <= 150' '  unary_*_vs_scalar >= 1' \
+  > "$tmp/none.want"
+expect no_goals 0 "$tmp/none.want" "$script" --goals "$tmp/met.goals" "$tmp/none.log"
 
+# the project's own goals file parses, and names the goals of the bench lines
+printf '%s\n' '== bench_inductor' 'BENCH call_overhead_ns 1100 (goal <= 1000)' > "$tmp/own.log"
+"$script" "$tmp/own.log" > "$tmp/out" 2> "$tmp/err" \
+  && grep -q '^  bench_inductor  call_overhead_ns  *1100  <= 1000$' "$tmp/out" \
+  && ! grep -q 'reconcile' "$tmp/out" \
+  || { echo "FAIL own_goals: bench/goals.txt"; cat "$tmp/out" "$tmp/err"; fail=1; }
+
+printf '%s\n' 'call_overhead_ns => 1000' > "$tmp/bad.goals"
 : > "$tmp/empty.want"
+expect bad_goals 2 "$tmp/empty.want" "$script" --goals "$tmp/bad.goals" "$tmp/own.log"
+grep -q "bad.goals:1: expected" "$tmp/err" \
+  || { echo "FAIL bad_goals: no message naming the line"; fail=1; }
+
 expect unreadable 2 "$tmp/empty.want" "$script" "$tmp/does-not-exist.log"
 grep -q "cannot read '$tmp/does-not-exist.log'" "$tmp/err" \
   || { echo "FAIL unreadable: no message naming the file"; fail=1; }

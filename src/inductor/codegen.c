@@ -49,8 +49,18 @@ static const char prelude[] =
     "  const void *(*vmath)(void);\n"
     "  int (*reuse)(void *ctx, int from, int to, void **p);\n"
     "} kn_rt;\n\n"
+    "/* compiled as several translation units (KN_TU_PART, toolchain.c), the\n"
+    "** file's definitions shared by all of them are in the one of KN_TU_MAIN */\n"
+    "#if !defined(KN_TU_PART) || defined(KN_TU_MAIN)\n"
+    "#define KN_TU_DEFS 1\n"
+    "#else\n"
+    "#define KN_TU_DEFS 0\n"
+    "#endif\n"
+    "#define KN_HID __attribute__((visibility(\"hidden\")))\n\n"
     "int kn_ind_abi(void);\n"
-    "int kn_ind_abi(void) { return 3; }\n\n";
+    "#if KN_TU_DEFS\n"
+    "int kn_ind_abi(void) { return 3; }\n"
+    "#endif\n\n";
 
 /* float16 and bfloat16 elements are their bits (uint16_t); values are float:
 ** a load widens exactly, a node's value is rounded to its dtype (as the eager

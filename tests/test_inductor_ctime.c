@@ -48,6 +48,8 @@ static const char program[] =
     "static void kernel3(const int64_t *restrict s, float *restrict out, const float *restrict in0) {\n"
     "  out[0] = in0[0];\n}\n\n"
     "/* kernel 5: group of b (row loop, 2 nodes, 1 outputs) */\n"
+    "static void kn_rows5(int64_t o, const int64_t *restrict s, double *restrict out0) {\n"
+    "  out0[o] = 1;\n}\n"
     "static void kernel5(const int64_t *restrict s, double *restrict out0) {\n"
     "  out0[0] = 1;\n}\n\n"
     "/* kernel 9: c (flat loop, 2 inputs) */\n"
@@ -82,6 +84,11 @@ Test(inductor_ctime, split_text_into_units) {
   cr_expect_eq(count(a, "static void kernel") + count(b, "static void kernel"), 0);
   cr_expect_eq(count(a, "  out[0] = in0[0];\n") + count(b, "  out[0] = in0[0];\n"), 1);
   cr_expect_eq(count(a, "  out0[0] = 1;\n") + count(b, "  out0[0] = 1;\n"), 1);
+  /* a kernel's helper stays static, beside it */
+  const char *rows = "/* kernel 5: group of b (row loop, 2 nodes, 1 outputs) */\n"
+                     "static void kn_rows5(int64_t o, const int64_t *restrict s, double *restrict "
+                     "out0) {\n  out0[o] = 1;\n}\nKN_HID void kernel5(";
+  cr_expect_eq(count(a, rows) + count(b, rows), 1, "%s\n%s", a, b);
   cr_expect_eq(count(a, "  out[0] = 2;\n") + count(b, "  out[0] = 2;\n"), 1);
   for (int i = 0; i < KN__IND_TU_MAX; i++) kn__sb_fini(&u[i]);
 }
@@ -94,7 +101,8 @@ Test(inductor_ctime, split_limits) {
   int got = 0;
   cr_assert_eq(kn__ind_tu_split(program, 8, u, &got), KN_OK);
   cr_expect_eq(got, 3);
-  for (int i = 0; i < 3; i++) cr_expect_eq(count(kn__sb_cstr(&u[i]), "{\n  out"), 1, "unit %d", i);
+  for (int i = 0; i < 3; i++) /* unit 0 also declares the three */
+    cr_expect_eq(count(kn__sb_cstr(&u[i]), "KN_HID void kernel"), i ? 1 : 4, "unit %d", i);
   for (int i = 0; i < KN__IND_TU_MAX; i++) kn__sb_clear(&u[i]);
   const char *externs = "/* p */\nint call(const kn_rt *rt, void *ctx, const int64_t *s) {\n}\n";
   cr_assert_eq(kn__ind_tu_split(externs, 4, u, &got), KN_OK);
@@ -322,4 +330,36 @@ Test(inductor_ctime, tiered_setting_is_checked) {
   kn_test_capture_end(&r);
   cr_expect(find(&r, "KILN_INDUCTOR_TIERED: expected 0 or 1, found 'yes'; tiered compiles stay off"));
   kn_test_records_free(&r);
+}
+
+/* ---- what gcc compiles fast --------------------------------------------------------------- */
+static kn_tensor *softmax_rows(kn_tensor *x) { return kn_softmax(x, 1); }
+
+/* Under OpenMP a reduction group's row is a function of its own with the
+** kernel's restrict pointers (gcc's outlined OpenMP body would read them
+** from a struct, unqualified, and version every inner loop for aliasing:
+** three times the compile time); the loop over rows calls it. The scalar
+** target has no OpenMP region: one loop. */
+Test(inductor_ctime, reduction_rows_are_a_function_under_openmp) {
+  const char *targets[] = {"c", "c_scalar"};
+  for (int t = 0; t < 2; t++) {
+    setenv("KILN_INDUCTOR_TARGET", targets[t], 1);
+    kn__ind_cache_forget_memory();
+    kn_scope_begin();
+    kn_tensor *x = kn_randn(KN_SHAPE(6, 50), NULL, KN_FLOAT32);
+    kn_compile_options o = {.backend = "inductor"};
+    kn_compiled *f = KN_COMPILE(softmax_rows, &o);
+    cr_assert(ind_close(f ? kn_call_t(f, x) : NULL, kn_softmax(x, 1), 1e-6, 1e-7, targets[t]));
+    kn_compiled_free(f);
+    kn_scope_end();
+  }
+  unsetenv("KILN_INDUCTOR_TARGET");
+  char *src = kn_test_inductor_sources(cache);
+  cr_assert_not_null(src);
+  /* both programs are in the cache: one row function, called from the c loop */
+  cr_expect_eq(count(src, "static void kn_rows"), 1, "%s", src);
+  cr_expect_eq(count(src, "  for (int64_t o = 0; o < outer; o++) kn_rows"), 1, "%s", src);
+  cr_expect_eq(count(src, "  for (int64_t o = 0; o < outer; o++) {\n"), 1, "%s", src);
+  cr_expect_eq(count(src, "static void kernel"), 2);
+  free(src);
 }

@@ -286,12 +286,25 @@ static int processors(void) {
   return n > 0 ? (int)n : 1;
 }
 
+/* Processors not busy with other work: this process's, less the
+** one-minute load average beyond the one this process adds (at least 1). On
+** a machine whose processors are all busy, parallel units only add the
+** prelude's cost and a link. */
+static int idle_processors(void) {
+  int cpus = processors();
+  double load[1];
+  if (getloadavg(load, 1) != 1) return cpus;
+  double idle = (double)cpus + 1.0 - load[0];
+  return idle < 1 ? 1 : idle > cpus ? cpus : (int)idle;
+}
+
 /* Units to split a program of len bytes into: KILN_COMPILE_JOBS when set,
-** else one per KN__IND_TU_BYTES of source, at most one per processor. */
+** else one per KN__IND_TU_BYTES of source, at most one per idle processor. */
 static int units_for(const kn__ind_tool *t, size_t len) {
   if (t->jobs > 0) return t->jobs;
   size_t by_size = len / KN__IND_TU_BYTES;
-  int cpus = processors();
+  if (by_size < 2) return 1;
+  int cpus = idle_processors();
   return by_size < (size_t)cpus ? (int)by_size : cpus;
 }
 

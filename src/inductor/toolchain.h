@@ -65,8 +65,8 @@ typedef struct kn__ind_tool {
 void kn__ind_tool_init(kn__ind_tool *t, const kn__ind_target *tg);
 /* Compile the file src into the shared object so, both named relative to
 ** the directory dir where the compiler runs; a large program (one unit per
-** KN__IND_TU_BYTES of source, at most one per processor, or
-** KILN_COMPILE_JOBS units) is split into translation units (tu_split.c)
+** KN__IND_TU_BYTES of source, at most one per processor that the load
+** average leaves idle, or KILN_COMPILE_JOBS units) is split into translation units (tu_split.c)
 ** compiled at once and linked into so (with umask 077, in a process
 ** group of its own that is killed when the time limit passes). shown names
 ** the source in messages. KN_OK, or KN_EUNSUPPORTED naming the failure

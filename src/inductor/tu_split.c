@@ -4,9 +4,11 @@
 ** (toolchain.c; docs/INDUCTOR.md, "Compile time").
 **
 ** The C printer's layout (codegen.c) is: the prelude; the kernels, each
-** opening with a line "/" "* kernel <n>: ..." and defined as
-** "static void kernel<n>(...) {" on the next line; the entry point from the
-** line "int call(const kn_rt *rt, ...". A unit is "#define KN_TU_PART 1"
+** opening with a line "/" "* kernel <n>: ..." and defined by a line
+** "static void kernel<n>(...) {"; the entry point from the
+** line "int call(const kn_rt *rt, ...". A kernel's static helpers (a
+** reduction's row function) come between its comment and that line. A
+** unit is "#define KN_TU_PART 1"
 ** (and "#define KN_TU_MAIN 1" for unit 0), the prelude (whose definitions
 ** shared by the whole program, such as the vector-math functions and the
 ** table pointer they read, are made where KN_TU_MAIN is and only declared
@@ -40,13 +42,19 @@ static int count_kernels(const char *text, const char *end) {
   return n;
 }
 
-/* Does kernel chunk [a, b) define its function on its second line? */
-static bool chunk_ok(const char *a, const char *b) {
-  const char *nl = memchr(a, '\n', (size_t)(b - a));
-  if (!nl || (size_t)(b - nl - 1) < sizeof k_static) return false;
-  if (strncmp(nl + 1, k_static, sizeof k_static - 1)) return false;
-  const char *eol = memchr(nl + 1, '\n', (size_t)(b - nl - 1));
-  return eol && eol - nl > 3 && !strncmp(eol - 3, ") {", 3);
+/* The line of kernel chunk [a, b) that defines its kernel function
+** ("static void kernel<n>(... ) {"; the lines before it, such as a
+** reduction's row function, are the kernel's own static helpers), or NULL. */
+static const char *def_line(const char *a, const char *b) {
+  for (const char *l = a; l && l < b; l = memchr(l, '\n', (size_t)(b - l)), l = l ? l + 1 : NULL) {
+    if ((size_t)(b - l) <= sizeof k_static || strncmp(l, k_static, sizeof k_static - 1)) continue;
+    const char *d = l + sizeof k_static - 1;
+    if (*d < '0' || *d > '9') continue;
+    while (*d >= '0' && *d <= '9') d++;
+    const char *eol = memchr(l, '\n', (size_t)(b - l));
+    return *d == '(' && eol && eol - l > 3 && !strncmp(eol - 3, ") {", 3) ? l : NULL;
+  }
+  return NULL;
 }
 
 static bool parse(const char *text, layout *L) {
@@ -62,23 +70,23 @@ static bool parse(const char *text, layout *L) {
     L->start[k++] = (size_t)(p - text) + 1;
   L->start[k] = L->entry;
   for (k = 0; k < L->nk; k++)
-    if (!chunk_ok(text + L->start[k], text + L->start[k + 1])) return false;
+    if (!def_line(text + L->start[k], text + L->start[k + 1])) return false;
   return true;
 }
 
 /* Kernel k with its definition made hidden (not static), into sb. */
 static void put_kernel(kn__sb *sb, const char *text, const layout *L, int k) {
-  const char *a = text + L->start[k], *nl = memchr(a, '\n', L->start[k + 1] - L->start[k]);
-  kn__sb_putn(sb, a, (size_t)(nl + 1 - a));
+  const char *a = text + L->start[k], *def = def_line(a, text + L->start[k + 1]);
+  kn__sb_putn(sb, a, (size_t)(def - a));
   kn__sb_puts(sb, "KN_HID void kernel");
-  const char *rest = nl + 1 + sizeof k_static - 1;
+  const char *rest = def + sizeof k_static - 1;
   kn__sb_putn(sb, rest, (size_t)(text + L->start[k + 1] - rest));
 }
 
 /* Kernel k's declaration, into sb. */
 static void put_decl(kn__sb *sb, const char *text, const layout *L, int k) {
-  const char *a = text + L->start[k], *nl = memchr(a, '\n', L->start[k + 1] - L->start[k]);
-  const char *sig = nl + 1 + sizeof k_static - 1, *eol = strchr(sig, '\n');
+  const char *def = def_line(text + L->start[k], text + L->start[k + 1]);
+  const char *sig = def + sizeof k_static - 1, *eol = strchr(sig, '\n');
   kn__sb_puts(sb, "KN_HID void kernel");
   kn__sb_putn(sb, sig, (size_t)(eol - 2 - sig)); /* without " {" */
   kn__sb_puts(sb, ";\n");

@@ -45,7 +45,8 @@ TestSuite(inductor_ctime, .init = setup, .fini = teardown, .timeout = 300);
 static const char program[] =
     "/* generated */\n#define KN_HID x\n\n"
     "/* kernel 3: a (flat loop, 1 inputs) */\n"
-    "static void kernel3(const int64_t *restrict s, float *restrict out, const float *restrict in0) {\n"
+    "static void kernel3(const int64_t *restrict s, float *restrict out, "
+    "const float *restrict in0) {\n"
     "  out[0] = in0[0];\n}\n\n"
     "/* kernel 5: group of b (row loop, 2 nodes, 1 outputs) */\n"
     "static void kn_rows5(int64_t o, const int64_t *restrict s, double *restrict out0) {\n"
@@ -69,11 +70,15 @@ Test(inductor_ctime, split_text_into_units) {
   cr_assert_eq(got, 2);
   const char *a = kn__sb_cstr(&u[0]), *b = kn__sb_cstr(&u[1]);
   /* unit 0: the shared definitions, every kernel declared, the entry point */
-  cr_expect(!strncmp(a, "#define KN_TU_PART 1\n#define KN_TU_MAIN 1\n/* generated */\n", 58), "%s", a);
+  cr_expect(!strncmp(a, "#define KN_TU_PART 1\n#define KN_TU_MAIN 1\n/* generated */\n", 58),
+            "%s", a);
   cr_expect(!strncmp(b, "#define KN_TU_PART 1\n/* generated */\n", 36), "%s", b);
-  cr_expect_eq(count(a, "KN_HID void kernel5(const int64_t *restrict s, double *restrict out0);\n"), 1, "%s", a);
-  cr_expect_eq(count(a, ";\nKN_HID void kernel9(const int64_t *restrict s, float *restrict out);\n"), 1, "%s", a);
-  cr_expect_eq(count(a, "int call(const kn_rt *rt, void *ctx, const int64_t *s) {\n  return 0;\n}\n"), 1);
+  cr_expect_eq(count(a, "KN_HID void kernel5(const int64_t *restrict s, double *restrict out0);\n"),
+               1, "%s", a);
+  cr_expect_eq(count(a, ";\nKN_HID void kernel9(const int64_t *restrict s, float *restrict out);\n"),
+               1, "%s", a);
+  cr_expect_eq(count(a, "int call(const kn_rt *rt, void *ctx, const int64_t *s) {\n  return 0;\n}\n"),
+               1);
   cr_expect_eq(count(b, "int call("), 0);
   /* every kernel defined exactly once over the units, none static */
   for (int k = 0; k < 3; k++) {
@@ -328,7 +333,8 @@ Test(inductor_ctime, tiered_setting_is_checked) {
     cr_expect_eq(kn__ind_tiered(), on[i], "'%s'", v[i]);
   }
   kn_test_capture_end(&r);
-  cr_expect(find(&r, "KILN_INDUCTOR_TIERED: expected 0 or 1, found 'yes'; tiered compiles stay off"));
+  cr_expect(
+      find(&r, "KILN_INDUCTOR_TIERED: expected 0 or 1, found 'yes'; tiered compiles stay off"));
   kn_test_records_free(&r);
 }
 

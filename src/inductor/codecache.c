@@ -26,6 +26,10 @@
 ** graph both succeed, and `kiln cache --clear` (which leaves running
 ** compiles' temporaries alone) never breaks a compile. Before compiling, a
 ** process removes the stale temporaries of ended compiles.
+**
+** Tiered compiles (KILN_INDUCTOR_TIERED=1, below): a miss loads a fast
+** first-tier build at once and makes the optimised one in a background
+** thread, which records it and swaps it into the graph's kn__ind_tier.
 */
 #include <errno.h>
 #include <fcntl.h>

@@ -17,8 +17,10 @@
 **   target.c     the targets (c, c_scalar) and KILN_INDUCTOR_TARGET
 **   codegen.c    walks the IR, calling the target; the C targets' printer
 **   gemm.c       GEMM / convolution extern calls with fused activations
-**   toolchain.c  the compiler (fork/exec, time limit), loading through a descriptor
-**   codecache.c  the memory and disk caches (keys, trust rules, temporaries)
+**   toolchain.c  the compiler (fork/exec, time limit, parallel units), loading through a descriptor
+**   tu_split.c   a program as several translation units (KILN_COMPILE_JOBS)
+**   codecache.c  the memory and disk caches (keys, trust rules, temporaries),
+**                tiered compiles (KILN_INDUCTOR_TIERED)
 **   cache_meta.c the text of the cache's .meta and .fxg files (toolchain.h)
 **   backend.c    the backend entry point and the runtime of a compiled graph
 **   runnable.c   fx_graph_runnable: the graph as a standalone C repro

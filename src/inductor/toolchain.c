@@ -11,6 +11,11 @@
 ** (seconds, default 300, 0: none) bounds a compile: past it the whole
 ** process group is killed and the compile fails with an error saying so.
 **
+** A large program is compiled as several translation units at once
+** (tu_split.c; one per 48 KB of source, at most one per processor the load
+** average leaves idle, or KILN_COMPILE_JOBS), then linked into the one
+** shared object; a failing unit is named in the error.
+**
 ** Loading: a shared object is loaded through the descriptor its checks were
 ** made on (dlopen of /proc/self/fd/N), never by a path that could name
 ** another file by then; on a noexec mount through an in-memory copy

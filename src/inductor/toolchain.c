@@ -43,7 +43,7 @@
 #include "inductor/toolchain.h"
 #include "logging/log.h"
 
-#define MAX_ARGS 64
+#define MAX_ARGS 96 /* the compiler, its flags, the output and up to KN__IND_TU_MAX inputs */
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x0010U /* Linux 6.3: an executable memfd, where the sysctl asks for it */
 #endif
@@ -100,7 +100,7 @@ void kn__ind_tool_init(kn__ind_tool *t, const kn__ind_target *tg) {
 
 static int split_flags(char *flags, char **argv, int at) {
   char *save = NULL;
-  for (char *tok = strtok_r(flags, " \t\n", &save); tok && at < MAX_ARGS - 6;
+  for (char *tok = strtok_r(flags, " \t\n", &save); tok && at < MAX_ARGS - 6 - KN__IND_TU_MAX;
        tok = strtok_r(NULL, " \t\n", &save))
     argv[at++] = tok;
   return at;

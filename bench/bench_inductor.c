@@ -12,7 +12,13 @@
 **     the disk cache warm;
 **   BENCH compile_cold_ms_chain1000 (goal <= 1000): the same as
 **     compile_cold_ms for a chain of 1000 pointwise ops (chain8's 8 ops 125
-**     times over), 1000 x 1000 float32;
+**     times over), 1000 x 1000 float32; chain10 and chain100 beside it,
+**     each with its graph's kernel count; compile_cold_ms_chain1000_tiered:
+**     the same under KILN_INDUCTOR_TIERED=1 (the first result is the -O1
+**     tier's); compile_cold_ms_sum300: the sum of 300 inputs (64 x 64) as a
+**     balanced tree; compile_cold_ms_many_kernels (and _tiered): 20 softmaxes
+**     over alternating dims with tanh and sin between them (256 x 256), a
+**     graph of many kernels (compiled as parallel translation units);
 **   BENCH call_overhead_ns (goal <= 1000): a compiled a + b on one-element
 **     tensors, guards included;
 **   RATIO transcendental_chain_inductor_vs_eager (no goal): a chain of
@@ -46,6 +52,7 @@
 
 #include "inductor/inductor.h"
 #include "kiln/kiln.h"
+#include "kiln/log.h"
 
 #include "bench_util.h"
 
@@ -70,20 +77,6 @@ static kn_tensor *chain8(kn_tensor *x) {
   t = kn_add(t, x);
   t = kn_neg(t);
   return kn_mul_scalar(t, kn_float(2.0));
-}
-static kn_tensor *chain1000(kn_tensor *x) {
-  kn_tensor *t = x;
-  for (int i = 0; i < 125; i++) {
-    t = kn_mul_scalar(t, kn_float(1.5));
-    t = kn_add_scalar(t, kn_float(0.25));
-    t = kn_mul(t, x);
-    t = kn_sub_scalar(t, kn_float(0.5));
-    t = kn_relu(t);
-    t = kn_add(t, x);
-    t = kn_neg(t);
-    t = kn_mul_scalar(t, kn_float(2.0));
-  }
-  return t;
 }
 static kn_tensor *add2(kn_tensor *a, kn_tensor *b) { return kn_add(a, b); }
 static kn_tensor *tchain(kn_tensor *x) {
@@ -286,38 +279,136 @@ static void bench_cross_entropy(void) {
   kn_release(ce_target);
 }
 
-/* Milliseconds from kn_compile to the first result of fn, measured in a
-** child process (so its memory cache starts empty). */
-static double compile_in_child(kn_tensor *(*fn)(kn_tensor *)) {
-  int fd[2];
-  if (pipe(fd) != 0) die("pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fd[0]);
-    kn_tensor *a = kn_randn(KN_SHAPE(1000, 1000), NULL, KN_FLOAT32);
+/* ---- cold compiles ----------------------------------------------------------------- */
+static int chain_len = 1000;
+static kn_tensor *chain_n(kn_tensor *x) { /* chain8's 8 ops over and over, chain_len ops */
+  kn_tensor *t = x;
+  for (int i = 0; i < chain_len; i++) {
+    switch (i % 8) {
+    case 0: t = kn_mul_scalar(t, kn_float(1.5)); break;
+    case 1: t = kn_add_scalar(t, kn_float(0.25)); break;
+    case 2: t = kn_mul(t, x); break;
+    case 3: t = kn_sub_scalar(t, kn_float(0.5)); break;
+    case 4: t = kn_relu(t); break;
+    case 5: t = kn_add(t, x); break;
+    case 6: t = kn_neg(t); break;
+    default: t = kn_mul_scalar(t, kn_float(2.0)); break;
+    }
+  }
+  return t;
+}
+/* The sum of nargs inputs as a balanced tree (the 300-input graph). */
+static kn_tensor *tree_sum(const kn_value *a, int lo, int hi) {
+  if (hi - lo == 1) return a[lo].u.t;
+  int mid = lo + (hi - lo) / 2;
+  return kn_add(tree_sum(a, lo, mid), tree_sum(a, mid, hi));
+}
+static kn_value sum_inputs(const kn_value *args, int nargs, void *ud) {
+  (void)ud;
+  return kn_vtensor(tree_sum(args, 0, nargs));
+}
+/* Softmax over alternating dims and transcendental functions, 20 times: a
+** graph of many kernels (20 reduction groups). */
+static kn_tensor *many_kernels(kn_tensor *x) {
+  kn_tensor *t = x;
+  for (int i = 0; i < 20; i++) {
+    t = kn_softmax(kn_add(kn_mul_scalar(t, kn_float(1.5)), x), i % 2);
+    t = kn_tanh(kn_add(t, kn_sin(x)));
+  }
+  return t;
+}
+
+typedef struct cold { double ms; int kernels; } cold;
+typedef enum cold_kind { COLD_UNARY, COLD_SUM300 } cold_kind;
+
+static void kernel_sink(const kn_log_record *r, void *ud) {
+  int k, f, e;
+  const char *m = strstr(r->message, "inductor: ");
+  if (m && sscanf(m, "inductor: %d kernels, %d nodes fused into them, %d extern calls", &k, &f,
+                  &e) == 3)
+    *(int *)ud += k;
+}
+
+/* Compile and run once in this (fresh) process. */
+static cold cold_run(cold_kind kind, kn_tensor *(*fn)(kn_tensor *), int64_t n) {
+  cold c = {-1, 0};
+  kn_log_add_sink(kernel_sink, &c.kernels, KN_LOG_SINK_EXCLUSIVE);
+  kn_set_logs_str("+inductor");
+  if (kind == COLD_UNARY) {
+    kn_tensor *a = kn_randn(KN_SHAPE(n, n), NULL, KN_FLOAT32);
     double t0 = kn_bench_wall_s();
     kn_compiled *f = compile(fn);
     kn_scope_begin();
     kn_tensor *y = kn_call_t(f, a);
     kn_scope_end();
-    double ms = y ? (kn_bench_wall_s() - t0) * 1e3 : -1;
-    ssize_t w = write(fd[1], &ms, sizeof ms);
-    _exit(w == sizeof ms ? 0 : 1);
+    c.ms = y ? (kn_bench_wall_s() - t0) * 1e3 : -1;
+  } else {
+    kn_value args[300];
+    for (int i = 0; i < 300; i++) args[i] = kn_vtensor(kn_randn(KN_SHAPE(n, n), NULL, KN_FLOAT32));
+    kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+    double t0 = kn_bench_wall_s();
+    kn_compiled *f = kn_compile_fn(sum_inputs, NULL, 300, "sum300", __FILE__, __LINE__, &o);
+    kn_value out;
+    c.ms = f && kn_call(f, args, 300, &out) == KN_OK ? (kn_bench_wall_s() - t0) * 1e3 : -1;
+  }
+  kn_set_logs_str("");
+  return c;
+}
+
+/* Milliseconds from kn_compile to the first result, and the kernels of the
+** graph, measured in a child process (so its memory cache starts empty);
+** tiered: with KILN_INDUCTOR_TIERED=1 (the first result is the first
+** tier's). n: the inputs' sizes (n x n float32). fresh: in a new empty
+** cache directory (else the run's). */
+static cold compile_cold(cold_kind kind, kn_tensor *(*fn)(kn_tensor *), int64_t n, bool tiered,
+                         bool fresh) {
+  int fd[2];
+  if (pipe(fd) != 0) die("pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/cold-XXXXXX", getenv("KILN_CACHE_DIR"));
+    if (fresh && (!mkdtemp(dir) || setenv("KILN_CACHE_DIR", dir, 1))) die("a fresh cache");
+    if (tiered) setenv("KILN_INDUCTOR_TIERED", "1", 1);
+    cold c = cold_run(kind, fn, n);
+    ssize_t w = write(fd[1], &c, sizeof c);
+    _exit(w == sizeof c ? 0 : 1); /* a background build still running ends with the process */
   }
   close(fd[1]);
-  double ms = -1;
-  if (read(fd[0], &ms, sizeof ms) != sizeof ms) ms = -1;
+  cold c = {-1, 0};
+  if (read(fd[0], &c, sizeof c) != sizeof c) c.ms = -1;
   close(fd[0]);
   waitpid(pid, NULL, 0);
-  return ms;
+  return c;
+}
+
+static double compile_in_child(kn_tensor *(*fn)(kn_tensor *)) {
+  return compile_cold(COLD_UNARY, fn, 1000, false, false).ms;
 }
 
 static void bench_compile(void) {
-  double cold = compile_in_child(example_fn), warm[5];
+  double cold_ex = compile_in_child(example_fn), warm[5];
   for (int i = 0; i < 5; i++) warm[i] = compile_in_child(example_fn);
-  printf("BENCH compile_cold_ms %.1f (goal <= 300)\n", cold);
+  printf("BENCH compile_cold_ms %.1f (goal <= 300)\n", cold_ex);
   printf("BENCH compile_warm_disk_ms %.2f (goal <= 5)\n", kn_bench_median(warm, 5));
-  printf("BENCH compile_cold_ms_chain1000 %.1f (goal <= 1000)\n", compile_in_child(chain1000));
+  const int lens[] = {10, 100, 1000};
+  for (int i = 0; i < 3; i++) {
+    chain_len = lens[i];
+    cold c = compile_cold(COLD_UNARY, chain_n, 1000, false, true);
+    printf("BENCH compile_cold_ms_chain%d %.1f (%d kernels%s)\n", lens[i], c.ms, c.kernels,
+           lens[i] == 1000 ? "; goal <= 1000" : "");
+  }
+  cold t = compile_cold(COLD_UNARY, chain_n, 1000, true, true);
+  printf("BENCH compile_cold_ms_chain1000_tiered %.1f (first result from the -O1 tier; no goal)\n",
+         t.ms);
+  cold s = compile_cold(COLD_SUM300, NULL, 64, false, true);
+  printf("BENCH compile_cold_ms_sum300 %.1f (300 inputs of 64 x 64, %d kernels)\n", s.ms,
+         s.kernels);
+  cold m = compile_cold(COLD_UNARY, many_kernels, 256, false, true);
+  cold mt = compile_cold(COLD_UNARY, many_kernels, 256, true, true);
+  printf("BENCH compile_cold_ms_many_kernels %.1f (%d kernels, 256 x 256)\n"
+         "BENCH compile_cold_ms_many_kernels_tiered %.1f (no goal)\n", m.ms, m.kernels, mt.ms);
 }
 
 static void bench_call_overhead(void) {

@@ -39,6 +39,7 @@ typedef struct prog {
   const kn__ind_target *target; /* static: KILN_INDUCTOR_TARGET's (target.h) */
   kn__ind_plan plan;
   kn__ind_call_fn call;
+  kn__ind_tier *tier; /* owned reference: tiered compiles' entry point (call when NULL) */
   kn__gprog *eager;
   int ninputs, noutputs, nsyms, nbind;
   int *out_slot;
@@ -304,7 +305,8 @@ static kn_status run_with(prog *p, kn_tensor *const *in, int nin, kn_tensor **ou
     for (int k = 0; k < p->plan.nsymx; k++) s[k] = kn__sym_eval(p->plan.symx[k], f.symvals);
     f.donor = donors(p, in, into);
     kn__threads_sync(); /* the generated loops' team size */
-    st = finish(&f, p->call(&runtime, &f, s), out);
+    kn__ind_call_fn fn = p->tier ? kn__ind_tier_call(p->tier) : p->call;
+    st = finish(&f, fn(&runtime, &f, s), out);
   }
   free(f.donor);
   free(mem);
@@ -321,6 +323,7 @@ static void prog_free(void *state) {
   free(p->out_slot);
   free(p->into_input);
   free(p->binds);
+  kn__ind_tier_release(p->tier);
   free(p);
 }
 
@@ -528,6 +531,7 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
     return st;
   }
   p->call = ld.call;
+  p->tier = ld.tier;
   log_plan(p);
   *out = (kn_compiled_graph){ind_run, p, prog_free};
   return KN_OK;

@@ -26,6 +26,10 @@
 ** graph both succeed, and `kiln cache --clear` (which leaves running
 ** compiles' temporaries alone) never breaks a compile. Before compiling, a
 ** process removes the stale temporaries of ended compiles.
+**
+** Tiered compiles (KILN_INDUCTOR_TIERED=1, below): a miss loads a fast
+** first-tier build at once and makes the optimised one in a background
+** thread, which records it and swaps it into the graph's kn__ind_tier.
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -358,8 +362,165 @@ static kn_status build_bypass(const kn__ind_tool *t, const char *src, const char
   return st;
 }
 
+/* ---- tiered compiles ------------------------------------------------------------------
+** KILN_INDUCTOR_TIERED=1: on a miss, the source is first compiled with the
+** target's fast flags appended (tg->fast_cflags: "-O1") in a private build
+** directory and loaded (never recorded: the cache keeps only optimised
+** builds); the call returns with it, and a background thread compiles the
+** optimised build as an ordinary miss would (recorded under the same key),
+** then swaps it into the graph's kn__ind_tier. */
+typedef struct tier_job {
+  kn__ind_tool t;
+  kn__ind_tier *tier;
+  char key[65], gkey[65];
+  bool by_graph;
+  char *src;
+} tier_job;
+
+static pthread_mutex_t tier_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t tier_done = PTHREAD_COND_INITIALIZER;
+static int tier_pending;
+static atomic_bool warned_tiered;
+
+bool kn__ind_tiered(void) {
+  const char *v = getenv("KILN_INDUCTOR_TIERED");
+  if (!v || !*v || !strcmp(v, "0")) return false;
+  if (!strcmp(v, "1")) return true;
+  if (!atomic_exchange(&warned_tiered, true))
+    KN_LOG(KN_LOG_INDUCTOR, KN_WARNING, "KILN_INDUCTOR_TIERED: expected 0 or 1, found '%.100s'; "
+           "tiered compiles stay off", v);
+  return false;
+}
+
+void kn__ind_tier_release(kn__ind_tier *t) {
+  if (t && atomic_fetch_sub(&t->refs, 1) == 1) free(t);
+}
+
+void kn__ind_tier_wait(void) {
+  pthread_mutex_lock(&tier_lock);
+  while (tier_pending > 0) pthread_cond_wait(&tier_done, &tier_lock);
+  pthread_mutex_unlock(&tier_lock);
+}
+
+static kn_status build_cached(const kn__ind_tool *t, const kn__cachedir *cd, const char *key,
+                              const char *src, kn__ind_call_fn *fn);
+static void graph_record(const kn__cachedir *cd, const char *gkey, const char *key);
+
+/* The optimised build of a job, swapped in when loaded. */
+static void tier_finish(tier_job *j) {
+  kn__cachedir cd;
+  kn__ind_call_fn fn = NULL;
+  bool opened = cache_open(&cd);
+  kn_status st = opened ? build_cached(&j->t, &cd, j->key, j->src, &fn) : kn_last_status();
+  if (st == KN_OK) {
+    mem_add(j->key, fn);
+    if (j->by_graph) {
+      graph_record(&cd, j->gkey, j->key);
+      mem_add(j->gkey, fn);
+    }
+    atomic_store_explicit(&j->tier->call, fn, memory_order_release);
+    atomic_store(&j->tier->optimised, true);
+    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: tiered: the optimised build of %s is in use",
+           j->key);
+  } else {
+    KN_LOG(KN_LOG_INDUCTOR, KN_WARNING, "inductor: tiered: the optimised build of %s failed; the "
+           "first tier's code stays in use: %s", j->key, kn_last_error());
+  }
+  if (opened) kn__cachedir_close(&cd);
+  kn__ind_tier_release(j->tier);
+  free(j->src);
+  free(j);
+  pthread_mutex_lock(&tier_lock);
+  if (--tier_pending == 0) pthread_cond_broadcast(&tier_done);
+  pthread_mutex_unlock(&tier_lock);
+}
+
+static void *tier_thread(void *arg) {
+  tier_finish(arg);
+  return NULL;
+}
+
+/* Start the optimised build of key in the background (inline when no thread
+** can be started). */
+static void tier_start(const kn__ind_tool *t, kn__ind_tier *tier, const char *key,
+                       const char *gkey, bool by_graph, const char *src) {
+  tier_job *j = calloc(1, sizeof *j);
+  char *copy = strdup(src);
+  if (!j || !copy) {
+    free(j);
+    free(copy);
+    KN_LOG(KN_LOG_INDUCTOR, KN_WARNING, "inductor: tiered: out of memory; the first tier's code "
+           "of %s stays in use", key);
+    return;
+  }
+  *j = (tier_job){.t = *t, .tier = tier, .by_graph = by_graph, .src = copy};
+  memcpy(j->key, key, 65);
+  memcpy(j->gkey, gkey, 65);
+  atomic_fetch_add(&tier->refs, 1);
+  pthread_mutex_lock(&tier_lock);
+  tier_pending++;
+  pthread_mutex_unlock(&tier_lock);
+  pthread_attr_t at;
+  pthread_t th;
+  bool started = pthread_attr_init(&at) == 0;
+  if (started) {
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    started = pthread_create(&th, &at, tier_thread, j) == 0;
+    pthread_attr_destroy(&at);
+  }
+  if (!started) tier_finish(j);
+}
+
+/* The first tier of src (key) in a private build directory of cd: compiled
+** with the fast flags, loaded, not recorded. */
+static kn_status tier_fast(const kn__ind_tool *t, const kn__cachedir *cd, const char *key,
+                           const char *src, kn__ind_call_fn *fn) {
+  kn__ind_tool fast = *t;
+  size_t len = strlen(fast.flags);
+  snprintf(fast.flags + len, sizeof fast.flags - len, " %s", t->target->fast_cflags);
+  char shown[KN__CACHE_PATH_CAP + 80];
+  snprintf(shown, sizeof shown, "%s/%s.c", cd->path, key);
+  build b;
+  int so = -1;
+  kn_status st = build_open(&b, cd, key);
+  if (st == KN_OK) st = build_run(&fast, &b, key, src, shown, &so);
+  if (so >= 0) {
+    st = load_fd(&fast, cd, so, shown, fn);
+    close(so);
+  }
+  build_close(&b);
+  return st;
+}
+
+/* A miss under tiered compiles: the first tier now, the optimised build
+** behind it; out->tier set. Without a fast tier for the target, or when the
+** first tier fails, the ordinary build. */
+static kn_status build_tiered(const kn__ind_tool *t, const kn__cachedir *cd, const char *key,
+                              const char *src, const char *gkey, bool by_graph,
+                              kn__ind_loaded *out) {
+  if (!t->target->fast_cflags) return build_cached(t, cd, key, src, &out->call);
+  kn__ind_call_fn fn = NULL;
+  if (tier_fast(t, cd, key, src, &fn) != KN_OK) {
+    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: tiered: the first tier of %s failed (%s); "
+           "building the optimised one now", key, kn_last_error());
+    return build_cached(t, cd, key, src, &out->call);
+  }
+  kn__ind_tier *tier = calloc(1, sizeof *tier);
+  if (!tier) return build_cached(t, cd, key, src, &out->call);
+  atomic_init(&tier->call, fn);
+  atomic_init(&tier->refs, 1);
+  atomic_init(&tier->optimised, false);
+  out->call = fn;
+  out->tier = tier;
+  KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: tiered: %s runs its first tier (%s); the "
+         "optimised build follows in the background", key, t->target->fast_cflags);
+  tier_start(t, tier, key, gkey, by_graph, src);
+  return KN_OK;
+}
+
 static kn_status load_disk(const kn__ind_tool *t, const char *src, const kn__cachedir *cd,
-                           const char *key, const char *akey, kn__ind_call_fn *fn) {
+                           const char *key, const char *akey, bool by_graph, kn__ind_loaded *out) {
+  kn__ind_call_fn *fn = &out->call;
   char why[600] = "", shown[KN__CACHE_PATH_CAP + 80];
   snprintf(shown, sizeof shown, "%s/%s.c", cd->path, key);
   if (entry_load(t, cd, key, fn, why, sizeof why)) {
@@ -376,22 +537,23 @@ static kn_status load_disk(const kn__ind_tool *t, const char *src, const kn__cac
   if (swept)
     KN_LOG(KN_LOG_INDUCTOR_CODECACHE, KN_INFO, "inductor cache: removed %d stale temporar%s of "
            "ended compiles from %s", swept, swept == 1 ? "y" : "ies", cd->path);
+  if (kn__ind_tiered()) return build_tiered(t, cd, key, src, akey, by_graph, out);
   return build_cached(t, cd, key, src, fn);
 }
 
 /* Find the source's shared object in memory, on disk (cd; NULL: no disk
 ** cache), or build it; artifacts name akey (the graph key). */
 static kn_status load_source(const kn__ind_tool *t, const char *src, const char *akey,
-                             const kn__cachedir *cd, kn__ind_loaded *out) {
+                             bool by_graph, const kn__cachedir *cd, kn__ind_loaded *out) {
   cache_key(src, t, out->key);
   out->call = mem_find(out->key);
   if (out->call) {
     artifact("fx_graph_cache_hit", akey, "found in memory");
     return KN_OK;
   }
-  kn_status st = cd ? load_disk(t, src, cd, out->key, akey, &out->call)
+  kn_status st = cd ? load_disk(t, src, cd, out->key, akey, by_graph, out)
                     : build_bypass(t, src, out->key, akey, &out->call);
-  if (st == KN_OK) mem_add(out->key, out->call);
+  if (st == KN_OK && !out->tier) mem_add(out->key, out->call); /* a tier's: when optimised */
   return st;
 }
 
@@ -445,6 +607,7 @@ kn_status kn__ind_load_graph(const char *graph_text, bool by_graph, const kn__in
   kn__ind_tool *t = calloc(1, sizeof *t);
   if (!t) return kn__oom();
   kn__ind_tool_init(t, tg);
+  out->tier = NULL;
   char gkey[65];
   graph_key(graph_text, t, gkey);
   memcpy(out->graph_key, gkey, 65);
@@ -458,11 +621,11 @@ kn_status kn__ind_load_graph(const char *graph_text, bool by_graph, const kn__in
   bool dir_ok = cache_open(&cd);
   if (!(by_graph && dir_ok && graph_hit(t, &cd, gkey, out))) {
     char *src = gen(ud);
-    st = src ? load_source(t, src, gkey, dir_ok ? &cd : NULL, out) : kn_last_status();
+    st = src ? load_source(t, src, gkey, by_graph, dir_ok ? &cd : NULL, out) : kn_last_status();
     free(src);
-    if (st == KN_OK && dir_ok && by_graph) graph_record(&cd, gkey, out->key);
+    if (st == KN_OK && dir_ok && by_graph && !out->tier) graph_record(&cd, gkey, out->key);
   }
-  if (st == KN_OK && by_graph) mem_add(gkey, out->call);
+  if (st == KN_OK && by_graph && !out->tier) mem_add(gkey, out->call);
   kn__cachedir_close(&cd);
   free(t);
   return st;

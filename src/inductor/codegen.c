@@ -49,8 +49,18 @@ static const char prelude[] =
     "  const void *(*vmath)(void);\n"
     "  int (*reuse)(void *ctx, int from, int to, void **p);\n"
     "} kn_rt;\n\n"
+    "/* compiled as several translation units (KN_TU_PART, toolchain.c), the\n"
+    "** file's definitions shared by all of them are in the one of KN_TU_MAIN */\n"
+    "#if !defined(KN_TU_PART) || defined(KN_TU_MAIN)\n"
+    "#define KN_TU_DEFS 1\n"
+    "#else\n"
+    "#define KN_TU_DEFS 0\n"
+    "#endif\n"
+    "#define KN_HID __attribute__((visibility(\"hidden\")))\n\n"
     "int kn_ind_abi(void);\n"
-    "int kn_ind_abi(void) { return 3; }\n\n";
+    "#if KN_TU_DEFS\n"
+    "int kn_ind_abi(void) { return 3; }\n"
+    "#endif\n\n";
 
 /* float16 and bfloat16 elements are their bits (uint16_t); values are float:
 ** a load widens exactly, a node's value is rounded to its dtype (as the eager
@@ -967,14 +977,17 @@ static void store_pass(kctx *k, kn__sb *sb) {
   close_loops(sb, nl);
 }
 
-static void group_body(kctx *k, kn__sb *sb) {
+/* The group's sizes: outer (rows) and red (elements reduced per row). */
+static void group_sizes(kctx *k, kn__sb *sb) {
   kn__sb_puts(sb, "  const int64_t outer = ");
   size_product(k, sb, false);
   kn__sb_puts(sb, ", red = ");
   size_product(k, sb, true);
-  kn__sb_puts(sb, ";\n  (void)red;\n");
-  par_for(k, sb, "outer * red >= KN_PAR_MIN");
-  kn__sb_puts(sb, "  for (int64_t o = 0; o < outer; o++) {\n");
+  kn__sb_puts(sb, ";\n  (void)outer, (void)red;\n");
+}
+
+/* The statements of row o: its offsets, then the members (into row). */
+static void group_row(kctx *k, kn__sb *row) {
   kn__sb rows;
   kn__sb_init(&rows);
   for (int i = 0; i < k->g->nmembers; i++) {
@@ -982,28 +995,66 @@ static void group_body(kctx *k, kn__sb *sb) {
     if (k->p->nodes[n->index].row) row_member(k, &rows, n);
   }
   store_pass(k, &rows);
-  group_row_offsets(k, sb); /* after the passes: they may add leaves */
-  kn__sb_puts(sb, kn__sb_cstr(&rows));
-  kn__sb_puts(sb, "  }\n");
+  group_row_offsets(k, row); /* after the passes: they may add leaves */
+  kn__sb_puts(row, kn__sb_cstr(&rows));
   if (kn__sb_failed(&rows)) k->failed = true;
   kn__sb_fini(&rows);
 }
 
-static void group_header(kctx *k, int root, kn__sb *ker) {
-  const kn__gnode *rn = kn__graph_node(k->p->g, k->g->members[0]);
-  kn__sb_printf(ker, "/* kernel %d: group of ", root);
-  put_safe(ker, rn->name);
-  kn__sb_printf(ker, " (row loop, %d nodes, %d outputs) */\nstatic void kernel%d(const int64_t "
-                "*restrict s", k->g->nmembers, k->nouts, root);
+/* The parameters of a group's kernel (after s), or with names only the
+** arguments passing them on. */
+static void group_params(kctx *k, kn__sb *sb, bool names) {
   for (int o = 0; o < k->nouts; o++)
-    kn__sb_printf(ker, ", %s *restrict out%d",
-                  kn__ind_ctype(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), o);
+    if (names) kn__sb_printf(sb, ", out%d", o);
+    else kn__sb_printf(sb, ", %s *restrict out%d",
+                       kn__ind_ctype(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), o);
   for (int i = 0; i < k->nleaves; i++)
-    if (k->leaves[i].slot >= 0)
-      kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
+    if (k->leaves[i].slot >= 0 && names) kn__sb_printf(sb, ", in%d", i);
+    else if (k->leaves[i].slot >= 0)
+      kn__sb_printf(sb, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
+}
+
+/* A function's parameter list's end and its first statements: s's
+** symbolic sizes. */
+static void group_open(kctx *k, kn__sb *ker) {
+  group_params(k, ker, false);
   kn__sb_puts(ker, ") {\n  (void)s;\n");
   for (int i = 0; i < k->nused; i++)
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
+}
+
+/* The kernel: the comment, then (OpenMP) a function computing row o and
+** the kernel's parallel loop calling it: gcc outlines the body of an
+** OpenMP loop into a function that reads the kernel's pointers from a
+** struct, without their restrict, and then versions every inner loop for
+** aliasing: the row function keeps them restrict and compiles in a third of
+** the time (docs/INDUCTOR.md, "Compile time"). Without OpenMP, one loop. */
+static void group_text(kctx *k, int root, const char *row, kn__sb *ker) {
+  const kn__gnode *rn = kn__graph_node(k->p->g, k->g->members[0]);
+  kn__sb_printf(ker, "/* kernel %d: group of ", root);
+  put_safe(ker, rn->name);
+  kn__sb_printf(ker, " (row loop, %d nodes, %d outputs) */\n", k->g->nmembers, k->nouts);
+  if (k->t->openmp) {
+    kn__sb_printf(ker, "static void kn_rows%d(int64_t o, const int64_t *restrict s", root);
+    group_open(k, ker);
+    group_sizes(k, ker);
+    kn__sb_puts(ker, "  {\n");
+    kn__sb_puts(ker, row);
+    kn__sb_puts(ker, "  }\n}\n");
+  }
+  kn__sb_printf(ker, "static void kernel%d(const int64_t *restrict s", root);
+  group_open(k, ker);
+  group_sizes(k, ker);
+  par_for(k, ker, "outer * red >= KN_PAR_MIN");
+  if (k->t->openmp) {
+    kn__sb_printf(ker, "  for (int64_t o = 0; o < outer; o++) kn_rows%d(o, s", root);
+    group_params(k, ker, true);
+    kn__sb_puts(ker, ");\n}\n\n");
+    return;
+  }
+  kn__sb_puts(ker, "  for (int64_t o = 0; o < outer; o++) {\n");
+  kn__sb_puts(ker, row);
+  kn__sb_puts(ker, "  }\n}\n\n");
 }
 
 static kn_status group_kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it,
@@ -1027,14 +1078,12 @@ static kn_status group_kernel(kn__ind_plan *p, const kn__ind_target *t, const kn
   for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
   item_leaves(k);
   group_outputs(k);
-  kn__sb body;
-  kn__sb_init(&body);
-  group_body(k, &body);
-  group_header(k, g->root, ker);
-  kn__sb_puts(ker, kn__sb_cstr(&body));
-  kn__sb_puts(ker, "}\n\n");
-  kn_status st = kernel_status(k, kn__sb_failed(&body));
-  kn__sb_fini(&body);
+  kn__sb row;
+  kn__sb_init(&row);
+  group_row(k, &row);
+  group_text(k, g->root, kn__sb_cstr(&row), ker);
+  kn_status st = kernel_status(k, kn__sb_failed(&row));
+  kn__sb_fini(&row);
   kctx_free(k);
   return st;
 }

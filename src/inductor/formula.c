@@ -254,12 +254,18 @@ static const char vm_table[] =
     "  void (*f32b[KN_VM_NB])(float *, const float *, const float *, int64_t);\n"
     "  void (*f64b[KN_VM_NB])(double *, const double *, const double *, int64_t);\n"
     "} kn_vmtab;\n"
+    "#ifdef KN_TU_PART\n"
+    "KN_HID extern const kn_vmtab *_Atomic kn_vmt;\n"
+    "#if KN_TU_DEFS\n"
+    "KN_HID const kn_vmtab *_Atomic kn_vmt;\n"
+    "#endif\n"
+    "#else\n"
     "static const kn_vmtab *_Atomic kn_vmt;\n"
-    "static void kn_vm_bind(const void *t) {\n"
+    "#endif\n"
+    "static inline void kn_vm_bind(const void *t) {\n"
     "  atomic_store_explicit(&kn_vmt, (const kn_vmtab *)t, memory_order_relaxed);\n"
     "}\n"
     "#define KN_VMT() atomic_load_explicit(&kn_vmt, memory_order_relaxed)\n"
-    "#define KN_HID __attribute__((visibility(\"hidden\")))\n"
     "/* one element runs as a whole vector of the widest table (64 bytes) */\n"
     "#define KN_VM_PAD(T) (64 / (int)sizeof(T))\n";
 /* `simd` on the scalar declarations (scalar targets: nothing). */
@@ -283,6 +289,9 @@ static const char vm1_w[] =
     "    return y; \\\n"
     "  }\n";
 static const char vm1[] =
+    "#if !KN_TU_DEFS\n"
+    "#define KN_VM1(NAME, T, F, K, W1, W2, W3) KN_VM_DECL(NAME, T, T)\n"
+    "#else\n"
     "#define KN_VM1(NAME, T, F, K, W1, W2, W3) \\\n"
     "  KN_VM_DECL(NAME, T, T) \\\n"
     "  KN_HID T NAME##_s(T x) __asm__(#NAME); \\\n"
@@ -292,7 +301,8 @@ static const char vm1[] =
     "    return ys[0]; \\\n"
     "  } \\\n"
     "  KN_VM1_W(NAME, T, F, K, b, W1) KN_VM1_W(NAME, T, F, K, c, W2) \\\n"
-    "  KN_VM1_W(NAME, T, F, K, d, W2) KN_VM1_W(NAME, T, F, K, e, W3)\n";
+    "  KN_VM1_W(NAME, T, F, K, d, W2) KN_VM1_W(NAME, T, F, K, e, W3)\n"
+    "#endif\n";
 static const char vm2_w[] =
     "#define KN_VM2_W(NAME, T, F, K, ISA, W) \\\n"
     "  typedef T NAME##_##ISA##_t __attribute__((vector_size(W * sizeof(T)), may_alias)); \\\n"
@@ -304,6 +314,9 @@ static const char vm2_w[] =
     "    return y; \\\n"
     "  }\n";
 static const char vm2[] =
+    "#if !KN_TU_DEFS\n"
+    "#define KN_VM2(NAME, T, F, K, W1, W2, W3) KN_VM_DECL(NAME, T, T, T)\n"
+    "#else\n"
     "#define KN_VM2(NAME, T, F, K, W1, W2, W3) \\\n"
     "  KN_VM_DECL(NAME, T, T, T) \\\n"
     "  KN_HID T NAME##_s(T a, T b) __asm__(#NAME); \\\n"
@@ -313,7 +326,8 @@ static const char vm2[] =
     "    return ys[0]; \\\n"
     "  } \\\n"
     "  KN_VM2_W(NAME, T, F, K, b, W1) KN_VM2_W(NAME, T, F, K, c, W2) \\\n"
-    "  KN_VM2_W(NAME, T, F, K, d, W2) KN_VM2_W(NAME, T, F, K, e, W3)\n";
+    "  KN_VM2_W(NAME, T, F, K, d, W2) KN_VM2_W(NAME, T, F, K, e, W3)\n"
+    "#endif\n";
 
 /* The machinery: vector_abi false leaves out the pragmas, `simd` and the
 ** vector versions (their macros expand to nothing). */

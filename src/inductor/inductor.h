@@ -17,8 +17,10 @@
 **   target.c     the targets (c, c_scalar) and KILN_INDUCTOR_TARGET
 **   codegen.c    walks the IR, calling the target; the C targets' printer
 **   gemm.c       GEMM / convolution extern calls with fused activations
-**   toolchain.c  the compiler (fork/exec, time limit), loading through a descriptor
-**   codecache.c  the memory and disk caches (keys, trust rules, temporaries)
+**   toolchain.c  the compiler (fork/exec, time limit, parallel units), loading through a descriptor
+**   tu_split.c   a program as several translation units (KILN_COMPILE_JOBS)
+**   codecache.c  the memory and disk caches (keys, trust rules, temporaries),
+**                tiered compiles (KILN_INDUCTOR_TIERED)
 **   cache_meta.c the text of the cache's .meta and .fxg files (toolchain.h)
 **   backend.c    the backend entry point and the runtime of a compiled graph
 **   runnable.c   fx_graph_runnable: the graph as a standalone C repro
@@ -26,6 +28,8 @@
 */
 #ifndef KN_INDUCTOR_INDUCTOR_H
 #define KN_INDUCTOR_INDUCTOR_H
+
+#include <stdatomic.h>
 
 #include "core/strbuf.h"
 #include "graph/graph.h"
@@ -283,8 +287,33 @@ bool kn__ind_is_epilogue(const kn__gnode *n);
 kn_status kn__ind_epilogue_run(const kn__gnode *n, kn__call *inner, kn_tensor **out);
 
 /* ---- toolchain and caches (codecache.c, toolchain.c) ------------------------------ */
+/* Tiered compiles (KILN_INDUCTOR_TIERED=1): the entry point of a graph whose
+** optimised build is still being made, behind the first tier's. Callers
+** read it at every call (kn__ind_tier_call, any thread); a background
+** thread stores the optimised build's when it is loaded. Code once loaded
+** stays loaded for the life of the process, so a caller still running the
+** first tier's code is never unmapped. Reference-counted: the compiled
+** graph and the background build each hold one. */
+typedef struct kn__ind_tier {
+  _Atomic(kn__ind_call_fn) call;
+  atomic_int refs;
+  atomic_bool optimised; /* the optimised build is in use */
+} kn__ind_tier;
+static inline kn__ind_call_fn kn__ind_tier_call(kn__ind_tier *t) {
+  return atomic_load_explicit(&t->call, memory_order_acquire);
+}
+/* Drop one reference (NULL: nothing). */
+void kn__ind_tier_release(kn__ind_tier *t);
+/* Wait until every background build of this process has finished (tests,
+** benchmarks). */
+void kn__ind_tier_wait(void);
+/* Is KILN_INDUCTOR_TIERED on ("1"; unset, empty or "0": off; anything
+** else is logged once and off)? */
+bool kn__ind_tiered(void);
+
 typedef struct kn__ind_loaded {
   kn__ind_call_fn call;
+  kn__ind_tier *tier; /* owned reference, or NULL: call is final */
   char key[65];       /* the source's key (names the .c/.so/.meta files) */
   char graph_key[65]; /* the graph's key (the fx_graph_cache_* artifacts' key) */
 } kn__ind_loaded;

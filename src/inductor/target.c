@@ -29,6 +29,7 @@ static bool c_supports(const kn__ind_target *t, const kn__kir *ir, int j, const 
 const kn__ind_target kn__ind_target_c = {
     .name = "c",
     .cflags = "-O3 -march=native -fopenmp -ffp-contract=off",
+    .fast_cflags = "-O1",
     .supports = c_supports,
     .prelude = kn__ind_c_prelude,
     .emit_kernel = kn__ind_c_emit_kernel,
@@ -43,6 +44,7 @@ const kn__ind_target kn__ind_target_c = {
 const kn__ind_target kn__ind_target_c_scalar = {
     .name = "c_scalar",
     .cflags = "-O2 -ffp-contract=off",
+    .fast_cflags = "-O1",
     .supports = c_supports,
     .prelude = kn__ind_c_prelude,
     .emit_kernel = kn__ind_c_emit_kernel,

@@ -31,6 +31,11 @@ typedef struct kn__ind_target kn__ind_target;
 struct kn__ind_target {
   const char *name;   /* KILN_INDUCTOR_TARGET's value; part of the cache keys */
   const char *cflags; /* compile's default flags (KILN_CFLAGS replaces them) */
+  /* Flags appended to them for the first tier of a tiered compile
+  ** (KILN_INDUCTOR_TIERED, codecache.c): a build that compiles fast and
+  ** computes the same values; NULL: no first tier (tiered compiles build
+  ** the optimised program directly). */
+  const char *fast_cflags;
   /* Can the target emit item j? false with why (a static or borrowed text)
   ** when not: the compile fails naming it. */
   bool (*supports)(const kn__ind_target *t, const kn__kir *ir, int j, const char **why);

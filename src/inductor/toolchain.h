@@ -37,6 +37,18 @@ int kn__ind_meta_format(const kn__ind_meta *m, char *out, size_t n);
 bool kn__ind_fxg_parse(const char *s, size_t len, char gkey[65], char key[65]);
 int kn__ind_fxg_format(const char *gkey, const char *key, char *out, size_t n);
 
+/* ---- tu_split.c ----------------------------------------------------------------
+** A C program of the C printer's layout as n translation units compiled in
+** parallel and linked into one shared object (see tu_split.c). */
+#define KN__IND_TU_MAX 16        /* most units of one program */
+#define KN__IND_TU_BYTES 49152   /* automatic: a unit per this many bytes of source */
+/* The kernels of text when it has the C printer's layout, else 0. */
+int kn__ind_tu_kernels(const char *text);
+/* Split text into min(n, its kernels) units, out[0..) (initialised by the
+** caller; appended to); *got: how many, 1 when not split (n < 2, fewer than
+** 2 kernels or not the C printer's layout: out untouched). KN_ENOMEM. */
+kn_status kn__ind_tu_split(const char *text, int n, kn__sb *out, int *got);
+
 /* ---- toolchain.c ------------------------------------------------------------------ */
 typedef struct kn__ind_tool {
   char cc[1024];       /* KILN_CC as given ("cc" by default) */
@@ -44,6 +56,7 @@ typedef struct kn__ind_tool {
   char flags[2048];    /* KILN_CFLAGS or the default */
   char ident[4300];    /* resolved path, size, mtime */
   double timeout_s;    /* KILN_COMPILE_TIMEOUT (0: none) */
+  int jobs;            /* KILN_COMPILE_JOBS: translation units (0: automatic) */
   const kn__ind_target *target; /* compiles and loads; its name is in the keys */
 } kn__ind_tool;
 /* The compiler and its settings from the environment for target tg
@@ -51,7 +64,10 @@ typedef struct kn__ind_tool {
 ** logged once and the default used). */
 void kn__ind_tool_init(kn__ind_tool *t, const kn__ind_target *tg);
 /* Compile the file src into the shared object so, both named relative to
-** the directory dir where the compiler runs (with umask 077, in a process
+** the directory dir where the compiler runs; a large program (one unit per
+** KN__IND_TU_BYTES of source, at most one per processor that the load
+** average leaves idle, or KILN_COMPILE_JOBS units) is split into translation units (tu_split.c)
+** compiled at once and linked into so (with umask 077, in a process
 ** group of its own that is killed when the time limit passes). shown names
 ** the source in messages. KN_OK, or KN_EUNSUPPORTED naming the failure
 ** (with the compiler's output). */

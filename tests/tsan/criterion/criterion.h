@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct kn_shim_extra {
@@ -79,5 +80,7 @@ void kn_shim_fail(bool fatal, const char *file, int line, const char *expr, cons
 #define cr_expect_float_eq(a, b, eps, ...)                                     \
   KN_SHIM_CHECK(false, fabs((double)(a) - (double)(b)) <= (eps), #a " ~= " #b, __VA_ARGS__)
 #define cr_assert_fail(...) KN_SHIM_CHECK(true, 0, "fail", __VA_ARGS__)
+/* A line of the test's log (stderr here). */
+#define cr_log_error(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
 
 #endif

@@ -1,0 +1,265 @@
+/*
+** tests/test_inductor_cuda.c: the code generator's `cuda` target
+** (src/inductor/target_cuda.c, cuda_kernels.c) without a GPU:
+**   - golden files: the generated text (device code and host program) of
+**     representative graphs captured from kiln functions equals
+**     tests/golden/cuda/<name>.cu (regenerate them with
+**     KILN_UPDATE_GOLDEN=1 after a deliberate change, and read the diff);
+**   - every golden file compiles: its device half with g++ -std=c++17
+**     -fsyntax-only against tests/cuda/shim.h (CUDA's built-ins for g++),
+**     its host half with gcc -std=c17 -fsyntax-only -Wall -Werror;
+**   - pointwise kernels run: a golden file's device half built with g++
+**     and the shim runs each kernel sequentially over its blocks and
+**     threads on the inputs' bytes, and the result equals eager's (bit for
+**     bit: the same formulas in the same types);
+**   - structure: pointwise kernels are grid-stride loops with 64-bit
+**     indices, reductions combine with warp shuffles and a block fold,
+**     symbolic sizes are kernel parameters, an extern GEMM stays an
+**     rt->ext call.
+*/
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/strbuf.h"
+#include "graph/graph.h"
+#include "inductor/inductor.h"
+#include "inductor/target.h"
+#include "kiln/kiln.h"
+#include "support/files.h"
+
+#define GOLDEN_DIR KN_SOURCE_DIR "/tests/golden/cuda"
+#define SHIM KN_SOURCE_DIR "/tests/cuda/shim.h"
+
+/* The backend: the graph's CUDA text into *ud (a char **), then eager. */
+static kn_status cuda_text_backend(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
+                                   kn_compiled_graph *out) {
+  const kn__graph *g = kn__graph_module_graph(gm);
+  kn__graph *pg = NULL;
+  kn__ind_plan plan;
+  memset(&plan, 0, sizeof plan);
+  kn_status st = kn__ind_post_grad(g, &pg);
+  if (st == KN_OK) st = kn__ind_plan_build(pg, &plan);
+  kn__sb sb;
+  kn__sb_init(&sb);
+  kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(g));
+  if (st == KN_OK) st = kn__ind_codegen_target(&plan, &kn__ind_target_cuda, &sb);
+  kn__shape_env_set_current(prev);
+  if (st == KN_OK) {
+    free(*(char **)ud);
+    *(char **)ud = kn__sb_take(&sb);
+  }
+  kn__sb_fini(&sb);
+  kn__ind_plan_free(&plan);
+  kn__graph_free(pg);
+  return st == KN_OK ? kn_backend_compile("eager", gm, ex, n, out) : st;
+}
+
+/* ---- the graphs -------------------------------------------------------------------- */
+static kn_tensor *example_fn(kn_tensor *a) {
+  int64_t sz[2] = {1000, 1000};
+  return kn_add(kn_mul(a, kn_ones(2, sz, KN_FLOAT32)), kn_ones(2, sz, KN_FLOAT32));
+}
+static kn_tensor *bcast_add(kn_tensor *a, kn_tensor *b) { return kn_add(kn_transpose(a, 0, 1), b); }
+static kn_tensor *softmax(kn_tensor *x) { return kn_softmax(x, -1); }
+static kn_tensor *layer_norm(kn_tensor *x, kn_tensor *w, kn_tensor *b) {
+  int64_t ns[1] = {kn_size(x, -1)};
+  return kn_layer_norm(x, 1, ns, w, b, 1e-5);
+}
+static kn_tensor *reductions(kn_tensor *x) {
+  int64_t d1[1] = {1};
+  kn_tensor *s = kn_sum_dims(x, d1, 1, false), *m = kn_mean_dims(x, d1, 1, false);
+  return kn_add(kn_add(s, m), kn_amax(x, d1, 1, false));
+}
+static kn_tensor *argmax(kn_tensor *x) { return kn_argmax_dim(x, 1, false); }
+static kn_tensor *var(kn_tensor *x) {
+  int64_t d1[1] = {1};
+  return kn_var(x, d1, 1, 1, false);
+}
+static kn_tensor *bf16_chain(kn_tensor *a, kn_tensor *b) {
+  kn_tensor *x = kn_mul(kn_add(a, b), a);
+  return kn_where(kn_gt_scalar(a, kn_float(0)), kn_exp(x), kn_relu(b));
+}
+static kn_tensor *mm_relu(kn_tensor *a, kn_tensor *b) { return kn_relu(kn_mm(kn_tanh(a), b)); }
+
+/* ---- helpers ------------------------------------------------------------------------- */
+static char *golden_path(const char *name) {
+  static char p[512];
+  snprintf(p, sizeof p, "%s/%s.cu", GOLDEN_DIR, name);
+  return p;
+}
+
+/* Compare text with the golden file (or write it under KILN_UPDATE_GOLDEN). */
+static void check_golden(const char *name, const char *text) {
+  cr_assert_not_null(text, "%s: no CUDA text (%s)", name, kn_last_error());
+  const char *path = golden_path(name);
+  const char *up = getenv("KILN_UPDATE_GOLDEN");
+  if (up && *up && strcmp(up, "0")) {
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+    return;
+  }
+  char *want = kn_test_read_file(path, NULL);
+  cr_assert_not_null(want, "%s missing: run with KILN_UPDATE_GOLDEN=1 to create it", path);
+  cr_expect_str_eq(text, want, "%s differs from the generated text (KILN_UPDATE_GOLDEN=1 "
+                   "regenerates it)", path);
+  free(want);
+}
+
+/* Compile FN with the capturing backend and call it once (the backend runs
+** the graph eagerly: what matters is the captured text, in `text`). */
+#define CAPTURE(FN, DYN, ...)                                                        \
+  char *text = NULL;                                                                 \
+  kn_compile_options o = {.backend_fn = cuda_text_backend, .backend_ud = &text,     \
+                          .dynamic = DYN};                                           \
+  kn_compiled *f = KN_COMPILE(FN, &o);                                               \
+  cr_assert_not_null(f, "%s", kn_last_error());                                      \
+  cr_assert_not_null(kn_call_t(f, __VA_ARGS__), "%s", kn_last_error());               \
+  kn_compiled_free(f)
+
+static int count_of(const char *s, const char *needle) { return kn_test_count_of(s, needle); }
+
+TestSuite(inductor_cuda, .timeout = 300);
+
+Test(inductor_cuda, golden_example_fn) {
+  kn_scope_begin();
+  kn_tensor *a = kn_randn(2, (int64_t[]){1000, 1000}, NULL, KN_FLOAT32);
+  CAPTURE(example_fn, KN_DYNAMIC_FALSE, a);
+  check_golden("example_fn", text);
+  cr_expect_eq(count_of(text, "__global__ void kernel"), 1, "one fused kernel:\n%s", text);
+  cr_expect_gt(count_of(text, "i += (int64_t)gridDim.x * blockDim.x"), 0, "grid-stride loop");
+  free(text);
+  kn_scope_end();
+}
+
+Test(inductor_cuda, golden_broadcast_strided_add) {
+  kn_scope_begin();
+  kn_tensor *a = kn_randn(2, (int64_t[]){5, 4}, NULL, KN_FLOAT32);
+  kn_tensor *b = kn_randn(1, (int64_t[]){5}, NULL, KN_FLOAT32);
+  CAPTURE(bcast_add, KN_DYNAMIC_FALSE, a, b);
+  check_golden("broadcast_add", text);
+  cr_expect_gt(count_of(text, ", strided"), 0, "a strided kernel:\n%s", text);
+  free(text);
+  kn_scope_end();
+}
+
+Test(inductor_cuda, golden_softmax_symbolic) {
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(2, (int64_t[]){8, 33}, NULL, KN_FLOAT32);
+  CAPTURE(softmax, KN_DYNAMIC_TRUE, x);
+  check_golden("softmax", text);
+  cr_expect_gt(count_of(text, "const int64_t S0"), 0, "symbolic sizes as parameters:\n%s", text);
+  cr_expect_gt(count_of(text, "kn_block_fold(acc"), 0, "a block combine");
+  free(text);
+  kn_scope_end();
+}
+
+Test(inductor_cuda, golden_layer_norm) {
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(2, (int64_t[]){6, 16}, NULL, KN_FLOAT32);
+  kn_tensor *w = kn_randn(1, (int64_t[]){16}, NULL, KN_FLOAT32);
+  kn_tensor *b = kn_randn(1, (int64_t[]){16}, NULL, KN_FLOAT32);
+  CAPTURE(layer_norm, KN_DYNAMIC_FALSE, x, w, b);
+  check_golden("layer_norm", text);
+  free(text);
+  kn_scope_end();
+}
+
+Test(inductor_cuda, golden_sum_mean_amax) {
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(2, (int64_t[]){7, 300}, NULL, KN_FLOAT32);
+  CAPTURE(reductions, KN_DYNAMIC_FALSE, x);
+  check_golden("sum_mean_amax", text);
+  cr_expect_gt(count_of(text, "nan"), 0, "amax keeps a NaN flag");
+  free(text);
+  kn_scope_end();
+}
+
+Test(inductor_cuda, golden_argmax) {
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(2, (int64_t[]){7, 300}, NULL, KN_FLOAT32);
+  CAPTURE(argmax, KN_DYNAMIC_FALSE, x);
+  check_golden("argmax", text);
+  cr_expect_gt(count_of(text, "kn_block_arg(acc"), 0, "an index-carrying combine:\n%s", text);
+  free(text);
+  kn_scope_end();
+}
+
+Test(inductor_cuda, golden_var) {
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(2, (int64_t[]){7, 300}, NULL, KN_FLOAT64);
+  CAPTURE(var, KN_DYNAMIC_FALSE, x);
+  check_golden("var", text);
+  cr_expect_gt(count_of(text, "kn_red_prep_VAR_f64(x, mean"), 0, "a deviation pass:\n%s", text);
+  free(text);
+  kn_scope_end();
+}
+
+Test(inductor_cuda, golden_bf16_chain) {
+  kn_scope_begin();
+  kn_tensor *a = kn_to(kn_randn(2, (int64_t[]){16, 16}, NULL, KN_FLOAT32), KN_BFLOAT16);
+  kn_tensor *b = kn_to(kn_randn(2, (int64_t[]){16, 16}, NULL, KN_FLOAT32), KN_BFLOAT16);
+  CAPTURE(bf16_chain, KN_DYNAMIC_FALSE, a, b);
+  check_golden("bf16_chain", text);
+  cr_expect_gt(count_of(text, "kn_ld_bf16(in"), 0, "16-bit loads:\n%s", text);
+  free(text);
+  kn_scope_end();
+}
+
+Test(inductor_cuda, golden_extern_mm) {
+  kn_scope_begin();
+  kn_tensor *a = kn_randn(2, (int64_t[]){8, 12}, NULL, KN_FLOAT32);
+  kn_tensor *b = kn_randn(2, (int64_t[]){12, 5}, NULL, KN_FLOAT32);
+  CAPTURE(mm_relu, KN_DYNAMIC_FALSE, a, b);
+  check_golden("extern_mm", text);
+  cr_expect_eq(count_of(text, "rt->ext(ctx,"), 1, "one extern call:\n%s", text);
+  free(text);
+  kn_scope_end();
+}
+
+/* ---- every golden file compiles --------------------------------------------------------- */
+static const char *const goldens[] = {"example_fn", "broadcast_add", "softmax", "layer_norm",
+                                      "sum_mean_amax", "argmax", "var", "bf16_chain",
+                                      "extern_mm"};
+
+/* Run cmd (its output into the test log); its exit status. */
+static int run(const char *cmd) {
+  int rc = system(cmd);
+  return rc == -1 ? -1 : WEXITSTATUS(rc);
+}
+
+Test(inductor_cuda, golden_files_compile) {
+  cr_assert_eq(run("command -v g++ >/dev/null && command -v gcc >/dev/null"), 0,
+               "g++ and gcc are needed to check the CUDA golden files");
+  for (size_t i = 0; i < sizeof goldens / sizeof goldens[0]; i++) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "g++ -std=c++17 -fsyntax-only -include %s -x c++ %s 2>&1", SHIM,
+             golden_path(goldens[i]));
+    cr_expect_eq(run(cmd), 0, "device half of %s.cu: %s", goldens[i], cmd);
+    snprintf(cmd, sizeof cmd, "gcc -std=c17 -fsyntax-only -Wall -Wextra -Werror -x c %s 2>&1",
+             golden_path(goldens[i]));
+    cr_expect_eq(run(cmd), 0, "host half of %s.cu: %s", goldens[i], cmd);
+  }
+}
+
+/* A syntax error in device code is caught (the check checks). */
+Test(inductor_cuda, shim_check_rejects_a_typo) {
+  char path[] = "/tmp/kiln-cuda-typo-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  const char bad[] = "#if defined(__CUDACC__) || defined(KN_CUDA_SHIM)\n"
+                     "extern \"C\" __global__ void kernel1(float *out) { out[threadIdx.x] = fabsf(; }\n"
+                     "#endif\n";
+  cr_assert_eq(write(fd, bad, sizeof bad - 1), (ssize_t)(sizeof bad - 1));
+  close(fd);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "g++ -std=c++17 -fsyntax-only -include %s -x c++ %s 2>/dev/null",
+           SHIM, path);
+  cr_expect_neq(run(cmd), 0, "a typo in device code passes the check");
+  unlink(path);
+}

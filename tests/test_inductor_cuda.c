@@ -263,3 +263,93 @@ Test(inductor_cuda, shim_check_rejects_a_typo) {
   cr_expect_neq(run(cmd), 0, "a typo in device code passes the check");
   unlink(path);
 }
+
+/* ---- pointwise kernels run through the shim ------------------------------------------------ */
+/* Build golden file `name`'s device half with g++ and the shim into a
+** program that runs `call` (the kernel with its arguments: out, then i0,
+** i1 ... the inputs' bytes) over `grid` blocks of 256 threads, one after
+** another, and compare its output (want's dtype and numel) with want's bytes. */
+static void run_pointwise(const char *name, const char *call, unsigned grid, kn_tensor *const *in,
+                          int nin, kn_tensor *want) {
+  char dir[] = "/tmp/kiln-cuda-shim-XXXXXX", path[600], cmd[2400];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/run.cpp", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "#include \"%s\"\n#include \"%s\"\n#include <cstdio>\n#include <vector>\n"
+             "static std::vector<char> rd(const char *p) {\n"
+             "  std::vector<char> v;\n  FILE *f = fopen(p, \"rb\");\n  int c;\n"
+             "  while (f && (c = fgetc(f)) != EOF) v.push_back((char)c);\n"
+             "  if (f) fclose(f);\n  return v;\n}\n"
+             "int main(int argc, char **argv) {\n  (void)argc;\n", SHIM, golden_path(name));
+  for (int i = 0; i < nin; i++) fprintf(f, "  std::vector<char> i%d = rd(argv[%d]);\n", i, i + 1);
+  fprintf(f, "  std::vector<char> out(%zu);\n  kn_shim_run(%u, 256, [&] { %s; });\n"
+             "  FILE *o = fopen(argv[%d], \"wb\");\n  fwrite(out.data(), 1, out.size(), o);\n"
+             "  return fclose(o) != 0;\n}\n",
+          (size_t)kn_numel(want) * kn_dtype_size(kn_tensor_dtype(want)), grid, call, nin + 1);
+  fclose(f);
+  int len = snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -o %s/run %s 2>&1 && %s/run", dir, path,
+                     dir);
+  for (int i = 0; i < nin; i++) {
+    char in_path[640];
+    snprintf(in_path, sizeof in_path, "%s/in%d.bin", dir, i);
+    kn_tensor *c = kn_contiguous(in[i]);
+    FILE *w = fopen(in_path, "wb");
+    cr_assert_not_null(w);
+    fwrite(kn_data(c), 1, (size_t)kn_numel(c) * kn_dtype_size(kn_tensor_dtype(c)), w);
+    fclose(w);
+    len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %s", in_path);
+  }
+  snprintf(cmd + len, sizeof cmd - (size_t)len, " %s/out.bin", dir);
+  cr_assert_eq(run(cmd), 0, "%s: %s", name, cmd);
+  snprintf(path, sizeof path, "%s/out.bin", dir);
+  size_t n = 0;
+  char *got = kn_test_read_file(path, &n);
+  kn_tensor *w = kn_contiguous(want);
+  size_t nb = (size_t)kn_numel(w) * kn_dtype_size(kn_tensor_dtype(w));
+  cr_assert(got && n == nb, "%s: %zu bytes, expected %zu", name, n, nb);
+  if (kn_tensor_dtype(w) == KN_BFLOAT16) { /* exp: CUDA math vs the vector table, 1 ulp */
+    const uint16_t *g16 = (const uint16_t *)got, *w16 = kn_data(w);
+    for (int64_t i = 0; i < kn_numel(w); i++)
+      cr_expect_leq(abs((int)g16[i] - (int)w16[i]), 1, "%s: element %lld: 0x%x, eager 0x%x", name,
+                    (long long)i, g16[i], w16[i]);
+  } else {
+    cr_expect_eq(memcmp(got, kn_data(w), nb), 0, "%s: the kernel's result differs from eager's",
+                 name);
+  }
+  free(got);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_expect_eq(run(cmd), 0);
+}
+
+/* One block of 256 threads for 10^6 elements: the grid-stride loop covers
+** them all. */
+Test(inductor_cuda, shim_runs_example_fn) {
+  kn_scope_begin();
+  kn_tensor *a = kn_randn(2, (int64_t[]){1000, 1000}, NULL, KN_FLOAT32);
+  run_pointwise("example_fn", "kernel4((float *)out.data(), (const float *)i0.data())", 3,
+                (kn_tensor *[]){a}, 1, example_fn(a));
+  kn_scope_end();
+}
+
+/* A transposed read (strides 1, 4 over a's buffer) plus a broadcast row. */
+Test(inductor_cuda, shim_runs_broadcast_strided_add) {
+  kn_scope_begin();
+  kn_tensor *a = kn_randn(2, (int64_t[]){5, 4}, NULL, KN_FLOAT32);
+  kn_tensor *b = kn_randn(1, (int64_t[]){5}, NULL, KN_FLOAT32);
+  run_pointwise("broadcast_add", "kernel3((float *)out.data(), (const float *)i0.data(), "
+                "(const float *)i1.data())", 1, (kn_tensor *[]){a, b}, 2, bcast_add(a, b));
+  kn_scope_end();
+}
+
+/* bfloat16 loads, float compute rounded per node, exp, where, stores (within
+** one bfloat16 ulp: the shim's expf against eager's vector-math table). */
+Test(inductor_cuda, shim_runs_bf16_chain) {
+  kn_scope_begin();
+  kn_tensor *a = kn_to(kn_mul_scalar(kn_randn(2, (int64_t[]){16, 16}, NULL, KN_FLOAT32),
+                                     kn_float(3)), KN_BFLOAT16);
+  kn_tensor *b = kn_to(kn_randn(2, (int64_t[]){16, 16}, NULL, KN_FLOAT32), KN_BFLOAT16);
+  run_pointwise("bf16_chain", "kernel7((uint16_t *)out.data(), (const uint16_t *)i0.data(), "
+                "(const uint16_t *)i1.data())", 1, (kn_tensor *[]){a, b}, 2, bf16_chain(a, b));
+  kn_scope_end();
+}

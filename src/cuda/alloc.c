@@ -4,8 +4,8 @@
 ** Sizes are rounded up (to 512 bytes up to 1 MiB, to 2 MiB above), and a
 ** freed buffer goes to a cache of free blocks sorted by size instead of back
 ** to the driver. An allocation takes the smallest cached block that fits
-** (of exactly its rounded size up to 1 MiB; above, no more than a quarter or
-** 2 MiB larger, so a small request never pins a huge block) before it calls
+** (of exactly its rounded size up to 1 MiB; above, at most a quarter larger,
+** so a small request never pins a huge block) before it calls
 ** cuMemAlloc. When cuMemAlloc runs out of memory, the cache is released and
 ** the call tried once more. One stream: a block freed after work was queued
 ** that reads it can be handed out at once, since any later use is queued
@@ -56,7 +56,7 @@ static size_t lower_bound(size_t size) {
 static bool take_cached(size_t size, block *out) {
   size_t i = lower_bound(size);
   if (i == ncached) return false;
-  size_t slack = size <= SMALL_LIMIT ? 0 : (size / 4 > LARGE_ROUND ? size / 4 : LARGE_ROUND);
+  size_t slack = size <= SMALL_LIMIT ? 0 : size / 4;
   if (cached[i].size - size > slack) return false;
   *out = cached[i];
   memmove(cached + i, cached + i + 1, (ncached - i - 1) * sizeof *cached);

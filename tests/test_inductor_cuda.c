@@ -28,6 +28,7 @@
 #include "graph/graph.h"
 #include "inductor/inductor.h"
 #include "inductor/target.h"
+#include "inductor/toolchain.h"
 #include "kiln/kiln.h"
 #include "inductor_util.h"
 #include "support/files.h"
@@ -424,4 +425,28 @@ Test(inductor_cuda, shim_runs_var) {
   run_kernels("var", "kn_shim_run(7, 256, [&] { kernel1((double *)out.data(), "
               "(const double *)i0.data()); })", (kn_tensor *[]){x}, 1, var(x), 1e-12);
   kn_scope_end();
+}
+
+/* ---- compile without a GPU ---------------------------------------------------------------- */
+/* The target's compile step needs NVRTC and the device: without a driver it
+** fails with the runtime's clear error, and writes no object. */
+Test(inductor_cuda, compile_without_driver_fails_clearly) {
+  setenv("KILN_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);
+  char dir[] = "/tmp/kiln-cuda-cc-XXXXXX", cmd[1200], so[700];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "cp %s %s/k.c", golden_path("example_fn"), dir);
+  cr_assert_eq(run(cmd), 0);
+  kn__ind_tool tool;
+  kn__ind_tool_init(&tool, &kn__ind_target_cuda);
+  cr_expect(strstr(tool.ident, "no CUDA device"), "the key's identity names the device: %s",
+            tool.ident);
+  kn_status st = kn__ind_target_cuda.compile(&tool, dir, "k.c", "k.so", "k.c");
+  cr_expect_neq(st, KN_OK);
+  cr_expect(strstr(kn_last_error(), "no CUDA driver/GPU found"), "message: %s", kn_last_error());
+  cr_expect(strstr(kn_last_error(), "/nonexistent/libcuda.so.1"), "names the library: %s",
+            kn_last_error());
+  snprintf(so, sizeof so, "%s/k.so", dir);
+  cr_expect_neq(access(so, F_OK), 0, "an object was written");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_expect_eq(run(cmd), 0);
 }

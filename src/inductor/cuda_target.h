@@ -30,4 +30,13 @@ void kn__cu_info_free(cu_info *info);
 ** when the kernel reads a buffer the item does not list. */
 kn_status kn__cu_kernel(kn__ind_plan *p, const kn__kir_item *it, kn__sb *ker, cu_info *info);
 
+/* The target's compile and load (cuda_compile.c; target.h's contracts). */
+struct kn__ind_tool;
+kn_status kn__cu_compile(const struct kn__ind_tool *tool, const char *dir, const char *src,
+                         const char *so, const char *shown);
+kn_status kn__cu_load(int fd, bool noexec, const char *shown, kn__ind_call_fn *out);
+/* The device's identity for the cache keys ("sm_90 <name>", or "no CUDA
+** device"), into buf[n]. */
+void kn__cu_ident(char *buf, size_t n);
+
 #endif

@@ -61,6 +61,11 @@ typedef struct kn__ind_rt {
   const void *(*vmath)(void);                   /* the vector-math table */
   /* slot `to` takes over the buffer of dead slot `from` (same sizes, dtype) */
   int (*reuse)(void *ctx, int from, int to, void **p);
+  /* CUDA programs (ABI 103, the cuda target): queue kernel fn on kiln's
+  ** stream (grid, block, dynamic shared bytes, a pointer to each parameter);
+  ** the C targets' table ends before it */
+  int (*launch)(void *ctx, void *fn, const unsigned grid[3], const unsigned block[3],
+                unsigned shmem, void **args);
 } kn__ind_rt;
 typedef int (*kn__ind_call_fn)(const kn__ind_rt *rt, void *ctx, const int64_t *s);
 

@@ -49,6 +49,9 @@ static const char dev_types[] =
     "#ifndef INT64_MIN\n#define INT64_MIN (-INT64_MAX - 1)\n#endif\n"
     "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
     "#ifndef NAN\n#define NAN __int_as_float(0x7fc00000)\n#endif\n"
+    "#ifndef KN_CUDA_SHIM\n"
+    "#pragma nv_diag_suppress 177 /* a helper of the vocabulary the kernels do not use */\n"
+    "#endif\n"
     "#define KN_DEV static __device__ __forceinline__\n\n";
 
 /* The <tgmath.h> names of the formulas, as overloads (float: the f
@@ -210,9 +213,9 @@ static void vm_functions(const kn__ind_plan *p, kn__sb *sb) {
       const kn__pwform *fm = kn__pw_form((kn__pwcode)c);
       const vm_body *b = fm->nin == 2 ? &vm_binary[fm->vm] : &vm_unary[fm->vm];
       const char *T = d ? "double" : "float";
-      kn__sb_printf(sb, "KN_DEV %s kn_vm_%s_%s(%s a%s%s) { return %s; }\n", T, fm->name,
-                    d ? "f64" : "f32", T, fm->nin == 2 ? ", " : "", fm->nin == 2 ? T : "",
-                    d ? b->f64 : b->f32);
+      kn__sb_printf(sb, "KN_DEV %s kn_vm_%s_%s(%s a", T, fm->name, d ? "f64" : "f32", T);
+      if (fm->nin == 2) kn__sb_printf(sb, ", %s b", T);
+      kn__sb_printf(sb, ") { return %s; }\n", d ? b->f64 : b->f32);
     }
 }
 

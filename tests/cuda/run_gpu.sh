@@ -15,6 +15,8 @@ DIR=$(cd "$DIR" && pwd)
 # are appended to this list).
 PROGRAMS="
 gpu_runtime
+gpu_sweep
+gpu_bench
 "
 
 for d in "$DIR/lib" "$DIR"; do

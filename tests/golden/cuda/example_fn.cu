@@ -26,6 +26,9 @@ typedef unsigned long long uint64_t;
 #ifndef NAN
 #define NAN __int_as_float(0x7fc00000)
 #endif
+#ifndef KN_CUDA_SHIM
+#pragma nv_diag_suppress 177 /* a helper of the vocabulary the kernels do not use */
+#endif
 #define KN_DEV static __device__ __forceinline__
 
 /* the formulas' helpers (ops/pointwise_formulas.h) */

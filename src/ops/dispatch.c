@@ -227,12 +227,13 @@ static kn_tensor *make_output(const kn__call *c, const kn__outmeta *m, kn_device
     t = kn__empty(m->ndim, sizes, m->dtype, dev);
   }
   if (!t) return NULL;
-  /* fake inputs give fake outputs that report the CPU device */
+  /* fake inputs give fake outputs that report the device the fake input
+  ** does (the real tensor's: cpu or cuda) */
   for (int k = 0, n = kn__call_ninputs(c); k < n && meta && m->view_of < 0; k++) {
     const kn_tensor *in = kn__call_input(c, k);
     if (in && in->is_fake) {
       t->is_fake = true;
-      t->device = KN_CPU;
+      t->device = in->device == KN_CUDA ? KN_CUDA : KN_CPU;
       break;
     }
   }

@@ -195,3 +195,4 @@ kn_status kn__cuda_enter(void) {
 int kn__cuda_arch(void) { return kn__cuda_available() ? rt.arch : 0; }
 const char *kn__cuda_device_name(void) { return kn__cuda_available() ? rt.name : ""; }
 int kn__cuda_sm_count(void) { return kn__cuda_available() ? rt.sms : 0; }
+int kn__cuda_device_index(void) { return kn__cuda_available() ? rt.ordinal : 0; }

@@ -23,5 +23,8 @@ int kn__gpu_check_summary(const char *program);
 /* The GEMM checks (tests/cuda/gpu_gemm.c): kn__cuda_gemm against kiln's
 ** CPU matmul, every dtype, transposes, batches, alpha and beta. */
 void kn__gpu_check_gemms(void);
+/* The eager checks (tests/cuda/gpu_eager.c): ops on CUDA tensors through the
+** dispatcher against the same ops on the CPU. */
+void kn__gpu_check_eager(void);
 
 #endif

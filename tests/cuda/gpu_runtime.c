@@ -242,6 +242,7 @@ int main(void) {
   check_kernels();
   check_bad_kernel();
   kn__gpu_check_gemms();
+  kn__gpu_check_eager();
   check_bandwidth();
   return kn__gpu_check_summary("gpu_runtime");
 }

@@ -26,12 +26,20 @@
 #include "cuda/cuda.h"
 #include "inductor/target.h"
 #include "inductor/toolchain.h"
+#include "kiln/cuda.h"
 #include "kiln/kiln.h"
 #include "support/files.h"
 
 #define GOLDEN_DIR KN_SOURCE_DIR "/tests/golden/cuda"
 
-static void use_fake(void) { setenv("KILN_CUDA_DRIVER", KN_FAKECUDA_PATH, 1); }
+/* The fake driver; and a reference to dynamo/backends.c, whose constructor
+** registers the built-in backends and the CUDA eager handler (a static link
+** keeps only the objects a program references). */
+static void use_fake(void) {
+  setenv("KILN_CUDA_DRIVER", KN_FAKECUDA_PATH, 1);
+  kn_compile_counter cc = {0};
+  kn_compile_counter_clear(&cc);
+}
 TestSuite(cuda_codegen, .init = use_fake, .timeout = 300);
 
 static const char *const goldens[] = {"example_fn", "broadcast_add", "softmax", "layer_norm",
@@ -144,4 +152,44 @@ Test(cuda_codegen, a_device_code_error_fails_with_the_nvrtc_log) {
   snprintf(so, sizeof so, "%s/k.so", dir);
   cr_expect_neq(access(so, F_OK), 0, "an object was written");
   rm_dir(dir);
+}
+
+/* ---- eager ops on CUDA tensors: single-op graphs --------------------------------------------- */
+/* exp of a CUDA tensor becomes a one-node graph compiled for the GPU: on the
+** fake driver (no kernels) it gets as far as loading the module, and the
+** error names the op, the device and the driver's refusal. */
+Test(cuda_codegen, eager_op_compiles_a_single_op_graph) {
+  need_nvrtc();
+  char cache[] = "/tmp/kiln-cuda-eager-XXXXXX";
+  cr_assert_not_null(mkdtemp(cache));
+  setenv("KILN_CACHE_DIR", cache, 1);
+  kn_scope_begin();
+  kn_tensor *x = NULL;
+  cr_assert_eq(kn_to_device(kn_randn(1, (int64_t[]){100}, NULL, KN_FLOAT32), KN_CUDA, &x), KN_OK,
+               "%s", kn_last_error());
+  kn_tensor *y = kn_exp(x);
+  cr_expect_null(y);
+  cr_expect(strstr(kn_last_error(), "aten.exp: no CUDA kernel: the code generator cannot compile "
+                                    "it (cuda:0)") &&
+                strstr(kn_last_error(), "cuModuleLoadData"),
+            "message: %s", kn_last_error());
+  kn_scope_end();
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "ls %s/inductor/*.so >/dev/null 2>&1", cache);
+  cr_expect_eq(run(cmd), 0, "no compiled object in the cache");
+  rm_dir(cache);
+}
+
+/* An op the code generator cannot lower fails naming it and the device. */
+Test(cuda_codegen, eager_op_without_lowering_fails_clearly) {
+  kn_scope_begin();
+  kn_tensor *x = NULL;
+  cr_assert_eq(kn_to_device(kn_randn(1, (int64_t[]){10}, NULL, KN_FLOAT32), KN_CUDA, &x), KN_OK,
+               "%s", kn_last_error());
+  kn_tensor *y = kn_cumsum(x, 0);
+  cr_expect_null(y);
+  cr_expect(strstr(kn_last_error(), "aten.cumsum: no CUDA kernel: the code generator cannot "
+                                    "lower it (cuda:0)"),
+            "message: %s", kn_last_error());
+  kn_scope_end();
 }

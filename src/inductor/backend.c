@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda.h"
+#include "kiln/cuda.h"
 #include "inductor/inductor.h"
 #include "inductor/target.h"
 #include "ops/threads.h"
@@ -58,6 +59,11 @@ typedef struct frame {
 } frame;
 
 /* ---- runtime callbacks ------------------------------------------------------------ */
+/* The address of t's first element: host memory, or the device's. */
+static void *data_of(const kn_tensor *t) {
+  return kn__tensor_on_cuda(t) ? kn_cuda_data_ptr(t) : kn_data(t);
+}
+
 static int64_t eval(const frame *f, kn_sym v) {
   return kn__sym_is_const(v) ? v.c : kn__sym_eval(v, f->symvals);
 }
@@ -67,7 +73,7 @@ static bool take_donor(frame *f, int s, void **out) {
   if (!f->donor || !f->donor[s]) return false;
   f->vals[s] = kn_retain(f->donor[s]);
   f->owned[s] = true;
-  *out = kn_data(f->vals[s]);
+  *out = data_of(f->vals[s]);
   return true;
 }
 
@@ -82,11 +88,11 @@ static int rt_alloc(void *ctx, int slot, void **out) {
   if (!t) return -1;
   f->vals[slot] = t;
   f->owned[slot] = true;
-  *out = kn_data(t);
+  *out = data_of(t);
   return 0;
 }
 
-static void *rt_ptr(void *ctx, int slot) { return kn_data(((frame *)ctx)->vals[slot]); }
+static void *rt_ptr(void *ctx, int slot) { return data_of(((frame *)ctx)->vals[slot]); }
 
 static void rt_release(void *ctx, int slot) {
   frame *f = ctx;
@@ -192,7 +198,7 @@ static int rt_reuse(void *ctx, int from, int to, void **out) {
   f->owned[to] = f->owned[from];
   f->vals[from] = NULL;
   f->owned[from] = false;
-  *out = kn_data(f->vals[to]);
+  *out = data_of(f->vals[to]);
   return 0;
 }
 

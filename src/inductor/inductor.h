@@ -45,6 +45,15 @@ kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_in
 kn_status kn__inductor_run_into(const kn_compiled_graph *c, kn_tensor *const *in, int nin,
                                 kn_tensor **out, int nout, kn_tensor *const *into);
 
+/* The dispatcher's device backend for KN_CUDA (ops/cuda_ops.h's
+** kn__device_backend_fn): call c as a compiled single-op graph on the GPU,
+** cached per op, dtypes, sizes, strides and argument values
+** (cuda_eager.c). KN_EUNSUPPORTED naming the op and cuda:0 when the code
+** generator cannot lower it. */
+struct kn__call;
+struct kn__outs;
+kn_status kn__ind_cuda_eager(const struct kn__call *c, struct kn__outs *out);
+
 /* ---- the ABI between kiln and generated code -------------------------------
 ** Generated code sees only this table (no kiln symbols are linked), passed to
 ** `int call(const kn__ind_rt *rt, void *ctx, const int64_t *s)`; s holds the

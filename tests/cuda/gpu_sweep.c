@@ -10,8 +10,10 @@
 ** of 7), softmax, log_softmax, layer_norm (float32; float64 on one shape).
 ** About 150 programs, each compiled once (NVRTC and gcc). One line per
 ** case: "CUDA-CHECK sweep.<case> ok|FAIL <detail>" (a case whose graph
-** keeps an extern step prints "CUDA-SKIP": these need eager CUDA ops);
-** exit 1 on any FAIL, 77 without a CUDA driver or GPU.
+** keeps an extern step prints "CUDA-SKIP"), then the same function on CUDA
+** tensors, eagerly ("sweep.<case>.eager_cuda": single-op graphs) and
+** compiled by the "inductor" backend ("sweep.<case>.compiled_cuda"), each
+** against the CPU; exit 1 on any FAIL, 77 without a CUDA driver or GPU.
 */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 #include "cuda/cuda.h"
 #include "gpu_check.h"
 #include "gpu_prog.h"
+#include "kiln/cuda.h"
 #include "kiln/kiln.h"
 
 /* ---- the cases ------------------------------------------------------------------------- */
@@ -87,6 +90,50 @@ static bool close_to(kn_tensor *got, kn_tensor *want, double t, char *why, size_
   return true;
 }
 
+/* CUDA copies of in[n] into out (the caller's scope keeps them). */
+static kn_status to_cuda(kn_tensor *const *in, int n, kn_tensor **out) {
+  for (int i = 0; i < n; i++) {
+    kn_status st = kn_to_device(in[i], KN_CUDA, &out[i]);
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
+/* A CUDA result back on the host (NULL passes through). */
+static kn_tensor *to_host(kn_tensor *t) {
+  kn_tensor *h = NULL;
+  return t && kn_to_device(t, KN_CPU, &h) == KN_OK ? h : NULL;
+}
+
+static kn_tensor *call_fn(void (*fn)(void), int nargs, kn_tensor *const *in) {
+  if (nargs == 1) return ((fn1)fn)(in[0]);
+  return ((fn2)fn)(in[0], in[1]);
+}
+
+/* The same function on CUDA tensors: eagerly (each op a compiled single-op
+** graph, or the ops layer's own kernels) and compiled by the "inductor"
+** backend (the graph's inputs on CUDA: the cuda target). */
+static void run_on_cuda_tensors(const char *check, void (*fn)(void), int nargs,
+                                kn_tensor *const *in, kn_tensor *want) {
+  char name[200], why[400] = "";
+  kn_tensor *cin[2] = {0};
+  kn_status st = to_cuda(in, nargs, cin);
+  kn_tensor *got = st == KN_OK ? to_host(call_fn(fn, nargs, cin)) : NULL;
+  if (!got) snprintf(why, sizeof why, "%s", kn_last_error());
+  snprintf(name, sizeof name, "%s.eager_cuda", check);
+  CHECK(name, got && close_to(got, want, tol(kn_tensor_dtype(want)), why, sizeof why), "%s", why);
+  kn_compiled *f = st == KN_OK ? kn_compile_tensor_fn(fn, nargs, check, __FILE__, __LINE__,
+                                                      &(kn_compile_options){.backend = "inductor",
+                                                                            .fullgraph = true})
+                               : NULL;
+  got = f ? to_host(kn_call_tensors(f, cin, nargs)) : NULL;
+  why[0] = 0;
+  if (!got) snprintf(why, sizeof why, "%s", kn_last_error());
+  snprintf(name, sizeof name, "%s.compiled_cuda", check);
+  CHECK(name, got && close_to(got, want, tol(kn_tensor_dtype(want)), why, sizeof why), "%s", why);
+  kn_compiled_free(f);
+}
+
 /* Build, run and compare one case. */
 static void run_case(const char *name, void (*fn)(void), int nargs, kn_tensor *const *in,
                      kn_tensor *want) {
@@ -111,6 +158,7 @@ static void run_case(const char *name, void (*fn)(void), int nargs, kn_tensor *c
   if (got) kn_release(got);
   gpu_run_end(&r);
   gpu_prog_free(&p);
+  run_on_cuda_tensors(check, fn, nargs, in, want);
 }
 
 static const char *dt_name(kn_dtype dt) {

@@ -27,6 +27,7 @@
 #include "graph/graph.h"
 #include "inductor/inductor.h"
 #include "kiln/autograd.h"
+#include "kiln/graph.h"
 #include "ops/cuda_ops.h"
 #include "tensor/tensor.h"
 
@@ -163,7 +164,8 @@ static entry *find(const kn__call *c, const kn__outs *out) {
     if (build(c, out, e) == KN_OK) {
       e->next = table;
       table = e;
-    } else {
+    } else { /* not kept: a later call tries again (the code cache keeps what compiled) */
+      if (e->gm) kn_graph_module_free(e->gm);
       free(e->key);
       free(e);
       e = NULL;

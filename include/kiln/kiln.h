@@ -21,5 +21,6 @@
 #include "kiln/profiler.h"
 #include "kiln/threads.h"
 #include "kiln/distributed.h"
+#include "kiln/cuda.h"
 
 #endif

@@ -53,7 +53,8 @@ typedef enum kn_dtype {
 
 typedef enum kn_device {
   KN_CPU = 0,  /* data in host memory */
-  KN_META = 1  /* metadata only: sizes, strides, dtype; no data */
+  KN_META = 1, /* metadata only: sizes, strides, dtype; no data */
+  KN_CUDA = 2  /* data in the memory of the CUDA device (kiln/cuda.h) */
 } kn_device;
 
 typedef struct kn_tensor kn_tensor;

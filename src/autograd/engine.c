@@ -17,6 +17,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops_pointwise.h"
 #include "ops/autocast.h"
+#include "ops/cuda_ops.h"
 #include "ops/iter.h"
 #include "tensor/handles.h"
 
@@ -205,8 +206,22 @@ static int heap_pop(run *r) {
 
 /* ---- gradient arithmetic ------------------------------------------------------------------ */
 
+/* a + b of gradients on the GPU: the add op's backend (no history), which
+** runs it on the device or says why it cannot. */
+static kn_tensor *add_device(const kn_tensor *a, const kn_tensor *b) {
+  kn__call call = {.op = &kn__ops[KN_OP_ADD], .nargs = 3,
+                   .args = {KN_A_T((kn_tensor *)a), KN_A_T((kn_tensor *)b), KN_A_S(kn_int(1))}};
+  kn__outs o;
+  kn__outs_init(&o);
+  if (kn__dispatch_backend(&call, &o) != KN_OK) return NULL;
+  kn_tensor *r = o.n == 1 ? kn_retain(o.t[0]) : NULL;
+  kn__outs_fini(&o);
+  return r;
+}
+
 /* a + b without dispatch (no history): same sizes; result has a's dtype. */
 static kn_tensor *add_raw(const kn_tensor *a, const kn_tensor *b) {
+  if (kn__tensor_on_cuda(a) || kn__tensor_on_cuda(b)) return add_device(a, b);
   kn_tensor *out = kn__contiguous_copy(a, a->dtype);
   if (!out || a->device == KN_META || a->is_fake) return out;
   kn_tensor *bc = kn__contiguous_copy(b, a->dtype);
@@ -640,9 +655,19 @@ static kn_status root_grad(kn_tensor *t, kn_tensor *given, int i, kn_tensor **go
   }
   if (kn__numel(t->ndim, t->sizes) != 1)
     return kn__error(KN_EAUTOGRAD, "grad can be implicitly created only for scalar outputs");
-  *go = kn__empty(t->ndim, t->sizes, t->dtype, t->device == KN_META ? KN_META : KN_CPU);
+  kn_device dev = t->device == KN_META ? KN_META : kn__tensor_on_cuda(t) ? KN_CUDA : KN_CPU;
+  *go = kn__empty(t->ndim, t->sizes, t->dtype, dev);
   if (!*go) return kn_last_status();
-  if (t->device != KN_META) kn__store_double(kn_data(*go), t->dtype, 1.0);
+  unsigned char one[8] = {0};
+  kn__store_double(one, t->dtype, 1.0);
+  kn_status st = KN_OK;
+  if (dev == KN_CUDA) st = kn__cuda_fill(*go, one);
+  else if (dev == KN_CPU) memcpy(kn_data(*go), one, kn_dtype_size(t->dtype));
+  if (st != KN_OK) {
+    kn_release(*go);
+    *go = NULL;
+  }
+  return st;
   return KN_OK;
 }
 

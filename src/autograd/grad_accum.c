@@ -51,7 +51,7 @@ static void add_row(char **p, const int64_t *s, int64_t n, const void *ctx) {
 
 bool kn__grad_can_add_into(const kn_tensor *dst, const kn_tensor *src) {
   if (dst->dtype != src->dtype || !float_dtype(dst->dtype) || dst->ndim != src->ndim ||
-      src->is_fake || src->device != KN_CPU || !src->storage->data ||
+      src->is_fake || src->device != KN_CPU || dst->device != KN_CPU || !src->storage->data ||
       src->storage == dst->storage)
     return false;
   for (int d = 0; d < dst->ndim; d++)

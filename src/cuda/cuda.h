@@ -46,6 +46,8 @@ bool kn__cuda_available(void);
 int kn__cuda_arch(void);
 const char *kn__cuda_device_name(void);
 int kn__cuda_sm_count(void);
+/* The device's index (KILN_CUDA_DEVICE; the N of "cuda:N"), 0 before init. */
+int kn__cuda_device_index(void);
 
 /* ---- memory: the caching allocator ------------------------------------------- */
 /* A device buffer of at least nbytes (rounded up to 512 bytes; blocks are

@@ -20,6 +20,7 @@
 #include "dynamo/ddp_optimizer.h"
 #include "dynamo/dynamo.h"
 #include "inductor/inductor.h"
+#include "ops/cuda_ops.h"
 #include "logging/log.h"
 #include "tensor/tensor.h"
 
@@ -59,6 +60,8 @@ static kn_status inductor_backend(kn_graph_module *gm, kn_tensor *const *ex, int
 ** "eager", "inductor", then what the program registered. */
 __attribute__((constructor)) static void register_builtin(void) {
   (void)kn_register_backend("inductor", inductor_backend, NULL);
+  /* eager ops on CUDA tensors: single-op graphs through the cuda target */
+  (void)kn__dispatch_set_device_backend(KN_CUDA, kn__ind_cuda_eager);
   (void)kn_register_backend("aot_eager", kn__aot_eager_compile, NULL);
 }
 

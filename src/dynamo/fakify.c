@@ -12,6 +12,7 @@
 
 #include "autograd/autograd.h"
 #include "core/error.h"
+#include "cuda/cuda.h"
 #include "dynamo/tracer.h"
 #include "kiln/autocast.h"
 #include "kiln/autograd.h"
@@ -45,8 +46,11 @@ void kn__trace_describe(kn__trace *tr, const kn_tensor *real, const char *source
     json_object_set_new(t, "ndim", json_integer(real->ndim));
     char dt[40];
     json_object_set_new(t, "dtype", json_string(py_dtype(real->dtype, dt, sizeof dt)));
-    json_object_set_new(t, "device", json_string(real->device == KN_META ? "device(type='meta')"
-                                                                         : "device(type='cpu')"));
+    char devs[48];
+    if (real->device == KN_CUDA)
+      snprintf(devs, sizeof devs, "device(type='cuda', index=%d)", kn__cuda_device_index());
+    else snprintf(devs, sizeof devs, "device(type='%s')", real->device == KN_META ? "meta" : "cpu");
+    json_object_set_new(t, "device", json_string(devs));
     json_object_set_new(t, "size", int_list(real->ndim, real->sizes));
     json_object_set_new(t, "dynamo_hint_overrides", json_object());
     if (kn_is_leaf(real)) json_object_set_new(t, "is_leaf", json_true());
@@ -269,13 +273,16 @@ void kn__tensor_guard_code(const char *expr, const kn_tensor *t, uint32_t dyn_si
     else b += snprintf(sd + b, sizeof sd - (size_t)b, "%s%lld", d ? ", " : "", (long long)t->strides[d]);
     if (a >= (int)sizeof sz || b >= (int)sizeof sd) break;
   }
+  char dev[16] = "None"; /* PyTorch's device index, for CUDA tensors */
+  if (t->device == KN_CUDA) snprintf(dev, sizeof dev, "%d", kn__cuda_device_index());
   snprintf(code, n,
-           "check_tensor(%s, Tensor, %s, torch.%s, device=None, requires_grad=%s, size=[%s], "
+           "check_tensor(%s, Tensor, %s, torch.%s, device=%s, requires_grad=%s, size=[%s], "
            "stride=[%s])",
            expr,
-           t->device == KN_META ? "DispatchKeySet(Meta, BackendSelect, ADInplaceOrView, AutogradMeta)"
-                                : "DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, AutogradCPU)",
-           kn_dtype_name(t->dtype), t->requires_grad ? "True" : "False", sz, sd);
+           t->device == KN_META   ? "DispatchKeySet(Meta, BackendSelect, ADInplaceOrView, AutogradMeta)"
+           : t->device == KN_CUDA ? "DispatchKeySet(CUDA, BackendSelect, ADInplaceOrView, AutogradCUDA)"
+                                  : "DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, AutogradCPU)",
+           kn_dtype_name(t->dtype), dev, t->requires_grad ? "True" : "False", sz, sd);
 }
 
 /* ---- walking the arguments ------------------------------------------------------------- */

@@ -90,8 +90,9 @@ static const char *scalar_type_name(kn_dtype dt) {
 }
 
 static const char *key_set(kn_device d) {
-  return d == KN_META ? "DispatchKeySet(Meta, BackendSelect, ADInplaceOrView, AutogradMeta)"
-                      : "DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, AutogradCPU)";
+  return d == KN_META   ? "DispatchKeySet(Meta, BackendSelect, ADInplaceOrView, AutogradMeta)"
+         : d == KN_CUDA ? "DispatchKeySet(CUDA, BackendSelect, ADInplaceOrView, AutogradCUDA)"
+                        : "DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, AutogradCPU)";
 }
 
 /* ---- the fast check ------------------------------------------------------------ */

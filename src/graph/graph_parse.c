@@ -126,7 +126,8 @@ static kn_status parse_meta(const parser *p, const char *s, kn__vmeta *m) {
   m->offset = kn__sym_const(0);
   if (!strcmp(e, "cpu")) m->device = KN_CPU;
   else if (!strcmp(e, "meta")) m->device = KN_META;
-  else return PERR(p, "expected device cpu or meta in \"%s\"", s);
+  else if (!strcmp(e, "cuda") || !strcmp(e, "cuda:0")) m->device = KN_CUDA;
+  else return PERR(p, "expected device cpu, cuda or meta in \"%s\"", s);
   return KN_OK;
 }
 

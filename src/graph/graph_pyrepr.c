@@ -89,7 +89,8 @@ char *kn__vmeta_str(const kn__vmeta *m, const kn__gprint_opts *opts) {
   kn__sb_puts(&sb, kn__dtype_abbr(m->dtype));
   sym_list(&sb, m->ndim, m->sizes);
   if (o.include_stride) sym_list(&sb, m->ndim, m->strides);
-  if (o.include_device) kn__sb_puts(&sb, m->device == KN_META ? "meta" : "cpu");
+  if (o.include_device)
+    kn__sb_puts(&sb, m->device == KN_META ? "meta" : m->device == KN_CUDA ? "cuda:0" : "cpu");
   return kn__sb_take(&sb);
 }
 

@@ -72,7 +72,7 @@ static void ser_meta(kn__sb *sb, const kn__vmeta *m) {
     kn__sb_puts(sb, " :none");
     return;
   }
-  kn__sb_printf(sb, " :%s%s%s[", kn_dtype_name(m->dtype), m->device == KN_META ? ":meta" : "",
+  kn__sb_printf(sb, " :%s%s%s[", kn_dtype_name(m->dtype), m->device == KN_META ? ":meta" : m->device == KN_CUDA ? ":cuda" : "",
                 m->requires_grad ? ":rg" : "");
   for (int d = 0; d < m->ndim; d++) {
     if (d) kn__sb_putc(sb, ',');

@@ -39,7 +39,7 @@ static kn_status check_meta(const kn__gnode *n, const kn__vmeta *m, int k) {
   if (m->ndim < 0 || m->ndim > KN_MAX_DIMS)
     return kn__error(KN_EINVAL, "graph verify: node '%s' output %d: expected rank 0..%d, got %d",
                      n->name, k, KN_MAX_DIMS, m->ndim);
-  if ((unsigned)m->dtype >= KN_DTYPE_COUNT || (m->device != KN_CPU && m->device != KN_META))
+  if ((unsigned)m->dtype >= KN_DTYPE_COUNT || (m->device != KN_CPU && m->device != KN_META && m->device != KN_CUDA))
     return kn__error(KN_EINVAL, "graph verify: node '%s' output %d: invalid dtype %d or device %d",
                      n->name, k, (int)m->dtype, (int)m->device);
   for (int d = 0; d < m->ndim; d++)

@@ -23,6 +23,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "cuda/cuda.h"
+#include "kiln/cuda.h"
 #include "inductor/inductor.h"
 #include "inductor/target.h"
 #include "ops/threads.h"
@@ -36,7 +38,8 @@ typedef struct bind { int input, dim, sym; } bind;
 
 typedef struct prog {
   kn__graph *graph; /* owned: after decomposition and GEMM epilogues (kn__ind_post_grad) */
-  const kn__ind_target *target; /* static: KILN_INDUCTOR_TARGET's (target.h) */
+  const kn__ind_target *target; /* static: KILN_INDUCTOR_TARGET's, or cuda (target.h) */
+  kn_device device; /* where the inputs and every buffer live: KN_CPU or KN_CUDA */
   kn__ind_plan plan;
   kn__ind_call_fn call;
   kn__ind_tier *tier; /* owned reference: tiered compiles' entry point (call when NULL) */
@@ -57,6 +60,11 @@ typedef struct frame {
 } frame;
 
 /* ---- runtime callbacks ------------------------------------------------------------ */
+/* The address of t's first element: host memory, or the device's. */
+static void *data_of(const kn_tensor *t) {
+  return kn__tensor_on_cuda(t) ? kn_cuda_data_ptr(t) : kn_data(t);
+}
+
 static int64_t eval(const frame *f, kn_sym v) {
   return kn__sym_is_const(v) ? v.c : kn__sym_eval(v, f->symvals);
 }
@@ -66,7 +74,7 @@ static bool take_donor(frame *f, int s, void **out) {
   if (!f->donor || !f->donor[s]) return false;
   f->vals[s] = kn_retain(f->donor[s]);
   f->owned[s] = true;
-  *out = kn_data(f->vals[s]);
+  *out = data_of(f->vals[s]);
   return true;
 }
 
@@ -77,15 +85,15 @@ static int rt_alloc(void *ctx, int slot, void **out) {
   const kn__vmeta *m = &n->meta[f->p->plan.slot_out[slot]];
   int64_t sizes[KN_MAX_DIMS];
   for (int d = 0; d < m->ndim; d++) sizes[d] = eval(f, m->sizes[d]);
-  kn_tensor *t = kn__empty(m->ndim, sizes, m->dtype, KN_CPU);
+  kn_tensor *t = kn__empty(m->ndim, sizes, m->dtype, f->p->device);
   if (!t) return -1;
   f->vals[slot] = t;
   f->owned[slot] = true;
-  *out = kn_data(t);
+  *out = data_of(t);
   return 0;
 }
 
-static void *rt_ptr(void *ctx, int slot) { return kn_data(((frame *)ctx)->vals[slot]); }
+static void *rt_ptr(void *ctx, int slot) { return data_of(((frame *)ctx)->vals[slot]); }
 
 static void rt_release(void *ctx, int slot) {
   frame *f = ctx;
@@ -191,16 +199,24 @@ static int rt_reuse(void *ctx, int from, int to, void **out) {
   f->owned[to] = f->owned[from];
   f->vals[from] = NULL;
   f->owned[from] = false;
-  *out = kn_data(f->vals[to]);
+  *out = data_of(f->vals[to]);
   return 0;
 }
 
-static const kn__ind_rt runtime = {rt_ext, rt_alloc, rt_ptr, rt_release, rt_vmath, rt_reuse};
+/* A kernel of a CUDA program, queued on kiln's stream. */
+static int rt_launch(void *ctx, void *fn, const unsigned grid[3], const unsigned block[3],
+                     unsigned shmem, void **args) {
+  (void)ctx;
+  return kn__cuda_launch(fn, grid, block, shmem, args) == KN_OK ? 0 : -1;
+}
+
+static const kn__ind_rt runtime = {rt_ext, rt_alloc, rt_ptr, rt_release, rt_vmath, rt_reuse,
+                                   rt_launch};
 
 /* ---- running ----------------------------------------------------------------------- */
 static bool strides_match(const frame *f, const kn__gnode *ph, const kn_tensor *t) {
   const kn__vmeta *m = &ph->meta[0];
-  if (t->ndim != m->ndim || t->dtype != m->dtype || t->device != KN_CPU) return false;
+  if (t->ndim != m->ndim || t->dtype != m->dtype || t->device != f->p->device) return false;
   for (int d = 0; d < m->ndim; d++)
     if (t->sizes[d] > 1 && t->strides[d] != eval(f, m->strides[d])) return false;
   return true;
@@ -489,6 +505,31 @@ static char *gen_source(void *ud) {
   return st == KN_OK ? src : NULL;
 }
 
+static const char *dev_name(kn_device d) {
+  return d == KN_CUDA ? "cuda:0" : d == KN_META ? "meta" : "cpu";
+}
+
+/* The device of g's tensor inputs (KN_CPU without any): the CUDA target
+** compiles a graph on CUDA; inputs on two devices are an error. */
+static kn_status graph_device(const kn__graph *g, kn_device *out) {
+  *out = KN_CPU;
+  int first = -1;
+  for (int i = 0; i < kn__graph_num_inputs(g); i++) {
+    const kn__vmeta *m = &kn__graph_input(g, i)->meta[0];
+    if (m->kind != KN__V_TENSOR) continue;
+    if (first >= 0 && m->device != *out)
+      return kn__error(KN_EINVAL, "inductor: expected all graph inputs on one device, found %s "
+                       "(input %d) and %s (input %d)", dev_name(*out), first,
+                       dev_name(m->device), i);
+    if (first < 0) first = i;
+    *out = m->device;
+  }
+  if (*out != KN_CPU && *out != KN_CUDA)
+    return kn__error(KN_EUNSUPPORTED, "inductor: no code generator for device %s",
+                     dev_name(*out));
+  return KN_OK;
+}
+
 static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out);
 
 kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_inputs, int n,
@@ -514,7 +555,9 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
     return kn__eager_compile(gm, out);
   }
   if (st == KN_OK) kn__ind_emit_runnable(g);
-  if (st == KN_OK) st = kn__ind_target_current(&p->target);
+  if (st == KN_OK) st = graph_device(g, &p->device);
+  if (st == KN_OK && p->device == KN_CUDA) p->target = &kn__ind_target_cuda;
+  else if (st == KN_OK) st = kn__ind_target_current(&p->target);
   if (st == KN_OK) st = kn__ind_post_grad(g, &p->graph);
   if (st == KN_OK) st = kn__ind_plan_build(p->graph, &p->plan);
   if (st == KN_OK) st = io_tables(p);

@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "inductor/target.h"
+#include "inductor/cgen.h"
 #include "logging/log.h"
 
 static const char prelude[] =
@@ -70,9 +70,10 @@ static const char prelude[] =
 ** is made quiet and keeps its upper payload bits, as the x86 instructions
 ** (F16C, AVX-512) that the eager tables use on such CPUs do (tensor/dtype.c's
 ** scalar float16 conversions give another quiet NaN). */
-static const char half_prelude[] =
+static const char half_bits[] =
     "static inline uint32_t kn_fbits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }\n"
-    "static inline float kn_bitsf(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
+    "static inline float kn_bitsf(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n";
+const char kn__cg_half_prelude[] =
     "/* c ? a : b as masks: no branch for gcc to sink a float op into (it does not\n"
     "** speculate those, and the loop would not vectorise) */\n"
     "static inline uint32_t kn_sel(bool c, uint32_t a, uint32_t b) { return b ^ ((a ^ b) & (0u - (uint32_t)c)); }\n"
@@ -101,26 +102,26 @@ static const char half_prelude[] =
 
 /* The names of the conversions of a dtype in generated code ("" where the
 ** dtype needs none): loading an element, rounding a value, storing it. */
-static const char *ld_fn(kn_dtype dt) {
+const char *kn__cg_ld_fn(kn_dtype dt) {
   return dt == KN_BFLOAT16 ? "kn_ld_bf16" : dt == KN_FLOAT16 ? "kn_ld_f16" : "";
 }
 static const char *rnd_fn(kn_dtype dt) {
   return dt == KN_BFLOAT16 ? "kn_rnd_bf16" : dt == KN_FLOAT16 ? "kn_rnd_f16" : "";
 }
-static const char *st_fn(kn_dtype dt) {
+const char *kn__cg_st_fn(kn_dtype dt) {
   return dt == KN_BFLOAT16 ? "kn_st_bf16" : dt == KN_FLOAT16 ? "kn_st_f16" : "";
 }
 
 /* "const T vN = R((T)(" for node n's value (T its value type, R its
 ** rounding); the expression follows, closed by "))". */
-static void value_open(kn__sb *sb, const char *indent, const kn__gnode *n) {
+void kn__cg_value_open(kn__sb *sb, const char *indent, const kn__gnode *n) {
   kn_dtype dt = n->meta[0].dtype;
   const char *vt = kn__ind_vtype(dt);
   kn__sb_printf(sb, "%sconst %s v%d = %s((%s)(", indent, vt, n->index, rnd_fn(dt), vt);
 }
 
 /* A comment-safe copy of a name (graph names may come from user labels). */
-static void put_safe(kn__sb *sb, const char *s) {
+void kn__cg_put_safe(kn__sb *sb, const char *s) {
   for (int i = 0; s && s[i] && i < 64; i++) {
     char c = s[i];
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -131,51 +132,15 @@ static void put_safe(kn__sb *sb, const char *s) {
 
 /* The end of a generated statement's comment: the op's and the node's names
 ** (made safe for a C comment), then the comment's close and a newline. */
-static void node_comment(kn__sb *sb, const kn__gnode *n) {
-  put_safe(sb, n->opdef->name);
+void kn__cg_node_comment(kn__sb *sb, const kn__gnode *n) {
+  kn__cg_put_safe(sb, n->opdef->name);
   kn__sb_putc(sb, ' ');
-  put_safe(sb, n->name);
+  kn__cg_put_safe(sb, n->name);
   kn__sb_puts(sb, " */\n");
 }
 
-/* ---- kernel context ------------------------------------------------------------ */
-/* No capacity of a kernel is fixed here: the scheduler bounds what one
-** kernel reads (KN__KER_MAX_READS) and the roots of a horizontal set
-** (KN__HZ_MAX), the IR's verifier checks them; leaves, outputs and symbols
-** are sized from the plan. The leaves are the IR item's reads, in order
-** (a group's per-element outputs after them). */
-typedef struct leaf { int slot; const kn__vmeta *m; } leaf;
-typedef struct kctx {
-  kn__ind_plan *p;
-  const kn__ind_target *t;  /* the C dialect: OpenMP, vectoriser hints */
-  const kn__kir_item *it;   /* the kernel's IR item */
-  const kn__gnode *roots[KN__HZ_MAX]; /* pointwise kernels: the nodes written */
-  int nroots;
-  int *alias;               /* [capacity] pointwise kernels: leaf read through output alias[l], or -1 */
-  const kn__vmeta *shape;   /* the kernel's iteration sizes */
-  leaf *leaves;             /* [capacity]: every buffer read (and a group's per-element outputs) */
-  int nleaves;
-  bool flat;
-  bool failed;              /* out of memory */
-  bool unplanned;           /* read a buffer the IR item does not list */
-  unsigned char *used;      /* [nused] symbols read by this kernel */
-  int nused;
-  /* reduction groups */
-  const kn__ind_group *g;   /* NULL outside group kernels */
-  int gi;
-  int depth;                /* reduced dims (nested loops) */
-  bool inner;               /* emitting inside the reduced loops */
-  unsigned char *done;      /* [nnodes] per-element values emitted in this pass */
-  int *stash;               /* [nnodes] output kept in by a reduction pass, or -1 */
-  unsigned char *stash_ready; /* [nnodes] kept value written by a finished pass */
-  unsigned char *blk;       /* [nnodes] vector-math member computed for the block (vmoN[l]) */
-  kn__vmeta *outm;          /* [nmembers] contiguous layouts of the per-element outputs */
-  int nouts;
-  int *outs;                /* [nmembers] stored members */
-  const kn__gnode *hoisted; /* node whose loads are bound to ldN_Q before its statement */
-} kctx;
 
-static void sym_text(kctx *k, kn__sb *sb, kn_sym v) {
+void kn__cg_sym_text(kctx *k, kn__sb *sb, kn_sym v) {
   if (kn__sym_is_const(v)) {
     kn__sb_printf(sb, "INT64_C(%lld)", (long long)v.c);
     return;
@@ -203,7 +168,7 @@ static bool sym_is(kn_sym v, int64_t c) { return kn__sym_is_const(v) && v.c == c
 
 /* The leaf of a buffer read: one of the IR item's reads (a read the IR
 ** does not list is an internal error: the launch passes the IR's reads). */
-static int leaf_index(kctx *k, int slot, const kn__vmeta *m) {
+int kn__cg_leaf_index(kctx *k, int slot, const kn__vmeta *m) {
   for (int i = 0; i < k->nleaves; i++)
     if (k->leaves[i].slot == slot) return i;
   k->unplanned = true;
@@ -213,18 +178,18 @@ static int leaf_index(kctx *k, int slot, const kn__vmeta *m) {
 }
 
 /* Leaf read contiguously with the kernel's sizes? One element? */
-static bool leaf_same(const kctx *k, const kn__vmeta *m) { return kn__kir_same_elements(k->shape, m); }
-static bool leaf_scalar(const kn__vmeta *m) {
+bool kn__cg_leaf_same(const kctx *k, const kn__vmeta *m) { return kn__kir_same_elements(k->shape, m); }
+bool kn__cg_leaf_scalar(const kn__vmeta *m) {
   for (int d = 0; d < m->ndim; d++)
     if (!sym_is(m->sizes[d], 1)) return false;
   return true;
 }
 
 /* Stride of leaf l along kernel dimension d (0 when broadcast). */
-static void leaf_stride(kctx *k, kn__sb *sb, const leaf *l, int d) {
+void kn__cg_leaf_stride(kctx *k, kn__sb *sb, const leaf *l, int d) {
   int ld = d - (k->shape->ndim - l->m->ndim);
   if (ld < 0 || sym_is(l->m->sizes[ld], 1)) kn__sb_puts(sb, "0");
-  else sym_text(k, sb, l->m->strides[ld]);
+  else kn__cg_sym_text(k, sb, l->m->strides[ld]);
 }
 
 /* The name of the pointer to leaf li: inL, or the output it is written over. */
@@ -237,8 +202,8 @@ static void leaf_ptr(const kctx *k, kn__sb *sb, int li) {
 
 static void load_elem(kctx *k, kn__sb *sb, int li);
 /* Leaf li's element, as a value (float16/bfloat16 widened to float). */
-static void load(kctx *k, kn__sb *sb, int li) {
-  kn__sb_printf(sb, "%s(", ld_fn(k->leaves[li].m->dtype));
+void kn__cg_load(kctx *k, kn__sb *sb, int li) {
+  kn__sb_printf(sb, "%s(", kn__cg_ld_fn(k->leaves[li].m->dtype));
   load_elem(k, sb, li);
   kn__sb_putc(sb, ')');
 }
@@ -250,13 +215,13 @@ static void load_elem(kctx *k, kn__sb *sb, int li) {
     kn__sb_puts(sb, k->flat ? "[i]" : "[r * len + j]");
     return;
   }
-  if (leaf_scalar(l->m)) kn__sb_printf(sb, "in%d[0]", li);
+  if (kn__cg_leaf_scalar(l->m)) kn__sb_printf(sb, "in%d[0]", li);
   else if (k->g && k->inner) kn__sb_printf(sb, "in%d[p%d_%d]", li, li, k->depth - 1);
   else if (k->g) kn__sb_printf(sb, "in%d[o%d]", li, li);
   else if (k->flat) kn__sb_printf(sb, "in%d[i]", li);
   else {
     kn__sb_printf(sb, "in%d[o%d + j * (", li, li);
-    leaf_stride(k, sb, l, k->shape->ndim - 1);
+    kn__cg_leaf_stride(k, sb, l, k->shape->ndim - 1);
     kn__sb_puts(sb, ")]");
   }
 }
@@ -283,13 +248,12 @@ static bool is_var(const kctx *k, const kn__gnode *m) {
   return mn->inlined || (k->g && mn->group == k->gi);
 }
 
-static void expand(kctx *k, kn__sb *sb, const kn__gnode *n);
 
 /* A recomputed constant node m as an expression of its dtype. */
 static void constant(kctx *k, kn__sb *sb, const kn__gnode *m) {
   kn_dtype dt = m->meta[0].dtype;
   kn__sb_printf(sb, "%s((%s)(", rnd_fn(dt), kn__ind_vtype(dt));
-  expand(k, sb, m);
+  kn__cg_expand(k, sb, m);
   kn__sb_puts(sb, "))");
 }
 
@@ -305,7 +269,7 @@ static void operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) {
   else if (k->hoisted == n) kn__sb_printf(sb, "ld%d_%d", n->index, q);
   else {
     const kn__gnode *m = a->u.t.node;
-    load(k, sb, leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]));
+    kn__cg_load(k, sb, kn__cg_leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]));
   }
   kn__sb_putc(sb, ')');
 }
@@ -316,7 +280,7 @@ static bool ident_char(char c) {
 
 /* The formula's text with its vocabulary bound: operands a b c, the compute
 ** type T, the parameter P1 (as T) and PI (int64); other words are copied. */
-static void expand(kctx *k, kn__sb *sb, const kn__gnode *n) {
+void kn__cg_expand(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_formula *f = &k->p->nodes[n->index].f;
   for (const char *t = f->tmpl; *t;) {
     if (!ident_char(*t)) {
@@ -351,7 +315,7 @@ static bool is_load(const kctx *k, const kn__gnode *n, int q) {
 ** masked load with a wrong mask and returned a wrong sum (threshold_backward
 ** read in the sum of a backward graph: half its terms); plain loads and a
 ** select are also what every vector ISA does best. */
-static void hoist_loads(kctx *k, kn__sb *sb, const kn__gnode *n) {
+void kn__cg_hoist_loads(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
   const char *t = in->f.tmpl;
   k->hoisted = NULL;
@@ -361,35 +325,35 @@ static void hoist_loads(kctx *k, kn__sb *sb, const kn__gnode *n) {
     const char *ct = kn__ind_ctype(q == 0 && in->f.cond_first ? KN_BOOL : in->f.ct);
     const kn__gnode *m = n->args[q].u.t.node;
     kn__sb_printf(sb, "      const %s ld%d_%d = (%s)", ct, n->index, q, ct);
-    load(k, sb, leaf_index(k, kn__ind_value_slot(k->p, n->args[q].u.t), &m->meta[n->args[q].u.t.idx]));
+    kn__cg_load(k, sb, kn__cg_leaf_index(k, kn__ind_value_slot(k->p, n->args[q].u.t), &m->meta[n->args[q].u.t.idx]));
     kn__sb_puts(sb, ";\n");
   }
   k->hoisted = n;
 }
 
 /* Statements computing the tree of n, producers first. */
-static void stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
+void kn__cg_stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
   if (k->done[n->index]) return; /* recomputed nodes read twice: once per element */
   k->done[n->index] = 1;
   for (int q = 0; q < in->f.nopnds && q < n->nargs; q++) {
     const kn__garg *a = &n->args[q];
     if (a->kind == KN__GA_TENSOR && k->p->nodes[a->u.t.node->index].inlined)
-      stmts(k, sb, a->u.t.node);
+      kn__cg_stmts(k, sb, a->u.t.node);
   }
-  hoist_loads(k, sb, n);
-  value_open(sb, "      ", n);
-  expand(k, sb, n);
+  kn__cg_hoist_loads(k, sb, n);
+  kn__cg_value_open(sb, "      ", n);
+  kn__cg_expand(k, sb, n);
   k->hoisted = NULL;
   kn__sb_puts(sb, "));  /* ");
-  node_comment(sb, n);
+  kn__cg_node_comment(sb, n);
 }
 
-static void numel_text(kctx *k, kn__sb *sb, int ndim) {
+void kn__cg_numel_text(kctx *k, kn__sb *sb, int ndim) {
   kn__sb_puts(sb, "INT64_C(1)");
   for (int d = 0; d < ndim; d++) {
     kn__sb_puts(sb, " * ");
-    sym_text(k, sb, k->shape->sizes[d]);
+    kn__cg_sym_text(k, sb, k->shape->sizes[d]);
   }
 }
 
@@ -405,7 +369,7 @@ static void stores(const kctx *k, kn__sb *sb, const char *at) {
   for (int o = 0; o < k->nroots; o++) {
     kn__sb_puts(sb, "      ");
     out_ptr(k, sb, o);
-    kn__sb_printf(sb, "[%s] = %s(v%d);\n", at, st_fn(k->roots[o]->meta[0].dtype),
+    kn__sb_printf(sb, "[%s] = %s(v%d);\n", at, kn__cg_st_fn(k->roots[o]->meta[0].dtype),
                   k->roots[o]->index);
   }
 }
@@ -427,19 +391,19 @@ static void flat_loop(kctx *k, kn__sb *sb, const char *body) {
 }
 
 /* Start of a row-offset computation: t = idx and a zero offset per leaf. */
-static void offsets_begin(kctx *k, kn__sb *sb, const char *idx) {
+void kn__cg_offsets_begin(kctx *k, kn__sb *sb, const char *idx) {
   kn__sb_printf(sb, "    int64_t t = %s;\n", idx);
   for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "    int64_t o%d = 0;\n", li);
 }
 
 /* Peel dim d's index off t and add it to every leaf's offset. */
-static void offsets_dim(kctx *k, kn__sb *sb, int d) {
+void kn__cg_offsets_dim(kctx *k, kn__sb *sb, int d) {
   kn__sb_puts(sb, "    {\n      const int64_t sz = ");
-  sym_text(k, sb, k->shape->sizes[d]);
+  kn__cg_sym_text(k, sb, k->shape->sizes[d]);
   kn__sb_puts(sb, ", id = t % sz;\n      t /= sz;\n");
   for (int li = 0; li < k->nleaves; li++) {
     kn__sb_printf(sb, "      o%d += id * (", li);
-    leaf_stride(k, sb, &k->leaves[li], d);
+    kn__cg_leaf_stride(k, sb, &k->leaves[li], d);
     kn__sb_puts(sb, ");\n");
   }
   kn__sb_puts(sb, "    }\n");
@@ -447,16 +411,16 @@ static void offsets_dim(kctx *k, kn__sb *sb, int d) {
 
 /* Row offsets of every leaf for the outer index `idx` (dims [0, nd - rk)). */
 static void outer_offsets(kctx *k, kn__sb *sb, int nd, int rk, const char *idx) {
-  offsets_begin(k, sb, idx);
-  for (int d = nd - rk - 1; d >= 0; d--) offsets_dim(k, sb, d);
+  kn__cg_offsets_begin(k, sb, idx);
+  for (int d = nd - rk - 1; d >= 0; d--) kn__cg_offsets_dim(k, sb, d);
 }
 
 static void row_loop(kctx *k, kn__sb *sb, const char *body) {
   int nd = k->shape->ndim;
   kn__sb_puts(sb, "  const int64_t rows = ");
-  numel_text(k, sb, nd - 1);
+  kn__cg_numel_text(k, sb, nd - 1);
   kn__sb_puts(sb, ";\n  const int64_t len = ");
-  sym_text(k, sb, k->shape->sizes[nd - 1]);
+  kn__cg_sym_text(k, sb, k->shape->sizes[nd - 1]);
   kn__sb_puts(sb, ";\n");
   par_for(k, sb, "n >= KN_PAR_MIN");
   kn__sb_puts(sb, "  for (int64_t r = 0; r < rows; r++) {\n");
@@ -473,7 +437,7 @@ static void kernel_header(kctx *k, kn__sb *ker, const char *kind) {
   kn__sb_printf(ker, "/* kernel %d: ", last->index);
   for (int o = 0; o < k->nroots; o++) {
     if (o) kn__sb_putc(ker, ' ');
-    put_safe(ker, k->roots[o]->name);
+    kn__cg_put_safe(ker, k->roots[o]->name);
   }
   kn__sb_printf(ker, " (%s%s, %d inputs) */\nstatic void kernel%d(const int64_t *restrict s", kind,
                 k->nroots > 1 ? ", horizontal" : "", k->nleaves, last->index);
@@ -492,8 +456,7 @@ static void kernel_header(kctx *k, kn__sb *ker, const char *kind) {
 /* A kernel context of plan p whose flag arrays are [nnodes + 1] times
 ** nflags, with room for every slot and nouts outputs as leaves (each slot
 ** is one leaf at most); NULL on OOM. Freed by kctx_free. */
-static void kctx_free(kctx *k);
-static kctx *kctx_new(kn__ind_plan *p, int nflags, int nouts) {
+kctx *kn__cg_kctx_new(kn__ind_plan *p, int nflags, int nouts) {
   kctx *k = calloc(1, sizeof *k);
   size_t cap = (size_t)p->nslots + (size_t)nouts + 1;
   if (!k) return NULL;
@@ -504,11 +467,11 @@ static kctx *kctx_new(kn__ind_plan *p, int nflags, int nouts) {
   k->outs = malloc(((size_t)nouts + 1) * sizeof *k->outs);
   k->outm = malloc(((size_t)nouts + 1) * sizeof *k->outm);
   if (k->done && k->leaves && k->alias && k->outs && k->outm) return k;
-  kctx_free(k);
+  kn__cg_kctx_free(k);
   return NULL;
 }
 
-static void kctx_free(kctx *k) {
+void kn__cg_kctx_free(kctx *k) {
   if (!k) return;
   free(k->done);
   free(k->leaves);
@@ -521,7 +484,7 @@ static void kctx_free(kctx *k) {
 }
 
 /* The kernel's leaves: the IR item's reads, in order. */
-static void item_leaves(kctx *k) {
+void kn__cg_item_leaves(kctx *k) {
   for (int r = 0; r < k->it->nreads; r++) {
     k->alias[k->nleaves] = -1;
     k->leaves[k->nleaves++] = (leaf){k->it->reads[r].slot, k->it->reads[r].m};
@@ -529,13 +492,13 @@ static void item_leaves(kctx *k) {
 }
 
 /* The output a read is written in place over (the memory plan's), or -1. */
-static int inplace_output(const kn__kir_item *it, int slot) {
+int kn__cg_inplace_output(const kn__kir_item *it, int slot) {
   for (int w = 0; w < it->nwrites; w++)
     if (it->writes[w].inplace && it->writes[w].from == slot) return w;
   return -1;
 }
 
-static kn_status kernel_status(kctx *k, bool sb_failed) {
+kn_status kn__cg_kernel_status(kctx *k, bool sb_failed) {
   if (k->unplanned)
     return kn__error(KN_EINTERNAL, "inductor: kernel %d reads a buffer its kernel IR item does "
                      "not list", k->it->id);
@@ -546,34 +509,34 @@ static kn_status kernel_status(kctx *k, bool sb_failed) {
 ** horizontal set, launched where its last root is), into ker. */
 static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it,
                         kn__sb *ker) {
-  kctx *k = kctx_new(p, 1, 0);
+  kctx *k = kn__cg_kctx_new(p, 1, 0);
   if (!k) return kn__oom();
   k->t = t;
   k->it = it;
   k->shape = it->space;
   k->nroots = it->nroots;
   for (int o = 0; o < it->nroots; o++) k->roots[o] = kn__graph_node(p->g, it->roots[o]);
-  item_leaves(k);
-  for (int li = 0; li < k->nleaves; li++) k->alias[li] = inplace_output(it, k->leaves[li].slot);
+  kn__cg_item_leaves(k);
+  for (int li = 0; li < k->nleaves; li++) k->alias[li] = kn__cg_inplace_output(it, k->leaves[li].slot);
   k->flat = true;
   for (int i = 0; i < k->nleaves; i++)
-    k->flat &= leaf_same(k, k->leaves[i].m) || leaf_scalar(k->leaves[i].m);
+    k->flat &= kn__cg_leaf_same(k, k->leaves[i].m) || kn__cg_leaf_scalar(k->leaves[i].m);
   if (k->shape->ndim == 0) k->flat = true;
   kn__sb body, loop;
   kn__sb_init(&body);
   kn__sb_init(&loop);
-  for (int o = 0; o < k->nroots; o++) stmts(k, &body, k->roots[o]);
+  for (int o = 0; o < k->nroots; o++) kn__cg_stmts(k, &body, k->roots[o]);
   kn__sb_puts(&loop, "  const int64_t n = ");
-  numel_text(k, &loop, k->shape->ndim);
+  kn__cg_numel_text(k, &loop, k->shape->ndim);
   kn__sb_puts(&loop, ";\n");
   (k->flat ? flat_loop : row_loop)(k, &loop, kn__sb_cstr(&body));
   kernel_header(k, ker, k->flat ? "flat loop" : "row loop");
   kn__sb_puts(ker, kn__sb_cstr(&loop));
   kn__sb_puts(ker, "}\n\n");
-  kn_status st = kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&loop));
+  kn_status st = kn__cg_kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&loop));
   kn__sb_fini(&body);
   kn__sb_fini(&loop);
-  kctx_free(k);
+  kn__cg_kctx_free(k);
   return st;
 }
 
@@ -585,7 +548,7 @@ static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_
 ** once, block_vm) and accumulating in a double, in order (reproducible); a per-row
 ** member is one statement; a last pass writes the per-element members read
 ** outside the group. */
-static bool member(const kctx *k, const kn__gnode *m) { return k->p->nodes[m->index].group == k->gi; }
+bool kn__cg_member(const kctx *k, const kn__gnode *m) { return k->p->nodes[m->index].group == k->gi; }
 
 static int nops(const kctx *k, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
@@ -595,7 +558,7 @@ static int nops(const kctx *k, const kn__gnode *n) {
 
 /* Per-element outputs become leaves too (contiguous over the space), after
 ** the inputs: out leaf indices are >= the first output's. */
-static void group_outputs(kctx *k) {
+void kn__cg_group_outputs(kctx *k) {
   for (int w = 0; w < k->it->nwrites; w++) {
     int m = k->it->writes[w].node;
     k->outs[k->nouts++] = m;
@@ -613,31 +576,31 @@ static void group_outputs(kctx *k) {
   }
 }
 
-static int out_leaf(const kctx *k, int o) {
+int kn__cg_out_leaf(const kctx *k, int o) {
   for (int li = 0; li < k->nleaves; li++)
     if (k->leaves[li].slot == -1 - o) return li;
   return 0;
 }
 
-static void size_product(kctx *k, kn__sb *sb, bool reduced) {
+void kn__cg_size_product(kctx *k, kn__sb *sb, bool reduced) {
   kn__sb_puts(sb, "INT64_C(1)");
   for (int d = 0; d < k->shape->ndim; d++)
     if ((((k->g->mask >> d) & 1) != 0) == reduced) {
       kn__sb_puts(sb, " * ");
-      sym_text(k, sb, k->shape->sizes[d]);
+      kn__cg_sym_text(k, sb, k->shape->sizes[d]);
     }
 }
 
 /* Row offsets oL of every leaf for row o (kept dims, last varies fastest). */
 static void group_row_offsets(kctx *k, kn__sb *sb) {
-  offsets_begin(k, sb, "o");
+  kn__cg_offsets_begin(k, sb, "o");
   for (int d = k->shape->ndim - 1; d >= 0; d--)
-    if (!((k->g->mask >> d) & 1)) offsets_dim(k, sb, d);
+    if (!((k->g->mask >> d) & 1)) kn__cg_offsets_dim(k, sb, d);
   kn__sb_puts(sb, "    (void)t;\n");
 }
 
 /* The reduced dims, ascending, into dims; returns their number. */
-static int red_dims(const kctx *k, int *dims) {
+int kn__cg_red_dims(const kctx *k, int *dims) {
   int n = 0;
   for (int d = 0; d < k->shape->ndim; d++)
     if ((k->g->mask >> d) & 1) dims[n++] = d;
@@ -649,7 +612,7 @@ static void level_offsets(kctx *k, kn__sb *sb, int t, int d) {
   for (int li = 0; li < k->nleaves; li++) {
     if (t == 0) kn__sb_printf(sb, "      const int64_t p%d_0 = o%d + j0 * (", li, li);
     else kn__sb_printf(sb, "      const int64_t p%d_%d = p%d_%d + j%d * (", li, t, li, t - 1, t);
-    leaf_stride(k, sb, &k->leaves[li], d);
+    kn__cg_leaf_stride(k, sb, &k->leaves[li], d);
     kn__sb_puts(sb, ");\n");
   }
 }
@@ -657,10 +620,10 @@ static void level_offsets(kctx *k, kn__sb *sb, int t, int d) {
 /* Open the loops of levels [0, upto) over the reduced dims. */
 static int open_loops(kctx *k, kn__sb *sb, int upto) {
   int dims[KN_MAX_DIMS];
-  red_dims(k, dims);
+  kn__cg_red_dims(k, dims);
   for (int t = 0; t < upto; t++) {
     kn__sb_printf(sb, "    for (int64_t j%d = 0; j%d < ", t, t);
-    sym_text(k, sb, k->shape->sizes[dims[t]]);
+    kn__cg_sym_text(k, sb, k->shape->sizes[dims[t]]);
     kn__sb_printf(sb, "; j%d++) {\n", t);
     level_offsets(k, sb, t, dims[t]);
   }
@@ -671,28 +634,27 @@ static void close_loops(kn__sb *sb, int n) {
   for (int i = 0; i < n; i++) kn__sb_puts(sb, "    }\n");
 }
 
-static int out_index(const kctx *k, int node) {
+int kn__cg_out_index(const kctx *k, int node) {
   for (int o = 0; o < k->nouts; o++)
     if (k->outs[o] == node) return o;
   return -1;
 }
 
-static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n);
 
 /* Statements of the per-element members among n's operands. */
 static void operand_stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   for (int q = 0; q < nops(k, n); q++) {
     const kn__garg *a = &n->args[q];
-    if (a->kind == KN__GA_TENSOR && a->u.t.node && member(k, a->u.t.node) &&
+    if (a->kind == KN__GA_TENSOR && a->u.t.node && kn__cg_member(k, a->u.t.node) &&
         !k->p->nodes[a->u.t.node->index].row)
-      gstmts(k, sb, a->u.t.node);
+      kn__cg_gstmts(k, sb, a->u.t.node);
   }
 }
 
 /* Statements of per-element member n and the per-element members it reads
 ** (once per pass). A member kept in an output buffer by an earlier pass is
 ** read back from it. */
-static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
+void kn__cg_gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   if (k->done[n->index]) return;
   k->done[n->index] = 1;
   kn_dtype dt = n->meta[0].dtype;
@@ -700,33 +662,33 @@ static void gstmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   int so = k->stash[n->index];
   if (so >= 0 && k->stash_ready[n->index]) {
     kn__sb_printf(sb, "      const %s v%d = %s(out%d[p%d_%d]);  /* kept by an earlier pass */\n",
-                  ot, n->index, ld_fn(dt), so, out_leaf(k, so), k->depth - 1);
+                  ot, n->index, kn__cg_ld_fn(dt), so, kn__cg_out_leaf(k, so), k->depth - 1);
     return;
   }
   if (k->blk[n->index] == 2) { /* the table wrote the block into its output */
-    kn__sb_printf(sb, "      const %s v%d = %s(out%d[p%d_%d]);  /* ", ot, n->index, ld_fn(dt), so,
-                  out_leaf(k, so), k->depth - 1);
+    kn__sb_printf(sb, "      const %s v%d = %s(out%d[p%d_%d]);  /* ", ot, n->index, kn__cg_ld_fn(dt), so,
+                  kn__cg_out_leaf(k, so), k->depth - 1);
   } else if (k->blk[n->index]) {
-    value_open(sb, "      ", n);
+    kn__cg_value_open(sb, "      ", n);
     kn__sb_printf(sb, "vmo%d[l]));  /* ", n->index);
   } else {
     operand_stmts(k, sb, n);
-    hoist_loads(k, sb, n);
-    value_open(sb, "      ", n);
-    expand(k, sb, n);
+    kn__cg_hoist_loads(k, sb, n);
+    kn__cg_value_open(sb, "      ", n);
+    kn__cg_expand(k, sb, n);
     k->hoisted = NULL;
     kn__sb_puts(sb, "));  /* ");
   }
-  node_comment(sb, n);
+  kn__cg_node_comment(sb, n);
   if (so >= 0 && k->blk[n->index] != 2)
     kn__sb_printf(sb, "      out%d[p%d_%d] = %s(v%d);  /* kept for a later pass */\n", so,
-                  out_leaf(k, so), k->depth - 1, st_fn(dt), n->index);
+                  kn__cg_out_leaf(k, so), k->depth - 1, kn__cg_st_fn(dt), n->index);
 }
 
 /* Does per-element member n read m (through per-element members)? */
 static bool reads(const kctx *k, const kn__gnode *n, const kn__gnode *m, int budget) {
   if (n == m) return true;
-  if (budget == 0 || !member(k, n) || k->p->nodes[n->index].row) return false;
+  if (budget == 0 || !kn__cg_member(k, n) || k->p->nodes[n->index].row) return false;
   for (int q = 0; q < nops(k, n); q++) {
     const kn__garg *a = &n->args[q];
     if (a->kind == KN__GA_TENSOR && a->u.t.node && reads(k, a->u.t.node, m, budget - 1))
@@ -739,7 +701,7 @@ static bool reads(const kctx *k, const kn__gnode *n, const kn__gnode *m, int bud
 ** exp) is written to that pass's output buffer instead (same dtype, same
 ** position), and the last pass reads it back: written in place. */
 static void plan_stash(kctx *k, const kn__gnode *m) {
-  if (!member(k, m) || k->p->nodes[m->index].row || k->stash[m->index] >= 0) return;
+  if (!kn__cg_member(k, m) || k->p->nodes[m->index].row || k->stash[m->index] >= 0) return;
   for (int o = 0; o < k->nouts; o++) {
     const kn__gnode *on = kn__graph_node(k->p->g, k->outs[o]);
     bool used = false;
@@ -768,7 +730,7 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
   int t = k->depth - 1;
   kn__sb len;
   kn__sb_init(&len);
-  sym_text(k, &len, k->shape->sizes[dim]);
+  kn__cg_sym_text(k, &len, k->shape->sizes[dim]);
   const char *L = kn__sb_cstr(&len);
   if (r->acc == KN__RACC_INPUT) { /* lanes of the compute type, updated in the block loop */
     kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      for (; jb + 16 <= %s; jb += 16) {\n",
@@ -832,8 +794,8 @@ static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int
   kn__sb_printf(pre, "      }\n      KN_VMT()->%s%s[%d](", tab, no == 2 ? "b" : "", f->vm);
   if (so >= 0) { /* out + the block's first element's offset */
     kn__sb_printf(pre, "out%d + ", so);
-    if (nd > 1) kn__sb_printf(pre, "p%d_%d + jb", out_leaf(k, so), nd - 2);
-    else kn__sb_printf(pre, "o%d + jb", out_leaf(k, so));
+    if (nd > 1) kn__sb_printf(pre, "p%d_%d + jb", kn__cg_out_leaf(k, so), nd - 2);
+    else kn__sb_printf(pre, "o%d + jb", kn__cg_out_leaf(k, so));
   } else {
     kn__sb_printf(pre, "vmo%d", v->index);
   }
@@ -860,12 +822,12 @@ static void red_body(kctx *k, kn__sb *body, const kn__gnode *n, int nd, const in
   const char *ct = kn__ind_ctype(src->meta[n->args[0].u.t.idx].dtype);
   memset(k->done, 0, (size_t)k->p->nnodes);
   level_offsets(k, body, nd - 1, dims[nd - 1]);
-  if (member(k, src)) {
-    gstmts(k, body, src);
+  if (kn__cg_member(k, src)) {
+    kn__cg_gstmts(k, body, src);
     kn__sb_printf(body, "      const %s x = v%d;\n", ct, src->index);
   } else {
     kn__sb_printf(body, "      const %s x = ", ct);
-    load(k, body, leaf_index(k, kn__ind_value_slot(k->p, n->args[0].u.t),
+    kn__cg_load(k, body, kn__cg_leaf_index(k, kn__ind_value_slot(k->p, n->args[0].u.t),
                              &src->meta[n->args[0].u.t.idx]));
     kn__sb_puts(body, ";\n");
   }
@@ -880,7 +842,7 @@ static void row_index(kctx *k, kn__sb *sb, const kn__gnode *n, int nd, const int
   kn__sb_puts(sb, "j0)");
   for (int t = 1; t < nd; t++) { /* Horner: ((j0 * S1 + j1) * S2 + j2) */
     kn__sb_puts(sb, " * (");
-    sym_text(k, sb, k->shape->sizes[dims[t]]);
+    kn__cg_sym_text(k, sb, k->shape->sizes[dims[t]]);
     kn__sb_printf(sb, ") + j%d)", t);
   }
 }
@@ -888,7 +850,7 @@ static void row_index(kctx *k, kn__sb *sb, const kn__gnode *n, int nd, const int
 /* The loops of one pass with row r's lanes, combined into accID after. */
 static void red_loops(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const text[3],
                       const kn__red_row *r, const char *xv) {
-  int dims[KN_MAX_DIMS], nd = red_dims(k, dims);
+  int dims[KN_MAX_DIMS], nd = kn__cg_red_dims(k, dims);
   kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
   kn__sb idx;
   kn__sb_init(&idx);
@@ -907,14 +869,14 @@ static void red_loops(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
 static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
   const kn__gnode *src = n->args[0].u.t.node;
-  int dims[KN_MAX_DIMS], nd = red_dims(k, dims);
+  int dims[KN_MAX_DIMS], nd = kn__cg_red_dims(k, dims);
   kn__sb_puts(sb, "    /* ");
-  node_comment(sb, n);
+  kn__cg_node_comment(sb, n);
   plan_stash(k, src);
   kn__sb code[3];
   for (int c = 0; c < 3; c++) kn__sb_init(&code[c]);
   k->inner = true;
-  if (in->red->acc == KN__RACC_WIDE && member(k, src)) block_vms(k, &code[1], src, nd, dims);
+  if (in->red->acc == KN__RACC_WIDE && kn__cg_member(k, src)) block_vms(k, &code[1], src, nd, dims);
   red_body(k, &code[0], n, nd, dims);
   memset(k->blk, 0, (size_t)k->p->nnodes);
   red_body(k, &code[2], n, nd, dims); /* the remainder: no block */
@@ -946,15 +908,15 @@ static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
   if (in->kind == KN__IND_RED) red_pass(k, sb, n);
   else {
-    hoist_loads(k, sb, n);
-    value_open(sb, "    ", n);
-    expand(k, sb, n);
+    kn__cg_hoist_loads(k, sb, n);
+    kn__cg_value_open(sb, "    ", n);
+    kn__cg_expand(k, sb, n);
     k->hoisted = NULL;
     kn__sb_puts(sb, "));  /* ");
-    node_comment(sb, n);
+    kn__cg_node_comment(sb, n);
   }
-  int o = out_index(k, n->index);
-  if (o >= 0) kn__sb_printf(sb, "    out%d[o] = %s(v%d);\n", o, st_fn(n->meta[0].dtype), n->index);
+  int o = kn__cg_out_index(k, n->index);
+  if (o >= 0) kn__sb_printf(sb, "    out%d[o] = %s(v%d);\n", o, kn__cg_st_fn(n->meta[0].dtype), n->index);
 }
 
 /* The last pass: per-element members read outside the group (every value
@@ -968,11 +930,11 @@ static void store_pass(kctx *k, kn__sb *sb) {
   int nl = open_loops(k, sb, k->depth);
   k->inner = true;
   for (int o = 0; o < k->nouts; o++)
-    if (!k->p->nodes[k->outs[o]].row) gstmts(k, sb, kn__graph_node(k->p->g, k->outs[o]));
+    if (!k->p->nodes[k->outs[o]].row) kn__cg_gstmts(k, sb, kn__graph_node(k->p->g, k->outs[o]));
   for (int o = 0; o < k->nouts; o++)
     if (!k->p->nodes[k->outs[o]].row)
-      kn__sb_printf(sb, "      out%d[p%d_%d] = %s(v%d);\n", o, out_leaf(k, o), nl - 1,
-                    st_fn(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), k->outs[o]);
+      kn__sb_printf(sb, "      out%d[p%d_%d] = %s(v%d);\n", o, kn__cg_out_leaf(k, o), nl - 1,
+                    kn__cg_st_fn(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), k->outs[o]);
   k->inner = false;
   close_loops(sb, nl);
 }
@@ -980,9 +942,9 @@ static void store_pass(kctx *k, kn__sb *sb) {
 /* The group's sizes: outer (rows) and red (elements reduced per row). */
 static void group_sizes(kctx *k, kn__sb *sb) {
   kn__sb_puts(sb, "  const int64_t outer = ");
-  size_product(k, sb, false);
+  kn__cg_size_product(k, sb, false);
   kn__sb_puts(sb, ", red = ");
-  size_product(k, sb, true);
+  kn__cg_size_product(k, sb, true);
   kn__sb_puts(sb, ";\n  (void)outer, (void)red;\n");
 }
 
@@ -1032,7 +994,7 @@ static void group_open(kctx *k, kn__sb *ker) {
 static void group_text(kctx *k, int root, const char *row, kn__sb *ker) {
   const kn__gnode *rn = kn__graph_node(k->p->g, k->g->members[0]);
   kn__sb_printf(ker, "/* kernel %d: group of ", root);
-  put_safe(ker, rn->name);
+  kn__cg_put_safe(ker, rn->name);
   kn__sb_printf(ker, " (row loop, %d nodes, %d outputs) */\n", k->g->nmembers, k->nouts);
   if (k->t->openmp) {
     kn__sb_printf(ker, "static void kn_rows%d(int64_t o, const int64_t *restrict s", root);
@@ -1061,10 +1023,10 @@ static kn_status group_kernel(kn__ind_plan *p, const kn__ind_target *t, const kn
                               kn__sb *ker) {
   const kn__ind_group *g = &p->groups[it->group];
   size_t nn = (size_t)p->nnodes + 1;
-  kctx *k = kctx_new(p, 3, g->nmembers);
+  kctx *k = kn__cg_kctx_new(p, 3, g->nmembers);
   if (k) k->stash = malloc(nn * sizeof *k->stash);
   if (!k || !k->stash) {
-    kctx_free(k);
+    kn__cg_kctx_free(k);
     return kn__oom();
   }
   for (size_t i = 0; i < nn; i++) k->stash[i] = -1;
@@ -1076,15 +1038,15 @@ static kn_status group_kernel(kn__ind_plan *p, const kn__ind_target *t, const kn
   k->stash_ready = k->done + nn;
   k->blk = k->done + 2 * nn;
   for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
-  item_leaves(k);
-  group_outputs(k);
+  kn__cg_item_leaves(k);
+  kn__cg_group_outputs(k);
   kn__sb row;
   kn__sb_init(&row);
   group_row(k, &row);
   group_text(k, g->root, kn__sb_cstr(&row), ker);
-  kn_status st = kernel_status(k, kn__sb_failed(&row));
+  kn_status st = kn__cg_kernel_status(k, kn__sb_failed(&row));
   kn__sb_fini(&row);
-  kctx_free(k);
+  kn__cg_kctx_free(k);
   return st;
 }
 
@@ -1100,7 +1062,7 @@ kn_status kn__ind_c_emit_kernel(const kn__ind_target *t, kn__kir *ir, int j, kn_
 ** events: outputs taking over a buffer (in place over a read, or a dead
 ** buffer of the same sizes and dtype: rt->reuse), dead buffers released
 ** (rt->release), new buffers (rt->alloc). */
-static void releases(kn__sb *call, const int *slots, int n) {
+void kn__cg_releases(kn__sb *call, const int *slots, int n) {
   for (int k = 0; k < n; k++) kn__sb_printf(call, "  rt->release(ctx, %d);\n", slots[k]);
 }
 
@@ -1113,10 +1075,10 @@ static const char *out_target(char *buf, size_t n, bool single, int w) {
 
 /* The buffers of a kernel launch: in-place takes (in read order), reused
 ** buffers, releases, then new buffers (in output order). */
-static void launch_buffers(const kn__kir_item *it, bool single, kn__sb *call) {
+void kn__cg_launch_buffers(const kn__kir_item *it, bool single, kn__sb *call) {
   char tg[32];
   for (int r = 0; r < it->nreads; r++) {
-    int w = inplace_output(it, it->reads[r].slot);
+    int w = kn__cg_inplace_output(it, it->reads[r].slot);
     if (w >= 0)
       kn__sb_printf(call, "    if (rt->reuse(ctx, %d, %d, %s)) return -1;  /* in place over slot "
                     "%d */\n", it->reads[r].slot, it->writes[w].slot,
@@ -1127,7 +1089,7 @@ static void launch_buffers(const kn__kir_item *it, bool single, kn__sb *call) {
       kn__sb_printf(call, "    if (rt->reuse(ctx, %d, %d, %s)) return -1;  /* slot %d's buffer */\n",
                     it->writes[w].from, it->writes[w].slot, out_target(tg, sizeof tg, single, w),
                     it->writes[w].from);
-  releases(call, it->free_before, it->nfree_before);
+  kn__cg_releases(call, it->free_before, it->nfree_before);
   for (int w = 0; w < it->nwrites; w++)
     if (it->writes[w].from < 0)
       kn__sb_printf(call, "    if (rt->alloc(ctx, %d, %s)) return -1;\n", it->writes[w].slot,
@@ -1143,7 +1105,7 @@ static void launch_call(const kn__kir *ir, const kn__kir_item *it, bool single, 
     else kn__sb_printf(call, ", (%s *)o[%d]", ct, w);
   }
   for (int r = 0; r < it->nreads; r++)
-    if (inplace_output(it, it->reads[r].slot) < 0)
+    if (kn__cg_inplace_output(it, it->reads[r].slot) < 0)
       kn__sb_printf(call, ", (const %s *)rt->ptr(ctx, %d)", kn__ind_ctype(it->reads[r].m->dtype),
                     it->reads[r].slot);
   kn__sb_puts(call, ");\n  }\n");
@@ -1151,11 +1113,11 @@ static void launch_call(const kn__kir *ir, const kn__kir_item *it, bool single, 
 
 static void extern_call(const kn__ind_plan *p, const kn__kir_item *it, kn__sb *call) {
   const kn__gnode *n = kn__graph_node(p->g, it->id);
-  releases(call, it->free_before, it->nfree_before);
+  kn__cg_releases(call, it->free_before, it->nfree_before);
   kn__sb_printf(call, "  if (rt->ext(ctx, %d)) return -1;  /* extern ", it->step);
-  put_safe(call, n->target);
+  kn__cg_put_safe(call, n->target);
   kn__sb_putc(call, ' ');
-  put_safe(call, n->name);
+  kn__cg_put_safe(call, n->name);
   kn__sb_puts(call, " */\n");
 }
 
@@ -1167,17 +1129,17 @@ kn_status kn__ind_c_emit_launch(const kn__ind_target *t, const kn__kir *ir, int 
   } else if (it->kind == KN__KIR_POINTWISE) {
     bool single = it->nwrites == 1;
     kn__sb_puts(call, "  {  /* ");
-    put_safe(call, kn__graph_node(ir->p->g, it->id)->name);
+    kn__cg_put_safe(call, kn__graph_node(ir->p->g, it->id)->name);
     if (single) kn__sb_puts(call, " */\n    void *o;\n");
     else kn__sb_printf(call, " */\n    void *o[%d];\n", it->nwrites);
-    launch_buffers(it, single, call);
+    kn__cg_launch_buffers(it, single, call);
     launch_call(ir, it, single, call);
   } else {
     kn__sb_printf(call, "  {  /* kernel %d */\n    void *o[%d];\n", it->id, it->nwrites + 1);
-    launch_buffers(it, false, call);
+    kn__cg_launch_buffers(it, false, call);
     launch_call(ir, it, false, call);
   }
-  releases(call, it->free_after, it->nfree_after);
+  kn__cg_releases(call, it->free_after, it->nfree_after);
   return kn__sb_failed(call) ? kn__oom() : KN_OK;
 }
 
@@ -1188,14 +1150,14 @@ kn_status kn__ind_c_emit_entry(const kn__ind_target *t, const kn__kir *ir, bool 
     kn__sb_puts(call, "int call(const kn_rt *rt, void *ctx, const int64_t *s);\n"
                       "int call(const kn_rt *rt, void *ctx, const int64_t *s) {\n" KN__IND_VM_BIND);
   } else {
-    releases(call, ir->free_end, ir->nfree_end);
+    kn__cg_releases(call, ir->free_end, ir->nfree_end);
     kn__sb_puts(call, "  return 0;\n}\n");
   }
   return kn__sb_failed(call) ? kn__oom() : KN_OK;
 }
 
 /* Does a kernel of plan p read or compute a float16/bfloat16 value? */
-static bool plan_has_half(const kn__ind_plan *p) {
+bool kn__cg_plan_has_half(const kn__ind_plan *p) {
   for (int i = 0; i < p->nnodes; i++) {
     const kn__gnode *n = kn__graph_node(p->g, i);
     if (p->nodes[i].kind != KN__IND_PW && p->nodes[i].kind != KN__IND_RED) continue;
@@ -1211,7 +1173,10 @@ static bool plan_has_half(const kn__ind_plan *p) {
 kn_status kn__ind_c_prelude(const kn__ind_target *t, const kn__kir *ir, kn__sb *sb) {
   kn__sb_puts(sb, "/* generated by kiln inductor */\n");
   kn__sb_puts(sb, prelude);
-  if (plan_has_half(ir->p)) kn__sb_puts(sb, half_prelude);
+  if (kn__cg_plan_has_half(ir->p)) {
+    kn__sb_puts(sb, half_bits);
+    kn__sb_puts(sb, kn__cg_half_prelude);
+  }
   kn_status st = kn__ind_formula_prelude(ir->p, t->vector_abi, sb);
   return st == KN_OK ? kn__ind_red_prelude(ir->p, sb) : st;
 }

@@ -217,7 +217,8 @@ bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f) {
   if (n->op != KN__GN_CALL || !n->opdef || n->nout != 1 || n->meta[0].kind != KN__V_TENSOR)
     return false;
   if (n->set_requires_grad) return false;
-  if (!kn__ind_ctype(n->meta[0].dtype) || n->meta[0].device != KN_CPU) return false;
+  if (!kn__ind_ctype(n->meta[0].dtype)) return false;
+  if (n->meta[0].device != KN_CPU && n->meta[0].device != KN_CUDA) return false;
   kn__ind_lclass cls = kn__ind_lowering_of(n->opdef)->cls;
   switch (cls) {
   case KN__IND_L_FORMULA: return pointwise_formula(n, f);

@@ -49,6 +49,15 @@ kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_in
 kn_status kn__inductor_run_into(const kn_compiled_graph *c, kn_tensor *const *in, int nin,
                                 kn_tensor **out, int nout, kn_tensor *const *into);
 
+/* The dispatcher's device backend for KN_CUDA (ops/cuda_ops.h's
+** kn__device_backend_fn): call c as a compiled single-op graph on the GPU,
+** cached per op, dtypes, sizes, strides and argument values
+** (cuda_eager.c). KN_EUNSUPPORTED naming the op and cuda:0 when the code
+** generator cannot lower it. */
+struct kn__call;
+struct kn__outs;
+kn_status kn__ind_cuda_eager(const struct kn__call *c, struct kn__outs *out);
+
 /* ---- the ABI between kiln and generated code -------------------------------
 ** Generated code sees only this table (no kiln symbols are linked), passed to
 ** `int call(const kn__ind_rt *rt, void *ctx, const int64_t *s)`; s holds the
@@ -65,6 +74,11 @@ typedef struct kn__ind_rt {
   const void *(*vmath)(void);                   /* the vector-math table */
   /* slot `to` takes over the buffer of dead slot `from` (same sizes, dtype) */
   int (*reuse)(void *ctx, int from, int to, void **p);
+  /* CUDA programs (ABI 103, the cuda target): queue kernel fn on kiln's
+  ** stream (grid, block, dynamic shared bytes, a pointer to each parameter);
+  ** the C targets' table ends before it */
+  int (*launch)(void *ctx, void *fn, const unsigned grid[3], const unsigned block[3],
+                unsigned shmem, void **args);
 } kn__ind_rt;
 typedef int (*kn__ind_call_fn)(const kn__ind_rt *rt, void *ctx, const int64_t *s);
 

@@ -62,6 +62,9 @@ struct kn__ind_target {
 
 /* The C targets (target.c). */
 extern const kn__ind_target kn__ind_target_c, kn__ind_target_c_scalar;
+/* The CUDA target (target_cuda.c): device code for NVRTC and a C host
+** program in one text (docs/INDUCTOR.md, "The CUDA target"). */
+extern const kn__ind_target kn__ind_target_cuda;
 /* The target named name (static), or NULL. */
 const kn__ind_target *kn__ind_target_find(const char *name);
 /* The target KILN_INDUCTOR_TARGET selects ("c" when unset or empty);

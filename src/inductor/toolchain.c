@@ -40,6 +40,7 @@
 
 #include "core/cachefs.h"
 #include "core/error.h"
+#include "inductor/cuda_target.h"
 #include "inductor/toolchain.h"
 #include "logging/log.h"
 
@@ -91,6 +92,10 @@ void kn__ind_tool_init(kn__ind_tool *t, const kn__ind_target *tg) {
     snprintf(t->ident, sizeof t->ident, "%s %lld %lld", t->resolved, (long long)sb.st_size,
              (long long)sb.st_mtime);
   else snprintf(t->ident, sizeof t->ident, "%s (not found)", t->cc);
+  if (tg == &kn__ind_target_cuda) { /* the device code is for this device's architecture */
+    size_t used = strlen(t->ident);
+    kn__cu_ident(t->ident + used, sizeof t->ident - used);
+  }
   char why[200];
   t->timeout_s = kn__compile_timeout(why, sizeof why);
   if (why[0] && !atomic_exchange(&warned_timeout, true))
@@ -410,20 +415,12 @@ static void fd_path(int fd, char *out, size_t n) {
   snprintf(out + used, n - used, "/self/fd/%d", fd);
 }
 
-/* dlopen fd and find its entry point. */
-static kn_status load_from(int fd, const char *shown, kn__ind_call_fn *out) {
+/* dlopen fd (the handle into *h). */
+static kn_status open_from(int fd, const char *shown, void **h) {
   char name[640];
   fd_path(fd, name, sizeof name);
-  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (!h) return kn__error(KN_EIO, "inductor: cannot load '%s': %s", shown, dlerror());
-  int (*abi)(void) = (int (*)(void))dlsym(h, "kn_ind_abi");
-  kn__ind_call_fn fn = (kn__ind_call_fn)dlsym(h, "call");
-  if (!abi || !fn || abi() != KN__IND_ABI) {
-    dlclose(h);
-    return kn__error(KN_EIO, "inductor: '%s' is not a kiln inductor object of ABI %d", shown,
-                     KN__IND_ABI);
-  }
-  *out = fn; /* the handle stays open for the life of the process */
+  *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!*h) return kn__error(KN_EIO, "inductor: cannot load '%s': %s", shown, dlerror());
   return KN_OK;
 }
 
@@ -446,15 +443,32 @@ static int mem_copy(int fd) {
   return -1;
 }
 
-kn_status kn__ind_load_fd(int fd, bool noexec, const char *shown, kn__ind_call_fn *out) {
-  if (!noexec) return load_from(fd, shown, out);
+kn_status kn__ind_dlopen_fd(int fd, bool noexec, const char *shown, void **h) {
+  if (!noexec) return open_from(fd, shown, h);
   int m = mem_copy(fd);
   if (m < 0)
     return kn__error(KN_EIO, "inductor: cannot load '%s': its file system is mounted noexec and "
                      "no in-memory copy could be made (%s)", shown, strerror(errno));
-  kn_status st = load_from(m, shown, out);
+  kn_status st = open_from(m, shown, h);
   close(m);
-  if (st == KN_OK) return st;
+  return st;
+}
+
+kn_status kn__ind_load_fd(int fd, bool noexec, const char *shown, kn__ind_call_fn *out) {
+  void *h = NULL;
+  kn_status st = kn__ind_dlopen_fd(fd, noexec, shown, &h);
+  if (st == KN_OK) {
+    int (*abi)(void) = (int (*)(void))dlsym(h, "kn_ind_abi");
+    kn__ind_call_fn fn = (kn__ind_call_fn)dlsym(h, "call");
+    if (!abi || !fn || abi() != KN__IND_ABI) {
+      dlclose(h);
+      return kn__error(KN_EIO, "inductor: '%s' is not a kiln inductor object of ABI %d", shown,
+                       KN__IND_ABI);
+    }
+    *out = fn; /* the handle stays open for the life of the process */
+    return KN_OK;
+  }
+  if (!noexec) return st;
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", kn_last_error());
   return kn__error(st, "%s (its file system is mounted noexec, so an in-memory copy was loaded: "

@@ -78,5 +78,9 @@ kn_status kn__ind_cc(const kn__ind_tool *t, const char *dir, const char *src, co
 ** noexec: its directory is on a noexec mount). shown names it in
 ** messages. The code stays loaded for the life of the process. */
 kn_status kn__ind_load_fd(int fd, bool noexec, const char *shown, kn__ind_call_fn *out);
+/* The same loading without the entry-point check: the dlopen handle of the
+** object open on fd into *handle (stays open for the life of the process;
+** the caller finds its symbols). */
+kn_status kn__ind_dlopen_fd(int fd, bool noexec, const char *shown, void **handle);
 
 #endif

@@ -37,7 +37,8 @@
   X(KN_LOG_FSDP, "kiln.distributed.fsdp")                                  \
   X(KN_LOG_PP, "kiln.distributed.pipelining")                              \
   X(KN_LOG_EXPORT, "kiln.export")                                          \
-  X(KN_LOG_TRACE, "kiln.trace")
+  X(KN_LOG_TRACE, "kiln.trace")                                            \
+  X(KN_LOG_CUDA, "kiln.cuda")
 
 /* "kiln" is also reachable as "all". Shared loggers (dynamo, dynamic and
 ** export all set kiln.symbolic_shapes) take the last write. */
@@ -56,7 +57,8 @@
   X(KN_COMP_PP, "pp", KN_LOG_PP)                                           \
   X(KN_COMP_FSDP, "fsdp", KN_LOG_FSDP)                                     \
   X(KN_COMP_EXPORT, "export", KN_LOG_DYNAMO, KN_LOG_EXPORT,                \
-    KN_LOG_SYMBOLIC_SHAPES, KN_LOG_SYM_NODE)
+    KN_LOG_SYMBOLIC_SHAPES, KN_LOG_SYM_NODE)                               \
+  X(KN_COMP_CUDA, "cuda", KN_LOG_CUDA)
 
 #define KN__OFF KN_ARTIFACT_OFF_BY_DEFAULT
 #define KN__VIS KN_ARTIFACT_VISIBLE

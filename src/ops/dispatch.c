@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "ops/autocast.h"
+#include "ops/cuda_ops.h"
 #include "ops/opdef.h"
 #include "ops/threads.h"
 #include "tensor/handles.h"
@@ -203,13 +204,10 @@ static kn_status attach_sym(kn_tensor *t, const kn__outmeta *m, bool view) {
   return KN_OK;
 }
 
-static kn_device call_device(const kn__call *c, bool meta) {
-  (void)c;
-  return meta ? KN_META : KN_CPU;
-}
-
-/* Create the output tensor for one meta entry. Owned, or NULL. */
-static kn_tensor *make_output(const kn__call *c, const kn__outmeta *m, bool meta) {
+/* Create the output tensor for one meta entry on device dev (KN_META for
+** metadata only). Owned, or NULL. */
+static kn_tensor *make_output(const kn__call *c, const kn__outmeta *m, kn_device dev) {
+  bool meta = dev == KN_META;
   int64_t sizes[KN_MAX_DIMS];
   sym_to_concrete(m->ndim, m->sizes, sizes);
   kn_tensor *t = NULL;
@@ -226,15 +224,16 @@ static kn_tensor *make_output(const kn__call *c, const kn__outmeta *m, bool meta
     t = kn__make_view(c->args[m->view_of].u.t, m->ndim, sizes, strides,
                       kn__sym_hint(m->offset));
   } else {
-    t = kn__empty(m->ndim, sizes, m->dtype, call_device(c, meta));
+    t = kn__empty(m->ndim, sizes, m->dtype, dev);
   }
   if (!t) return NULL;
-  /* fake inputs give fake outputs that report the CPU device */
+  /* fake inputs give fake outputs that report the device the fake input
+  ** does (the real tensor's: cpu or cuda) */
   for (int k = 0, n = kn__call_ninputs(c); k < n && meta && m->view_of < 0; k++) {
     const kn_tensor *in = kn__call_input(c, k);
     if (in && in->is_fake) {
       t->is_fake = true;
-      t->device = KN_CPU;
+      t->device = in->device == KN_CUDA ? KN_CUDA : KN_CPU;
       break;
     }
   }
@@ -275,22 +274,28 @@ static kn_status run_meta(const kn__call *c, kn__metas *metas) {
   return st;
 }
 
+/* The backend layer: meta function, outputs, kernel. A call with a tensor on
+** the GPU runs there (ops/cuda_ops.h: the ops layer's CUDA kernels or the
+** registered device backend); no CPU kernel ever sees device memory. */
 static kn_status backend(kn__call *c, kn__outs *out, bool force_meta) {
   const kn__opdef *op = c->op;
   if (op->flags & KN_OPF_COMPOSITE) return op->kernel(c, out);
-  kn_status st = (op->flags & KN_OPF_INPLACE) ? check_no_internal_overlap(c) : KN_OK;
+  bool meta = force_meta || call_is_meta(c);
+  kn_device dev = KN_META;
+  kn_status st = meta ? KN_OK : kn__call_device(c, &dev);
+  if (st == KN_OK && (op->flags & KN_OPF_INPLACE)) st = check_no_internal_overlap(c);
   if (st != KN_OK) return st;
   kn__metas metas;
   kn__metas_init(&metas);
   st = run_meta(c, &metas);
-  bool meta = force_meta || call_is_meta(c);
   for (int i = 0; st == KN_OK && i < metas.n; i++) {
-    kn_tensor *t = make_output(c, &metas.m[i], meta);
+    kn_tensor *t = make_output(c, &metas.m[i], dev);
     if (!t) st = kn_last_status() != KN_OK ? kn_last_status() : kn__oom();
     else if (!kn__outs_push(out, t)) st = kn__oom();
   }
   kn__metas_fini(&metas);
-  if (st == KN_OK && !meta && !(op->flags & KN_OPF_VIEW)) st = op->kernel(c, out);
+  if (st == KN_OK && !meta && !(op->flags & KN_OPF_VIEW))
+    st = dev == KN_CUDA ? kn__cuda_kernel(c, out) : op->kernel(c, out);
   if (st == KN_OK && (op->flags & KN_OPF_INPLACE)) kn__bump_version(c->args[0].u.t);
   if (st != KN_OK) kn__outs_fini(out);
   return st;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ops/cvt16.h"
+#include "ops/cuda_ops.h"
 #include "ops/iter.h"
 
 void kn__iter_init(kn__iter *it, int ndim, const int64_t *sizes) {
@@ -123,6 +124,7 @@ static void copy_fn(char **p, const int64_t *s, int64_t n, const void *ctx) {
 }
 
 kn_status kn__copy_into(kn_tensor *dst, const kn_tensor *src) {
+  if (kn__tensor_on_cuda(dst) || kn__tensor_on_cuda(src)) return kn__cuda_copy_into(dst, src);
   if (!kn_data(dst) || !kn_data(src)) {
     if (kn_numel(dst) == 0) return KN_OK;
     return kn__error(KN_EINVAL, "copy: tensors without data (meta or fake)");
@@ -139,7 +141,7 @@ kn_status kn__copy_into(kn_tensor *dst, const kn_tensor *src) {
 kn_tensor *kn__contiguous_copy(const kn_tensor *t, kn_dtype dt) {
   kn_tensor *r = kn__empty(t->ndim, t->sizes, dt, t->device);
   if (!r) return NULL;
-  if (t->device == KN_CPU && kn__copy_into(r, t) != KN_OK) {
+  if ((t->device == KN_CPU || t->device == KN_CUDA) && kn__copy_into(r, t) != KN_OK) {
     kn_release(r);
     return NULL;
   }

@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/hashmap.h"
 #include "tensor/pool.h"
+#include "cuda/cuda.h"
 #include "tensor/tensor.h"
 
 #define KN__CACHE_LIMIT ((size_t)2 << 30)
@@ -153,6 +154,9 @@ kn__storage *kn__storage_new(size_t nbytes, kn_device dev) {
     }
     s->from_allocator = true;
     kn__live_add(KN__LIVE_ALLOC_BYTES, (int64_t)nbytes);
+  } else if (dev == KN_CUDA && kn__cuda_alloc(nbytes, &s->data) != KN_OK) {
+    kn__pool_put(KN__POOL_STORAGE, s, sizeof *s);
+    return NULL;
   }
   kn__live_add(KN__LIVE_STORAGES, 1);
   return s;
@@ -163,6 +167,7 @@ void kn__storage_retain(kn__storage *s) { atomic_fetch_add(&s->refcount, 1); }
 void kn__storage_release(kn__storage *s) {
   if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
   if (s->from_allocator) kn__cached_free(s->data, s->nbytes);
+  else if (s->device == KN_CUDA) kn__cuda_free(s->data);
   kn__pool_put_live(KN__POOL_STORAGE, s, sizeof *s, KN__LIVE_STORAGES);
 }
 

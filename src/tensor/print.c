@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "tensor/handles.h"
+#include "cuda/cuda.h"
 #include "tensor/tensor.h"
 
 #define EDGE 3
@@ -157,6 +158,7 @@ static void emit(kn__sb *sb, const kn_tensor *t, const fmt *f, int d, int64_t *i
 }
 
 static void suffix(kn__sb *sb, const kn_tensor *t, bool empty) {
+  if (t->device == KN_CUDA) kn__sb_printf(sb, ", device='cuda:%d'", kn__cuda_device_index());
   if (empty && t->ndim != 1) {
     kn__sb_puts(sb, ", size=(");
     for (int d = 0; d < t->ndim; d++)
@@ -193,10 +195,18 @@ char *kn_tensor_to_string(const kn_tensor *t) {
     kn__sb_puts(&sb, "[]");
     suffix(&sb, t, true);
   } else {
-    fmt f = choose(t, numel > THRESHOLD);
+    /* a CUDA tensor's elements are read from a host copy */
+    kn_tensor *h = t->device == KN_CUDA ? kn__tensor_host_copy(t) : NULL;
+    if (t->device == KN_CUDA && !h) {
+      kn__sb_fini(&sb);
+      return NULL;
+    }
+    const kn_tensor *v = h ? h : t;
+    fmt f = choose(v, numel > THRESHOLD);
     int64_t idx[KN_MAX_DIMS] = {0};
-    emit(&sb, t, &f, 0, idx, 7);
+    emit(&sb, v, &f, 0, idx, 7);
     suffix(&sb, t, false);
+    kn_release(h);
   }
   kn__sb_putc(&sb, ')');
   char *s = kn__sb_take(&sb);

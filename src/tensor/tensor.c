@@ -305,7 +305,7 @@ kn_tensor *kn__empty_strided(int ndim, const int64_t *sizes, const int64_t *stri
   int64_t extent = reach(ndim, sizes, strides, 0); /* checked above */
   kn__storage *st = kn__storage_new((size_t)extent * kn_dtype_size(dt), dev);
   if (!st) {
-    kn__oom();
+    if (dev != KN_CUDA) kn__oom(); /* the CUDA allocator said why */
     return NULL;
   }
   kn_tensor *t = wrap_owned(st, dt, ndim, sizes, strides, 0);
@@ -467,6 +467,10 @@ static kn_status no_data(const kn_tensor *t, const char *api) {
 
 void *kn_data(const kn_tensor *t) {
   if (null_tensor(t, "kn_data")) return NULL;
+  if (t->storage->device == KN_CUDA) {
+    (void)kn__cuda_refuse_data(t, "kn_data");
+    return NULL;
+  }
   if (!t->storage->data) {
     (void)no_data(t, "kn_data");
     return NULL;
@@ -492,6 +496,10 @@ double kn_get(const kn_tensor *t, const int64_t *index) {
       return NAN;
     }
     off += index[d] * t->strides[d];
+  }
+  if (t->storage->device == KN_CUDA) {
+    unsigned char buf[8];
+    return kn__cuda_read_element(t, off, buf) == KN_OK ? kn__load_double(buf, t->dtype) : NAN;
   }
   return kn__load_double((char *)t->storage->data + off * (int64_t)kn_dtype_size(t->dtype),
                          t->dtype);
@@ -519,7 +527,13 @@ kn_status kn_item_double(const kn_tensor *t, double *out) {
   kn_status st = traced_item(t, out);
   if (st != KN__FAKE_PASS) return st;
   st = check_item(t, "kn_item_double");
-  if (st == KN_OK) *out = kn__load_double(kn_data(t), t->dtype);
+  unsigned char buf[8];
+  if (st == KN_OK && t->storage->device == KN_CUDA) {
+    st = kn__cuda_read_element(t, t->offset, buf);
+    if (st == KN_OK) *out = kn__load_double(buf, t->dtype);
+  } else if (st == KN_OK) {
+    *out = kn__load_double(kn_data(t), t->dtype);
+  }
   return st;
 }
 
@@ -531,7 +545,13 @@ kn_status kn_item_int(const kn_tensor *t, int64_t *out) {
   if (st == KN_OK) *out = (int64_t)v;
   if (st != KN__FAKE_PASS) return st;
   st = check_item(t, "kn_item_int");
-  if (st == KN_OK) *out = kn__load_int(kn_data(t), t->dtype);
+  unsigned char buf[8];
+  if (st == KN_OK && t->storage->device == KN_CUDA) {
+    st = kn__cuda_read_element(t, t->offset, buf);
+    if (st == KN_OK) *out = kn__load_int(buf, t->dtype);
+  } else if (st == KN_OK) {
+    *out = kn__load_int(kn_data(t), t->dtype);
+  }
   return st;
 }
 

@@ -131,8 +131,22 @@ bool kn__dispatch_in_handler(void);
 /* Bump the version counter of t's storage. */
 void kn__bump_version(kn_tensor *t);
 
+/* ---- tensors on the CUDA device (device.c) ------------------------------- */
+/* Is t's storage in device memory? */
+bool kn__tensor_on_cuda(const kn_tensor *t);
+/* The error of a host data read (api: "kn_data") of a CUDA tensor. */
+kn_status kn__cuda_refuse_data(const kn_tensor *t, const char *api);
+/* A host copy of CUDA tensor t: the same sizes and strides over a new CPU
+** storage holding the elements t reaches (offset 0). Owned, or NULL. */
+kn_tensor *kn__tensor_host_copy(const kn_tensor *t);
+/* Copy the element at storage offset off (in elements) of CUDA tensor t
+** into out (the dtype's size). */
+kn_status kn__cuda_read_element(const kn_tensor *t, int64_t off, void *out);
+
 /* ---- storage and the caching allocator (alloc.c) ------------------------ */
-/* A new storage of nbytes (data NULL for meta); refcount 1. NULL on OOM. */
+/* A new storage of nbytes (data NULL for meta; device memory from the CUDA
+** caching allocator for KN_CUDA); refcount 1. NULL on OOM (for KN_CUDA,
+** with the allocator's error set). */
 kn__storage *kn__storage_new(size_t nbytes, kn_device dev);
 /* Bytes of CPU storage made by kn__storage_new since the process started,
 ** over all threads (a counter for tests: no allocation per use). */

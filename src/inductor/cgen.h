@@ -1,0 +1,117 @@
+/*
+** inductor/cgen.h: the element-expression machinery of codegen.c's printer,
+** shared by the targets that print C-family kernels (the C targets in
+** codegen.c, the CUDA target in target_cuda.c). Internal to src/inductor.
+**
+** A kernel context (kctx) holds one kernel item's leaves (the buffers it
+** reads, named in<L>), its symbols (S<i>: the plan's size expressions it
+** reads) and the state of a reduction group's passes. The functions print
+** statements computing fused element trees (v<node> variables), loads
+** through each leaf's strides, and the memory plan's buffer events: what
+** is target-neutral. Loops, launches and the prelude are each target's.
+*/
+#ifndef KN_INDUCTOR_CGEN_H
+#define KN_INDUCTOR_CGEN_H
+
+#include "inductor/target.h"
+
+/* ---- kernel context ------------------------------------------------------------ */
+/* No capacity of a kernel is fixed here: the scheduler bounds what one
+** kernel reads (KN__KER_MAX_READS) and the roots of a horizontal set
+** (KN__HZ_MAX), the IR's verifier checks them; leaves, outputs and symbols
+** are sized from the plan. The leaves are the IR item's reads, in order
+** (a group's per-element outputs after them). */
+typedef struct leaf { int slot; const kn__vmeta *m; } leaf;
+typedef struct kctx {
+  kn__ind_plan *p;
+  const kn__ind_target *t;  /* the C dialect: OpenMP, vectoriser hints */
+  const kn__kir_item *it;   /* the kernel's IR item */
+  const kn__gnode *roots[KN__HZ_MAX]; /* pointwise kernels: the nodes written */
+  int nroots;
+  int *alias;               /* [capacity] pointwise kernels: leaf read through output alias[l], or -1 */
+  const kn__vmeta *shape;   /* the kernel's iteration sizes */
+  leaf *leaves;             /* [capacity]: every buffer read (and a group's per-element outputs) */
+  int nleaves;
+  bool flat;
+  bool failed;              /* out of memory */
+  bool unplanned;           /* read a buffer the IR item does not list */
+  unsigned char *used;      /* [nused] symbols read by this kernel */
+  int nused;
+  /* reduction groups */
+  const kn__ind_group *g;   /* NULL outside group kernels */
+  int gi;
+  int depth;                /* reduced dims (nested loops) */
+  bool inner;               /* emitting inside the reduced loops */
+  unsigned char *done;      /* [nnodes] per-element values emitted in this pass */
+  int *stash;               /* [nnodes] output kept in by a reduction pass, or -1 */
+  unsigned char *stash_ready; /* [nnodes] kept value written by a finished pass */
+  unsigned char *blk;       /* [nnodes] vector-math member computed for the block (vmoN[l]) */
+  kn__vmeta *outm;          /* [nmembers] contiguous layouts of the per-element outputs */
+  int nouts;
+  int *outs;                /* [nmembers] stored members */
+  const kn__gnode *hoisted; /* node whose loads are bound to ldN_Q before its statement */
+} kctx;
+
+/* A context for plan p (flag arrays [nnodes + 1] x nflags, room for nouts
+** group outputs); NULL on OOM. Owned by the caller: kn__cg_kctx_free. */
+kctx *kn__cg_kctx_new(kn__ind_plan *p, int nflags, int nouts);
+void kn__cg_kctx_free(kctx *k);
+/* The kernel's leaves: the IR item's reads, in order. */
+void kn__cg_item_leaves(kctx *k);
+/* The output a read is written in place over (the memory plan's), or -1. */
+int kn__cg_inplace_output(const kn__kir_item *it, int slot);
+/* KN_EINTERNAL when the kernel read an unplanned buffer, KN_ENOMEM on a
+** failed buffer, else KN_OK. */
+kn_status kn__cg_kernel_status(kctx *k, bool sb_failed);
+/* Symbol v as text: a literal, or S<i> (marking it used). */
+void kn__cg_sym_text(kctx *k, kn__sb *sb, kn_sym v);
+/* The product of the first ndim sizes of the kernel's space. */
+void kn__cg_numel_text(kctx *k, kn__sb *sb, int ndim);
+/* Leaf offsets: "t = idx" and o<L> = 0; then dim d's index peeled off t
+** and added to every leaf's offset o<L>. */
+void kn__cg_offsets_begin(kctx *k, kn__sb *sb, const char *idx);
+void kn__cg_offsets_dim(kctx *k, kn__sb *sb, int d);
+bool kn__cg_leaf_same(const kctx *k, const kn__vmeta *m);
+bool kn__cg_leaf_scalar(const kn__vmeta *m);
+/* Stride of leaf l along kernel dim d (0 when broadcast). */
+void kn__cg_leaf_stride(kctx *k, kn__sb *sb, const leaf *l, int d);
+int kn__cg_leaf_index(kctx *k, int slot, const kn__vmeta *m);
+/* Leaf li's element as a value (16-bit types widened to float). */
+void kn__cg_load(kctx *k, kn__sb *sb, int li);
+/* Pointwise kernels: the statements of node n's tree, producers first. */
+void kn__cg_stmts(kctx *k, kn__sb *sb, const kn__gnode *n);
+/* Node n's formula with its operands bound; the "const T vN = R((T)("
+** that opens a node's value statement; hoisted conditional loads. */
+void kn__cg_expand(kctx *k, kn__sb *sb, const kn__gnode *n);
+void kn__cg_value_open(kn__sb *sb, const char *indent, const kn__gnode *n);
+void kn__cg_hoist_loads(kctx *k, kn__sb *sb, const kn__gnode *n);
+/* The end of a statement comment (op and node names, comment-safe), and a
+** comment-safe name. */
+void kn__cg_node_comment(kn__sb *sb, const kn__gnode *n);
+void kn__cg_put_safe(kn__sb *sb, const char *s);
+/* The conversions of a dtype ("" where it needs none). */
+const char *kn__cg_ld_fn(kn_dtype dt);
+const char *kn__cg_st_fn(kn_dtype dt);
+/* Reduction groups: the group's stored members as leaves (per-element
+** ones contiguous over the space), their leaf, their index; is m a member;
+** the product of the kept (reduced false) or reduced sizes; the reduced
+** dims ascending (returns their number); per-element member statements
+** (inner loads at p<L>_<depth-1>). */
+void kn__cg_group_outputs(kctx *k);
+int kn__cg_out_leaf(const kctx *k, int o);
+int kn__cg_out_index(const kctx *k, int node);
+bool kn__cg_member(const kctx *k, const kn__gnode *m);
+void kn__cg_size_product(kctx *k, kn__sb *sb, bool reduced);
+int kn__cg_red_dims(const kctx *k, int *dims);
+void kn__cg_gstmts(kctx *k, kn__sb *sb, const kn__gnode *n);
+/* Entry point: rt->release of slots; a launch's buffer events (in-place
+** takes, reuse, releases, allocations) into o (single) or o[w]. */
+void kn__cg_releases(kn__sb *call, const int *slots, int n);
+void kn__cg_launch_buffers(const kn__kir_item *it, bool single, kn__sb *call);
+/* Does a kernel of p read or compute a float16/bfloat16 value? */
+bool kn__cg_plan_has_half(const kn__ind_plan *p);
+/* The 16-bit conversions after kn_fbits/kn_bitsf (which each target
+** defines: memcpy in C, bit-cast intrinsics in CUDA). */
+extern const char kn__cg_half_prelude[];
+
+#endif

@@ -1,0 +1,359 @@
+/*
+** inductor/cuda_kernels.c: the CUDA target's kernels (target_cuda.c), one
+** `extern "C" __global__` function per kernel item of the kernel IR, with
+** the element expressions of codegen.c's printer (cgen.h): the same fused
+** trees, formulas, loads through strides and 16-bit conversions as the C
+** targets, inside CUDA loops.
+**
+**   pointwise  a grid-stride loop over the space's numel (64-bit indices):
+**              a flat index when every read is contiguous with the space's
+**              sizes or one element, else each read's offset from its
+**              strides (broadcast dims stride 0); a horizontal set stores
+**              every root in the same loop
+**   reduction  one block per row of the group's kept dims (a grid-stride
+**              loop over rows); each reduction member is a pass of the
+**              block's threads over the row (thread t takes elements t,
+**              t + blockDim.x, ... in order, with the fused producers
+**              computed per element), its accumulator combined across the
+**              block by kn_block_fold / kn_block_arg (warp shuffles, then
+**              one warp over the warps' results in shared memory), then
+**              finalised by every thread; per-row members are computed by
+**              every thread and stored by thread 0; a last pass stores the
+**              per-element members read outside the group. The combine,
+**              init, prep and finalize are the reduction table's
+**              (reduce_lower.c's prelude): var/std take a mean pass then a
+**              pass of squared deviations, argmax/argmin carry the first
+**              index of the extreme (row-major over the reduced dims).
+** Symbolic sizes are kernel parameters (const int64_t S<i>), the ones the
+** kernel reads, in index order; the host program passes them (cu_info).
+** Blocks are 256 threads (a multiple of 32, at most 1024: the block
+** combine's assumption).
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "inductor/cgen.h"
+#include "inductor/cuda_target.h"
+
+/* The kernel's parameter list: outputs, reads not written in place (group
+** kernels: every read), then the symbols used. */
+static void params(kctx *k, kn__sb *ker) {
+  int nouts = k->g ? k->nouts : k->nroots;
+  for (int o = 0; o < nouts; o++) {
+    const kn__gnode *on = k->g ? kn__graph_node(k->p->g, k->outs[o]) : k->roots[o];
+    kn__sb_printf(ker, "%s%s *__restrict__ ", o ? ", " : "", kn__ind_ctype(on->meta[0].dtype));
+    if (!k->g && nouts == 1) kn__sb_puts(ker, "out");
+    else kn__sb_printf(ker, "out%d", o);
+  }
+  for (int i = 0; i < k->nleaves; i++)
+    if (k->leaves[i].slot >= 0 && (k->g || k->alias[i] < 0))
+      kn__sb_printf(ker, ", const %s *__restrict__ in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
+  for (int i = 0; i < k->nused; i++)
+    if (k->used[i]) kn__sb_printf(ker, ", const int64_t S%d", i);
+  kn__sb_puts(ker, ") {\n");
+}
+
+/* Copy what the host needs from k into info (when not NULL). */
+static kn_status keep_info(kctx *k, kn__sb *grid, cu_info *info) {
+  if (!info) return KN_OK;
+  info->used = k->nused ? malloc((size_t)k->nused) : NULL;
+  info->grid = kn__sb_take(grid);
+  if ((k->nused && !info->used) || !info->grid) return kn__oom();
+  if (k->nused) memcpy(info->used, k->used, (size_t)k->nused);
+  info->nused = k->nused;
+  return KN_OK;
+}
+
+void kn__cu_info_free(cu_info *info) {
+  free(info->used);
+  free(info->grid);
+  memset(info, 0, sizeof *info);
+}
+
+/* ---- pointwise --------------------------------------------------------------------- */
+
+static void pw_loop(kctx *k, kn__sb *sb, const char *body) {
+  int nd = k->shape->ndim;
+  kn__sb_puts(sb, "  const int64_t n = ");
+  kn__cg_numel_text(k, sb, nd);
+  kn__sb_puts(sb, ";\n");
+  if (!k->flat) {
+    kn__sb_puts(sb, "  const int64_t len = ");
+    kn__cg_sym_text(k, sb, k->shape->sizes[nd - 1]);
+    kn__sb_puts(sb, ";\n");
+  }
+  kn__sb_puts(sb, "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+                  "       i += (int64_t)gridDim.x * blockDim.x) {\n");
+  if (!k->flat) {
+    kn__sb_puts(sb, "    const int64_t r = i / len, j = i % len;\n");
+    kn__cg_offsets_begin(k, sb, "r");
+    for (int d = nd - 2; d >= 0; d--) kn__cg_offsets_dim(k, sb, d);
+    kn__sb_puts(sb, "    (void)t;\n");
+  }
+  kn__sb_puts(sb, body);
+  for (int o = 0; o < k->nroots; o++) {
+    if (k->nroots == 1) kn__sb_puts(sb, "      out[i] = ");
+    else kn__sb_printf(sb, "      out%d[i] = ", o);
+    kn__sb_printf(sb, "%s(v%d);\n", kn__cg_st_fn(k->roots[o]->meta[0].dtype), k->roots[o]->index);
+  }
+  kn__sb_puts(sb, "  }\n");
+}
+
+static void pw_header(kctx *k, kn__sb *ker) {
+  const kn__gnode *last = k->roots[k->nroots - 1];
+  kn__sb_printf(ker, "/* kernel %d: ", last->index);
+  for (int o = 0; o < k->nroots; o++) {
+    if (o) kn__sb_putc(ker, ' ');
+    kn__cg_put_safe(ker, k->roots[o]->name);
+  }
+  kn__sb_printf(ker, " (grid-stride, %s%s, %d inputs) */\nextern \"C\" __global__ void kernel%d(",
+                k->flat ? "flat" : "strided", k->nroots > 1 ? ", horizontal" : "", k->nleaves,
+                last->index);
+  params(k, ker);
+}
+
+static kn_status pw_kernel(kn__ind_plan *p, const kn__kir_item *it, kn__sb *ker, cu_info *info) {
+  kctx *k = kn__cg_kctx_new(p, 1, 0);
+  if (!k) return kn__oom();
+  k->it = it;
+  k->shape = it->space;
+  k->nroots = it->nroots;
+  for (int o = 0; o < it->nroots; o++) k->roots[o] = kn__graph_node(p->g, it->roots[o]);
+  kn__cg_item_leaves(k);
+  for (int li = 0; li < k->nleaves; li++)
+    k->alias[li] = kn__cg_inplace_output(it, k->leaves[li].slot);
+  k->flat = k->shape->ndim == 0;
+  if (!k->flat) {
+    k->flat = true;
+    for (int i = 0; i < k->nleaves; i++)
+      k->flat &= kn__cg_leaf_same(k, k->leaves[i].m) || kn__cg_leaf_scalar(k->leaves[i].m);
+  }
+  kn__sb body, loop, grid;
+  kn__sb_init(&body);
+  kn__sb_init(&loop);
+  kn__sb_init(&grid);
+  for (int o = 0; o < k->nroots; o++) kn__cg_stmts(k, &body, k->roots[o]);
+  pw_loop(k, &loop, kn__sb_cstr(&body));
+  kn__cg_numel_text(k, &grid, k->shape->ndim);
+  pw_header(k, ker);
+  kn__sb_puts(ker, kn__sb_cstr(&loop));
+  kn__sb_puts(ker, "}\n\n");
+  kn_status st = kn__cg_kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&loop) ||
+                                             kn__sb_failed(&grid));
+  if (st == KN_OK) st = keep_info(k, &grid, info);
+  kn__sb_fini(&body);
+  kn__sb_fini(&loop);
+  kn__sb_fini(&grid);
+  kn__cg_kctx_free(k);
+  return st;
+}
+
+/* ---- reductions ---------------------------------------------------------------------- */
+
+static const char *sfx(kn_dtype xdt) { return xdt == KN_FLOAT64 ? "f64" : "f32"; }
+
+static bool nan_flags(const kn__red_row *r) {
+  return r->shape == KN__RSHAPE_FOLD && r->nan == KN__RNAN_WINS;
+}
+
+/* Element j's offsets p<L>_<depth-1> of every leaf: the row's o<L> plus the
+** reduced dims' indices (j row-major over them) times the leaf's strides. */
+static void elem_offsets(kctx *k, kn__sb *sb) {
+  int dims[KN_MAX_DIMS], nd = kn__cg_red_dims(k, dims), t = k->depth - 1;
+  for (int li = 0; li < k->nleaves; li++) kn__sb_printf(sb, "      int64_t p%d_%d = o%d;\n", li, t, li);
+  kn__sb_puts(sb, "      int64_t tj = j;\n");
+  for (int q = nd - 1; q >= 0; q--) {
+    kn__sb_puts(sb, "      {\n        const int64_t sz = ");
+    kn__cg_sym_text(k, sb, k->shape->sizes[dims[q]]);
+    kn__sb_puts(sb, ", id = tj % sz;\n        tj /= sz;\n");
+    for (int li = 0; li < k->nleaves; li++) {
+      kn__sb_printf(sb, "        p%d_%d += id * (", li, t);
+      kn__cg_leaf_stride(k, sb, &k->leaves[li], dims[q]);
+      kn__sb_puts(sb, ");\n");
+    }
+    kn__sb_puts(sb, "      }\n");
+  }
+  kn__sb_puts(sb, "      (void)tj;\n");
+}
+
+/* The statements giving the element x of reduction n at element j. */
+static void red_elem(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  const kn__gnode *src = n->args[0].u.t.node;
+  memset(k->done, 0, (size_t)k->p->nnodes);
+  elem_offsets(k, sb);
+  const char *ct = kn__ind_ctype(src->meta[n->args[0].u.t.idx].dtype);
+  if (kn__cg_member(k, src)) {
+    kn__cg_gstmts(k, sb, src);
+    kn__sb_printf(sb, "      const %s x = v%d;\n", ct, src->index);
+  } else {
+    kn__sb_printf(sb, "      const %s x = ", ct);
+    kn__cg_load(k, sb, kn__cg_leaf_index(k, kn__ind_value_slot(k->p, n->args[0].u.t),
+                                        &src->meta[n->args[0].u.t.idx]));
+    kn__sb_puts(sb, ";\n");
+  }
+}
+
+/* One pass of the block over the row with row r's accumulator accID
+** (xv: the element as r combines it), then the block's combine. */
+static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n, const kn__red_row *r,
+                     const char *xv) {
+  kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
+  const char *A = r->acc == KN__RACC_WIDE ? "double" : kn__ind_ctype(xdt), *s = sfx(xdt);
+  int id = n->index;
+  kn__sb_printf(sb, "    %s acc%d = %s;\n", A, id, r->init_text);
+  if (r->shape == KN__RSHAPE_INDEX) kn__sb_printf(sb, "    int64_t iacc%d = 0;\n", id);
+  if (nan_flags(r)) kn__sb_printf(sb, "    int nan%d = 0;\n", id);
+  kn__sb_puts(sb, "    for (int64_t j = threadIdx.x; j < red; j += blockDim.x) {\n");
+  k->inner = true;
+  red_elem(k, sb, n);
+  k->inner = false;
+  if (r->shape == KN__RSHAPE_INDEX)
+    kn__sb_printf(sb, "      const int b_ = kn_red_better_%s_%s(acc%d, x);\n"
+                  "      iacc%d = b_ ? j : iacc%d;\n      acc%d = b_ ? x : acc%d;\n", r->kname, s,
+                  id, id, id, id, id);
+  else
+    kn__sb_printf(sb, "      acc%d = kn_red_comb_%s_%s(acc%d, %s);\n", id, r->kname, s, id, xv);
+  if (nan_flags(r)) kn__sb_printf(sb, "      nan%d |= x != x;\n", id);
+  kn__sb_puts(sb, "    }\n");
+  if (r->shape == KN__RSHAPE_INDEX) {
+    kn__sb_printf(sb, "    kn_block_arg(acc%d, iacc%d, [](%s a, %s b) { return "
+                  "kn_red_better_%s_%s(a, b); });\n", id, id, A, A, r->kname, s);
+    return;
+  }
+  kn__sb_printf(sb, "    acc%d = kn_block_fold(acc%d, (%s)%s, [](%s a, %s b) { return "
+                "kn_red_comb_%s_%s(a, b); });\n", id, id, A, r->init_text, A, A, r->kname, s);
+  if (nan_flags(r))
+    kn__sb_printf(sb, "    if (kn_block_fold(nan%d, 0, [](int a, int b) { return a | b; })) "
+                  "acc%d = NAN;\n", id, id);
+}
+
+static void red_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  kn__sb_puts(sb, "    /* ");
+  kn__cg_node_comment(sb, n);
+  if (in->red->shape == KN__RSHAPE_MOMENTS) {
+    kn__sb_printf(sb, "    double mean%d;\n    {\n", n->index);
+    red_pass(k, sb, n, kn__ind_red_pass_row(in, 0), "x");
+    kn__ind_red_mean(sb, n->index);
+    kn__sb_puts(sb, "    }\n");
+    char xv[96];
+    snprintf(xv, sizeof xv, "kn_red_prep_%s_%s(x, mean%d)", in->red->kname,
+             sfx(n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype), n->index);
+    red_pass(k, sb, n, in->red, xv);
+  } else {
+    red_pass(k, sb, n, in->red, "x");
+  }
+  kn__ind_red_result(sb, in, n->index, n->meta[0].dtype);
+}
+
+static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  if (in->kind == KN__IND_RED) red_member(k, sb, n);
+  else {
+    kn__cg_hoist_loads(k, sb, n);
+    kn__cg_value_open(sb, "    ", n);
+    kn__cg_expand(k, sb, n);
+    k->hoisted = NULL;
+    kn__sb_puts(sb, "));  /* ");
+    kn__cg_node_comment(sb, n);
+  }
+  int o = kn__cg_out_index(k, n->index);
+  if (o >= 0)
+    kn__sb_printf(sb, "    if (threadIdx.x == 0) out%d[o] = %s(v%d);\n", o,
+                  kn__cg_st_fn(n->meta[0].dtype), n->index);
+}
+
+/* The per-element members read outside the group: a last pass storing them. */
+static void store_pass(kctx *k, kn__sb *sb) {
+  bool any = false;
+  for (int o = 0; o < k->nouts; o++) any |= !k->p->nodes[k->outs[o]].row;
+  if (!any) return;
+  memset(k->done, 0, (size_t)k->p->nnodes);
+  kn__sb_puts(sb, "    for (int64_t j = threadIdx.x; j < red; j += blockDim.x) {\n");
+  k->inner = true;
+  elem_offsets(k, sb);
+  for (int o = 0; o < k->nouts; o++)
+    if (!k->p->nodes[k->outs[o]].row) kn__cg_gstmts(k, sb, kn__graph_node(k->p->g, k->outs[o]));
+  for (int o = 0; o < k->nouts; o++)
+    if (!k->p->nodes[k->outs[o]].row)
+      kn__sb_printf(sb, "      out%d[p%d_%d] = %s(v%d);\n", o, kn__cg_out_leaf(k, o), k->depth - 1,
+                    kn__cg_st_fn(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), k->outs[o]);
+  k->inner = false;
+  kn__sb_puts(sb, "    }\n");
+}
+
+static void group_body(kctx *k, kn__sb *sb) {
+  kn__sb_puts(sb, "  const int64_t outer = ");
+  kn__cg_size_product(k, sb, false);
+  kn__sb_puts(sb, ", red = ");
+  kn__cg_size_product(k, sb, true);
+  kn__sb_puts(sb, ";\n  for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {\n");
+  kn__sb rows;
+  kn__sb_init(&rows);
+  for (int i = 0; i < k->g->nmembers; i++) {
+    const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[i]);
+    if (k->p->nodes[n->index].row) row_member(k, &rows, n);
+  }
+  store_pass(k, &rows);
+  kn__cg_offsets_begin(k, sb, "o");
+  for (int d = k->shape->ndim - 1; d >= 0; d--)
+    if (!((k->g->mask >> d) & 1)) kn__cg_offsets_dim(k, sb, d);
+  kn__sb_puts(sb, "    (void)t;\n");
+  kn__sb_puts(sb, kn__sb_cstr(&rows));
+  kn__sb_puts(sb, "  }\n");
+  if (kn__sb_failed(&rows)) k->failed = true;
+  kn__sb_fini(&rows);
+}
+
+static void group_header(kctx *k, int root, kn__sb *ker) {
+  const kn__gnode *rn = kn__graph_node(k->p->g, k->g->members[0]);
+  kn__sb_printf(ker, "/* kernel %d: group of ", root);
+  kn__cg_put_safe(ker, rn->name);
+  kn__sb_printf(ker, " (block per row, %d nodes, %d outputs) */\nextern \"C\" __global__ void "
+                "kernel%d(", k->g->nmembers, k->nouts, root);
+  params(k, ker);
+}
+
+static kn_status group_kernel(kn__ind_plan *p, const kn__kir_item *it, kn__sb *ker,
+                              cu_info *info) {
+  const kn__ind_group *g = &p->groups[it->group];
+  size_t nn = (size_t)p->nnodes + 1;
+  kctx *k = kn__cg_kctx_new(p, 3, g->nmembers);
+  if (k) k->stash = malloc(nn * sizeof *k->stash);
+  if (!k || !k->stash) {
+    kn__cg_kctx_free(k);
+    return kn__oom();
+  }
+  for (size_t i = 0; i < nn; i++) k->stash[i] = -1; /* every pass recomputes its producers */
+  k->it = it;
+  k->shape = g->space;
+  k->g = g;
+  k->gi = it->group;
+  k->stash_ready = k->done + nn;
+  k->blk = k->done + 2 * nn;
+  for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
+  kn__cg_item_leaves(k);
+  kn__cg_group_outputs(k);
+  kn__sb body, grid;
+  kn__sb_init(&body);
+  kn__sb_init(&grid);
+  group_body(k, &body);
+  kn__cg_size_product(k, &grid, false);
+  group_header(k, g->root, ker);
+  kn__sb_puts(ker, kn__sb_cstr(&body));
+  kn__sb_puts(ker, "}\n\n");
+  kn_status st = kn__cg_kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&grid));
+  if (st == KN_OK) st = keep_info(k, &grid, info);
+  kn__sb_fini(&body);
+  kn__sb_fini(&grid);
+  kn__cg_kctx_free(k);
+  return st;
+}
+
+kn_status kn__cu_kernel(kn__ind_plan *p, const kn__kir_item *it, kn__sb *ker, cu_info *info) {
+  if (info) memset(info, 0, sizeof *info);
+  if (it->kind == KN__KIR_POINTWISE) return pw_kernel(p, it, ker, info);
+  if (it->kind == KN__KIR_REDUCTION) return group_kernel(p, it, ker, info);
+  return KN_OK;
+}

@@ -1,0 +1,274 @@
+/*
+** ops/cuda_kern.c: copies and fills of CUDA tensors. A strided copy (with
+** dtype conversion and broadcasting) or fill runs as a small CUDA kernel
+** compiled with NVRTC the first time a process needs it (one module per
+** pair of dtypes for copies, one for fills) and kept for the process; a
+** contiguous copy of one dtype is a plain device-to-device memcpy, and
+** copies between host and device go through a contiguous staging tensor.
+**
+** Conversions follow kiln's CPU kernels: integers convert through int64,
+** anything involving a floating type through double (float16 and bfloat16
+** round to nearest even from float), bool is x != 0.
+*/
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/strbuf.h"
+#include "cuda/cuda.h"
+#include "kiln/cuda.h"
+#include "ops/cuda_ops.h"
+#include "ops/iter.h"
+#include "tensor/tensor.h"
+
+/* The geometry a kernel walks (same layout in the CUDA source below). */
+typedef struct geom {
+  long long n;
+  int nd;
+  long long size[KN_MAX_DIMS];
+  long long ss[KN_MAX_DIMS]; /* source strides (elements) */
+  long long ds[KN_MAX_DIMS]; /* destination strides */
+} geom;
+
+static const char *prelude =
+    "#define KN_MAX_DIMS 8\n"
+    "struct geom { long long n; int nd; long long size[KN_MAX_DIMS];\n"
+    "  long long ss[KN_MAX_DIMS]; long long ds[KN_MAX_DIMS]; };\n"
+    "__device__ float kn_h2f(unsigned short h) { float f;\n"
+    "  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
+    "__device__ unsigned short kn_f2h(float f) { unsigned short h;\n"
+    "  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
+    "__device__ float kn_b2f(unsigned short b) { return __uint_as_float((unsigned)b << 16); }\n"
+    "__device__ unsigned short kn_f2b(float f) { unsigned u = __float_as_uint(f);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n"
+    "  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n"
+    "#define KN_LOOP(BODY) \\\n"
+    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < g.n;\\\n"
+    "       i += (long long)gridDim.x * blockDim.x) { long long r = i, so = 0, dof = 0;\\\n"
+    "    for (int d = g.nd - 1; d >= 0; d--) { long long c = r % g.size[d]; r /= g.size[d];\\\n"
+    "      so += c * g.ss[d]; dof += c * g.ds[d]; } BODY; }\n";
+
+/* The C type, the kind and the load/store expressions of each dtype. */
+static const char *ctype(kn_dtype dt) {
+  static const char *const t[] = {"unsigned char", "unsigned char", "signed char", "short", "int",
+                                  "long long", "unsigned short", "unsigned short", "float",
+                                  "double"};
+  return t[dt];
+}
+
+static bool is_float(kn_dtype dt) {
+  return dt == KN_FLOAT16 || dt == KN_BFLOAT16 || dt == KN_FLOAT32 || dt == KN_FLOAT64;
+}
+
+/* The expression converting src element `x` (named by the macro) to the
+** destination's C type. */
+static void convert_expr(kn__sb *sb, kn_dtype sd, kn_dtype dd) {
+  if (sd == dd) {
+    kn__sb_puts(sb, "x");
+    return;
+  }
+  const char *wide = is_float(sd) || is_float(dd) ? "double" : "long long";
+  char load[64];
+  if (sd == KN_FLOAT16) snprintf(load, sizeof load, "(%s)kn_h2f(x)", wide);
+  else if (sd == KN_BFLOAT16) snprintf(load, sizeof load, "(%s)kn_b2f(x)", wide);
+  else snprintf(load, sizeof load, "(%s)x", wide);
+  if (dd == KN_BOOL) kn__sb_printf(sb, "(unsigned char)(%s != 0)", load);
+  else if (dd == KN_FLOAT16) kn__sb_printf(sb, "kn_f2h((float)%s)", load);
+  else if (dd == KN_BFLOAT16) kn__sb_printf(sb, "kn_f2b((float)%s)", load);
+  else kn__sb_printf(sb, "(%s)%s", ctype(dd), load);
+}
+
+typedef struct kernel_cache {
+  kn__cuda_module *mod;
+  void *fn;
+} kernel_cache;
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static kernel_cache copies[KN_DTYPE_COUNT][KN_DTYPE_COUNT]; /* under cache_mu */
+static kernel_cache fills[4];                               /* by log2 element size */
+
+/* Compile src, load it and find kernel name into *k (cache_mu held). */
+static kn_status build(const char *src, const char *file, const char *name, kernel_cache *k) {
+  void *image = NULL;
+  size_t n = 0;
+  kn_status s = kn__cuda_compile(src, file, NULL, &image, &n, NULL, NULL);
+  if (s == KN_OK) s = kn__cuda_module_load(image, n, &k->mod);
+  free(image);
+  if (s == KN_OK) s = kn__cuda_module_fn(k->mod, name, &k->fn);
+  if (s != KN_OK) {
+    kn__cuda_module_unload(k->mod);
+    k->mod = NULL;
+    k->fn = NULL;
+  }
+  return s;
+}
+
+static kn_status copy_kernel(kn_dtype sd, kn_dtype dd, void **fn) {
+  pthread_mutex_lock(&cache_mu);
+  kernel_cache *k = &copies[sd][dd];
+  kn_status s = KN_OK;
+  if (!k->fn) {
+    kn__sb sb;
+    kn__sb_init(&sb);
+    kn__sb_puts(&sb, prelude);
+    kn__sb_printf(&sb, "extern \"C\" __global__ void kn_copy(const %s *src, %s *dst, geom g) {\n"
+                       "  KN_LOOP({ %s x = src[so]; dst[dof] = ",
+                  ctype(sd), ctype(dd), ctype(sd));
+    convert_expr(&sb, sd, dd);
+    kn__sb_puts(&sb, "; })\n}\n");
+    char file[64];
+    snprintf(file, sizeof file, "kiln_copy_%s_%s.cu", kn_dtype_name(sd), kn_dtype_name(dd));
+    s = kn__sb_failed(&sb) ? kn__oom() : build(kn__sb_cstr(&sb), file, "kn_copy", k);
+    kn__sb_fini(&sb);
+  }
+  *fn = k->fn;
+  pthread_mutex_unlock(&cache_mu);
+  return s;
+}
+
+static kn_status fill_kernel(size_t es, void **fn) {
+  int l = es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3;
+  static const char *const ut[] = {"unsigned char", "unsigned short", "unsigned int",
+                                   "unsigned long long"};
+  pthread_mutex_lock(&cache_mu);
+  kernel_cache *k = &fills[l];
+  kn_status s = KN_OK;
+  if (!k->fn) {
+    kn__sb sb;
+    kn__sb_init(&sb);
+    kn__sb_puts(&sb, prelude);
+    kn__sb_printf(&sb, "extern \"C\" __global__ void kn_fill(%s *dst, %s v, geom g) {\n"
+                       "  KN_LOOP({ (void)so; dst[dof] = v; })\n}\n",
+                  ut[l], ut[l]);
+    char file[32];
+    snprintf(file, sizeof file, "kiln_fill_%zu.cu", es);
+    s = kn__sb_failed(&sb) ? kn__oom() : build(kn__sb_cstr(&sb), file, "kn_fill", k);
+    kn__sb_fini(&sb);
+  }
+  *fn = k->fn;
+  pthread_mutex_unlock(&cache_mu);
+  return s;
+}
+
+static void launch_dims(long long n, unsigned grid[3], unsigned block[3]) {
+  long long blocks = (n + 255) / 256, cap = (long long)kn__cuda_sm_count() * 32;
+  if (cap < 1) cap = 1;
+  grid[0] = (unsigned)(blocks < 1 ? 1 : blocks > cap ? cap : blocks);
+  grid[1] = grid[2] = 1;
+  block[0] = 256;
+  block[1] = block[2] = 1;
+}
+
+/* dst's geometry, with src broadcast to it (src may be NULL). */
+static void make_geom(const kn_tensor *dst, const kn_tensor *src, geom *g) {
+  memset(g, 0, sizeof *g);
+  g->n = kn__numel(dst->ndim, dst->sizes);
+  g->nd = dst->ndim;
+  int off = src ? dst->ndim - src->ndim : 0;
+  for (int d = 0; d < dst->ndim; d++) {
+    g->size[d] = dst->sizes[d];
+    g->ds[d] = dst->strides[d];
+    int sdim = d - off;
+    g->ss[d] = src && sdim >= 0 && src->sizes[sdim] != 1 ? src->strides[sdim] : 0;
+  }
+}
+
+static bool dense_same(const kn_tensor *dst, const kn_tensor *src) {
+  if (dst->dtype != src->dtype || dst->ndim != src->ndim) return false;
+  for (int d = 0; d < dst->ndim; d++)
+    if (dst->sizes[d] != src->sizes[d]) return false;
+  return kn_is_contiguous(dst) && kn_is_contiguous(src);
+}
+
+/* Both on the device. */
+static kn_status device_copy(kn_tensor *dst, const kn_tensor *src) {
+  geom g;
+  make_geom(dst, src, &g);
+  if (g.n == 0) return KN_OK;
+  void *d = kn_cuda_data_ptr(dst), *s = kn_cuda_data_ptr(src);
+  if (dense_same(dst, src))
+    return kn__cuda_memcpy(d, KN_CUDA, s, KN_CUDA, (size_t)g.n * kn_dtype_size(dst->dtype));
+  void *fn = NULL;
+  kn_status st = copy_kernel(src->dtype, dst->dtype, &fn);
+  if (st != KN_OK) return st;
+  unsigned grid[3], block[3];
+  launch_dims(g.n, grid, block);
+  void *args[] = {&s, &d, &g};
+  return kn__cuda_launch(fn, grid, block, 0, args);
+}
+
+static kn_status check_broadcast(const kn_tensor *dst, const kn_tensor *src) {
+  bool ok = src->ndim <= dst->ndim;
+  for (int d = 0; ok && d < src->ndim; d++) {
+    int64_t s = src->sizes[d], t = dst->sizes[dst->ndim - src->ndim + d];
+    ok = s == t || s == 1;
+  }
+  if (ok) return KN_OK;
+  char a[160], b[160];
+  kn__format_sizes(src->ndim, src->sizes, a, sizeof a);
+  kn__format_sizes(dst->ndim, dst->sizes, b, sizeof b);
+  return kn__error(KN_ESHAPE, "copy: the source of sizes %s cannot be broadcast to %s", a, b);
+}
+
+/* Host to device: the source, broadcast and converted, staged contiguous on
+** the host, uploaded, then copied into dst's strides when they differ. */
+static kn_status upload(kn_tensor *dst, const kn_tensor *src) {
+  kn_tensor *host = kn__empty(dst->ndim, dst->sizes, dst->dtype, KN_CPU);
+  kn_status st = host ? kn__copy_into(host, src) : kn_last_status();
+  size_t bytes = host ? (size_t)kn__numel(dst->ndim, dst->sizes) * kn_dtype_size(dst->dtype) : 0;
+  if (st == KN_OK && kn_is_contiguous(dst)) {
+    st = kn__cuda_memcpy(kn_cuda_data_ptr(dst), KN_CUDA, kn_data(host), KN_CPU, bytes);
+  } else if (st == KN_OK) {
+    kn_tensor *stage = kn__empty(dst->ndim, dst->sizes, dst->dtype, KN_CUDA);
+    st = stage ? kn__cuda_memcpy(kn_cuda_data_ptr(stage), KN_CUDA, kn_data(host), KN_CPU, bytes)
+               : kn_last_status();
+    if (st == KN_OK) st = device_copy(dst, stage);
+    kn_release(stage);
+  }
+  kn_release(host);
+  return st;
+}
+
+kn_status kn__cuda_copy_into(kn_tensor *dst, const kn_tensor *src) {
+  kn_status st = check_broadcast(dst, src);
+  if (st != KN_OK || kn__numel(dst->ndim, dst->sizes) == 0) return st;
+  bool dc = kn__tensor_on_cuda(dst), sc = kn__tensor_on_cuda(src);
+  if (dc && sc) return device_copy(dst, src);
+  if (dc) return upload(dst, src);
+  if (!sc) return kn__copy_into(dst, src);
+  /* device to host: the elements src reaches, then a host copy */
+  kn_tensor *h = kn__tensor_host_copy(src);
+  if (!h) return kn_last_status();
+  st = kn__copy_into(dst, h);
+  kn_release(h);
+  return st;
+}
+
+kn_status kn__cuda_fill(kn_tensor *dst, const void *value) {
+  geom g;
+  make_geom(dst, NULL, &g);
+  if (g.n == 0) return KN_OK;
+  size_t es = kn_dtype_size(dst->dtype);
+  void *d = kn_cuda_data_ptr(dst);
+  unsigned long long bits = 0; /* little-endian: the kernel reads the low es bytes */
+  memcpy(&bits, value, es);
+  if (bits == 0 && kn_is_contiguous(dst)) return kn__cuda_memset0(d, (size_t)g.n * es);
+  void *fn = NULL;
+  kn_status st = fill_kernel(es, &fn);
+  if (st != KN_OK) return st;
+  unsigned grid[3], block[3];
+  launch_dims(g.n, grid, block);
+  void *args[] = {&d, &bits, &g};
+  return kn__cuda_launch(fn, grid, block, 0, args);
+}
+
+kn_tensor *kn__cuda_contiguous(const kn_tensor *t, kn_dtype dt) {
+  kn_tensor *r = kn__empty(t->ndim, t->sizes, dt, KN_CUDA);
+  if (r && device_copy(r, t) != KN_OK) {
+    kn_release(r);
+    return NULL;
+  }
+  return r;
+}

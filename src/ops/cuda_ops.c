@@ -1,0 +1,140 @@
+/*
+** ops/cuda_ops.c: the dispatcher's device layer for CUDA tensors (which
+** device a call runs on, the device backend handler) and the ops the ops
+** layer runs on the GPU itself: copy_, clone, _to_copy, fill_, zero_, mm,
+** bmm and addmm (matmul, linear, contiguous and to.dtype are composites of
+** these and of views). Also kn_to_device (kiln/cuda.h).
+*/
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "cuda/cuda.h"
+#include "kiln/cuda.h"
+#include "ops/cuda_ops.h"
+#include "ops/iter.h"
+#include "ops/pointwise.h"
+#include "tensor/tensor.h"
+
+/* The handler of ops on KN_CUDA the ops layer has no kernel for
+** (kn__dispatch_set_device_backend; a process-wide setting). */
+static _Atomic(kn__device_backend_fn) cuda_backend;
+
+kn_status kn__dispatch_set_device_backend(kn_device dev, kn__device_backend_fn fn) {
+  if (dev != KN_CUDA)
+    return kn__error(KN_EINVAL, "kn__dispatch_set_device_backend: only the cuda device takes a "
+                                "backend, got device %d", (int)dev);
+  atomic_store(&cuda_backend, fn);
+  return KN_OK;
+}
+
+static void device_name(kn_device d, char *buf, size_t n) {
+  if (d == KN_CUDA) snprintf(buf, n, "cuda:%d", kn__cuda_device_index());
+  else snprintf(buf, n, "%s", d == KN_META ? "meta" : "cpu");
+}
+
+static kn_status mixed_devices(kn_device a, kn_device b) {
+  char x[32], y[32];
+  device_name(a, x, sizeof x);
+  device_name(b, y, sizeof y);
+  return kn__error(KN_EINVAL, "Expected all tensors to be on the same device, but found at least "
+                              "two devices, %s and %s!", x, y);
+}
+
+kn_status kn__call_device(const kn__call *c, kn_device *dev) {
+  bool seen = false;
+  kn_device first = KN_CPU;
+  *dev = KN_CPU;
+  for (int k = 0, n = kn__call_ninputs(c); k < n; k++) {
+    const kn_tensor *t = kn__call_input(c, k);
+    if (!t) continue;
+    kn_device d = kn__tensor_on_cuda(t) ? KN_CUDA : KN_CPU;
+    if (d == KN_CUDA) *dev = KN_CUDA;
+    if (!seen) first = d, seen = true;
+    else if (d != first && c->op->id != KN_OP_COPY_) return mixed_devices(first, d);
+  }
+  return KN_OK;
+}
+
+/* ---- the ops layer's own CUDA kernels ---- */
+
+static kn_status cuda_copy_(const kn__call *c) {
+  kn_tensor *self = c->args[0].u.t;
+  const kn_tensor *src = c->args[1].u.t;
+  if (self == src) return KN_OK;
+  if (!kn_same_storage(self, src)) return kn__cuda_copy_into(self, src);
+  /* may overlap: through a temporary */
+  kn_tensor *tmp = kn__cuda_contiguous(src, src->dtype);
+  kn_status st = tmp ? kn__cuda_copy_into(self, tmp) : kn_last_status();
+  kn_release(tmp);
+  return st;
+}
+
+static kn_status cuda_fill_(const kn__call *c) {
+  kn_tensor *self = c->args[0].u.t;
+  kn_scalar v = c->nargs > 1 ? c->args[1].u.s : kn_int(0);
+  unsigned char val[8] = {0};
+  if (v.kind == KN_SCALAR_FLOAT) kn__store_double(val, self->dtype, v.v.f);
+  else kn__store_int(val, self->dtype, kn__pw_scalar_int(v));
+  return kn__cuda_fill(self, val);
+}
+
+static kn_status no_kernel(const kn__call *c) {
+  return kn__error(KN_EUNSUPPORTED,
+                   "aten.%s%s%s: no CUDA kernel for this op (cuda:%d): kiln runs copies, fills "
+                   "and matrix products on the GPU itself and every other op through the CUDA "
+                   "code generator, which is not registered in this build (or move the "
+                   "tensors to the host with kn_to_device)",
+                   c->op->name, c->op->overload[0] ? "." : "", c->op->overload,
+                   kn__cuda_device_index());
+}
+
+kn_status kn__cuda_kernel(const kn__call *c, kn__outs *out) {
+  switch ((kn__opid)c->op->id) {
+  case KN_OP_COPY_: return cuda_copy_(c);
+  case KN_OP_CLONE:
+  case KN_OP_TO_COPY: return kn__cuda_copy_into(out->t[0], c->args[0].u.t);
+  case KN_OP_FILL_:
+  case KN_OP_ZERO_: return cuda_fill_(c);
+  case KN_OP_MM: return kn__cuda_k_mm(c, out);
+  case KN_OP_BMM: return kn__cuda_k_bmm(c, out);
+  case KN_OP_ADDMM: return kn__cuda_k_addmm(c, out);
+  default: break;
+  }
+  kn__device_backend_fn fn = atomic_load(&cuda_backend);
+  return fn ? fn(c, out) : no_kernel(c);
+}
+
+/* ---- kn_to_device ---- */
+
+static kn_status to_device_check(const kn_tensor *t, kn_device dev) {
+  if (!t) return kn__error(KN_EINVAL, "kn_to_device: expected a tensor, got NULL");
+  if (dev != KN_CPU && dev != KN_CUDA)
+    return kn__error(KN_EINVAL, "kn_to_device: expected the device KN_CPU or KN_CUDA, got %d",
+                     (int)dev);
+  if (t->device == KN_META || t->is_fake || !t->storage->data)
+    return kn__error(KN_EINVAL, "kn_to_device: the tensor holds no data (a %s tensor)",
+                     t->is_fake ? "fake" : "meta");
+  return dev == KN_CUDA ? kn__cuda_init() : KN_OK;
+}
+
+kn_status kn_to_device(kn_tensor *t, kn_device dev, kn_tensor **out) {
+  if (!out) return kn__error(KN_EINVAL, "kn_to_device: the output pointer is NULL");
+  *out = NULL;
+  kn_status st = to_device_check(t, dev);
+  if (st != KN_OK) return st;
+  kn_device from = kn__tensor_on_cuda(t) ? KN_CUDA : KN_CPU;
+  kn_tensor *r = NULL;
+  if (from == dev) {
+    r = kn_retain(t);
+  } else {
+    r = kn__empty(t->ndim, t->sizes, t->dtype, dev);
+    if (!r) return kn_last_status();
+    if ((st = kn__cuda_copy_into(r, t)) != KN_OK) {
+      kn_release(r);
+      return st;
+    }
+  }
+  if (!(*out = kn__autorelease(r))) return kn_last_status();
+  return KN_OK;
+}

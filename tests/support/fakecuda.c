@@ -1,0 +1,332 @@
+/*
+** tests/support/fakecuda.c: a stand-in for the CUDA driver (libcuda.so.1)
+** for the tests of the CUDA runtime on machines without a GPU. Built as a
+** shared library (libkn_fakecuda.so) that the tests name in
+** KILN_CUDA_DRIVER.
+**
+** It implements the part of the driver API kiln calls on host memory: a
+** device pointer is a host address; cuMemAlloc is an aligned malloc (limited
+** to KILN_FAKECUDA_MEM_LIMIT bytes in all, to test running out of memory),
+** copies and memset copy bytes, streams, events and contexts are handles that
+** do nothing. It computes nothing: loading a module or launching a kernel
+** fails with CUDA_ERROR_NOT_SUPPORTED, and so does launching a graph. A copy
+** or memset while a capture is in progress fails as the real driver's
+** capture of host work would (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), so no
+** test can mistake a performed copy for a recorded one.
+**
+** KILN_FAKECUDA_DEVICES: the number of devices (default 1; 0: cuInit fails
+** with CUDA_ERROR_NO_DEVICE as the real driver does). fakecuda_counters()
+** reports the calls the tests count.
+*/
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The entry points are found with dlsym: no header declares them. */
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#define API __attribute__((visibility("default")))
+
+typedef unsigned long long dptr;
+
+enum {
+  SUCCESS = 0,
+  INVALID_VALUE = 1,
+  OUT_OF_MEMORY = 2,
+  NOT_INITIALIZED = 3,
+  NO_DEVICE = 100,
+  INVALID_DEVICE = 101,
+  INVALID_HANDLE = 400,
+  NOT_FOUND = 500,
+  NOT_SUPPORTED = 801,
+  CAPTURE_UNSUPPORTED = 900,
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int inited;                /* under mu */
+static size_t used;               /* bytes live, under mu */
+static long n_alloc, n_free;      /* under mu */
+static int capturing;             /* under mu */
+static char handle_dummy[8];      /* contexts, streams, events, graphs point here */
+
+#define HEADER 256 /* the size of an allocation lives in front of it */
+
+static long env_long(const char *name, long dflt) {
+  const char *v = getenv(name);
+  return v && v[0] ? strtol(v, NULL, 10) : dflt;
+}
+
+API int fakecuda_counters(size_t *live_bytes, long *allocs, long *frees) {
+  pthread_mutex_lock(&mu);
+  *live_bytes = used;
+  *allocs = n_alloc;
+  *frees = n_free;
+  pthread_mutex_unlock(&mu);
+  return 0;
+}
+
+API int cuGetErrorName(int r, const char **s) {
+  switch (r) {
+  case SUCCESS: *s = "CUDA_SUCCESS"; return 0;
+  case INVALID_VALUE: *s = "CUDA_ERROR_INVALID_VALUE"; return 0;
+  case OUT_OF_MEMORY: *s = "CUDA_ERROR_OUT_OF_MEMORY"; return 0;
+  case NOT_INITIALIZED: *s = "CUDA_ERROR_NOT_INITIALIZED"; return 0;
+  case NO_DEVICE: *s = "CUDA_ERROR_NO_DEVICE"; return 0;
+  case INVALID_DEVICE: *s = "CUDA_ERROR_INVALID_DEVICE"; return 0;
+  case INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; return 0;
+  case NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; return 0;
+  case NOT_SUPPORTED: *s = "CUDA_ERROR_NOT_SUPPORTED"; return 0;
+  case CAPTURE_UNSUPPORTED: *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; return 0;
+  default: *s = NULL; return INVALID_VALUE;
+  }
+}
+
+API int cuGetErrorString(int r, const char **s) {
+  switch (r) {
+  case SUCCESS: *s = "no error"; return 0;
+  case INVALID_VALUE: *s = "invalid argument"; return 0;
+  case OUT_OF_MEMORY: *s = "out of memory"; return 0;
+  case NOT_INITIALIZED: *s = "initialization error"; return 0;
+  case NO_DEVICE: *s = "no CUDA-capable device is detected"; return 0;
+  case INVALID_DEVICE: *s = "invalid device ordinal"; return 0;
+  case INVALID_HANDLE: *s = "invalid resource handle"; return 0;
+  case NOT_FOUND: *s = "named symbol not found"; return 0;
+  case NOT_SUPPORTED: *s = "operation not supported (the fake CUDA driver runs no kernels)"; return 0;
+  case CAPTURE_UNSUPPORTED: *s = "operation not permitted when stream is capturing"; return 0;
+  default: *s = NULL; return INVALID_VALUE;
+  }
+}
+
+API int cuInit(unsigned flags) {
+  if (flags != 0) return INVALID_VALUE;
+  if (env_long("KILN_FAKECUDA_DEVICES", 1) <= 0) return NO_DEVICE;
+  pthread_mutex_lock(&mu);
+  inited = 1;
+  pthread_mutex_unlock(&mu);
+  return SUCCESS;
+}
+
+static int ready(void) {
+  pthread_mutex_lock(&mu);
+  int r = inited ? SUCCESS : NOT_INITIALIZED;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API int cuDriverGetVersion(int *v) {
+  *v = 13000;
+  return SUCCESS;
+}
+
+API int cuDeviceGetCount(int *n) {
+  *n = (int)env_long("KILN_FAKECUDA_DEVICES", 1);
+  return ready();
+}
+
+API int cuDeviceGet(int *dev, int ordinal) {
+  if (ready()) return NOT_INITIALIZED;
+  if (ordinal < 0 || ordinal >= env_long("KILN_FAKECUDA_DEVICES", 1)) return INVALID_DEVICE;
+  *dev = ordinal;
+  return SUCCESS;
+}
+
+API int cuDeviceGetName(char *name, int len, int dev) {
+  (void)dev;
+  if (len <= 0) return INVALID_VALUE;
+  strncpy(name, "kiln fake CUDA device", (size_t)len - 1);
+  name[len - 1] = '\0';
+  return ready();
+}
+
+API int cuDeviceGetAttribute(int *v, int attr, int dev) {
+  (void)dev;
+  switch (attr) {
+  case 16: *v = 132; break; /* multiprocessors */
+  case 75: *v = 9; break;   /* compute capability major */
+  case 76: *v = 0; break;   /* minor */
+  default: return INVALID_VALUE;
+  }
+  return ready();
+}
+
+static size_t limit(void) {
+  long l = env_long("KILN_FAKECUDA_MEM_LIMIT", 0);
+  return l > 0 ? (size_t)l : (size_t)1 << 34;
+}
+
+API int cuDeviceTotalMem_v2(size_t *bytes, int dev) {
+  (void)dev;
+  *bytes = limit();
+  return ready();
+}
+
+API int cuDevicePrimaryCtxRetain(void **ctx, int dev) {
+  (void)dev;
+  *ctx = handle_dummy;
+  return ready();
+}
+
+API int cuCtxSetCurrent(void *ctx) { return ctx == handle_dummy ? SUCCESS : INVALID_HANDLE; }
+
+API int cuStreamCreate(void **s, unsigned flags) {
+  (void)flags;
+  *s = handle_dummy;
+  return ready();
+}
+
+API int cuStreamSynchronize(void *s) {
+  (void)s;
+  pthread_mutex_lock(&mu);
+  int r = capturing ? CAPTURE_UNSUPPORTED : SUCCESS;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API int cuMemAlloc_v2(dptr *p, size_t n) {
+  if (n == 0) return INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  int r = SUCCESS;
+  if (n > limit() - used) r = OUT_OF_MEMORY;
+  char *block = r == SUCCESS ? aligned_alloc(HEADER, HEADER + ((n + HEADER - 1) / HEADER) * HEADER)
+                             : NULL;
+  if (r == SUCCESS && !block) r = OUT_OF_MEMORY;
+  if (r == SUCCESS) {
+    memcpy(block, &n, sizeof n);
+    used += n;
+    n_alloc++;
+    *p = (dptr)(size_t)(block + HEADER);
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API int cuMemFree_v2(dptr p) {
+  if (!p) return INVALID_VALUE;
+  char *block = (char *)(size_t)p - HEADER;
+  size_t n;
+  memcpy(&n, block, sizeof n);
+  pthread_mutex_lock(&mu);
+  used -= n;
+  n_free++;
+  pthread_mutex_unlock(&mu);
+  free(block);
+  return SUCCESS;
+}
+
+API int cuMemGetInfo_v2(size_t *fre, size_t *total) {
+  pthread_mutex_lock(&mu);
+  *total = limit();
+  *fre = *total - used;
+  pthread_mutex_unlock(&mu);
+  return SUCCESS;
+}
+
+/* A copy or memset: refused while capturing (see the top). */
+static int host_work(void *dst, const void *src, int byte, size_t n) {
+  pthread_mutex_lock(&mu);
+  int cap = capturing;
+  pthread_mutex_unlock(&mu);
+  if (cap) return CAPTURE_UNSUPPORTED;
+  if (!dst || (!src && byte < 0)) return INVALID_VALUE;
+  if (src) memmove(dst, src, n);
+  else memset(dst, byte, n);
+  return SUCCESS;
+}
+
+API int cuMemcpyHtoDAsync_v2(dptr d, const void *h, size_t n, void *s) {
+  (void)s;
+  return host_work((void *)(size_t)d, h, -1, n);
+}
+
+API int cuMemcpyDtoHAsync_v2(void *h, dptr d, size_t n, void *s) {
+  (void)s;
+  return host_work(h, (const void *)(size_t)d, -1, n);
+}
+
+API int cuMemcpyDtoDAsync_v2(dptr d, dptr src, size_t n, void *s) {
+  (void)s;
+  return host_work((void *)(size_t)d, (const void *)(size_t)src, -1, n);
+}
+
+API int cuMemsetD8Async(dptr d, unsigned char v, size_t n, void *s) {
+  (void)s;
+  return host_work((void *)(size_t)d, NULL, v, n);
+}
+
+API int cuModuleLoadData(void **m, const void *image) {
+  (void)m, (void)image;
+  return NOT_SUPPORTED;
+}
+
+API int cuModuleGetFunction(void **f, void *m, const char *name) {
+  (void)f, (void)m, (void)name;
+  return NOT_SUPPORTED;
+}
+
+API int cuModuleUnload(void *m) {
+  (void)m;
+  return NOT_SUPPORTED;
+}
+
+API int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                       unsigned bz, unsigned shmem, void *s, void **args, void **extra) {
+  (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem, (void)s;
+  (void)args, (void)extra;
+  return NOT_SUPPORTED;
+}
+
+API int cuEventCreate(void **e, unsigned flags) {
+  (void)flags;
+  *e = handle_dummy;
+  return SUCCESS;
+}
+
+API int cuEventRecord(void *e, void *s) {
+  (void)e, (void)s;
+  return SUCCESS;
+}
+
+API int cuEventSynchronize(void *e) {
+  (void)e;
+  return SUCCESS;
+}
+
+API int cuEventElapsedTime_v2(float *ms, void *a, void *b) {
+  (void)a, (void)b;
+  *ms = 0.0f; /* nothing ran */
+  return SUCCESS;
+}
+
+API int cuStreamBeginCapture_v2(void *s, int mode) {
+  (void)s;
+  if (mode != 0) return INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  int r = capturing ? CAPTURE_UNSUPPORTED : SUCCESS;
+  capturing = 1;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+API int cuStreamEndCapture(void *s, void **graph) {
+  (void)s;
+  pthread_mutex_lock(&mu);
+  int r = capturing ? SUCCESS : INVALID_VALUE;
+  capturing = 0;
+  pthread_mutex_unlock(&mu);
+  *graph = r == SUCCESS ? handle_dummy : NULL;
+  return r;
+}
+
+API int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
+  (void)flags;
+  *exec = graph == handle_dummy ? handle_dummy : NULL;
+  return *exec ? SUCCESS : INVALID_VALUE;
+}
+
+API int cuGraphLaunch(void *exec, void *s) {
+  (void)exec, (void)s;
+  return NOT_SUPPORTED;
+}
+
+API int cuGraphExecDestroy(void *exec) { return exec == handle_dummy ? SUCCESS : INVALID_VALUE; }
+
+API int cuGraphDestroy(void *graph) { return graph == handle_dummy ? SUCCESS : INVALID_VALUE; }

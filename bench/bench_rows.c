@@ -29,6 +29,12 @@
 **     and the output gradient -> the input gradient (cross_entropy: x -> its
 **     gradient). Ratio = floor time / kiln time, floor and op timed
 **     alternately in the same run.
+**   RATIO exp_rows_vs_copy_floor_1T (no goal): the forward floor's time over
+**     that of the vector-math table's float32 exp (what eager and generated
+**     code call) over the same number of elements, rows of 1024 kept in L1:
+**     an op computing one exp per element cannot run faster than this
+**     exp alone, so where the ratio is below 0.8 no softmax, log_softmax
+**     (backward too) or cross_entropy can reach the goal on that machine.
 ** Each number is the median of several repetitions.
 */
 #include <omp.h>
@@ -40,6 +46,7 @@
 
 #include "bench_util.h"
 #include "ops/norm_rows.h"
+#include "ops/vmath.h"
 #include "kiln/compile.h"
 
 #define REPS 9
@@ -291,6 +298,32 @@ static void rk_report(const rk_op *op, const char *who, bool bwd, const char *ta
          strcmp(who, "inductor") ? "" : " (goal >= 0.8)");
 }
 
+/* The exp alone over LM rows of LD floats held in L1, against the copy. */
+static void bench_exp_bound(void) {
+  const kn__vmath *vm = kn__vmath_get();
+  float *row = malloc(LD * sizeof *row), *e = malloc(LD * sizeof *e);
+  float *x = malloc((size_t)LM * LD * sizeof *x), *y = malloc((size_t)LM * LD * sizeof *y);
+  if (!row || !e || !x || !y) die("exp bound setup");
+  for (int64_t i = 0; i < LD; i++) row[i] = -(float)(i % 97) / 10.0f;
+  for (int64_t i = 0; i < LM * LD; i++) x[i] = (float)(i % 13);
+  double te[REPS], tc[REPS];
+  for (int r = 0; r < REPS; r++) {
+    double t0 = kn_bench_cpu_s();
+    for (int64_t k = 0; k < LM; k++) vm->f32[KN__VM_EXP](e, row, LD);
+    te[r] = kn_bench_cpu_s() - t0;
+    sink = e[r];
+    t0 = kn_bench_cpu_s();
+    floor_fwd(y, x);
+    tc[r] = kn_bench_cpu_s() - t0;
+    sink = y[r];
+  }
+  double t = kn_bench_median(te, REPS), c = kn_bench_median(tc, REPS);
+  printf("BENCH exp_rows_us_1T %.0f (%s table, %.3f ns per element; copy floor %.0f us)\n", t * 1e6,
+         vm->name, t * 1e9 / (LM * LD), c * 1e6);
+  printf("RATIO exp_rows_vs_copy_floor_1T %.3f\n", c / t);
+  free(row), free(e), free(x), free(y);
+}
+
 static void bench_row_kernels(bool one) {
   int prev = omp_get_max_threads();
   if (one) omp_set_num_threads(1);
@@ -333,6 +366,10 @@ int main(void) {
   bench_layer_norm(false);
   bench_row_kernels(true);
   bench_row_kernels(false);
+  int prev = omp_get_max_threads();
+  omp_set_num_threads(1);
+  bench_exp_bound();
+  omp_set_num_threads(prev);
   printf("BENCH_INFO timer 1T thread_cputime, allT wall, median_of %d\n", REPS);
   return 0;
 }

@@ -28,39 +28,19 @@ const kn__norm_rows *kn__norm_rows_get(void) {
   return wide && kn__norm_rows_avx2.name ? &kn__norm_rows_avx2 : &kn__norm_rows_baseline;
 }
 
-/* Row r + 1 of a [M, D] buffer of sz-byte elements into the cache while
-** row r computes: a row of up to 16 KB stays in L1 for the kernels' passes,
-** and its memory traffic then overlaps the previous row's arithmetic. */
-static inline void next_row(const void *p, int64_t r, int64_t M, int64_t D, size_t sz,
-                            bool write) {
-  int64_t bytes = D * (int64_t)sz;
-  if (!p || r + 1 >= M || bytes > 16384) return;
-  const char *q = (const char *)p + (r + 1) * bytes;
-  for (int64_t k = 0; k < bytes; k += 64) {
-    if (write) __builtin_prefetch(q + k, 1, 3);
-    else __builtin_prefetch(q + k, 0, 3);
-  }
-}
-
 void kn__layer_norm_rows(kn_dtype dt, const void *x, void *y, int64_t M, int64_t D, double eps,
                          const void *w, const void *b, void *mean, void *rstd) {
   const kn__norm_rows *k = kn__norm_rows_get();
   if (dt == KN_FLOAT32) {
 #pragma omp parallel for schedule(static) if (M * D >= KN__NORM_PAR_MIN && M > 1)
-    for (int64_t r = 0; r < M; r++) {
-      next_row(x, r, M, D, sizeof(float), false);
-      next_row(y, r, M, D, sizeof(float), true);
+    for (int64_t r = 0; r < M; r++)
       k->fwd_f32((const float *)x + r * D, (float *)y + r * D, D, eps, w, b,
                  (float *)mean + r, (float *)rstd + r);
-    }
   } else {
 #pragma omp parallel for schedule(static) if (M * D >= KN__NORM_PAR_MIN && M > 1)
-    for (int64_t r = 0; r < M; r++) {
-      next_row(x, r, M, D, sizeof(double), false);
-      next_row(y, r, M, D, sizeof(double), true);
+    for (int64_t r = 0; r < M; r++)
       k->fwd_f64((const double *)x + r * D, (double *)y + r * D, D, eps, w, b,
                  (double *)mean + r, (double *)rstd + r);
-    }
   }
 }
 
@@ -73,11 +53,7 @@ static void bwd_rows(const kn__norm_rows *k, kn_dtype dt, const void *x, const v
                      int64_t r0, int64_t r1, int64_t D, const void *mean, const void *rstd,
                      const void *w, void *gi, double *acc) {
   double *gw = acc, *gb = acc ? acc + D : NULL;
-  size_t sz = dt == KN_FLOAT32 ? sizeof(float) : sizeof(double);
   for (int64_t r = r0; r < r1; r++) {
-    next_row(x, r, r1, D, sz, false);
-    next_row(go, r, r1, D, sz, false);
-    next_row(gi, r, r1, D, sz, true);
     double m = ld(mean, dt, r), rs = ld(rstd, dt, r);
     if (dt == KN_FLOAT32)
       k->bwd_f32((const float *)x + r * D, (const float *)go + r * D, D, m, rs, w,

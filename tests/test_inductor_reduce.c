@@ -268,47 +268,6 @@ Test(inductor_reduce, results_match_plain_c_loops) {
   expect_code(-1, 1, "stats"); /* the stack only */
 }
 
-/* ---- the next row's prefetch ------------------------------------------------------------ */
-static kn_tensor *softmax_last(kn_tensor *x) { return kn_softmax(x, 1); }
-static kn_tensor *softmax_first(kn_tensor *x) { return kn_softmax(x, 0); }
-
-/* Compile fn on x for the target, compare with eager (and two calls bit for
-** bit), and count the prefetches in the generated source. */
-static int prefetches(kn_tensor *(*fn)(kn_tensor *), kn_tensor *x, const char *target) {
-  setenv("KILN_INDUCTOR_TARGET", target, 1);
-  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
-  kn_compiled *f = kn_compile_tensor_fn((void (*)(void))fn, 1, "pf", __FILE__, __LINE__, &o);
-  kn_scope_begin();
-  kn_tensor *a = kn_contiguous(kn_call_t(f, x)), *b = kn_contiguous(kn_call_t(f, x));
-  cr_expect(ind_close(a, fn(x), 1e-6, 1e-7, target));
-  cr_expect(a && b && memcmp(kn_data(a), kn_data(b), (size_t)kn_numel(a) * kn_dtype_size(kn_tensor_dtype(a))) == 0,
-            "%s: two calls differ", target);
-  kn_scope_end();
-  kn_compiled_free(f);
-  unsetenv("KILN_INDUCTOR_TARGET");
-  char *src = kn_test_inductor_sources(cache);
-  int n = kn_test_count_of(src, "__builtin_prefetch(");
-  free(src);
-  ind_rm(cache);
-  ind_cache_dir(cache, sizeof cache);
-  return n;
-}
-
-/* Rows along the last dim: the c target prefetches the next row of the
-** input and of the output (the row loop stops before the last row's next);
-** rows along dim 0 (strided) and the c_scalar target: none. */
-Test(inductor_reduce, next_row_prefetched_where_rows_are_contiguous) {
-  kn_scope_begin();
-  for (int d = 0; d < 2; d++) {
-    kn_dtype dt = d ? KN_FLOAT64 : KN_FLOAT32;
-    kn_tensor *x = special(KN_SHAPE(37, 100), dt);
-    cr_expect_eq(prefetches(softmax_last, x, "c"), 2, "%s", kn_dtype_name(dt));
-    cr_expect_eq(prefetches(softmax_first, x, "c"), 0);
-    cr_expect_eq(prefetches(softmax_last, x, "c_scalar"), 0);
-  }
-  kn_scope_end();
-}
-
 /* ---- vector math in the store pass ------------------------------------------------------ */
 static kn_tensor *exp_after_sum(kn_tensor *x) {
   const int64_t d = 1;

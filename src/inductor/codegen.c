@@ -40,8 +40,7 @@ static const char prelude[] =
     "#include <stdint.h>\n"
     "#include <tgmath.h>\n\n"
     "#define KN_PAR_MIN 65536\n"
-    "#define KN_BLOCK 4096\n"
-    "#define KN_PF_ROW 16384\n\n"
+    "#define KN_BLOCK 4096\n\n"
     "typedef struct kn_rt {\n"
     "  int (*ext)(void *ctx, int step);\n"
     "  int (*alloc)(void *ctx, int slot, void **p);\n"
@@ -991,37 +990,6 @@ static void store_pass(kctx *k, kn__sb *sb) {
   close_loops(sb, nl);
 }
 
-/* Are the reduced dims the trailing ones (a row is a contiguous block of
-** red elements of every buffer laid out like the space)? */
-static bool rows_trail(const kctx *k) {
-  unsigned all = (1u << k->shape->ndim) - 1, m = k->g->mask;
-  return m != 0 && ((m + (1u << (k->shape->ndim - k->depth))) & all) == 0;
-}
-
-/* The next row's elements of every buffer laid out like the space (inputs
-** and per-element outputs) into the cache while this row computes: the
-** row's passes run out of L1, and its memory traffic overlaps the next
-** row's arithmetic instead of adding to it. Rows up to KN_PF_ROW bytes. */
-static void prefetch_next_row(kctx *k, kn__sb *sb) {
-  if (!k->t->prefetch || !rows_trail(k)) return;
-  bool any = false;
-  for (int li = 0; li < k->nleaves; li++) {
-    const leaf *l = &k->leaves[li];
-    if (l->slot >= 0 && !leaf_same(k, l->m)) continue;
-    char ptr[32];
-    if (l->slot >= 0) snprintf(ptr, sizeof ptr, "in%d", li);
-    else snprintf(ptr, sizeof ptr, "out%d", -1 - l->slot);
-    if (!any)
-      kn__sb_printf(sb, "    if (o + 1 < outer && red * (int64_t)sizeof *%s <= KN_PF_ROW) {"
-                    "  /* the next row */\n", ptr);
-    any = true;
-    kn__sb_printf(sb, "      for (int64_t pf = 0; pf < red; pf += 64 / (int64_t)sizeof *%s)"
-                  " __builtin_prefetch(%s + o%d + red + pf, %d, 3);\n", ptr, ptr, li,
-                  l->slot < 0);
-  }
-  if (any) kn__sb_puts(sb, "    }\n");
-}
-
 static void group_body(kctx *k, kn__sb *sb) {
   kn__sb_puts(sb, "  const int64_t outer = ");
   size_product(k, sb, false);
@@ -1038,7 +1006,6 @@ static void group_body(kctx *k, kn__sb *sb) {
   }
   store_pass(k, &rows);
   group_row_offsets(k, sb); /* after the passes: they may add leaves */
-  prefetch_next_row(k, sb);
   kn__sb_puts(sb, kn__sb_cstr(&rows));
   kn__sb_puts(sb, "  }\n");
   if (kn__sb_failed(&rows)) k->failed = true;

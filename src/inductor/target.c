@@ -38,7 +38,6 @@ const kn__ind_target kn__ind_target_c = {
     .load = kn__ind_load_fd,
     .openmp = true,
     .vector_abi = true,
-    .prefetch = true,
 };
 
 const kn__ind_target kn__ind_target_c_scalar = {

@@ -53,7 +53,6 @@ struct kn__ind_target {
   /* The C family's dialect (read by codegen.c's C printer). */
   bool openmp;     /* `#pragma omp parallel for` over blocks and rows */
   bool vector_abi; /* simd declarations, x86-64 vector-ABI versions, GCC vectoriser pragmas */
-  bool prefetch;   /* a row loop's kernel prefetches the next row (GCC's __builtin_prefetch) */
 };
 
 /* The C targets (target.c). */

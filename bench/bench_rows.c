@@ -16,6 +16,25 @@
 **     x and the output gradient -> the input gradient). Ratio = floor time /
 **     kiln time. 1T: one OpenMP thread (thread CPU time); allT: every thread
 **     (wall time).
+**   RATIO <op>_{inductor,eager}_vs_copy_floor_{1T,allT} and
+**   RATIO <op>_backward_{inductor,eager}_vs_copy_floor_{1T,allT} (goal >= 0.8
+**     for inductor): softmax, log_softmax, layer_norm (weight and bias),
+**     rms_norm (x * rsqrt(mean(x^2) + eps) * weight, composed of primitive
+**     ops) and cross_entropy (mean over int64 targets) over the same 4096
+**     rows of 1024 floats, compiled with the inductor backend and eager; the
+**     backward is the gradient of the input alone (for a given output
+**     gradient; cross_entropy's is the loss's), timed without the forward.
+**     Each floor moves the rows the op must read and write: forward x -> y
+**     (cross_entropy: x read, one float per row written), backward y (or x)
+**     and the output gradient -> the input gradient (cross_entropy: x -> its
+**     gradient). Ratio = floor time / kiln time, floor and op timed
+**     alternately in the same run.
+**   RATIO exp_rows_vs_copy_floor_1T (no goal): the forward floor's time over
+**     that of the vector-math table's float32 exp (what eager and generated
+**     code call) over the same number of elements, rows of 1024 kept in L1:
+**     an op computing one exp per element cannot run faster than this
+**     exp alone, so where the ratio is below 0.8 no softmax, log_softmax
+**     (backward too) or cross_entropy can reach the goal on that machine.
 ** Each number is the median of several repetitions.
 */
 #include <omp.h>
@@ -27,6 +46,8 @@
 
 #include "bench_util.h"
 #include "ops/norm_rows.h"
+#include "ops/vmath.h"
+#include "kiln/compile.h"
 
 #define REPS 9
 #define T 64
@@ -177,11 +198,178 @@ static void bench_layer_norm(bool one) {
   omp_set_num_threads(prev);
 }
 
+/* ---- row kernels, compiled and eager, against their copy floors --------------- */
+
+static kn_tensor *rk_w, *rk_b, *rk_target;
+
+static kn_tensor *rk_softmax(kn_tensor *x) { return kn_softmax(x, 1); }
+static kn_tensor *rk_log_softmax(kn_tensor *x) { return kn_log_softmax(x, 1); }
+static kn_tensor *rk_layer_norm(kn_tensor *x) {
+  const int64_t d = LD;
+  return kn_layer_norm(x, 1, &d, rk_w, rk_b, 1e-5);
+}
+static kn_tensor *rk_rms_norm(kn_tensor *x) {
+  const int64_t d = 1;
+  kn_tensor *ms = kn_mean_dims(kn_mul(x, x), &d, 1, true);
+  return kn_mul(kn_mul(x, kn_rsqrt(kn_add_scalar(ms, kn_float(1e-6)))), rk_w);
+}
+static kn_tensor *rk_cross_entropy(kn_tensor *x) {
+  return kn_cross_entropy(x, rk_target, NULL, KN_REDUCTION_MEAN, -100, 0.0);
+}
+
+typedef struct rk_op {
+  const char *name;
+  kn_tensor *(*fn)(kn_tensor *);
+  bool scalar; /* one loss value: the forward writes no rows, the backward's seed is 1 */
+} rk_op;
+
+static const rk_op rk_ops[] = {
+    {"softmax", rk_softmax, false},       {"log_softmax", rk_log_softmax, false},
+    {"layer_norm", rk_layer_norm, false}, {"rms_norm", rk_rms_norm, false},
+    {"cross_entropy", rk_cross_entropy, true},
+};
+
+/* The forward floor of a loss: every row read, one float per row written. */
+static void floor_read(float *restrict y, const float *restrict x) {
+#pragma omp parallel for schedule(static) if (omp_get_max_threads() > 1)
+  for (int64_t r = 0; r < LM; r++) {
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < LD; i++) s += x[r * LD + i];
+    y[r] = s;
+  }
+}
+
+/* One forward (bwd false) or backward of op on x, compiled (f) or eager; the
+** time of the timed part with the clock of `one`. */
+static double rk_once(const rk_op *op, kn_compiled *f, kn_tensor *x, kn_tensor *go, bool bwd,
+                      bool one) {
+  kn_scope_begin();
+  double t0 = now(one);
+  kn_tensor *y = f ? kn_call_t(f, x) : op->fn(x), *gx = NULL;
+  if (!y) die(op->name);
+  if (bwd) {
+    t0 = now(one);
+    if (kn_autograd_grad(&y, 1, &x, 1, op->scalar ? NULL : &go, false, false, false, &gx) != KN_OK)
+      die(op->name);
+  }
+  double t = now(one) - t0;
+  sink = ((float *)kn_data(bwd ? gx : y))[1];
+  kn_scope_end();
+  return t;
+}
+
+/* Median time of the op's forward or backward, and of its floor (alternating). */
+static void rk_time(const rk_op *op, kn_compiled *f, kn_tensor *x, kn_tensor *go, bool bwd,
+                    bool one, float *buf, double *t_op, double *t_floor) {
+  double to[REPS], tf[REPS];
+  rk_once(op, f, x, go, bwd, one); /* warm-up: compiles */
+  for (int r = 0; r < REPS; r++) {
+    to[r] = rk_once(op, f, x, go, bwd, one);
+    double t0 = now(one);
+    if (bwd) {
+      if (op->scalar) floor_fwd(buf, kn_data(x));
+      else floor_bwd(buf, kn_data(x), kn_data(go));
+    } else if (op->scalar) {
+      floor_read(buf, kn_data(x));
+    } else {
+      floor_fwd(buf, kn_data(x));
+    }
+    tf[r] = now(one) - t0;
+    sink = buf[r];
+  }
+  *t_op = kn_bench_median(to, REPS);
+  *t_floor = kn_bench_median(tf, REPS);
+}
+
+static kn_compiled *rk_compile(const rk_op *op) {
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = kn_compile_tensor_fn((void (*)(void))op->fn, 1, op->name, __FILE__, __LINE__, &o);
+  if (!f) die("compile");
+  return f;
+}
+
+static void rk_report(const rk_op *op, const char *who, bool bwd, const char *tag, double t,
+                      double fl) {
+  const char *b = bwd ? "_backward" : "";
+  printf("BENCH %s%s_%s_us_%s %.0f (copy floor %.0f us)\n", op->name, b, who, tag, t * 1e6,
+         fl * 1e6);
+  printf("RATIO %s%s_%s_vs_copy_floor_%s %.3f%s\n", op->name, b, who, tag, fl / t,
+         strcmp(who, "inductor") ? "" : " (goal >= 0.8)");
+}
+
+/* The exp alone over LM rows of LD floats held in L1, against the copy. */
+static void bench_exp_bound(void) {
+  const kn__vmath *vm = kn__vmath_get();
+  float *row = malloc(LD * sizeof *row), *e = malloc(LD * sizeof *e);
+  float *x = malloc((size_t)LM * LD * sizeof *x), *y = malloc((size_t)LM * LD * sizeof *y);
+  if (!row || !e || !x || !y) die("exp bound setup");
+  for (int64_t i = 0; i < LD; i++) row[i] = -(float)(i % 97) / 10.0f;
+  for (int64_t i = 0; i < LM * LD; i++) x[i] = (float)(i % 13);
+  double te[REPS], tc[REPS];
+  for (int r = 0; r < REPS; r++) {
+    double t0 = kn_bench_cpu_s();
+    for (int64_t k = 0; k < LM; k++) vm->f32[KN__VM_EXP](e, row, LD);
+    te[r] = kn_bench_cpu_s() - t0;
+    sink = e[r];
+    t0 = kn_bench_cpu_s();
+    floor_fwd(y, x);
+    tc[r] = kn_bench_cpu_s() - t0;
+    sink = y[r];
+  }
+  double t = kn_bench_median(te, REPS), c = kn_bench_median(tc, REPS);
+  printf("BENCH exp_rows_us_1T %.0f (%s table, %.3f ns per element; copy floor %.0f us)\n", t * 1e6,
+         vm->name, t * 1e9 / (LM * LD), c * 1e6);
+  printf("RATIO exp_rows_vs_copy_floor_1T %.3f\n", c / t);
+  free(row), free(e), free(x), free(y);
+}
+
+static void bench_row_kernels(bool one) {
+  int prev = omp_get_max_threads();
+  if (one) omp_set_num_threads(1);
+  kn_generator *gen = kn_generator_new(2);
+  kn_tensor *x = kn_randn(KN_SHAPE(LM, LD), gen, KN_FLOAT32);
+  kn_tensor *xg = kn_randn(KN_SHAPE(LM, LD), gen, KN_FLOAT32);
+  kn_tensor *go = kn_randn(KN_SHAPE(LM, LD), gen, KN_FLOAT32);
+  rk_w = kn_randn(KN_SHAPE(LD), gen, KN_FLOAT32);
+  rk_b = kn_randn(KN_SHAPE(LD), gen, KN_FLOAT32);
+  rk_target = kn_randint(0, LD, 1, (const int64_t[]){LM}, gen, KN_INT64);
+  float *buf = malloc((size_t)LM * LD * sizeof *buf);
+  if (!x || !xg || !go || !rk_w || !rk_b || !rk_target || !buf ||
+      kn_set_requires_grad(xg, true) != KN_OK)
+    die("row kernels setup");
+  const char *tag = one ? "1T" : "allT";
+  for (size_t i = 0; i < sizeof rk_ops / sizeof rk_ops[0]; i++) {
+    const rk_op *op = &rk_ops[i];
+    kn_compiled *f = rk_compile(op), *fg = rk_compile(op);
+    double t, fl;
+    for (int bwd = 0; bwd < 2; bwd++) {
+      rk_time(op, bwd ? fg : f, bwd ? xg : x, go, bwd, one, buf, &t, &fl);
+      rk_report(op, "inductor", bwd, tag, t, fl);
+      rk_time(op, NULL, bwd ? xg : x, go, bwd, one, buf, &t, &fl);
+      rk_report(op, "eager", bwd, tag, t, fl);
+    }
+    kn_compiled_free(f);
+    kn_compiled_free(fg);
+  }
+  free(buf);
+  kn_release(x), kn_release(xg), kn_release(go);
+  kn_release(rk_w), kn_release(rk_b), kn_release(rk_target);
+  kn_generator_free(gen);
+  omp_set_num_threads(prev);
+}
+
 int main(void) {
   bench_select_backward();
   printf("BENCH_INFO norm_rows_kernel %s\n", kn__norm_rows_get()->name);
   bench_layer_norm(true);
   bench_layer_norm(false);
+  bench_row_kernels(true);
+  bench_row_kernels(false);
+  int prev = omp_get_max_threads();
+  omp_set_num_threads(1);
+  bench_exp_bound();
+  omp_set_num_threads(prev);
   printf("BENCH_INFO timer 1T thread_cputime, allT wall, median_of %d\n", REPS);
   return 0;
 }

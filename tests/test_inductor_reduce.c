@@ -267,3 +267,35 @@ Test(inductor_reduce, results_match_plain_c_loops) {
   kn_compiled_free(f);
   expect_code(-1, 1, "stats"); /* the stack only */
 }
+
+/* ---- vector math in the store pass ------------------------------------------------------ */
+static kn_tensor *exp_after_sum(kn_tensor *x) {
+  const int64_t d = 1;
+  return kn_sub(x, kn_mul(kn_exp(x), kn_sum_dims(x, &d, 1, true)));
+}
+
+/* log_softmax's backward shape: the exp is read only by the last pass,
+** which takes it for blocks of the row (one table call per block of up to
+** 256, rows of 300: a partial block) instead of per element; results as
+** eager's, the same on two calls. */
+Test(inductor_reduce, store_pass_takes_vector_math_per_block) {
+  kn_scope_begin();
+  for (int d = 0; d < 2; d++) {
+    kn_dtype dt = d ? KN_FLOAT64 : KN_FLOAT32;
+    kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+    kn_compiled *f = KN_COMPILE(exp_after_sum, &o);
+    kn_tensor *x = special(KN_SHAPE(37, 300), dt);
+    kn_tensor *a = kn_contiguous(kn_call_t(f, x)), *b = kn_contiguous(kn_call_t(f, x));
+    cr_expect(ind_close(a, exp_after_sum(x), 1e-6, 1e-6, kn_dtype_name(dt)));
+    cr_expect(a && b && memcmp(kn_data(a), kn_data(b), (size_t)kn_numel(a) * kn_dtype_size(dt)) == 0);
+    kn_compiled_free(f);
+    char *src = kn_test_inductor_sources(cache);
+    const char *call = d ? "KN_VMT()->f64[" : "KN_VMT()->f32[", *elem = d ? "kn_vm_EXP_f64((" : "kn_vm_EXP_f32((";
+    char *k = strstr(src, "static void kernel");
+    cr_expect(k && kn_test_count_of(k, call) == 1 && kn_test_count_of(k, elem) == 0, "%s", src);
+    free(src);
+    ind_rm(cache);
+    ind_cache_dir(cache, sizeof cache);
+  }
+  kn_scope_end();
+}

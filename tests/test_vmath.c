@@ -776,6 +776,52 @@ Test(vmath, softmax_special_lines_on_every_isa) {
   kn_scope_end();
 }
 
+/* The backward rows of contiguous float32 lines (the table's
+** softmax_bwd_f32, lines of 333: a vector tail) on every ISA against the
+** formulas in long double from the same float inputs, and against the
+** line-buffer path of the same op over transposed (strided) lines. */
+Test(vmath, softmax_backward_rows_on_every_isa) {
+  kn_scope_begin();
+  const int64_t n = 333;
+  kn_generator *gen = kn_generator_new(7);
+  kn_tensor *x = kn_randn(KN_SHAPE(3, 333), gen, KN_FLOAT32);
+  kn_tensor *g = kn_randn(KN_SHAPE(3, 333), gen, KN_FLOAT32);
+  kn_tensor *y[2] = {kn_softmax(x, 1), kn_log_softmax(x, 1)};
+  kn_tensor *gt = kn_contiguous(kn_transpose(g, 0, 1));
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    if (kn__vmath_force((kn__isa)isa) != KN_OK) continue;
+    for (int lg = 0; lg < 2; lg++) {
+      kn_tensor *got = lg ? kn_log_softmax_backward_data(g, y[lg], 1)
+                          : kn_softmax_backward_data(g, y[lg], 1);
+      kn_tensor *yt = kn_contiguous(kn_transpose(y[lg], 0, 1));
+      kn_tensor *strided = lg ? kn_log_softmax_backward_data(kn_transpose(gt, 0, 1),
+                                                             kn_transpose(yt, 0, 1), 1)
+                              : kn_softmax_backward_data(kn_transpose(gt, 0, 1),
+                                                         kn_transpose(yt, 0, 1), 1);
+      cr_assert(got && strided, "%s", kn_last_error());
+      kn_tensor *sc = kn_contiguous(strided);
+      const float *gv = kn_data(g), *yv = kn_data(y[lg]), *o = kn_data(got), *so = kn_data(sc);
+      for (int64_t r = 0; r < 3; r++) {
+        LD s = 0;
+        for (int64_t k = 0; k < n; k++)
+          s += lg ? (LD)gv[r * n + k] : (LD)gv[r * n + k] * yv[r * n + k];
+        for (int64_t k = 0; k < n; k++) {
+          int64_t i = r * n + k;
+          LD want = lg ? gv[i] - expl(yv[i]) * s : yv[i] * (gv[i] - s);
+          cr_assert(fabsl(o[i] - want) <= 2e-6L * (1 + fabsl(want)) &&
+                        fabsl(so[i] - want) <= 2e-6L * (1 + fabsl(want)),
+                    "%s %s_backward[%lld][%lld] = %.9g (strided %.9g), want %.9Lg",
+                    kn__isa_name((kn__isa)isa), lg ? "log_softmax" : "softmax", (long long)r,
+                    (long long)k, o[i], so[i], want);
+        }
+      }
+    }
+  }
+  kn__vmath_force(KN__ISA_COUNT);
+  kn_generator_free(gen);
+  kn_scope_end();
+}
+
 /* softplus (beta x, exp, log1p from the table, in blocks) on every ISA
 ** against the wide-type formula: composite bounds. */
 Test(vmath, softplus_on_every_isa) {

@@ -811,7 +811,7 @@ static void block_vms(kctx *k, kn__sb *pre, const kn__gnode *src, int nd, const 
     const kn__gnode *v = kn__graph_node(k->p->g, k->g->members[i]);
     const kn__ind_node *vn = &k->p->nodes[v->index];
     if (vn->kind == KN__IND_PW && vn->f.vm >= 0 && !vn->row && !k->stash_ready[v->index] &&
-        reads(k, src, v, 32))
+        !k->blk[v->index] && reads(k, src, v, 32))
       block_vm(k, pre, v, nd, dims);
   }
 }
@@ -922,20 +922,43 @@ static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
 /* The last pass: per-element members read outside the group (every value
 ** first, then the stores: a value kept in an output buffer is read before
 ** that buffer's element is written). */
+/* The store pass over one reduced dim in blocks of up to 256: the
+** vector-math members the outputs read computed for the whole block first
+** (one table call each, as a sum's pass does), then the block's elements. */
+static void store_blocks_open(kctx *k, kn__sb *sb) {
+  int dims[KN_MAX_DIMS], nd = kn__cg_red_dims(k, dims);
+  kn__sb len;
+  kn__sb_init(&len);
+  kn__cg_sym_text(k, &len, k->shape->sizes[dims[0]]);
+  const char *L = kn__sb_cstr(&len);
+  kn__sb_printf(sb, "    for (int64_t jb = 0; jb < %s; jb += 256) {\n"
+                "      const int64_t bn = %s - jb >= 256 ? 256 : %s - jb;\n", L, L, L);
+  for (int o = 0; o < k->nouts; o++)
+    if (!k->p->nodes[k->outs[o]].row)
+      block_vms(k, sb, kn__graph_node(k->p->g, k->outs[o]), nd, dims);
+  kn__sb_puts(sb, "      for (int64_t l = 0; l < bn; l++) {\n      const int64_t j0 = jb + l;\n");
+  level_offsets(k, sb, 0, dims[0]);
+  if (kn__sb_failed(&len)) k->failed = true;
+  kn__sb_fini(&len);
+}
+
 static void store_pass(kctx *k, kn__sb *sb) {
   bool any = false;
   for (int o = 0; o < k->nouts; o++) any |= !k->p->nodes[k->outs[o]].row;
   if (!any) return;
-  memset(k->done, 0, (size_t)k->p->nnodes);
-  int nl = open_loops(k, sb, k->depth);
+  int nl = 2;
   k->inner = true;
+  if (k->depth == 1) store_blocks_open(k, sb);
+  else nl = open_loops(k, sb, k->depth);
+  memset(k->done, 0, (size_t)k->p->nnodes);
   for (int o = 0; o < k->nouts; o++)
     if (!k->p->nodes[k->outs[o]].row) kn__cg_gstmts(k, sb, kn__graph_node(k->p->g, k->outs[o]));
   for (int o = 0; o < k->nouts; o++)
     if (!k->p->nodes[k->outs[o]].row)
-      kn__sb_printf(sb, "      out%d[p%d_%d] = %s(v%d);\n", o, kn__cg_out_leaf(k, o), nl - 1,
+      kn__sb_printf(sb, "      out%d[p%d_%d] = %s(v%d);\n", o, kn__cg_out_leaf(k, o), k->depth - 1,
                     kn__cg_st_fn(kn__graph_node(k->p->g, k->outs[o])->meta[0].dtype), k->outs[o]);
   k->inner = false;
+  memset(k->blk, 0, (size_t)k->p->nnodes);
   close_loops(sb, nl);
 }
 

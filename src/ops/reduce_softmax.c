@@ -5,7 +5,8 @@
 ** their own like torch's. Each line is loaded into a per-thread double
 ** buffer (fast for contiguous float32/float64), computed, and stored back;
 ** the exps run through the vector-math table (ops/vmath.h). Contiguous
-** float32 forward lines skip the buffers: the table's fused softmax row.
+** float32 lines skip the buffers: the table's fused softmax row and its
+** backward (one pass for the sum, one for the gradient, the line in L1).
 */
 #include <math.h>
 #include <stdlib.h>
@@ -120,8 +121,9 @@ static kn_status run_lines(const kn_tensor *const *ts, int nin, int dim, bool lo
   kn__lines l;
   kn__lines_init(&l, nin + 1, ts, dim);
   kn_dtype dt = ts[0]->dtype;
-  bool oom = false, flat = !bwd && dt == KN_FLOAT32 && l.st[0] == 4 && l.st[1] == 4 &&
-                           !kn_same_storage(ts[0], ts[1]);
+  bool oom = false, flat = dt == KN_FLOAT32;
+  for (int k = 0; k <= nin; k++) /* contiguous lines, the output apart from the inputs */
+    flat &= l.st[k] == 4 && (k == nin || !kn_same_storage(ts[k], ts[nin]));
 #pragma omp parallel if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1)
   {
     /* nin input lines, then one line of scratch */
@@ -133,8 +135,13 @@ static kn_status run_lines(const kn_tensor *const *ts, int nin, int dim, bool lo
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < l.nlines; i++) {
       if (flat) { /* contiguous float32 lines: in place of the buffers */
-        kn__vmath_get()->softmax_f32((float *)kn__lines_at(&l, 1, i),
-                                     (const float *)kn__lines_at(&l, 0, i), l.len, log_);
+        float *y = (float *)kn__lines_at(&l, nin, i);
+        const float *a = (const float *)kn__lines_at(&l, 0, i);
+        if (bwd)
+          kn__vmath_get()->softmax_bwd_f32(y, a, (const float *)kn__lines_at(&l, 1, i), l.len,
+                                           log_);
+        else
+          kn__vmath_get()->softmax_f32(y, a, l.len, log_);
         continue;
       }
       if (!buf) continue;

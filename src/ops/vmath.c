@@ -97,8 +97,16 @@ static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
   }
 }
 
+static void softmax_bwd_f(float *gi, const float *g, const float *y, int64_t n, bool log_) {
+  double s = 0;
+  for (int64_t k = 0; k < n; k++) s += log_ ? (double)g[k] : (double)g[k] * (double)y[k];
+  for (int64_t k = 0; k < n; k++)
+    gi[k] = log_ ? (float)((double)g[k] - (double)expf(y[k]) * s)
+                 : (float)((double)y[k] * ((double)g[k] - s));
+}
+
 const kn__vmath kn__vmath_scalar = {"scalar", KN__VM_ROW1(f), KN__VM_ROW1(d), KN__VM_ROW2(f),
-                                    KN__VM_ROW2(d), softmax_f};
+                                    KN__VM_ROW2(d), softmax_f, softmax_bwd_f};
 
 /* ---- selection ---------------------------------------------------------------- */
 

@@ -55,6 +55,12 @@ typedef void (*kn__vm2_f64)(double *y, const double *a, const double *b, int64_t
 ** float are summed in double, y = e * (1 / sum) or (x - max) - log(sum) in
 ** float, as torch computes float32 softmax. An all -inf line uses max 0. */
 typedef void (*kn__vm_softmax_f32)(float *y, const float *x, int64_t n, bool log_);
+/* The backward of one contiguous float32 line (gi not overlapping g or y):
+** softmax gi = y * (g - sum(g * y)), log_softmax gi = g - exp(y) * sum(g),
+** in double from the float inputs (exp(y) taken in float, as the forward's
+** exps), the sums over vector lanes in double, rounded once to float. */
+typedef void (*kn__vm_softmax_bwd_f32)(float *gi, const float *g, const float *y, int64_t n,
+                                       bool log_);
 
 typedef struct kn__vmath {
   const char *name; /* "scalar", "sse4", "avx2", "avx512" */
@@ -63,6 +69,7 @@ typedef struct kn__vmath {
   kn__vm2_f32 f32b[KN__VM_NBINARY];
   kn__vm2_f64 f64b[KN__VM_NBINARY];
   kn__vm_softmax_f32 softmax_f32;
+  kn__vm_softmax_bwd_f32 softmax_bwd_f32;
 } kn__vmath;
 
 /* The rows of a table whose functions are named a_<op>_<L> (L = f or d):

@@ -421,5 +421,32 @@ static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
   }
 }
 
+/* kn__vm_softmax_bwd_f32: plain loops in double that `omp simd` vectorises
+** (the lanes' sums combined in a fixed order); log_softmax's exps in float
+** through v_exp_f, written to gi first (its tail padded with zeros). */
+static void softmax_bwd_f(float *restrict gi, const float *restrict g, const float *restrict y,
+                          int64_t n, bool log_) {
+  double s = 0;
+  if (!log_) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t k = 0; k < n; k++) s += (double)g[k] * (double)y[k];
+#pragma omp simd
+    for (int64_t k = 0; k < n; k++) gi[k] = (float)((double)y[k] * ((double)g[k] - s));
+    return;
+  }
+#pragma omp simd reduction(+ : s)
+  for (int64_t k = 0; k < n; k++) s += (double)g[k];
+  int64_t k = 0;
+  for (; k + KN_VM_WF <= n; k += KN_VM_WF) st_f(gi + k, v_exp_f(ld_f(y + k)));
+  if (k < n) {
+    float b[KN_VM_WF] = {0};
+    memcpy(b, y + k, (size_t)(n - k) * sizeof *b);
+    st_f(b, v_exp_f(ld_f(b)));
+    memcpy(gi + k, b, (size_t)(n - k) * sizeof *gi);
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; j++) gi[j] = (float)((double)g[j] - (double)gi[j] * s);
+}
+
 const kn__vmath KN_VM_TABLE = {KN_VM_NAME, KN__VM_ROW1(f), KN__VM_ROW1(d), KN__VM_ROW2(f),
-                               KN__VM_ROW2(d), softmax_f};
+                               KN__VM_ROW2(d), softmax_f, softmax_bwd_f};

@@ -116,3 +116,21 @@ Test(cuda_dynamo, the_trace_describes_a_cuda_input) {
   kn_trace_disable();
   kn_test_rmdir(dir);
 }
+
+/* The default backend (inductor) generates CPU code only: a graph with a
+** CUDA input runs through the eager interpreter (its input check refuses
+** device memory), so the result is the device's. */
+Test(cuda_dynamo, inductor_runs_a_cuda_graph_eagerly) {
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = KN_COMPILE(copy_fn, &o);
+  kn_scope_begin();
+  float v[3] = {7, 8, 9};
+  kn_tensor *y = kn_call_t(f, to_cuda(kn_from_floats(v, 1, (int64_t[]){3})));
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_expect_eq(kn_tensor_device(y), KN_CUDA);
+  kn_tensor *h = NULL;
+  cr_assert_eq(kn_to_device(y, KN_CPU, &h), KN_OK);
+  cr_expect(memcmp(kn_data(h), v, sizeof v) == 0);
+  kn_scope_end();
+  kn_compiled_free(f);
+}

@@ -134,3 +134,19 @@ Test(cuda_dynamo, inductor_runs_a_cuda_graph_eagerly) {
   kn_scope_end();
   kn_compiled_free(f);
 }
+
+/* AOT autograd's runtime runs the forward graph on the inputs' device. */
+Test(cuda_dynamo, aot_eager_keeps_the_device) {
+  kn_compile_options o = {.backend = "aot_eager"};
+  kn_compiled *f = KN_COMPILE(copy_fn, &o);
+  kn_scope_begin();
+  float v[3] = {1, 2, 3};
+  kn_tensor *y = kn_call_t(f, to_cuda(kn_from_floats(v, 1, (int64_t[]){3})));
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_expect_eq(kn_tensor_device(y), KN_CUDA);
+  kn_tensor *h = NULL;
+  cr_assert_eq(kn_to_device(y, KN_CPU, &h), KN_OK);
+  cr_expect(memcmp(kn_data(h), v, sizeof v) == 0);
+  kn_scope_end();
+  kn_compiled_free(f);
+}

@@ -9,6 +9,7 @@
 ** Values are compared with the host data they were copied from.
 */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -306,3 +307,19 @@ Test(cuda_tensor, with_the_fake_driver) {
   cr_expect_str_eq(kn_cuda_device_name(), "kiln fake CUDA device");
   cr_expect_eq(kn_cuda_synchronize(), KN_OK);
 }
+
+/* The fake keeps device memory inaccessible to the host, so every test here
+** would crash if a CPU kernel were handed a CUDA tensor's pointer.
+** (AddressSanitizer reports the fault as its own error instead of letting
+** the signal through: checked in the plain build only.) */
+#if defined(__SANITIZE_ADDRESS__)
+Test(cuda_tensor, host_code_cannot_read_fake_device_memory) {
+  cr_skip_test("AddressSanitizer turns the expected SIGSEGV into its own report");
+}
+#else
+Test(cuda_tensor, host_code_cannot_read_fake_device_memory, .signal = SIGSEGV) {
+  kn_tensor *d = on_cuda(kn_ones(1, (int64_t[]){4}, KN_FLOAT32));
+  volatile const float *p = kn_cuda_data_ptr(d);
+  cr_log_info("read %g", (double)p[0]);
+}
+#endif

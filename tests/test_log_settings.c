@@ -29,7 +29,7 @@ static int level_of(int id) {
 
 #define VALID_LIST                                                                    \
   "all, aot, aot_graphs, aot_joint_graph, autograd, bytecode, c10d, compiled_autograd, " \
-  "compiled_autograd_verbose, ddp, ddp_graphs, "                                        \
+  "compiled_autograd_verbose, cuda, ddp, ddp_graphs, "                                  \
   "distributed, dynamic, dynamo, export, fsdp, fusion, graph, graph_breaks, "          \
   "graph_code, graph_sizes, guards, inductor, kernel_code, kernel_ir, kiln, "          \
   "output_code, "                                                                     \

@@ -80,7 +80,7 @@ kn_status kn__copyslices_record(kn__node *fn, kn_tensor *view, kn_tensor *base) 
   return st;
 }
 
-/* Zero the elements of a (strided) CPU tensor. */
+/* Zero the elements of a (strided) tensor (on the GPU: copied from the host). */
 static kn_status zero_fill(kn_tensor *t) {
   kn_tensor *z = kn__empty(t->ndim, t->sizes, t->dtype, KN_CPU);
   if (!z) return kn_last_status();
@@ -98,7 +98,7 @@ kn_status kn__copyslices_backward(kn__node *n, kn_tensor *g, const bool *needs,
     return kn__error(KN_EUNSUPPORTED, "double backward through CopySlices (an in-place op on "
                                       "a view) is not supported yet");
   kn_tensor *result = kn__empty_strided(c->base_ndim, c->base_sizes, c->base_strides,
-                                        g->dtype, KN_CPU);
+                                        g->dtype, kn__tensor_on_cuda(g) ? KN_CUDA : KN_CPU);
   kn_tensor *slice = NULL, *gs = NULL;
   kn_tensor **fg = calloc((size_t)n->nin, sizeof *fg);
   kn_status st = result && fg ? kn__copy_into(result, g) : kn__oom();

@@ -10,6 +10,8 @@
 
 #include "autograd/autograd.h"
 #include "core/error.h"
+#include "cuda/cuda.h"
+#include "kiln/cuda.h"
 #include "kiln/autograd.h"
 #include "ops/iter.h"
 #include "tensor/handles.h"
@@ -328,9 +330,15 @@ static kn_status pre_save(const kn__call *c) {
   if (!copy) return kn_last_status();
   pre.nbytes = (size_t)kn__numel(copy->ndim, copy->sizes) * kn_dtype_size(copy->dtype);
   pre.data = malloc(pre.nbytes ? pre.nbytes : 1);
-  if (pre.data) memcpy(pre.data, kn_data(copy), pre.nbytes);
+  kn_status st = pre.data ? KN_OK : kn__oom();
+  if (st == KN_OK && kn__tensor_on_cuda(copy)) /* the pre-image of device memory, on the host */
+    st = kn__cuda_memcpy(pre.data, KN_CPU, kn_cuda_data_ptr(copy), KN_CUDA, pre.nbytes);
+  else if (st == KN_OK) memcpy(pre.data, kn_data(copy), pre.nbytes);
   kn_release(copy);
-  if (!pre.data) return kn__oom();
+  if (st != KN_OK) {
+    pre_clear();
+    return st;
+  }
   pre.call = c;
   return KN_OK;
 }
@@ -343,8 +351,15 @@ static kn_tensor *pre_take(const kn__call *c) {
     kn__error(KN_EINTERNAL, "%s: in-place pre-image missing", c->op->name);
     return NULL;
   }
-  kn_tensor *t = kn__empty(self->ndim, self->sizes, self->dtype, meta ? KN_META : KN_CPU);
-  if (t && !meta) memcpy(kn_data(t), pre.data, pre.nbytes);
+  bool cuda = kn__tensor_on_cuda(self);
+  kn_tensor *t = kn__empty(self->ndim, self->sizes, self->dtype,
+                           meta ? KN_META : cuda ? KN_CUDA : KN_CPU);
+  if (t && cuda && kn__cuda_memcpy(kn_cuda_data_ptr(t), KN_CUDA, pre.data, KN_CPU, pre.nbytes)) {
+    kn_release(t);
+    t = NULL;
+  } else if (t && !meta && !cuda) {
+    memcpy(kn_data(t), pre.data, pre.nbytes);
+  }
   if (t && self->is_fake) {
     t->is_fake = true;
     t->device = KN_CPU;

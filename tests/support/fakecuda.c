@@ -5,10 +5,13 @@
 ** KILN_CUDA_DRIVER.
 **
 ** It implements the part of the driver API kiln calls on host memory: a
-** device pointer is a host address; cuMemAlloc is an aligned malloc (limited
-** to KILN_FAKECUDA_MEM_LIMIT bytes in all, to test running out of memory),
-** copies and memset copy bytes, streams, events and contexts are handles that
-** do nothing. It computes nothing: loading a module or launching a kernel
+** device pointer is a host address, but of pages kept inaccessible
+** (PROT_NONE) except while the fake itself copies or sets bytes, so host
+** code that dereferences device memory (a CPU kernel handed a CUDA
+** tensor's pointer) crashes at once instead of seeming to work. cuMemAlloc
+** maps such pages (limited to KILN_FAKECUDA_MEM_LIMIT bytes in all, to test
+** running out of memory), copies and memset copy bytes, streams, events and
+** contexts are handles that do nothing. It computes nothing: loading a module or launching a kernel
 ** fails with CUDA_ERROR_NOT_SUPPORTED, and so does launching a graph. A copy
 ** or memset while a capture is in progress fails as the real driver's
 ** capture of host work would (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), so no
@@ -18,9 +21,14 @@
 ** with CUDA_ERROR_NO_DEVICE as the real driver does). fakecuda_counters()
 ** reports the calls the tests count.
 */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* The entry points are found with dlsym: no header declares them. */
 #pragma GCC diagnostic ignored "-Wmissing-prototypes"
@@ -48,7 +56,17 @@ static long n_alloc, n_free;      /* under mu */
 static int capturing;             /* under mu */
 static char handle_dummy[8];      /* contexts, streams, events, graphs point here */
 
-#define HEADER 256 /* the size of an allocation lives in front of it */
+/* An allocation: one readable page holding its sizes, then its pages
+** (PROT_NONE); the device pointer is the first of those. */
+static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+/* Make the pages holding [p, p+n) accessible (rw) or not (mu held). */
+static void open_range(const void *p, size_t n, int rw) {
+  if (n == 0) return;
+  size_t pg = page_size();
+  uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(pg - 1), hi = (uintptr_t)p + n;
+  mprotect((void *)lo, hi - lo, rw ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
 
 static long env_long(const char *name, long dflt) {
   const char *v = getenv(name);
@@ -183,17 +201,19 @@ API int cuStreamSynchronize(void *s) {
 
 API int cuMemAlloc_v2(dptr *p, size_t n) {
   if (n == 0) return INVALID_VALUE;
+  size_t pg = page_size(), total = pg + (n + pg - 1) / pg * pg;
   pthread_mutex_lock(&mu);
-  int r = SUCCESS;
-  if (n > limit() - used) r = OUT_OF_MEMORY;
-  char *block = r == SUCCESS ? aligned_alloc(HEADER, HEADER + ((n + HEADER - 1) / HEADER) * HEADER)
-                             : NULL;
-  if (r == SUCCESS && !block) r = OUT_OF_MEMORY;
+  int r = n > limit() - used ? OUT_OF_MEMORY : SUCCESS;
+  char *base = r == SUCCESS ? mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+                                   MAP_NORESERVE, -1, 0)
+                            : MAP_FAILED;
+  if (base == MAP_FAILED || mprotect(base, pg, PROT_READ | PROT_WRITE) != 0) r = OUT_OF_MEMORY;
   if (r == SUCCESS) {
-    memcpy(block, &n, sizeof n);
+    size_t sizes[2] = {n, total};
+    memcpy(base, sizes, sizeof sizes);
     used += n;
     n_alloc++;
-    *p = (dptr)(size_t)(block + HEADER);
+    *p = (dptr)(uintptr_t)(base + pg);
   }
   pthread_mutex_unlock(&mu);
   return r;
@@ -201,14 +221,14 @@ API int cuMemAlloc_v2(dptr *p, size_t n) {
 
 API int cuMemFree_v2(dptr p) {
   if (!p) return INVALID_VALUE;
-  char *block = (char *)(size_t)p - HEADER;
-  size_t n;
-  memcpy(&n, block, sizeof n);
+  char *base = (char *)(uintptr_t)p - page_size();
+  size_t sizes[2];
+  memcpy(sizes, base, sizeof sizes);
   pthread_mutex_lock(&mu);
-  used -= n;
+  used -= sizes[0];
   n_free++;
   pthread_mutex_unlock(&mu);
-  free(block);
+  munmap(base, sizes[1]);
   return SUCCESS;
 }
 
@@ -220,36 +240,43 @@ API int cuMemGetInfo_v2(size_t *fre, size_t *total) {
   return SUCCESS;
 }
 
-/* A copy or memset: refused while capturing (see the top). */
-static int host_work(void *dst, const void *src, int byte, size_t n) {
-  pthread_mutex_lock(&mu);
-  int cap = capturing;
-  pthread_mutex_unlock(&mu);
-  if (cap) return CAPTURE_UNSUPPORTED;
+/* A copy or memset (dev_dst/dev_src: that side is device memory, opened
+** for the operation only); refused while capturing (see the top). The lock
+** is held throughout, so no other thread sees the pages open. */
+static int host_work(void *dst, bool dev_dst, const void *src, bool dev_src, int byte, size_t n) {
   if (!dst || (!src && byte < 0)) return INVALID_VALUE;
-  if (src) memmove(dst, src, n);
-  else memset(dst, byte, n);
-  return SUCCESS;
+  pthread_mutex_lock(&mu);
+  int r = capturing ? CAPTURE_UNSUPPORTED : SUCCESS;
+  if (r == SUCCESS && n > 0) {
+    if (dev_dst) open_range(dst, n, 1);
+    if (dev_src && src) open_range(src, n, 1);
+    if (src) memmove(dst, src, n);
+    else memset(dst, byte, n);
+    if (dev_dst) open_range(dst, n, 0);
+    if (dev_src && src) open_range(src, n, 0);
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
 }
 
 API int cuMemcpyHtoDAsync_v2(dptr d, const void *h, size_t n, void *s) {
   (void)s;
-  return host_work((void *)(size_t)d, h, -1, n);
+  return host_work((void *)(uintptr_t)d, true, h, false, -1, n);
 }
 
 API int cuMemcpyDtoHAsync_v2(void *h, dptr d, size_t n, void *s) {
   (void)s;
-  return host_work(h, (const void *)(size_t)d, -1, n);
+  return host_work(h, false, (const void *)(uintptr_t)d, true, -1, n);
 }
 
 API int cuMemcpyDtoDAsync_v2(dptr d, dptr src, size_t n, void *s) {
   (void)s;
-  return host_work((void *)(size_t)d, (const void *)(size_t)src, -1, n);
+  return host_work((void *)(uintptr_t)d, true, (const void *)(uintptr_t)src, true, -1, n);
 }
 
 API int cuMemsetD8Async(dptr d, unsigned char v, size_t n, void *s) {
   (void)s;
-  return host_work((void *)(size_t)d, NULL, v, n);
+  return host_work((void *)(uintptr_t)d, true, NULL, false, v, n);
 }
 
 API int cuModuleLoadData(void **m, const void *image) {

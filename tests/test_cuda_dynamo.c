@@ -1,0 +1,152 @@
+/*
+** test_cuda_dynamo.c: compiled functions with CUDA inputs, on the fake
+** driver (tests/support/fakecuda.c): the fake of a CUDA input and the fake
+** outputs made from it report the CUDA device, the traced graph runs on
+** the device (a clone of a dense tensor is a device memcpy, which the fake
+** performs), the trace describes the input as device(type='cuda',
+** index=0), the guard code carries PyTorch's CUDA dispatch key set, and
+** calling with a CPU tensor fails the guard with TENSOR_MATCH's reason.
+*/
+#pragma GCC optimize("no-optimize-sibling-calls")
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dynamo/dynamo.h"
+#include "dynamo/tracer.h"
+#include "kiln/compile.h"
+#include "kiln/kiln.h"
+#include "kiln/log.h"
+#include "support/dynamo_util.h"
+#include "support/log_capture.h"
+#include "support/trace_util.h"
+#include "tensor/tensor.h"
+
+static void setup(void) {
+  setenv("KILN_CUDA_DRIVER", KN_FAKECUDA_PATH, 1);
+  kn_test_dynamo_setup();
+}
+
+TestSuite(cuda_dynamo, .init = setup, .fini = kn_test_dynamo_teardown);
+
+static kn_device seen_device;
+static bool seen_fake;
+
+static kn_tensor *copy_fn(kn_tensor *a) {
+  seen_device = kn_tensor_device(a);
+  seen_fake = a->is_fake;
+  kn_tensor *r = kn_clone(a);
+  return r;
+}
+
+static kn_tensor *to_cuda(kn_tensor *t) {
+  kn_tensor *d = NULL;
+  cr_assert_eq(kn_to_device(t, KN_CUDA, &d), KN_OK, "%s", kn_last_error());
+  return d;
+}
+
+Test(cuda_dynamo, a_compiled_clone_runs_on_the_device) {
+  kn_compile_options o = {.backend = "eager"};
+  kn_compiled *f = KN_COMPILE(copy_fn, &o);
+  kn_scope_begin();
+  float v[6] = {1, 2, 3, 4, 5, 6};
+  kn_tensor *x = to_cuda(kn_from_floats(v, 2, (int64_t[]){2, 3}));
+  kn_tensor *y = kn_call_t(f, x);
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_expect(seen_fake, "the function was traced with a fake");
+  cr_expect_eq(seen_device, KN_CUDA, "the fake reports the input's device");
+  cr_expect_eq(kn_tensor_device(y), KN_CUDA);
+  cr_expect_not(kn_same_storage(x, y));
+  kn_tensor *h = NULL;
+  cr_assert_eq(kn_to_device(y, KN_CPU, &h), KN_OK);
+  cr_expect(memcmp(kn_data(h), v, sizeof v) == 0);
+  kn_scope_end();
+  kn_compiled_free(f);
+}
+
+Test(cuda_dynamo, the_guard_code_names_the_cuda_key_set) {
+  kn_scope_begin();
+  kn_tensor *x = to_cuda(kn_ones(1, (int64_t[]){3}, KN_FLOAT32));
+  char code[512];
+  kn__tensor_guard_code("L['a']", x, 0, 0, code, sizeof code);
+  cr_expect_str_eq(code, "check_tensor(L['a'], Tensor, DispatchKeySet(CUDA, BackendSelect, "
+                         "ADInplaceOrView, AutogradCUDA), torch.float32, device=0, "
+                         "requires_grad=False, size=[3], stride=[1])");
+  kn_scope_end();
+}
+
+Test(cuda_dynamo, a_cpu_tensor_fails_the_cuda_guard) {
+  kn_compile_options o = {.backend = "eager", .cache_size_limit = 1};
+  kn_compiled *f = KN_COMPILE(copy_fn, &o);
+  kn_scope_begin();
+  kn_tensor *c = kn_ones(2, (int64_t[]){2, 3}, KN_FLOAT32);
+  cr_assert_not_null(kn_call_t(f, to_cuda(c)), "%s", kn_last_error());
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
+  kn_tensor *y = kn_call_t(f, c);
+  kn_test_capture_end(&r);
+  cr_expect_not_null(y, "%s", kn_last_error());
+  cr_expect_eq(kn_tensor_device(y), KN_CPU);
+  bool found = false;
+  for (size_t i = 0; i < r.n; i++)
+    found = found || strstr(r.v[i].message,
+                            "tensor 'L['a']' dispatch key set mismatch. expected "
+                            "DispatchKeySet(CUDA, BackendSelect, ADInplaceOrView, AutogradCUDA), "
+                            "actual DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, "
+                            "AutogradCPU)");
+  cr_expect(found, "the cache-limit warning names the device's key sets");
+  kn_test_records_free(&r);
+  kn_scope_end();
+  kn_compiled_free(f);
+}
+
+Test(cuda_dynamo, the_trace_describes_a_cuda_input) {
+  char *dir = kn_test_trace_start();
+  kn_compile_options o = {.backend = "eager"};
+  kn_compiled *f = KN_COMPILE(copy_fn, &o);
+  kn_scope_begin();
+  cr_assert_not_null(kn_call_t(f, to_cuda(kn_ones(1, (int64_t[]){4}, KN_FLOAT32))), "%s",
+                     kn_last_error());
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *text = kn_test_trace_text();
+  cr_expect(strstr(text, "\"device\": \"device(type='cuda', index=0)\""), "%s", text);
+  free(text);
+  kn_trace_disable();
+  kn_test_rmdir(dir);
+}
+
+/* The default backend (inductor) generates CPU code only: a graph with a
+** CUDA input runs through the eager interpreter (its input check refuses
+** device memory), so the result is the device's. */
+Test(cuda_dynamo, inductor_runs_a_cuda_graph_eagerly) {
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = KN_COMPILE(copy_fn, &o);
+  kn_scope_begin();
+  float v[3] = {7, 8, 9};
+  kn_tensor *y = kn_call_t(f, to_cuda(kn_from_floats(v, 1, (int64_t[]){3})));
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_expect_eq(kn_tensor_device(y), KN_CUDA);
+  kn_tensor *h = NULL;
+  cr_assert_eq(kn_to_device(y, KN_CPU, &h), KN_OK);
+  cr_expect(memcmp(kn_data(h), v, sizeof v) == 0);
+  kn_scope_end();
+  kn_compiled_free(f);
+}
+
+/* AOT autograd's runtime runs the forward graph on the inputs' device. */
+Test(cuda_dynamo, aot_eager_keeps_the_device) {
+  kn_compile_options o = {.backend = "aot_eager"};
+  kn_compiled *f = KN_COMPILE(copy_fn, &o);
+  kn_scope_begin();
+  float v[3] = {1, 2, 3};
+  kn_tensor *y = kn_call_t(f, to_cuda(kn_from_floats(v, 1, (int64_t[]){3})));
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_expect_eq(kn_tensor_device(y), KN_CUDA);
+  kn_tensor *h = NULL;
+  cr_assert_eq(kn_to_device(y, KN_CPU, &h), KN_OK);
+  cr_expect(memcmp(kn_data(h), v, sizeof v) == 0);
+  kn_scope_end();
+  kn_compiled_free(f);
+}

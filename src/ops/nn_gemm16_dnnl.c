@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "ops/nn.h"
 #include "ops/nn_dnnl.h"
+#include "profiler/profiler.h"
 
 typedef struct mm_key {
   int mode; /* kn__gemm16_mode when built: a forced primitive is not an automatic one */
@@ -113,7 +114,9 @@ static kn_status lookup(const mm_key *k, mm_entry **out, bool *owned) {
   mm_entry *e = calloc(1, sizeof *e);
   if (!e) return kn__oom();
   e->key = *k;
+  int64_t tp = kn__prof_sub_begin();
   kn_status st = build(e);
+  kn__prof_sub_end("onednn::matmul_primitive_create", tp);
   if (st != KN_OK) {
     free(e);
     return st;
@@ -138,16 +141,20 @@ static kn_status run(const mm_entry *e, const void *A, const void *B, float *C) 
   void *scratch = sbytes ? kn__cached_alloc(sbytes) : NULL;
   if (sbytes && !scratch) return kn__oom();
   const void *ptr[3] = {A, B, C};
+  int64_t tp = kn__prof_sub_begin();
   dnnl_status_t s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
   for (int i = 0; i < 3 && s == dnnl_success; i++)
     s = dnnl_memory_create(&m[i], &e->md[i], eng, (void *)(uintptr_t)ptr[i]);
   if (s == dnnl_success) s = dnnl_memory_create(&m[3], &e->scratch, eng, scratch);
+  kn__prof_sub_end("onednn::matmul_setup", tp);
   if (s == dnnl_success) {
+    tp = kn__prof_sub_begin();
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]},
                                {DNNL_ARG_DST, m[2]}, {DNNL_ARG_SCRATCHPAD, m[3]}};
     s = dnnl_primitive_execute(e->prim, stream, 4, args);
+    if (s == dnnl_success) s = dnnl_stream_wait(stream);
+    kn__prof_sub_end("onednn::matmul_execute", tp);
   }
-  if (s == dnnl_success) s = dnnl_stream_wait(stream);
   for (int i = 0; i < 4; i++)
     if (m[i]) dnnl_memory_destroy(m[i]);
   if (stream) dnnl_stream_destroy(stream);

@@ -199,15 +199,22 @@ static void scale_c(kn_dtype dt, int64_t M, int64_t N, void *C, int64_t ldc, dou
     }
 }
 
-/* bfloat16/float16 on oneDNN's matmul (ops/nn_gemm16_dnnl.c) into a float32
-** buffer, then C = alpha * AB + beta * C rounded once. *used false: oneDNN
-** declined (the caller converts to float32). */
+/* bfloat16/float16 on oneDNN's matmul (ops/nn_gemm16_dnnl.c): a plain
+** product (alpha 1, beta 0) straight into C, oneDNN rounding the float32
+** sums once (to nearest even, as kn__gemm16_store); otherwise, or when
+** oneDNN declines that, into a float32 buffer, then C = alpha * AB + beta *
+** C rounded once. *used false: oneDNN declined (the caller converts to
+** float32). */
 static kn_status gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
                         void *C, int64_t ldc, double alpha, double beta, bool *used) {
+  if (alpha == 1 && beta == 0) {
+    kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, C, dt, ldc, used);
+    if (st != KN_OK || *used) return st;
+  }
   size_t nbytes = (size_t)(M * N) * sizeof(float) + 64;
   float *c = kn__cached_alloc(nbytes);
   if (!c) return kn__oom();
-  kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, c, used);
+  kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, c, KN_FLOAT32, N, used);
   if (st == KN_OK && *used) {
     int64_t tp = kn__prof_sub_begin();
     kn__gemm16_store(dt, M, N, c, C, ldc, alpha, beta);

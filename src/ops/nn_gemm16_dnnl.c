@@ -1,6 +1,8 @@
 /*
 ** ops/nn_gemm16_dnnl.c: bfloat16/float16 matrix products on oneDNN's matmul
-** primitive, float32 accumulation and a float32 result.
+** primitive, float32 accumulation, the result in float32 or rounded once to
+** the operands' dtype by oneDNN (a plain product: no float32 buffer and no
+** conversion pass after it).
 **
 ** oneDNN runs bfloat16 on AVX512-BF16 (vdpbf16ps) and AMX tiles where the
 ** CPU has them, and emulates it on plain AVX-512; without AVX-512 it has
@@ -11,7 +13,8 @@
 ** refusal is cached with the primitive's key so it is decided once per
 ** shape.
 **
-** Primitives are cached per (dtype, sizes, operand strides) in a
+** Primitives are cached per (dtype, sizes, operand strides, result dtype
+** and row stride) in a
 ** process-wide list under a mutex (at most CACHE_CAP; past it a primitive is
 ** created, run and destroyed per call). Cached primitives live until exit.
 ** They are created with the "user" scratchpad mode so several threads may
@@ -32,8 +35,8 @@
 
 typedef struct mm_key {
   int mode; /* kn__gemm16_mode when built: a forced primitive is not an automatic one */
-  kn_dtype dt;
-  int64_t M, N, K, as0, as1, bs0, bs1;
+  kn_dtype dt, cdt; /* operands, result (float32 or dt) */
+  int64_t M, N, K, as0, as1, bs0, bs1, ldc;
 } mm_key;
 
 typedef struct mm_entry {
@@ -59,10 +62,11 @@ static dnnl_data_type_t dnnl_dt(kn_dtype dt) { return dt == KN_BFLOAT16 ? dnnl_b
 static dnnl_status_t make_pd(const mm_key *k, dnnl_engine_t eng, mm_entry *e,
                              dnnl_primitive_desc_t *pd) {
   dnnl_dims_t a = {k->M, k->K}, b = {k->K, k->N}, c = {k->M, k->N};
-  dnnl_dims_t as = {k->as0, k->as1}, bs = {k->bs0, k->bs1}, cs = {k->N, 1};
+  dnnl_dims_t as = {k->as0, k->as1}, bs = {k->bs0, k->bs1}, cs = {k->ldc, 1};
+  dnnl_data_type_t cdt = k->cdt == KN_FLOAT32 ? dnnl_f32 : dnnl_dt(k->cdt);
   dnnl_status_t s = dnnl_memory_desc_init_by_strides(&e->md[0], 2, a, dnnl_dt(k->dt), as);
   if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&e->md[1], 2, b, dnnl_dt(k->dt), bs);
-  if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&e->md[2], 2, c, dnnl_f32, cs);
+  if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&e->md[2], 2, c, cdt, cs);
   dnnl_matmul_desc_t d;
   if (s == dnnl_success) s = dnnl_matmul_desc_init(&d, &e->md[0], &e->md[1], NULL, &e->md[2]);
   dnnl_primitive_attr_t attr;
@@ -100,6 +104,18 @@ static kn_status build(mm_entry *e) {
   return kn__dnnl_status(s, "matmul primitive creation");
 }
 
+/* Keys are compared with memcmp: made here, padding zeroed. */
+static mm_key make_key(kn_dtype dt, kn_dtype cdt, int64_t M, int64_t N, int64_t K, kn__mat A,
+                       kn__mat B, int64_t ldc) {
+  mm_key k;
+  memset(&k, 0, sizeof k);
+  k.mode = atomic_load(&mode);
+  k.dt = dt, k.cdt = cdt;
+  k.M = M, k.N = N, k.K = K;
+  k.as0 = A.s0, k.as1 = A.s1, k.bs0 = B.s0, k.bs1 = B.s1, k.ldc = ldc;
+  return k;
+}
+
 static bool key_eq(const mm_key *a, const mm_key *b) { return !memcmp(a, b, sizeof *a); }
 
 /* The entry for k, built on a miss (cache_mu held). *owned: not cached, the
@@ -131,7 +147,7 @@ static kn_status lookup(const mm_key *k, mm_entry **out, bool *owned) {
   return KN_OK;
 }
 
-static kn_status run(const mm_entry *e, const void *A, const void *B, float *C) {
+static kn_status run(const mm_entry *e, const void *A, const void *B, void *C) {
   dnnl_engine_t eng;
   kn_status st = kn__dnnl_engine(&eng);
   if (st != KN_OK) return st;
@@ -163,11 +179,11 @@ static kn_status run(const mm_entry *e, const void *A, const void *B, float *C) 
 }
 
 kn_status kn__dnnl_gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
-                          float *C, bool *used) {
+                          void *C, kn_dtype cdt, int64_t ldc, bool *used) {
   *used = false;
   if (atomic_load(&mode) == KN__GEMM16_CONVERT || (dt != KN_BFLOAT16 && dt != KN_FLOAT16))
     return KN_OK;
-  mm_key k = {atomic_load(&mode), dt, M, N, K, A.s0, A.s1, B.s0, B.s1};
+  mm_key k = make_key(dt, cdt, M, N, K, A, B, ldc);
   mm_entry *e;
   bool owned;
   pthread_mutex_lock(&cache_mu);
@@ -188,7 +204,7 @@ kn_status kn__dnnl_gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat 
 
 kn_status kn__dnnl_gemm16_impl(kn_dtype dt, int64_t M, int64_t N, int64_t K, char *buf,
                                size_t n) {
-  mm_key k = {atomic_load(&mode), dt, M, N, K, K, 1, N, 1};
+  mm_key k = make_key(dt, dt, M, N, K, (kn__mat){NULL, K, 1}, (kn__mat){NULL, N, 1}, N);
   mm_entry *e;
   bool owned;
   pthread_mutex_lock(&cache_mu);

@@ -22,7 +22,10 @@
 ** parts ("onednn::matmul_execute", "gemm16::convert_result", ...) by self
 ** time with call counts, and PROFILE_SUM lines: the milliseconds per
 ** call/step of the casts (aten::_to_copy), oneDNN's bfloat16 matmul
-** (execute, setup, primitive creation), sgemm and the 16-bit conversions.
+** (execute, setup, primitive creation), sgemm and the 16-bit conversions,
+** and PROFILE_SPLIT lines: per step, the total, the GEMMs (all their
+** parts), the casts and conversions, and the rest (what a faster GEMM
+** cannot remove: it bounds the step's ratio).
 */
 #include <math.h>
 #include <stdio.h>
@@ -117,6 +120,31 @@ static double event_ms(const char *name, int *count) {
   return ms;
 }
 
+/* Summed durations (ms) of the events named in names[0..n). */
+static double events_ms(const char *const *names, int n) {
+  double ms = 0;
+  for (int k = 0; k < n; k++) {
+    int c;
+    ms += event_ms(names[k], &c);
+  }
+  return ms;
+}
+
+/* PROFILE_SPLIT: the time of the GEMMs (every kernel part of kn__nn_gemm)
+** against the rest, per step: what no faster GEMM can remove. */
+static void print_split(const char *title, int per, const char *unit) {
+  static const char *const steps[] = {"step.forward", "step.backward", "step.optimizer"};
+  static const char *const gemm[] = {
+      "onednn::sgemm", "onednn::matmul_execute", "onednn::matmul_setup",
+      "onednn::matmul_primitive_create", "gemm16::convert_result", "gemm16::convert_operands"};
+  static const char *const casts[] = {"aten::_to_copy", "pointwise::convert_input",
+                                      "pointwise::convert_output"};
+  double total = events_ms(steps, 3), g = events_ms(gemm, 6), c = events_ms(casts, 3);
+  if (total == 0) total = events_ms((const char *const[]){"aten::mm"}, 1);
+  printf("PROFILE_SPLIT %s ms/%s: total %.3f gemm %.3f casts %.3f rest %.3f\n", title, unit,
+         total / per, g / per, c / per, (total - g - c) / per);
+}
+
 /* The profiler's table of what ran since kn_profiler_start, and one
 ** PROFILE_SUM line of the parts that matter for bfloat16, per `per` units
 ** (calls or steps). */
@@ -145,6 +173,7 @@ static void profile_print(const char *title, int per, const char *unit) {
     printf(" %s %.3f (%dx)", parts[k][1], ms / per, n);
   }
   printf("\n");
+  print_split(title, per, unit);
 }
 
 /* kn_mm of a and b: `calls` calls under the profiler (autocast: in a

@@ -33,6 +33,10 @@ static kn_tensor *mm_t(kn_tensor *a, kn_tensor *b, kn_tensor *bias) {
 static kn_tensor *addmm(kn_tensor *a, kn_tensor *b, kn_tensor *bias) {
   return kn_addmm(bias, a, b, kn_float(0.5), kn_float(2.0));
 }
+/* linear: addmm with a bias row, alpha 1 and beta 1 (oneDNN adds the bias) */
+static kn_tensor *linear(kn_tensor *a, kn_tensor *b, kn_tensor *bias) {
+  return kn_linear(a, kn_t(b), kn_select(bias, 0, 0));
+}
 
 static void compare(kn_dtype dt, prod_fn f, int64_t M, int64_t K, int64_t N) {
   kn_tensor *a = kn_to(kn_randn(2, (int64_t[]){M, K}, NULL, KN_FLOAT32), dt);
@@ -58,6 +62,7 @@ Test(nn_gemm16, onednn_matches_the_conversion_path) {
     compare(dts[i], mm, 17, 33, 9);
     compare(dts[i], mm_t, 8, 16, 24);
     compare(dts[i], addmm, 5, 7, 3);
+    compare(dts[i], linear, 6, 40, 24);
   }
 }
 

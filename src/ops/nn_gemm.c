@@ -208,13 +208,13 @@ static void scale_c(kn_dtype dt, int64_t M, int64_t N, void *C, int64_t ldc, dou
 static kn_status gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
                         void *C, int64_t ldc, double alpha, double beta, bool *used) {
   if (alpha == 1 && beta == 0) {
-    kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, C, dt, ldc, used);
+    kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, NULL, C, dt, ldc, used);
     if (st != KN_OK || *used) return st;
   }
   size_t nbytes = (size_t)(M * N) * sizeof(float) + 64;
   float *c = kn__cached_alloc(nbytes);
   if (!c) return kn__oom();
-  kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, c, KN_FLOAT32, N, used);
+  kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, NULL, c, KN_FLOAT32, N, used);
   if (st == KN_OK && *used) {
     int64_t tp = kn__prof_sub_begin();
     kn__gemm16_store(dt, M, N, c, C, ldc, alpha, beta);
@@ -294,6 +294,17 @@ static void int_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn
       uint64_t old = beta == 0 ? 0 : (uint64_t)kn__load_int(p, dt);
       kn__store_int(p, dt, (int64_t)((uint64_t)alpha * acc + (uint64_t)beta * old));
     }
+}
+
+bool kn__nn_gemm16_bias(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
+                        const void *bias, void *C, int64_t ldc, kn_status *st) {
+  bool used = false;
+  *st = KN_OK;
+  if ((dt != KN_BFLOAT16 && dt != KN_FLOAT16) || M == 0 || N == 0 || K == 0 || M > INT_MAX ||
+      N > INT_MAX || K > INT_MAX || ldc > INT_MAX)
+    return false;
+  *st = kn__dnnl_gemm16(dt, M, N, K, A, B, bias, C, dt, ldc, &used);
+  return *st != KN_OK || used;
 }
 
 kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt) {

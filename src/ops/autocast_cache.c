@@ -18,7 +18,6 @@
 
 #include "core/error.h"
 #include "kiln/autocast.h"
-#include "kiln/autograd.h"
 #include "ops/autocast.h"
 
 typedef struct entry {
@@ -68,7 +67,7 @@ static entry *find(const kn_tensor *t, kn_dtype to) {
 
 kn_tensor *kn__autocast_cache_get(kn_tensor *t, kn_dtype to) {
   const entry *e = find(t, to);
-  bool fresh = e && e->version == kn_tensor_version(t) && e->grad == kn_is_grad_enabled();
+  bool fresh = e && e->version == kn_tensor_version(t) && e->grad == kn__grad_enabled();
   return fresh ? kn_retain(e->cast) : NULL;
 }
 
@@ -90,6 +89,6 @@ kn_status kn__autocast_cache_put(kn_tensor *t, kn_dtype to, kn_tensor *cast) {
   }
   e->cast = kn_retain(cast);
   e->version = kn_tensor_version(t);
-  e->grad = kn_is_grad_enabled();
+  e->grad = kn__grad_enabled();
   return KN_OK;
 }

@@ -13,10 +13,24 @@
 **     over the same step under bfloat16 autocast (goal >= 1.6 on such a CPU).
 ** BENCH_INFO lines name oneDNN's ISA, the implementation oneDNN offers for a
 ** bfloat16 matmul (and whether kiln uses it) and the conversion table.
+**
+** KILN_BENCH_PROFILE=1 adds where the time goes (kiln's profiler): for the
+** float32 and the autocast transformer step (after its BENCH line), and for
+** kn_mm (after the RATIO lines): the first call of a new shape under
+** autocast (oneDNN's primitive creation), then 1024^3 under autocast on
+** float32 inputs, on bfloat16 inputs and in float32, a table of the ops and kernel
+** parts ("onednn::matmul_execute", "gemm16::convert_result", ...) by self
+** time with call counts, and PROFILE_SUM lines: the milliseconds per
+** call/step of the casts (aten::_to_copy), oneDNN's bfloat16 matmul
+** (execute, setup, primitive creation), sgemm and the 16-bit conversions,
+** and PROFILE_SPLIT lines: per step, the total, the GEMMs (all their
+** parts), the casts and conversions, and the rest (what a faster GEMM
+** cannot remove: it bounds the step's ratio).
 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_util.h"
 #include "kiln/kiln.h"
@@ -64,22 +78,151 @@ static double mm_ratio(void) {
   return exp(logsum / 3);
 }
 
-/* One training step of the layer; bf16: under bfloat16 autocast. */
+/* One training step of the layer; bf16: under bfloat16 autocast. The
+** phases are profiler ranges (nothing is recorded when it is off). */
 static double layer_step(kn_module *layer, kn_optimizer *opt, kn_tensor *x, kn_tensor *y,
                          bool bf16) {
   double t0 = kn_bench_wall_s();
   kn_scope_begin();
+  kn_profiler_range_push("step.forward");
   if (bf16) kn_autocast_begin(KN_BFLOAT16);
   kn_tensor *out = kn_nn_transformer_encoder_layer_forward(layer, x, NULL);
   kn_tensor *loss = out ? kn_mse_loss(out, y, KN_REDUCTION_MEAN) : NULL;
   if (bf16) kn_autocast_end();
-  if (!loss || kn_backward(loss, NULL) != KN_OK || kn_optim_step(opt) != KN_OK) die("step");
+  kn_profiler_range_pop();
+  kn_profiler_range_push("step.backward");
+  if (!loss || kn_backward(loss, NULL) != KN_OK) die("backward");
+  kn_profiler_range_pop();
+  kn_profiler_range_push("step.optimizer");
+  if (kn_optim_step(opt) != KN_OK) die("step");
   kn_optim_zero_grad(opt);
+  kn_profiler_range_pop();
   kn_scope_end();
   return kn_bench_wall_s() - t0;
 }
 
-static double layer_ratio(void) {
+/* ---- KILN_BENCH_PROFILE ---------------------------------------------------- */
+
+#define PROFILE_ROWS 22
+
+static bool profiling(void) {
+  const char *v = getenv("KILN_BENCH_PROFILE");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+/* Total duration (ms) and count of the recorded events named `name`. */
+static double event_ms(const char *name, int *count) {
+  double ms = 0;
+  *count = 0;
+  kn_profiler_event e;
+  for (int i = 0; kn_profiler_get_event(i, &e); i++)
+    if (!strcmp(e.name, name)) ms += (double)e.dur_ns * 1e-6, ++*count;
+  return ms;
+}
+
+/* Summed durations (ms) of the events named in names[0..n). */
+static double events_ms(const char *const *names, int n) {
+  double ms = 0;
+  for (int k = 0; k < n; k++) {
+    int c;
+    ms += event_ms(names[k], &c);
+  }
+  return ms;
+}
+
+/* PROFILE_SPLIT: the time of the GEMMs (every kernel part of kn__nn_gemm)
+** against the rest, per step: what no faster GEMM can remove. */
+static void print_split(const char *title, int per, const char *unit) {
+  static const char *const steps[] = {"step.forward", "step.backward", "step.optimizer"};
+  static const char *const gemm[] = {
+      "onednn::sgemm", "onednn::matmul_execute", "onednn::matmul_setup",
+      "onednn::matmul_primitive_create", "gemm16::convert_result", "gemm16::convert_operands"};
+  static const char *const casts[] = {"aten::_to_copy", "pointwise::convert_input",
+                                      "pointwise::convert_output"};
+  double total = events_ms(steps, 3), g = events_ms(gemm, 6), c = events_ms(casts, 3);
+  if (total == 0) total = events_ms((const char *const[]){"aten::mm"}, 1);
+  printf("PROFILE_SPLIT %s ms/%s: total %.3f gemm %.3f casts %.3f rest %.3f\n", title, unit,
+         total / per, g / per, c / per, (total - g - c) / per);
+}
+
+/* The profiler's table of what ran since kn_profiler_start, and one
+** PROFILE_SUM line of the parts that matter for bfloat16, per `per` units
+** (calls or steps). */
+static void profile_print(const char *title, int per, const char *unit) {
+  kn_profiler_stop();
+  printf("PROFILE %s: %d %s, top %d by self time\n", title, per, unit, PROFILE_ROWS);
+  char *t = kn_profiler_table("self_cpu_time_total", PROFILE_ROWS);
+  if (!t) die("profiler table");
+  fputs(t, stdout);
+  free(t);
+  static const char *const parts[][2] = {
+      {"aten::_to_copy", "cast"},
+      {"onednn::matmul_execute", "bf16_matmul_execute"},
+      {"onednn::matmul_setup", "bf16_matmul_setup"},
+      {"onednn::matmul_primitive_create", "bf16_matmul_create"},
+      {"gemm16::convert_result", "gemm_out_convert"},
+      {"gemm16::convert_operands", "gemm_in_convert"},
+      {"onednn::sgemm", "sgemm"},
+      {"pointwise::convert_input", "pointwise_in_convert"},
+      {"pointwise::convert_output", "pointwise_out_convert"},
+  };
+  printf("PROFILE_SUM %s ms/%s:", title, unit);
+  for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+    int n;
+    double ms = event_ms(parts[k][0], &n);
+    printf(" %s %.3f (%dx)", parts[k][1], ms / per, n);
+  }
+  printf("\n");
+  print_split(title, per, unit);
+}
+
+/* kn_mm of a and b: `calls` calls under the profiler (autocast: in a
+** bfloat16 region). */
+static void profile_mm_calls(const char *title, kn_tensor *a, kn_tensor *b, bool autocast,
+                             int calls) {
+  kn_profiler_start();
+  for (int r = 0; r < calls; r++) {
+    kn_scope_begin();
+    if (autocast) kn_autocast_begin(KN_BFLOAT16);
+    if (!kn_mm(a, b)) die("mm");
+    if (autocast) kn_autocast_end();
+    kn_scope_end();
+  }
+  profile_print(title, calls, "call");
+}
+
+/* The first call of a shape no other part of the bench uses (it creates
+** oneDNN's primitive), then the next calls of the 1024^3 product (whose
+** primitive the RATIO runs made). */
+static void profile_mm(void) {
+  enum { S = 1024, CALLS = 5 };
+  kn_scope_begin();
+  kn_tensor *a0 = kn_randn(2, (int64_t[]){1000, 1000}, NULL, KN_FLOAT32);
+  profile_mm_calls("mm_1000 bf16 autocast first_call", a0, a0, true, 1);
+  kn_tensor *a = kn_randn(2, (int64_t[]){S, S}, NULL, KN_FLOAT32);
+  kn_tensor *b = kn_randn(2, (int64_t[]){S, S}, NULL, KN_FLOAT32);
+  kn_tensor *ah = kn_to(a, KN_BFLOAT16), *bh = kn_to(b, KN_BFLOAT16);
+  if (!ah || !bh) die("inputs");
+  profile_mm_calls("mm_1024 bf16 autocast", a, b, true, CALLS);
+  profile_mm_calls("mm_1024 bf16 inputs", ah, bh, false, CALLS);
+  (void)kn_mm(a, b); /* sgemm's first-call setup */
+  profile_mm_calls("mm_1024 f32", a, b, false, CALLS);
+  kn_scope_end();
+}
+
+/* Steps of the layer in float32 and under autocast, each under the profiler
+** (the caller has warmed both). */
+static void profile_layer(kn_module *layer, kn_optimizer *opt, kn_tensor *x, kn_tensor *y) {
+  enum { STEPS = 3 };
+  for (int bf16 = 0; bf16 < 2; bf16++) {
+    kn_profiler_start();
+    for (int r = 0; r < STEPS; r++) layer_step(layer, opt, x, y, bf16);
+    profile_print(bf16 ? "transformer_layer_step bf16" : "transformer_layer_step f32", STEPS,
+                  "step");
+  }
+}
+
+static double layer_ratio(bool profile) {
   kn_generator *g = kn_generator_new(7);
   kn_module *layer = kn_nn_transformer_encoder_layer(256, 4, 1024, 0.0, true, g);
   if (!layer) die("layer");
@@ -99,6 +242,7 @@ static double layer_ratio(void) {
   }
   printf("BENCH transformer_layer_step f32 %.2f ms bf16 %.2f ms\n", best32 * 1e3,
          best16 * 1e3);
+  if (profile) profile_layer(layer, opt, x, y);
   kn_scope_end();
   kn_optim_free(opt);
   kn_module_free(layer);
@@ -113,11 +257,13 @@ int main(void) {
   printf("BENCH_INFO onednn_isa %s\n", kn__dnnl_isa_name());
   printf("BENCH_INFO onednn_bf16_matmul %s\n", impl);
   printf("BENCH_INFO bf16_conversions %s\n", kn__cvt16_get()->name);
+  bool profile = profiling();
   double mm = mm_ratio();
   printf("RATIO mm_bf16_vs_f32 %.3f (goal >= 1.8 with AVX512-BF16/AMX; oneDNN isa %s)\n", mm,
          kn__dnnl_isa_name());
-  double tl = layer_ratio();
+  double tl = layer_ratio(profile);
   printf("RATIO transformer_layer_step_bf16_vs_f32 %.3f (goal >= 1.6 with AVX512-BF16/AMX; "
          "oneDNN isa %s)\n", tl, kn__dnnl_isa_name());
+  if (profile) profile_mm();
   return 0;
 }

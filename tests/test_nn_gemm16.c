@@ -11,10 +11,14 @@
 ** checks by the implementation it reports.
 */
 #include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln/kiln.h"
+#include "ops/nn.h"
 #include "ops/nn_dnnl.h"
+#include "tensor/tensor.h"
 #include "support/fixture.h"
 
 static void fini(void) { kn__gemm16_set_mode(KN__GEMM16_AUTO); }
@@ -28,6 +32,10 @@ static kn_tensor *mm_t(kn_tensor *a, kn_tensor *b, kn_tensor *bias) {
 }
 static kn_tensor *addmm(kn_tensor *a, kn_tensor *b, kn_tensor *bias) {
   return kn_addmm(bias, a, b, kn_float(0.5), kn_float(2.0));
+}
+/* linear: addmm with a bias row, alpha 1 and beta 1 (oneDNN adds the bias) */
+static kn_tensor *linear(kn_tensor *a, kn_tensor *b, kn_tensor *bias) {
+  return kn_linear(a, kn_t(b), kn_select(bias, 0, 0));
 }
 
 static void compare(kn_dtype dt, prod_fn f, int64_t M, int64_t K, int64_t N) {
@@ -54,6 +62,7 @@ Test(nn_gemm16, onednn_matches_the_conversion_path) {
     compare(dts[i], mm, 17, 33, 9);
     compare(dts[i], mm_t, 8, 16, 24);
     compare(dts[i], addmm, 5, 7, 3);
+    compare(dts[i], linear, 6, 40, 24);
   }
 }
 
@@ -66,4 +75,75 @@ Test(nn_gemm16, implementation_is_reported) {
   if (!avx512) /* oneDNN 2.6: no bfloat16 matmul below AVX-512 */
     cr_assert(strstr(impl, "(not used)"), "%s", impl);
   cr_log_info("bfloat16 matmul: %s (oneDNN ISA %s)", impl, kn__dnnl_isa_name());
+}
+
+/* The end of a 16-bit product (ops/nn.h kn__gemm16_store: vector
+** conversions, rows in parallel above 2^16 elements) against the scalar
+** formula it replaced, element by element: (float)(alpha * acc + beta * C)
+** in double unless alpha is 1 and beta 0, then the scalar rounding to dt. Bit for bit, NaN and
+** infinities included, with C's rows wider than N (ldc > N). */
+static uint16_t to16(kn_dtype dt, float f) {
+  return dt == KN_BFLOAT16 ? kn__float_to_bf16(f) : kn__float_to_half(f);
+}
+
+static void check_store(kn_dtype dt, int64_t M, int64_t N, double alpha, double beta) {
+  int64_t ldc = N + 3;
+  float *acc = malloc(sizeof(float) * (size_t)(M * N));
+  uint16_t *C = malloc(2 * (size_t)(M * ldc)), *want = malloc(2 * (size_t)(M * ldc));
+  cr_assert(acc && C && want);
+  uint32_t r = 12345;
+  for (int64_t i = 0; i < M * ldc; i++) {
+    r = r * 1664525u + 1013904223u;
+    C[i] = to16(dt, (float)((int32_t)r >> 8) / 4096.0f);
+  }
+  for (int64_t i = 0; i < M * N; i++) {
+    r = r * 1664525u + 1013904223u;
+    acc[i] = (float)((int32_t)r >> 4) / 65536.0f;
+  }
+  acc[0] = NAN, acc[1] = INFINITY, acc[2] = -0.0f, acc[3] = 1e-40f;
+  memcpy(want, C, 2 * (size_t)(M * ldc));
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      uint16_t *o = &want[i * ldc + j];
+      double old = dt == KN_BFLOAT16 ? kn__bf16_to_float(*o) : kn__half_to_float(*o);
+      float v = acc[i * N + j]; /* alpha 1, beta 0: as it is (-0 stays -0) */
+      if (alpha != 1 || beta != 0) v = (float)(alpha * v + (beta == 0 ? 0.0 : beta * old));
+      *o = to16(dt, v);
+    }
+  kn__gemm16_store(dt, M, N, acc, C, ldc, alpha, beta);
+  for (int64_t i = 0; i < M * ldc; i++)
+    cr_assert_eq(C[i], want[i], "%s %lldx%lld alpha %g beta %g: element %lld: %#x, want %#x",
+                 kn_dtype_name(dt), (long long)M, (long long)N, alpha, beta, (long long)i, C[i],
+                 want[i]);
+  free(acc), free(C), free(want);
+}
+
+Test(nn_gemm16, result_store_matches_the_scalar_formula) {
+  kn_dtype dts[2] = {KN_BFLOAT16, KN_FLOAT16};
+  double ab[][2] = {{1, 0}, {1, 1}, {0.5, 2}, {-1.25, 0}};
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < 4; k++) {
+      check_store(dts[i], 3, 517, ab[k][0], ab[k][1]);   /* serial, blocks of 256 + tail */
+      check_store(dts[i], 300, 300, ab[k][0], ab[k][1]); /* rows in parallel */
+    }
+}
+
+/* The conversion path widens an operand stored column by column (a
+** transposed view) to float32 with the vector conversions: the product is
+** the float32 product of the widened, contiguous operands, rounded once. */
+Test(nn_gemm16, transposed_operands_convert_exactly) {
+  kn__gemm16_set_mode(KN__GEMM16_CONVERT);
+  for (int i = 0; i < 2; i++) {
+    kn_dtype dt = i ? KN_FLOAT16 : KN_BFLOAT16;
+    kn_tensor *a = kn_to(kn_randn(2, (int64_t[]){300, 70}, NULL, KN_FLOAT32), dt);
+    kn_tensor *b = kn_to(kn_randn(2, (int64_t[]){300, 260}, NULL, KN_FLOAT32), dt);
+    kn_tensor *at = kn_t(a), *bt = kn_t(kn_contiguous(kn_t(b))); /* [70, 300], [300, 260] */
+    kn_tensor *got = kn_mm(at, bt);
+    kn_tensor *want = kn_to(kn_mm(kn_contiguous(kn_to(at, KN_FLOAT32)),
+                                  kn_contiguous(kn_to(bt, KN_FLOAT32))), dt);
+    char why[256];
+    cr_assert(got && want, "%s", kn_last_error());
+    cr_assert(kn_tensors_close(got, want, 0, 0, true, why, sizeof why), "%s: %s",
+              kn_dtype_name(dt), why);
+  }
 }

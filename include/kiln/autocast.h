@@ -31,6 +31,17 @@
 ** functions guard on it (___check_global_state(), as torch's global-state
 ** guard): calling a function compiled under autocast without it recompiles.
 **
+** Cast cache (torch's): the casts of float32 leaves that require grad (the
+** parameters) are cached per thread while regions are open, so a weight
+** used by several ops (tied weights, a layer called in a loop) is cast once;
+** the cache is cleared when the outermost region on the thread closes.
+** Unlike torch's, an entry is also dropped when its weight changes in place
+** (its version counter moved: an optimizer step inside the region) and when
+** the grad mode differs from the one it was cast under; tracing bypasses it
+** (a captured graph records every cast). Entries hold references to the
+** weight and its cast until they are cleared: close every region a thread
+** opens before it exits.
+**
 ** float16 uses the same policy (torch 1.13 runs CPU autocast in bfloat16
 ** only; later releases apply these lists to float16 too).
 */
@@ -54,6 +65,13 @@ KN_API bool kn_autocast_enabled(void);
 /* The innermost region's dtype: KN_BFLOAT16 or KN_FLOAT16 when on,
 ** KN_FLOAT32 when off. */
 KN_API kn_dtype kn_autocast_dtype(void);
+/* The cast cache on this thread (torch.autocast(cache_enabled=...)): on by
+** default. Returns the previous setting. Turning it off does not clear it. */
+KN_API bool kn_autocast_set_cache_enabled(bool enabled);
+KN_API bool kn_autocast_cache_enabled(void);
+/* Drop this thread's cached casts now (torch.clear_autocast_cache()); they
+** are dropped anyway when the outermost region closes. */
+KN_API void kn_autocast_clear_cache(void);
 /* The policy entry of an op, by its qualified name ("mm", "add.Tensor"):
 ** "lower", "fp32", "promote" or "none"; NULL for an unknown op. Static. */
 KN_API const char *kn_autocast_policy(const char *op_name);

@@ -58,6 +58,7 @@ kn_status kn_autocast_end(void) {
                      "(expected a matching kn_autocast_begin)");
   kn__autocast_state.depth--;
   refresh();
+  if (kn__autocast_state.depth == 0) kn_autocast_clear_cache(); /* torch: at nesting 0 */
   return KN_OK;
 }
 
@@ -114,9 +115,13 @@ static void casts_fini(casts *cs) {
 }
 
 /* t as dtype `to`: a new reference to t itself when no cast is needed, else
-** the result of a _to_copy call through the dispatcher. NULL on error. */
+** the result of a _to_copy call through the dispatcher, or the cast of an
+** earlier call from the cache (ops/autocast_cache.c). NULL on error. */
 static kn_tensor *cast(kn_tensor *t, kn_dtype to) {
   if (!eligible(t) || t->dtype == to) return kn_retain(t);
+  bool cacheable = kn__autocast_cacheable(t, to);
+  kn_tensor *hit = cacheable ? kn__autocast_cache_get(t, to) : NULL;
+  if (hit) return hit;
   kn__call cc = {.op = &kn__ops[KN_OP_TO_COPY], .nargs = 2,
                  .args = {KN_A_T(t), KN_A_DT(to)}};
   kn__outs o;
@@ -125,6 +130,10 @@ static kn_tensor *cast(kn_tensor *t, kn_dtype to) {
   kn_tensor *r = o.t[0];
   o.t[0] = NULL;
   kn__outs_fini(&o);
+  if (cacheable && kn__autocast_cache_put(t, to, r) != KN_OK) {
+    kn_release(r);
+    return NULL;
+  }
   return r;
 }
 

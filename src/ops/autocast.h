@@ -40,4 +40,15 @@ kn_status kn__autocast_call(kn__call *c, kn__outs *out);
 void kn__autocast_exclude_push(void);
 void kn__autocast_exclude_pop(void);
 
+/* The cast cache (ops/autocast_cache.c), per thread. cacheable: would a
+** cast of t to `to` now be cached (a float32 leaf that requires grad, cast
+** to the region's lower dtype, the cache on, no dispatcher mode)? get: a new
+** reference to the cached cast when it is still valid (same version of t,
+** same grad mode), else NULL. put: remember cast as t's (retains both;
+** replaces a stale entry). len: entries held (tests). */
+bool kn__autocast_cacheable(const kn_tensor *t, kn_dtype to);
+kn_tensor *kn__autocast_cache_get(kn_tensor *t, kn_dtype to);
+kn_status kn__autocast_cache_put(kn_tensor *t, kn_dtype to, kn_tensor *cast);
+int kn__autocast_cache_len(void);
+
 #endif

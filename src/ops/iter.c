@@ -134,7 +134,8 @@ kn_status kn__copy_into(kn_tensor *dst, const kn_tensor *src) {
   kn__iter_add(&it, dst);
   kn__iter_add_broadcast(&it, src);
   copy_ctx c = {dst->dtype, src->dtype};
-  kn__iter_run(&it, copy_fn, &c, KN__PAR_GRAIN_MEM);
+  kn__iter_run(&it, copy_fn, &c,
+               dst->dtype == src->dtype ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN_CVT);
   return KN_OK;
 }
 

@@ -68,6 +68,10 @@ void kn__iter_run(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int64_t gra
 ** loaded machine waking threads costs more than a second core gains. */
 #define KN__PAR_GRAIN ((int64_t)1 << 15)
 #define KN__PAR_GRAIN_MEM ((int64_t)1 << 22)
+/* Copies that convert between dtypes (the casts of mixed precision, from
+** and to bfloat16/float16 around every autocast op) do a few operations an
+** element: parallel from 2^17 elements. */
+#define KN__PAR_GRAIN_CVT ((int64_t)1 << 17)
 
 /* Copy src into dst (same shape, or src broadcastable to dst), converting
 ** dtypes. Works on any strides; fast for contiguous same-dtype data. Does not

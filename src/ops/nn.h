@@ -27,6 +27,22 @@ typedef struct kn__mat {
 kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
                       kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta);
 
+/* The end of a bfloat16/float16 product computed in float32: C[i, j] (dtype
+** dt, rows ldc elements apart) = alpha * acc[i, j] + beta * C[i, j] (C's old
+** value unread when beta == 0), summed in double, rounded to float32, then
+** once to dt. acc [M, N] (contiguous) is overwritten. Rows run in parallel
+** on the OpenMP team when the matrix is large. */
+void kn__gemm16_store(kn_dtype dt, int64_t M, int64_t N, float *acc, void *C, int64_t ldc,
+                      double alpha, double beta);
+
+/* C = A @ B + bias (bias: N elements of dt added to every row), for dt
+** bfloat16/float16, summed in float32 and rounded once, when oneDNN has a
+** kernel for it: returns true with *st its status; false (nothing written)
+** when the caller must take kn__nn_gemm's path (C filled with the bias,
+** beta 1). */
+bool kn__nn_gemm16_bias(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
+                        const void *bias, void *C, int64_t ldc, kn_status *st);
+
 /* KN_OK when kn__nn_gemm has a kernel for dt, else its dtype error. */
 kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt);
 

@@ -36,15 +36,18 @@ kn_status kn__nn_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                        float *C, int64_t ldc);
 
-/* bfloat16/float16 products (ops/nn_gemm16_dnnl.c): C[M, N] (float32,
-** contiguous) = A @ B for A [M, K] and B [K, N] of dtype dt with any strides,
-** float32 accumulation. *used is false (and nothing written) when oneDNN has
-** only its reference implementation for dt on this CPU (or for float16 none):
-** the caller converts to float32 instead. */
+/* bfloat16/float16 products (ops/nn_gemm16_dnnl.c): C[M, N] = A @ B for A
+** [M, K] and B [K, N] of dtype dt with any strides, float32 accumulation,
+** plus bias (N elements of dt added to every row in float32; NULL: none); C
+** of dtype cdt (KN_FLOAT32, or dt: rounded once, to nearest even) with rows
+** ldc elements apart. *used is false (and nothing written) when oneDNN has
+** only its reference implementation for this case on this CPU (or for
+** float16 none): the caller converts to float32 instead. */
 kn_status kn__dnnl_gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
-                          float *C, bool *used);
+                          const void *bias, void *C, kn_dtype cdt, int64_t ldc, bool *used);
 /* The implementation oneDNN picks for a contiguous [M, K] @ [K, N] product of
-** dt ("brg:avx512_core_amx", "ref:any (not used)"), copied into buf. */
+** dt with a result in dt ("brg:avx512_core_amx", "ref:any (not used)"),
+** copied into buf. */
 kn_status kn__dnnl_gemm16_impl(kn_dtype dt, int64_t M, int64_t N, int64_t K, char *buf,
                                size_t n);
 /* Which path bfloat16/float16 GEMMs take, process-wide (tests and benches):

@@ -16,12 +16,14 @@
 */
 #include <cblas.h>
 #include <limits.h>
+#include <omp.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "ops/cvt16.h"
 #include "ops/nn.h"
 #include "ops/nn_dnnl.h"
+#include "profiler/profiler.h"
 
 const char *kn__nn_scalar_type_name(kn_dtype dt) {
   switch (dt) {
@@ -63,6 +65,70 @@ static bool blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool
   return false;
 }
 
+/* ---- 16-bit conversions around a GEMM ---------------------------------------- */
+
+/* Elements above which the 16-bit conversions around a GEMM split their
+** rows over the OpenMP team (a conversion is a few cycles an element). */
+#define CVT_GRAIN ((int64_t)1 << 16)
+
+static bool cvt_parallel(int64_t M, int64_t N) {
+  return M > 1 && M * N >= CVT_GRAIN && omp_get_max_threads() > 1 && !omp_in_parallel();
+}
+
+/* One row of kn__gemm16_store, in blocks of a stack buffer for C's old
+** values. */
+static void store16_row(kn_dtype dt, int64_t N, float *acc, char *row, double alpha,
+                        double beta) {
+  enum { BLK = 256 };
+  float old[BLK];
+  for (int64_t j0 = 0; (alpha != 1 || beta != 0) && j0 < N; j0 += BLK) {
+    int64_t n = N - j0 < BLK ? N - j0 : BLK;
+    float *a = acc + j0;
+    if (beta != 0) kn__cvt16_run(old, KN_FLOAT32, row + j0 * 2, dt, n);
+    if (beta != 0)
+      _Pragma("omp simd") for (int64_t j = 0; j < n; j++)
+        a[j] = (float)(alpha * a[j] + beta * (double)old[j]);
+    else
+      _Pragma("omp simd") for (int64_t j = 0; j < n; j++) a[j] = (float)(alpha * a[j] + 0.0);
+  }
+  kn__cvt16_run(row, dt, acc, KN_FLOAT32, N);
+}
+
+void kn__gemm16_store(kn_dtype dt, int64_t M, int64_t N, float *acc, void *C, int64_t ldc,
+                      double alpha, double beta) {
+#pragma omp parallel for schedule(static) if (cvt_parallel(M, N))
+  for (int64_t i = 0; i < M; i++)
+    store16_row(dt, N, acc + i * N, (char *)C + i * ldc * 2, alpha, beta);
+}
+
+/* Rows of a 16-bit matrix to float32 or back (dst and src rows dld and sld
+** elements apart), in parallel when large. */
+static void cvt_rows(int64_t M, int64_t N, void *dst, kn_dtype ddt, int64_t dld,
+                     const void *src, kn_dtype sdt, int64_t sld) {
+  size_t des = kn_dtype_size(ddt), ses = kn_dtype_size(sdt);
+#pragma omp parallel for schedule(static) if (cvt_parallel(M, N))
+  for (int64_t i = 0; i < M; i++)
+    kn__cvt16_run((char *)dst + (size_t)(i * dld) * des, ddt,
+                  (const char *)src + (size_t)(i * sld) * ses, sdt, N);
+}
+
+/* The float32 row-major copy buf [rows, cols] of a 16-bit operand stored
+** column by column (unit row stride, columns s1 apart): each column is
+** converted with the vector conversions, in blocks, then scattered. */
+static void cvt_cols(int64_t rows, int64_t cols, float *buf, const void *src, kn_dtype dt,
+                     int64_t s1) {
+  enum { BLK = 256 };
+#pragma omp parallel for schedule(static) if (cvt_parallel(cols, rows))
+  for (int64_t j = 0; j < cols; j++) {
+    float col[BLK];
+    for (int64_t i0 = 0; i0 < rows; i0 += BLK) {
+      int64_t n = rows - i0 < BLK ? rows - i0 : BLK;
+      kn__cvt16_run(col, KN_FLOAT32, (const uint16_t *)src + j * s1 + i0, dt, n);
+      for (int64_t i = 0; i < n; i++) buf[(i0 + i) * cols + j] = col[i];
+    }
+  }
+}
+
 /* A contiguous (row-major) copy of a strided operand, converted to float or
 ** double (out_dt). Owned buffer from the caching allocator, or NULL. */
 static void *pack(kn_dtype dt, kn_dtype out_dt, int64_t rows, int64_t cols, kn__mat m,
@@ -72,12 +138,14 @@ static void *pack(kn_dtype dt, kn_dtype out_dt, int64_t rows, int64_t cols, kn__
   char *buf = kn__cached_alloc(*nbytes);
   if (!buf) return NULL;
   size_t is = kn_dtype_size(dt);
-  if (out_dt == KN_FLOAT32 && (m.s1 == 1 || cols == 1) && dt != KN_FLOAT32) {
-    bool ok = true; /* rows of bfloat16/float16: the vector conversions */
-    for (int64_t i = 0; i < rows && ok; i++)
-      ok = kn__cvt16_run(buf + (size_t)(i * cols) * es, out_dt,
-                         (const char *)m.p + i * m.s0 * (int64_t)is, dt, cols);
-    if (ok) return buf;
+  if (out_dt == KN_FLOAT32 && (m.s1 == 1 || cols == 1) &&
+      (dt == KN_BFLOAT16 || dt == KN_FLOAT16)) { /* rows: the vector conversions */
+    cvt_rows(rows, cols, buf, out_dt, cols, m.p, dt, rows > 1 ? m.s0 : cols);
+    return buf;
+  }
+  if (out_dt == KN_FLOAT32 && m.s0 == 1 && (dt == KN_BFLOAT16 || dt == KN_FLOAT16)) {
+    cvt_cols(rows, cols, (float *)buf, m.p, dt, m.s1);
+    return buf;
   }
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j++) {
@@ -131,22 +199,26 @@ static void scale_c(kn_dtype dt, int64_t M, int64_t N, void *C, int64_t ldc, dou
     }
 }
 
-/* bfloat16/float16 on oneDNN's matmul (ops/nn_gemm16_dnnl.c) into a float32
-** buffer, then C = alpha * AB + beta * C rounded once. *used false: oneDNN
-** declined (the caller converts to float32). */
+/* bfloat16/float16 on oneDNN's matmul (ops/nn_gemm16_dnnl.c): a plain
+** product (alpha 1, beta 0) straight into C, oneDNN rounding the float32
+** sums once (to nearest even, as kn__gemm16_store); otherwise, or when
+** oneDNN declines that, into a float32 buffer, then C = alpha * AB + beta *
+** C rounded once. *used false: oneDNN declined (the caller converts to
+** float32). */
 static kn_status gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
                         void *C, int64_t ldc, double alpha, double beta, bool *used) {
+  if (alpha == 1 && beta == 0) {
+    kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, NULL, C, dt, ldc, used);
+    if (st != KN_OK || *used) return st;
+  }
   size_t nbytes = (size_t)(M * N) * sizeof(float) + 64;
   float *c = kn__cached_alloc(nbytes);
   if (!c) return kn__oom();
-  kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, c, used);
-  for (int64_t i = 0; st == KN_OK && *used && i < M; i++) {
-    char *row = (char *)C + i * ldc * 2;
-    if (alpha != 1 || beta != 0)
-      for (int64_t j = 0; j < N; j++)
-        c[i * N + j] = (float)(alpha * c[i * N + j] +
-                               (beta == 0 ? 0.0 : beta * kn__load_double(row + j * 2, dt)));
-    kn__cvt16_run(row, dt, c + i * N, KN_FLOAT32, N);
+  kn_status st = kn__dnnl_gemm16(dt, M, N, K, A, B, NULL, c, KN_FLOAT32, N, used);
+  if (st == KN_OK && *used) {
+    int64_t tp = kn__prof_sub_begin();
+    kn__gemm16_store(dt, M, N, c, C, ldc, alpha, beta);
+    kn__prof_sub_end("gemm16::convert_result", tp);
   }
   kn__cached_free(c, nbytes);
   return st;
@@ -161,6 +233,7 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
   }
   kn_dtype bdt = dt == KN_FLOAT64 ? KN_FLOAT64 : KN_FLOAT32;
   operand a, b;
+  int64_t tp = kn__prof_sub_begin();
   kn_status st = prepare_operand(dt, bdt, M, K, A, &a);
   if (st != KN_OK) return st;
   st = prepare_operand(dt, bdt, K, N, B, &b);
@@ -168,6 +241,7 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
     release_operand(&a);
     return st;
   }
+  if (dt != bdt) kn__prof_sub_end("gemm16::convert_operands", tp);
   /* bfloat16/float16 output: compute into a float buffer, then round. */
   void *c = C;
   int ldcc = (int)ldc;
@@ -178,22 +252,24 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
     if (!c) st = kn__oom();
     else {
       ldcc = (int)(N > 1 ? N : 1);
-      for (int64_t i = 0; i < M && beta != 0; i++) /* sgemm reads C only when beta != 0 */
-        kn__cvt16_run((float *)c + i * N, KN_FLOAT32, (char *)C + i * ldc * 2, dt, N);
+      if (beta != 0) /* sgemm reads C only when beta != 0 */
+        cvt_rows(M, N, c, KN_FLOAT32, N, C, dt, ldc);
     }
   }
   if (st == KN_OK) {
     enum CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = b.trans ? CblasTrans : CblasNoTrans;
+    tp = kn__prof_sub_begin();
     if (bdt == KN_FLOAT32)
       st = kn__nn_sgemm(a.trans, b.trans, M, N, K, (float)alpha, a.p, a.ld, b.p, b.ld,
                         (float)beta, c, ldcc);
     else
       cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, alpha, a.p, a.ld, b.p, b.ld,
                   beta, c, ldcc);
-    if (c != C && st == KN_OK)
-      for (int64_t i = 0; i < M; i++)
-        kn__cvt16_run((char *)C + i * ldc * 2, dt, (float *)c + i * N, KN_FLOAT32, N);
+    kn__prof_sub_end(bdt == KN_FLOAT32 ? "onednn::sgemm" : "openblas::dgemm", tp);
+    tp = c != C && st == KN_OK ? kn__prof_sub_begin() : -1;
+    if (c != C && st == KN_OK) cvt_rows(M, N, C, dt, ldc, c, KN_FLOAT32, N);
+    kn__prof_sub_end("gemm16::convert_result", tp);
   }
   if (c != C && c) kn__cached_free(c, cbytes);
   release_operand(&a);
@@ -218,6 +294,17 @@ static void int_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn
       uint64_t old = beta == 0 ? 0 : (uint64_t)kn__load_int(p, dt);
       kn__store_int(p, dt, (int64_t)((uint64_t)alpha * acc + (uint64_t)beta * old));
     }
+}
+
+bool kn__nn_gemm16_bias(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
+                        const void *bias, void *C, int64_t ldc, kn_status *st) {
+  bool used = false;
+  *st = KN_OK;
+  if ((dt != KN_BFLOAT16 && dt != KN_FLOAT16) || M == 0 || N == 0 || K == 0 || M > INT_MAX ||
+      N > INT_MAX || K > INT_MAX || ldc > INT_MAX)
+    return false;
+  *st = kn__dnnl_gemm16(dt, M, N, K, A, B, bias, C, dt, ldc, &used);
+  return *st != KN_OK || used;
 }
 
 kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt) {

@@ -151,10 +151,25 @@ static double scalar_value(kn_scalar s) {
   return s.kind == KN_SCALAR_FLOAT ? s.v.f : s.kind == KN_SCALAR_INT ? (double)s.v.i : s.v.b;
 }
 
+/* Is self (of addmm's output shape [M, N] after broadcasting) one row
+** [N] with unit stride repeated over the rows (linear's bias)? */
+static bool bias_row(const kn_tensor *s, int64_t N) {
+  if (s->ndim == 1) return s->sizes[0] == N && (s->strides[0] == 1 || N == 1);
+  return s->ndim == 2 && s->sizes[1] == N && (s->sizes[0] == 1 || s->strides[0] == 0) &&
+         (s->strides[1] == 1 || N == 1);
+}
+
 kn_status kn__k_addmm(const kn__call *c, kn__outs *out) {
   const kn_tensor *s = c->args[0].u.t, *a = c->args[1].u.t, *b = c->args[2].u.t;
   double beta = scalar_value(c->args[3].u.s), alpha = scalar_value(c->args[4].u.s);
   kn_tensor *o = out->t[0];
+  kn_status st16;
+  bool half = a->dtype == KN_BFLOAT16 || a->dtype == KN_FLOAT16;
+  if (half && alpha == 1 && beta == 1 && o->sizes[0] > 0 && o->sizes[1] > 0 && a->sizes[1] > 0 &&
+      bias_row(s, o->sizes[1]) &&
+      kn__nn_gemm16_bias(a->dtype, a->sizes[0], b->sizes[1], a->sizes[1], mat_of(a, 0, 1),
+                         mat_of(b, 0, 1), kn_data(s), kn_data(o), o->sizes[1], &st16))
+    return st16; /* linear in bfloat16: the bias added by oneDNN before its rounding */
   if (beta != 0 && o->sizes[0] * o->sizes[1] > 0) {
     kn_status st = kn__copy_into(o, s);
     if (st != KN_OK) return st;

@@ -22,6 +22,7 @@
 #include "ops/pointwise.h"
 #include "ops/pointwise_formulas.h"
 #include "ops/vmath.h"
+#include "profiler/profiler.h"
 
 typedef struct rowctx {
   kn__pwcode code;
@@ -405,7 +406,9 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
     if (in[k].t) {
       ts[k] = in[k].t;
       if (ts[k]->dtype != cc || overlaps_differently(out, ts[k])) {
+        int64_t tp = kn__prof_sub_begin();
         ts[k] = conv[k] = kn__contiguous_copy(ts[k], cc);
+        kn__prof_sub_end("pointwise::convert_input", tp);
         if (!ts[k]) {
           st = kn_last_status();
           goto done;
@@ -433,7 +436,11 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
     st = kn__error(KN_EINVAL, "ZeroDivisionError");
     goto done;
   }
-  if (tmp) st = kn__copy_into(out, tmp);
+  if (tmp) {
+    int64_t tp = kn__prof_sub_begin();
+    st = kn__copy_into(out, tmp);
+    kn__prof_sub_end("pointwise::convert_output", tp);
+  }
 done:
   kn_release(tmp);
   kn_release(conv[0]);

@@ -27,4 +27,15 @@ void kn__prof_range_done(const char *name, double seconds);
 int64_t kn__prof_range_begin(void);
 void kn__prof_range_end(const char *prefix, const char *name, int64_t begin_ns);
 
+/* A range inside a kernel ("onednn::matmul_execute"), so that the table
+** splits an op's self time into its parts: kn__prof_sub_begin returns -1
+** while the profiler is off (one branch), kn__prof_sub_end records
+** [token, now] as `name` when token >= 0. */
+static inline int64_t kn__prof_sub_begin(void) {
+  return KN__PROF_ON() ? kn__prof_range_begin() : -1;
+}
+static inline void kn__prof_sub_end(const char *name, int64_t token) {
+  if (token >= 0) kn__prof_range_end("", name, token);
+}
+
 #endif

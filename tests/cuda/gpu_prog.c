@@ -162,10 +162,15 @@ kn_tensor *gpu_run_output(gpu_run *r, int k) {
   const kn__vmeta *m = kn__kir_slot_meta(&r->p->plan, slot);
   int64_t sizes[KN_MAX_DIMS];
   for (int d = 0; d < m->ndim; d++) sizes[d] = m->sizes[d].c;
-  kn_tensor *t = kn_empty(m->ndim, sizes, m->dtype);
-  if (!t || !r->buf[slot]) return NULL;
+  if (!r->buf[slot]) return NULL;
+  /* the caller's own reference (kn_empty's would be the open scope's) */
+  kn_tensor *t = kn__empty(m->ndim, sizes, m->dtype, KN_CPU);
+  if (!t) return NULL;
   size_t nb = (size_t)kn_numel(t) * kn_dtype_size(m->dtype);
-  if (kn__cuda_memcpy(kn_data(t), KN_CPU, r->buf[slot], KN_CUDA, nb) != KN_OK) return NULL;
+  if (kn__cuda_memcpy(kn_data(t), KN_CPU, r->buf[slot], KN_CUDA, nb) != KN_OK) {
+    kn_release(t);
+    return NULL;
+  }
   return t;
 }
 

@@ -37,7 +37,7 @@ typedef struct gpu_run {
 } gpu_run;
 /* Copy the inputs in (gpu_run_begin), call the program (gpu_run_call,
 ** again and again: timed loops), copy output k out into a new CPU tensor
-** (gpu_run_output), free every buffer (gpu_run_end). */
+** (gpu_run_output: a reference the caller releases), free every buffer (gpu_run_end). */
 kn_status gpu_run_begin(const gpu_prog *p, kn_tensor *const *in, int nin, gpu_run *r);
 kn_status gpu_run_call(gpu_run *r);
 kn_tensor *gpu_run_output(gpu_run *r, int k);

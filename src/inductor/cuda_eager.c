@@ -187,12 +187,15 @@ static kn_status run(const entry *e, const kn__call *c, kn__outs *out) {
     if (c->args[a].kind == KN__A_TENSOR && c->args[a].u.t) in[nin++] = c->args[a].u.t;
   if (nin != e->nin) return kn__error(KN_EINTERNAL, "%d tensor inputs, %d expected", nin, e->nin);
   kn_tensor *res[KN__INLINE_OUTS] = {0};
+  /* the results are autoreleased (kn__inductor_run_into): a scope of our
+  ** own releases them once they are copied out */
+  kn_scope_begin();
   bool grad = kn_set_grad_enabled(false); /* kernels: no autograd inside */
   kn_status st = kn__inductor_run_into(&e->cg, in, nin, res, out->n, out->t);
   kn_set_grad_enabled(grad);
   for (int k = 0; st == KN_OK && k < out->n; k++)
     if (res[k] != out->t[k]) st = kn__cuda_copy_into(out->t[k], res[k]);
-  for (int k = 0; k < out->n; k++) kn_release(res[k]);
+  kn_scope_end();
   return st;
 }
 

@@ -44,8 +44,9 @@ kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_in
 ** runs), told that outputs[k] will be copied into into[k] (borrowed; NULL:
 ** no copy) right after the call: an output that is the root of a pointwise
 ** kernel whose only reader of that input is the kernel itself (element i
-** for element i) is computed in into[k] and returned as it (a new
-** reference). AOT autograd's kn__aot_config.fw_run_into under "inductor". */
+** for element i) is computed in into[k] and returned as it. The outputs
+** are autoreleased (the open scope's references, or the caller's when no
+** scope is open), as every output of a compiled graph. AOT autograd's kn__aot_config.fw_run_into under "inductor". */
 kn_status kn__inductor_run_into(const kn_compiled_graph *c, kn_tensor *const *in, int nin,
                                 kn_tensor **out, int nout, kn_tensor *const *into);
 

@@ -98,6 +98,11 @@ const char *kn__cg_st_fn(kn_dtype dt);
 ** dims ascending (returns their number); per-element member statements
 ** (inner loads at p<L>_<depth-1>). */
 void kn__cg_group_outputs(kctx *k);
+/* The context of reduction item it's kernel for target t (NULL: a printer
+** that reads no dialect flag): group, space, reduced depth, stash -1 (no
+** value kept between passes), leaves and stored outputs; NULL on OOM.
+** Owned by the caller: kn__cg_kctx_free. */
+kctx *kn__cg_group_kctx(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it);
 int kn__cg_out_leaf(const kctx *k, int o);
 int kn__cg_out_index(const kctx *k, int node);
 bool kn__cg_member(const kctx *k, const kn__gnode *m);
@@ -107,6 +112,8 @@ void kn__cg_gstmts(kctx *k, kn__sb *sb, const kn__gnode *n);
 /* Entry point: rt->release of slots; a launch's buffer events (in-place
 ** takes, reuse, releases, allocations) into o (single) or o[w]. */
 void kn__cg_releases(kn__sb *call, const int *slots, int n);
+/* An extern step's call (rt->ext) after the releases due before it. */
+void kn__cg_extern_call(const kn__ind_plan *p, const kn__kir_item *it, kn__sb *call);
 void kn__cg_launch_buffers(const kn__kir_item *it, bool single, kn__sb *call);
 /* Does a kernel of p read or compute a float16/bfloat16 value? */
 bool kn__cg_plan_has_half(const kn__ind_plan *p);

@@ -1042,15 +1042,17 @@ static void group_text(kctx *k, int root, const char *row, kn__sb *ker) {
   kn__sb_puts(ker, "  }\n}\n\n");
 }
 
-static kn_status group_kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it,
-                              kn__sb *ker) {
+/* The context of reduction item it's kernel (for target t): the group, its
+** space and reduced depth, no stash yet (-1: every pass recomputes), its
+** leaves and stored outputs; NULL on OOM. */
+kctx *kn__cg_group_kctx(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it) {
   const kn__ind_group *g = &p->groups[it->group];
   size_t nn = (size_t)p->nnodes + 1;
   kctx *k = kn__cg_kctx_new(p, 3, g->nmembers);
   if (k) k->stash = malloc(nn * sizeof *k->stash);
   if (!k || !k->stash) {
     kn__cg_kctx_free(k);
-    return kn__oom();
+    return NULL;
   }
   for (size_t i = 0; i < nn; i++) k->stash[i] = -1;
   k->t = t;
@@ -1063,6 +1065,14 @@ static kn_status group_kernel(kn__ind_plan *p, const kn__ind_target *t, const kn
   for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
   kn__cg_item_leaves(k);
   kn__cg_group_outputs(k);
+  return k;
+}
+
+static kn_status group_kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it,
+                              kn__sb *ker) {
+  kctx *k = kn__cg_group_kctx(p, t, it);
+  if (!k) return kn__oom();
+  const kn__ind_group *g = k->g;
   kn__sb row;
   kn__sb_init(&row);
   group_row(k, &row);
@@ -1134,7 +1144,8 @@ static void launch_call(const kn__kir *ir, const kn__kir_item *it, bool single, 
   kn__sb_puts(call, ");\n  }\n");
 }
 
-static void extern_call(const kn__ind_plan *p, const kn__kir_item *it, kn__sb *call) {
+/* An extern step's call in the entry point, after its releases. */
+void kn__cg_extern_call(const kn__ind_plan *p, const kn__kir_item *it, kn__sb *call) {
   const kn__gnode *n = kn__graph_node(p->g, it->id);
   kn__cg_releases(call, it->free_before, it->nfree_before);
   kn__sb_printf(call, "  if (rt->ext(ctx, %d)) return -1;  /* extern ", it->step);
@@ -1148,7 +1159,7 @@ kn_status kn__ind_c_emit_launch(const kn__ind_target *t, const kn__kir *ir, int 
   (void)t;
   const kn__kir_item *it = &ir->items[j];
   if (it->kind == KN__KIR_EXTERN) {
-    extern_call(ir->p, it, call);
+    kn__cg_extern_call(ir->p, it, call);
   } else if (it->kind == KN__KIR_POINTWISE) {
     bool single = it->nwrites == 1;
     kn__sb_puts(call, "  {  /* ");

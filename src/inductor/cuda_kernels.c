@@ -317,24 +317,9 @@ static void group_header(kctx *k, int root, kn__sb *ker) {
 
 static kn_status group_kernel(kn__ind_plan *p, const kn__kir_item *it, kn__sb *ker,
                               cu_info *info) {
-  const kn__ind_group *g = &p->groups[it->group];
-  size_t nn = (size_t)p->nnodes + 1;
-  kctx *k = kn__cg_kctx_new(p, 3, g->nmembers);
-  if (k) k->stash = malloc(nn * sizeof *k->stash);
-  if (!k || !k->stash) {
-    kn__cg_kctx_free(k);
-    return kn__oom();
-  }
-  for (size_t i = 0; i < nn; i++) k->stash[i] = -1; /* every pass recomputes its producers */
-  k->it = it;
-  k->shape = g->space;
-  k->g = g;
-  k->gi = it->group;
-  k->stash_ready = k->done + nn;
-  k->blk = k->done + 2 * nn;
-  for (int d = 0; d < g->space->ndim; d++) k->depth += (g->mask >> d) & 1;
-  kn__cg_item_leaves(k);
-  kn__cg_group_outputs(k);
+  kctx *k = kn__cg_group_kctx(p, NULL, it); /* no stash: every pass recomputes its producers */
+  if (!k) return kn__oom();
+  const kn__ind_group *g = k->g;
   kn__sb body, grid;
   kn__sb_init(&body);
   kn__sb_init(&grid);

@@ -292,16 +292,6 @@ static kn_status cu_entry(const kn__ind_target *t, const kn__kir *ir, bool begin
   return kn__sb_failed(call) ? kn__oom() : KN_OK;
 }
 
-static void extern_call(const kn__ind_plan *p, const kn__kir_item *it, kn__sb *call) {
-  const kn__gnode *n = kn__graph_node(p->g, it->id);
-  kn__cg_releases(call, it->free_before, it->nfree_before);
-  kn__sb_printf(call, "  if (rt->ext(ctx, %d)) return -1;  /* extern ", it->step);
-  kn__cg_put_safe(call, n->target);
-  kn__sb_putc(call, ' ');
-  kn__cg_put_safe(call, n->name);
-  kn__sb_puts(call, " */\n");
-}
-
 /* The launch of kernel item j: its device pointers and symbols as locals,
 ** then rt->launch with a pointer to each (the kernel's parameter order). */
 static void launch(const kn__kir *ir, int j, const cu_info *info, kn__sb *call) {
@@ -330,7 +320,7 @@ static kn_status cu_launch(const kn__ind_target *t, const kn__kir *ir, int j, kn
   (void)t;
   const kn__kir_item *it = &ir->items[j];
   if (it->kind == KN__KIR_EXTERN) {
-    extern_call(ir->p, it, call);
+    kn__cg_extern_call(ir->p, it, call);
   } else {
     /* the kernel again, for its parameters (the same text: deterministic) */
     kn__sb scratch;

@@ -44,7 +44,7 @@ static kn_status cuda_text_backend(kn_graph_module *gm, kn_tensor *const *ex, in
   kn__ind_plan plan;
   memset(&plan, 0, sizeof plan);
   kn_status st = kn__ind_post_grad(g, &pg);
-  if (st == KN_OK) st = kn__ind_plan_build(pg, &plan);
+  if (st == KN_OK) st = kn__ind_plan_build(pg, false, &plan);
   kn__sb sb;
   kn__sb_init(&sb);
   kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(g));

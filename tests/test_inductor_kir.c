@@ -41,7 +41,7 @@ static void plan_by_hand(kn__graph *g, const bool *inlined, kn__ind_plan *p) {
   for (int i = 0; i < p->nnodes; i++) {
     const kn__gnode *n = kn__graph_node(g, i);
     kn__ind_node *in = &p->nodes[i];
-    *in = (kn__ind_node){.slot = -1, .group = -1, .hz = -1};
+    *in = (kn__ind_node){.slot = -1, .group = -1, .hz = -1, .epi = -1};
     if (n->op == KN__GN_PLACEHOLDER) {
       in->kind = KN__IND_INPUT;
       in->slot = kn__ind_new_slots(p, n, 1);

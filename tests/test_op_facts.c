@@ -419,11 +419,9 @@ Test(op_facts, every_op_has_a_lowering_class_that_fits_its_flags) {
                 "op %s: class DECOMP needs a decomposition rule (role DEC_*)", q);
     if (is_role(l->role, KN__IND_R_DEC_SOFTMAX, KN__IND_R_DEC_KERNEL))
       cr_expect_eq(l->cls, KN__IND_L_DECOMP, "op %s: a DEC_* role needs class DECOMP", q);
-    if (is_role(l->role, KN__IND_R_ACT_RELU, KN__IND_R_ACT_TANH))
-      cr_expect_eq(l->cls, KN__IND_L_FORMULA, "op %s: an activation must be a FORMULA", q);
-    if (is_role(l->role, KN__IND_R_EP_ADDMM, KN__IND_R_EP_LINEAR))
-      cr_expect(l->cls == KN__IND_L_EXTERN || l->cls == KN__IND_L_DECOMP,
-                "op %s: a GEMM producer runs as an extern call", q);
+    if (is_role(l->role, KN__IND_R_EP_ADDMM, KN__IND_R_EP_CONV))
+      cr_expect(l->cls == KN__IND_L_EXTERN,
+                "op %s: a GEMM / convolution an epilogue fuses into runs as an extern call", q);
     if (l->cls == KN__IND_L_REDUCTION)
       cr_expect(op->flags & KN_OPF_REDUCTION, "op %s: class REDUCTION, flags say otherwise", q);
     if (l->cls == KN__IND_L_SELECT || l->cls == KN__IND_L_CAST || l->cls == KN__IND_L_CONSTANT)
@@ -435,8 +433,10 @@ Test(op_facts, every_op_has_a_lowering_class_that_fits_its_flags) {
 Test(op_facts, lowering_of_known_ops) {
   struct { int id; kn__ind_lclass cls; kn__ind_role role; } want[] = {
       {KN_OP_ADD, KN__IND_L_FORMULA, KN__IND_R_NONE},
-      {KN_OP_RELU, KN__IND_L_FORMULA, KN__IND_R_ACT_RELU},
-      {KN_OP_GELU, KN__IND_L_FORMULA, KN__IND_R_ACT_GELU},
+      {KN_OP_RELU, KN__IND_L_FORMULA, KN__IND_R_NONE},
+      {KN_OP_GELU, KN__IND_L_FORMULA, KN__IND_R_NONE},
+      {KN_OP_BMM, KN__IND_L_EXTERN, KN__IND_R_EP_BMM},
+      {KN_OP_MM, KN__IND_L_EXTERN, KN__IND_R_EP_MM},
       {KN_OP_WHERE, KN__IND_L_SELECT, KN__IND_R_NONE},
       {KN_OP_TO_COPY, KN__IND_L_CAST, KN__IND_R_NONE},
       {KN_OP_FULL, KN__IND_L_CONSTANT, KN__IND_R_NONE},
@@ -456,8 +456,8 @@ Test(op_facts, lowering_of_known_ops) {
               kn__ind_lclass_name(l->cls), (int)l->role);
   }
   cr_expect_eq(kn__ind_role_op(KN__IND_R_EP_CONV), &kn__ops[KN_OP_CONVOLUTION]);
-  /* an op outside the table (a fused epilogue op) lowers as an extern call */
-  kn__opdef fused = {.id = -1, .name = "_mm_activation"};
+  /* an op outside the table lowers as an extern call */
+  kn__opdef fused = {.id = -1, .name = "not_an_op"};
   cr_expect_eq(kn__ind_lowering_of(&fused)->cls, KN__IND_L_EXTERN);
   cr_expect(kn__ind_has_decomp(KN_OP_LAYER_NORM) && !kn__ind_has_decomp(KN_OP_MM) &&
             !kn__ind_has_decomp(KN_OP_LINEAR));

@@ -156,15 +156,7 @@ static int rt_ext(void *ctx, int step) {
   kn_status st = ext_args(f, n, &c, &mem);
   kn__outs o;
   kn__outs_init(&o);
-  if (st == KN_OK && kn__ind_is_epilogue(n)) { /* profiled as the op it is: aten::_addmm_activation */
-    int64_t t0 = KN__PROF_ON() ? kn__prof_op_begin() : 0;
-    kn__call named = c;
-    st = kn__ind_epilogue_run(n, &c, &o.t[0]);
-    o.n = st == KN_OK;
-    if (t0) kn__dispatch_prof_end(t0, &named, &o);
-  } else if (st == KN_OK) {
-    st = kn__dispatch(&c, &o);
-  }
+  if (st == KN_OK) st = kn__dispatch(&c, &o);
   free(mem);
   if (st == KN_OK && o.n != n->nout)
     st = kn__error(KN_EINTERNAL, "inductor: op %s returned %d outputs, the graph expects %d",
@@ -178,6 +170,37 @@ static int rt_ext(void *ctx, int step) {
   for (int k = 0; k < o.n; k++) {
     f->vals[slot + k] = o.t[k];
     f->owned[slot + k] = true;
+  }
+  o.n = 0;
+  kn__outs_fini(&o);
+  return 0;
+}
+
+/* Extern step `step` with its generated epilogue (gemm.c), profiled as the
+** op it runs; into: the buffer its output is computed in, or NULL: the
+** step's slot holds a new tensor. */
+static int rt_ext_epi(void *ctx, int step, kn__ind_epi_fn epi, void *const *a, void *into) {
+  frame *f = ctx;
+  const kn__gnode *n = f->p->plan.step_node[step];
+  kn__call c;
+  void *mem = NULL;
+  kn_status st = ext_args(f, n, &c, &mem);
+  kn__outs o;
+  kn__outs_init(&o);
+  int64_t t0 = st == KN_OK && KN__PROF_ON() ? kn__prof_op_begin() : 0;
+  if (st == KN_OK) st = kn__ind_epilogue_run(n, &c, epi, a, into, &o.t[0]);
+  o.n = st == KN_OK && o.t[0];
+  if (t0) kn__dispatch_prof_end(t0, &c, &o);
+  free(mem);
+  if (st != KN_OK) {
+    kn__outs_fini(&o);
+    kn__error_context("while running graph node '%s'", n->name);
+    return -1;
+  }
+  int slot = f->p->plan.nodes[n->index].slot;
+  if (o.n) {
+    f->vals[slot] = o.t[0];
+    f->owned[slot] = true;
   }
   o.n = 0;
   kn__outs_fini(&o);
@@ -211,7 +234,7 @@ static int rt_launch(void *ctx, void *fn, const unsigned grid[3], const unsigned
 }
 
 static const kn__ind_rt runtime = {rt_ext, rt_alloc, rt_ptr, rt_release, rt_vmath, rt_reuse,
-                                   rt_launch};
+                                   rt_launch, rt_ext_epi};
 
 /* ---- running ----------------------------------------------------------------------- */
 static bool strides_match(const frame *f, const kn__gnode *ph, const kn_tensor *t) {
@@ -406,7 +429,8 @@ static bool in_kernel(const kn__ind_plan *pl, const kn__gnode *u, const kn__gnod
 }
 
 /* Can output k be computed in graph input j? Its value is the root of a
-** pointwise kernel (not a reduction group), input j has its sizes, dtype
+** pointwise kernel (not a reduction group, not an epilogue: its GEMM may be
+** computed in the output's buffer before the epilogue reads the input), input j has its sizes, dtype
 ** and contiguous strides, and every reader of input j is inside that
 ** kernel, reading element i for element i: written in place, each element
 ** is read before it is overwritten and by nothing after. */
@@ -415,7 +439,7 @@ static bool into_ok(const prog *p, int k, int j) {
   const kn__gnode *o = kn__graph_output_node(pl->g), *r = o->args[k].u.t.node;
   const kn__gnode *ph = kn__graph_input(pl->g, j);
   const kn__ind_node *rn = &pl->nodes[r->index];
-  if (rn->kind != KN__IND_PW || rn->group >= 0 || rn->inlined || rn->slot < 0 ||
+  if (rn->kind != KN__IND_PW || rn->group >= 0 || rn->inlined || rn->slot < 0 || rn->epi >= 0 ||
       !same_contiguous(&ph->meta[0], &r->meta[0]))
     return false;
   for (int i = 0; i < p->noutputs; i++)
@@ -559,7 +583,7 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   if (st == KN_OK && p->device == KN_CUDA) p->target = &kn__ind_target_cuda;
   else if (st == KN_OK) st = kn__ind_target_current(&p->target);
   if (st == KN_OK) st = kn__ind_post_grad(g, &p->graph);
-  if (st == KN_OK) st = kn__ind_plan_build(p->graph, &p->plan);
+  if (st == KN_OK) st = kn__ind_plan_build(p->graph, p->target->epilogues, &p->plan);
   if (st == KN_OK) st = io_tables(p);
   if (st == KN_OK) st = into_tables(p);
   kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(g));

@@ -33,6 +33,7 @@ typedef struct kctx {
   leaf *leaves;             /* [capacity]: every buffer read (and a group's per-element outputs) */
   int nleaves;
   bool flat;
+  bool epi;                 /* an epilogue kernel: rows [r0, r1) of its space */
   bool failed;              /* out of memory */
   bool unplanned;           /* read a buffer the IR item does not list */
   unsigned char *used;      /* [nused] symbols read by this kernel */

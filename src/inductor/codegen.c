@@ -48,6 +48,9 @@ static const char prelude[] =
     "  void (*release)(void *ctx, int slot);\n"
     "  const void *(*vmath)(void);\n"
     "  int (*reuse)(void *ctx, int from, int to, void **p);\n"
+    "  void (*launch)(void);\n"
+    "  int (*ext_epi)(void *ctx, int step, void (*epi)(void *const *a, void *g, int64_t r0,\n"
+    "                 int64_t r1), void *const *a, void *into);\n"
     "} kn_rt;\n\n"
     "/* compiled as several translation units (KN_TU_PART, toolchain.c), the\n"
     "** file's definitions shared by all of them are in the one of KN_TU_MAIN */\n"
@@ -59,7 +62,7 @@ static const char prelude[] =
     "#define KN_HID __attribute__((visibility(\"hidden\")))\n\n"
     "int kn_ind_abi(void);\n"
     "#if KN_TU_DEFS\n"
-    "int kn_ind_abi(void) { return 3; }\n"
+    "int kn_ind_abi(void) { return 4; }\n"
     "#endif\n\n";
 
 /* float16 and bfloat16 elements are their bits (uint16_t); values are float:
@@ -381,9 +384,9 @@ static void par_for(const kctx *k, kn__sb *sb, const char *cond) {
 }
 
 static void flat_loop(kctx *k, kn__sb *sb, const char *body) {
-  par_for(k, sb, "n >= KN_PAR_MIN");
-  kn__sb_puts(sb, "  for (int64_t b = 0; b < n; b += KN_BLOCK) {\n"
-                  "    const int64_t e = n - b < KN_BLOCK ? n : b + KN_BLOCK;\n"
+  par_for(k, sb, k->epi ? "n - r0 * len >= KN_PAR_MIN" : "n >= KN_PAR_MIN");
+  kn__sb_printf(sb, "  for (int64_t b = %s; b < n; b += KN_BLOCK) {\n", k->epi ? "r0 * len" : "0");
+  kn__sb_puts(sb, "    const int64_t e = n - b < KN_BLOCK ? n : b + KN_BLOCK;\n"
                   "    for (int64_t i = b; i < e; i++) {\n");
   kn__sb_puts(sb, body);
   stores(k, sb, "i");
@@ -417,13 +420,17 @@ static void outer_offsets(kctx *k, kn__sb *sb, int nd, int rk, const char *idx) 
 
 static void row_loop(kctx *k, kn__sb *sb, const char *body) {
   int nd = k->shape->ndim;
-  kn__sb_puts(sb, "  const int64_t rows = ");
-  kn__cg_numel_text(k, sb, nd - 1);
-  kn__sb_puts(sb, ";\n  const int64_t len = ");
+  if (!k->epi) {
+    kn__sb_puts(sb, "  const int64_t rows = ");
+    kn__cg_numel_text(k, sb, nd - 1);
+    kn__sb_puts(sb, ";\n");
+  }
+  kn__sb_puts(sb, "  const int64_t len = ");
   kn__cg_sym_text(k, sb, k->shape->sizes[nd - 1]);
   kn__sb_puts(sb, ";\n");
-  par_for(k, sb, "n >= KN_PAR_MIN");
-  kn__sb_puts(sb, "  for (int64_t r = 0; r < rows; r++) {\n");
+  par_for(k, sb, k->epi ? "(r1 - r0) * len >= KN_PAR_MIN" : "n >= KN_PAR_MIN");
+  kn__sb_printf(sb, "  for (int64_t r = %s; r < %s; r++) {\n", k->epi ? "r0" : "0",
+                k->epi ? "r1" : "rows");
   outer_offsets(k, sb, nd, 1, "r");
   kn__sb_puts(sb, "    for (int64_t j = 0; j < len; j++) {\n");
   kn__sb_puts(sb, body);
@@ -449,6 +456,39 @@ static void kernel_header(kctx *k, kn__sb *ker, const char *kind) {
     if (k->alias[i] < 0)
       kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
   kn__sb_puts(ker, ") {\n  (void)s;\n");
+  for (int i = 0; i < k->nused; i++)
+    if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
+}
+
+/* An epilogue kernel's comment and signature: kernel<id>(a, g, r0, r1)
+** (kn__ind_epi_fn), its outputs a[1 + w] and leaves a[1 + nwrites + l],
+** the extern's output g (written over by the output that takes it). */
+static void epilogue_header(kctx *k, kn__sb *ker, const char *kind) {
+  const kn__kir_item *it = k->it;
+  const kn__gnode *e = kn__graph_node(k->p->g, it->id);
+  kn__sb_printf(ker, "/* kernel %d: ", it->id);
+  for (int o = 0; o < k->nroots; o++) {
+    kn__cg_put_safe(ker, k->roots[o]->name);
+    kn__sb_putc(ker, ' ');
+  }
+  kn__sb_puts(ker, "(epilogue of ");
+  kn__cg_put_safe(ker, e->name);
+  kn__sb_printf(ker, ", %s, %d inputs) */\nstatic void kernel%d(void *const *a, void *g, int64_t r0, "
+                "int64_t r1) {\n  const int64_t *s = a[0];\n  (void)s;\n  (void)g;\n", kind,
+                k->nleaves, it->id);
+  for (int o = 0; o < k->nroots; o++) {
+    const kn__kir_write *w = &it->writes[o];
+    kn__sb_printf(ker, "  %s *restrict ", kn__ind_ctype(k->roots[o]->meta[0].dtype));
+    out_ptr(k, ker, o);
+    if (w->inplace && w->from == it->gemm) kn__sb_puts(ker, " = g;\n");
+    else kn__sb_printf(ker, " = a[%d];\n", 1 + o);
+  }
+  for (int i = 0; i < k->nleaves; i++) {
+    if (k->alias[i] >= 0) continue;
+    kn__sb_printf(ker, "  const %s *restrict in%d = ", kn__ind_ctype(k->leaves[i].m->dtype), i);
+    if (k->leaves[i].slot == it->gemm) kn__sb_puts(ker, "g;\n");
+    else kn__sb_printf(ker, "a[%d];\n", 1 + it->nwrites + i);
+  }
   for (int i = 0; i < k->nused; i++)
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
 }
@@ -505,6 +545,21 @@ kn_status kn__cg_kernel_status(kctx *k, bool sb_failed) {
   return k->failed || sb_failed ? kn__oom() : KN_OK;
 }
 
+/* The loop's size n (an epilogue's flat loop: the end of row r1, with the
+** row length len; its row loop needs neither). */
+static void loop_size(kctx *k, kn__sb *loop) {
+  if (k->epi && !k->flat) return;
+  if (k->epi) {
+    kn__sb_puts(loop, "  const int64_t len = ");
+    kn__cg_sym_text(k, loop, k->shape->sizes[k->shape->ndim - 1]);
+    kn__sb_puts(loop, ", n = r1 * len;\n");
+    return;
+  }
+  kn__sb_puts(loop, "  const int64_t n = ");
+  kn__cg_numel_text(k, loop, k->shape->ndim);
+  kn__sb_puts(loop, ";\n");
+}
+
 /* One kernel function computing the item's roots in one loop (several: a
 ** horizontal set, launched where its last root is), into ker. */
 static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it,
@@ -514,6 +569,7 @@ static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_
   k->t = t;
   k->it = it;
   k->shape = it->space;
+  k->epi = it->kind == KN__KIR_EPILOGUE;
   k->nroots = it->nroots;
   for (int o = 0; o < it->nroots; o++) k->roots[o] = kn__graph_node(p->g, it->roots[o]);
   kn__cg_item_leaves(k);
@@ -526,11 +582,9 @@ static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_
   kn__sb_init(&body);
   kn__sb_init(&loop);
   for (int o = 0; o < k->nroots; o++) kn__cg_stmts(k, &body, k->roots[o]);
-  kn__sb_puts(&loop, "  const int64_t n = ");
-  kn__cg_numel_text(k, &loop, k->shape->ndim);
-  kn__sb_puts(&loop, ";\n");
+  loop_size(k, &loop);
   (k->flat ? flat_loop : row_loop)(k, &loop, kn__sb_cstr(&body));
-  kernel_header(k, ker, k->flat ? "flat loop" : "row loop");
+  (k->epi ? epilogue_header : kernel_header)(k, ker, k->flat ? "flat loop" : "row loop");
   kn__sb_puts(ker, kn__sb_cstr(&loop));
   kn__sb_puts(ker, "}\n\n");
   kn_status st = kn__cg_kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&loop));
@@ -1085,7 +1139,7 @@ static kn_status group_kernel(kn__ind_plan *p, const kn__ind_target *t, const kn
 
 kn_status kn__ind_c_emit_kernel(const kn__ind_target *t, kn__kir *ir, int j, kn__sb *sb) {
   const kn__kir_item *it = &ir->items[j];
-  if (it->kind == KN__KIR_POINTWISE) return kernel(ir->p, t, it, sb);
+  if (it->kind == KN__KIR_POINTWISE || it->kind == KN__KIR_EPILOGUE) return kernel(ir->p, t, it, sb);
   if (it->kind == KN__KIR_REDUCTION) return group_kernel(ir->p, t, it, sb);
   return KN_OK;
 }
@@ -1112,7 +1166,11 @@ void kn__cg_launch_buffers(const kn__kir_item *it, bool single, kn__sb *call) {
   char tg[32];
   for (int r = 0; r < it->nreads; r++) {
     int w = kn__cg_inplace_output(it, it->reads[r].slot);
-    if (w >= 0)
+    if (w >= 0 && it->kind == KN__KIR_EPILOGUE && it->reads[r].slot == it->gemm)
+      kn__sb_printf(call, "    if (rt->alloc(ctx, %d, %s)) return -1;  /* the GEMM's output: slot "
+                    "%d is computed in it */\n", it->writes[w].slot,
+                    out_target(tg, sizeof tg, single, w), it->gemm);
+    else if (w >= 0)
       kn__sb_printf(call, "    if (rt->reuse(ctx, %d, %d, %s)) return -1;  /* in place over slot "
                     "%d */\n", it->reads[r].slot, it->writes[w].slot,
                     out_target(tg, sizeof tg, single, w), it->reads[r].slot);
@@ -1155,10 +1213,43 @@ void kn__cg_extern_call(const kn__ind_plan *p, const kn__kir_item *it, kn__sb *c
   kn__sb_puts(call, " */\n");
 }
 
+/* An epilogue's launch: its buffers, the arguments a[] of kn__ind_epi_fn
+** (s, the outputs, the leaves not read through an output or g), then the
+** extern step with it (rt->ext_epi; into: the output written over the
+** GEMM's, or NULL). */
+static void epilogue_launch(const kn__kir *ir, const kn__kir_item *it, kn__sb *call) {
+  const kn__gnode *e = kn__graph_node(ir->p->g, it->id);
+  int into = -1;
+  kn__sb_puts(call, "  {  /* ");
+  kn__cg_put_safe(call, e->name);
+  kn__sb_printf(call, " with its epilogue */\n    void *o[%d];\n", it->nwrites);
+  kn__cg_launch_buffers(it, false, call);
+  kn__sb_printf(call, "    void *const a[%d] = {(void *)s", 1 + it->nwrites + it->nreads);
+  for (int w = 0; w < it->nwrites; w++) {
+    kn__sb_printf(call, ", o[%d]", w);
+    if (it->writes[w].inplace && it->writes[w].from == it->gemm) into = w;
+  }
+  for (int r = 0; r < it->nreads; r++) {
+    int sl = it->reads[r].slot;
+    if (sl == it->gemm || kn__cg_inplace_output(it, sl) >= 0) kn__sb_puts(call, ", (void *)0");
+    else kn__sb_printf(call, ", rt->ptr(ctx, %d)", sl);
+  }
+  kn__sb_printf(call, "};\n    if (rt->ext_epi(ctx, %d, kernel%d, a, ", it->step, it->id);
+  if (into >= 0) kn__sb_printf(call, "o[%d]", into);
+  else kn__sb_puts(call, "(void *)0");
+  kn__sb_puts(call, ")) return -1;  /* extern ");
+  kn__cg_put_safe(call, e->target);
+  kn__sb_puts(call, " */\n  }\n");
+}
+
 kn_status kn__ind_c_emit_launch(const kn__ind_target *t, const kn__kir *ir, int j, kn__sb *call) {
   (void)t;
   const kn__kir_item *it = &ir->items[j];
-  if (it->kind == KN__KIR_EXTERN) {
+  if (kn__kir_has_epilogue(ir, j)) {
+    return KN_OK; /* launched with its epilogue (the next item) */
+  } else if (it->kind == KN__KIR_EPILOGUE) {
+    epilogue_launch(ir, it, call);
+  } else if (it->kind == KN__KIR_EXTERN) {
     kn__cg_extern_call(ir->p, it, call);
   } else if (it->kind == KN__KIR_POINTWISE) {
     bool single = it->nwrites == 1;

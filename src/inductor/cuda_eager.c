@@ -98,7 +98,7 @@ static kn_status all_kernels(const kn__graph *g, bool *yes, char *why, size_t n)
   kn__ind_plan plan;
   memset(&plan, 0, sizeof plan);
   kn_status st = kn__ind_post_grad(g, &pg);
-  if (st == KN_OK) st = kn__ind_plan_build(pg, &plan);
+  if (st == KN_OK) st = kn__ind_plan_build(pg, false, &plan);
   *yes = st == KN_OK && plan.nsteps == 0;
   if (st == KN_OK && plan.nsteps > 0)
     snprintf(why, n, "its graph keeps %s as an extern call", plan.step_node[0]->target);

@@ -369,14 +369,6 @@ kn_status kn__ind_post_grad(const kn__graph *g, kn__graph **out) {
     kn__graph_free(c);
     return kn_last_status();
   }
-  int nep = 0;
-  kn__graph *f = kn__ind_fuse_epilogues(c, &nep);
-  if (f) {
-    kn__graph_free(c);
-    c = f;
-    KN_LOG(KN_LOG_INDUCTOR, KN_DEBUG, "inductor: %d activations fused into GEMM/convolution "
-           "calls", nep);
-  }
   emit_graph(c, "inductor_post_grad_graph", true);
   *out = c;
   return KN_OK;

@@ -16,7 +16,8 @@
 **   kir.c        the kernel IR: items, memory planning, verifier (kir_print.c)
 **   target.c     the targets (c, c_scalar) and KILN_INDUCTOR_TARGET
 **   codegen.c    walks the IR, calling the target; the C targets' printer
-**   gemm.c       GEMM / convolution extern calls with fused activations
+**   sched_epi.c  the scheduler's epilogue pass (pointwise kernels into GEMM externs)
+**   gemm.c       running a GEMM / convolution extern step with its epilogue
 **   toolchain.c  the compiler (fork/exec, time limit, parallel units), loading through a descriptor
 **   tu_split.c   a program as several translation units (KILN_COMPILE_JOBS)
 **   codecache.c  the memory and disk caches (keys, trust rules, temporaries),
@@ -66,7 +67,12 @@ kn_status kn__ind_cuda_eager(const struct kn__call *c, struct kn__outs *out);
 ** success, nonzero after setting kiln's error; call returns nonzero then.
 ** vmath returns the vector-math table the eager kernels use (a kn__vmath,
 ** ops/vmath.h): generated code computes exp, log, tanh, ... with it. */
-#define KN__IND_ABI 3
+#define KN__IND_ABI 4
+/* A generated epilogue (kir.h's KN__KIR_EPILOGUE item): computes rows
+** [r0, r1) of its output space (every dim but the last) from the GEMM's
+** output g (the whole output's data; those rows are final) and the
+** buffers a[] the launch packed (a[0]: the size table s). */
+typedef void (*kn__ind_epi_fn)(void *const *a, void *g, int64_t r0, int64_t r1);
 typedef struct kn__ind_rt {
   int (*ext)(void *ctx, int step);              /* run extern step `step` */
   int (*alloc)(void *ctx, int slot, void **p);  /* allocate the buffer of slot */
@@ -77,9 +83,15 @@ typedef struct kn__ind_rt {
   int (*reuse)(void *ctx, int from, int to, void **p);
   /* CUDA programs (ABI 103, the cuda target): queue kernel fn on kiln's
   ** stream (grid, block, dynamic shared bytes, a pointer to each parameter);
-  ** the C targets' table ends before it */
+  ** C programs never call it (their table names it only to reach ext_epi) */
   int (*launch)(void *ctx, void *fn, const unsigned grid[3], const unsigned block[3],
                 unsigned shmem, void **args);
+  /* C programs (ABI 4): run extern step `step` (a GEMM or convolution,
+  ** gemm.c) calling epi on
+  ** each block of its output's rows while it is in cache; into: the
+  ** buffer the output is computed in (of its sizes and dtype, contiguous;
+  ** the step's slot then holds nothing), NULL: a new buffer the slot holds */
+  int (*ext_epi)(void *ctx, int step, kn__ind_epi_fn epi, void *const *a, void *into);
 } kn__ind_rt;
 typedef int (*kn__ind_call_fn)(const kn__ind_rt *rt, void *ctx, const int64_t *s);
 
@@ -113,12 +125,10 @@ typedef enum kn__ind_lclass {
 
 typedef enum kn__ind_role {
   KN__IND_R_NONE = 0,
-  /* GEMM / convolution producers an activation epilogue fuses into (gemm.c) */
-  KN__IND_R_EP_ADDMM, KN__IND_R_EP_MM, KN__IND_R_EP_CONV, KN__IND_R_EP_LINEAR,
-  /* activations an epilogue applies (gemm.c); gelu's approximation is its
-  ** argument 1 */
-  KN__IND_R_ACT_RELU, KN__IND_R_ACT_GELU, KN__IND_R_ACT_SIGMOID, KN__IND_R_ACT_SILU,
-  KN__IND_R_ACT_TANH,
+  /* GEMM / convolution extern calls a pointwise kernel may fuse into as
+  ** their epilogue (sched_epi.c, gemm.c): EP_ADDMM and EP_MM compute their
+  ** output in blocks of rows, EP_BMM and EP_CONV whole, then the epilogue */
+  KN__IND_R_EP_ADDMM, KN__IND_R_EP_MM, KN__IND_R_EP_BMM, KN__IND_R_EP_CONV,
   /* decomposition rules (decomp.c) */
   KN__IND_R_DEC_SOFTMAX, KN__IND_R_DEC_LOG_SOFTMAX, KN__IND_R_DEC_LAYER_NORM,
   KN__IND_R_DEC_BATCH_NORM, KN__IND_R_DEC_MSE_LOSS, KN__IND_R_DEC_NLL_LOSS,
@@ -132,11 +142,10 @@ typedef struct kn__ind_lowering {
   kn__ind_role role;
 } kn__ind_lowering;
 
-/* The row of op (EXTERN, no role, for an op outside the table: the fused
-** epilogue ops of gemm.c). Borrowed (static). */
+/* The row of op (EXTERN, no role, for an op outside the table). Borrowed
+** (static). */
 const kn__ind_lowering *kn__ind_lowering_of(const kn__opdef *op);
-/* The first op of the table with role (the convolution an EP_CONV epilogue
-** runs), or NULL. Borrowed (static). */
+/* The first op of the table with role, or NULL. Borrowed (static). */
 const kn__opdef *kn__ind_role_op(kn__ind_role role);
 /* "FORMULA", ... for messages. Static. */
 const char *kn__ind_lclass_name(kn__ind_lclass c);
@@ -195,6 +204,9 @@ typedef struct kn__ind_node {
                      ** wherever it is read: no statement, no buffer */
   int hz;            /* KN__IND_PW kernel root fused horizontally: the root whose
                      ** kernel computes it (the set's last), -1 when alone */
+  int epi;           /* KN__IND_EXTERN: the root of the pointwise kernel fused
+                     ** as its epilogue; KN__IND_PW root: the extern node it
+                     ** is the epilogue of (runs there); -1: none */
 } kn__ind_node;
 
 /* A reduction group: one kernel over the rows of a space S (the kept dims),
@@ -223,21 +235,38 @@ typedef struct kn__ind_plan {
   int nsymx;                    /* symbolic expressions evaluated per call */
   kn_sym *symx;                 /* [nsymx] */
   int nkernels, nfused;         /* kernels emitted, nodes inlined */
+  bool epilogues;               /* the target runs epilogue items (set before scheduling) */
+  int nepilogues;               /* pointwise kernels fused into an extern as its epilogue */
+  long epi_work;                /* nodes the epilogue pass visited (linear in the graph) */
   int ngroups;
   kn__ind_group *groups;        /* [ngroups] */
 } kn__ind_plan;
 
-/* Build the plan of g (borrowed; must outlive the plan). KN_ENOMEM. */
-kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p);
+/* Build the plan of g (borrowed; must outlive the plan). epilogues: the
+** target runs epilogue items (kir.h), so the scheduler may fuse pointwise
+** kernels into GEMM / convolution extern steps. KN_ENOMEM. */
+kn_status kn__ind_plan_build(const kn__graph *g, bool epilogues, kn__ind_plan *p);
 /* The scheduler (sched.c): constants recomputed in their readers,
 ** reduction groups (vertical and horizontal fusion around reductions), then
 ** inlining of single-use pointwise chains and of cheap multi-use producers,
 ** horizontal fusion of pointwise loops over the same sizes that read a
 ** common input, and value slots of everything that must exist in memory,
-** splitting kernels that would read more than KN__KER_MAX_READS buffers;
+** splitting kernels that would read more than KN__KER_MAX_READS buffers,
+** then (p->epilogues) epilogues (kn__ind_schedule_epilogues);
 ** logs the schedule and fusion artifacts. allow: fusion permitted (no in-place op in
 ** the graph). Called by kn__ind_plan_build after classification. */
 kn_status kn__ind_schedule(kn__ind_plan *p, bool allow);
+/* The epilogue pass (sched_epi.c): a pointwise kernel (not horizontal)
+** that reads the whole output of a GEMM / convolution extern step E
+** (float32/float64, contiguous, its own sizes), everything else it reads
+** being computed before E, runs at E as E's epilogue (kn__ind_node.epi),
+** over blocks of E's output while they are in cache. One linear pass over
+** the kernels and their operand trees (p->epi_work counts the nodes it
+** visited); log: the fusion artifact is on. Returns the number fused. */
+int kn__ind_schedule_epilogues(kn__ind_plan *p, bool log);
+/* Where node i's value is computed: its kernel's or group's run point
+** (an epilogue's: its extern node), itself for inputs and externs. */
+int kn__ind_run_point(const kn__ind_plan *p, int i);
 /* A new slot for output k.. of n (count slots). */
 int kn__ind_new_slots(kn__ind_plan *p, const kn__gnode *n, int count);
 
@@ -266,8 +295,7 @@ void kn__ind_red_mean(kn__sb *sb, int id);
 
 /* ---- decomposition (decomp.c) ------------------------------------------------ */
 /* Copy g and decompose the copy's calls that have a row in inductor's
-** table (and composite ops) into core ops, drop dead nodes and fold GEMM
-** epilogues (kn__ind_fuse_epilogues); emits the
+** table (and composite ops) into core ops and drop dead nodes; emits the
 ** before_post_grad_graph / inductor_post_grad_graph artifacts and the
 ** post_grad_graphs log. *out is owned (kn__graph_free). */
 kn_status kn__ind_post_grad(const kn__graph *g, kn__graph **out);
@@ -290,16 +318,15 @@ int kn__ind_symx(kn__ind_plan *p, kn_sym e);
 ** See kir.h and target.h: kn__ind_codegen_target(plan, target, sb). */
 
 /* ---- GEMM / convolution epilogues (gemm.c) ------------------------------------- */
-/* A copy of g in which each relu/gelu/sigmoid/silu/tanh whose input is an
-** addmm, mm, linear or convolution (float32/float64) used only by it is folded into
-** one extern node of that op with the activation; *nfused counts them.
-** Owned; NULL when g has no such pair (or on OOM: then compile g as is). */
-kn__graph *kn__ind_fuse_epilogues(const kn__graph *g, int *nfused);
-/* Is n such a fused node? */
-bool kn__ind_is_epilogue(const kn__gnode *n);
-/* Run fused node n on its arguments (inner: the node's arguments, as an
-** extern call gets them). *out: a new reference. */
-kn_status kn__ind_epilogue_run(const kn__gnode *n, kn__call *inner, kn_tensor **out);
+/* Run extern node n (a lowering role EP_*) on its arguments c with the
+** generated epilogue epi(a, ...) over each block of its output's rows:
+** addmm / mm (2-D float32 / float64) in blocks of rows through the eager
+** GEMM kernel, each block's epilogue right after it; bmm / convolution
+** through the eager op, then the epilogue in blocks. into: the output's
+** buffer (contiguous, the traced sizes and dtype; *out stays NULL), or
+** NULL: *out is a new tensor holding it. */
+kn_status kn__ind_epilogue_run(const kn__gnode *n, kn__call *c, kn__ind_epi_fn epi,
+                               void *const *a, void *into, kn_tensor **out);
 
 /* ---- toolchain and caches (codecache.c, toolchain.c) ------------------------------ */
 /* Tiered compiles (KILN_INDUCTOR_TIERED=1): the entry point of a graph whose

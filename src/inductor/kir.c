@@ -184,7 +184,7 @@ static kn_status item_at(kn__ind_plan *p, int i, kn__kir_item *it, unsigned char
   *made = true;
   if (pn->kind == KN__IND_EXTERN) return extern_item(p, kn__graph_node(p->g, i), it);
   if (pn->group >= 0 && p->groups[pn->group].root == i) return group_item(p, pn->group, it);
-  if (pn->kind == KN__IND_PW && pn->group < 0 && !pn->inlined && !pn->expr &&
+  if (pn->kind == KN__IND_PW && pn->group < 0 && !pn->inlined && !pn->expr && pn->epi < 0 &&
       (pn->hz < 0 || pn->hz == i)) {
     *it = (kn__kir_item){.id = i, .group = -1};
     return pointwise_item(p, i, it, in);
@@ -193,16 +193,37 @@ static kn_status item_at(kn__ind_plan *p, int i, kn__kir_item *it, unsigned char
   return KN_OK;
 }
 
+/* The epilogue item of extern node e (its kernel's root is p->nodes[e].epi). */
+static kn_status epilogue_item(kn__ind_plan *p, int e, kn__kir_item *it, unsigned char *in) {
+  int r = p->nodes[e].epi;
+  *it = (kn__kir_item){.id = r, .group = -1};
+  kn_status st = pointwise_item(p, r, it, in);
+  it->kind = KN__KIR_EPILOGUE;
+  it->id = e;
+  it->step = p->nodes[e].step;
+  it->gemm = p->nodes[e].slot;
+  return st;
+}
+
+bool kn__kir_has_epilogue(const kn__kir *ir, int j) {
+  return ir->items[j].kind == KN__KIR_EXTERN && j + 1 < ir->nitems &&
+         ir->items[j + 1].kind == KN__KIR_EPILOGUE;
+}
+
 kn_status kn__kir_build(kn__ind_plan *p, kn__kir *ir) {
   memset(ir, 0, sizeof *ir);
   ir->p = p;
-  ir->items = calloc((size_t)p->nnodes + 1, sizeof *ir->items);
+  ir->items = calloc((size_t)p->nnodes + (size_t)p->nepilogues + 1, sizeof *ir->items);
   unsigned char *in = malloc((size_t)p->nnodes + 1);
   kn_status st = ir->items && in ? KN_OK : kn__oom();
   for (int i = 0; st == KN_OK && i < p->nnodes; i++) {
     bool made;
     st = item_at(p, i, &ir->items[ir->nitems], in, &made);
     if (made) ir->nitems++; /* counted on failure too: kn__kir_free frees its lists */
+    if (st == KN_OK && p->nodes[i].kind == KN__IND_EXTERN && p->nodes[i].epi >= 0) {
+      st = epilogue_item(p, i, &ir->items[ir->nitems], in);
+      ir->nitems++;
+    }
   }
   free(in);
   if (st != KN_OK) kn__kir_free(ir);
@@ -251,8 +272,7 @@ typedef struct mplan {
 /* The node index of the step that computes node i (its kernel's). */
 static int step_of(const kn__ind_plan *p, const int *user, int i) {
   while (p->nodes[i].inlined) i = user[i];
-  if (p->nodes[i].group >= 0) return p->groups[p->nodes[i].group].root;
-  return p->nodes[i].hz >= 0 ? p->nodes[i].hz : i;
+  return kn__ind_run_point(p, i);
 }
 
 static void note_use(const kn__ind_plan *p, int *last, kn__gref r, int at) {
@@ -269,7 +289,7 @@ static void liveness(mplan *m) {
       if (n->args[a].kind == KN__GA_TENSOR && n->args[a].u.t.node)
         m->user[n->args[a].u.t.node->index] = i;
   }
-  for (int s = 0; s < p->nslots; s++) m->lastn[s] = p->slot_node[s]->index;
+  for (int s = 0; s < p->nslots; s++) m->lastn[s] = kn__ind_run_point(p, p->slot_node[s]->index);
   for (int i = 0; i < p->nnodes; i++) {
     const kn__gnode *n = kn__graph_node(p->g, i);
     int at = n->op == KN__GN_OUTPUT ? p->nnodes : step_of(p, m->user, i);
@@ -284,9 +304,9 @@ static void liveness(mplan *m) {
 
 /* Slots written by kernels and read by kernels only. */
 static void mark_reusable(const kn__ind_plan *p, unsigned char *r) {
-  for (int s = 0; s < p->nslots; s++) {
-    kn__ind_nkind k = p->nodes[p->slot_node[s]->index].kind;
-    r[s] = k == KN__IND_PW || k == KN__IND_RED;
+  for (int s = 0; s < p->nslots; s++) { /* a GEMM with an epilogue: a new buffer, gemm.c */
+    const kn__ind_node *n = &p->nodes[p->slot_node[s]->index];
+    r[s] = n->kind == KN__IND_PW || n->kind == KN__IND_RED || (n->kind == KN__IND_EXTERN && n->epi >= 0);
   }
   for (int i = 0; i < p->nnodes; i++) {
     const kn__gnode *n = kn__graph_node(p->g, i);
@@ -302,9 +322,21 @@ static void mark_reusable(const kn__ind_plan *p, unsigned char *r) {
 }
 
 /* Outputs written in place over a read that dies at this kernel. */
+/* The read at position k of the in-place search: an epilogue's GEMM output
+** first (written over, it never exists apart from the output), then the
+** others in order. */
+static int inplace_order(const kn__kir_item *it, int gi, int k) {
+  if (gi >= it->nreads) return k;
+  return k == 0 ? gi : k <= gi ? k - 1 : k;
+}
+
 static void plan_inplace(mplan *m, kn__kir_item *it) {
   bool used[KN__HZ_MAX] = {false};
-  for (int li = 0; li < it->nreads; li++) {
+  int gi = it->nreads;
+  for (int k = 0; it->kind == KN__KIR_EPILOGUE && k < it->nreads; k++)
+    if (it->reads[k].slot == it->gemm) gi = k;
+  for (int k = 0; k < it->nreads; k++) {
+    int li = inplace_order(it, gi, k);
     int sl = it->reads[li].slot;
     const kn__vmeta *rm = it->reads[li].m;
     if (!m->ir->reusable[sl] || m->lastn[sl] != it->id || !kn__kir_same_elements(it->space, rm))
@@ -351,8 +383,9 @@ static bool releases(mplan *m, kn__kir_item *it) {
   return true;
 }
 
-static bool plan_item(mplan *m, kn__kir_item *it) {
-  if (it->kind == KN__KIR_POINTWISE) plan_inplace(m, it);
+static bool plan_item(mplan *m, kn__kir_item *it, bool has_epilogue) {
+  if (has_epilogue) return true; /* the step's buffer events are on its epilogue item */
+  if (it->kind == KN__KIR_POINTWISE || it->kind == KN__KIR_EPILOGUE) plan_inplace(m, it);
   for (int w = 0; it->kind != KN__KIR_EXTERN && w < it->nwrites; w++)
     if (!it->writes[w].inplace) pool_take(m, &it->writes[w]);
   return pool_flush(m, &it->free_before, &it->nfree_before) && releases(m, it);
@@ -383,7 +416,7 @@ kn_status kn__kir_plan_memory(kn__kir *ir) {
     for (size_t i = 0; i < nn; i++) m.item_of[i] = -1;
     for (int j = 0; j < ir->nitems; j++) m.item_of[ir->items[j].id] = j;
     last_items(&m); /* before in-place writes mark their reads taken */
-    for (int j = 0; ok && j < ir->nitems; j++) ok = plan_item(&m, &ir->items[j]);
+    for (int j = 0; ok && j < ir->nitems; j++) ok = plan_item(&m, &ir->items[j], kn__kir_has_epilogue(ir, j));
     ok = ok && pool_flush(&m, &ir->free_end, &ir->nfree_end);
   }
   free(m.user);
@@ -402,8 +435,10 @@ kn_status kn__kir_plan_memory(kn__kir *ir) {
 enum { UNDEF, LIVE, DEAD };
 
 static const char *kind_name(kn__kir_kind k) {
-  return k == KN__KIR_POINTWISE ? "pointwise kernel" : k == KN__KIR_REDUCTION ? "reduction kernel"
-                                                                              : "extern step";
+  return k == KN__KIR_POINTWISE   ? "pointwise kernel"
+         : k == KN__KIR_REDUCTION ? "reduction kernel"
+         : k == KN__KIR_EPILOGUE  ? "epilogue kernel"
+                                  : "extern step";
 }
 
 /* KN_EINTERNAL: item j, then fmt's text. */
@@ -475,7 +510,7 @@ static kn_status check_write(const kn__kir *ir, int j, unsigned char *st, const 
     return bad(ir, j, "writes slot %d, which is %s", w->slot,
                w->slot < 0 || w->slot >= ir->p->nslots ? "no slot" : state_name(st[w->slot]));
   const kn__vmeta *wm = kn__kir_slot_meta(ir->p, w->slot);
-  if (it->kind == KN__KIR_POINTWISE && !same_sizes(wm, it->space))
+  if ((it->kind == KN__KIR_POINTWISE || it->kind == KN__KIR_EPILOGUE) && !same_sizes(wm, it->space))
     return bad(ir, j, "writes slot %d with sizes other than the kernel's iteration space",
                w->slot);
   if (w->from >= 0) {
@@ -497,11 +532,28 @@ static kn_status check_write(const kn__kir *ir, int j, unsigned char *st, const 
   return KN_OK;
 }
 
+/* An epilogue follows its extern step and reads its whole output. */
+static kn_status check_epilogue(const kn__kir *ir, int j) {
+  const kn__kir_item *it = &ir->items[j];
+  if (j == 0 || ir->items[j - 1].kind != KN__KIR_EXTERN || ir->items[j - 1].id != it->id ||
+      ir->items[j - 1].step != it->step)
+    return bad(ir, j, "is not right after the extern step %d it is the epilogue of", it->step);
+  for (int r = 0; r < it->nreads; r++)
+    if (it->reads[r].slot == it->gemm)
+      return kn__kir_same_elements(it->space, it->reads[r].m)
+                 ? KN_OK
+                 : bad(ir, j, "reads the extern's output (slot %d) other than element for "
+                       "element", it->gemm);
+  return bad(ir, j, "does not read the extern's output (slot %d)", it->gemm);
+}
+
 static kn_status check_item(const kn__kir *ir, int j, unsigned char *st) {
   const kn__kir_item *it = &ir->items[j];
-  if (j > 0 && it->id <= ir->items[j - 1].id)
+  bool epi = it->kind == KN__KIR_EPILOGUE;
+  if (j > 0 && (epi ? it->id != ir->items[j - 1].id : it->id <= ir->items[j - 1].id))
     return bad(ir, j, "runs at node %d, not after the item before it", it->id);
-  kn_status s = check_reads(ir, j, st);
+  kn_status s = epi ? check_epilogue(ir, j) : KN_OK;
+  if (s == KN_OK) s = check_reads(ir, j, st);
   for (int k = 0; s == KN_OK && k < it->nfree_before; k++) {
     int f = it->free_before[k];
     s = f >= 0 && f < ir->p->nslots && ir->last[f] >= j

@@ -10,8 +10,18 @@
 **   KN__KIR_REDUCTION  a reduction group's kernel: rows of a space, each
 **                      reduced over the masked dims (the group's members);
 **   KN__KIR_EXTERN     an extern step: kiln's eager op called from the
-**                      generated code (GEMM / convolution calls carry their
-**                      fused epilogue in the node, gemm.c).
+**                      generated code;
+**   KN__KIR_EPILOGUE   a pointwise kernel fused into the GEMM / convolution
+**                      extern step right before it (same id; the scheduler's
+**                      epilogue pass, sched_epi.c): the extern call computes
+**                      its output in blocks of rows (gemm.c) and the kernel
+**                      runs over each block (rows [r0, r1) of its space)
+**                      while it is in cache. Its fields are a pointwise
+**                      kernel's; step is the extern's. The memory plan
+**                      writes its output over the GEMM's output when
+**                      nothing else reads that (the GEMM is then computed
+**                      in the output's buffer and never exists apart), and
+**                      places every buffer event of the step on this item.
 **
 ** Each kernel item names the buffers (value slots) it reads, with their
 ** sizes and strides (a size-1 or missing leading dim is a broadcast), the
@@ -34,7 +44,9 @@
 
 #include "inductor/inductor.h"
 
-typedef enum kn__kir_kind { KN__KIR_POINTWISE, KN__KIR_REDUCTION, KN__KIR_EXTERN } kn__kir_kind;
+typedef enum kn__kir_kind {
+  KN__KIR_POINTWISE, KN__KIR_REDUCTION, KN__KIR_EXTERN, KN__KIR_EPILOGUE
+} kn__kir_kind;
 
 /* A buffer a kernel reads: its slot and the value's metadata (dtype, sizes,
 ** strides, as the plan's graph has them; borrowed from the graph). */
@@ -57,7 +69,8 @@ typedef struct kn__kir_write {
 typedef struct kn__kir_item {
   kn__kir_kind kind;
   int id;                 /* kernels: the node where the kernel runs (kernel<id>); extern: its node */
-  int step;               /* extern: the step index (rt->ext) */
+  int step;               /* extern, epilogue: the step index (rt->ext, rt->ext_epi) */
+  int gemm;               /* epilogue: the slot of the extern's output it reads */
   int group;              /* reduction: the plan's group index; -1 otherwise */
   const kn__vmeta *space; /* kernels: the iteration sizes (a group: the space S) */
   unsigned mask;          /* reduction: bit d set when dim d is reduced */
@@ -97,7 +110,8 @@ kn_status kn__kir_plan_memory(kn__kir *ir);
 ** buffers and has at most KN__HZ_MAX roots; reads are broadcastable to the
 ** kernel's space and writes have its sizes (a group's row outputs: with
 ** the reduced dims 1); a buffer taken over is dead and has the same sizes
-** and dtype. KN_OK, or KN_EINTERNAL with a message naming the item, the
+** and dtype; an epilogue follows its extern step and reads its output
+** with the kernel's sizes, contiguously. KN_OK, or KN_EINTERNAL with a message naming the item, the
 ** slot and what was expected and found. */
 kn_status kn__kir_verify(const kn__kir *ir);
 /* The IR as text, appended to sb (one line per item, indented lines for
@@ -105,6 +119,9 @@ kn_status kn__kir_verify(const kn__kir *ir);
 kn_status kn__kir_print(const kn__kir *ir, kn__sb *sb);
 /* Free what kn__kir_build allocated (not the plan). */
 void kn__kir_free(kn__kir *ir);
+
+/* Is item j an extern step whose epilogue is item j + 1? */
+bool kn__kir_has_epilogue(const kn__kir *ir, int j);
 
 /* Is the slot's value (m) read with exactly the kernel space's sizes,
 ** contiguously (element i at offset i)? */

@@ -13,6 +13,9 @@
 **     v2 = mul(v1, v1)
 **     write s1 <- new
 **   end: free s1
+**
+** An epilogue kernel (after its extern step, same node) reads
+**   1: epilogue kernel 3 float32[8, 16] (roots relu; over blocks of step 0's output s3)
 */
 #include "core/error.h"
 #include "inductor/kir.h"
@@ -95,8 +98,9 @@ static void put_head(kn__sb *sb, const kn__kir *ir, int j) {
                   n->opdef ? n->opdef->name : "?", n->name);
     return;
   }
-  kn__sb_printf(sb, "%d: %s kernel %d %s", j, it->kind == KN__KIR_POINTWISE ? "pointwise"
-                : "reduction", it->id, kn_dtype_name(it->space->dtype));
+  const char *kind = it->kind == KN__KIR_POINTWISE ? "pointwise"
+                     : it->kind == KN__KIR_EPILOGUE ? "epilogue" : "reduction";
+  kn__sb_printf(sb, "%d: %s kernel %d %s", j, kind, it->id, kn_dtype_name(it->space->dtype));
   put_syms(sb, it->space->sizes, it->space->ndim);
   if (it->kind == KN__KIR_REDUCTION) {
     kn__sb_printf(sb, " (reduced mask 0x%x)\n", it->mask);
@@ -105,6 +109,8 @@ static void put_head(kn__sb *sb, const kn__kir *ir, int j) {
   kn__sb_puts(sb, " (roots");
   for (int o = 0; o < it->nroots; o++)
     kn__sb_printf(sb, " %s", kn__graph_node(ir->p->g, it->roots[o])->name);
+  if (it->kind == KN__KIR_EPILOGUE)
+    kn__sb_printf(sb, "; over blocks of step %d's output s%d", it->step, it->gemm);
   kn__sb_puts(sb, ")\n");
 }
 

@@ -92,9 +92,10 @@ static void classify(kn__ind_plan *p, const kn__gnode *n) {
   }
 }
 
-kn_status kn__ind_plan_build(const kn__graph *g, kn__ind_plan *p) {
+kn_status kn__ind_plan_build(const kn__graph *g, bool epilogues, kn__ind_plan *p) {
   memset(p, 0, sizeof *p);
   p->g = g;
+  p->epilogues = epilogues;
   p->nnodes = kn__graph_num_nodes(g);
   kn_status st = alloc_plan(p, p->nnodes);
   if (st != KN_OK) {

@@ -20,6 +20,9 @@
 **    common buffer are one loop writing several outputs.
 ** 4. Slots: a node gets a buffer only when something outside its kernel
 **    reads it (another kernel, an extern call, the graph's output).
+** 5. Epilogues (sched_epi.c, when the target runs them): a pointwise kernel
+**    reading the whole output of a GEMM / convolution extern call runs in
+**    that call, over blocks of its output.
 **
 ** Capacities: a kernel reads at most KN__KER_MAX_READS buffers. Steps 1-3
 ** split rather than exceed it (a member refused, an inlined operand
@@ -715,14 +718,21 @@ static void schedule_log(const sctx *s) {
   if (!KN_ARTIFACT_ENABLED(KN_ART_SCHEDULE)) return;
   const kn__ind_plan *p = s->p;
   kn__sb sb = KN__SB_INIT;
-  kn__sb_printf(&sb, "schedule: %d kernels, %d extern calls, %d nodes fused, %d reduction groups\n",
+  kn__sb_printf(&sb, "schedule: %d kernels, %d extern calls, %d nodes fused, %d reduction groups",
                 p->nkernels, p->nsteps, p->nfused, p->ngroups);
+  if (p->nepilogues) kn__sb_printf(&sb, ", %d epilogues", p->nepilogues);
+  kn__sb_putc(&sb, '\n');
   for (int i = 0; i < s->nn; i++) {
     const kn__ind_node *in = &p->nodes[i];
     const kn__gnode *n = node(s, i);
     if (in->kind == KN__IND_EXTERN) {
-      kn__sb_printf(&sb, "  extern %s (%s)\n", n->name, n->target);
-    } else if (pw_root(in) && (in->hz < 0 || in->hz == i)) {
+      kn__sb_printf(&sb, "  extern %s (%s)", n->name, n->target);
+      if (in->epi >= 0) {
+        kn__sb_printf(&sb, " + epilogue kernel %s ", node(s, in->epi)->name);
+        put_sizes(&sb, &node(s, in->epi)->meta[0]);
+      }
+      kn__sb_putc(&sb, '\n');
+    } else if (pw_root(in) && in->epi < 0 && (in->hz < 0 || in->hz == i)) {
       kn__sb_printf(&sb, "  kernel%d: pointwise", i);
       for (int m = 0; m <= i; m++)
         if (m == i || (in->hz == i && pw_root(&p->nodes[m]) && p->nodes[m].hz == i))
@@ -760,6 +770,7 @@ kn_status kn__ind_schedule(kn__ind_plan *p, bool allow) {
     p->nodes[i].group = -1;
     p->nodes[i].hz = -1;
     p->nodes[i].expr = false;
+    p->nodes[i].epi = -1;
   }
   kn_status st = build_users(&s);
   s.reads = calloc((size_t)p->nnodes + 1, sizeof *s.reads);
@@ -779,6 +790,7 @@ kn_status kn__ind_schedule(kn__ind_plan *p, bool allow) {
   if (st == KN_OK) {
     if (allow) horizontal(&s);
     group_slots(&s);
+    if (allow && p->epilogues) kn__ind_schedule_epilogues(p, s.fusion_log);
     schedule_log(&s);
   }
   free(s.uoff);

@@ -39,6 +39,7 @@ const kn__ind_target kn__ind_target_c = {
     .load = kn__ind_load_fd,
     .openmp = true,
     .vector_abi = true,
+    .epilogues = true,
 };
 
 const kn__ind_target kn__ind_target_c_scalar = {
@@ -54,6 +55,7 @@ const kn__ind_target kn__ind_target_c_scalar = {
     .load = kn__ind_load_fd,
     .openmp = false,
     .vector_abi = false,
+    .epilogues = true,
 };
 
 static const kn__ind_target *const targets[] = {&kn__ind_target_c, &kn__ind_target_c_scalar};

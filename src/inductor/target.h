@@ -58,6 +58,9 @@ struct kn__ind_target {
   /* The C family's dialect (read by codegen.c's C printer). */
   bool openmp;     /* `#pragma omp parallel for` over blocks and rows */
   bool vector_abi; /* simd declarations, x86-64 vector-ABI versions, GCC vectoriser pragmas */
+  /* The target runs epilogue items (kir.h): the scheduler fuses pointwise
+  ** kernels into GEMM / convolution extern steps only for such a target. */
+  bool epilogues;
 };
 
 /* The C targets (target.c). */

@@ -352,10 +352,18 @@ static kn_status cu_kernel(const kn__ind_target *t, kn__kir *ir, int j, kn__sb *
 
 /* Kernels over the dtypes that have a C type; a reduction's per-element
 ** values kept for a later pass are recomputed (no stash), and vector-math
-** blocks are per-element calls: nothing else is refused. */
+** blocks are per-element calls. Epilogue items are refused (the GEMM runs
+** on the device through an eager op, which hands out no blocks of its
+** output); the target says so (epilogues false), so the
+** scheduler keeps such a kernel separate and none reaches here. */
 static bool cu_supports(const kn__ind_target *t, const kn__kir *ir, int j, const char **why) {
   (void)t;
   const kn__kir_item *it = &ir->items[j];
+  if (it->kind == KN__KIR_EPILOGUE) {
+    *why = "an epilogue kernel (GEMM epilogues run on the C targets only; the scheduler keeps "
+           "it a kernel of its own for this target)";
+    return false;
+  }
   for (int w = 0; w < it->nwrites; w++) {
     const kn__gnode *n = kn__graph_node(ir->p->g, it->writes[w].node);
     if (!kn__ind_ctype(n->meta[0].dtype)) {

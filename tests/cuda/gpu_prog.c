@@ -29,7 +29,7 @@ static char *gen_source(void *ud) {
 
 static kn_status build(const kn__graph *g, gpu_prog *p) {
   kn_status st = kn__ind_post_grad(g, &p->g);
-  if (st == KN_OK) st = kn__ind_plan_build(p->g, &p->plan);
+  if (st == KN_OK) st = kn__ind_plan_build(p->g, false, &p->plan);
   if (st != KN_OK) return st;
   kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(p->g));
   char *text = kn__graph_serialize(p->g);

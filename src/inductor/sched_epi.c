@@ -152,7 +152,7 @@ int kn__ind_schedule_epilogues(kn__ind_plan *p, bool log) {
     fused++;
   }
   free(prev);
-  if (log)
+  if (log && fused)
     KN_LOG_ARTIFACT(KN_ART_FUSION, "fusion: epilogue pass: %d fused, %ld nodes visited for %d "
                     "nodes", fused, work, p->nnodes);
   p->epi_work = work;

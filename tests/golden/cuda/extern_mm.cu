@@ -66,6 +66,17 @@ extern "C" __global__ void kernel2(float *__restrict__ out, const float *__restr
   }
 }
 
+/* kernel 4: relu (grid-stride, flat, 1 inputs) */
+extern "C" __global__ void kernel4(float *__restrict__ out, const float *__restrict__ in0) {
+  const int64_t n = INT64_C(1) * INT64_C(8) * INT64_C(5);
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+      const float ld4_0 = (float)(in0[i]);
+      const float v4 = ((float)(((((float)ld4_0) > 0 || ((float)ld4_0) != ((float)ld4_0)) ? ((float)ld4_0) : (float)0)));  /* relu relu */
+      out[i] = (v4);
+  }
+}
+
 #else
 /* ---- host program (C, gcc) ---- */
 #include <stdbool.h>
@@ -108,12 +119,24 @@ int call(const kn_rt *rt, void *ctx, const int64_t *s) {
       if (rt->launch(ctx, kn_ind_fns[0], grid, block, 0, args)) return -1;
     }
   }
-  if (rt->ext(ctx, 0)) return -1;  /* extern kiln.ops._mm_activation _mm_activation */
+  if (rt->ext(ctx, 0)) return -1;  /* extern kiln.ops.mm mm */
   rt->release(ctx, 3);
+  {  /* relu */
+    void *o;
+    if (rt->alloc(ctx, 4, &o)) return -1;
+    const void *in0 = rt->ptr(ctx, 2);
+    const int64_t n = INT64_C(1) * INT64_C(8) * INT64_C(5);
+    if (n > 0) {
+      const unsigned grid[3] = {kn_grid(n, 256), 1, 1}, block[3] = {256, 1, 1};
+      void *args[] = {&o, (void *)&in0, 0};
+      if (rt->launch(ctx, kn_ind_fns[1], grid, block, 0, args)) return -1;
+    }
+  }
+  rt->release(ctx, 2);
   return 0;
 }
 
 /* the kernels' names, in launch-table order */
-const char *const kn_ind_kernels[] = {"kernel2", 0};
-void *kn_ind_fns[2];
+const char *const kn_ind_kernels[] = {"kernel2", "kernel4", 0};
+void *kn_ind_fns[3];
 #endif

@@ -114,8 +114,8 @@ Test(report_inductor, output_code_page_is_highlighted_c_and_linked, .timeout = 1
   cr_expect(strstr(page, "<span class=\"k\">static</span> <span class=\"k\">void</span> "
                          "<span class=\"fn\">kernel"), "kernel functions highlighted");
   cr_expect(strstr(page, CALL_DEF), "the entry point");
-  cr_expect(strstr(page, "rt-&gt;<span class=\"fn\">ext</span>(ctx, <span class=\"n\">0</span>)"),
-            "the extern mm call, escaped");
+  cr_expect(strstr(page, "rt-&gt;<span class=\"fn\">ext_epi</span>(ctx, <span class=\"n\">0</span>, "),
+            "the extern mm call with its epilogue, escaped");
   cr_expect(strstr(page, "<span class=\"c\">/* extern kiln.ops.mm mm */</span>"), "comments");
   cr_expect(strstr(page, "<span id=\"L1\">"), "line anchors");
   free(page);

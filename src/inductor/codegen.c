@@ -473,9 +473,9 @@ static void epilogue_header(kctx *k, kn__sb *ker, const char *kind) {
   }
   kn__sb_puts(ker, "(epilogue of ");
   kn__cg_put_safe(ker, e->name);
-  kn__sb_printf(ker, ", %s, %d inputs) */\nstatic void kernel%d(void *const *a, void *g, int64_t r0, "
+  kn__sb_printf(ker, ", %s%s, %d inputs) */\nstatic void kernel%d(void *const *a, void *g, int64_t r0, "
                 "int64_t r1) {\n  const int64_t *s = a[0];\n  (void)s;\n  (void)g;\n", kind,
-                k->nleaves, it->id);
+                k->nroots > 1 ? ", horizontal" : "", k->nleaves, it->id);
   for (int o = 0; o < k->nroots; o++) {
     const kn__kir_write *w = &it->writes[o];
     kn__sb_printf(ker, "  %s *restrict ", kn__ind_ctype(k->roots[o]->meta[0].dtype));
@@ -1239,6 +1239,8 @@ static void epilogue_launch(const kn__kir *ir, const kn__kir_item *it, kn__sb *c
   else kn__sb_puts(call, "(void *)0");
   kn__sb_puts(call, ")) return -1;  /* extern ");
   kn__cg_put_safe(call, e->target);
+  kn__sb_putc(call, ' ');
+  kn__cg_put_safe(call, e->name);
   kn__sb_puts(call, " */\n  }\n");
 }
 

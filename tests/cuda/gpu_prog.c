@@ -120,7 +120,8 @@ static int d_launch(void *ctx, void *fn, const unsigned grid[3], const unsigned 
   (void)ctx;
   return kn__cuda_launch(fn, grid, block, shmem, args) == KN_OK ? 0 : -1;
 }
-static const kn__ind_rt d_rt = {d_ext, d_alloc, d_ptr, d_release, d_vmath, d_reuse, d_launch};
+static const kn__ind_rt d_rt = {d_ext, d_alloc, d_ptr, d_release, d_vmath, d_reuse, d_launch,
+                               NULL}; /* CUDA programs run no epilogues */
 
 /* Elements from t's data pointer to its last element. */
 static int64_t span(const kn_tensor *t) {

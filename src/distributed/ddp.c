@@ -5,14 +5,15 @@
 ** registration order (gradients become ready roughly from the last layer
 ** back), each up to bucket_cap_mb and of one dtype. A post-accumulate-grad
 ** hook on every parameter marks it ready; when every parameter of a bucket
-** is ready, the bucket's gradients, divided by the world size, are copied
-** into its flat buffer and an asynchronous all-reduce (sum) of the buffer
-** starts while the rest of the backward runs. Buckets start strictly in index order, so every rank
-** issues the same collectives in the same order. The first hook of a
-** backward queues a final callback (kn_autograd_queue_callback, PyTorch's
-** queue_callback) that, once the backward's last node ran, launches what is
-** left (unused parameters), waits, and writes the averaged gradients back
-** into each .grad: no call is needed after kn_backward.
+** is ready, the bucket's gradients, multiplied by 1 / world size, are
+** copied into its flat buffer and an asynchronous all-reduce (sum) of the
+** buffer starts while the rest of the backward runs. Buckets start strictly
+** in index order, so every rank issues the same collectives in the same
+** order. The first hook of a backward queues a final callback
+** (kn_autograd_queue_callback, PyTorch's queue_callback) that, once the
+** backward's last node ran, launches what is left (unused parameters),
+** waits, and writes the averaged gradients back into each .grad: no call is
+** needed after kn_backward.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,8 +326,8 @@ static void copy_scaled(void *dst, const void *src, int64_t n, kn_dtype dt, int 
   }
 }
 
-/* Bucket bk's j-th slot <- the parameter's gradient divided by the world
-** size (zeros without a gradient). */
+/* Bucket bk's j-th slot <- the parameter's gradient times 1 / world size
+** (zeros without a gradient). */
 static kn_status fill_slot(bucket *bk, int j, int world) {
   kn_tensor *g = kn_grad(bk->ps[j]);
   size_t esz = kn_dtype_size(bk->dtype);
@@ -349,9 +350,9 @@ static kn_status fill_slot(bucket *bk, int j, int world) {
   return st;
 }
 
-/* Copy the bucket's gradients, divided by the world size, into its flat
-** buffer and start the all-reduce (a sum: the average, without a pass of
-** its own over the result). */
+/* Copy the bucket's gradients, times 1 / world size, into its flat buffer
+** and start the all-reduce (a sum: the average, without a pass of its own
+** over the result). */
 static kn_status launch(kn_ddp *ddp, int k) {
   bucket *bk = &ddp->b[k];
   int world = kn_dist_world_size();

@@ -6,6 +6,10 @@
 **     1 rank over the whole batch divided by that of 2 ranks with half the
 **     batch each (2.0 is perfect scaling). Models: an MLP 784-1024-1024-10
 **     and the digits CNN, batch 512, float32.
+**   BENCH ddp_step_1rank_share_<model>: one rank alone over one rank's
+**     share of the batch, without DDP: the whole batch's step over it bounds
+**     the ratio (compute that does not halve with the batch, the optimizer
+**     step every rank repeats).
 **   BENCH ddp_allreduce_overlap_<model>: the share of the gradient
 **     all-reduce time hidden behind the backward (1 - the wait left after
 **     backward / the all-reduce of all gradients alone), and how many buckets
@@ -144,18 +148,24 @@ static void bench_model(bool cnn, int rank, int world) {
   int64_t labels[BATCH];
   for (int i = 0; i < BATCH; i++) labels[i] = i % 10;
   kn_tensor *y = kn_from_array(labels, 1, (int64_t[]){BATCH}, KN_INT64);
-  double one[STEPS], two[STEPS], wait[STEPS];
-  /* 1 rank over the whole batch (the other rank waits at the barrier) */
+  double one[STEPS], half[STEPS], two[STEPS], wait[STEPS];
+  int64_t share = BATCH / world;
+  /* 1 rank over the whole batch, then over one rank's share (the other rank
+  ** waits at the barrier): the second bounds what 2 ranks can reach */
   kn_optimizer *o = sgd(m);
   if (rank == 0)
     for (int i = 0; i < WARMUP + STEPS; i++) {
       times t = step(m, NULL, o, x, y, 0, BATCH);
       if (i >= WARMUP) one[i - WARMUP] = t.step;
     }
+  if (rank == 0)
+    for (int i = 0; i < WARMUP + STEPS; i++) {
+      times t = step(m, NULL, o, x, y, 0, share);
+      if (i >= WARMUP) half[i - WARMUP] = t.step;
+    }
   kn_dist_barrier();
   mark_backward_end(m); /* before wrapping: its callback is queued first */
   kn_ddp *ddp = kn_ddp_wrap(m, NULL);
-  int64_t share = BATCH / world;
   int launched = 0;
   for (int i = 0; i < WARMUP + STEPS; i++) {
     kn_dist_barrier();
@@ -176,6 +186,10 @@ static void bench_model(bool cnn, int rank, int world) {
     printf("BENCH ddp_step_1rank_%s %.2f ms (batch %d)\n", name, 1e3 * t1, BATCH);
     printf("BENCH ddp_step_2ranks_%s %.2f ms (batch %d each)\n", name, 1e3 * t2, BATCH / world);
     printf("RATIO ddp_2ranks_step_vs_1rank_%s %.2f (goal >= 1.6)\n", name, t1 / t2);
+    double th = median(half, STEPS);
+    printf("BENCH ddp_step_1rank_share_%s %.2f ms (batch %lld alone, no DDP: the ratio with free "
+           "gradient averaging and no contention is at most %.2f)\n", name, 1e3 * th,
+           (long long)share, t1 / th);
     printf("BENCH ddp_allreduce_overlap_%s %.2f (all-reduce alone %.2f ms, wait after backward "
            "%.2f ms; %d of %d buckets started during backward)\n", name,
            comm > 0 ? fmax(0.0, 1.0 - w / comm) : 0.0, 1e3 * comm, 1e3 * w, launched,

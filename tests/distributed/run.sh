@@ -19,6 +19,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 extra=()
 case $mode in
+  # the user's choice of Open MPI's non-blocking all-reduce (ring) is kept
+  ddp) export OMPI_MCA_coll_libnbc_iallreduce_algorithm=1
+       want="rank 0: ok $mode
+rank 1: ok $mode" ;;
   skip|kill) export KILN_DIST_TIMEOUT=2; want="rank 0: ok $mode"
              [ "$mode" = kill ] && extra=(--enable-recovery) ;;
   *) want="rank 0: ok $mode

@@ -84,6 +84,15 @@ int kn_get_num_threads(void) {
   return n > 0 ? n : omp_get_max_threads();
 }
 
+int kn__par_team(int64_t work, int64_t units, int64_t grain) {
+  if (grain <= 0) return 1;
+  int64_t t = work / grain;
+  if (t > units) t = units;
+  if (t < 2 || omp_in_parallel()) return 1;
+  int m = omp_get_max_threads();
+  return t < m ? (int)t : m;
+}
+
 int kn__threads_team_size(void) {
   kn__threads_sync();
   int size = 1;

@@ -199,3 +199,29 @@ Test(par_team, generated_kernels_enter_openmp_only_when_large) {
   kn_compiled_free(f);
   kn_compiled_free(s);
 }
+
+static kn_tensor *plain_add(kn_tensor *a, kn_tensor *b) { return kn_add(a, b); }
+
+/* A generated loop without vector math moves data: its grain is
+** KN_GRAIN_MEM (2^17, ops/threads.h's KN__GRAIN_MEM), 4 times the other. */
+Test(par_team, generated_data_moving_kernels_take_the_larger_grain) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(plain_add, &o);
+  cr_assert_eq(kn_set_num_threads(8), KN_OK);
+  struct { int64_t rows, cols; unsigned team; } c[] = {
+      {3, KN__GRAIN, 0}, {3, KN__GRAIN_MEM, 3}, {40, KN__GRAIN_MEM, 8}};
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+    kn_tensor *a = values(c[i].rows, c[i].cols);
+    kn_release(kn_call_t(f, a, a)); /* compiles (each size once: static) */
+    reset();
+    kn_tensor *y = kn_call_t(f, a, a);
+    cr_assert(y, "%s", kn_last_error());
+    cr_expect_eq(atomic_load(&ncalls), c[i].team ? 1 : 0, "%lld elements: %d regions",
+                 (long long)(c[i].rows * c[i].cols), atomic_load(&ncalls));
+    if (c[i].team) cr_expect_eq(atomic_load(&last_team), c[i].team, "team %u", atomic_load(&last_team));
+    cr_expect_eq(((float *)kn_data(y))[7], 2 * ((float *)kn_data(a))[7]);
+    kn_release(y);
+    kn_release(a);
+  }
+  kn_compiled_free(f);
+}

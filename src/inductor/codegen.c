@@ -62,17 +62,20 @@ static const char prelude[] =
     "#endif\n\n";
 
 /* The OpenMP targets' team sizes (run_parts): a kernel of `work` elements
-** in `units` pieces (elements, rows) takes one thread per KN_GRAIN elements,
+** in `units` pieces (elements, rows) takes one thread per grain elements,
 ** at most one per piece and the threads set (kn_set_num_threads, which sets
 ** OpenMP's count on every calling thread); under two it runs on the calling
-** thread and calls nothing of OpenMP's. docs/INDUCTOR.md, "Threads", has
-** the measurements behind KN_GRAIN (KN__PAR_GRAIN in ops/iter.h, the same
-** value, governs eager kernels). */
+** thread and calls nothing of OpenMP's. The grain is KN_GRAIN for kernels
+** that compute (vector math, reductions), KN_GRAIN_MEM for those that only
+** move data with a few operations an element; ops/threads.h's KN__GRAIN
+** and KN__GRAIN_MEM, the eager kernels' grains, are the same values and
+** docs/KERNELS.md, "Threads", has the measurements behind them. */
 static const char omp_prelude[] =
     "#define KN_GRAIN 32768\n"
+    "#define KN_GRAIN_MEM 131072\n"
     "int omp_get_max_threads(void);\n"
-    "static inline int kn_team(int64_t work, int64_t units) {\n"
-    "  int64_t t = work / KN_GRAIN;\n"
+    "static inline int kn_team(int64_t work, int64_t units, int64_t grain) {\n"
+    "  int64_t t = work / grain;\n"
     "  if (t > units) t = units;\n"
     "  if (t < 2) return 1;\n"
     "  const int m = omp_get_max_threads();\n"
@@ -453,17 +456,17 @@ static void row_loop(kctx *k, kn__sb *sb, const char *body) {
 ** the prelude). Without OpenMP, one call. Shares of elements start on
 ** multiples of 64, so no two threads write one cache line. */
 static void run_parts(const kctx *k, kn__sb *sb, const char *fn, const char *n, const char *work,
-                      int align, const char *args) {
+                      const char *grain, int align, const char *args) {
   if (!k->t->openmp) {
     kn__sb_printf(sb, "  %s(0, %s%s);\n", fn, n, args);
     return;
   }
-  kn__sb_printf(sb, "  const int nt = kn_team(%s, %s);\n"
+  kn__sb_printf(sb, "  const int nt = kn_team(%s, %s, %s);\n"
                     "  if (nt < 2) {\n    %s(0, %s%s);\n    return;\n  }\n"
                     "  #pragma omp parallel for num_threads(nt)\n"
                     "  for (int t = 0; t < nt; t++)\n"
                     "    %s(kn_share(%s, t, nt, %d), kn_share(%s, t + 1, nt, %d)%s);\n",
-                work, n, fn, n, args, fn, n, align, n, align, args);
+                work, n, grain, fn, n, args, fn, n, align, n, align, args);
 }
 
 /* The comment of a pointwise kernel named after its last root. */
@@ -507,9 +510,10 @@ static void kernel_open(const kctx *k, kn__sb *ker, bool part) {
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
 }
 
-/* kernelN: its elements n (and rows of a row loop) and run_parts. The
-** sizes' text comes first: it may read symbols kernel_open declares. */
-static void kernel_entry(kctx *k, kn__sb *ker) {
+/* kernelN: its elements n (and rows of a row loop) and run_parts (computes:
+** the loop calls vector math). The sizes' text comes first: it may read
+** symbols kernel_open declares. */
+static void kernel_entry(kctx *k, kn__sb *ker, bool computes) {
   kn__sb n, fn, args;
   kn__sb_init(&n);
   kn__sb_init(&fn);
@@ -527,8 +531,8 @@ static void kernel_entry(kctx *k, kn__sb *ker) {
   kernel_params(k, &args, true);
   kernel_open(k, ker, false);
   kn__sb_puts(ker, kn__sb_cstr(&n));
-  run_parts(k, ker, kn__sb_cstr(&fn), k->flat ? "n" : "rows", "n", k->flat ? 64 : 1,
-            kn__sb_cstr(&args));
+  run_parts(k, ker, kn__sb_cstr(&fn), k->flat ? "n" : "rows", "n",
+            computes ? "KN_GRAIN" : "KN_GRAIN_MEM", k->flat ? 64 : 1, kn__sb_cstr(&args));
   kn__sb_puts(ker, "}\n\n");
   if (kn__sb_failed(&n) || kn__sb_failed(&fn) || kn__sb_failed(&args)) k->failed = true;
   kn__sb_fini(&n);
@@ -614,7 +618,7 @@ static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_
   kernel_open(k, ker, true);
   kn__sb_puts(ker, kn__sb_cstr(&loop));
   kn__sb_puts(ker, "}\n");
-  kernel_entry(k, ker);
+  kernel_entry(k, ker, strstr(kn__sb_cstr(&body), "kn_vm_") != NULL);
   kn_status st = kn__cg_kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&loop));
   kn__sb_fini(&body);
   kn__sb_fini(&loop);
@@ -1117,7 +1121,7 @@ static void group_text(kctx *k, int root, const char *row, kn__sb *ker) {
   kn__sb_printf(&fn, "kn_rows%d", root);
   kn__sb_puts(&args, ", s");
   group_params(k, &args, true);
-  run_parts(k, ker, kn__sb_cstr(&fn), "outer", "outer * red", 1, kn__sb_cstr(&args));
+  run_parts(k, ker, kn__sb_cstr(&fn), "outer", "outer * red", "KN_GRAIN", 1, kn__sb_cstr(&args));
   kn__sb_puts(ker, "}\n\n");
   if (kn__sb_failed(&fn) || kn__sb_failed(&args)) k->failed = true;
   kn__sb_fini(&fn);

@@ -39,7 +39,7 @@ bool kn__threads_parse(const char *v, int *n, char *why, size_t len);
 ** copy, fill, compare, gather). docs/KERNELS.md, "Threads", has the
 ** measurements behind them; the generated code's KN_GRAIN is KN__GRAIN. */
 #define KN__GRAIN ((int64_t)1 << 15)
-#define KN__GRAIN_MEM ((int64_t)1 << 16)
+#define KN__GRAIN_MEM ((int64_t)1 << 17)
 
 /* The team for a loop of `work` elements in `units` independent pieces
 ** (rows, blocks): work / grain threads, at most units and the threads set

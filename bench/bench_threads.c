@@ -8,8 +8,9 @@
 **     OpenMP; with the per-element times below, the grain it implies
 **     (BENCH threads_breakeven_elems_*: the elements a thread must get to
 **     pay for its wake-up: wake / ns per element) beside KN__GRAIN;
-**   BENCH threads_call_overhead_ns_{1T,2T}: a compiled a + b on one-element
-**     tensors (bench_inductor's call_overhead_ns, in wall time);
+**   BENCH threads_call_overhead_us_{1T,2T} and RATIO call_overhead_2T_vs_1T
+**     (goal >= 0.9): a compiled a + b on one-element tensors
+**     (bench_inductor's call_overhead_ns, in wall time);
 **   BENCH threads_cnn_infer_b1_us_{1T,2T} and RATIO cnn_infer_b1_2T_vs_1T
 **     (goal >= 0.9: a second thread never makes small work slower): the
 **     digits CNN (examples/digits.c) forward on one 8x8 image, compiled,
@@ -97,18 +98,6 @@ static void run_call2(void *ud) {
   kn_release(y);
 }
 
-static void bench_call_overhead(void) {
-  kn_compile_options o = {.backend = "inductor"};
-  call2 c = {KN_COMPILE(add2, &o), kn_ones(KN_SHAPE(1), KN_FLOAT32), kn_ones(KN_SHAPE(1), KN_FLOAT32)};
-  if (!c.f) die("compile");
-  for (int t = 1; t <= 2; t++) {
-    kn_set_num_threads(t);
-    printf("BENCH threads_call_overhead_ns_%dT %.0f ns\n", t, per_call(run_call2, &c, 5000) * 1e9);
-  }
-  kn_compiled_free(c.f);
-  kn_release(c.a), kn_release(c.b);
-}
-
 static kn_value cnn_fn(const kn_value *args, int nargs, void *ud) {
   (void)nargs, (void)ud;
   return kn_vtensor(kn_nn_forward(args[0].u.m, args[1].u.t));
@@ -123,15 +112,34 @@ static void run_infer(void *ud) {
   kn_value_release(out);
 }
 
-/* The ratio 1T / 2T of fn, printed as BENCH and RATIO lines under name. */
+/* The ratio 1T / 2T of fn, printed as BENCH and RATIO lines under name:
+** medians of REPS runs of inner calls, 1 and 2 threads taking turns (so
+** that a change in the machine's load falls on both). */
 static void compare(const char *name, void (*fn)(void *), void *ud, int inner) {
-  double t[2];
+  double t[2][REPS];
   for (int k = 0; k < 2; k++) {
     kn_set_num_threads(k + 1);
-    t[k] = per_call(fn, ud, inner);
+    fn(ud); /* set-up (a compile at this thread count) apart */
   }
-  printf("BENCH threads_%s_us_1T %.1f us 2T %.1f us\n", name, t[0] * 1e6, t[1] * 1e6);
-  printf("RATIO %s_2T_vs_1T %.2f (goal >= 0.9)\n", name, t[0] / t[1]);
+  for (int r = 0; r < REPS; r++)
+    for (int k = 0; k < 2; k++) {
+      kn_set_num_threads(k + 1);
+      double t0 = kn_bench_wall_s();
+      for (int i = 0; i < inner; i++) fn(ud);
+      t[k][r] = (kn_bench_wall_s() - t0) / inner;
+    }
+  double t1 = kn_bench_median(t[0], REPS), t2 = kn_bench_median(t[1], REPS);
+  printf("BENCH threads_%s_us_1T %.1f us 2T %.1f us\n", name, t1 * 1e6, t2 * 1e6);
+  printf("RATIO %s_2T_vs_1T %.2f (goal >= 0.9)\n", name, t1 / t2);
+}
+
+static void bench_call_overhead(void) {
+  kn_compile_options o = {.backend = "inductor"};
+  call2 c = {KN_COMPILE(add2, &o), kn_ones(KN_SHAPE(1), KN_FLOAT32), kn_ones(KN_SHAPE(1), KN_FLOAT32)};
+  if (!c.f) die("compile");
+  compare("call_overhead", run_call2, &c, 2000);
+  kn_compiled_free(c.f);
+  kn_release(c.a), kn_release(c.b);
 }
 
 static void bench_cnn(void) {

@@ -19,7 +19,8 @@
 **
 ** Loops: when every input of a kernel is read contiguously with the
 ** kernel's own sizes (or is one broadcast element), one flat loop in blocks
-** (OpenMP over blocks above KN_PAR_MIN elements, a contiguous inner loop gcc
+** (a function of a range of elements, run by a team sized from a grain when
+** large: run_parts; a contiguous inner loop gcc
 ** vectorises); otherwise rows of the last dimension, each input's row offset
 ** computed from its strides (broadcast dimensions have stride 0, views are
 ** read through their strides: no copies). Sizes and strides that are

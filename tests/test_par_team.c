@@ -225,3 +225,46 @@ Test(par_team, generated_data_moving_kernels_take_the_larger_grain) {
   }
   kn_compiled_free(f);
 }
+
+static kn_value cnn_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  return kn_vtensor(kn_nn_forward(args[0].u.m, args[1].u.t));
+}
+
+/* The digits CNN (examples/digits.c) on one 8x8 image, compiled, without
+** gradients: its convolutions and GEMM (oneDNN) are under a grain of
+** multiply-adds, so nothing of it enters OpenMP at 2 threads; on a batch
+** of 64 32x32 images the first convolution does, with the threads set. */
+Test(par_team, batch_one_cnn_inference_never_enters_openmp) {
+  kn_generator *g = kn_generator_new(0);
+  kn_conv2d_options same = {.padding_same = true};
+  kn_module *m = kn_nn_sequential(
+      8, (kn_module *[]){kn_nn_conv2d(1, 16, 3, 3, &same, g), kn_nn_relu(),
+                         kn_nn_maxpool2d(2, 0, 0), kn_nn_conv2d(16, 32, 3, 3, &same, g),
+                         kn_nn_relu(), kn_nn_maxpool2d(2, 0, 0), kn_nn_flatten(1, -1),
+                         kn_nn_linear(32 * 2 * 2, 10, true, g)});
+  kn_compiled *f = kn_compile_fn(cnn_fn, NULL, 2, "cnn_fn", __FILE__, __LINE__, NULL);
+  kn_tensor *x = kn_rand(KN_SHAPE(1, 1, 8, 8), g, KN_FLOAT32);
+  bool prev = kn_no_grad_begin();
+  cr_assert_eq(kn_set_num_threads(2), KN_OK);
+  kn_value args[2] = {kn_vmodule(m), kn_vtensor(x)}, out[2];
+  cr_assert_eq(kn_call(f, args, 2, &out[0]), KN_OK, "%s", kn_last_error()); /* compiles */
+  reset();
+  cr_assert_eq(kn_call(f, args, 2, &out[1]), KN_OK, "%s", kn_last_error());
+  cr_expect_eq(atomic_load(&ncalls), 0, "%d OpenMP regions", atomic_load(&ncalls));
+  cr_expect(same_bits(out[0].u.t, out[1].u.t));
+  kn_value_release(out[0]), kn_value_release(out[1]);
+  kn_tensor *big = kn_rand(KN_SHAPE(64, 1, 32, 32), g, KN_FLOAT32);
+  kn_module *conv = kn_nn_conv2d(1, 16, 3, 3, &same, g);
+  reset();
+  kn_tensor *y = kn_nn_forward(conv, big);
+  cr_assert(y, "%s", kn_last_error());
+  cr_expect_geq(atomic_load(&ncalls), 1, "a 9.4M multiply-add convolution ran on one thread");
+  cr_expect_eq(atomic_load(&last_team), 2u, "team %u", atomic_load(&last_team));
+  kn_no_grad_end(prev);
+  kn_release(y), kn_release(big), kn_release(x);
+  kn_module_free(conv);
+  kn_module_free(m);
+  kn_compiled_free(f);
+  kn_generator_free(g);
+}

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -91,6 +92,17 @@ int kn__par_team(int64_t work, int64_t units, int64_t grain) {
   if (t < 2 || omp_in_parallel()) return 1;
   int m = omp_get_max_threads();
   return t < m ? (int)t : m;
+}
+
+int kn__par_limit(int64_t work, int64_t grain) {
+  int t = kn__par_team(work, INT64_MAX, grain), m = omp_get_max_threads();
+  if (t >= m) return 0;
+  omp_set_num_threads(t);
+  return m;
+}
+
+void kn__par_restore(int prev) {
+  if (prev > 0) omp_set_num_threads(prev);
 }
 
 int kn__threads_team_size(void) {

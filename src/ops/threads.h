@@ -48,6 +48,19 @@ bool kn__threads_parse(const char *v, int *n, char *why, size_t len);
 ** the loop is at least two grains. */
 int kn__par_team(int64_t work, int64_t units, int64_t grain);
 
+/* Multiply-adds a thread of a library's GEMM or convolution (oneDNN) gets
+** at least: 2^20, some 30 us of AVX2 FMAs, a few wake-ups. */
+#define KN__GRAIN_MAC ((int64_t)1 << 20)
+
+/* Before a library call (oneDNN) doing `work` units: when the team from
+** grain (kn__par_team) is smaller than OpenMP's count on this thread, set
+** that count to the team (a thread-local setting; oneDNN reads it when it
+** creates and runs a primitive) and return the count to restore with
+** kn__par_restore; else 0 and nothing changes. A call of a team of one
+** then runs on the calling thread without entering OpenMP. */
+int kn__par_limit(int64_t work, int64_t grain);
+void kn__par_restore(int prev);
+
 /* KN__PAR_FOR(team, loop): the `for` loop run by an OpenMP team of `team`
 ** threads (schedule static) when team > 1, else a plain loop on the
 ** calling thread: unlike `#pragma omp parallel for if (...)`, a false

@@ -341,11 +341,12 @@ Test(inductor_ctime, tiered_setting_is_checked) {
 /* ---- what gcc compiles fast --------------------------------------------------------------- */
 static kn_tensor *softmax_rows(kn_tensor *x) { return kn_softmax(x, 1); }
 
-/* Under OpenMP a reduction group's row is a function of its own with the
+/* A reduction group's rows are a function of a range of rows with the
 ** kernel's restrict pointers (gcc's outlined OpenMP body would read them
 ** from a struct, unqualified, and version every inner loop for aliasing:
-** three times the compile time); the loop over rows calls it. The scalar
-** target has no OpenMP region: one loop. */
+** three times the compile time); under OpenMP each thread of the team
+** calls it for its share. The scalar target has no OpenMP region: the
+** kernel calls it once. */
 Test(inductor_ctime, reduction_rows_are_a_function_under_openmp) {
   const char *targets[] = {"c", "c_scalar"};
   for (int t = 0; t < 2; t++) {
@@ -362,10 +363,14 @@ Test(inductor_ctime, reduction_rows_are_a_function_under_openmp) {
   unsetenv("KILN_INDUCTOR_TARGET");
   char *src = kn_test_inductor_sources(cache);
   cr_assert_not_null(src);
-  /* both programs are in the cache: one row function, called from the c loop */
-  cr_expect_eq(count(src, "static void kn_rows"), 1, "%s", src);
-  cr_expect_eq(count(src, "  for (int64_t o = 0; o < outer; o++) kn_rows"), 1, "%s", src);
-  cr_expect_eq(count(src, "  for (int64_t o = 0; o < outer; o++) {\n"), 1, "%s", src);
+  /* both programs are in the cache: a row function each, called by the c
+  ** target's team */
+  cr_expect_eq(count(src, "static void kn_rows"), 2, "%s", src);
+  cr_expect_eq(count(src, "(int64_t lo, int64_t hi, const int64_t *restrict s, float *restrict "
+                          "out0, const float *restrict in0) {\n"), 2, "%s", src);
+  cr_expect_eq(count(src, "  #pragma omp parallel for num_threads(nt)\n"
+                          "  for (int t = 0; t < nt; t++)\n    kn_rows"), 1, "%s", src);
+  cr_expect_eq(count(src, "  for (int64_t o = lo; o < hi; o++) {\n"), 2, "%s", src);
   cr_expect_eq(count(src, "static void kernel"), 2);
   free(src);
 }

@@ -19,7 +19,8 @@
 **
 ** Loops: when every input of a kernel is read contiguously with the
 ** kernel's own sizes (or is one broadcast element), one flat loop in blocks
-** (OpenMP over blocks above KN_PAR_MIN elements, a contiguous inner loop gcc
+** (a function of a range of elements, run by a team sized from a grain when
+** large: run_parts; a contiguous inner loop gcc
 ** vectorises); otherwise rows of the last dimension, each input's row offset
 ** computed from its strides (broadcast dimensions have stride 0, views are
 ** read through their strides: no copies). Sizes and strides that are
@@ -39,7 +40,6 @@ static const char prelude[] =
     "#include <stdbool.h>\n"
     "#include <stdint.h>\n"
     "#include <tgmath.h>\n\n"
-    "#define KN_PAR_MIN 65536\n"
     "#define KN_BLOCK 4096\n\n"
     "typedef struct kn_rt {\n"
     "  int (*ext)(void *ctx, int step);\n"
@@ -64,6 +64,33 @@ static const char prelude[] =
     "#if KN_TU_DEFS\n"
     "int kn_ind_abi(void) { return 4; }\n"
     "#endif\n\n";
+
+/* The OpenMP targets' team sizes (run_parts): a kernel of `work` elements
+** in `units` pieces (elements, rows) takes one thread per grain elements,
+** at most one per piece and the threads set (kn_set_num_threads, which sets
+** OpenMP's count on every calling thread); under two it runs on the calling
+** thread and calls nothing of OpenMP's. The grain is KN_GRAIN for kernels
+** that compute (vector math, reductions), KN_GRAIN_MEM for those that only
+** move data with a few operations an element; ops/threads.h's KN__GRAIN
+** and KN__GRAIN_MEM, the eager kernels' grains, are the same values and
+** docs/KERNELS.md, "Threads", has the measurements behind them. */
+static const char omp_prelude[] =
+    "#define KN_GRAIN 32768\n"
+    "#define KN_GRAIN_MEM 131072\n"
+    "int omp_get_max_threads(void);\n"
+    "static inline int kn_team(int64_t work, int64_t units, int64_t grain) {\n"
+    "  int64_t t = work / grain;\n"
+    "  if (t > units) t = units;\n"
+    "  if (t < 2) return 1;\n"
+    "  const int m = omp_get_max_threads();\n"
+    "  return t < m ? (int)t : m;\n"
+    "}\n"
+    "/* the first piece of share i of n pieces over nt threads (multiples of align) */\n"
+    "static inline int64_t kn_share(int64_t n, int i, int nt, int64_t align) {\n"
+    "  int64_t c = (n + nt - 1) / nt;\n"
+    "  c = (c + align - 1) / align * align;\n"
+    "  return (int64_t)i * c < n ? (int64_t)i * c : n;\n"
+    "}\n\n";
 
 /* float16 and bfloat16 elements are their bits (uint16_t); values are float:
 ** a load widens exactly, a node's value is rounded to its dtype (as the eager
@@ -377,16 +404,10 @@ static void stores(const kctx *k, kn__sb *sb, const char *at) {
   }
 }
 
-/* The target's parallel-loop line before a loop over blocks or rows (cond:
-** whether the loop is worth a team), or nothing. */
-static void par_for(const kctx *k, kn__sb *sb, const char *cond) {
-  if (k->t->openmp) kn__sb_printf(sb, "  #pragma omp parallel for if (%s)\n", cond);
-}
-
+/* The loop over a pointwise kernel's elements [lo, hi) in blocks. */
 static void flat_loop(kctx *k, kn__sb *sb, const char *body) {
-  par_for(k, sb, k->epi ? "n - r0 * len >= KN_PAR_MIN" : "n >= KN_PAR_MIN");
-  kn__sb_printf(sb, "  for (int64_t b = %s; b < n; b += KN_BLOCK) {\n", k->epi ? "r0 * len" : "0");
-  kn__sb_puts(sb, "    const int64_t e = n - b < KN_BLOCK ? n : b + KN_BLOCK;\n"
+  kn__sb_puts(sb, "  for (int64_t b = lo; b < hi; b += KN_BLOCK) {\n"
+                  "    const int64_t e = hi - b < KN_BLOCK ? hi : b + KN_BLOCK;\n"
                   "    for (int64_t i = b; i < e; i++) {\n");
   kn__sb_puts(sb, body);
   stores(k, sb, "i");
@@ -418,19 +439,13 @@ static void outer_offsets(kctx *k, kn__sb *sb, int nd, int rk, const char *idx) 
   for (int d = nd - rk - 1; d >= 0; d--) kn__cg_offsets_dim(k, sb, d);
 }
 
+/* The loop over a pointwise kernel's rows [lo, hi) (of the last dim). */
 static void row_loop(kctx *k, kn__sb *sb, const char *body) {
   int nd = k->shape->ndim;
-  if (!k->epi) {
-    kn__sb_puts(sb, "  const int64_t rows = ");
-    kn__cg_numel_text(k, sb, nd - 1);
-    kn__sb_puts(sb, ";\n");
-  }
   kn__sb_puts(sb, "  const int64_t len = ");
   kn__cg_sym_text(k, sb, k->shape->sizes[nd - 1]);
   kn__sb_puts(sb, ";\n");
-  par_for(k, sb, k->epi ? "(r1 - r0) * len >= KN_PAR_MIN" : "n >= KN_PAR_MIN");
-  kn__sb_printf(sb, "  for (int64_t r = %s; r < %s; r++) {\n", k->epi ? "r0" : "0",
-                k->epi ? "r1" : "rows");
+  kn__sb_puts(sb, "  for (int64_t r = lo; r < hi; r++) {\n");
   outer_offsets(k, sb, nd, 1, "r");
   kn__sb_puts(sb, "    for (int64_t j = 0; j < len; j++) {\n");
   kn__sb_puts(sb, body);
@@ -438,44 +453,101 @@ static void row_loop(kctx *k, kn__sb *sb, const char *body) {
   kn__sb_puts(sb, "    }\n  }\n");
 }
 
-/* The comment and signature of a pointwise kernel named after its last root. */
-static void kernel_header(kctx *k, kn__sb *ker, const char *kind) {
+/* One call of part function fn over all n pieces: fn(0, n, ...), or
+** fn(base, base + n, ...) when the pieces start at base. */
+static void whole_call(kn__sb *sb, const char *ind, const char *fn, const char *base,
+                       const char *n, const char *args) {
+  if (base) kn__sb_printf(sb, "%s%s(%s, %s + %s%s);\n", ind, fn, base, base, n, args);
+  else kn__sb_printf(sb, "%s%s(0, %s%s);\n", ind, fn, n, args);
+}
+
+/* How a kernel runs its part function fn over n pieces (elements or rows,
+** from base, or 0 when base is NULL; work elements in all; the arguments
+** after the range: args): on the calling thread when the team is one
+** thread (no OpenMP call at all), else one share per thread of a team
+** sized by KN_GRAIN (kn_team, kn_share in the prelude). Without OpenMP,
+** one call. Shares of elements start on multiples of 64 (from base), so no
+** two threads write one cache line. */
+static void run_parts(const kctx *k, kn__sb *sb, const char *fn, const char *base, const char *n,
+                      const char *work, const char *grain, int align, const char *args) {
+  const char *b = base ? base : "", *plus = base ? " + " : "";
+  if (!k->t->openmp) {
+    whole_call(sb, "  ", fn, base, n, args);
+    return;
+  }
+  kn__sb_printf(sb, "  const int nt = kn_team(%s, %s, %s);\n  if (nt < 2) {\n", work, n, grain);
+  whole_call(sb, "    ", fn, base, n, args);
+  kn__sb_printf(sb, "    return;\n  }\n"
+                    "  #pragma omp parallel for num_threads(nt)\n"
+                    "  for (int t = 0; t < nt; t++)\n"
+                    "    %s(%s%skn_share(%s, t, nt, %d), %s%skn_share(%s, t + 1, nt, %d)%s);\n",
+                fn, b, plus, n, align, b, plus, n, align, args);
+}
+
+/* The comment of a pointwise kernel named after its last root. */
+static void kernel_comment(const kctx *k, kn__sb *ker, const char *kind) {
   const kn__gnode *last = k->roots[k->nroots - 1];
   kn__sb_printf(ker, "/* kernel %d: ", last->index);
   for (int o = 0; o < k->nroots; o++) {
     if (o) kn__sb_putc(ker, ' ');
     kn__cg_put_safe(ker, k->roots[o]->name);
   }
-  kn__sb_printf(ker, " (%s%s, %d inputs) */\nstatic void kernel%d(const int64_t *restrict s", kind,
-                k->nroots > 1 ? ", horizontal" : "", k->nleaves, last->index);
+  kn__sb_printf(ker, " (%s%s, %d inputs) */\n", kind, k->nroots > 1 ? ", horizontal" : "",
+                k->nleaves);
+}
+
+/* A pointwise kernel's pointer parameters (after s), or with names only
+** the arguments passing them on. */
+static void kernel_params(const kctx *k, kn__sb *ker, bool names) {
   for (int o = 0; o < k->nroots; o++) {
-    kn__sb_printf(ker, ", %s *restrict ", kn__ind_ctype(k->roots[o]->meta[0].dtype));
+    if (!names) kn__sb_printf(ker, ", %s *restrict ", kn__ind_ctype(k->roots[o]->meta[0].dtype));
+    else kn__sb_puts(ker, ", ");
     out_ptr(k, ker, o);
   }
   for (int i = 0; i < k->nleaves; i++)
-    if (k->alias[i] < 0)
-      kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
+    if (k->alias[i] >= 0) continue;
+    else if (names) kn__sb_printf(ker, ", in%d", i);
+    else kn__sb_printf(ker, ", const %s *restrict in%d", kn__ind_ctype(k->leaves[i].m->dtype), i);
+}
+
+/* The signature and first statements of kernelN (part: kn_partN, the
+** loop over pieces [lo, hi), which gcc keeps out of line: the kernel calls
+** it from two places). */
+static void kernel_open(const kctx *k, kn__sb *ker, bool part) {
+  int id = k->roots[k->nroots - 1]->index;
+  if (part)
+    kn__sb_printf(ker, "__attribute__((noinline)) static void kn_part%d(int64_t lo, int64_t hi, "
+                  "const int64_t *restrict s", id);
+  else kn__sb_printf(ker, "static void kernel%d(const int64_t *restrict s", id);
+  kernel_params(k, ker, false);
   kn__sb_puts(ker, ") {\n  (void)s;\n");
   for (int i = 0; i < k->nused; i++)
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
 }
 
-/* An epilogue kernel's comment and signature: kernel<id>(a, g, r0, r1)
-** (kn__ind_epi_fn), its outputs a[1 + w] and leaves a[1 + nwrites + l],
-** the extern's output g (written over by the output that takes it). */
-static void epilogue_header(kctx *k, kn__sb *ker, const char *kind) {
+/* An epilogue kernel's comment, before its part function. */
+static void epilogue_comment(const kctx *k, kn__sb *ker, const char *kind) {
   const kn__kir_item *it = k->it;
-  const kn__gnode *e = kn__graph_node(k->p->g, it->id);
   kn__sb_printf(ker, "/* kernel %d: ", it->id);
   for (int o = 0; o < k->nroots; o++) {
     kn__cg_put_safe(ker, k->roots[o]->name);
     kn__sb_putc(ker, ' ');
   }
   kn__sb_puts(ker, "(epilogue of ");
-  kn__cg_put_safe(ker, e->name);
-  kn__sb_printf(ker, ", %s%s, %d inputs) */\nstatic void kernel%d(void *const *a, void *g, int64_t r0, "
-                "int64_t r1) {\n  const int64_t *s = a[0];\n  (void)s;\n  (void)g;\n", kind,
-                k->nroots > 1 ? ", horizontal" : "", k->nleaves, it->id);
+  kn__cg_put_safe(ker, kn__graph_node(k->p->g, it->id)->name);
+  kn__sb_printf(ker, ", %s%s, %d inputs) */\n", kind, k->nroots > 1 ? ", horizontal" : "",
+                k->nleaves);
+}
+
+/* An epilogue kernel's entry kernel<id>(a, g, r0, r1) (kn__ind_epi_fn):
+** its outputs a[1 + w] and leaves a[1 + nwrites + l], the extern's output
+** g (written over by the output that takes it); runs the part function
+** over rows [r0, r1) of the extern's output (their elements in a flat
+** loop) as run_parts shares them. */
+static void epilogue_entry(kctx *k, kn__sb *ker, bool computes) {
+  const kn__kir_item *it = k->it;
+  kn__sb_printf(ker, "static void kernel%d(void *const *a, void *g, int64_t r0, int64_t r1) {\n"
+                     "  const int64_t *s = a[0];\n  (void)s;\n  (void)g;\n", it->id);
   for (int o = 0; o < k->nroots; o++) {
     const kn__kir_write *w = &it->writes[o];
     kn__sb_printf(ker, "  %s *restrict ", kn__ind_ctype(k->roots[o]->meta[0].dtype));
@@ -491,6 +563,52 @@ static void epilogue_header(kctx *k, kn__sb *ker, const char *kind) {
   }
   for (int i = 0; i < k->nused; i++)
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
+  kn__sb_puts(ker, "  const int64_t len = ");
+  kn__cg_sym_text(k, ker, k->shape->sizes[k->shape->ndim - 1]);
+  kn__sb_puts(ker, k->flat ? ";\n  const int64_t b0 = r0 * len, n = (r1 - r0) * len;\n"
+                           : ";\n  const int64_t b0 = r0, n = r1 - r0;\n");
+  kn__sb fn, args;
+  kn__sb_init(&fn);
+  kn__sb_init(&args);
+  kn__sb_printf(&fn, "kn_part%d", k->roots[k->nroots - 1]->index);
+  kn__sb_puts(&args, ", s");
+  kernel_params(k, &args, true);
+  run_parts(k, ker, kn__sb_cstr(&fn), "b0", "n", k->flat ? "n" : "n * len",
+            computes ? "KN_GRAIN" : "KN_GRAIN_MEM", k->flat ? 64 : 1, kn__sb_cstr(&args));
+  kn__sb_puts(ker, "}\n\n");
+  if (kn__sb_failed(&fn) || kn__sb_failed(&args)) k->failed = true;
+  kn__sb_fini(&fn);
+  kn__sb_fini(&args);
+}
+
+/* kernelN: its elements n (and rows of a row loop) and run_parts (computes:
+** the loop calls vector math). The sizes' text comes first: it may read
+** symbols kernel_open declares. */
+static void kernel_entry(kctx *k, kn__sb *ker, bool computes) {
+  kn__sb n, fn, args;
+  kn__sb_init(&n);
+  kn__sb_init(&fn);
+  kn__sb_init(&args);
+  kn__sb_puts(&n, "  const int64_t n = ");
+  kn__cg_numel_text(k, &n, k->shape->ndim);
+  kn__sb_puts(&n, ";\n");
+  if (!k->flat) {
+    kn__sb_puts(&n, "  const int64_t rows = ");
+    kn__cg_numel_text(k, &n, k->shape->ndim - 1);
+    kn__sb_puts(&n, ";\n");
+  }
+  kn__sb_printf(&fn, "kn_part%d", k->roots[k->nroots - 1]->index);
+  kn__sb_puts(&args, ", s");
+  kernel_params(k, &args, true);
+  kernel_open(k, ker, false);
+  kn__sb_puts(ker, kn__sb_cstr(&n));
+  run_parts(k, ker, kn__sb_cstr(&fn), NULL, k->flat ? "n" : "rows", "n",
+            computes ? "KN_GRAIN" : "KN_GRAIN_MEM", k->flat ? 64 : 1, kn__sb_cstr(&args));
+  kn__sb_puts(ker, "}\n\n");
+  if (kn__sb_failed(&n) || kn__sb_failed(&fn) || kn__sb_failed(&args)) k->failed = true;
+  kn__sb_fini(&n);
+  kn__sb_fini(&fn);
+  kn__sb_fini(&args);
 }
 
 /* A kernel context of plan p whose flag arrays are [nnodes + 1] times
@@ -545,21 +663,6 @@ kn_status kn__cg_kernel_status(kctx *k, bool sb_failed) {
   return k->failed || sb_failed ? kn__oom() : KN_OK;
 }
 
-/* The loop's size n (an epilogue's flat loop: the end of row r1, with the
-** row length len; its row loop needs neither). */
-static void loop_size(kctx *k, kn__sb *loop) {
-  if (k->epi && !k->flat) return;
-  if (k->epi) {
-    kn__sb_puts(loop, "  const int64_t len = ");
-    kn__cg_sym_text(k, loop, k->shape->sizes[k->shape->ndim - 1]);
-    kn__sb_puts(loop, ", n = r1 * len;\n");
-    return;
-  }
-  kn__sb_puts(loop, "  const int64_t n = ");
-  kn__cg_numel_text(k, loop, k->shape->ndim);
-  kn__sb_puts(loop, ";\n");
-}
-
 /* One kernel function computing the item's roots in one loop (several: a
 ** horizontal set, launched where its last root is), into ker. */
 static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it,
@@ -582,11 +685,13 @@ static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_
   kn__sb_init(&body);
   kn__sb_init(&loop);
   for (int o = 0; o < k->nroots; o++) kn__cg_stmts(k, &body, k->roots[o]);
-  loop_size(k, &loop);
+  const char *kind = k->flat ? "flat loop" : "row loop";
   (k->flat ? flat_loop : row_loop)(k, &loop, kn__sb_cstr(&body));
-  (k->epi ? epilogue_header : kernel_header)(k, ker, k->flat ? "flat loop" : "row loop");
+  (k->epi ? epilogue_comment : kernel_comment)(k, ker, kind);
+  kernel_open(k, ker, true);
   kn__sb_puts(ker, kn__sb_cstr(&loop));
-  kn__sb_puts(ker, "}\n\n");
+  kn__sb_puts(ker, "}\n");
+  (k->epi ? epilogue_entry : kernel_entry)(k, ker, strstr(kn__sb_cstr(&body), "kn_vm_") != NULL);
   kn_status st = kn__cg_kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&loop));
   kn__sb_fini(&body);
   kn__sb_fini(&loop);
@@ -1062,38 +1167,38 @@ static void group_open(kctx *k, kn__sb *ker) {
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
 }
 
-/* The kernel: the comment, then (OpenMP) a function computing row o and
-** the kernel's parallel loop calling it: gcc outlines the body of an
-** OpenMP loop into a function that reads the kernel's pointers from a
+/* The kernel: the comment, then a function computing rows [lo, hi)
+** (kn_rowsN), and the kernel running it (run_parts). gcc outlines the body
+** of an OpenMP loop into a function that reads the kernel's pointers from a
 ** struct, without their restrict, and then versions every inner loop for
 ** aliasing: the row function keeps them restrict and compiles in a third of
-** the time (docs/INDUCTOR.md, "Compile time"). Without OpenMP, one loop. */
+** the time (docs/INDUCTOR.md, "Compile time"). */
 static void group_text(kctx *k, int root, const char *row, kn__sb *ker) {
   const kn__gnode *rn = kn__graph_node(k->p->g, k->g->members[0]);
   kn__sb_printf(ker, "/* kernel %d: group of ", root);
   kn__cg_put_safe(ker, rn->name);
   kn__sb_printf(ker, " (row loop, %d nodes, %d outputs) */\n", k->g->nmembers, k->nouts);
-  if (k->t->openmp) {
-    kn__sb_printf(ker, "static void kn_rows%d(int64_t o, const int64_t *restrict s", root);
-    group_open(k, ker);
-    group_sizes(k, ker);
-    kn__sb_puts(ker, "  {\n");
-    kn__sb_puts(ker, row);
-    kn__sb_puts(ker, "  }\n}\n");
-  }
+  kn__sb_printf(ker, "__attribute__((noinline)) static void kn_rows%d(int64_t lo, int64_t hi, "
+                "const int64_t *restrict s", root);
+  group_open(k, ker);
+  group_sizes(k, ker);
+  kn__sb_puts(ker, "  for (int64_t o = lo; o < hi; o++) {\n");
+  kn__sb_puts(ker, row);
+  kn__sb_puts(ker, "  }\n}\n");
   kn__sb_printf(ker, "static void kernel%d(const int64_t *restrict s", root);
   group_open(k, ker);
   group_sizes(k, ker);
-  par_for(k, ker, "outer * red >= KN_PAR_MIN");
-  if (k->t->openmp) {
-    kn__sb_printf(ker, "  for (int64_t o = 0; o < outer; o++) kn_rows%d(o, s", root);
-    group_params(k, ker, true);
-    kn__sb_puts(ker, ");\n}\n\n");
-    return;
-  }
-  kn__sb_puts(ker, "  for (int64_t o = 0; o < outer; o++) {\n");
-  kn__sb_puts(ker, row);
-  kn__sb_puts(ker, "  }\n}\n\n");
+  kn__sb fn, args;
+  kn__sb_init(&fn);
+  kn__sb_init(&args);
+  kn__sb_printf(&fn, "kn_rows%d", root);
+  kn__sb_puts(&args, ", s");
+  group_params(k, &args, true);
+  run_parts(k, ker, kn__sb_cstr(&fn), NULL, "outer", "outer * red", "KN_GRAIN", 1, kn__sb_cstr(&args));
+  kn__sb_puts(ker, "}\n\n");
+  if (kn__sb_failed(&fn) || kn__sb_failed(&args)) k->failed = true;
+  kn__sb_fini(&fn);
+  kn__sb_fini(&args);
 }
 
 /* The context of reduction item it's kernel (for target t): the group, its
@@ -1300,6 +1405,7 @@ bool kn__cg_plan_has_half(const kn__ind_plan *p) {
 kn_status kn__ind_c_prelude(const kn__ind_target *t, const kn__kir *ir, kn__sb *sb) {
   kn__sb_puts(sb, "/* generated by kiln inductor */\n");
   kn__sb_puts(sb, prelude);
+  if (t->openmp) kn__sb_puts(sb, omp_prelude);
   if (kn__cg_plan_has_half(ir->p)) {
     kn__sb_puts(sb, half_bits);
     kn__sb_puts(sb, kn__cg_half_prelude);

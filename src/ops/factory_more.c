@@ -9,8 +9,8 @@
 #include "kiln/ops_factory.h"
 #include "ops/opdef.h"
 #include "tensor/random.h"
+#include "ops/threads.h"
 
-#define PAR_THRESHOLD 65536
 
 /* ---- random ------------------------------------------------------------------ */
 
@@ -44,12 +44,11 @@ static kn_status fill_random(kn_tensor *t, kn_generator *gen, sample_fn sample, 
   char *p = kn_data(t);
   int64_t es = (int64_t)kn_dtype_size(t->dtype);
   kn_dtype dt = t->dtype;
-#pragma omp parallel for if (n > PAR_THRESHOLD)
-  for (int64_t i = 0; i < n; i++) {
+  KN__PAR_FOR(kn__par_team(n, n, KN__GRAIN), for (int64_t i = 0; i < n; i++) {
     uint32_t w[4];
     kn__philox(seed, first + (uint64_t)i, w);
     sample(w, p + i * es, dt, ud);
-  }
+  });
   return KN_OK;
 }
 

@@ -9,6 +9,7 @@
 #include "ops/cvt16.h"
 #include "ops/cuda_ops.h"
 #include "ops/iter.h"
+#include "ops/threads.h"
 
 void kn__iter_init(kn__iter *it, int ndim, const int64_t *sizes) {
   memset(it, 0, sizeof *it);
@@ -158,14 +159,13 @@ void kn__iter_row_ptrs(const kn__iter *it, int64_t r, char **p) {
   }
 }
 
-/* Split one long row into chunks of whole cache lines for the threads. */
-static void run_chunks(kn__iter *it, kn__iter_row_fn fn, const void *ctx) {
+/* Split one long row into nt chunks of whole cache lines for the threads. */
+static void run_chunks(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int nt) {
   int64_t n = it->inner_n;
-  int nt = omp_get_max_threads();
   int64_t chunk = (n + nt - 1) / nt;
   chunk = (chunk + 63) & ~(int64_t)63;
   int64_t nchunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t c = 0; c < nchunks; c++) {
     char *p[KN__ITER_MAX];
     int64_t lo = c * chunk, len = n - lo < chunk ? n - lo : chunk;
@@ -174,20 +174,24 @@ static void run_chunks(kn__iter *it, kn__iter_row_fn fn, const void *ctx) {
   }
 }
 
+static void run_rows(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int nt) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t r = 0; r < it->remaining; r++) {
+    char *p[KN__ITER_MAX];
+    kn__iter_row_ptrs(it, r, p);
+    fn(p, it->inner_stride, it->inner_n, ctx);
+  }
+}
+
 void kn__iter_run(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int64_t grain) {
   kn__iter_start(it);
   int64_t rows = it->remaining;
-  bool par = grain > 0 && rows > 0 && rows * it->inner_n >= grain &&
-             omp_get_max_threads() > 1 && !omp_in_parallel();
-  if (par && rows == 1) {
-    run_chunks(it, fn, ctx);
-  } else if (par) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-      char *p[KN__ITER_MAX];
-      kn__iter_row_ptrs(it, r, p);
-      fn(p, it->inner_stride, it->inner_n, ctx);
-    }
+  int nt = rows > 0 ? kn__par_team(rows * it->inner_n, rows == 1 ? it->inner_n / 64 : rows, grain)
+                    : 1;
+  if (nt > 1 && rows == 1) {
+    run_chunks(it, fn, ctx, nt);
+  } else if (nt > 1) {
+    run_rows(it, fn, ctx, nt);
   } else {
     char *p[KN__ITER_MAX];
     int64_t n;

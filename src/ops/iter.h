@@ -20,6 +20,7 @@
 #ifndef KN_OPS_ITER_H
 #define KN_OPS_ITER_H
 
+#include "ops/threads.h"
 #include "tensor/tensor.h"
 
 #define KN__ITER_MAX 6
@@ -62,16 +63,13 @@ void kn__iter_row_ptrs(const kn__iter *it, int64_t r, char **p);
 ** elements in total (0: never) the rows, or chunks of a single long row, are
 ** spread over OpenMP threads, so fn must only touch its own row. */
 void kn__iter_run(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int64_t grain);
-/* Element counts above which elementwise kernels go parallel: compute-bound
-** loops (exp, tanh, pow, ...) early; memory-bound ones (add, copy, compare,
-** fill) only when the data is far larger than the caches, because on a
-** loaded machine waking threads costs more than a second core gains. */
-#define KN__PAR_GRAIN ((int64_t)1 << 15)
-#define KN__PAR_GRAIN_MEM ((int64_t)1 << 22)
-/* Copies that convert between dtypes (the casts of mixed precision, from
-** and to bfloat16/float16 around every autocast op) do a few operations an
-** element: parallel from 2^17 elements. */
-#define KN__PAR_GRAIN_CVT ((int64_t)1 << 17)
+/* The grains (ops/threads.h, kn__par_team) of elementwise kernels:
+** compute-bound loops (exp, tanh, pow, ...) KN__GRAIN, memory-bound ones
+** (add, copy, compare, fill) and copies converting dtypes (the casts of
+** mixed precision) KN__GRAIN_MEM. */
+#define KN__PAR_GRAIN KN__GRAIN
+#define KN__PAR_GRAIN_MEM KN__GRAIN_MEM
+#define KN__PAR_GRAIN_CVT KN__GRAIN_MEM
 
 /* Copy src into dst (same shape, or src broadcastable to dst), converting
 ** dtypes. Works on any strides; fast for contiguous same-dtype data. Does not

@@ -104,23 +104,24 @@ static void AT_NAME(fwd_rows)(const at_geom *g, at_work *w, int64_t bh, int64_t 
 /* Forward over every (head, row block) task, in parallel. */
 static kn_status AT_NAME(fwd)(const at_geom *g, AT_T *out, AT_T *lse) {
   int64_t nqb = (g->L + AT_BR - 1) / AT_BR, tasks = g->BH * nqb;
-  bool par = tasks > 1 && g->BH * g->L * (g->S + 1) * (g->E + g->Ev) >= AT_PAR_MIN;
+  int64_t work = g->BH * g->L * (g->S + 1) * (g->E + g->Ev);
+  bool par = tasks > 1 && work >= AT_PAR_MIN;
   int bad = 0;
-#pragma omp parallel if (par)
+  KN__PAR_REGION(par ? kn__par_team(work, tasks, KN__GRAIN) : 1,
   {
     at_work w;
     bool ok = at_work_alloc(&w, g, sizeof(AT_T), false);
     if (!ok) {
-#pragma omp atomic write
+      _Pragma("omp atomic write")
       bad = 1;
     }
-#pragma omp for schedule(dynamic)
+    _Pragma("omp for schedule(dynamic)")
     for (int64_t t = 0; t < tasks; t++) {
       int64_t bh = t / nqb, i0 = (t % nqb) * AT_BR;
       if (ok) AT_NAME(fwd_rows)(g, &w, bh, i0, g->L - i0 < AT_BR ? g->L - i0 : AT_BR, out, lse);
     }
     at_work_free(&w);
-  }
+  });
   return bad ? kn__oom() : KN_OK;
 }
 
@@ -181,27 +182,28 @@ static void AT_NAME(bwd_head)(const at_geom *g, at_work *w, int64_t bh, const AT
 ** gm (may be NULL) [BH, L, S]. Every gradient is written in full. */
 static kn_status AT_NAME(bwd)(const at_geom *g, const AT_T *go, const AT_T *o, const AT_T *lse,
                               AT_T *gq, AT_T *gk, AT_T *gv, AT_T *gm) {
-  bool par = g->BH > 1 && g->BH * g->L * (g->S + 1) * (g->E + g->Ev) >= AT_PAR_MIN;
+  int64_t work = g->BH * g->L * (g->S + 1) * (g->E + g->Ev);
+  bool par = g->BH > 1 && work >= AT_PAR_MIN;
   int bad = 0;
   memset(gq, 0, (size_t)(g->BH * g->L * g->E) * sizeof(AT_T));
   memset(gk, 0, (size_t)(g->BH * g->S * g->E) * sizeof(AT_T));
   memset(gv, 0, (size_t)(g->BH * g->S * g->Ev) * sizeof(AT_T));
   if (gm) memset(gm, 0, (size_t)(g->BH * g->L * g->S) * sizeof(AT_T));
-#pragma omp parallel if (par)
+  KN__PAR_REGION(par ? kn__par_team(work, g->BH, KN__GRAIN) : 1,
   {
     at_work w;
     bool ok = at_work_alloc(&w, g, sizeof(AT_T), true);
     if (!ok) {
-#pragma omp atomic write
+      _Pragma("omp atomic write")
       bad = 1;
     }
-#pragma omp for schedule(dynamic)
+    _Pragma("omp for schedule(dynamic)")
     for (int64_t bh = 0; bh < g->BH; bh++)
       if (ok)
         AT_NAME(bwd_head)(g, &w, bh, go + bh * g->L * g->Ev, o + bh * g->L * g->Ev,
                           lse + bh * g->L, gq + bh * g->L * g->E, gk + bh * g->S * g->E,
                           gv + bh * g->S * g->Ev, gm ? gm + bh * g->L * g->S : NULL);
     at_work_free(&w);
-  }
+  });
   return bad ? kn__oom() : KN_OK;
 }

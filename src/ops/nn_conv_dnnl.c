@@ -32,6 +32,7 @@
 
 #include "core/error.h"
 #include "ops/nn_dnnl.h"
+#include "ops/threads.h"
 
 typedef enum conv_dir { FWD, BWD_DATA, BWD_WEIGHTS } conv_dir;
 
@@ -398,7 +399,14 @@ static kn_status execute(const conv_entry *e, const float *const *ptrs) {
 
 /* Find (or build) the primitive for k and run it on the pointers (in the
 ** order of specs[k->dir]). */
-static kn_status run(const conv_key *k, const float *const *ptrs) {
+/* The multiply-adds of a convolution (every direction does as many). */
+static int64_t conv_macs(const kn__convg *g) {
+  return g->N * g->O * g->OH * g->OW * (g->G ? g->C / g->G : g->C) * g->kh * g->kw;
+}
+
+/* Build and run under the team of the convolution's size (kn__par_limit):
+** a small one runs on the calling thread, without waking oneDNN's team. */
+static kn_status run_on(const conv_key *k, const float *const *ptrs) {
   pthread_mutex_lock(&cache_mu);
   conv_entry *e;
   kn_status st = lookup(k, &e);
@@ -409,6 +417,13 @@ static kn_status run(const conv_key *k, const float *const *ptrs) {
   pthread_mutex_lock(&cache_mu);
   if (--e->users == 0 && e->evicted) entry_free(e);
   pthread_mutex_unlock(&cache_mu);
+  return st;
+}
+
+static kn_status run(const conv_key *k, const float *const *ptrs) {
+  int prev = kn__par_limit(conv_macs(&k->g), KN__GRAIN_MAC);
+  kn_status st = run_on(k, ptrs);
+  kn__par_restore(prev);
   return st;
 }
 

@@ -23,6 +23,7 @@
 #include "ops/cvt16.h"
 #include "ops/nn.h"
 #include "ops/nn_dnnl.h"
+#include "ops/threads.h"
 #include "profiler/profiler.h"
 
 const char *kn__nn_scalar_type_name(kn_dtype dt) {
@@ -67,13 +68,9 @@ static bool blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, bool
 
 /* ---- 16-bit conversions around a GEMM ---------------------------------------- */
 
-/* Elements above which the 16-bit conversions around a GEMM split their
-** rows over the OpenMP team (a conversion is a few cycles an element). */
-#define CVT_GRAIN ((int64_t)1 << 16)
-
-static bool cvt_parallel(int64_t M, int64_t N) {
-  return M > 1 && M * N >= CVT_GRAIN && omp_get_max_threads() > 1 && !omp_in_parallel();
-}
+/* The team of the 16-bit conversions around a GEMM: M rows of N elements,
+** a load and a store an element (ops/threads.h). */
+static int cvt_team(int64_t M, int64_t N) { return kn__par_team(M * N, M, KN__GRAIN_MEM); }
 
 /* One row of kn__gemm16_store, in blocks of a stack buffer for C's old
 ** values. */
@@ -96,9 +93,9 @@ static void store16_row(kn_dtype dt, int64_t N, float *acc, char *row, double al
 
 void kn__gemm16_store(kn_dtype dt, int64_t M, int64_t N, float *acc, void *C, int64_t ldc,
                       double alpha, double beta) {
-#pragma omp parallel for schedule(static) if (cvt_parallel(M, N))
-  for (int64_t i = 0; i < M; i++)
+  KN__PAR_FOR(cvt_team(M, N), for (int64_t i = 0; i < M; i++) {
     store16_row(dt, N, acc + i * N, (char *)C + i * ldc * 2, alpha, beta);
+  });
 }
 
 /* Rows of a 16-bit matrix to float32 or back (dst and src rows dld and sld
@@ -106,10 +103,10 @@ void kn__gemm16_store(kn_dtype dt, int64_t M, int64_t N, float *acc, void *C, in
 static void cvt_rows(int64_t M, int64_t N, void *dst, kn_dtype ddt, int64_t dld,
                      const void *src, kn_dtype sdt, int64_t sld) {
   size_t des = kn_dtype_size(ddt), ses = kn_dtype_size(sdt);
-#pragma omp parallel for schedule(static) if (cvt_parallel(M, N))
-  for (int64_t i = 0; i < M; i++)
+  KN__PAR_FOR(cvt_team(M, N), for (int64_t i = 0; i < M; i++) {
     kn__cvt16_run((char *)dst + (size_t)(i * dld) * des, ddt,
                   (const char *)src + (size_t)(i * sld) * ses, sdt, N);
+  });
 }
 
 /* The float32 row-major copy buf [rows, cols] of a 16-bit operand stored
@@ -118,15 +115,14 @@ static void cvt_rows(int64_t M, int64_t N, void *dst, kn_dtype ddt, int64_t dld,
 static void cvt_cols(int64_t rows, int64_t cols, float *buf, const void *src, kn_dtype dt,
                      int64_t s1) {
   enum { BLK = 256 };
-#pragma omp parallel for schedule(static) if (cvt_parallel(cols, rows))
-  for (int64_t j = 0; j < cols; j++) {
+  KN__PAR_FOR(cvt_team(cols, rows), for (int64_t j = 0; j < cols; j++) {
     float col[BLK];
     for (int64_t i0 = 0; i0 < rows; i0 += BLK) {
       int64_t n = rows - i0 < BLK ? rows - i0 : BLK;
       kn__cvt16_run(col, KN_FLOAT32, (const uint16_t *)src + j * s1 + i0, dt, n);
       for (int64_t i = 0; i < n; i++) buf[(i0 + i) * cols + j] = col[i];
     }
-  }
+  });
 }
 
 /* A contiguous (row-major) copy of a strided operand, converted to float or

@@ -13,6 +13,7 @@
 #include "ops/nn.h"
 #include "ops/symsize.h"
 #include "tensor/random.h"
+#include "ops/threads.h"
 
 /* ---- dropout ------------------------------------------------------------------------- */
 /* args: input, p, train, generator */
@@ -47,7 +48,7 @@ kn_status kn__k_dropout(const kn__call *c, kn__outs *out) {
   char *op = kn_data(out->t[0]);
   bool *mp = kn_data(out->t[1]);
   float keep = (float)(1.0 - p);
-#pragma omp parallel for if (n >= 65536)
+  KN__PAR_FOR(kn__par_team(n, nblocks, KN__GRAIN),
   for (int64_t b = 0; b < nblocks; b++) {
     uint32_t r[4] = {0, 0, 0, 0};
     if (train) kn__philox(seed, first + (uint64_t)b, r);
@@ -57,7 +58,7 @@ kn_status kn__k_dropout(const kn__call *c, kn__outs *out) {
       mp[i] = m;
       kn__nn_st(op + i * es, dt, m ? kn__nn_ld(xp + i * es, dt) * (train ? scale : 1.0) : 0.0);
     }
-  }
+  });
   kn_release(x);
   return KN_OK;
 }
@@ -138,6 +139,13 @@ kn_status kn__meta_embedding(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
+/* Copy an embedding row of D elements of es bytes (stride st elements). */
+static void embed_row(char *dst, const char *src, int64_t D, int64_t st, int64_t es) {
+  if (st == 1) memcpy(dst, src, (size_t)(D * es));
+  else
+    for (int64_t j = 0; j < D; j++) memcpy(dst + j * es, src + j * st * es, (size_t)es);
+}
+
 kn_status kn__k_embedding(const kn__call *c, kn__outs *out) {
   const kn_tensor *w = c->args[0].u.t;
   kn_tensor *idx = kn__contiguous_copy(c->args[1].u.t, KN_INT64);
@@ -148,14 +156,13 @@ kn_status kn__k_embedding(const kn__call *c, kn__outs *out) {
   kn_status s = KN_OK;
   for (int64_t i = 0; i < n && s == KN_OK; i++)
     if (ip[i] < -V || ip[i] >= V) s = kn__error(KN_ERANGE, "index out of range in self");
-  for (int64_t i = 0; i < n && s == KN_OK; i++) {
-    int64_t r = ip[i] < 0 ? ip[i] + V : ip[i];
-    const char *src = (const char *)kn_data(w) + r * w->strides[0] * es;
-    char *dst = (char *)kn_data(out->t[0]) + i * D * es;
-    if (w->strides[1] == 1) memcpy(dst, src, (size_t)(D * es));
-    else
-      for (int64_t j = 0; j < D; j++) memcpy(dst + j * es, src + j * w->strides[1] * es, (size_t)es);
-  }
+  const char *wp = kn_data(w);
+  char *op = kn_data(out->t[0]);
+  if (s == KN_OK)
+    KN__PAR_FOR(kn__par_team(n * D, n, KN__GRAIN_MEM), for (int64_t i = 0; i < n; i++) {
+      int64_t r = ip[i] < 0 ? ip[i] + V : ip[i];
+      embed_row(op + i * D * es, wp + r * w->strides[0] * es, D, w->strides[1], es);
+    });
   kn_release(idx);
   return s;
 }

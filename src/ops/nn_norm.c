@@ -18,6 +18,7 @@
 #include "ops/nn.h"
 #include "ops/norm_rows.h"
 #include "ops/symsize.h"
+#include "ops/threads.h"
 
 static const kn_tensor *opt(const kn__call *c, int i) {
   return c->args[i].kind == KN__A_TENSOR ? c->args[i].u.t : NULL;
@@ -316,7 +317,7 @@ static void ln_rows(const char *xp, char *op, kn_dtype dt, int64_t M, int64_t D,
                     const double *w, const double *b, kn_tensor *mean, kn_tensor *rstd) {
   int64_t es = (int64_t)kn_dtype_size(dt);
   char *mp = kn_data(mean), *rp = kn_data(rstd);
-#pragma omp parallel for if (M * D >= 65536)
+  KN__PAR_FOR(kn__par_team(M * D, M, KN__GRAIN),
   for (int64_t r = 0; r < M; r++) {
     const char *x = xp + r * D * es;
     double s = 0, ss = 0;
@@ -335,7 +336,7 @@ static void ln_rows(const char *xp, char *op, kn_dtype dt, int64_t M, int64_t D,
     }
     kn__nn_st(mp + r * es, dt, m);
     kn__nn_st(rp + r * es, dt, rs);
-  }
+  });
 }
 
 /* t's data as contiguous elements of dtype dt: t itself, or a copy left in

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "kiln/ops_nn.h"
 #include "ops/nn_dnnl.h"
+#include "ops/threads.h"
 
 char *openblas_get_config(void);
 char *openblas_get_corename(void);
@@ -41,8 +42,10 @@ kn_status kn__dnnl_engine(dnnl_engine_t *out) {
 kn_status kn__nn_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                        float *C, int64_t ldc) {
+  int prev = kn__par_limit(M * N * K, KN__GRAIN_MAC); /* small: on this thread */
   dnnl_status_t s = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
                                beta, C, ldc);
+  kn__par_restore(prev);
   return kn__dnnl_status(s, "sgemm");
 }
 

@@ -14,6 +14,7 @@
 #include "ops/iter.h"
 #include "ops/nn.h"
 #include "ops/symsize.h"
+#include "ops/threads.h"
 
 typedef struct poolg {
   int64_t P, H, W, OH, OW; /* P = N * C planes */
@@ -139,7 +140,6 @@ static int64_t plane_off(const kn_tensor *x, int64_t p) {
   return ((p / C) * x->strides[0] + (p % C) * x->strides[1]) * es;
 }
 
-#define OMP_MIN 65536
 
 /* ---- max_pool2d_with_indices ---------------------------------------------------- */
 /* args: self, kernel_size, stride, padding, dilation, ceil_mode */
@@ -187,8 +187,9 @@ kn_status kn__k_max_pool2d(const kn__call *c, kn__outs *out) {
   int64_t es = (int64_t)kn_dtype_size(x->dtype), ohw = g.OH * g.OW;
   char *o = kn_data(out->t[0]);
   int64_t *idx = kn_data(out->t[1]);
-#pragma omp parallel for if (g.P * ohw * g.kh * g.kw >= OMP_MIN)
-  for (int64_t p = 0; p < g.P; p++) max_plane(x, &g, p, o + p * ohw * es, idx + p * ohw);
+  KN__PAR_FOR(kn__par_team(g.P * ohw * g.kh * g.kw, g.P, KN__GRAIN), for (int64_t p = 0; p < g.P; p++) {
+    max_plane(x, &g, p, o + p * ohw * es, idx + p * ohw);
+  });
   return KN_OK;
 }
 
@@ -214,14 +215,14 @@ kn_status kn__k_max_pool2d_backward(const kn__call *c, kn__outs *out) {
     const int64_t *ip = kn_data(idx);
     char *gp = kn_data(gi);
     const char *op = kn_data(gout);
-#pragma omp parallel for if (P * ohw >= OMP_MIN)
-    for (int64_t p = 0; p < P; p++)
+    KN__PAR_FOR(kn__par_team(P * ohw, P, KN__GRAIN), for (int64_t p = 0; p < P; p++) {
       for (int64_t o = 0; o < ohw; o++) {
         int64_t k = ip[p * ohw + o];
         if (k < 0) continue;
         char *dst = gp + (p * hw + k) * es;
         kn__nn_st(dst, dt, kn__nn_ld(dst, dt) + kn__nn_ld(op + (p * ohw + o) * es, dt));
       }
+    });
   }
   kn_release(gout);
   kn_release(idx);
@@ -295,8 +296,9 @@ kn_status kn__k_avg_pool2d(const kn__call *c, kn__outs *out) {
   pool_geometry(c, x, "avg_pool2d", false, &g);
   int64_t es = (int64_t)kn_dtype_size(x->dtype), ohw = g.OH * g.OW;
   char *o = kn_data(out->t[0]);
-#pragma omp parallel for if (g.P * ohw * g.kh * g.kw >= OMP_MIN)
-  for (int64_t p = 0; p < g.P; p++) avg_plane(x, &g, p, o + p * ohw * es);
+  KN__PAR_FOR(kn__par_team(g.P * ohw * g.kh * g.kw, g.P, KN__GRAIN), for (int64_t p = 0; p < g.P; p++) {
+    avg_plane(x, &g, p, o + p * ohw * es);
+  });
   return KN_OK;
 }
 
@@ -322,8 +324,7 @@ kn_status kn__k_avg_pool2d_backward(const kn__call *c, kn__outs *out) {
   memset(kn_data(gi), 0, (size_t)(kn_numel(gi) * es));
   char *gp = kn_data(gi);
   const char *op = kn_data(gout);
-#pragma omp parallel for if (g.P * ohw * g.kh * g.kw >= OMP_MIN)
-  for (int64_t p = 0; p < g.P; p++)
+  KN__PAR_FOR(kn__par_team(g.P * ohw * g.kh * g.kw, g.P, KN__GRAIN), for (int64_t p = 0; p < g.P; p++) {
     for (int64_t oh = 0; oh < g.OH; oh++)
       for (int64_t ow = 0; ow < g.OW; ow++) {
         window w = avg_window(&g, oh, ow);
@@ -334,6 +335,7 @@ kn_status kn__k_avg_pool2d_backward(const kn__call *c, kn__outs *out) {
             kn__nn_st(dst, dt, kn__nn_ld(dst, dt) + v);
           }
       }
+  });
   kn_release(gout);
   return KN_OK;
 }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "ops/norm_rows.h"
+#include "ops/threads.h"
 #include "ops/vmath.h"
 
 #define NR_T float
@@ -32,15 +33,15 @@ void kn__layer_norm_rows(kn_dtype dt, const void *x, void *y, int64_t M, int64_t
                          const void *w, const void *b, void *mean, void *rstd) {
   const kn__norm_rows *k = kn__norm_rows_get();
   if (dt == KN_FLOAT32) {
-#pragma omp parallel for schedule(static) if (M * D >= KN__NORM_PAR_MIN && M > 1)
-    for (int64_t r = 0; r < M; r++)
+    KN__PAR_FOR(kn__par_team(M * D, M, KN__GRAIN), for (int64_t r = 0; r < M; r++) {
       k->fwd_f32((const float *)x + r * D, (float *)y + r * D, D, eps, w, b,
                  (float *)mean + r, (float *)rstd + r);
+    });
   } else {
-#pragma omp parallel for schedule(static) if (M * D >= KN__NORM_PAR_MIN && M > 1)
-    for (int64_t r = 0; r < M; r++)
+    KN__PAR_FOR(kn__par_team(M * D, M, KN__GRAIN), for (int64_t r = 0; r < M; r++) {
       k->fwd_f64((const double *)x + r * D, (double *)y + r * D, D, eps, w, b,
                  (double *)mean + r, (double *)rstd + r);
+    });
   }
 }
 
@@ -78,20 +79,16 @@ kn_status kn__layer_norm_rows_backward(kn_dtype dt, const void *x, const void *g
                                        int64_t D, const void *mean, const void *rstd,
                                        const void *w, void *gi, void *gw, void *gb) {
   const kn__norm_rows *k = kn__norm_rows_get();
-  bool par = M * D >= KN__NORM_PAR_MIN && M > 1;
-  int nt = par ? omp_get_max_threads() : 1;
-  if (nt > M) nt = (int)M;
-  if (nt < 1) nt = 1;
+  int nt = kn__par_team(M * D, M, KN__GRAIN);
   bool want = gw || gb;
   double *acc = NULL;
   if (want && !(acc = calloc((size_t)nt * 2 * (size_t)(D ? D : 1), sizeof *acc)))
     return kn__oom();
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
+  KN__PAR_REGION(nt, {
     int t = omp_get_thread_num(), n = omp_get_num_threads();
     int64_t r0 = M * t / n, r1 = M * (t + 1) / n;
     bwd_rows(k, dt, x, go, r0, r1, D, mean, rstd, w, gi, acc ? acc + (int64_t)t * 2 * D : NULL);
-  }
+  });
   if (want) {
     store_sum(dt, gw, acc, nt, D, 0);
     store_sum(dt, gb, acc, nt, D, D);

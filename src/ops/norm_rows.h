@@ -5,7 +5,8 @@
 ** double), and the scaled output; the backward reads a row of x and of the
 ** output gradient once for the two row sums and once for the input gradient,
 ** adding the weight and bias gradients into per-thread double rows. Rows are
-** spread over OpenMP threads above KN__NORM_PAR_MIN elements. float32 and
+** spread over a team of one thread per KN__GRAIN elements (ops/threads.h;
+** the weight and bias gradients' sums then depend on the team). float32 and
 ** float64; compiled for baseline x86-64 and for AVX2+FMA (norm_rows_avx2.c),
 ** picked with the vector-math table (ops/vmath.h).
 */
@@ -17,9 +18,6 @@
 
 #include "kiln/core.h"
 #include "kiln/tensor.h"
-
-/* Elements (rows * D) from which the row loops run on several threads. */
-#define KN__NORM_PAR_MIN ((int64_t)1 << 16)
 
 /* One ISA's row kernels. w and b are D contiguous elements of the row
 ** dtype (never NULL: callers pass ones and zeros). Backward: gi may be NULL

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "ops/reduce.h"
+#include "ops/threads.h"
 #include "ops/reduce_table.h"
 
 typedef enum { R_SUM = KN__RED_SUM, R_MEAN = KN__RED_MEAN, R_PROD = KN__RED_PROD } rkind;
@@ -122,17 +123,26 @@ static void store_acc(const acc *a, rkind k, int64_t nred, char *dst, kn_dtype o
   }
 }
 
-/* Whole-tensor sum of one contiguous float row, split across threads. */
+/* Whole-tensor sum of one contiguous float row: blocks of 16384 elements
+** summed on the threads, their sums added in order (the same result on any
+** number of threads); on the calling thread when the partial sums cannot
+** be allocated. */
+static double block_sum(const char *p, int64_t n, kn_dtype dt, int64_t b) {
+  const int64_t blk = 16384, lo = b * blk, len = (lo + blk <= n) ? blk : n - lo;
+  return dt == KN_FLOAT32 ? sum_f32((const float *)p + lo, len) : sum_f64((const double *)p + lo, len);
+}
+
 static double par_sum_row(const char *p, int64_t n, kn_dtype dt) {
-  const int64_t blk = 16384;
-  int64_t nb = (n + blk - 1) / blk;
-  double total = 0;
-#pragma omp parallel for reduction(+ : total) schedule(static)
-  for (int64_t b = 0; b < nb; b++) {
-    int64_t lo = b * blk, len = (lo + blk <= n) ? blk : n - lo;
-    total += dt == KN_FLOAT32 ? sum_f32((const float *)p + lo, len)
-                              : sum_f64((const double *)p + lo, len);
+  int64_t nb = (n + 16383) / 16384;
+  double *part = malloc((size_t)nb * sizeof *part), total = 0;
+  int nt = part ? kn__par_team(n, nb, KN__GRAIN) : 1;
+  if (!part) {
+    for (int64_t b = 0; b < nb; b++) total += block_sum(p, n, dt, b);
+    return total;
   }
+  KN__PAR_FOR(nt, for (int64_t b = 0; b < nb; b++) part[b] = block_sum(p, n, dt, b););
+  for (int64_t b = 0; b < nb; b++) total += part[b];
+  free(part);
   return total;
 }
 
@@ -174,8 +184,7 @@ static void outer_sum(const kn__redplan *p, kn_dtype dt, rkind k, char *dst, kn_
   int64_t inner = p->ksz[p->nk - 1], nrows = p->nout / inner;
   int64_t nch = (inner + OUTER_CHUNK - 1) / OUTER_CHUNK, tasks = nrows * nch;
   size_t oes = kn_dtype_size(odt);
-  bool big = p->nout * p->nred >= KN__RED_PAR_MIN;
-#pragma omp parallel for if (big && tasks > 1) schedule(static)
+  KN__PAR_FOR(kn__par_team(p->nout * p->nred, tasks, KN__GRAIN),
   for (int64_t t = 0; t < tasks; t++) {
     int64_t r = t / nch, c0 = (t % nch) * OUTER_CHUNK;
     int64_t len = inner - c0 < OUTER_CHUNK ? inner - c0 : OUTER_CHUNK;
@@ -187,7 +196,7 @@ static void outer_sum(const kn__redplan *p, kn_dtype dt, rkind k, char *dst, kn_
     for (int64_t j = 0; j < len; j++)
       kn__store_double(dst + (size_t)(o + j) * oes, odt,
                        kn__red_finalize((kn__red_kind)k, sums[j], (double)p->nred, 0));
-  }
+  });
 }
 
 static kn_status red_kernel(const kn__call *c, kn__outs *out, rkind k) {
@@ -218,12 +227,12 @@ static kn_status red_kernel(const kn__call *c, kn__outs *out, rkind k) {
   } else if (k != R_PROD && outer_sum_applies(&p, t->dtype)) {
     outer_sum(&p, t->dtype, k, dst, o->dtype);
   } else {
-#pragma omp parallel for if (big && p.nout > 1) schedule(static)
+    KN__PAR_FOR(kn__par_team(p.nout * p.nred, p.nout, KN__GRAIN),
     for (int64_t i = 0; i < p.nout; i++) {
       acc a = init;
       kn__redplan_rows(&p, kn__redplan_at(&p, i), fn, &a);
       store_acc(&a, k, p.nred, dst + (size_t)i * oes, o->dtype);
-    }
+    });
   }
   kn_release(t);
   return KN_OK;

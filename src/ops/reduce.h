@@ -14,7 +14,8 @@
 #include "kiln/ops_reduce.h"
 #include "ops/opdef.h"
 
-/* Work below this many elements runs on one thread. */
+/* A whole-tensor sum of at least this many contiguous floats sums blocks
+** of 16384 (on threads: ops/threads.h), then the blocks' sums in order. */
 #define KN__RED_PAR_MIN 65536
 
 typedef struct kn__redplan {

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "ops/reduce.h"
 #include "ops/reduce_table.h"
+#include "ops/threads.h"
 
 /* ---- meta ------------------------------------------------------------------ */
 
@@ -113,7 +114,7 @@ static kn_status best_kernel(const kn_tensor *t, const bool *mask, bool max, boo
   char *dst = kn_data(o);
   size_t oes = kn_dtype_size(o->dtype);
   const kn__red_row *row = &kn__red_rows[max ? KN__RED_ARGMAX : KN__RED_ARGMIN];
-#pragma omp parallel for if (p.nout * p.nred >= KN__RED_PAR_MIN && p.nout > 1) schedule(static)
+  KN__PAR_FOR(kn__par_team(p.nout * p.nred, p.nout, KN__GRAIN),
   for (int64_t i = 0; i < p.nout; i++) {
     best b = {t->dtype, row->kind, row->init, row->iinit, 0};
     kn__redplan_rows(&p, kn__redplan_at(&p, i), row_best, &b);
@@ -121,7 +122,7 @@ static kn_status best_kernel(const kn_tensor *t, const bool *mask, bool max, boo
     if (index) *(int64_t *)q = b.at;
     else if (kn_dtype_is_floating(t->dtype)) kn__store_double(q, o->dtype, b.d);
     else kn__store_int(q, o->dtype, b.i);
-  }
+  });
   return KN_OK;
 }
 

@@ -26,6 +26,7 @@
 #include "ops/reduce.h"
 #include "ops/symsize.h"
 #include "tensor/random.h"
+#include "ops/threads.h"
 
 /* ---- selection of the first k elements of a line in an order ---------------- */
 
@@ -163,21 +164,21 @@ kn_status kn__k_topk(const kn__call *c, kn__outs *out) {
   kn__lines_init(&l, 3, ts, dim);
   bool ints = !kn_dtype_is_floating(t->dtype), oom = false;
   keys ks0 = {.ints = ints, .largest = c->args[3].u.b};
-#pragma omp parallel if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1)
+  KN__PAR_REGION(kn__par_team(l.nlines * l.len, l.nlines, KN__GRAIN),
   {
     linebuf b;
     keys ks = ks0;
     bool ok = linebuf_init(&b, l.len, ints);
     ks.d = b.d, ks.i = b.i;
     if (!ok) {
-#pragma omp atomic write
+      _Pragma("omp atomic write")
       oom = true;
     }
-#pragma omp for schedule(static)
+    _Pragma("omp for schedule(static)")
     for (int64_t o = 0; o < l.nlines; o++)
       if (ok) topk_line(&l, o, k, &ks, &b, t->dtype);
     linebuf_fini(&b);
-  }
+  });
   return oom ? kn__oom() : KN_OK;
 }
 

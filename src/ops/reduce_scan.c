@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ops/reduce.h"
+#include "ops/threads.h"
 
 /* cumsum(self, dim, dtype?) */
 kn_status kn__meta_cumsum(const kn__call *c, kn__metas *out) {
@@ -44,14 +45,14 @@ kn_status kn__k_cumsum(const kn__call *c, kn__outs *out) {
   kn__lines l;
   kn__lines_init(&l, 2, ts, dim);
   bool fl = kn_dtype_is_floating(t->dtype), oom = false;
-#pragma omp parallel if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1)
+  KN__PAR_REGION(kn__par_team(l.nlines * l.len, l.nlines, KN__GRAIN),
   {
     double *buf = fl ? malloc((size_t)(l.len > 0 ? l.len : 1) * sizeof *buf) : NULL;
     if (fl && !buf) {
-#pragma omp atomic write
+      _Pragma("omp atomic write")
       oom = true;
     }
-#pragma omp for schedule(static)
+    _Pragma("omp for schedule(static)")
     for (int64_t i = 0; i < l.nlines; i++) {
       if (!fl) {
         cumsum_int(&l, i, t->dtype, o->dtype);
@@ -63,7 +64,7 @@ kn_status kn__k_cumsum(const kn__call *c, kn__outs *out) {
       kn__line_store((char *)kn__lines_at(&l, 1, i), l.st[1], o->dtype, l.len, buf);
     }
     free(buf);
-  }
+  });
   kn_release(t);
   return oom ? kn__oom() : KN_OK;
 }

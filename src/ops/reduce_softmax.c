@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "ops/reduce.h"
 #include "ops/vmath.h"
+#include "ops/threads.h"
 
 /* _softmax(self, dim, half_to_float) and _log_softmax: same shape/dtype. */
 kn_status kn__meta_softmax(const kn__call *c, kn__metas *out) {
@@ -124,15 +125,15 @@ static kn_status run_lines(const kn_tensor *const *ts, int nin, int dim, bool lo
   bool oom = false, flat = dt == KN_FLOAT32;
   for (int k = 0; k <= nin; k++) /* contiguous lines, the output apart from the inputs */
     flat &= l.st[k] == 4 && (k == nin || !kn_same_storage(ts[k], ts[nin]));
-#pragma omp parallel if (l.nlines * l.len >= KN__RED_PAR_MIN && l.nlines > 1)
+  KN__PAR_REGION(kn__par_team(l.nlines * l.len, l.nlines, KN__GRAIN),
   {
     /* nin input lines, then one line of scratch */
     double *buf = flat ? NULL : malloc((size_t)(l.len > 0 ? l.len : 1) * (size_t)(nin + 1) * sizeof *buf);
     if (!buf && !flat) {
-#pragma omp atomic write
+      _Pragma("omp atomic write")
       oom = true;
     }
-#pragma omp for schedule(static)
+    _Pragma("omp for schedule(static)")
     for (int64_t i = 0; i < l.nlines; i++) {
       if (flat) { /* contiguous float32 lines: in place of the buffers */
         float *y = (float *)kn__lines_at(&l, nin, i);
@@ -153,7 +154,7 @@ static kn_status run_lines(const kn_tensor *const *ts, int nin, int dim, bool lo
       kn__line_store((char *)kn__lines_at(&l, nin, i), l.st[nin], dt, l.len, buf);
     }
     free(buf);
-  }
+  });
   return oom ? kn__oom() : KN_OK;
 }
 

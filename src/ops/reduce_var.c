@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "ops/reduce.h"
 #include "ops/reduce_table.h"
+#include "ops/threads.h"
 
 /* var/std(self, dims?, correction?, keepdim) */
 kn_status kn__meta_var(const kn__call *c, kn__metas *out) {
@@ -67,7 +68,7 @@ static kn_status var_kernel(const kn__call *c, kn__outs *out, bool sqrt_it) {
   kn__redplan_init(&p, t, mask);
   char *dst = kn_data(o);
   size_t oes = kn_dtype_size(o->dtype);
-#pragma omp parallel for if (p.nout * p.nred >= KN__RED_PAR_MIN && p.nout > 1) schedule(static)
+  KN__PAR_FOR(kn__par_team(p.nout * p.nred, p.nout, KN__GRAIN),
   for (int64_t i = 0; i < p.nout; i++) {
     const char *base = kn__redplan_at(&p, i);
     moments m = {t->dtype, 0, kn__red_rows[KN__RED_SUM].init, 0};
@@ -79,7 +80,7 @@ static kn_status var_kernel(const kn__call *c, kn__outs *out, bool sqrt_it) {
     double n = (double)p.nred, v = sqrt_it ? kn__red_fin_STD(m.acc, n, (double)corr)
                                             : kn__red_fin_VAR(m.acc, n, (double)corr);
     kn__store_double(dst + (size_t)i * oes, o->dtype, v);
-  }
+  });
   return KN_OK;
 }
 

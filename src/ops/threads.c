@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -82,6 +83,26 @@ int kn_get_num_threads(void) {
   kn__threads_sync();
   int n = atomic_load(&want);
   return n > 0 ? n : omp_get_max_threads();
+}
+
+int kn__par_team(int64_t work, int64_t units, int64_t grain) {
+  if (grain <= 0) return 1;
+  int64_t t = work / grain;
+  if (t > units) t = units;
+  if (t < 2 || omp_in_parallel()) return 1;
+  int m = omp_get_max_threads();
+  return t < m ? (int)t : m;
+}
+
+int kn__par_limit(int64_t work, int64_t grain) {
+  int t = kn__par_team(work, INT64_MAX, grain), m = omp_get_max_threads();
+  if (t >= m) return 0;
+  omp_set_num_threads(t);
+  return m;
+}
+
+void kn__par_restore(int prev) {
+  if (prev > 0) omp_set_num_threads(prev);
 }
 
 int kn__threads_team_size(void) {

@@ -1,0 +1,270 @@
+/*
+** test_par_team.c: which kernels enter OpenMP and with how many threads.
+**
+** This program defines GOMP_parallel (libgomp's entry for every `omp
+** parallel` region) and passes each call on to libgomp's, recording the
+** team size asked for; the executable exports it (ENABLE_EXPORTS), so the
+** generated code's shared objects call it too. Small eager and compiled
+** kernels must not call it at all (ops/threads.h, kn__par_team); large ones
+** ask for one thread per grain, at most the threads set. Results are
+** compared across thread counts: bit for bit for elementwise and row-wise
+** kernels and for the whole-tensor sum (its blocks are added in order),
+** within 1e-12 relative for layer norm's weight gradient (per-thread sums).
+** Nothing is timed.
+*/
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "kiln/kiln.h"
+#include "ops/threads.h"
+
+typedef void (*gomp_parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
+
+static _Atomic int ncalls;
+static _Atomic unsigned last_team;
+
+void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags);
+void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags) {
+  static gomp_parallel_fn real;
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "GOMP_parallel");
+  atomic_fetch_add(&ncalls, 1);
+  atomic_store(&last_team, num_threads);
+  real(fn, data, num_threads, flags);
+}
+
+static void reset(void) {
+  atomic_store(&ncalls, 0);
+  atomic_store(&last_team, 0);
+}
+
+/* A tensor of n float32 values in (-2, 2), the same on every call. */
+static kn_tensor *values(int64_t rows, int64_t cols) {
+  kn_tensor *t = kn_empty(KN_SHAPE(rows, cols), KN_FLOAT32);
+  float *p = kn_data(t);
+  for (int64_t i = 0; i < rows * cols; i++) p[i] = (float)sin((double)i * 0.37) * 2.0f;
+  return t;
+}
+
+static kn_tensor *add_fn(kn_tensor *a, kn_tensor *b) { return kn_add(kn_tanh(a), b); }
+static kn_tensor *softmax_fn(kn_tensor *a) { return kn_softmax(kn_mul(a, a), 1); }
+
+static bool same_bits(kn_tensor *a, kn_tensor *b) {
+  return a && b && kn_numel(a) == kn_numel(b) &&
+         memcmp(kn_data(a), kn_data(b), (size_t)kn_numel(a) * kn_dtype_size(kn_tensor_dtype(a))) == 0;
+}
+
+/* The eager ops of a CNN or transformer step on small tensors. */
+static void small_eager_ops(void) {
+  kn_tensor *x = values(8, 64), *w = kn_ones(KN_SHAPE(64), KN_FLOAT32);
+  kn_tensor *idx = kn_zeros(KN_SHAPE(5), KN_INT64);
+  kn_release(kn_add(x, x));
+  kn_release(kn_tanh(x));
+  kn_release(kn_sum(x));
+  kn_release(kn_sum_dims(x, (int64_t[]){1}, 1, false));
+  kn_release(kn_amax(x, (int64_t[]){0}, 1, false));
+  kn_release(kn_softmax(x, 1));
+  kn_release(kn_cumsum(x, 1));
+  kn_release(kn_layer_norm(x, 1, (int64_t[]){64}, w, NULL, 1e-5));
+  kn_release(kn_embedding(idx, x, -1, false));
+  kn_release(kn_rand(KN_SHAPE(4096), NULL, KN_FLOAT32));
+  kn_release(x);
+  kn_release(w);
+  kn_release(idx);
+}
+
+Test(par_team, small_eager_kernels_never_enter_openmp) {
+  cr_assert_eq(kn_set_num_threads(2), KN_OK);
+  small_eager_ops(); /* first calls: set-up (vector-math tables) apart */
+  reset();
+  small_eager_ops();
+  cr_expect_eq(atomic_load(&ncalls), 0, "%d OpenMP regions for small ops", atomic_load(&ncalls));
+}
+
+/* One region asking for `team` threads, or none (team 0). */
+static void expect_team(kn_tensor *(*op)(kn_tensor *), kn_tensor *x, unsigned team,
+                        const char *what) {
+  reset();
+  kn_tensor *y = op(x);
+  cr_assert(y, "%s: %s", what, kn_last_error());
+  kn_release(y);
+  cr_expect_eq(atomic_load(&ncalls), team ? 1 : 0, "%s: %d regions", what, atomic_load(&ncalls));
+  if (team) cr_expect_eq(atomic_load(&last_team), team, "%s: team %u", what, atomic_load(&last_team));
+}
+
+static kn_tensor *sum_rows(kn_tensor *x) { return kn_sum_dims(x, (int64_t[]){1}, 1, false); }
+static kn_tensor *softmax_rows(kn_tensor *x) { return kn_softmax(x, 1); }
+static kn_tensor *add_self(kn_tensor *x) { return kn_add(x, x); }
+
+Test(par_team, eager_teams_take_one_thread_per_grain) {
+  cr_assert_eq(kn_set_num_threads(4), KN_OK);
+  kn_tensor *x = kn_ones(KN_SHAPE(1), KN_FLOAT32);
+  kn_release(kn_tanh(x));
+  kn_release(x);
+  const int64_t g = KN__GRAIN, gm = KN__GRAIN_MEM;
+  struct { int64_t rows, cols; kn_tensor *(*op)(kn_tensor *); unsigned team; const char *what; } c[] = {
+      {1, g + g / 2, kn_tanh, 0, "tanh of 1.5 grains"},
+      {1, 3 * g, kn_tanh, 3, "tanh of 3 grains"},
+      {1, 40 * g, kn_tanh, 4, "tanh of 40 grains (4 threads set)"},
+      {1, 3 * gm, add_self, 3, "add of 3 memory grains"},
+      {1, gm, add_self, 0, "add of 1 memory grain"},
+      {3, 4 * g, sum_rows, 3, "sum of 3 rows of 4 grains (one thread a row)"},
+      {64, g / 16, sum_rows, 4, "sum of 64 rows, 4 grains"},
+      {16, g / 16, softmax_rows, 0, "softmax of half a grain"},
+      {512, g / 64, softmax_rows, 4, "softmax of 8 grains"},
+  };
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+    x = values(c[i].rows, c[i].cols);
+    expect_team(c[i].op, x, c[i].team, c[i].what);
+    kn_release(x);
+  }
+}
+
+/* Each op at 1 and at 2 threads, on sizes that split over 2. */
+Test(par_team, eager_results_do_not_depend_on_the_thread_count) {
+  kn_tensor *x = values(256, 4096), *w = kn_ones(KN_SHAPE(4096), KN_FLOAT32);
+  kn_tensor *r[2][5];
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(kn_set_num_threads(k + 1), KN_OK);
+    r[k][0] = kn_tanh(x);
+    r[k][1] = kn_add(x, x);
+    r[k][2] = kn_sum(x);
+    r[k][3] = kn_softmax(x, 1);
+    r[k][4] = kn_layer_norm(x, 1, (int64_t[]){4096}, w, NULL, 1e-5);
+  }
+  const char *names[] = {"tanh", "add", "sum", "softmax", "layer_norm"};
+  for (int i = 0; i < 5; i++) cr_expect(same_bits(r[0][i], r[1][i]), "%s differs", names[i]);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 5; i++) kn_release(r[k][i]);
+  kn_release(x);
+  kn_release(w);
+}
+
+/* The weight gradient of layer norm sums per-thread rows: close, not equal. */
+Test(par_team, layer_norm_weight_gradient_within_tolerance) {
+  kn_tensor *gw[2];
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(kn_set_num_threads(k + 1), KN_OK);
+    kn_scope_begin();
+    kn_tensor *x = values(256, 1024), *w = kn_ones(KN_SHAPE(1024), KN_FLOAT64);
+    kn_tensor *x64 = kn_to(x, KN_FLOAT64);
+    kn_set_requires_grad(w, true);
+    kn_tensor *y = kn_sum(kn_mul(kn_layer_norm(x64, 1, (int64_t[]){1024}, w, NULL, 1e-5), x64));
+    cr_assert_eq(kn_backward(y, NULL), KN_OK, "%s", kn_last_error());
+    gw[k] = kn_retain(kn_grad(w));
+    kn_scope_end();
+  }
+  const double *a = kn_data(gw[0]), *b = kn_data(gw[1]);
+  for (int i = 0; i < 1024; i++)
+    cr_assert(fabs(a[i] - b[i]) <= 1e-12 * fabs(a[i]) + 1e-12, "gw[%d]: %.17g vs %.17g", i, a[i], b[i]);
+  kn_release(gw[0]);
+  kn_release(gw[1]);
+}
+
+/* Compiled: a small kernel runs on the calling thread, a large one asks
+** for one thread per KN_GRAIN (the generated code's, 2^15) up to the
+** threads set; the results are the same at 1 and 3 threads. */
+Test(par_team, generated_kernels_enter_openmp_only_when_large) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(add_fn, &o), *s = KN_COMPILE(softmax_fn, &o);
+  cr_assert_eq(kn_set_num_threads(8), KN_OK);
+  kn_tensor *a = values(8, 100), *b = values(8, 100);
+  kn_release(kn_call_t(f, a, b)); /* compiles */
+  kn_release(kn_call_t(s, a));
+  reset();
+  kn_tensor *y = kn_call_t(f, a, b), *z = kn_call_t(s, a);
+  cr_assert(y && z, "%s", kn_last_error());
+  cr_expect_eq(atomic_load(&ncalls), 0, "%d regions for 800 elements", atomic_load(&ncalls));
+  kn_release(y), kn_release(z), kn_release(a), kn_release(b);
+  a = values(5, KN__GRAIN), b = values(5, KN__GRAIN);
+  kn_tensor *r[2][2];
+  int threads[2] = {1, 3};
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(kn_set_num_threads(threads[k]), KN_OK);
+    reset();
+    r[k][0] = kn_call_t(f, a, b);
+    cr_expect_eq(atomic_load(&ncalls), k ? 1 : 0, "pointwise at %d threads", threads[k]);
+    if (k) cr_expect_eq(atomic_load(&last_team), 3u, "team %u", atomic_load(&last_team));
+    reset();
+    r[k][1] = kn_call_t(s, a);
+    cr_expect_eq(atomic_load(&ncalls), k ? 1 : 0, "softmax at %d threads", threads[k]);
+    if (k) cr_expect_eq(atomic_load(&last_team), 3u, "team %u", atomic_load(&last_team));
+  }
+  cr_expect(same_bits(r[0][0], r[1][0]), "compiled pointwise differs across thread counts");
+  cr_expect(same_bits(r[0][1], r[1][1]), "compiled softmax differs across thread counts");
+  for (int k = 0; k < 2; k++) kn_release(r[k][0]), kn_release(r[k][1]);
+  kn_release(a), kn_release(b);
+  kn_compiled_free(f);
+  kn_compiled_free(s);
+}
+
+static kn_tensor *plain_add(kn_tensor *a, kn_tensor *b) { return kn_add(a, b); }
+
+/* A generated loop without vector math moves data: its grain is
+** KN_GRAIN_MEM (2^17, ops/threads.h's KN__GRAIN_MEM), 4 times the other. */
+Test(par_team, generated_data_moving_kernels_take_the_larger_grain) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(plain_add, &o);
+  cr_assert_eq(kn_set_num_threads(8), KN_OK);
+  struct { int64_t rows, cols; unsigned team; } c[] = {
+      {3, KN__GRAIN, 0}, {3, KN__GRAIN_MEM, 3}, {40, KN__GRAIN_MEM, 8}};
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+    kn_tensor *a = values(c[i].rows, c[i].cols);
+    kn_release(kn_call_t(f, a, a)); /* compiles (each size once: static) */
+    reset();
+    kn_tensor *y = kn_call_t(f, a, a);
+    cr_assert(y, "%s", kn_last_error());
+    cr_expect_eq(atomic_load(&ncalls), c[i].team ? 1 : 0, "%lld elements: %d regions",
+                 (long long)(c[i].rows * c[i].cols), atomic_load(&ncalls));
+    if (c[i].team) cr_expect_eq(atomic_load(&last_team), c[i].team, "team %u", atomic_load(&last_team));
+    cr_expect_eq(((float *)kn_data(y))[7], 2 * ((float *)kn_data(a))[7]);
+    kn_release(y);
+    kn_release(a);
+  }
+  kn_compiled_free(f);
+}
+
+static kn_value cnn_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  return kn_vtensor(kn_nn_forward(args[0].u.m, args[1].u.t));
+}
+
+/* The digits CNN (examples/digits.c) on one 8x8 image, compiled, without
+** gradients: its convolutions and GEMM (oneDNN) are under a grain of
+** multiply-adds, so nothing of it enters OpenMP at 2 threads; on a batch
+** of 64 32x32 images the first convolution does, with the threads set. */
+Test(par_team, batch_one_cnn_inference_never_enters_openmp) {
+  kn_generator *g = kn_generator_new(0);
+  kn_conv2d_options same = {.padding_same = true};
+  kn_module *m = kn_nn_sequential(
+      8, (kn_module *[]){kn_nn_conv2d(1, 16, 3, 3, &same, g), kn_nn_relu(),
+                         kn_nn_maxpool2d(2, 0, 0), kn_nn_conv2d(16, 32, 3, 3, &same, g),
+                         kn_nn_relu(), kn_nn_maxpool2d(2, 0, 0), kn_nn_flatten(1, -1),
+                         kn_nn_linear(32 * 2 * 2, 10, true, g)});
+  kn_compiled *f = kn_compile_fn(cnn_fn, NULL, 2, "cnn_fn", __FILE__, __LINE__, NULL);
+  kn_tensor *x = kn_rand(KN_SHAPE(1, 1, 8, 8), g, KN_FLOAT32);
+  bool prev = kn_no_grad_begin();
+  cr_assert_eq(kn_set_num_threads(2), KN_OK);
+  kn_value args[2] = {kn_vmodule(m), kn_vtensor(x)}, out[2];
+  cr_assert_eq(kn_call(f, args, 2, &out[0]), KN_OK, "%s", kn_last_error()); /* compiles */
+  reset();
+  cr_assert_eq(kn_call(f, args, 2, &out[1]), KN_OK, "%s", kn_last_error());
+  cr_expect_eq(atomic_load(&ncalls), 0, "%d OpenMP regions", atomic_load(&ncalls));
+  cr_expect(same_bits(out[0].u.t, out[1].u.t));
+  kn_value_release(out[0]), kn_value_release(out[1]);
+  kn_tensor *big = kn_rand(KN_SHAPE(64, 1, 32, 32), g, KN_FLOAT32);
+  kn_module *conv = kn_nn_conv2d(1, 16, 3, 3, &same, g);
+  reset();
+  kn_tensor *y = kn_nn_forward(conv, big);
+  cr_assert(y, "%s", kn_last_error());
+  cr_expect_geq(atomic_load(&ncalls), 1, "a 9.4M multiply-add convolution ran on one thread");
+  cr_expect_eq(atomic_load(&last_team), 2u, "team %u", atomic_load(&last_team));
+  kn_no_grad_end(prev);
+  kn_release(y), kn_release(big), kn_release(x);
+  kn_module_free(conv);
+  kn_module_free(m);
+  kn_compiled_free(f);
+  kn_generator_free(g);
+}

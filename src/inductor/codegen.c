@@ -34,12 +34,19 @@
 #include "core/error.h"
 #include "inductor/cgen.h"
 #include "logging/log.h"
+#include "ops/pointwise.h"
+#include "ops/vmath.h"
+
+/* Elements below which a loop runs on the calling thread (KN_PAR_MIN). */
+#define PAR_MIN 65536
+#define KN__STR2(x) #x
+#define KN__STR(x) KN__STR2(x)
 
 static const char prelude[] =
     "#include <stdbool.h>\n"
     "#include <stdint.h>\n"
     "#include <tgmath.h>\n\n"
-    "#define KN_PAR_MIN 65536\n"
+    "#define KN_PAR_MIN " KN__STR(PAR_MIN) "\n"
     "#define KN_BLOCK 4096\n\n"
     "typedef struct kn_rt {\n"
     "  int (*ext)(void *ctx, int step);\n"
@@ -282,7 +289,9 @@ static bool ident_char(char c) {
 ** type T, the parameter P1 (as T) and PI (int64); other words are copied. */
 void kn__cg_expand(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_formula *f = &k->p->nodes[n->index].f;
-  for (const char *t = f->tmpl; *t;) {
+  const char *exact = k->t && k->t->inline_exact && f->vm >= 0 && kn__pw_form(f->code)->nin == 1
+                          ? kn__vm_exact_c((kn__vmop)f->vm) : NULL;
+  for (const char *t = exact ? exact : f->tmpl; *t;) {
     if (!ident_char(*t)) {
       kn__sb_putc(sb, *t++);
       continue;
@@ -331,6 +340,19 @@ void kn__cg_hoist_loads(kctx *k, kn__sb *sb, const kn__gnode *n) {
   k->hoisted = n;
 }
 
+/* Statements before a kernel's loop computing the 0-dim values inlined in
+** the tree of n (the scheduler's scalar_into_loop): once per call instead
+** of once per element; the loop reads them as variables. */
+static void hoist_scalars(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  for (int q = 0; q < in->f.nopnds && q < n->nargs; q++) {
+    const kn__garg *a = &n->args[q];
+    if (a->kind != KN__GA_TENSOR || !k->p->nodes[a->u.t.node->index].inlined) continue;
+    if (a->u.t.node->meta[a->u.t.idx].ndim == 0) kn__cg_stmts(k, sb, a->u.t.node);
+    else hoist_scalars(k, sb, a->u.t.node);
+  }
+}
+
 /* Statements computing the tree of n, producers first. */
 void kn__cg_stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
@@ -374,10 +396,26 @@ static void stores(const kctx *k, kn__sb *sb, const char *at) {
   }
 }
 
+/* Is the kernel's space known at compile time to hold fewer than PAR_MIN
+** elements (every size a constant)? */
+static bool small_space(const kctx *k) {
+  int64_t n = 1;
+  for (int d = 0; d < k->shape->ndim; d++) {
+    kn_sym v = k->shape->sizes[d];
+    if (!kn__sym_is_const(v) || v.c < 0 || (v.c > 0 && n > PAR_MIN / v.c)) return false;
+    n *= v.c;
+  }
+  return n < PAR_MIN;
+}
+
 /* The target's parallel-loop line before a loop over blocks or rows (cond:
-** whether the loop is worth a team), or nothing. */
+** whether the loop is worth a team), or nothing: a space of constant sizes
+** below KN_PAR_MIN elements has no pragma at all, since even a false
+** `if` clause enters libgomp (GOMP_parallel: a team of one and a futex
+** call, about 2 us, more than the loop of a small optimizer parameter). */
 static void par_for(const kctx *k, kn__sb *sb, const char *cond) {
-  if (k->t->openmp) kn__sb_printf(sb, "  #pragma omp parallel for if (%s)\n", cond);
+  if (k->t->openmp && !small_space(k))
+    kn__sb_printf(sb, "  #pragma omp parallel for if (%s)\n", cond);
 }
 
 static void flat_loop(kctx *k, kn__sb *sb, const char *body) {
@@ -525,6 +563,7 @@ static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_
   kn__sb body, loop;
   kn__sb_init(&body);
   kn__sb_init(&loop);
+  for (int o = 0; k->shape->ndim > 0 && o < k->nroots; o++) hoist_scalars(k, &loop, k->roots[o]);
   for (int o = 0; o < k->nroots; o++) kn__cg_stmts(k, &body, k->roots[o]);
   kn__sb_puts(&loop, "  const int64_t n = ");
   kn__cg_numel_text(k, &loop, k->shape->ndim);

@@ -443,33 +443,42 @@ static bool in_kernel(const kn__ind_plan *pl, const kn__gnode *u, const kn__gnod
 ** and contiguous strides, and every reader of input j is inside that
 ** kernel, reading element i for element i: written in place, each element
 ** is read before it is overwritten and by nothing after. */
-static bool into_ok(const prog *p, int k, int j) {
+/* The readers of a graph input (at most 16: more never qualify), looked up
+** once per input: a graph of hundreds of inputs and outputs (an optimizer
+** step) would otherwise scan the graph for every pair. */
+typedef struct readers { int n; kn__gnode *u[16]; } readers;
+
+static bool into_ok(const prog *p, int k, int j, const readers *rd) {
   const kn__ind_plan *pl = &p->plan;
   const kn__gnode *o = kn__graph_output_node(pl->g), *r = o->args[k].u.t.node;
   const kn__gnode *ph = kn__graph_input(pl->g, j);
   const kn__ind_node *rn = &pl->nodes[r->index];
   if (rn->kind != KN__IND_PW || rn->group >= 0 || rn->inlined || rn->slot < 0 ||
-      !same_contiguous(&ph->meta[0], &r->meta[0]))
+      !same_contiguous(&ph->meta[0], &r->meta[0]) || rd->n < 1 || rd->n > 16)
     return false;
+  for (int u = 0; u < rd->n; u++)
+    if (!in_kernel(pl, rd->u[u], r)) return false;
   for (int i = 0; i < p->noutputs; i++)
     if ((i != k && p->out_slot[i] == p->out_slot[k]) || o->args[i].u.t.node == ph) return false;
-  kn__gnode *users[16];
-  int nu = kn__graph_users(pl->g, ph, users, 16);
-  if (nu < 1 || nu > 16) return false;
-  for (int u = 0; u < nu; u++)
-    if (!in_kernel(pl, users[u], r)) return false;
   return true;
 }
 
 /* into_input[k]: the one input output k may be computed in, or -1. */
 static kn_status into_tables(prog *p) {
   p->into_input = malloc(((size_t)p->noutputs + 1) * sizeof *p->into_input);
-  if (!p->into_input) return kn__oom();
+  readers *rd = malloc(((size_t)p->ninputs + 1) * sizeof *rd);
+  if (!p->into_input || !rd) {
+    free(rd);
+    return kn__oom();
+  }
+  for (int j = 0; j < p->ninputs; j++)
+    rd[j].n = kn__graph_users(p->plan.g, kn__graph_input(p->plan.g, j), rd[j].u, 16);
   for (int k = 0; k < p->noutputs; k++) {
     p->into_input[k] = -1;
     for (int j = 0; j < p->ninputs && p->into_input[k] < 0; j++)
-      if (into_ok(p, k, j)) p->into_input[k] = j;
+      if (into_ok(p, k, j, &rd[j])) p->into_input[k] = j;
   }
+  free(rd);
   return KN_OK;
 }
 

@@ -13,6 +13,7 @@
 /* Keep the frames of functions that end in a tail call to a kiln op. */
 #pragma GCC optimize("no-optimize-sibling-calls")
 
+#include "dynamo/dynamo.h"
 #include "kiln/autograd.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
@@ -102,4 +103,42 @@ Test(module, mlp_outputs_and_gradients_match_eager) {
   cr_expect_eq(kn_live_tensors(), live0);
   kn_trace_disable();
   kn_test_rmdir(dir);
+}
+
+/* A module with hundreds of entries (an optimizer's state: its names are
+** found through a hash index past 8 entries): every name is found with
+** its own tensor, at either depth, in insertion order; a name that is the
+** prefix of another, a missing one and a duplicate are told apart. */
+Test(module, many_entries_are_found_by_name) {
+  int64_t live0 = kn_live_tensors();
+  kn_module *root = kn_module_new();
+  kn_tensor *ts[300];
+  for (int i = 0; i < 300; i++) {
+    char nm[16];
+    snprintf(nm, sizeof nm, "%d", i);
+    kn_module *c = kn_module_new();
+    ts[i] = kn_full(KN_SHAPE(1), kn_float(i), KN_FLOAT32);
+    cr_assert_eq(kn_module_add_buffer(c, "v", ts[i]), KN_OK);
+    cr_assert_eq(kn_module_add_child(root, nm, c), KN_OK, "%s", kn_last_error());
+    kn_release(ts[i]);
+  }
+  cr_expect_eq(kn_module_add_buffer(root, "17", ts[0]), KN_EINVAL);
+  cr_expect_str_eq(kn_last_error(), "kn_module_add: the module already has an entry named '17'");
+  for (int i = 0; i < 300; i++) {
+    char path[24];
+    snprintf(path, sizeof path, "%d.v", i);
+    kn_tensor *t = kn_module_get(root, path);
+    cr_assert_eq(t, ts[i], "%s", path);
+    cr_expect_eq(((float *)kn_data(t))[0], (float)i);
+  }
+  cr_expect_null(kn_module_get(root, "300.v"));
+  cr_expect_null(kn_module_get(root, "1.w"));
+  cr_expect_null(kn_module_get(root, "29"));
+  int kind;
+  kn_tensor *t;
+  kn_module *c = NULL;
+  cr_expect_str_eq(kn__module_item(root, 123, &kind, &t, &c), "123");
+  cr_expect_eq(kind, 2);
+  kn_module_free(root);
+  cr_expect_eq(kn_live_tensors(), live0);
 }

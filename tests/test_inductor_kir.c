@@ -86,14 +86,15 @@ static void output(kn__graph *g, kn__gnode *n) {
 
 /* x, y [4, 3]: a = exp(x); b = neg(y); c = a + b; d = exp(x); e = c * d.
 ** Nodes 0..6, slots x 0, y 1, a 2, b 3, c 4, d 5, e 6. */
-static kn__graph *chain_graph(void) {
+static kn__graph *chain_graph_sized(int64_t rows, int64_t cols) {
   kn__graph *g = kn__graph_new();
-  kn__gnode *x = input(g, "L['x']", 4, 3), *y = input(g, "L['y']", 4, 3);
+  kn__gnode *x = input(g, "L['x']", rows, cols), *y = input(g, "L['y']", rows, cols);
   kn__gnode *a = call1(g, KN_OP_EXP, x), *b = call1(g, KN_OP_NEG, y);
   kn__gnode *c = call2(g, KN_OP_ADD, a, b), *d = call1(g, KN_OP_EXP, x);
   output(g, call2(g, KN_OP_MUL, c, d));
   return g;
 }
+static kn__graph *chain_graph(void) { return chain_graph_sized(4, 3); }
 
 static void build(kn__graph *g, const bool *inlined, kn__ind_plan *p, kn__kir *ir) {
   plan_by_hand(g, inlined, p);
@@ -341,8 +342,8 @@ Test(inductor_kir, printer_golden_text_with_an_extern_step) {
 }
 
 /* ---- targets --------------------------------------------------------------------- */
-static char *source_for(const kn__ind_target *t) {
-  kn__graph *g = chain_graph();
+static char *source_sized(const kn__ind_target *t, int64_t rows, int64_t cols) {
+  kn__graph *g = chain_graph_sized(rows, cols);
   kn__ind_plan p;
   bool inl[8] = {[4] = true};
   plan_by_hand(g, inl, &p);
@@ -354,6 +355,24 @@ static char *source_for(const kn__ind_target *t) {
   kn__ind_plan_free(&p);
   kn__graph_free(g);
   return src;
+}
+/* Large enough for OpenMP: 300 x 300 elements >= 65536. */
+static char *source_for(const kn__ind_target *t) { return source_sized(t, 300, 300); }
+
+/* A loop over constant sizes below 65536 elements (twice the smaller
+** grain) has no OpenMP text at all: its team would always be one thread;
+** one over more elements sizes its team at run time (kn_team). */
+Test(inductor_kir, small_constant_loops_run_without_openmp) {
+  char *small = source_sized(&kn__ind_target_c, 4, 3), *edge = source_sized(&kn__ind_target_c, 256, 255);
+  char *big = source_sized(&kn__ind_target_c, 256, 256);
+  cr_expect(!strstr(small, "#pragma omp parallel for"), "%s", small);
+  cr_expect(!strstr(edge, "#pragma omp parallel for"), "%s", edge);
+  cr_expect(!strstr(small, "= kn_team(") && !strstr(edge, "= kn_team("), "%s", small);
+  cr_expect(strstr(big, "  const int nt = kn_team(n, n, KN_GRAIN"), "%s", big);
+  cr_expect(strstr(big, "#pragma omp parallel for num_threads(nt)"), "%s", big);
+  free(small);
+  free(edge);
+  free(big);
 }
 
 Test(inductor_kir, c_target_prints_pragmas_and_the_vector_abi_scalar_target_neither) {
@@ -414,7 +433,7 @@ Test(inductor_kir, target_name_is_part_of_the_cache_key) {
   char dir[64];
   ind_cache_dir(dir, sizeof dir);
   kn_scope_begin();
-  kn_tensor *x = kn_randn(KN_SHAPE(5, 7), NULL, KN_FLOAT64);
+  kn_tensor *x = kn_randn(KN_SHAPE(300, 300), NULL, KN_FLOAT64); /* big enough for a team */
   kn_tensor *want = small_fn(x);
   cr_expect(ind_close(run_on("c", x), want, 1e-12, 1e-12, "c"));
   cr_expect_eq(ind_count(dir, ".so"), 1);

@@ -141,6 +141,7 @@ void kn__py_float_repr(double d, char *buf, size_t n) {
 /* ---- modules ------------------------------------------------------------------- */
 typedef struct mod_item {
   char *name;
+  size_t len; /* strlen(name) */
   int kind; /* 0 param, 1 buffer, 2 child */
   kn_tensor *t;
   kn_module *child;
@@ -149,6 +150,8 @@ typedef struct mod_item {
 struct kn_module {
   int n, cap;
   mod_item *items;
+  int *hx, hcap;              /* with more than HX_MIN items: open-addressing index of the
+                              ** names (item index + 1, 0 empty; hcap a power of 2) */
   void *ext;                  /* layer data (src/nn), owned through free_ext */
   void (*free_ext)(void *ext);
   atomic_int refs;            /* the owner's, plus one per source that captured it */
@@ -177,8 +180,10 @@ void kn_module_free(kn_module *m) {
     kn_module_free(m->items[i].child);
   }
   free(m->items);
+  free(m->hx);
   m->items = NULL;
-  m->n = m->cap = 0;
+  m->hx = NULL;
+  m->n = m->cap = m->hcap = 0;
   if (m->free_ext) m->free_ext(m->ext);
   m->ext = NULL;
   m->free_ext = NULL;
@@ -205,6 +210,58 @@ const char *kn__module_item(const kn_module *m, int i, int *kind, kn_tensor **t,
   return it->name;
 }
 
+/* Names are found by a linear scan up to HX_MIN items, by the hash index
+** above: a module path is resolved on every call of a compiled function
+** that takes the module (an optimizer's state: hundreds of children). */
+#define HX_MIN 8
+
+static uint32_t name_hash(const char *s, size_t len) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
+static void hx_insert(int *hx, int hcap, const mod_item *it, int i) {
+  uint32_t k = name_hash(it->name, it->len) & (uint32_t)(hcap - 1);
+  while (hx[k]) k = (k + 1) & (uint32_t)(hcap - 1);
+  hx[k] = i + 1;
+}
+
+/* Index item n - 1 (just added), growing the index to twice the items'
+** capacity when needed. Out of memory, the module keeps no index (its names
+** are found by scanning, as in a small module). */
+static void hx_add(kn_module *m) {
+  if (m->n <= HX_MIN) return;
+  if (m->hcap < 2 * m->n) {
+    int cap = 2 * m->cap < 32 ? 32 : 2 * m->cap;
+    while (cap < 2 * m->n) cap *= 2;
+    int *hx = calloc((size_t)cap, sizeof *hx);
+    free(m->hx);
+    m->hx = hx;
+    m->hcap = hx ? cap : 0;
+    for (int i = 0; hx && i < m->n; i++) hx_insert(hx, cap, &m->items[i], i);
+    return;
+  }
+  hx_insert(m->hx, m->hcap, &m->items[m->n - 1], m->n - 1);
+}
+
+static bool item_is(const mod_item *it, const char *name, size_t len) {
+  return it->len == len && !memcmp(it->name, name, len);
+}
+
+/* m's entry named by the len bytes at name, or NULL. */
+static mod_item *find_item(const kn_module *m, const char *name, size_t len) {
+  if (m && m->hx) {
+    uint32_t k = name_hash(name, len) & (uint32_t)(m->hcap - 1);
+    for (; m->hx[k]; k = (k + 1) & (uint32_t)(m->hcap - 1))
+      if (item_is(&m->items[m->hx[k] - 1], name, len)) return &m->items[m->hx[k] - 1];
+    return NULL;
+  }
+  for (int i = 0; m && i < m->n; i++)
+    if (item_is(&m->items[i], name, len)) return &m->items[i];
+  return NULL;
+}
+
 static kn_status mod_add(kn_module *m, const char *name, int kind, kn_tensor *t, kn_module *c) {
   if (!m || !name || !*name || strchr(name, '.') || (kind < 2 && !t) || (kind == 2 && !c))
     return kn__error(KN_EINVAL, "kn_module_add: expected a module, a name without '.' and a %s; "
@@ -214,10 +271,9 @@ static kn_status mod_add(kn_module *m, const char *name, int kind, kn_tensor *t,
   if (t && KN__HANDLES_CHECKED() &&
       kn__handle_check(t, kind ? "kn_module_add_buffer" : "kn_module_add_param", "the tensor"))
     return kn_last_status();
-  for (int i = 0; i < m->n; i++)
-    if (!strcmp(m->items[i].name, name))
-      return kn__error(KN_EINVAL, "kn_module_add: the module already has an entry named '%s'",
-                       name);
+  if (find_item(m, name, strlen(name)))
+    return kn__error(KN_EINVAL, "kn_module_add: the module already has an entry named '%s'",
+                     name);
   if (m->n == m->cap) {
     int nc = m->cap ? m->cap * 2 : 4;
     mod_item *ni = realloc(m->items, sizeof *ni * (size_t)nc);
@@ -227,8 +283,9 @@ static kn_status mod_add(kn_module *m, const char *name, int kind, kn_tensor *t,
   }
   char *nm = strdup(name);
   if (!nm) return kn__oom();
-  m->items[m->n++] = (mod_item){nm, kind, t ? kn_retain(t) : NULL, c};
+  m->items[m->n++] = (mod_item){nm, strlen(nm), kind, t ? kn_retain(t) : NULL, c};
   if (t) t->in_module = true;
+  hx_add(m);
   return KN_OK;
 }
 
@@ -250,13 +307,6 @@ void kn__module_set_subst(kn__module_subst_fn fn, void *ud) {
   subst_ud = ud;
 }
 
-/* m's entry named by the len bytes at name, or NULL. */
-static mod_item *find_item(const kn_module *m, const char *name, size_t len) {
-  for (int i = 0; m && i < m->n; i++)
-    if (strlen(m->items[i].name) == len && !strncmp(m->items[i].name, name, len))
-      return &m->items[i];
-  return NULL;
-}
 
 static kn_tensor *mod_lookup(kn_module *m, const char *path) {
   const char *dot = strchr(path, '.');

@@ -211,13 +211,13 @@ static int rt_ext_epi(void *ctx, int step, kn__ind_epi_fn epi, void *const *a, v
 static const void *rt_vmath(void) { return kn__vmath_get(); }
 
 /* Slot `to` takes over the buffer of dead slot `from` (the code generator
-** pairs only slots of the same sizes and dtype). */
+** pairs only slots of the same sizes and dtype). Never a donor input's
+** buffer, even where run_into offers one for `to`: the kernel may read
+** `from` through its output pointer (written in place over it; Adam's
+** exp_avg over the weight-decayed gradient), and a donor holds other
+** values. The output is then copied into the input after the call. */
 static int rt_reuse(void *ctx, int from, int to, void **out) {
   frame *f = ctx;
-  if (f->donor && f->donor[to]) {
-    rt_release(ctx, from);
-    return take_donor(f, to, out) ? 0 : -1;
-  }
   f->vals[to] = f->vals[from];
   f->owned[to] = f->owned[from];
   f->vals[from] = NULL;
@@ -293,19 +293,52 @@ static kn_status finish(frame *f, int rc, kn_tensor **out) {
   return st;
 }
 
+typedef struct stcount { const void *st; int n; } stcount;
+
+static size_t st_slot(const void *st, size_t cap) {
+  uintptr_t h = (uintptr_t)st >> 4;
+  return (size_t)((h * UINT64_C(0x9E3779B97F4A7C15)) >> 17) & (cap - 1);
+}
+
+/* The inputs' storages as an open-addressing set counting each storage's
+** inputs (so that a graph of hundreds of inputs, an optimizer step, checks
+** sharing in O(n) rather than pairwise): *cap slots, a power of 2, of
+** (storage, count; 0: empty); NULL on OOM. Freed by the caller. */
+static stcount *storage_counts(const prog *p, kn_tensor *const *in, size_t *cap) {
+  size_t c = 16;
+  while (c < 2 * (size_t)p->ninputs) c *= 2;
+  stcount *set = calloc(c, sizeof *set);
+  for (int i = 0; set && i < p->ninputs; i++) {
+    size_t k = st_slot(in[i]->storage, c);
+    while (set[k].n && set[k].st != in[i]->storage) k = (k + 1) & (c - 1);
+    set[k].st = in[i]->storage;
+    set[k].n++;
+  }
+  *cap = c;
+  return set;
+}
+
+/* Does storage st belong to one input only? */
+static bool storage_alone(const stcount *set, size_t cap, const void *st) {
+  size_t k = st_slot(st, cap);
+  while (set[k].n && set[k].st != st) k = (k + 1) & (cap - 1);
+  return set[k].n == 1;
+}
+
 /* The slots computed in the inputs the caller copies them into: output k
 ** when into[k] is the input the plan allows for it (into_tables) and no
 ** other input shares its memory. */
 static kn_tensor **donors(const prog *p, kn_tensor *const *in, kn_tensor *const *into) {
   kn_tensor **d = NULL;
-  for (int k = 0; into && k < p->noutputs; k++) {
+  size_t cap = 0;
+  stcount *st = into ? storage_counts(p, in, &cap) : NULL;
+  for (int k = 0; st && k < p->noutputs; k++) {
     int j = p->into_input[k];
-    bool alone = j >= 0 && into[k] == in[j];
-    for (int i = 0; alone && i < p->ninputs; i++) alone = i == j || !kn_same_storage(in[i], in[j]);
-    if (!alone) continue;
-    if (!d && !(d = calloc((size_t)p->plan.nslots, sizeof *d))) return NULL;
+    if (!(j >= 0 && into[k] == in[j] && storage_alone(st, cap, in[j]->storage))) continue;
+    if (!d && !(d = calloc((size_t)p->plan.nslots, sizeof *d))) break;
     d[p->out_slot[k]] = in[j];
   }
+  free(st);
   return d;
 }
 
@@ -434,33 +467,42 @@ static bool in_kernel(const kn__ind_plan *pl, const kn__gnode *u, const kn__gnod
 ** and contiguous strides, and every reader of input j is inside that
 ** kernel, reading element i for element i: written in place, each element
 ** is read before it is overwritten and by nothing after. */
-static bool into_ok(const prog *p, int k, int j) {
+/* The readers of a graph input (at most 16: more never qualify), looked up
+** once per input: a graph of hundreds of inputs and outputs (an optimizer
+** step) would otherwise scan the graph for every pair. */
+typedef struct readers { int n; kn__gnode *u[16]; } readers;
+
+static bool into_ok(const prog *p, int k, int j, const readers *rd) {
   const kn__ind_plan *pl = &p->plan;
   const kn__gnode *o = kn__graph_output_node(pl->g), *r = o->args[k].u.t.node;
   const kn__gnode *ph = kn__graph_input(pl->g, j);
   const kn__ind_node *rn = &pl->nodes[r->index];
   if (rn->kind != KN__IND_PW || rn->group >= 0 || rn->inlined || rn->slot < 0 || rn->epi >= 0 ||
-      !same_contiguous(&ph->meta[0], &r->meta[0]))
+      !same_contiguous(&ph->meta[0], &r->meta[0]) || rd->n < 1 || rd->n > 16)
     return false;
+  for (int u = 0; u < rd->n; u++)
+    if (!in_kernel(pl, rd->u[u], r)) return false;
   for (int i = 0; i < p->noutputs; i++)
     if ((i != k && p->out_slot[i] == p->out_slot[k]) || o->args[i].u.t.node == ph) return false;
-  kn__gnode *users[16];
-  int nu = kn__graph_users(pl->g, ph, users, 16);
-  if (nu < 1 || nu > 16) return false;
-  for (int u = 0; u < nu; u++)
-    if (!in_kernel(pl, users[u], r)) return false;
   return true;
 }
 
 /* into_input[k]: the one input output k may be computed in, or -1. */
 static kn_status into_tables(prog *p) {
   p->into_input = malloc(((size_t)p->noutputs + 1) * sizeof *p->into_input);
-  if (!p->into_input) return kn__oom();
+  readers *rd = malloc(((size_t)p->ninputs + 1) * sizeof *rd);
+  if (!p->into_input || !rd) {
+    free(rd);
+    return kn__oom();
+  }
+  for (int j = 0; j < p->ninputs; j++)
+    rd[j].n = kn__graph_users(p->plan.g, kn__graph_input(p->plan.g, j), rd[j].u, 16);
   for (int k = 0; k < p->noutputs; k++) {
     p->into_input[k] = -1;
     for (int j = 0; j < p->ninputs && p->into_input[k] < 0; j++)
-      if (into_ok(p, k, j)) p->into_input[k] = j;
+      if (into_ok(p, k, j, &rd[j])) p->into_input[k] = j;
   }
+  free(rd);
   return KN_OK;
 }
 

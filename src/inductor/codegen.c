@@ -35,6 +35,13 @@
 #include "core/error.h"
 #include "inductor/cgen.h"
 #include "logging/log.h"
+#include "ops/pointwise.h"
+#include "ops/vmath.h"
+
+/* A kernel over a constant space of fewer elements is printed without
+** OpenMP text (small_space): twice KN_GRAIN, the prelude's smaller grain,
+** below which kn_team always picks one thread. */
+#define SMALL 65536
 
 static const char prelude[] =
     "#include <stdbool.h>\n"
@@ -312,7 +319,9 @@ static bool ident_char(char c) {
 ** type T, the parameter P1 (as T) and PI (int64); other words are copied. */
 void kn__cg_expand(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_formula *f = &k->p->nodes[n->index].f;
-  for (const char *t = f->tmpl; *t;) {
+  const char *exact = k->t && k->t->inline_exact && f->vm >= 0 && kn__pw_form(f->code)->nin == 1
+                          ? kn__vm_exact_c((kn__vmop)f->vm) : NULL;
+  for (const char *t = exact ? exact : f->tmpl; *t;) {
     if (!ident_char(*t)) {
       kn__sb_putc(sb, *t++);
       continue;
@@ -361,6 +370,19 @@ void kn__cg_hoist_loads(kctx *k, kn__sb *sb, const kn__gnode *n) {
   k->hoisted = n;
 }
 
+/* Statements before a kernel's loop computing the 0-dim values inlined in
+** the tree of n (the scheduler's scalar_into_loop): once per call instead
+** of once per element; the loop reads them as variables. */
+static void hoist_scalars(kctx *k, kn__sb *sb, const kn__gnode *n) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  for (int q = 0; q < in->f.nopnds && q < n->nargs; q++) {
+    const kn__garg *a = &n->args[q];
+    if (a->kind != KN__GA_TENSOR || !k->p->nodes[a->u.t.node->index].inlined) continue;
+    if (a->u.t.node->meta[a->u.t.idx].ndim == 0) kn__cg_stmts(k, sb, a->u.t.node);
+    else hoist_scalars(k, sb, a->u.t.node);
+  }
+}
+
 /* Statements computing the tree of n, producers first. */
 void kn__cg_stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
@@ -402,6 +424,21 @@ static void stores(const kctx *k, kn__sb *sb, const char *at) {
     kn__sb_printf(sb, "[%s] = %s(v%d);\n", at, kn__cg_st_fn(k->roots[o]->meta[0].dtype),
                   k->roots[o]->index);
   }
+}
+
+/* Is the kernel's space known at compile time to hold fewer than SMALL
+** elements (every size a constant)? Such a kernel's team is always one
+** thread (kn_team's grains are at least SMALL / 2), so it is printed
+** without any OpenMP text. */
+static bool small_space(const kctx *k) {
+  int64_t n = 1;
+  if (!k->shape) return false;
+  for (int d = 0; d < k->shape->ndim; d++) {
+    kn_sym v = k->shape->sizes[d];
+    if (!kn__sym_is_const(v) || v.c < 0 || (v.c > 0 && n > SMALL / v.c)) return false;
+    n *= v.c;
+  }
+  return n < SMALL;
 }
 
 /* The loop over a pointwise kernel's elements [lo, hi) in blocks. */
@@ -471,7 +508,7 @@ static void whole_call(kn__sb *sb, const char *ind, const char *fn, const char *
 static void run_parts(const kctx *k, kn__sb *sb, const char *fn, const char *base, const char *n,
                       const char *work, const char *grain, int align, const char *args) {
   const char *b = base ? base : "", *plus = base ? " + " : "";
-  if (!k->t->openmp) {
+  if (!k->t->openmp || small_space(k)) {
     whole_call(sb, "  ", fn, base, n, args);
     return;
   }
@@ -684,6 +721,7 @@ static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_
   kn__sb body, loop;
   kn__sb_init(&body);
   kn__sb_init(&loop);
+  for (int o = 0; k->shape->ndim > 0 && o < k->nroots; o++) hoist_scalars(k, &loop, k->roots[o]);
   for (int o = 0; o < k->nroots; o++) kn__cg_stmts(k, &body, k->roots[o]);
   const char *kind = k->flat ? "flat loop" : "row loop";
   (k->flat ? flat_loop : row_loop)(k, &loop, kn__sb_cstr(&body));

@@ -516,10 +516,18 @@ static const char *recompute_refusal(const sctx *s, int i) {
 }
 
 /* ---- inlining and slots ----------------------------------------------------------- */
+/* Is n a 0-dim value read by a loop over more dims (an optimizer's bias
+** correction in its update)? Inlined, it is computed once before the loop
+** (codegen.c hoists 0-dim trees), not per element. */
+static bool scalar_into_loop(const kn__gnode *n, const kn__gnode *un) {
+  return n->meta[0].ndim == 0 && un->meta[0].ndim > 0;
+}
+
 static bool single_use_inline(const sctx *s, const kn__gnode *n, const kn__gnode *un) {
   const kn__ind_plan *p = s->p;
   return n->nusers == 1 && un && p->nodes[un->index].kind == KN__IND_PW &&
-         p->nodes[un->index].group < 0 && same_sizes(&n->meta[0], &un->meta[0]);
+         p->nodes[un->index].group < 0 &&
+         (same_sizes(&n->meta[0], &un->meta[0]) || scalar_into_loop(n, un));
 }
 
 /* What the loop of pointwise node i would read (into s->reads[i]): its
@@ -587,7 +595,10 @@ static kn_status inline_chains(sctx *s, bool allow) {
     in->inlined = inl;
     if (inl) {
       p->nfused++;
-      if (un)
+      if (un && scalar_into_loop(n, un))
+        fusion_log(s, "%s inlined into %s: its only user, a 0-dim value computed once before "
+                   "its loop%.0d", n->name, un->name, 0);
+      else if (un)
         fusion_log(s, "%s inlined into %s: its only user, same sizes%.0d", n->name, un->name, 0);
       else fusion_logf(s, "%s recomputed in its %d readers: a cheap operation over inputs they "
                        "read too", n->name, nu);

@@ -28,7 +28,7 @@ static bool c_supports(const kn__ind_target *t, const kn__kir *ir, int j, const 
 
 const kn__ind_target kn__ind_target_c = {
     .name = "c",
-    .cflags = "-O3 -march=native -fopenmp -ffp-contract=off",
+    .cflags = "-O3 -march=native -fopenmp -ffp-contract=off -fno-math-errno",
     .fast_cflags = "-O1",
     .supports = c_supports,
     .prelude = kn__ind_c_prelude,
@@ -40,6 +40,7 @@ const kn__ind_target kn__ind_target_c = {
     .openmp = true,
     .vector_abi = true,
     .epilogues = true,
+    .inline_exact = true,
 };
 
 const kn__ind_target kn__ind_target_c_scalar = {

@@ -13,8 +13,8 @@
 ** compile; default "c"):
 **   c         C with OpenMP over blocks and rows, vector-math functions
 **             declared `simd` with x86-64 vector-ABI versions (gcc
-**             vectorises loops calling them); "-O3 -march=native -fopenmp
-**             -ffp-contract=off";
+**             vectorises loops calling them), sqrt inline; "-O3
+**             -march=native -fopenmp -ffp-contract=off -fno-math-errno";
 **   c_scalar  the same loops as plain scalar C: no pragmas, no vector ABI,
 **             no -march=native, no -fopenmp ("-O2 -ffp-contract=off"); the
 **             reference of differential tests.
@@ -61,6 +61,11 @@ struct kn__ind_target {
   /* The target runs epilogue items (kir.h): the scheduler fuses pointwise
   ** kernels into GEMM / convolution extern steps only for such a target. */
   bool epilogues;
+  /* Vector-math functions that every table rounds correctly (sqrt,
+  ** kn__vm_exact_c) printed as the C library's call, which -fno-math-errno
+  ** lets the compiler inline and vectorise (the same bits as the table's,
+  ** without a call per vector that spills every live register). */
+  bool inline_exact;
 };
 
 /* The C targets (target.c). */

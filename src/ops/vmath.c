@@ -165,6 +165,8 @@ kn_status kn__vmath_force(kn__isa isa) {
   return KN_OK;
 }
 
+const char *kn__vm_exact_c(kn__vmop op) { return op == KN__VM_SQRT ? "sqrt(a)" : NULL; }
+
 const char *kn__isa_name(kn__isa isa) {
   static const char *const names[KN__ISA_COUNT] = {"scalar", "sse4", "avx2", "avx512"};
   return isa >= 0 && isa < KN__ISA_COUNT ? names[isa] : "?";

@@ -103,6 +103,12 @@ kn__isa kn__vmath_best(void);
 kn_status kn__vmath_force(kn__isa isa);
 /* "scalar", "sse4", "avx2", "avx512". Static. */
 const char *kn__isa_name(kn__isa isa);
+/* For a unary function that every table computes correctly rounded (IEEE
+** sqrt: the ISAs' square-root instructions, libm's sqrt), the C expression
+** of operand a that gives the same bits ("sqrt(a)", type-generic), which a
+** compiler inlines as that instruction; NULL for every other function.
+** Static. */
+const char *kn__vm_exact_c(kn__vmop op);
 
 /* The per-ISA tables (x86-64 builds only). */
 extern const kn__vmath kn__vmath_scalar;

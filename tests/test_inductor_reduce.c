@@ -359,3 +359,31 @@ Test(inductor_reduce, rms_norm_backward_is_one_row_kernel) {
   free(src);
   expect_code(-1, 0, "rms_norm");
 }
+
+/* An expand the graph returns stays eager's view (an extern call): the output
+** of an input's expand aliases the input, and an expand of a computed value
+** has eager's strides (stride 0 over the expanded dims), not a copy. */
+static kn_tensor *expand_input(kn_tensor *x) { return kn_expand(x, 2, (const int64_t[]){4, 3}); }
+static kn_tensor *expand_exp(kn_tensor *x) {
+  return kn_expand(kn_exp(x), 3, (const int64_t[]){2, 4, 3});
+}
+
+Test(inductor_reduce, returned_expand_stays_a_view) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(expand_input, &o), *g = KN_COMPILE(expand_exp, &o);
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(KN_SHAPE(1, 3), NULL, KN_FLOAT32), *c = kn_randn(KN_SHAPE(4, 1), NULL, KN_FLOAT32);
+  kn_tensor *a = kn_call_t(f, x), *b = kn_call_t(g, c), *be = expand_exp(c);
+  cr_assert(a && b && be, "%s", kn_last_error());
+  cr_expect(ind_close(a, expand_input(x), 0, 0, "expand of an input"));
+  cr_expect(ind_close(b, be, 0, 0, "expand of exp"));
+  cr_expect_eq(kn_data(a), kn_data(x), "the output aliases the input");
+  cr_expect_eq(kn_strides(a)[0], 0);
+  for (int d = 0; d < 3; d++)
+    cr_expect_eq(kn_strides(b)[d], kn_strides(be)[d], "dim %d: stride %lld, eager's %lld", d,
+                 (long long)kn_strides(b)[d], (long long)kn_strides(be)[d]);
+  kn_scope_end();
+  kn_compiled_free(f);
+  kn_compiled_free(g);
+  expect_code(-1, 2, "returned expands");
+}

@@ -332,8 +332,8 @@ static void rms_grad_f64(const float *x, const float *w, const float *g, int64_t
 ** prefetched two rows ahead, the weight (the same row for all) is not. */
 Test(inductor_reduce, rms_norm_backward_is_one_row_kernel) {
   enum { R = 40, D = 96 };
+  rms_w = kn_randn(KN_SHAPE(D), NULL, KN_FLOAT32); /* the compiled graph's constant */
   kn_scope_begin();
-  rms_w = kn_randn(KN_SHAPE(D), NULL, KN_FLOAT32);
   kn_tensor *x = kn_randn(KN_SHAPE(R, D), NULL, KN_FLOAT32);
   kn_tensor *go = kn_randn(KN_SHAPE(R, D), NULL, KN_FLOAT32), *gx = NULL, *ge = NULL;
   cr_assert_eq(kn_set_requires_grad(x, true), KN_OK);
@@ -353,6 +353,7 @@ Test(inductor_reduce, rms_norm_backward_is_one_row_kernel) {
   free(want);
   kn_compiled_free(f);
   kn_scope_end();
+  kn_release(rms_w);
   char *src = kn_test_inductor_sources(cache);
   cr_expect_eq(kn_test_count_of(src, "static void kernel"), 2, "forward, backward:\n%s", src);
   cr_expect_eq(kn_test_count_of(src, "__builtin_prefetch("), 3, "x; x and go:\n%s", src);

@@ -304,11 +304,10 @@ Test(inductor_reduce, store_pass_takes_vector_math_per_block) {
 }
 
 /* ---- a row value expanded back over its row: rms_norm's backward ---------------------- */
-static kn_tensor *rms_w;
-static kn_tensor *rms_norm(kn_tensor *x) {
+static kn_tensor *rms_norm(kn_tensor *x, kn_tensor *w) {
   const int64_t d = 1;
   kn_tensor *ms = kn_mean_dims(kn_mul(x, x), &d, 1, true);
-  return kn_mul(kn_mul(x, kn_rsqrt(kn_add_scalar(ms, kn_float(1e-6)))), rms_w);
+  return kn_mul(kn_mul(x, kn_rsqrt(kn_add_scalar(ms, kn_float(1e-6)))), w);
 }
 
 /* The gradient of rms_norm's input by its formula in double: with
@@ -332,20 +331,20 @@ static void rms_grad_f64(const float *x, const float *w, const float *g, int64_t
 ** prefetched two rows ahead, the weight (the same row for all) is not. */
 Test(inductor_reduce, rms_norm_backward_is_one_row_kernel) {
   enum { R = 40, D = 96 };
-  rms_w = kn_randn(KN_SHAPE(D), NULL, KN_FLOAT32); /* the compiled graph's constant */
   kn_scope_begin();
+  kn_tensor *w = kn_randn(KN_SHAPE(D), NULL, KN_FLOAT32);
   kn_tensor *x = kn_randn(KN_SHAPE(R, D), NULL, KN_FLOAT32);
   kn_tensor *go = kn_randn(KN_SHAPE(R, D), NULL, KN_FLOAT32), *gx = NULL, *ge = NULL;
   cr_assert_eq(kn_set_requires_grad(x, true), KN_OK);
   kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
   kn_compiled *f = KN_COMPILE(rms_norm, &o);
-  kn_tensor *y = kn_call_t(f, x), *ye = rms_norm(x);
+  kn_tensor *y = kn_call_t(f, x, w), *ye = rms_norm(x, w);
   cr_assert(y && kn_autograd_grad(&y, 1, &x, 1, &go, false, false, false, &gx) == KN_OK,
             "%s", kn_last_error());
   cr_assert_eq(kn_autograd_grad(&ye, 1, &x, 1, &go, false, false, false, &ge), KN_OK);
   cr_expect(ind_close(gx, ge, 1e-5, 1e-5, "rms_norm backward"));
   double *want = malloc(sizeof(double) * R * D);
-  rms_grad_f64(kn_data(x), kn_data(rms_w), kn_data(go), R, D, want);
+  rms_grad_f64(kn_data(x), kn_data(w), kn_data(go), R, D, want);
   kn_tensor *g = kn_contiguous(gx);
   for (int64_t i = 0; i < R * D; i++)
     cr_expect(fabs(((float *)kn_data(g))[i] - want[i]) <= 1e-5 * (1 + fabs(want[i])),
@@ -353,7 +352,6 @@ Test(inductor_reduce, rms_norm_backward_is_one_row_kernel) {
   free(want);
   kn_compiled_free(f);
   kn_scope_end();
-  kn_release(rms_w);
   char *src = kn_test_inductor_sources(cache);
   cr_expect_eq(kn_test_count_of(src, "static void kernel"), 2, "forward, backward:\n%s", src);
   cr_expect_eq(kn_test_count_of(src, "__builtin_prefetch("), 3, "x; x and go:\n%s", src);

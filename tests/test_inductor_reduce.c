@@ -9,6 +9,7 @@
 ** checked against plain C loops (an independent expectation).
 */
 #include "inductor_util.h"
+#include "kiln/autograd.h"
 #include "ops/opdef.h"
 #include "ops/reduce_table.h"
 #include "support/files.h"
@@ -300,4 +301,88 @@ Test(inductor_reduce, store_pass_takes_vector_math_per_block) {
     ind_cache_dir(cache, sizeof cache);
   }
   kn_scope_end();
+}
+
+/* ---- a row value expanded back over its row: rms_norm's backward ---------------------- */
+static kn_tensor *rms_norm(kn_tensor *x, kn_tensor *w) {
+  const int64_t d = 1;
+  kn_tensor *ms = kn_mean_dims(kn_mul(x, x), &d, 1, true);
+  return kn_mul(kn_mul(x, kn_rsqrt(kn_add_scalar(ms, kn_float(1e-6)))), w);
+}
+
+/* The gradient of rms_norm's input by its formula in double: with
+** r = 1 / sqrt(mean(x^2) + eps), dx_i = r w_i g_i - x_i r^3 / D sum_j g_j w_j x_j. */
+static void rms_grad_f64(const float *x, const float *w, const float *g, int64_t rows, int64_t D,
+                         double *dx) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * D, *gr = g + r * D;
+    double ss = 0, s = 0;
+    for (int64_t j = 0; j < D; j++) ss += (double)xr[j] * xr[j], s += (double)gr[j] * w[j] * xr[j];
+    double rs = 1 / sqrt(ss / (double)D + 1e-6);
+    for (int64_t j = 0; j < D; j++)
+      dx[r * D + j] = rs * w[j] * gr[j] - xr[j] * rs * rs * rs / (double)D * s;
+  }
+}
+
+/* The mean's gradient is expanded over the row (expand, a BROADCAST lowering
+** read with stride 0), so the backward is one row kernel with no extern call
+** (it was five kernels and an extern expand). The gradient matches the
+** formula in double and eager; the rows of x and of the output gradient are
+** prefetched two rows ahead, the weight (the same row for all) is not. */
+Test(inductor_reduce, rms_norm_backward_is_one_row_kernel) {
+  enum { R = 40, D = 96 };
+  kn_scope_begin();
+  kn_tensor *w = kn_randn(KN_SHAPE(D), NULL, KN_FLOAT32);
+  kn_tensor *x = kn_randn(KN_SHAPE(R, D), NULL, KN_FLOAT32);
+  kn_tensor *go = kn_randn(KN_SHAPE(R, D), NULL, KN_FLOAT32), *gx = NULL, *ge = NULL;
+  cr_assert_eq(kn_set_requires_grad(x, true), KN_OK);
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(rms_norm, &o);
+  kn_tensor *y = kn_call_t(f, x, w), *ye = rms_norm(x, w);
+  cr_assert(y && kn_autograd_grad(&y, 1, &x, 1, &go, false, false, false, &gx) == KN_OK,
+            "%s", kn_last_error());
+  cr_assert_eq(kn_autograd_grad(&ye, 1, &x, 1, &go, false, false, false, &ge), KN_OK);
+  cr_expect(ind_close(gx, ge, 1e-5, 1e-5, "rms_norm backward"));
+  double *want = malloc(sizeof(double) * R * D);
+  rms_grad_f64(kn_data(x), kn_data(w), kn_data(go), R, D, want);
+  kn_tensor *g = kn_contiguous(gx);
+  for (int64_t i = 0; i < R * D; i++)
+    cr_expect(fabs(((float *)kn_data(g))[i] - want[i]) <= 1e-5 * (1 + fabs(want[i])),
+              "element %lld: %g, expected %g", (long long)i, ((float *)kn_data(g))[i], want[i]);
+  free(want);
+  kn_compiled_free(f);
+  kn_scope_end();
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "static void kernel"), 2, "forward, backward:\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "__builtin_prefetch("), 3, "x; x and go:\n%s", src);
+  free(src);
+  expect_code(-1, 0, "rms_norm");
+}
+
+/* An expand the graph returns stays eager's view (an extern call): the output
+** of an input's expand aliases the input, and an expand of a computed value
+** has eager's strides (stride 0 over the expanded dims), not a copy. */
+static kn_tensor *expand_input(kn_tensor *x) { return kn_expand(x, 2, (const int64_t[]){4, 3}); }
+static kn_tensor *expand_exp(kn_tensor *x) {
+  return kn_expand(kn_exp(x), 3, (const int64_t[]){2, 4, 3});
+}
+
+Test(inductor_reduce, returned_expand_stays_a_view) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(expand_input, &o), *g = KN_COMPILE(expand_exp, &o);
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(KN_SHAPE(1, 3), NULL, KN_FLOAT32), *c = kn_randn(KN_SHAPE(4, 1), NULL, KN_FLOAT32);
+  kn_tensor *a = kn_call_t(f, x), *b = kn_call_t(g, c), *be = expand_exp(c);
+  cr_assert(a && b && be, "%s", kn_last_error());
+  cr_expect(ind_close(a, expand_input(x), 0, 0, "expand of an input"));
+  cr_expect(ind_close(b, be, 0, 0, "expand of exp"));
+  cr_expect_eq(kn_data(a), kn_data(x), "the output aliases the input");
+  cr_expect_eq(kn_strides(a)[0], 0);
+  for (int d = 0; d < 3; d++)
+    cr_expect_eq(kn_strides(b)[d], kn_strides(be)[d], "dim %d: stride %lld, eager's %lld", d,
+                 (long long)kn_strides(b)[d], (long long)kn_strides(be)[d]);
+  kn_scope_end();
+  kn_compiled_free(f);
+  kn_compiled_free(g);
+  expect_code(-1, 2, "returned expands");
 }

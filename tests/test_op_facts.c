@@ -427,6 +427,8 @@ Test(op_facts, every_op_has_a_lowering_class_that_fits_its_flags) {
     if (l->cls == KN__IND_L_SELECT || l->cls == KN__IND_L_CAST || l->cls == KN__IND_L_CONSTANT)
       cr_expect(op->flags & (KN_OPF_POINTWISE | KN_OPF_FACTORY), "op %s: class %s needs a "
                 "pointwise or factory op", q, cls);
+    if (l->cls == KN__IND_L_BROADCAST)
+      cr_expect(op->flags & KN_OPF_VIEW, "op %s: class BROADCAST needs a view op", q);
   }
 }
 

@@ -47,7 +47,8 @@ static const char prelude[] =
     "#include <stdbool.h>\n"
     "#include <stdint.h>\n"
     "#include <tgmath.h>\n\n"
-    "#define KN_BLOCK 4096\n\n"
+    "#define KN_BLOCK 4096\n"
+    "#define KN_PF_ROW 16384 /* longest row (bytes) a row kernel prefetches */\n\n"
     "typedef struct kn_rt {\n"
     "  int (*ext)(void *ctx, int step);\n"
     "  int (*alloc)(void *ctx, int slot, void **p);\n"
@@ -796,6 +797,50 @@ static void group_row_offsets(kctx *k, kn__sb *sb) {
   kn__sb_puts(sb, "    (void)t;\n");
 }
 
+/* Whether text is a stride of one element (the printer's spelling). */
+static bool stride_is_one(const char *text) {
+  return !strcmp(text, "INT64_C(1)") || !strcmp(text, "1");
+}
+
+/* One leaf's prefetch of the row two ahead along the innermost kept dim d
+** (in bounds: its index plus 2 stays below its size), when the leaf is read
+** along contiguous rows that move with d. */
+static void leaf_prefetch(kctx *k, kn__sb *sb, int li, int d) {
+  kn__sb in, out;
+  kn__sb_init(&in);
+  kn__sb_init(&out);
+  kn__cg_leaf_stride(k, &in, &k->leaves[li], d + 1);
+  kn__cg_leaf_stride(k, &out, &k->leaves[li], d);
+  if (stride_is_one(kn__sb_cstr(&in)) && strcmp(kn__sb_cstr(&out), "0")) {
+    kn__sb_puts(sb, "    if (o % (");
+    kn__cg_sym_text(k, sb, k->shape->sizes[d]);
+    kn__sb_puts(sb, ") + 2 < (");
+    kn__cg_sym_text(k, sb, k->shape->sizes[d]);
+    kn__sb_printf(sb, ") && red * (int64_t)sizeof *in%d <= KN_PF_ROW)\n"
+                      "      for (int64_t q = 0; q < red; q += 64 / (int64_t)sizeof *in%d)\n"
+                      "        __builtin_prefetch(in%d + o%d + 2 * (%s) + q);\n",
+                  li, li, li, li, kn__sb_cstr(&out));
+  }
+  if (kn__sb_failed(&in) || kn__sb_failed(&out)) k->failed = true;
+  kn__sb_fini(&in);
+  kn__sb_fini(&out);
+}
+
+/* Prefetch, at the start of row o, row o + 2 of every input read along
+** whole contiguous rows (one reduced dim, the last, element stride 1), rows
+** of at most KN_PF_ROW bytes. A group makes several passes over a row (max;
+** exp and sum; the store), and while one computes no load runs ahead of
+** it, so the hardware prefetcher leaves the memory idle; fetched two rows
+** ahead, the row is in cache when its first pass reads it (Zen 3, rows of
+** 1024 floats: softmax 7.7 -> 5.7 ms over 4096 rows). */
+static void group_prefetch(kctx *k, kn__sb *sb) {
+  int dims[KN_MAX_DIMS], nd = k->shape->ndim;
+  if (nd < 2 || kn__cg_red_dims(k, dims) != 1 || dims[0] != nd - 1) return;
+  for (int li = 0; li < k->nleaves; li++)
+    if (k->leaves[li].slot >= 0 && !kn__cg_leaf_scalar(k->leaves[li].m))
+      leaf_prefetch(k, sb, li, nd - 2);
+}
+
 /* The reduced dims, ascending, into dims; returns their number. */
 int kn__cg_red_dims(const kctx *k, int *dims) {
   int n = 0;
@@ -1178,6 +1223,7 @@ static void group_row(kctx *k, kn__sb *row) {
   }
   store_pass(k, &rows);
   group_row_offsets(k, row); /* after the passes: they may add leaves */
+  if (k->t->vector_abi) group_prefetch(k, row); /* GCC builtins */
   kn__sb_puts(row, kn__sb_cstr(&rows));
   if (kn__sb_failed(&rows)) k->failed = true;
   kn__sb_fini(&rows);

@@ -167,8 +167,9 @@ static bool pointwise_formula(const kn__gnode *n, kn__ind_formula *f) {
   return f->tmpl != NULL;
 }
 
-/* CONSTANT (full(size, value, dtype)) or CAST (_to_copy, clone: the
-** first argument converted). */
+/* CONSTANT (full(size, value, dtype)), or CAST (_to_copy, clone: the
+** first argument converted) and BROADCAST (expand: the first argument,
+** broadcast to the output's sizes by its leaf's strides). */
 static bool other_formula(const kn__gnode *n, kn__ind_lclass cls, kn__ind_formula *f) {
   kn_dtype ot = n->meta[0].dtype;
   if (!kn__ind_ctype(ot) || ot == KN_UINT8 || ot == KN_INT8 || ot == KN_INT16 ||
@@ -183,7 +184,8 @@ static bool other_formula(const kn__gnode *n, kn__ind_lclass cls, kn__ind_formul
     f->nopnds = 0;
     f->tmpl = is_float(ot) || ot == KN_BOOL ? "P1" : "(T)PI";
     return true;
-  case KN__IND_L_CAST: {
+  case KN__IND_L_CAST:
+  case KN__IND_L_BROADCAST: {
     const kn__garg *a = &n->args[0];
     if (a->kind != KN__GA_TENSOR || !a->u.t.node) return false;
     if (!kn__ind_ctype(a->u.t.node->meta[a->u.t.idx].dtype)) return false;
@@ -224,6 +226,7 @@ bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f) {
   case KN__IND_L_FORMULA: return pointwise_formula(n, f);
   case KN__IND_L_SELECT: return where_formula(n, f);
   case KN__IND_L_CAST:
+  case KN__IND_L_BROADCAST:
   case KN__IND_L_CONSTANT: return other_formula(n, cls, f);
   default: return false;
   }

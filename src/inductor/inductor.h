@@ -121,6 +121,7 @@ typedef enum kn__ind_lclass {
   KN__IND_L_REDUCTION,
   KN__IND_L_DECOMP,
   KN__IND_L_EXTERN,
+  KN__IND_L_BROADCAST,
 } kn__ind_lclass;
 
 typedef enum kn__ind_role {

@@ -66,6 +66,29 @@ static bool column_sum(const kn__graph *g, const kn__gnode *n, const kn__ind_nod
   return true;
 }
 
+/* Whether generated code computes node u (a pointwise formula other than a
+** BROADCAST, or a reduction op). */
+static bool lowered_reader(const kn__gnode *u) {
+  if (u->op != KN__GN_CALL || !u->opdef) return false;
+  kn__ind_lclass c = kn__ind_lowering_of(u->opdef)->cls;
+  kn__ind_formula f;
+  return c == KN__IND_L_REDUCTION || (c != KN__IND_L_BROADCAST && kn__ind_formula_for(u, &f));
+}
+
+/* A BROADCAST node (expand) read by anything but generated code (the graph's
+** output, an extern call such as addmm's bias), or by more than 16 nodes:
+** it stays the eager view (an extern call), so that an output aliasing its
+** input keeps aliasing it, with eager's strides, and no expanded copy is
+** materialised for an extern reader. */
+static bool view_kept(const kn__graph *g, const kn__gnode *n) {
+  if (kn__ind_lowering_of(n->opdef)->cls != KN__IND_L_BROADCAST) return false;
+  kn__gnode *users[16];
+  int nu = kn__graph_users(g, n, users, 16);
+  for (int u = 0; u < nu; u++)
+    if (u >= 16 || !lowered_reader(users[u])) return true;
+  return false;
+}
+
 static void classify(kn__ind_plan *p, const kn__gnode *n) {
   kn__ind_node *in = &p->nodes[n->index];
   in->slot = -1;
@@ -75,7 +98,7 @@ static void classify(kn__ind_plan *p, const kn__gnode *n) {
   case KN__GN_OUTPUT: in->kind = KN__IND_SKIP; return;
   case KN__GN_CALL:
     if (!n->opdef) in->kind = KN__IND_ALIAS;
-    else if (kn__ind_formula_for(n, &in->f)) in->kind = KN__IND_PW;
+    else if (kn__ind_formula_for(n, &in->f) && !view_kept(p->g, n)) in->kind = KN__IND_PW;
     else if (kn__ind_red_classify(n, in) && !column_sum(p->g, n, in)) in->kind = KN__IND_RED;
     else in->kind = KN__IND_EXTERN, in->red = NULL, in->red_mask = 0;
     break;

@@ -30,7 +30,8 @@ const kn__ind_lowering *kn__ind_lowering_of(const kn__opdef *op) {
 
 const char *kn__ind_lclass_name(kn__ind_lclass c) {
   static const char *const names[] = {"NONE",      "FORMULA", "SELECT", "CAST",
-                                      "CONSTANT",  "REDUCTION", "DECOMP", "EXTERN"};
+                                      "CONSTANT",  "REDUCTION", "DECOMP", "EXTERN",
+                                      "BROADCAST"};
   return (unsigned)c < sizeof names / sizeof *names ? names[c] : "?";
 }
 

@@ -17,6 +17,8 @@ typedef __m256d kn_vd;
 #define KN_VM_ANY_GTD(v, c) (_mm256_movemask_pd(_mm256_cmp_pd(v, _mm256_set1_pd(c), _CMP_GT_OQ)) != 0)
 #define KN_VM_FMAF(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define KN_VM_ANYI(m) (!_mm256_testz_si256((__m256i)(m), (__m256i)(m))) /* any lane of an int mask set */
+#define KN_VM_MINF _mm256_min_ps /* NaN in the second operand is returned */
+#define KN_VM_MAXF _mm256_max_ps
 #define KN_VM_HAS_FMA 1
 #define KN_VM_TABLE kn__vmath_avx2
 #define KN_VM_NAME "avx2"

@@ -17,6 +17,8 @@ typedef __m128d kn_vd;
 #define KN_VM_ANY_GTD(v, c) (_mm_movemask_pd(_mm_cmpgt_pd(v, _mm_set1_pd(c))) != 0)
 #define KN_VM_FMAF(a, b, c) ((a) * (b) + (c))
 #define KN_VM_ANYI(m) (!_mm_testz_si128((__m128i)(m), (__m128i)(m))) /* any lane of an int mask set */
+#define KN_VM_MINF _mm_min_ps /* NaN in the second operand is returned */
+#define KN_VM_MAXF _mm_max_ps
 #define KN_VM_HAS_FMA 0
 #define KN_VM_TABLE kn__vmath_sse4
 #define KN_VM_NAME "sse4"

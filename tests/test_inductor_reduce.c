@@ -89,7 +89,7 @@ Test(inductor_reduce, every_reduction_op_has_a_row_and_lowers) {
     kn_compiled_free(f);
     expect_code(1, 0, what); /* one generated kernel, no extern call */
   }
-  cr_expect_eq(seen, 12);
+  cr_expect_eq(seen, 18);
 }
 
 Test(inductor_reduce, every_row_is_whole) {

@@ -97,8 +97,8 @@ Test(inductor_reduce, every_row_is_whole) {
     const kn__red_row *r = &kn__red_rows[k];
     cr_expect_eq((int)r->kind, k);
     cr_expect(r->name && r->combine && r->finalize && r->init_text && r->prep, "row %d", k);
-    cr_expect_eq(r->ordered, r->acc == KN__RACC_INPUT, "%s: ordered rows keep the input type",
-                 r->name);
+    cr_expect(!r->ordered || r->acc == KN__RACC_INPUT, "%s: ordered rows keep the input type",
+              r->name);
   }
 }
 

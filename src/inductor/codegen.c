@@ -876,7 +876,10 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   kn__sb code[3];
   for (int c = 0; c < 3; c++) kn__sb_init(&code[c]);
   k->inner = true;
-  if (in->red->acc == KN__RACC_WIDE && kn__cg_member(k, src)) block_vms(k, &code[1], src, nd, dims);
+  /* blocks of vector math feed the double lanes' blocks: every pass's row WIDE */
+  if (in->red->acc == KN__RACC_WIDE && kn__ind_red_pass_row(in, 0)->acc == KN__RACC_WIDE &&
+      kn__cg_member(k, src))
+    block_vms(k, &code[1], src, nd, dims);
   red_body(k, &code[0], n, nd, dims);
   memset(k->blk, 0, (size_t)k->p->nnodes);
   red_body(k, &code[2], n, nd, dims); /* the remainder: no block */

@@ -128,41 +128,52 @@ typedef struct fold {
   double c;      /* the row's constant (reduce_table.def) */
   double d;      /* floating accumulator */
   int64_t u;     /* integer accumulator */
+  bool nan;      /* a NaN was prepared (rows whose NaN WINS) */
 } fold;
 
 /* Four accumulators over contiguous floats (the row's combine is
-** associative), merged in a fixed order: the same bits on every run. */
+** associative), merged in a fixed order: the same bits on every run. Rows
+** whose NaN wins combine by order and note NaN beside. */
+#define FOLD_STEP(K, a, v)                     \
+  {                                            \
+    const double v_ = kn__red_prep_##K(v, f->c); \
+    a = kn__red_comb_##K(a, v_);               \
+    if (wins) nan |= v_ != v_;                 \
+  }
 #define FOLD_CONTIG(K, T)                                                               \
   {                                                                                     \
     const T *x = (const T *)p;                                                          \
     double a1 = kn__red_rows[KN__RED_##K].init, a2 = a1, a3 = a1;                       \
     int64_t i = 0;                                                                      \
     for (; i + 4 <= n; i += 4) {                                                        \
-      a = kn__red_comb_##K(a, kn__red_prep_##K(x[i], f->c));                            \
-      a1 = kn__red_comb_##K(a1, kn__red_prep_##K(x[i + 1], f->c));                      \
-      a2 = kn__red_comb_##K(a2, kn__red_prep_##K(x[i + 2], f->c));                      \
-      a3 = kn__red_comb_##K(a3, kn__red_prep_##K(x[i + 3], f->c));                      \
+      FOLD_STEP(K, a, x[i])                                                             \
+      FOLD_STEP(K, a1, x[i + 1])                                                        \
+      FOLD_STEP(K, a2, x[i + 2])                                                        \
+      FOLD_STEP(K, a3, x[i + 3])                                                        \
     }                                                                                   \
-    for (; i < n; i++) a = kn__red_comb_##K(a, kn__red_prep_##K(x[i], f->c));           \
+    for (; i < n; i++) FOLD_STEP(K, a, x[i])                                            \
     a = kn__red_comb_##K(kn__red_comb_##K(a, a1), kn__red_comb_##K(a2, a3));            \
   }
 
-#define KN_RED(K, ...)                                                                  \
-  static void row_##K(void *state, const char *p, int64_t n, int64_t s, int64_t start) { \
-    (void)start;                                                                        \
-    fold *f = state;                                                                    \
-    if (!kn_dtype_is_floating(f->dt)) {                                                 \
-      for (int64_t i = 0; i < n; i++)                                                   \
-        f->u = kn__red_icomb_##K(f->u, kn__load_int(p + i * s, f->dt));                 \
-      return;                                                                           \
-    }                                                                                   \
-    double a = f->d;                                                                    \
-    if (f->dt == KN_FLOAT32 && s == 4) FOLD_CONTIG(K, float)                            \
-    else if (f->dt == KN_FLOAT64 && s == 8) FOLD_CONTIG(K, double)                      \
-    else                                                                                \
-      for (int64_t i = 0; i < n; i++)                                                   \
-        a = kn__red_comb_##K(a, kn__red_prep_##K(kn__load_double(p + i * s, f->dt), f->c)); \
-    f->d = a;                                                                           \
+#define KN_RED(K, name, init, iinit, better, ibetter, prep, comb, icomb, fin, A, S, NAN_, col, \
+               PRE)                                                                         \
+  static void row_##K(void *state, const char *p, int64_t n, int64_t s, int64_t start) {     \
+    (void)start;                                                                            \
+    fold *f = state;                                                                        \
+    if (!kn_dtype_is_floating(f->dt)) {                                                     \
+      for (int64_t i = 0; i < n; i++)                                                       \
+        f->u = kn__red_icomb_##K(f->u, kn__load_int(p + i * s, f->dt));                     \
+      return;                                                                               \
+    }                                                                                       \
+    const bool wins = KN__RNAN_##NAN_ == KN__RNAN_WINS;                                     \
+    bool nan = false;                                                                       \
+    double a = f->d;                                                                        \
+    if (f->dt == KN_FLOAT32 && s == 4) FOLD_CONTIG(K, float)                                \
+    else if (f->dt == KN_FLOAT64 && s == 8) FOLD_CONTIG(K, double)                          \
+    else                                                                                    \
+      for (int64_t i = 0; i < n; i++) FOLD_STEP(K, a, kn__load_double(p + i * s, f->dt))    \
+    f->d = a;                                                                               \
+    f->nan |= nan;                                                                          \
   }
 #include "ops/reduce_table.def"
 #undef KN_RED
@@ -183,12 +194,13 @@ static void fold_out(const kn__redplan *p, const char *base, kn__red_kind k, kn_
   double n = (double)p->nred;
   if (r->pre != KN__RED_NONE) {
     const kn__red_row *q = &kn__red_rows[r->pre];
-    fold f0 = {dt, 0, q->init, q->iinit};
+    fold f0 = {dt, 0, q->init, q->iinit, false};
     kn__redplan_rows(p, base, row_fns[r->pre], &f0);
-    c = kn__red_finalize(r->pre, f0.d, n, 0, 0);
+    c = kn__red_finalize(r->pre, f0.nan ? NAN : f0.d, n, 0, 0);
   }
-  fold f = {dt, c, r->init, r->iinit};
+  fold f = {dt, c, r->init, r->iinit, false};
   kn__redplan_rows(p, base, row_fns[k], &f);
+  if (f.nan) f.d = NAN;
   if (kn_dtype_is_floating(dt)) kn__store_double(dst, odt, kn__red_finalize(k, f.d, n, 0, c));
   else kn__store_int(dst, odt, f.u);
 }

@@ -230,3 +230,24 @@ Test(inductor_reduce_fold, results_match_plain_c_loops) {
   kn_compiled_free(f);
   expect_code(-1, 1, "stats"); /* the stack only */
 }
+
+/* logsumexp decomposes into softmax's group (amax, exp, sum) where its
+** reduced dims are not a constant 0; over an empty dim the table's own
+** two-pass row lowers it (its shift needs no element): -inf, no extern. */
+static kn_tensor *lse_last(kn_tensor *x) { return kn_logsumexp(x, dlast, 1, false); }
+
+Test(inductor_reduce_fold, logsumexp_over_nothing_lowers_through_its_row) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(lse_last, &o);
+  kn_scope_begin();
+  kn_tensor *y = kn_contiguous(kn_call_t(f, kn_zeros(KN_SHAPE(3, 0), KN_FLOAT64)));
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_assert_eq(kn_numel(y), 3);
+  for (int i = 0; i < 3; i++) cr_expect(isinf(((double *)kn_data(y))[i]) && ((double *)kn_data(y))[i] < 0);
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "= (double)kn_red_fin_LSE(acc"), 1, "the row's finalize in\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "rt->ext("), 0);
+  free(src);
+}

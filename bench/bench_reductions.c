@@ -6,10 +6,13 @@
 **     median thread CPU time over the compiled graph's, reducing the rows of
 **     a 1024 x 1024 float32 tensor (the last dim, 1 thread);
 **   BENCH reductions_<op>_compiled_us / _eager_us: the two times.
-** prod reads values near 1 (no overflow or denormals in either). The
+** prod reads values near 1 (no overflow or denormals in either); all reads
+** values that are never 0 (|x| + 1: the whole row is read). The norms are
+** linalg_vector_norm's rows: orders 2, 1, inf, -inf, 0 and 3. The
 ** cache lives in a temporary KILN_CACHE_DIR removed at the end.
 */
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -37,6 +40,19 @@ static kn_tensor *r_argmax(kn_tensor *x) { return kn_argmax_dim(x, -1, false); }
 static kn_tensor *r_argmin(kn_tensor *x) { return kn_argmin_dim(x, -1, false); }
 static kn_tensor *r_var(kn_tensor *x) { return kn_var(x, last, 1, 1, false); }
 static kn_tensor *r_std(kn_tensor *x) { return kn_std(x, last, 1, 1, false); }
+static kn_tensor *r_any(kn_tensor *x) { return kn_any_dim(x, -1, false); }
+static kn_tensor *r_all(kn_tensor *x) { return kn_all_dim(x, -1, false); }
+static kn_tensor *r_logsumexp(kn_tensor *x) { return kn_logsumexp(x, last, 1, false); }
+static kn_tensor *r_norm2(kn_tensor *x) { return kn_linalg_vector_norm(x, 2, last, 1, false); }
+static kn_tensor *r_norm1(kn_tensor *x) { return kn_linalg_vector_norm(x, 1, last, 1, false); }
+static kn_tensor *r_norminf(kn_tensor *x) {
+  return kn_linalg_vector_norm(x, INFINITY, last, 1, false);
+}
+static kn_tensor *r_normninf(kn_tensor *x) {
+  return kn_linalg_vector_norm(x, -INFINITY, last, 1, false);
+}
+static kn_tensor *r_norm0(kn_tensor *x) { return kn_linalg_vector_norm(x, 0, last, 1, false); }
+static kn_tensor *r_normp(kn_tensor *x) { return kn_linalg_vector_norm(x, 3, last, 1, false); }
 
 typedef struct red_case {
   const char *name;
@@ -47,6 +63,9 @@ static const red_case cases[] = {
     {"sum", r_sum},       {"mean", r_mean},     {"prod", r_prod},
     {"amax", r_amax},     {"amin", r_amin},     {"argmax", r_argmax},
     {"argmin", r_argmin}, {"var", r_var},       {"std", r_std},
+    {"any", r_any},       {"all", r_all},       {"logsumexp", r_logsumexp},
+    {"norm2", r_norm2},   {"norm1", r_norm1},   {"norm_inf", r_norminf},
+    {"norm_ninf", r_normninf}, {"norm0", r_norm0}, {"norm_p3", r_normp},
 };
 
 /* Median thread CPU time of one call of f (compiled) or fn (eager) on x. */
@@ -88,9 +107,12 @@ int main(void) {
   kn_manual_seed(3);
   kn_tensor *x = kn_randn(KN_SHAPE(1024, 1024), NULL, KN_FLOAT32);
   kn_tensor *near1 = kn_add_scalar(kn_mul_scalar(x, kn_float(1e-3)), kn_float(1));
-  if (!x || !near1) die("inputs");
+  kn_tensor *nonzero = kn_add_scalar(kn_abs(x), kn_float(1));
+  if (!x || !near1 || !nonzero) die("inputs");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    bench_case(&cases[i], cases[i].fn == r_prod ? near1 : x);
+    bench_case(&cases[i], cases[i].fn == r_prod  ? near1
+                          : cases[i].fn == r_all ? nonzero
+                                                 : x);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   return system(cmd) == 0 ? 0 : 1;

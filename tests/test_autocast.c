@@ -68,6 +68,8 @@ static kn_tensor *run(const json_t *c, kn_tensor **in) {
   if (!strcmp(name, "add")) return kn_add(in[0], in[1]);
   if (!strcmp(name, "exp")) return kn_exp(in[0]);
   if (!strcmp(name, "softmax")) return kn_softmax(in[0], 1);
+  if (!strcmp(name, "logsumexp")) return kn_logsumexp(in[0], (int64_t[]){1}, 1, false);
+  if (!strcmp(name, "vector_norm")) return kn_linalg_vector_norm(in[0], 2, (int64_t[]){1}, 1, false);
   if (!strcmp(name, "log_softmax")) return kn_log_softmax(in[0], 1);
   if (!strcmp(name, "sum")) return kn_sum(in[0]);
   if (!strcmp(name, "mean")) return kn_mean(in[0]);

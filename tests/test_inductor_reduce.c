@@ -90,7 +90,7 @@ Test(inductor_reduce, every_reduction_op_has_a_row_and_lowers) {
     kn_compiled_free(f);
     expect_code(1, 0, what); /* one generated kernel, no extern call */
   }
-  cr_expect_eq(seen, 12);
+  cr_expect_eq(seen, 18);
 }
 
 Test(inductor_reduce, every_row_is_whole) {
@@ -98,8 +98,8 @@ Test(inductor_reduce, every_row_is_whole) {
     const kn__red_row *r = &kn__red_rows[k];
     cr_expect_eq((int)r->kind, k);
     cr_expect(r->name && r->combine && r->finalize && r->init_text && r->prep, "row %d", k);
-    cr_expect_eq(r->ordered, r->acc == KN__RACC_INPUT, "%s: ordered rows keep the input type",
-                 r->name);
+    cr_expect(!r->ordered || r->acc == KN__RACC_INPUT, "%s: ordered rows keep the input type",
+              r->name);
   }
 }
 

@@ -1,6 +1,6 @@
 /*
 ** kiln/ops_reduce.h: reductions (sum, mean, prod, amax/amin, argmax/argmin,
-** var/std), cumsum, softmax/log_softmax, topk, multinomial and losses.
+** var/std, any/all, logsumexp, vector norms), cumsum, softmax/log_softmax, topk, multinomial and losses.
 ** Ownership and errors: see kiln/tensor.h and kiln/ops.h. Dims are
 ** (const int64_t *dims, int ndims, bool keepdim): negative dims count from
 ** the end, and NULL / an empty list means all dims. Dtype rules follow
@@ -61,6 +61,34 @@ KN_API kn_tensor *kn_var(kn_tensor *t, const int64_t *dims, int ndims, int64_t c
                          bool keepdim);
 KN_API kn_tensor *kn_std(kn_tensor *t, const int64_t *dims, int ndims, int64_t correction,
                          bool keepdim);
+
+/* ---- any/all, logsumexp, vector norms ------------------------------------------- */
+/* Is any / every element true (not 0; NaN is true), over all dims or one
+** dim? Any dtype; the result is bool (uint8 for uint8 inputs, as torch).
+** any of nothing is false, all of nothing true. Not differentiable. */
+KN_API kn_tensor *kn_any(kn_tensor *t);
+KN_API kn_tensor *kn_any_dim(kn_tensor *t, int64_t dim, bool keepdim);
+KN_API kn_tensor *kn_all(kn_tensor *t);
+KN_API kn_tensor *kn_all_dim(kn_tensor *t, int64_t dim, bool keepdim);
+/* log(sum(exp(t))) over dims, computed as m + log(sum(exp(t - m))) with m
+** the largest element (0 when it is infinite): rows of -inf give -inf, a
+** +inf gives +inf, NaN propagates. Integer and bool inputs give the default
+** float dtype. Gradient: grad * exp(t - result). */
+KN_API kn_tensor *kn_logsumexp(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim);
+/* torch.linalg.vector_norm: the ord-norm over dims (all dims when none):
+** ord 2 sqrt(sum x^2), 1 sum |x|, INFINITY max |x|, -INFINITY min |x| (NaN
+** wins in both), 0 the count of non-zero elements (NaN counts), any other p
+** (sum |x|^p)^(1/p). Floating inputs only (KN_EDTYPE). Negative orders and
+** inf refuse an empty reduced dim (KN_EINVAL), as torch. Gradients follow
+** torch (0 at a zero norm for ord 2, sign(x) for ord 1, shared evenly among
+** ties for +-inf). _dtype computes and returns in dtype, a floating type t
+** converts to without narrowing. kn_norm is torch's x.norm(p, dim, keepdim)
+** spelled through the same op. */
+KN_API kn_tensor *kn_linalg_vector_norm(kn_tensor *t, double ord, const int64_t *dims, int ndims,
+                                        bool keepdim);
+KN_API kn_tensor *kn_linalg_vector_norm_dtype(kn_tensor *t, double ord, const int64_t *dims,
+                                              int ndims, bool keepdim, kn_dtype dtype);
+KN_API kn_tensor *kn_norm(kn_tensor *t, double p, const int64_t *dims, int ndims, bool keepdim);
 
 /* ---- cumsum, softmax ----------------------------------------------------------- */
 /* Cumulative sum along dim; integer/bool inputs give int64. _dtype converts

@@ -1118,25 +1118,27 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   kn__sb code[3];
   for (int c = 0; c < 3; c++) kn__sb_init(&code[c]);
   k->inner = true;
-  if (in->red->acc == KN__RACC_WIDE && kn__cg_member(k, src)) block_vms(k, &code[1], src, nd, dims);
+  /* blocks of vector math feed the double lanes' blocks: every pass's row WIDE */
+  if (in->red->acc == KN__RACC_WIDE && kn__ind_red_pass_row(in, 0)->acc == KN__RACC_WIDE &&
+      kn__cg_member(k, src))
+    block_vms(k, &code[1], src, nd, dims);
   red_body(k, &code[0], n, nd, dims);
   memset(k->blk, 0, (size_t)k->p->nnodes);
   red_body(k, &code[2], n, nd, dims); /* the remainder: no block */
   k->inner = false;
   const char *text[3];
   for (int c = 0; c < 3; c++) text[c] = kn__sb_cstr(&code[c]);
-  if (in->red->shape == KN__RSHAPE_MOMENTS) {
-    kn__sb_printf(sb, "    double mean%d;\n    {\n", n->index);
-    red_loops(k, sb, n, text, kn__ind_red_pass_row(in, 0), "x");
-    kn__ind_red_mean(sb, n->index);
+  kn_dtype xdt = src->meta[n->args[0].u.t.idx].dtype;
+  char xv[96];
+  if (in->red->shape == KN__RSHAPE_CENTERED) {
+    kn__sb_printf(sb, "    double ctr%d;\n    {\n", n->index);
+    kn__ind_red_xv(xv, sizeof xv, in, n->index, xdt, 0);
+    red_loops(k, sb, n, text, kn__ind_red_pass_row(in, 0), xv);
+    kn__ind_red_center(sb, in, n->index);
     kn__sb_puts(sb, "    }\n");
-    char xv[64];
-    snprintf(xv, sizeof xv, "kn_red_prep_%s_%s(x, mean%d)", in->red->kname,
-             src->meta[n->args[0].u.t.idx].dtype == KN_FLOAT64 ? "f64" : "f32", n->index);
-    red_loops(k, sb, n, text, kn__ind_red_pass_row(in, 1), xv);
-  } else {
-    red_loops(k, sb, n, text, in->red, "x");
   }
+  kn__ind_red_xv(xv, sizeof xv, in, n->index, xdt, 1);
+  red_loops(k, sb, n, text, kn__ind_red_pass_row(in, 1), xv);
   for (int c = 0; c < 3; c++) {
     if (kn__sb_failed(&code[c])) k->failed = true;
     kn__sb_fini(&code[c]);

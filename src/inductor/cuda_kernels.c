@@ -232,18 +232,17 @@ static void red_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
   kn__sb_puts(sb, "    /* ");
   kn__cg_node_comment(sb, n);
-  if (in->red->shape == KN__RSHAPE_MOMENTS) {
-    kn__sb_printf(sb, "    double mean%d;\n    {\n", n->index);
-    red_pass(k, sb, n, kn__ind_red_pass_row(in, 0), "x");
-    kn__ind_red_mean(sb, n->index);
+  kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
+  char xv[96];
+  if (in->red->shape == KN__RSHAPE_CENTERED) {
+    kn__sb_printf(sb, "    double ctr%d;\n    {\n", n->index);
+    kn__ind_red_xv(xv, sizeof xv, in, n->index, xdt, 0);
+    red_pass(k, sb, n, kn__ind_red_pass_row(in, 0), xv);
+    kn__ind_red_center(sb, in, n->index);
     kn__sb_puts(sb, "    }\n");
-    char xv[96];
-    snprintf(xv, sizeof xv, "kn_red_prep_%s_%s(x, mean%d)", in->red->kname,
-             sfx(n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype), n->index);
-    red_pass(k, sb, n, in->red, xv);
-  } else {
-    red_pass(k, sb, n, in->red, "x");
   }
+  kn__ind_red_xv(xv, sizeof xv, in, n->index, xdt, 1);
+  red_pass(k, sb, n, in->red, xv);
   kn__ind_red_result(sb, in, n->index, n->meta[0].dtype);
 }
 

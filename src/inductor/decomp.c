@@ -12,6 +12,7 @@
 ** uses kiln's public ops. A rule never reads a size: sizes stay symbolic
 ** because reductions count their own elements (mean) at run time.
 */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,47 @@ static kn_status softmax_rule(const kn__call *c, kn__outs *out, bool log_) {
 }
 static kn_status softmax(const kn__call *c, kn__outs *out) { return softmax_rule(c, out, false); }
 static kn_status log_softmax(const kn__call *c, kn__outs *out) { return softmax_rule(c, out, true); }
+
+/* ---- logsumexp ------------------------------------------------------------------- */
+/* Constant dims of a float tensor, none of constant size 0 (then the
+** table's row lowers it: its shift pass needs no element). */
+static bool logsumexp_ok(const kn__gnode *n) {
+  const kn__vmeta *x = arg_meta(n, 0);
+  if (!is_float(x) || x->ndim == 0 || n->nargs < 3 || n->args[1].kind != KN__GA_INTS) return false;
+  bool mask[KN_MAX_DIMS] = {false};
+  int nd = n->args[1].u.ints.n;
+  for (int j = 0; j < nd; j++) {
+    kn_sym v = n->args[1].u.ints.v[j];
+    int64_t d = v.c < 0 ? v.c + x->ndim : v.c;
+    if (!kn__sym_is_const(v) || d < 0 || d >= x->ndim || mask[d]) return false;
+    mask[d] = true;
+  }
+  for (int d = 0; d < x->ndim && nd == 0; d++) mask[d] = true;
+  return nonempty(x, mask);
+}
+
+/* shift(x) = amax(x) where finite, else 0 (the eager row's SHIFT). */
+static kn_tensor *lse_shift(kn_tensor *x, const int64_t *dims, int nd, bool keep) {
+  kn_tensor *m = kn_amax(x, dims, nd, keep);
+  return kn_where(kn_eq_scalar(kn_abs(m), kn_float(INFINITY)), kn_zeros(0, NULL, x->dtype), m);
+}
+
+/* m + log(sum(exp(x - m))): softmax's group, whose exp runs as vector math
+** per block. Without keepdim the shift is taken twice (kept for the
+** subtraction, reduced for the sum): no view between the group's members. */
+static kn_status logsumexp(const kn__call *c, kn__outs *out) {
+  kn_tensor *x = c->args[0].u.t;
+  const int64_t *dims = c->args[1].u.ints.v;
+  int nd = c->args[1].u.ints.n;
+  bool keep = c->args[2].u.b;
+  kn_scope_begin();
+  kn_tensor *m = lse_shift(x, dims, nd, true);
+  kn_tensor *s = kn_sum_dims(kn_exp(kn_sub(x, m)), dims, nd, keep);
+  kn_tensor *r = kn_add(kn_log(s), keep ? m : lse_shift(x, dims, nd, false));
+  kn_status st = push_all(out, &r, 1);
+  kn_scope_end();
+  return st;
+}
 
 /* ---- layer norm -------------------------------------------------------------- */
 static bool layer_norm_ok(const kn__gnode *n) {
@@ -310,6 +352,7 @@ static const drow rules[KN__IND_R_COUNT] = {
     [KN__IND_R_DEC_NLL_LOSS] = {nll_ok, nll_loss},
     [KN__IND_R_DEC_NLL_LOSS_BWD] = {nll_bwd_ok, nll_loss_bwd},
     [KN__IND_R_DEC_LOG_SOFTMAX_BWD] = {log_softmax_bwd_ok, log_softmax_bwd},
+    [KN__IND_R_DEC_LOGSUMEXP] = {logsumexp_ok, logsumexp},
 };
 
 /* The rule for n, or NULL: inductor lowers n as it is. Composite ops go

@@ -133,7 +133,7 @@ typedef enum kn__ind_role {
   /* decomposition rules (decomp.c) */
   KN__IND_R_DEC_SOFTMAX, KN__IND_R_DEC_LOG_SOFTMAX, KN__IND_R_DEC_LAYER_NORM,
   KN__IND_R_DEC_BATCH_NORM, KN__IND_R_DEC_MSE_LOSS, KN__IND_R_DEC_NLL_LOSS,
-  KN__IND_R_DEC_NLL_LOSS_BWD, KN__IND_R_DEC_LOG_SOFTMAX_BWD,
+  KN__IND_R_DEC_NLL_LOSS_BWD, KN__IND_R_DEC_LOG_SOFTMAX_BWD, KN__IND_R_DEC_LOGSUMEXP,
   KN__IND_R_DEC_KERNEL, /* a composite op, through its own kernel */
   KN__IND_R_COUNT
 } kn__ind_role;
@@ -198,6 +198,7 @@ typedef struct kn__ind_node {
   kn__ind_formula f; /* KN__IND_PW */
   const kn__red_row *red; /* KN__IND_RED: its row of the reduction table */
   int64_t red_corr;  /* KN__IND_RED: the correction (var, std) */
+  double red_c;      /* KN__IND_RED: the row's constant (the p-norm's order) */
   unsigned red_mask; /* KN__IND_RED: bit d set when dim d is reduced */
   int group;         /* index of its reduction group, -1 when none */
   bool row;          /* group member computed once per row (reduction results) */
@@ -273,14 +274,18 @@ int kn__ind_new_slots(kn__ind_plan *p, const kn__gnode *n, int count);
 
 /* ---- reductions (reduce_lower.c) ------------------------------------------------ */
 /* Is n a reduction inductor generates (a row of the reduction table over
-** float32/float64, constant dims, no dtype=)? Fills in's red, red_mask and
-** red_corr. */
+** float32/float64, constant dims and order, no dtype=)? Fills in's red,
+** red_mask, red_corr and red_c. */
 bool kn__ind_red_classify(const kn__gnode *n, kn__ind_node *in);
 /* The inline functions of every table row p's reductions use. KN_ENOMEM. */
 kn_status kn__ind_red_prelude(const kn__ind_plan *p, kn__sb *sb);
-/* The row whose functions pass `pass` of reduction in uses (a MOMENTS row's
-** pass 0 is the SUM row's: the mean). Static. */
+/* The row whose functions pass `pass` of reduction in uses (a CENTERED
+** row's pass 0 is its PRE row's: the center). Static. */
 const kn__red_row *kn__ind_red_pass_row(const kn__ind_node *in, int pass);
+/* Into buf: the element as pass `pass` of node id (input dtype xdt)
+** combines it: "x", or the row's prep of x with its constant or center. */
+void kn__ind_red_xv(char *buf, size_t len, const kn__ind_node *in, int id, kn_dtype xdt,
+                    int pass);
 /* Text of a pass of node id over elements of xdt with row r: its 16 lanes
 ** (laneID, ilaneID), the update of lane l by element x (index idx: INDEX
 ** rows), their combination into accID (iaccID) after the row. */
@@ -291,8 +296,9 @@ void kn__ind_red_lanes_close(kn__sb *sb, const kn__red_row *r, int id, kn_dtype 
 /* `const <odt> vID = ...` from the accumulator (the row's finalize over
 ** `red` elements, or the index). */
 void kn__ind_red_result(kn__sb *sb, const kn__ind_node *in, int id, kn_dtype odt);
-/* `meanID = ...`: the mean of a MOMENTS row's pass 0 (MEAN's finalize). */
-void kn__ind_red_mean(kn__sb *sb, int id);
+/* `ctrID = ...`: the center of a CENTERED row from its pass 0 (the PRE
+** row's finalize). */
+void kn__ind_red_center(kn__sb *sb, const kn__ind_node *in, int id);
 
 /* ---- decomposition (decomp.c) ------------------------------------------------ */
 /* Copy g and decompose the copy's calls that have a row in inductor's

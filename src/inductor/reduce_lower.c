@@ -19,9 +19,14 @@
 ** The NaN rule WINS of a one-value row (max, min) keeps a NaN flag per lane
 ** beside the order-only combine (a select and an or: both vectorise, where
 ** one select on a NaN-aware condition does not); a flagged row is NaN.
-** A MOMENTS row (var, std) makes two passes: the SUM row's for the mean
-** (the MEAN row's finalize), then its own over prepared deviations.
+** A CENTERED row makes two passes: its PRE row's, whose finalize gives the
+** center ctrID (var/std: MEAN, the mean; logsumexp: SHIFT, the largest
+** element or 0), then its own over elements prepared with the center. A
+** one-pass row with a prep (the norms) prepares each element with the row's
+** constant (the p-norm's order, a literal of the source).
 */
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -54,6 +59,45 @@ static bool reduces_nothing(const kn__vmeta *x, unsigned mask) {
   return false;
 }
 
+/* A constant Scalar argument a as a double (2 when omitted: the norm's
+** default order); false for a symbolic one. */
+static bool const_scalar(const kn__gnode *n, int a, double *v) {
+  const kn__garg *g = a < n->nargs ? &n->args[a] : NULL;
+  *v = 2;
+  if (!g || g->kind == KN__GA_NONE) return true;
+  if (g->kind == KN__GA_DOUBLE) *v = g->u.d;
+  else if (g->kind == KN__GA_INT && kn__sym_is_const(g->u.i)) *v = (double)g->u.i.c;
+  else if (g->kind == KN__GA_SCALAR && g->u.s.kind == KN_SCALAR_FLOAT) *v = g->u.s.v.f;
+  else if (g->kind == KN__GA_SCALAR && g->u.s.kind == KN_SCALAR_INT) *v = (double)g->u.s.v.i;
+  else return false;
+  return true;
+}
+
+/* The row of use u at node n (the norm's order picks its row) and its
+** constant; false when the order is not a constant. */
+static bool use_row(const kn__gnode *n, const kn__red_use *u, kn__ind_node *in) {
+  in->red = u->row;
+  in->red_c = 0;
+  if (u->ord < 0) return true;
+  double ord;
+  if (!const_scalar(n, u->ord, &ord)) return false;
+  in->red = kn__red_norm_row(ord);
+  in->red_c = in->red->kind == KN__RED_NORMP ? ord : 0;
+  return true;
+}
+
+/* Does the row need a reduced element (an ordered row, a norm of negative
+** or infinite order)? Eager refuses an empty reduction. */
+static bool needs_element(const kn__red_use *u, const kn__ind_node *in) {
+  return in->red->ordered || (u->ord >= 0 && in->red->init != 0.0);
+}
+
+/* The output dtype a generated reduction of row r over x may have. */
+static bool output_fits(const kn__red_row *r, const kn__vmeta *x, kn_dtype odt) {
+  if (r->shape == KN__RSHAPE_INDEX) return odt == KN_INT64;
+  return odt == x->dtype || odt == KN_BOOL;
+}
+
 bool kn__ind_red_classify(const kn__gnode *n, kn__ind_node *in) {
   const kn__red_use *u = kn__red_for_op(n->opdef->id);
   if (!u || n->nout != 1 || n->args[0].kind != KN__GA_TENSOR || !n->args[0].u.t.node)
@@ -61,19 +105,17 @@ bool kn__ind_red_classify(const kn__gnode *n, kn__ind_node *in) {
   const kn__vmeta *x = &n->args[0].u.t.node->meta[n->args[0].u.t.idx];
   if (u->dtype >= 0 && n->nargs > u->dtype && n->args[u->dtype].kind != KN__GA_NONE)
     return false; /* dtype= converts first: left to the eager op */
-  kn_dtype want = u->row->shape == KN__RSHAPE_INDEX ? KN_INT64 : x->dtype;
-  if ((x->dtype != KN_FLOAT32 && x->dtype != KN_FLOAT64) || n->meta[0].dtype != want ||
-      x->ndim == 0)
+  if ((x->dtype != KN_FLOAT32 && x->dtype != KN_FLOAT64) || x->ndim == 0 || !use_row(n, u, in) ||
+      !output_fits(in->red, x, n->meta[0].dtype))
     return false;
   unsigned mask;
   if (!red_mask(n, u->dims, x, &mask)) return false;
-  if (u->row->ordered && reduces_nothing(x, mask)) return false;
+  if (needs_element(u, in) && reduces_nothing(x, mask)) return false;
   int64_t corr = 1;
   if (u->corr >= 0 && u->corr < n->nargs && n->args[u->corr].kind == KN__GA_INT) {
     if (!kn__sym_is_const(n->args[u->corr].u.i)) return false;
     corr = n->args[u->corr].u.i.c;
   }
-  in->red = u->row;
   in->red_mask = mask;
   in->red_corr = corr;
   return true;
@@ -94,7 +136,7 @@ static void row_functions(kn__sb *sb, const kn__red_row *r, kn_dtype xdt) {
     kn__sb_printf(sb, "static inline int kn_red_better_%s_%s(%s acc, %s x) { return %s; }\n",
                   r->kname, s, T, T, r->better);
   kn__sb_printf(sb,
-                "static inline %s kn_red_prep_%s_%s(%s x, %s mean) { (void)mean; return %s; }\n"
+                "static inline %s kn_red_prep_%s_%s(%s x, %s c) { (void)c; return %s; }\n"
                 "static inline %s kn_red_comb_%s_%s(%s acc, %s x) { return %s; }\n",
                 A, r->kname, s, A, A, r->prep, A, r->kname, s, A, A, r->combine);
 }
@@ -107,7 +149,7 @@ kn_status kn__ind_red_prelude(const kn__ind_plan *p, kn__sb *sb) {
     const kn__gnode *n = kn__graph_node(p->g, i);
     bool d = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype == KN_FLOAT64;
     used[in->red->kind][d] = any = true;
-    if (in->red->shape == KN__RSHAPE_MOMENTS) used[KN__RED_SUM][d] = used[KN__RED_MEAN][d] = true;
+    if (in->red->pre != KN__RED_NONE) used[in->red->pre][d] = true;
   }
   if (!any) return KN_OK;
   kn__sb_puts(sb, "/* reductions: rows of the eager kernels' table (ops/reduce_table.def) */\n");
@@ -116,8 +158,9 @@ kn_status kn__ind_red_prelude(const kn__ind_plan *p, kn__sb *sb) {
     for (int d = 0; d < 2; d++)
       if (used[k][d]) row_functions(sb, r, d ? KN_FLOAT64 : KN_FLOAT32);
     if (used[k][0] || used[k][1])
-      kn__sb_printf(sb, "static inline double kn_red_fin_%s(double acc, double n, double corr) "
-                    "{ (void)n; (void)corr; return %s; }\n", r->kname, r->finalize);
+      kn__sb_printf(sb, "static inline double kn_red_fin_%s(double acc, double n, double corr, "
+                    "double c) { (void)n; (void)corr; (void)c; return %s; }\n", r->kname,
+                    r->finalize);
   }
   kn__sb_puts(sb, "\n");
   return kn__sb_failed(sb) ? kn__oom() : KN_OK;
@@ -131,7 +174,27 @@ static bool nan_flags(const kn__red_row *r) {
 }
 
 const kn__red_row *kn__ind_red_pass_row(const kn__ind_node *in, int pass) {
-  return in->red->shape == KN__RSHAPE_MOMENTS && pass == 0 ? &kn__red_rows[KN__RED_SUM] : in->red;
+  return in->red->pre != KN__RED_NONE && pass == 0 ? &kn__red_rows[in->red->pre] : in->red;
+}
+
+/* The row's constant c as C text: the center of a CENTERED row, else the
+** literal (exact: %.17g). */
+static void c_text(char *buf, size_t len, const kn__ind_node *in, int id) {
+  if (in->red->pre != KN__RED_NONE) snprintf(buf, len, "ctr%d", id);
+  else if (isfinite(in->red_c)) snprintf(buf, len, "%.17g", in->red_c);
+  else snprintf(buf, len, "%sINFINITY", in->red_c < 0 ? "-" : "");
+}
+
+void kn__ind_red_xv(char *buf, size_t len, const kn__ind_node *in, int id, kn_dtype xdt,
+                    int pass) {
+  const kn__red_row *r = kn__ind_red_pass_row(in, pass);
+  if (!r->prepped) {
+    snprintf(buf, len, "x");
+    return;
+  }
+  char c[48];
+  c_text(c, sizeof c, in, id);
+  snprintf(buf, len, "kn_red_prep_%s_%s(x, %s)", r->kname, sfx(xdt), c);
 }
 
 void kn__ind_red_lanes_open(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt) {
@@ -180,12 +243,15 @@ void kn__ind_red_result(kn__sb *sb, const kn__ind_node *in, int id, kn_dtype odt
   const char *ot = kn__ind_ctype(odt);
   if (in->red->shape == KN__RSHAPE_INDEX)
     kn__sb_printf(sb, "    const %s v%d = iacc%d;\n", ot, id, id);
-  else
-    kn__sb_printf(sb, "    const %s v%d = (%s)kn_red_fin_%s(acc%d, (double)red, %lld.0);\n", ot,
-                  id, ot, in->red->kname, id, (long long)in->red_corr);
+  else {
+    char c[48];
+    c_text(c, sizeof c, in, id);
+    kn__sb_printf(sb, "    const %s v%d = (%s)kn_red_fin_%s(acc%d, (double)red, %lld.0, %s);\n",
+                  ot, id, ot, in->red->kname, id, (long long)in->red_corr, c);
+  }
 }
 
-void kn__ind_red_mean(kn__sb *sb, int id) {
-  kn__sb_printf(sb, "    mean%d = kn_red_fin_%s(acc%d, (double)red, 0.0);\n", id,
-                kn__red_rows[KN__RED_MEAN].kname, id);
+void kn__ind_red_center(kn__sb *sb, const kn__ind_node *in, int id) {
+  kn__sb_printf(sb, "    ctr%d = kn_red_fin_%s(acc%d, (double)red, 0.0, 0.0);\n", id,
+                kn__red_rows[in->red->pre].kname, id);
 }

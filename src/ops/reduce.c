@@ -117,7 +117,7 @@ static void row_prod(void *state, const char *p, int64_t n, int64_t s, int64_t s
 
 static void store_acc(const acc *a, rkind k, int64_t nred, char *dst, kn_dtype odt) {
   if (kn_dtype_is_floating(a->dt)) {
-    kn__store_double(dst, odt, kn__red_finalize((kn__red_kind)k, a->d, (double)nred, 0));
+    kn__store_double(dst, odt, kn__red_finalize((kn__red_kind)k, a->d, (double)nred, 0, 0));
   } else {
     kn__store_int(dst, odt, a->u);
   }
@@ -195,7 +195,7 @@ static void outer_sum(const kn__redplan *p, kn_dtype dt, rkind k, char *dst, kn_
     kn__redplan_rows(p, kn__redplan_at(p, o), row_vadd, &v);
     for (int64_t j = 0; j < len; j++)
       kn__store_double(dst + (size_t)(o + j) * oes, odt,
-                       kn__red_finalize((kn__red_kind)k, sums[j], (double)p->nred, 0));
+                       kn__red_finalize((kn__red_kind)k, sums[j], (double)p->nred, 0, 0));
   });
 }
 

@@ -54,6 +54,9 @@ int64_t kn__reduce_count(const kn_tensor *t, const bool *mask);
 ** already has dt, else a contiguous converted copy. Owned; NULL on OOM. */
 kn_tensor *kn__reduce_input_as(kn_tensor *t, kn_dtype dt);
 
+/* The order argument of a linalg_vector_norm call (2 when omitted). */
+double kn__vector_norm_ord(const kn__call *c);
+
 /* Lines along one dim of up to 4 same-shaped tensors: line o of tensor k
 ** starts at kn__lines_at(l, k, o) and steps by l->st[k] bytes, l->len
 ** elements long (used by scans and softmax). */

@@ -149,6 +149,43 @@ kn_tensor *kn_std(kn_tensor *t, const int64_t *dims, int ndims, int64_t correcti
                                                KN_A_I(correction), KN_A_B(keepdim)});
 }
 
+/* ---- any/all, logsumexp, vector norms ------------------------------------------- */
+
+kn_tensor *kn_any(kn_tensor *t) { return kn__invoke(KN_OP_ANY, 1, (kn__arg[]){KN_A_T(t)}); }
+
+kn_tensor *kn_any_dim(kn_tensor *t, int64_t dim, bool keepdim) {
+  return kn__invoke(KN_OP_ANY_DIM, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_all(kn_tensor *t) { return kn__invoke(KN_OP_ALL, 1, (kn__arg[]){KN_A_T(t)}); }
+
+kn_tensor *kn_all_dim(kn_tensor *t, int64_t dim, bool keepdim) {
+  return kn__invoke(KN_OP_ALL_DIM, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_logsumexp(kn_tensor *t, const int64_t *dims, int ndims, bool keepdim) {
+  return kn__invoke(KN_OP_LOGSUMEXP, 3,
+                    (kn__arg[]){KN_A_T(t), dims_arg(dims, ndims), KN_A_B(keepdim)});
+}
+
+kn_tensor *kn_linalg_vector_norm(kn_tensor *t, double ord, const int64_t *dims, int ndims,
+                                 bool keepdim) {
+  return kn__invoke(KN_OP_VECTOR_NORM, 5, (kn__arg[]){KN_A_T(t), KN_A_S(kn_float(ord)),
+                                                       dims_arg(dims, ndims), KN_A_B(keepdim),
+                                                       KN_A_NONE});
+}
+
+kn_tensor *kn_linalg_vector_norm_dtype(kn_tensor *t, double ord, const int64_t *dims,
+                                       int ndims, bool keepdim, kn_dtype dtype) {
+  return kn__invoke(KN_OP_VECTOR_NORM, 5, (kn__arg[]){KN_A_T(t), KN_A_S(kn_float(ord)),
+                                                       dims_arg(dims, ndims), KN_A_B(keepdim),
+                                                       KN_A_DT(dtype)});
+}
+
+kn_tensor *kn_norm(kn_tensor *t, double p, const int64_t *dims, int ndims, bool keepdim) {
+  return kn_linalg_vector_norm(t, p, dims, ndims, keepdim);
+}
+
 kn_tensor *kn_cumsum(kn_tensor *t, int64_t dim) {
   return kn__invoke(KN_OP_CUMSUM, 3, (kn__arg[]){KN_A_T(t), KN_A_I(dim), KN_A_NONE});
 }

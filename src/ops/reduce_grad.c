@@ -6,6 +6,8 @@
 ** keepdim was false) and expanding, as torch's restore_reduced_dims. Sizes
 ** and counts are read as symbolic ints (ops/symsize.h), never as plain ints.
 */
+#include <math.h>
+
 #include "core/error.h"
 #include "kiln/ops.h"
 #include "ops/reduce.h"
@@ -134,6 +136,64 @@ kn_status kn__bw_std(kn__bwctx *ctx) {
   kn_tensor *gv = kn_div(ctx->grad_outputs[0], kn_mul_scalar(s, kn_int(2))); /* same shapes */
   gv = kn_where(kn_eq_scalar(s, kn_int(0)), kn_zeros(0, NULL, kn_tensor_dtype(s)), gv);
   return set_grad(ctx, 0, var_grad(ctx, gv, mask, ctx->call->args[3].u.b));
+}
+
+/* logsumexp(self, dims, keepdim): grad * exp(self - result). */
+kn_status kn__bw_logsumexp(kn__bwctx *ctx) {
+  if (!ctx->needs_input_grad[0]) return KN_OK;
+  kn_tensor *x = ctx->call->args[0].u.t;
+  bool mask[KN_MAX_DIMS], keep = ctx->call->args[2].u.b;
+  call_mask(ctx->call, 1, mask);
+  kn_tensor *g = restore(ctx->grad_outputs[0], x, mask, keep);
+  kn_tensor *r = restore(ctx->outputs[0], x, mask, keep);
+  return set_grad(ctx, 0, kn_mul(g, kn_exp(kn_sub(x, r))));
+}
+
+/* v with 0 where the norm is 0. */
+static kn_tensor *zero_at(kn_tensor *v, kn_tensor *norm) {
+  return kn_masked_fill(v, kn_eq_scalar(norm, kn_int(0)), kn_int(0));
+}
+
+/* inf-norms: sign(x) * grad shared evenly among the elements whose |x| is
+** the norm, or NaN. */
+static kn_tensor *inf_norm_grad(kn_tensor *x, kn_tensor *g, kn_tensor *nrm, const bool *mask) {
+  int64_t dims[KN_MAX_DIMS];
+  int nd = 0;
+  for (int d = 0; d < x->ndim; d++)
+    if (mask[d]) dims[nd++] = d;
+  kn_tensor *ax = kn_abs(x);
+  kn_tensor *hit = kn_logical_or(kn_eq(ax, nrm), kn_ne(ax, ax));
+  kn_tensor *cnt = kn__expand_like(kn_sum_dims(hit, dims, nd, true), x);
+  return kn_mul(kn_sgn(x), kn_mul(kn_div(g, cnt), hit));
+}
+
+/* torch's norm_backward with g and the norm restored to x's shape. */
+static kn_tensor *norm_grad(kn_tensor *x, double p, kn_tensor *g, kn_tensor *nrm,
+                            const bool *mask) {
+  if (p == 0) return kn__expand_like(kn_zeros(0, NULL, kn_tensor_dtype(g)), x);
+  if (p == 1) return kn_mul(kn_sgn(x), g);
+  if (p == 2) return kn_mul(g, zero_at(kn_div(x, nrm), nrm));
+  if (isinf(p)) return inf_norm_grad(x, g, nrm, mask);
+  kn_tensor *pw = kn_pow_scalar(kn_abs(x), kn_float(p < 2 ? p - 1 : p - 2));
+  if (p < 1) {
+    kn_tensor *ss = kn_mul(kn_sgn(x), kn_masked_fill(pw, kn_eq_scalar(x, kn_int(0)), kn_int(0)));
+    return kn_mul(kn_mul(ss, g), kn_pow_scalar(nrm, kn_float(1 - p)));
+  }
+  kn_tensor *ss = p < 2 ? kn_mul(kn_sgn(x), pw) : kn_mul(x, pw);
+  return kn_mul(ss, zero_at(kn_div(g, kn_pow_scalar(nrm, kn_float(p - 1))), nrm));
+}
+
+/* linalg_vector_norm(self, ord, dims?, keepdim, dtype?) */
+kn_status kn__bw_vector_norm(kn__bwctx *ctx) {
+  if (!ctx->needs_input_grad[0]) return KN_OK;
+  kn_tensor *x = ctx->call->args[0].u.t;
+  bool mask[KN_MAX_DIMS], keep = ctx->call->args[3].u.b;
+  call_mask(ctx->call, 2, mask);
+  kn_tensor *g = restore(ctx->grad_outputs[0], x, mask, keep);
+  kn_tensor *nrm = restore(ctx->outputs[0], x, mask, keep);
+  kn_tensor *r = norm_grad(x, kn__vector_norm_ord(ctx->call), g, nrm, mask);
+  if (r && kn_tensor_dtype(r) != x->dtype) r = kn_to(r, x->dtype);
+  return set_grad(ctx, 0, r);
 }
 
 /* cumsum(self, dim, dtype?): the reversed cumulative sum of the gradient,

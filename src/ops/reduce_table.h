@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 typedef enum kn__red_kind {
+  KN__RED_NONE = -1, /* no row (the PRE of a one-pass row) */
 #define KN_RED(K, ...) KN__RED_##K,
 #include "ops/reduce_table.def"
 #undef KN_RED
@@ -34,7 +35,7 @@ typedef enum kn__red_acc {
 typedef enum kn__red_shape {
   KN__RSHAPE_FOLD,    /* one accumulator */
   KN__RSHAPE_INDEX,   /* the extreme and its first index */
-  KN__RSHAPE_MOMENTS  /* the mean, then the sum of squared deviations */
+  KN__RSHAPE_CENTERED /* the PRE row's pass (the center), then prepared elements */
 } kn__red_shape;
 
 typedef enum kn__red_nan {
@@ -55,6 +56,8 @@ typedef struct kn__red_row {
   kn__red_nan nan;
   bool ordered;        /* has a `better` (max, min, argmax, argmin) */
   bool columns;        /* eager has a vector path over contiguous columns */
+  bool prepped;        /* has a prep other than (x) */
+  kn__red_kind pre;    /* CENTERED rows: the row of the first pass; else NONE */
 } kn__red_row;
 
 /* The rows, indexed by kind. */
@@ -68,17 +71,22 @@ typedef struct kn__red_use {
   int keepdim;   /* bool */
   int dtype;     /* ScalarType? */
   int corr;      /* int? correction (default 1) */
+  int ord;       /* Scalar ord: the norm's order picks the row (kn__red_norm_row) */
 } kn__red_use;
 
 /* The row of op id, or NULL when the op is not a reduction of the table.
 ** Static. Every op flagged KN_OPF_REDUCTION has one. */
 const kn__red_use *kn__red_for_op(int op);
+/* The row of the vector norm of order ord (0, 1, 2, inf, -inf, or NORMP,
+** which takes ord as its c). Static. */
+const kn__red_row *kn__red_norm_row(double ord);
 
 /* ---- the rows as inline functions (eager kernels) ----------------------------
-** kn__red_better_K(acc, x), kn__red_prep_K(x, mean), kn__red_comb_K(acc, x),
-** kn__red_fin_K(acc, n, corr) over doubles; kn__red_ibetter_K and
+** kn__red_better_K(acc, x), kn__red_prep_K(x, c), kn__red_comb_K(acc, x),
+** kn__red_fin_K(acc, n, corr, c) over doubles; kn__red_ibetter_K and
 ** kn__red_icomb_K over int64_t (integer inputs). */
-#define KN_RED(K, name, init, iinit, better, ibetter, prep, comb, icomb, fin, A, S, NAN_, col) \
+#define KN_RED(K, name, init, iinit, better, ibetter, prep, comb, icomb, fin, A, S, NAN_, col, \
+               PRE)                                                                         \
   static inline bool kn__red_better_##K(double acc, double x) {                           \
     (void)acc, (void)x;                                                                   \
     return better;                                                                        \
@@ -87,14 +95,14 @@ const kn__red_use *kn__red_for_op(int op);
     (void)acc, (void)x;                                                                   \
     return ibetter;                                                                       \
   }                                                                                       \
-  static inline double kn__red_prep_##K(double x, double mean) {                          \
-    (void)mean;                                                                           \
+  static inline double kn__red_prep_##K(double x, double c) {                             \
+    (void)c;                                                                              \
     return prep;                                                                          \
   }                                                                                       \
   static inline double kn__red_comb_##K(double acc, double x) { return comb; }            \
   static inline int64_t kn__red_icomb_##K(int64_t acc, int64_t x) { return icomb; }       \
-  static inline double kn__red_fin_##K(double acc, double n, double corr) {               \
-    (void)n, (void)corr;                                                                  \
+  static inline double kn__red_fin_##K(double acc, double n, double corr, double c) {     \
+    (void)n, (void)corr, (void)c;                                                         \
     return fin;                                                                           \
   }
 #include "ops/reduce_table.def"
@@ -102,6 +110,6 @@ const kn__red_use *kn__red_for_op(int op);
 
 /* The output value of kind k from a floating accumulator (a switch over the
 ** rows' finalize functions, for kernels shared by several rows). */
-double kn__red_finalize(kn__red_kind k, double acc, double n, double corr);
+double kn__red_finalize(kn__red_kind k, double acc, double n, double corr, double c);
 
 #endif

@@ -2,7 +2,7 @@
 ** ops/reduce_var.c: var and std over dims with a correction (Bessel's is
 ** correction 1, the default) and keepdim. Floating inputs only. Two passes
 ** in double per output (mean, then squared deviations), which stays accurate
-** where a one-pass formula cancels: the MOMENTS rows of the reduction table
+** where a one-pass formula cancels: the CENTERED rows of the reduction table
 ** (ops/reduce_table.h), whose prep, combine and finalize these kernels call. The divisor is max(0, N - correction):
 ** like torch, var of a single element with correction 1 is nan (0/0).
 */
@@ -73,12 +73,12 @@ static kn_status var_kernel(const kn__call *c, kn__outs *out, bool sqrt_it) {
     const char *base = kn__redplan_at(&p, i);
     moments m = {t->dtype, 0, kn__red_rows[KN__RED_SUM].init, 0};
     kn__redplan_rows(&p, base, row_moments, &m);
-    m.mean = kn__red_fin_MEAN(m.acc, (double)p.nred, 0);
+    m.mean = kn__red_fin_MEAN(m.acc, (double)p.nred, 0, 0);
     m.acc = kn__red_rows[KN__RED_VAR].init;
     m.pass = 1;
     kn__redplan_rows(&p, base, row_moments, &m);
-    double n = (double)p.nred, v = sqrt_it ? kn__red_fin_STD(m.acc, n, (double)corr)
-                                            : kn__red_fin_VAR(m.acc, n, (double)corr);
+    double n = (double)p.nred, v = sqrt_it ? kn__red_fin_STD(m.acc, n, (double)corr, m.mean)
+                                            : kn__red_fin_VAR(m.acc, n, (double)corr, m.mean);
     kn__store_double(dst + (size_t)i * oes, o->dtype, v);
   });
   return KN_OK;

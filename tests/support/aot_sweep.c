@@ -65,6 +65,10 @@ static kn_tensor *prod_d1(kn_tensor *x) { return kn_prod_dim(x, 1, false); }
 static kn_tensor *amax_d1(kn_tensor *x) { return kn_amax(x, d1, 1, false); }
 static kn_tensor *amin_d0(kn_tensor *x) { return kn_amin(x, d0, 1, true); }
 static kn_tensor *var_d1(kn_tensor *x) { return kn_var(x, d1, 1, 1, false); }
+static kn_tensor *lse_d1(kn_tensor *x) { return kn_logsumexp(x, d1, 1, false); }
+static kn_tensor *norm2_d0(kn_tensor *x) { return kn_linalg_vector_norm(x, 2, d0, 1, true); }
+static kn_tensor *norm3_all(kn_tensor *x) { return kn_linalg_vector_norm(x, 3, NULL, 0, false); }
+static kn_tensor *norminf_d1(kn_tensor *x) { return kn_norm(x, INFINITY, d1, 1, false); }
 static kn_tensor *std_d0(kn_tensor *x) { return kn_std(x, d0, 1, 1, true); }
 static kn_tensor *softmax1(kn_tensor *x) { return kn_softmax(x, 1); }
 static kn_tensor *log_softmax1(kn_tensor *x) { return kn_log_softmax(x, 1); }
@@ -276,7 +280,9 @@ static const opcase ops[] = {
     U("div_scalar_floor", div_scalar_floor, 0), U("pow_scalar", pow_scalar, 0),
     U("pow_scalar_", pow_scalar_, 0), U("scalar_pow", scalar_pow, 0),  U("sum", sum_all, 0), U("mean", mean_all, 0), U("sum_dim0", sum_d0, 0),
     U("mean_dim1_keepdim", mean_d1, 0), U("prod", prod_all, 0), U("prod_dim1", prod_d1, 0),
-    U("amax_dim1", amax_d1, 0), U("amin_dim0", amin_d0, NOZERO), U("var_dim1", var_d1, 0),
+    U("amax_dim1", amax_d1, 0), U("amin_dim0", amin_d0, NOZERO), U("var_dim1", var_d1, 0), U("logsumexp_dim1", lse_d1, 0),
+    U("vector_norm_dim0", norm2_d0, 0), U("vector_norm_p3", norm3_all, 0),
+    U("vector_norm_inf_dim1", norminf_d1, NOZERO),
     U("std_dim0", std_d0, 0), U("softmax", softmax1, 0), U("log_softmax", log_softmax1, 0),
     U("cumsum", cumsum0, 0), U("topk", topk_d1, 0), U("transpose", transpose, 0), U("permute", permute10, 0),
     U("t", kn_t, 0), U("flatten", flatten, 0), U("view", view_flat, 0),

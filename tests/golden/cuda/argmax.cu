@@ -57,9 +57,9 @@ KN_DEV double kn_floordiv(double a, double b) { return kn_floordiv_f64(a, b); }
 
 /* reductions: rows of the eager kernels' table (ops/reduce_table.def) */
 static inline int kn_red_better_ARGMAX_f32(float acc, float x) { return ((x > acc) | ((x != x) & (acc == acc))); }
-static inline float kn_red_prep_ARGMAX_f32(float x, float mean) { (void)mean; return (x); }
+static inline float kn_red_prep_ARGMAX_f32(float x, float c) { (void)c; return (x); }
 static inline float kn_red_comb_ARGMAX_f32(float acc, float x) { return (x > acc ? x : acc); }
-static inline double kn_red_fin_ARGMAX(double acc, double n, double corr) { (void)n; (void)corr; return (acc); }
+static inline double kn_red_fin_ARGMAX(double acc, double n, double corr, double c) { (void)n; (void)corr; (void)c; return (acc); }
 
 template <typename A, typename F>
 KN_DEV A kn_warp_fold(A v, F comb) {

@@ -57,9 +57,9 @@ KN_DEV double kn_floordiv(double a, double b) { return kn_floordiv_f64(a, b); }
 
 KN_DEV float kn_vm_RSQRT_f32(float a) { return 1.0f / sqrtf(a); }
 /* reductions: rows of the eager kernels' table (ops/reduce_table.def) */
-static inline double kn_red_prep_MEAN_f32(double x, double mean) { (void)mean; return (x); }
+static inline double kn_red_prep_MEAN_f32(double x, double c) { (void)c; return (x); }
 static inline double kn_red_comb_MEAN_f32(double acc, double x) { return (acc + x); }
-static inline double kn_red_fin_MEAN(double acc, double n, double corr) { (void)n; (void)corr; return (acc / n); }
+static inline double kn_red_fin_MEAN(double acc, double n, double corr, double c) { (void)n; (void)corr; (void)c; return (acc / n); }
 
 template <typename A, typename F>
 KN_DEV A kn_warp_fold(A v, F comb) {
@@ -155,7 +155,7 @@ extern "C" __global__ void kernel11(float *__restrict__ out0, const float *__res
       acc3 = kn_red_comb_MEAN_f32(acc3, x);
     }
     acc3 = kn_block_fold(acc3, (double)(0.0), [](double a, double b) { return kn_red_comb_MEAN_f32(a, b); });
-    const float v3 = (float)kn_red_fin_MEAN(acc3, (double)red, 1.0);
+    const float v3 = (float)kn_red_fin_MEAN(acc3, (double)red, 1.0, 0);
     /* mean mean_1 */
     double acc6 = (0.0);
     for (int64_t j = threadIdx.x; j < red; j += blockDim.x) {
@@ -179,7 +179,7 @@ extern "C" __global__ void kernel11(float *__restrict__ out0, const float *__res
       acc6 = kn_red_comb_MEAN_f32(acc6, x);
     }
     acc6 = kn_block_fold(acc6, (double)(0.0), [](double a, double b) { return kn_red_comb_MEAN_f32(a, b); });
-    const float v6 = (float)kn_red_fin_MEAN(acc6, (double)red, 1.0);
+    const float v6 = (float)kn_red_fin_MEAN(acc6, (double)red, 1.0, 0);
     const float v7 = ((float)(((float)v6) + ((float)(1)) * ((float)(1.0000000000000001e-05))));  /* add add */
     const float v8 = ((float)(kn_vm_RSQRT_f32(((float)v7))));  /* rsqrt rsqrt */
     for (int64_t j = threadIdx.x; j < red; j += blockDim.x) {

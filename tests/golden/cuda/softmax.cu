@@ -57,13 +57,13 @@ KN_DEV double kn_floordiv(double a, double b) { return kn_floordiv_f64(a, b); }
 
 KN_DEV float kn_vm_EXP_f32(float a) { return expf(a); }
 /* reductions: rows of the eager kernels' table (ops/reduce_table.def) */
-static inline double kn_red_prep_SUM_f32(double x, double mean) { (void)mean; return (x); }
+static inline double kn_red_prep_SUM_f32(double x, double c) { (void)c; return (x); }
 static inline double kn_red_comb_SUM_f32(double acc, double x) { return (acc + x); }
-static inline double kn_red_fin_SUM(double acc, double n, double corr) { (void)n; (void)corr; return (acc); }
+static inline double kn_red_fin_SUM(double acc, double n, double corr, double c) { (void)n; (void)corr; (void)c; return (acc); }
 static inline int kn_red_better_MAX_f32(float acc, float x) { return ((x > acc) | ((x != x) & (acc == acc))); }
-static inline float kn_red_prep_MAX_f32(float x, float mean) { (void)mean; return (x); }
+static inline float kn_red_prep_MAX_f32(float x, float c) { (void)c; return (x); }
 static inline float kn_red_comb_MAX_f32(float acc, float x) { return (x > acc ? x : acc); }
-static inline double kn_red_fin_MAX(double acc, double n, double corr) { (void)n; (void)corr; return (acc); }
+static inline double kn_red_fin_MAX(double acc, double n, double corr, double c) { (void)n; (void)corr; (void)c; return (acc); }
 
 template <typename A, typename F>
 KN_DEV A kn_warp_fold(A v, F comb) {
@@ -154,7 +154,7 @@ extern "C" __global__ void kernel6(float *__restrict__ out0, const float *__rest
     }
     acc1 = kn_block_fold(acc1, (float)(-INFINITY), [](float a, float b) { return kn_red_comb_MAX_f32(a, b); });
     if (kn_block_fold(nan1, 0, [](int a, int b) { return a | b; })) acc1 = NAN;
-    const float v1 = (float)kn_red_fin_MAX(acc1, (double)red, 1.0);
+    const float v1 = (float)kn_red_fin_MAX(acc1, (double)red, 1.0, 0);
     /* sum sum_1 */
     double acc4 = (0.0);
     for (int64_t j = threadIdx.x; j < red; j += blockDim.x) {
@@ -174,7 +174,7 @@ extern "C" __global__ void kernel6(float *__restrict__ out0, const float *__rest
       acc4 = kn_red_comb_SUM_f32(acc4, x);
     }
     acc4 = kn_block_fold(acc4, (double)(0.0), [](double a, double b) { return kn_red_comb_SUM_f32(a, b); });
-    const float v4 = (float)kn_red_fin_SUM(acc4, (double)red, 1.0);
+    const float v4 = (float)kn_red_fin_SUM(acc4, (double)red, 1.0, 0);
     const float v5 = ((float)((float)1 / ((float)v4)));  /* reciprocal reciprocal */
     for (int64_t j = threadIdx.x; j < red; j += blockDim.x) {
       int64_t p0_0 = o0;

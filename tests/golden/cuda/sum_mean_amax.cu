@@ -56,16 +56,16 @@ KN_DEV double kn_floordiv(double a, double b) { return kn_floordiv_f64(a, b); }
 #define ceil kn_g_ceil
 
 /* reductions: rows of the eager kernels' table (ops/reduce_table.def) */
-static inline double kn_red_prep_SUM_f32(double x, double mean) { (void)mean; return (x); }
+static inline double kn_red_prep_SUM_f32(double x, double c) { (void)c; return (x); }
 static inline double kn_red_comb_SUM_f32(double acc, double x) { return (acc + x); }
-static inline double kn_red_fin_SUM(double acc, double n, double corr) { (void)n; (void)corr; return (acc); }
-static inline double kn_red_prep_MEAN_f32(double x, double mean) { (void)mean; return (x); }
+static inline double kn_red_fin_SUM(double acc, double n, double corr, double c) { (void)n; (void)corr; (void)c; return (acc); }
+static inline double kn_red_prep_MEAN_f32(double x, double c) { (void)c; return (x); }
 static inline double kn_red_comb_MEAN_f32(double acc, double x) { return (acc + x); }
-static inline double kn_red_fin_MEAN(double acc, double n, double corr) { (void)n; (void)corr; return (acc / n); }
+static inline double kn_red_fin_MEAN(double acc, double n, double corr, double c) { (void)n; (void)corr; (void)c; return (acc / n); }
 static inline int kn_red_better_MAX_f32(float acc, float x) { return ((x > acc) | ((x != x) & (acc == acc))); }
-static inline float kn_red_prep_MAX_f32(float x, float mean) { (void)mean; return (x); }
+static inline float kn_red_prep_MAX_f32(float x, float c) { (void)c; return (x); }
 static inline float kn_red_comb_MAX_f32(float acc, float x) { return (x > acc ? x : acc); }
-static inline double kn_red_fin_MAX(double acc, double n, double corr) { (void)n; (void)corr; return (acc); }
+static inline double kn_red_fin_MAX(double acc, double n, double corr, double c) { (void)n; (void)corr; (void)c; return (acc); }
 
 template <typename A, typename F>
 KN_DEV A kn_warp_fold(A v, F comb) {
@@ -149,7 +149,7 @@ extern "C" __global__ void kernel3(float *__restrict__ out0, float *__restrict__
       acc1 = kn_red_comb_SUM_f32(acc1, x);
     }
     acc1 = kn_block_fold(acc1, (double)(0.0), [](double a, double b) { return kn_red_comb_SUM_f32(a, b); });
-    const float v1 = (float)kn_red_fin_SUM(acc1, (double)red, 1.0);
+    const float v1 = (float)kn_red_fin_SUM(acc1, (double)red, 1.0, 0);
     if (threadIdx.x == 0) out0[o] = (v1);
     /* mean mean */
     double acc2 = (0.0);
@@ -166,7 +166,7 @@ extern "C" __global__ void kernel3(float *__restrict__ out0, float *__restrict__
       acc2 = kn_red_comb_MEAN_f32(acc2, x);
     }
     acc2 = kn_block_fold(acc2, (double)(0.0), [](double a, double b) { return kn_red_comb_MEAN_f32(a, b); });
-    const float v2 = (float)kn_red_fin_MEAN(acc2, (double)red, 1.0);
+    const float v2 = (float)kn_red_fin_MEAN(acc2, (double)red, 1.0, 0);
     if (threadIdx.x == 0) out1[o] = (v2);
     /* amax amax */
     float acc3 = (-INFINITY);
@@ -186,7 +186,7 @@ extern "C" __global__ void kernel3(float *__restrict__ out0, float *__restrict__
     }
     acc3 = kn_block_fold(acc3, (float)(-INFINITY), [](float a, float b) { return kn_red_comb_MAX_f32(a, b); });
     if (kn_block_fold(nan3, 0, [](int a, int b) { return a | b; })) acc3 = NAN;
-    const float v3 = (float)kn_red_fin_MAX(acc3, (double)red, 1.0);
+    const float v3 = (float)kn_red_fin_MAX(acc3, (double)red, 1.0, 0);
     if (threadIdx.x == 0) out2[o] = (v3);
   }
 }

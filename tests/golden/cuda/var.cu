@@ -56,15 +56,12 @@ KN_DEV double kn_floordiv(double a, double b) { return kn_floordiv_f64(a, b); }
 #define ceil kn_g_ceil
 
 /* reductions: rows of the eager kernels' table (ops/reduce_table.def) */
-static inline double kn_red_prep_SUM_f64(double x, double mean) { (void)mean; return (x); }
-static inline double kn_red_comb_SUM_f64(double acc, double x) { return (acc + x); }
-static inline double kn_red_fin_SUM(double acc, double n, double corr) { (void)n; (void)corr; return (acc); }
-static inline double kn_red_prep_MEAN_f64(double x, double mean) { (void)mean; return (x); }
+static inline double kn_red_prep_MEAN_f64(double x, double c) { (void)c; return (x); }
 static inline double kn_red_comb_MEAN_f64(double acc, double x) { return (acc + x); }
-static inline double kn_red_fin_MEAN(double acc, double n, double corr) { (void)n; (void)corr; return (acc / n); }
-static inline double kn_red_prep_VAR_f64(double x, double mean) { (void)mean; return ((x - mean) * (x - mean)); }
+static inline double kn_red_fin_MEAN(double acc, double n, double corr, double c) { (void)n; (void)corr; (void)c; return (acc / n); }
+static inline double kn_red_prep_VAR_f64(double x, double c) { (void)c; return ((x - c) * (x - c)); }
 static inline double kn_red_comb_VAR_f64(double acc, double x) { return (acc + x); }
-static inline double kn_red_fin_VAR(double acc, double n, double corr) { (void)n; (void)corr; return (n == 0 ? NAN : acc / (n - corr > 0 ? n - corr : 0)); }
+static inline double kn_red_fin_VAR(double acc, double n, double corr, double c) { (void)n; (void)corr; (void)c; return (n == 0 ? NAN : acc / (n - corr > 0 ? n - corr : 0)); }
 
 template <typename A, typename F>
 KN_DEV A kn_warp_fold(A v, F comb) {
@@ -134,7 +131,7 @@ extern "C" __global__ void kernel1(double *__restrict__ out0, const double *__re
     }
     (void)t;
     /* var var */
-    double mean1;
+    double ctr1;
     {
     double acc1 = (0.0);
     for (int64_t j = threadIdx.x; j < red; j += blockDim.x) {
@@ -147,10 +144,10 @@ extern "C" __global__ void kernel1(double *__restrict__ out0, const double *__re
       }
       (void)tj;
       const double x = (in0[p0_0]);
-      acc1 = kn_red_comb_SUM_f64(acc1, x);
+      acc1 = kn_red_comb_MEAN_f64(acc1, x);
     }
-    acc1 = kn_block_fold(acc1, (double)(0.0), [](double a, double b) { return kn_red_comb_SUM_f64(a, b); });
-    mean1 = kn_red_fin_MEAN(acc1, (double)red, 0.0);
+    acc1 = kn_block_fold(acc1, (double)(0.0), [](double a, double b) { return kn_red_comb_MEAN_f64(a, b); });
+    ctr1 = kn_red_fin_MEAN(acc1, (double)red, 0.0, 0.0);
     }
     double acc1 = (0.0);
     for (int64_t j = threadIdx.x; j < red; j += blockDim.x) {
@@ -163,10 +160,10 @@ extern "C" __global__ void kernel1(double *__restrict__ out0, const double *__re
       }
       (void)tj;
       const double x = (in0[p0_0]);
-      acc1 = kn_red_comb_VAR_f64(acc1, kn_red_prep_VAR_f64(x, mean1));
+      acc1 = kn_red_comb_VAR_f64(acc1, kn_red_prep_VAR_f64(x, ctr1));
     }
     acc1 = kn_block_fold(acc1, (double)(0.0), [](double a, double b) { return kn_red_comb_VAR_f64(a, b); });
-    const double v1 = (double)kn_red_fin_VAR(acc1, (double)red, 1.0);
+    const double v1 = (double)kn_red_fin_VAR(acc1, (double)red, 1.0, ctr1);
     if (threadIdx.x == 0) out0[o] = (v1);
   }
 }

@@ -90,6 +90,10 @@ kn_status kn__cuda_synchronize(void);
 ** appended to log when log is not NULL. */
 kn_status kn__cuda_compile(const char *src, const char *name, const char *opts, void **image,
                            size_t *nimage, bool *is_ptx, kn__sb *log);
+/* NVRTC's version (nvrtcVersion), loading NVRTC if needed: KN_EUNSUPPORTED
+** (and 0.0) when it cannot be loaded. For the code cache's keys: a kernel
+** compiled by another NVRTC is another kernel. */
+kn_status kn__cuda_nvrtc_version(int *major, int *minor);
 typedef struct kn__cuda_module kn__cuda_module;
 /* Load a cubin or PTX image (copied by the driver: the caller may free it).
 ** *out is owned by the caller (kn__cuda_module_unload). */

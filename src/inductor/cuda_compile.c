@@ -8,7 +8,8 @@
 ** __CUDACC__) and holds the device image as a byte array. One shared
 ** object carries both, so the code cache's trust rules (the .meta's size
 ** and SHA-256 of the .so) cover the device code too, and its keys hold the
-** device's architecture (kn__cu_ident in the compiler's identity).
+** device's architecture, name and NVRTC's version (kn__cu_ident in the
+** compiler's identity).
 ** load: dlopen the object, check its ABI (103), load its image as a module
 ** and fill its kn_ind_fns[] with the kernels named by kn_ind_kernels[]. The
 ** module, like the object, stays loaded for the life of the process.
@@ -27,8 +28,16 @@
 #define CU_ABI 103
 
 void kn__cu_ident(char *buf, size_t n) {
-  if (kn__cuda_available()) snprintf(buf, n, " cuda sm_%d %s", kn__cuda_arch(), kn__cuda_device_name());
-  else snprintf(buf, n, " no CUDA device");
+  int major = 0, minor = 0;
+  if (!kn__cuda_available()) {
+    snprintf(buf, n, " no CUDA device");
+  } else if (kn__cuda_nvrtc_version(&major, &minor) == KN_OK) {
+    snprintf(buf, n, " cuda sm_%d %s nvrtc %d.%d", kn__cuda_arch(), kn__cuda_device_name(), major,
+             minor);
+  } else {
+    kn_clear_error(); /* the compile itself reports the missing NVRTC */
+    snprintf(buf, n, " cuda sm_%d %s no NVRTC", kn__cuda_arch(), kn__cuda_device_name());
+  }
 }
 
 /* The text of the file at path (owned), or NULL. */

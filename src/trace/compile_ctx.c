@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "trace/compile_id.h"
+#include "trace/events.h"
 
 static _Thread_local kn__compile_ctx ctx = {false, {-1, -1, -1}, 0};
 
@@ -16,7 +17,10 @@ void kn__compile_ctx_enter(kn_compile_id id, kn__compile_ctx *saved) {
   ctx.attempt = 0;
 }
 
-void kn__compile_ctx_leave(const kn__compile_ctx *saved) { ctx = *saved; }
+void kn__compile_ctx_leave(const kn__compile_ctx *saved) {
+  ctx = *saved;
+  if (!ctx.active) kn__trace_runtime_metrics_flush();
+}
 
 int kn__compile_id_format(kn_compile_id id, char *buf, size_t n) {
   if (id.compiled_autograd_id >= 0) {

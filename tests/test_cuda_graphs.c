@@ -295,6 +295,58 @@ Test(cudagraphs, a_cpu_graph_runs_normally) {
   unsetenv("KILN_LOGS");
 }
 
+/* A user backend whose callable computes on the host (copies to and from
+** the CPU): the capture refuses the copy, so the graph runs without CUDA
+** graphs, with the reason logged. */
+static kn_status host_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
+  (void)state, (void)nin, (void)nout;
+  kn_tensor *h = NULL;
+  kn_status st = kn_to_device(in[0], KN_CPU, &h);
+  if (st != KN_OK) return st;
+  kn_tensor *d = NULL;
+  st = kn_to_device(kn_mul_scalar(h, kn_float(3)), KN_CUDA, &d);
+  if (st == KN_OK) out[0] = d; /* autoreleased, as outputs are */
+  return st;
+}
+
+static kn_status host_backend(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
+                              kn_compiled_graph *out) {
+  (void)gm, (void)ex, (void)n, (void)ud;
+  *out = (kn_compiled_graph){host_run, NULL, NULL};
+  return KN_OK;
+}
+
+static kn_tensor *triple(kn_tensor *a) { return kn_mul_scalar(a, kn_float(3)); }
+
+Test(cudagraphs, a_step_that_cannot_be_captured_falls_back) {
+  set_logs("cudagraphs");
+  kn_compile_options o = {.backend_fn = host_backend, .mode = "reduce-overhead"};
+  kn_compiled *f = KN_COMPILE(triple, &o);
+  kn_scope_begin();
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
+  counts c0 = fake_counts();
+  for (int k = 0; k < 4; k++) {
+    kn_tensor *a = input(4, 8, 1.0 + k);
+    kn_tensor *y = kn_call_t(f, to_dev(a, KN_CUDA));
+    cr_assert_not_null(y, "%s", kn_last_error());
+    kn_tensor *got = to_dev(y, KN_CPU), *want = kn_mul_scalar(a, kn_float(3));
+    for (int64_t i = 0; i < 32; i++)
+      cr_assert_float_eq(((float *)kn_data(got))[i], ((float *)kn_data(want))[i], 1e-6);
+  }
+  kn_test_capture_end(&r);
+  cr_expect_eq(fake_counts().graphs, c0.graphs, "no graph");
+  cr_expect_eq(r.n, 1, "the reason, once");
+  for (size_t i = 0; i < r.n; i++)
+    cr_expect(strstr(r.v[i].message, "skipping cudagraphs due to a step that cannot be captured: "
+                                     "a copy to the host during CUDA graph capture"),
+              "%s", r.v[i].message);
+  kn_test_records_free(&r);
+  kn_scope_end();
+  kn_compiled_free(f);
+  unsetenv("KILN_LOGS");
+}
+
 /* ---- the seed's test_cudagraphs ---------------------------------------------------- */
 
 #define CTX(f, c, a) "\"frame_id\": " #f ", \"frame_compile_id\": " #c ", \"attempt\": " #a

@@ -112,38 +112,44 @@ static const char *call_skip(cg *c, kn_tensor *const *in, int nin, char *buf, si
 
 /* ---- recordings ---------------------------------------------------------------- */
 
-static int64_t *make_key(kn_tensor *const *in, int nin, int *nkey) {
+static int key_len(kn_tensor *const *in, int nin) {
   int n = 0;
   for (int i = 0; i < nin; i++) n += 3 + 2 * in[i]->ndim;
-  int64_t *k = malloc(((size_t)n + 1) * sizeof *k);
-  if (!k) return NULL;
+  return n;
+}
+
+/* Write the inputs' key into k (NULL: compare with k instead); false on the
+** first difference. No allocation on the path of every call. */
+static bool key_put(int64_t *k, const int64_t *cmp, kn_tensor *const *in, int nin) {
   int at = 0;
   for (int i = 0; i < nin; i++) {
-    k[at++] = in[i]->dtype;
-    k[at++] = in[i]->ndim;
-    k[at++] = in[i]->device;
-    for (int d = 0; d < in[i]->ndim; d++) k[at++] = in[i]->sizes[d];
-    for (int d = 0; d < in[i]->ndim; d++) k[at++] = in[i]->strides[d];
+    int64_t v[3 + 2 * KN_MAX_DIMS];
+    int n = 0;
+    v[n++] = in[i]->dtype;
+    v[n++] = in[i]->ndim;
+    v[n++] = in[i]->device;
+    for (int d = 0; d < in[i]->ndim; d++) v[n++] = in[i]->sizes[d];
+    for (int d = 0; d < in[i]->ndim; d++) v[n++] = in[i]->strides[d];
+    if (cmp && memcmp(cmp + at, v, (size_t)n * sizeof *v)) return false;
+    if (k) memcpy(k + at, v, (size_t)n * sizeof *v);
+    at += n;
   }
-  *nkey = n;
-  return k;
+  return true;
 }
 
 /* The recording of this geometry, added when new (mu held); NULL on OOM. */
 static rec *find_rec(cg *c, kn_tensor *const *in, int nin) {
-  int nkey = 0;
-  int64_t *key = make_key(in, nin, &nkey);
-  if (!key) return NULL;
+  int nkey = key_len(in, nin);
   for (rec *r = c->recs; r; r = r->next)
-    if (r->nkey == nkey && !memcmp(r->key, key, (size_t)nkey * sizeof *key)) {
-      free(key);
-      return r;
-    }
+    if (r->nkey == nkey && key_put(NULL, r->key, in, nin)) return r;
   rec *r = calloc(1, sizeof *r);
-  if (!r) {
+  int64_t *key = malloc(((size_t)nkey + 1) * sizeof *key);
+  if (!r || !key) {
+    free(r);
     free(key);
     return NULL;
   }
+  key_put(key, NULL, in, nin);
   r->key = key;
   r->nkey = nkey;
   r->next = c->recs;
@@ -227,11 +233,19 @@ static kn_status capture(cg *c, rec *r, int nout) {
   return st;
 }
 
+/* src into its static buffer dst (the same geometry): one device memcpy
+** when both are contiguous, else the copy_ op. */
+static kn_status copy_in(kn_tensor *dst, kn_tensor *src) {
+  void *d = kn_cuda_data_ptr(dst), *s = kn_cuda_data_ptr(src);
+  if (d == s) return KN_OK; /* the input is its static buffer */
+  if (!kn_is_contiguous(src) || !kn_is_contiguous(dst)) return kn_copy_(dst, src);
+  return kn__cuda_memcpy(d, KN_CUDA, s, KN_CUDA, (size_t)kn_numel(src) * kn_dtype_size(src->dtype));
+}
+
 /* Copy the inputs into the static buffers, replay, alias the outputs. */
 static kn_status replay(cg *c, rec *r, kn_tensor *const *in, kn_tensor **out) {
   for (int i = 0; i < r->nin; i++) {
-    if (kn_cuda_data_ptr(in[i]) == kn_cuda_data_ptr(r->sin[i])) continue;
-    kn_status st = kn_copy_(r->sin[i], in[i]);
+    kn_status st = copy_in(r->sin[i], in[i]);
     if (st != KN_OK) return st;
   }
   kn_status st = kn__cuda_graph_launch(r->graph);

@@ -152,6 +152,26 @@ Test(cudagraphs, default_mode_launches_each_call) {
   kn_compiled_free(f);
 }
 
+/* The flat float32 kernels' float4 path runs when the count is a multiple
+** of 4 and every buffer is 16-byte aligned; the scalar loop otherwise: a
+** count of 15, and inputs starting one element into their storage. */
+Test(cudagraphs, float4_and_scalar_paths_agree_with_eager) {
+  kn_compiled *f = compile_ten(NULL);
+  kn_scope_begin();
+  kn_tensor *a = input(3, 5, 1.5), *b = input(3, 5, -2.0);
+  expect_eager(call_dev(f, a, b), a, b, "15 elements");
+  kn_tensor *a2 = input(1, 33, 0.7), *b2 = input(1, 33, 1.1);
+  kn_tensor *da = kn_narrow(to_dev(a2, KN_CUDA), 1, 1, 32);
+  kn_tensor *db = kn_narrow(to_dev(b2, KN_CUDA), 1, 1, 32);
+  kn_tensor *y = kn_call_t(f, da, db);
+  cr_assert_not_null(y, "%s", kn_last_error());
+  expect_eager(y, kn_narrow(a2, 1, 1, 32), kn_narrow(b2, 1, 1, 32), "inputs at offset 1");
+  kn_tensor *a3 = input(8, 8, 0.3), *b3 = input(8, 8, 0.9);
+  expect_eager(call_dev(f, a3, b3), a3, b3, "64 aligned elements");
+  kn_scope_end();
+  kn_compiled_free(f);
+}
+
 /* reduce-overhead: call 1 warms up (the program launches), call 2 records
 ** (the capture launches nothing; the graph's replay computes the result),
 ** later calls replay: the host launch path never runs again. */

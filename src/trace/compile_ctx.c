@@ -4,7 +4,6 @@
 #include <stdio.h>
 
 #include "trace/compile_id.h"
-#include "trace/events.h"
 
 static _Thread_local kn__compile_ctx ctx = {false, {-1, -1, -1}, 0};
 
@@ -17,9 +16,17 @@ void kn__compile_ctx_enter(kn_compile_id id, kn__compile_ctx *saved) {
   ctx.attempt = 0;
 }
 
+static _Thread_local void (*on_leave)(void); /* run when the outermost context is left */
+
+void kn__compile_ctx_on_leave(void (*fn)(void)) { on_leave = fn; }
+
 void kn__compile_ctx_leave(const kn__compile_ctx *saved) {
   ctx = *saved;
-  if (!ctx.active) kn__trace_runtime_metrics_flush();
+  void (*fn)(void) = ctx.active ? NULL : on_leave;
+  if (fn) {
+    on_leave = NULL;
+    fn();
+  }
 }
 
 int kn__compile_id_format(kn_compile_id id, char *buf, size_t n) {

@@ -184,6 +184,7 @@ void kn__trace_runtime_metrics(json_t *m, kn_compile_id id) {
   } else if (npending < MAX_PENDING) {
     pending[npending].m = m;
     pending[npending++].id = id;
+    kn__compile_ctx_on_leave(kn__trace_runtime_metrics_flush);
   } else {
     json_decref(m); /* a compile that ran more graphs than this keeps the first ones */
   }

@@ -133,12 +133,17 @@ static void out_name(const kctx *k, kn__sb *sb, int o) {
   else kn__sb_printf(sb, "out%d", o);
 }
 
+/* Does an identifier end just before p (so "in0" at p is part of it)? */
+static bool after_ident(const char *body, const char *p) {
+  return p > body && (p[-1] == '_' || isalnum((unsigned char)p[-1]));
+}
+
 /* body with each vector leaf's load in<L>[i] replaced by lane c of kn_v<L>. */
 static void lane_body(const kctx *k, kn__sb *sb, const char *body, char c) {
   for (const char *p = body; *p;) {
     int li = -1, len = 0;
-    if (p[0] == 'i' && p[1] == 'n' && sscanf(p, "in%d[i]%n", &li, &len) == 1 && len > 0 &&
-        li < k->nleaves && vec_leaf(k, li) && (p == body || (p[-1] != '_' && !isalnum((unsigned char)p[-1])))) {
+    if (p[0] == 'i' && p[1] == 'n' && !after_ident(body, p) &&
+        sscanf(p, "in%d[i]%n", &li, &len) == 1 && len > 0 && li < k->nleaves && vec_leaf(k, li)) {
       kn__sb_printf(sb, "kn_v%d.%c", li, c);
       p += len;
     } else {
@@ -156,10 +161,12 @@ static void vec_loop(kctx *k, kn__sb *sb, const char *body) {
   for (int i = 0; i < k->nleaves; i++)
     if (vec_leaf(k, i)) kn__sb_printf(sb, " | (unsigned long long)in%d", i);
   kn__sb_puts(sb, ") & 15) == 0) { /* 16-byte loads and stores */\n"
-                  "    for (int64_t i4 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i4 < n / 4;\n"
+                  "    for (int64_t i4 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                  "         i4 < n / 4;\n"
                   "         i4 += (int64_t)gridDim.x * blockDim.x) {\n");
   for (int i = 0; i < k->nleaves; i++)
-    if (vec_leaf(k, i)) kn__sb_printf(sb, "      const float4 kn_v%d = ((const float4 *)in%d)[i4];\n", i, i);
+    if (vec_leaf(k, i))
+      kn__sb_printf(sb, "      const float4 kn_v%d = ((const float4 *)in%d)[i4];\n", i, i);
   for (int o = 0; o < k->nroots; o++) kn__sb_printf(sb, "      float4 kn_o%d;\n", o);
   static const char lanes[] = "xyzw";
   for (int c = 0; c < 4; c++) {

@@ -219,7 +219,8 @@ static kn_status capture(cg *c, rec *r, int nout) {
   }
   kn_status run = c->inner.run(c->inner.state, r->sin, r->nin, out, nout);
   char why[1200] = "";
-  if (run != KN_OK) snprintf(why, sizeof why, "a step that cannot be captured: %s", kn_last_error());
+  if (run != KN_OK)
+    snprintf(why, sizeof why, "a step that cannot be captured: %s", kn_last_error());
   st = kn__cuda_capture_end(&r->graph);
   const char *bad = run == KN_OK ? bad_outputs(r, out, nout, why, sizeof why) : NULL;
   for (int o = 0; run == KN_OK && !bad && o < nout; o++) r->sout[o] = kn_retain(out[o]);

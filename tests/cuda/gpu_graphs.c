@@ -71,8 +71,9 @@ static void check_replays(void) {
 static void check_aliasing(void) {
   kn_scope_begin();
   kn_compiled *f = compile_ro();
-  kn_tensor *a1 = kn_randn(1, (int64_t[]){1000}, NULL, KN_FLOAT32), *b1 = kn_randn(1, (int64_t[]){1000}, NULL, KN_FLOAT32);
-  kn_tensor *a2 = kn_randn(1, (int64_t[]){1000}, NULL, KN_FLOAT32), *b2 = kn_randn(1, (int64_t[]){1000}, NULL, KN_FLOAT32);
+  int64_t sz[1] = {1000};
+  kn_tensor *a1 = kn_randn(1, sz, NULL, KN_FLOAT32), *b1 = kn_randn(1, sz, NULL, KN_FLOAT32);
+  kn_tensor *a2 = kn_randn(1, sz, NULL, KN_FLOAT32), *b2 = kn_randn(1, sz, NULL, KN_FLOAT32);
   kn_tensor *y1 = NULL, *y2 = NULL, *kept = NULL;
   if (f && kn_call_t(f, dev(a1, KN_CUDA), dev(b1, KN_CUDA))) { /* warm-up */
     y1 = kn_call_t(f, dev(a1, KN_CUDA), dev(b1, KN_CUDA));
@@ -123,7 +124,8 @@ static void record_names(const char *path, char *out, size_t n) {
     char *name = strstr(line, "\"artifact\": {\"name\": \"");
     if (name) {
       name += 22;
-      len += (size_t)snprintf(out + len, n - len, "artifact:%.*s\n", (int)(strchr(name, '"') - name), name);
+      int nl = (int)(strchr(name, '"') - name);
+      len += (size_t)snprintf(out + len, n - len, "artifact:%.*s\n", nl, name);
     } else if (end && strncmp(key, "chromium_event\"", 15) && strncmp(key, "str\"", 4)) {
       len += (size_t)snprintf(out + len, n - len, "%.*s\n", (int)(end - key), key);
     }
@@ -141,8 +143,10 @@ static void check_trace(void) {
   setenv("KILN_CACHE_DIR", cache, 1); /* a cache miss, as the seed's */
   kn_trace_enable(dir);
   kn_scope_begin();
-  kn_compiled *f = KN_COMPILE(inductor_schedule_fn, &(kn_compile_options){.mode = "reduce-overhead"});
-  kn_tensor *y = f ? kn_call_t(f, dev(kn_ones(2, (int64_t[]){1000, 1000}, KN_FLOAT32), KN_CUDA)) : NULL;
+  kn_compiled *f =
+      KN_COMPILE(inductor_schedule_fn, &(kn_compile_options){.mode = "reduce-overhead"});
+  kn_tensor *x = dev(kn_ones(2, (int64_t[]){1000, 1000}, KN_FLOAT32), KN_CUDA);
+  kn_tensor *y = f && x ? kn_call_t(f, x) : NULL;
   bool ran = y && kn_get(y, (int64_t[]){999, 0}) == 2.0;
   kn_scope_end();
   char *path = kn_trace_file_path(), got[4096];
@@ -174,8 +178,8 @@ int main(void) {
   printf("device: %s, sm_%d\n", kn__cuda_device_name(), kn__cuda_arch());
   kn_manual_seed(5);
   kn_compiled *bad = KN_COMPILE(ten_ops, &(kn_compile_options){.mode = "max-autotune"});
-  CHECK("graphs.unknown_mode_refused", !bad && strstr(kn_last_error(), "Unrecognized mode=max-autotune"),
-        "%s", kn_last_error());
+  CHECK("graphs.unknown_mode_refused",
+        !bad && strstr(kn_last_error(), "Unrecognized mode=max-autotune"), "%s", kn_last_error());
   check_replays();
   check_aliasing();
   check_sizes();

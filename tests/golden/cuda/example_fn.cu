@@ -59,7 +59,8 @@ KN_DEV double kn_floordiv(double a, double b) { return kn_floordiv_f64(a, b); }
 extern "C" __global__ void kernel4(float *__restrict__ out, const float *__restrict__ in0) {
   const int64_t n = INT64_C(1) * INT64_C(1000) * INT64_C(1000);
   if ((n & 3) == 0 && (((unsigned long long)out | (unsigned long long)in0) & 15) == 0) { /* 16-byte loads and stores */
-    for (int64_t i4 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i4 < n / 4;
+    for (int64_t i4 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+         i4 < n / 4;
          i4 += (int64_t)gridDim.x * blockDim.x) {
       const float4 kn_v0 = ((const float4 *)in0)[i4];
       float4 kn_o0;

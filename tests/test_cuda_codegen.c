@@ -114,6 +114,12 @@ Test(cuda_codegen, compile_makes_one_object_and_load_hands_its_image_to_the_driv
   kn__ind_tool tool;
   kn__ind_tool_init(&tool, &kn__ind_target_cuda);
   cr_expect(strstr(tool.ident, " cuda sm_90 "), "the keys name the architecture: %s", tool.ident);
+  int major = 0, minor = 0;
+  cr_assert_eq(kn__cuda_nvrtc_version(&major, &minor), KN_OK, "%s", kn_last_error());
+  char nv[64];
+  snprintf(nv, sizeof nv, " nvrtc %d.%d", major, minor);
+  cr_expect(major >= 11 && strstr(tool.ident, nv), "the keys name NVRTC's version (%s): %s", nv,
+            tool.ident);
   kn_status st = kn__ind_target_cuda.compile(&tool, dir, "k.c", "k.so", "k.c");
   cr_assert_eq(st, KN_OK, "%s", kn_last_error());
   snprintf(so, sizeof so, "%s/k.so", dir);

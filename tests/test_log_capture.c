@@ -97,8 +97,8 @@ Test(log_capture, component_levels) {
   /* aot DEBUG: 3 lines, aot_graphs (3) and aot_joint_graph, the warning. */
   RUN(8, NULL, KN_LOG_LEVEL("aot", KN_DEBUG));
   RUN(3, NULL, KN_LOG_LEVEL("inductor", KN_INFO));
-  /* inductor DEBUG: 3 lines and post_grad_graphs (output_code is off). */
-  RUN(5, NULL, KN_LOG_LEVEL("inductor", KN_DEBUG));
+  /* inductor DEBUG: 3 lines, post_grad_graphs and cudagraphs (output_code is off). */
+  RUN(6, NULL, KN_LOG_LEVEL("inductor", KN_DEBUG));
   /* -dynamo hides even the warning. */
   RUN(0, NULL, KN_LOG_LEVEL("dynamo", KN_ERROR));
 }

@@ -29,7 +29,7 @@ static int level_of(int id) {
 
 #define VALID_LIST                                                                    \
   "all, aot, aot_graphs, aot_joint_graph, autograd, bytecode, c10d, compiled_autograd, " \
-  "compiled_autograd_verbose, cuda, ddp, ddp_graphs, "                                  \
+  "compiled_autograd_verbose, cuda, cudagraphs, ddp, ddp_graphs, "                                  \
   "distributed, dynamic, dynamo, export, fsdp, fusion, graph, graph_breaks, "          \
   "graph_code, graph_sizes, guards, inductor, kernel_code, kernel_ir, kiln, "          \
   "output_code, "                                                                     \
@@ -235,7 +235,9 @@ Test(log_settings, env_help_prints_help_and_keeps_defaults) {
   err = kn_test_capture_stderr(reset_env, (void *)"+help");
   cr_assert(strstr(err, "\nAll registered names\n  all\n"));
   cr_assert(strstr(err, "\n  bytecode                      \t(not built yet) Prints the original"));
-  cr_assert(strstr(err, "\n  perf_hints                    \t(not built yet)\n"));
+  cr_assert(strstr(err, "\n  perf_hints                    \t\n"), "built: the skipped CUDA graphs");
+  cr_assert(strstr(err, "\n  cudagraphs                    \tLogs information from wrapping "
+                        "inductor generated code with cudagraphs.\n"));
   free(err);
 }
 

@@ -219,6 +219,15 @@ typedef struct kn_compile_options {
   ** compiled function is called. */
   const kn_compile_global *globals;
   int nglobals;
+  /* torch.compile's mode: NULL or "default", or "reduce-overhead": graphs
+  ** whose inputs are on the GPU are captured into CUDA graphs and replayed
+  ** (warm-up on the first call of each input geometry, recording on the
+  ** second, replays after; outputs alias static buffers that the next call
+  ** overwrites: docs/CUDA.md, "CUDA graphs"). Graphs on the CPU, or that
+  ** mutate inputs or need autograd, run as in "default" (the reason goes to
+  ** the perf_hints and cudagraphs logs). Another name fails kn_compile,
+  ** listing the modes. Applies to every backend's callable. */
+  const char *mode;
 } kn_compile_options;
 
 typedef struct kn_compiled kn_compiled;

@@ -32,6 +32,14 @@ static block *cached;         /* free blocks sorted by size, under mu */
 static size_t ncached, capcached;
 static kn__cuda_memstats st;  /* under mu */
 static bool capturing;        /* under mu */
+/* The capture's private pool (under mu): every block freed while a capture
+** is in progress lands here instead of in the cache, so no work outside the
+** graph is ever handed memory a replay of the graph writes; captured
+** allocations reuse these blocks first (in graph order, which replays keep).
+** kn__cuda_pool_detach hands them to the graph; kn__cuda_pool_release puts
+** them in the cache when the graph is destroyed. */
+static block *pool;
+static size_t npool, cappool;
 
 #define SMALL_LIMIT ((size_t)1 << 20)
 #define LARGE_ROUND ((size_t)2 << 20)
@@ -108,13 +116,8 @@ static kn_status oom(size_t nbytes, size_t size) {
 /* cuMemAlloc, once more after emptying the cache when it runs out (mu held). */
 static kn_status driver_alloc(size_t nbytes, size_t size, kn__cudptr *p) {
   kn__cuda_rt *r = kn__cuda_rt_get();
-  if (capturing)
-    return kn__error(KN_ESTATE,
-                     "cannot allocate %zu bytes of CUDA memory during graph capture: the cache "
-                     "holds no free block of %zu bytes (allocate the buffers before capturing)",
-                     nbytes, size);
   int e = r->cu.MemAlloc(p, size);
-  if (e == KN__CU_ERROR_OUT_OF_MEMORY) {
+  if (e == KN__CU_ERROR_OUT_OF_MEMORY && !capturing) { /* no cuMemFree inside a capture */
     kn_status s = release_cache();
     if (s != KN_OK) return s;
     e = r->cu.MemAlloc(p, size);
@@ -129,6 +132,29 @@ static kn_status driver_alloc(size_t nbytes, size_t size, kn__cudptr *p) {
   return KN_OK;
 }
 
+/* A block of exactly size from the capture's pool (mu held). */
+static bool take_pooled(size_t size, block *out) {
+  for (size_t i = 0; i < npool; i++)
+    if (pool[i].size == size) {
+      *out = pool[i];
+      pool[i] = pool[--npool];
+      return true;
+    }
+  return false;
+}
+
+static bool put_pooled(block b) {
+  if (npool == cappool) {
+    size_t cap = cappool ? cappool * 2 : 16;
+    block *nb = realloc(pool, cap * sizeof *nb);
+    if (!nb) return false;
+    pool = nb;
+    cappool = cap;
+  }
+  pool[npool++] = b;
+  return true;
+}
+
 static kn_status alloc_locked(size_t nbytes, void **dptr) {
   size_t size = round_size(nbytes);
   if (size == 0) return kn__error(KN_ENOMEM, "CUDA allocation of %zu bytes: too large", nbytes);
@@ -137,7 +163,7 @@ static kn_status alloc_locked(size_t nbytes, void **dptr) {
     live_init = true;
   }
   block b = {0, size};
-  if (!take_cached(size, &b)) {
+  if (!(capturing && take_pooled(size, &b)) && !take_cached(size, &b)) {
     kn_status s = driver_alloc(nbytes, size, &b.ptr);
     if (s != KN_OK) return s;
   }
@@ -172,7 +198,9 @@ void kn__cuda_free(void *dptr) {
   if (found) {
     kn__hm_del_u64(&live, p);
     st.allocated -= size;
-    if (!put_cached((block){p, size}) && kn__cuda_enter() == KN_OK &&
+    block b = {p, size};
+    bool kept = capturing ? put_pooled(b) : put_cached(b);
+    if (!kept && kn__cuda_enter() == KN_OK && !capturing &&
         kn__cu_check(kn__cuda_rt_get()->cu.MemFree(p), "cuMemFree_v2") == KN_OK)
       st.reserved -= size;
   }
@@ -199,4 +227,34 @@ void kn__cuda_set_capturing(bool on) {
   pthread_mutex_lock(&mu);
   capturing = on;
   pthread_mutex_unlock(&mu);
+}
+
+struct kn__cuda_pool {
+  block *b;
+  size_t n;
+};
+
+kn__cuda_pool *kn__cuda_pool_detach(void) {
+  kn__cuda_pool *p = calloc(1, sizeof *p);
+  pthread_mutex_lock(&mu);
+  if (p) { /* without memory for the record, the blocks stay pooled for the next graph */
+    p->b = pool;
+    p->n = npool;
+    pool = NULL;
+    npool = cappool = 0;
+  }
+  pthread_mutex_unlock(&mu);
+  return p;
+}
+
+void kn__cuda_pool_release(kn__cuda_pool *p) {
+  if (!p) return;
+  pthread_mutex_lock(&mu);
+  for (size_t i = 0; i < p->n; i++)
+    if (!put_cached(p->b[i]) && kn__cuda_enter() == KN_OK &&
+        kn__cuda_rt_get()->cu.MemFree(p->b[i].ptr) == KN__CU_SUCCESS)
+      st.reserved -= p->b[i].size;
+  pthread_mutex_unlock(&mu);
+  free(p->b);
+  free(p);
 }

@@ -90,6 +90,10 @@ kn_status kn__cuda_synchronize(void);
 ** appended to log when log is not NULL. */
 kn_status kn__cuda_compile(const char *src, const char *name, const char *opts, void **image,
                            size_t *nimage, bool *is_ptx, kn__sb *log);
+/* NVRTC's version (nvrtcVersion), loading NVRTC if needed: KN_EUNSUPPORTED
+** (and 0.0) when it cannot be loaded. For the code cache's keys: a kernel
+** compiled by another NVRTC is another kernel. */
+kn_status kn__cuda_nvrtc_version(int *major, int *minor);
 typedef struct kn__cuda_module kn__cuda_module;
 /* Load a cubin or PTX image (copied by the driver: the caller may free it).
 ** *out is owned by the caller (kn__cuda_module_unload). */
@@ -119,11 +123,13 @@ kn_status kn__cuda_gemm(kn_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
 
 /* ---- CUDA graphs ---------------------------------------------------------------- */
 typedef struct kn__cuda_graph kn__cuda_graph;
-/* Begin capturing kiln's stream (global capture mode: launches are
-** recorded, not run); kn__cuda_capture_end stops it and instantiates what
-** was recorded into *out (owned by the caller, kn__cuda_graph_free). An
-** allocation from the driver during capture is an error (the allocator
-** serves captured work from its cache only, or fails naming the size). */
+/* Begin capturing kiln's stream (relaxed capture mode: launches, device
+** copies and memsets are recorded, not run; the allocator may still call
+** cuMemAlloc); kn__cuda_capture_end stops it and instantiates what was
+** recorded into *out (owned by the caller, kn__cuda_graph_free). Blocks
+** freed during the capture go to the graph's private pool, not to the
+** cache: replays may write them, so nothing else is handed them until the
+** graph is freed. Host copies and synchronisation fail during a capture. */
 kn_status kn__cuda_capture_begin(void);
 kn_status kn__cuda_capture_end(kn__cuda_graph **out);
 bool kn__cuda_capturing(void);

@@ -31,6 +31,7 @@ enum {
   KN__CU_FUNC_ATTR_MAX_DYN_SHMEM = 8, /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
   KN__CU_STREAM_NON_BLOCKING = 1,
   KN__CU_CAPTURE_MODE_GLOBAL = 0,
+  KN__CU_CAPTURE_MODE_RELAXED = 2, /* cuMemAlloc may run while capturing */
 };
 
 #define KN__CU_FUNCS(X)                                                                  \
@@ -177,8 +178,14 @@ kn_status kn__cublas_get(const kn__cublas_api **api, void **handle);
 const char *kn__cuda_nvrtc_path(void);
 const char *kn__cuda_cublas_path(void);
 
-/* The allocator's cache is dropped when the graph capture ends (it may be
-** allocated from again); a capture in progress. */
+/* A capture in progress: the allocator keeps the blocks freed meanwhile in
+** the capture's private pool (alloc.c). */
 void kn__cuda_set_capturing(bool on);
+/* The capture's pool, handed to the graph at the end of the capture (owned:
+** kn__cuda_pool_release, which returns its blocks to the cache once the
+** graph is destroyed). NULL without memory (the blocks stay pooled). */
+typedef struct kn__cuda_pool kn__cuda_pool;
+kn__cuda_pool *kn__cuda_pool_detach(void);
+void kn__cuda_pool_release(kn__cuda_pool *p);
 
 #endif

@@ -16,6 +16,7 @@ static kn__nvrtc_api nvrtc;
 static bool nvrtc_ok;
 static char nvrtc_path[512];
 static char nvrtc_why[1400];
+static int nvrtc_major, nvrtc_minor;
 
 #define KN__FN_NAME(field, sym, req, ret, args) sym,
 #define KN__FN_REQ(field, sym, req, ret, args) req,
@@ -38,9 +39,8 @@ static void nvrtc_load(void) {
     snprintf(nvrtc_why, sizeof nvrtc_why, "unusable NVRTC %.500s: %.800s", nvrtc_path, why);
     return;
   }
-  int major = 0, minor = 0;
-  nvrtc.Version(&major, &minor);
-  KN_LOG(KN_LOG_CUDA, KN_INFO, "NVRTC %d.%d (%s)", major, minor, nvrtc_path);
+  nvrtc.Version(&nvrtc_major, &nvrtc_minor);
+  KN_LOG(KN_LOG_CUDA, KN_INFO, "NVRTC %d.%d (%s)", nvrtc_major, nvrtc_minor, nvrtc_path);
   nvrtc_ok = true;
 }
 
@@ -51,6 +51,14 @@ kn_status kn__nvrtc_get(const kn__nvrtc_api **api) {
 }
 
 const char *kn__cuda_nvrtc_path(void) { return nvrtc_ok ? nvrtc_path : ""; }
+
+kn_status kn__cuda_nvrtc_version(int *major, int *minor) {
+  const kn__nvrtc_api *api = NULL;
+  kn_status s = kn__nvrtc_get(&api);
+  *major = s == KN_OK ? nvrtc_major : 0;
+  *minor = s == KN_OK ? nvrtc_minor : 0;
+  return s;
+}
 
 /* The architecture to compile for: the device's when NVRTC supports it,
 ** else the newest NVRTC knows below it (as PTX the driver compiles on). */

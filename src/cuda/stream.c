@@ -15,6 +15,7 @@ static bool capture_on; /* under cap_mu */
 struct kn__cuda_graph {
   void *graph; /* CUgraph */
   void *exec;  /* CUgraphExec */
+  kn__cuda_pool *pool; /* owned: the blocks the captured work freed (alloc.c) */
 };
 
 #define DPTR(p) ((kn__cudptr)(uintptr_t)(p))
@@ -85,7 +86,7 @@ kn_status kn__cuda_capture_begin(void) {
   kn__cuda_rt *r = kn__cuda_rt_get();
   pthread_mutex_lock(&cap_mu);
   if (capture_on) s = kn__error(KN_ESTATE, "kn__cuda_capture_begin: a capture is in progress");
-  else s = kn__cu_check(r->cu.StreamBeginCapture(r->stream, KN__CU_CAPTURE_MODE_GLOBAL),
+  else s = kn__cu_check(r->cu.StreamBeginCapture(r->stream, KN__CU_CAPTURE_MODE_RELAXED),
                         "cuStreamBeginCapture_v2");
   if (s == KN_OK) {
     capture_on = true;
@@ -126,16 +127,19 @@ kn_status kn__cuda_capture_end(kn__cuda_graph **out) {
   capture_on = false;
   kn__cuda_set_capturing(false);
   pthread_mutex_unlock(&cap_mu);
+  kn__cuda_pool *pool = kn__cuda_pool_detach();
   if (s == KN_OK) s = instantiate(graph, &exec);
   kn__cuda_graph *g = s == KN_OK ? malloc(sizeof *g) : NULL;
   if (s == KN_OK && !g) s = kn__oom();
   if (s != KN_OK) {
     if (exec) r->cu.GraphExecDestroy(exec);
     if (graph) r->cu.GraphDestroy(graph);
+    kn__cuda_pool_release(pool); /* nothing of the capture will run */
     return s;
   }
   g->graph = graph;
   g->exec = exec;
+  g->pool = pool;
   *out = g;
   return KN_OK;
 }
@@ -154,6 +158,7 @@ void kn__cuda_graph_free(kn__cuda_graph *g) {
     r->cu.GraphExecDestroy(g->exec);
     r->cu.GraphDestroy(g->graph);
   }
+  kn__cuda_pool_release(g->pool); /* replays already queued run first (one stream) */
   free(g);
 }
 

@@ -107,8 +107,23 @@ kn_status kn__backend_resolve(kn_compile_options *o) {
   return KN_OK;
 }
 
+kn_status kn__mode_resolve(kn_compile_options *o) {
+  static const char *const modes[] = {"default", "reduce-overhead"};
+  if (!o->mode) {
+    o->mode = modes[0];
+    return KN_OK;
+  }
+  for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+    if (!strcmp(o->mode, modes[i])) {
+      o->mode = modes[i]; /* static: the caller's string need not outlive kn_compile */
+      return KN_OK;
+    }
+  return kn__error(KN_EINVAL, "kn_compile: Unrecognized mode=%s, should be one of: default, "
+                              "reduce-overhead", o->mode);
+}
+
 /* f's backend on one graph (the whole captured graph, or a piece of a DDP
-** split). */
+** split); under mode reduce-overhead, the callable is wrapped in CUDA graphs. */
 static kn_status inner_compile(void *ud, kn_graph_module *gm, kn_tensor *const *examples, int n,
                                kn_compiled_graph *out) {
   kn_compiled *f = ud;
@@ -117,6 +132,7 @@ static kn_status inner_compile(void *ud, kn_graph_module *gm, kn_tensor *const *
   if (f->opts.backend_fn) st = f->opts.backend_fn(gm, examples, n, f->opts.backend_ud, out);
   else st = kn__eager_compile(gm, out);
   if (st == KN_OK && !out->run) st = kn__error(KN_EINVAL, "the backend returned no callable");
+  if (st == KN_OK && f->opts.mode && !strcmp(f->opts.mode, "reduce-overhead")) st = kn__cudagraphs_wrap(gm, out);
   return st;
 }
 

@@ -232,7 +232,7 @@ static kn_compiled *make(kn_fn fn, void *ud, void (*tfn)(void), int nargs, const
     return NULL;
   }
   kn_compile_options o = opts ? *opts : (kn_compile_options){0};
-  if (kn__backend_resolve(&o) != KN_OK) return NULL;
+  if (kn__backend_resolve(&o) != KN_OK || kn__mode_resolve(&o) != KN_OK) return NULL;
   if (o.narg_names < 0) {
     kn__error(KN_EINVAL, "kn_compile: narg_names must be >= 0 (0 = NULL-terminated), got %d",
               o.narg_names);

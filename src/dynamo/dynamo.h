@@ -460,6 +460,9 @@ const char *kn__backend_name(const kn_compiled *f);
 ** (valid for the life of the process); with backend_fn set, o->backend
 ** becomes NULL. KN_EINVAL listing the registered names when unknown. */
 kn_status kn__backend_resolve(kn_compile_options *o);
+/* Check o->mode (NULL = "default"; "reduce-overhead") and point it at a
+** static copy of its name. KN_EINVAL listing the modes for another name. */
+kn_status kn__mode_resolve(kn_compile_options *o);
 
 /* The error type a failed compile reports (kiln's status name such as
 ** "shape_error" or "unsupported", or "BackendCompilerFailed" for a backend's

@@ -32,6 +32,7 @@
 #include "logging/log.h"
 #include "profiler/profiler.h"
 #include "tensor/tensor.h"
+#include "trace/compile_id.h"
 #include "trace/events.h"
 
 typedef struct bind { int input, dim, sym; } bind;
@@ -49,6 +50,8 @@ typedef struct prog {
   int *into_input; /* [noutputs] the input output k may be computed in (run_into), or -1 */
   bind *binds;
   atomic_bool told_fallback;
+  kn_compile_id cid;   /* the compile that made it (compilation_metrics_runtime) */
+  atomic_bool ran;     /* a CUDA program has run once */
 } prog;
 
 typedef struct frame {
@@ -345,6 +348,18 @@ static kn_tensor **donors(const prog *p, kn_tensor *const *in, kn_tensor *const 
 static kn_status run_with(prog *p, kn_tensor *const *in, int nin, kn_tensor **out, int nout,
                           kn_tensor *const *into);
 
+/* The first run of a CUDA program: its compilation_metrics_runtime record
+** (PyTorch writes one after the first run of a GPU graph: the work its
+** runtime does once, there Triton's, here the driver's lazy loading of the
+** kernels at their first launch), under the compile's id, without attempt. */
+static void runtime_metrics(const prog *p, double t0_us) {
+  if (!kn__trace_enabled()) return;
+  double t1 = kn__trace_now_us();
+  kn__trace_runtime_metrics(json_pack("{s:I, s:I}", "start_time_us", (json_int_t)t0_us,
+                                      "duration_us", (json_int_t)(t1 > t0_us ? t1 - t0_us : 0)),
+                            p->cid);
+}
+
 static kn_status ind_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
   return run_with(state, in, nin, out, nout, NULL);
 }
@@ -378,7 +393,10 @@ static kn_status run_with(prog *p, kn_tensor *const *in, int nin, kn_tensor **ou
     f.donor = donors(p, in, into);
     kn__threads_sync(); /* the generated loops' team size */
     kn__ind_call_fn fn = p->tier ? kn__ind_tier_call(p->tier) : p->call;
+    bool first = p->device == KN_CUDA && !atomic_exchange(&p->ran, true);
+    double t0 = first ? kn__trace_now_us() : 0;
     st = finish(&f, fn(&runtime, &f, s), out);
+    if (first) runtime_metrics(p, t0);
   }
   free(f.donor);
   free(mem);
@@ -641,6 +659,7 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   }
   p->call = ld.call;
   p->tier = ld.tier;
+  p->cid = kn__compile_ctx_get()->id;
   log_plan(p);
   *out = (kn_compiled_graph){ind_run, p, prog_free};
   return KN_OK;

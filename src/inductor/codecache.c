@@ -142,9 +142,32 @@ static bool abs_path(const char *path, char *out, size_t n) {
   return true;
 }
 
+/* The GPU kernels of a CUDA source, as the triton_kernel_info artifact's
+** payload: {"kernel4": "add (grid-stride, flat, 1 inputs)", ...} (each
+** kernel's name and its header comment: the nodes it computes and how it is
+** launched). NULL for a source without GPU kernels (the C targets). */
+static json_t *kernel_info(const char *src) {
+  static const char head[] = "/* kernel ", decl[] = "*/\nextern \"C\" __global__ void ";
+  json_t *j = NULL;
+  for (const char *p = strstr(src, head); p; p = strstr(p + 1, head)) {
+    const char *colon = strchr(p, ':'), *end = strstr(p, decl);
+    if (!colon || !end || strchr(p, '\n') < end) continue;
+    const char *name = end + sizeof decl - 1, *paren = strchr(name, '(');
+    if (!paren) continue;
+    char key[64], text[512];
+    snprintf(key, sizeof key, "%.*s", (int)(paren - name), name);
+    snprintf(text, sizeof text, "%.*s", (int)(end - colon - 3 > 0 ? end - colon - 3 : 0),
+             colon + 2);
+    if (!j) j = json_object();
+    if (j) json_object_set_new(j, key, json_string(text));
+  }
+  return j;
+}
+
 /* The inductor_output_code record (filename: the path kiln wrote the source
-** to; file_path: the same made absolute, as PyTorch writes it) and the
-** output_code log artifact. */
+** to; file_path: the same made absolute, as PyTorch writes it), then for GPU
+** code the triton_kernel_info artifact (kernel_info), and the output_code
+** log artifact. */
 static void output_code(const char *src, const char *path) {
   KN_LOG_ARTIFACT(KN_ART_OUTPUT_CODE, "Output code written to: %s\nOutput code: \n%s", path, src);
   if (!kn__trace_enabled()) return;
@@ -153,6 +176,9 @@ static void output_code(const char *src, const char *path) {
                          abs_path(path, abs, sizeof abs) ? abs : path);
   kn__trace_opts o = {.file = __FILE__, .line = __LINE__};
   if (md) (void)kn__trace_structured("inductor_output_code", md, src, SIZE_MAX, &o);
+  json_t *info = kernel_info(src);
+  if (info) (void)kn__trace_artifact_json("triton_kernel_info", info, NULL);
+  json_decref(info);
 }
 
 /* ---- the cache directory and its entries ------------------------------------------ */

@@ -8,12 +8,14 @@
 ** __CUDACC__) and holds the device image as a byte array. One shared
 ** object carries both, so the code cache's trust rules (the .meta's size
 ** and SHA-256 of the .so) cover the device code too, and its keys hold the
-** device's architecture (kn__cu_ident in the compiler's identity).
+** device's architecture, name and NVRTC's version (kn__cu_ident in the
+** compiler's identity).
 ** load: dlopen the object, check its ABI (103), load its image as a module
 ** and fill its kn_ind_fns[] with the kernels named by kn_ind_kernels[]. The
 ** module, like the object, stays loaded for the life of the process.
 */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +29,16 @@
 #define CU_ABI 103
 
 void kn__cu_ident(char *buf, size_t n) {
-  if (kn__cuda_available()) snprintf(buf, n, " cuda sm_%d %s", kn__cuda_arch(), kn__cuda_device_name());
-  else snprintf(buf, n, " no CUDA device");
+  int major = 0, minor = 0;
+  if (!kn__cuda_available()) {
+    snprintf(buf, n, " no CUDA device");
+  } else if (kn__cuda_nvrtc_version(&major, &minor) == KN_OK) {
+    snprintf(buf, n, " cuda sm_%d %s nvrtc %d.%d", kn__cuda_arch(), kn__cuda_device_name(), major,
+             minor);
+  } else {
+    kn_clear_error(); /* the compile itself reports the missing NVRTC */
+    snprintf(buf, n, " cuda sm_%d %s no NVRTC", kn__cuda_arch(), kn__cuda_device_name());
+  }
 }
 
 /* The text of the file at path (owned), or NULL. */
@@ -84,6 +94,28 @@ kn_status kn__cu_compile(const kn__ind_tool *tool, const char *dir, const char *
   return st == KN_OK ? kn__ind_cc(tool, dir, host, so, shown) : st;
 }
 
+/* The modules loaded, kept for the life of the process (their kernels are
+** called through kn_ind_fns[] of objects that are never unloaded). */
+static pthread_mutex_t loaded_mu = PTHREAD_MUTEX_INITIALIZER;
+static kn__cuda_module **loaded;
+static size_t nloaded, caploaded;
+
+static bool keep_module(kn__cuda_module *m) {
+  pthread_mutex_lock(&loaded_mu);
+  if (nloaded == caploaded) {
+    size_t cap = caploaded ? caploaded * 2 : 16;
+    kn__cuda_module **nl = realloc(loaded, cap * sizeof *nl);
+    if (nl) {
+      loaded = nl;
+      caploaded = cap;
+    }
+  }
+  bool ok = nloaded < caploaded;
+  if (ok) loaded[nloaded++] = m;
+  pthread_mutex_unlock(&loaded_mu);
+  return ok;
+}
+
 /* The module of h's image, kn_ind_fns[] filled from it. */
 static kn_status bind_kernels(void *h, const char *shown) {
   const unsigned char *img = dlsym(h, "kn_ind_image");
@@ -95,10 +127,11 @@ static kn_status bind_kernels(void *h, const char *shown) {
   kn__cuda_module *m = NULL;
   kn_status st = kn__cuda_module_load(img, (size_t)*nimg, &m);
   for (int k = 0; st == KN_OK && names[k]; k++) st = kn__cuda_module_fn(m, names[k], &fns[k]);
+  if (st == KN_OK && !keep_module(m)) st = kn__oom();
   if (st != KN_OK && m) kn__cuda_module_unload(m);
   if (st != KN_OK) return kn__error(st, "inductor: loading the kernels of '%s': %s", shown,
                                     kn_last_error());
-  return KN_OK; /* m stays loaded: the kernels' functions are its */
+  return KN_OK; /* m stays loaded (keep_module): the kernels' functions are its */
 }
 
 kn_status kn__cu_load(int fd, bool noexec, const char *shown, kn__ind_call_fn *out) {

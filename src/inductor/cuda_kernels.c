@@ -9,7 +9,10 @@
 **              a flat index when every read is contiguous with the space's
 **              sizes or one element, else each read's offset from its
 **              strides (broadcast dims stride 0); a horizontal set stores
-**              every root in the same loop
+**              every root in the same loop. A flat float32 kernel first
+**              tries a loop of float4 loads and stores (four elements per
+**              thread) when the count is a multiple of 4 and every buffer
+**              is 16-byte aligned (vec_loop)
 **   reduction  one block per row of the group's kept dims (a grid-stride
 **              loop over rows); each reduction member is a pass of the
 **              block's threads over the row (thread t takes elements t,
@@ -29,6 +32,8 @@
 ** Blocks are 256 threads (a multiple of 32, at most 1024: the block
 ** combine's assumption).
 */
+#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +78,9 @@ void kn__cu_info_free(cu_info *info) {
 
 /* ---- pointwise --------------------------------------------------------------------- */
 
+static bool vec_ok(const kctx *k);
+static void vec_loop(kctx *k, kn__sb *sb, const char *body);
+
 static void pw_loop(kctx *k, kn__sb *sb, const char *body) {
   int nd = k->shape->ndim;
   kn__sb_puts(sb, "  const int64_t n = ");
@@ -83,6 +91,7 @@ static void pw_loop(kctx *k, kn__sb *sb, const char *body) {
     kn__cg_sym_text(k, sb, k->shape->sizes[nd - 1]);
     kn__sb_puts(sb, ";\n");
   }
+  if (vec_ok(k)) vec_loop(k, sb, body);
   kn__sb_puts(sb, "  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
                   "       i += (int64_t)gridDim.x * blockDim.x) {\n");
   if (!k->flat) {
@@ -98,6 +107,82 @@ static void pw_loop(kctx *k, kn__sb *sb, const char *body) {
     kn__sb_printf(sb, "%s(v%d);\n", kn__cg_st_fn(k->roots[o]->meta[0].dtype), k->roots[o]->index);
   }
   kn__sb_puts(sb, "  }\n");
+}
+
+/* ---- 16-byte accesses ---- */
+/* Can the flat loop also run four float32 elements per thread through
+** float4 loads and stores? Every root float32, every leaf float32 (read at
+** i, not in place) or a broadcast scalar. The kernel takes that path when
+** the element count is a multiple of 4 and every buffer is 16-byte aligned
+** (a runtime test; otherwise the scalar loop runs). */
+static bool vec_ok(const kctx *k) {
+  if (!k->flat || k->shape->ndim == 0) return false;
+  for (int o = 0; o < k->nroots; o++)
+    if (k->roots[o]->meta[0].dtype != KN_FLOAT32) return false;
+  for (int i = 0; i < k->nleaves; i++)
+    if (!kn__cg_leaf_scalar(k->leaves[i].m) &&
+        (k->leaves[i].m->dtype != KN_FLOAT32 || k->alias[i] >= 0))
+      return false;
+  return true;
+}
+
+static bool vec_leaf(const kctx *k, int i) { return !kn__cg_leaf_scalar(k->leaves[i].m); }
+
+static void out_name(const kctx *k, kn__sb *sb, int o) {
+  if (k->nroots == 1) kn__sb_puts(sb, "out");
+  else kn__sb_printf(sb, "out%d", o);
+}
+
+/* Does an identifier end just before p (so "in0" at p is part of it)? */
+static bool after_ident(const char *body, const char *p) {
+  return p > body && (p[-1] == '_' || isalnum((unsigned char)p[-1]));
+}
+
+/* body with each vector leaf's load in<L>[i] replaced by lane c of kn_v<L>. */
+static void lane_body(const kctx *k, kn__sb *sb, const char *body, char c) {
+  for (const char *p = body; *p;) {
+    int li = -1, len = 0;
+    if (p[0] == 'i' && p[1] == 'n' && !after_ident(body, p) &&
+        sscanf(p, "in%d[i]%n", &li, &len) == 1 && len > 0 && li < k->nleaves && vec_leaf(k, li)) {
+      kn__sb_printf(sb, "kn_v%d.%c", li, c);
+      p += len;
+    } else {
+      kn__sb_putc(sb, *p++);
+    }
+  }
+}
+
+static void vec_loop(kctx *k, kn__sb *sb, const char *body) {
+  kn__sb_puts(sb, "  if ((n & 3) == 0 && (((unsigned long long)");
+  for (int o = 0; o < k->nroots; o++) {
+    if (o) kn__sb_puts(sb, " | (unsigned long long)");
+    out_name(k, sb, o);
+  }
+  for (int i = 0; i < k->nleaves; i++)
+    if (vec_leaf(k, i)) kn__sb_printf(sb, " | (unsigned long long)in%d", i);
+  kn__sb_puts(sb, ") & 15) == 0) { /* 16-byte loads and stores */\n"
+                  "    for (int64_t i4 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                  "         i4 < n / 4;\n"
+                  "         i4 += (int64_t)gridDim.x * blockDim.x) {\n");
+  for (int i = 0; i < k->nleaves; i++)
+    if (vec_leaf(k, i))
+      kn__sb_printf(sb, "      const float4 kn_v%d = ((const float4 *)in%d)[i4];\n", i, i);
+  for (int o = 0; o < k->nroots; o++) kn__sb_printf(sb, "      float4 kn_o%d;\n", o);
+  static const char lanes[] = "xyzw";
+  for (int c = 0; c < 4; c++) {
+    kn__sb_printf(sb, "      {\n      const int64_t i = i4 * 4 + %d;\n      (void)i;\n", c);
+    lane_body(k, sb, body, lanes[c]);
+    for (int o = 0; o < k->nroots; o++)
+      kn__sb_printf(sb, "      kn_o%d.%c = %s(v%d);\n", o, lanes[c],
+                    kn__cg_st_fn(k->roots[o]->meta[0].dtype), k->roots[o]->index);
+    kn__sb_puts(sb, "      }\n");
+  }
+  for (int o = 0; o < k->nroots; o++) {
+    kn__sb_puts(sb, "      ((float4 *)");
+    out_name(k, sb, o);
+    kn__sb_printf(sb, ")[i4] = kn_o%d;\n", o);
+  }
+  kn__sb_puts(sb, "    }\n    return;\n  }\n");
 }
 
 static void pw_header(kctx *k, kn__sb *ker) {

@@ -35,8 +35,8 @@ struct kn__ind_tool;
 kn_status kn__cu_compile(const struct kn__ind_tool *tool, const char *dir, const char *src,
                          const char *so, const char *shown);
 kn_status kn__cu_load(int fd, bool noexec, const char *shown, kn__ind_call_fn *out);
-/* The device's identity for the cache keys ("sm_90 <name>", or "no CUDA
-** device"), into buf[n]. */
+/* The device's identity for the cache keys (" cuda sm_90 <name> nvrtc 13.0",
+** "... no NVRTC", or " no CUDA device"), into buf[n]. */
 void kn__cu_ident(char *buf, size_t n);
 
 #endif

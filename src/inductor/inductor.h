@@ -51,6 +51,15 @@ kn_status kn__inductor_compile(kn_graph_module *gm, kn_tensor *const *example_in
 kn_status kn__inductor_run_into(const kn_compiled_graph *c, kn_tensor *const *in, int nin,
                                 kn_tensor **out, int nout, kn_tensor *const *into);
 
+/* mode "reduce-overhead" (cudagraphs.c): wrap the callable g of graph gm
+** so that its launches are captured into a CUDA graph per input geometry and
+** replayed (static inputs and outputs; see the banner there). On success
+** *g is the wrapper, which owns the former callable; on failure *g is
+** unchanged. */
+kn_status kn__cudagraphs_wrap(const kn_graph_module *gm, kn_compiled_graph *g);
+/* A wrapper's counts of recordings and replays; false when g is not one. */
+bool kn__cudagraphs_stats(const kn_compiled_graph *g, int64_t *recorded, int64_t *replayed);
+
 /* The dispatcher's device backend for KN_CUDA (ops/cuda_ops.h's
 ** kn__device_backend_fn): call c as a compiled single-op graph on the GPU,
 ** cached per op, dtypes, sizes, strides and argument values

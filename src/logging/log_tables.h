@@ -31,6 +31,7 @@
   X(KN_LOG_INDUCTOR_SCHEDULER, "kiln.inductor.scheduler")                  \
   X(KN_LOG_INDUCTOR_CODEGEN, "kiln.inductor.codegen")                      \
   X(KN_LOG_INDUCTOR_CODECACHE, "kiln.inductor.codecache")                  \
+  X(KN_LOG_INDUCTOR_CUDAGRAPH_TREES, "kiln.inductor.cudagraph_trees")      \
   X(KN_LOG_DISTRIBUTED, "kiln.distributed")                                \
   X(KN_LOG_C10D, "kiln.distributed.c10d")                                  \
   X(KN_LOG_DDP, "kiln.distributed.ddp")                                    \
@@ -139,7 +140,10 @@
   X(KN_ART_KERNEL_IR, "kernel_ir", KN_LOG_INDUCTOR_SCHEDULER, KN__OFF,     \
     "The kernel IR of each graph inductor compiles: kernels, the buffers " \
     "they read and write, and the memory plan (reuse, in place, frees)")  \
-  X(KN_ART_PERF_HINTS, "perf_hints", KN_LOG_INDUCTOR, KN__OFF | KN__NYB, "")          \
+  X(KN_ART_PERF_HINTS, "perf_hints", KN_LOG_INDUCTOR, KN__OFF, "")                    \
+  X(KN_ART_CUDAGRAPHS, "cudagraphs", KN_LOG_INDUCTOR_CUDAGRAPH_TREES, 0,     \
+    "Logs information from wrapping inductor generated code with "        \
+    "cudagraphs.")                                                          \
   X(KN_ART_FUSION, "fusion", KN_LOG_INDUCTOR_SCHEDULER, KN__OFF,            \
     "Detailed Inductor fusion decisions. More detailed than 'schedule'")    \
   X(KN_ART_OVERLAP, "overlap", KN_LOG_INDUCTOR, KN__OFF | KN__NYB,                    \

@@ -16,7 +16,18 @@ void kn__compile_ctx_enter(kn_compile_id id, kn__compile_ctx *saved) {
   ctx.attempt = 0;
 }
 
-void kn__compile_ctx_leave(const kn__compile_ctx *saved) { ctx = *saved; }
+static _Thread_local void (*on_leave)(void); /* run when the outermost context is left */
+
+void kn__compile_ctx_on_leave(void (*fn)(void)) { on_leave = fn; }
+
+void kn__compile_ctx_leave(const kn__compile_ctx *saved) {
+  ctx = *saved;
+  void (*fn)(void) = ctx.active ? NULL : on_leave;
+  if (fn) {
+    on_leave = NULL;
+    fn();
+  }
+}
 
 int kn__compile_id_format(kn_compile_id id, char *buf, size_t n) {
   if (id.compiled_autograd_id >= 0) {

@@ -37,6 +37,10 @@ kn__compile_ctx *kn__compile_ctx_get(void);
 ** attempt 0. Leave restores *saved. Contexts nest (compiled autograd). */
 void kn__compile_ctx_enter(kn_compile_id id, kn__compile_ctx *saved);
 void kn__compile_ctx_leave(const kn__compile_ctx *saved);
+/* fn runs once, on this thread, when its outermost compile context is left
+** next (records held until the compile has written its own: events.h's
+** kn__trace_runtime_metrics). A later call replaces an unrun fn. */
+void kn__compile_ctx_on_leave(void (*fn)(void));
 
 /* The PyTorch string form: "0/1", "!2/0/1", "!2" (only compiled autograd),
 ** without the attempt. Writes at most n bytes (NUL included) into buf and

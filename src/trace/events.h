@@ -68,4 +68,13 @@ kn_status kn__trace_compilation_metrics_at(const char *file, int line, json_t *f
 #define kn__trace_compilation_metrics(...)                                     \
   kn__trace_compilation_metrics_at(__FILE__, __LINE__, __VA_ARGS__)
 
+/* A compilation_metrics_runtime record for the graph compiled as id
+** (fields stolen; is_runtime is set): written now, or, while this thread is
+** inside a compile (kiln runs a new graph within the compile of its frame,
+** PyTorch after it), held until the outermost compile context is left
+** (kn__compile_ctx_on_leave runs the flush), so it follows the compile's own
+** compilation_metrics as in PyTorch's traces. */
+void kn__trace_runtime_metrics(json_t *m, kn_compile_id id);
+void kn__trace_runtime_metrics_flush(void);
+
 #endif

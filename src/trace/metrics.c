@@ -161,3 +161,37 @@ kn_status kn__trace_compilation_metrics_at(const char *file, int line, json_t *i
            runtime ? "_runtime" : "");
   return kn__trace_structured(event, out, NULL, 0, o);
 }
+
+/* ---- runtime records ---------------------------------------------------------------- */
+
+#define MAX_PENDING 16
+static _Thread_local struct pending {
+  json_t *m;
+  kn_compile_id id;
+} pending[MAX_PENDING];
+static _Thread_local int npending;
+
+static void runtime_now(json_t *m, kn_compile_id id) {
+  kn__trace_opts o = {.file = __FILE__, .line = __LINE__, .compile_id = &id};
+  (void)kn__trace_compilation_metrics(m, &o);
+}
+
+void kn__trace_runtime_metrics(json_t *m, kn_compile_id id) {
+  if (!m) return;
+  json_object_set_new(m, "is_runtime", json_true());
+  if (!kn__compile_ctx_get()->active) {
+    runtime_now(m, id);
+  } else if (npending < MAX_PENDING) {
+    pending[npending].m = m;
+    pending[npending++].id = id;
+    kn__compile_ctx_on_leave(kn__trace_runtime_metrics_flush);
+  } else {
+    json_decref(m); /* a compile that ran more graphs than this keeps the first ones */
+  }
+}
+
+void kn__trace_runtime_metrics_flush(void) {
+  int n = npending;
+  npending = 0;
+  for (int i = 0; i < n; i++) runtime_now(pending[i].m, pending[i].id);
+}

@@ -7,8 +7,16 @@
 **     example_fn_cuda_vs_copy_bandwidth" = copy time / kernel time (goal
 **     >= 0.7), and the same at 8192 x 8192 (past the L2 cache);
 **   - the per-call cost of a 10-op pointwise graph on 16 elements: host
-**     program, launch and a synchronisation, in microseconds of wall time.
+**     program, launch and a synchronisation, in microseconds of wall time;
+**   - the same graph through kn_compile, mode default against mode
+**     "reduce-overhead" (CUDA graphs) in the same run: wall time per call
+**     (kn_call_t + kn_cuda_synchronize, the input copied into the static
+**     buffer on each replay), "BENCH ten_op_graph_compiled_per_call ..."
+**     and "RATIO ten_op_graph_reduce_overhead_vs_default" (default time /
+**     reduce-overhead time; goal: reduce-overhead below 10 us).
 ** Each result is also checked against the CPU ("CUDA-CHECK bench.*").
+** Arguments name the parts to run (example_fn, example_fn_8192, overhead,
+** modes); none: all.
 ** Exit 77 without a CUDA driver or GPU.
 */
 #include <math.h>
@@ -19,6 +27,7 @@
 #include "cuda/cuda.h"
 #include "gpu_check.h"
 #include "gpu_prog.h"
+#include "kiln/cuda.h"
 #include "kiln/kiln.h"
 
 static kn_tensor *example_fn(kn_tensor *a) {
@@ -135,7 +144,68 @@ static void bench_overhead(void) {
   kn_scope_end();
 }
 
-int main(void) {
+/* Wall us per call of f on x (call + synchronize, each in its own scope),
+** after 20 calls of warm-up (the reduce-overhead recording among them). */
+static double per_call_us(kn_compiled *f, kn_tensor *x, int iters, kn_tensor *want, bool *ok) {
+  kn_status st = KN_OK;
+  for (int i = 0; st == KN_OK && i < 20; i++) {
+    kn_scope_begin();
+    kn_tensor *y = kn_call_t(f, x);
+    st = y ? kn_cuda_synchronize() : kn_last_status();
+    kn_tensor *h = NULL;
+    if (st == KN_OK && i == 19) st = kn_to_device(y, KN_CPU, &h);
+    if (st == KN_OK && i == 19) {
+      for (int64_t k = 0; *ok && k < kn_numel(want); k++) {
+        float a = ((const float *)kn_data(h))[k], b = ((const float *)kn_data(want))[k];
+        *ok = fabsf(a - b) <= 1e-5f + 1e-5f * fabsf(b);
+      }
+    }
+    kn_scope_end();
+  }
+  *ok = *ok && st == KN_OK;
+  double t0 = now_us();
+  for (int i = 0; *ok && i < iters; i++) {
+    kn_scope_begin();
+    *ok = kn_call_t(f, x) && kn_cuda_synchronize() == KN_OK;
+    kn_scope_end();
+  }
+  return (now_us() - t0) / iters;
+}
+
+static void bench_modes(void) {
+  kn_scope_begin();
+  kn_tensor *a = kn_randn(1, (int64_t[]){16}, NULL, KN_FLOAT32), *x = NULL;
+  bool ok = kn_to_device(a, KN_CUDA, &x) == KN_OK;
+  kn_compiled *fd = KN_COMPILE(ten_ops, &(kn_compile_options){.backend = "inductor"});
+  kn_compiled *fr = KN_COMPILE(ten_ops, &(kn_compile_options){.backend = "inductor",
+                                                              .mode = "reduce-overhead"});
+  bool okd = ok && fd, okr = ok && fr;
+  kn_tensor *want = kn_contiguous(ten_ops(a));
+  const int iters = 2000;
+  double ud = okd ? per_call_us(fd, x, iters, want, &okd) : -1;
+  double ur = okr ? per_call_us(fr, x, iters, want, &okr) : -1;
+  CHECK("bench.ten_op_compiled_default", okd, "%s", kn_last_error());
+  CHECK("bench.ten_op_compiled_reduce_overhead", okr, "%s", kn_last_error());
+  if (okd && okr) {
+    printf("BENCH ten_op_graph_compiled_per_call default %.2f us, reduce-overhead %.2f us "
+           "(kn_call_t + kn_cuda_synchronize, wall time; goal: reduce-overhead < 10 us)\n", ud,
+           ur);
+    printf("RATIO ten_op_graph_reduce_overhead_vs_default %.3f (default / reduce-overhead per-call "
+           "time)\n", ud / ur);
+  }
+  kn_compiled_free(fd);
+  kn_compiled_free(fr);
+  kn_scope_end();
+}
+
+/* Whether part `name` runs: all of them without arguments, else those named. */
+static bool wanted(int argc, char **argv, const char *name) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], name)) return true;
+  return argc < 2;
+}
+
+int main(int argc, char **argv) {
   if (kn__cuda_init() != KN_OK) {
     printf("SKIP: %s\n", kn_last_error());
     return strstr(kn_last_error(), "no CUDA driver/GPU found") ? 77 : 1;
@@ -143,8 +213,10 @@ int main(void) {
   printf("device: %s, sm_%d, %d SMs\n", kn__cuda_device_name(), kn__cuda_arch(),
          kn__cuda_sm_count());
   kn_manual_seed(3);
-  bench_example("example_fn", example_fn, 1000, 200);
-  bench_example("example_fn_8192", example_fn_big, 8192, 20);
-  bench_overhead();
+  if (wanted(argc, argv, "example_fn")) bench_example("example_fn", example_fn, 1000, 200);
+  if (wanted(argc, argv, "example_fn_8192"))
+    bench_example("example_fn_8192", example_fn_big, 8192, 20);
+  if (wanted(argc, argv, "overhead")) bench_overhead();
+  if (wanted(argc, argv, "modes")) bench_modes();
   return kn__gpu_check_summary("gpu_bench");
 }

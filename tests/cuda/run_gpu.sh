@@ -17,6 +17,7 @@ PROGRAMS="
 gpu_runtime
 gpu_sweep
 gpu_bench
+gpu_graphs
 "
 
 for d in "$DIR/lib" "$DIR"; do

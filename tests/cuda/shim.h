@@ -28,6 +28,11 @@
 #define __shared__ static
 #define __restrict__ __restrict
 
+/* CUDA's float4, as the 16-byte accesses of flat kernels use it. */
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+
 struct kn_shim_dim3 {
   unsigned x, y, z;
 };

@@ -11,11 +11,14 @@
 ** tensor's pointer) crashes at once instead of seeming to work. cuMemAlloc
 ** maps such pages (limited to KILN_FAKECUDA_MEM_LIMIT bytes in all, to test
 ** running out of memory), copies and memset copy bytes, streams, events and
-** contexts are handles that do nothing. It computes nothing: loading a module or launching a kernel
-** fails with CUDA_ERROR_NOT_SUPPORTED, and so does launching a graph. A copy
-** or memset while a capture is in progress fails as the real driver's
-** capture of host work would (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), so no
-** test can mistake a performed copy for a recorded one.
+** contexts are handles that do nothing. Modules, kernels and CUDA graphs are
+** fakecuda_exec.c's: the images of the fake NVRTC (fakenvrtc.c) are built
+** for the host and their kernels run there; any other image is refused. A
+** device-to-device copy or memset while a capture is in progress is
+** recorded in the graph, as the real driver does; a copy to or from the
+** host fails as the real driver's capture of host work would
+** (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), so no test can mistake a
+** performed copy for a recorded one.
 **
 ** KILN_FAKECUDA_DEVICES: the number of devices (default 1; 0: cuInit fails
 ** with CUDA_ERROR_NO_DEVICE as the real driver does). fakecuda_counters()
@@ -30,6 +33,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "support/fakecuda.h"
+
 /* The entry points are found with dlsym: no header declares them. */
 #pragma GCC diagnostic ignored "-Wmissing-prototypes"
 #define API __attribute__((visibility("default")))
@@ -37,24 +42,46 @@
 typedef unsigned long long dptr;
 
 enum {
-  SUCCESS = 0,
-  INVALID_VALUE = 1,
-  OUT_OF_MEMORY = 2,
-  NOT_INITIALIZED = 3,
-  NO_DEVICE = 100,
-  INVALID_DEVICE = 101,
-  INVALID_HANDLE = 400,
-  NOT_FOUND = 500,
-  NOT_SUPPORTED = 801,
-  CAPTURE_UNSUPPORTED = 900,
+  SUCCESS = FAKE_SUCCESS,
+  INVALID_VALUE = FAKE_INVALID_VALUE,
+  OUT_OF_MEMORY = FAKE_OUT_OF_MEMORY,
+  NOT_INITIALIZED = FAKE_NOT_INITIALIZED,
+  NO_DEVICE = FAKE_NO_DEVICE,
+  INVALID_DEVICE = FAKE_INVALID_DEVICE,
+  INVALID_IMAGE = FAKE_INVALID_IMAGE,
+  INVALID_HANDLE = FAKE_INVALID_HANDLE,
+  NOT_FOUND = FAKE_NOT_FOUND,
+  NOT_SUPPORTED = FAKE_NOT_SUPPORTED,
+  CAPTURE_UNSUPPORTED = FAKE_CAPTURE_UNSUPPORTED,
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int inited;                /* under mu */
 static size_t used;               /* bytes live, under mu */
 static long n_alloc, n_free;      /* under mu */
-static int capturing;             /* under mu */
-static char handle_dummy[8];      /* contexts, streams, events, graphs point here */
+static char handle_dummy[8];      /* contexts, streams, events point here */
+/* Live allocations (device pointer, bytes), under mu: a kernel's run opens them all. */
+static struct live { char *p; size_t n; } *lives;
+static size_t nlive, caplive;
+
+static void live_add(char *p, size_t n) {
+  if (nlive == caplive) {
+    size_t cap = caplive ? caplive * 2 : 64;
+    struct live *nl = realloc(lives, cap * sizeof *nl);
+    if (!nl) abort(); /* a test double: no recovery from the host running out */
+    lives = nl;
+    caplive = cap;
+  }
+  lives[nlive++] = (struct live){p, n};
+}
+
+static void live_del(char *p) {
+  for (size_t i = 0; i < nlive; i++)
+    if (lives[i].p == p) {
+      lives[i] = lives[--nlive];
+      return;
+    }
+}
 
 /* An allocation: one readable page holding its sizes, then its pages
 ** (PROT_NONE); the device pointer is the first of those. */
@@ -90,6 +117,7 @@ API int cuGetErrorName(int r, const char **s) {
   case NOT_INITIALIZED: *s = "CUDA_ERROR_NOT_INITIALIZED"; return 0;
   case NO_DEVICE: *s = "CUDA_ERROR_NO_DEVICE"; return 0;
   case INVALID_DEVICE: *s = "CUDA_ERROR_INVALID_DEVICE"; return 0;
+  case INVALID_IMAGE: *s = "CUDA_ERROR_INVALID_IMAGE"; return 0;
   case INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; return 0;
   case NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; return 0;
   case NOT_SUPPORTED: *s = "CUDA_ERROR_NOT_SUPPORTED"; return 0;
@@ -106,9 +134,12 @@ API int cuGetErrorString(int r, const char **s) {
   case NOT_INITIALIZED: *s = "initialization error"; return 0;
   case NO_DEVICE: *s = "no CUDA-capable device is detected"; return 0;
   case INVALID_DEVICE: *s = "invalid device ordinal"; return 0;
+  case INVALID_IMAGE: *s = "device kernel image is invalid"; return 0;
   case INVALID_HANDLE: *s = "invalid resource handle"; return 0;
   case NOT_FOUND: *s = "named symbol not found"; return 0;
-  case NOT_SUPPORTED: *s = "operation not supported (the fake CUDA driver runs no kernels)"; return 0;
+  case NOT_SUPPORTED:
+    *s = "operation not supported (the fake CUDA driver runs only the fake NVRTC's kernels)";
+    return 0;
   case CAPTURE_UNSUPPORTED: *s = "operation not permitted when stream is capturing"; return 0;
   default: *s = NULL; return INVALID_VALUE;
   }
@@ -193,10 +224,7 @@ API int cuStreamCreate(void **s, unsigned flags) {
 
 API int cuStreamSynchronize(void *s) {
   (void)s;
-  pthread_mutex_lock(&mu);
-  int r = capturing ? CAPTURE_UNSUPPORTED : SUCCESS;
-  pthread_mutex_unlock(&mu);
-  return r;
+  return fake_capturing() ? CAPTURE_UNSUPPORTED : SUCCESS;
 }
 
 API int cuMemAlloc_v2(dptr *p, size_t n) {
@@ -214,6 +242,7 @@ API int cuMemAlloc_v2(dptr *p, size_t n) {
     used += n;
     n_alloc++;
     *p = (dptr)(uintptr_t)(base + pg);
+    live_add(base + pg, n);
   }
   pthread_mutex_unlock(&mu);
   return r;
@@ -227,6 +256,7 @@ API int cuMemFree_v2(dptr p) {
   pthread_mutex_lock(&mu);
   used -= sizes[0];
   n_free++;
+  live_del(base + page_size());
   pthread_mutex_unlock(&mu);
   munmap(base, sizes[1]);
   return SUCCESS;
@@ -240,14 +270,28 @@ API int cuMemGetInfo_v2(size_t *fre, size_t *total) {
   return SUCCESS;
 }
 
+void fake_run_begin(void) {
+  pthread_mutex_lock(&mu);
+  for (size_t i = 0; i < nlive; i++) open_range(lives[i].p, lives[i].n, 1);
+}
+
+void fake_run_end(void) {
+  for (size_t i = 0; i < nlive; i++) open_range(lives[i].p, lives[i].n, 0);
+  pthread_mutex_unlock(&mu);
+}
+
 /* A copy or memset (dev_dst/dev_src: that side is device memory, opened
-** for the operation only); refused while capturing (see the top). The lock
-** is held throughout, so no other thread sees the pages open. */
+** for the operation only); while capturing, device-only work is recorded
+** and host work refused (see the top). The lock is held throughout, so no
+** other thread sees the pages open. */
 static int host_work(void *dst, bool dev_dst, const void *src, bool dev_src, int byte, size_t n) {
   if (!dst || (!src && byte < 0)) return INVALID_VALUE;
+  if (fake_capturing())
+    return dev_dst && (dev_src || !src) ? fake_capture_copy(dst, src, byte, n)
+                                        : CAPTURE_UNSUPPORTED;
   pthread_mutex_lock(&mu);
-  int r = capturing ? CAPTURE_UNSUPPORTED : SUCCESS;
-  if (r == SUCCESS && n > 0) {
+  int r = SUCCESS;
+  if (n > 0) {
     if (dev_dst) open_range(dst, n, 1);
     if (dev_src && src) open_range(src, n, 1);
     if (src) memmove(dst, src, n);
@@ -257,6 +301,20 @@ static int host_work(void *dst, bool dev_dst, const void *src, bool dev_src, int
   }
   pthread_mutex_unlock(&mu);
   return r;
+}
+
+int fake_copy_now(void *dst, const void *src, int byte, size_t n) {
+  pthread_mutex_lock(&mu);
+  if (n > 0) {
+    open_range(dst, n, 1);
+    if (src) open_range(src, n, 1);
+    if (src) memmove(dst, src, n);
+    else memset(dst, byte, n);
+    open_range(dst, n, 0);
+    if (src) open_range(src, n, 0);
+  }
+  pthread_mutex_unlock(&mu);
+  return SUCCESS;
 }
 
 API int cuMemcpyHtoDAsync_v2(dptr d, const void *h, size_t n, void *s) {
@@ -277,28 +335,6 @@ API int cuMemcpyDtoDAsync_v2(dptr d, dptr src, size_t n, void *s) {
 API int cuMemsetD8Async(dptr d, unsigned char v, size_t n, void *s) {
   (void)s;
   return host_work((void *)(uintptr_t)d, true, NULL, false, v, n);
-}
-
-API int cuModuleLoadData(void **m, const void *image) {
-  (void)m, (void)image;
-  return NOT_SUPPORTED;
-}
-
-API int cuModuleGetFunction(void **f, void *m, const char *name) {
-  (void)f, (void)m, (void)name;
-  return NOT_SUPPORTED;
-}
-
-API int cuModuleUnload(void *m) {
-  (void)m;
-  return NOT_SUPPORTED;
-}
-
-API int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                       unsigned bz, unsigned shmem, void *s, void **args, void **extra) {
-  (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem, (void)s;
-  (void)args, (void)extra;
-  return NOT_SUPPORTED;
 }
 
 API int cuEventCreate(void **e, unsigned flags) {
@@ -323,37 +359,3 @@ API int cuEventElapsedTime_v2(float *ms, void *a, void *b) {
   return SUCCESS;
 }
 
-API int cuStreamBeginCapture_v2(void *s, int mode) {
-  (void)s;
-  if (mode != 0) return INVALID_VALUE;
-  pthread_mutex_lock(&mu);
-  int r = capturing ? CAPTURE_UNSUPPORTED : SUCCESS;
-  capturing = 1;
-  pthread_mutex_unlock(&mu);
-  return r;
-}
-
-API int cuStreamEndCapture(void *s, void **graph) {
-  (void)s;
-  pthread_mutex_lock(&mu);
-  int r = capturing ? SUCCESS : INVALID_VALUE;
-  capturing = 0;
-  pthread_mutex_unlock(&mu);
-  *graph = r == SUCCESS ? handle_dummy : NULL;
-  return r;
-}
-
-API int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
-  (void)flags;
-  *exec = graph == handle_dummy ? handle_dummy : NULL;
-  return *exec ? SUCCESS : INVALID_VALUE;
-}
-
-API int cuGraphLaunch(void *exec, void *s) {
-  (void)exec, (void)s;
-  return NOT_SUPPORTED;
-}
-
-API int cuGraphExecDestroy(void *exec) { return exec == handle_dummy ? SUCCESS : INVALID_VALUE; }
-
-API int cuGraphDestroy(void *graph) { return graph == handle_dummy ? SUCCESS : INVALID_VALUE; }

@@ -58,6 +58,44 @@ KN_DEV double kn_floordiv(double a, double b) { return kn_floordiv_f64(a, b); }
 /* kernel 4: add (grid-stride, flat, 1 inputs) */
 extern "C" __global__ void kernel4(float *__restrict__ out, const float *__restrict__ in0) {
   const int64_t n = INT64_C(1) * INT64_C(1000) * INT64_C(1000);
+  if ((n & 3) == 0 && (((unsigned long long)out | (unsigned long long)in0) & 15) == 0) { /* 16-byte loads and stores */
+    for (int64_t i4 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+         i4 < n / 4;
+         i4 += (int64_t)gridDim.x * blockDim.x) {
+      const float4 kn_v0 = ((const float4 *)in0)[i4];
+      float4 kn_o0;
+      {
+      const int64_t i = i4 * 4 + 0;
+      (void)i;
+      const float v3 = ((float)(((float)(kn_v0.x)) * ((float)((float)(((float)(1)))))));  /* mul mul */
+      const float v4 = ((float)(((float)v3) + ((float)(1)) * ((float)((float)(((float)(1)))))));  /* add add */
+      kn_o0.x = (v4);
+      }
+      {
+      const int64_t i = i4 * 4 + 1;
+      (void)i;
+      const float v3 = ((float)(((float)(kn_v0.y)) * ((float)((float)(((float)(1)))))));  /* mul mul */
+      const float v4 = ((float)(((float)v3) + ((float)(1)) * ((float)((float)(((float)(1)))))));  /* add add */
+      kn_o0.y = (v4);
+      }
+      {
+      const int64_t i = i4 * 4 + 2;
+      (void)i;
+      const float v3 = ((float)(((float)(kn_v0.z)) * ((float)((float)(((float)(1)))))));  /* mul mul */
+      const float v4 = ((float)(((float)v3) + ((float)(1)) * ((float)((float)(((float)(1)))))));  /* add add */
+      kn_o0.z = (v4);
+      }
+      {
+      const int64_t i = i4 * 4 + 3;
+      (void)i;
+      const float v3 = ((float)(((float)(kn_v0.w)) * ((float)((float)(((float)(1)))))));  /* mul mul */
+      const float v4 = ((float)(((float)v3) + ((float)(1)) * ((float)((float)(((float)(1)))))));  /* add add */
+      kn_o0.w = (v4);
+      }
+      ((float4 *)out)[i4] = kn_o0;
+    }
+    return;
+  }
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
       const float v3 = ((float)(((float)(in0[i])) * ((float)((float)(((float)(1)))))));  /* mul mul */

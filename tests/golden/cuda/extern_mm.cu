@@ -59,6 +59,40 @@ KN_DEV float kn_vm_TANH_f32(float a) { return tanhf(a); }
 /* kernel 2: tanh (grid-stride, flat, 1 inputs) */
 extern "C" __global__ void kernel2(float *__restrict__ out, const float *__restrict__ in0) {
   const int64_t n = INT64_C(1) * INT64_C(8) * INT64_C(12);
+  if ((n & 3) == 0 && (((unsigned long long)out | (unsigned long long)in0) & 15) == 0) { /* 16-byte loads and stores */
+    for (int64_t i4 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+         i4 < n / 4;
+         i4 += (int64_t)gridDim.x * blockDim.x) {
+      const float4 kn_v0 = ((const float4 *)in0)[i4];
+      float4 kn_o0;
+      {
+      const int64_t i = i4 * 4 + 0;
+      (void)i;
+      const float v2 = ((float)(kn_vm_TANH_f32(((float)(kn_v0.x)))));  /* tanh tanh */
+      kn_o0.x = (v2);
+      }
+      {
+      const int64_t i = i4 * 4 + 1;
+      (void)i;
+      const float v2 = ((float)(kn_vm_TANH_f32(((float)(kn_v0.y)))));  /* tanh tanh */
+      kn_o0.y = (v2);
+      }
+      {
+      const int64_t i = i4 * 4 + 2;
+      (void)i;
+      const float v2 = ((float)(kn_vm_TANH_f32(((float)(kn_v0.z)))));  /* tanh tanh */
+      kn_o0.z = (v2);
+      }
+      {
+      const int64_t i = i4 * 4 + 3;
+      (void)i;
+      const float v2 = ((float)(kn_vm_TANH_f32(((float)(kn_v0.w)))));  /* tanh tanh */
+      kn_o0.w = (v2);
+      }
+      ((float4 *)out)[i4] = kn_o0;
+    }
+    return;
+  }
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
       const float v2 = ((float)(kn_vm_TANH_f32(((float)(in0[i])))));  /* tanh tanh */

@@ -1,0 +1,373 @@
+/*
+** inductor/cudagraphs.c: mode "reduce-overhead", CUDA graphs around a
+** compiled graph (PyTorch's cudagraph trees, simplified to one recording per
+** compiled graph and concrete input geometry).
+**
+** Per distinct input geometry (sizes, strides, dtypes): the first call runs
+** the graph normally (warm-up: kernels are loaded, caches filled); the
+** second copies the inputs into static input buffers, captures the graph's
+** launches on kiln's stream into a CUDA graph (the buffers it allocates
+** meanwhile become the graph's private pool) and keeps its outputs as the
+** static outputs; that call and every later one copy the inputs into the
+** static buffers (skipped for an input that is its static buffer) and
+** replay the graph. The outputs returned are new aliases of the static
+** outputs: the next replay of the same recording overwrites them (as
+** PyTorch's "overwritten by a subsequent run"); clone one to keep it.
+**
+** A graph is not captured (it runs normally, the reason logged once to
+** perf_hints at WARNING and to the cudagraphs artifact, in PyTorch's words
+** "skipping cudagraphs due to ...") when it mutates an input, when an
+** input is on the CPU (a CPU-only graph simply runs), when a call needs
+** autograd, when an output aliases an input or is not on the GPU, or when
+** the capture fails (work that cannot be captured: a copy to the host, a
+** synchronisation); the last three mark that geometry's recording only.
+*/
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "cuda/cuda.h"
+#include "inductor/inductor.h"
+#include "kiln/cuda.h"
+#include "kiln/ops_pointwise.h"
+#include "logging/log.h"
+#include "ops/opdef.h"
+#include "tensor/tensor.h"
+
+typedef struct rec {
+  struct rec *next;
+  int64_t *key;          /* per input: dtype, ndim, sizes, strides */
+  int nkey;
+  int calls;             /* calls of this geometry so far */
+  char *skip;            /* owned: why this geometry runs without a graph, or NULL */
+  kn__cuda_graph *graph; /* owned */
+  kn_tensor **sin, **sout; /* owned references: static inputs and outputs */
+  int nin, nout;
+} rec;
+
+typedef struct cg {
+  kn_compiled_graph inner; /* owned */
+  char **names;            /* the graph's input names (owned), for messages */
+  int nnames;
+  char *skip;              /* the graph's own reason (mutated inputs), or NULL */
+  pthread_mutex_t mu;      /* one call at a time: replays share the static buffers */
+  rec *recs;
+  bool told;               /* a reason was logged (once per compiled graph) */
+  int64_t nrecorded, nreplayed; /* statistics, under mu */
+} cg;
+
+/* ---- reasons ------------------------------------------------------------------- */
+
+static void tell_skip(cg *c, const char *why) {
+  if (c->told) return;
+  c->told = true;
+  KN_LOG_ARTIFACT_AT(KN_ART_PERF_HINTS, KN_WARNING, "skipping cudagraphs due to %s", why);
+  KN_LOG_ARTIFACT(KN_ART_CUDAGRAPHS, "skipping cudagraphs due to %s", why);
+}
+
+/* The base a view chain ends at. */
+static const kn__gnode *base_of(const kn__gnode *n) {
+  while (n->op == KN__GN_CALL && n->opdef && (n->opdef->flags & KN_OPF_VIEW) && n->nargs > 0 &&
+         n->args[0].kind == KN__GA_TENSOR && n->args[0].u.t.node)
+    n = n->args[0].u.t.node;
+  return n;
+}
+
+/* In-place writes to graph inputs (through views too). */
+static int mutated_inputs(const kn__graph *g) {
+  int count = 0;
+  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    if (n->op != KN__GN_CALL || !n->opdef || !(n->opdef->flags & KN_OPF_INPLACE) ||
+        n->nargs == 0 || n->args[0].kind != KN__GA_TENSOR || !n->args[0].u.t.node)
+      continue;
+    if (base_of(n->args[0].u.t.node)->op == KN__GN_PLACEHOLDER) count++;
+  }
+  return count;
+}
+
+static const char *input_name(const cg *c, int i) {
+  return i < c->nnames && c->names[i] ? c->names[i] : "?";
+}
+
+/* Why this call cannot use a graph at all (written into buf), or NULL. */
+static const char *call_skip(cg *c, kn_tensor *const *in, int nin, char *buf, size_t n) {
+  if (c->skip) return c->skip;
+  bool grad = kn__grad_enabled();
+  for (int i = 0; i < nin; i++) {
+    if (!kn__tensor_on_cuda(in[i])) {
+      snprintf(buf, n, "cpu device (%s)", input_name(c, i));
+      return buf;
+    }
+    if (grad && in[i]->requires_grad) {
+      snprintf(buf, n, "autograd: input %s requires grad (kiln records forward-only graphs)",
+               input_name(c, i));
+      return buf;
+    }
+  }
+  return NULL;
+}
+
+/* ---- recordings ---------------------------------------------------------------- */
+
+static int key_len(kn_tensor *const *in, int nin) {
+  int n = 0;
+  for (int i = 0; i < nin; i++) n += 3 + 2 * in[i]->ndim;
+  return n;
+}
+
+/* Write the inputs' key into k (NULL: compare with k instead); false on the
+** first difference. No allocation on the path of every call. */
+static bool key_put(int64_t *k, const int64_t *cmp, kn_tensor *const *in, int nin) {
+  int at = 0;
+  for (int i = 0; i < nin; i++) {
+    int64_t v[3 + 2 * KN_MAX_DIMS];
+    int n = 0;
+    v[n++] = in[i]->dtype;
+    v[n++] = in[i]->ndim;
+    v[n++] = in[i]->device;
+    for (int d = 0; d < in[i]->ndim; d++) v[n++] = in[i]->sizes[d];
+    for (int d = 0; d < in[i]->ndim; d++) v[n++] = in[i]->strides[d];
+    if (cmp && memcmp(cmp + at, v, (size_t)n * sizeof *v)) return false;
+    if (k) memcpy(k + at, v, (size_t)n * sizeof *v);
+    at += n;
+  }
+  return true;
+}
+
+/* The recording of this geometry, added when new (mu held); NULL on OOM. */
+static rec *find_rec(cg *c, kn_tensor *const *in, int nin) {
+  int nkey = key_len(in, nin);
+  for (rec *r = c->recs; r; r = r->next)
+    if (r->nkey == nkey && key_put(NULL, r->key, in, nin)) return r;
+  rec *r = calloc(1, sizeof *r);
+  int64_t *key = malloc(((size_t)nkey + 1) * sizeof *key);
+  if (!r || !key) {
+    free(r);
+    free(key);
+    return NULL;
+  }
+  key_put(key, NULL, in, nin);
+  r->key = key;
+  r->nkey = nkey;
+  r->next = c->recs;
+  c->recs = r;
+  return r;
+}
+
+static void rec_clear(rec *r) {
+  kn__cuda_graph_free(r->graph);
+  r->graph = NULL;
+  for (int i = 0; r->sin && i < r->nin; i++) kn_release(r->sin[i]);
+  for (int i = 0; r->sout && i < r->nout; i++) kn_release(r->sout[i]);
+  free(r->sin);
+  free(r->sout);
+  r->sin = r->sout = NULL;
+}
+
+/* Static input buffers of the inputs' geometry, holding their values. */
+static kn_status static_inputs(rec *r, kn_tensor *const *in, int nin) {
+  r->nin = nin;
+  r->sin = calloc((size_t)nin + 1, sizeof *r->sin);
+  if (!r->sin) return kn__oom();
+  for (int i = 0; i < nin; i++) {
+    r->sin[i] = kn__empty_strided(in[i]->ndim, in[i]->sizes, in[i]->strides, in[i]->dtype,
+                                  KN_CUDA);
+    if (!r->sin[i]) return kn_last_status() ? kn_last_status() : kn__oom();
+    kn_status st = kn_copy_(r->sin[i], in[i]);
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
+/* Why the captured outputs cannot be handed out as static outputs, or NULL. */
+static const char *bad_outputs(const rec *r, kn_tensor *const *out, int nout, char *buf,
+                               size_t n) {
+  for (int o = 0; o < nout; o++) {
+    if (!kn__tensor_on_cuda(out[o])) {
+      snprintf(buf, n, "an output on the cpu (output %d)", o);
+      return buf;
+    }
+    for (int i = 0; i < r->nin; i++)
+      if (kn_same_storage(out[o], r->sin[i])) {
+        snprintf(buf, n, "output %d aliasing input %d", o, i);
+        return buf;
+      }
+  }
+  return NULL;
+}
+
+/* Capture one run of the graph on the static inputs (mu held). On a capture
+** that fails, r->skip says why and KN_OK is returned (the call runs
+** normally); other errors are returned. */
+static kn_status capture(cg *c, rec *r, int nout) {
+  kn_tensor **out = calloc((size_t)nout + 1, sizeof *out);
+  r->sout = calloc((size_t)nout + 1, sizeof *r->sout);
+  if (!out || !r->sout) {
+    free(out);
+    return kn__oom();
+  }
+  r->nout = nout;
+  kn_scope_begin();
+  kn_status st = kn__cuda_capture_begin();
+  if (st != KN_OK) {
+    kn_scope_end();
+    free(out);
+    return st;
+  }
+  kn_status run = c->inner.run(c->inner.state, r->sin, r->nin, out, nout);
+  char why[1200] = "";
+  if (run != KN_OK)
+    snprintf(why, sizeof why, "a step that cannot be captured: %s", kn_last_error());
+  st = kn__cuda_capture_end(&r->graph);
+  const char *bad = run == KN_OK ? bad_outputs(r, out, nout, why, sizeof why) : NULL;
+  for (int o = 0; run == KN_OK && !bad && o < nout; o++) r->sout[o] = kn_retain(out[o]);
+  kn_scope_end();
+  free(out);
+  if (why[0]) {
+    rec_clear(r);
+    r->skip = strdup(why);
+    return r->skip ? KN_OK : kn__oom();
+  }
+  return st;
+}
+
+/* src into its static buffer dst (the same geometry): one device memcpy
+** when both are contiguous, else the copy_ op. */
+static kn_status copy_in(kn_tensor *dst, kn_tensor *src) {
+  void *d = kn_cuda_data_ptr(dst), *s = kn_cuda_data_ptr(src);
+  if (d == s) return KN_OK; /* the input is its static buffer */
+  if (!kn_is_contiguous(src) || !kn_is_contiguous(dst)) return kn_copy_(dst, src);
+  return kn__cuda_memcpy(d, KN_CUDA, s, KN_CUDA, (size_t)kn_numel(src) * kn_dtype_size(src->dtype));
+}
+
+/* Copy the inputs into the static buffers, replay, alias the outputs. */
+static kn_status replay(cg *c, rec *r, kn_tensor *const *in, kn_tensor **out) {
+  for (int i = 0; i < r->nin; i++) {
+    kn_status st = copy_in(r->sin[i], in[i]);
+    if (st != KN_OK) return st;
+  }
+  kn_status st = kn__cuda_graph_launch(r->graph);
+  if (st != KN_OK) return st;
+  for (int o = 0; o < r->nout; o++) {
+    kn_tensor *a = kn__tensor_alias(r->sout[o]);
+    if (!a) {
+      for (int k = 0; k < o; k++) out[k] = NULL; /* autoreleased already */
+      return kn__oom();
+    }
+    out[o] = kn__autorelease(a);
+  }
+  c->nreplayed++;
+  return KN_OK;
+}
+
+/* Record this geometry's graph (mu held): static inputs, then the capture. */
+static kn_status record(cg *c, rec *r, kn_tensor *const *in, int nin, int nout) {
+  kn_status st = static_inputs(r, in, nin);
+  if (st == KN_OK) st = capture(c, r, nout);
+  if (st != KN_OK) {
+    rec_clear(r);
+    return st;
+  }
+  if (r->skip) return KN_OK;
+  c->nrecorded++;
+  KN_LOG_ARTIFACT(KN_ART_CUDAGRAPHS, "recorded a CUDA graph of the compiled graph for input "
+                  "geometry %d of this graph (%d inputs, %d outputs)", (int)c->nrecorded, nin,
+                  nout);
+  return KN_OK;
+}
+
+/* ---- the callable ------------------------------------------------------------- */
+
+static kn_status cg_call(cg *c, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
+  rec *r = find_rec(c, in, nin);
+  if (!r) return kn__oom();
+  if (!r->skip && !r->graph && r->calls++ == 0) /* warm-up */
+    return c->inner.run(c->inner.state, in, nin, out, nout);
+  if (!r->skip && !r->graph) {
+    kn_status st = record(c, r, in, nin, nout);
+    if (st != KN_OK) return st;
+  }
+  if (r->skip) {
+    tell_skip(c, r->skip);
+    return c->inner.run(c->inner.state, in, nin, out, nout);
+  }
+  if (r->nout != nout || r->nin != nin)
+    return kn__error(KN_EINVAL, "cudagraphs: expected %d inputs and %d outputs, got %d and %d",
+                     r->nin, r->nout, nin, nout);
+  return replay(c, r, in, out);
+}
+
+static kn_status cg_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
+  cg *c = state;
+  char buf[300];
+  pthread_mutex_lock(&c->mu);
+  const char *why = call_skip(c, in, nin, buf, sizeof buf);
+  if (why) tell_skip(c, why);
+  kn_status st = why ? c->inner.run(c->inner.state, in, nin, out, nout)
+                     : cg_call(c, in, nin, out, nout);
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
+static void cg_free(void *state) {
+  cg *c = state;
+  if (!c) return;
+  while (c->recs) {
+    rec *r = c->recs;
+    c->recs = r->next;
+    rec_clear(r);
+    free(r->key);
+    free(r->skip);
+    free(r);
+  }
+  if (c->inner.free_state) c->inner.free_state(c->inner.state);
+  for (int i = 0; i < c->nnames; i++) free(c->names[i]);
+  free(c->names);
+  free(c->skip);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+static kn_status keep_names(cg *c, const kn__graph *g) {
+  c->nnames = kn__graph_num_inputs(g);
+  c->names = calloc((size_t)c->nnames + 1, sizeof *c->names);
+  if (!c->names) return kn__oom();
+  for (int i = 0; i < c->nnames; i++) {
+    const char *nm = kn__graph_input(g, i)->name;
+    if (nm && !(c->names[i] = strdup(nm))) return kn__oom();
+  }
+  return KN_OK;
+}
+
+kn_status kn__cudagraphs_wrap(const kn_graph_module *gm, kn_compiled_graph *g) {
+  cg *c = calloc(1, sizeof *c);
+  if (!c) return kn__oom();
+  pthread_mutex_init(&c->mu, NULL);
+  c->inner = *g;
+  const kn__graph *gr = kn__graph_module_graph(gm);
+  int nmut = mutated_inputs(gr);
+  char buf[100];
+  snprintf(buf, sizeof buf, "mutated inputs (%d instances)", nmut);
+  kn_status st = keep_names(c, gr);
+  if (st == KN_OK && nmut > 0 && !(c->skip = strdup(buf))) st = kn__oom();
+  if (st != KN_OK) {
+    c->inner = (kn_compiled_graph){0}; /* the caller keeps g */
+    cg_free(c);
+    return st;
+  }
+  *g = (kn_compiled_graph){cg_run, c, cg_free};
+  return KN_OK;
+}
+
+bool kn__cudagraphs_stats(const kn_compiled_graph *g, int64_t *recorded, int64_t *replayed) {
+  if (!g || g->run != cg_run) return false;
+  cg *c = g->state;
+  pthread_mutex_lock(&c->mu);
+  *recorded = c->nrecorded;
+  *replayed = c->nreplayed;
+  pthread_mutex_unlock(&c->mu);
+  return true;
+}

@@ -103,6 +103,44 @@ extern "C" __global__ void kernel2(float *__restrict__ out, const float *__restr
 /* kernel 4: relu (grid-stride, flat, 1 inputs) */
 extern "C" __global__ void kernel4(float *__restrict__ out, const float *__restrict__ in0) {
   const int64_t n = INT64_C(1) * INT64_C(8) * INT64_C(5);
+  if ((n & 3) == 0 && (((unsigned long long)out | (unsigned long long)in0) & 15) == 0) { /* 16-byte loads and stores */
+    for (int64_t i4 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+         i4 < n / 4;
+         i4 += (int64_t)gridDim.x * blockDim.x) {
+      const float4 kn_v0 = ((const float4 *)in0)[i4];
+      float4 kn_o0;
+      {
+      const int64_t i = i4 * 4 + 0;
+      (void)i;
+      const float ld4_0 = (float)(kn_v0.x);
+      const float v4 = ((float)(((((float)ld4_0) > 0 || ((float)ld4_0) != ((float)ld4_0)) ? ((float)ld4_0) : (float)0)));  /* relu relu */
+      kn_o0.x = (v4);
+      }
+      {
+      const int64_t i = i4 * 4 + 1;
+      (void)i;
+      const float ld4_0 = (float)(kn_v0.y);
+      const float v4 = ((float)(((((float)ld4_0) > 0 || ((float)ld4_0) != ((float)ld4_0)) ? ((float)ld4_0) : (float)0)));  /* relu relu */
+      kn_o0.y = (v4);
+      }
+      {
+      const int64_t i = i4 * 4 + 2;
+      (void)i;
+      const float ld4_0 = (float)(kn_v0.z);
+      const float v4 = ((float)(((((float)ld4_0) > 0 || ((float)ld4_0) != ((float)ld4_0)) ? ((float)ld4_0) : (float)0)));  /* relu relu */
+      kn_o0.z = (v4);
+      }
+      {
+      const int64_t i = i4 * 4 + 3;
+      (void)i;
+      const float ld4_0 = (float)(kn_v0.w);
+      const float v4 = ((float)(((((float)ld4_0) > 0 || ((float)ld4_0) != ((float)ld4_0)) ? ((float)ld4_0) : (float)0)));  /* relu relu */
+      kn_o0.w = (v4);
+      }
+      ((float4 *)out)[i4] = kn_o0;
+    }
+    return;
+  }
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
       const float ld4_0 = (float)(in0[i]);

@@ -66,4 +66,47 @@ static inline bool ind_close(kn_tensor *got, kn_tensor *want, double rtol, doubl
   return true;
 }
 
+/* A list of forms a test compiles as one function: forms(x, out) writes
+** n (at most 64) results computed from x, each checked against eager. */
+typedef struct ind_forms {
+  void (*forms)(kn_tensor *x, kn_tensor **out);
+  int n;
+} ind_forms;
+
+static inline kn_value ind_forms_fn(const kn_value *args, int nargs, void *ud) {
+  const ind_forms *fs = ud;
+  kn_tensor *o[64];
+  kn_value items[64];
+  (void)nargs;
+  fs->forms(args[0].u.t, o);
+  for (int i = 0; i < fs->n; i++) items[i] = kn_vtensor(o[i]);
+  return kn_tuple(fs->n, items);
+}
+
+/* The forms compiled by inductor as a function named "forms"; owned by the
+** caller (kn_compiled_free). */
+static inline kn_compiled *ind_compile_forms(const ind_forms *fs, kn_dynamic dyn) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = dyn};
+  kn_compiled *f = kn_compile_fn(ind_forms_fn, (void *)fs, 1, "forms", __FILE__, __LINE__, &o);
+  cr_assert_not_null(f, "%s", kn_last_error());
+  return f;
+}
+
+/* Every form of f(x) within 1e-5 relative / 1e-6 absolute of eager. */
+static inline void ind_check_forms(const ind_forms *fs, kn_compiled *f, kn_tensor *x,
+                                   const char *what) {
+  kn_value out, arg = kn_vtensor(x);
+  cr_assert_eq(kn_call(f, &arg, 1, &out), KN_OK, "%s: %s", what, kn_last_error());
+  cr_assert_eq(out.kind, KN_VTUPLE);
+  cr_assert_eq(out.n, fs->n);
+  kn_tensor *want[64];
+  fs->forms(x, want);
+  for (int i = 0; i < fs->n; i++) {
+    char w[64];
+    snprintf(w, sizeof w, "%s form %d", what, i);
+    cr_expect(ind_close(out.u.items[i].u.t, want[i], 1e-5, 1e-6, w), "%s", w);
+  }
+  kn_value_release(out);
+}
+
 #endif

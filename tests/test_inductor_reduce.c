@@ -124,45 +124,18 @@ static void forms(kn_tensor *x, kn_tensor **out) {
   out[k++] = kn_var(x, NULL, 0, 1, false);
 }
 #define NFORMS 13
-static kn_value forms_fn(const kn_value *args, int nargs, void *ud) {
-  (void)nargs, (void)ud;
-  kn_tensor *o[NFORMS];
-  forms(args[0].u.t, o);
-  kn_value items[NFORMS];
-  for (int i = 0; i < NFORMS; i++) items[i] = kn_vtensor(o[i]);
-  return kn_tuple(NFORMS, items);
-}
-
-static void check_forms(kn_compiled *f, kn_tensor *x, const char *what) {
-  kn_value out, arg = kn_vtensor(x);
-  cr_assert_eq(kn_call(f, &arg, 1, &out), KN_OK, "%s: %s", what, kn_last_error());
-  cr_assert_eq(out.kind, KN_VTUPLE);
-  cr_assert_eq(out.n, NFORMS);
-  kn_tensor *want[NFORMS];
-  forms(x, want);
-  for (int i = 0; i < NFORMS; i++) {
-    char w[64];
-    snprintf(w, sizeof w, "%s form %d", what, i);
-    cr_expect(ind_close(out.u.items[i].u.t, want[i], 1e-5, 1e-6, w), "%s", w);
-  }
-  kn_value_release(out);
-}
-
-static kn_compiled *compile_forms(kn_dynamic dyn) {
-  kn_compile_options o = {.backend = "inductor", .dynamic = dyn};
-  kn_compiled *f = kn_compile_fn(forms_fn, NULL, 1, "forms", __FILE__, __LINE__, &o);
-  cr_assert_not_null(f, "%s", kn_last_error());
-  return f;
-}
+static const ind_forms all_forms = {forms, NFORMS};
 
 /* NaN, inf and -inf in the rows; float32 and float64; no extern call. */
 Test(inductor_reduce, every_form_matches_eager) {
   kn_dtype dts[2] = {KN_FLOAT32, KN_FLOAT64};
   for (int d = 0; d < 2; d++) {
-    kn_compiled *f = compile_forms(KN_DYNAMIC_FALSE);
+    kn_compiled *f = ind_compile_forms(&all_forms, KN_DYNAMIC_FALSE);
     kn_scope_begin();
-    check_forms(f, special(KN_SHAPE(4, 9, 37), dts[d]), d ? "float64" : "float32");
-    check_forms(f, kn_randn(KN_SHAPE(4, 9, 37), NULL, dts[d]), d ? "float64 finite" : "finite");
+    const char *what = d ? "float64" : "float32";
+    ind_check_forms(&all_forms, f, special(KN_SHAPE(4, 9, 37), dts[d]), what);
+    what = d ? "float64 finite" : "finite";
+    ind_check_forms(&all_forms, f, kn_randn(KN_SHAPE(4, 9, 37), NULL, dts[d]), what);
     kn_scope_end();
     kn_compiled_free(f);
     expect_code(-1, 0, "forms");
@@ -171,14 +144,14 @@ Test(inductor_reduce, every_form_matches_eager) {
 
 /* Dynamic sizes: the lengths of the rows are symbols of the kernel. */
 Test(inductor_reduce, dynamic_sizes_match_eager) {
-  kn_compiled *f = compile_forms(KN_DYNAMIC_TRUE);
+  kn_compiled *f = ind_compile_forms(&all_forms, KN_DYNAMIC_TRUE);
   kn_scope_begin();
   int64_t lens[3] = {37, 50, 300};
   for (int i = 0; i < 3; i++) {
     int64_t sz[3] = {4 + i, 9, lens[i]};
     char w[32];
     snprintf(w, sizeof w, "dynamic %lld", (long long)lens[i]);
-    check_forms(f, special(3, sz, KN_FLOAT32), w);
+    ind_check_forms(&all_forms, f, special(3, sz, KN_FLOAT32), w);
   }
   kn_scope_end();
   kn_compiled_free(f);

@@ -231,6 +231,29 @@ Test(inductor_gemm, scalar_target_same_results) {
   }
 }
 
+/* Symbolic columns: the epilogue's row length is a symbol of the size
+** table too, read before the rows are shared out (an epilogue reading only
+** the GEMM's output, whose length symbol was not declared, failed to
+** compile). */
+Test(inductor_gemm, symbolic_columns) {
+  char dir[64];
+  ind_cache_dir(dir, sizeof dir);
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *c = kn_compile_tensor_fn((void (*)(void))lin_relu, 4, "lin_relu", __FILE__, __LINE__, &o);
+  const int64_t rows[3] = {5, 37, 300}, cols[3] = {40, 9, 72};
+  for (int k = 0; k < 3; k++) {
+    kn_scope_begin();
+    kn_tensor *in[4];
+    inputs(KN_FLOAT32, (sizes){rows[k], 24, cols[k]}, false, in);
+    kn_tensor *y = kn_call_t(c, in[0], in[1], in[2], in[3]);
+    cr_assert(y, "%s", kn_last_error());
+    cr_expect(ind_close(y, lin_relu(in[0], in[1], in[2], in[3]), 1e-5, 1e-5, "lin_relu"));
+    kn_scope_end();
+  }
+  kn_compiled_free(c);
+  ind_rm(dir);
+}
+
 /* Symbolic sizes: the rows of the epilogue come from the size table. */
 Test(inductor_gemm, symbolic_rows) {
   char dir[64];

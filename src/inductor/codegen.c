@@ -490,6 +490,12 @@ static void epilogue_comment(const kctx *k, kn__sb *ker, const char *kind) {
 ** loop) as run_parts shares them. */
 static void epilogue_entry(kctx *k, kn__sb *ker, bool computes) {
   const kn__kir_item *it = k->it;
+  kn__sb range; /* first: the length's text marks the symbols it reads as used */
+  kn__sb_init(&range);
+  kn__sb_puts(&range, "  const int64_t len = ");
+  kn__cg_sym_text(k, &range, k->shape->sizes[k->shape->ndim - 1]);
+  kn__sb_puts(&range, k->flat ? ";\n  const int64_t b0 = r0 * len, n = (r1 - r0) * len;\n"
+                              : ";\n  const int64_t b0 = r0, n = r1 - r0;\n");
   kn__sb_printf(ker, "static void kernel%d(void *const *a, void *g, int64_t r0, int64_t r1) {\n"
                      "  const int64_t *s = a[0];\n  (void)s;\n  (void)g;\n", it->id);
   for (int o = 0; o < k->nroots; o++) {
@@ -507,10 +513,7 @@ static void epilogue_entry(kctx *k, kn__sb *ker, bool computes) {
   }
   for (int i = 0; i < k->nused; i++)
     if (k->used[i]) kn__sb_printf(ker, "  const int64_t S%d = s[%d];\n", i, i);
-  kn__sb_puts(ker, "  const int64_t len = ");
-  kn__cg_sym_text(k, ker, k->shape->sizes[k->shape->ndim - 1]);
-  kn__sb_puts(ker, k->flat ? ";\n  const int64_t b0 = r0 * len, n = (r1 - r0) * len;\n"
-                           : ";\n  const int64_t b0 = r0, n = r1 - r0;\n");
+  kn__sb_puts(ker, kn__sb_cstr(&range));
   kn__sb fn, args;
   kn__sb_init(&fn);
   kn__sb_init(&args);
@@ -520,7 +523,8 @@ static void epilogue_entry(kctx *k, kn__sb *ker, bool computes) {
   run_parts(k, ker, kn__sb_cstr(&fn), "b0", "n", k->flat ? "n" : "n * len",
             computes ? "KN_GRAIN" : "KN_GRAIN_MEM", k->flat ? 64 : 1, kn__sb_cstr(&args));
   kn__sb_puts(ker, "}\n\n");
-  if (kn__sb_failed(&fn) || kn__sb_failed(&args)) k->failed = true;
+  if (kn__sb_failed(&range) || kn__sb_failed(&fn) || kn__sb_failed(&args)) k->failed = true;
+  kn__sb_fini(&range);
   kn__sb_fini(&fn);
   kn__sb_fini(&args);
 }

@@ -202,6 +202,7 @@ Test(inductor_ctime, split_program_computes_as_eager) {
   cr_expect_eq(ind_count(cache, ".c"), 1, "the cache keeps the whole program's source");
   kn_test_records_free(&r);
   kn_compiled_free(f);
+  kn_release(want);
   kn_scope_end();
 }
 
@@ -282,6 +283,7 @@ Test(inductor_ctime, tiered_swaps_in_the_optimised_build) {
   cr_expect_null(find(&r3, "first tier"));
   kn_test_records_free(&r3);
   kn_compiled_free(f);
+  kn_release(want);
   kn_scope_end();
 }
 
@@ -302,8 +304,10 @@ static void *call_loop(void *arg) {
 
 Test(inductor_ctime, tiered_swap_while_threads_call) {
   setenv("KILN_INDUCTOR_TIERED", "1", 1);
+  kn_scope_begin(); /* x, want: the references retained here, released at the end */
   kn_tensor *x = kn_retain(kn_randn(KN_SHAPE(16, 24), NULL, KN_FLOAT32));
   kn_tensor *want = reference(x);
+  kn_scope_end();
   kn_test_records r = {0};
   kn_compiled *f;
   kn_scope_begin();

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -58,12 +59,17 @@ static find_debuginfo_fn std_find_debuginfo, build_id_find_debuginfo;
 ** of libdebuginfod with libcurl and its TLS and LDAP libraries, ~5 ms) for
 ** every module without debug info; that happens only when DEBUGINFOD_URLS
 ** asks for it. */
+static atomic_bool local_only; /* kn__symbolize_local_only */
+
+void kn__symbolize_local_only(void) { atomic_store(&local_only, true); }
+
 static int find_debuginfo(Dwfl_Module *m, void **ud, const char *modname, uint64_t base,
                           const char *file, const char *link, uint32_t crc, char **out) {
   const char *urls = getenv("DEBUGINFOD_URLS");
-  if (urls && *urls) return std_find_debuginfo(m, ud, modname, base, file, link, crc, out);
+  bool std_ok = !atomic_load(&local_only);
+  if (std_ok && urls && *urls) return std_find_debuginfo(m, ud, modname, base, file, link, crc, out);
   int fd = build_id_find_debuginfo(m, ud, modname, base, file, link, crc, out);
-  if (fd < 0 && link) fd = std_find_debuginfo(m, ud, modname, base, file, link, crc, out);
+  if (fd < 0 && link && std_ok) fd = std_find_debuginfo(m, ud, modname, base, file, link, crc, out);
   return fd;
 }
 

@@ -30,6 +30,12 @@ kn__srcframe kn__symbolize(void *addr);
 /* Could libdw be loaded (so that a frame without a file lacks debug info,
 ** rather than a symbolizer)? Loads it on first use. */
 bool kn__symbolize_available(void);
+
+/* From now on, search only local debug info: never start elfutils'
+** debuginfod client (libcurl and its TLS libraries). Called by reports
+** written while the process exits, when those libraries may already be
+** finalised (starting them then crashed). Process-wide, one way. */
+void kn__symbolize_local_only(void);
 /* Is this a frame of kiln itself: a function named kn_* / kn__*, or code
 ** compiled from kiln's src/ tree? */
 bool kn__is_kiln_frame(const kn__srcframe *f);

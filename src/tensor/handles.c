@@ -396,6 +396,7 @@ char *kn__handles_live_report(int max_sites) {
 
 /* After the library's other destructors (a lower priority runs later). */
 __attribute__((destructor(101))) static void report_at_exit(void) {
+  kn__symbolize_local_only(); /* libcurl may be finalised by now */
   char *text = kn__handles_live_report(10);
   if (text) KN_LOG(KN_LOG_KILN, KN_WARNING, "%s", text);
   free(text);

@@ -25,6 +25,7 @@
 #include "logging/log.h"
 #include "support/dynamo_util.h"
 #include "support/log_capture.h"
+#include "support/ten_ops.h"
 #include "support/trace_util.h"
 
 static char cache[64];
@@ -81,20 +82,6 @@ static kn_tensor *input(int64_t r, int64_t c, double seed) {
   return kn_add_scalar(kn_mul_scalar(kn_sin(t), kn_float(seed)), kn_float(seed / 4));
 }
 
-/* Ten pointwise ops (one fused kernel). */
-static kn_tensor *ten_ops(kn_tensor *a, kn_tensor *b) {
-  kn_tensor *t = kn_mul(a, b);
-  t = kn_add(t, a);
-  t = kn_sub(t, b);
-  t = kn_mul_scalar(t, kn_float(0.5));
-  t = kn_sin(t);
-  t = kn_mul(t, t);
-  t = kn_add_scalar(t, kn_float(1));
-  t = kn_neg(t);
-  t = kn_exp(t);
-  t = kn_add(t, b);
-  return t;
-}
 
 /* f(a, b) on the device equals eager on the CPU. */
 static void expect_eager(kn_tensor *got_dev, kn_tensor *a, kn_tensor *b, const char *what) {

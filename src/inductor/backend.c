@@ -151,6 +151,25 @@ static kn_status ext_args(frame *f, const kn__gnode *n, kn__call *c, void **mem)
   return KN_OK;
 }
 
+/* The end of an extern step: on success its outputs o (moved, o is left
+** empty) fill node n's slots and the frame owns them; on failure o is
+** released and the error names the node. Returns 0 or -1. */
+static int ext_finish(frame *f, const kn__gnode *n, kn_status st, kn__outs *o) {
+  if (st != KN_OK) {
+    kn__outs_fini(o);
+    kn__error_context("while running graph node '%s'", n->name);
+    return -1;
+  }
+  int slot = f->p->plan.nodes[n->index].slot;
+  for (int k = 0; k < o->n; k++) {
+    f->vals[slot + k] = o->t[k];
+    f->owned[slot + k] = true;
+  }
+  o->n = 0;
+  kn__outs_fini(o);
+  return 0;
+}
+
 static int rt_ext(void *ctx, int step) {
   frame *f = ctx;
   const kn__gnode *n = f->p->plan.step_node[step];
@@ -164,19 +183,7 @@ static int rt_ext(void *ctx, int step) {
   if (st == KN_OK && o.n != n->nout)
     st = kn__error(KN_EINTERNAL, "inductor: op %s returned %d outputs, the graph expects %d",
                    n->opdef->name, o.n, n->nout);
-  if (st != KN_OK) {
-    kn__outs_fini(&o);
-    kn__error_context("while running graph node '%s'", n->name);
-    return -1;
-  }
-  int slot = f->p->plan.nodes[n->index].slot;
-  for (int k = 0; k < o.n; k++) {
-    f->vals[slot + k] = o.t[k];
-    f->owned[slot + k] = true;
-  }
-  o.n = 0;
-  kn__outs_fini(&o);
-  return 0;
+  return ext_finish(f, n, st, &o);
 }
 
 /* Extern step `step` with its generated epilogue (gemm.c), profiled as the
@@ -195,19 +202,7 @@ static int rt_ext_epi(void *ctx, int step, kn__ind_epi_fn epi, void *const *a, v
   o.n = st == KN_OK && o.t[0];
   if (t0) kn__dispatch_prof_end(t0, &c, &o);
   free(mem);
-  if (st != KN_OK) {
-    kn__outs_fini(&o);
-    kn__error_context("while running graph node '%s'", n->name);
-    return -1;
-  }
-  int slot = f->p->plan.nodes[n->index].slot;
-  if (o.n) {
-    f->vals[slot] = o.t[0];
-    f->owned[slot] = true;
-  }
-  o.n = 0;
-  kn__outs_fini(&o);
-  return 0;
+  return ext_finish(f, n, st, &o);
 }
 
 /* The vector-math table the eager kernels use at this moment. */

@@ -18,20 +18,7 @@
 #include "kiln/cuda.h"
 #include "kiln/kiln.h"
 #include "kiln/trace.h"
-
-static kn_tensor *ten_ops(kn_tensor *a, kn_tensor *b) {
-  kn_tensor *t = kn_mul(a, b);
-  t = kn_add(t, a);
-  t = kn_sub(t, b);
-  t = kn_mul_scalar(t, kn_float(0.5));
-  t = kn_sin(t);
-  t = kn_mul(t, t);
-  t = kn_add_scalar(t, kn_float(1));
-  t = kn_neg(t);
-  t = kn_exp(t);
-  t = kn_add(t, b);
-  return t;
-}
+#include "../support/ten_ops.h"
 
 static kn_tensor *dev(kn_tensor *t, kn_device d) {
   kn_tensor *o = NULL;

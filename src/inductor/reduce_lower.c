@@ -141,6 +141,18 @@ static void row_functions(kn__sb *sb, const kn__red_row *r, kn_dtype xdt) {
                 A, r->kname, s, A, A, r->prep, A, r->kname, s, A, A, r->combine);
 }
 
+/* Does a used row's text call a helper of KN__RED_HELPERS? */
+static bool uses_helpers(bool used[KN__RED_COUNT][2]) {
+  for (int k = 0; k < KN__RED_COUNT; k++) {
+    const kn__red_row *r = &kn__red_rows[k];
+    if ((used[k][0] || used[k][1]) &&
+        (strstr(r->prep, "kn__red_") || strstr(r->combine, "kn__red_") ||
+         strstr(r->finalize, "kn__red_")))
+      return true;
+  }
+  return false;
+}
+
 kn_status kn__ind_red_prelude(const kn__ind_plan *p, kn__sb *sb) {
   bool used[KN__RED_COUNT][2] = {{false}}, any = false;
   for (int i = 0; i < p->nnodes; i++) {
@@ -153,6 +165,7 @@ kn_status kn__ind_red_prelude(const kn__ind_plan *p, kn__sb *sb) {
   }
   if (!any) return KN_OK;
   kn__sb_puts(sb, "/* reductions: rows of the eager kernels' table (ops/reduce_table.def) */\n");
+  if (uses_helpers(used)) kn__sb_puts(sb, KN__RED_HELPERS_TEXT "\n");
   for (int k = 0; k < KN__RED_COUNT; k++) {
     const kn__red_row *r = &kn__red_rows[k];
     for (int d = 0; d < 2; d++)

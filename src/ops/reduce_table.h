@@ -81,6 +81,28 @@ const kn__red_use *kn__red_for_op(int op);
 ** which takes ord as its c). Static. */
 const kn__red_row *kn__red_norm_row(double ord);
 
+/* The helpers of the rows' text, as one macro: the eager kernels expand it as
+** code, the code generator writes its text into a generated file that uses
+** a row naming one (KN__RED_HELPERS_TEXT). kn__red_powp(a, p) is a^p for
+** a >= 0: by repeated squaring for a whole p in 1..16 (the p-norm's usual
+** orders; a float's square is exact in double, so |x|^3 of a float32 x is
+** rounded once; libm's pow per element made norm(x, 3) cost 20x norm(x, 2)),
+** else pow(a, p). */
+#define KN__RED_HELPERS                                                                     \
+  static inline double kn__red_powp(double a, double p) {                                 \
+    if (!(p >= 1 && p <= 16) || (double)(int)p != p) return pow(a, p);                    \
+    double r = 1, b = a;                                                                  \
+    for (int e = (int)p;; b *= b) {                                                       \
+      if (e & 1) r *= b;                                                                  \
+      if (!(e >>= 1)) return r;                                                           \
+    }                                                                                     \
+  }
+#define KN__RED_STR_(...) #__VA_ARGS__
+#define KN__RED_STR(...) KN__RED_STR_(__VA_ARGS__)
+/* KN__RED_HELPERS as one line of C source. */
+#define KN__RED_HELPERS_TEXT KN__RED_STR(KN__RED_HELPERS)
+KN__RED_HELPERS
+
 /* ---- the rows as inline functions (eager kernels) ----------------------------
 ** kn__red_better_K(acc, x), kn__red_prep_K(x, c), kn__red_comb_K(acc, x),
 ** kn__red_fin_K(acc, n, corr, c) over doubles; kn__red_ibetter_K and

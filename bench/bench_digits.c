@@ -5,12 +5,20 @@
 ** against torch 1.13 eager running the same model and batch in a python3
 ** child process of this same run. Prints
 **   BENCH digits_cnn_step_ms (kiln compiled), BENCH digits_cnn_step_torch_ms,
-**   RATIO digits_cnn_step_vs_torch (torch time / kiln time; goal >= 1.5 once
-**   the code generator lands).
-** Wall-clock medians over repetitions (both sides may use the machine's
-** cores). Without /usr/bin/python3 and torch the torch lines are skipped.
+**   RATIO digits_cnn_step_vs_torch (torch time / kiln time; goal >= 1.5):
+**     both sides with their default thread counts (the machine's cores),
+**     wall-clock medians;
+**   BENCH cnn_step_ms_{1T,2T}, BENCH cnn_step_torch_ms_{1T,2T} and
+**   RATIO cnn_step_vs_torch (1 thread) / cnn_step_vs_torch_2T (goal >= 1.2):
+**     the same step with kn_set_num_threads / torch.set_num_threads at 1 and
+**     2; process CPU time at 1 thread (on a shared machine wall time mostly
+**     measures the other processes), wall time at 2.
+** torch runs with OPENBLAS_CORETYPE set to the core kiln's OpenBLAS detects
+** (printed), so it gets its best GEMM. Without /usr/bin/python3 and torch the
+** torch lines are skipped.
 */
 #include <kiln/kiln.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -49,7 +57,15 @@ static kn_status step(kn_compiled *f, kn_module *m, kn_optimizer *opt, kn_tensor
   return st;
 }
 
-static double kiln_ms(void) {
+char *openblas_get_corename(void);
+
+/* Process CPU time at 1 thread, else wall time. */
+static double clock_s(int threads) {
+  return threads == 1 ? kn_bench_clock(CLOCK_PROCESS_CPUTIME_ID) : kn_bench_wall_s();
+}
+
+/* Median ms per kiln step at `threads` threads (0: kiln's default). */
+static double kiln_ms(int threads) {
   kn_generator *g = kn_generator_new(0);
   kn_module *m = make_cnn(g);
   kn_tensor **ps = NULL;
@@ -62,13 +78,13 @@ static double kiln_ms(void) {
   double t[REPS];
   for (int w = 0; w < 3; w++) step(f, m, opt, x, y); /* compile, create state */
   for (int r = 0; r < REPS; r++) {
-    double t0 = kn_bench_wall_s();
+    double t0 = clock_s(threads);
     for (int s = 0; s < STEPS; s++)
       if (step(f, m, opt, x, y) != KN_OK) {
         fprintf(stderr, "bench_digits: %s\n", kn_last_error());
         exit(1);
       }
-    t[r] = (kn_bench_wall_s() - t0) / STEPS * 1e3;
+    t[r] = (clock_s(threads) - t0) / STEPS * 1e3;
   }
   kn_release(x), kn_release(y);
   kn_compiled_free(f);
@@ -90,30 +106,46 @@ static const char *const torch_script =
     "def step():\n"
     "    loss = nn.functional.cross_entropy(m(x), y); loss.backward(); opt.step()\n"
     "    opt.zero_grad(set_to_none=True)\n"
-    "for _ in range(3): step()\n"
-    "ts = []\n"
-    "for _ in range(7):\n"
-    "    t0 = time.perf_counter()\n"
-    "    for _ in range(20): step()\n"
-    "    ts.append((time.perf_counter() - t0) / 20 * 1e3)\n"
-    "print(sorted(ts)[3])\n";
+    "default = torch.get_num_threads()\n"
+    "for nt in (default, 1, 2):\n"
+    "    torch.set_num_threads(nt)\n"
+    "    clock = time.process_time if nt == 1 else time.perf_counter\n"
+    "    for _ in range(3): step()\n"
+    "    ts = []\n"
+    "    for _ in range(7):\n"
+    "        t0 = clock()\n"
+    "        for _ in range(20): step()\n"
+    "        ts.append((clock() - t0) / 20 * 1e3)\n"
+    "    print(sorted(ts)[3])\n";
 
-/* Median ms per torch step, or a negative number when torch is missing. */
-static double torch_ms(void) {
-  double ms = -1;
-  return kn_bench_python(torch_script, "", &ms, 1) == 1 ? ms : -1;
+/* Median ms per torch step at its default thread count, 1 and 2 threads;
+** false when torch is missing. */
+static bool torch_ms(const char *core, double ms[3]) {
+  char env[128];
+  snprintf(env, sizeof env, "OPENBLAS_CORETYPE=%s", core);
+  return kn_bench_python(torch_script, env, ms, 3) == 3;
 }
 
 int main(void) {
-  double k = kiln_ms();
-  printf("BENCH digits_cnn_step_ms %.3f ms\n", k);
-  double t = torch_ms();
-  if (t <= 0) {
+  double k[3] = {kiln_ms(0), 0, 0};
+  for (int t = 1; t <= 2; t++) {
+    kn_set_num_threads(t);
+    k[t] = kiln_ms(t);
+  }
+  printf("BENCH digits_cnn_step_ms %.3f ms\n", k[0]);
+  for (int t = 1; t <= 2; t++) printf("BENCH cnn_step_ms_%dT %.3f ms\n", t, k[t]);
+  const char *env = getenv("OPENBLAS_CORETYPE");
+  const char *core = env ? env : openblas_get_corename();
+  printf("BENCH_INFO torch OPENBLAS_CORETYPE=%s\n", core);
+  double t[3];
+  if (!torch_ms(core, t)) {
     printf("BENCH_INFO digits_cnn_step_torch skipped (no /usr/bin/python3 with torch)\n");
     return 0;
   }
-  printf("BENCH digits_cnn_step_torch_ms %.3f ms\n", t);
-  printf("RATIO digits_cnn_step_vs_torch %.3f (goal >= 1.5 once the code generator lands)\n",
-         t / k);
+  printf("BENCH digits_cnn_step_torch_ms %.3f ms\n", t[0]);
+  for (int n = 1; n <= 2; n++) printf("BENCH cnn_step_torch_ms_%dT %.3f ms\n", n, t[n]);
+  printf("RATIO digits_cnn_step_vs_torch %.3f (default threads; goal >= 1.5)\n", t[0] / k[0]);
+  printf("RATIO cnn_step_vs_torch %.3f (1 thread; goal >= 1.2)\n", t[1] / k[1]);
+  printf("RATIO cnn_step_vs_torch_2T %.3f (goal >= 1.2)\n", t[2] / k[2]);
   return 0;
 }

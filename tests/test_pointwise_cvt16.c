@@ -94,6 +94,10 @@ Test(pw16, in_place_updates) {
     cr_assert_eq(kn_add_(w, g), KN_OK, "%s", kn_last_error());
     cr_assert_eq(kn_mul_(w, h), KN_OK, "%s", kn_last_error());
     same(w, want, "add_ then mul_", dt);
+    /* in place through a transposed 16-bit view: strided rounding stores */
+    kn_tensor *m = rnd(dt, 300, 300), *m0 = kn_clone(m), *d = rnd(dt, 300, 300);
+    cr_assert_eq(kn_add_(kn_t(m), d), KN_OK, "%s", kn_last_error());
+    same(m, kn_to(kn_add(f32(m0), kn_t(f32(d))), dt), "add_ into a transposed view", dt);
     kn_tensor *x = rnd(KN_FLOAT32, 40, 600), *x0 = kn_clone(x);
     cr_assert_eq(kn_add_(x, h), KN_OK, "%s", kn_last_error());
     same(x, kn_add(x0, f32(h)), "float32 add_ of 16-bit", dt);

@@ -273,3 +273,23 @@ Test(copy, copy_fill_zero) {
   cr_assert_eq(kn_fill_(bl, kn_int(3)), KN_OK);
   EXPECT(bl, KN_BOOL, (2), 1, 1);
 }
+
+/* Strided copies of every element size (1, 2, 4 and 8 bytes: fixed-size
+** moves) give the transposed values. */
+Test(copy, strided_copies_of_each_element_size) {
+  kn_dtype dts[] = {KN_UINT8, KN_BFLOAT16, KN_INT16, KN_FLOAT32, KN_INT64, KN_FLOAT64};
+  for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+    kn_tensor *a = kn_reshape(kn_arange_dtype(kn_int(0), kn_int(35), kn_int(1), dts[i]), 2,
+                              (int64_t[]){5, 7});
+    kn_tensor *tc = kn_contiguous(kn_t(a));
+    cr_assert(tc && kn_is_contiguous(tc), "%s: %s", kn_dtype_name(dts[i]), kn_last_error());
+    for (int64_t r = 0; r < 7; r++)
+      for (int64_t c = 0; c < 5; c++) {
+        double v;
+        kn_tensor *e = kn_select(kn_select(tc, 0, r), 0, c);
+        cr_assert_eq(kn_item_double(e, &v), KN_OK, "%s", kn_last_error());
+        cr_assert_eq(v, (double)(c * 7 + r), "%s [%lld, %lld]", kn_dtype_name(dts[i]),
+                     (long long)r, (long long)c);
+      }
+  }
+}

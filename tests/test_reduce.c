@@ -9,6 +9,7 @@
 
 #include "kiln/kiln.h"
 #include "ops/opdef.h"
+#include "support/fixture.h"
 #include "support/reduce_test_util.h"
 
 static int64_t live0;
@@ -273,4 +274,55 @@ Test(reduce, sum_to_size_without_scope_does_not_leak) {
   kn_release(g);
   cr_assert_eq(kn_live_tensors(), before);
   kn_scope_begin();
+}
+
+/* bfloat16/float16 sums over the outer dims (a bias gradient), the inner
+** dim and everything take the vectorised 16-bit paths: each result is the
+** exact (long double) sum of the 16-bit values rounded once to the dtype,
+** as the per-element path gives (a double accumulator is exact enough
+** here: 2^-40 relative, far below the 2^-9 half-ulp of the rounding). */
+static void check_sum16(kn_dtype dt, int64_t R, int64_t C) {
+  kn_tensor *x = kn_to(kn_randn(2, (int64_t[]){R, C}, NULL, KN_FLOAT32), dt);
+  kn_tensor *xd = kn_to(x, KN_FLOAT64); /* the 16-bit values, exactly */
+  const double *v = kn_data(xd);
+  kn_tensor *cols = kn_sum_dims(x, (int64_t[]){0}, 1, false);
+  kn_tensor *rows = kn_mean_dims(x, (int64_t[]){1}, 1, false);
+  kn_tensor *all = kn_sum(x);
+  cr_assert(cols && rows && all, "%s", kn_last_error());
+  cr_assert(kn_tensor_dtype(cols) == dt && kn_tensor_dtype(all) == dt);
+  double want[2048], got;
+  for (int64_t j = 0; j < C; j++) {
+    long double s = 0;
+    for (int64_t i = 0; i < R; i++) s += v[i * C + j];
+    want[j] = (double)s;
+  }
+  kn_tensor *wc = kn_to(rt_from(KN_FLOAT64, KN_SHAPE(C), want), dt);
+  char why[256];
+  cr_assert(kn_tensors_close(cols, wc, 0, 0, true, why, sizeof why),
+            "%s column sums of [%lld, %lld]: %s", kn_dtype_name(dt), (long long)R, (long long)C,
+            why);
+  long double tot = 0;
+  for (int64_t i = 0; i < R; i++) {
+    long double s = 0;
+    for (int64_t j = 0; j < C; j++) s += v[i * C + j];
+    tot += s;
+    kn_tensor *w = kn_to(rt_from(KN_FLOAT64, KN_SHAPE(1), (double[]){(double)(s / C)}), dt);
+    cr_assert_eq(kn_item_double(kn_select(rows, 0, i), &got), KN_OK);
+    double wv;
+    cr_assert_eq(kn_item_double(w, &wv), KN_OK);
+    cr_assert_eq(got, wv, "%s row %lld mean: %g vs %g", kn_dtype_name(dt), (long long)i, got, wv);
+  }
+  kn_tensor *wt = kn_to(rt_from(KN_FLOAT64, KN_SHAPE(1), (double[]){(double)tot}), dt);
+  double wv;
+  cr_assert_eq(kn_item_double(all, &got), KN_OK);
+  cr_assert_eq(kn_item_double(wt, &wv), KN_OK);
+  cr_assert_eq(got, wv, "%s total: %g vs %g", kn_dtype_name(dt), got, wv);
+}
+
+Test(reduce, half_precision_sums_are_the_exact_sums_rounded_once) {
+  for (int i = 0; i < 2; i++) {
+    kn_dtype dt = i ? KN_FLOAT16 : KN_BFLOAT16;
+    check_sum16(dt, 37, 1300);  /* chunks of 512 + tail, conversion tails */
+    check_sum16(dt, 600, 1024); /* parallel outputs, a whole-tensor sum in blocks */
+  }
 }

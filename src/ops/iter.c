@@ -100,13 +100,33 @@ bool kn__iter_next(kn__iter *it, char **p, int64_t *n) {
 
 int64_t kn__iter_numel(const kn__iter *it) { return kn__numel(it->ndim, it->sizes); }
 
+/* n elements of es bytes, strided: fixed-size moves for the usual sizes
+** (a memcpy call per element costs more than the move). */
+static void strided_copy(char *d, int64_t ds, const char *s, int64_t ss, size_t es, int64_t n) {
+#define KN_MOVE(T)                                                             \
+  for (int64_t i = 0; i < n; i++) {                                            \
+    T v;                                                                       \
+    memcpy(&v, s + i * ss, sizeof v);                                          \
+    memcpy(d + i * ds, &v, sizeof v);                                          \
+  }
+  switch (es) {
+  case 1: KN_MOVE(uint8_t) break;
+  case 2: KN_MOVE(uint16_t) break;
+  case 4: KN_MOVE(uint32_t) break;
+  case 8: KN_MOVE(uint64_t) break;
+  default:
+    for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, es);
+  }
+#undef KN_MOVE
+}
+
 static void copy_row(char *d, int64_t ds, kn_dtype dt, const char *s, int64_t ss, kn_dtype st,
                      int64_t n) {
   size_t es = kn_dtype_size(dt);
   if (dt == st && ds == (int64_t)es && ss == (int64_t)es) {
     memcpy(d, s, (size_t)n * es);
   } else if (dt == st) {
-    for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, es);
+    strided_copy(d, ds, s, ss, es, n);
   } else if (ds == (int64_t)es && ss == (int64_t)kn_dtype_size(st) &&
              kn__cvt16_run(d, dt, s, st, n)) {
     /* float32 <-> bfloat16/float16, contiguous: vectorised */

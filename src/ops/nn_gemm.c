@@ -109,22 +109,6 @@ static void cvt_rows(int64_t M, int64_t N, void *dst, kn_dtype ddt, int64_t dld,
   });
 }
 
-/* The float32 row-major copy buf [rows, cols] of a 16-bit operand stored
-** column by column (unit row stride, columns s1 apart): each column is
-** converted with the vector conversions, in blocks, then scattered. */
-static void cvt_cols(int64_t rows, int64_t cols, float *buf, const void *src, kn_dtype dt,
-                     int64_t s1) {
-  enum { BLK = 256 };
-  KN__PAR_FOR(cvt_team(cols, rows), for (int64_t j = 0; j < cols; j++) {
-    float col[BLK];
-    for (int64_t i0 = 0; i0 < rows; i0 += BLK) {
-      int64_t n = rows - i0 < BLK ? rows - i0 : BLK;
-      kn__cvt16_run(col, KN_FLOAT32, (const uint16_t *)src + j * s1 + i0, dt, n);
-      for (int64_t i = 0; i < n; i++) buf[(i0 + i) * cols + j] = col[i];
-    }
-  });
-}
-
 /* A contiguous (row-major) copy of a strided operand, converted to float or
 ** double (out_dt). Owned buffer from the caching allocator, or NULL. */
 static void *pack(kn_dtype dt, kn_dtype out_dt, int64_t rows, int64_t cols, kn__mat m,
@@ -137,10 +121,6 @@ static void *pack(kn_dtype dt, kn_dtype out_dt, int64_t rows, int64_t cols, kn__
   if (out_dt == KN_FLOAT32 && (m.s1 == 1 || cols == 1) &&
       (dt == KN_BFLOAT16 || dt == KN_FLOAT16)) { /* rows: the vector conversions */
     cvt_rows(rows, cols, buf, out_dt, cols, m.p, dt, rows > 1 ? m.s0 : cols);
-    return buf;
-  }
-  if (out_dt == KN_FLOAT32 && m.s0 == 1 && (dt == KN_BFLOAT16 || dt == KN_FLOAT16)) {
-    cvt_cols(rows, cols, (float *)buf, m.p, dt, m.s1);
     return buf;
   }
   for (int64_t i = 0; i < rows; i++)
@@ -163,11 +143,31 @@ typedef struct operand {
   size_t nbytes;
 } operand;
 
+/* The float32 copy of a 16-bit operand stored column by column (unit row
+** stride, columns s1 apart), stored the same way: each column converted
+** with the vector conversions; the operand is handed to sgemm transposed. */
+static kn_status pack_cols(kn_dtype dt, int64_t rows, int64_t cols, kn__mat m, operand *o) {
+  o->nbytes = (size_t)(rows * cols) * sizeof(float) + 64;
+  o->owned = kn__cached_alloc(o->nbytes);
+  if (!o->owned) return kn__oom();
+  cvt_rows(cols, rows, o->owned, KN_FLOAT32, rows, m.p, dt, m.s1);
+  o->p = o->owned;
+  o->trans = true;
+  o->ld = (int)rows;
+  return KN_OK;
+}
+
 static kn_status prepare_operand(kn_dtype dt, kn_dtype blas_dt, int64_t rows, int64_t cols,
                                  kn__mat m, operand *o) {
   int64_t ld;
   bool trans;
   o->owned = NULL;
+  if (dt != blas_dt && m.s0 == 1 && m.s1 != 1 && rows > 1 && cols > 1 &&
+      blas_layout(rows, cols, m.s0, m.s1, &trans, &ld)) {
+    /* a 16-bit operand stored column by column: its float32 copy keeps that
+    ** layout (contiguous conversions of each column; sgemm transposes) */
+    return pack_cols(dt, rows, cols, m, o);
+  }
   if (dt == blas_dt && blas_layout(rows, cols, m.s0, m.s1, &trans, &ld)) {
     o->p = m.p;
     o->trans = trans;

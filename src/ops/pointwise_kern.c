@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "ops/iter.h"
 #include "ops/pointwise.h"
+#include "ops/pointwise_cvt16.h"
 #include "ops/pointwise_formulas.h"
 #include "ops/vmath.h"
 #include "profiler/profiler.h"
@@ -385,6 +386,26 @@ static bool run_flat(kn_tensor *dst, int64_t n, int nin, const kn_tensor *const 
   return true;
 }
 
+/* Can a float32 formula read and write out's and in's 16-bit operands
+** block by block (ops/pointwise_cvt16.c) instead of through float32 copies?
+** Fills the block context's dtypes. */
+static bool fuse16(const kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
+                   kn_dtype ot, kn__pw16ctx *f) {
+  bool any = kn__pw16_is16(out->dtype);
+  if (cc != KN_FLOAT32 || ot != KN_FLOAT32 || (!any && out->dtype != KN_FLOAT32)) return false;
+  f->nops = nin + 1;
+  f->dt[0] = out->dtype;
+  for (int k = 0; k < nin; k++) {
+    const kn_tensor *t = in[k].t;
+    f->dt[k + 1] = t ? t->dtype : KN_FLOAT32;
+    if (t && ((!kn__pw16_is16(t->dtype) && t->dtype != KN_FLOAT32) ||
+              overlaps_differently(out, t)))
+      return false;
+    any = any || (t && kn__pw16_is16(t->dtype));
+  }
+  return any;
+}
+
 kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
                      kn__pwcode code, const kn__pwparams *prm) {
   KN_ASSERT(nin >= 1 && nin <= 2);
@@ -398,14 +419,16 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
   static const int64_t zeros[KN_MAX_DIMS];
   kn_status st = KN_OK;
   kn_tensor *dst = out;
-  if (out->dtype != ot) {
+  kn__pw16ctx f16;
+  bool fused = fuse16(out, nin, in, cc, ot, &f16);
+  if (out->dtype != ot && !fused) {
     dst = tmp = kn__empty(out->ndim, out->sizes, ot, KN_CPU);
     if (!tmp) return kn_last_status();
   }
   for (int k = 0; k < nin; k++) {
     if (in[k].t) {
       ts[k] = in[k].t;
-      if (ts[k]->dtype != cc || overlaps_differently(out, ts[k])) {
+      if (!fused && (ts[k]->dtype != cc || overlaps_differently(out, ts[k]))) {
         int64_t tp = kn__prof_sub_begin();
         ts[k] = conv[k] = kn__contiguous_copy(ts[k], cc);
         kn__prof_sub_end("pointwise::convert_input", tp);
@@ -422,7 +445,10 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
   atomic_int zero_div = 0;
   rowctx ctx = {code, prm, &zero_div};
   int64_t grain = memory_bound(code) ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN;
-  if (!run_flat(dst, n, nin, ts, scal, cc, row_fn(cc, nin), &ctx, grain)) {
+  kn__iter_row_fn fn = row_fn(cc, nin);
+  const void *fctx = &ctx;
+  if (fused) f16.fn = fn, f16.ctx = &ctx, fn = kn__pw16_rows, fctx = &f16;
+  if (fused || !run_flat(dst, n, nin, ts, scal, cc, fn, fctx, grain)) {
     kn__iter it;
     kn__iter_init(&it, out->ndim, out->sizes);
     kn__iter_add(&it, dst);
@@ -430,7 +456,7 @@ kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
       if (ts[k]) kn__iter_add_broadcast(&it, ts[k]);
       else kn__iter_add_raw(&it, scal[k], zeros, kn_dtype_size(cc));
     }
-    kn__iter_run(&it, row_fn(cc, nin), &ctx, grain);
+    kn__iter_run(&it, fn, fctx, grain);
   }
   if (atomic_load(&zero_div)) {
     st = kn__error(KN_EINVAL, "ZeroDivisionError");

@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "core/error.h"
+#include "ops/cvt16.h"
 #include "ops/reduce.h"
 #include "ops/threads.h"
 #include "ops/reduce_table.h"
@@ -89,11 +90,29 @@ static double sum_f64(const double *x, int64_t n) {
   return kn__red_comb_SUM(kn__red_comb_SUM(s0, s1), kn__red_comb_SUM(s2, s3));
 }
 
+static bool is16(kn_dtype dt) { return dt == KN_BFLOAT16 || dt == KN_FLOAT16; }
+
+/* Sum of n contiguous bfloat16/float16 values: blocks converted to float32
+** with the vector conversions (exact), then summed as float32 rows are. */
+static double sum_16(const char *x, kn_dtype dt, int64_t n) {
+  enum { BLK = 256 };
+  float buf[BLK];
+  double s = 0;
+  for (int64_t i = 0; i < n; i += BLK) {
+    int64_t m = n - i < BLK ? n - i : BLK;
+    kn__cvt16_run(buf, KN_FLOAT32, x + i * 2, dt, m);
+    s = kn__red_comb_SUM(s, sum_f32(buf, m));
+  }
+  return s;
+}
+
 static void row_sum(void *state, const char *p, int64_t n, int64_t s, int64_t start) {
   (void)start;
   acc *a = state;
   if (a->dt == KN_FLOAT32 && s == 4) {
     a->d = kn__red_comb_SUM(a->d, sum_f32((const float *)p, n));
+  } else if (is16(a->dt) && s == 2) {
+    a->d = kn__red_comb_SUM(a->d, sum_16(p, a->dt, n));
   } else if (a->dt == KN_FLOAT64 && s == 8) {
     a->d = kn__red_comb_SUM(a->d, sum_f64((const double *)p, n));
   } else if (kn_dtype_is_floating(a->dt)) {
@@ -123,12 +142,14 @@ static void store_acc(const acc *a, rkind k, int64_t nred, char *dst, kn_dtype o
   }
 }
 
-/* Whole-tensor sum of one contiguous float row: blocks of 16384 elements
+/* Whole-tensor sum of one contiguous floating row (16-bit: converted to
+** float32 in blocks): blocks of 16384 elements
 ** summed on the threads, their sums added in order (the same result on any
 ** number of threads); on the calling thread when the partial sums cannot
 ** be allocated. */
 static double block_sum(const char *p, int64_t n, kn_dtype dt, int64_t b) {
   const int64_t blk = 16384, lo = b * blk, len = (lo + blk <= n) ? blk : n - lo;
+  if (is16(dt)) return sum_16(p + lo * 2, dt, len);
   return dt == KN_FLOAT32 ? sum_f32((const float *)p + lo, len) : sum_f64((const double *)p + lo, len);
 }
 
@@ -150,7 +171,9 @@ static double par_sum_row(const char *p, int64_t n, kn_dtype dt) {
 ** (e.g. a bias gradient: sum over the batch of [N, H]): every reduced
 ** element contributes a contiguous vector that is added into a double
 ** accumulator for a chunk of the inner dim, in memory order, instead of
-** walking each output's strided column. */
+** walking each output's strided column. bfloat16/float16 vectors are
+** converted to float32 first (exact; the sums are the same as the
+** per-element path's, in the same order). */
 #define OUTER_CHUNK 512
 
 typedef struct vacc {
@@ -163,9 +186,13 @@ static void row_vadd(void *state, const char *p, int64_t n, int64_t s, int64_t s
   (void)start;
   vacc *v = state;
   double *sums = v->acc;
+  float buf[OUTER_CHUNK];
   for (int64_t k = 0; k < n; k++) {
     const char *q = p + k * s;
-    if (v->dt == KN_FLOAT32) {
+    if (is16(v->dt)) { /* converted exactly, then added as float32 */
+      kn__cvt16_run(buf, KN_FLOAT32, q, v->dt, v->len);
+      for (int64_t j = 0; j < v->len; j++) sums[j] = kn__red_comb_SUM(sums[j], buf[j]);
+    } else if (v->dt == KN_FLOAT32) {
       const float *x = (const float *)q;
       for (int64_t j = 0; j < v->len; j++) sums[j] = kn__red_comb_SUM(sums[j], x[j]);
     } else {
@@ -176,7 +203,7 @@ static void row_vadd(void *state, const char *p, int64_t n, int64_t s, int64_t s
 }
 
 static bool outer_sum_applies(const kn__redplan *p, kn_dtype dt) {
-  return (dt == KN_FLOAT32 || dt == KN_FLOAT64) && p->nk >= 1 && p->nr >= 1 &&
+  return (dt == KN_FLOAT32 || dt == KN_FLOAT64 || is16(dt)) && p->nk >= 1 && p->nr >= 1 &&
          p->kst[p->nk - 1] == (int64_t)kn_dtype_size(dt) && p->ksz[p->nk - 1] >= 16;
 }
 
@@ -220,7 +247,7 @@ static kn_status red_kernel(const kn__call *c, kn__outs *out, rkind k) {
   bool big = p.nout * p.nred >= KN__RED_PAR_MIN;
   if (p.nout == 1 && k != R_PROD && p.nr == 1 && big &&
       p.rst[0] == (int64_t)kn_dtype_size(t->dtype) &&
-      (t->dtype == KN_FLOAT32 || t->dtype == KN_FLOAT64)) {
+      (t->dtype == KN_FLOAT32 || t->dtype == KN_FLOAT64 || is16(t->dtype))) {
     acc a = init;
     a.d = par_sum_row(p.base, p.nred, t->dtype);
     store_acc(&a, k, p.nred, dst, o->dtype);

@@ -3,11 +3,14 @@
 ** work (docs/KERNELS.md, "Threads"). Wall-clock medians, each measured at
 ** 1 and at 2 threads (kn_set_num_threads) in this one run. Prints
 **   BENCH threads_region_wake_us: one empty OpenMP region of 2 threads
-**     (with kiln's default OMP_WAIT_POLICY=passive: waking the sleeping
-**     thread), what each small kernel paid when every kernel entered
-**     OpenMP; with the per-element times below, the grain it implies
+**     after 2 ms without one (with kiln's passive wait policy the other
+**     thread sleeps, and an idle virtual CPU has halted: waking it, what
+**     the first kernel after a pause pays), and threads_region_warm_us:
+**     the same region right after another (kernels issued one after
+**     another); with the per-element times below, the grain each implies
 **     (BENCH threads_breakeven_elems_*: the elements a thread must get to
-**     pay for its wake-up: wake / ns per element) beside KN__GRAIN;
+**     pay for the region: its time / ns per element; _warm for the warm
+**     region) beside KN__GRAIN and KN__GRAIN_MEM;
 **   BENCH threads_call_overhead_us_{1T,2T} and RATIO call_overhead_2T_vs_1T
 **     (goal >= 0.9): a compiled a + b on one-element tensors
 **     (bench_inductor's call_overhead_ns, in wall time);
@@ -22,6 +25,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "kiln/kiln.h"
 #include "ops/threads.h"
@@ -67,11 +71,28 @@ static void run_unary(void *ud) {
 
 static kn_tensor *add_self(kn_tensor *x) { return kn_add(x, x); }
 
-/* The wake-up of a team of 2 and the single-thread time per element of a
-** compute-bound (tanh) and a memory-bound (add) kernel on 2^14 elements. */
+/* Median wall seconds of an empty region of 2 threads entered after
+** `idle_us` microseconds without one (the master sleeping meanwhile). */
+static double region_after(int idle_us) {
+  double t[REPS * 4];
+  empty_region(NULL);
+  for (int r = 0; r < REPS * 4; r++) {
+    struct timespec d = {0, idle_us * 1000L};
+    if (idle_us) nanosleep(&d, NULL);
+    double t0 = kn_bench_wall_s();
+    empty_region(NULL);
+    t[r] = kn_bench_wall_s() - t0;
+  }
+  return kn_bench_median(t, REPS * 4);
+}
+
+/* The wake-up of a team of 2 (cold and warm) and the single-thread time per
+** element of a compute-bound (tanh) and a memory-bound (add) kernel on 2^14
+** elements. */
 static void bench_breakeven(void) {
-  double wake = per_call(empty_region, NULL, 2000);
+  double wake = region_after(2000), warm = region_after(0);
   printf("BENCH threads_region_wake_us %.2f us\n", wake * 1e6);
+  printf("BENCH threads_region_warm_us %.2f us\n", warm * 1e6);
   kn_set_num_threads(1);
   const int64_t n = 1 << 14;
   unary u[2] = {{kn_tanh, kn_rand(KN_SHAPE(n), NULL, KN_FLOAT32)},
@@ -83,6 +104,7 @@ static void bench_breakeven(void) {
     printf("BENCH threads_%s_ns_per_elem %.3f ns\n", names[k], ns);
     printf("BENCH threads_breakeven_elems_%s %.0f (KN__GRAIN%s %lld)\n", names[k],
            wake * 1e9 / ns, k ? "_MEM" : "", (long long)grains[k]);
+    printf("BENCH threads_breakeven_elems_%s_warm %.0f\n", names[k], warm * 1e9 / ns);
     kn_release(u[k].x);
   }
 }

@@ -14,6 +14,7 @@
 */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <omp.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -267,4 +268,40 @@ Test(par_team, batch_one_cnn_inference_never_enters_openmp) {
   kn_module_free(m);
   kn_compiled_free(f);
   kn_generator_free(g);
+}
+
+/* The calling thread's wait at a region's close (kn__par_join): only while
+** a thread has not joined, every other thread has started its part, and
+** for no longer than its own part took. */
+Test(par_team, join_waits_only_for_started_threads_and_for_its_own_part_at_most) {
+  cr_expect(kn__par_wait_rule(2, 1, 0, 90000, 0));      /* the other runs: wait */
+  cr_expect(kn__par_wait_rule(2, 1, 0, 90000, 90000));  /* up to its part */
+  cr_expect(!kn__par_wait_rule(2, 1, 0, 90000, 90001)); /* then sleep at the barrier */
+  cr_expect(!kn__par_wait_rule(2, 0, 0, 90000, 0));     /* not started (a busy machine) */
+  cr_expect(!kn__par_wait_rule(2, 1, 1, 90000, 0));     /* all joined */
+  cr_expect(kn__par_wait_rule(4, 3, 2, 1000, 10));
+  cr_expect(!kn__par_wait_rule(4, 2, 2, 1000, 10));
+  cr_expect(!kn__par_wait_rule(1, 0, 0, 1000, 0));      /* alone */
+}
+
+/* In a region of 2 threads the other thread counts itself in at its start
+** and at its end, whatever the order; thread 0 leaves kn__par_join with
+** the other's part done or returns to libgomp's barrier: either way, after
+** the region every element is written once. */
+Test(par_team, a_region_counts_its_threads_in_and_writes_every_element_once) {
+  kn_set_num_threads(2);
+  kn__join j = {0, 0, 0};
+  int hits[4096] = {0}, nt = 0;
+#pragma omp parallel num_threads(2)
+  {
+    kn__par_enter(&j);
+#pragma omp single
+    nt = omp_get_num_threads();
+#pragma omp for schedule(static) nowait
+    for (int i = 0; i < 4096; i++) hits[i]++;
+    kn__par_join(&j);
+  }
+  cr_assert_eq(atomic_load(&j.started), nt - 1);
+  cr_assert_eq(atomic_load(&j.arrived), nt - 1);
+  for (int i = 0; i < 4096; i++) cr_assert_eq(hits[i], 1, "element %d written %d times", i, hits[i]);
 }

@@ -46,7 +46,7 @@ typedef struct kctx {
   unsigned char *done;      /* [nnodes] per-element values emitted in this pass */
   int *stash;               /* [nnodes] output kept in by a reduction pass, or -1 */
   unsigned char *stash_ready; /* [nnodes] kept value written by a finished pass */
-  unsigned char *blk;       /* [nnodes] vector-math member computed for the block (vmoN[l]) */
+  unsigned char *blk;       /* [nnodes] vector-math node computed for the block (vmoN[l]); NULL: none */
   kn__vmeta *outm;          /* [nmembers] contiguous layouts of the per-element outputs */
   int nouts;
   int *outs;                /* [nmembers] stored members */
@@ -79,8 +79,18 @@ void kn__cg_leaf_stride(kctx *k, kn__sb *sb, const leaf *l, int d);
 int kn__cg_leaf_index(kctx *k, int slot, const kn__vmeta *m);
 /* Leaf li's element as a value (16-bit types widened to float). */
 void kn__cg_load(kctx *k, kn__sb *sb, int li);
-/* Pointwise kernels: the statements of node n's tree, producers first. */
+/* Pointwise kernels: the statements of node n's tree, producers first (a
+** node computed for the block, blk set, reads its block vmoN[l]). */
 void kn__cg_stmts(kctx *k, kn__sb *sb, const kn__gnode *n);
+/* Operand q of node n as an expression of its compute type. */
+void kn__cg_operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q);
+/* The stores of a pointwise kernel's roots at element `at`. */
+void kn__cg_stores(const kctx *k, kn__sb *sb, const char *at);
+/* A pointwise kernel's loop with its vector-math nodes computed a block at
+** a time (codegen_vmblock.c): printed into sb and true, or false (nothing
+** printed) when the kernel calls no vector-math function of the table. The
+** context's blk flags ([nnodes + 1], after done) are its to set. */
+bool kn__cg_vm_blocks(kctx *k, kn__sb *sb);
 /* Node n's formula with its operands bound; the "const T vN = R((T)("
 ** that opens a node's value statement; hoisted conditional loads. */
 void kn__cg_expand(kctx *k, kn__sb *sb, const kn__gnode *n);

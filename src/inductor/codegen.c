@@ -218,6 +218,8 @@ static void operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) {
   kn__sb_putc(sb, ')');
 }
 
+void kn__cg_operand(kctx *k, kn__sb *sb, const kn__gnode *n, int q) { operand(k, sb, n, q); }
+
 static bool ident_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
@@ -295,6 +297,12 @@ void kn__cg_stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
   if (k->done[n->index]) return; /* recomputed nodes read twice: once per element */
   k->done[n->index] = 1;
+  if (k->blk && k->blk[n->index]) { /* computed for the block (codegen_vmblock.c) */
+    kn__cg_value_open(sb, "      ", n);
+    kn__sb_printf(sb, "vmo%d[l]));  /* ", n->index);
+    kn__cg_node_comment(sb, n);
+    return;
+  }
   for (int q = 0; q < in->f.nopnds && q < n->nargs; q++) {
     const kn__garg *a = &n->args[q];
     if (a->kind == KN__GA_TENSOR && k->p->nodes[a->u.t.node->index].inlined)
@@ -332,6 +340,8 @@ static void stores(const kctx *k, kn__sb *sb, const char *at) {
                   k->roots[o]->index);
   }
 }
+
+void kn__cg_stores(const kctx *k, kn__sb *sb, const char *at) { stores(k, sb, at); }
 
 /* Is the kernel's space known at compile time to hold fewer than SMALL
 ** elements (every size a constant)? Such a kernel's team is always one
@@ -615,12 +625,13 @@ kn_status kn__cg_kernel_status(kctx *k, bool sb_failed) {
 ** horizontal set, launched where its last root is), into ker. */
 static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_item *it,
                         kn__sb *ker) {
-  kctx *k = kn__cg_kctx_new(p, 1, 0);
+  kctx *k = kn__cg_kctx_new(p, 3, 0);
   if (!k) return kn__oom();
   k->t = t;
   k->it = it;
   k->shape = it->space;
   k->epi = it->kind == KN__KIR_EPILOGUE;
+  k->blk = k->done + (size_t)p->nnodes + 1;
   k->nroots = it->nroots;
   for (int o = 0; o < it->nroots; o++) k->roots[o] = kn__graph_node(p->g, it->roots[o]);
   kn__cg_item_leaves(k);
@@ -633,14 +644,17 @@ static kn_status kernel(kn__ind_plan *p, const kn__ind_target *t, const kn__kir_
   kn__sb_init(&body);
   kn__sb_init(&loop);
   for (int o = 0; k->shape->ndim > 0 && o < k->nroots; o++) hoist_scalars(k, &loop, k->roots[o]);
-  for (int o = 0; o < k->nroots; o++) kn__cg_stmts(k, &body, k->roots[o]);
   const char *kind = k->flat ? "flat loop" : "row loop";
-  (k->flat ? flat_loop : row_loop)(k, &loop, kn__sb_cstr(&body));
+  bool staged = kn__cg_vm_blocks(k, &loop);
+  if (!staged) {
+    for (int o = 0; o < k->nroots; o++) kn__cg_stmts(k, &body, k->roots[o]);
+    (k->flat ? flat_loop : row_loop)(k, &loop, kn__sb_cstr(&body));
+  }
   (k->epi ? epilogue_comment : kernel_comment)(k, ker, kind);
   kernel_open(k, ker, true);
   kn__sb_puts(ker, kn__sb_cstr(&loop));
   kn__sb_puts(ker, "}\n");
-  (k->epi ? epilogue_entry : kernel_entry)(k, ker, strstr(kn__sb_cstr(&body), "kn_vm_") != NULL);
+  (k->epi ? epilogue_entry : kernel_entry)(k, ker, staged || strstr(kn__sb_cstr(&body), "kn_vm_"));
   kn_status st = kn__cg_kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&loop));
   kn__sb_fini(&body);
   kn__sb_fini(&loop);

@@ -17,6 +17,7 @@ static const char prelude[] =
     "#include <stdint.h>\n"
     "#include <tgmath.h>\n\n"
     "#define KN_BLOCK 4096\n"
+    "#define KN_VB 256 /* elements of a vector-math block (codegen_vmblock.c) */\n"
     "#define KN_PF_ROW 16384 /* longest row (bytes) a row kernel prefetches */\n\n"
     "typedef struct kn_rt {\n"
     "  int (*ext)(void *ctx, int step);\n"

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "kiln/threads.h"
@@ -103,6 +104,40 @@ int kn__par_limit(int64_t work, int64_t grain) {
 
 void kn__par_restore(int prev) {
   if (prev > 0) omp_set_num_threads(prev);
+}
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+void kn__par_enter(kn__join *j) {
+  if (omp_get_thread_num() == 0) j->t0 = now_ns();
+  else atomic_fetch_add_explicit(&j->started, 1, memory_order_relaxed);
+}
+
+bool kn__par_wait_rule(int nt, int started, int arrived, int64_t part, int64_t waited) {
+  return arrived < nt - 1 && started == nt - 1 && waited <= part;
+}
+
+void kn__par_join(kn__join *j) {
+  int nt = omp_get_num_threads();
+  if (omp_get_thread_num() != 0) {
+    atomic_fetch_add_explicit(&j->arrived, 1, memory_order_release);
+    return;
+  }
+  int64_t t = now_ns(), part = t - j->t0;
+  for (int64_t waited = 0;; waited = now_ns() - t) {
+    int started = atomic_load_explicit(&j->started, memory_order_relaxed);
+    int arrived = atomic_load_explicit(&j->arrived, memory_order_acquire);
+    if (!kn__par_wait_rule(nt, started, arrived, part, waited)) return;
+    for (int k = 0; k < 32; k++) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
 }
 
 int kn__threads_team_size(void) {

@@ -61,18 +61,47 @@ int kn__par_team(int64_t work, int64_t units, int64_t grain);
 int kn__par_limit(int64_t work, int64_t grain);
 void kn__par_restore(int prev);
 
+/* The start and close of a team's region (every thread calls
+** kn__par_enter first and kn__par_join last). Under kiln's passive wait
+** policy a thread reaching the region's closing barrier before the last
+** one sleeps there and is woken when the last arrives; for the calling
+** thread (thread 0) that is a second wake-up per region after the one
+** that started the team (tens of us on an idle virtual machine, whose idle
+** CPU halts: a 1M-element add ran slower on 2 threads than on 1). So
+** thread 0 waits for the others at kn__par_join, spinning, when every
+** other thread has started its part (they are running, and end about when
+** thread 0 did plus their late start), for at most as long as its own part
+** took; else (a thread not started yet: the machine is busy) it goes to the
+** barrier at once. kn__par_wait_rule is the decision. */
+typedef struct kn__join {
+  _Atomic int started, arrived; /* threads other than 0 that entered / joined */
+  int64_t t0;                   /* thread 0's entry (ns, CLOCK_MONOTONIC) */
+} kn__join;
+void kn__par_enter(kn__join *j);
+void kn__par_join(kn__join *j);
+/* Does thread 0 (still) wait at kn__par_join, `waited` ns into its wait,
+** its part having taken `part` ns, `started` of the team's `nt - 1` other
+** threads having entered and `arrived` joined? */
+bool kn__par_wait_rule(int nt, int started, int arrived, int64_t part, int64_t waited);
+
 /* KN__PAR_FOR(team, loop): the `for` loop run by an OpenMP team of `team`
-** threads (schedule static) when team > 1, else a plain loop on the
-** calling thread: unlike `#pragma omp parallel for if (...)`, a false
-** condition calls nothing of OpenMP's (GOMP_parallel starts a team of one,
-** a futex and some bookkeeping, on every call). KN__PAR_REGION(team,
-** block): likewise a `parallel` region whose block shares its loops with
-** _Pragma("omp for"), which a lone thread runs whole. */
+** threads (schedule static, closed by kn__par_join) when team > 1, else a
+** plain loop on the calling thread: unlike `#pragma omp parallel for if
+** (...)`, a false condition calls nothing of OpenMP's (GOMP_parallel starts
+** a team of one, a futex and some bookkeeping, on every call).
+** KN__PAR_REGION(team, block): likewise a `parallel` region whose block
+** shares its loops with _Pragma("omp for"), which a lone thread runs
+** whole. */
 #define KN__PAR_FOR(team, ...)                                                          \
   do {                                                                                  \
     const int kn__nt = (team);                                                          \
     if (kn__nt > 1) {                                                                   \
-      _Pragma("omp parallel for schedule(static) num_threads(kn__nt)") __VA_ARGS__      \
+      kn__join kn__j = {0, 0, 0};                                                             \
+      _Pragma("omp parallel num_threads(kn__nt)") {                                     \
+        kn__par_enter(&kn__j);                                                          \
+        _Pragma("omp for schedule(static) nowait") __VA_ARGS__                          \
+        kn__par_join(&kn__j);                                                           \
+      }                                                                                 \
     } else {                                                                            \
       __VA_ARGS__                                                                       \
     }                                                                                   \
@@ -81,7 +110,12 @@ void kn__par_restore(int prev);
   do {                                                                                  \
     const int kn__nt = (team);                                                          \
     if (kn__nt > 1) {                                                                   \
-      _Pragma("omp parallel num_threads(kn__nt)") __VA_ARGS__                           \
+      kn__join kn__j = {0, 0, 0};                                                             \
+      _Pragma("omp parallel num_threads(kn__nt)") {                                     \
+        kn__par_enter(&kn__j);                                                          \
+        __VA_ARGS__                                                                     \
+        kn__par_join(&kn__j);                                                           \
+      }                                                                                 \
     } else {                                                                            \
       __VA_ARGS__                                                                       \
     }                                                                                   \

@@ -338,3 +338,18 @@ Test(inductor_nll, label_smoothing_and_strided_logits) {
     training_case(ce_transposed_fn, &rows2d, KN_FLOAT32, &variants[3]);
   }
 }
+
+/* At the C target's own flags (-O3 -march=native ... -fno-trapping-math,
+** not the suite's -O0): the row's pick of the target (a where over the
+** row, which gcc vectorises once it may compute both sides), the weights,
+** ignore_index and label smoothing give eager's loss and gradient for each
+** reduction, rows longer than a vector block. */
+Test(inductor_nll, cross_entropy_at_the_targets_flags) {
+  unsetenv("KILN_CFLAGS");
+  const shape wide = {2, {9, 70}};
+  for (size_t r = 0; r < sizeof reds / sizeof reds[0]; r++) {
+    g_red = reds[r];
+    training_case(ce_fn, &wide, KN_FLOAT32, &variants[3]);
+    training_case(ce_smooth_fn, &wide, KN_FLOAT32, &variants[1]);
+  }
+}

@@ -866,6 +866,21 @@ static void plan_stash(kctx *k, const kn__gnode *m) {
   }
 }
 
+/* When the reduction's input is a vector-math member that no output reads
+** (log_softmax's exp: the output is (x - max) - log(sum)), its operand may
+** be one the output reads: kept in the output instead, the last pass reads
+** it back from L1 and writes the output over it in place, and the first
+** write of each output line happens in the pass computing the exps, whose
+** math hides the line's fetch, instead of in a pass of stores alone. */
+static void plan_stash_operand(kctx *k, const kn__gnode *src) {
+  const kn__ind_node *sn = &k->p->nodes[src->index];
+  if (!kn__cg_member(k, src) || sn->kind != KN__IND_PW || sn->f.vm < 0 || sn->row ||
+      k->stash[src->index] >= 0 || nops(k, src) != 1)
+    return;
+  const kn__garg *a = &src->args[0];
+  if (a->kind == KN__GA_TENSOR && a->u.t.node) plan_stash(k, a->u.t.node);
+}
+
 /* The innermost loop of a reduction pass with row r's lanes
 ** (reduce_lower.c): element j accumulates into lane j % 16 (an accumulator
 ** of the input's type: blocks of 16, which gcc vectorises when the block
@@ -1025,6 +1040,7 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   kn__sb_puts(sb, "    /* ");
   kn__cg_node_comment(sb, n);
   plan_stash(k, src);
+  plan_stash_operand(k, src);
   kn__sb code[3];
   for (int c = 0; c < 3; c++) kn__sb_init(&code[c]);
   k->inner = true;

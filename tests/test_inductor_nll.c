@@ -21,6 +21,7 @@
 #include "inductor_util.h"
 #include "kiln/kiln.h"
 #include "kiln/log.h"
+#include "support/files.h"
 #include "support/log_capture.h"
 
 static char cache[64];
@@ -336,5 +337,31 @@ Test(inductor_nll, label_smoothing_and_strided_logits) {
     g_red = reds[r];
     training_case(ce_smooth_fn, &rows2d, KN_FLOAT64, &variants[3]);
     training_case(ce_transposed_fn, &rows2d, KN_FLOAT32, &variants[3]);
+  }
+}
+
+/* At the C target's own flags (-O3 -march=native ... -fno-trapping-math,
+** not the suite's -O0): the row's pick of the target (a where over the
+** row, which gcc vectorises once it may compute both sides), the weights,
+** ignore_index and label smoothing give eager's loss and gradient for each
+** reduction, rows longer than a vector block. */
+Test(inductor_nll, cross_entropy_at_the_targets_flags) {
+  unsetenv("KILN_CFLAGS");
+  const shape wide = {2, {9, 70}};
+  g_red = KN_REDUCTION_MEAN;
+  training_case(ce_fn, &wide, KN_FLOAT32, &variants[3]);
+  /* The forward keeps x - max in its log-probabilities while the exps
+  ** compute (block and remainder), read back by the pick's pass (block and
+  ** remainder) and the last; the backward keeps nothing: its first pass
+  ** (the nll gradient's sum) has no math to hide stores behind, and the
+  ** last computes the gradient's few compares again. */
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "kept for a later pass"), 2, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "kept by an earlier pass"), 3, "%s", src);
+  free(src);
+  for (size_t r = 0; r < sizeof reds / sizeof reds[0]; r++) {
+    g_red = reds[r];
+    training_case(ce_fn, &wide, KN_FLOAT32, &variants[3]);
+    training_case(ce_smooth_fn, &wide, KN_FLOAT32, &variants[1]);
   }
 }

@@ -359,3 +359,84 @@ Test(inductor_reduce, returned_expand_stays_a_view) {
   kn_compiled_free(g);
   expect_code(-1, 2, "returned expands");
 }
+
+/* ---- log_softmax: the shifted row kept in the output ---------------------------------- */
+static kn_tensor *log_softmax_last(kn_tensor *x) { return kn_log_softmax(x, 1); }
+static kn_tensor *log_softmax_first(kn_tensor *x) { return kn_log_softmax(x, 0); }
+
+/* log_softmax of each row of a [R, C] float32 array in double (the expectation). */
+static void log_softmax_f64(const float *x, int64_t R, int64_t C, double *y) {
+  for (int64_t r = 0; r < R; r++) {
+    const float *xr = x + r * C;
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < C; j++) m = xr[j] > m ? xr[j] : m;
+    for (int64_t j = 0; j < C; j++) s += exp((double)xr[j] - m);
+    for (int64_t j = 0; j < C; j++) y[r * C + j] = (double)xr[j] - m - log(s);
+  }
+}
+
+/* The pass computing the exps writes x - max into the output, the last pass
+** reads it back and subtracts log(sum) in place (the output's first write
+** hidden behind the exps). Values: a plain C loop in double on finite
+** inputs; eager's with NaN and inf planted, float32 and float64. */
+Test(inductor_reduce, log_softmax_keeps_shifted_row_in_output) {
+  enum { R = 37, C = 300 };
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(log_softmax_last, &o);
+  kn_scope_begin();
+  kn_tensor *x = kn_contiguous(kn_randn(KN_SHAPE(R, C), NULL, KN_FLOAT32));
+  kn_tensor *y = kn_contiguous(kn_call_t(f, x));
+  cr_assert(y, "%s", kn_last_error());
+  double *want = malloc(sizeof(double) * R * C);
+  log_softmax_f64(kn_data(x), R, C, want);
+  for (int64_t i = 0; i < R * C; i++)
+    cr_expect(fabs(((float *)kn_data(y))[i] - want[i]) <= 1e-5 * (1 + fabs(want[i])),
+              "element %lld: %g, expected %g", (long long)i, ((float *)kn_data(y))[i], want[i]);
+  free(want);
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "kept for a later pass"), 2, "block and remainder:\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "kept by an earlier pass"), 1, "the last pass:\n%s", src);
+  free(src);
+  expect_code(1, 0, "log_softmax");
+  for (int d = 0; d < 2; d++) {
+    kn_dtype dt = d ? KN_FLOAT64 : KN_FLOAT32;
+    f = KN_COMPILE(log_softmax_last, &o);
+    kn_scope_begin();
+    kn_tensor *s = special(KN_SHAPE(R, C), dt);
+    cr_expect(ind_close(kn_call_t(f, s), kn_log_softmax(s, 1), 1e-6, 1e-6, kn_dtype_name(dt)));
+    kn_scope_end();
+    kn_compiled_free(f);
+  }
+  expect_code(-1, 0, "log_softmax special values");
+}
+
+/* Other layouts: over dim 0, over the rows of a transposed input, and rows
+** of dynamic lengths (one compile); each as eager's. */
+Test(inductor_reduce, log_softmax_layouts_and_dynamic_rows) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f0 = KN_COMPILE(log_softmax_first, &o), *f1 = KN_COMPILE(log_softmax_last, &o);
+  kn_scope_begin();
+  kn_tensor *x = special(KN_SHAPE(300, 37), KN_FLOAT32), *xt = kn_t(x);
+  cr_expect(ind_close(kn_call_t(f0, x), kn_log_softmax(x, 0), 1e-6, 1e-6, "dim 0"));
+  cr_expect(ind_close(kn_call_t(f1, xt), kn_log_softmax(xt, 1), 1e-6, 1e-6, "transposed"));
+  kn_scope_end();
+  kn_compiled_free(f0);
+  kn_compiled_free(f1);
+  expect_code(-1, 0, "log_softmax layouts");
+  o.dynamic = KN_DYNAMIC_TRUE;
+  kn_compiled *f = KN_COMPILE(log_softmax_last, &o);
+  kn_scope_begin();
+  const int64_t lens[3] = {37, 50, 300};
+  for (int i = 0; i < 3; i++) {
+    kn_tensor *s = special(KN_SHAPE(5 + i, lens[i]), KN_FLOAT32);
+    char w[32];
+    snprintf(w, sizeof w, "dynamic %lld", (long long)lens[i]);
+    cr_expect(ind_close(kn_call_t(f, s), kn_log_softmax(s, 1), 1e-6, 1e-6, w));
+  }
+  kn_scope_end();
+  kn_compiled_free(f);
+  cr_expect_eq(ind_count(cache, ".so"), 1, "one compile for every length");
+  expect_code(-1, 0, "dynamic log_softmax");
+}

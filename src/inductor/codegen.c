@@ -863,6 +863,19 @@ static bool reads(const kctx *k, const kn__gnode *n, const kn__gnode *m, int bud
   return false;
 }
 
+/* Does per-element member n compute vector math (through per-element members)? */
+static bool computes_vm(const kctx *k, const kn__gnode *n, int budget) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  if (budget == 0 || !kn__cg_member(k, n) || in->row) return false;
+  if (in->kind == KN__IND_PW && in->f.vm >= 0) return true;
+  for (int q = 0; q < nops(k, n); q++) {
+    const kn__garg *a = &n->args[q];
+    if (a->kind == KN__GA_TENSOR && a->u.t.node && computes_vm(k, a->u.t.node, budget - 1))
+      return true;
+  }
+  return false;
+}
+
 /* The input m of a reduction that the last pass computes again (softmax's
 ** exp) is written to that pass's output buffer instead (same dtype, same
 ** position), and the last pass reads it back: written in place. */
@@ -878,6 +891,21 @@ static void plan_stash(kctx *k, const kn__gnode *m) {
     k->stash[m->index] = o;
     return;
   }
+}
+
+/* When the reduction's input is a vector-math member that no output reads
+** (log_softmax's exp: the output is (x - max) - log(sum)), its operand may
+** be one the output reads: kept in the output instead, the last pass reads
+** it back from L1 and writes the output over it in place, and the first
+** write of each output line happens in the pass computing the exps, whose
+** math hides the line's fetch, instead of in a pass of stores alone. */
+static void plan_stash_operand(kctx *k, const kn__gnode *src) {
+  const kn__ind_node *sn = &k->p->nodes[src->index];
+  if (!kn__cg_member(k, src) || sn->kind != KN__IND_PW || sn->f.vm < 0 || sn->row ||
+      k->stash[src->index] >= 0 || nops(k, src) != 1)
+    return;
+  const kn__garg *a = &src->args[0];
+  if (a->kind == KN__GA_TENSOR && a->u.t.node) plan_stash(k, a->u.t.node);
 }
 
 /* The innermost loop of a reduction pass with row r's lanes
@@ -1038,7 +1066,14 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   int dims[KN_MAX_DIMS], nd = kn__cg_red_dims(k, dims);
   kn__sb_puts(sb, "    /* ");
   kn__cg_node_comment(sb, n);
-  plan_stash(k, src);
+  /* Only a pass computing vector math keeps a value: one of a few compares
+  ** and selects (nll's gradient, where(class == target, -g / w, 0)) costs
+  ** less computed twice than stored by a pass with little else to do, the
+  ** output's lines fetched there with no math to hide behind. */
+  if (computes_vm(k, src, 32)) {
+    plan_stash(k, src);
+    plan_stash_operand(k, src);
+  }
   kn__sb code[3];
   for (int c = 0; c < 3; c++) kn__sb_init(&code[c]);
   k->inner = true;

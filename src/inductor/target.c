@@ -28,7 +28,7 @@ static bool c_supports(const kn__ind_target *t, const kn__kir *ir, int j, const 
 
 const kn__ind_target kn__ind_target_c = {
     .name = "c",
-    .cflags = "-O3 -march=native -fopenmp -ffp-contract=off -fno-math-errno",
+    .cflags = "-O3 -march=native -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math",
     .fast_cflags = "-O1",
     .supports = c_supports,
     .prelude = kn__ind_c_prelude,

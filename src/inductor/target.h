@@ -14,7 +14,11 @@
 **   c         C with OpenMP over blocks and rows, vector-math functions
 **             declared `simd` with x86-64 vector-ABI versions (gcc
 **             vectorises loops calling them), sqrt inline; "-O3
-**             -march=native -fopenmp -ffp-contract=off -fno-math-errno";
+**             -march=native -fopenmp -ffp-contract=off -fno-math-errno
+**             -fno-trapping-math" (no FP exception is ever inspected: gcc
+**             may then compute both sides of a where, and vectorises a
+**             row's `where(class == target, v, 0)`, which it otherwise
+**             sinks into a branch per element);
 **   c_scalar  the same loops as plain scalar C: no pragmas, no vector ABI,
 **             no -march=native, no -fopenmp ("-O2 -ffp-contract=off"); the
 **             reference of differential tests.

@@ -3,8 +3,8 @@
 ** around it are codecache.c).
 **
 ** The compiler is KILN_CC (default "cc") with KILN_CFLAGS (default: the
-** target's flags, target.h: "-O3 -march=native -fopenmp -ffp-contract=off"
-** for "c"; -shared -fPIC are always added), started with fork/exec (no shell) with umask 077 (its output is
+** target's flags, target.h: "-O3 -march=native -fopenmp -ffp-contract=off
+** -fno-math-errno -fno-trapping-math" for "c"; -shared -fPIC are always added), started with fork/exec (no shell) with umask 077 (its output is
 ** private to the user), in a process group of its own and in the private
 ** build directory (so the names it records are the same in every build of
 ** a source); its stdout and stderr are captured. KILN_COMPILE_TIMEOUT

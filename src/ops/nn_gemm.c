@@ -1,8 +1,9 @@
 /*
 ** ops/nn_gemm.c: the matrix-multiply kernel of the nn family.
 **
-** float32 runs on oneDNN (dnnl_sgemm, whose JIT kernels follow the CPU's
-** features), float64 on OpenBLAS (cblas_dgemm: oneDNN has no float64 GEMM).
+** float32 runs on oneDNN's or OpenBLAS's sgemm, chosen per call shape
+** (ops/gemm_select.h), float64 on OpenBLAS (cblas_dgemm: oneDNN has no
+** float64 GEMM), both on kiln's OpenMP team.
 ** A strided operand is handed to the library as is when one of its strides
 ** is 1 and the other a valid leading dimension (row-major "no transpose" or
 ** "transpose"); anything else is first copied into a contiguous buffer.
@@ -14,13 +15,13 @@
 ** integer dtypes use a
 ** straightforward loop with int64 accumulation.
 */
-#include <cblas.h>
 #include <limits.h>
 #include <omp.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "ops/cvt16.h"
+#include "ops/gemm_select.h"
 #include "ops/nn.h"
 #include "ops/nn_dnnl.h"
 #include "ops/threads.h"
@@ -253,16 +254,17 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
     }
   }
   if (st == KN_OK) {
-    enum CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE tb = b.trans ? CblasTrans : CblasNoTrans;
     tp = kn__prof_sub_begin();
-    if (bdt == KN_FLOAT32)
-      st = kn__nn_sgemm(a.trans, b.trans, M, N, K, (float)alpha, a.p, a.ld, b.p, b.ld,
-                        (float)beta, c, ldcc);
-    else
-      cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, alpha, a.p, a.ld, b.p, b.ld,
-                  beta, c, ldcc);
-    kn__prof_sub_end(bdt == KN_FLOAT32 ? "onednn::sgemm" : "openblas::dgemm", tp);
+    const char *what = "openblas::dgemm";
+    if (bdt == KN_FLOAT32) {
+      kn__gemm_plan p = kn__gemm_plan_for(a.trans, b.trans, M, N, K);
+      what = p.lib == KN__GEMM_LIB_ONEDNN ? "onednn::sgemm" : "openblas::sgemm";
+      st = kn__nn_sgemm_plan(&p, a.trans, b.trans, M, N, K, (float)alpha, a.p, a.ld, b.p, b.ld,
+                             (float)beta, c, ldcc);
+    } else {
+      kn__nn_dgemm(a.trans, b.trans, M, N, K, alpha, a.p, a.ld, b.p, b.ld, beta, c, ldcc);
+    }
+    kn__prof_sub_end(what, tp);
     tp = c != C && st == KN_OK ? kn__prof_sub_begin() : -1;
     if (c != C && st == KN_OK) cvt_rows(M, N, C, dt, ldc, c, KN_FLOAT32, N);
     kn__prof_sub_end("gemm16::convert_result", tp);

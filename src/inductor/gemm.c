@@ -8,7 +8,8 @@
 **   operands: the output is computed in blocks of rows (about 1 MiB): the
 **   bias rows (addmm's self, broadcast, as eager addmm copies it into its
 **   output before the GEMM), the GEMM of the block through the eager
-**   kernel (kn__nn_gemm: oneDNN for float32, OpenBLAS for float64), then
+**   kernel (kn__nn_gemm: oneDNN or OpenBLAS per shape for float32,
+**   ops/gemm_select.h; OpenBLAS for float64), then
 **   the epilogue over the block while it is in cache;
 **   bmm, convolution, or operands the blocked path does not take: the
 **   eager op, then the epilogue over blocks of its output's rows.

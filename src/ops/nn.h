@@ -2,8 +2,9 @@
 ** ops/nn.h: helpers shared by the nn op family (internal).
 **
 ** kn__nn_gemm is the one matrix-multiply kernel behind mm, bmm, addmm, dot,
-** mv and the im2col convolution: float32 goes to oneDNN (dnnl_sgemm),
-** float64 to OpenBLAS (cblas_dgemm), with transpose flags chosen from the
+** mv and the im2col convolution: float32 goes to oneDNN's or OpenBLAS's
+** sgemm, chosen per call shape (ops/gemm_select.h), float64 to OpenBLAS
+** (cblas_dgemm), with transpose flags chosen from the
 ** operands' strides
 ** (operands that no BLAS layout describes are copied first), bfloat16 is
 ** computed in float32 and rounded on store, integer dtypes use a plain loop.

@@ -21,6 +21,7 @@
 
 #include "kiln/kiln.h"
 #include "ops/gemm_select.h"
+#include "ops/nn.h"
 #include "ops/threads.h"
 #include "support/log_capture.h"
 
@@ -296,4 +297,27 @@ Test(gemm_select, float64_products_over_the_team) {
       }
     free(A), free(B), free(C);
   }
+}
+
+/* A product computed in blocks of rows (a compiled graph's GEMM with an
+** epilogue) takes the whole product's library, so it has the eager
+** product's bits: here the whole (1024 rows) goes to oneDNN and a block of
+** 256 rows alone would go to OpenBLAS. */
+Test(gemm_select, row_blocks_round_as_the_whole_product) {
+  cr_assert_eq(kn_set_num_threads(2), KN_OK);
+  kn__gemm_set_mode(KN__GEMM_AUTO);
+  int64_t M = 1024, N = 512, K = 96;
+  float *A = malloc((size_t)(M * K) * 4), *B = malloc((size_t)(K * N) * 4);
+  float *whole = malloc((size_t)(M * N) * 4), *blocks = malloc((size_t)(M * N) * 4);
+  fill(A, M * K, 0.4);
+  fill(B, K * N, 1.9);
+  kn__mat a = {A, K, 1}, b = {B, N, 1};
+  cr_assert_eq(kn__nn_gemm("mm", KN_FLOAT32, M, N, K, a, b, whole, N, 1, 0), KN_OK);
+  for (int64_t r0 = 0; r0 < M; r0 += 256) {
+    kn__mat ab = {A + r0 * K, K, 1};
+    cr_assert_eq(kn__nn_gemm_rows("mm", KN_FLOAT32, 256, N, K, ab, b, blocks + r0 * N, N, 1, 0,
+                                  M), KN_OK);
+  }
+  cr_assert_eq(memcmp(whole, blocks, (size_t)(M * N) * 4), 0);
+  free(A), free(B), free(whole), free(blocks);
 }

@@ -221,8 +221,17 @@ static kn_status gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A,
   return st;
 }
 
+/* The float32 choice for a product of M rows that is part of one of full_M
+** rows: the whole product's library, this part's team. */
+static kn__gemm_plan part_plan(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                               int64_t full_M) {
+  kn__gemm_plan p = kn__gemm_plan_for(ta, tb, M, N, K);
+  if (full_M != M) p.lib = kn__gemm_plan_for(ta, tb, full_M, N, K).lib;
+  return p;
+}
+
 static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
-                           void *C, int64_t ldc, double alpha, double beta) {
+                           void *C, int64_t ldc, double alpha, double beta, int64_t full_M) {
   if (dt == KN_BFLOAT16 || dt == KN_FLOAT16) {
     bool used = false;
     kn_status st16 = gemm16(dt, M, N, K, A, B, C, ldc, alpha, beta, &used);
@@ -257,7 +266,7 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
     tp = kn__prof_sub_begin();
     const char *what = "openblas::dgemm";
     if (bdt == KN_FLOAT32) {
-      kn__gemm_plan p = kn__gemm_plan_for(a.trans, b.trans, M, N, K);
+      kn__gemm_plan p = part_plan(a.trans, b.trans, M, N, K, full_M);
       what = p.lib == KN__GEMM_LIB_ONEDNN ? "onednn::sgemm" : "openblas::sgemm";
       st = kn__nn_sgemm_plan(&p, a.trans, b.trans, M, N, K, (float)alpha, a.p, a.ld, b.p, b.ld,
                              (float)beta, c, ldcc);
@@ -312,8 +321,9 @@ kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt) {
   return KN_OK;
 }
 
-kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
-                      kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta) {
+kn_status kn__nn_gemm_rows(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
+                           kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta,
+                           int64_t full_M) {
   kn_status st = kn__nn_gemm_check(opname, dt);
   if (st != KN_OK) return st;
   if (M == 0 || N == 0) return KN_OK;
@@ -328,5 +338,10 @@ kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int
     scale_c(dt, M, N, C, ldc, beta);
     return KN_OK;
   }
-  return blas_gemm(dt, M, N, K, A, B, C, ldc, alpha, beta);
+  return blas_gemm(dt, M, N, K, A, B, C, ldc, alpha, beta, full_M < M ? M : full_M);
+}
+
+kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
+                      kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta) {
+  return kn__nn_gemm_rows(opname, dt, M, N, K, A, B, C, ldc, alpha, beta, M);
 }

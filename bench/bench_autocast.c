@@ -158,10 +158,11 @@ static split split_of(int per) {
   static const char *const steps[] = {"step.forward", "step.backward", "step.optimizer"};
   static const char *const gemm[] = {
       "onednn::sgemm", "onednn::matmul_execute", "onednn::matmul_setup",
-      "onednn::matmul_primitive_create", "gemm16::convert_result", "gemm16::convert_operands"};
+      "onednn::matmul_primitive_create", "gemm16::convert_result", "gemm16::convert_operands",
+      "openblas::sgemm"};
   static const char *const casts[] = {"aten::_to_copy", "pointwise::convert_input",
                                       "pointwise::convert_output"};
-  double total = events_ms(steps, 3), g = events_ms(gemm, 6), c = events_ms(casts, 3);
+  double total = events_ms(steps, 3), g = events_ms(gemm, 7), c = events_ms(casts, 3);
   if (total == 0) total = events_ms((const char *const[]){"aten::mm"}, 1);
   split sp = {total / per, g / per, c / per, 0, 0};
   (void)event_ms("onednn::matmul_execute", &sp.native);

@@ -147,12 +147,17 @@ static double kiln_ms(int threads, bool compiled) {
   setup s;
   setup_init(&s, compiled);
   for (int w = 0; w < 2; w++) step(&s); /* compile (cached), warm */
+  kn__gemm_record(true);
   double t[REPS];
   for (int r = 0; r < REPS; r++) {
     double t0 = kn_bench_wall_s();
     for (int k = 0; k < STEPS; k++) step(&s);
     t[r] = (kn_bench_wall_s() - t0) / STEPS * 1e3;
   }
+  char tag[32];
+  snprintf(tag, sizeof tag, "%s_%dT", compiled ? "compiled" : "eager", threads);
+  kn_bench_gemm_choices(tag);
+  kn__gemm_record(false);
   setup_fini(&s);
   return kn_bench_median(t, REPS);
 }

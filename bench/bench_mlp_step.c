@@ -71,10 +71,12 @@ typedef struct gemm { char ta, tb; int M, N, K; } gemm;
 
 static void run_gemm(const gemm *g, int lib, const float *A, const float *Bm, float *C) {
   int lda = g->ta == 'T' ? g->M : g->K, ldb = g->tb == 'T' ? g->K : g->N;
-  if (lib == 0)
+  if (lib == 0) {
     dnnl_sgemm(g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, Bm, ldb, 0.0f, C, g->N);
-  else
-    cblas_sgemm(CblasRowMajor, g->ta == 'T' ? CblasTrans : CblasNoTrans,
+    return;
+  }
+  openblas_set_num_threads(kn_get_num_threads()); /* kiln keeps OpenBLAS's own count at 1 */
+  cblas_sgemm(CblasRowMajor, g->ta == 'T' ? CblasTrans : CblasNoTrans,
                 g->tb == 'T' ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, 1.0f, A, lda, Bm, ldb,
                 0.0f, C, g->N);
 }

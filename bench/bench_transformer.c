@@ -157,8 +157,12 @@ int main(void) {
   double te[2], tc[2];
   for (int t = 0; t < 2; t++) {
     kn_set_num_threads(t + 1);
+    kn__gemm_record(true);
     te[t] = time_steps(&eager, t == 0);
+    kn_bench_gemm_choices(t ? "eager_2T" : "eager_1T");
     tc[t] = time_steps(&comp, t == 0);
+    kn_bench_gemm_choices(t ? "compiled_2T" : "compiled_1T");
+    kn__gemm_record(false);
     printf("BENCH transformer_layer_step_eager_ms_%dT %.2f ms\n", t + 1, te[t]);
     printf("BENCH transformer_layer_step_compiled_ms_%dT %.2f ms\n", t + 1, tc[t]);
   }

@@ -2,6 +2,7 @@
 ** bench/bench_util.h: the clocks and the median every benchmark uses.
 ** Thread CPU time for single-threaded paths (on a shared machine wall time
 ** mostly measures the other processes), monotonic wall time for the rest.
+** kn_bench_gemm_choices prints which library ran each float32 GEMM shape.
 */
 #ifndef KN_BENCH_UTIL_H
 #define KN_BENCH_UTIL_H
@@ -10,6 +11,8 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "ops/gemm_select.h"
 
 static inline double kn_bench_clock(clockid_t id) {
   struct timespec ts;
@@ -51,6 +54,24 @@ static inline int kn_bench_python(const char *script, const char *env, double *v
   if (r) fclose(r);
   remove(out);
   return got;
+}
+
+/* One BENCH_INFO line per float32 GEMM shape recorded since
+** kn__gemm_record(true) (ops/gemm_select.h): transposes, M x N x K, kiln's
+** threads, the library and its ISA/core, its team and the number of calls;
+** then the record is cleared. tag names the part of the benchmark. */
+static inline void kn_bench_gemm_choices(const char *tag) {
+  kn__gemm_rec r[KN__GEMM_REC_MAX];
+  int64_t dropped = 0;
+  int n = kn__gemm_recorded(r, KN__GEMM_REC_MAX, &dropped);
+  for (int i = 0; i < n; i++)
+    printf("BENCH_INFO gemm_choice %s %c%c %lldx%lldx%lld t%d %s team %d calls %lld\n", tag,
+           r[i].s.ta ? 'T' : 'N', r[i].s.tb ? 'T' : 'N', (long long)r[i].s.M,
+           (long long)r[i].s.N, (long long)r[i].s.K, r[i].threads,
+           kn__gemm_lib_name(r[i].plan.lib), r[i].plan.team, (long long)r[i].calls);
+  if (dropped) printf("BENCH_INFO gemm_choice %s (%lld calls of further shapes)\n", tag,
+                      (long long)dropped);
+  kn__gemm_record(true);
 }
 
 #endif

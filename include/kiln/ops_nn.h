@@ -146,8 +146,10 @@ KN_API kn_tensor *kn_lstm_layer(kn_tensor *input_gates, kn_tensor *h0, kn_tensor
 
 /* ---- kernels ------------------------------------------------------------------------ */
 /* Which libraries and kernels run matrix products and convolutions, one line:
-** "float32 gemm/conv: onednn 2.6.3 isa avx512_core; float64 gemm: openblas
-** core Haswell (OpenBLAS 0.3.21 ...)". Static storage (not owned by the
+** "float32 conv, float32 gemm per shape: onednn 2.6.3 isa avx512_core or
+** openblas (KILN_GEMM); float64 gemm: openblas core Haswell (OpenBLAS 0.3.21
+** ...)" (the float32 GEMM's library is chosen per call shape; see
+** docs/KERNELS.md). Static storage (not owned by the
 ** caller); computed on the first call. */
 KN_API const char *kn_nn_kernel_info(void);
 

@@ -8,7 +8,9 @@
 **   operands: the output is computed in blocks of rows (about 1 MiB): the
 **   bias rows (addmm's self, broadcast, as eager addmm copies it into its
 **   output before the GEMM), the GEMM of the block through the eager
-**   kernel (kn__nn_gemm: oneDNN for float32, OpenBLAS for float64), then
+**   kernel (kn__nn_gemm_rows: for float32 the library the whole product's
+**   shape takes, ops/gemm_select.h, so the blocks round as eager addmm
+**   does; OpenBLAS for float64), then
 **   the epilogue over the block while it is in cache;
 **   bmm, convolution, or operands the blocked path does not take: the
 **   eager op, then the epilogue over blocks of its output's rows.
@@ -88,8 +90,9 @@ static kn_status gemm_blocks(const gemm_args *g, char *C, kn__ind_epi_fn epi, vo
     int64_t r1 = r0 + rb < M ? r0 + rb : M;
     if (with_bias) bias_rows(g->b, C, N, es, r0, r1);
     kn__mat Ab = {(const char *)A.p + r0 * A.s0 * (int64_t)es, A.s0, A.s1};
-    kn_status st = kn__nn_gemm("addmm_impl_cpu_", dt, r1 - r0, N, K, Ab, B,
-                               C + (size_t)(r0 * N) * es, N, g->alpha, with_bias ? g->beta : 0.0);
+    kn_status st = kn__nn_gemm_rows("addmm_impl_cpu_", dt, r1 - r0, N, K, Ab, B,
+                                    C + (size_t)(r0 * N) * es, N, g->alpha,
+                                    with_bias ? g->beta : 0.0, M);
     if (st != KN_OK) return st;
     epi(a, C, r0, r1);
   }

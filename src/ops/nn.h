@@ -2,8 +2,9 @@
 ** ops/nn.h: helpers shared by the nn op family (internal).
 **
 ** kn__nn_gemm is the one matrix-multiply kernel behind mm, bmm, addmm, dot,
-** mv and the im2col convolution: float32 goes to oneDNN (dnnl_sgemm),
-** float64 to OpenBLAS (cblas_dgemm), with transpose flags chosen from the
+** mv and the im2col convolution: float32 goes to oneDNN's or OpenBLAS's
+** sgemm, chosen per call shape (ops/gemm_select.h), float64 to OpenBLAS
+** (cblas_dgemm), with transpose flags chosen from the
 ** operands' strides
 ** (operands that no BLAS layout describes are copied first), bfloat16 is
 ** computed in float32 and rounded on store, integer dtypes use a plain loop.
@@ -26,6 +27,14 @@ typedef struct kn__mat {
 ** ("addmm_impl_cpu_" not implemented for 'Half'). */
 kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
                       kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta);
+
+/* kn__nn_gemm on M rows of a product of full_M rows computed in row blocks
+** (a compiled graph's GEMM with its epilogue, inductor/gemm.c): the float32
+** library is the one the whole product takes (ops/gemm_select.h), so every
+** block rounds as the eager product of all full_M rows does. */
+kn_status kn__nn_gemm_rows(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
+                           kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta,
+                           int64_t full_M);
 
 /* The end of a bfloat16/float16 product computed in float32: C[i, j] (dtype
 ** dt, rows ldc elements apart) = alpha * acc[i, j] + beta * C[i, j] (C's old

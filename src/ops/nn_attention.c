@@ -35,6 +35,7 @@
 #include "kiln/ops.h"
 #include "ops/iter.h"
 #include "ops/nn.h"
+#include "ops/gemm_select.h"
 #include "ops/nn_dnnl.h"
 #include "ops/symsize.h"
 #include "ops/vmath.h"

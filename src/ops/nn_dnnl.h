@@ -1,7 +1,7 @@
 /*
 ** ops/nn_dnnl.h: oneDNN-backed float32 kernels of the nn family (internal).
 **
-** kn__nn_sgemm is dnnl_sgemm (row-major, transpose flags per operand); the
+** The float32 GEMM is in ops/gemm_select.h (oneDNN or OpenBLAS per call); the
 ** convolution entry points run cached oneDNN convolution primitives on
 ** contiguous float32 NCHW data with OIHW (or, grouped, GOIHW) weights.
 ** ops/nn_onednn.c and ops/nn_conv_dnnl.c implement them.
@@ -29,12 +29,6 @@ kn_status kn__dnnl_engine(dnnl_engine_t *out);
 
 /* oneDNN's name of the instruction set its JIT kernels use ("avx512_core"). */
 const char *kn__dnnl_isa_name(void);
-
-/* Row-major C = alpha * op(A) @ op(B) + beta * C (op = transpose when ta/tb),
-** A [M, K] after op with leading dimension lda, likewise B and C. */
-kn_status kn__nn_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                       float *C, int64_t ldc);
 
 /* bfloat16/float16 products (ops/nn_gemm16_dnnl.c): C[M, N] = A @ B for A
 ** [M, K] and B [K, N] of dtype dt with any strides, float32 accumulation,

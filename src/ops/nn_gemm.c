@@ -1,8 +1,9 @@
 /*
 ** ops/nn_gemm.c: the matrix-multiply kernel of the nn family.
 **
-** float32 runs on oneDNN (dnnl_sgemm, whose JIT kernels follow the CPU's
-** features), float64 on OpenBLAS (cblas_dgemm: oneDNN has no float64 GEMM).
+** float32 runs on oneDNN's or OpenBLAS's sgemm, chosen per call shape
+** (ops/gemm_select.h), float64 on OpenBLAS (cblas_dgemm: oneDNN has no
+** float64 GEMM), both on kiln's OpenMP team.
 ** A strided operand is handed to the library as is when one of its strides
 ** is 1 and the other a valid leading dimension (row-major "no transpose" or
 ** "transpose"); anything else is first copied into a contiguous buffer.
@@ -14,13 +15,13 @@
 ** integer dtypes use a
 ** straightforward loop with int64 accumulation.
 */
-#include <cblas.h>
 #include <limits.h>
 #include <omp.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "ops/cvt16.h"
+#include "ops/gemm_select.h"
 #include "ops/nn.h"
 #include "ops/nn_dnnl.h"
 #include "ops/threads.h"
@@ -220,8 +221,17 @@ static kn_status gemm16(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A,
   return st;
 }
 
+/* The float32 choice for a product of M rows that is part of one of full_M
+** rows: the whole product's library, this part's team. */
+static kn__gemm_plan part_plan(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                               int64_t full_M) {
+  kn__gemm_plan p = kn__gemm_plan_for(ta, tb, M, N, K);
+  if (full_M != M) p.lib = kn__gemm_plan_for(ta, tb, full_M, N, K).lib;
+  return p;
+}
+
 static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat A, kn__mat B,
-                           void *C, int64_t ldc, double alpha, double beta) {
+                           void *C, int64_t ldc, double alpha, double beta, int64_t full_M) {
   if (dt == KN_BFLOAT16 || dt == KN_FLOAT16) {
     bool used = false;
     kn_status st16 = gemm16(dt, M, N, K, A, B, C, ldc, alpha, beta, &used);
@@ -253,16 +263,17 @@ static kn_status blas_gemm(kn_dtype dt, int64_t M, int64_t N, int64_t K, kn__mat
     }
   }
   if (st == KN_OK) {
-    enum CBLAS_TRANSPOSE ta = a.trans ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE tb = b.trans ? CblasTrans : CblasNoTrans;
     tp = kn__prof_sub_begin();
-    if (bdt == KN_FLOAT32)
-      st = kn__nn_sgemm(a.trans, b.trans, M, N, K, (float)alpha, a.p, a.ld, b.p, b.ld,
-                        (float)beta, c, ldcc);
-    else
-      cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, alpha, a.p, a.ld, b.p, b.ld,
-                  beta, c, ldcc);
-    kn__prof_sub_end(bdt == KN_FLOAT32 ? "onednn::sgemm" : "openblas::dgemm", tp);
+    const char *what = "openblas::dgemm";
+    if (bdt == KN_FLOAT32) {
+      kn__gemm_plan p = part_plan(a.trans, b.trans, M, N, K, full_M);
+      what = p.lib == KN__GEMM_LIB_ONEDNN ? "onednn::sgemm" : "openblas::sgemm";
+      st = kn__nn_sgemm_plan(&p, a.trans, b.trans, M, N, K, (float)alpha, a.p, a.ld, b.p, b.ld,
+                             (float)beta, c, ldcc);
+    } else {
+      kn__nn_dgemm(a.trans, b.trans, M, N, K, alpha, a.p, a.ld, b.p, b.ld, beta, c, ldcc);
+    }
+    kn__prof_sub_end(what, tp);
     tp = c != C && st == KN_OK ? kn__prof_sub_begin() : -1;
     if (c != C && st == KN_OK) cvt_rows(M, N, C, dt, ldc, c, KN_FLOAT32, N);
     kn__prof_sub_end("gemm16::convert_result", tp);
@@ -310,8 +321,9 @@ kn_status kn__nn_gemm_check(const char *opname, kn_dtype dt) {
   return KN_OK;
 }
 
-kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
-                      kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta) {
+kn_status kn__nn_gemm_rows(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
+                           kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta,
+                           int64_t full_M) {
   kn_status st = kn__nn_gemm_check(opname, dt);
   if (st != KN_OK) return st;
   if (M == 0 || N == 0) return KN_OK;
@@ -326,5 +338,10 @@ kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int
     scale_c(dt, M, N, C, ldc, beta);
     return KN_OK;
   }
-  return blas_gemm(dt, M, N, K, A, B, C, ldc, alpha, beta);
+  return blas_gemm(dt, M, N, K, A, B, C, ldc, alpha, beta, full_M < M ? M : full_M);
+}
+
+kn_status kn__nn_gemm(const char *opname, kn_dtype dt, int64_t M, int64_t N, int64_t K,
+                      kn__mat A, kn__mat B, void *C, int64_t ldc, double alpha, double beta) {
+  return kn__nn_gemm_rows(opname, dt, M, N, K, A, B, C, ldc, alpha, beta, M);
 }

@@ -2,10 +2,10 @@
 ** ops/nn_onednn.c: the oneDNN side of the nn kernels.
 **
 ** One process-wide CPU engine (created on first use, never destroyed: it is
-** a documented process-wide setting like the OpenMP pool), float32 GEMM
-** through dnnl_sgemm, and the kernel report behind kn_nn_kernel_info (which
-** oneDNN version and ISA, which OpenBLAS core and configuration). The
-** convolution primitives and their cache are in ops/nn_conv_dnnl.c.
+** a documented process-wide setting like the OpenMP pool) and the kernel
+** report behind kn_nn_kernel_info (which oneDNN version and ISA, which
+** OpenBLAS core and configuration). The float32 GEMM is in ops/gemm_blas.c,
+** the convolution primitives and their cache in ops/nn_conv_dnnl.c.
 */
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
@@ -16,7 +16,6 @@
 #include "core/error.h"
 #include "kiln/ops_nn.h"
 #include "ops/nn_dnnl.h"
-#include "ops/threads.h"
 
 char *openblas_get_config(void);
 char *openblas_get_corename(void);
@@ -39,16 +38,6 @@ kn_status kn__dnnl_engine(dnnl_engine_t *out) {
   return kn__dnnl_status(engine_status, "engine creation");
 }
 
-kn_status kn__nn_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                       float *C, int64_t ldc) {
-  int prev = kn__par_limit(M * N * K, KN__GRAIN_MAC); /* small: on this thread */
-  dnnl_status_t s = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
-                               beta, C, ldc);
-  kn__par_restore(prev);
-  return kn__dnnl_status(s, "sgemm");
-}
-
 const char *kn__dnnl_isa_name(void) {
   const char *s = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
   if (!s) return "unknown";
@@ -61,9 +50,9 @@ static char info[512];
 static void info_init(void) {
   const dnnl_version_t *v = dnnl_version();
   const char *core = openblas_get_corename(), *cfg = openblas_get_config();
-  snprintf(info, sizeof info, "float32 gemm/conv: onednn %d.%d.%d isa %s; float64 gemm: "
-           "openblas core %s (%s)", v->major, v->minor, v->patch, kn__dnnl_isa_name(),
-           core ? core : "unknown", cfg ? cfg : "unknown");
+  snprintf(info, sizeof info, "float32 conv, float32 gemm per shape: onednn %d.%d.%d isa %s or "
+           "openblas (KILN_GEMM); float64 gemm: openblas core %s (%s)", v->major, v->minor,
+           v->patch, kn__dnnl_isa_name(), core ? core : "unknown", cfg ? cfg : "unknown");
 }
 
 const char *kn_nn_kernel_info(void) {

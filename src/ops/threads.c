@@ -3,12 +3,12 @@
 **
 ** want is 0 until KILN_NUM_THREADS or kn_set_num_threads gives a value;
 ** then every thread applies it to its OpenMP data environment at its next
-** entry into kiln (kn__threads_sync). OpenBLAS keeps one process-wide count
-** of its own, set directly. The generation starts at 1 and each thread's
+** entry into kiln (kn__threads_sync). The generation starts at 1 and each thread's
 ** last-applied one at 0, so every thread's first entry reads the
-** environment (once per process) and applies it.
+** environment (once per process) and applies it. OpenBLAS runs
+** single-threaded on kiln's OpenMP team (ops/gemm_blas.c), so the same
+** count reaches it.
 */
-#include <cblas.h>
 #include <ctype.h>
 #include <errno.h>
 #include <omp.h>
@@ -45,8 +45,6 @@ bool kn__threads_parse(const char *v, int *n, char *why, size_t len) {
   return false;
 }
 
-static void apply_blas(int n) { openblas_set_num_threads(n); }
-
 static void read_env(void) {
   const char *v = getenv("KILN_NUM_THREADS");
   char why[160];
@@ -57,7 +55,6 @@ static void read_env(void) {
     return;
   }
   atomic_store(&want, n);
-  apply_blas(n);
 }
 
 void kn__threads_sync_slow(void) {
@@ -75,7 +72,6 @@ kn_status kn_set_num_threads(int n) {
   pthread_once(&env_once, read_env);
   atomic_store(&want, n);
   atomic_fetch_add(&kn__threads_gen, 1);
-  apply_blas(n);
   kn__threads_sync_slow();
   return KN_OK;
 }

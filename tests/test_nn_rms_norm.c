@@ -8,8 +8,8 @@
 ** with and without weight, contiguous and transposed inputs, enough rows to
 ** take the threaded path, on the baseline and on the widest ISA's kernels;
 ** central finite differences of float64; zero rows; the default eps; the
-** same forward and input gradient on 1 and 2 threads; a compiled graph;
-** bad shapes and dtypes.
+** same forward and input gradient on 1 and 2 threads; compiled graphs
+** (fixed and dynamic sizes); bad shapes and dtypes.
 */
 #include <criterion/criterion.h>
 #include <float.h>
@@ -242,6 +242,35 @@ Test(rms_norm, compiled_matches_eager) {
   cr_expect_eq(memcmp(kn_data(yc), kn_data(ye), 6 * 33 * sizeof(float)), 0);
   cr_expect_eq(memcmp(kn_data(kn_contiguous(gc)), kn_data(kn_contiguous(ge)),
                       6 * 33 * sizeof(float)), 0);
+  kn_compiled_free(f);
+  kn_generator_free(gen);
+  kn_scope_end();
+}
+
+/* Under dynamic sizes one compiled graph serves 6 and 11 rows (the metas
+** keep the row count symbolic), with eager's values and gradients. */
+Test(rms_norm, compiled_with_dynamic_rows) {
+  kn_scope_begin();
+  kn_generator *gen = kn_generator_new(9);
+  kn_tensor *w = kn_randn(KN_SHAPE(33), gen, KN_FLOAT32);
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(rms_fn, &o);
+  cr_assert_not_null(f, "%s", kn_last_error());
+  for (int64_t rows = 6; rows <= 11; rows += 5) {
+    kn_tensor *x = kn_randn(KN_SHAPE(rows, 33), gen, KN_FLOAT32);
+    kn_tensor *go = kn_randn(KN_SHAPE(rows, 33), gen, KN_FLOAT32), *gc, *ge;
+    cr_assert_eq(kn_set_requires_grad(x, true), KN_OK);
+    kn_tensor *yc = kn_call_t(f, x, w), *ye = rms_fn(x, w);
+    cr_assert_not_null(yc, "%s", kn_last_error());
+    cr_assert_eq(kn_autograd_grad(&yc, 1, &x, 1, &go, false, false, false, &gc), KN_OK, "%s",
+                 kn_last_error());
+    cr_assert_eq(kn_autograd_grad(&ye, 1, &x, 1, &go, false, false, false, &ge), KN_OK);
+    size_t n = (size_t)rows * 33 * sizeof(float);
+    cr_expect_eq(memcmp(kn_data(kn_contiguous(yc)), kn_data(ye), n), 0, "rows %lld",
+                 (long long)rows);
+    cr_expect_eq(memcmp(kn_data(kn_contiguous(gc)), kn_data(kn_contiguous(ge)), n), 0,
+                 "rows %lld", (long long)rows);
+  }
   kn_compiled_free(f);
   kn_generator_free(gen);
   kn_scope_end();

@@ -31,6 +31,7 @@ Test(optable, lookup_by_qualified_name) {
     ** differentiating through them fails with "... is not differentiable". */
     static const char *no_double_backward[] = {"convolution_backward", "max_pool2d_with_indices_backward",
                                                "native_batch_norm_backward", "native_layer_norm_backward",
+                                               "_fused_rms_norm_backward",
                                                "_scaled_dot_product_fused_attention_backward",
                                                "embedding_dense_backward",
                                                "_thnn_fused_lstm_cell_backward_impl",

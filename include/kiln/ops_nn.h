@@ -79,6 +79,15 @@ KN_API kn_tensor *kn_batch_norm(kn_tensor *input, kn_tensor *running_mean,
 ** input's shape); weight and bias (shape normalized_shape) optional. */
 KN_API kn_tensor *kn_layer_norm(kn_tensor *input, int ndim, const int64_t *normalized_shape,
                                 kn_tensor *weight, kn_tensor *bias, double eps);
+/* RMS norm over the trailing dims normalized_shape[0..ndim) (which must end
+** input's shape), as torch.nn.functional.rms_norm: input * rsqrt(mean(
+** input^2) + eps) * weight; weight (shape normalized_shape) optional; eps
+** NULL for the machine epsilon of the computing type (float32's for
+** float32, bfloat16 and float16; float64's for float64). Floating inputs;
+** the result has input's dtype. Returns a new tensor in the current scope,
+** or NULL. */
+KN_API kn_tensor *kn_rms_norm(kn_tensor *input, int ndim, const int64_t *normalized_shape,
+                              kn_tensor *weight, const double *eps);
 
 /* ---- attention -------------------------------------------------------------------- */
 /* softmax(query @ key^T * scale + mask) @ value, as torch 2's

@@ -73,6 +73,19 @@ static inline void kn__nn_st(char *p, kn_dtype dt, double v) {
   else kn__store_double(p, dt, v);
 }
 
+/* layer_norm's and rms_norm's argument check (args: input,
+** normalized_shape, weight?, then bias? for layer_norm): normalized_shape
+** ends input's shape, weight and bias have its shape; *M rows of *D
+** elements. The error names the expected and found shapes. */
+kn_status kn__nn_norm_check(const kn__call *c, int64_t *M, int64_t *D);
+/* t's data as contiguous elements of dtype dt: t itself, or a copy left in
+** *tmp (owned; released by the caller; NULL when none). NULL on error. */
+const void *kn__nn_dense(const kn_tensor *t, kn_dtype dt, kn_tensor **tmp);
+/* w (or, when absent, D copies of fill) as D contiguous elements of dt; a
+** copy or the filled row is left in *tmp as above. */
+const void *kn__nn_row_param(const kn_tensor *w, kn_dtype dt, int64_t D, double fill,
+                             kn_tensor **tmp);
+
 /* The fused attention op (_scaled_dot_product_fused_attention) on its own:
 ** softmax(q k^T / sqrt(E) + mask) @ v with the causal mask and an
 ** attn_mask together (the public kn_scaled_dot_product_attention refuses

@@ -250,7 +250,7 @@ kn_status kn__bw_batch_norm(kn__bwctx *ctx) {
 /* ---- layer norm ------------------------------------------------------------------------ */
 /* args: input, normalized_shape, weight?, bias?, eps */
 
-static kn_status ln_check(const kn__call *c, int64_t *M, int64_t *D) {
+kn_status kn__nn_norm_check(const kn__call *c, int64_t *M, int64_t *D) {
   const kn_tensor *x = c->args[0].u.t;
   const int64_t *ns = c->args[1].u.ints.v;
   int nn = c->args[1].u.ints.n;
@@ -288,7 +288,7 @@ static kn_status ln_check(const kn__call *c, int64_t *M, int64_t *D) {
 
 kn_status kn__meta_layer_norm(const kn__call *c, kn__metas *out) {
   int64_t M, D;
-  kn_status s = ln_check(c, &M, &D);
+  kn_status s = kn__nn_norm_check(c, &M, &D);
   if (s != KN_OK) return s;
   const kn_tensor *x = c->args[0].u.t;
   kn_sym xs[KN_MAX_DIMS], ssz[KN_MAX_DIMS];
@@ -339,19 +339,16 @@ static void ln_rows(const char *xp, char *op, kn_dtype dt, int64_t M, int64_t D,
   });
 }
 
-/* t's data as contiguous elements of dtype dt: t itself, or a copy left in
-** *tmp (owned; released by the caller). NULL on error. */
-static const void *dense(const kn_tensor *t, kn_dtype dt, kn_tensor **tmp) {
+const void *kn__nn_dense(const kn_tensor *t, kn_dtype dt, kn_tensor **tmp) {
   *tmp = NULL;
   if (t->dtype == dt && kn_is_contiguous(t)) return kn_data(t);
   *tmp = kn__contiguous_copy(t, dt);
   return *tmp ? kn_data(*tmp) : NULL;
 }
 
-/* w (or, when absent, D copies of fill) as D contiguous elements of dt. */
-static const void *row_param(const kn_tensor *w, kn_dtype dt, int64_t D, double fill,
+const void *kn__nn_row_param(const kn_tensor *w, kn_dtype dt, int64_t D, double fill,
                              kn_tensor **tmp) {
-  if (w) return dense(w, dt, tmp);
+  if (w) return kn__nn_dense(w, dt, tmp);
   *tmp = kn__empty(1, &D, dt, KN_CPU);
   if (!*tmp) return NULL;
   char *p = kn_data(*tmp);
@@ -367,8 +364,9 @@ static kn_status ln_fast(const kn__call *c, kn__outs *out, int64_t M, int64_t D)
   const kn_tensor *x0 = c->args[0].u.t;
   kn_dtype dt = x0->dtype;
   kn_tensor *tx, *tw, *tb;
-  const void *x = dense(x0, dt, &tx);
-  const void *w = row_param(opt(c, 2), dt, D, 1, &tw), *b = row_param(opt(c, 3), dt, D, 0, &tb);
+  const void *x = kn__nn_dense(x0, dt, &tx);
+  const void *w = kn__nn_row_param(opt(c, 2), dt, D, 1, &tw);
+  const void *b = kn__nn_row_param(opt(c, 3), dt, D, 0, &tb);
   kn_status s = x && w && b ? KN_OK : kn_last_status();
   if (s == KN_OK)
     kn__layer_norm_rows(dt, x, kn_data(out->t[0]), M, D, c->args[4].u.d, w, b,
@@ -384,7 +382,7 @@ kn_status kn__k_layer_norm(const kn__call *c, kn__outs *out) {
   kn_status s = float_only("LayerNormKernelImpl", x0->dtype);
   if (s != KN_OK) return s;
   int64_t M, D;
-  ln_check(c, &M, &D);
+  kn__nn_norm_check(c, &M, &D);
   if (row_dtype(x0->dtype) && M > 0 && D > 0) return ln_fast(c, out, M, D);
   kn_tensor *x = kn__contiguous_copy(x0, x0->dtype);
   if (!x) return kn_last_status();
@@ -420,9 +418,10 @@ static kn_status ln_bw_fast(const kn__call *c, kn__outs *out, int64_t M, int64_t
   const kn_tensor *x0 = c->args[1].u.t;
   kn_dtype dt = x0->dtype;
   kn_tensor *t[5];
-  const void *x = dense(x0, dt, &t[0]), *go = dense(c->args[0].u.t, dt, &t[1]);
-  const void *mean = dense(c->args[3].u.t, dt, &t[2]), *rstd = dense(c->args[4].u.t, dt, &t[3]);
-  const void *w = row_param(opt(c, 5), dt, D, 1, &t[4]);
+  const void *x = kn__nn_dense(x0, dt, &t[0]), *go = kn__nn_dense(c->args[0].u.t, dt, &t[1]);
+  const void *mean = kn__nn_dense(c->args[3].u.t, dt, &t[2]);
+  const void *rstd = kn__nn_dense(c->args[4].u.t, dt, &t[3]);
+  const void *w = kn__nn_row_param(opt(c, 5), dt, D, 1, &t[4]);
   kn_status s = x && go && mean && rstd && w ? KN_OK : kn_last_status();
   if (s == KN_OK)
     s = kn__layer_norm_rows_backward(dt, x, go, M, D, mean, rstd, w,

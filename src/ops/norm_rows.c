@@ -1,6 +1,7 @@
 /*
-** ops/norm_rows.c: layer_norm's row loops (see norm_rows.h): the baseline
-** kernels, the choice of ISA, and the OpenMP drivers.
+** ops/norm_rows.c: layer_norm's and rms_norm's row loops (see
+** norm_rows.h): the baseline kernels, the choice of ISA, and the OpenMP
+** drivers.
 */
 #include <math.h>
 #include <omp.h>
@@ -20,11 +21,13 @@
 #define NR_NAME(n) n##_f64_base
 #include "ops/norm_rows_body.h"
 
-const kn__norm_rows kn__norm_rows_baseline = {"baseline", fwd_f32_base, fwd_f64_base,
-                                              bwd_f32_base, bwd_f64_base};
+const kn__norm_rows kn__norm_rows_baseline = {
+    "baseline",       fwd_f32_base,     fwd_f64_base,     bwd_f32_base,    bwd_f64_base,
+    rms_fwd_f32_base, rms_fwd_f64_base, rms_bwd_f32_base, rms_bwd_f64_base};
 
 const kn__norm_rows *kn__norm_rows_get(void) {
   const char *isa = kn__vmath_get()->name;
+  if (!strcmp(isa, "avx512") && kn__norm_rows_avx512.name) return &kn__norm_rows_avx512;
   bool wide = !strcmp(isa, "avx2") || !strcmp(isa, "avx512");
   return wide && kn__norm_rows_avx2.name ? &kn__norm_rows_avx2 : &kn__norm_rows_baseline;
 }
@@ -49,50 +52,91 @@ static double ld(const void *p, kn_dtype dt, int64_t i) {
   return dt == KN_FLOAT32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
 }
 
-/* Rows [r0, r1) of the backward; acc: 2 * D doubles (gw, gb) or NULL. */
-static void bwd_rows(const kn__norm_rows *k, kn_dtype dt, const void *x, const void *go,
-                     int64_t r0, int64_t r1, int64_t D, const void *mean, const void *rstd,
-                     const void *w, void *gi, double *acc) {
-  double *gw = acc, *gb = acc ? acc + D : NULL;
+/* Rows [r0, r1) of layer_norm's (rms false; acc: 2 * D doubles, gw and gb)
+** or rms_norm's (acc: D doubles, gw) backward; acc may be NULL. mean is
+** unused for rms_norm. */
+static void bwd_rows(const kn__norm_rows *k, bool rms, kn_dtype dt, const void *x,
+                     const void *go, int64_t r0, int64_t r1, int64_t D, const void *mean,
+                     const void *rstd, const void *w, void *gi, double *acc) {
+  double *gw = acc, *gb = acc && !rms ? acc + D : NULL;
+  bool f32 = dt == KN_FLOAT32;
   for (int64_t r = r0; r < r1; r++) {
-    double m = ld(mean, dt, r), rs = ld(rstd, dt, r);
-    if (dt == KN_FLOAT32)
-      k->bwd_f32((const float *)x + r * D, (const float *)go + r * D, D, m, rs, w,
-                 gi ? (float *)gi + r * D : NULL, gw, gb);
-    else
-      k->bwd_f64((const double *)x + r * D, (const double *)go + r * D, D, m, rs, w,
-                 gi ? (double *)gi + r * D : NULL, gw, gb);
+    double rs = ld(rstd, dt, r);
+    const char *xr = (const char *)x + r * D * (f32 ? 4 : 8);
+    const char *gr = (const char *)go + r * D * (f32 ? 4 : 8);
+    char *ir = gi ? (char *)gi + r * D * (f32 ? 4 : 8) : NULL;
+    if (rms && f32)
+      k->rms_bwd_f32((const float *)xr, (const float *)gr, D, rs, w, (float *)ir, gw);
+    else if (rms)
+      k->rms_bwd_f64((const double *)xr, (const double *)gr, D, rs, w, (double *)ir, gw);
+    else if (f32) k->bwd_f32((const float *)xr, (const float *)gr, D, ld(mean, dt, r), rs, w,
+                             (float *)ir, gw, gb);
+    else k->bwd_f64((const double *)xr, (const double *)gr, D, ld(mean, dt, r), rs, w,
+                    (double *)ir, gw, gb);
   }
 }
 
-static void store_sum(kn_dtype dt, void *out, const double *acc, int nt, int64_t D, int64_t off) {
+/* out[i] = the sum over the nt threads' rows (nacc * D doubles each, this
+** sum at offset off), in thread order. */
+static void store_sum(kn_dtype dt, void *out, const double *acc, int nt, int nacc, int64_t D,
+                      int64_t off) {
   if (!out) return;
   for (int64_t i = 0; i < D; i++) {
     double s = 0;
-    for (int t = 0; t < nt; t++) s += acc[(int64_t)t * 2 * D + off + i];
+    for (int t = 0; t < nt; t++) s += acc[(int64_t)t * nacc * D + off + i];
     if (dt == KN_FLOAT32) ((float *)out)[i] = (float)s;
     else ((double *)out)[i] = s;
   }
 }
 
-kn_status kn__layer_norm_rows_backward(kn_dtype dt, const void *x, const void *go, int64_t M,
-                                       int64_t D, const void *mean, const void *rstd,
-                                       const void *w, void *gi, void *gw, void *gb) {
+/* The backward over M rows on a team; gw and gb (gb: layer_norm only) from
+** per-thread rows of doubles summed in thread order. */
+static kn_status bwd_drive(bool rms, kn_dtype dt, const void *x, const void *go, int64_t M,
+                           int64_t D, const void *mean, const void *rstd, const void *w,
+                           void *gi, void *gw, void *gb) {
   const kn__norm_rows *k = kn__norm_rows_get();
-  int nt = kn__par_team(M * D, M, KN__GRAIN);
+  int nt = kn__par_team(M * D, M, KN__GRAIN), nacc = rms ? 1 : 2;
   bool want = gw || gb;
   double *acc = NULL;
-  if (want && !(acc = calloc((size_t)nt * 2 * (size_t)(D ? D : 1), sizeof *acc)))
+  if (want && !(acc = calloc((size_t)nt * (size_t)nacc * (size_t)(D ? D : 1), sizeof *acc)))
     return kn__oom();
   KN__PAR_REGION(nt, {
     int t = omp_get_thread_num(), n = omp_get_num_threads();
     int64_t r0 = M * t / n, r1 = M * (t + 1) / n;
-    bwd_rows(k, dt, x, go, r0, r1, D, mean, rstd, w, gi, acc ? acc + (int64_t)t * 2 * D : NULL);
+    bwd_rows(k, rms, dt, x, go, r0, r1, D, mean, rstd, w, gi,
+             acc ? acc + (int64_t)t * nacc * D : NULL);
   });
   if (want) {
-    store_sum(dt, gw, acc, nt, D, 0);
-    store_sum(dt, gb, acc, nt, D, D);
+    store_sum(dt, gw, acc, nt, nacc, D, 0);
+    if (!rms) store_sum(dt, gb, acc, nt, nacc, D, D);
   }
   free(acc);
   return KN_OK;
+}
+
+kn_status kn__layer_norm_rows_backward(kn_dtype dt, const void *x, const void *go, int64_t M,
+                                       int64_t D, const void *mean, const void *rstd,
+                                       const void *w, void *gi, void *gw, void *gb) {
+  return bwd_drive(false, dt, x, go, M, D, mean, rstd, w, gi, gw, gb);
+}
+
+void kn__rms_norm_rows(kn_dtype dt, const void *x, void *y, int64_t M, int64_t D, double eps,
+                       const void *w, void *rstd) {
+  const kn__norm_rows *k = kn__norm_rows_get();
+  if (dt == KN_FLOAT32) {
+    KN__PAR_FOR(kn__par_team(M * D, M, KN__GRAIN), for (int64_t r = 0; r < M; r++) {
+      k->rms_fwd_f32((const float *)x + r * D, (float *)y + r * D, D, eps, w, (float *)rstd + r);
+    });
+  } else {
+    KN__PAR_FOR(kn__par_team(M * D, M, KN__GRAIN), for (int64_t r = 0; r < M; r++) {
+      k->rms_fwd_f64((const double *)x + r * D, (double *)y + r * D, D, eps, w,
+                     (double *)rstd + r);
+    });
+  }
+}
+
+kn_status kn__rms_norm_rows_backward(kn_dtype dt, const void *x, const void *go, int64_t M,
+                                     int64_t D, const void *rstd, const void *w, void *gi,
+                                     void *gw) {
+  return bwd_drive(true, dt, x, go, M, D, NULL, rstd, w, gi, gw, NULL);
 }

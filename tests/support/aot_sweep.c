@@ -223,6 +223,10 @@ static kn_tensor *sdpa(kn_tensor *x, kn_tensor *y) {
 static kn_tensor *layer_norm(kn_tensor *x, kn_tensor *y) {
   return kn_layer_norm(x, 1, (int64_t[]){6}, kn_select(y, 0, 0), NULL, 1e-5);
 }
+static kn_tensor *rms_norm(kn_tensor *x, kn_tensor *y) {
+  const double eps = 1e-5;
+  return kn_rms_norm(x, 1, (int64_t[]){6}, kn_select(y, 0, 0), &eps);
+}
 /* recurrent cells: the first 6 columns of x, y [n, m] give gates [n, 12]
 ** (hidden 3); the dynamic sweep's second call has more columns */
 static kn_tensor *lstm_cell(kn_tensor *x, kn_tensor *y) {
@@ -317,6 +321,7 @@ static const opcase ops[] = {
     B("index_put_", index_put_, NOZERO),
     B("setitem_slice", setitem_slice, 0), B("setitem_select", setitem_select, 0),
     B("conv2d", conv, NOBCAST | NOZERO), B("layer_norm", layer_norm, NODYN | NOZERO),
+    B("rms_norm", rms_norm, NODYN | NOZERO),
     B("scaled_dot_product_attention", sdpa, NOBCAST | NOZERO),
     B("_thnn_fused_lstm_cell", lstm_cell, NOBCAST), B("_lstm_layer", lstm_layer, NOBCAST),
 };

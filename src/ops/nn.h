@@ -78,6 +78,10 @@ static inline void kn__nn_st(char *p, kn_dtype dt, double v) {
 ** ends input's shape, weight and bias have its shape; *M rows of *D
 ** elements. The error names the expected and found shapes. */
 kn_status kn__nn_norm_check(const kn__call *c, int64_t *M, int64_t *D);
+/* The metas of a row norm over c's input (args: input, normalized_shape):
+** the output (the input's sizes and dtype), then nstats statistics of
+** dtype stat_dt, sized as the input with the normalized dims 1. */
+kn_status kn__nn_norm_metas(const kn__call *c, kn__metas *out, kn_dtype stat_dt, int nstats);
 /* t's data as contiguous elements of dtype dt: t itself, or a copy left in
 ** *tmp (owned; released by the caller; NULL when none). NULL on error. */
 const void *kn__nn_dense(const kn_tensor *t, kn_dtype dt, kn_tensor **tmp);

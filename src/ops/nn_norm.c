@@ -286,20 +286,22 @@ kn_status kn__nn_norm_check(const kn__call *c, int64_t *M, int64_t *D) {
   return KN_OK;
 }
 
-kn_status kn__meta_layer_norm(const kn__call *c, kn__metas *out) {
-  int64_t M, D;
-  kn_status s = kn__nn_norm_check(c, &M, &D);
-  if (s != KN_OK) return s;
+kn_status kn__nn_norm_metas(const kn__call *c, kn__metas *out, kn_dtype stat_dt, int nstats) {
   const kn_tensor *x = c->args[0].u.t;
   kn_sym xs[KN_MAX_DIMS], ssz[KN_MAX_DIMS];
   kn__tensor_symsizes(x, xs);
   int nn = c->args[1].u.ints.n;
   for (int d = 0; d < x->ndim; d++) ssz[d] = d < x->ndim - nn ? xs[d] : kn__sym_const(1);
-  if (!kn__metas_push_sizes(out, x->dtype, x->ndim, xs) ||
-      !kn__metas_push_sizes(out, x->dtype, x->ndim, ssz) ||
-      !kn__metas_push_sizes(out, x->dtype, x->ndim, ssz))
-    return kn__oom();
+  if (!kn__metas_push_sizes(out, x->dtype, x->ndim, xs)) return kn__oom();
+  for (int k = 0; k < nstats; k++)
+    if (!kn__metas_push_sizes(out, stat_dt, x->ndim, ssz)) return kn__oom();
   return KN_OK;
+}
+
+kn_status kn__meta_layer_norm(const kn__call *c, kn__metas *out) {
+  int64_t M, D;
+  kn_status s = kn__nn_norm_check(c, &M, &D);
+  return s == KN_OK ? kn__nn_norm_metas(c, out, c->args[0].u.t->dtype, 2) : s;
 }
 
 /* weight or bias as a contiguous float64 tensor (NULL when absent or on

@@ -45,16 +45,7 @@ kn_status kn__meta_rms_norm(const kn__call *c, kn__metas *out) {
   int64_t M, D;
   kn_status s = kn__nn_norm_check(c, &M, &D);
   if (s == KN_OK) s = check_dtypes(c->args[0].u.t, opt(c, 2));
-  if (s != KN_OK) return s;
-  const kn_tensor *x = c->args[0].u.t;
-  kn_sym xs[KN_MAX_DIMS], ssz[KN_MAX_DIMS];
-  kn__tensor_symsizes(x, xs);
-  int nn = c->args[1].u.ints.n;
-  for (int d = 0; d < x->ndim; d++) ssz[d] = d < x->ndim - nn ? xs[d] : kn__sym_const(1);
-  if (!kn__metas_push_sizes(out, x->dtype, x->ndim, xs) ||
-      !kn__metas_push_sizes(out, compute_dtype(x->dtype), x->ndim, ssz))
-    return kn__oom();
-  return KN_OK;
+  return s == KN_OK ? kn__nn_norm_metas(c, out, compute_dtype(c->args[0].u.t->dtype), 1) : s;
 }
 
 /* Where a result of dtype dt computed in ct goes: out itself, or a new

@@ -235,6 +235,23 @@ Test(distributed, timeout_from_environment) {
   unsetenv("KILN_DIST_TIMEOUT");
 }
 
+/* KILN_DIST_PROGRESS: 'thread' (default) or 'none'; anything else is named. */
+Test(distributed, progress_setting_from_environment) {
+  if (!need_mpi_build()) return;
+  const char *good[] = {"thread", "none", ""};
+  for (int i = 0; i < 3; i++) {
+    setenv("KILN_DIST_PROGRESS", good[i], 1);
+    one_process_init();
+    cr_assert_eq(kn_dist_finalize(), KN_OK);
+  }
+  setenv("KILN_DIST_PROGRESS", "threads", 1);
+  cr_assert_eq(kn_dist_init(), KN_EINVAL);
+  cr_assert(strstr(kn_last_error(), "KILN_DIST_PROGRESS: expected 'thread' or 'none', found "
+                   "'threads'"), "%s", kn_last_error());
+  cr_assert(!kn_dist_is_initialized());
+  unsetenv("KILN_DIST_PROGRESS");
+}
+
 /* The async form on one rank: the work is done at the first test. */
 Test(distributed, async_work_wait_and_test) {
   if (!need_mpi_build()) return;
@@ -244,8 +261,10 @@ Test(distributed, async_work_wait_and_test) {
   kn_dist_work *w = NULL;
   cr_assert_eq(kn_dist_all_reduce_async(t, KN_REDUCE_MIN, &w), KN_OK);
   bool done = false;
+  cr_assert(!kn_dist_work_is_completed(NULL));
   cr_assert_eq(kn_dist_test(w, &done), KN_OK);
   cr_assert(done);
+  cr_assert(kn_dist_work_is_completed(w));
   cr_assert_eq(kn_dist_wait(w), KN_OK);
   kn_dist_work_free(w);
   cr_assert_eq(kn_get(t, (int64_t[]){2}), 7.0);

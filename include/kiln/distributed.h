@@ -35,6 +35,17 @@
 ** exit (kn_dist_finalize then returns KN_ESTATE without waiting for the
 ** others).
 **
+** Progress: Open MPI moves a non-blocking collective forward only inside
+** MPI calls, so kn_dist_init starts one progress thread per process that
+** tests the collectives in flight every 50 us (and sleeps while there are
+** none): an asynchronous collective, such as DDP's bucket all-reduces during
+** backward, completes while the caller computes. KILN_DIST_PROGRESS=none
+** (read by kn_dist_init; 'thread' is the default, anything else is
+** KN_EINVAL) runs without it: collectives then move only inside kn_dist_test
+** / kn_dist_wait. kiln takes one lock around its MPI calls and asks MPI for
+** MPI_THREAD_SERIALIZED; a program that makes MPI calls of its own while
+** kiln's collectives are in flight must not overlap them with kiln's.
+**
 ** Tensors: float32, float64 and int64 CPU tensors with data; any strides
 ** (a non-contiguous tensor is packed to a contiguous buffer and the result
 ** written back). Collectives run without autograd (like torch.distributed).
@@ -121,6 +132,12 @@ KN_API kn_status kn_dist_wait(kn_dist_work *work);
 /* *done <- whether the work completed, without blocking (it fails with the
 ** timeout error once the deadline passed). */
 KN_API kn_status kn_dist_test(kn_dist_work *work, bool *done);
+/* Whether MPI has completed the work (successfully or not), without calling
+** MPI or blocking (torch's Work.is_completed): true once the progress thread
+** or a kn_dist_test / kn_dist_wait saw it complete. The tensors hold the
+** result only after kn_dist_wait (or a kn_dist_test that says done), which
+** also reports any error. false for NULL. */
+KN_API bool kn_dist_work_is_completed(const kn_dist_work *work);
 KN_API void kn_dist_work_free(kn_dist_work *work);
 
 /* ---- DistributedDataParallel ------------------------------------------------------- */

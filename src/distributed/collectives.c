@@ -69,9 +69,13 @@ static kn_status check_gather_sizes(const char *what, const kn_tensor *big, cons
                    "found %s of sizes %s", what, bigname, w, ss, smallname, w, bigname, bs);
 }
 
-/* Start w's MPI call (or finish it locally); on failure w carries the error. */
+/* Finish starting w: rc is its MPI call's, made with kiln's MPI lock held
+** (kn__dist_lock right before it). Releases the lock and hands w to the
+** progress thread; on failure w carries the error. */
 static kn_status start(kn_dist_work *w, int rc, const char *call) {
+  kn__dist_unlock();
   if (rc != MPI_SUCCESS) return kn__dist_work_mpi_error(w, call, rc);
+  kn__dist_progress_add(w);
   return KN_OK;
 }
 
@@ -110,6 +114,7 @@ static kn_status all_reduce_start(kn_tensor *t, kn_reduce_op op, kn_dist_work **
   kn__dist_mpi_type(t->dtype, &dt);
   MPI_Comm c = kn__dist_comm();
   if (c == MPI_COMM_NULL) return KN_OK;
+  kn__dist_lock();
   return start(w, MPI_Iallreduce(MPI_IN_PLACE, kn_data(w->buf), (int)kn_numel(t), dt, mpi_op(op),
                                  c, &w->req), "MPI_Iallreduce");
 }
@@ -132,6 +137,7 @@ static kn_status broadcast_start(kn_tensor *t, int src, kn_dist_work **out) {
   kn__dist_mpi_type(t->dtype, &dt);
   MPI_Comm c = kn__dist_comm();
   if (c == MPI_COMM_NULL) return KN_OK;
+  kn__dist_lock();
   return start(w, MPI_Ibcast(kn_data(w->buf), (int)kn_numel(t), dt, src, c, &w->req),
                "MPI_Ibcast");
 }
@@ -164,6 +170,7 @@ static kn_status all_gather_start(kn_tensor *out, kn_tensor *in, kn_dist_work **
   MPI_Datatype dt;
   kn__dist_mpi_type(in->dtype, &dt);
   int n = (int)kn_numel(in);
+  kn__dist_lock();
   return start(w, MPI_Iallgather(kn_data(w->send), n, dt, kn_data(w->buf), n, dt,
                                  kn__dist_comm(), &w->req), "MPI_Iallgather");
 }
@@ -183,6 +190,7 @@ static kn_status reduce_scatter_start(kn_tensor *out, kn_tensor *in, kn_reduce_o
   if (kn__dist_comm() == MPI_COMM_NULL) return KN_OK;
   MPI_Datatype dt;
   kn__dist_mpi_type(in->dtype, &dt);
+  kn__dist_lock();
   return start(w, MPI_Ireduce_scatter_block(kn_data(w->send), kn_data(w->buf), (int)kn_numel(out),
                                             dt, mpi_op(op), kn__dist_comm(), &w->req),
                "MPI_Ireduce_scatter_block");

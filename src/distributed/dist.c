@@ -5,7 +5,8 @@
 ** dist_int.h and kiln/distributed.h).
 **
 ** Process-wide state (documented in kiln/distributed.h): one group per
-** process, used from one thread at a time.
+** process, used from one thread at a time; the progress thread
+** (progress.c) only tests requests, under the lock every MPI call takes.
 */
 #include <errno.h>
 #include <math.h>
@@ -21,6 +22,8 @@
 #include "kiln/log.h"
 #include "kiln/trace.h"
 #include "kiln/ops_pointwise.h"
+#include "logging/log.h"
+#include "profiler/profiler.h"
 
 #define KN__DIST_DEFAULT_TIMEOUT 600.0
 #define KN__DIST_TAG_SPAN 32000 /* MPI guarantees tags up to 32767 */
@@ -33,13 +36,14 @@
 
 static struct {
   bool init, mpi, broken;
+  bool progress; /* KILN_DIST_PROGRESS: run the progress thread (default) */
   int rank, world;
   double timeout;
   MPI_Comm comm, arrivals;
   uint64_t seq;
   int pending;
   kn_dist_work *abandoned;
-} G = {.world = 1, .timeout = KN__DIST_DEFAULT_TIMEOUT};
+} G = {.world = 1, .timeout = KN__DIST_DEFAULT_TIMEOUT, .progress = true};
 
 static double now_s(void) {
   struct timespec ts;
@@ -108,6 +112,17 @@ static kn_status read_timeout_env(void) {
   return KN_OK;
 }
 
+static kn_status read_progress_env(void) {
+  const char *v = getenv("KILN_DIST_PROGRESS");
+  G.progress = true;
+  if (!v || !*v || !strcmp(v, "thread")) return KN_OK;
+  if (!strcmp(v, "none")) {
+    G.progress = false;
+    return KN_OK;
+  }
+  return kn__error(KN_EINVAL, "KILN_DIST_PROGRESS: expected 'thread' or 'none', found '%s'", v);
+}
+
 /* Open MPI's non-blocking all-reduce (coll/libnbc, behind MPI_Iallreduce)
 ** takes a binomial tree (reduce to rank 0, then broadcast) for fewer than 4
 ** ranks or an in-place buffer, which DDP's buckets are: one rank idle while
@@ -121,11 +136,12 @@ static kn_status read_timeout_env(void) {
 #define KN__NBC_ALLREDUCE_VAR "OMPI_MCA_coll_libnbc_iallreduce_algorithm"
 #define KN__NBC_ALLREDUCE_REDSCAT_ALLGATHER "3"
 
-static kn_status start_mpi(int env_rank, int env_size, const char *rank_var) {
+static kn_status start_mpi(int env_rank, int env_size, const char *rank_var, int *provided) {
   if (setenv(KN__NBC_ALLREDUCE_VAR, KN__NBC_ALLREDUCE_REDSCAT_ALLGATHER, 0) != 0)
     return kn__error(KN_EINTERNAL, "kn_dist_init: setting %s failed: %s", KN__NBC_ALLREDUCE_VAR,
                      strerror(errno));
-  int provided, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+  int want = G.progress ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED;
+  int rc = MPI_Init_thread(NULL, NULL, want, provided);
   if (rc != MPI_SUCCESS) return mpi_fail("MPI_Init_thread", rc);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &G.comm)) != MPI_SUCCESS ||
@@ -143,10 +159,28 @@ static kn_status start_mpi(int env_rank, int env_size, const char *rank_var) {
   return KN_OK;
 }
 
+/* The progress thread, when asked for, useful (2+ ranks) and allowed by the
+** MPI library's thread level. */
+static kn_status start_progress(int provided) {
+  if (!G.progress || G.world < 2) return KN_OK;
+  if (provided < MPI_THREAD_SERIALIZED) {
+    KN_LOG(KN_LOG_DISTRIBUTED, KN_WARNING, "the MPI library gives thread level %d, below "
+           "MPI_THREAD_SERIALIZED: no progress thread, collectives move only inside kiln's MPI "
+           "calls", provided);
+    return KN_OK;
+  }
+  kn_status st = kn__dist_progress_start();
+  if (st == KN_OK)
+    KN_LOG(KN_LOG_DISTRIBUTED, KN_DEBUG, "progress thread started (polls the collectives in "
+           "flight every %d us)", KN__DIST_POLL_US);
+  return st;
+}
+
 kn_status kn_dist_init(void) {
   if (G.init) return kn__error(KN_ESTATE, "kn_dist_init: the process group is already "
                                "initialised (rank %d of %d)", G.rank, G.world);
   kn_status st = read_timeout_env();
+  if (st == KN_OK) st = read_progress_env();
   if (st != KN_OK) return st;
   int rank = 0, size = 1;
   const char *rank_var = NULL;
@@ -154,7 +188,10 @@ kn_status kn_dist_init(void) {
     if (size < 1 || rank < 0 || rank >= size)
       return kn__error(KN_EINVAL, "kn_dist_init: expected 0 <= rank < size from the launcher, "
                        "found rank %d of %d (%s)", rank, size, rank_var);
-    if ((st = start_mpi(rank, size, rank_var)) != KN_OK) return st;
+    int provided = MPI_THREAD_SINGLE;
+    if ((st = start_mpi(rank, size, rank_var, &provided)) != KN_OK ||
+        (st = start_progress(provided)) != KN_OK)
+      return st;
   }
   G.init = true;
   G.broken = false;
@@ -181,6 +218,7 @@ kn_status kn_dist_finalize(void) {
   if (!G.init) return KN_OK;
   kn_set_log_rank(-1);
   kn_trace_set_rank(-1);
+  if (G.broken) kn__dist_progress_stop(); /* it may still test abandoned works */
   if (G.broken || G.pending) {
     kn_status st = kn__error(KN_ESTATE, "kn_dist_finalize: %s; MPI is left as it is (exit the "
                              "process)", G.broken ? "a collective failed, the process group is "
@@ -193,6 +231,7 @@ kn_status kn_dist_finalize(void) {
   }
   G.init = false;
   if (!G.mpi) return KN_OK;
+  kn__dist_progress_stop();
   MPI_Comm_free(&G.comm);
   MPI_Comm_free(&G.arrivals);
   G.mpi = false;
@@ -224,13 +263,15 @@ static kn_status post_arrivals(kn_dist_work *w) {
   if (!w->arr || !w->arr_buf) return kn__oom();
   w->arr_buf[n] = (int64_t)w->seq;
   for (int i = 0; i < 2 * n; i++) w->arr[i] = MPI_REQUEST_NULL;
-  for (int i = 0; i < n; i++) {
-    int rc = MPI_Irecv(&w->arr_buf[i], 1, MPI_INT64_T, peer_of(i), tag, G.arrivals, &w->arr[i]);
+  int rc = MPI_SUCCESS;
+  kn__dist_lock();
+  for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
+    rc = MPI_Irecv(&w->arr_buf[i], 1, MPI_INT64_T, peer_of(i), tag, G.arrivals, &w->arr[i]);
     if (rc == MPI_SUCCESS)
       rc = MPI_Isend(&w->arr_buf[n], 1, MPI_INT64_T, peer_of(i), tag, G.arrivals, &w->arr[n + i]);
-    if (rc != MPI_SUCCESS) return mpi_fail("MPI_Isend of the arrival message", rc);
   }
-  return KN_OK;
+  kn__dist_unlock();
+  return rc == MPI_SUCCESS ? KN_OK : mpi_fail("MPI_Isend of the arrival message", rc);
 }
 
 kn_dist_work *kn__dist_work_begin(const char *name) {
@@ -242,6 +283,8 @@ kn_dist_work *kn__dist_work_begin(const char *name) {
   snprintf(w->name, sizeof w->name, "%s", name);
   w->seq = ++G.seq;
   w->deadline = now_s() + G.timeout;
+  w->t0_ns = kn__prof_now_ns();
+  w->tid = kn__prof_thread_id();
   w->req = MPI_REQUEST_NULL;
   G.pending++;
   kn_status st = G.mpi && G.world > 1 ? post_arrivals(w) : KN_OK;
@@ -259,6 +302,7 @@ static void set_work_error(kn_dist_work *w, kn_status st) {
   w->status = st;
   if (!w->done) G.pending--;
   w->done = true;
+  if (G.mpi) kn__dist_progress_remove(w);
 }
 
 kn_status kn__dist_work_mpi_error(kn_dist_work *w, const char *call, int rc) {
@@ -275,7 +319,9 @@ static int missing_ranks(kn_dist_work *w, kn__sb *sb) {
   int n = G.world - 1, missing = 0;
   for (int i = 0; i < n; i++) {
     int flag = 1;
+    kn__dist_lock();
     if (w->arr[i] != MPI_REQUEST_NULL) MPI_Test(&w->arr[i], &flag, MPI_STATUS_IGNORE);
+    kn__dist_unlock();
     if (flag) continue;
     kn__sb_printf(sb, "%s%d", missing ? ", " : "", peer_of(i));
     missing++;
@@ -304,9 +350,16 @@ static kn_status fail_work(kn_dist_work *w, const char *why) {
   return st;
 }
 
-/* The result is in w->buf: divide (AVG), write back into the target. */
+/* The result is in w->buf: divide (AVG), write back into the target. The
+** profiler gets the collective's span, from its start to MPI's completion. */
 static kn_status finish_work(kn_dist_work *w) {
   kn_status st = KN_OK;
+  if (KN__PROF_ON()) {
+    char name[40], dims[40];
+    snprintf(name, sizeof name, "mpi:%s", w->name);
+    snprintf(dims, sizeof dims, "[[%lld]]", (long long)(w->buf ? kn_numel(w->buf) : 0));
+    kn__prof_span(name, strdup(dims), w->t0_ns, w->t1_ns ? w->t1_ns : kn__prof_now_ns(), w->tid);
+  }
   if (w->divide) {
     int64_t n = kn_numel(w->buf);
     void *d = kn_data(w->buf);
@@ -332,18 +385,23 @@ kn_status kn__dist_poll(kn_dist_work *w, bool *done) {
     if (w->status != KN_OK) kn__error(w->status, "%s", w->error ? w->error : "");
     return w->status;
   }
-  int flag = 1, rc = MPI_SUCCESS;
-  if (w->req != MPI_REQUEST_NULL) rc = MPI_Test(&w->req, &flag, MPI_STATUS_IGNORE);
-  if (rc != MPI_SUCCESS) {
+  bool mpi_done = true;
+  if (G.mpi) {
+    kn__dist_lock();
+    kn__dist_test_locked(w);
+    mpi_done = atomic_load_explicit(&w->mpi_done, memory_order_acquire);
+    if (mpi_done) kn__dist_unlink_locked(w);
+    kn__dist_unlock();
+  }
+  if (w->mpi_failed == KN__DIST_FAILED_COLLECTIVE) {
     char why[MPI_MAX_ERROR_STRING + 16];
     int len = 0;
     snprintf(why, sizeof why, "failed");
-    if (MPI_Error_string(rc, why + 8, &len) == MPI_SUCCESS) memcpy(why + 6, ": ", 2);
+    if (MPI_Error_string(w->mpi_rc, why + 8, &len) == MPI_SUCCESS) memcpy(why + 6, ": ", 2);
     return fail_work(w, why);
   }
-  if (flag && w->narr) rc = MPI_Testall(w->narr, w->arr, &flag, MPI_STATUSES_IGNORE);
-  if (rc != MPI_SUCCESS) return fail_work(w, "failed while exchanging arrival messages");
-  if (flag) {
+  if (w->mpi_failed) return fail_work(w, "failed while exchanging arrival messages");
+  if (mpi_done) {
     *done = true;
     return finish_work(w);
   }
@@ -359,6 +417,11 @@ kn_status kn_dist_test(kn_dist_work *work, bool *done) {
   if (!work || !done)
     return kn__error(KN_EINVAL, "kn_dist_test: expected a work and a result pointer, found NULL");
   return kn__dist_poll(work, done);
+}
+
+bool kn_dist_work_is_completed(const kn_dist_work *work) {
+  if (!work) return false;
+  return work->done || atomic_load_explicit(&work->mpi_done, memory_order_acquire);
 }
 
 kn_status kn_dist_wait(kn_dist_work *work) {
@@ -400,8 +463,14 @@ kn_status kn_dist_barrier(void) {
   if (st != KN_OK) return st;
   kn_dist_work *w = kn__dist_work_begin("barrier");
   if (!w) return kn_last_status();
-  int rc = G.mpi ? MPI_Ibarrier(G.comm, &w->req) : MPI_SUCCESS;
+  int rc = MPI_SUCCESS;
+  if (G.mpi) {
+    kn__dist_lock();
+    rc = MPI_Ibarrier(G.comm, &w->req);
+    kn__dist_unlock();
+  }
   if (rc != MPI_SUCCESS) kn__dist_work_mpi_error(w, "MPI_Ibarrier", rc);
+  else if (G.mpi) kn__dist_progress_add(w);
   st = kn_dist_wait(w);
   kn__dist_work_free(w);
   return st;

@@ -91,6 +91,13 @@ void kn__prof_range_done(const char *name, double seconds) {
 }
 
 int64_t kn__prof_range_begin(void) { return now_ns(); }
+int64_t kn__prof_now_ns(void) { return now_ns(); }
+uint64_t kn__prof_thread_id(void) { return (uint64_t)gettid(); }
+
+void kn__prof_span(const char *name, char *shapes, int64_t begin_ns, int64_t end_ns,
+                   uint64_t thread) {
+  push((kn__prof_ev){strdup(name), "cpu_op", shapes, begin_ns, end_ns - begin_ns, thread, -1});
+}
 
 void kn__prof_range_end(const char *prefix, const char *name, int64_t begin_ns) {
   int64_t end = now_ns();

@@ -26,6 +26,15 @@ void kn__prof_range_done(const char *name, double seconds);
 /* A range around a compiled call: begin returns a token for end. */
 int64_t kn__prof_range_begin(void);
 void kn__prof_range_end(const char *prefix, const char *name, int64_t begin_ns);
+/* An event [begin_ns, end_ns] (CLOCK_MONOTONIC) of category "cpu_op",
+** recorded as if on thread `thread` (a collective: from its start to when
+** MPI completed it, "mpi:all_reduce" as PyTorch's ProcessGroupMPI). name
+** is copied; shapes as kn__prof_op_end's (malloc'd, owned from here on). */
+void kn__prof_span(const char *name, char *shapes, int64_t begin_ns, int64_t end_ns,
+                   uint64_t thread);
+/* CLOCK_MONOTONIC in ns (the profiler's clock) and the kernel thread id. */
+int64_t kn__prof_now_ns(void);
+uint64_t kn__prof_thread_id(void);
 
 /* A range inside a kernel ("onednn::matmul_execute"), so that the table
 ** splits an op's self time into its parts: kn__prof_sub_begin returns -1

@@ -213,8 +213,50 @@ static void check_nbc_algorithm(const char *mode) {
         nbc_var, now ? now : "(unset)", want);
 }
 
+/* An asynchronous all-reduce (8 MiB, Open MPI's multi-round path) while the
+** caller makes no MPI call: the progress thread completes it (Open MPI alone
+** moves it only inside MPI calls); with KILN_DIST_PROGRESS=none nothing
+** tests it until kn_dist_wait. The result is checked either way. */
+static void check_progress(void) {
+  const char *p = getenv("KILN_DIST_PROGRESS");
+  bool thread = !p || strcmp(p, "none");
+  kn_scope_begin();
+  int64_t n = 1 << 21;
+  kn_tensor *t = kn_full(1, &n, kn_float(rank + 1), KN_FLOAT32);
+  kn_dist_work *w = NULL;
+  CHECK(kn_profiler_start() == KN_OK, "profiler");
+  CHECK(kn_dist_all_reduce_async(t, KN_REDUCE_SUM, &w) == KN_OK, "async all_reduce");
+  double t0 = now_s();
+  while (w && !kn_dist_work_is_completed(w) && now_s() - t0 < (thread ? 60 : 0.2))
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  if (thread)
+    CHECK(kn_dist_work_is_completed(w), "the progress thread completed the all-reduce (%.1f s)",
+          now_s() - t0);
+  else
+    CHECK(!kn_dist_work_is_completed(w), "no progress thread: nothing completed the all-reduce");
+  CHECK(kn_dist_wait(w) == KN_OK && kn_dist_work_is_completed(w), "wait");
+  kn_dist_work_free(w);
+  kn_profiler_stop();
+  /* the profiler's event spans the collective, as torch's "mpi:all_reduce" */
+  kn_profiler_event e;
+  int found = 0;
+  for (int i = 0; kn_profiler_get_event(i, &e); i++)
+    if (!strcmp(e.name, "mpi:all_reduce")) {
+      found++;
+      CHECK(!strcmp(e.shapes, "[[2097152]]") && e.dur_ns > 0 && e.dur_ns < (int64_t)60e9,
+            "mpi:all_reduce event: shapes %s, %lld ns", e.shapes, (long long)e.dur_ns);
+    }
+  CHECK(found == 1, "%d mpi:all_reduce events, expected 1", found);
+  kn_profiler_clear();
+  float want = (float)(world * (world + 1) / 2);
+  CHECK(((float *)kn_data(t))[0] == want && ((float *)kn_data(t))[n - 1] == want,
+        "all_reduce result %g, expected %g", (double)((float *)kn_data(t))[0], (double)want);
+  kn_scope_end();
+}
+
 static void mode_collectives(void) {
   check_nbc_algorithm("collectives");
+  check_progress();
   check_all_reduce_lengths();
   kn_dtype dts[] = {KN_FLOAT32, KN_FLOAT64, KN_INT64};
   for (int d = 0; d < 3; d++) {

@@ -4,8 +4,11 @@
 **   RATIO ddp_2ranks_step_vs_1rank_<model> (goal >= 1.6): the wall time of
 **     one training step (forward, backward, gradient averaging, SGD step) of
 **     1 rank over the whole batch divided by that of 2 ranks with half the
-**     batch each (2.0 is perfect scaling). Models: an MLP 784-1024-1024-10
-**     and the digits CNN, batch 512, float32.
+**     batch each (2.0 is perfect scaling), DDP with gradient_as_bucket_view
+**     (as PyTorch's DDP, the option a user sets for speed); BENCH
+**     ddp_step_2ranks_copied_grads_<model> is the 2-rank step with the
+**     default options. Models: an MLP 784-1024-1024-10 and the digits CNN,
+**     batch 512, float32.
 **   BENCH ddp_step_1rank_share_<model>: one rank alone over one rank's
 **     share of the batch, without DDP: the whole batch's step over it bounds
 **     the ratio (compute that does not halve with the batch, the optimizer
@@ -162,6 +165,24 @@ static double allreduce_alone(kn_module *m) {
   return median(v, STEPS);
 }
 
+/* DDP steps on rows [lo, lo + n): each step's time and wait after the
+** backward, the slower rank's (medians taken by the caller). */
+static void ddp_timed(kn_module *m, kn_ddp *ddp, kn_optimizer *o, kn_tensor *x, kn_tensor *y,
+                      int64_t lo, int64_t n, double *two, double *wait) {
+  for (int i = 0; i < WARMUP + STEPS; i++) {
+    kn_dist_barrier();
+    times t = step(m, ddp, o, x, y, lo, n);
+    kn_tensor *mx = kn_full(1, (int64_t[]){2}, kn_float(0), KN_FLOAT64);
+    ((double *)kn_data(mx))[0] = t.step;
+    ((double *)kn_data(mx))[1] = t.wait;
+    kn_dist_all_reduce(mx, KN_REDUCE_MAX); /* the slowest rank sets the pace */
+    if (i >= WARMUP) {
+      two[i - WARMUP] = ((double *)kn_data(mx))[0];
+      wait[i - WARMUP] = ((double *)kn_data(mx))[1];
+    }
+  }
+}
+
 static void bench_model(bool cnn, int rank, int world) {
   const char *name = cnn ? "digits_cnn" : "mlp_784_1024_1024_10";
   kn_generator *g = kn_generator_new(1);
@@ -189,21 +210,15 @@ static void bench_model(bool cnn, int rank, int world) {
     }
   kn_dist_barrier();
   mark_backward_end(m); /* before wrapping: its callback is queued first */
-  kn_ddp *ddp = kn_ddp_wrap(m, NULL);
-  int launched = 0;
-  for (int i = 0; i < WARMUP + STEPS; i++) {
-    kn_dist_barrier();
-    times t = step(m, ddp, o, x, y, rank * share, share);
-    kn_tensor *mx = kn_full(1, (int64_t[]){2}, kn_float(0), KN_FLOAT64);
-    ((double *)kn_data(mx))[0] = t.step;
-    ((double *)kn_data(mx))[1] = t.wait;
-    kn_dist_all_reduce(mx, KN_REDUCE_MAX); /* the slowest rank sets the pace */
-    if (i >= WARMUP) {
-      two[i - WARMUP] = ((double *)kn_data(mx))[0];
-      wait[i - WARMUP] = ((double *)kn_data(mx))[1];
-    }
-    launched = kn_ddp_buckets_launched_in_backward(ddp);
-  }
+  kn_ddp_options opts = kn_ddp_default_options();
+  kn_ddp *ddp = kn_ddp_wrap(m, &opts);
+  double copied[STEPS];
+  ddp_timed(m, ddp, o, x, y, rank * share, share, copied, wait);
+  kn_ddp_free(ddp);
+  opts.gradient_as_bucket_view = true;
+  ddp = kn_ddp_wrap(m, &opts);
+  ddp_timed(m, ddp, o, x, y, rank * share, share, two, wait);
+  int launched = kn_ddp_buckets_launched_in_backward(ddp);
   double ov[PROFILED];
   for (int i = 0; i < PROFILED; i++) {
     kn_dist_barrier();
@@ -217,7 +232,10 @@ static void bench_model(bool cnn, int rank, int world) {
   if (rank == 0) {
     double t1 = median(one, STEPS), t2 = median(two, STEPS), w = median(wait, STEPS);
     printf("BENCH ddp_step_1rank_%s %.2f ms (batch %d)\n", name, 1e3 * t1, BATCH);
-    printf("BENCH ddp_step_2ranks_%s %.2f ms (batch %d each)\n", name, 1e3 * t2, BATCH / world);
+    printf("BENCH ddp_step_2ranks_%s %.2f ms (batch %d each; gradient_as_bucket_view)\n", name,
+           1e3 * t2, BATCH / world);
+    printf("BENCH ddp_step_2ranks_copied_grads_%s %.2f ms (the default options: the averaged "
+           "gradients copied out of the buckets)\n", name, 1e3 * median(copied, STEPS));
     printf("RATIO ddp_2ranks_step_vs_1rank_%s %.2f (goal >= 1.6)\n", name, t1 / t2);
     double th = median(half, STEPS);
     printf("BENCH ddp_step_1rank_share_%s %.2f ms (batch %lld alone, no DDP: the ratio with free "

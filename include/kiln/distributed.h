@@ -162,10 +162,18 @@ typedef struct kn_ddp_options {
   ** compiled backward of the earlier layers still runs. Off: one graph,
   ** whose backward hands out every gradient at its end. */
   bool optimize_ddp;
+  /* PyTorch's gradient_as_bucket_view: after a synchronised backward each
+  ** parameter's .grad is a view into its bucket's buffer, where the
+  ** all-reduce left the average, instead of a copy of it (saves a pass over
+  ** every gradient per step). The view is overwritten by the next
+  ** synchronised backward's averaging: copy a gradient to keep it across
+  ** backwards. */
+  bool gradient_as_bucket_view;
 } kn_ddp_options;
 /* The defaults: bucket_cap_mb 25, find_unused_parameters false,
-** broadcast_buffers true, optimize_ddp true. Start from them: a
-** zero-initialised struct turns broadcast_buffers and optimize_ddp off. */
+** broadcast_buffers true, optimize_ddp true, gradient_as_bucket_view false.
+** Start from them: a zero-initialised struct turns broadcast_buffers and
+** optimize_ddp off. */
 KN_API kn_ddp_options kn_ddp_default_options(void);
 
 typedef struct kn_ddp kn_ddp;

@@ -459,7 +459,8 @@ static kn_tensor *globally_used(kn_ddp *ddp, const bool *local) {
 }
 
 /* The averaged gradients of bucket k into the parameters' .grad (a
-** parameter no rank used keeps its .grad as it was). */
+** parameter no rank used keeps its .grad as it was); with
+** gradient_as_bucket_view, .grad becomes the bucket's slot itself. */
 static kn_status write_back(kn_ddp *ddp, int k, const int64_t *used) {
   bucket *bk = &ddp->b[k];
   kn_status st = KN_OK;
@@ -468,7 +469,9 @@ static kn_status write_back(kn_ddp *ddp, int k, const int64_t *used) {
     if (used && !used[bk->idx[j]]) continue;
     kn_tensor *v = slot_view(bk, j);
     if (!v) return kn_last_status();
-    if (g && kn_is_contiguous(g) && kn_tensor_dtype(g) == bk->dtype) {
+    if (ddp->opt.gradient_as_bucket_view) {
+      kn_set_grad(p, v);
+    } else if (g && kn_is_contiguous(g) && kn_tensor_dtype(g) == bk->dtype) {
       memcpy(kn_data(g), kn_data(v), (size_t)kn_numel(v) * kn_dtype_size(bk->dtype));
     } else if (g) {
       bool prev = kn_no_grad_begin();

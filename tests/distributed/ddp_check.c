@@ -16,6 +16,7 @@
 #include "kiln/distributed.h"
 
 static int fails, me;
+static bool as_view; /* train with gradient_as_bucket_view */
 
 #define CHECK(cond, ...)                                         \
   do {                                                           \
@@ -43,6 +44,20 @@ static kn_tensor *loss_of(kn_module *m, kn_ddp *ddp, kn_tensor *x, kn_tensor *y,
   kn_tensor *out = ddp ? kn_ddp_forward(ddp, x) : kn_nn_forward(m, x);
   kn_tensor *l = kn_cross_entropy(out, y, NULL, KN_REDUCTION_MEAN, -100, 0.0);
   return scale == 1.0 ? l : kn_mul_scalar(l, kn_float(scale));
+}
+
+/* gradient_as_bucket_view: the .grads of a bucket lie one after the other
+** in its buffer, in bucket order (no copies of their own). */
+static void check_grads_in_buckets(kn_ddp *ddp) {
+  for (int b = 0; b < kn_ddp_num_buckets(ddp); b++) {
+    int n = 0;
+    kn_tensor *const *ps = kn_ddp_bucket_params(ddp, b, &n);
+    for (int j = 1; j < n; j++) {
+      kn_tensor *g0 = kn_grad(ps[j - 1]), *g1 = kn_grad(ps[j]);
+      CHECK(g0 && g1 && (char *)kn_data(g1) == (char *)kn_data(g0) + kn_numel(g0) * 4,
+            "bucket %d: .grad %d is not right after .grad %d in the bucket's buffer", b, j, j - 1);
+    }
+  }
 }
 
 /* ddp_compile: the DDP model's loss compiled (inductor, behind a compile
@@ -148,6 +163,7 @@ static void ddp_step(kn_ddp *ddp, kn_optimizer *opt, kn_tensor *x, kn_tensor *y,
   /* the backward's end averaged the gradients: on odd steps no
   ** kn_ddp_finish_backward at all (it does nothing on even ones) */
   if (step % 2 == 0) CHECK(kn_ddp_finish_backward(ddp) == KN_OK, "finish_backward step %d", step);
+  if (as_view) check_grads_in_buckets(ddp);
   CHECK(kn_ddp_buckets_launched_in_backward(ddp) == kn_ddp_num_buckets(ddp),
         "step %d: %d of %d buckets launched during backward", step,
         kn_ddp_buckets_launched_in_backward(ddp), kn_ddp_num_buckets(ddp));
@@ -162,6 +178,7 @@ static void train(int rank, int world, const char *dir, bool compiled) {
   kn_module *ref = mlp(100), *net = mlp(100 + (uint64_t)rank); /* ranks start apart */
   kn_ddp_options o = kn_ddp_default_options();
   o.bucket_cap_mb = 1048.0 / (1024.0 * 1024.0);
+  o.gradient_as_bucket_view = as_view;
   kn_ddp *ddp = kn_ddp_wrap(net, &o);
   CHECK(ddp != NULL, "kn_ddp_wrap");
   if (!ddp) return;
@@ -267,6 +284,9 @@ int ddp_mode(int rank, int world, const char *dir);
 int ddp_mode(int rank, int world, const char *dir) {
   me = rank;
   train(rank, world, dir, false);
+  as_view = true; /* the same training, the gradients left in the buckets */
+  train(rank, world, dir, false);
+  as_view = false;
   unused(rank, world);
   return fails;
 }

@@ -182,24 +182,26 @@ kn_status kn_dist_init(void) {
   kn_status st = read_timeout_env();
   if (st == KN_OK) st = read_progress_env();
   if (st != KN_OK) return st;
-  int rank = 0, size = 1;
+  int rank = 0, size = 1, provided = MPI_THREAD_SINGLE;
   const char *rank_var = NULL;
   if (launcher_env(&rank, &size, &rank_var)) {
     if (size < 1 || rank < 0 || rank >= size)
       return kn__error(KN_EINVAL, "kn_dist_init: expected 0 <= rank < size from the launcher, "
                        "found rank %d of %d (%s)", rank, size, rank_var);
-    int provided = MPI_THREAD_SINGLE;
-    if ((st = start_mpi(rank, size, rank_var, &provided)) != KN_OK ||
-        (st = start_progress(provided)) != KN_OK)
-      return st;
+    if ((st = start_mpi(rank, size, rank_var, &provided)) != KN_OK) return st;
   }
-  G.init = true;
-  G.broken = false;
-  G.seq = 0;
   /* as torch.distributed: log lines start with [rankR]: and trace records
   ** carry "rank": R (the trace file's name too, when it is created later) */
   kn_set_log_rank(G.rank);
   kn_trace_set_rank(G.rank);
+  if (G.mpi && (st = start_progress(provided)) != KN_OK) {
+    kn_set_log_rank(-1);
+    kn_trace_set_rank(-1);
+    return st;
+  }
+  G.init = true;
+  G.broken = false;
+  G.seq = 0;
   return KN_OK;
 }
 

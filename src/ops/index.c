@@ -98,6 +98,8 @@ kn_status kn__k_index_select(const kn__call *c, kn__outs *out) {
   kn_tensor *self = c->args[0].u.t, *index = c->args[2].u.t, *o = out->t[0];
   int d;
   kn_status st = kn__wrap_dim(c->args[1].u.i, self->ndim, &d);
+  if (st == KN_OK && kn__index_select_fast_ok(self, o))
+    return kn__index_select_fast(self, d, index, o);
   int64_t size = self->ndim ? self->sizes[d] : 1;
   for (int64_t k = 0; st == KN_OK && k < kn_numel(index); k++) {
     int64_t i = 0;
@@ -299,6 +301,7 @@ kn_status kn__k_gather(const kn__call *c, kn__outs *out) {
   int d;
   kn_status st = kn__wrap_dim(c->args[1].u.i, self->ndim, &d);
   if (st != KN_OK) return st;
+  if (kn__gather_fast_ok(self, d, index, o)) return kn__gather_fast(self, d, index, o);
   move m = {o->storage->data, self->storage->data, kn_dtype_size(self->dtype), self->dtype,
             false, false, NULL};
   return walk(index, d, o, self, do_move, &m);

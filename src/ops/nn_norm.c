@@ -10,6 +10,7 @@
 */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -86,30 +87,117 @@ kn_status kn__meta_batch_norm(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
-/* Per-channel mean and biased variance of contiguous x viewed as [N, C, S]. */
-static void channel_stats(const char *xp, kn_dtype dt, const bng *g, int64_t ch, double *mean,
-                          double *var) {
-  int64_t es = (int64_t)kn_dtype_size(dt);
-  double s = 0, ss = 0, n = (double)(g->N * g->S);
-  for (int64_t b = 0; b < g->N; b++) {
-    const char *p = xp + ((b * g->C + ch) * g->S) * es;
-    for (int64_t i = 0; i < g->S; i++) s += kn__nn_ld(p + i * es, dt);
+/* ---- batch norm spans ------------------------------------------------------------
+** x viewed as [N, C, S]: channel ch's elements are N contiguous spans of S.
+** Statistics and the affine map are computed in double (as before: float32
+** outputs round once); the float32 and float64 spans vectorise, the other
+** dtypes load and store element by element. Channels (statistics) and
+** spans (elementwise passes) split over kiln's threads; each result is
+** computed by one thread, so it does not depend on the thread count. */
+
+static double span_sum(const char *p, kn_dtype dt, int64_t n) {
+  double s = 0;
+  if (dt == KN_FLOAT32) {
+    const float *f = (const float *)(const void *)p;
+    _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) s += f[i];
+  } else if (dt == KN_FLOAT64) {
+    const double *f = (const double *)(const void *)p;
+    _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) s += f[i];
+  } else {
+    int64_t es = (int64_t)kn_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) s += kn__nn_ld(p + i * es, dt);
   }
-  double m = s / n;
-  for (int64_t b = 0; b < g->N; b++) {
-    const char *p = xp + ((b * g->C + ch) * g->S) * es;
-    for (int64_t i = 0; i < g->S; i++) {
+  return s;
+}
+
+/* sum of (x - m)^2 over a span */
+static double span_sqdev(const char *p, kn_dtype dt, int64_t n, double m) {
+  double s = 0;
+  if (dt == KN_FLOAT32) {
+    const float *f = (const float *)(const void *)p;
+    _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) {
+      double d = f[i] - m;
+      s += d * d;
+    }
+  } else if (dt == KN_FLOAT64) {
+    const double *f = (const double *)(const void *)p;
+    _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) {
+      double d = f[i] - m;
+      s += d * d;
+    }
+  } else {
+    int64_t es = (int64_t)kn_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) {
       double d = kn__nn_ld(p + i * es, dt) - m;
-      ss += d * d;
+      s += d * d;
     }
   }
-  *mean = m;
-  *var = ss / n;
+  return s;
+}
+
+/* o = x * a + b over a span */
+static void span_affine(char *o, const char *x, kn_dtype dt, int64_t n, double a, double b) {
+  if (dt == KN_FLOAT32) {
+    float *d = (float *)(void *)o;
+    const float *f = (const float *)(const void *)x;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = (float)(f[i] * a + b);
+  } else if (dt == KN_FLOAT64) {
+    double *d = (double *)(void *)o;
+    const double *f = (const double *)(const void *)x;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = f[i] * a + b;
+  } else {
+    int64_t es = (int64_t)kn_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) kn__nn_st(o + i * es, dt, kn__nn_ld(x + i * es, dt) * a + b);
+  }
+}
+
+/* Per-channel mean and biased variance (two passes, in double). */
+static void channel_stats(const char *xp, kn_dtype dt, const bng *g, double *mean, double *var) {
+  int64_t es = (int64_t)kn_dtype_size(dt), span = g->S * es;
+  double n = (double)(g->N * g->S);
+  int team = kn__par_team(g->N * g->C * g->S, g->C, KN__GRAIN);
+  KN__PAR_FOR(team, for (int64_t ch = 0; ch < g->C; ch++) {
+    double s = 0, ss = 0;
+    for (int64_t b = 0; b < g->N; b++) s += span_sum(xp + (b * g->C + ch) * span, dt, g->S);
+    double m = s / n;
+    for (int64_t b = 0; b < g->N; b++)
+      ss += span_sqdev(xp + (b * g->C + ch) * span, dt, g->S, m);
+    mean[ch] = m;
+    var[ch] = ss / n;
+  });
 }
 
 static void set1(kn_tensor *t, int64_t i, double v) {
   kn__store_double((char *)kn_data(t) + (i * t->strides[0]) *
                    (int64_t)kn_dtype_size(t->dtype), t->dtype, v);
+}
+
+/* The per-channel affine map (scale, shift) of the forward; in training also
+** the saved statistics and the running-stat update. */
+static void bn_affine(const kn__call *c, kn__outs *out, const bng *g, const double *mean,
+                      const double *var, double *scale, double *shift) {
+  const kn_tensor *w = opt(c, 1), *b = opt(c, 2);
+  kn_tensor *rm = (kn_tensor *)opt(c, 3), *rv = (kn_tensor *)opt(c, 4);
+  bool training = c->args[5].u.b;
+  double mom = c->args[6].u.d, eps = c->args[7].u.d, n = (double)(g->N * g->S);
+  for (int64_t ch = 0; ch < g->C; ch++) {
+    double m, invstd;
+    if (training) {
+      m = mean[ch];
+      invstd = 1.0 / sqrt(var[ch] + eps);
+      set1(out->t[1], ch, m);
+      set1(out->t[2], ch, invstd);
+      if (rm) set1(rm, ch, (1 - mom) * vget(rm, ch, 0) + mom * m);
+      if (rv) set1(rv, ch, (1 - mom) * vget(rv, ch, 0) + mom * var[ch] * n / (n - 1));
+    } else {
+      m = vget(rm, ch, 0);
+      invstd = 1.0 / sqrt(vget(rv, ch, 1) + eps);
+    }
+    scale[ch] = invstd * vget(w, ch, 1);
+    shift[ch] = vget(b, ch, 0) - m * scale[ch];
+  }
+  if (training && rm) kn__bump_version(rm);
+  if (training && rv) kn__bump_version(rv);
 }
 
 kn_status kn__k_batch_norm(const kn__call *c, kn__outs *out) {
@@ -118,37 +206,26 @@ kn_status kn__k_batch_norm(const kn__call *c, kn__outs *out) {
   if (s != KN_OK) return s;
   bng g;
   bn_check(c, &g);
-  const kn_tensor *w = opt(c, 1), *b = opt(c, 2);
-  kn_tensor *rm = (kn_tensor *)opt(c, 3), *rv = (kn_tensor *)opt(c, 4);
-  bool training = c->args[5].u.b;
-  double mom = c->args[6].u.d, eps = c->args[7].u.d;
   kn_tensor *x = kn__contiguous_copy(x0, x0->dtype);
-  if (!x) return kn_last_status();
-  kn_dtype dt = x->dtype;
-  int64_t es = (int64_t)kn_dtype_size(dt), n = g.N * g.S;
-  char *op = kn_data(out->t[0]);
-  const char *xp = kn_data(x);
-  for (int64_t ch = 0; ch < g.C; ch++) {
-    double mean, var, invstd;
-    if (training) {
-      channel_stats(xp, dt, &g, ch, &mean, &var);
-      invstd = 1.0 / sqrt(var + eps);
-      set1(out->t[1], ch, mean);
-      set1(out->t[2], ch, invstd);
-      if (rm) set1(rm, ch, (1 - mom) * vget(rm, ch, 0) + mom * mean);
-      if (rv) set1(rv, ch, (1 - mom) * vget(rv, ch, 0) + mom * var * (double)n / (double)(n - 1));
-    } else {
-      mean = vget(rm, ch, 0);
-      invstd = 1.0 / sqrt(vget(rv, ch, 1) + eps);
-    }
-    double scale = invstd * vget(w, ch, 1), shift = vget(b, ch, 0) - mean * scale;
-    for (int64_t bi = 0; bi < g.N; bi++) {
-      int64_t o = ((bi * g.C + ch) * g.S) * es;
-      for (int64_t i = 0; i < g.S; i++) kn__nn_st(op + o + i * es, dt, kn__nn_ld(xp + o + i * es, dt) * scale + shift);
-    }
+  double *st = malloc((size_t)(g.C ? g.C : 1) * 4 * sizeof *st);
+  if (!x || !st) {
+    kn_release(x);
+    free(st);
+    return x ? kn__oom() : kn_last_status();
   }
-  if (training && rm) kn__bump_version(rm);
-  if (training && rv) kn__bump_version(rv);
+  double *mean = st, *var = st + g.C, *scale = st + 2 * g.C, *shift = st + 3 * g.C;
+  kn_dtype dt = x->dtype;
+  const char *xp = kn_data(x);
+  if (c->args[5].u.b) channel_stats(xp, dt, &g, mean, var);
+  bn_affine(c, out, &g, mean, var, scale, shift);
+  int64_t span = g.S * (int64_t)kn_dtype_size(dt), spans = g.N * g.C;
+  char *op = kn_data(out->t[0]);
+  int team = kn__par_team(spans * g.S, spans, KN__GRAIN_MEM);
+  KN__PAR_FOR(team, for (int64_t u = 0; u < spans; u++) {
+    int64_t ch = u % g.C;
+    span_affine(op + u * span, xp + u * span, dt, g.S, scale[ch], shift[ch]);
+  });
+  free(st);
   kn_release(x);
   return KN_OK;
 }
@@ -173,6 +250,58 @@ kn_status kn__meta_batch_norm_backward(const kn__call *c, kn__metas *out) {
   return KN_OK;
 }
 
+/* Over a span: *sg += sum g, *sgd += sum g * (x - mean). */
+static void span_grad_sums(const char *gp, const char *xp, kn_dtype dt, int64_t n, double mean,
+                           double *sg, double *sgd) {
+  double a = 0, b = 0;
+  if (dt == KN_FLOAT32) {
+    const float *g = (const float *)(const void *)gp, *x = (const float *)(const void *)xp;
+    _Pragma("omp simd reduction(+ : a, b)") for (int64_t i = 0; i < n; i++) {
+      a += g[i];
+      b += (double)g[i] * (x[i] - mean);
+    }
+  } else if (dt == KN_FLOAT64) {
+    const double *g = (const double *)(const void *)gp, *x = (const double *)(const void *)xp;
+    _Pragma("omp simd reduction(+ : a, b)") for (int64_t i = 0; i < n; i++) {
+      a += g[i];
+      b += g[i] * (x[i] - mean);
+    }
+  } else {
+    int64_t es = (int64_t)kn_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) {
+      double gv = kn__nn_ld(gp + i * es, dt);
+      a += gv;
+      b += gv * (kn__nn_ld(xp + i * es, dt) - mean);
+    }
+  }
+  *sg += a;
+  *sgd += b;
+}
+
+/* The input gradient over a span: gi = k * g + c0 + c1 * (x - mean), the
+** training formula w * invstd / M * (M g - sum g - xhat * sum g xhat)
+** rearranged per channel (evaluation: c0 = c1 = 0). */
+static void span_grad_in(char *gi, const char *gp, const char *xp, kn_dtype dt, int64_t n,
+                         const double *k) {
+  double kg = k[0], c0 = k[1], c1 = k[2], mean = k[3];
+  if (dt == KN_FLOAT32) {
+    float *o = (float *)(void *)gi;
+    const float *g = (const float *)(const void *)gp, *x = (const float *)(const void *)xp;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++)
+      o[i] = (float)(kg * g[i] + c0 + c1 * (x[i] - mean));
+  } else if (dt == KN_FLOAT64) {
+    double *o = (double *)(void *)gi;
+    const double *g = (const double *)(const void *)gp, *x = (const double *)(const void *)xp;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++)
+      o[i] = kg * g[i] + c0 + c1 * (x[i] - mean);
+  } else {
+    int64_t es = (int64_t)kn_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++)
+      kn__nn_st(gi + i * es, dt, kg * kn__nn_ld(gp + i * es, dt) + c0 +
+                c1 * (kn__nn_ld(xp + i * es, dt) - mean));
+  }
+}
+
 kn_status kn__k_batch_norm_backward(const kn__call *c, kn__outs *out) {
   const kn_tensor *x0 = c->args[1].u.t, *w = opt(c, 2), *rm = opt(c, 3), *rv = opt(c, 4);
   const kn_tensor *sm = opt(c, 5), *si = opt(c, 6);
@@ -180,47 +309,50 @@ kn_status kn__k_batch_norm_backward(const kn__call *c, kn__outs *out) {
   double eps = c->args[8].u.d;
   kn_dtype dt = x0->dtype;
   kn_tensor *x = kn__contiguous_copy(x0, dt), *go = kn__contiguous_copy(c->args[0].u.t, dt);
-  if (!x || !go) {
+  bng g = {x0->sizes[0], x0->sizes[1], 1};
+  for (int d = 2; d < x0->ndim; d++) g.S *= x0->sizes[d];
+  double *st = malloc((size_t)(g.C ? g.C : 1) * 8 * sizeof *st);
+  if (!x || !go || !st) {
     kn_release(x);
     kn_release(go);
-    return kn_last_status();
+    free(st);
+    return st ? kn_last_status() : kn__oom();
   }
-  bng g = {x->sizes[0], x->sizes[1], 1};
-  for (int d = 2; d < x->ndim; d++) g.S *= x->sizes[d];
-  int64_t es = (int64_t)kn_dtype_size(dt);
-  double M = (double)(g.N * g.S);
-  const char *xp = kn_data(x), *gp = kn_data(go);
-  char *gi = mask_at(c, 9, 0) ? kn_data(out->t[0]) : NULL;
+  /* per channel: mean, invstd, sum g, sum g (x - mean), then the input
+  ** gradient's coefficients (kn_grad_in's k: kg, c0, c1, mean) */
+  double *mean = st, *inv = st + g.C, *sg = st + 2 * g.C, *sgd = st + 3 * g.C, *k = st + 4 * g.C;
   for (int64_t ch = 0; ch < g.C; ch++) {
-    double mean = train ? vget(sm, ch, 0) : vget(rm, ch, 0);
-    double invstd = train ? vget(si, ch, 1) : 1.0 / sqrt(vget(rv, ch, 1) + eps);
-    double sg = 0, sgx = 0;
-    for (int64_t b = 0; b < g.N; b++) {
-      int64_t o = ((b * g.C + ch) * g.S) * es;
-      for (int64_t i = 0; i < g.S; i++) {
-        double gv = kn__nn_ld(gp + o + i * es, dt);
-        sg += gv;
-        sgx += gv * (kn__nn_ld(xp + o + i * es, dt) - mean) * invstd;
-      }
-    }
-    if (mask_at(c, 9, 1)) set1(out->t[1], ch, sgx);
-    if (mask_at(c, 9, 2)) set1(out->t[2], ch, sg);
-    if (!gi) continue;
-    double wv = vget(w, ch, 1);
-    for (int64_t b = 0; b < g.N; b++) {
-      int64_t o = ((b * g.C + ch) * g.S) * es;
-      for (int64_t i = 0; i < g.S; i++) {
-        double gv = kn__nn_ld(gp + o + i * es, dt), r;
-        if (train) {
-          double xh = (kn__nn_ld(xp + o + i * es, dt) - mean) * invstd;
-          r = wv * invstd / M * (M * gv - sg - xh * sgx);
-        } else {
-          r = gv * wv * invstd;
-        }
-        kn__nn_st(gi + o + i * es, dt, r);
-      }
-    }
+    mean[ch] = train ? vget(sm, ch, 0) : vget(rm, ch, 0);
+    inv[ch] = train ? vget(si, ch, 1) : 1.0 / sqrt(vget(rv, ch, 1) + eps);
   }
+  int64_t es = (int64_t)kn_dtype_size(dt), span = g.S * es, spans = g.N * g.C;
+  const char *xp = kn_data(x), *gp = kn_data(go);
+  int team = kn__par_team(spans * g.S, g.C, KN__GRAIN);
+  KN__PAR_FOR(team, for (int64_t ch = 0; ch < g.C; ch++) {
+    sg[ch] = sgd[ch] = 0;
+    for (int64_t b = 0; b < g.N; b++) {
+      int64_t o = (b * g.C + ch) * span;
+      span_grad_sums(gp + o, xp + o, dt, g.S, mean[ch], &sg[ch], &sgd[ch]);
+    }
+  });
+  double M = (double)(g.N * g.S);
+  for (int64_t ch = 0; ch < g.C; ch++) {
+    double sgx = sgd[ch] * inv[ch], wv = vget(w, ch, 1), *kc = k + 4 * ch;
+    if (mask_at(c, 9, 1)) set1(out->t[1], ch, sgx);
+    if (mask_at(c, 9, 2)) set1(out->t[2], ch, sg[ch]);
+    double a = wv * inv[ch] / M;
+    kc[0] = train ? a * M : wv * inv[ch];
+    kc[1] = train ? -a * sg[ch] : 0;
+    kc[2] = train ? -a * sgx * inv[ch] : 0;
+    kc[3] = mean[ch];
+  }
+  char *gi = mask_at(c, 9, 0) ? kn_data(out->t[0]) : NULL;
+  int team2 = gi ? kn__par_team(spans * g.S, spans, KN__GRAIN_MEM) : 1;
+  if (gi)
+    KN__PAR_FOR(team2, for (int64_t u = 0; u < spans; u++) {
+      span_grad_in(gi + u * span, gp + u * span, xp + u * span, dt, g.S, k + 4 * (u % g.C));
+    });
+  free(st);
   kn_release(x);
   kn_release(go);
   return KN_OK;

@@ -71,6 +71,13 @@ static void small_eager_ops(void) {
   kn_release(kn_layer_norm(x, 1, (int64_t[]){64}, w, NULL, 1e-5));
   kn_release(kn_embedding(idx, x, -1, false));
   kn_release(kn_rand(KN_SHAPE(4096), NULL, KN_FLOAT32));
+  kn_scope_begin(); /* LSTM cell, batch_norm and indexing results are the scope's */
+  kn_tensor *gates = values(2, 64), *cx = values(2, 16);
+  kn_fused_lstm_cell(gates, gates, cx, NULL, NULL, NULL, NULL);
+  kn_batch_norm(values(4, 8), NULL, NULL, NULL, NULL, true, 0.1, 1e-5);
+  kn_index_select(x, 0, idx);
+  kn_gather(x, 1, kn_zeros(KN_SHAPE(8, 3), KN_INT64));
+  kn_scope_end();
   kn_release(x);
   kn_release(w);
   kn_release(idx);

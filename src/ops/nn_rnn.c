@@ -23,9 +23,8 @@
 #include "kiln/ops_nn.h"
 #include "ops/iter.h"
 #include "ops/nn.h"
+#include "ops/threads.h"
 #include "ops/vmath.h"
-
-#define RNN_PAR_MIN 32768 /* elements of gates per call before rows go parallel */
 
 static const kn_tensor *targ(const kn__call *c, int i) {
   return c->args[i].kind == KN__A_TENSOR ? c->args[i].u.t : NULL;
@@ -110,8 +109,8 @@ typedef struct cellio {
 #define CELL_FWD(T, SUF)                                                                     \
   static void cell_fwd_##SUF(const cellio *io, const kn__vm_##SUF sig, const kn__vm_##SUF th) { \
     int64_t H = io->H;                                                                       \
-    _Pragma("omp parallel for schedule(static) if (io->B * 4 * H >= RNN_PAR_MIN && io->B > 1)") \
-    for (int64_t b = 0; b < io->B; b++) {                                                    \
+    int team = kn__par_team(io->B * 4 * H, io->B, KN__GRAIN);                                \
+    KN__PAR_FOR(team, for (int64_t b = 0; b < io->B; b++) {                                  \
       const T *restrict ig = (const T *)(const void *)io->ig + b * io->lig;                  \
       const T *restrict hg = (const T *)(const void *)io->hg + b * io->lhg;                  \
       const T *restrict cx = (const T *)(const void *)io->cx + b * io->lcx;                  \
@@ -130,7 +129,7 @@ typedef struct cellio {
       for (int64_t j = 0; j < H; j++) c[j] = w[H + j] * cx[j] + w[j] * w[2 * H + j];         \
       th(h, c, H);                                                                           \
       for (int64_t j = 0; j < H; j++) h[j] *= w[3 * H + j];                                  \
-    }                                                                                        \
+    });                                                                                      \
   }
 CELL_FWD(float, f32)
 CELL_FWD(double, f64)
@@ -230,8 +229,8 @@ typedef struct bwio {
 #define CELL_BWD(T, SUF)                                                                     \
   static void cell_bwd_##SUF(const bwio *io, const kn__vm_##SUF th) {                        \
     int64_t H = io->H;                                                                       \
-    _Pragma("omp parallel for schedule(static) if (io->B * 4 * H >= RNN_PAR_MIN && io->B > 1)") \
-    for (int64_t b = 0; b < io->B; b++) {                                                    \
+    int team = kn__par_team(io->B * 4 * H, io->B, KN__GRAIN);                                \
+    KN__PAR_FOR(team, for (int64_t b = 0; b < io->B; b++) {                                  \
       const T *ghy = io->ghy ? (const T *)(const void *)io->ghy + b * io->lhy : NULL;        \
       const T *gcy = io->gcy ? (const T *)(const void *)io->gcy + b * io->lcy : NULL;        \
       const T *restrict cx = (const T *)(const void *)io->cx + b * io->lcx;                  \
@@ -249,7 +248,7 @@ typedef struct bwio {
         gg[3 * H + j] = dh * t * o * ((T)1 - o);                                             \
         gcx[j] = dc * f;                                                                     \
       }                                                                                      \
-    }                                                                                        \
+    });                                                                                      \
   }                                                                                          \
   static void bias_sum_##SUF(const char *gg, char *gb, int64_t B, int64_t n) {               \
     T *restrict s = (T *)(void *)gb;                                                         \

@@ -78,6 +78,7 @@ static void small_eager_ops(void) {
   kn_index_select(x, 0, idx);
   kn_gather(x, 1, kn_zeros(KN_SHAPE(8, 3), KN_INT64));
   kn_scope_end();
+  kn_release(kn_logsumexp(x, (int64_t[]){1}, 1, false));
   kn_release(x);
   kn_release(w);
   kn_release(idx);

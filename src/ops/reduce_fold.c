@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "ops/reduce.h"
 #include "ops/reduce_table.h"
+#include "ops/threads.h"
 
 /* ---- arguments ------------------------------------------------------------------ */
 
@@ -219,10 +220,9 @@ static kn_status fold_kernel(const kn__call *c, kn__outs *out, kn__red_kind k, i
   kn__redplan_init(&p, t, mask);
   char *dst = kn_data(o);
   size_t oes = kn_dtype_size(o->dtype);
-  bool big = p.nout * p.nred >= KN__RED_PAR_MIN;
-#pragma omp parallel for if (big && p.nout > 1) schedule(static)
+  KN__PAR_FOR(kn__par_team(p.nout * p.nred, p.nout, KN__GRAIN),
   for (int64_t i = 0; i < p.nout; i++)
-    fold_out(&p, kn__redplan_at(&p, i), k, t->dtype, cst, dst + (size_t)i * oes, o->dtype);
+    fold_out(&p, kn__redplan_at(&p, i), k, t->dtype, cst, dst + (size_t)i * oes, o->dtype););
   kn_release(t);
   return KN_OK;
 }

@@ -1,6 +1,7 @@
 /*
 ** test_index_rows.c: index_select and gather over contiguous tensors (the
-** threaded row kernels of ops/index_rows.c) against the general kernels of
+** threaded row kernels of ops/index_rows.c), and scatter / scatter_add (their
+** column split), against the general kernels of
 ** ops/index.c, reached with the same values in a non-contiguous tensor:
 ** every dim, dtypes of 1, 2, 4 and 8 bytes, repeated indices, sizes that
 ** split over 2 threads and sizes that do not, and the errors of a bad index.
@@ -93,6 +94,41 @@ Test(index_rows, gather_matches_the_general_kernel) {
   }
 }
 
+/* scatter (src and value) and scatter_add with many duplicate indices:
+** the general kernel is reached through a strided src (or index). */
+static void check_scatter(kn_dtype dt, int nthreads) {
+  kn_scope_begin();
+  kn_set_num_threads(nthreads);
+  kn_generator *g = kn_generator_new(8);
+  kn_tensor *x = source(dt, g);
+  for (int d = 0; d < 3; d++) {
+    int64_t sz[3] = {4, 130, 600};
+    int64_t size = sz[d];
+    sz[d] = d == 2 ? 900 : 2 * size; /* every output element hit about twice */
+    kn_tensor *idx = kn_randint(0, size, 3, sz, g, KN_INT64), *idxs = strided_copy(idx);
+    kn_tensor *src = kn_to(kn_randn(3, sz, g, KN_FLOAT32), dt), *srcs = strided_copy(src);
+    char what[80];
+    snprintf(what, sizeof what, "scatter dim %d dtype %d threads %d", d, (int)dt, nthreads);
+    expect_same_bytes(kn_scatter(x, d, idx, src), kn_scatter(x, d, idx, srcs), what);
+    snprintf(what, sizeof what, "scatter_add dim %d dtype %d threads %d", d, (int)dt, nthreads);
+    expect_same_bytes(kn_scatter_add(x, d, idx, src), kn_scatter_add(x, d, idx, srcs), what);
+    snprintf(what, sizeof what, "scatter value dim %d dtype %d threads %d", d, (int)dt, nthreads);
+    expect_same_bytes(kn_scatter_value(x, d, idx, kn_float(-3.5)),
+                      kn_scatter_value(x, d, idxs, kn_float(-3.5)), what);
+  }
+  kn_generator_free(g);
+  kn_set_num_threads(0);
+  kn_scope_end();
+}
+
+Test(index_rows, scatter_matches_the_general_kernel) {
+  kn_dtype dts[] = {KN_FLOAT32, KN_FLOAT64, KN_BFLOAT16, KN_INT64};
+  for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+    check_scatter(dts[i], 1);
+    check_scatter(dts[i], 2);
+  }
+}
+
 /* Small shapes and literal values (torch 1.13): one element per row, a
 ** 1-d tensor, an empty index. */
 Test(index_rows, small_literals) {
@@ -112,6 +148,12 @@ Test(index_rows, small_literals) {
   cr_assert_eq(((float *)kn_data(vs))[0], 8);
   kn_tensor *e = kn_index_select(x, 0, kn_zeros(1, (int64_t[]){0}, KN_INT64));
   cr_assert(e && kn_sizes(e)[0] == 0 && kn_sizes(e)[1] == 3);
+  /* torch.zeros(2, 3).scatter_add_(1, [[0, 0, 2], [1, 1, 1]], x) */
+  kn_tensor *sa = kn_scatter_add(kn_zeros(2, (int64_t[]){2, 3}, KN_FLOAT32), 1,
+                                 kn_from_ints((const int64_t[]){0, 0, 2, 1, 1, 1}, 2,
+                                              (int64_t[]){2, 3}), x);
+  const float wsa[] = {1, 0, 2, 0, 12, 0};
+  for (int k = 0; k < 6; k++) cr_assert_eq(((float *)kn_data(sa))[k], wsa[k], "element %d", k);
   kn_scope_end();
 }
 
@@ -127,6 +169,8 @@ Test(index_rows, bad_index_errors) {
   kn_tensor *gi = kn_zeros(2, (int64_t[]){600, 600}, KN_INT64);
   ((int64_t *)kn_data(gi))[1234] = -1;
   cr_assert_null(kn_gather(x, 1, gi));
+  cr_assert_str_eq(kn_last_error(), "index -1 is out of bounds for dimension 1 with size 600");
+  cr_assert_null(kn_scatter_add(x, 1, gi, x));
   cr_assert_str_eq(kn_last_error(), "index -1 is out of bounds for dimension 1 with size 600");
   kn_scope_end();
 }

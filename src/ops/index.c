@@ -343,12 +343,15 @@ kn_status kn__k_scatter(const kn__call *c, kn__outs *out) {
             c->op->id == KN_OP_SCATTER_ADD, NULL};
   if (c->args[3].kind == KN__A_TENSOR) {
     kn_tensor *src = c->args[3].u.t;
+    if (kn__scatter_fast_ok(o, d, index, src)) return kn__scatter_fast(o, d, index, src, NULL, m.acc);
     m.src = src->storage->data;
     return walk(index, d, src, o, do_move, &m);
   }
   kn_scalar s = c->args[3].u.s;
   if (s.kind == KN_SCALAR_FLOAT) kn__store_double(val, o->dtype, s.v.f);
   else kn__store_int(val, o->dtype, s.kind == KN_SCALAR_INT ? s.v.i : s.v.b);
+  if (kn__scatter_fast_ok(o, d, index, NULL))
+    return kn__scatter_fast(o, d, index, NULL, (const char *)val, m.acc);
   m.value = (const char *)val;
   return walk(index, d, index, o, do_move, &m);
 }

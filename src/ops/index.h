@@ -23,5 +23,10 @@ kn_status kn__index_select_fast(const kn_tensor *self, int d, const kn_tensor *i
                                 kn_tensor *o);
 bool kn__gather_fast_ok(const kn_tensor *self, int d, const kn_tensor *index, const kn_tensor *o);
 kn_status kn__gather_fast(const kn_tensor *self, int d, const kn_tensor *index, kn_tensor *o);
+/* scatter / scatter_add into o (already a copy of self): src, or value (one
+** element of o's dtype) when src is NULL; acc adds. */
+bool kn__scatter_fast_ok(const kn_tensor *o, int d, const kn_tensor *index, const kn_tensor *src);
+kn_status kn__scatter_fast(kn_tensor *o, int d, const kn_tensor *index, const kn_tensor *src,
+                           const char *value, bool acc);
 
 #endif

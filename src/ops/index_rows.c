@@ -3,9 +3,13 @@
 ** over kiln's threads (the general kernels of ops/index.c walk any strides
 ** one element at a time, on one thread).
 **
-** Both view the tensors as [outer, size along dim, inner]. index_select
+** All view the tensors as [outer, size along dim, inner]. index_select
 ** copies rows of `inner` elements (whole rows with memcpy, single elements
-** by their size); gather moves one element per index entry. Indices are
+** by their size); gather moves one element per index entry; scatter and
+** scatter_add split the output's columns (outer, inner position), which no
+** two threads share, and walk each column's index entries in the general
+** kernel's order (duplicates: the last write wins, sums add in the same
+** order), so results are the general kernel's bit for bit. Indices are
 ** checked before anything is written, in the order the general kernels
 ** check them, so the first bad index gives the same error.
 */
@@ -115,6 +119,64 @@ kn_status kn__gather_fast(const kn_tensor *self, int d, const kn_tensor *index, 
       int64_t k = r * inner + i;
       move1(dst + (size_t)k * es, base + (size_t)(iv[k] * inner + i) * es, es);
     }
+  });
+  return KN_OK;
+}
+
+/* ---- scatter / scatter_add ------------------------------------------------------- */
+
+#define KN__SCATTER_BLOCK 512 /* columns of inner a task takes */
+
+bool kn__scatter_fast_ok(const kn_tensor *o, int d, const kn_tensor *index,
+                         const kn_tensor *src) {
+  if (o->ndim == 0 || index->ndim != o->ndim || !kn_is_contiguous(o) ||
+      !kn_is_contiguous(index) || (src && (!kn_is_contiguous(src) || src->dtype != o->dtype)))
+    return false;
+  for (int k = 0; k < o->ndim; k++) {
+    if (k != d && index->sizes[k] != o->sizes[k]) return false;
+    if (src && src->sizes[k] != index->sizes[k]) return false;
+  }
+  return true;
+}
+
+/* *dst = src, or *dst += src as kn__elem_accumulate (float32: the sum in
+** double, rounded once; exactly the general kernel's arithmetic). */
+static inline void put1(char *dst, const char *src, kn_dtype dt, size_t es, bool acc) {
+  if (!acc) move1(dst, src, es);
+  else if (dt == KN_FLOAT32) {
+    float *f = (float *)(void *)dst;
+    *f = (float)((double)*f + (double)*(const float *)(const void *)src);
+  } else if (dt == KN_FLOAT64) {
+    *(double *)(void *)dst += *(const double *)(const void *)src;
+  } else {
+    kn__elem_accumulate(dst, src, dt);
+  }
+}
+
+kn_status kn__scatter_fast(kn_tensor *o, int d, const kn_tensor *index, const kn_tensor *src,
+                           const char *value, bool acc) {
+  int64_t outer, size, inner, n;
+  split3(o, d, &outer, &size, &inner);
+  n = index->sizes[d];
+  const int64_t *iv = (const int64_t *)bytes(index);
+  int64_t total = outer * n * inner;
+  for (int64_t k = 0; k < total; k++) /* the general kernel's check, its order */
+    if (iv[k] < 0 || iv[k] >= size) return kn__out_of_bounds(iv[k], d, size);
+  kn_dtype dt = o->dtype;
+  size_t es = kn_dtype_size(dt);
+  const char *s = src ? bytes(src) : NULL;
+  char *dst = bytes(o);
+  int64_t nblk = (inner + KN__SCATTER_BLOCK - 1) / KN__SCATTER_BLOCK, tasks = outer * nblk;
+  int team = kn__par_team(total, tasks, KN__GRAIN_MEM);
+  KN__PAR_FOR(team, for (int64_t t = 0; t < tasks; t++) {
+    int64_t oi = t / nblk, i0 = (t - oi * nblk) * KN__SCATTER_BLOCK;
+    int64_t i1 = i0 + KN__SCATTER_BLOCK < inner ? i0 + KN__SCATTER_BLOCK : inner;
+    char *base = dst + (size_t)(oi * size * inner) * es;
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = i0; i < i1; i++) {
+        int64_t k = (oi * n + j) * inner + i;
+        put1(base + (size_t)(iv[k] * inner + i) * es, s ? s + (size_t)k * es : value, dt, es, acc);
+      }
   });
   return KN_OK;
 }

@@ -517,13 +517,19 @@ static bool layers_idle(void) {
 /* The fast path (docs/KERNELS.md, "The per-op path"): a pointwise call no
 ** layer sees, of operands of one shape, runs its types, output and kernel
 ** directly. false: not taken, nothing done. */
+static _Thread_local uint64_t fast_calls;
+
+uint64_t kn__dispatch_fast_calls(void) { return fast_calls; }
+
 static bool invoke_fast(kn__call *c, kn_status *st, kn_tensor **r) {
   const kn__opdef *op = c->op;
   if ((op->kernel != kn__k_pw_binary && op->kernel != kn__k_pw_unary) ||
       (op->flags & (KN_OPF_COMPOSITE | KN_OPF_VIEW | KN_OPF_INPLACE)))
     return false;
   kn__threads_sync(); /* what kn__dispatch does first */
-  return layers_idle() && kn__pw_fast(c, kn__grad_enabled(), st, r);
+  if (!layers_idle() || !kn__pw_fast(c, kn__grad_enabled(), st, r)) return false;
+  fast_calls++;
+  return true;
 }
 
 kn_tensor *kn__invoke(kn__opid id, int nargs, const kn__arg *args) {

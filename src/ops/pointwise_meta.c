@@ -338,20 +338,24 @@ static bool plain_tensor(const kn_tensor *t, bool grad_on) {
          !(grad_on && t->requires_grad);
 }
 
+static bool all_ones(const kn_tensor *t) {
+  for (int d = 0; d < t->ndim; d++)
+    if (t->sizes[d] != 1) return false;
+  return true;
+}
+
 /* Is t's shape `like`'s, or a one-element shape of no more dims (so that
 ** broadcasting t against like gives like's shape)? */
 static bool fits_shape(const kn_tensor *t, const kn_tensor *like) {
   if (t->ndim > like->ndim) return false;
-  bool same = t->ndim == like->ndim, ones = true;
-  for (int d = 0; d < t->ndim; d++) {
-    same = same && t->sizes[d] == like->sizes[d];
-    ones = ones && t->sizes[d] == 1;
-  }
-  return same || ones;
+  bool same = t->ndim == like->ndim;
+  for (int d = 0; same && d < t->ndim; d++) same = t->sizes[d] == like->sizes[d];
+  return same || all_ones(t);
 }
 
-/* The operand that gives the output its shape (the first of the most
-** dims), when every argument allows the fast path; NULL otherwise. */
+/* The operand that gives the output its shape (of the most dims, and not
+** all ones where another of as many dims is not), when every argument
+** allows the fast path; NULL otherwise. */
 static const kn_tensor *fast_shape(const kn__call *c, const kn__pwinfo *pi, bool grad_on) {
   const kn_tensor *like = NULL;
   for (int i = 0; i < c->nargs; i++) {
@@ -360,7 +364,8 @@ static const kn_tensor *fast_shape(const kn__call *c, const kn__pwinfo *pi, bool
     if (a->kind == KN__A_SCALAR && (unsigned)a->u.s.kind > KN_SCALAR_FLOAT) return NULL;
     if (a->kind != KN__A_TENSOR) continue;
     if (i >= pi->nopnds || !plain_tensor(a->u.t, grad_on)) return NULL;
-    if (!like || a->u.t->ndim > like->ndim) like = a->u.t;
+    const kn_tensor *t = a->u.t;
+    if (!like || t->ndim > like->ndim || (t->ndim == like->ndim && all_ones(like))) like = t;
   }
   for (int i = 0; like && i < pi->nopnds && i < c->nargs; i++)
     if (c->args[i].kind == KN__A_TENSOR && !fits_shape(c->args[i].u.t, like)) return NULL;

@@ -373,3 +373,29 @@ Test(dispatch_fast, in_place_ops_bump_the_version_and_read_aliases_right) {
   kn_scope_end();
 }
 
+
+/* Capture: the tracing mode records each op the fast path would take. */
+static kn_value add_mul_exp(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  kn_tensor *a = args[0].u.t, *b = args[1].u.t;
+  return kn_vtensor(kn_exp(kn_mul(kn_add(a, b), kn_mul_scalar(a, kn_float(2)))));
+}
+
+Test(dispatch_fast, capture_records_the_calls) {
+  kn_scope_begin();
+  kn_tensor *a = filled(KN_FLOAT32, 1, (int64_t[]){5}, 1);
+  kn_tensor *b = filled(KN_FLOAT32, 1, (int64_t[]){5}, 2);
+  kn_tensor *want = kn_exp(kn_mul(kn_add(a, b), kn_mul_scalar(a, kn_float(2))));
+  kn_compile_counter cc = {0};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc};
+  kn_compiled *f = kn_compile_fn(add_mul_exp, NULL, 2, "add_mul_exp", __FILE__, __LINE__, &o);
+  cr_assert_not_null(f, "%s", kn_last_error());
+  kn_value args[2] = {kn_vtensor(a), kn_vtensor(b)}, out;
+  cr_assert_eq(kn_call(f, args, 2, &out), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(cc.frame_count, 1);
+  cr_assert_eq(cc.op_count, 4, "add, mul.Scalar, mul, exp: got %d ops", cc.op_count);
+  cr_assert(!memcmp(kn_data(out.u.t), kn_data(want), 5 * sizeof(float)));
+  kn_value_release(out);
+  kn_compiled_free(f);
+  kn_scope_end();
+}

@@ -373,7 +373,7 @@ static bool run_flat(kn_tensor *dst, int64_t n, int nin, const kn_tensor *const 
                      void *const *scal, kn_dtype cc, kn__iter_row_fn fn, const void *ctx,
                      int64_t grain) {
   if (n >= 2 * grain || !kn__contiguous(dst)) return false;
-  size_t es_out = kn_dtype_size(dst->dtype), es_in = kn_dtype_size(cc);
+  size_t es_out = kn__dtype_size(dst->dtype), es_in = kn__dtype_size(cc);
   char *p[3] = {data_at(dst, es_out)};
   int64_t s[3] = {(int64_t)es_out};
   for (int k = 0; k < nin; k++) {

@@ -360,7 +360,10 @@ static const kn_tensor *fast_shape(const kn__call *c, const kn__pwinfo *pi, bool
   const kn_tensor *like = NULL;
   for (int i = 0; i < c->nargs; i++) {
     const kn__arg *a = &c->args[i];
-    if (a->sym || a->kind == KN__A_TENSORS) return NULL;
+    /* lists, dtypes and generators: kn__dispatch checks them first */
+    if (a->sym || a->kind == KN__A_TENSORS || a->kind == KN__A_INTS ||
+        a->kind == KN__A_DTYPE || a->kind == KN__A_GEN)
+      return NULL;
     if (a->kind == KN__A_SCALAR && (unsigned)a->u.s.kind > KN_SCALAR_FLOAT) return NULL;
     if (a->kind != KN__A_TENSOR) continue;
     if (i >= pi->nopnds || !plain_tensor(a->u.t, grad_on)) return NULL;
@@ -374,7 +377,7 @@ static const kn_tensor *fast_shape(const kn__call *c, const kn__pwinfo *pi, bool
 
 /* A fresh output of like's shape and dtype dt. */
 static kn_tensor *fast_output(const kn_tensor *like, kn_dtype dt) {
-  bool held = kn_dtype_size(dt) <= kn_dtype_size(like->dtype) &&
+  bool held = kn__dtype_size(dt) <= kn__dtype_size(like->dtype) &&
               (kn__contiguous(like) || kn__numel(like->ndim, like->sizes) == 1);
   return held ? kn__empty_like_valid(like, dt) : kn__empty(like->ndim, like->sizes, dt, KN_CPU);
 }

@@ -330,7 +330,7 @@ kn_tensor *kn__empty_like_valid(const kn_tensor *like, kn_dtype dt) {
   int64_t strides[KN_MAX_DIMS];
   kn__contiguous_strides(like->ndim, like->sizes, strides);
   int64_t n = kn__numel(like->ndim, like->sizes);
-  kn__storage *st = kn__storage_new((size_t)n * kn_dtype_size(dt), KN_CPU);
+  kn__storage *st = kn__storage_new((size_t)n * kn__dtype_size(dt), KN_CPU);
   if (!st) {
     kn__oom();
     return NULL;

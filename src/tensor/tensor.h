@@ -87,6 +87,16 @@ kn_tensor *kn__empty(int ndim, const int64_t *sizes, kn_dtype dt, kn_device dev)
 /* Same, with the given strides (which must be non-overlapping and fit). */
 kn_tensor *kn__empty_strided(int ndim, const int64_t *sizes,
                              const int64_t *strides, kn_dtype dt, kn_device dev);
+/* kn_dtype_size, inline (from the same table, include/kiln/tensor.h). */
+static inline size_t kn__dtype_size(kn_dtype dt) {
+  switch (dt) {
+#define KN__DTYPE_SIZE_CASE(e, name, size, kind) \
+  case e: return size;
+    KN_DTYPE_MAP(KN__DTYPE_SIZE_CASE)
+#undef KN__DTYPE_SIZE_CASE
+  default: return 0;
+  }
+}
 /* kn_is_contiguous for a non-NULL t, inline (the per-op path asks it of
 ** every operand). */
 static inline bool kn__contiguous(const kn_tensor *t) {

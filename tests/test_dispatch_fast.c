@@ -22,7 +22,17 @@
 
 #include "kiln/kiln.h"
 #include "ops/opdef.h"
+#include "tensor/handles.h"
 #include "tensor/tensor.h"
+
+/* Checked handles (KILN_DEBUG, on in debug builds) route every call the
+** general way: the suite runs unchecked, as release builds do, except
+** where a test switches them on. */
+static void unchecked(void) {
+  cr_assert_eq(kn__handles_set_checked(false), KN_OK, "%s", kn_last_error());
+}
+
+TestSuite(dispatch_fast, .init = unchecked);
 
 /* ---- a pass-through mode ---------------------------------------------------------- */
 
@@ -398,4 +408,17 @@ Test(dispatch_fast, capture_records_the_calls) {
   kn_value_release(out);
   kn_compiled_free(f);
   kn_scope_end();
+}
+
+Test(dispatch_fast, checked_handles_take_the_general_path) {
+  cr_assert_eq(kn__handles_set_checked(true), KN_OK, "%s", kn_last_error());
+  kn_scope_begin();
+  kn_tensor *a = filled(KN_FLOAT32, 1, (int64_t[]){3}, 1);
+  uint64_t before = kn__dispatch_fast_calls();
+  kn_tensor *y = kn_add(a, a);
+  cr_assert_eq(kn__dispatch_fast_calls(), before, "a checked call took the fast path");
+  const float *pa = kn_data(a), *py = kn_data(y);
+  for (int j = 0; j < 3; j++) cr_assert_eq(py[j], pa[j] + pa[j]);
+  kn_scope_end();
+  cr_assert_eq(kn__handles_set_checked(false), KN_OK, "%s", kn_last_error());
 }

@@ -514,13 +514,13 @@ static bool layers_idle(void) {
          !KN__HANDLES_CHECKED();
 }
 
-/* The fast path (docs/KERNELS.md, "The per-op path"): a pointwise call no
-** layer sees, of operands of one shape, runs its types, output and kernel
-** directly. false: not taken, nothing done. */
-static _Thread_local uint64_t fast_calls;
+static _Thread_local uint64_t fast_calls; /* taken on this thread */
 
 uint64_t kn__dispatch_fast_calls(void) { return fast_calls; }
 
+/* The fast path (docs/KERNELS.md, "The per-op path"): a pointwise call no
+** layer sees, of operands of one shape, runs its types, output and kernel
+** directly. false: not taken, nothing done. */
 static bool invoke_fast(kn__call *c, kn_status *st, kn_tensor **r) {
   const kn__opdef *op = c->op;
   if ((op->kernel != kn__k_pw_binary && op->kernel != kn__k_pw_unary) ||

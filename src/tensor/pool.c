@@ -3,7 +3,8 @@
 ** and small data buffers, so the common path of an eager op (one output of
 ** a few elements) allocates nothing from malloc and takes no lock.
 **
-** Each thread keeps short free lists (KN__POOL_DEPTH entries per kind); an
+** Each thread keeps short free lists (KN__POOL_DEPTH entries per kind; the
+** lists and the take and put paths are in pool.h, inline); an
 ** object freed on one thread may be reused by another, as they are plain
 ** malloc memory. A list that is full sends frees to free(); a thread's
 ** lists are handed back to free() when the thread exits (a pthread key's

@@ -11,6 +11,7 @@
 #include "ops/autocast.h"
 #include "ops/cuda_ops.h"
 #include "ops/opdef.h"
+#include "ops/pointwise.h"
 #include "ops/threads.h"
 #include "tensor/handles.h"
 #include "profiler/profiler.h"
@@ -506,16 +507,52 @@ static kn_status prepare(kn__call *c, kn__opid id, int nargs, const kn__arg *arg
   return KN_OK;
 }
 
+/* Does no layer above the backend see a call made now (no autocast region,
+** no visible mode, no profiler, no checked handles)? The fast path's test. */
+static bool layers_idle(void) {
+  return modes.active == 0 && !kn__autocast_active() && !KN__PROF_ON() &&
+         !KN__HANDLES_CHECKED();
+}
+
+static _Thread_local uint64_t fast_calls; /* taken on this thread */
+
+uint64_t kn__dispatch_fast_calls(void) { return fast_calls; }
+
+/* The fast path (docs/KERNELS.md, "The per-op path"): a pointwise call no
+** layer sees, of operands of one shape, runs its types, output and kernel
+** directly. false: not taken, nothing done. */
+static bool invoke_fast(kn__call *c, kn_status *st, kn_tensor **r) {
+  const kn__opdef *op = c->op;
+  if ((op->kernel != kn__k_pw_binary && op->kernel != kn__k_pw_unary) ||
+      (op->flags & (KN_OPF_COMPOSITE | KN_OPF_VIEW | KN_OPF_INPLACE)))
+    return false;
+  kn__threads_sync(); /* what kn__dispatch does first */
+  if (!layers_idle() || !kn__pw_fast(c, kn__grad_enabled(), st, r)) return false;
+  fast_calls++;
+  return true;
+}
+
 kn_tensor *kn__invoke(kn__opid id, int nargs, const kn__arg *args) {
   kn__call c;
+  if (prepare(&c, id, nargs, args) != KN_OK) {
+    kn__error_null_result();
+    return NULL;
+  }
+  kn_tensor *r;
+  kn_status st;
+  if (invoke_fast(&c, &st, &r)) {
+    if (st == KN_OK) return kn__autorelease(r);
+    kn__error_null_result();
+    return NULL;
+  }
   kn__outs out;
   kn__outs_init(&out);
-  if (prepare(&c, id, nargs, args) != KN_OK || kn__dispatch(&c, &out) != KN_OK) {
+  if (kn__dispatch(&c, &out) != KN_OK) {
     kn__error_null_result();
     return NULL;
   }
   KN_ASSERT(out.n >= 1);
-  kn_tensor *r = out.t[0];
+  r = out.t[0];
   out.t[0] = NULL;
   kn__outs_fini(&out);
   return kn__autorelease(r);

@@ -244,6 +244,10 @@ void kn__dispatch_prof_end(int64_t t0, const kn__call *c, const kn__outs *out);
 /* Convenience for public wrappers: dispatch op `id` with args and return its
 ** single output registered in the current autorelease scope, or NULL. */
 kn_tensor *kn__invoke(kn__opid id, int nargs, const kn__arg *args);
+/* How many kn__invoke calls of this thread took the fast path (a pointwise
+** call no mode, autocast region, profiler or autograd sees, with operands
+** of one shape: docs/KERNELS.md, "The per-op path"). For tests. */
+uint64_t kn__dispatch_fast_calls(void);
 /* The same for ops with several outputs: fills outs[0..n) (each registered
 ** in the scope) and returns the number of outputs, or -1 on error. When the
 ** op produces more than cap outputs, the extra ones are released and -1 is

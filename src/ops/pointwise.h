@@ -79,6 +79,19 @@ kn_dtype kn__pw_compute_type(kn_dtype promoted);
 kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
                      kn__pwcode code, const kn__pwparams *prm);
 
+/* The dispatcher's fast path for a pointwise call that no layer above the
+** backend sees (ops/dispatch.c checks that: no mode, autocast, profiler or
+** checked handles; grad_on: grad mode). It takes the call when every tensor
+** argument is an operand on the CPU, not fake, without symbolic sizes,
+** and not requiring grad while grad_on, and the operands' shapes are one
+** shape or one-element shapes of no more dims (the broadcast shape is
+** then that shape); in-place ops are never taken. Taken: returns true,
+** *st the call's status and *out its output (owned; NULL on error, with
+** the error the general path raises). The types, the checks and the
+** kernel are the general path's own; only the shape rule, the output's
+** allocation and the layers are skipped. false: not taken, nothing done. */
+bool kn__pw_fast(const kn__call *c, bool grad_on, kn_status *st, kn_tensor **out);
+
 /* PyTorch's name of a dtype in error messages ("Float", "Long"). Static. */
 const char *kn__pw_torch_name(kn_dtype dt);
 /* torch.can_cast(from, to): no float -> integral, no non-bool -> bool. */

@@ -355,7 +355,7 @@ static bool flat_operand(const kn_tensor *t, const kn_tensor *out, int64_t n_out
   bool same_shape = t->ndim == out->ndim;
   for (int d = 0; same_shape && d < t->ndim; d++) same_shape = t->sizes[d] == out->sizes[d];
   *single = same_shape ? n_out == 1 : kn__numel(t->ndim, t->sizes) == 1;
-  return *single || (same_shape && kn_is_contiguous(t));
+  return *single || (same_shape && kn__contiguous(t));
 }
 
 /* kn_data with the element size known: the address of t's first element,
@@ -372,8 +372,8 @@ static char *data_at(const kn_tensor *t, size_t es) {
 static bool run_flat(kn_tensor *dst, int64_t n, int nin, const kn_tensor *const *ts,
                      void *const *scal, kn_dtype cc, kn__iter_row_fn fn, const void *ctx,
                      int64_t grain) {
-  if (n >= 2 * grain || !kn_is_contiguous(dst)) return false;
-  size_t es_out = kn_dtype_size(dst->dtype), es_in = kn_dtype_size(cc);
+  if (n >= 2 * grain || !kn__contiguous(dst)) return false;
+  size_t es_out = kn__dtype_size(dst->dtype), es_in = kn__dtype_size(cc);
   char *p[3] = {data_at(dst, es_out)};
   int64_t s[3] = {(int64_t)es_out};
   for (int k = 0; k < nin; k++) {
@@ -406,11 +406,42 @@ static bool fuse16(const kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype
   return any;
 }
 
+/* The common case of a small op, checked first and with the least work:
+** the output of the formula's result type, every tensor operand of the
+** compute type and not overlapping the output otherwise than as itself,
+** the whole run flat (run_flat). It is what the general path below does
+** for such a call, without its conversion and 16-bit checks. true: done,
+** *st set. */
+static bool run_direct(kn_tensor *out, int64_t n, int nin, const kn__pwopnd *in, kn_dtype cc,
+                       kn__pwcode code, const kn__pwparams *prm, kn_status *st) {
+  if (out->dtype != (writes_bool(code) ? KN_BOOL : cc)) return false;
+  const kn_tensor *ts[2] = {NULL, NULL};
+  void *scal[2] = {NULL, NULL};
+  scalar_buf bufs[2];
+  for (int k = 0; k < nin; k++) {
+    if (!in[k].t) {
+      scalar_to(&bufs[k], in[k].s, cc);
+      scal[k] = &bufs[k];
+    } else if (in[k].t->dtype != cc || overlaps_differently(out, in[k].t)) {
+      return false;
+    }
+    ts[k] = in[k].t;
+  }
+  atomic_int zero_div = 0;
+  rowctx ctx = {code, prm, &zero_div};
+  int64_t grain = memory_bound(code) ? KN__PAR_GRAIN_MEM : KN__PAR_GRAIN;
+  if (!run_flat(out, n, nin, ts, scal, cc, row_fn(cc, nin), &ctx, grain)) return false;
+  *st = atomic_load(&zero_div) ? kn__error(KN_EINVAL, "ZeroDivisionError") : KN_OK;
+  return true;
+}
+
 kn_status kn__pw_run(kn_tensor *out, int nin, const kn__pwopnd *in, kn_dtype cc,
                      kn__pwcode code, const kn__pwparams *prm) {
   KN_ASSERT(nin >= 1 && nin <= 2);
   int64_t n = out->sym ? kn_numel(out) : kn__numel(out->ndim, out->sizes);
   if (n == 0) return KN_OK;
+  kn_status direct;
+  if (run_direct(out, n, nin, in, cc, code, prm, &direct)) return direct;
   kn_dtype ot = writes_bool(code) ? KN_BOOL : cc;
   kn_tensor *conv[2] = {NULL, NULL}, *tmp = NULL;
   const kn_tensor *ts[2] = {NULL, NULL};

@@ -300,14 +300,12 @@ static void fill_params(const kn__call *c, const kn__pwinfo *pi, kn__pwparams *p
   }
 }
 
-static kn_status pw_kernel(const kn__call *c, kn__outs *out) {
-  const kn__pwinfo *pi = kn__pw_info(c->op->id);
-  if (!pi->present)
-    return kn__error(KN_EINVAL, "%s: no row in the pointwise formula table", c->op->name);
+/* The kernel of call c (op facts pi) into its output o, fresh or self. */
+static kn_status run_kernel(const kn__call *c, const kn__pwinfo *pi, kn_tensor *o) {
   kn_dtype promoted, result;
   if (!pi->inplace && pi->kind != KN__PWK_BOOL) {
     /* the meta function's result dtype, already checked: the output's */
-    promoted = result = out->t[0]->dtype;
+    promoted = result = o->dtype;
   } else {
     kn_status st = pw_types(c, pi, &promoted, &result);
     if (st != KN_OK) return st;
@@ -321,7 +319,83 @@ static kn_status pw_kernel(const kn__call *c, kn__outs *out) {
                         (pi->code == KN__PW_LAND || pi->code == KN__PW_LOR ||
                          pi->code == KN__PW_LNOT)
                     ? KN_BOOL : kn__pw_compute_type(promoted);
-  return kn__pw_run(out->t[0], nin, in, cc, actual_code(c, pi), &prm);
+  return kn__pw_run(o, nin, in, cc, actual_code(c, pi), &prm);
+}
+
+static kn_status pw_kernel(const kn__call *c, kn__outs *out) {
+  const kn__pwinfo *pi = kn__pw_info(c->op->id);
+  if (!pi->present)
+    return kn__error(KN_EINVAL, "%s: no row in the pointwise formula table", c->op->name);
+  return run_kernel(c, pi, out->t[0]);
+}
+
+/* ---- the fast path -------------------------------------------------------------- */
+
+/* Can t take the fast path: a plain CPU tensor (no fake, no symbolic
+** sizes, no gradient to record)? */
+static bool plain_tensor(const kn_tensor *t, bool grad_on) {
+  return t && t->device == KN_CPU && t->storage->device == KN_CPU && !t->is_fake && !t->sym &&
+         !(grad_on && t->requires_grad);
+}
+
+static bool all_ones(const kn_tensor *t) {
+  for (int d = 0; d < t->ndim; d++)
+    if (t->sizes[d] != 1) return false;
+  return true;
+}
+
+/* Is t's shape `like`'s, or a one-element shape of no more dims (so that
+** broadcasting t against like gives like's shape)? */
+static bool fits_shape(const kn_tensor *t, const kn_tensor *like) {
+  if (t->ndim > like->ndim) return false;
+  bool same = t->ndim == like->ndim;
+  for (int d = 0; same && d < t->ndim; d++) same = t->sizes[d] == like->sizes[d];
+  return same || all_ones(t);
+}
+
+/* The operand that gives the output its shape (of the most dims, and not
+** all ones where another of as many dims is not), when every argument
+** allows the fast path; NULL otherwise. */
+static const kn_tensor *fast_shape(const kn__call *c, const kn__pwinfo *pi, bool grad_on) {
+  const kn_tensor *like = NULL;
+  for (int i = 0; i < c->nargs; i++) {
+    const kn__arg *a = &c->args[i];
+    /* lists, dtypes and generators: kn__dispatch checks them first */
+    if (a->sym || a->kind == KN__A_TENSORS || a->kind == KN__A_INTS ||
+        a->kind == KN__A_DTYPE || a->kind == KN__A_GEN)
+      return NULL;
+    if (a->kind == KN__A_SCALAR && (unsigned)a->u.s.kind > KN_SCALAR_FLOAT) return NULL;
+    if (a->kind != KN__A_TENSOR) continue;
+    if (i >= pi->nopnds || !plain_tensor(a->u.t, grad_on)) return NULL;
+    const kn_tensor *t = a->u.t;
+    if (!like || t->ndim > like->ndim || (t->ndim == like->ndim && all_ones(like))) like = t;
+  }
+  for (int i = 0; like && i < pi->nopnds && i < c->nargs; i++)
+    if (c->args[i].kind == KN__A_TENSOR && !fits_shape(c->args[i].u.t, like)) return NULL;
+  return like;
+}
+
+/* A fresh output of like's shape and dtype dt. */
+static kn_tensor *fast_output(const kn_tensor *like, kn_dtype dt) {
+  bool held = kn__dtype_size(dt) <= kn__dtype_size(like->dtype) &&
+              (kn__contiguous(like) || kn__numel(like->ndim, like->sizes) == 1);
+  return held ? kn__empty_like_valid(like, dt) : kn__empty(like->ndim, like->sizes, dt, KN_CPU);
+}
+
+bool kn__pw_fast(const kn__call *c, bool grad_on, kn_status *st, kn_tensor **out) {
+  const kn__pwinfo *pi = kn__pw_info(c->op->id);
+  if (!pi->present || pi->inplace) return false;
+  const kn_tensor *like = fast_shape(c, pi, grad_on);
+  if (!like) return false;
+  kn_dtype promoted, result;
+  *out = NULL;
+  *st = pw_types(c, pi, &promoted, &result);
+  if (*st != KN_OK) return true;
+  kn_tensor *o = fast_output(like, result);
+  *st = o ? run_kernel(c, pi, o) : kn_last_status();
+  if (*st == KN_OK) *out = o;
+  else kn_release(o);
+  return true;
 }
 
 kn_status kn__k_pw_binary(const kn__call *c, kn__outs *out) { return pw_kernel(c, out); }

@@ -17,7 +17,7 @@ static const struct { const char *name; size_t size; char kind; } info[KN_DTYPE_
 const char *kn_dtype_name(kn_dtype dt) {
   return (unsigned)dt < KN_DTYPE_COUNT ? info[dt].name : "invalid";
 }
-size_t kn_dtype_size(kn_dtype dt) { return (unsigned)dt < KN_DTYPE_COUNT ? info[dt].size : 0; }
+size_t kn_dtype_size(kn_dtype dt) { return kn__dtype_size(dt); }
 bool kn_dtype_is_floating(kn_dtype dt) { return (unsigned)dt < KN_DTYPE_COUNT && info[dt].kind == 'f'; }
 bool kn_dtype_is_integral(kn_dtype dt, bool include_bool) {
   if ((unsigned)dt >= KN_DTYPE_COUNT) return false;

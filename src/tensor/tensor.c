@@ -326,6 +326,23 @@ kn_tensor *kn__empty(int ndim, const int64_t *sizes, kn_dtype dt, kn_device dev)
   return kn__empty_strided(ndim, sizes, strides, dt, dev);
 }
 
+kn_tensor *kn__empty_like_valid(const kn_tensor *like, kn_dtype dt) {
+  int64_t strides[KN_MAX_DIMS];
+  kn__contiguous_strides(like->ndim, like->sizes, strides);
+  int64_t n = kn__numel(like->ndim, like->sizes);
+  kn__storage *st = kn__storage_new((size_t)n * kn__dtype_size(dt), KN_CPU);
+  if (!st) {
+    kn__oom();
+    return NULL;
+  }
+  kn_tensor *t = wrap_owned(st, dt, like->ndim, like->sizes, strides, 0);
+  if (!t) {
+    kn__storage_release(st);
+    kn__oom();
+  }
+  return t;
+}
+
 kn_tensor *kn__make_view(kn_tensor *base, int ndim, const int64_t *sizes,
                          const int64_t *strides, int64_t offset) {
   kn_tensor *t = kn__tensor_wrap(base->storage, base->dtype, ndim, sizes, strides, offset);
@@ -424,14 +441,7 @@ kn_device kn_tensor_device(const kn_tensor *t) {
 }
 
 bool kn_is_contiguous(const kn_tensor *t) {
-  if (null_tensor(t, "kn_is_contiguous")) return false;
-  int64_t expect = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->sizes[d] == 0) return true;
-    if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
-    expect *= t->sizes[d];
-  }
-  return true;
+  return !null_tensor(t, "kn_is_contiguous") && kn__contiguous(t);
 }
 
 /* ---- fake tensors reaching the public API ---------------------------------------- */

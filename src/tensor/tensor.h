@@ -87,6 +87,33 @@ kn_tensor *kn__empty(int ndim, const int64_t *sizes, kn_dtype dt, kn_device dev)
 /* Same, with the given strides (which must be non-overlapping and fit). */
 kn_tensor *kn__empty_strided(int ndim, const int64_t *sizes,
                              const int64_t *strides, kn_dtype dt, kn_device dev);
+/* kn_dtype_size, inline (from the same table, include/kiln/tensor.h). */
+static inline size_t kn__dtype_size(kn_dtype dt) {
+  switch (dt) {
+#define KN__DTYPE_SIZE_CASE(e, name, size, kind) \
+  case e: return size;
+    KN_DTYPE_MAP(KN__DTYPE_SIZE_CASE)
+#undef KN__DTYPE_SIZE_CASE
+  default: return 0;
+  }
+}
+/* kn_is_contiguous for a non-NULL t, inline (the per-op path asks it of
+** every operand). */
+static inline bool kn__contiguous(const kn_tensor *t) {
+  int64_t expect = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    if (t->sizes[d] == 0) return true;
+    if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
+    expect *= t->sizes[d];
+  }
+  return true;
+}
+/* kn__empty(like->ndim, like->sizes, dt, KN_CPU) without its checks, for
+** sizes already known valid: those of an existing contiguous (or
+** one-element) tensor whose dtype is at least as wide as dt, which holds
+** them in memory (the dispatcher's fast path). Owned; NULL with
+** kn_last_error on OOM. */
+kn_tensor *kn__empty_like_valid(const kn_tensor *like, kn_dtype dt);
 /* A view of base's storage with new geometry; shares storage (retained).
 ** Owned. The caller has validated the geometry. */
 kn_tensor *kn__make_view(kn_tensor *base, int ndim, const int64_t *sizes,

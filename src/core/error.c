@@ -38,6 +38,18 @@ void kn_clear_error(void) {
   last_status = KN_OK;
 }
 
+void kn__error_save(kn__error_state *s) {
+  memcpy(s->msg, last_msg, sizeof last_msg);
+  s->status = last_status;
+  s->serial = serial;
+}
+
+void kn__error_restore(const kn__error_state *s) {
+  memcpy(last_msg, s->msg, sizeof last_msg);
+  last_status = s->status;
+  serial = s->serial;
+}
+
 const char *kn_version(void) { return "0.1.0"; }
 
 static void mark_truncated(int n) {

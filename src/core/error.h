@@ -29,6 +29,16 @@ void kn__error_null_result(void);
 ** explains nothing). Written into buf. */
 const char *kn__error_hint(char *buf, size_t n);
 #define KN__HINT_CAP 360
+/* This thread's last error, saved and put back around work done on the
+** side that reports through kn__error but must not change what the caller
+** sees (the symbolizer's disk cache, core/symcache.h). */
+typedef struct kn__error_state {
+  char msg[KN__ERROR_CAP];
+  kn_status status;
+  unsigned long serial;
+} kn__error_state;
+void kn__error_save(kn__error_state *s);
+void kn__error_restore(const kn__error_state *s);
 /* Shorthand for an allocation failure; returns KN_ENOMEM. */
 kn_status kn__oom(void);
 

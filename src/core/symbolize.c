@@ -1,7 +1,8 @@
 /*
 ** core/symbolize.c: backtraces symbolized to function/file/line with
 ** libdwfl (dlopen'ed; the few entry points are declared here with opaque
-** types). The address cache is process-wide and guarded by one mutex.
+** types). The address cache is process-wide and guarded by one mutex, which
+** also guards the disk cache (core/symcache.h) consulted before libdw.
 */
 #include "core/symbolize.h"
 
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/hashmap.h"
+#include "core/symcache.h"
 
 /* ---- libdwfl, declared by hand ------------------------------------------ */
 typedef struct Dwfl Dwfl;
@@ -132,6 +134,10 @@ kn__srcframe kn__symbolize(void *addr) {
   kn__srcframe r = {NULL, NULL, 0};
   if (found && c) {
     r = *c;
+  } else if (kn__symcache_find(pc, &r)) { /* strings owned by the disk cache */
+    kn__srcframe *n = malloc(sizeof *n);
+    if (n && kn__hm_put_u64(&addr_cache, pc, n)) *n = r;
+    else free(n);
   } else {
     r = lookup(pc);
     kn__srcframe *n = malloc(sizeof *n);
@@ -146,6 +152,7 @@ kn__srcframe kn__symbolize(void *addr) {
         r.func = r.file = NULL; /* the strings were libdw's: don't keep them */
       } else {
         r = *n;
+        kn__symcache_note(pc, n);
       }
     } else {
       r.func = r.file = NULL;
@@ -153,6 +160,12 @@ kn__srcframe kn__symbolize(void *addr) {
   }
   pthread_mutex_unlock(&lock);
   return r;
+}
+
+void kn__symbolize_save(void) {
+  pthread_mutex_lock(&lock);
+  kn__symcache_save();
+  pthread_mutex_unlock(&lock);
 }
 
 bool kn__symbolize_available(void) {

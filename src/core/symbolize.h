@@ -4,7 +4,9 @@
 ** Addresses are symbolized with elfutils' libdwfl, loaded with dlopen at
 ** first use (no build dependency: without libdw, or without debug info,
 ** the parts that cannot be found are NULL / 0). Results are cached per
-** address for the life of the process (one mutex guards the cache). Used
+** address for the life of the process (one mutex guards the cache), and
+** complete ones on disk per module build ID (core/symcache.h), so a new
+** process running the same binaries finds them without libdw. Used
 ** by the capture frontend (source lines of graph nodes, dynamo/srcloc.h)
 ** and by the checked handle mode (where a tensor was created and
 ** released, tensor/handles.h).
@@ -27,6 +29,10 @@ typedef struct kn__srcframe {
 int kn__backtrace(void **addrs, int cap);
 /* Symbolize one return address (the call instruction just before it). */
 kn__srcframe kn__symbolize(void *addr);
+/* Write the frames libdw found since the last call to the disk cache
+** (core/symcache.h); a no-op when there are none. Called when a trace
+** ends. */
+void kn__symbolize_save(void);
 /* Could libdw be loaded (so that a frame without a file lacks debug info,
 ** rather than a symbolizer)? Loads it on first use. */
 bool kn__symbolize_available(void);

@@ -1031,5 +1031,6 @@ kn_status kn__trace_call(kn_compiled *f, const kn_value *args, int nargs, kn__en
     kn_set_grad_enabled(caller_grad);
   }
   trace_free(tr);
+  kn__symbolize_save(); /* the next process finds this trace's frames without libdw */
   return st;
 }

@@ -18,7 +18,9 @@
 ** exp, expm1, sinh, cosh and tanh (vmath_f64.h: a 2^(j/16) table in
 ** registers and vscalefpd). No fast-math.
 ** Functions work on contiguous arrays of any length
-** (the tail is computed in a zero-padded vector); y may equal x.
+** (the tail is computed in a zero-padded vector); y may equal x. The vector
+** tables write outputs of 8 MB and more (not equal to x) with streaming
+** stores (vmath_isa.h, KN_VM_NT_MIN); results are the same bits.
 */
 #ifndef KN_OPS_VMATH_H
 #define KN_OPS_VMATH_H

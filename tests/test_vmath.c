@@ -856,3 +856,96 @@ Test(vmath, softplus_on_every_isa) {
   kn__vmath_force(KN__ISA_COUNT);
   kn_scope_end();
 }
+
+/* ---- large outputs: streaming stores (vmath_isa.h, KN_VM_NT_MIN) -------------------- */
+
+/* Unary functions of every table (all share the array loop; these cover a
+** bare instruction, kiln's own kernels and SLEEF's) over an output of more
+** than 8 MB, written at an address one element past a vector boundary (a
+** head before the aligned streaming stores, then a tail), out of place and
+** in place: the same bits as the same function over blocks of 1000 elements
+** (plain stores). */
+Test(vmath, large_outputs_give_the_bits_of_small_blocks) {
+  const int64_t n = ((int64_t)1 << 21) + 13, blk = 1000; /* 8 MB + 52 bytes of float */
+  float *x = malloc((size_t)n * sizeof *x), *big = malloc((size_t)(n + 1) * sizeof *big);
+  float *ref = malloc((size_t)n * sizeof *ref);
+  double *xd = malloc((size_t)(n / 2 + 1) * sizeof *xd), *bigd = malloc((size_t)(n / 2 + 2) * sizeof *bigd);
+  double *refd = malloc((size_t)(n / 2 + 1) * sizeof *refd);
+  cr_assert(x && big && ref && xd && bigd && refd);
+  const int64_t nd = n / 2 + 1; /* 8 MB + 8 bytes of double */
+  for (int64_t i = 0; i < n; i++) x[i] = (float)(-12 + 24 * urand());
+  for (int64_t i = 0; i < nd; i++) xd[i] = -12 + 24 * urand();
+  x[5] = NAN, x[77] = -0.0f, x[n - 1] = INFINITY, xd[3] = -INFINITY;
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    const kn__vmop ops[] = {KN__VM_SQRT, KN__VM_EXP, KN__VM_GELU, KN__VM_ATAN};
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+      kn__vmop op = ops[k];
+      for (int64_t i = 0; i < n; i += blk) t->f32[op](ref + i, x + i, n - i < blk ? n - i : blk);
+      t->f32[op](big + 1, x, n);
+      cr_expect(memcmp(big + 1, ref, (size_t)n * sizeof *ref) == 0, "%s float32 op %d", t->name, op);
+      memcpy(big, x, (size_t)n * sizeof *x);
+      t->f32[op](big, big, n);
+      cr_expect(memcmp(big, ref, (size_t)n * sizeof *ref) == 0, "%s float32 op %d in place",
+                t->name, op);
+      for (int64_t i = 0; i < nd; i += blk) t->f64[op](refd + i, xd + i, nd - i < blk ? nd - i : blk);
+      t->f64[op](bigd + 1, xd, nd);
+      cr_expect(memcmp(bigd + 1, refd, (size_t)nd * sizeof *refd) == 0, "%s float64 op %d",
+                t->name, op);
+    }
+    for (int64_t i = 0; i < n; i += blk)
+      t->softplus_f32(ref + i, x + i, n - i < blk ? n - i : blk, 1, 20);
+    t->softplus_f32(big + 1, x, n, 1, 20);
+    cr_expect(memcmp(big + 1, ref, (size_t)n * sizeof *ref) == 0, "%s softplus", t->name);
+  }
+  free(x), free(big), free(ref), free(xd), free(bigd), free(refd);
+}
+
+/* The fused float32 softplus of every table (kn__vm_softplus_f32): against
+** the formula in long double (composite bounds), special values exact
+** (softplus(-0) = log 2, +inf stays, -inf gives +0, NaN stays), with beta 1
+** (no division) and 0.75, thresholds 20 and 1; and bit for bit what the
+** eager op gives over a strided input (the block path through the table's
+** exp and log1p). */
+Test(vmath, fused_softplus_f32) {
+  kn_scope_begin();
+  int64_t n;
+  double *in = make_inputs(&n, true);
+  kn_tensor *x2 = kn_empty(KN_SHAPE(n, 2), KN_FLOAT32);
+  float *xv = kn_data(x2), *y = malloc((size_t)n * sizeof *y), *xf = malloc((size_t)n * sizeof *xf);
+  cr_assert(y && xf);
+  for (int64_t i = 0; i < n; i++) xf[i] = xv[2 * i] = xv[2 * i + 1] = (float)in[i];
+  kn_tensor *col = kn_select(x2, 1, 0); /* stride 2: the block path */
+  const float betas[] = {1, 0.75f}, thrs[] = {20, 1};
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    kn__vmath_force((kn__isa)isa);
+    for (int k = 0; k < 2; k++) {
+      t->softplus_f32(y, xf, n, betas[k], thrs[k]);
+      int64_t bad = 0, u;
+      for (int64_t i = 0; i < n; i++) {
+        LD bx = (LD)betas[k] * (LD)(float)in[i];
+        LD want = bx > thrs[k] ? (LD)(float)in[i] : log1pl(expl(bx)) / (LD)betas[k];
+        if (!within(y[i], want, true, true, 4, 1, &u) && bad++ < 3)
+          cr_log_error("%s softplus(%a, beta %g) = %a, want %a", t->name, in[i],
+                       (double)betas[k], y[i], (double)want);
+      }
+      cr_expect_eq(bad, 0, "%s softplus beta %g: %lld out of bounds", t->name, (double)betas[k],
+                   (long long)bad);
+      kn_tensor *s = kn_softplus(col, kn_float(betas[k]), kn_float(thrs[k]));
+      cr_assert_not_null(s, "%s", kn_last_error());
+      cr_expect(memcmp(kn_data(kn_contiguous(s)), y, (size_t)n * sizeof *y) == 0,
+                "%s softplus beta %g: strided and fused differ", t->name, (double)betas[k]);
+    }
+    float sp[4] = {-0.0f, INFINITY, -INFINITY, NAN}, so[4];
+    t->softplus_f32(so, sp, 4, 1, 20);
+    cr_expect(so[0] == (float)log(2.0) && so[1] == INFINITY && so[2] == 0 && !signbit(so[2]) &&
+                  isnan(so[3]),
+              "%s softplus(-0, inf, -inf, nan) = %a %a %a %a", t->name, so[0], so[1], so[2], so[3]);
+  }
+  kn__vmath_force(KN__ISA_COUNT);
+  free(in), free(y), free(xf);
+  kn_scope_end();
+}

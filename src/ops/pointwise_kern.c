@@ -138,6 +138,21 @@ static int vm_binary(kn__pwcode code) {
 ** elements, gathered into (and scattered from) stack buffers. */
 #define VBLOCK 256
 
+/* softplus of a contiguous float32 row through the table's fused function;
+** false: not applicable (other types, strided rows). */
+static bool softplus_fused_f32(const kn__vmath *vm, char **p, const int64_t *s, int64_t n,
+                               float beta, float thr) {
+  if (s[0] != (int64_t)sizeof(float) || s[1] != (int64_t)sizeof(float)) return false;
+  vm->softplus_f32((float *)p[0], (const float *)p[1], n, beta, thr);
+  return true;
+}
+
+static bool softplus_fused_f64(const kn__vmath *vm, char **p, const int64_t *s, int64_t n,
+                               double beta, double thr) {
+  (void)vm, (void)p, (void)s, (void)n, (void)beta, (void)thr;
+  return false;
+}
+
 #define DEF_VEC_ROWS(T, SFX)                                                    \
   /* Block [i0, i0 + m) of a strided operand: the row itself when it is       \
   ** contiguous, else gathered into buf (a broadcast scalar is replicated). */ \
@@ -149,10 +164,12 @@ static int vm_binary(kn__pwcode code) {
   static void scatter_##SFX(char *p, int64_t s, int64_t i0, int64_t m, const T *buf) { \
     for (int64_t k = 0; k < m; k++) *(T *)(p + (i0 + k) * s) = buf[k];         \
   }                                                                            \
-  /* softplus: beta x, exp, log1p through the table, in blocks */           \
+  /* softplus: beta x, exp, log1p through the table, in blocks (a          \
+  ** contiguous float32 row in one fused pass: the same operations) */     \
   static void softplus_##SFX(char **p, const int64_t *s, int64_t n, const kn__pwparams *q) { \
     const kn__vmath *vm = kn__vmath_get();                                     \
     const T beta = (T)q->alpha, thr = (T)q->lo;                                \
+    if (softplus_fused_##SFX(vm, p, s, n, beta, thr)) return;                  \
     T bx[VBLOCK], bt[VBLOCK], by[VBLOCK];                                      \
     for (int64_t i0 = 0; i0 < n; i0 += VBLOCK) {                               \
       int64_t m = n - i0 < VBLOCK ? n - i0 : VBLOCK;                           \

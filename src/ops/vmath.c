@@ -105,8 +105,16 @@ static void softmax_bwd_f(float *gi, const float *g, const float *y, int64_t n, 
                  : (float)((double)y[k] * ((double)g[k] - s));
 }
 
-const kn__vmath kn__vmath_scalar = {"scalar", KN__VM_ROW1(f), KN__VM_ROW1(d), KN__VM_ROW2(f),
-                                    KN__VM_ROW2(d), softmax_f, softmax_bwd_f};
+static void softplus_f(float *y, const float *x, int64_t n, float beta, float thr) {
+  for (int64_t i = 0; i < n; i++) {
+    float t = x[i] * beta, r = log1pf(expf(t));
+    y[i] = t > thr ? x[i] : r / beta;
+  }
+}
+
+const kn__vmath kn__vmath_scalar = {"scalar",       KN__VM_ROW1(f), KN__VM_ROW1(d),
+                                    KN__VM_ROW2(f), KN__VM_ROW2(d), softmax_f,
+                                    softmax_bwd_f,  softplus_f};
 
 /* ---- selection ---------------------------------------------------------------- */
 

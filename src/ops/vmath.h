@@ -18,7 +18,9 @@
 ** exp, expm1, sinh, cosh and tanh (vmath_f64.h: a 2^(j/16) table in
 ** registers and vscalefpd). No fast-math.
 ** Functions work on contiguous arrays of any length
-** (the tail is computed in a zero-padded vector); y may equal x.
+** (the tail is computed in a zero-padded vector); y may equal x. The vector
+** tables write outputs of 8 MB and more (not equal to x) with streaming
+** stores (vmath_isa.h, KN_VM_NT_MIN); results are the same bits.
 */
 #ifndef KN_OPS_VMATH_H
 #define KN_OPS_VMATH_H
@@ -62,6 +64,13 @@ typedef void (*kn__vm_softmax_f32)(float *y, const float *x, int64_t n, bool log
 typedef void (*kn__vm_softmax_bwd_f32)(float *gi, const float *g, const float *y, int64_t n,
                                        bool log_);
 
+/* softplus of a contiguous float32 array (y may equal x), torch's formula:
+** with t = x * beta in float, y = x where t > threshold, else
+** log1p(exp(t)) / beta, exp and log1p the table's own; one pass instead of
+** three over a block. */
+typedef void (*kn__vm_softplus_f32)(float *y, const float *x, int64_t n, float beta,
+                                    float threshold);
+
 typedef struct kn__vmath {
   const char *name; /* "scalar", "sse4", "avx2", "avx512" */
   kn__vm_f32 f32[KN__VM_NUNARY];
@@ -70,6 +79,8 @@ typedef struct kn__vmath {
   kn__vm2_f64 f64b[KN__VM_NBINARY];
   kn__vm_softmax_f32 softmax_f32;
   kn__vm_softmax_bwd_f32 softmax_bwd_f32;
+  /* after the members generated code declares (inductor/formula.c) */
+  kn__vm_softplus_f32 softplus_f32;
 } kn__vmath;
 
 /* The rows of a table whose functions are named a_<op>_<L> (L = f or d):

@@ -13,6 +13,8 @@ typedef __m256d kn_vd;
 #define KN_VM_WD 4
 #define KN_VM_SQRTF _mm256_sqrt_ps
 #define KN_VM_SQRTD _mm256_sqrt_pd
+#define KN_VM_STREAM_f(p, v) _mm256_stream_ps(p, v) /* non-temporal store, p aligned */
+#define KN_VM_STREAM_d(p, v) _mm256_stream_pd(p, v)
 #define KN_VM_ANY_GTF(v, c) (_mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(c), _CMP_GT_OQ)) != 0)
 #define KN_VM_ANY_GTD(v, c) (_mm256_movemask_pd(_mm256_cmp_pd(v, _mm256_set1_pd(c), _CMP_GT_OQ)) != 0)
 #define KN_VM_FMAF(a, b, c) _mm256_fmadd_ps(a, b, c)

@@ -22,6 +22,8 @@ static inline __m512 kn_sqrt16(__m512 x) {
 }
 #define KN_VM_SQRTF kn_sqrt16
 #define KN_VM_SQRTD _mm512_sqrt_pd
+#define KN_VM_STREAM_f(p, v) _mm512_stream_ps(p, v) /* non-temporal store, p aligned */
+#define KN_VM_STREAM_d(p, v) _mm512_stream_pd(p, v)
 #define KN_VM_ANY_GTF(v, c) (_mm512_cmp_ps_mask(v, _mm512_set1_ps(c), _CMP_GT_OQ) != 0)
 #define KN_VM_ANY_GTD(v, c) (_mm512_cmp_pd_mask(v, _mm512_set1_pd(c), _CMP_GT_OQ) != 0)
 #define KN_VM_FMAF(a, b, c) _mm512_fmadd_ps(a, b, c)

@@ -13,6 +13,8 @@ typedef __m128d kn_vd;
 #define KN_VM_WD 2
 #define KN_VM_SQRTF _mm_sqrt_ps
 #define KN_VM_SQRTD _mm_sqrt_pd
+#define KN_VM_STREAM_f(p, v) _mm_stream_ps(p, v) /* non-temporal store, p aligned */
+#define KN_VM_STREAM_d(p, v) _mm_stream_pd(p, v)
 #define KN_VM_ANY_GTF(v, c) (_mm_movemask_ps(_mm_cmpgt_ps(v, _mm_set1_ps(c))) != 0)
 #define KN_VM_ANY_GTD(v, c) (_mm_movemask_pd(_mm_cmpgt_pd(v, _mm_set1_pd(c))) != 0)
 #define KN_VM_FMAF(a, b, c) ((a) * (b) + (c))

@@ -237,7 +237,10 @@ typedef int32_t kn_v4i __attribute__((vector_size(16)));
 static void max_row_f32x4(const float *row, int64_t sw, int64_t hW, int64_t q0, int64_t lo,
                           int64_t hi, int64_t s, int64_t off, kn_v4f *b, kn_v4i *k) {
   int64_t q[4];
-  for (int l = 0; l < 4; l++) q[l] = q0 + l < lo ? lo : q0 + l >= hi ? hi - 1 : q0 + l;
+  if (lo <= q0 && q0 + 4 <= hi)
+    for (int l = 0; l < 4; l++) q[l] = q0 + l;
+  else
+    for (int l = 0; l < 4; l++) q[l] = q0 + l < lo ? lo : q0 + l >= hi ? hi - 1 : q0 + l;
   kn_v4f v = {row[(q[0] * s + off) * sw], row[(q[1] * s + off) * sw],
               row[(q[2] * s + off) * sw], row[(q[3] * s + off) * sw]};
   kn_v4i idx = {(int32_t)(hW + q[0] * s + off), (int32_t)(hW + q[1] * s + off),

@@ -158,3 +158,24 @@ Test(maxpool_sweep, two_threads) {
   kn_release(x);
   kn_set_num_threads(prev);
 }
+
+/* 2x2 windows of stride 2 without padding (float32's contiguous-group
+** path): odd and even sizes, widths around multiples of eight, ceil_mode's
+** partial last row and column, and a column slice (not contiguous). */
+Test(maxpool_sweep, pair_windows) {
+  unsigned seed = 300;
+  for (int64_t H = 2; H <= 7; H++)
+    for (int64_t W = 2; W <= 19; W += (W < 10 ? 1 : 3))
+      for (int c = 0; c <= 1; c++) {
+        char what[96];
+        snprintf(what, sizeof what, "2x2 s2 H%lld W%lld ceil%d", (long long)H, (long long)W, c);
+        kn_tensor *x = input(2, 2, H, W, KN_FLOAT32, seed, seed % 2 == 0);
+        seed++;
+        check(x, &(geo){2, 2, 2, 2, 0, 0, 1, 1, c}, what);
+        kn_release(x);
+      }
+  kn_tensor *wide = input(1, 3, 6, 34, KN_FLOAT32, 7u, true);
+  kn_tensor *cols = kn_slice(wide, 3, 0, 34, 2);
+  check(cols, &(geo){2, 2, 2, 2, 0, 0, 1, 1, false}, "2x2 s2 column slice");
+  kn_release(cols), kn_release(wide);
+}

@@ -253,24 +253,26 @@ static void max_row_f32x4(const float *row, int64_t sw, int64_t hW, int64_t q0, 
   *k = (idx & m) | (*k & ~m);
 }
 
-/* The taps of four adjacent 2x2 stride-2 windows of rows r0 and r0 + 1
-** (eight contiguous elements of each; r0 at index base) into b and k, in
-** row-major order under max_row_f32x4's rule. */
-static void max_2x2_f32x4(const float *r0, const float *r1, int32_t base, int32_t W,
+/* The taps of four adjacent 2x2 stride-2 windows of rows r0 and r1 (eight
+** contiguous elements of each; r0's first at index base) into b and k, in
+** row-major order under max_row_f32x4's rule; with `half`, of two windows
+** (four elements a row; lanes 2 and 3 repeat them). */
+static void max_2x2_f32x4(const float *r0, const float *r1, int32_t base, int32_t W, bool half,
                           kn_v4f *b, kn_v4i *k) {
   kn_v4f a0, a1, c0, c1;
-  memcpy(&a0, r0, sizeof a0), memcpy(&a1, r0 + 4, sizeof a1);
-  memcpy(&c0, r1, sizeof c0), memcpy(&c1, r1 + 4, sizeof c1);
-  const kn_v4i ev = {0, 2, 4, 6}, od = {1, 3, 5, 7}, two = {0, 2, 4, 6};
+  memcpy(&a0, r0, sizeof a0), memcpy(&c0, r1, sizeof c0);
+  if (half) a1 = a0, c1 = c0;
+  else memcpy(&a1, r0 + 4, sizeof a1), memcpy(&c1, r1 + 4, sizeof c1);
+  const kn_v4i ev = {0, 2, 4, 6}, od = {1, 3, 5, 7}; /* ev: also the lanes' columns */
   kn_v4f t[4] = {__builtin_shuffle(a0, a1, ev), __builtin_shuffle(a0, a1, od),
                  __builtin_shuffle(c0, c1, ev), __builtin_shuffle(c0, c1, od)};
   const int32_t off[4] = {0, 1, W, W + 1};
-  *b = t[0], *k = two + base;
+  *b = t[0], *k = ev + base;
   for (int n = 1; n < 4; n++) {
     kn_v4f v = t[n];
     kn_v4i m = (v > *b) | ((v != v) & (*b == *b));
     *b = (kn_v4f)(((kn_v4i)v & m) | ((kn_v4i)*b & ~m));
-    *k = ((two + (base + off[n])) & m) | (*k & ~m);
+    *k = ((ev + (base + off[n])) & m) | (*k & ~m);
   }
 }
 
@@ -278,17 +280,20 @@ static void max_plane_f32x4(const float *x, int64_t sh, int64_t sw, const poolg 
                             const spans *sp, float *o, int64_t *ip) {
   const int64_t OH = g->OH, OW = g->OW, kw = g->kw;
   const bool pair = g->kh == 2 && kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 &&
-                    g->pw == 0 && g->dh == 1 && g->dw == 1 && sw == 1;
+                    g->pw == 0 && g->dh == 1 && g->dw == 1 && sw == 1 &&
+                    (g->H + 1) * g->W + 8 <= INT32_MAX; /* the junk lanes' indices too */
   for (int64_t oh = 0; oh < OH; oh++) {
     const int64_t h0 = oh * g->sh - g->ph;
     int64_t q0 = 0;
     if (pair && 2 * oh + 1 < g->H) /* 2x2 windows, stride 2, no padding: whole groups */
-      for (kn_v4f b; q0 + 4 <= OW && 2 * q0 + 8 <= g->W; q0 += 4) {
+      for (kn_v4f b; q0 + 2 <= OW && 2 * q0 + 4 <= g->W;) {
+        bool two = !(q0 + 4 <= OW && 2 * q0 + 8 <= g->W);
         kn_v4i k;
         const float *r = x + 2 * oh * sh + 2 * q0;
-        max_2x2_f32x4(r, r + sh, (int32_t)(2 * oh * g->W + 2 * q0), (int32_t)g->W, &b, &k);
-        memcpy(o + oh * OW + q0, &b, sizeof b);
-        for (int l = 0; l < 4; l++) ip[oh * OW + q0 + l] = k[l];
+        max_2x2_f32x4(r, r + sh, (int32_t)(2 * oh * g->W + 2 * q0), (int32_t)g->W, two, &b, &k);
+        for (int l = 0; l < (two ? 2 : 4); l++)
+          o[oh * OW + q0 + l] = b[l], ip[oh * OW + q0 + l] = k[l];
+        q0 += two ? 2 : 4;
       }
     for (; q0 < OW; q0 += 4) {
       kn_v4f b = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};

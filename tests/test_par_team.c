@@ -104,6 +104,7 @@ static void expect_team(kn_tensor *(*op)(kn_tensor *), kn_tensor *x, unsigned te
 }
 
 static kn_tensor *sum_rows(kn_tensor *x) { return kn_sum_dims(x, (int64_t[]){1}, 1, false); }
+static kn_tensor *sum_cols(kn_tensor *x) { return kn_sum_dims(x, (int64_t[]){0}, 1, false); }
 static kn_tensor *softmax_rows(kn_tensor *x) { return kn_softmax(x, 1); }
 static kn_tensor *add_self(kn_tensor *x) { return kn_add(x, x); }
 
@@ -123,6 +124,8 @@ Test(par_team, eager_teams_take_one_thread_per_grain) {
       {64, g / 16, sum_rows, 4, "sum of 64 rows, 4 grains"},
       {16, g / 16, softmax_rows, 0, "softmax of half a grain"},
       {512, g / 64, softmax_rows, 4, "softmax of 8 grains"},
+      {2048, 256, sum_cols, 4, "bias-gradient sum of 16 grains, 256 columns (chunks of 64)"},
+      {4096, 96, sum_cols, 2, "sum over rows of 96 columns (chunks of 64 and 32)"},
   };
   for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
     x = values(c[i].rows, c[i].cols);

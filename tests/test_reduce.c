@@ -326,3 +326,41 @@ Test(reduce, half_precision_sums_are_the_exact_sums_rounded_once) {
     check_sum16(dt, 600, 1024); /* parallel outputs, a whole-tensor sum in blocks */
   }
 }
+
+/* float32/float64 sums over the outer dims whose kept rows are too few to
+** feed a 2-thread team (a bias gradient: [R, C] summed over R, one kept row
+** of one 512-column chunk) split their columns into narrower chunks; each
+** column still sums in memory order in double, so the result is that
+** sequential double sum rounded once, bit for bit, at 1 and 2 threads. */
+static void check_outer(kn_dtype dt, int64_t R, int64_t C) {
+  kn_tensor *x = kn_to(kn_randn(2, (int64_t[]){R, C}, NULL, KN_FLOAT32), dt);
+  kn_tensor *xd = kn_to(x, KN_FLOAT64);
+  const double *v = kn_data(xd);
+  double want[512];
+  for (int64_t j = 0; j < C; j++) {
+    double s = 0;
+    for (int64_t i = 0; i < R; i++) s += v[i * C + j];
+    want[j] = dt == KN_FLOAT32 ? (double)(float)s : s;
+  }
+  for (int nt = 1; nt <= 2; nt++) {
+    cr_assert_eq(kn_set_num_threads(nt), KN_OK);
+    kn_tensor *cols = kn_sum_dims(x, (int64_t[]){0}, 1, false);
+    kn_tensor *c64 = kn_to(cols, KN_FLOAT64);
+    const double *got = kn_data(c64);
+    for (int64_t j = 0; j < C; j++)
+      cr_assert_eq(got[j], want[j], "%s [%lld, %lld] column %lld at %d threads: %.17g vs %.17g",
+                   kn_dtype_name(dt), (long long)R, (long long)C, (long long)j, nt, got[j],
+                   want[j]);
+  }
+}
+
+Test(reduce, outer_sums_split_columns_for_the_team_and_keep_the_order) {
+  int prev = kn_get_num_threads();
+  for (int i = 0; i < 2; i++) {
+    kn_dtype dt = i ? KN_FLOAT64 : KN_FLOAT32;
+    check_outer(dt, 2048, 256); /* two chunks of 128 at 2 threads */
+    check_outer(dt, 1000, 100); /* chunks of 64 and a tail of 36 */
+    check_outer(dt, 300, 16);   /* too narrow to split */
+  }
+  kn_set_num_threads(prev);
+}

@@ -7,6 +7,7 @@
 */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -153,7 +154,167 @@ kn_status kn__meta_max_pool2d(const kn__call *c, kn__metas *out) {
   return push_like(out, x, KN_INT64, &g);
 }
 
-static void max_plane(const kn_tensor *x, const poolg *g, int64_t p, char *op, int64_t *ip) {
+/* Where the taps of max pooling's windows fall inside the plane, computed
+** once per call (shared by every plane): output row oh's window covers the
+** kernel rows i in [r[oh], r[OH + oh]); kernel column j lands inside the
+** plane for the output columns ow in [c[j], c[kw + j]). */
+typedef struct spans {
+  int64_t *r, *c;
+} spans;
+
+/* The taps i in [*lo, *hi) of a window starting at s0 (k taps, step d)
+** that land in [0, n). */
+static void span(int64_t s0, int64_t k, int64_t d, int64_t n, int64_t *lo, int64_t *hi) {
+  int64_t a = s0 < 0 ? (-s0 + d - 1) / d : 0, b = k;
+  if (s0 + (k - 1) * d >= n) b = s0 >= n ? 0 : (n - 1 - s0) / d + 1;
+  *lo = a < k ? a : k, *hi = b > *lo ? b : *lo;
+}
+
+/* KN_OK, or the out-of-memory error. s->r (owned) is released with free. */
+static kn_status spans_make(const poolg *g, spans *s) {
+  s->r = malloc((size_t)(2 * g->OH + 2 * g->kw) * sizeof(int64_t));
+  if (!s->r) return kn__oom();
+  s->c = s->r + 2 * g->OH;
+  for (int64_t oh = 0; oh < g->OH; oh++)
+    span(oh * g->sh - g->ph, g->kh, g->dh, g->H, &s->r[oh], &s->r[g->OH + oh]);
+  for (int64_t j = 0; j < g->kw; j++) {
+    /* ow * sw + off inside [0, W): ow from ceil(-off / sw) to (W - 1 - off) / sw */
+    int64_t off = j * g->dw - g->pw, lo = off < 0 ? (-off + g->sw - 1) / g->sw : 0;
+    int64_t hi = g->W - 1 - off < 0 ? 0 : (g->W - 1 - off) / g->sw + 1;
+    s->c[j] = lo < g->OW ? lo : g->OW;
+    s->c[g->kw + j] = hi < s->c[j] ? s->c[j] : hi < g->OW ? hi : g->OW;
+  }
+  return KN_OK;
+}
+
+/* One float64 plane's max pooling, element strides sh, sw: the window's
+** first maximum in row-major order (a later tap replaces the best only
+** when strictly greater, or when it is NaN and the best is not: the first
+** NaN wins) and its index h * W + w; -inf and -1 for a window wholly in the
+** padding. An output row is built tap by tap, each tap swept across the
+** columns whose window it falls in (from the spans: no bounds tests), so
+** every window still sees its taps in row-major order; the choice is a
+** mask, not a branch (on random data half of them mispredict). */
+static void max_plane_f64(const double *x, int64_t sh, int64_t sw, const poolg *g,
+                          const spans *sp, double *o, int64_t *ip) {
+  const int64_t W = g->W, OH = g->OH, OW = g->OW, s = g->sw, kw = g->kw;
+  for (int64_t oh = 0; oh < OH; oh++) {
+    const int64_t h0 = oh * g->sh - g->ph;
+    double *ob = o + oh * OW;
+    int64_t *ib = ip + oh * OW;
+    for (int64_t q = 0; q < OW; q++) ob[q] = -INFINITY, ib[q] = -1;
+    for (int64_t i = sp->r[oh]; i < sp->r[OH + oh]; i++) {
+      const int64_t h = h0 + i * g->dh;
+      const double *row = x + h * sh;
+      for (int64_t j = 0; j < kw; j++) {
+        const int64_t off = j * g->dw - g->pw;
+        for (int64_t q = sp->c[j]; q < sp->c[kw + j]; q++) {
+          int64_t w = q * s + off, k = ib[q];
+          double v = row[w * sw], b = ob[q];
+          uint64_t m = (uint64_t)0 - (uint64_t)((k < 0) | (v > b) | ((v != v) & (b == b)));
+          uint64_t vu, bu;
+          memcpy(&vu, &v, sizeof v), memcpy(&bu, &b, sizeof b);
+          bu = (vu & m) | (bu & ~m);
+          memcpy(&ob[q], &bu, sizeof bu);
+          ib[q] = (int64_t)(((uint64_t)(h * W + w) & m) | ((uint64_t)k & ~m));
+        }
+      }
+    }
+  }
+}
+
+/* float32 planes of under 2^31 elements: max_plane_f64's rule and order,
+** four output columns at a time in vectors (GCC's vector extensions: SSE
+** on x86-64, NEON on arm64), so the four windows' compare chains overlap;
+** a lane whose window the tap misses keeps its value. */
+typedef float kn_v4f __attribute__((vector_size(16)));
+typedef int32_t kn_v4i __attribute__((vector_size(16)));
+
+/* Taps of column offset off for the output columns q0..q0+3 (those outside
+** [lo, hi) read a column inside it and are masked off). The lanes are built
+** in registers: scalar stores read back as a vector would stall store
+** forwarding. */
+static void max_row_f32x4(const float *row, int64_t sw, int64_t hW, int64_t q0, int64_t lo,
+                          int64_t hi, int64_t s, int64_t off, kn_v4f *b, kn_v4i *k) {
+  int64_t q[4];
+  if (lo <= q0 && q0 + 4 <= hi)
+    for (int l = 0; l < 4; l++) q[l] = q0 + l;
+  else
+    for (int l = 0; l < 4; l++) q[l] = q0 + l < lo ? lo : q0 + l >= hi ? hi - 1 : q0 + l;
+  kn_v4f v = {row[(q[0] * s + off) * sw], row[(q[1] * s + off) * sw],
+              row[(q[2] * s + off) * sw], row[(q[3] * s + off) * sw]};
+  kn_v4i idx = {(int32_t)(hW + q[0] * s + off), (int32_t)(hW + q[1] * s + off),
+                (int32_t)(hW + q[2] * s + off), (int32_t)(hW + q[3] * s + off)};
+  kn_v4i ql = {0, 1, 2, 3};
+  ql += (int32_t)q0;
+  kn_v4i in = (ql >= (int32_t)lo) & (ql < (int32_t)hi);
+  kn_v4i m = in & ((*k < 0) | (v > *b) | ((v != v) & (*b == *b)));
+  *b = (kn_v4f)(((kn_v4i)v & m) | ((kn_v4i)*b & ~m));
+  *k = (idx & m) | (*k & ~m);
+}
+
+/* The taps of four adjacent 2x2 stride-2 windows of rows r0 and r1 (eight
+** contiguous elements of each; r0's first at index base) into b and k, in
+** row-major order under max_row_f32x4's rule; with `half`, of two windows
+** (four elements a row; lanes 2 and 3 repeat them). */
+static void max_2x2_f32x4(const float *r0, const float *r1, int32_t base, int32_t W, bool half,
+                          kn_v4f *b, kn_v4i *k) {
+  kn_v4f a0, a1, c0, c1;
+  memcpy(&a0, r0, sizeof a0), memcpy(&c0, r1, sizeof c0);
+  if (half) a1 = a0, c1 = c0;
+  else memcpy(&a1, r0 + 4, sizeof a1), memcpy(&c1, r1 + 4, sizeof c1);
+  const kn_v4i ev = {0, 2, 4, 6}, od = {1, 3, 5, 7}; /* ev: also the lanes' columns */
+  kn_v4f t[4] = {__builtin_shuffle(a0, a1, ev), __builtin_shuffle(a0, a1, od),
+                 __builtin_shuffle(c0, c1, ev), __builtin_shuffle(c0, c1, od)};
+  const int32_t off[4] = {0, 1, W, W + 1};
+  *b = t[0], *k = ev + base;
+  for (int n = 1; n < 4; n++) {
+    kn_v4f v = t[n];
+    kn_v4i m = (v > *b) | ((v != v) & (*b == *b));
+    *b = (kn_v4f)(((kn_v4i)v & m) | ((kn_v4i)*b & ~m));
+    *k = ((ev + (base + off[n])) & m) | (*k & ~m);
+  }
+}
+
+static void max_plane_f32x4(const float *x, int64_t sh, int64_t sw, const poolg *g,
+                            const spans *sp, float *o, int64_t *ip) {
+  const int64_t OH = g->OH, OW = g->OW, kw = g->kw;
+  const bool pair = g->kh == 2 && kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 &&
+                    g->pw == 0 && g->dh == 1 && g->dw == 1 && sw == 1 &&
+                    (g->H + 1) * g->W + 8 <= INT32_MAX; /* the junk lanes' indices too */
+  for (int64_t oh = 0; oh < OH; oh++) {
+    const int64_t h0 = oh * g->sh - g->ph;
+    int64_t q0 = 0;
+    if (pair && 2 * oh + 1 < g->H) /* 2x2 windows, stride 2, no padding: whole groups */
+      for (kn_v4f b; q0 + 2 <= OW && 2 * q0 + 4 <= g->W;) {
+        bool two = !(q0 + 4 <= OW && 2 * q0 + 8 <= g->W);
+        kn_v4i k;
+        const float *r = x + 2 * oh * sh + 2 * q0;
+        max_2x2_f32x4(r, r + sh, (int32_t)(2 * oh * g->W + 2 * q0), (int32_t)g->W, two, &b, &k);
+        for (int l = 0; l < (two ? 2 : 4); l++)
+          o[oh * OW + q0 + l] = b[l], ip[oh * OW + q0 + l] = k[l];
+        q0 += two ? 2 : 4;
+      }
+    for (; q0 < OW; q0 += 4) {
+      kn_v4f b = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+      kn_v4i k = {-1, -1, -1, -1};
+      for (int64_t i = sp->r[oh]; i < sp->r[OH + oh]; i++) {
+        const int64_t h = h0 + i * g->dh;
+        for (int64_t j = 0; j < kw; j++) {
+          int64_t lo = sp->c[j] > q0 ? sp->c[j] : q0, hi = sp->c[kw + j];
+          if (lo < hi && lo < q0 + 4)
+            max_row_f32x4(x + h * sh, sw, h * g->W, q0, lo, hi, g->sw, j * g->dw - g->pw, &b, &k);
+        }
+      }
+      for (int l = 0; l < 4 && q0 + l < OW; l++)
+        o[oh * OW + q0 + l] = b[l], ip[oh * OW + q0 + l] = k[l];
+    }
+  }
+}
+
+/* Other dtypes (bfloat16; the integer ones fail the dtype check) and
+** float32 planes of 2^31 elements or more, through double. */
+static void max_plane_any(const kn_tensor *x, const poolg *g, int64_t p, char *op, int64_t *ip) {
   kn_dtype dt = x->dtype;
   int64_t es = (int64_t)kn_dtype_size(dt), sH = x->strides[x->ndim - 2] * es;
   int64_t sW = x->strides[x->ndim - 1] * es;
@@ -178,6 +339,18 @@ static void max_plane(const kn_tensor *x, const poolg *g, int64_t p, char *op, i
     }
 }
 
+static void max_plane(const kn_tensor *x, const poolg *g, const spans *sp, int64_t p, char *op,
+                      int64_t *ip) {
+  int64_t sh = x->strides[x->ndim - 2], sw = x->strides[x->ndim - 1];
+  const char *base = (const char *)kn_data(x) + plane_off(x, p);
+  if (x->dtype == KN_FLOAT32 && g->H * g->W <= INT32_MAX)
+    max_plane_f32x4((const float *)(const void *)base, sh, sw, g, sp, (float *)(void *)op, ip);
+  else if (x->dtype == KN_FLOAT64)
+    max_plane_f64((const double *)(const void *)base, sh, sw, g, sp, (double *)(void *)op, ip);
+  else
+    max_plane_any(x, g, p, op, ip);
+}
+
 kn_status kn__k_max_pool2d(const kn__call *c, kn__outs *out) {
   const kn_tensor *x = c->args[0].u.t;
   kn_status s = dtype_check("max_pool2d", x->dtype, false);
@@ -187,9 +360,12 @@ kn_status kn__k_max_pool2d(const kn__call *c, kn__outs *out) {
   int64_t es = (int64_t)kn_dtype_size(x->dtype), ohw = g.OH * g.OW;
   char *o = kn_data(out->t[0]);
   int64_t *idx = kn_data(out->t[1]);
+  spans sp;
+  if ((s = spans_make(&g, &sp)) != KN_OK) return s;
   KN__PAR_FOR(kn__par_team(g.P * ohw * g.kh * g.kw, g.P, KN__GRAIN), for (int64_t p = 0; p < g.P; p++) {
-    max_plane(x, &g, p, o + p * ohw * es, idx + p * ohw);
+    max_plane(x, &g, &sp, p, o + p * ohw * es, idx + p * ohw);
   });
+  free(sp.r);
   return KN_OK;
 }
 
@@ -199,6 +375,25 @@ kn_status kn__meta_max_pool2d_backward(const kn__call *c, kn__metas *out) {
   kn__outmeta *m = kn__metas_push_like(out, x, x->dtype);
   if (!m) return kn__oom();
   return KN_OK;
+}
+
+/* One plane of max_pool2d's backward: each output's gradient added at the
+** input element its index names (none for -1), in output order. */
+static void scatter_plane(char *gp, const char *op, const int64_t *ip, int64_t ohw, kn_dtype dt) {
+  if (dt == KN_FLOAT32) {
+    float *g = (float *)(void *)gp;
+    const float *go = (const float *)(const void *)op;
+    for (int64_t o = 0; o < ohw; o++)
+      if (ip[o] >= 0) g[ip[o]] += go[o];
+    return;
+  }
+  int64_t es = (int64_t)kn_dtype_size(dt);
+  for (int64_t o = 0; o < ohw; o++) {
+    int64_t k = ip[o];
+    if (k < 0) continue;
+    char *dst = gp + k * es;
+    kn__nn_st(dst, dt, kn__nn_ld(dst, dt) + kn__nn_ld(op + o * es, dt));
+  }
 }
 
 kn_status kn__k_max_pool2d_backward(const kn__call *c, kn__outs *out) {
@@ -216,12 +411,7 @@ kn_status kn__k_max_pool2d_backward(const kn__call *c, kn__outs *out) {
     char *gp = kn_data(gi);
     const char *op = kn_data(gout);
     KN__PAR_FOR(kn__par_team(P * ohw, P, KN__GRAIN), for (int64_t p = 0; p < P; p++) {
-      for (int64_t o = 0; o < ohw; o++) {
-        int64_t k = ip[p * ohw + o];
-        if (k < 0) continue;
-        char *dst = gp + (p * hw + k) * es;
-        kn__nn_st(dst, dt, kn__nn_ld(dst, dt) + kn__nn_ld(op + (p * ohw + o) * es, dt));
-      }
+      scatter_plane(gp + p * hw * es, op + p * ohw * es, ip + p * ohw, ohw, dt);
     });
   }
   kn_release(gout);

@@ -207,14 +207,29 @@ static bool outer_sum_applies(const kn__redplan *p, kn_dtype dt) {
          p->kst[p->nk - 1] == (int64_t)kn_dtype_size(dt) && p->ksz[p->nk - 1] >= 16;
 }
 
+/* Columns a task of outer_sum takes: OUTER_CHUNK, or fewer (a multiple of
+** 16, at least 64) when the kept rows times the chunks of OUTER_CHUNK are
+** fewer than the team the work calls for (a bias gradient, [N, 256] summed
+** over N, is one row of one chunk: one thread). Every column still sums its
+** elements in memory order, whatever the chunk. */
+static int64_t outer_chunk(const kn__redplan *p, int64_t inner, int64_t nrows) {
+  int64_t team = kn__par_team(p->nout * p->nred, nrows * ((inner + 63) / 64), KN__GRAIN);
+  int64_t tasks = nrows * ((inner + OUTER_CHUNK - 1) / OUTER_CHUNK);
+  if (team <= tasks) return OUTER_CHUNK;
+  int64_t per = (team + nrows - 1) / nrows; /* chunks a kept row needs */
+  int64_t c = ((inner + per - 1) / per + 15) / 16 * 16;
+  return c < 64 ? 64 : c;
+}
+
 static void outer_sum(const kn__redplan *p, kn_dtype dt, rkind k, char *dst, kn_dtype odt) {
   int64_t inner = p->ksz[p->nk - 1], nrows = p->nout / inner;
-  int64_t nch = (inner + OUTER_CHUNK - 1) / OUTER_CHUNK, tasks = nrows * nch;
+  int64_t chunk = outer_chunk(p, inner, nrows);
+  int64_t nch = (inner + chunk - 1) / chunk, tasks = nrows * nch;
   size_t oes = kn_dtype_size(odt);
   KN__PAR_FOR(kn__par_team(p->nout * p->nred, tasks, KN__GRAIN),
   for (int64_t t = 0; t < tasks; t++) {
-    int64_t r = t / nch, c0 = (t % nch) * OUTER_CHUNK;
-    int64_t len = inner - c0 < OUTER_CHUNK ? inner - c0 : OUTER_CHUNK;
+    int64_t r = t / nch, c0 = (t % nch) * chunk;
+    int64_t len = inner - c0 < chunk ? inner - c0 : chunk;
     double sums[OUTER_CHUNK];
     for (int64_t j = 0; j < len; j++) sums[j] = kn__red_rows[k].init;
     vacc v = {dt, sums, len};

@@ -35,7 +35,9 @@
 **     an op computing one exp per element cannot run faster than this
 **     exp alone, so where the ratio is below 0.8 no softmax, log_softmax
 **     (backward too) or cross_entropy can reach the goal on that machine.
-** Each number is the median of several repetitions.
+** Each number is the median of several repetitions. Arguments, if any, are
+** names of row-kernel ops (softmax, ...) and/or 1T or allT: only those
+** row-kernel lines are printed (for measuring one kernel while changing it).
 */
 #include <omp.h>
 #include <stdio.h>
@@ -332,7 +334,24 @@ static void bench_exp_bound(void) {
   free(row), free(e), free(x), free(y);
 }
 
+static int rk_argc;
+static char **rk_argv;
+
+/* Whether the arguments select name (an op, or 1T/allT); no arguments or
+** none of that kind select everything. */
+static bool rk_selected(const char *name, bool thread_tag) {
+  bool any = false;
+  for (int i = 1; i < rk_argc; i++) {
+    bool tag = !strcmp(rk_argv[i], "1T") || !strcmp(rk_argv[i], "allT");
+    if (tag != thread_tag) continue;
+    any = true;
+    if (!strcmp(rk_argv[i], name)) return true;
+  }
+  return !any;
+}
+
 static void bench_row_kernels(bool one) {
+  if (!rk_selected(one ? "1T" : "allT", true)) return;
   int prev = omp_get_max_threads();
   if (one) omp_set_num_threads(1);
   kn_generator *gen = kn_generator_new(2);
@@ -349,6 +368,7 @@ static void bench_row_kernels(bool one) {
   const char *tag = one ? "1T" : "allT";
   for (size_t i = 0; i < sizeof rk_ops / sizeof rk_ops[0]; i++) {
     const rk_op *op = &rk_ops[i];
+    if (!rk_selected(op->name, false)) continue;
     kn_compiled *f = rk_compile(op), *fg = rk_compile(op);
     double t, fl;
     for (int bwd = 0; bwd < 2; bwd++) {
@@ -367,7 +387,13 @@ static void bench_row_kernels(bool one) {
   omp_set_num_threads(prev);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  rk_argc = argc, rk_argv = argv;
+  if (argc > 1) {
+    bench_row_kernels(true);
+    bench_row_kernels(false);
+    return 0;
+  }
   bench_select_backward();
   printf("BENCH_INFO norm_rows_kernel %s\n", kn__norm_rows_get()->name);
   bench_layer_norm(true);

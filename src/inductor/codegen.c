@@ -965,27 +965,59 @@ static int direct_out(const kctx *k, const kn__gnode *v, int nd, const int *dims
   return k->p->nodes[v->index].f.ct == v->meta[0].dtype ? so : -1;
 }
 
-/* Vector-math member v of a sum's block: a loop filling vmiV_q[] with its
-** operands, then one call of the table's array function on the block
-** (vmoV[], bit-identical to eager: the same function on the same values). */
+/* Operand q of table node v read in place (its address into src, true): a
+** buffer of v's compute type read with stride 1 along the innermost reduced
+** dim, so the block's operands lie in a row from its first element's. */
+static bool direct_in(kctx *k, const kn__gnode *v, int q, int nd, const int *dims, kn__sb *src) {
+  const kn__garg *a = &v->args[q];
+  if (a->kind != KN__GA_TENSOR) return false;
+  const kn__gnode *m = a->u.t.node;
+  kn_dtype ct = k->p->nodes[v->index].f.ct;
+  if (k->p->nodes[m->index].expr || is_var(k, m) || m->meta[a->u.t.idx].dtype != ct) return false;
+  int li = kn__cg_leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]);
+  const kn__vmeta *lm = k->leaves[li].m;
+  int ld = dims[nd - 1] - (k->shape->ndim - lm->ndim);
+  if (lm->dtype != ct || ld < 0 || sym_is(lm->sizes[ld], 1) || !sym_is(lm->strides[ld], 1))
+    return false;
+  if (nd > 1) kn__sb_printf(src, "in%d + p%d_%d + jb", li, li, nd - 2);
+  else kn__sb_printf(src, "in%d + o%d + jb", li, li);
+  return true;
+}
+
+/* Vector-math member v of a sum's block: a loop filling vmiV_q[] with the
+** operands it cannot read in place (direct_in), then one call of the
+** table's array function on the block (vmoV[], bit-identical to eager: the
+** same function on the same values). */
 static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int *dims) {
   const kn__ind_formula *f = &k->p->nodes[v->index].f;
   const char *ct = kn__ind_ctype(f->ct), *tab = f->ct == KN_FLOAT64 ? "f64" : "f32";
-  int q, no = nops(k, v);
-  for (q = 0; q < no; q++) kn__sb_printf(pre, "      %s vmi%d_%d[256];\n", ct, v->index, q);
+  int q, no = nops(k, v), nloop = 0;
+  kn__sb src[2];
+  bool in_place[2];
+  for (q = 0; q < no; q++) {
+    kn__sb_init(&src[q]);
+    in_place[q] = direct_in(k, v, q, nd, dims, &src[q]);
+    if (!in_place[q]) kn__sb_printf(&src[q], "vmi%d_%d", v->index, q);
+    if (!in_place[q]) kn__sb_printf(pre, "      %s vmi%d_%d[256];\n", ct, v->index, q);
+    nloop += !in_place[q];
+  }
   int so = direct_out(k, v, nd, dims);
   if (so < 0) kn__sb_printf(pre, "      %s vmo%d[256];\n", ct, v->index);
-  kn__sb_printf(pre, "      for (int64_t l = 0; l < bn; l++) {\n      const int64_t j%d = jb + l;\n",
-                k->depth - 1);
-  level_offsets(k, pre, nd - 1, dims[nd - 1]);
-  memset(k->done, 0, (size_t)k->p->nnodes);
-  operand_stmts(k, pre, v);
-  for (q = 0; q < no; q++) {
-    kn__sb_printf(pre, "      vmi%d_%d[l] = ", v->index, q);
-    operand(k, pre, v, q);
-    kn__sb_puts(pre, ";\n");
+  if (nloop) {
+    kn__sb_printf(pre, "      for (int64_t l = 0; l < bn; l++) {\n      const int64_t j%d = jb + l;\n",
+                  k->depth - 1);
+    level_offsets(k, pre, nd - 1, dims[nd - 1]);
+    memset(k->done, 0, (size_t)k->p->nnodes);
+    operand_stmts(k, pre, v);
+    for (q = 0; q < no; q++) {
+      if (in_place[q]) continue;
+      kn__sb_printf(pre, "      vmi%d_%d[l] = ", v->index, q);
+      operand(k, pre, v, q);
+      kn__sb_puts(pre, ";\n");
+    }
+    kn__sb_puts(pre, "      }\n");
   }
-  kn__sb_printf(pre, "      }\n      KN_VMT()->%s%s[%d](", tab, no == 2 ? "b" : "", f->vm);
+  kn__sb_printf(pre, "      KN_VMT()->%s%s[%d](", tab, no == 2 ? "b" : "", f->vm);
   if (so >= 0) { /* out + the block's first element's offset */
     kn__sb_printf(pre, "out%d + ", so);
     if (nd > 1) kn__sb_printf(pre, "p%d_%d + jb", kn__cg_out_leaf(k, so), nd - 2);
@@ -993,7 +1025,11 @@ static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int
   } else {
     kn__sb_printf(pre, "vmo%d", v->index);
   }
-  for (q = 0; q < no; q++) kn__sb_printf(pre, ", vmi%d_%d", v->index, q);
+  for (q = 0; q < no; q++) {
+    kn__sb_printf(pre, ", %s", kn__sb_cstr(&src[q]));
+    if (kn__sb_failed(&src[q])) k->failed = true;
+    kn__sb_fini(&src[q]);
+  }
   kn__sb_puts(pre, ", bn);\n");
   k->blk[v->index] = so >= 0 ? 2 : 1;
 }

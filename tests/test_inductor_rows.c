@@ -4,7 +4,8 @@
 ** cross_entropy's backward: exp of the saved log-probabilities). The table
 ** reads such an operand in place from the buffer (no copy into a block on
 ** the stack) when the buffer runs with stride 1 along the innermost reduced
-** dim; other layouts copy it. Checked against the formula in double (an
+** dim; other layouts copy it. A sum's lanes likewise read such a buffer, or
+** the block the table computed (softmax's and log_softmax's exps), in place. Checked against the formula in double (an
 ** independent expectation) and against eager, for rows of 1, 7, 1023, 1025
 ** and 9000 elements, float32 and float64, rows with a stride of their own
 ** (a narrowed tensor), a transposed input, two reduced dims, and dynamic
@@ -90,6 +91,8 @@ Test(inductor_rows, vector_math_reads_its_operand_in_place) {
       if (lens[i] == 1025) {
         cr_expect_eq(kn_test_count_of(src, "in0 + o0 + jb, bn)"), 1, "%s:\n%s", w, src);
         cr_expect_eq(kn_test_count_of(src, " vmi"), 0, "%s: no operand block:\n%s", w, src);
+        /* the sum's lanes read x's block in place too */
+        cr_expect_eq(kn_test_count_of(src, "*tmp = in0 + o0 + jb;"), 1, "%s:\n%s", w, src);
       }
       free(src);
       ind_rm(cache);
@@ -148,6 +151,7 @@ Test(inductor_rows, two_reduced_dims) {
   kn_compiled_free(f);
   char *src = kn_test_inductor_sources(cache);
   cr_expect_eq(kn_test_count_of(src, "in0 + p0_0 + jb, bn)"), 1, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "*tmp = vmo"), 1, "the sum reads the exps' block:\n%s", src);
   free(src);
 }
 
@@ -168,4 +172,59 @@ Test(inductor_rows, dynamic_row_lengths) {
   kn_scope_end();
   kn_compiled_free(f);
   cr_expect_eq(ind_count(cache, ".so"), 1, "one compile for every length");
+}
+
+static kn_tensor *softmax_last(kn_tensor *x) { return kn_softmax(x, 1); }
+static kn_tensor *log_softmax_last(kn_tensor *x) { return kn_log_softmax(x, 1); }
+
+/* softmax (lse false) or log_softmax in double over rows of n of x: whether
+** got is within 2e-6 relative (and 1e-6 of the row's log-sum). */
+static bool softmax_matches_f64(kn_tensor *x, kn_tensor *got, int64_t n, bool log_,
+                                const char *what) {
+  kn_tensor *xc = kn_contiguous(kn_to(x, KN_FLOAT64)), *gc = kn_contiguous(kn_to(got, KN_FLOAT64));
+  const double *a = kn_data(xc), *g = kn_data(gc);
+  for (int64_t r = 0; r < kn_numel(xc) / n; r++) {
+    const double *xr = a + r * n;
+    double mx = -INFINITY, se = 0;
+    for (int64_t j = 0; j < n; j++) mx = xr[j] > mx ? xr[j] : mx;
+    for (int64_t j = 0; j < n; j++) se += exp(xr[j] - mx);
+    for (int64_t j = 0; j < n; j++) {
+      double want = log_ ? xr[j] - mx - log(se) : exp(xr[j] - mx) / se;
+      double tol = log_ ? 2e-6 * (fabs(want) + log(se) + 1) : 2e-6 * want + 1e-30;
+      if (!(fabs(g[r * n + j] - want) <= tol)) {
+        cr_log_error("%s: row %lld element %lld: compiled %.17g, expected %.17g", what,
+                     (long long)r, (long long)j, g[r * n + j], want);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/* softmax's sum reads the exps the table wrote into the output, log_softmax's
+** the block on the stack; both as the formula in double and as eager for
+** every row length. */
+Test(inductor_rows, softmax_sums_read_the_exps_in_place) {
+  for (int lg = 0; lg < 2; lg++) {
+    for (int i = 0; i < 5; i++) {
+      kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+      kn_compiled *f = lg ? KN_COMPILE(log_softmax_last, &o) : KN_COMPILE(softmax_last, &o);
+      kn_scope_begin();
+      kn_tensor *x = kn_mul_scalar(kn_randn(KN_SHAPE(4, lens[i]), NULL, KN_FLOAT32), kn_float(3));
+      kn_tensor *y = kn_call_t(f, x);
+      char w[48];
+      snprintf(w, sizeof w, "%s rows of %lld", lg ? "log_softmax" : "softmax", (long long)lens[i]);
+      cr_assert_not_null(y, "%s: %s", w, kn_last_error());
+      cr_expect(softmax_matches_f64(x, y, lens[i], lg, w));
+      cr_expect(ind_close(y, lg ? kn_log_softmax(x, 1) : kn_softmax(x, 1), 1e-6, 1e-7, w));
+      kn_scope_end();
+      kn_compiled_free(f);
+      char *src = kn_test_inductor_sources(cache);
+      if (lens[i] == 1025)
+        cr_expect_eq(kn_test_count_of(src, lg ? "*tmp = vmo" : "*tmp = out0 + o"), 1, "%s:\n%s", w, src);
+      free(src);
+      ind_rm(cache);
+      ind_cache_dir(cache, sizeof cache);
+    }
+  }
 }

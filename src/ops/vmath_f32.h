@@ -150,7 +150,7 @@ static inline kn_vf exp_mid_f(kn_vf x) {
   kn_vf t = fma_f(x, VF(KN_LOG2E), VF(0x1.8p23f));
   kn_vf n = t - VF(0x1.8p23f);
   kn_vf m = em1_fit_f(exp_reduce_f(x, n));
-  kn_vf s = (kn_vf)(((kn_vfi)t << 23) + 0x3f800000);
+  kn_vf s = (kn_vf)(((kn_vfu)t << 23) + 0x3f800000u);
   return fma_f(m, s, s);
 }
 #endif

@@ -981,6 +981,18 @@ static void block_at(kn__sb *sb, int li, int nd) {
   else kn__sb_printf(sb, "o%d + jb", li);
 }
 
+/* Whether leaf li is a buffer of type dt with stride 1 along the innermost
+** reduced dim; if so its block's address into sb. */
+static bool row_leaf(kctx *k, int li, kn_dtype dt, int nd, const int *dims, kn__sb *sb) {
+  const kn__vmeta *lm = k->leaves[li].m;
+  int ld = dims[nd - 1] - (k->shape->ndim - lm->ndim);
+  if (lm->dtype != dt || ld < 0 || sym_is(lm->sizes[ld], 1) || !sym_is(lm->strides[ld], 1))
+    return false;
+  kn__sb_printf(sb, "in%d + ", li);
+  block_at(sb, li, nd);
+  return true;
+}
+
 /* Operand q of table node v read in place (its address into src, true): a
 ** buffer of v's compute type read with stride 1 along the innermost reduced
 ** dim, so the block's operands lie in a row from its first element's. */
@@ -990,14 +1002,8 @@ static bool direct_in(kctx *k, const kn__gnode *v, int q, int nd, const int *dim
   const kn__gnode *m = a->u.t.node;
   kn_dtype ct = k->p->nodes[v->index].f.ct;
   if (k->p->nodes[m->index].expr || is_var(k, m) || m->meta[a->u.t.idx].dtype != ct) return false;
-  int li = kn__cg_leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]);
-  const kn__vmeta *lm = k->leaves[li].m;
-  int ld = dims[nd - 1] - (k->shape->ndim - lm->ndim);
-  if (lm->dtype != ct || ld < 0 || sym_is(lm->sizes[ld], 1) || !sym_is(lm->strides[ld], 1))
-    return false;
-  kn__sb_printf(src, "in%d + ", li);
-  block_at(src, li, nd);
-  return true;
+  return row_leaf(k, kn__cg_leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]),
+                  ct, nd, dims, src);
 }
 
 /* The address of the block read by reduction n's pass (into ptr; nothing if
@@ -1011,21 +1017,17 @@ static void row_direct(kctx *k, const kn__gnode *n, int nd, const int *dims, kn_
   const kn__vmeta *sm = &src->meta[n->args[0].u.t.idx];
   if (sm->dtype != KN_FLOAT32 && sm->dtype != KN_FLOAT64) return;
   if (kn__cg_member(k, src)) {
-    if (k->blk[src->index] == 1) kn__sb_printf(ptr, "vmo%d", src->index);
-    if (k->blk[src->index] != 2) return;
-    int so = k->stash[src->index];
-    kn__sb_printf(ptr, "out%d + ", so);
-    block_at(ptr, kn__cg_out_leaf(k, so), nd);
-    return;
+    if (k->blk[src->index] == 1) {
+      kn__sb_printf(ptr, "vmo%d", src->index);
+    } else if (k->blk[src->index] == 2) {
+      int so = k->stash[src->index];
+      kn__sb_printf(ptr, "out%d + ", so);
+      block_at(ptr, kn__cg_out_leaf(k, so), nd);
+    }
+  } else if (!k->p->nodes[src->index].expr && !is_var(k, src)) {
+    int li = kn__cg_leaf_index(k, kn__ind_value_slot(k->p, n->args[0].u.t), sm);
+    (void)row_leaf(k, li, sm->dtype, nd, dims, ptr);
   }
-  if (k->p->nodes[src->index].expr || is_var(k, src)) return;
-  int li = kn__cg_leaf_index(k, kn__ind_value_slot(k->p, n->args[0].u.t), sm);
-  const kn__vmeta *lm = k->leaves[li].m;
-  int ld = dims[nd - 1] - (k->shape->ndim - lm->ndim);
-  if (lm->dtype != sm->dtype || ld < 0 || sym_is(lm->sizes[ld], 1) || !sym_is(lm->strides[ld], 1))
-    return;
-  kn__sb_printf(ptr, "in%d + ", li);
-  block_at(ptr, li, nd);
 }
 
 /* Vector-math member v of a sum's block: a loop filling vmiV_q[] with the

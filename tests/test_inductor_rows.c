@@ -228,3 +228,31 @@ Test(inductor_rows, softmax_sums_read_the_exps_in_place) {
     }
   }
 }
+
+static kn_tensor *softmax_first(kn_tensor *x) { return kn_softmax(x, 0); }
+
+/* softmax over dim 0: the exps' block is on the stack (the output is not
+** contiguous along the reduced dim) and the last pass reads them back from
+** the output, so the sum's pass stores them there element by element: its
+** lanes read the copy in tmp[], not the block (they once read the block
+** and left the output unwritten: NaN). The formula in double on the
+** transposed rows, and eager. */
+Test(inductor_rows, softmax_over_dim0_keeps_its_exps) {
+  const int64_t rows[3] = {37, 1025, 7};
+  for (int i = 0; i < 3; i++) {
+    kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+    kn_compiled *f = KN_COMPILE(softmax_first, &o);
+    kn_scope_begin();
+    kn_tensor *x = kn_randn(KN_SHAPE(rows[i], 45), NULL, KN_FLOAT32);
+    kn_tensor *y = kn_call_t(f, x);
+    char w[48];
+    snprintf(w, sizeof w, "softmax over dim 0 of %lld rows", (long long)rows[i]);
+    cr_assert_not_null(y, "%s: %s", w, kn_last_error());
+    cr_expect(softmax_matches_f64(kn_t(x), kn_t(y), rows[i], false, w));
+    cr_expect(ind_close(y, kn_softmax(x, 0), 1e-6, 1e-7, w));
+    kn_scope_end();
+    kn_compiled_free(f);
+    ind_rm(cache);
+    ind_cache_dir(cache, sizeof cache);
+  }
+}

@@ -1009,15 +1009,16 @@ static bool direct_in(kctx *k, const kn__gnode *v, int q, int nd, const int *dim
 /* The address of the block read by reduction n's pass (into ptr; nothing if
 ** none) when its element x is a float buffer's with stride 1 along the
 ** innermost reduced dim: an input's, or a member's whose block the table
-** computed (log_softmax's exp, vmoN[]) or wrote into the output keeping it
-** (softmax's exp). The lanes then read the block there instead of from a
-** copy in tmp[]. */
+** computed (log_softmax's exp, vmoN[]; not one a later pass reads, which
+** the element loop stores) or wrote into the output keeping it (softmax's
+** exp over the last dim). The lanes then read the block there instead of
+** from a copy in tmp[]. */
 static void row_direct(kctx *k, const kn__gnode *n, int nd, const int *dims, kn__sb *ptr) {
   const kn__gnode *src = n->args[0].u.t.node;
   const kn__vmeta *sm = &src->meta[n->args[0].u.t.idx];
   if (sm->dtype != KN_FLOAT32 && sm->dtype != KN_FLOAT64) return;
   if (kn__cg_member(k, src)) {
-    if (k->blk[src->index] == 1) {
+    if (k->blk[src->index] == 1 && k->stash[src->index] < 0) { /* else the copy loop keeps it */
       kn__sb_printf(ptr, "vmo%d", src->index);
     } else if (k->blk[src->index] == 2) {
       int so = k->stash[src->index];

@@ -35,7 +35,9 @@
 **     an op computing one exp per element cannot run faster than this
 **     exp alone, so where the ratio is below 0.8 no softmax, log_softmax
 **     (backward too) or cross_entropy can reach the goal on that machine.
-** Each number is the median of several repetitions.
+** Each number is the median of several repetitions. Arguments, if any, are
+** names of row-kernel ops (softmax, ...) and/or 1T or allT: only those
+** row-kernel lines are printed (for measuring one kernel while changing it).
 */
 #include <omp.h>
 #include <stdio.h>
@@ -309,9 +311,14 @@ static void rk_report(const rk_op *op, const char *who, bool bwd, const char *ta
 /* The exp alone over LM rows of LD floats held in L1, against the copy. */
 static void bench_exp_bound(void) {
   const kn__vmath *vm = kn__vmath_get();
-  float *row = malloc(LD * sizeof *row), *e = malloc(LD * sizeof *e);
+  /* row and e in one buffer, e 6 KB after row (2 KB modulo a page): two
+  ** malloc(4 KB) blocks sit 4 KB + 16 bytes apart, so each vector's
+  ** load matched the previous vector's store modulo 4 KB (4K aliasing) and
+  ** waited for it: that timed the store-to-load stall (0.42 ns per element
+  ** on AMD Zen 3 for an exp of 0.28 ns), not the exp. */
+  float *buf = malloc((2 * LD + 512) * sizeof *buf), *row = buf, *e = buf + LD + 512;
   float *x = malloc((size_t)LM * LD * sizeof *x), *y = malloc((size_t)LM * LD * sizeof *y);
-  if (!row || !e || !x || !y) die("exp bound setup");
+  if (!buf || !x || !y) die("exp bound setup");
   for (int64_t i = 0; i < LD; i++) row[i] = -(float)(i % 97) / 10.0f;
   for (int64_t i = 0; i < LM * LD; i++) x[i] = (float)(i % 13);
   double te[REPS], tc[REPS];
@@ -329,10 +336,27 @@ static void bench_exp_bound(void) {
   printf("BENCH exp_rows_us_1T %.0f (%s table, %.3f ns per element; copy floor %.0f us)\n", t * 1e6,
          vm->name, t * 1e9 / (LM * LD), c * 1e6);
   printf("RATIO exp_rows_vs_copy_floor_1T %.3f\n", c / t);
-  free(row), free(e), free(x), free(y);
+  free(buf), free(x), free(y);
+}
+
+static int rk_argc;
+static char **rk_argv;
+
+/* Whether the arguments select name (an op, or 1T/allT); no arguments or
+** none of that kind select everything. */
+static bool rk_selected(const char *name, bool thread_tag) {
+  bool any = false;
+  for (int i = 1; i < rk_argc; i++) {
+    bool tag = !strcmp(rk_argv[i], "1T") || !strcmp(rk_argv[i], "allT");
+    if (tag != thread_tag) continue;
+    any = true;
+    if (!strcmp(rk_argv[i], name)) return true;
+  }
+  return !any;
 }
 
 static void bench_row_kernels(bool one) {
+  if (!rk_selected(one ? "1T" : "allT", true)) return;
   int prev = omp_get_max_threads();
   if (one) omp_set_num_threads(1);
   kn_generator *gen = kn_generator_new(2);
@@ -349,6 +373,7 @@ static void bench_row_kernels(bool one) {
   const char *tag = one ? "1T" : "allT";
   for (size_t i = 0; i < sizeof rk_ops / sizeof rk_ops[0]; i++) {
     const rk_op *op = &rk_ops[i];
+    if (!rk_selected(op->name, false)) continue;
     kn_compiled *f = rk_compile(op), *fg = rk_compile(op);
     double t, fl;
     for (int bwd = 0; bwd < 2; bwd++) {
@@ -367,7 +392,13 @@ static void bench_row_kernels(bool one) {
   omp_set_num_threads(prev);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  rk_argc = argc, rk_argv = argv;
+  if (argc > 1) {
+    bench_row_kernels(true);
+    bench_row_kernels(false);
+    return 0;
+  }
   bench_select_backward();
   printf("BENCH_INFO norm_rows_kernel %s\n", kn__norm_rows_get()->name);
   bench_layer_norm(true);

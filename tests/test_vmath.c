@@ -287,6 +287,8 @@ static const struct {
     /* AVX-512 expm1's scalings for x < 0 (n = rint(x / ln2 + 0.35)); exp2 beyond 2^23 */
     {KN__VM_EXPM1, -0.58918f},   {KN__VM_EXPM1, -1.2824f},    {KN__VM_EXP2, 0x1p23f},
     {KN__VM_EXP2, -0x1p23f},
+    /* exp's two paths (vmath_f32.h): |x| <= 87 takes the one without clamp */
+    {KN__VM_EXP, 87},            {KN__VM_EXP, -87},
 };
 
 Test(vmath, float_kernels_at_branch_points) {

@@ -914,9 +914,11 @@ static void plan_stash_operand(kctx *k, const kn__gnode *src) {
 ** loop is not unrolled first; double: blocks of up to 256 computed into
 ** tmp[], then combined into the double lanes), the remainder (< 16) into
 ** lane 0. xv: the element as the pass combines it (x, or its deviation,
-** kept in double in tmp[]);
+** kept in double in tmp[]); code: the block's statements (per element,
+** before the block, for the remainder) and the address of a block read in
+** place (row_direct; empty if none);
 ** idx: the element's index in the row (index-carrying rows). */
-static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const code[3],
+static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const code[4],
                       int dim, const kn__red_row *r, const char *xv, const char *idx) {
   const char *body = code[0], *pre = code[1], *rest = code[2];
   kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
@@ -935,6 +937,11 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
     kn__sb_puts(sb, "      ");
     kn__ind_red_update(sb, r, n->index, xdt, "l", xv, idx);
     kn__sb_puts(sb, "      }\n      }\n");
+  } else if (code[3][0] && !strcmp(xv, "x")) { /* the block in place (row_direct) */
+    kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      while (%s - jb >= 16) {\n"
+                  "      const int64_t bn = %s - jb >= 256 ? 256 : (%s - jb) & ~(int64_t)15;\n"
+                  "%s      const %s *tmp = %s;\n      for (int64_t b = 0; b < bn; b += 16)\n"
+                  "        for (int l = 0; l < 16; l++) ", L, L, L, pre, ct, code[3]);
   } else { /* blocks of up to 256 into tmp[] (converting to the double lanes in
            ** the same loop stops gcc vectorising it), then lane l takes tmp[b + l] */
     kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      while (%s - jb >= 16) {\n"
@@ -944,6 +951,8 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
     kn__sb_puts(sb, body);
     kn__sb_printf(sb, "      tmp[l] = %s;\n      }\n      for (int64_t b = 0; b < bn; b += 16)\n"
                   "        for (int l = 0; l < 16; l++) ", xv);
+  }
+  if (r->acc != KN__RACC_INPUT) {
     kn__ind_red_update(sb, r, n->index, xdt, "l", "tmp[b + l]", idx);
     kn__sb_puts(sb, "      jb += bn;\n      }\n");
   }
@@ -965,35 +974,108 @@ static int direct_out(const kctx *k, const kn__gnode *v, int nd, const int *dims
   return k->p->nodes[v->index].f.ct == v->meta[0].dtype ? so : -1;
 }
 
-/* Vector-math member v of a sum's block: a loop filling vmiV_q[] with its
-** operands, then one call of the table's array function on the block
-** (vmoV[], bit-identical to eager: the same function on the same values). */
+/* The offset of leaf li's element at the start of the block (jb) of the
+** innermost of nd reduced dims: the outer level's offset, or the row's. */
+static void block_at(kn__sb *sb, int li, int nd) {
+  if (nd > 1) kn__sb_printf(sb, "p%d_%d + jb", li, nd - 2);
+  else kn__sb_printf(sb, "o%d + jb", li);
+}
+
+/* Whether leaf li is a buffer of type dt with stride 1 along the innermost
+** reduced dim; if so its block's address into sb. */
+static bool row_leaf(kctx *k, int li, kn_dtype dt, int nd, const int *dims, kn__sb *sb) {
+  const kn__vmeta *lm = k->leaves[li].m;
+  int ld = dims[nd - 1] - (k->shape->ndim - lm->ndim);
+  if (lm->dtype != dt || ld < 0 || sym_is(lm->sizes[ld], 1) || !sym_is(lm->strides[ld], 1))
+    return false;
+  kn__sb_printf(sb, "in%d + ", li);
+  block_at(sb, li, nd);
+  return true;
+}
+
+/* Operand q of table node v read in place (its address into src, true): a
+** buffer of v's compute type read with stride 1 along the innermost reduced
+** dim, so the block's operands lie in a row from its first element's. */
+static bool direct_in(kctx *k, const kn__gnode *v, int q, int nd, const int *dims, kn__sb *src) {
+  const kn__garg *a = &v->args[q];
+  if (a->kind != KN__GA_TENSOR) return false;
+  const kn__gnode *m = a->u.t.node;
+  kn_dtype ct = k->p->nodes[v->index].f.ct;
+  if (k->p->nodes[m->index].expr || is_var(k, m) || m->meta[a->u.t.idx].dtype != ct) return false;
+  return row_leaf(k, kn__cg_leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]),
+                  ct, nd, dims, src);
+}
+
+/* The address of the block read by reduction n's pass (into ptr; nothing if
+** none) when its element x is a float buffer's with stride 1 along the
+** innermost reduced dim: an input's, or a member's whose block the table
+** computed (log_softmax's exp, vmoN[]; not one a later pass reads, which
+** the element loop stores) or wrote into the output keeping it (softmax's
+** exp over the last dim). The lanes then read the block there instead of
+** from a copy in tmp[]. */
+static void row_direct(kctx *k, const kn__gnode *n, int nd, const int *dims, kn__sb *ptr) {
+  const kn__gnode *src = n->args[0].u.t.node;
+  const kn__vmeta *sm = &src->meta[n->args[0].u.t.idx];
+  if (sm->dtype != KN_FLOAT32 && sm->dtype != KN_FLOAT64) return;
+  if (kn__cg_member(k, src)) {
+    if (k->blk[src->index] == 1 && k->stash[src->index] < 0) { /* else the copy loop keeps it */
+      kn__sb_printf(ptr, "vmo%d", src->index);
+    } else if (k->blk[src->index] == 2) {
+      int so = k->stash[src->index];
+      kn__sb_printf(ptr, "out%d + ", so);
+      block_at(ptr, kn__cg_out_leaf(k, so), nd);
+    }
+  } else if (!k->p->nodes[src->index].expr && !is_var(k, src)) {
+    int li = kn__cg_leaf_index(k, kn__ind_value_slot(k->p, n->args[0].u.t), sm);
+    (void)row_leaf(k, li, sm->dtype, nd, dims, ptr);
+  }
+}
+
+/* Vector-math member v of a sum's block: a loop filling vmiV_q[] with the
+** operands it cannot read in place (direct_in), then one call of the
+** table's array function on the block (vmoV[], bit-identical to eager: the
+** same function on the same values). */
 static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int *dims) {
   const kn__ind_formula *f = &k->p->nodes[v->index].f;
   const char *ct = kn__ind_ctype(f->ct), *tab = f->ct == KN_FLOAT64 ? "f64" : "f32";
-  int q, no = nops(k, v);
-  for (q = 0; q < no; q++) kn__sb_printf(pre, "      %s vmi%d_%d[256];\n", ct, v->index, q);
+  int q, no = nops(k, v), nloop = 0;
+  kn__sb src[2];
+  bool in_place[2];
+  for (q = 0; q < no; q++) {
+    kn__sb_init(&src[q]);
+    in_place[q] = direct_in(k, v, q, nd, dims, &src[q]);
+    if (!in_place[q]) kn__sb_printf(&src[q], "vmi%d_%d", v->index, q);
+    if (!in_place[q]) kn__sb_printf(pre, "      %s vmi%d_%d[256];\n", ct, v->index, q);
+    nloop += !in_place[q];
+  }
   int so = direct_out(k, v, nd, dims);
   if (so < 0) kn__sb_printf(pre, "      %s vmo%d[256];\n", ct, v->index);
-  kn__sb_printf(pre, "      for (int64_t l = 0; l < bn; l++) {\n      const int64_t j%d = jb + l;\n",
-                k->depth - 1);
-  level_offsets(k, pre, nd - 1, dims[nd - 1]);
-  memset(k->done, 0, (size_t)k->p->nnodes);
-  operand_stmts(k, pre, v);
-  for (q = 0; q < no; q++) {
-    kn__sb_printf(pre, "      vmi%d_%d[l] = ", v->index, q);
-    operand(k, pre, v, q);
-    kn__sb_puts(pre, ";\n");
+  if (nloop) {
+    kn__sb_printf(pre, "      for (int64_t l = 0; l < bn; l++) {\n      const int64_t j%d = jb + l;\n",
+                  k->depth - 1);
+    level_offsets(k, pre, nd - 1, dims[nd - 1]);
+    memset(k->done, 0, (size_t)k->p->nnodes);
+    operand_stmts(k, pre, v);
+    for (q = 0; q < no; q++) {
+      if (in_place[q]) continue;
+      kn__sb_printf(pre, "      vmi%d_%d[l] = ", v->index, q);
+      operand(k, pre, v, q);
+      kn__sb_puts(pre, ";\n");
+    }
+    kn__sb_puts(pre, "      }\n");
   }
-  kn__sb_printf(pre, "      }\n      KN_VMT()->%s%s[%d](", tab, no == 2 ? "b" : "", f->vm);
+  kn__sb_printf(pre, "      KN_VMT()->%s%s[%d](", tab, no == 2 ? "b" : "", f->vm);
   if (so >= 0) { /* out + the block's first element's offset */
     kn__sb_printf(pre, "out%d + ", so);
-    if (nd > 1) kn__sb_printf(pre, "p%d_%d + jb", kn__cg_out_leaf(k, so), nd - 2);
-    else kn__sb_printf(pre, "o%d + jb", kn__cg_out_leaf(k, so));
+    block_at(pre, kn__cg_out_leaf(k, so), nd);
   } else {
     kn__sb_printf(pre, "vmo%d", v->index);
   }
-  for (q = 0; q < no; q++) kn__sb_printf(pre, ", vmi%d_%d", v->index, q);
+  for (q = 0; q < no; q++) {
+    kn__sb_printf(pre, ", %s", kn__sb_cstr(&src[q]));
+    if (kn__sb_failed(&src[q])) k->failed = true;
+    kn__sb_fini(&src[q]);
+  }
   kn__sb_puts(pre, ", bn);\n");
   k->blk[v->index] = so >= 0 ? 2 : 1;
 }
@@ -1042,7 +1124,7 @@ static void row_index(kctx *k, kn__sb *sb, const kn__gnode *n, int nd, const int
 }
 
 /* The loops of one pass with row r's lanes, combined into accID after. */
-static void red_loops(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const text[3],
+static void red_loops(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const text[4],
                       const kn__red_row *r, const char *xv) {
   int dims[KN_MAX_DIMS], nd = kn__cg_red_dims(k, dims);
   kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
@@ -1074,19 +1156,20 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
     plan_stash(k, src);
     plan_stash_operand(k, src);
   }
-  kn__sb code[3];
-  for (int c = 0; c < 3; c++) kn__sb_init(&code[c]);
+  kn__sb code[4];
+  for (int c = 0; c < 4; c++) kn__sb_init(&code[c]);
   k->inner = true;
   /* blocks of vector math feed the double lanes' blocks: every pass's row WIDE */
   if (in->red->acc == KN__RACC_WIDE && kn__ind_red_pass_row(in, 0)->acc == KN__RACC_WIDE &&
       kn__cg_member(k, src))
     block_vms(k, &code[1], src, nd, dims);
   red_body(k, &code[0], n, nd, dims);
+  if (in->red->acc == KN__RACC_WIDE) row_direct(k, n, nd, dims, &code[3]);
   memset(k->blk, 0, (size_t)k->p->nnodes);
   red_body(k, &code[2], n, nd, dims); /* the remainder: no block */
   k->inner = false;
-  const char *text[3];
-  for (int c = 0; c < 3; c++) text[c] = kn__sb_cstr(&code[c]);
+  const char *text[4];
+  for (int c = 0; c < 4; c++) text[c] = kn__sb_cstr(&code[c]);
   kn_dtype xdt = src->meta[n->args[0].u.t.idx].dtype;
   char xv[96];
   if (in->red->shape == KN__RSHAPE_CENTERED) {
@@ -1098,7 +1181,7 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   }
   kn__ind_red_xv(xv, sizeof xv, in, n->index, xdt, 1);
   red_loops(k, sb, n, text, kn__ind_red_pass_row(in, 1), xv);
-  for (int c = 0; c < 3; c++) {
+  for (int c = 0; c < 4; c++) {
     if (kn__sb_failed(&code[c])) k->failed = true;
     kn__sb_fini(&code[c]);
   }

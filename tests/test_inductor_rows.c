@@ -1,0 +1,258 @@
+/*
+** tests/test_inductor_rows.c: row kernels whose passes call the vector-math
+** table on a block of a buffer read at the element (log_softmax's and
+** cross_entropy's backward: exp of the saved log-probabilities). The table
+** reads such an operand in place from the buffer (no copy into a block on
+** the stack) when the buffer runs with stride 1 along the innermost reduced
+** dim; other layouts copy it. A sum's lanes likewise read such a buffer, or
+** the block the table computed (softmax's and log_softmax's exps), in place. Checked against the formula in double (an
+** independent expectation) and against eager, for rows of 1, 7, 1023, 1025
+** and 9000 elements, float32 and float64, rows with a stride of their own
+** (a narrowed tensor), a transposed input, two reduced dims, and dynamic
+** row lengths under one compile.
+*/
+#include "inductor_util.h"
+#include "support/files.h"
+
+static char cache[64];
+
+static void setup(void) {
+  ind_cache_dir(cache, sizeof cache);
+  kn_manual_seed(5);
+}
+static void teardown(void) {
+  if (!getenv("KN_TEST_KEEP_CACHE")) ind_rm(cache);
+}
+
+TestSuite(inductor_rows, .init = setup, .fini = teardown, .timeout = 300);
+
+/* x - exp(x) * sum(x) over the last dim: log_softmax's backward shape (the
+** exp read by the last pass, its operand a buffer). */
+static kn_tensor *exp_after_sum(kn_tensor *x) {
+  const int64_t d = -1;
+  return kn_sub(x, kn_mul(kn_exp(x), kn_sum_dims(x, &d, 1, true)));
+}
+
+/* x - log(sum(exp(x))) over dims 1 and 2 of a 3-d input: the sum's pass
+** computes the exp of a buffer. */
+static kn_tensor *log_sum_exp2(kn_tensor *x) {
+  const int64_t d[2] = {1, 2};
+  return kn_sub(x, kn_log(kn_sum_dims(kn_exp(x), d, 2, true)));
+}
+
+/* The formula in double (exp_after_sum's, or log_sum_exp2's when lse) over
+** rows of n elements of a contiguous copy of x: whether got (same layout)
+** is within the float rounding of each term. */
+static bool matches_f64(kn_tensor *x, kn_tensor *got, int64_t n, bool lse, const char *what) {
+  kn_tensor *xc = kn_contiguous(kn_to(x, KN_FLOAT64)), *gc = kn_contiguous(kn_to(got, KN_FLOAT64));
+  bool f32 = kn_tensor_dtype(got) == KN_FLOAT32;
+  double eps = f32 ? 1e-6 : 1e-14;
+  const double *a = kn_data(xc), *g = kn_data(gc);
+  for (int64_t r = 0; r < kn_numel(xc) / n; r++) {
+    const double *xr = a + r * n;
+    double s = 0, sa = 0, se = 0;
+    for (int64_t j = 0; j < n; j++) s += xr[j], sa += fabs(xr[j]), se += exp(xr[j]);
+    for (int64_t j = 0; j < n; j++) {
+      double e = exp(xr[j]), want = lse ? xr[j] - log(se) : xr[j] - e * s;
+      double tol = lse ? 4 * eps * (fabs(xr[j]) + fabs(log(se)) + 1)
+                       : eps * (fabs(xr[j]) + e * (fabs(s) + sa));
+      if (!(fabs(g[r * n + j] - want) <= tol)) {
+        cr_log_error("%s: row %lld element %lld: compiled %.17g, expected %.17g", what,
+                     (long long)r, (long long)j, g[r * n + j], want);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+static const int64_t lens[5] = {1, 7, 1023, 1025, 9000};
+
+/* Contiguous rows of every length, float32 and float64: the formula in
+** double and eager's result; rows of 1025 read the exp's operand in place
+** (the address of the block's first element) with no block on the stack. */
+Test(inductor_rows, vector_math_reads_its_operand_in_place) {
+  for (int d = 0; d < 2; d++) {
+    kn_dtype dt = d ? KN_FLOAT64 : KN_FLOAT32;
+    for (int i = 0; i < 5; i++) {
+      kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+      kn_compiled *f = KN_COMPILE(exp_after_sum, &o);
+      kn_scope_begin();
+      kn_tensor *x = kn_randn(KN_SHAPE(lens[i] > 1024 ? 3 : 6, lens[i]), NULL, dt);
+      kn_tensor *y = kn_call_t(f, x);
+      char w[48];
+      snprintf(w, sizeof w, "%s rows of %lld", kn_dtype_name(dt), (long long)lens[i]);
+      cr_assert_not_null(y, "%s: %s", w, kn_last_error());
+      cr_expect(matches_f64(x, y, lens[i], false, w));
+      cr_expect(ind_close(y, exp_after_sum(x), 1e-6, 1e-6, w));
+      kn_scope_end();
+      kn_compiled_free(f);
+      char *src = kn_test_inductor_sources(cache);
+      if (lens[i] == 1025) {
+        cr_expect_eq(kn_test_count_of(src, "in0 + o0 + jb, bn)"), 1, "%s:\n%s", w, src);
+        cr_expect_eq(kn_test_count_of(src, " vmi"), 0, "%s: no operand block:\n%s", w, src);
+        /* the sum's lanes read x's block in place too */
+        cr_expect_eq(kn_test_count_of(src, "*tmp = in0 + o0 + jb;"), 1, "%s:\n%s", w, src);
+      }
+      free(src);
+      ind_rm(cache);
+      ind_cache_dir(cache, sizeof cache);
+    }
+  }
+}
+
+/* Rows with a stride of their own (columns 3 .. 3 + n of wider rows) read
+** in place from each row's offset; a transposed input (element stride not
+** 1) copies its operand into a block; both as the formula and eager. */
+Test(inductor_rows, strided_rows_and_transposed_input) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(exp_after_sum, &o);
+  kn_scope_begin();
+  kn_tensor *wide = kn_randn(KN_SHAPE(5, 1100), NULL, KN_FLOAT32);
+  kn_tensor *x = kn_narrow(wide, 1, 3, 1025);
+  kn_tensor *y = kn_call_t(f, x);
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_expect(matches_f64(x, y, 1025, false, "narrowed rows"));
+  cr_expect(ind_close(y, exp_after_sum(x), 1e-6, 1e-6, "narrowed rows"));
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "in0 + o0 + jb, bn)"), 1, "%s", src);
+  free(src);
+  ind_rm(cache);
+  ind_cache_dir(cache, sizeof cache);
+  f = KN_COMPILE(exp_after_sum, &o);
+  kn_scope_begin();
+  kn_tensor *xt = kn_t(kn_randn(KN_SHAPE(1023, 4), NULL, KN_FLOAT32));
+  y = kn_call_t(f, xt);
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_expect(matches_f64(xt, y, 1023, false, "transposed"));
+  cr_expect(ind_close(y, exp_after_sum(xt), 1e-6, 1e-6, "transposed"));
+  kn_scope_end();
+  kn_compiled_free(f);
+  src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "in0 + o0 + jb, bn)"), 0, "%s", src);
+  cr_expect_geq(kn_test_count_of(src, "vmi"), 1, "%s", src);
+  free(src);
+}
+
+/* Two reduced dims ([4, 5, 300] over dims 1 and 2): the sum's pass reads
+** each block of the inner dim in place from the outer level's offset. */
+Test(inductor_rows, two_reduced_dims) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(log_sum_exp2, &o);
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(KN_SHAPE(4, 5, 300), NULL, KN_FLOAT32);
+  kn_tensor *y = kn_call_t(f, x);
+  cr_assert_not_null(y, "%s", kn_last_error());
+  cr_expect(matches_f64(x, y, 1500, true, "dims 1 and 2"));
+  cr_expect(ind_close(y, log_sum_exp2(x), 1e-6, 1e-6, "dims 1 and 2"));
+  kn_scope_end();
+  kn_compiled_free(f);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "in0 + p0_0 + jb, bn)"), 1, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "*tmp = vmo"), 1, "the sum reads the exps' block:\n%s", src);
+  free(src);
+}
+
+/* Dynamic row lengths: one compile for rows of 7, 1025 and 9000. */
+Test(inductor_rows, dynamic_row_lengths) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_TRUE};
+  kn_compiled *f = KN_COMPILE(exp_after_sum, &o);
+  kn_scope_begin();
+  for (int i = 1; i < 5; i += i == 1 ? 2 : 1) {
+    kn_tensor *x = kn_randn(KN_SHAPE(2 + i, lens[i]), NULL, KN_FLOAT32);
+    kn_tensor *y = kn_call_t(f, x);
+    char w[48];
+    snprintf(w, sizeof w, "dynamic rows of %lld", (long long)lens[i]);
+    cr_assert_not_null(y, "%s: %s", w, kn_last_error());
+    cr_expect(matches_f64(x, y, lens[i], false, w));
+    cr_expect(ind_close(y, exp_after_sum(x), 1e-6, 1e-6, w));
+  }
+  kn_scope_end();
+  kn_compiled_free(f);
+  cr_expect_eq(ind_count(cache, ".so"), 1, "one compile for every length");
+}
+
+static kn_tensor *softmax_last(kn_tensor *x) { return kn_softmax(x, 1); }
+static kn_tensor *log_softmax_last(kn_tensor *x) { return kn_log_softmax(x, 1); }
+
+/* softmax (lse false) or log_softmax in double over rows of n of x: whether
+** got is within 2e-6 relative (and 1e-6 of the row's log-sum). */
+static bool softmax_matches_f64(kn_tensor *x, kn_tensor *got, int64_t n, bool log_,
+                                const char *what) {
+  kn_tensor *xc = kn_contiguous(kn_to(x, KN_FLOAT64)), *gc = kn_contiguous(kn_to(got, KN_FLOAT64));
+  const double *a = kn_data(xc), *g = kn_data(gc);
+  for (int64_t r = 0; r < kn_numel(xc) / n; r++) {
+    const double *xr = a + r * n;
+    double mx = -INFINITY, se = 0;
+    for (int64_t j = 0; j < n; j++) mx = xr[j] > mx ? xr[j] : mx;
+    for (int64_t j = 0; j < n; j++) se += exp(xr[j] - mx);
+    for (int64_t j = 0; j < n; j++) {
+      double want = log_ ? xr[j] - mx - log(se) : exp(xr[j] - mx) / se;
+      double tol = log_ ? 2e-6 * (fabs(want) + log(se) + 1) : 2e-6 * want + 1e-30;
+      if (!(fabs(g[r * n + j] - want) <= tol)) {
+        cr_log_error("%s: row %lld element %lld: compiled %.17g, expected %.17g", what,
+                     (long long)r, (long long)j, g[r * n + j], want);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/* softmax's sum reads the exps the table wrote into the output, log_softmax's
+** the block on the stack; both as the formula in double and as eager for
+** every row length. */
+Test(inductor_rows, softmax_sums_read_the_exps_in_place) {
+  for (int lg = 0; lg < 2; lg++) {
+    for (int i = 0; i < 5; i++) {
+      kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+      kn_compiled *f = lg ? KN_COMPILE(log_softmax_last, &o) : KN_COMPILE(softmax_last, &o);
+      kn_scope_begin();
+      kn_tensor *x = kn_mul_scalar(kn_randn(KN_SHAPE(4, lens[i]), NULL, KN_FLOAT32), kn_float(3));
+      kn_tensor *y = kn_call_t(f, x);
+      char w[48];
+      snprintf(w, sizeof w, "%s rows of %lld", lg ? "log_softmax" : "softmax", (long long)lens[i]);
+      cr_assert_not_null(y, "%s: %s", w, kn_last_error());
+      cr_expect(softmax_matches_f64(x, y, lens[i], lg, w));
+      cr_expect(ind_close(y, lg ? kn_log_softmax(x, 1) : kn_softmax(x, 1), 1e-6, 1e-7, w));
+      kn_scope_end();
+      kn_compiled_free(f);
+      char *src = kn_test_inductor_sources(cache);
+      if (lens[i] == 1025)
+        cr_expect_eq(kn_test_count_of(src, lg ? "*tmp = vmo" : "*tmp = out0 + o"), 1, "%s:\n%s", w, src);
+      free(src);
+      ind_rm(cache);
+      ind_cache_dir(cache, sizeof cache);
+    }
+  }
+}
+
+static kn_tensor *softmax_first(kn_tensor *x) { return kn_softmax(x, 0); }
+
+/* softmax over dim 0: the exps' block is on the stack (the output is not
+** contiguous along the reduced dim) and the last pass reads them back from
+** the output, so the sum's pass stores them there element by element: its
+** lanes read the copy in tmp[], not the block (they once read the block
+** and left the output unwritten: NaN). The formula in double on the
+** transposed rows, and eager. */
+Test(inductor_rows, softmax_over_dim0_keeps_its_exps) {
+  const int64_t rows[3] = {37, 1025, 7};
+  for (int i = 0; i < 3; i++) {
+    kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+    kn_compiled *f = KN_COMPILE(softmax_first, &o);
+    kn_scope_begin();
+    kn_tensor *x = kn_randn(KN_SHAPE(rows[i], 45), NULL, KN_FLOAT32);
+    kn_tensor *y = kn_call_t(f, x);
+    char w[48];
+    snprintf(w, sizeof w, "softmax over dim 0 of %lld rows", (long long)rows[i]);
+    cr_assert_not_null(y, "%s: %s", w, kn_last_error());
+    cr_expect(softmax_matches_f64(kn_t(x), kn_t(y), rows[i], false, w));
+    cr_expect(ind_close(y, kn_softmax(x, 0), 1e-6, 1e-7, w));
+    kn_scope_end();
+    kn_compiled_free(f);
+    ind_rm(cache);
+    ind_cache_dir(cache, sizeof cache);
+  }
+}

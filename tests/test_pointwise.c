@@ -316,3 +316,41 @@ Test(arith, promotion_same_floating_pair) {
   kn_tensor *i = TV(KN_INT32, (2), 1, 2);
   EXPECT(kn_add_scaled(i, i, kn_int(2)), KN_INT32, (2), 3, 6);
 }
+
+/* The backward helper ops on integer tensors (torch 1.13): threshold_backward
+** computes in the integer type, the threshold truncated to it; the others
+** have floating kernels only and name them. */
+
+Test(arith, backward_helpers_on_integer_tensors) {
+  kn_tensor *g = TV(KN_INT64, (5), 10, 20, 30, 40, 50), *x = TV(KN_INT64, (5), -1, 0, 1, 2, 3);
+  EXPECT(kn_threshold_backward(g, x, kn_int(1)), KN_INT64, (5), 0, 0, 0, 40, 50);
+  EXPECT(kn_threshold_backward(g, x, kn_float(1.5)), KN_INT64, (5), 0, 0, 0, 40, 50);
+  kn_tensor *g32 = kn_to(g, KN_INT32), *x32 = kn_to(x, KN_INT32);
+  EXPECT(kn_threshold_backward(g32, x32, kn_int(0)), KN_INT32, (5), 0, 0, 30, 40, 50);
+  /* mixed: promoted to float32 */
+  EXPECT(kn_threshold_backward(kn_to(g, KN_FLOAT32), x, kn_float(0.5)), KN_FLOAT32, (5), 0, 0, 30,
+         40, 50);
+  expect_error(kn_sigmoid_backward(g, x), KN_EDTYPE,
+               "\"sigmoid_backward_cpu\" not implemented for 'Long'");
+  expect_error(kn_tanh_backward(g32, x32), KN_EDTYPE,
+               "\"tanh_backward_cpu\" not implemented for 'Int'");
+  expect_error(kn_gelu_backward(g, x, KN_GELU_NONE), KN_EDTYPE,
+               "\"GeluBackwardKernelImpl\" not implemented for 'Long'");
+  kn_tensor *b = kn_to(x, KN_BOOL);
+  expect_error(kn_threshold_backward(b, b, kn_int(0)), KN_EDTYPE,
+               "\"threshold_cpu\" not implemented for 'Bool'");
+}
+
+/* The same through the code generator: an integer threshold_backward
+** compiled equals eager. */
+static kn_tensor *thr_fn(kn_tensor *g, kn_tensor *x) {
+  return kn_threshold_backward(kn_add(g, g), x, kn_int(1));
+}
+
+Test(arith, integer_threshold_backward_compiled) {
+  kn_tensor *g = TV(KN_INT64, (6), 1, 2, 3, 4, 5, 6), *x = TV(KN_INT64, (6), 3, -2, 1, 0, 2, 5);
+  kn_compiled *f = KN_COMPILE(thr_fn, NULL);
+  kn_tensor *y = kn_call_t(f, g, x);
+  EXPECT(y, KN_INT64, (6), 2, 0, 0, 0, 10, 12);
+  kn_compiled_free(f);
+}

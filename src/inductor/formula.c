@@ -130,6 +130,7 @@ static bool params(const kn__gnode *n, kn__pwcode code, kn__ind_formula *f) {
   if (code == KN__PW_THRESHOLD_BW) {
     if (n->nargs < 3 || n->args[2].kind != KN__GA_SCALAR) return false;
     f->p1 = scalar_double(n->args[2].u.s);
+    f->ip1 = scalar_int(n->args[2].u.s);
   }
   return true;
 }

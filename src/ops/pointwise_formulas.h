@@ -72,7 +72,7 @@
   X(GE, 2, bool, KN__PWC_FI, a >= b, a >= b, 0, -1, 1, KN__PW_NO_DERIV)                            \
   X(LAND, 2, bool, KN__PWC_B, 0, 0, a && b, -1, 1, KN__PW_NO_DERIV)                                \
   X(LOR, 2, bool, KN__PWC_B, 0, 0, a || b, -1, 1, KN__PW_NO_DERIV)                                 \
-  X(THRESHOLD_BW, 2, T, KN__PWC_F, (b <= P1 ? (T)0 : a), 0, 0, -1, 1, KN__PW_NO_DERIV)             \
+  X(THRESHOLD_BW, 2, T, KN__PWC_FI, (b <= P1 ? (T)0 : a), (b <= PI ? (T)0 : a), 0, -1, 1, KN__PW_NO_DERIV) \
   X(SIGMOID_BW, 2, T, KN__PWC_F, a * ((T)1 - b) * b, 0, 0, -1, 1, KN__PW_NO_DERIV)                 \
   X(TANH_BW, 2, T, KN__PWC_F, a * ((T)1 - b * b), 0, 0, -1, 1, KN__PW_NO_DERIV)                    \
   X(GELU_BW, 2, T, KN__PWC_F, 0, 0, 0, KN__VM_GELU_BW, 0, KN__PW_NO_DERIV)                         \

@@ -197,6 +197,20 @@ static kn_status check_op_dtypes(const kn__call *c, const kn__pwinfo *pi, kn_dty
       return kn__error(KN_EDTYPE, "\"softplus_cpu\" not implemented for '%s'",
                        kn__pw_torch_name(a));
     break;
+  case KN__PW_THRESHOLD_BW:
+    if (promoted == KN_BOOL)
+      return kn__error(KN_EDTYPE, "\"threshold_cpu\" not implemented for 'Bool'");
+    break;
+  case KN__PW_SIGMOID_BW:
+  case KN__PW_TANH_BW:
+  case KN__PW_GELU_BW: /* floating formulas only, as torch's kernels */
+    if (!kn_dtype_is_floating(promoted))
+      return kn__error(KN_EDTYPE, "\"%s\" not implemented for '%s'",
+                       pi->code == KN__PW_SIGMOID_BW ? "sigmoid_backward_cpu"
+                       : pi->code == KN__PW_TANH_BW  ? "tanh_backward_cpu"
+                                                     : "GeluBackwardKernelImpl",
+                       kn__pw_torch_name(promoted));
+    break;
   case KN__PW_CLAMP:
     if (c->args[1].kind != KN__A_SCALAR && c->args[2].kind != KN__A_SCALAR)
       return kn__error(KN_EINVAL, "torch.clamp: At least one of 'min' or 'max' must not be None");
@@ -287,7 +301,10 @@ static void fill_params(const kn__call *c, const kn__pwinfo *pi, kn__pwparams *p
     p->alpha = kn__pw_scalar_double(c->args[2].u.s);
     p->ialpha = kn__pw_scalar_int(c->args[2].u.s);
   }
-  if (pi->code == KN__PW_THRESHOLD_BW) p->lo = kn__pw_scalar_double(c->args[2].u.s);
+  if (pi->code == KN__PW_THRESHOLD_BW) { /* integer inputs compare with it truncated, as torch */
+    p->lo = kn__pw_scalar_double(c->args[2].u.s);
+    p->ialpha = kn__pw_scalar_int(c->args[2].u.s);
+  }
   if (pi->code == KN__PW_SOFTPLUS) {
     p->alpha = kn__pw_scalar_double(c->args[1].u.s);
     p->lo = kn__pw_scalar_double(c->args[2].u.s);

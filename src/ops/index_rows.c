@@ -42,6 +42,18 @@ static inline void move1(char *dst, const char *src, size_t es) {
   }
 }
 
+/* t's [outer, size, inner] split at d, and every one of the outer * n *
+** inner index values checked against size (the general kernel's check and
+** error, in its order). */
+static kn_status along_index(const kn_tensor *t, int d, const int64_t *iv, int64_t n,
+                             int64_t *outer, int64_t *size, int64_t *inner) {
+  split3(t, d, outer, size, inner);
+  int64_t total = *outer * n * *inner;
+  for (int64_t k = 0; k < total; k++)
+    if (iv[k] < 0 || iv[k] >= *size) return kn__out_of_bounds(iv[k], d, *size);
+  return KN_OK;
+}
+
 /* ---- index_select ---------------------------------------------------------------- */
 
 bool kn__index_select_fast_ok(const kn_tensor *self, const kn_tensor *o) {
@@ -100,13 +112,11 @@ bool kn__gather_fast_ok(const kn_tensor *self, int d, const kn_tensor *index,
 }
 
 kn_status kn__gather_fast(const kn_tensor *self, int d, const kn_tensor *index, kn_tensor *o) {
-  int64_t outer, size, inner, n;
-  split3(self, d, &outer, &size, &inner);
-  n = index->sizes[d];
+  int64_t outer, size, inner, n = index->sizes[d];
   const int64_t *iv = (const int64_t *)bytes(index);
+  kn_status st = along_index(self, d, iv, n, &outer, &size, &inner);
+  if (st != KN_OK) return st;
   int64_t total = outer * n * inner;
-  for (int64_t k = 0; k < total; k++) /* the general kernel's check, its order */
-    if (iv[k] < 0 || iv[k] >= size) return kn__out_of_bounds(iv[k], d, size);
   size_t es = kn_dtype_size(self->dtype);
   const char *s = bytes(self);
   char *dst = bytes(o);
@@ -155,13 +165,11 @@ static inline void put1(char *dst, const char *src, kn_dtype dt, size_t es, bool
 
 kn_status kn__scatter_fast(kn_tensor *o, int d, const kn_tensor *index, const kn_tensor *src,
                            const char *value, bool acc) {
-  int64_t outer, size, inner, n;
-  split3(o, d, &outer, &size, &inner);
-  n = index->sizes[d];
+  int64_t outer, size, inner, n = index->sizes[d];
   const int64_t *iv = (const int64_t *)bytes(index);
+  kn_status st = along_index(o, d, iv, n, &outer, &size, &inner);
+  if (st != KN_OK) return st;
   int64_t total = outer * n * inner;
-  for (int64_t k = 0; k < total; k++) /* the general kernel's check, its order */
-    if (iv[k] < 0 || iv[k] >= size) return kn__out_of_bounds(iv[k], d, size);
   kn_dtype dt = o->dtype;
   size_t es = kn_dtype_size(dt);
   const char *s = src ? bytes(src) : NULL;

@@ -206,16 +206,16 @@ kn_status kn__k_batch_norm(const kn__call *c, kn__outs *out) {
   if (s != KN_OK) return s;
   bng g;
   bn_check(c, &g);
-  kn_tensor *x = kn__contiguous_copy(x0, x0->dtype);
+  kn_dtype dt = x0->dtype;
+  kn_tensor *x = NULL; /* a contiguous copy, only when x0 is not */
+  const char *xp = kn__nn_dense(x0, dt, &x);
   double *st = malloc((size_t)(g.C ? g.C : 1) * 4 * sizeof *st);
-  if (!x || !st) {
+  if (!xp || !st) {
     kn_release(x);
     free(st);
-    return x ? kn__oom() : kn_last_status();
+    return xp ? kn__oom() : kn_last_status();
   }
   double *mean = st, *var = st + g.C, *scale = st + 2 * g.C, *shift = st + 3 * g.C;
-  kn_dtype dt = x->dtype;
-  const char *xp = kn_data(x);
   if (c->args[5].u.b) channel_stats(xp, dt, &g, mean, var);
   bn_affine(c, out, &g, mean, var, scale, shift);
   int64_t span = g.S * (int64_t)kn_dtype_size(dt), spans = g.N * g.C;
@@ -308,25 +308,25 @@ kn_status kn__k_batch_norm_backward(const kn__call *c, kn__outs *out) {
   bool train = c->args[7].u.b;
   double eps = c->args[8].u.d;
   kn_dtype dt = x0->dtype;
-  kn_tensor *x = kn__contiguous_copy(x0, dt), *go = kn__contiguous_copy(c->args[0].u.t, dt);
+  kn_tensor *x = NULL, *go = NULL; /* contiguous copies, only of inputs that are not */
+  const char *xp = kn__nn_dense(x0, dt, &x), *gp = kn__nn_dense(c->args[0].u.t, dt, &go);
   bng g = {x0->sizes[0], x0->sizes[1], 1};
   for (int d = 2; d < x0->ndim; d++) g.S *= x0->sizes[d];
   double *st = malloc((size_t)(g.C ? g.C : 1) * 8 * sizeof *st);
-  if (!x || !go || !st) {
+  if (!xp || !gp || !st) {
     kn_release(x);
     kn_release(go);
     free(st);
     return st ? kn_last_status() : kn__oom();
   }
   /* per channel: mean, invstd, sum g, sum g (x - mean), then the input
-  ** gradient's coefficients (kn_grad_in's k: kg, c0, c1, mean) */
+  ** gradient's coefficients (span_grad_in's k: kg, c0, c1, mean) */
   double *mean = st, *inv = st + g.C, *sg = st + 2 * g.C, *sgd = st + 3 * g.C, *k = st + 4 * g.C;
   for (int64_t ch = 0; ch < g.C; ch++) {
     mean[ch] = train ? vget(sm, ch, 0) : vget(rm, ch, 0);
     inv[ch] = train ? vget(si, ch, 1) : 1.0 / sqrt(vget(rv, ch, 1) + eps);
   }
   int64_t es = (int64_t)kn_dtype_size(dt), span = g.S * es, spans = g.N * g.C;
-  const char *xp = kn_data(x), *gp = kn_data(go);
   int team = kn__par_team(spans * g.S, g.C, KN__GRAIN);
   KN__PAR_FOR(team, for (int64_t ch = 0; ch < g.C; ch++) {
     sg[ch] = sgd[ch] = 0;

@@ -90,7 +90,7 @@ kn_status kn__index_select_fast(const kn_tensor *self, int d, const kn_tensor *i
   int64_t rows = outer * n;
   int team = kn__par_team(rows * inner, rows, KN__GRAIN_MEM);
   KN__PAR_FOR(team, for (int64_t r = 0; r < rows; r++) {
-    int64_t oi = r / (n ? n : 1), k = r - oi * n;
+    int64_t oi = r / n, k = r - oi * n;
     const char *from = s + (size_t)(oi * size + iv[k]) * row;
     if (inner == 1) move1(dst + (size_t)r * es, from, es);
     else memcpy(dst + (size_t)r * row, from, row);
@@ -123,7 +123,7 @@ kn_status kn__gather_fast(const kn_tensor *self, int d, const kn_tensor *index, 
   int64_t rows = outer * n;
   int team = kn__par_team(total, rows, KN__GRAIN_MEM);
   KN__PAR_FOR(team, for (int64_t r = 0; r < rows; r++) {
-    int64_t oi = r / (n ? n : 1);
+    int64_t oi = r / n;
     const char *base = s + (size_t)(oi * size * inner) * es;
     for (int64_t i = 0; i < inner; i++) {
       int64_t k = r * inner + i;

@@ -5,10 +5,12 @@
 ** symbolic link with a kiln name and a linked-in inductor directory left
 ** alone; an empty and a missing directory; temporaries of running compiles
 ** kept by a clear, stale ones removed; a note on a directory kiln would not
-** use; a relative KILN_CACHE_DIR.
+** use; a relative KILN_CACHE_DIR; the aotautograd/ and symbols/ directories
+** (hand-made, and as a compile in another process writes them).
 */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,8 @@
 #include <unistd.h>
 
 #include "core/strbuf.h"
+#include "kiln/compile.h"
+#include "kiln/kiln.h"
 #include "support/report_util.h"
 
 #define KEY_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -309,4 +313,111 @@ Test(kiln_cache, relative_cache_dir_is_an_error) {
                         "pass --dir DIR)\n"), "%s", out);
   free(out);
   kn__sb_fini(&cmd);
+}
+
+#define BUILD_ID "3f1c0a2b4d5e6f708192a3b4c5d6e7f801234567"
+
+/* aotautograd/ and symbols/ beside inductor/: their keys (64 hex digits; a
+** build ID of 2 to 128) and extensions; a stale temporary of a write;
+** names that are not kiln's (upper case, no key, another extension). */
+Test(kiln_cache, aot_and_symbols_directories_are_listed_and_cleared) {
+  char *top = ru_tmpdir(), *out;
+  kn__sb aot = KN__SB_INIT, sym = KN__SB_INIT, args = KN__SB_INIT;
+  kn__sb_printf(&aot, "%s/aotautograd", top);
+  kn__sb_printf(&sym, "%s/symbols", top);
+  cr_assert_eq(mkdir(kn__sb_cstr(&aot), 0700), 0);
+  cr_assert_eq(mkdir(kn__sb_cstr(&sym), 0700), 0);
+  put(kn__sb_cstr(&aot), KEY_A ".entry", 300, 60);
+  put(kn__sb_cstr(&aot), KEY_B ".so", 5, 0); /* an inductor extension: not here */
+  put(kn__sb_cstr(&sym), BUILD_ID ".sym", 2048, 120);
+  put(kn__sb_cstr(&sym), "ab.sym", 10, 3600);
+  put(kn__sb_cstr(&sym), BUILD_ID ".sym.tmp.123.0x1", 7, 3 * 86400);
+  put(kn__sb_cstr(&sym), "3F1C.sym", 1, 0);
+  put(kn__sb_cstr(&sym), ".sym", 1, 0);
+  kn__sb_printf(&args, "--dir '%s'", top);
+  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0, "%s", out);
+  const char *ind = strstr(out, "/inductor does not exist: no cache entries\n");
+  const char *a = strstr(out, "/aotautograd\n"), *sy = strstr(out, "/symbols\n");
+  cr_assert(ind && a && sy && ind < a && a < sy, "%s", out);
+  cr_expect(strstr(a, "  " KEY_A "       300 B     1m  .entry\n"), "%s", out);
+  cr_expect(strstr(a, "total: 1 entry, 1 file, 300 B (300 bytes)\nnot kiln's: 1"), "%s", out);
+  char line[2][160]; /* the list's columns: key (64 wide), size (10 wide), age, files */
+  snprintf(line[0], sizeof line[0], "  %-64s  %10s  %5s  %s\n", BUILD_ID, "2.0 KiB", "2m",
+           ".sym .sym(partial)");
+  snprintf(line[1], sizeof line[1], "  %-64s  %10s  %5s  %s\n", "ab", "10 B", "1h", ".sym");
+  cr_expect(strstr(sy, line[0]) && strstr(sy, line[1]), "%s", out);
+  cr_expect(strstr(sy, "total: 2 entries, 3 files, 2.0 KiB (2065 bytes)\n"
+                       "stale temporaries of ended compiles: 1"), "%s", out);
+  cr_expect(strstr(sy, "not kiln's: 2 (left alone)\n"), "%s", out);
+  free(out);
+  kn__sb_printf(&args, " --clear");
+  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0, "%s", out);
+  cr_expect(strstr(out, "kiln cache: removed 1 file (300 B) from "), "%s", out);
+  cr_expect(strstr(out, "kiln cache: removed 3 files (2.0 KiB) from "), "%s", out);
+  cr_expect_not(exists(kn__sb_cstr(&sym), BUILD_ID ".sym"));
+  cr_expect_not(exists(kn__sb_cstr(&sym), BUILD_ID ".sym.tmp.123.0x1"));
+  cr_expect(exists(kn__sb_cstr(&sym), "3F1C.sym") && exists(kn__sb_cstr(&aot), KEY_B ".so"));
+  free(out);
+  kn__sb_fini(&aot);
+  kn__sb_fini(&sym);
+  kn__sb_fini(&args);
+  ru_rmtree(top);
+  free(top);
+}
+
+static kn_tensor *cached_fn(kn_tensor *x) { return kn_tanh(kn_add(kn_mul(x, x), x)); }
+
+/* In a new process with KILN_CACHE_DIR=dir: compile cached_fn with inductor
+** and call it (its gradient too, so AOT prepares a joint graph); exits 0
+** when the result is right. */
+static void compile_in_child(const char *dir) {
+  setenv("KILN_CACHE_DIR", dir, 1);
+  kn_compile_options o = {.backend = "inductor"};
+  kn_compiled *f = KN_COMPILE(cached_fn, &o);
+  kn_scope_begin();
+  kn_tensor *x = kn_full(KN_SHAPE(4), kn_float(0.5), KN_FLOAT32);
+  kn_set_requires_grad(x, true);
+  kn_tensor *y = f ? kn_call_t(f, x) : NULL;
+  bool ok = y && fabs(kn_get(y, (int64_t[]){0}) - tanh(0.75)) < 1e-6 &&
+            kn_backward(kn_sum(y), NULL) == KN_OK;
+  kn_scope_end();
+  kn_compiled_free(f);
+  _exit(ok ? 0 : 1);
+}
+
+/* What a compile writes is what `kiln cache` lists and clears: one entry in
+** each of the three directories at least, none after --clear. */
+Test(kiln_cache, lists_and_clears_what_a_compile_wrote) {
+  char *top = ru_tmpdir(), *out;
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) compile_in_child(top);
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the compile in the child failed");
+  kn__sb args = KN__SB_INIT;
+  kn__sb_printf(&args, "--dir '%s'", top);
+  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0, "%s", out);
+  const char *ind = strstr(out, "/inductor\n"), *a = strstr(out, "/aotautograd\n"),
+             *sy = strstr(out, "/symbols\n");
+  cr_assert(ind && a && sy, "%s", out);
+  cr_expect(strstr(ind, " .c .so .meta") && strstr(a, " .entry\n") && strstr(sy, " .sym\n"), "%s",
+            out);
+  cr_expect_null(strstr(out, "not kiln's"), "%s", out);
+  cr_expect_null(strstr(out, "total: 0 entries"), "%s", out);
+  free(out);
+  kn__sb_printf(&args, " --clear");
+  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0, "%s", out);
+  free(out);
+  kn__sb_fini(&args);
+  kn__sb_printf(&args, "--dir '%s'", top);
+  cr_assert_eq(kiln_cache(kn__sb_cstr(&args), &out), 0, "%s", out);
+  const char *z = out;
+  int empty = 0;
+  while ((z = strstr(z, "total: 0 entries, 0 files, 0 B (0 bytes)\n"))) empty++, z++;
+  cr_expect_eq(empty, 3, "%s", out);
+  free(out);
+  kn__sb_fini(&args);
+  ru_rmtree(top);
+  free(top);
 }

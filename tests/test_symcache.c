@@ -10,11 +10,13 @@
 #pragma GCC optimize("no-optimize-sibling-calls")
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kiln/compile.h"
@@ -230,5 +232,41 @@ Test(symcache, linked_file_is_not_used) {
   cr_expect_str_eq(b.text, a.text);
   free(a.text);
   free(b.text);
+  remove_dir(dir);
+}
+
+static void put_file(const char *dir, const char *name, long ago) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/symbols/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  cr_assert(f);
+  fputs("partial", f);
+  fclose(f);
+  struct timespec ts[2] = {{time(NULL) - ago, 0}, {time(NULL) - ago, 0}};
+  cr_assert_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+}
+
+static bool present(const char *dir, const char *name) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/symbols/%s", dir, name);
+  return access(p, F_OK) == 0;
+}
+
+/* A temporary left by a write that never ended (its process gone: here,
+** days old) is removed when a process saves; one of a write that may still
+** run (recent, this process's pid) stays. */
+Test(symcache, save_removes_stale_temporaries) {
+  char dir[] = "/tmp/kiln-symcache-XXXXXX", sub[64], live[128];
+  fresh_dir(dir);
+  snprintf(sub, sizeof sub, "%s/symbols", dir);
+  cr_assert_eq(mkdir(sub, 0700), 0);
+  const char *stale = "0123456789abcdef0123456789abcdef01234567.sym.tmp.999999-1.x";
+  snprintf(live, sizeof live, "89abcdef.sym.tmp.%d.x", (int)getpid());
+  put_file(dir, stale, 3 * 86400);
+  put_file(dir, live, 0);
+  run_result a = run_process(dir);
+  cr_expect(!present(dir, stale), "the stale temporary is still there");
+  cr_expect(present(dir, live), "a temporary that may be in use was removed");
+  free(a.text);
   remove_dir(dir);
 }

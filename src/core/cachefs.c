@@ -381,10 +381,13 @@ static const char *digits(const char *p, unsigned long long *v) {
   return p > s ? p : NULL;
 }
 
+static bool lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
 bool kn__cache_tmp_parse(const char *name, long long *pid, unsigned long long *ns) {
-  for (int i = 0; i < 64; i++)
-    if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f'))) return false;
-  const char *p = name + 64, *t = strstr(p, ".tmp.");
+  int k = 0;
+  while (k <= KN__CACHE_KEY_MAX && lower_hex(name[k])) k++;
+  if (k < KN__CACHE_KEY_MIN || k > KN__CACHE_KEY_MAX) return false;
+  const char *p = name + k, *t = strstr(p, ".tmp.");
   if (!t) return false;
   for (const char *q = p + 1; t != p && q < t; q++)
     if (*q < 'a' || *q > 'z') return false;

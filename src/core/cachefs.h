@@ -88,8 +88,13 @@ void kn__cache_tmp_name(const char *name, char *out, size_t n);
 /* Make a private (0700) temporary directory for name in dfd; its name into
 ** out. KN_OK or KN_EIO. */
 kn_status kn__cache_mkdtemp(int dfd, const char *name, char *out, size_t n);
-/* Is name a temporary of kiln's naming ("<64 hex digits><.ext>?.tmp.<pid>
-** [-<ns>].<rest>")? *pid and *ns (0: not named) get what it names. */
+/* The keys of cache file names: lowercase hex digits, 64 for a SHA-256
+** (inductor/, aotautograd/), 2 to 128 for a module's build ID (symbols/). */
+#define KN__CACHE_KEY_MIN 2
+#define KN__CACHE_KEY_MAX 128
+/* Is name a temporary of kiln's naming ("<key><.ext>?.tmp.<pid>[-<ns>].
+** <rest>", the key as above)? *pid and *ns (0: not named) get what it
+** names. */
 bool kn__cache_tmp_parse(const char *name, long long *pid, unsigned long long *ns);
 /* Is the temporary name, last modified at mtime, stale at time now: its
 ** process is gone (named in this pid namespace), or it is older than

@@ -243,5 +243,6 @@ void kn__symcache_save(void) {
     read_file(&mods[i]); /* what other processes added since */
     write_file(&mods[i]);
   }
+  (void)kn__cache_sweep(dir.fd, kn__compile_timeout(NULL, 0)); /* writes that never ended */
   kn__error_restore(&es);
 }

@@ -45,7 +45,7 @@ static void tmp_name(const char *s, size_t n) {
   name[n] = 0;
   long long pid;
   unsigned long long ns;
-  if (kn__cache_tmp_parse(name, &pid, &ns) && (strlen(name) < 64 + 8 || pid < 0)) abort();
+  if (kn__cache_tmp_parse(name, &pid, &ns) && (strlen(name) < KN__CACHE_KEY_MIN + 8 || pid < 0)) abort();
   free(name);
 }
 

@@ -117,13 +117,18 @@ test-tsan:
 	cd $(TSAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # Runs every bench program (a crash stops it), keeps their output in
-# $(BUILD_DIR)/bench.log and ends with the goals missed (scripts/bench-summary.sh
-# against bench/goals.txt: information, not a failure).
+# $(BUILD_DIR)/bench.log (first line: when, on which CPU; each program's
+# header: the load average before it) and ends with the goals missed
+# (scripts/bench-summary.sh against bench/goals.txt: information, not a
+# failure). scripts/bench-doc.sh turns the log into docs/BENCH.md.
 bench: deps-mpi
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release > /dev/null
 	cmake --build $(BUILD_DIR) -j $(JOBS)
-	@set -o pipefail; for b in $(BUILD_DIR)/bench/bench_*; do \
-	  [ -x "$$b" ] || continue; echo "== $$(basename $$b)"; "$$b" || exit 1; done \
+	@set -o pipefail; { echo "# make bench $$(date -u '+%Y-%m-%d %H:%M UTC'), $$(sed -n \
+	  's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $$(nproc) CPUs, $$(grep -o -m1 \
+	  -w -e avx512f -e avx2 /proc/cpuinfo | head -1), $(BUILD_DIR) (Release)"; \
+	  for b in $(BUILD_DIR)/bench/bench_*; do [ -x "$$b" ] || continue; \
+	  echo "== $$(basename $$b) load $$(cut -d' ' -f1 /proc/loadavg)"; "$$b" || exit 1; done; } \
 	  | tee $(BUILD_DIR)/bench.log
 	@echo "== goals (from $(BUILD_DIR)/bench.log)"
 	@./scripts/bench-summary.sh $(BUILD_DIR)/bench.log

@@ -3,7 +3,7 @@
 # or the file given with --goals) and the benchmarks' output (the files
 # named, or standard input) and prints the goals it missed.
 #
-# usage: bench-summary.sh [--goals FILE] [BENCH_LOG...]
+# usage: bench-summary.sh [--goals FILE] [--markdown] [BENCH_LOG...]
 #
 # The goals file holds one goal a line: a name (a shell-style pattern, *
 # matching any run of characters), an operator (<=, >=, < or >), the goal,
@@ -21,18 +21,27 @@
 #
 # Prints "goals checked: N", then "missed goals: M" and a table of each
 # missed line's program, name, value and goal (or "missed goals: none"),
-# then the goals no line of the run matched ("goals not measured"). Exits 0
+# then the goals no line of the run matched ("goals not measured").
+# --markdown prints instead one Markdown table of every line checked, in the
+# run's order: program, name, value, goal, and "met" or "MISSED" (the table
+# of docs/BENCH.md). Exits 0
 # whatever was missed (a missed goal is information, not a failure); 2 when
 # an input or the goals file cannot be read or a goal line is malformed.
 set -euo pipefail
 goals="$(dirname "$0")/../bench/goals.txt"
 shown=bench/goals.txt
-if [ "${1:-}" = "--goals" ]; then
-  [ $# -ge 2 ] || { echo "bench-summary: --goals needs a file" >&2; exit 2; }
-  goals=$2
-  shown=$2
-  shift 2
-fi
+markdown=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --goals)
+      [ $# -ge 2 ] || { echo "bench-summary: --goals needs a file" >&2; exit 2; }
+      goals=$2
+      shown=$2
+      shift 2 ;;
+    --markdown) markdown=1; shift ;;
+    *) break ;;
+  esac
+done
 for f in "$goals" "$@"; do
   if [ ! -r "$f" ]; then
     echo "bench-summary: cannot read '$f' (expected the goals file or the output of the bench programs)" >&2
@@ -40,7 +49,7 @@ for f in "$goals" "$@"; do
   fi
 done
 [ $# -gt 0 ] || set -- -
-awk -v goalsfile="$shown" '
+awk -v goalsfile="$shown" -v markdown="$markdown" '
 function isnum(s) { return s ~ /^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/ }
 function glob_re(p,   r) {
   r = p
@@ -87,11 +96,22 @@ FNR == NR {
       note[++nnote] = name ": prints goal " lop " " lval ", " goalsfile " says " op " " g
   }
   checked++
+  ok = isnum(value) && met(value + 0, op, g + 0)
+  rprog[checked] = prog; rname[checked] = name; rval[checked] = value
+  rgoal[checked] = op " " g; rmet[checked] = ok
   if (!isnum(value)) miss(name, value, op, g, "not a number")
-  else if (!met(value + 0, op, g + 0)) miss(name, value, op, g, "")
+  else if (!ok) miss(name, value, op, g, "")
 }
 END {
   if (bad) exit 2
+  if (markdown) {
+    print "| program | line | value | goal | |"
+    print "|---|---|---:|---|---|"
+    for (i = 1; i <= checked; i++)
+      printf "| %s | `%s` | %s | %s | %s |\n", rprog[i], rname[i], rval[i], rgoal[i], \
+        rmet[i] ? "met" : "MISSED"
+    exit 0
+  }
   printf "goals checked: %d (%s)\n", checked, goalsfile
   if (nmissed == 0) print "missed goals: none"
   else {

@@ -4,7 +4,8 @@
 # goal, patterns, the first matching goal winning, lines without a goal,
 # printed goals that differ from the file's or that it does not name, a
 # value that is not a number, goals no line measured; then a run that meets
-# every goal, one with no goal lines, the project's own bench/goals.txt, a
+# every goal, a Markdown table of a run (--markdown), one with no goal lines,
+# the page bench-doc.sh writes from a log, the project's own bench/goals.txt, a
 # malformed goals file and an unreadable log.
 # Usage: check.sh <path to bench-summary.sh>
 set -uo pipefail
@@ -86,6 +87,37 @@ printf '%s\n' '== bench_eager' 'BENCH dispatch_overhead_ns 120 ns' \
   'RATIO unary_exp_vs_scalar 1.00' 'RATIO unary_log_vs_scalar 1.5' > "$tmp/met.log"
 printf '%s\n' "goals checked: 3 ($tmp/met.goals)" 'missed goals: none' > "$tmp/met.want"
 expect all_met 0 "$tmp/met.want" "$script" --goals "$tmp/met.goals" "$tmp/met.log"
+
+# --markdown: every line checked, in the run's order, met or not
+cat > "$tmp/md.want" <<'OUT'
+| program | line | value | goal | |
+|---|---|---:|---|---|
+| bench_eager | `dispatch_overhead_ns` | 120 | <= 150 | met |
+| bench_eager | `unary_exp_vs_scalar` | 1.00 | >= 1 | met |
+| bench_eager | `unary_log_vs_scalar` | 0.5 | >= 1 | MISSED |
+| bench_unary | `unary_tan_vs_scalar` | nan | >= 1 | MISSED |
+OUT
+printf '%s\n' '== bench_eager' 'BENCH dispatch_overhead_ns 120 ns' 'RATIO unary_exp_vs_scalar 1.00' \
+  'RATIO unary_log_vs_scalar 0.5' 'BENCH graph_build_us 12.0' '== bench_unary' \
+  'RATIO unary_tan_vs_scalar nan' > "$tmp/md.log"
+expect markdown 0 "$tmp/md.want" "$script" --goals "$tmp/met.goals" --markdown "$tmp/md.log"
+
+# bench-doc.sh (beside bench-summary.sh): the run line, the loads, the kernels, the table
+doc=$(dirname "$script")/bench-doc.sh
+printf '%s\n' '# make bench 2026-01-02 03:04 UTC, Test CPU, 2 CPUs, avx2, build (Release)' \
+  '== bench_eager load 0.42' 'BENCH_INFO vector_isa avx2' 'BENCH_INFO load average 1 2 3' \
+  'BENCH dispatch_overhead_ns 180 ns' '== bench_unary load 1.50' 'BENCH_INFO vector_isa avx2' \
+  'RATIO unary_exp_vs_scalar 2.5' > "$tmp/doc.log"
+"$doc" "$tmp/doc.log" > "$tmp/doc.md" 2> "$tmp/err" \
+  && grep -qx -- '- Run: 2026-01-02 03:04 UTC, Test CPU, 2 CPUs, avx2, build (Release)' "$tmp/doc.md" \
+  && grep -qx -- '  bench_eager 0.42, bench_unary 1.50' "$tmp/doc.md" \
+  && [ "$(grep -c '^BENCH_INFO' "$tmp/doc.md")" -eq 1 ] \
+  && grep -qx -- '| bench_eager | `dispatch_overhead_ns` | 180 | <= 150 | MISSED |' "$tmp/doc.md" \
+  && grep -qx -- '| bench_unary | `unary_exp_vs_scalar` | 2.5 | >= 1 | met |' "$tmp/doc.md" \
+  && grep -q 'bench_eager *dispatch_overhead_ns *180 *<= 150' "$tmp/doc.md" \
+  || { echo "FAIL bench_doc:"; cat "$tmp/doc.md" "$tmp/err"; fail=1; }
+: > "$tmp/nothing.want"
+expect bench_doc_unreadable 2 "$tmp/nothing.want" "$doc" "$tmp/does-not-exist.log"
 
 printf '%s\n' '== bench_graph' 'BENCH graph_build_us 12.0' > "$tmp/none.log"
 printf '%s\n' "goals checked: 0 ($tmp/met.goals)" 'missed goals: none' \

@@ -21,9 +21,12 @@
 #
 # Prints "goals checked: N", then "missed goals: M" and a table of each
 # missed line's program, name, value and goal (or "missed goals: none"),
-# then the goals no line of the run matched ("goals not measured").
+# then the lines that say their goal does not apply on this machine ("goal
+# n/a ...": a goal for other hardware; not checked), then the goals no line
+# of the run matched ("goals not measured").
 # --markdown prints instead one Markdown table of every line checked, in the
-# run's order: program, name, value, goal, and "met" or "MISSED" (the table
+# run's order: program, name, value, goal, and "met", "MISSED" or "n/a" (the
+# line's reason in the goal column) (the table
 # of docs/BENCH.md). Exits 0
 # whatever was missed (a missed goal is information, not a failure); 2 when
 # an input or the goals file cannot be read or a goal line is malformed.
@@ -77,6 +80,14 @@ FNR == NR {
 }
 /^== / { prog = $2; next }
 !/^(BENCH|RATIO) / { next }
+/goal n\/a/ {
+  why = $0; sub(/^.*goal n\/a[ ]*/, "", why); sub(/\)[^)]*$/, "", why)
+  na[++nna] = prog "  " $2 " " $3 "  (" why ")"
+  nrow++; rprog[nrow] = prog; rname[nrow] = $2; rval[nrow] = $3; rgoal[nrow] = why
+  rmet[nrow] = "n/a"
+  for (i = 1; i <= ng; i++) if ($2 ~ gre[i]) { gseen[i]++; break }
+  next
+}
 {
   name = $2; value = $3; k = 0
   for (i = 1; i <= ng; i++) if (name ~ gre[i]) { k = i; break }
@@ -97,8 +108,8 @@ FNR == NR {
   }
   checked++
   ok = isnum(value) && met(value + 0, op, g + 0)
-  rprog[checked] = prog; rname[checked] = name; rval[checked] = value
-  rgoal[checked] = op " " g; rmet[checked] = ok
+  nrow++; rprog[nrow] = prog; rname[nrow] = name; rval[nrow] = value
+  rgoal[nrow] = op " " g; rmet[nrow] = ok ? "met" : "MISSED"
   if (!isnum(value)) miss(name, value, op, g, "not a number")
   else if (!ok) miss(name, value, op, g, "")
 }
@@ -107,9 +118,8 @@ END {
   if (markdown) {
     print "| program | line | value | goal | |"
     print "|---|---|---:|---|---|"
-    for (i = 1; i <= checked; i++)
-      printf "| %s | `%s` | %s | %s | %s |\n", rprog[i], rname[i], rval[i], rgoal[i], \
-        rmet[i] ? "met" : "MISSED"
+    for (i = 1; i <= nrow; i++)
+      printf "| %s | `%s` | %s | %s | %s |\n", rprog[i], rname[i], rval[i], rgoal[i], rmet[i]
     exit 0
   }
   printf "goals checked: %d (%s)\n", checked, goalsfile
@@ -124,6 +134,10 @@ END {
     for (i = 1; i <= nmissed; i++)
       printf "  %-" pw "s  %-" w "s  %10s  %s%s\n", mprog[i], mname[i], mval[i], mgoal[i], \
         (mwhy[i] == "" ? "" : "  [" mwhy[i] "]")
+  }
+  if (nna > 0) {
+    printf "goals that do not apply on this machine: %d\n", nna
+    for (i = 1; i <= nna; i++) print "  " na[i]
   }
   nm = 0
   for (i = 1; i <= ng; i++) if (!gseen[i]) unmeasured[++nm] = gpat[i] " " gop[i] " " gval[i]

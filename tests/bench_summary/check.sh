@@ -2,6 +2,7 @@
 # scripts/bench-summary.sh on canned bench output and goals files: goals of
 # both directions, strict and not, met and missed, a value exactly at its
 # goal, patterns, the first matching goal winning, lines without a goal,
+# lines saying their goal does not apply on this machine,
 # printed goals that differ from the file's or that it does not name, a
 # value that is not a number, goals no line measured; then a run that meets
 # every goal, a Markdown table of a run (--markdown), one with no goal lines,
@@ -88,6 +89,15 @@ printf '%s\n' '== bench_eager' 'BENCH dispatch_overhead_ns 120 ns' \
 printf '%s\n' "goals checked: 3 ($tmp/met.goals)" 'missed goals: none' > "$tmp/met.want"
 expect all_met 0 "$tmp/met.want" "$script" --goals "$tmp/met.goals" "$tmp/met.log"
 
+# a line whose goal does not apply here is listed apart, not checked
+printf '%s\n' '== bench_autocast' 'RATIO unary_exp_vs_scalar 0.2 (goal n/a on this CPU, without AVX2: its goal is >= 1)' \
+  'BENCH dispatch_overhead_ns 100' > "$tmp/na.log"
+printf '%s\n' "goals checked: 1 ($tmp/met.goals)" 'missed goals: none' \
+  'goals that do not apply on this machine: 1' \
+  '  bench_autocast  unary_exp_vs_scalar 0.2  (on this CPU, without AVX2: its goal is >= 1)' \
+  > "$tmp/na.want"
+expect not_applicable 0 "$tmp/na.want" "$script" --goals "$tmp/met.goals" "$tmp/na.log"
+
 # --markdown: every line checked, in the run's order, met or not
 cat > "$tmp/md.want" <<'OUT'
 | program | line | value | goal | |
@@ -96,10 +106,12 @@ cat > "$tmp/md.want" <<'OUT'
 | bench_eager | `unary_exp_vs_scalar` | 1.00 | >= 1 | met |
 | bench_eager | `unary_log_vs_scalar` | 0.5 | >= 1 | MISSED |
 | bench_unary | `unary_tan_vs_scalar` | nan | >= 1 | MISSED |
+| bench_unary | `unary_cos_vs_scalar` | 0.5 | on this CPU: no AVX | n/a |
 OUT
 printf '%s\n' '== bench_eager' 'BENCH dispatch_overhead_ns 120 ns' 'RATIO unary_exp_vs_scalar 1.00' \
   'RATIO unary_log_vs_scalar 0.5' 'BENCH graph_build_us 12.0' '== bench_unary' \
-  'RATIO unary_tan_vs_scalar nan' > "$tmp/md.log"
+  'RATIO unary_tan_vs_scalar nan' 'RATIO unary_cos_vs_scalar 0.5 (goal n/a on this CPU: no AVX)' \
+  > "$tmp/md.log"
 expect markdown 0 "$tmp/md.want" "$script" --goals "$tmp/met.goals" --markdown "$tmp/md.log"
 
 # bench-doc.sh (beside bench-summary.sh): the run line, the loads, the kernels, the table

@@ -120,6 +120,15 @@ bool kn__cg_member(const kctx *k, const kn__gnode *m);
 void kn__cg_size_product(kctx *k, kn__sb *sb, bool reduced);
 int kn__cg_red_dims(const kctx *k, int *dims);
 void kn__cg_gstmts(kctx *k, kn__sb *sb, const kn__gnode *n);
+/* The offsets p<L>_t of every leaf at reduced loop level t (loop variable
+** jt over kernel dim d). */
+void kn__cg_level_offsets(kctx *k, kn__sb *sb, int t, int d);
+/* Index ramps (codegen_pick.c): the reduced loop level whose index leaf li
+** holds element-wise (read as that loop's variable), or -1; a one-hot sum
+** member n (sum of where(ramp == t, v, 0)) printed as the one element
+** where the index is t: true, or false and nothing printed. */
+int kn__cg_ramp_level(const kctx *k, int li);
+bool kn__cg_pick_pass(kctx *k, kn__sb *sb, const kn__gnode *n);
 /* Entry point: rt->release of slots; a launch's buffer events (in-place
 ** takes, reuse, releases, allocations) into o (single) or o[w]. */
 void kn__cg_releases(kn__sb *call, const int *slots, int n);

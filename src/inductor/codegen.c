@@ -159,7 +159,9 @@ static void load_elem(kctx *k, kn__sb *sb, int li) {
     kn__sb_puts(sb, k->flat ? "[i]" : "[r * len + j]");
     return;
   }
-  if (kn__cg_leaf_scalar(l->m)) kn__sb_printf(sb, "in%d[0]", li);
+  int rl = k->g && k->inner ? kn__cg_ramp_level(k, li) : -1;
+  if (rl >= 0) kn__sb_printf(sb, "j%d", rl); /* an index ramp: the loop's index */
+  else if (kn__cg_leaf_scalar(l->m)) kn__sb_printf(sb, "in%d[0]", li);
   else if (k->g && k->inner) kn__sb_printf(sb, "in%d[p%d_%d]", li, li, k->depth - 1);
   else if (k->g) kn__sb_printf(sb, "in%d[o%d]", li, li);
   else if (k->flat) kn__sb_printf(sb, "in%d[i]", li);
@@ -783,6 +785,8 @@ static void level_offsets(kctx *k, kn__sb *sb, int t, int d) {
   }
 }
 
+void kn__cg_level_offsets(kctx *k, kn__sb *sb, int t, int d) { level_offsets(k, sb, t, d); }
+
 /* Open the loops of levels [0, upto) over the reduced dims. */
 static int open_loops(kctx *k, kn__sb *sb, int upto) {
   int dims[KN_MAX_DIMS];
@@ -1192,8 +1196,9 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
 
 static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
-  if (in->kind == KN__IND_RED) red_pass(k, sb, n);
-  else {
+  if (in->kind == KN__IND_RED) {
+    if (!kn__cg_pick_pass(k, sb, n)) red_pass(k, sb, n);
+  } else {
     kn__cg_hoist_loads(k, sb, n);
     kn__cg_value_open(sb, "    ", n);
     kn__cg_expand(k, sb, n);

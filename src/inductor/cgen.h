@@ -51,6 +51,7 @@ typedef struct kctx {
   int nouts;
   int *outs;                /* [nmembers] stored members */
   const kn__gnode *hoisted; /* node whose loads are bound to ldN_Q before its statement */
+  int pf_blocks;            /* leaves [0, pf_blocks) prefetch in a pass's blocks (group_prefetch) */
 } kctx;
 
 /* A context for plan p (flag arrays [nnodes + 1] x nflags, room for nouts

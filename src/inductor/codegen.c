@@ -1090,10 +1090,28 @@ static void row_direct(kctx *k, const kn__gnode *n, int nd, const int *dims, kn_
   }
 }
 
+/* Operand q of table node v kept in an output by this pass (log_softmax's
+** x - max: the loop filling the block's operands writes it there, element
+** j at the output's j, contiguous when the innermost reduced dim is the
+** last): its block's address into src, true; the call reads it there. */
+static bool kept_in(kctx *k, const kn__gnode *v, int q, int nd, const int *dims, kn__sb *src) {
+  const kn__garg *a = &v->args[q];
+  if (a->kind != KN__GA_TENSOR || !kn__cg_member(k, a->u.t.node)) return false;
+  const kn__gnode *m = a->u.t.node;
+  int so = k->stash[m->index];
+  if (so < 0 || k->stash_ready[m->index] || k->p->nodes[m->index].row ||
+      dims[nd - 1] != k->shape->ndim - 1 || m->meta[0].dtype != k->p->nodes[v->index].f.ct)
+    return false;
+  kn__sb_printf(src, "out%d + ", so);
+  block_at(src, kn__cg_out_leaf(k, so), nd);
+  return true;
+}
+
 /* Vector-math member v of a sum's block: a loop filling vmiV_q[] with the
-** operands it cannot read in place (direct_in), then one call of the
-** table's array function on the block (vmoV[], bit-identical to eager: the
-** same function on the same values). */
+** operands it cannot read in place (direct_in, kept_in: the loop then only
+** computes and keeps them), then one call of the table's array function on
+** the block (vmoV[], bit-identical to eager: the same function on the same
+** values). */
 static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int *dims) {
   const kn__ind_formula *f = &k->p->nodes[v->index].f;
   const char *ct = kn__ind_ctype(f->ct), *tab = f->ct == KN_FLOAT64 ? "f64" : "f32";
@@ -1102,10 +1120,11 @@ static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int
   bool in_place[2];
   for (q = 0; q < no; q++) {
     kn__sb_init(&src[q]);
-    in_place[q] = direct_in(k, v, q, nd, dims, &src[q]);
+    bool kept = kept_in(k, v, q, nd, dims, &src[q]);
+    in_place[q] = kept || direct_in(k, v, q, nd, dims, &src[q]);
     if (!in_place[q]) kn__sb_printf(&src[q], "vmi%d_%d", v->index, q);
     if (!in_place[q]) kn__sb_printf(pre, "      %s vmi%d_%d[256];\n", ct, v->index, q);
-    nloop += !in_place[q];
+    nloop += !in_place[q] || kept;
   }
   int so = direct_out(k, v, nd, dims);
   if (so < 0) kn__sb_printf(pre, "      %s vmo%d[256];\n", ct, v->index);

@@ -49,8 +49,11 @@ static int ramp_level(const kctx *k, int slot, const kn__vmeta *m) {
   return level_of(k, kd);
 }
 
+/* The C targets' loops name each reduced level's index jT (the CUDA
+** printer, k->t NULL, walks the row with one flat j: it loads the ramp). */
 int kn__cg_ramp_level(const kctx *k, int li) {
-  return li < 0 || li >= k->nleaves ? -1 : ramp_level(k, k->leaves[li].slot, k->leaves[li].m);
+  if (!k->t || li < 0 || li >= k->nleaves) return -1;
+  return ramp_level(k, k->leaves[li].slot, k->leaves[li].m);
 }
 
 /* ---- one-hot sums ------------------------------------------------------------------ */

@@ -124,6 +124,12 @@ void kn__cg_gstmts(kctx *k, kn__sb *sb, const kn__gnode *n);
 /* The offsets p<L>_t of every leaf at reduced loop level t (loop variable
 ** jt over kernel dim d). */
 void kn__cg_level_offsets(kctx *k, kn__sb *sb, int t, int d);
+/* Row prefetch (codegen_prefetch.c): at the start of row o, the flags pfL
+** of the leaves read (or written) along contiguous rows two rows ahead and
+** the whole-row prefetches no blocked pass made; in the first pass made
+** in blocks, the prefetches of block [jb, jb + bn) of row o + 2. */
+void kn__cg_group_prefetch(kctx *k, kn__sb *sb);
+void kn__cg_block_prefetch(kctx *k, kn__sb *sb);
 /* Index ramps (codegen_pick.c): the reduced loop level whose index leaf li
 ** holds element-wise (read as that loop's variable), or -1; a one-hot sum
 ** member n (sum of where(ramp == t, v, 0)) printed as the one element

@@ -287,6 +287,78 @@ Test(inductor_nll, cross_entropy_schedule) {
   kn_test_records_free(&r);
 }
 
+/* ---- the one-hot pick ------------------------------------------------------------------------ */
+/* The double reference of one row's loss: -(x[t] - max - log(sum(exp(x - max)))),
+** 0 for an ignored row (t == -100). */
+static double ref_row_loss(const float *x, int64_t c, int64_t t) {
+  if (t == -100) return 0;
+  double mx = -INFINITY, s = 0;
+  bool nan = false;
+  for (int64_t j = 0; j < c; j++) {
+    nan |= isnan(x[j]);
+    if (x[j] > mx) mx = x[j];
+  }
+  if (nan) return NAN;
+  for (int64_t j = 0; j < c; j++) s += exp((double)x[j] - mx);
+  return -((double)x[t] - mx - log(s));
+}
+
+/* The row's special values: row 3 +inf at its target, row 4 NaN away from
+** its target (at the target when the row has one class), row 5 -inf away
+** from its target. */
+static void special_rows(float *x, int64_t c, const int64_t *t) {
+  x[3 * c + t[3]] = INFINITY;
+  x[4 * c + (c > 1 ? c - 1 : 0)] = NAN;
+  if (c > 1) x[5 * c + (t[5] + 1) % c] = -INFINITY;
+}
+
+/* A row's loss is its one element at the target: generated code reads x
+** there (one-hot pick) instead of comparing every class with the target.
+** Row lengths 1 .. 9000 (one class; below, at and above a 16-lane block;
+** above a 256-element block; long rows), one dynamic compile: the first
+** and last class, an ignored row, inf and NaN at and away from the target
+** give eager's losses and gradients and the double reference's losses. */
+Test(inductor_nll, one_hot_pick_rows) {
+  g_red = KN_REDUCTION_NONE, g_weight = false, g_ignore = -100;
+  kn_compiled *f = compile3(ce_fn, KN_DYNAMIC_TRUE);
+  const int64_t lens[] = {1, 2, 15, 16, 17, 257, 1024, 9000};
+  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+    kn_scope_begin();
+    int64_t c = lens[k];
+    shape sh = {2, {6, c}};
+    const int64_t tv[6] = {c - 1, 0, -100, c / 2, 0, c / 3};
+    kn_tensor *x = input(&sh, KN_FLOAT32, 3 + k, true), *xe = input(&sh, KN_FLOAT32, 3 + k, true);
+    kn_tensor *t = kn_from_ints(tv, 1, (const int64_t[]){6}), *w = class_weight(&sh, KN_FLOAT32);
+    special_rows(kn_data(x), c, tv);
+    special_rows(kn_data(xe), c, tv);
+    char what[64];
+    snprintf(what, sizeof what, "C %lld", (long long)c);
+    kn_tensor *y = kn_call_t(f, x, t, w), *ye = ce_fn(xe, t, w);
+    cr_assert_not_null(y, "%s: %s", what, kn_last_error());
+    cr_expect(ind_close(y, ye, 1e-5, 1e-6, what), "%s: loss", what);
+    const float *xd = kn_data(x), *yd = kn_data(kn_contiguous(y));
+    for (int r = 0; r < 6; r++) {
+      double want = ref_row_loss(xd + r * c, c, tv[r]), got = yd[r];
+      bool ok = isnan(want) ? isnan(got) : fabs(got - want) <= 1e-5 + 1e-5 * fabs(want);
+      cr_expect(ok, "%s row %d: compiled %.9g, double reference %.17g", what, r, got, want);
+    }
+    kn_generator *g = kn_generator_new(11);
+    kn_tensor *go = kn_randn(1, (const int64_t[]){6}, g, KN_FLOAT32);
+    kn_generator_free(g);
+    cr_assert_eq(kn_backward(y, go), KN_OK, "%s: %s", what, kn_last_error());
+    cr_assert_eq(kn_backward(ye, go), KN_OK, "%s: %s", what, kn_last_error());
+    cr_expect(ind_close(kn_grad(x), kn_grad(xe), 1e-5, 1e-6, what), "%s: grad", what);
+    kn_scope_end();
+  }
+  kn_compiled_free(f);
+  /* the loss and the gradient's sum are picks; the class indices are read
+  ** as the row loop's index, not loaded */
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_gt(kn_test_count_of(src, "one-hot: the element"), 1, "%s", src);
+  cr_expect_gt(kn_test_count_of(src, "((int64_t)(j0)) =="), 0, "%s", src);
+  free(src);
+}
+
 /* ---- errors ------------------------------------------------------------------------------------ */
 /* A target outside [0, C) fails with eager's message, compiled or not
 ** (no read outside the row; the compiled call names the extern node that
@@ -351,13 +423,15 @@ Test(inductor_nll, cross_entropy_at_the_targets_flags) {
   g_red = KN_REDUCTION_MEAN;
   training_case(ce_fn, &wide, KN_FLOAT32, &variants[3]);
   /* The forward keeps x - max in its log-probabilities while the exps
-  ** compute (block and remainder), read back by the pick's pass (block and
-  ** remainder) and the last; the backward keeps nothing: its first pass
-  ** (the nll gradient's sum) has no math to hide stores behind, and the
-  ** last computes the gradient's few compares again. */
+  ** compute (block and remainder), read back by the pick (one element at
+  ** the target) and the last pass; the backward keeps nothing: the nll
+  ** gradient's sum is one element too, and the last pass computes the
+  ** gradient's few compares again. The loss, the row weight and the
+  ** gradient's sum are each one-hot picks (forward: 2, backward: 1). */
   char *src = kn_test_inductor_sources(cache);
   cr_expect_eq(kn_test_count_of(src, "kept for a later pass"), 2, "%s", src);
-  cr_expect_eq(kn_test_count_of(src, "kept by an earlier pass"), 3, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "kept by an earlier pass"), 2, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "one-hot: the element"), 3, "%s", src);
   free(src);
   for (size_t r = 0; r < sizeof reds / sizeof reds[0]; r++) {
     g_red = reds[r];

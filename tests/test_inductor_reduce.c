@@ -301,7 +301,9 @@ static void rms_grad_f64(const float *x, const float *w, const float *g, int64_t
 ** read with stride 0), so the backward is one row kernel with no extern call
 ** (it was five kernels and an extern expand). The gradient matches the
 ** formula in double and eager; the rows of x and of the output gradient are
-** prefetched two rows ahead, the weight (the same row for all) is not. */
+** prefetched two rows ahead, and those of each kernel's per-element output
+** for writing (forward: y, backward: the input gradient), the weight (the
+** same row for all) is not. */
 Test(inductor_reduce, rms_norm_backward_is_one_row_kernel) {
   enum { R = 40, D = 96 };
   kn_scope_begin();
@@ -327,7 +329,8 @@ Test(inductor_reduce, rms_norm_backward_is_one_row_kernel) {
   kn_scope_end();
   char *src = kn_test_inductor_sources(cache);
   cr_expect_eq(kn_test_count_of(src, "static void kernel"), 2, "forward, backward:\n%s", src);
-  cr_expect_eq(kn_test_count_of(src, "__builtin_prefetch("), 3, "x; x and go:\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "__builtin_prefetch("), 5, "x, y; x, go and gx:\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "jb + q, 1);"), 2, "y; gx:\n%s", src);
   free(src);
   expect_code(-1, 0, "rms_norm");
 }

@@ -202,7 +202,9 @@ static bool softmax_matches_f64(kn_tensor *x, kn_tensor *got, int64_t n, bool lo
 }
 
 /* softmax's sum reads the exps the table wrote into the output, log_softmax's
-** the block on the stack; both as the formula in double and as eager for
+** the block on the stack; log_softmax's exps read their operand, x - max,
+** where the pass keeps it for the last pass (the output's block: no copy
+** of it on the stack); both as the formula in double and as eager for
 ** every row length. */
 Test(inductor_rows, softmax_sums_read_the_exps_in_place) {
   for (int lg = 0; lg < 2; lg++) {
@@ -222,6 +224,10 @@ Test(inductor_rows, softmax_sums_read_the_exps_in_place) {
       char *src = kn_test_inductor_sources(cache);
       if (lens[i] == 1025)
         cr_expect_eq(kn_test_count_of(src, lg ? "*tmp = vmo" : "*tmp = out0 + o"), 1, "%s:\n%s", w, src);
+      if (lens[i] == 1025 && lg) {
+        cr_expect_eq(kn_test_count_of(src, ", out0 + o1 + jb, bn);"), 1, "%s:\n%s", w, src);
+        cr_expect_eq(kn_test_count_of(src, " vmi"), 0, "%s: no operand block:\n%s", w, src);
+      }
       free(src);
       ind_rm(cache);
       ind_cache_dir(cache, sizeof cache);

@@ -51,6 +51,7 @@ typedef struct kctx {
   int nouts;
   int *outs;                /* [nmembers] stored members */
   const kn__gnode *hoisted; /* node whose loads are bound to ldN_Q before its statement */
+  int pf_blocks;            /* leaves [0, pf_blocks) prefetch in a pass's blocks (group_prefetch) */
 } kctx;
 
 /* A context for plan p (flag arrays [nnodes + 1] x nflags, room for nouts
@@ -120,6 +121,21 @@ bool kn__cg_member(const kctx *k, const kn__gnode *m);
 void kn__cg_size_product(kctx *k, kn__sb *sb, bool reduced);
 int kn__cg_red_dims(const kctx *k, int *dims);
 void kn__cg_gstmts(kctx *k, kn__sb *sb, const kn__gnode *n);
+/* The offsets p<L>_t of every leaf at reduced loop level t (loop variable
+** jt over kernel dim d). */
+void kn__cg_level_offsets(kctx *k, kn__sb *sb, int t, int d);
+/* Row prefetch (codegen_prefetch.c): at the start of row o, the flags pfL
+** of the leaves read (or written) along contiguous rows two rows ahead and
+** the whole-row prefetches no blocked pass made; in the first pass made
+** in blocks, the prefetches of block [jb, jb + bn) of row o + 2. */
+void kn__cg_group_prefetch(kctx *k, kn__sb *sb);
+void kn__cg_block_prefetch(kctx *k, kn__sb *sb);
+/* Index ramps (codegen_pick.c): the reduced loop level whose index leaf li
+** holds element-wise (read as that loop's variable), or -1; a one-hot sum
+** member n (sum of where(ramp == t, v, 0)) printed as the one element
+** where the index is t: true, or false and nothing printed. */
+int kn__cg_ramp_level(const kctx *k, int li);
+bool kn__cg_pick_pass(kctx *k, kn__sb *sb, const kn__gnode *n);
 /* Entry point: rt->release of slots; a launch's buffer events (in-place
 ** takes, reuse, releases, allocations) into o (single) or o[w]. */
 void kn__cg_releases(kn__sb *call, const int *slots, int n);

@@ -159,7 +159,9 @@ static void load_elem(kctx *k, kn__sb *sb, int li) {
     kn__sb_puts(sb, k->flat ? "[i]" : "[r * len + j]");
     return;
   }
-  if (kn__cg_leaf_scalar(l->m)) kn__sb_printf(sb, "in%d[0]", li);
+  int rl = k->g && k->inner ? kn__cg_ramp_level(k, li) : -1;
+  if (rl >= 0) kn__sb_printf(sb, "j%d", rl); /* an index ramp: the loop's index */
+  else if (kn__cg_leaf_scalar(l->m)) kn__sb_printf(sb, "in%d[0]", li);
   else if (k->g && k->inner) kn__sb_printf(sb, "in%d[p%d_%d]", li, li, k->depth - 1);
   else if (k->g) kn__sb_printf(sb, "in%d[o%d]", li, li);
   else if (k->flat) kn__sb_printf(sb, "in%d[i]", li);
@@ -721,50 +723,6 @@ static void group_row_offsets(kctx *k, kn__sb *sb) {
   kn__sb_puts(sb, "    (void)t;\n");
 }
 
-/* Whether text is a stride of one element (the printer's spelling). */
-static bool stride_is_one(const char *text) {
-  return !strcmp(text, "INT64_C(1)") || !strcmp(text, "1");
-}
-
-/* One leaf's prefetch of the row two ahead along the innermost kept dim d
-** (in bounds: its index plus 2 stays below its size), when the leaf is read
-** along contiguous rows that move with d. */
-static void leaf_prefetch(kctx *k, kn__sb *sb, int li, int d) {
-  kn__sb in, out;
-  kn__sb_init(&in);
-  kn__sb_init(&out);
-  kn__cg_leaf_stride(k, &in, &k->leaves[li], d + 1);
-  kn__cg_leaf_stride(k, &out, &k->leaves[li], d);
-  if (stride_is_one(kn__sb_cstr(&in)) && strcmp(kn__sb_cstr(&out), "0")) {
-    kn__sb_puts(sb, "    if (o % (");
-    kn__cg_sym_text(k, sb, k->shape->sizes[d]);
-    kn__sb_puts(sb, ") + 2 < (");
-    kn__cg_sym_text(k, sb, k->shape->sizes[d]);
-    kn__sb_printf(sb, ") && red * (int64_t)sizeof *in%d <= KN_PF_ROW)\n"
-                      "      for (int64_t q = 0; q < red; q += 64 / (int64_t)sizeof *in%d)\n"
-                      "        __builtin_prefetch(in%d + o%d + 2 * (%s) + q);\n",
-                  li, li, li, li, kn__sb_cstr(&out));
-  }
-  if (kn__sb_failed(&in) || kn__sb_failed(&out)) k->failed = true;
-  kn__sb_fini(&in);
-  kn__sb_fini(&out);
-}
-
-/* Prefetch, at the start of row o, row o + 2 of every input read along
-** whole contiguous rows (one reduced dim, the last, element stride 1), rows
-** of at most KN_PF_ROW bytes. A group makes several passes over a row (max;
-** exp and sum; the store), and while one computes no load runs ahead of
-** it, so the hardware prefetcher leaves the memory idle; fetched two rows
-** ahead, the row is in cache when its first pass reads it (Zen 3, rows of
-** 1024 floats: softmax 7.7 -> 5.7 ms over 4096 rows). */
-static void group_prefetch(kctx *k, kn__sb *sb) {
-  int dims[KN_MAX_DIMS], nd = k->shape->ndim;
-  if (nd < 2 || kn__cg_red_dims(k, dims) != 1 || dims[0] != nd - 1) return;
-  for (int li = 0; li < k->nleaves; li++)
-    if (k->leaves[li].slot >= 0 && !kn__cg_leaf_scalar(k->leaves[li].m))
-      leaf_prefetch(k, sb, li, nd - 2);
-}
-
 /* The reduced dims, ascending, into dims; returns their number. */
 int kn__cg_red_dims(const kctx *k, int *dims) {
   int n = 0;
@@ -782,6 +740,8 @@ static void level_offsets(kctx *k, kn__sb *sb, int t, int d) {
     kn__sb_puts(sb, ");\n");
   }
 }
+
+void kn__cg_level_offsets(kctx *k, kn__sb *sb, int t, int d) { level_offsets(k, sb, t, d); }
 
 /* Open the loops of levels [0, upto) over the reduced dims. */
 static int open_loops(kctx *k, kn__sb *sb, int upto) {
@@ -954,6 +914,7 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
   }
   if (r->acc != KN__RACC_INPUT) {
     kn__ind_red_update(sb, r, n->index, xdt, "l", "tmp[b + l]", idx);
+    kn__cg_block_prefetch(k, sb);
     kn__sb_puts(sb, "      jb += bn;\n      }\n");
   }
   kn__sb_printf(sb, "      for (; jb < %s; jb++) {\n      const int64_t j%d = jb;\n", L, t);
@@ -1031,10 +992,28 @@ static void row_direct(kctx *k, const kn__gnode *n, int nd, const int *dims, kn_
   }
 }
 
+/* Operand q of table node v kept in an output by this pass (log_softmax's
+** x - max: the loop filling the block's operands writes it there, element
+** j at the output's j, contiguous when the innermost reduced dim is the
+** last): its block's address into src, true; the call reads it there. */
+static bool kept_in(kctx *k, const kn__gnode *v, int q, int nd, const int *dims, kn__sb *src) {
+  const kn__garg *a = &v->args[q];
+  if (a->kind != KN__GA_TENSOR || !kn__cg_member(k, a->u.t.node)) return false;
+  const kn__gnode *m = a->u.t.node;
+  int so = k->stash[m->index];
+  if (so < 0 || k->stash_ready[m->index] || k->p->nodes[m->index].row ||
+      dims[nd - 1] != k->shape->ndim - 1 || m->meta[0].dtype != k->p->nodes[v->index].f.ct)
+    return false;
+  kn__sb_printf(src, "out%d + ", so);
+  block_at(src, kn__cg_out_leaf(k, so), nd);
+  return true;
+}
+
 /* Vector-math member v of a sum's block: a loop filling vmiV_q[] with the
-** operands it cannot read in place (direct_in), then one call of the
-** table's array function on the block (vmoV[], bit-identical to eager: the
-** same function on the same values). */
+** operands it cannot read in place (direct_in, kept_in: the loop then only
+** computes and keeps them), then one call of the table's array function on
+** the block (vmoV[], bit-identical to eager: the same function on the same
+** values). */
 static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int *dims) {
   const kn__ind_formula *f = &k->p->nodes[v->index].f;
   const char *ct = kn__ind_ctype(f->ct), *tab = f->ct == KN_FLOAT64 ? "f64" : "f32";
@@ -1043,10 +1022,11 @@ static void block_vm(kctx *k, kn__sb *pre, const kn__gnode *v, int nd, const int
   bool in_place[2];
   for (q = 0; q < no; q++) {
     kn__sb_init(&src[q]);
-    in_place[q] = direct_in(k, v, q, nd, dims, &src[q]);
+    bool kept = kept_in(k, v, q, nd, dims, &src[q]);
+    in_place[q] = kept || direct_in(k, v, q, nd, dims, &src[q]);
     if (!in_place[q]) kn__sb_printf(&src[q], "vmi%d_%d", v->index, q);
     if (!in_place[q]) kn__sb_printf(pre, "      %s vmi%d_%d[256];\n", ct, v->index, q);
-    nloop += !in_place[q];
+    nloop += !in_place[q] || kept;
   }
   int so = direct_out(k, v, nd, dims);
   if (so < 0) kn__sb_printf(pre, "      %s vmo%d[256];\n", ct, v->index);
@@ -1192,8 +1172,9 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
 
 static void row_member(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
-  if (in->kind == KN__IND_RED) red_pass(k, sb, n);
-  else {
+  if (in->kind == KN__IND_RED) {
+    if (!kn__cg_pick_pass(k, sb, n)) red_pass(k, sb, n);
+  } else {
     kn__cg_hoist_loads(k, sb, n);
     kn__cg_value_open(sb, "    ", n);
     kn__cg_expand(k, sb, n);
@@ -1222,6 +1203,7 @@ static void store_blocks_open(kctx *k, kn__sb *sb) {
   for (int o = 0; o < k->nouts; o++)
     if (!k->p->nodes[k->outs[o]].row)
       block_vms(k, sb, kn__graph_node(k->p->g, k->outs[o]), nd, dims);
+  kn__cg_block_prefetch(k, sb);
   kn__sb_puts(sb, "      for (int64_t l = 0; l < bn; l++) {\n      const int64_t j0 = jb + l;\n");
   level_offsets(k, sb, 0, dims[0]);
   if (kn__sb_failed(&len)) k->failed = true;
@@ -1267,7 +1249,7 @@ static void group_row(kctx *k, kn__sb *row) {
   }
   store_pass(k, &rows);
   group_row_offsets(k, row); /* after the passes: they may add leaves */
-  if (k->t->vector_abi) group_prefetch(k, row); /* GCC builtins */
+  if (k->t->vector_abi) kn__cg_group_prefetch(k, row); /* GCC builtins */
   kn__sb_puts(row, kn__sb_cstr(&rows));
   if (kn__sb_failed(&rows)) k->failed = true;
   kn__sb_fini(&rows);

@@ -159,6 +159,11 @@ const kn__ind_lowering *kn__ind_lowering_of(const kn__opdef *op);
 const kn__opdef *kn__ind_role_op(kn__ind_role role);
 /* "FORMULA", ... for messages. Static. */
 const char *kn__ind_lclass_name(kn__ind_lclass c);
+/* The dim along which output `out` of op holds its own index (element i is
+** i, whatever the other dims' indices: an index ramp), or -1 when it is not
+** one. Generated code reads a ramp as its loop's index, and a sum of
+** where(ramp == t, v, 0) as v at index t (codegen_pick.c). */
+int kn__ind_ramp_dim(const kn__opdef *op, int out);
 
 /* Fill f for node n if inductor can compute it inline; false otherwise (the
 ** node becomes an extern call). */

@@ -40,3 +40,9 @@ const kn__opdef *kn__ind_role_op(kn__ind_role role) {
     if (table[id].role == role) return &kn__ops[id];
   return NULL;
 }
+
+/* _nll_loss_target's second output holds the class indices 0 .. C-1 along
+** its dim 0 (loss_nll.c): a ramp. */
+int kn__ind_ramp_dim(const kn__opdef *op, int out) {
+  return op == &kn__ops[KN_OP_NLL_LOSS_TARGET] && out == 1 ? 0 : -1;
+}

@@ -281,6 +281,40 @@ Test(par_team, batch_one_cnn_inference_never_enters_openmp) {
   kn_generator_free(g);
 }
 
+/* The digits CNN's training step at batch 64 (bench_digits): its second
+** convolution, [64, 16, 4, 4] -> 32 channels (4.7M multiply-adds, under two
+** KN__GRAIN_CONV), runs forward, input and weight gradients on the calling
+** thread at 2 threads; four times its batch (18.9M) takes a team of 2. */
+static int conv_regions(int64_t n, unsigned *team) {
+  kn_scope_begin();
+  kn_generator *g = kn_generator_new(1);
+  kn_tensor *x = kn_randn(KN_SHAPE(n, 16, 4, 4), g, KN_FLOAT32);
+  kn_tensor *w = kn_randn(KN_SHAPE(32, 16, 3, 3), g, KN_FLOAT32);
+  kn_set_requires_grad(x, true), kn_set_requires_grad(w, true);
+  kn_tensor *go = kn_randn(KN_SHAPE(n, 32, 4, 4), g, KN_FLOAT32), *ins[2] = {x, w}, *gr[2];
+  const int64_t one[2] = {1, 1};
+  reset();
+  kn_tensor *y = kn_conv2d(x, w, NULL, one, one, one, 1);
+  cr_assert(y, "%s", kn_last_error());
+  cr_assert_eq(kn_autograd_grad(&y, 1, ins, 2, &go, false, false, false, gr), KN_OK, "%s",
+               kn_last_error());
+  int calls = atomic_load(&ncalls);
+  *team = atomic_load(&last_team);
+  kn_generator_free(g);
+  kn_scope_end();
+  return calls;
+}
+
+Test(par_team, convolutions_take_one_thread_per_conv_grain) {
+  cr_assert_eq(kn_set_num_threads(2), KN_OK);
+  unsigned team = 0;
+  int small = conv_regions(64, &team);
+  cr_expect_eq(small, 0, "a 4.7M multiply-add convolution entered OpenMP %d times", small);
+  int big = conv_regions(256, &team);
+  cr_expect_geq(big, 1, "an 18.9M multiply-add convolution ran on one thread");
+  cr_expect_eq(team, 2u, "team %u", team);
+}
+
 /* The calling thread's wait at a region's close (kn__par_join): only while
 ** a thread has not joined, every other thread has started its part, and
 ** for no longer than its own part took. */

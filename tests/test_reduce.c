@@ -361,6 +361,7 @@ Test(reduce, outer_sums_split_columns_for_the_team_and_keep_the_order) {
     check_outer(dt, 2048, 256); /* two chunks of 128 at 2 threads */
     check_outer(dt, 1000, 100); /* chunks of 64 and a tail of 36 */
     check_outer(dt, 300, 16);   /* too narrow to split */
+    check_outer(dt, 1003, 40);  /* rows four at a time, then a tail of 3 */
   }
   kn_set_num_threads(prev);
 }

@@ -141,7 +141,45 @@ Test(sdpa, matches_the_unfused_formula_float64) {
 }
 
 Test(sdpa, matches_the_unfused_formula_float32) {
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i], KN_FLOAT32, 2e-4);
+  int prev = kn_get_num_threads();
+  for (int nt = 1; nt <= 2; nt++) {
+    cr_assert_eq(kn_set_num_threads(nt), KN_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i], KN_FLOAT32, 2e-4);
+  }
+  kn_set_num_threads(prev);
+}
+
+/* The output and the gradients of float32 attention, at 1 and at 2 threads:
+** a head's rows are computed the same way whichever thread takes them (row
+** blocks forward, heads backward), so the results are the same bit for bit.
+** Key and query counts off the vector width and the blocks (tails). */
+static void attention_at(int nt, kn_tensor *q, kn_tensor *k, kn_tensor *v, kn_tensor *go,
+                         kn_tensor **out) {
+  cr_assert_eq(kn_set_num_threads(nt), KN_OK);
+  out[0] = kn_scaled_dot_product_attention(q, k, v, NULL, 0.0, false, NULL, NULL);
+  kn_tensor *ins[3] = {q, k, v};
+  grads_of(out[0], go, ins, 3, out + 1);
+}
+
+Test(sdpa, float32_results_do_not_depend_on_the_threads) {
+  kn_scope_begin();
+  int prev = kn_get_num_threads();
+  kn_generator *g = kn_generator_new(5);
+  kn_tensor *q = rnd(g, KN_FLOAT32, KN_SHAPE(2, 3, 131, 20), true);
+  kn_tensor *k = rnd(g, KN_FLOAT32, KN_SHAPE(2, 3, 133, 20), true);
+  kn_tensor *v = rnd(g, KN_FLOAT32, KN_SHAPE(2, 3, 133, 14), true);
+  kn_tensor *go = kn_randn(KN_SHAPE(2, 3, 131, 14), g, KN_FLOAT32), *one[4], *two[4];
+  attention_at(1, q, k, v, go, one);
+  attention_at(2, q, k, v, go, two);
+  const char *names[4] = {"output", "grad query", "grad key", "grad value"};
+  for (int i = 0; i < 4; i++) {
+    char why[256];
+    cr_expect(kn_tensors_close(two[i], one[i], 0, 0, true, why, sizeof why),
+              "%s at 2 threads against 1: %s", names[i], why);
+  }
+  kn_set_num_threads(prev);
+  kn_generator_free(g);
+  kn_scope_end();
 }
 
 /* q, k, v as MultiheadAttention makes them: heads split out of a packed

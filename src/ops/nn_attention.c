@@ -141,6 +141,68 @@ static void gemm_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double a
     }
 }
 
+/* The largest of x[0..n) (NaN skipped; -inf when n is 0 or all are NaN),
+** in 4-lane vectors (GCC's vector extension: an `omp simd` max reduction
+** keeps its accumulator in memory at -O2, a store and a load an iteration). */
+typedef float at_v4f __attribute__((vector_size(16), aligned(4)));
+typedef int32_t at_v4i __attribute__((vector_size(16)));
+
+static at_v4f at_vmax(at_v4f x, at_v4f m) {
+  at_v4i c = x > m;
+  return (at_v4f)((c & (at_v4i)x) | (~c & (at_v4i)m));
+}
+
+static float at_rowmax_f32(const float *x, int64_t n) {
+  float m = -INFINITY;
+  int64_t j = 0;
+  if (n >= 8) {
+    at_v4f a = {m, m, m, m}, b = a;
+    for (; j + 8 <= n; j += 8)
+      a = at_vmax(*(const at_v4f *)(x + j), a), b = at_vmax(*(const at_v4f *)(x + j + 4), b);
+    for (int l = 0; l < 4; l++) {
+      m = a[l] > m ? a[l] : m;
+      m = b[l] > m ? b[l] : m;
+    }
+  }
+  for (; j < n; j++) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+static double at_rowmax_f64(const double *x, int64_t n) {
+  double m = -INFINITY;
+  for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+/* sum(x[j] * y[j]) over j < n (sum(x) when y is NULL) in double, in four
+** running sums (element j goes to sum j % 4), float32 in 2-lane vectors (SSE2
+** registers: a 4-lane double vector would live on the stack). */
+typedef float at_v2f __attribute__((vector_size(8), aligned(4)));
+typedef double at_v2d __attribute__((vector_size(16)));
+
+static at_v2d at_v2(const float *x) { return __builtin_convertvector(*(const at_v2f *)x, at_v2d); }
+
+static double at_rowdot_f32(const float *x, const float *y, int64_t n) {
+  at_v2d s0 = {0, 0}, s1 = s0;
+  int64_t j = 0;
+  if (y)
+    for (; j + 4 <= n; j += 4)
+      s0 += at_v2(x + j) * at_v2(y + j), s1 += at_v2(x + j + 2) * at_v2(y + j + 2);
+  else
+    for (; j + 4 <= n; j += 4) s0 += at_v2(x + j), s1 += at_v2(x + j + 2);
+  for (; j < n; j++) s0[0] += (double)x[j] * (y ? (double)y[j] : 1.0);
+  return (s0[0] + s0[1]) + (s1[0] + s1[1]);
+}
+
+static double at_rowdot_f64(const double *x, const double *y, int64_t n) {
+  double s[4] = {0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (int l = 0; l < 4; l++) s[l] += x[j + l] * (y ? y[j + l] : 1.0);
+  for (; j < n; j++) s[0] += x[j] * (y ? y[j] : 1.0);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
 static void at_exp_f32(float *y, const float *x, int64_t n) { kn__vmath_get()->f32[KN__VM_EXP](y, x, n); }
 static void at_exp_f64(double *y, const double *x, int64_t n) {
   kn__vmath_get()->f64[KN__VM_EXP](y, x, n);

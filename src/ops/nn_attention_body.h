@@ -4,7 +4,8 @@
 **   AT_T        the element type (float or double)
 **   AT_NAME(n)  the function's name for that type (n ## _f32, n ## _f64)
 **   AT_EXP      the vector exp over an array of AT_T (y, x, n)
-** and the type's matrix product AT_NAME(gemm) (row-major, transpose flags).
+** and the type's matrix product AT_NAME(gemm) (row-major, transpose flags),
+** row maximum AT_NAME(at_rowmax) and row sum or dot product AT_NAME(at_rowdot).
 **
 ** Forward (FlashAttention's schedule): a block of AT_BR query rows walks the
 ** keys in blocks of AT_BC. Each block's scores S = scale * Q K^T (+ masks)
@@ -62,22 +63,19 @@ static void AT_NAME(fwd_block)(const at_geom *g, at_work *w, int64_t bh, int64_t
   AT_NAME(scores)(g, bh, i0, br, j0, bc, s);
   for (int64_t i = 0; i < br; i++) {
     AT_T *row = s + i * bc;
-    double mx = -INFINITY;
-    for (int64_t j = 0; j < bc; j++) mx = row[j] > mx ? row[j] : mx;
-    double mn = mx > w->m[i] ? mx : w->m[i];
+    double mx = AT_NAME(at_rowmax)(row, bc), mn = mx > w->m[i] ? mx : w->m[i];
     w->alpha[i] = mn == -INFINITY ? 1.0 : exp(w->m[i] - mn);
     AT_T sub = mn == -INFINITY ? (AT_T)0 : (AT_T)mn; /* all masked so far: exp(-inf) = 0 */
-    for (int64_t j = 0; j < bc; j++) row[j] -= sub;
+    _Pragma("omp simd") for (int64_t j = 0; j < bc; j++) row[j] -= sub;
     w->m[i] = mn;
   }
   AT_EXP(s, s, br * bc);
   for (int64_t i = 0; i < br; i++) {
     AT_T *row = s + i * bc, *orow = o + i * g->Ev;
-    double sum = 0;
-    for (int64_t j = 0; j < bc; j++) sum += (double)row[j];
-    w->l[i] = w->l[i] * w->alpha[i] + sum;
-    if (w->alpha[i] != 1.0)
-      for (int64_t e = 0; e < g->Ev; e++) orow[e] = (AT_T)(orow[e] * w->alpha[i]);
+    double a = w->alpha[i];
+    w->l[i] = w->l[i] * a + AT_NAME(at_rowdot)(row, NULL, bc);
+    if (a != 1.0)
+      _Pragma("omp simd") for (int64_t e = 0; e < g->Ev; e++) orow[e] = (AT_T)(orow[e] * a);
     if (g->p > 0) AT_NAME(drop)(g, w, bh, i0 + i, j0, bc, row, NULL);
   }
   const AT_T *v = (const AT_T *)g->v + at_base(g, g->vb, bh) + j0 * g->vld;
@@ -96,7 +94,8 @@ static void AT_NAME(fwd_rows)(const at_geom *g, at_work *w, int64_t bh, int64_t 
   for (int64_t i = 0; i < br; i++) {
     /* every key masked: 0 / 0 (NaN, as softmax of -inf scores); no keys: 0 */
     double inv = g->S == 0 ? 0.0 : 1.0 / w->l[i];
-    for (int64_t e = 0; e < g->Ev; e++) o[i * g->Ev + e] = (AT_T)(o[i * g->Ev + e] * inv);
+    AT_T *orow = o + i * g->Ev;
+    _Pragma("omp simd") for (int64_t e = 0; e < g->Ev; e++) orow[e] = (AT_T)(orow[e] * inv);
     lse[bh * g->L + i0 + i] = (AT_T)(w->l[i] > 0 ? w->m[i] + log(w->l[i]) : -INFINITY);
   }
 }
@@ -132,8 +131,10 @@ static AT_T *AT_NAME(bwd_probs)(const at_geom *g, at_work *w, int64_t bh, int64_
                                 const double *dsum) {
   AT_T *s = w->s, *dp = w->dp, *pd = g->p > 0 ? w->pd : w->s;
   AT_NAME(scores)(g, bh, i0, br, j0, bc, s);
-  for (int64_t i = 0; i < br; i++)
-    for (int64_t j = 0; j < bc; j++) s[i * bc + j] -= lse[i0 + i];
+  for (int64_t i = 0; i < br; i++) {
+    AT_T *row = s + i * bc, l = lse[i0 + i];
+    _Pragma("omp simd") for (int64_t j = 0; j < bc; j++) row[j] -= l;
+  }
   AT_EXP(s, s, br * bc);
   const AT_T *v = (const AT_T *)g->v + at_base(g, g->vb, bh) + j0 * g->vld;
   AT_NAME(gemm)(false, true, br, bc, g->Ev, 1.0, go + i0 * g->Ev, g->Ev, v, g->vld, 0.0, dp, bc);
@@ -142,9 +143,13 @@ static AT_T *AT_NAME(bwd_probs)(const at_geom *g, at_work *w, int64_t bh, int64_
     for (int64_t i = 0; i < br; i++)
       AT_NAME(drop)(g, w, bh, i0 + i, j0, bc, pd + i * bc, dp + i * bc);
   }
-  for (int64_t i = 0; i < br; i++)
-    for (int64_t j = 0; j < bc; j++)
-      dp[i * bc + j] = (AT_T)(s[i * bc + j] * (dp[i * bc + j] - dsum[i0 + i]));
+  for (int64_t i = 0; i < br; i++) {
+    const AT_T *srow = s + i * bc;
+    AT_T *drow = dp + i * bc;
+    double d = dsum[i0 + i];
+    _Pragma("omp simd") for (int64_t j = 0; j < bc; j++)
+      drow[j] = (AT_T)(srow[j] * (drow[j] - d));
+  }
   return pd;
 }
 
@@ -154,9 +159,7 @@ static void AT_NAME(bwd_head)(const at_geom *g, at_work *w, int64_t bh, const AT
                               AT_T *gm) {
   double *dsum = w->dsum;
   for (int64_t i = 0; i < g->L; i++) {
-    double d = 0;
-    for (int64_t e = 0; e < g->Ev; e++) d += (double)go[i * g->Ev + e] * (double)o[i * g->Ev + e];
-    dsum[i] = d;
+    dsum[i] = AT_NAME(at_rowdot)(go + i * g->Ev, o + i * g->Ev, g->Ev);
   }
   const AT_T *q = (const AT_T *)g->q + at_base(g, g->qb, bh);
   const AT_T *k = (const AT_T *)g->k + at_base(g, g->kb, bh);

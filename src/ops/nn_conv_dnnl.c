@@ -404,8 +404,9 @@ static int64_t conv_macs(const kn__convg *g) {
   return g->N * g->O * g->OH * g->OW * (g->G ? g->C / g->G : g->C) * g->kh * g->kw;
 }
 
-/* Build and run under the team of the convolution's size (kn__par_limit):
-** a small one runs on the calling thread, without waking oneDNN's team. */
+/* Build and run under the team of the convolution's size (kn__par_limit,
+** KN__GRAIN_CONV): a small one runs on the calling thread, without waking
+** oneDNN's team. */
 static kn_status run_on(const conv_key *k, const float *const *ptrs) {
   pthread_mutex_lock(&cache_mu);
   conv_entry *e;
@@ -421,7 +422,7 @@ static kn_status run_on(const conv_key *k, const float *const *ptrs) {
 }
 
 static kn_status run(const conv_key *k, const float *const *ptrs) {
-  int prev = kn__par_limit(conv_macs(&k->g), KN__GRAIN_MAC);
+  int prev = kn__par_limit(conv_macs(&k->g), KN__GRAIN_CONV);
   kn_status st = run_on(k, ptrs);
   kn__par_restore(prev);
   return st;

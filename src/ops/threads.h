@@ -52,6 +52,13 @@ int kn__par_team(int64_t work, int64_t units, int64_t grain);
 ** at least: 2^20, some 30 us of AVX2 FMAs, a few wake-ups. */
 #define KN__GRAIN_MAC ((int64_t)1 << 20)
 
+/* Multiply-adds a thread of a oneDNN convolution gets at least: 2^22, four
+** KN__GRAIN_MAC. A convolution call enters OpenMP up to four times (the
+** reorders of its source, weights and result to and from oneDNN's blocked
+** layouts, and the primitive), each region paying the wake-ups a GEMM's one
+** region pays (docs/KERNELS.md, "Threads"). */
+#define KN__GRAIN_CONV ((int64_t)1 << 22)
+
 /* Before a library call (oneDNN) doing `work` units: when the team from
 ** grain (kn__par_team) is smaller than OpenMP's count on this thread, set
 ** that count to the team (a thread-local setting; oneDNN reads it when it

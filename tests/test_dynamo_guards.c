@@ -62,6 +62,70 @@ Test(guards, aliasing) {
   kn_compiled_free(f);
 }
 
+/* sum over i of (i + 1) * args[i] */
+#define MANY 40
+static kn_value weighted_sum(const kn_value *args, int nargs, void *ud) {
+  (void)ud;
+  kn_tensor *r = kn_mul_scalar(args[0].u.t, kn_float(1));
+  for (int i = 1; i < nargs; i++) r = kn_add(r, kn_mul_scalar(args[i].u.t, kn_float(i + 1)));
+  return kn_vtensor(r);
+}
+
+static double call_sum(kn_compiled *f, const kn_value *args) {
+  kn_value out;
+  cr_assert_eq(kn_call(f, args, MANY, &out), KN_OK, "%s", kn_last_error());
+  double v = kn_get(out.u.t, (int64_t[]){0});
+  kn_value_release(out);
+  return v;
+}
+
+/* Over 16 tensor inputs the unaliased check keeps a set of the tensors seen
+** (guards.c): an alias in any position, the first and the last included,
+** still fails the entry traced with distinct tensors, and distinct tensors
+** still hit it. */
+Test(guards, aliasing_many_inputs) {
+  kn_compile_counter cc = {0};
+  kn_compile_options o = {.guard_fail_fn = on_fail, .backend_fn = kn_compile_counter_backend,
+                          .backend_ud = &cc};
+  kn_compiled *f = kn_compile_fn(weighted_sum, NULL, MANY, "weighted_sum", __FILE__, __LINE__, &o);
+  cr_assert_not_null(f);
+  kn_scope_begin();
+  kn_value args[MANY];
+  double want = 0;
+  for (int i = 0; i < MANY; i++) {
+    args[i] = kn_vtensor(kn_full(KN_SHAPE(2), kn_float(i), KN_FLOAT32));
+    want += (double)(i + 1) * i;
+  }
+  nreason = 0;
+  cr_expect_eq(call_sum(f, args), want);
+  cr_expect_eq(call_sum(f, args), want);
+  cr_expect_eq(cc.frame_count, 1);
+  cr_expect_eq(nreason, 0);
+  static const int pairs[][2] = {{30, 5}, {39, 0}, {1, 0}, {39, 38}};
+  for (int p = 0; p < 4; p++) {
+    kn_value a[MANY];
+    memcpy(a, args, sizeof a);
+    int dst = pairs[p][0], src = pairs[p][1];
+    a[dst] = args[src];
+    nreason = 0;
+    kn_reset();
+    kn_compile_counter_clear(&cc);
+    cr_expect_eq(call_sum(f, args), want);
+    double w = want + (double)(dst + 1) * (src - dst);
+    cr_expect_eq(call_sum(f, a), w, "alias %d -> %d", dst, src);
+    cr_expect_eq(nreason, 1, "alias %d -> %d", dst, src);
+    cr_expect(strstr(reason[0], "Duplicate tensor found where not expected!") != NULL, "%s",
+              reason[0]);
+    cr_expect_eq(cc.frame_count, 2, "alias %d -> %d", dst, src);
+    nreason = 0;
+    cr_expect_eq(call_sum(f, a), w);
+    cr_expect_eq(call_sum(f, args), want);
+    cr_expect_eq(cc.frame_count, 2, "distinct and aliased calls hit their entries");
+  }
+  kn_scope_end();
+  kn_compiled_free(f);
+}
+
 static kn_tensor *scale3(kn_tensor *a) {
   kn_tensor *r = kn_mul_scalar(a, kn_float(3));
   return r;

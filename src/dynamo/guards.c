@@ -116,8 +116,46 @@ static bool tensor_ok(const kn__guard *g, const kn_tensor *t) {
   return true;
 }
 
-static bool alias_ok(const kn__guard *g, kn_tensor *t, kn_tensor *const *slots) {
+/* The tensors of the slots filled so far, against which a tensor guarded as
+** unaliased is checked. Tensor guards fill slots in increasing order (a new
+** slot is the next one; an alias guard refills an earlier slot with the same
+** tensor), so "none of slots[0, tensor_slot)" is "none seen so far". Up to
+** SEEN_SCAN slots the check scans them; above, an open-addressing set of the
+** pointers (at least twice as many cells as slots) makes the whole check
+** linear: a compiled Adam step guards 500 tensors, and the pairwise scan
+** was about a tenth of its call. */
+#define SEEN_SCAN 16
+typedef struct seen {
+  kn_tensor **cell; /* NULL: the scan; else mask + 1 cells, NULL when empty */
+  uint32_t mask;
+} seen;
+
+static void seen_init(seen *s, kn_tensor **cells, int ntensors) {
+  s->cell = NULL;
+  s->mask = 0;
+  if (ntensors <= SEEN_SCAN) return;
+  uint32_t n = 64;
+  while (n < 2u * (uint32_t)ntensors) n *= 2;
+  memset(cells, 0, sizeof *cells * n);
+  s->cell = cells;
+  s->mask = n - 1;
+}
+
+/* Adds t; false when it was there already. */
+static bool seen_add(seen *s, kn_tensor *t) {
+  uint64_t h = (uint64_t)(uintptr_t)t * 0x9E3779B97F4A7C15ull;
+  for (uint32_t i = (uint32_t)(h >> 32) & s->mask;; i = (i + 1) & s->mask) {
+    if (s->cell[i] == t) return false;
+    if (!s->cell[i]) {
+      s->cell[i] = t;
+      return true;
+    }
+  }
+}
+
+static bool alias_ok(const kn__guard *g, kn_tensor *t, kn_tensor *const *slots, seen *s) {
   if (g->alias_of >= 0) return slots[g->alias_of] == t;
+  if (s->cell) return seen_add(s, t);
   for (int j = 0; j < g->tensor_slot; j++)
     if (slots[j] == t) return false;
   return true;
@@ -132,7 +170,9 @@ static bool shape_ok(const kn__guards *gs, kn_tensor *const *slots) {
 }
 
 bool kn__guards_check(const kn__guards *gs, const kn_value *args, int nargs) {
-  kn_tensor *slots[MAX_SLOTS];
+  kn_tensor *slots[MAX_SLOTS], *cells[2 * MAX_SLOTS];
+  seen sn;
+  seen_init(&sn, cells, gs->ntensors);
   for (int i = 0; i < gs->n; i++) {
     const kn__guard *g = &gs->g[i];
     kn_value v;
@@ -142,7 +182,8 @@ bool kn__guards_check(const kn__guards *gs, const kn_value *args, int nargs) {
       if (v.kind != g->vkind) return false;
       break;
     case KN__G_TENSOR:
-      if (v.kind != KN_VTENSOR || !v.u.t || !alias_ok(g, v.u.t, slots) || !tensor_ok(g, v.u.t))
+      if (v.kind != KN_VTENSOR || !v.u.t || !alias_ok(g, v.u.t, slots, &sn) ||
+          !tensor_ok(g, v.u.t))
         return false;
       slots[g->tensor_slot] = v.u.t;
       break;

@@ -5,13 +5,16 @@
 ** reads such an operand in place from the buffer (no copy into a block on
 ** the stack) when the buffer runs with stride 1 along the innermost reduced
 ** dim; other layouts copy it. A sum's lanes likewise read such a buffer, or
-** the block the table computed (softmax's and log_softmax's exps), in place. Checked against the formula in double (an
+** the block the table computed, in place; a sum of exp(x - max) (softmax,
+** log_softmax) is one fused table call per block, bit for bit the element
+** loops it replaced. Checked against the formula in double (an
 ** independent expectation) and against eager, for rows of 1, 7, 1023, 1025
 ** and 9000 elements, float32 and float64, rows with a stride of their own
 ** (a narrowed tensor), a transposed input, two reduced dims, and dynamic
 ** row lengths under one compile.
 */
 #include "inductor_util.h"
+#include "ops/vmath.h"
 #include "support/files.h"
 
 static char cache[64];
@@ -201,10 +204,11 @@ static bool softmax_matches_f64(kn_tensor *x, kn_tensor *got, int64_t n, bool lo
   return true;
 }
 
-/* softmax's sum reads the exps the table wrote into the output, log_softmax's
-** the block on the stack; log_softmax's exps read their operand, x - max,
-** where the pass keeps it for the last pass (the output's block: no copy
-** of it on the stack); both as the formula in double and as eager for
+/* The sum of exp(x - max) is one fused table call per block (exp, its sum
+** into the lanes): softmax's call writes the exps into the output, where the
+** last pass scales them, log_softmax's writes x - max there, where the last
+** pass subtracts log(sum); neither copies a block to the stack or sums a
+** block of stored exps. Values as the formula in double and as eager for
 ** every row length. */
 Test(inductor_rows, softmax_sums_read_the_exps_in_place) {
   for (int lg = 0; lg < 2; lg++) {
@@ -222,13 +226,79 @@ Test(inductor_rows, softmax_sums_read_the_exps_in_place) {
       kn_scope_end();
       kn_compiled_free(f);
       char *src = kn_test_inductor_sources(cache);
-      if (lens[i] == 1025)
-        cr_expect_eq(kn_test_count_of(src, lg ? "*tmp = vmo" : "*tmp = out0 + o"), 1, "%s:\n%s", w, src);
-      if (lens[i] == 1025 && lg) {
-        cr_expect_eq(kn_test_count_of(src, ", out0 + o1 + jb, bn);"), 1, "%s:\n%s", w, src);
+      if (lens[i] == 1025) {
+        const char *call = lg ? "expsum_f32((float *)0, out0 + o1 + jb, in0 + o0 + jb, ((float)v1), bn"
+                              : "expsum_f32(out0 + o1 + jb, (float *)0, in0 + o0 + jb, ((float)v1), bn";
+        cr_expect_eq(kn_test_count_of(src, call), 1, "%s: the fused call:\n%s", w, src);
+        cr_expect_eq(kn_test_count_of(src, "*tmp = "), 0, "%s: no summing loop:\n%s", w, src);
         cr_expect_eq(kn_test_count_of(src, " vmi"), 0, "%s: no operand block:\n%s", w, src);
+        cr_expect_eq(kn_test_count_of(src, "f32[0](vmo"), 0, "%s: no exp block:\n%s", w, src);
       }
       free(src);
+      ind_rm(cache);
+      ind_cache_dir(cache, sizeof cache);
+    }
+  }
+}
+
+/* The bits a float32 softmax (log_softmax) row of n gets from the element
+** loops the fused exp-and-sum call replaced, computed here with the table in
+** use: the max, t = x - max in float, the table's exp of t, element j
+** added in double to lane j % 16 (the last n % 16 to lane 0), the lanes
+** added in order and rounded to float; then e * (1 / sum) (t - log(sum),
+** the table's log). Into y. */
+static void softmax_row_bits(const float *x, int64_t n, bool log_, float *y) {
+  const kn__vmath *t = kn__vmath_get();
+  float mx = -INFINITY, *d = malloc((size_t)n * sizeof *d), *e = malloc((size_t)n * sizeof *e);
+  cr_assert(d && e);
+  bool nan = false;
+  for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx, nan |= x[j] != x[j];
+  if (nan) mx = NAN;
+  for (int64_t j = 0; j < n; j++) d[j] = x[j] - mx;
+  t->f32[KN__VM_EXP](e, d, n);
+  double lane[16] = {0};
+  for (int64_t j = 0; j < n; j++) lane[j < (n & ~(int64_t)15) ? j % 16 : 0] += (double)e[j];
+  double acc = lane[0];
+  for (int l = 1; l < 16; l++) acc = acc + lane[l];
+  float sum = (float)acc, ls, inv = (float)1 / sum;
+  t->f32[KN__VM_LOG](&ls, &sum, 1);
+  for (int64_t j = 0; j < n; j++) y[j] = log_ ? d[j] - ls : e[j] * inv;
+  free(d), free(e);
+}
+
+/* softmax and log_softmax rows through the fused call give the bits of the
+** element loops it replaced (softmax_row_bits): rows of 7 (no block), 1025
+** and 9000 of wide-ranged values (exps that underflow), a row with -inf and
+** one with NaN; NaN matches NaN. */
+Test(inductor_rows, fused_exp_sum_keeps_the_bits) {
+  const int64_t ns[3] = {7, 1025, 9000};
+  for (int lg = 0; lg < 2; lg++) {
+    for (int i = 0; i < 3; i++) {
+      kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+      kn_compiled *f = lg ? KN_COMPILE(log_softmax_last, &o) : KN_COMPILE(softmax_last, &o);
+      kn_scope_begin();
+      int64_t n = ns[i];
+      kn_tensor *x = kn_contiguous(kn_mul_scalar(kn_randn(KN_SHAPE(3, n), NULL, KN_FLOAT32),
+                                                 kn_float(30)));
+      float *xv = kn_data(x), *want = malloc((size_t)n * sizeof *want);
+      cr_assert(want);
+      xv[n + n / 2] = -INFINITY, xv[2 * n + 3] = NAN;
+      const float *got = kn_data(kn_contiguous(kn_call_t(f, x)));
+      cr_assert_not_null(got, "%s", kn_last_error());
+      for (int64_t r = 0; r < 3; r++) {
+        softmax_row_bits(xv + r * n, n, lg, want);
+        int64_t bad = -1;
+        for (int64_t j = 0; j < n && bad < 0; j++)
+          if (memcmp(&got[r * n + j], &want[j], sizeof *want) &&
+              !(isnan(got[r * n + j]) && isnan(want[j])))
+            bad = j;
+        cr_expect(bad < 0, "%s row %lld of %lld: element %lld compiled %a, loops %a",
+                  lg ? "log_softmax" : "softmax", (long long)r, (long long)n, (long long)bad,
+                  bad < 0 ? 0 : got[r * n + bad], bad < 0 ? 0 : want[bad]);
+      }
+      free(want);
+      kn_scope_end();
+      kn_compiled_free(f);
       ind_rm(cache);
       ind_cache_dir(cache, sizeof cache);
     }

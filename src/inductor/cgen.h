@@ -52,6 +52,7 @@ typedef struct kctx {
   int *outs;                /* [nmembers] stored members */
   const kn__gnode *hoisted; /* node whose loads are bound to ldN_Q before its statement */
   int pf_blocks;            /* leaves [0, pf_blocks) prefetch in a pass's blocks (group_prefetch) */
+  bool expsum;              /* this pass's blocks are one fused exp-and-sum call each */
 } kctx;
 
 /* A context for plan p (flag arrays [nnodes + 1] x nflags, room for nouts
@@ -124,6 +125,18 @@ void kn__cg_gstmts(kctx *k, kn__sb *sb, const kn__gnode *n);
 /* The offsets p<L>_t of every leaf at reduced loop level t (loop variable
 ** jt over kernel dim d). */
 void kn__cg_level_offsets(kctx *k, kn__sb *sb, int t, int d);
+/* In a reduction pass over nd reduced dims (dims ascending): the offset of
+** leaf li's element at the start of the innermost dim's block (jb); is leaf
+** li a buffer of type dt with stride 1 along that dim (its block's address
+** into sb)? */
+void kn__cg_block_at(kn__sb *sb, int li, int nd);
+bool kn__cg_row_leaf(kctx *k, int li, kn_dtype dt, int nd, const int *dims, kn__sb *sb);
+/* Sum n's pass over float32 exp(a - alpha * b), a read in place and b the
+** same for the row (codegen_expsum.c): the fused table call of each block
+** printed into pre (it adds the block to n's lanes and stores the exps or
+** a - alpha * b where an output keeps them) and true; else false, nothing
+** printed. */
+bool kn__cg_expsum_block(kctx *k, kn__sb *pre, const kn__gnode *n, int nd, const int *dims);
 /* Row prefetch (codegen_prefetch.c): at the start of row o, the flags pfL
 ** of the leaves read (or written) along contiguous rows two rows ahead and
 ** the whole-row prefetches no blocked pass made; in the first pass made

@@ -876,7 +876,8 @@ static void plan_stash_operand(kctx *k, const kn__gnode *src) {
 ** lane 0. xv: the element as the pass combines it (x, or its deviation,
 ** kept in double in tmp[]); code: the block's statements (per element,
 ** before the block, for the remainder) and the address of a block read in
-** place (row_direct; empty if none);
+** place (row_direct; empty if none); with k->expsum, the block's statements
+** are one fused call that adds the block to the lanes itself;
 ** idx: the element's index in the row (index-carrying rows). */
 static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const code[4],
                       int dim, const kn__red_row *r, const char *xv, const char *idx) {
@@ -897,6 +898,10 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
     kn__sb_puts(sb, "      ");
     kn__ind_red_update(sb, r, n->index, xdt, "l", xv, idx);
     kn__sb_puts(sb, "      }\n      }\n");
+  } else if (k->expsum) { /* one call computes and sums the block (codegen_expsum.c) */
+    kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      while (%s - jb >= 16) {\n"
+                  "      const int64_t bn = %s - jb >= 256 ? 256 : (%s - jb) & ~(int64_t)15;\n%s",
+                  L, L, L, pre);
   } else if (code[3][0] && !strcmp(xv, "x")) { /* the block in place (row_direct) */
     kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      while (%s - jb >= 16) {\n"
                   "      const int64_t bn = %s - jb >= 256 ? 256 : (%s - jb) & ~(int64_t)15;\n"
@@ -913,7 +918,7 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
                   "        for (int l = 0; l < 16; l++) ", xv);
   }
   if (r->acc != KN__RACC_INPUT) {
-    kn__ind_red_update(sb, r, n->index, xdt, "l", "tmp[b + l]", idx);
+    if (!k->expsum) kn__ind_red_update(sb, r, n->index, xdt, "l", "tmp[b + l]", idx);
     kn__cg_block_prefetch(k, sb);
     kn__sb_puts(sb, "      jb += bn;\n      }\n");
   }
@@ -942,6 +947,8 @@ static void block_at(kn__sb *sb, int li, int nd) {
   else kn__sb_printf(sb, "o%d + jb", li);
 }
 
+void kn__cg_block_at(kn__sb *sb, int li, int nd) { block_at(sb, li, nd); }
+
 /* Whether leaf li is a buffer of type dt with stride 1 along the innermost
 ** reduced dim; if so its block's address into sb. */
 static bool row_leaf(kctx *k, int li, kn_dtype dt, int nd, const int *dims, kn__sb *sb) {
@@ -952,6 +959,10 @@ static bool row_leaf(kctx *k, int li, kn_dtype dt, int nd, const int *dims, kn__
   kn__sb_printf(sb, "in%d + ", li);
   block_at(sb, li, nd);
   return true;
+}
+
+bool kn__cg_row_leaf(kctx *k, int li, kn_dtype dt, int nd, const int *dims, kn__sb *sb) {
+  return row_leaf(k, li, dt, nd, dims, sb);
 }
 
 /* Operand q of table node v read in place (its address into src, true): a
@@ -1140,11 +1151,13 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   for (int c = 0; c < 4; c++) kn__sb_init(&code[c]);
   k->inner = true;
   /* blocks of vector math feed the double lanes' blocks: every pass's row WIDE */
-  if (in->red->acc == KN__RACC_WIDE && kn__ind_red_pass_row(in, 0)->acc == KN__RACC_WIDE &&
-      kn__cg_member(k, src))
+  /* sum(exp(x - max)): one fused call per block instead */
+  k->expsum = kn__cg_expsum_block(k, &code[1], n, nd, dims);
+  if (!k->expsum && in->red->acc == KN__RACC_WIDE &&
+      kn__ind_red_pass_row(in, 0)->acc == KN__RACC_WIDE && kn__cg_member(k, src))
     block_vms(k, &code[1], src, nd, dims);
   red_body(k, &code[0], n, nd, dims);
-  if (in->red->acc == KN__RACC_WIDE) row_direct(k, n, nd, dims, &code[3]);
+  if (in->red->acc == KN__RACC_WIDE && !k->expsum) row_direct(k, n, nd, dims, &code[3]);
   memset(k->blk, 0, (size_t)k->p->nnodes);
   red_body(k, &code[2], n, nd, dims); /* the remainder: no block */
   k->inner = false;
@@ -1161,6 +1174,7 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   }
   kn__ind_red_xv(xv, sizeof xv, in, n->index, xdt, 1);
   red_loops(k, sb, n, text, kn__ind_red_pass_row(in, 1), xv);
+  k->expsum = false;
   for (int c = 0; c < 4; c++) {
     if (kn__sb_failed(&code[c])) k->failed = true;
     kn__sb_fini(&code[c]);

@@ -14,6 +14,7 @@
 ** an extern call of the eager op. Which ops are formulas, selects, casts or
 ** constants is the lowering table's (inductor/lowering.def).
 */
+#include <stddef.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -235,8 +236,10 @@ bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f) {
 
 /* ---- the vocabulary in generated code ---------------------------------------------- */
 
-/* The vector-math table's layout (ops/vmath.h's kn__vmath), the binding of
-** the table in use, and the macros that define one vector-math function:
+/* The vector-math table's layout (ops/vmath.h's kn__vmath; the eager-only
+** members before expsum_f32 as placeholders of a function pointer's size,
+** checked below), the binding of the table in use, and the macros that
+** define one vector-math function:
 ** a scalar version, and vector versions under the names of the x86-64
 ** vector function ABI (_ZGV<isa>N<lanes><v...>_<name>: isa b SSE, c AVX,
 ** d AVX2, e AVX-512), each running the table's array function on its
@@ -246,6 +249,10 @@ bool kn__ind_formula_for(const kn__gnode *n, kn__ind_formula *f) {
 ** calls the vector versions from vectorised loops. The functions of the
 ** tables work lane by lane, so a lane's result does not depend on its
 ** neighbours: equal to the eager kernel's. */
+_Static_assert(offsetof(kn__vmath, expsum_f32) ==
+                   offsetof(kn__vmath, f64b) + sizeof(kn__vm2_f64[KN__VM_NBINARY]) +
+                       3 * sizeof(void (*)(void)),
+               "generated code's kn_vmtab places expsum_f32 where kn__vmath has it");
 static const char vm_pragmas[] =
     "#pragma GCC diagnostic ignored \"-Wpsabi\"\n"
     "#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)\n"
@@ -258,6 +265,8 @@ static const char vm_table[] =
     "  void (*f64[KN_VM_NU])(double *, const double *, int64_t);\n"
     "  void (*f32b[KN_VM_NB])(float *, const float *, const float *, int64_t);\n"
     "  void (*f64b[KN_VM_NB])(double *, const double *, const double *, int64_t);\n"
+    "  void (*softmax_f32)(void), (*softmax_bwd_f32)(void), (*softplus_f32)(void);\n"
+    "  void (*expsum_f32)(float *, float *, const float *, float, int64_t, double *);\n"
     "} kn_vmtab;\n"
     "#ifdef KN_TU_PART\n"
     "KN_HID extern const kn_vmtab *_Atomic kn_vmt;\n"

@@ -112,9 +112,18 @@ static void softplus_f(float *y, const float *x, int64_t n, float beta, float th
   }
 }
 
+static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, double *acc) {
+  for (int64_t i = 0; i < n; i++) {
+    float t = x[i] - c, v = s_exp_f(t);
+    if (d) d[i] = t;
+    if (e) e[i] = v;
+    acc[i % KN__VM_SUM_LANES] += (double)v;
+  }
+}
+
 const kn__vmath kn__vmath_scalar = {"scalar",       KN__VM_ROW1(f), KN__VM_ROW1(d),
                                     KN__VM_ROW2(f), KN__VM_ROW2(d), softmax_f,
-                                    softmax_bwd_f,  softplus_f};
+                                    softmax_bwd_f,  softplus_f,     expsum_f};
 
 /* ---- selection ---------------------------------------------------------------- */
 

@@ -71,6 +71,20 @@ typedef void (*kn__vm_softmax_bwd_f32)(float *gi, const float *g, const float *y
 typedef void (*kn__vm_softplus_f32)(float *y, const float *x, int64_t n, float beta,
                                     float threshold);
 
+/* The double lanes of kn__vm_expsum_f32's sum (the generated row kernels'). */
+#define KN__VM_SUM_LANES 16
+/* exp(x - c) of a contiguous float32 block and its sum, in one pass (a row
+** kernel's sum(exp(x - max)): softmax, log_softmax, logsumexp): element i
+** computes t = x[i] - c in float, stores d[i] = t (d NULL: not stored),
+** computes the table's exp of t, bit for bit its f32[KN__VM_EXP] of the
+** array of those t (e NULL: not stored, else e[i]), and adds it, converted
+** to double, to acc[i % KN__VM_SUM_LANES], in increasing i: the same sums
+** as a loop over the stored exps, and a block after another continues the
+** lanes when the first's length is a multiple of KN__VM_SUM_LANES. e or d
+** may equal x; they overlap nothing else. */
+typedef void (*kn__vm_expsum_f32)(float *e, float *d, const float *x, float c, int64_t n,
+                                  double *acc);
+
 typedef struct kn__vmath {
   const char *name; /* "scalar", "sse4", "avx2", "avx512" */
   kn__vm_f32 f32[KN__VM_NUNARY];
@@ -79,8 +93,10 @@ typedef struct kn__vmath {
   kn__vm2_f64 f64b[KN__VM_NBINARY];
   kn__vm_softmax_f32 softmax_f32;
   kn__vm_softmax_bwd_f32 softmax_bwd_f32;
-  /* after the members generated code declares (inductor/formula.c) */
   kn__vm_softplus_f32 softplus_f32;
+  /* generated code declares the members up to here (inductor/formula.c):
+  ** the layout above is theirs */
+  kn__vm_expsum_f32 expsum_f32;
 } kn__vmath;
 
 /* The rows of a table whose functions are named a_<op>_<L> (L = f or d):

@@ -1,0 +1,122 @@
+/*
+** inductor/codegen_expsum.c: a row kernel's sum(exp(x - c)) as one call of
+** the vector-math table's fused exp-and-sum (ops/vmath.h, expsum_f32) per
+** block (C targets).
+**
+** softmax, log_softmax and cross_entropy's logsumexp sum exp(x - max) over
+** a row of float32 x. Computed as any vector-math member of a sum's block
+** (codegen.c, block_vm), that took a loop writing x - max into a block on
+** the stack (or into the output keeping it), the table's array exp of the
+** block, and a loop adding the exps to the pass's 16 double lanes: three
+** passes over the block, and the exps stored and reloaded. The fused call
+** reads x in place, subtracts c in float, computes the same exp (bit for
+** bit the array function's) and adds each to lane j % 16 in the order the
+** summing loop did (blocks are multiples of 16 long), so the row's sum and
+** every value stored are the same bits; where a later pass reads x - max
+** (log_softmax) or the exps (softmax) from an output, the call writes them
+** there. The remainder of a row (< 16 elements) keeps the element loop.
+**
+** The pattern: a SUM or MEAN member of a group whose element is a float32
+** exp member of the pass (not computed before), whose operand is a float32
+** sub member a - alpha * b with a read from an input with stride 1 along the
+** innermost reduced dim and b the same for the whole row (a row value such
+** as the max, a constant or a scalar): c = alpha * b, rounded to float as
+** the sub's formula rounds it.
+*/
+#include <math.h>
+
+#include "inductor/cgen.h"
+#include "ops/pointwise.h"
+#include "ops/reduce_table.h"
+#include "ops/vmath.h"
+
+/* Member m of the group, a float32 pointwise node computing code (vm
+** function vm when >= 0) per element, not one an earlier pass kept. */
+static bool f32_member(const kctx *k, const kn__gnode *m, int code, int vm) {
+  const kn__ind_node *mn = &k->p->nodes[m->index];
+  return kn__cg_member(k, m) && mn->kind == KN__IND_PW && !mn->row && !mn->expr &&
+         mn->f.code == code && (vm < 0 || mn->f.vm == vm) && mn->f.ct == KN_FLOAT32 &&
+         m->meta[0].dtype == KN_FLOAT32 && !k->stash_ready[m->index] && !k->blk[m->index] &&
+         m->nargs >= kn__pw_form((kn__pwcode)mn->f.code)->nin;
+}
+
+/* Is operand b of the sub the same for the whole row (into c: alpha * b in
+** float, as the formula computes it)? */
+static bool row_shift(kctx *k, const kn__gnode *sub, kn__sb *c) {
+  const kn__garg *b = &sub->args[1];
+  double alpha = k->p->nodes[sub->index].f.p1;
+  if (!isfinite(alpha)) return false;
+  if (b->kind == KN__GA_TENSOR) {
+    const kn__ind_node *bn = &k->p->nodes[b->u.t.node->index];
+    if (!bn->expr && !(bn->row && kn__cg_member(k, b->u.t.node))) return false;
+  } else if (b->kind != KN__GA_SCALAR) {
+    return false;
+  }
+  if (alpha == 1) { /* 1 * b == b in float, NaN included */
+    kn__cg_operand(k, c, sub, 1);
+    return true;
+  }
+  kn__sb_printf(c, "(float)(((float)(%a)) * ", alpha);
+  kn__cg_operand(k, c, sub, 1);
+  kn__sb_putc(c, ')');
+  return true;
+}
+
+/* Operand a of the sub: an input read in place (its block's address into
+** src). */
+static bool row_input(kctx *k, const kn__gnode *sub, int nd, const int *dims, kn__sb *src) {
+  const kn__garg *a = &sub->args[0];
+  if (a->kind != KN__GA_TENSOR || !a->u.t.node) return false;
+  const kn__gnode *m = a->u.t.node;
+  const kn__ind_node *mn = &k->p->nodes[m->index];
+  if (mn->expr || mn->inlined || kn__cg_member(k, m)) return false;
+  int li = kn__cg_leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]);
+  return kn__cg_row_leaf(k, li, KN_FLOAT32, nd, dims, src);
+}
+
+/* Where the call stores member m for a later pass, into dst: its output's
+** block (contiguous when the innermost reduced dim is the last), or a null
+** pointer when no pass keeps it; false when it is kept elsewhere. */
+static bool kept_at(kctx *k, const kn__gnode *m, int nd, const int *dims, kn__sb *dst) {
+  int so = k->stash[m->index];
+  if (so < 0) {
+    kn__sb_puts(dst, "(float *)0");
+    return true;
+  }
+  if (dims[nd - 1] != k->shape->ndim - 1) return false;
+  kn__sb_printf(dst, "out%d + ", so);
+  kn__cg_block_at(dst, kn__cg_out_leaf(k, so), nd);
+  return true;
+}
+
+/* The pass's row (pass 1's) adds elements as they are: sum, mean. */
+static bool plain_sum(const kn__ind_node *in) {
+  const kn__red_row *r = kn__ind_red_pass_row(in, 1);
+  return in->red->acc == KN__RACC_WIDE && r->acc == KN__RACC_WIDE &&
+         r->shape == KN__RSHAPE_FOLD && !r->prepped &&
+         (r->kind == KN__RED_SUM || r->kind == KN__RED_MEAN);
+}
+
+bool kn__cg_expsum_block(kctx *k, kn__sb *pre, const kn__gnode *n, int nd, const int *dims) {
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  if (n->nargs < 1 || n->args[0].kind != KN__GA_TENSOR || !plain_sum(in)) return false;
+  const kn__gnode *ex = n->args[0].u.t.node;
+  if (!ex || ex->meta[n->args[0].u.t.idx].dtype != KN_FLOAT32 ||
+      !f32_member(k, ex, k->p->nodes[ex->index].f.code, KN__VM_EXP) ||
+      ex->args[0].kind != KN__GA_TENSOR || !ex->args[0].u.t.node)
+    return false;
+  const kn__gnode *sub = ex->args[0].u.t.node;
+  if (!f32_member(k, sub, KN__PW_SUB, -1)) return false;
+  kn__sb e, d, x, c;
+  kn__sb_init(&e), kn__sb_init(&d), kn__sb_init(&x), kn__sb_init(&c);
+  bool ok = row_input(k, sub, nd, dims, &x) && row_shift(k, sub, &c) &&
+            kept_at(k, ex, nd, dims, &e) && kept_at(k, sub, nd, dims, &d);
+  if (ok)
+    kn__sb_printf(pre,
+                  "      KN_VMT()->expsum_f32(%s, %s, %s, %s, bn, lane%d);  /* exp(x - c), sum */\n",
+                  kn__sb_cstr(&e), kn__sb_cstr(&d), kn__sb_cstr(&x), kn__sb_cstr(&c), n->index);
+  if (kn__sb_failed(&e) || kn__sb_failed(&d) || kn__sb_failed(&x) || kn__sb_failed(&c))
+    k->failed = true;
+  kn__sb_fini(&e), kn__sb_fini(&d), kn__sb_fini(&x), kn__sb_fini(&c);
+  return ok;
+}

@@ -1,0 +1,167 @@
+/*
+** test_vmath_expsum.c: the fused exp(x - c) and its sum of every vector-math
+** table this CPU runs (kn__vm_expsum_f32, ops/vmath.h), against a second
+** implementation from the same table's parts: t = x - c in float, the
+** table's own array exp of those t, and each exp added in double to lane
+** i % 16 in increasing i. The stored differences and exps must be the same
+** bits, and so must the 16 lane sums (the same additions in the same order),
+** NaN matching NaN. Lengths 0..40 each, then up to 9000 around the vector
+** and lane widths; unaligned blocks; NaN, +-inf, huge negative, denormal
+** and subnormal-producing inputs; shifts c of 0, finite, +inf and NaN.
+*/
+#include <criterion/criterion.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/vmath.h"
+
+#define L KN__VM_SUM_LANES
+#define NMAX 9000
+
+/* a and b the same bits, or both NaN */
+static bool same_f(float a, float b) { return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a); }
+static bool same_d(double a, double b) {
+  return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a);
+}
+
+/* Inputs over the exp's whole range and its edges (deterministic). */
+static void fill(float *x, int64_t n) {
+  uint32_t s = 12345;
+  static const float edge[] = {NAN,    INFINITY, -INFINITY, -1e30f, -FLT_MAX, 88.8f,  -103.9f,
+                               -87.5f, 0.0f,     -0.0f,     1e-40f, 1e-3f,    -200.0f, 89.0f};
+  for (int64_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = (i % 37 == 5) ? edge[(s >> 8) % (sizeof edge / sizeof edge[0])]
+                         : ((float)(s >> 8) / 16777216.0f - 0.6f) * 220.0f;
+  }
+}
+
+/* The reference: d, e and the lanes from the table's exp of x - c. */
+static void reference(const kn__vmath *t, float *e, float *d, const float *x, float c, int64_t n,
+                      double *acc) {
+  for (int64_t i = 0; i < n; i++) d[i] = x[i] - c;
+  t->f32[KN__VM_EXP](e, d, n);
+  for (int64_t i = 0; i < n; i++) acc[i % L] += (double)e[i];
+}
+
+static void lanes_init(double *acc) {
+  for (int l = 0; l < L; l++) acc[l] = l * 0.25 - 1.0;
+}
+
+static int64_t first_diff_f(const float *a, const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!same_f(a[i], b[i])) return i;
+  return -1;
+}
+
+static int first_diff_d(const double *a, const double *b) {
+  for (int l = 0; l < L; l++)
+    if (!same_d(a[l], b[l])) return l;
+  return -1;
+}
+
+/* One length at offsets (x, e, d) = (ox, oe, od) floats from aligned bases. */
+static void check(const kn__vmath *t, const float *src, int64_t n, float c, int ox, int oe, int od) {
+  static float xb[NMAX + 16], eb[NMAX + 16], db[NMAX + 16], re[NMAX], rd[NMAX];
+  float *x = xb + ox, *e = eb + oe, *d = db + od;
+  memcpy(x, src, (size_t)n * sizeof *x);
+  double acc[L], racc[L];
+  lanes_init(acc);
+  lanes_init(racc);
+  reference(t, re, rd, x, c, n, racc);
+  t->expsum_f32(e, d, x, c, n, acc);
+  int64_t de = first_diff_f(e, re, n), dd = first_diff_f(d, rd, n);
+  int dl = first_diff_d(acc, racc);
+  cr_expect(de < 0, "%s n %lld c %a: exp[%lld] = %a, table exp %a", t->name, (long long)n, c,
+            (long long)de, de < 0 ? 0 : e[de], de < 0 ? 0 : re[de]);
+  cr_expect(dd < 0, "%s n %lld c %a: d[%lld] = %a, want %a", t->name, (long long)n, c,
+            (long long)dd, dd < 0 ? 0 : d[dd], dd < 0 ? 0 : rd[dd]);
+  cr_expect(dl < 0, "%s n %lld c %a: lane %d = %a, want %a", t->name, (long long)n, c, dl,
+            dl < 0 ? 0 : acc[dl], dl < 0 ? 0 : racc[dl]);
+  /* neither output stored: the same lanes */
+  lanes_init(acc);
+  t->expsum_f32(NULL, NULL, x, c, n, acc);
+  dl = first_diff_d(acc, racc);
+  cr_expect(dl < 0, "%s n %lld c %a, no outputs: lane %d = %a, want %a", t->name, (long long)n,
+            c, dl, dl < 0 ? 0 : acc[dl], dl < 0 ? 0 : racc[dl]);
+}
+
+static const float shifts[] = {0.0f, 3.25f, -71.5f, INFINITY, NAN};
+
+Test(vmath_expsum, every_table_every_short_length) {
+  static float src[NMAX];
+  fill(src, NMAX);
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    for (int64_t n = 0; n <= 40; n++)
+      for (size_t k = 0; k < sizeof shifts / sizeof shifts[0]; k++)
+        check(t, src + n, n, shifts[k], (int)(n % 3), (int)(n % 5), (int)(n % 7));
+  }
+}
+
+Test(vmath_expsum, every_table_long_lengths_unaligned) {
+  static float src[NMAX];
+  fill(src, NMAX);
+  const int64_t lens[] = {63, 64, 65, 255, 256, 257, 1000, 1023, 1024, 1031, 4099, 8191, 9000};
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    for (size_t j = 0; j < sizeof lens / sizeof lens[0]; j++)
+      for (size_t k = 0; k < 3; k++)
+        check(t, src + NMAX - lens[j], lens[j], shifts[k], (int)(j % 4), (int)(j + k) % 3 + 1, 0);
+  }
+}
+
+/* Blocks of a multiple of 16 then the rest continue the lanes: the same
+** sums as one call; the exp written over x (in place) and the difference
+** over x give the same bits as separate outputs. */
+Test(vmath_expsum, blocks_continue_and_in_place) {
+  enum { N = 1037 };
+  static float x[N], e[N], d[N], y[N];
+  fill(x, N);
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    double one[L], split[L];
+    lanes_init(one);
+    lanes_init(split);
+    t->expsum_f32(e, d, x, 1.5f, N, one);
+    for (int64_t b = 0; b < N; b += 256)
+      t->expsum_f32(NULL, NULL, x + b, 1.5f, N - b < 256 ? N - b : 256, split);
+    int dl = first_diff_d(one, split);
+    cr_expect(dl < 0, "%s: blocks of 256 differ from one call at lane %d", t->name, dl);
+    memcpy(y, x, sizeof y);
+    lanes_init(split);
+    t->expsum_f32(y, NULL, y, 1.5f, N, split);
+    cr_expect(first_diff_f(y, e, N) < 0 && first_diff_d(one, split) < 0, "%s: exp in place",
+              t->name);
+    memcpy(y, x, sizeof y);
+    lanes_init(split);
+    t->expsum_f32(NULL, y, y, 1.5f, N, split);
+    cr_expect(first_diff_f(y, d, N) < 0 && first_diff_d(one, split) < 0, "%s: x - c in place",
+              t->name);
+  }
+}
+
+/* Special values, literally: exp(-inf - 0) = 0, exp(huge negative) = 0,
+** exp(0) = 1, exp(inf) = inf, exp(NaN) NaN; a NaN makes its lane NaN. */
+Test(vmath_expsum, special_values) {
+  float x[L] = {-INFINITY, -1e30f, 0.0f, INFINITY, NAN, -0.0f, 1.0f};
+  for (int l = 7; l < L; l++) x[l] = -INFINITY;
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    float e[L];
+    double acc[L] = {0};
+    t->expsum_f32(e, NULL, x, 0.0f, L, acc);
+    cr_expect(e[0] == 0 && e[1] == 0 && e[2] == 1 && e[3] == INFINITY && isnan(e[4]) &&
+                  e[5] == 1 && e[15] == 0,
+              "%s: exp of specials %a %a %a %a %a %a", t->name, e[0], e[1], e[2], e[3], e[4], e[5]);
+    cr_expect(acc[0] == 0 && acc[2] == 1 && acc[3] == INFINITY && isnan(acc[4]) &&
+                  fabs(acc[6] - 2.718281828459045) < 1e-6,
+              "%s: lanes %a %a %a %a %a", t->name, acc[0], acc[2], acc[3], acc[4], acc[6]);
+  }
+}

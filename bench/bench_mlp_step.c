@@ -16,14 +16,15 @@
 **     new empty directory, removed at the end) less the fastest step.
 ** Wall time (the libraries use every core); the fastest of 40 rounds after
 ** 5 warm-up rounds, each round a compiled step, an eager step and the GEMMs
-** (interleaved; the minimum, not the median: on a machine shared with other
-** builds the median mostly measures their load). After each round's GEMMs
-** the bench waits until OpenBLAS's worker threads stop spinning (they yield
-** in a loop for about 0.1 s after a call), so that they take no core from
-** the next round's steps (on a 2-core machine, runs without the wait
-** measured 1.6-2.0 where the same build with OpenBLAS's spin timeout at its
-** minimum, OPENBLAS_THREAD_TIMEOUT=4, measured 0.96). The GEMM library of
-** each of the step's products is printed (BENCH_INFO gemm_choice).
+** (the steps interleaved, the GEMMs after them; the minimum, not the median:
+** on a machine shared with other builds the median mostly measures their
+** load). The GEMM floor runs after every step is timed: OpenBLAS's own
+** worker threads spin on sched_yield for about 0.1 s after each call, and
+** interleaved with the steps they took a core from the next round's step
+** (on a 2-core VM the ratio read 1.6-2.0 where the same build with
+** OPENBLAS_THREAD_TIMEOUT=4 read 0.96; waiting for them to go idle instead
+** left the VM's second core slow to start the next step). The GEMM library
+** of each of the step's products is printed (BENCH_INFO gemm_choice).
 */
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -138,19 +139,17 @@ int main(void) {
   kn_compiled *f = KN_COMPILE(mlp_loss, &o);
   double l_ind = 0, l_eager = 0, ti[REPS], te[REPS], tf[REPS], first = 0;
   floor_ctx fc;
-  floor_init(&fc);
-  double settled = kn_bench_settle(1.0);
   kn_optim_options oo = {.lr = 0.01};
   kn_optimizer *opt = kn_sgd(p, 4, &oo);
   kn__gemm_record(true);
-  /* interleaved, so the machine's load shifts all three alike */
+  /* the steps interleaved, so the machine's load shifts both alike */
   for (int i = -5; i < REPS; i++) {
     double a = one_step(f, opt, x, t, p, &l_ind), b = one_step(NULL, opt, x, t, p, &l_eager);
     if (i == -5) first = a;
-    double c = floor_once(&fc);
-    settled += kn_bench_settle(1.0);
-    if (i >= 0) ti[i] = a, te[i] = b, tf[i] = c;
+    if (i >= 0) ti[i] = a, te[i] = b;
   }
+  floor_init(&fc); /* OpenBLAS's threads first run here, after the steps */
+  for (int i = 0; i < REPS; i++) tf[i] = floor_once(&fc);
   kn_bench_gemm_choices("steps");
   kn__gemm_record(false);
   if (getenv("KN_BENCH_PROFILE")) {
@@ -166,8 +165,6 @@ int main(void) {
   double t_ind = min_of(ti), t_eager = min_of(te), floor_s = min_of(tf);
   printf("# GEMM libraries (0 oneDNN, 1 OpenBLAS): %d %d %d %d %d; losses %.4f (inductor) %.4f (eager)\n",
          fc.lib[0], fc.lib[1], fc.lib[2], fc.lib[3], fc.lib[4], l_ind, l_eager);
-  printf("# waited %.0f ms in all for the libraries' worker threads to go idle before timing kiln\n",
-         settled * 1e3);
   printf("BENCH mlp_step_inductor_us %.1f\nBENCH mlp_step_eager_us %.1f\n", t_ind * 1e6,
          t_eager * 1e6);
   printf("BENCH mlp_step_gemm_floor_us %.1f\n", floor_s * 1e6);

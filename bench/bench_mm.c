@@ -5,10 +5,7 @@
 ** For 1 and 2 threads and square (256..2048) and MLP-like shapes, times
 ** kn_mm (public API, fresh output each call), oneDNN's dnnl_sgemm and
 ** OpenBLAS's cblas_sgemm on the same data, interleaved so all three see the
-** same machine conditions; after each OpenBLAS call the bench waits until
-** OpenBLAS's worker threads stop spinning (about 0.1 s of sched_yield loops
-** at 2 threads), so they take no core from the next implementation timed.
-** Prints, per case,
+** same machine conditions. Prints, per case,
 **   BENCH mm_<shape>_t<threads> kiln <x> onednn <y> openblas <z> GFLOP/s
 ** and
 **   RATIO mm_vs_best_library <geometric mean over the cases of kiln / max(onednn,
@@ -132,16 +129,15 @@ static int time_case(const shape *s, double med[3]) {
     case_free(&m);
     return -1;
   }
-  double t[3][MAX_REPS], start = kn_bench_wall_s(), settled = kn_bench_settle(1.0);
+  double t[3][MAX_REPS], start = kn_bench_wall_s();
   int r = 0;
-  for (; r < MAX_REPS && (r < MIN_REPS || kn_bench_wall_s() - start - settled < BUDGET_S); r++)
+  for (; r < MAX_REPS && (r < MIN_REPS || kn_bench_wall_s() - start < BUDGET_S); r++)
     for (int j = 0; j < 3; j++) {
       int k = (j + r) % 3; /* rotate which goes first */
       if ((t[k][r] = run_one(k, s, &m)) < 0) {
         case_free(&m);
         return -1;
       }
-      if (k == 2) settled += kn_bench_settle(1.0); /* OpenBLAS's workers spin after a call */
     }
   for (int k = 0; k < 3; k++) med[k] = kn_bench_median(t[k], r);
   case_free(&m);

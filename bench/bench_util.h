@@ -2,18 +2,13 @@
 ** bench/bench_util.h: the clocks and the median every benchmark uses.
 ** Thread CPU time for single-threaded paths (on a shared machine wall time
 ** mostly measures the other processes), monotonic wall time for the rest.
-** kn_bench_gemm_choices prints which library ran each float32 GEMM shape;
-** kn_bench_settle waits out a library's spinning worker threads.
+** kn_bench_gemm_choices prints which library ran each float32 GEMM shape.
 */
 #ifndef KN_BENCH_UTIL_H
 #define KN_BENCH_UTIL_H
 
-#include <dirent.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,41 +34,6 @@ static inline int kn_bench_cmp_double(const void *a, const void *b) {
 static inline double kn_bench_median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, kn_bench_cmp_double);
   return v[n / 2];
-}
-
-/* Whether a thread of this process other than the caller is running or
-** runnable (state R in /proc/self/task/<tid>/stat). */
-static inline bool kn_bench_other_thread_running(void) {
-  DIR *d = opendir("/proc/self/task");
-  long self = (long)syscall(SYS_gettid);
-  bool running = false;
-  for (struct dirent *e; d && !running && (e = readdir(d));) {
-    if (e->d_name[0] == '.' || atol(e->d_name) == self) continue;
-    char path[300], buf[512];
-    snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = 0;
-    const char *close = strrchr(buf, ')'); /* the state follows the name */
-    running = close && close[1] == ' ' && close[2] == 'R';
-  }
-  if (d) closedir(d);
-  return running;
-}
-
-/* Wait (up to max_s seconds, polling every millisecond) until no other
-** thread of this process runs; returns the seconds waited. A library that
-** ran on its own threads (OpenBLAS's pthreads spin on sched_yield for about
-** 0.1 s after each call) would otherwise take a core from whatever is timed
-** next: call this after such a library's baseline, before timing kiln. */
-static inline double kn_bench_settle(double max_s) {
-  double t0 = kn_bench_wall_s(), t = t0;
-  while (t - t0 < max_s && kn_bench_other_thread_running()) {
-    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-    t = kn_bench_wall_s();
-  }
-  return t - t0;
 }
 
 /* Run a Python script (Debian's /usr/bin/python3, fed on its standard input)

@@ -15,10 +15,10 @@
 **   BENCH mlp_step_compile_cold_ms: the first compiled step (the cache is a
 **     new empty directory, removed at the end) less the fastest step.
 ** Wall time (the libraries use every core); the fastest of 40 rounds after
-** 5 warm-up rounds, each round a compiled step, an eager step and the GEMMs
-** (the steps interleaved, the GEMMs after them; the minimum, not the median:
-** on a machine shared with other builds the median mostly measures their
-** load). The GEMM floor runs after every step is timed: OpenBLAS's own
+** 5 warm-up rounds, each round a compiled step and an eager step, then the
+** fastest of 40 runs of the GEMMs (the minimum, not the median: on a machine
+** shared with other builds the median mostly measures their load). The
+** GEMM floor runs after every step is timed: OpenBLAS's own
 ** worker threads spin on sched_yield for about 0.1 s after each call, and
 ** interleaved with the steps they took a core from the next round's step
 ** (on a 2-core VM the ratio read 1.6-2.0 where the same build with

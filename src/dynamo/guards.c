@@ -125,6 +125,8 @@ static bool tensor_ok(const kn__guard *g, const kn_tensor *t) {
 ** linear: a compiled Adam step guards 500 tensors, and the pairwise scan
 ** was about a tenth of its call. */
 #define SEEN_SCAN 16
+/* seen_init rounds 2 * ntensors up to a power of two: within 2 * MAX_SLOTS */
+_Static_assert((MAX_SLOTS & (MAX_SLOTS - 1)) == 0, "MAX_SLOTS must be a power of two");
 typedef struct seen {
   kn_tensor **cell; /* NULL: the scan; else mask + 1 cells, NULL when empty */
   uint32_t mask;

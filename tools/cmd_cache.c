@@ -109,13 +109,10 @@ static int ext_bit(const section *sec, const char *s) {
   return -1;
 }
 
-static bool hex_digit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
-
 /* Length of name's key (its leading lowercase hex digits) when name is one
 ** of the section's file names, else 0. */
 static int key_len(const section *sec, const char *name) {
-  int k = 0;
-  while (k <= sec->key_max && hex_digit(name[k])) k++;
+  int k = kn__cache_hex_run(name);
   return k >= sec->key_min && k <= sec->key_max && ext_bit(sec, name + k) >= 0 ? k : 0;
 }
 

@@ -383,9 +383,14 @@ static const char *digits(const char *p, unsigned long long *v) {
 
 static bool lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
-bool kn__cache_tmp_parse(const char *name, long long *pid, unsigned long long *ns) {
+int kn__cache_hex_run(const char *name) {
   int k = 0;
   while (k <= KN__CACHE_KEY_MAX && lower_hex(name[k])) k++;
+  return k;
+}
+
+bool kn__cache_tmp_parse(const char *name, long long *pid, unsigned long long *ns) {
+  int k = kn__cache_hex_run(name);
   if (k < KN__CACHE_KEY_MIN || k > KN__CACHE_KEY_MAX) return false;
   const char *p = name + k, *t = strstr(p, ".tmp.");
   if (!t) return false;

@@ -92,6 +92,9 @@ kn_status kn__cache_mkdtemp(int dfd, const char *name, char *out, size_t n);
 ** (inductor/, aotautograd/), 2 to 128 for a module's build ID (symbols/). */
 #define KN__CACHE_KEY_MIN 2
 #define KN__CACHE_KEY_MAX 128
+/* How many lowercase hex digits name starts with, counting no further than
+** KN__CACHE_KEY_MAX + 1 (so a longer run reads as too long for a key). */
+int kn__cache_hex_run(const char *name);
 /* Is name a temporary of kiln's naming ("<key><.ext>?.tmp.<pid>[-<ns>].
 ** <rest>", the key as above)? *pid and *ns (0: not named) get what it
 ** names. */

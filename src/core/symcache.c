@@ -237,12 +237,15 @@ void kn__symcache_save(void) {
   if (dir_state <= 0) return;
   kn__error_state es;
   kn__error_save(&es);
+  bool swept = false;
   for (int i = 0; i < nmods; i++) {
     if (!mods[i].dirty) continue;
     mods[i].dirty = false;
     read_file(&mods[i]); /* what other processes added since */
+    if (!swept) /* before writing, as the other caches: temporaries of writes that never ended */
+      (void)kn__cache_sweep(dir.fd, kn__compile_timeout(NULL, 0));
+    swept = true;
     write_file(&mods[i]);
   }
-  (void)kn__cache_sweep(dir.fd, kn__compile_timeout(NULL, 0)); /* writes that never ended */
   kn__error_restore(&es);
 }

@@ -104,6 +104,15 @@ KN_API kn_tensor *kn_module_get(kn_module *m, const char *path);
 ** missing part and the children that exist, or a tensor named instead of a
 ** module. */
 KN_API kn_module *kn_module_child(kn_module *m, const char *path);
+/* Move every parameter and buffer of m's tree to device dev (KN_CPU or
+** KN_CUDA), as PyTorch's module.to(device): each tensor not already there is
+** replaced by a copy on dev, a leaf that requires grad when the old one did
+** (gradients are not carried over; make optimizers after the move). The
+** module keeps the new tensors; references the caller holds to the old ones
+** stay valid and keep the old data. On an error (no GPU, out of memory) the
+** tensors moved so far stay moved and the error names the first that was
+** not. */
+KN_API kn_status kn_module_to_device(kn_module *m, kn_device dev);
 
 /* ---- user functions ------------------------------------------------------ */
 /* The general form: args[0..nargs) in, one value out. */

@@ -91,11 +91,14 @@ static kn__gref emit1(fz *z, kn__opid id, int nargs, const kn__garg *args, const
   return (kn__gref){n, 0};
 }
 
-/* Contiguous metadata of t's sizes with dtype dt (functional values are fresh). */
-static void meta_contig(const kn_tensor *t, kn_dtype dt, kn__vmeta *m) {
+/* Contiguous metadata of t's sizes with dtype dt (functional values are
+** fresh), on the device of the node being functionalized (t is a meta
+** tensor: the graph knows the device). */
+static void meta_contig(const fz *z, const kn_tensor *t, kn_dtype dt, kn__vmeta *m) {
   kn__vmeta_from_tensor(t, m);
   m->dtype = dt;
-  m->device = KN_CPU;
+  m->device = z->cur && z->cur->nout > 0 && z->cur->meta[0].kind == KN__V_TENSOR
+                  ? z->cur->meta[0].device : KN_CPU;
   m->requires_grad = false;
   kn_sym acc = kn__sym_const(1);
   for (int d = m->ndim - 1; d >= 0; d--) {
@@ -106,8 +109,8 @@ static void meta_contig(const kn_tensor *t, kn_dtype dt, kn__vmeta *m) {
 }
 
 /* Metadata of t flattened to one dim. */
-static void meta_flat(const kn_tensor *t, kn__vmeta *m) {
-  meta_contig(t, t->dtype, m);
+static void meta_flat(const fz *z, const kn_tensor *t, kn__vmeta *m) {
+  meta_contig(z, t, t->dtype, m);
   kn_sym n = kn__sym_const(1);
   for (int d = 0; d < m->ndim; d++) n = kn__sym_mul(n, m->sizes[d]);
   m->ndim = 1;
@@ -257,13 +260,13 @@ static kn_status conv(fz *z, kn__gref src, const kn_tensor *srct, const kn_tenso
   bool same = srct->ndim == like->ndim;
   for (int d = 0; same && d < like->ndim; d++) same = srct->sizes[d] == like->sizes[d];
   kn__vmeta m;
-  meta_contig(like, srct->dtype, &m);
+  meta_contig(z, like, srct->dtype, &m);
   if (!same) {
     kn__garg a[3] = {KN_GA_REF(src), KN_GA_INTS(sz, like->ndim), KN_GA_B(false)};
     src = emit1(z, KN_OP_EXPAND, 3, a, &m);
     if (!src.node) return kn_last_status();
   }
-  meta_contig(like, like->dtype, &m);
+  meta_contig(z, like, like->dtype, &m);
   kn__garg b[2] = {KN_GA_REF(src), KN_GA_DT(like->dtype)};
   *out = emit1(z, KN_OP_TO_COPY, 2, b, &m);
   return out->node ? KN_OK : kn_last_status();
@@ -288,7 +291,7 @@ static kn_status setitem(fz *z, const kn__gnode *n, const kn__call *c, kn__gref 
   kn__garg a[6] = {KN_GA_REF(self), KN_GA_REF(src)};
   for (int i = 1; i < vi; i++) a[i + 1] = n->args[i];
   kn__vmeta m;
-  meta_contig(c->args[0].u.t, c->args[0].u.t->dtype, &m);
+  meta_contig(z, c->args[0].u.t, c->args[0].u.t->dtype, &m);
   *out = emit1(z, sel ? KN_OP_SELECT_SCATTER : KN_OP_SLICE_SCATTER, vi + 1, a, &m);
   return out->node ? KN_OK : kn_last_status();
 }
@@ -297,7 +300,7 @@ static kn_status setitem(fz *z, const kn__gnode *n, const kn__call *c, kn__gref 
 /* A 0-dim bool tensor `true` (where's condition in fill and copy). */
 static kn__gref true_cond(fz *z, const kn_tensor *like) {
   kn__vmeta mc;
-  meta_contig(like, KN_BOOL, &mc);
+  meta_contig(z, like, KN_BOOL, &mc);
   mc.ndim = 0;
   kn__garg ca[3] = {KN_GA_INTS(NULL, 0), KN_GA_S(kn_bool(true)), KN_GA_DT(KN_BOOL)};
   return emit1(z, KN_OP_FULL, 3, ca, &mc);
@@ -312,14 +315,14 @@ static kn_status copy_into(fz *z, kn__gref src, const kn_tensor *srct, const kn_
   for (int d = 0; same && d < dst->ndim; d++) same = srct->sizes[d] == dst->sizes[d];
   if (same) return conv(z, src, srct, dst, out);
   kn__vmeta mw;
-  meta_contig(dst, kn_promote_types(srct->dtype, dst->dtype), &mw);
+  meta_contig(z, dst, kn_promote_types(srct->dtype, dst->dtype), &mw);
   kn__gref cond = true_cond(z, dst);
   if (!cond.node) return kn_last_status();
   kn__garg wa[3] = {KN_GA_REF(cond), KN_GA_REF(src), KN_GA_REF(self)};
   kn__gref w = emit1(z, KN_OP_WHERE, 3, wa, &mw);
   if (!w.node) return kn_last_status();
   kn__vmeta m;
-  meta_contig(dst, dst->dtype, &m);
+  meta_contig(z, dst, dst->dtype, &m);
   kn__garg b[2] = {KN_GA_REF(w), KN_GA_DT(dst->dtype)};
   *out = emit1(z, KN_OP_TO_COPY, 2, b, &m);
   return out->node ? KN_OK : kn_last_status();
@@ -348,7 +351,7 @@ static kn_status functional(fz *z, const kn__gnode *n, kn__call *c, kn__gref sel
                             kn__gref *out) {
   const kn_tensor *st_ = c->args[0].u.t;
   kn__vmeta m;
-  meta_contig(st_, st_->dtype, &m);
+  meta_contig(z, st_, st_->dtype, &m);
   kn__opid id = (kn__opid)n->opdef->id;
   if (id == KN_OP_SETITEM_SLICE || id == KN_OP_SETITEM_SELECT) return setitem(z, n, c, self, out);
   if (id == KN_OP_COPY_) {
@@ -369,7 +372,7 @@ static kn_status functional(fz *z, const kn__gnode *n, kn__call *c, kn__gref sel
   if (st == KN_OK) kn__outs_fini(&o);
   if (st != KN_OK) return st;
   kn__vmeta fm;
-  meta_contig(st_, dt, &fm);
+  meta_contig(z, st_, dt, &fm);
   kn__gnode *r = emit_copy(z, n, f, self, &fm);
   if (!r) return kn_last_status();
   *out = (kn__gref){r, 0};
@@ -403,7 +406,7 @@ static kn_status write_nested(fz *z, int i, kn__gref v, kn__gref *out) {
     kn__garg a[KN__MAX_ARGS] = {KN_GA_REF(p), KN_GA_REF(v)};
     for (int k = 1; k < f->vnode->nargs; k++) a[k + 1] = f->vnode->args[k];
     kn__vmeta m;
-    meta_contig(z->r[f->parent].t, z->r[f->parent].t->dtype, &m);
+    meta_contig(z, z->r[f->parent].t, z->r[f->parent].t->dtype, &m);
     v = emit1(z, scatter_of(f->vnode->opdef->id), f->vnode->nargs + 1, a, &m);
     if (!v.node) return kn_last_status();
     i = f->parent;
@@ -456,9 +459,9 @@ static kn_status write_positions(fz *z, int i, kn__gref v, kn__gref *out) {
   kn_sym flat[1] = {kn__sym_const(-1)}, bs[KN_MAX_DIMS];
   kn__tensor_symsizes(b->t, bs);
   kn__vmeta m, mb, mv;
-  meta_contig(b->t, b->t->dtype, &m);
-  meta_flat(b->t, &mb);
-  meta_flat(f->t, &mv);
+  meta_contig(z, b->t, b->t->dtype, &m);
+  meta_flat(z, b->t, &mb);
+  meta_flat(z, f->t, &mv);
   kn__gref base = b->val, idx = {pn, 0};
   kn__garg a1[2] = {KN_GA_REF(base), KN_GA_INTS(flat, 1)};
   kn__gref fb = emit1(z, KN_OP_RESHAPE, 2, a1, &mb);

@@ -30,6 +30,8 @@ typedef struct recorder {
   bool in_backward; /* recording the derivative rules */
   uint64_t seq_base; /* the autograd sequence number when the trace began */
   bool plain_read;  /* a rule passed a size as a plain int: specialise */
+  kn_device dev;    /* the graph's device: cuda when a primal is (values made from
+                    ** no graph value, as factory ops make them, live there) */
 } recorder;
 
 static kn_status bind(recorder *r, kn_tensor *t, kn__gref v) { return kn__tmap_bind(&r->map, t, v); }
@@ -57,6 +59,28 @@ static bool find_bound(const recorder *r, const kn_tensor *t, kn__gref *out) {
   return false;
 }
 
+/* The device of the graph value bound to t (the graph's device for a
+** tensor that is no graph value). The recorded tensors are meta tensors:
+** their devices come from the graph. */
+static kn_device value_device(const recorder *r, const kn_tensor *t) {
+  kn__gref v;
+  if (t && find_bound(r, t, &v) && v.node) return v.node->meta[v.idx].device;
+  return r->dev;
+}
+
+/* The device call c runs on, as the dispatcher decides it: cuda when a
+** tensor input is there, the graph's device when it has no tensor input. */
+static kn_device call_device(const recorder *r, const kn__call *c) {
+  int n = kn__call_ninputs(c), seen = 0;
+  for (int k = 0; k < n; k++) {
+    const kn_tensor *t = kn__call_input(c, k);
+    if (!t) continue;
+    seen++;
+    if (value_device(r, t) == KN_CUDA) return KN_CUDA;
+  }
+  return seen ? KN_CPU : r->dev;
+}
+
 /* PyTorch's seq_nr of the op about to run: the node it makes, or, in the
 ** derivative rules, the node whose rule runs; relative to the trace's start. */
 static int64_t seq_now(const recorder *r) {
@@ -74,7 +98,7 @@ static bool view_of_bound(recorder *r, kn_tensor *t, kn__gref *out) {
   if (i < 0) return false;
   kn__vmeta m;
   kn__vmeta_from_tensor(t, &m);
-  m.device = KN_CPU;
+  m.device = value_device(r, r->map.e[i].t);
   kn__call c = {.op = &kn__ops[KN_OP_AS_STRIDED], .nargs = 4};
   c.args[0] = KN_A_T(r->map.e[i].t);
   c.args[1] = KN_A_SYMINTS(t->sizes, m.sizes, t->ndim);
@@ -170,9 +194,10 @@ static kn_status record(kn__mode *self, kn__call *c, kn__outs *out) {
   if (st != KN_OK) return st;
   kn__vmeta *m = calloc((size_t)out->n + 1, sizeof *m);
   if (!m) return kn__oom();
+  kn_device dev = call_device(r, c);
   for (int i = 0; i < out->n; i++) {
     kn__vmeta_from_tensor(out->t[i], &m[i]);
-    m[i].device = KN_CPU;
+    m[i].device = dev;
   }
   kn__gnode *n = kn__graph_call_from(r->g, c, lookup, r, out->n, m);
   free(m);
@@ -273,6 +298,7 @@ static kn_status make_primals(jtrace *t, const kn__graph *g, const bool *rg) {
     snprintf(name, sizeof name, "primals_%d", i + 1);
     kn__gnode *n = kn__graph_placeholder(t->r.g, name, ph->meta);
     if (!n || !(t->prim[i] = kn__aot_meta_of(ph->meta, false))) return kn_last_status();
+    if (ph->meta->device == KN_CUDA) t->r.dev = KN_CUDA;
     add_syms(&t->r, ph->meta);
     if (rg && rg[i] && kn_set_requires_grad(t->prim[i], true) != KN_OK) return kn_last_status();
     kn_status st = bind(&t->r, t->prim[i], (kn__gref){n, 0});
@@ -289,7 +315,8 @@ static kn_status make_tangents(jtrace *t, bool *diff, int *ntang) {
     if (!diff[i]) continue;
     kn__vmeta m;
     kn__vmeta_from_tensor(t->outs[i], &m);
-    m.device = KN_CPU;
+    kn_device dev = value_device(&t->r, t->outs[i]);
+    m.device = dev;
     char name[32];
     snprintf(name, sizeof name, "tangents_%d", ++*ntang);
     if (!(t->tang[i] = kn__aot_meta_of(&m, true))) return kn_last_status();
@@ -297,7 +324,7 @@ static kn_status make_tangents(jtrace *t, bool *diff, int *ntang) {
     ** dispatched adds rather than raw kernels */
     if (kn_set_requires_grad(t->tang[i], true) != KN_OK) return kn_last_status();
     kn__vmeta_from_tensor(t->tang[i], &m);
-    m.device = KN_CPU;
+    m.device = dev;
     kn__gnode *n = kn__graph_placeholder(t->r.g, name, &m);
     if (!n) return kn_last_status();
     kn_status st = bind(&t->r, t->tang[i], (kn__gref){n, 0});

@@ -80,6 +80,24 @@ kn_status kn__cuda_memset0(void *dptr, size_t n);
 /* Wait for everything issued on kiln's stream. */
 kn_status kn__cuda_synchronize(void);
 
+/* ---- device-side checks (devcheck.c) ---------------------------------------------- */
+/* A kernel that validates its input writes the first failure into a 16-byte
+** slot of device memory: uint64 code (atomicCAS from 0), then the value it
+** found. */
+enum { KN__CUDA_CHECK_TARGET = 1 /* nll_loss: "Target V is out of bounds." */ };
+/* The slot's device address, for a checking kernel about to be queued (the
+** slot is read at the next synchronisation). KN_ENOMEM. */
+kn_status kn__cuda_check_slot(void **dptr);
+/* Mark the slot to be read at the next synchronisation (a replayed CUDA
+** graph that holds a checking kernel). */
+void kn__cuda_check_arm(void);
+/* Counts the arms: a capture that changed it recorded a checking kernel. */
+uint64_t kn__cuda_check_epoch(void);
+/* After the stream was synchronised: when a checking kernel was queued since
+** the last read, read the slot; a failure is returned as an error naming it
+** (KN_ERANGE for a target out of bounds) and the slot cleared. */
+kn_status kn__cuda_check_read(void);
+
 /* ---- code: NVRTC, modules, launches -------------------------------------------- */
 /* Compile CUDA C source src (name: the file name shown in messages) with
 ** NVRTC for this device's architecture (sm_<arch>; cubin when NVRTC can

@@ -40,7 +40,8 @@ kn_status kn__cuda_synchronize(void) {
   if (s == KN_OK) s = no_host_work_in_capture("synchronising the stream");
   if (s != KN_OK) return s;
   kn__cuda_rt *r = kn__cuda_rt_get();
-  return kn__cu_check(r->cu.StreamSynchronize(r->stream), "cuStreamSynchronize");
+  s = kn__cu_check(r->cu.StreamSynchronize(r->stream), "cuStreamSynchronize");
+  return s == KN_OK ? kn__cuda_check_read() : s;
 }
 
 static kn_status check_devices(kn_device dd, kn_device sd) {
@@ -68,7 +69,8 @@ kn_status kn__cuda_memcpy(void *dst, kn_device dd, const void *src, kn_device sd
   else
     s = kn__cu_check(r->cu.MemcpyDtoHAsync(dst, DPTR(src), n, r->stream), "cuMemcpyDtoHAsync_v2");
   if (s != KN_OK) return s;
-  return kn__cu_check(r->cu.StreamSynchronize(r->stream), "cuStreamSynchronize");
+  s = kn__cu_check(r->cu.StreamSynchronize(r->stream), "cuStreamSynchronize");
+  return s == KN_OK && dd == KN_CPU ? kn__cuda_check_read() : s;
 }
 
 kn_status kn__cuda_memset0(void *dptr, size_t n) {

@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/strdist.h"
+#include "kiln/cuda.h"
 #include "dynamo/dynamo.h"
 #include "tensor/tensor.h"
 #include "tensor/handles.h"
@@ -297,6 +298,52 @@ kn_status kn_module_add_buffer(kn_module *m, const char *name, kn_tensor *t) {
 }
 kn_status kn_module_add_child(kn_module *m, const char *name, kn_module *child) {
   return mod_add(m, name, 2, NULL, child);
+}
+
+/* Item it's tensor on dev (a new leaf keeping requires_grad), replacing it. */
+static kn_status item_to_device(mod_item *it, kn_device dev, const char *where) {
+  kn_tensor *c = NULL;
+  kn_scope_begin();
+  kn_status st = kn_to_device(it->t, dev, &c);
+  if (st == KN_OK && c != it->t) {
+    c = kn_retain(c);
+    if (kn_requires_grad(it->t)) st = kn_set_requires_grad(c, true);
+    if (st == KN_OK) {
+      c->in_module = true;
+      kn_release(it->t);
+      it->t = c;
+    } else {
+      kn_release(c);
+    }
+  }
+  kn_scope_end();
+  if (st != KN_OK)
+    return kn__error(st, "kn_module_to_device: %s%s: %s", where, it->name, kn_last_error());
+  return KN_OK;
+}
+
+static kn_status tree_to_device(kn_module *m, kn_device dev, const char *prefix) {
+  for (int i = 0; i < m->n; i++) {
+    mod_item *it = &m->items[i];
+    kn_status st = KN_OK;
+    if (it->kind < 2) {
+      st = item_to_device(it, dev, prefix);
+    } else {
+      char sub[512];
+      snprintf(sub, sizeof sub, "%s%s.", prefix, it->name);
+      st = tree_to_device(it->child, dev, sub);
+    }
+    if (st != KN_OK) return st;
+  }
+  return KN_OK;
+}
+
+kn_status kn_module_to_device(kn_module *m, kn_device dev) {
+  if (!m) return kn__error(KN_EINVAL, "kn_module_to_device: expected a module, found NULL");
+  if (dev != KN_CPU && dev != KN_CUDA)
+    return kn__error(KN_EINVAL, "kn_module_to_device: expected the device KN_CPU or KN_CUDA, "
+                                "got %d", (int)dev);
+  return tree_to_device(m, dev, "");
 }
 
 static _Thread_local kn__module_subst_fn subst_fn;

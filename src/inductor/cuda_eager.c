@@ -12,10 +12,12 @@
 ** code cache) and kept in a process-wide table keyed by the op, every
 ** tensor's dtype, sizes and strides and every other argument's value (a
 ** new shape compiles a new program: sizes are static). A run computes the
-** result into the output the dispatcher made (or copies it there). An op
+** result into the output the dispatcher made (or copies it there). An
+** in-place op runs as its functional partner and a copy into self. An op
 ** whose plan keeps an extern step (no kernel: it would call itself) fails
 ** with "aten.<op>: no CUDA kernel: the code generator cannot lower it
-** (cuda:0)", and is remembered as such.
+** (cuda:0)", and is remembered as such; an extern step of an op the ops
+** layer runs on the GPU itself (GEMMs, nll_loss's target check) is fine.
 */
 #include <pthread.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@
 #include "kiln/autograd.h"
 #include "kiln/graph.h"
 #include "ops/cuda_ops.h"
+#include "ops/opfacts.h"
 #include "tensor/tensor.h"
 
 typedef struct entry {
@@ -92,16 +95,23 @@ static kn_status lookup(void *ud, kn_tensor *t, kn__gref *out) {
   return KN_OK;
 }
 
-/* Does the plan of g compute everything in kernels? */
+/* Does the plan of g compute everything in kernels, or in extern calls of
+** ops the ops layer runs on the GPU itself (a GEMM, nll_loss's target
+** check: they never come back here)? */
 static kn_status all_kernels(const kn__graph *g, bool *yes, char *why, size_t n) {
   kn__graph *pg = NULL;
   kn__ind_plan plan;
   memset(&plan, 0, sizeof plan);
   kn_status st = kn__ind_post_grad(g, &pg);
   if (st == KN_OK) st = kn__ind_plan_build(pg, false, &plan);
-  *yes = st == KN_OK && plan.nsteps == 0;
-  if (st == KN_OK && plan.nsteps > 0)
-    snprintf(why, n, "its graph keeps %s as an extern call", plan.step_node[0]->target);
+  int bad = -1;
+  for (int k = 0; st == KN_OK && bad < 0 && k < plan.nsteps; k++) {
+    const kn__opdef *op = plan.step_node[k]->opdef;
+    if (!op || !kn__cuda_own_kernel(op->id)) bad = k;
+  }
+  *yes = st == KN_OK && bad < 0;
+  if (st == KN_OK && bad >= 0)
+    snprintf(why, n, "its graph keeps %s as an extern call", plan.step_node[bad]->target);
   if (st == KN_OK || pg) kn__ind_plan_free(&plan);
   kn__graph_free(pg);
   return st;
@@ -199,7 +209,25 @@ static kn_status run(const entry *e, const kn__call *c, kn__outs *out) {
   return st;
 }
 
+/* An in-place op (sub_, mul_, ...) as its functional partner (sub, mul)
+** into a temporary, copied into self with copy_'s conversion: PyTorch's
+** in-place semantics, and the single-op graphs stay functional. */
+static kn_status inplace(const kn__call *c, const kn__opdef *f, kn__outs *out) {
+  kn__call fc = *c;
+  fc.op = f;
+  kn__outs o;
+  kn__outs_init(&o);
+  kn_status st = kn__dispatch_backend(&fc, &o);
+  if (st == KN_OK) st = o.n == 1 ? kn__cuda_copy_into(out->t[0], o.t[0])
+                                 : kn__error(KN_EINTERNAL, "%s: %d results", f->name, o.n);
+  if (st == KN_OK) kn__outs_fini(&o); /* (on failure the backend already did) */
+  return st;
+}
+
 kn_status kn__ind_cuda_eager(const kn__call *c, kn__outs *out) {
+  int partner = (c->op->flags & KN_OPF_INPLACE) ? kn__op_facts(c->op->id)->partner : -1;
+  if (partner >= 0 && !(kn__ops[partner].flags & KN_OPF_INPLACE) && out->n == 1)
+    return inplace(c, &kn__ops[partner], out);
   entry *e = find(c, out);
   if (!e)
     return kn__error(kn_last_status() == KN_ENOMEM ? KN_ENOMEM : KN_EUNSUPPORTED,

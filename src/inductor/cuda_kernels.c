@@ -67,6 +67,7 @@ static kn_status keep_info(kctx *k, kn__sb *grid, cu_info *info) {
   if ((k->nused && !info->used) || !info->grid) return kn__oom();
   if (k->nused) memcpy(info->used, k->used, (size_t)k->nused);
   info->nused = k->nused;
+  info->per_thread = 1;
   return KN_OK;
 }
 
@@ -227,6 +228,7 @@ static kn_status pw_kernel(kn__ind_plan *p, const kn__kir_item *it, kn__sb *ker,
   kn_status st = kn__cg_kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&loop) ||
                                              kn__sb_failed(&grid));
   if (st == KN_OK) st = keep_info(k, &grid, info);
+  if (st == KN_OK && info && vec_ok(k)) info->per_thread = 4; /* the float4 loop's threads */
   kn__sb_fini(&body);
   kn__sb_fini(&loop);
   kn__sb_fini(&grid);

@@ -17,11 +17,14 @@
 /* What the host program needs of a kernel: the symbols it takes as
 ** parameters (used[i] != 0: S<i>, in index order) and the C expression
 ** (over S<i>) of the count its grid covers: elements (pointwise) or rows
-** (reductions). Owned: kn__cu_info_free. */
+** (reductions), and how many of those a thread takes per step of its loop
+** (4 for the float4 path of a flat pointwise kernel: a thread per 4
+** elements; else 1). Owned: kn__cu_info_free. */
 typedef struct cu_info {
   unsigned char *used;
   int nused;
   char *grid;
+  int per_thread;
 } cu_info;
 void kn__cu_info_free(cu_info *info);
 

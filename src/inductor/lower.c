@@ -47,9 +47,11 @@ int kn__ind_new_slots(kn__ind_plan *p, const kn__gnode *n, int count) {
 ** pointwise node reads: the eager kernel adds whole rows into vector
 ** accumulators (ops/reduce.c), where a generated reduction would walk each
 ** output's strided column (0.9 ms for the [256, 512] bias gradient of an
-** MLP's backward, 0.03 ms eagerly). Left to the eager op: same bits too. */
+** MLP's backward, 0.03 ms eagerly). Left to the eager op: same bits too.
+** Not on the GPU, where the eager op is itself a generated kernel. */
 static bool column_sum(const kn__graph *g, const kn__gnode *n, const kn__ind_node *in) {
   const kn__vmeta *x = &n->args[0].u.t.node->meta[n->args[0].u.t.idx];
+  if (x->device == KN_CUDA) return false;
   int nd = x->ndim, lead = 0;
   while (lead < nd && ((in->red_mask >> lead) & 1)) lead++;
   if (!in->red->columns || lead == 0 || lead == nd || in->red_mask != (1u << lead) - 1 ||

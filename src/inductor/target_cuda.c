@@ -305,7 +305,7 @@ static void launch(const kn__kir *ir, int j, const cu_info *info, kn__sb *call) 
     if (info->used[i]) kn__sb_printf(call, "    const int64_t S%d = s[%d];\n", i, i);
   kn__sb_printf(call, "    const int64_t n = %s;\n    if (n > 0) {\n", info->grid);
   kn__sb_printf(call, "      const unsigned grid[3] = {kn_grid(n, %d), 1, 1}, block[3] = {%d, 1, 1};\n"
-                "      void *args[] = {", group ? 1 : KN__CU_BLOCK, KN__CU_BLOCK);
+                "      void *args[] = {", group ? 1 : KN__CU_BLOCK * info->per_thread, KN__CU_BLOCK);
   for (int w = 0; w < it->nwrites; w++) kn__sb_printf(call, single ? "&o, " : "&o[%d], ", w);
   for (int r = 0; r < it->nreads; r++)
     if (group || kn__cg_inplace_output(it, it->reads[r].slot) < 0)

@@ -6,6 +6,10 @@
 ** contiguous copy of one dtype is a plain device-to-device memcpy, and
 ** copies between host and device go through a contiguous staging tensor.
 **
+** _nll_loss_target (the checking part of nll_loss's decomposition) is one
+** more such kernel: a target out of bounds is a device-side check
+** (cuda/devcheck.c), reported at the next synchronisation.
+**
 ** Conversions follow kiln's CPU kernels: integers convert through int64,
 ** anything involving a floating type through double (float16 and bfloat16
 ** round to nearest even from float), bool is x != 0.
@@ -36,10 +40,22 @@ static const char *prelude =
     "#define KN_MAX_DIMS 8\n"
     "struct geom { long long n; int nd; long long size[KN_MAX_DIMS];\n"
     "  long long ss[KN_MAX_DIMS]; long long ds[KN_MAX_DIMS]; };\n"
+    "#ifndef KN_CUDA_SHIM\n"
     "__device__ float kn_h2f(unsigned short h) { float f;\n"
     "  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
     "__device__ unsigned short kn_f2h(float f) { unsigned short h;\n"
     "  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
+    "#else /* the host shim of the tests: the same conversions in bits */\n"
+    "static float kn_h2f(unsigned short h) { unsigned e = (h >> 10) & 31u, m = h & 1023u;\n"
+    "  float f = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY)\n"
+    "          : ldexpf((float)(m | 1024u), (int)e - 25); return (h & 0x8000u) ? -f : f; }\n"
+    "static unsigned short kn_f2h(float f) { unsigned u = __float_as_uint(f);\n"
+    "  unsigned short s = (unsigned short)((u >> 16) & 0x8000u); u &= 0x7fffffffu;\n"
+    "  if (u > 0x7f800000u) return s | 0x7e00u;\n"
+    "  if (u >= 0x477ff000u) return s | 0x7c00u;\n"
+    "  if (u < 0x38800000u) return s | (unsigned short)nearbyintf(__uint_as_float(u) * 16777216.0f);\n"
+    "  u -= 0x38000000u; return s | (unsigned short)((u + 0xfffu + ((u >> 13) & 1u)) >> 13); }\n"
+    "#endif\n"
     "__device__ float kn_b2f(unsigned short b) { return __uint_as_float((unsigned)b << 16); }\n"
     "__device__ unsigned short kn_f2b(float f) { unsigned u = __float_as_uint(f);\n"
     "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n"
@@ -88,6 +104,7 @@ typedef struct kernel_cache {
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static kernel_cache copies[KN_DTYPE_COUNT][KN_DTYPE_COUNT]; /* under cache_mu */
 static kernel_cache fills[4];                               /* by log2 element size */
+static kernel_cache nll_target;                             /* _nll_loss_target */
 
 /* Compile src, load it and find kernel name into *k (cache_mu held). */
 static kn_status build(const char *src, const char *file, const char *name, kernel_cache *k) {
@@ -271,4 +288,55 @@ kn_tensor *kn__cuda_contiguous(const kn_tensor *t, kn_dtype dt) {
     return NULL;
   }
   return r;
+}
+
+/* ---- _nll_loss_target -------------------------------------------------------------- */
+static const char nll_src[] =
+    "extern \"C\" __global__ void kn_nll_target(const long long *t, long long *dst,\n"
+    "    long long *cls, long long n, long long ncls, long long ignore,\n"
+    "    unsigned long long *slot) {\n"
+    "  const long long m = n > ncls ? n : ncls;\n"
+    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < m;\n"
+    "       i += (long long)gridDim.x * blockDim.x) {\n"
+    "    if (i < ncls) cls[i] = i;\n"
+    "    if (i >= n) continue;\n"
+    "    const long long v = t[i];\n"
+    "    const bool bad = v != ignore && (v < 0 || v >= ncls);\n"
+    "    dst[i] = v == ignore || bad ? -1 : v;\n"
+    "    if (bad && atomicCAS(slot, 0ull, 1ull) == 0ull) slot[1] = (unsigned long long)v;\n"
+    "  }\n"
+    "}\n";
+
+static kn_status nll_kernel(void **fn) {
+  pthread_mutex_lock(&cache_mu);
+  kn_status s = nll_target.fn ? KN_OK : build(nll_src, "kiln_nll_target.cu", "kn_nll_target",
+                                              &nll_target);
+  *fn = nll_target.fn;
+  pthread_mutex_unlock(&cache_mu);
+  return s;
+}
+
+/* _nll_loss_target(target, size, ignore_index) on the device: the checked
+** target (ignored rows -1) and the class indices, as the CPU kernel
+** (ops/loss_nll.c) makes them; a target outside [0, C) fails at the next
+** synchronisation ("Target 12 is out of bounds."). */
+kn_status kn__cuda_k_nll_target(const kn__call *c, kn__outs *out) {
+  int nd = c->args[1].u.ints.n;
+  long long ncls = c->args[1].u.ints.v[nd >= 2 ? 1 : 0], ignore = c->args[2].u.i;
+  kn_tensor *t = kn__cuda_contiguous(c->args[0].u.t, KN_INT64);
+  if (!t) return kn_last_status();
+  long long n = kn__numel(t->ndim, t->sizes), m = n > ncls ? n : ncls;
+  void *fn = NULL, *slot = NULL;
+  kn_status st = m > 0 ? nll_kernel(&fn) : KN_OK;
+  if (st == KN_OK && m > 0) st = kn__cuda_check_slot(&slot);
+  if (st == KN_OK && m > 0) {
+    void *tp = kn_cuda_data_ptr(t), *dp = kn_cuda_data_ptr(out->t[0]),
+         *cp = kn_cuda_data_ptr(out->t[1]);
+    unsigned grid[3], block[3];
+    launch_dims(m, grid, block);
+    void *args[] = {&tp, &dp, &cp, &n, &ncls, &ignore, &slot};
+    st = kn__cuda_launch(fn, grid, block, 0, args);
+  }
+  kn_release(t);
+  return st;
 }

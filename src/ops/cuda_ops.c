@@ -2,7 +2,7 @@
 ** ops/cuda_ops.c: the dispatcher's device layer for CUDA tensors (which
 ** device a call runs on, the device backend handler) and the ops the ops
 ** layer runs on the GPU itself: copy_, clone, _to_copy, fill_, zero_, mm,
-** bmm and addmm (matmul, linear, contiguous and to.dtype are composites of
+** bmm, addmm and _nll_loss_target (matmul, linear, contiguous and to.dtype are composites of
 ** these and of views). Also kn_to_device (kiln/cuda.h).
 */
 #include <stdatomic.h>
@@ -89,6 +89,14 @@ static kn_status no_kernel(const kn__call *c) {
                    kn__cuda_device_index());
 }
 
+bool kn__cuda_own_kernel(int opid) {
+  switch ((kn__opid)opid) {
+  case KN_OP_COPY_: case KN_OP_CLONE: case KN_OP_TO_COPY: case KN_OP_FILL_: case KN_OP_ZERO_:
+  case KN_OP_MM: case KN_OP_BMM: case KN_OP_ADDMM: case KN_OP_NLL_LOSS_TARGET: return true;
+  default: return false;
+  }
+}
+
 kn_status kn__cuda_kernel(const kn__call *c, kn__outs *out) {
   switch ((kn__opid)c->op->id) {
   case KN_OP_COPY_: return cuda_copy_(c);
@@ -99,6 +107,7 @@ kn_status kn__cuda_kernel(const kn__call *c, kn__outs *out) {
   case KN_OP_MM: return kn__cuda_k_mm(c, out);
   case KN_OP_BMM: return kn__cuda_k_bmm(c, out);
   case KN_OP_ADDMM: return kn__cuda_k_addmm(c, out);
+  case KN_OP_NLL_LOSS_TARGET: return kn__cuda_k_nll_target(c, out);
   default: break;
   }
   kn__device_backend_fn fn = atomic_load(&cuda_backend);

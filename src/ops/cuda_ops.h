@@ -31,7 +31,7 @@ kn_status kn__dispatch_set_device_backend(kn_device dev, kn__device_backend_fn f
 ** and cpu!" (copy_ alone moves data between devices). */
 kn_status kn__call_device(const kn__call *c, kn_device *dev);
 /* Run call c on the GPU (outputs made): the ops layer's CUDA kernels first
-** (copy_, clone, _to_copy, fill_, zero_, mm, bmm, addmm), then the
+** (copy_, clone, _to_copy, fill_, zero_, mm, bmm, addmm, _nll_loss_target), then the
 ** registered handler, else "aten.<op>: no CUDA kernel ... (cuda:0)". */
 kn_status kn__cuda_kernel(const kn__call *c, kn__outs *out);
 
@@ -45,6 +45,12 @@ kn_status kn__cuda_copy_into(kn_tensor *dst, const kn_tensor *src);
 kn_status kn__cuda_fill(kn_tensor *dst, const void *value);
 /* A contiguous copy of CUDA tensor t with dtype dt (owned, on the device). */
 kn_tensor *kn__cuda_contiguous(const kn_tensor *t, kn_dtype dt);
+/* _nll_loss_target on the device (outputs made; a bad target is a
+** device-side check, reported at the next synchronisation). */
+kn_status kn__cuda_k_nll_target(const kn__call *c, kn__outs *out);
+/* Whether the ops layer runs op id on the GPU itself (kn__cuda_kernel's own
+** kernels: a compiled graph may call them as extern steps). */
+bool kn__cuda_own_kernel(int opid);
 
 /* ---- matrix products (ops/cuda_gemm.c) ---- */
 kn_status kn__cuda_k_mm(const kn__call *c, kn__outs *out);

@@ -74,10 +74,14 @@ static kn_optim_options resolve(const kn_optim_options *in, opt_kind k) {
   return o;
 }
 
-/* A 0-d float64 tensor (owned, in no scope). */
-static kn_tensor *scalar64(double v) {
+/* A 0-d float64 tensor on the device of `like` (owned, in no scope): the
+** state of parameters on the GPU lives there, so an update never mixes
+** devices or copies from the host. */
+static kn_tensor *scalar64(double v, const kn_tensor *like) {
   kn_scope_begin();
-  kn_tensor *t = kn_retain(kn_scalar_tensor(kn_float(v), KN_FLOAT64));
+  kn_tensor *t = kn_scalar_tensor(kn_float(v), KN_FLOAT64), *d = t;
+  if (t && kn_tensor_device(like) == KN_CUDA && kn_to_device(t, KN_CUDA, &d) != KN_OK) d = NULL;
+  t = kn_retain(d);
   kn_scope_end();
   return t;
 }
@@ -110,7 +114,7 @@ static kn_status add_master(kn_module *c, kn_tensor *param) {
 static kn_status build_state(kn_optimizer *opt) {
   opt->state = kn_module_new();
   if (!opt->state) return kn__oom();
-  kn_status st = add_owned(opt->state, "lr", scalar64(opt->o.lr), false);
+  kn_status st = add_owned(opt->state, "lr", scalar64(opt->o.lr, opt->params[0]), false);
   for (int i = 0; i < opt->n && st == KN_OK; i++) {
     char name[16];
     snprintf(name, sizeof name, "%d", i);
@@ -256,10 +260,8 @@ static kn_status add_zeros(kn_optimizer *opt, int i, const char *name) {
 ** (SGD's momentum buffer by its first update instead). */
 static kn_status init_state(kn_optimizer *opt, int i) {
   if (opt->kind == OPT_SGD) return KN_OK;
-  kn_scope_begin();
-  kn_status st = kn_module_add_buffer(child(opt, i), "step",
-                                      kn_scalar_tensor(kn_float(0), KN_FLOAT64));
-  kn_scope_end();
+  kn_tensor *step = scalar64(0, opt->params[i]);
+  kn_status st = add_owned(child(opt, i), "step", step, false);
   for (size_t k = 0; k < sizeof state_bufs / sizeof *state_bufs && st == KN_OK; k++)
     if (uses_state(opt, state_bufs[k])) st = add_zeros(opt, i, state_bufs[k]);
   return st;

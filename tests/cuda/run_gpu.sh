@@ -18,6 +18,7 @@ gpu_runtime
 gpu_sweep
 gpu_bench
 gpu_graphs
+gpu_train
 "
 
 for d in "$DIR/lib" "$DIR"; do

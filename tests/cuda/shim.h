@@ -73,6 +73,12 @@ template <typename T> static inline T __shfl_down_sync(unsigned, T v, int d) {
   kn_shim_warp_bar[w].wait();
   return r;
 }
+/* atomicCAS on 64-bit words (device-side checks): the old value. */
+static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long cmp,
+                                           unsigned long long val) {
+  __atomic_compare_exchange_n(p, &cmp, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return cmp;
+}
 static inline unsigned __float_as_uint(float f) {
   unsigned u;
   memcpy(&u, &f, 4);

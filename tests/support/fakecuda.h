@@ -36,6 +36,10 @@ void fake_run_end(void);
 ** n bytes to byte) as a graph node. Return a driver result. */
 bool fake_capturing(void);
 int fake_capture_copy(void *dst, const void *src, int byte, size_t n);
+/* Host work that stands for a kernel (the fake cuBLAS): run(args) now with
+** device memory open, or, while capturing, a graph node that does so on
+** each replay (n bytes of args copied, at most 2048). A driver result. */
+int fake_host_work(void (*run)(const void *args), const void *args, size_t n);
 /* A copy or memset done now, as host_work of fakecuda.c (not captured). */
 int fake_copy_now(void *dst, const void *src, int byte, size_t n);
 

@@ -48,9 +48,11 @@ typedef struct fake_module {
 } fake_module;
 
 typedef struct node {
-  const fake_fn *fn; /* NULL: a copy (src) or memset (src NULL, byte) */
+  const fake_fn *fn; /* NULL: a copy (src) or memset (src NULL, byte), or host work */
+  void (*host)(const void *args); /* host work (fake cuBLAS): run(args) */
   unsigned grid, block;
-  unsigned char args[256]; /* the parameters' values, 16-byte slots */
+  _Alignas(16) unsigned char args[2048]; /* the parameters' values, each at a
+                                          ** multiple of 16 (arg_at) */
   void *dst;
   const void *src;
   int byte;
@@ -95,6 +97,26 @@ static int add_node(graph *g, const node *nd) {
   }
   g->nodes[g->n++] = *nd;
   return FAKE_SUCCESS;
+}
+
+/* Run host work with device memory open (as a kernel runs). */
+static void run_host(void (*run)(const void *), const void *args) {
+  fake_run_begin();
+  run(args);
+  fake_run_end();
+}
+
+int fake_host_work(void (*run)(const void *args), const void *args, size_t n) {
+  node nd = {.host = run};
+  if (n > sizeof nd.args) return FAKE_INVALID_VALUE;
+  memcpy(nd.args, args, n);
+  pthread_mutex_lock(&xmu);
+  int r = capture ? add_node(capture, &nd) : FAKE_SUCCESS;
+  bool now = !capture;
+  if (now) n_kernels++;
+  pthread_mutex_unlock(&xmu);
+  if (now) run_host(run, nd.args);
+  return r;
 }
 
 int fake_capture_copy(void *dst, const void *src, int byte, size_t n) {
@@ -273,10 +295,19 @@ API int cuModuleUnload(void *m) {
 
 /* ---- launches and graphs ---------------------------------------------------------- */
 
-/* Run a kernel node (its arguments in 16-byte slots). */
+/* Where parameter i of fn lives in a node's args (-1: they do not fit): the
+** parameters one after another, each rounded up to 16 bytes (a struct
+** passed by value, as the copy kernels' geometry, is larger). */
+static long arg_at(const fake_fn *fn, int i) {
+  long at = 0;
+  for (int k = 0; k < i; k++) at += (fn->argsz[k] + 15) / 16 * 16;
+  return at + fn->argsz[i] <= (long)sizeof ((node *)0)->args ? at : -1;
+}
+
+/* Run a kernel node. */
 static void run_kernel(const node *nd) {
   void *argv[16];
-  for (int i = 0; i < nd->fn->nargs; i++) argv[i] = (void *)(nd->args + 16 * i);
+  for (int i = 0; i < nd->fn->nargs; i++) argv[i] = (void *)(nd->args + arg_at(nd->fn, i));
   fake_run_begin();
   nd->fn->run(nd->grid, nd->block, argv);
   fake_run_end();
@@ -298,8 +329,9 @@ API int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned 
           : FAKE_SUCCESS;
   node nd = {.fn = fn, .grid = gx, .block = bx};
   for (int i = 0; r == FAKE_SUCCESS && i < fn->nargs; i++) {
-    if (fn->argsz[i] > 16) r = FAKE_NOT_SUPPORTED;
-    else memcpy(nd.args + 16 * i, args[i], fn->argsz[i]);
+    long at = arg_at(fn, i);
+    if (at < 0) r = FAKE_NOT_SUPPORTED;
+    else memcpy(nd.args + at, args[i], fn->argsz[i]);
   }
   if (r == FAKE_SUCCESS && capture) r = add_node(capture, &nd);
   else if (r == FAKE_SUCCESS) n_kernels++;
@@ -361,6 +393,13 @@ API int cuGraphLaunch(void *exec, void *s) {
   pthread_mutex_unlock(&xmu);
   for (size_t i = 0; i < x->n; i++) {
     const node *nd = &x->nodes[i];
+    if (nd->host) {
+      pthread_mutex_lock(&xmu);
+      n_replayed++;
+      pthread_mutex_unlock(&xmu);
+      run_host(nd->host, nd->args);
+      continue;
+    }
     if (!nd->fn) {
       fake_copy_now(nd->dst, nd->src, nd->byte, nd->n);
       continue;

@@ -141,7 +141,7 @@ int call(const kn_rt *rt, void *ctx, const int64_t *s) {
     const void *in0 = rt->ptr(ctx, 0);
     const int64_t n = INT64_C(1) * INT64_C(1000) * INT64_C(1000);
     if (n > 0) {
-      const unsigned grid[3] = {kn_grid(n, 256), 1, 1}, block[3] = {256, 1, 1};
+      const unsigned grid[3] = {kn_grid(n, 1024), 1, 1}, block[3] = {256, 1, 1};
       void *args[] = {&o, (void *)&in0, 0};
       if (rt->launch(ctx, kn_ind_fns[0], grid, block, 0, args)) return -1;
     }

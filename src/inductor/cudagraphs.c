@@ -45,6 +45,7 @@ typedef struct rec {
   kn__cuda_graph *graph; /* owned */
   kn_tensor **sin, **sout; /* owned references: static inputs and outputs */
   int nin, nout;
+  bool checks;           /* the graph holds a device-side check (cuda/devcheck.c) */
 } rec;
 
 typedef struct cg {
@@ -217,7 +218,9 @@ static kn_status capture(cg *c, rec *r, int nout) {
     free(out);
     return st;
   }
+  uint64_t epoch = kn__cuda_check_epoch();
   kn_status run = c->inner.run(c->inner.state, r->sin, r->nin, out, nout);
+  r->checks = kn__cuda_check_epoch() != epoch;
   char why[1200] = "";
   if (run != KN_OK)
     snprintf(why, sizeof why, "a step that cannot be captured: %s", kn_last_error());
@@ -251,6 +254,7 @@ static kn_status replay(cg *c, rec *r, kn_tensor *const *in, kn_tensor **out) {
   }
   kn_status st = kn__cuda_graph_launch(r->graph);
   if (st != KN_OK) return st;
+  if (r->checks) kn__cuda_check_arm(); /* read its check at the next synchronisation */
   for (int o = 0; o < r->nout; o++) {
     kn_tensor *a = kn__tensor_alias(r->sout[o]);
     if (!a) {

@@ -341,6 +341,70 @@ static kn_status log_softmax_bwd(const kn__call *c, kn__outs *out) {
   return st;
 }
 
+/* softmax's backward on the GPU (the CPU keeps its eager row kernel):
+** y * (grad - sum(grad * y)) over the dim. */
+static bool softmax_bwd_ok(const kn__gnode *n) {
+  const kn__vmeta *g = arg_meta(n, 0);
+  return log_softmax_bwd_ok(n) && g->device == KN_CUDA;
+}
+
+static kn_status softmax_bwd(const kn__call *c, kn__outs *out) {
+  kn_tensor *g = c->args[0].u.t, *y = c->args[1].u.t;
+  int64_t dim = c->args[2].u.i;
+  kn_scope_begin();
+  kn_tensor *r = kn_mul(y, kn_sub(g, kn_sum_dims(kn_mul(g, y), &dim, 1, true)));
+  kn_status st = push_all(out, &r, 1);
+  kn_scope_end();
+  return st;
+}
+
+/* ---- layer norm backward ---------------------------------------------------------- */
+/* On the GPU (the CPU keeps its vectorised row kernel): float input, mean
+** and rstd of its dtype, the affine parameters too. */
+static bool layer_norm_bwd_ok(const kn__gnode *n) {
+  const kn__vmeta *g = arg_meta(n, 0), *x = arg_meta(n, 1);
+  if (!is_float(x) || x->device != KN_CUDA || !g || g->dtype != x->dtype) return false;
+  for (int a = 3; a <= 6; a++) {
+    const kn__vmeta *m = arg_meta(n, a);
+    if (a <= 4 ? !m || m->dtype != x->dtype : m && m->dtype != x->dtype) return false;
+  }
+  return n->args[2].kind == KN__GA_INTS && n->args[2].u.ints.n >= 1 &&
+         n->args[2].u.ints.n <= x->ndim && n->args[7].kind == KN__GA_INTS;
+}
+
+static bool mask_on(const kn__call *c, int i) {
+  const kn__arg *m = &c->args[7];
+  return m->kind == KN__A_INTS && i < m->u.ints.n && m->u.ints.v[i];
+}
+
+/* PyTorch's decomposition with means instead of sums over the normalized
+** dims (no size is read): x^ = (x - mean) * rstd, g^ = grad * weight,
+** grad_input = rstd * (g^ - mean(g^) - x^ * mean(g^ * x^)); grad_weight and
+** grad_bias sum grad * x^ and grad over the other dims. An output not asked
+** for is empty, as the eager op's. */
+static kn_status layer_norm_bwd(const kn__call *c, kn__outs *out) {
+  kn_tensor *g = c->args[0].u.t, *x = c->args[1].u.t, *w = c->args[5].u.t;
+  int nn = c->args[2].u.ints.n, no = x->ndim - nn;
+  int64_t inner[KN_MAX_DIMS], outer[KN_MAX_DIMS];
+  for (int k = 0; k < nn; k++) inner[k] = no + k;
+  for (int k = 0; k < no; k++) outer[k] = k;
+  kn_scope_begin();
+  kn_tensor *rstd = c->args[4].u.t, *xh = kn_mul(kn_sub(x, c->args[3].u.t), rstd);
+  kn_tensor *r[3];
+  for (int i = 0; i < 3; i++) r[i] = kn_zeros(1, (int64_t[]){0}, x->dtype);
+  if (mask_on(c, 0)) {
+    kn_tensor *gx = w ? kn_mul(g, w) : g;
+    kn_tensor *m1 = kn_mean_dims(gx, inner, nn, true);
+    kn_tensor *m2 = kn_mean_dims(kn_mul(gx, xh), inner, nn, true);
+    r[0] = kn_mul(rstd, kn_sub(kn_sub(gx, m1), kn_mul(xh, m2)));
+  }
+  if (mask_on(c, 1)) r[1] = no ? kn_sum_dims(kn_mul(g, xh), outer, no, false) : kn_mul(g, xh);
+  if (mask_on(c, 2)) r[2] = no ? kn_sum_dims(g, outer, no, false) : kn_mul_scalar(g, kn_float(1));
+  kn_status st = push_all(out, r, 3);
+  kn_scope_end();
+  return st;
+}
+
 /* The rules by role (the lowering table, inductor/lowering.def, says which
 ** op has which). */
 static const drow rules[KN__IND_R_COUNT] = {
@@ -353,6 +417,8 @@ static const drow rules[KN__IND_R_COUNT] = {
     [KN__IND_R_DEC_NLL_LOSS_BWD] = {nll_bwd_ok, nll_loss_bwd},
     [KN__IND_R_DEC_LOG_SOFTMAX_BWD] = {log_softmax_bwd_ok, log_softmax_bwd},
     [KN__IND_R_DEC_LOGSUMEXP] = {logsumexp_ok, logsumexp},
+    [KN__IND_R_DEC_LAYER_NORM_BWD] = {layer_norm_bwd_ok, layer_norm_bwd},
+    [KN__IND_R_DEC_SOFTMAX_BWD] = {softmax_bwd_ok, softmax_bwd},
 };
 
 /* The rule for n, or NULL: inductor lowers n as it is. Composite ops go

@@ -2,7 +2,7 @@
 ** ops/cuda_ops.c: the dispatcher's device layer for CUDA tensors (which
 ** device a call runs on, the device backend handler) and the ops the ops
 ** layer runs on the GPU itself: copy_, clone, _to_copy, fill_, zero_, mm,
-** bmm, addmm and _nll_loss_target (matmul, linear, contiguous and to.dtype are composites of
+** bmm, addmm, _reshape_copy, cat, stack and _nll_loss_target (matmul, linear, contiguous and to.dtype are composites of
 ** these and of views). Also kn_to_device (kiln/cuda.h).
 */
 #include <stdatomic.h>
@@ -89,10 +89,26 @@ static kn_status no_kernel(const kn__call *c) {
                    kn__cuda_device_index());
 }
 
+/* _reshape_copy: the input's elements in order into the contiguous output,
+** written through a view of the output with the input's sizes. */
+static kn_status reshape_copy(const kn__call *c, kn__outs *out) {
+  const kn_tensor *x = c->args[0].u.t;
+  int64_t st[KN_MAX_DIMS], acc = 1;
+  for (int d = x->ndim - 1; d >= 0; d--) {
+    st[d] = acc;
+    acc *= x->sizes[d] > 1 ? x->sizes[d] : 1;
+  }
+  kn_tensor *v = kn__make_view(out->t[0], x->ndim, x->sizes, st, out->t[0]->offset);
+  kn_status s = v ? kn__cuda_copy_into(v, x) : kn_last_status();
+  kn_release(v);
+  return s;
+}
+
 bool kn__cuda_own_kernel(int opid) {
   switch ((kn__opid)opid) {
   case KN_OP_COPY_: case KN_OP_CLONE: case KN_OP_TO_COPY: case KN_OP_FILL_: case KN_OP_ZERO_:
-  case KN_OP_MM: case KN_OP_BMM: case KN_OP_ADDMM: case KN_OP_NLL_LOSS_TARGET: return true;
+  case KN_OP_MM: case KN_OP_BMM: case KN_OP_ADDMM: case KN_OP_NLL_LOSS_TARGET:
+  case KN_OP_RESHAPE_COPY: case KN_OP_CAT: case KN_OP_STACK: return true;
   default: return false;
   }
 }
@@ -108,6 +124,9 @@ kn_status kn__cuda_kernel(const kn__call *c, kn__outs *out) {
   case KN_OP_BMM: return kn__cuda_k_bmm(c, out);
   case KN_OP_ADDMM: return kn__cuda_k_addmm(c, out);
   case KN_OP_NLL_LOSS_TARGET: return kn__cuda_k_nll_target(c, out);
+  case KN_OP_RESHAPE_COPY: return reshape_copy(c, out);
+  case KN_OP_CAT:
+  case KN_OP_STACK: return c->op->kernel(c, out); /* copies into parts of the output */
   default: break;
   }
   kn__device_backend_fn fn = atomic_load(&cuda_backend);

@@ -31,7 +31,8 @@ kn_status kn__dispatch_set_device_backend(kn_device dev, kn__device_backend_fn f
 ** and cpu!" (copy_ alone moves data between devices). */
 kn_status kn__call_device(const kn__call *c, kn_device *dev);
 /* Run call c on the GPU (outputs made): the ops layer's CUDA kernels first
-** (copy_, clone, _to_copy, fill_, zero_, mm, bmm, addmm, _nll_loss_target), then the
+** (copy_, clone, _to_copy, fill_, zero_, mm, bmm, addmm, _reshape_copy,
+** cat, stack, _nll_loss_target), then the
 ** registered handler, else "aten.<op>: no CUDA kernel ... (cuda:0)". */
 kn_status kn__cuda_kernel(const kn__call *c, kn__outs *out);
 

@@ -25,6 +25,7 @@
 ** -inf scores does); with no keys at all (S = 0) the output is 0.
 ** Threads: forward over (head, row block) tasks, backward over heads
 ** (OpenMP, above AT_PAR_MIN multiply-adds as the other eager kernels).
+** On the GPU the public op computes the math form instead (sdpa_math).
 */
 #include <math.h>
 #include <omp.h>
@@ -495,11 +496,50 @@ kn_status kn__bw_sdpa_fused(kn__bwctx *ctx) {
 
 /* ---- the public op ------------------------------------------------------------------- */
 
+/* Attention on the GPU, as PyTorch's math backend computes it:
+** softmax(q k^T * scale + mask) v, from the dispatcher's ops (GEMMs through
+** cuBLAS, the softmax a generated kernel); autograd and compiled graphs see
+** those parts. scale NULL: 1/sqrt(E). A causal mask needs an explicit
+** attn_mask there. A tensor of the current scope, or NULL. */
+static kn_tensor *sdpa_math(kn_tensor *q, kn_tensor *k, kn_tensor *v, kn_tensor *mask, double p,
+                            bool causal, const double *scale, kn_generator *gen) {
+  if (causal) {
+    kn__error(KN_EUNSUPPORTED, "scaled_dot_product_attention: is_causal on cuda:0 is not "
+              "supported yet: pass the causal mask as attn_mask (a bool tensor on the device, "
+              "true where a query may attend)");
+    return NULL;
+  }
+  double e = (double)q->sizes[q->ndim - 1];
+  double sc = scale ? *scale : 1.0 / sqrt(e > 0 ? e : 1);
+  kn_tensor *s = kn_mul_scalar(kn_matmul(q, kn_transpose(k, -2, -1)), kn_float(sc));
+  if (mask && mask->dtype == KN_BOOL)
+    s = kn_masked_fill(s, kn_logical_not(mask), kn_float(-INFINITY));
+  else if (mask)
+    s = kn_add(s, mask);
+  kn_tensor *a = kn_softmax(s, -1);
+  if (p > 0) a = kn_dropout(a, p, true, gen);
+  return kn_matmul(a, v);
+}
+
+static kn_status sdpa_math_call(const kn__call *c, kn__outs *out) {
+  double scale = c->args[6].kind == KN__A_DOUBLE ? c->args[6].u.d : 0;
+  kn_scope_begin();
+  kn_tensor *r = sdpa_math(c->args[0].u.t, c->args[1].u.t, c->args[2].u.t,
+                           c->args[3].kind == KN__A_TENSOR ? c->args[3].u.t : NULL,
+                           c->args[4].u.d, c->args[5].u.b,
+                           c->args[6].kind == KN__A_DOUBLE ? &scale : NULL, c->args[7].u.gen);
+  kn_status st = r ? KN_OK : kn_last_status();
+  if (st == KN_OK && !kn__outs_push(out, kn_retain(r))) st = kn__oom();
+  kn_scope_end();
+  return st;
+}
+
 /* args: query, key, value, attn_mask, dropout_p, is_causal, scale, generator */
 kn_status kn__k_sdpa(const kn__call *c, kn__outs *out) {
   if (c->args[3].kind == KN__A_TENSOR && c->args[3].u.t && c->args[5].u.b)
     return kn__error(KN_EINVAL, "scaled_dot_product_attention: Explicit attn_mask should not be "
                                 "set when is_causal=True");
+  if (kn_tensor_device(c->args[0].u.t) == KN_CUDA) return sdpa_math_call(c, out);
   kn__arg args[8] = {c->args[0], c->args[1], c->args[2], c->args[4],
                      c->args[5], c->args[3], c->args[6], c->args[7]};
   kn_scope_begin();
@@ -526,6 +566,7 @@ kn_tensor *kn_scaled_dot_product_attention(kn_tensor *query, kn_tensor *key, kn_
 
 kn_tensor *kn__sdpa_fused(kn_tensor *q, kn_tensor *k, kn_tensor *v, kn_tensor *mask, double p,
                           bool causal, kn_generator *gen) {
+  if (q && kn_tensor_device(q) == KN_CUDA) return sdpa_math(q, k, v, mask, p, causal, NULL, gen);
   kn__arg args[8] = {KN_A_T(q), KN_A_T(k), KN_A_T(v), KN_A_D(p), KN_A_B(causal),
                      mask ? KN_A_T(mask) : KN_A_NONE, KN_A_NONE, KN_A_GEN(gen)};
   kn_tensor *r[3];

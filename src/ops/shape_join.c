@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kiln/ops_factory.h"
 #include "kiln/ops_shape.h"
+#include "ops/cuda_ops.h"
 #include "ops/iter.h"
 #include "ops/shape.h"
 #include "ops/symsize.h"
@@ -67,7 +68,8 @@ kn_status kn__meta_cat(const kn__call *c, kn__metas *out) {
   return kn__push_fresh(out, dt, v[ref]->ndim, sz);
 }
 
-/* Copy src into the part of o that starts at `start` along dim d. */
+/* Copy src into the part of o that starts at `start` along dim d (on the
+** GPU too: cat and stack are among the ops layer's own CUDA kernels). */
 static kn_status copy_part(kn_tensor *o, int d, int64_t start, const kn_tensor *src,
                            bool select) {
   int64_t sz[KN_MAX_DIMS], st[KN_MAX_DIMS];
@@ -79,7 +81,7 @@ static kn_status copy_part(kn_tensor *o, int d, int64_t start, const kn_tensor *
   }
   kn_tensor *v = kn__make_view(o, nd, sz, st, o->offset + start * o->strides[d]);
   if (!v) return kn_last_status();
-  kn_status s = kn__copy_into(v, src);
+  kn_status s = kn__tensor_on_cuda(o) ? kn__cuda_copy_into(v, src) : kn__copy_into(v, src);
   kn_release(v);
   return s;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run kiln's GPU test programs on a machine with an NVIDIA GPU.
-#   bash tests/cuda/run_gpu.sh <dir>
+#   bash tests/cuda/run_gpu.sh <dir> [program ...]
 # <dir>: a build directory (programs under <dir>/tests/) or a folder the
 # programs were carried to (programs directly in <dir>; the libraries they
 # need in <dir> or <dir>/lib). Prints the environment, then each program's
@@ -8,8 +8,9 @@
 # any program failed (a program that skips, 77, counts as failed here: this
 # script is meant for a machine that has a GPU).
 set -uo pipefail
-DIR=${1:?usage: run_gpu.sh <build-or-bundle-dir>}
+DIR=${1:?usage: run_gpu.sh <build-or-bundle-dir> [program ...]}
 DIR=$(cd "$DIR" && pwd)
+shift
 
 # The programs, in order (one per line; the CUDA code generator's programs
 # are appended to this list).
@@ -20,6 +21,7 @@ gpu_bench
 gpu_graphs
 gpu_train
 "
+[ $# -gt 0 ] && PROGRAMS="$*" # the programs named, in that order
 
 for d in "$DIR/lib" "$DIR"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -67,7 +69,7 @@ for p in $PROGRAMS; do
   start=$(date +%s.%N)
   KILN_LOGS=${KILN_LOGS:-cuda} timeout 300 "$exe"
   rc=$?
-  echo "== $p: exit $rc, $(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo '?') s"
+  echo "== $p: exit $rc, $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
   [ $rc -eq 0 ] || failed=$((failed + 1))
 done
 echo "== run_gpu.sh: $failed program(s) failed"

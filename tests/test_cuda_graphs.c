@@ -186,6 +186,42 @@ Test(cudagraphs, warm_up_record_then_replay_without_host_launches) {
   kn_compiled_free(f);
 }
 
+/* Inputs passed again at the same addresses get a recording of their own
+** that reads them in place (no copy into static buffers): its outputs are
+** its own, it sees in-place changes of its inputs, and other inputs still
+** replay the copying recording. No call after the warm-up runs the host
+** program. */
+Test(cudagraphs, inputs_passed_again_are_read_in_place) {
+  kn_compiled *f = compile_ten("reduce-overhead");
+  kn_scope_begin();
+  kn_tensor *a = input(4, 8, 1.0), *b = input(4, 8, 2.0);
+  kn_tensor *ad = to_dev(a, KN_CUDA), *bd = to_dev(b, KN_CUDA);
+  expect_eager(kn_call_t(f, ad, bd), a, b, "warm-up");
+  counts c0 = fake_counts();
+  kn_tensor *y1 = kn_call_t(f, ad, bd); /* records the copying graph */
+  expect_eager(y1, a, b, "recording");
+  kn_tensor *y2 = kn_call_t(f, ad, bd); /* same places: records the in-place one */
+  expect_eager(y2, a, b, "in-place recording");
+  cr_expect_not(kn_same_storage(y1, y2), "the in-place recording has outputs of its own");
+  kn_tensor *y3 = kn_call_t(f, ad, bd);
+  cr_expect(kn_same_storage(y2, y3), "replayed");
+  counts c1 = fake_counts();
+  cr_expect_eq(c1.kernels, c0.kernels, "no launch through the host program after the warm-up");
+  cr_expect_eq(c1.graphs - c0.graphs, 3, "one graph launch per call");
+  cr_assert_eq(kn_mul_scalar_(ad, kn_float(2)), KN_OK, "%s", kn_last_error()); /* eager */
+  kn_tensor *a2 = kn_mul_scalar(a, kn_float(2)), *a3 = input(4, 8, -4.0), *a3d = to_dev(a3, KN_CUDA);
+  counts c2 = fake_counts();
+  expect_eager(kn_call_t(f, ad, bd), a2, b, "an in-place change of the input is read");
+  kn_tensor *y5 = kn_call_t(f, a3d, bd);
+  expect_eager(y5, a3, b, "other inputs");
+  cr_expect(kn_same_storage(y1, y5), "other inputs replay the copying recording");
+  counts c3 = fake_counts();
+  cr_expect_eq(c3.kernels, c2.kernels, "replays only");
+  cr_expect_eq(c3.graphs - c2.graphs, 2, "one graph launch per call");
+  kn_scope_end();
+  kn_compiled_free(f);
+}
+
 /* The documented output semantics: outputs alias the static outputs, and the
 ** next replay overwrites them (a clone keeps its values). */
 Test(cudagraphs, outputs_alias_static_buffers_that_the_next_replay_overwrites) {

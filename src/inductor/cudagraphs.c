@@ -10,7 +10,9 @@
 ** meanwhile become the graph's private pool) and keeps its outputs as the
 ** static outputs; that call and every later one copy the inputs into the
 ** static buffers (skipped for an input that is its static buffer) and
-** replay the graph. The outputs returned are new aliases of the static
+** replay the graph. Inputs passed again at the same addresses get a
+** recording of their own that reads them in place (no copies: one graph
+** launch a call). The outputs returned are new aliases of the static
 ** outputs: the next replay of the same recording overwrites them (as
 ** PyTorch's "overwritten by a subsequent run"); clone one to keep it.
 **
@@ -46,6 +48,8 @@ typedef struct rec {
   kn_tensor **sin, **sout; /* owned references: static inputs and outputs */
   int nin, nout;
   bool checks;           /* the graph holds a device-side check (cuda/devcheck.c) */
+  struct rec *direct;    /* owned: the recording made on the inputs themselves, or NULL */
+  void **last;           /* [nin] the inputs' device addresses at the last replay */
 } rec;
 
 typedef struct cg {
@@ -158,7 +162,13 @@ static rec *find_rec(cg *c, kn_tensor *const *in, int nin) {
   return r;
 }
 
+static void rec_free(rec *r);
+
 static void rec_clear(rec *r) {
+  if (r->direct) rec_free(r->direct);
+  r->direct = NULL;
+  free(r->last);
+  r->last = NULL;
   kn__cuda_graph_free(r->graph);
   r->graph = NULL;
   for (int i = 0; r->sin && i < r->nin; i++) kn_release(r->sin[i]);
@@ -166,6 +176,13 @@ static void rec_clear(rec *r) {
   free(r->sin);
   free(r->sout);
   r->sin = r->sout = NULL;
+}
+
+static void rec_free(rec *r) {
+  rec_clear(r);
+  free(r->key);
+  free(r->skip);
+  free(r);
 }
 
 /* Static input buffers of the inputs' geometry, holding their values. */
@@ -285,6 +302,67 @@ static kn_status record(cg *c, rec *r, kn_tensor *const *in, int nin, int nout) 
 
 /* ---- the callable ------------------------------------------------------------- */
 
+/* ---- recordings on the inputs themselves ---------------------------------------- */
+/* A caller that passes the same tensors again and again (a fixed input
+** buffer, parameters) gets a second recording of the same geometry whose
+** static inputs are those tensors themselves (kept alive by the recording):
+** its replay reads them where they are, without the copies into static
+** buffers, one graph launch per call. It is made when a call's inputs have
+** the addresses of the previous call's and used while they do; other
+** inputs replay the copying recording. */
+static bool same_places(void *const *a, kn_tensor *const *in, int nin) {
+  for (int i = 0; i < nin; i++)
+    if (a[i] != kn_cuda_data_ptr(in[i])) return false;
+  return true;
+}
+
+static bool direct_fits(const rec *d, kn_tensor *const *in, int nin) {
+  if (!d || d->skip || !d->graph || d->nin != nin) return false;
+  for (int i = 0; i < nin; i++)
+    if (kn_cuda_data_ptr(d->sin[i]) != kn_cuda_data_ptr(in[i])) return false;
+  return true;
+}
+
+static kn_status record_direct(cg *c, rec *r, kn_tensor *const *in, int nin, int nout) {
+  rec *d = calloc(1, sizeof *d);
+  if (!d || !(d->sin = calloc((size_t)nin + 1, sizeof *d->sin))) {
+    free(d);
+    return kn__oom();
+  }
+  d->nin = nin;
+  for (int i = 0; i < nin; i++) d->sin[i] = kn_retain(in[i]);
+  kn_status st = capture(c, d, nout);
+  if (st != KN_OK) {
+    rec_free(d);
+    return st;
+  }
+  r->direct = d; /* a skipped one stays, so that it is not tried again */
+  if (!d->skip) c->nrecorded++;
+  return KN_OK;
+}
+
+/* Remember where this call's inputs are; true when the previous call's were
+** in the same places. */
+static bool same_as_last(rec *r, kn_tensor *const *in, int nin) {
+  bool same = r->last && same_places(r->last, in, nin);
+  if (!r->last) r->last = calloc((size_t)nin + 1, sizeof *r->last);
+  for (int i = 0; r->last && i < nin; i++) r->last[i] = kn_cuda_data_ptr(in[i]);
+  return same;
+}
+
+/* The replay of an existing recording r: its direct variant when the inputs
+** are its static inputs, recording that variant when the inputs stay put. */
+static kn_status replay_any(cg *c, rec *r, kn_tensor *const *in, int nin, kn_tensor **out,
+                            int nout) {
+  if (direct_fits(r->direct, in, nin)) return replay(c, r->direct, in, out);
+  if (same_as_last(r, in, nin) && !r->direct) {
+    kn_status st = record_direct(c, r, in, nin, nout);
+    if (st != KN_OK) return st;
+    if (direct_fits(r->direct, in, nin)) return replay(c, r->direct, in, out);
+  }
+  return replay(c, r, in, out);
+}
+
 static kn_status cg_call(cg *c, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
   rec *r = find_rec(c, in, nin);
   if (!r) return kn__oom();
@@ -301,7 +379,7 @@ static kn_status cg_call(cg *c, kn_tensor *const *in, int nin, kn_tensor **out, 
   if (r->nout != nout || r->nin != nin)
     return kn__error(KN_EINVAL, "cudagraphs: expected %d inputs and %d outputs, got %d and %d",
                      r->nin, r->nout, nin, nout);
-  return replay(c, r, in, out);
+  return replay_any(c, r, in, nin, out, nout);
 }
 
 static kn_status cg_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
@@ -322,10 +400,7 @@ static void cg_free(void *state) {
   while (c->recs) {
     rec *r = c->recs;
     c->recs = r->next;
-    rec_clear(r);
-    free(r->key);
-    free(r->skip);
-    free(r);
+    rec_free(r);
   }
   if (c->inner.free_state) c->inner.free_state(c->inner.state);
   for (int i = 0; i < c->nnames; i++) free(c->names[i]);

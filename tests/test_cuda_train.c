@@ -4,7 +4,8 @@
 ** too (tests/support/fakecuda*.c, fakecublas.c). kn_module_to_device,
 ** nll_loss's device-side target check (reported at the next
 ** synchronisation, then cleared), in-place ops, cat and stack on the device,
-** and optimizer state on the parameters' device. Every value is compared
+** optimizer state on the parameters' device, and the KILN_CUDA_PROFILE
+** report. Every value is compared
 ** with the same op on the CPU. (tests/cuda/gpu_train.c trains whole models
 ** this way: ctest gpu_train_fake.)
 */
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/cuda.h"
 #include "inductor_util.h"
 #include "kiln/cuda.h"
 #include "kiln/kiln.h"
@@ -179,5 +181,31 @@ Test(cuda_train, optimizer_state_lives_on_the_parameters_device) {
   expect_close(kn_detach(p), kn_detach(hp), "two Adam steps");
   kn_optim_free(opt);
   kn_optim_free(ho);
+  kn_scope_end();
+}
+
+/* KILN_CUDA_PROFILE=1: each kernel by what it computes, each GEMM by its
+** shape, with as many calls as were queued. */
+Test(cuda_train, the_profile_names_kernels_and_products) {
+  setenv("KILN_CUDA_PROFILE", "1", 1); /* read once per process: this test's own */
+  kn_scope_begin();
+  kn_tensor *a = dev(kn_randn(2, (int64_t[]){4, 6}, NULL, KN_FLOAT32), KN_CUDA);
+  kn_tensor *w = dev(kn_randn(2, (int64_t[]){3, 6}, NULL, KN_FLOAT32), KN_CUDA);
+  for (int i = 0; i < 3; i++) cr_assert_not_null(kn_relu(kn_mm(a, kn_t(w))), "%s", kn_last_error());
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&buf, &n);
+  cr_assert_eq(kn__cuda_prof_report(f, 30), KN_OK, "%s", kn_last_error());
+  fclose(f);
+  cr_expect(strstr(buf, "KILN_CUDA_PROFILE: 6 timed launches"), "%s", buf);
+  cr_expect(strstr(buf, "      3 ") && strstr(buf, "cuBLAS float32 GEMM 4x3x6 B^T"), "%s", buf);
+  cr_expect(strstr(buf, "pointwise [4, 3]: relu"), "%s", buf);
+  free(buf);
+  /* reported work is forgotten */
+  f = open_memstream(&buf, &n);
+  cr_assert_eq(kn__cuda_prof_report(f, 30), KN_OK);
+  fclose(f);
+  cr_expect(strstr(buf, "0 timed launches"), "%s", buf);
+  free(buf);
   kn_scope_end();
 }

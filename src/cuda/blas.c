@@ -168,9 +168,17 @@ kn_status kn__cuda_gemm(kn_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
   /* cuBLAS wants leading dimensions >= 1 even for empty operands */
   gemm_args g = {ta, tb, (int)m, (int)n, (int)k, lda ? (int)lda : 1, ldb ? (int)ldb : 1,
                  ldc ? (int)ldc : 1, (int)batch, sa, sb, sc};
+  int pr = kn__cuda_prof_begin();
   pthread_mutex_lock(&blas_mu);
   int st = gemm_call(dt, &g, alpha, a, b, beta, c);
   pthread_mutex_unlock(&blas_mu);
+  if (pr >= 0) {
+    char label[128];
+    snprintf(label, sizeof label, "cuBLAS %s GEMM %lldx%lldx%lld%s%s%s", dtype_name(dt),
+             (long long)m, (long long)n, (long long)k, batch > 1 ? " batched" : "",
+             ta ? " A^T" : "", tb ? " B^T" : "");
+    kn__cuda_prof_end(pr, NULL, label);
+  }
   if (st == 0) return KN_OK;
   return kn__error(KN_EINTERNAL, "cuBLAS GEMM (%s, m=%lld n=%lld k=%lld batch=%lld%s%s) failed: %s",
                    dtype_name(dt), (long long)m, (long long)n, (long long)k, (long long)batch,

@@ -24,6 +24,7 @@
 #define KN_CUDA_CUDA_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,6 +80,21 @@ kn_status kn__cuda_memcpy(void *dst, kn_device dd, const void *src, kn_device sd
 kn_status kn__cuda_memset0(void *dptr, size_t n);
 /* Wait for everything issued on kiln's stream. */
 kn_status kn__cuda_synchronize(void);
+
+/* ---- the GPU-time profile (prof.c): KILN_CUDA_PROFILE=1 --------------------------- */
+/* Whether KILN_CUDA_PROFILE asks for it (read once). */
+bool kn__cuda_prof_on(void);
+/* Name the kernel function fn in reports (a copy of text is kept). */
+void kn__cuda_prof_name(const void *fn, const char *text);
+/* Around one piece of queued work: begin returns a handle (-1: not timed,
+** the profile is off or a capture is running), end names it by fn's name or
+** by text. */
+int kn__cuda_prof_begin(void);
+void kn__cuda_prof_end(int k, const void *fn, const char *text);
+/* Synchronise, print the kernels by total GPU time (the first top) to out
+** (NULL: print nothing), and start over. KN_OK without doing anything when
+** the profile is off. */
+kn_status kn__cuda_prof_report(FILE *out, int top);
 
 /* ---- device-side checks (devcheck.c) ---------------------------------------------- */
 /* A kernel that validates its input writes the first failure into a 16-byte

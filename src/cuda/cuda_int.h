@@ -67,6 +67,7 @@ enum {
   X(EventCreate, "cuEventCreate", 1, int, (void **, unsigned))                           \
   X(EventRecord, "cuEventRecord", 1, int, (void *, void *))                              \
   X(EventSynchronize, "cuEventSynchronize", 1, int, (void *))                            \
+  X(EventDestroy, "cuEventDestroy_v2", 0, int, (void *))                                 \
   X(EventElapsedTime2, "cuEventElapsedTime_v2", 0, int, (float *, void *, void *))       \
   X(EventElapsedTime, "cuEventElapsedTime", 0, int, (float *, void *, void *))           \
   X(StreamBeginCapture, "cuStreamBeginCapture_v2", 1, int, (void *, int))                \

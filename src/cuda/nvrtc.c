@@ -234,7 +234,10 @@ kn_status kn__cuda_launch(void *fn, const unsigned grid[3], const unsigned block
                      "cuFuncSetAttribute");
     if (s != KN_OK) return s;
   }
-  return kn__cu_check(r->cu.LaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1],
-                                         block[2], shmem, r->stream, args, NULL),
-                      "cuLaunchKernel");
+  int pr = kn__cuda_prof_begin();
+  s = kn__cu_check(r->cu.LaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1],
+                                      block[2], shmem, r->stream, args, NULL),
+                   "cuLaunchKernel");
+  kn__cuda_prof_end(pr, fn, NULL);
+  return s;
 }

@@ -55,9 +55,13 @@ kn_status kn__cuda_memcpy(void *dst, kn_device dd, const void *src, kn_device sd
   if (s == KN_OK) s = kn__cuda_enter();
   if (s != KN_OK || n == 0) return s;
   kn__cuda_rt *r = kn__cuda_rt_get();
-  if (dd == KN_CUDA && sd == KN_CUDA)
-    return kn__cu_check(r->cu.MemcpyDtoDAsync(DPTR(dst), DPTR(src), n, r->stream),
-                        "cuMemcpyDtoDAsync_v2");
+  if (dd == KN_CUDA && sd == KN_CUDA) {
+    int pr = kn__cuda_prof_begin();
+    s = kn__cu_check(r->cu.MemcpyDtoDAsync(DPTR(dst), DPTR(src), n, r->stream),
+                     "cuMemcpyDtoDAsync_v2");
+    kn__cuda_prof_end(pr, NULL, "device-to-device copy");
+    return s;
+  }
   if (dd == KN_CPU && sd == KN_CPU) {
     memcpy(dst, src, n);
     return KN_OK;
@@ -150,7 +154,10 @@ kn_status kn__cuda_graph_launch(kn__cuda_graph *g) {
   kn_status s = kn__cuda_enter();
   if (s != KN_OK) return s;
   kn__cuda_rt *r = kn__cuda_rt_get();
-  return kn__cu_check(r->cu.GraphLaunch(g->exec, r->stream), "cuGraphLaunch");
+  int pr = kn__cuda_prof_begin();
+  s = kn__cu_check(r->cu.GraphLaunch(g->exec, r->stream), "cuGraphLaunch");
+  kn__cuda_prof_end(pr, NULL, "CUDA graph (a replay)");
+  return s;
 }
 
 void kn__cuda_graph_free(kn__cuda_graph *g) {

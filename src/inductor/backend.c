@@ -72,9 +72,16 @@ static int64_t eval(const frame *f, kn_sym v) {
   return kn__sym_is_const(v) ? v.c : kn__sym_eval(v, f->symvals);
 }
 
-/* Slot s computed in place, in the input the caller copies it into. */
+/* Slot s computed in place, in the tensor the caller wants it in (an input
+** it copies the result into, or the destination itself), when that has the
+** slot's sizes and dtype, contiguous; else the slot gets its own buffer. */
 static bool take_donor(frame *f, int s, void **out) {
   if (!f->donor || !f->donor[s]) return false;
+  const kn_tensor *t = f->donor[s];
+  const kn__vmeta *m = &f->p->plan.slot_node[s]->meta[f->p->plan.slot_out[s]];
+  if (t->ndim != m->ndim || t->dtype != m->dtype || !kn__contiguous(t)) return false;
+  for (int d = 0; d < m->ndim; d++)
+    if (t->sizes[d] != eval(f, m->sizes[d])) return false;
   f->vals[s] = kn_retain(f->donor[s]);
   f->owned[s] = true;
   *out = data_of(f->vals[s]);
@@ -323,18 +330,39 @@ static bool storage_alone(const stcount *set, size_t cap, const void *st) {
   return set[k].n == 1;
 }
 
-/* The slots computed in the inputs the caller copies them into: output k
+/* Does storage st belong to no input? */
+static bool storage_free(const stcount *set, size_t cap, const void *st) {
+  size_t k = st_slot(st, cap);
+  while (set[k].n && set[k].st != st) k = (k + 1) & (cap - 1);
+  return set[k].n == 0;
+}
+
+/* Is output k's slot computed for it alone (no other output, no input)? */
+static bool slot_alone(const prog *p, int k) {
+  for (int i = 0; i < p->noutputs; i++)
+    if (i != k && p->out_slot[i] == p->out_slot[k]) return false;
+  return p->out_slot[k] >= 0;
+}
+
+/* The slots computed in the tensors the caller copies them into: output k
 ** when into[k] is the input the plan allows for it (into_tables) and no
-** other input shares its memory. */
+** other input shares its memory, or when into[k] is a tensor of no input
+** (an eager CUDA op's output: computed there, no copy). take_donor checks
+** the geometry when the slot is allocated. */
 static kn_tensor **donors(const prog *p, kn_tensor *const *in, kn_tensor *const *into) {
   kn_tensor **d = NULL;
   size_t cap = 0;
   stcount *st = into ? storage_counts(p, in, &cap) : NULL;
   for (int k = 0; st && k < p->noutputs; k++) {
     int j = p->into_input[k];
-    if (!(j >= 0 && into[k] == in[j] && storage_alone(st, cap, in[j]->storage))) continue;
+    kn_tensor *t = NULL;
+    if (j >= 0 && into[k] == in[j] && storage_alone(st, cap, in[j]->storage)) t = in[j];
+    else if (into[k] && into[k]->device == p->device && slot_alone(p, k) &&
+             storage_free(st, cap, into[k]->storage))
+      t = into[k];
+    if (!t) continue;
     if (!d && !(d = calloc((size_t)p->plan.nslots, sizeof *d))) break;
-    d[p->out_slot[k]] = in[j];
+    d[p->out_slot[k]] = t;
   }
   free(st);
   return d;

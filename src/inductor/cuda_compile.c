@@ -126,7 +126,11 @@ static kn_status bind_kernels(void *h, const char *shown) {
     return kn__error(KN_EIO, "inductor: '%s' has no device image or kernel table", shown);
   kn__cuda_module *m = NULL;
   kn_status st = kn__cuda_module_load(img, (size_t)*nimg, &m);
-  for (int k = 0; st == KN_OK && names[k]; k++) st = kn__cuda_module_fn(m, names[k], &fns[k]);
+  const char *const *notes = dlsym(h, "kn_ind_kernel_notes"); /* what each computes */
+  for (int k = 0; st == KN_OK && names[k]; k++) {
+    st = kn__cuda_module_fn(m, names[k], &fns[k]);
+    if (st == KN_OK && notes && notes[k] && kn__cuda_prof_on()) kn__cuda_prof_name(fns[k], notes[k]);
+  }
   if (st == KN_OK && !keep_module(m)) st = kn__oom();
   if (st != KN_OK && m) kn__cuda_module_unload(m);
   if (st != KN_OK) return kn__error(st, "inductor: loading the kernels of '%s': %s", shown,

@@ -277,6 +277,24 @@ static int kernel_index(const kn__kir *ir, int j) {
   return k;
 }
 
+/* "kernel<id>: <kind> over [sizes]: <nodes>" as a C string: the first
+** nodes the kernel computes, by their graph names. */
+static void kernel_note(const kn__kir *ir, const kn__kir_item *it, kn__sb *call) {
+  kn__sb_printf(call, "\"kernel%d: %s [", it->id,
+                it->kind == KN__KIR_REDUCTION ? "reduction" : "pointwise");
+  for (int d = 0; it->space && d < it->space->ndim; d++) {
+    char b[64];
+    kn__sym_format(it->space->sizes[d], b, sizeof b);
+    kn__sb_printf(call, "%s%s", d ? ", " : "", b);
+  }
+  kn__sb_puts(call, "]:");
+  for (int i = 0; i < it->nnodes && i < 6; i++) {
+    kn__sb_putc(call, ' ');
+    kn__cg_put_safe(call, kn__graph_node(ir->p->g, it->nodes[i])->name);
+  }
+  kn__sb_puts(call, it->nnodes > 6 ? " ...\", " : "\", ");
+}
+
 static kn_status cu_entry(const kn__ind_target *t, const kn__kir *ir, bool begin, kn__sb *call) {
   (void)t;
   if (begin) {
@@ -288,6 +306,10 @@ static kn_status cu_entry(const kn__ind_target *t, const kn__kir *ir, bool begin
                     "const char *const kn_ind_kernels[] = {");
   for (int j = 0; j < ir->nitems; j++)
     if (ir->items[j].kind != KN__KIR_EXTERN) kn__sb_printf(call, "\"kernel%d\", ", ir->items[j].id);
+  kn__sb_puts(call, "0};\n/* what each computes (KILN_CUDA_PROFILE's names) */\n"
+                    "const char *const kn_ind_kernel_notes[] = {");
+  for (int j = 0; j < ir->nitems; j++)
+    if (ir->items[j].kind != KN__KIR_EXTERN) kernel_note(ir, &ir->items[j], call);
   kn__sb_printf(call, "0};\nvoid *kn_ind_fns[%d];\n#endif\n", kernel_index(ir, ir->nitems) + 1);
   return kn__sb_failed(call) ? kn__oom() : KN_OK;
 }

@@ -17,7 +17,8 @@
 ** (relative 2-norm of the difference within 1e-3)
 ** ("CUDA-CHECK train.<workload>.<mode>"); then it times steps: wall time of
 ** one step and a kn_cuda_synchronize, "KILN <workload> <mode> <median_us>
-** <min_us>". Arguments: "small" shrinks every size (a run on the fake
+** <min_us>", and with KILN_CUDA_PROFILE=1 the GPU time of ten more steps
+** per kernel. Arguments: "small" shrinks every size (a run on the fake
 ** driver of the test suite), workload names select workloads.
 ** Exit 77 without a CUDA driver or GPU.
 */
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda/cuda.h"
 #include "gpu_check.h"
 #include "kiln/cuda.h"
 #include "kiln/kiln.h"
@@ -294,6 +296,12 @@ static void time_mode(const char *name, const char *mode, int reps) {
     qsort(v, (size_t)reps, sizeof *v, cmp_d);
     if (st == KN_OK) printf("# %s %s: the host queues a step in %.1f us (median)\n", name, mode,
                             v[reps / 2]);
+    if (st == KN_OK && kn__cuda_prof_on()) { /* KILN_CUDA_PROFILE=1: ten steps' kernels */
+      kn__cuda_prof_report(NULL, 0);
+      for (int i = 0; st == KN_OK && i < 10; i++) st = step(&w, NULL);
+      printf("# %s %s: the GPU time of ten steps\n", name, mode);
+      if (st == KN_OK) st = kn__cuda_prof_report(stdout, 30);
+    }
   } else {
     printf("KILN %s %s FAILED %s\n", name, mode, kn_last_error());
   }

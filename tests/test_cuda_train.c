@@ -209,3 +209,22 @@ Test(cuda_train, the_profile_names_kernels_and_products) {
   free(buf);
   kn_scope_end();
 }
+
+/* Long rows (a loss's sum over every element) split into chunks of a block
+** each, the last block folding them: sum and mean of one and of four rows,
+** against the CPU, twice (the count resets for the next launch), and the
+** same bits twice. */
+Test(cuda_train, long_reductions_split_across_blocks) {
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(2, (int64_t[]){64, 1024}, NULL, KN_FLOAT32), *xd = dev(x, KN_CUDA);
+  for (int rep = 0; rep < 2; rep++) {
+    expect_close(kn_sum(xd), kn_sum(x), "sum of 65536");
+    expect_close(kn_mean(xd), kn_mean(x), "mean of 65536");
+  }
+  kn_tensor *y = kn_randn(3, (int64_t[]){4, 128, 512}, NULL, KN_FLOAT32), *yd = dev(y, KN_CUDA);
+  int64_t d12[2] = {1, 2};
+  expect_close(kn_sum_dims(yd, d12, 2, false), kn_sum_dims(y, d12, 2, false), "4 rows of 65536");
+  kn_tensor *a = dev(kn_sum(xd), KN_CPU), *b = dev(kn_sum(xd), KN_CPU);
+  cr_expect(memcmp(kn_data(a), kn_data(b), sizeof(float)) == 0, "the same bits on every run");
+  kn_scope_end();
+}

@@ -401,10 +401,143 @@ static void group_header(kctx *k, int root, kn__sb *ker) {
   params(k, ker);
 }
 
+/* ---- split reductions -------------------------------------------------------------- */
+/* A few long rows (a loss's sum over every element) would leave the GPU to
+** a few blocks. A group of one fold reduction (sum, mean, prod: no NaN flag,
+** no index, no centring) that is its only output, with constant sizes of at
+** most KN__CU_SPLIT_ROWS rows of at least KN__CU_SPLIT_MIN elements, splits
+** each row into chunks, a block each: a block folds its chunk into a slot of
+** a device array of the module, and the last block of a row to finish (an
+** atomic count; __threadfence orders the slots before it) folds the row's
+** slots in index order, finalizes and stores. Same sizes, same order: the
+** same bits on every run. One kernel runs at a time on kiln's stream, so
+** the module's arrays are the kernel's own; the last block resets the
+** count for the next launch. */
+#define KN__CU_SPLIT_ROWS 64
+#define KN__CU_SPLIT_MIN 32768
+#define KN__CU_SPLIT_CHUNK 2048
+
+/* The number of chunks a row of k's group is split into, or 0 (no split). */
+static int64_t split_chunks(kctx *k) {
+  const kn__ind_group *g = k->g;
+  if (g->nmembers != 1 || k->nouts != 1) return 0;
+  const kn__gnode *n = kn__graph_node(k->p->g, g->members[0]);
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  if (in->kind != KN__IND_RED || !in->row || in->red->shape != KN__RSHAPE_FOLD ||
+      nan_flags(in->red) || kn__cg_out_index(k, n->index) < 0)
+    return 0;
+  int64_t outer = 1, red = 1;
+  for (int d = 0; d < k->shape->ndim; d++) {
+    if (!kn__sym_is_const(k->shape->sizes[d])) return 0;
+    if ((g->mask >> d) & 1) red *= k->shape->sizes[d].c;
+    else outer *= k->shape->sizes[d].c;
+  }
+  if (outer > KN__CU_SPLIT_ROWS || red < KN__CU_SPLIT_MIN) return 0;
+  int64_t c = red / KN__CU_SPLIT_CHUNK;
+  return c > 1024 ? 1024 : c;
+}
+
+/* The last block of a row: the row's chunk results in index order, the
+** result, the store and the count reset. */
+static void split_tail(kctx *k, int root, const char *comb, kn__sb *sb) {
+  const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[0]);
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  const kn__red_row *r = in->red;
+  kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
+  const char *A = r->acc == KN__RACC_WIDE ? "double" : kn__ind_ctype(xdt), *s = sfx(xdt);
+  int id = n->index;
+  kn__sb_printf(sb, "    if (threadIdx.x == 0) {\n      kn_part%d[b] = acc%d;\n"
+                "      __threadfence();\n      kn_last = atomicAdd(&kn_count%d[o], 1u) == "
+                "(unsigned)(chunks - 1);\n    }\n    __syncthreads();\n", root, id, root);
+  kn__sb_printf(sb, "    if (kn_last) { /* the row's last block: its chunks in order */\n"
+                "      __threadfence();\n      acc%d = %s;\n"
+                "      for (int64_t q = threadIdx.x; q < chunks; q += blockDim.x)\n"
+                "        acc%d = kn_red_comb_%s_%s(acc%d, ((volatile %s *)kn_part%d)[o * chunks + q]);\n"
+                "      acc%d = kn_block_fold(acc%d, (%s)%s, %s);\n",
+                id, r->init_text, id, r->kname, s, id, A, root, id, id, A, r->init_text, comb);
+  kn__ind_red_result(sb, in, id, n->meta[0].dtype);
+  kn__sb_printf(sb, "      if (threadIdx.x == 0) {\n        out%d[o] = %s(v%d);\n"
+                "        kn_count%d[o] = 0;\n      }\n    }\n    __syncthreads();\n  }\n",
+                kn__cg_out_index(k, id), kn__cg_st_fn(n->meta[0].dtype), id, root);
+}
+
+/* The globals of the split kernel root (before it) and its body. */
+static void split_body(kctx *k, int root, int64_t chunks, kn__sb *glob, kn__sb *sb) {
+  const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[0]);
+  const kn__ind_node *in = &k->p->nodes[n->index];
+  const kn__red_row *r = in->red;
+  kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
+  const char *A = r->acc == KN__RACC_WIDE ? "double" : kn__ind_ctype(xdt), *s = sfx(xdt);
+  int id = n->index;
+  kn__sb_printf(glob, "__device__ %s kn_part%d[", A, root);
+  kn__cg_size_product(k, glob, false);
+  kn__sb_printf(glob, " * %lld];\n__device__ unsigned kn_count%d[", (long long)chunks, root);
+  kn__cg_size_product(k, glob, false);
+  kn__sb_puts(glob, "];\n\n");
+  char xv[96], comb[160];
+  kn__ind_red_xv(xv, sizeof xv, in, id, xdt, 1);
+  snprintf(comb, sizeof comb, "[](%s a, %s b) { return kn_red_comb_%s_%s(a, b); }", A, A,
+           r->kname, s);
+  kn__sb_puts(sb, "  const int64_t outer = ");
+  kn__cg_size_product(k, sb, false);
+  kn__sb_puts(sb, ", red = ");
+  kn__cg_size_product(k, sb, true);
+  kn__sb_printf(sb, ", chunks = %lld, chunk = (red + chunks - 1) / chunks;\n"
+                "  __shared__ int kn_last;\n"
+                "  for (int64_t b = blockIdx.x; b < outer * chunks; b += gridDim.x) {\n"
+                "    const int64_t o = b / chunks, c = b %% chunks;\n", (long long)chunks);
+  kn__cg_offsets_begin(k, sb, "o");
+  for (int d = k->shape->ndim - 1; d >= 0; d--)
+    if (!((k->g->mask >> d) & 1)) kn__cg_offsets_dim(k, sb, d);
+  kn__sb_puts(sb, "    (void)t;\n    /* ");
+  kn__cg_node_comment(sb, n);
+  kn__sb_printf(sb, "    %s acc%d = %s;\n", A, id, r->init_text);
+  kn__sb_puts(sb, "    for (int64_t j = c * chunk + threadIdx.x; j < red && j < (c + 1) * chunk;"
+                  " j += blockDim.x) {\n");
+  k->inner = true;
+  red_elem(k, sb, n);
+  k->inner = false;
+  kn__sb_printf(sb, "      acc%d = kn_red_comb_%s_%s(acc%d, %s);\n    }\n", id, r->kname, s, id, xv);
+  kn__sb_printf(sb, "    acc%d = kn_block_fold(acc%d, (%s)%s, %s);\n", id, id, A, r->init_text, comb);
+  split_tail(k, root, comb, sb);
+}
+
+static kn_status split_kernel(kctx *k, int64_t chunks, kn__sb *ker, cu_info *info) {
+  const kn__ind_group *g = k->g;
+  kn__sb body, glob, grid;
+  kn__sb_init(&body);
+  kn__sb_init(&glob);
+  kn__sb_init(&grid);
+  split_body(k, g->root, chunks, &glob, &body);
+  kn__cg_size_product(k, &grid, false);
+  kn__sb_printf(&grid, " * %lld", (long long)chunks);
+  kn__sb_puts(ker, kn__sb_cstr(&glob));
+  kn__sb_printf(ker, "/* kernel %d: ", g->root);
+  kn__cg_put_safe(ker, kn__graph_node(k->p->g, g->members[0])->name);
+  kn__sb_printf(ker, " split (%lld blocks per row, the last one folds them) */\n"
+                "extern \"C\" __global__ void kernel%d(", (long long)chunks, g->root);
+  params(k, ker);
+  kn__sb_puts(ker, kn__sb_cstr(&body));
+  kn__sb_puts(ker, "}\n\n");
+  kn_status st = kn__cg_kernel_status(k, kn__sb_failed(&body) || kn__sb_failed(&glob) ||
+                                             kn__sb_failed(&grid));
+  if (st == KN_OK) st = keep_info(k, &grid, info);
+  kn__sb_fini(&body);
+  kn__sb_fini(&glob);
+  kn__sb_fini(&grid);
+  return st;
+}
+
 static kn_status group_kernel(kn__ind_plan *p, const kn__kir_item *it, kn__sb *ker,
                               cu_info *info) {
   kctx *k = kn__cg_group_kctx(p, NULL, it); /* no stash: every pass recomputes its producers */
   if (!k) return kn__oom();
+  int64_t chunks = split_chunks(k);
+  if (chunks > 1) {
+    kn_status st = split_kernel(k, chunks, ker, info);
+    kn__cg_kctx_free(k);
+    return st;
+  }
   const kn__ind_group *g = k->g;
   kn__sb body, grid;
   kn__sb_init(&body);

@@ -60,11 +60,14 @@ static const char *prelude =
     "__device__ unsigned short kn_f2b(float f) { unsigned u = __float_as_uint(f);\n"
     "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n"
     "  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n"
-    "#define KN_LOOP(BODY) \\\n"
+    "#define KN_LOOP_T(T, BODY) \\\n"
     "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < g.n;\\\n"
-    "       i += (long long)gridDim.x * blockDim.x) { long long r = i, so = 0, dof = 0;\\\n"
-    "    for (int d = g.nd - 1; d >= 0; d--) { long long c = r % g.size[d]; r /= g.size[d];\\\n"
-    "      so += c * g.ss[d]; dof += c * g.ds[d]; } BODY; }\n";
+    "       i += (long long)gridDim.x * blockDim.x) { T r = (T)i; long long so = 0, dof = 0;\\\n"
+    "    for (int d = g.nd - 1; d >= 0; d--) { T c = r % (T)g.size[d]; r /= (T)g.size[d];\\\n"
+    "      so += (long long)c * g.ss[d]; dof += (long long)c * g.ds[d]; } BODY; }\n"
+    "/* 32-bit index arithmetic when the count allows (64-bit division is slow) */\n"
+    "#define KN_LOOP(BODY) \\\n"
+    "  if (g.n <= 0xffffffffLL) { KN_LOOP_T(unsigned, BODY) } else { KN_LOOP_T(long long, BODY) }\n";
 
 /* The C type, the kind and the load/store expressions of each dtype. */
 static const char *ctype(kn_dtype dt) {
@@ -114,6 +117,7 @@ static kn_status build(const char *src, const char *file, const char *name, kern
   if (s == KN_OK) s = kn__cuda_module_load(image, n, &k->mod);
   free(image);
   if (s == KN_OK) s = kn__cuda_module_fn(k->mod, name, &k->fn);
+  if (s == KN_OK) kn__cuda_prof_name(k->fn, file); /* KILN_CUDA_PROFILE's name */
   if (s != KN_OK) {
     kn__cuda_module_unload(k->mod);
     k->mod = NULL;

@@ -73,6 +73,11 @@ template <typename T> static inline T __shfl_down_sync(unsigned, T v, int d) {
   kn_shim_warp_bar[w].wait();
   return r;
 }
+/* atomicAdd on counters and __threadfence (split reductions' last block). */
+static inline unsigned atomicAdd(unsigned *p, unsigned v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 /* atomicCAS on 64-bit words (device-side checks): the old value. */
 static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long cmp,
                                            unsigned long long val) {

@@ -437,15 +437,32 @@ static int64_t split_chunks(kctx *k) {
   return c > 1024 ? 1024 : c;
 }
 
+/* What the split kernel's parts print of its one reduction. */
+typedef struct split_red {
+  const kn__gnode *n;
+  const kn__ind_node *in;
+  const kn__red_row *r;
+  const char *A, *s; /* the accumulator's C type, the combine's suffix */
+  int id;
+  char comb[160];    /* the combine as a lambda */
+} split_red;
+
+static void split_red_of(kctx *k, split_red *q) {
+  q->n = kn__graph_node(k->p->g, k->g->members[0]);
+  q->in = &k->p->nodes[q->n->index];
+  q->r = q->in->red;
+  kn_dtype xdt = q->n->args[0].u.t.node->meta[q->n->args[0].u.t.idx].dtype;
+  q->A = q->r->acc == KN__RACC_WIDE ? "double" : kn__ind_ctype(xdt);
+  q->s = sfx(xdt);
+  q->id = q->n->index;
+  snprintf(q->comb, sizeof q->comb, "[](%s a, %s b) { return kn_red_comb_%s_%s(a, b); }", q->A,
+           q->A, q->r->kname, q->s);
+}
+
 /* The last block of a row: the row's chunk results in index order, the
 ** result, the store and the count reset. */
-static void split_tail(kctx *k, int root, const char *comb, kn__sb *sb) {
-  const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[0]);
-  const kn__ind_node *in = &k->p->nodes[n->index];
-  const kn__red_row *r = in->red;
-  kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
-  const char *A = r->acc == KN__RACC_WIDE ? "double" : kn__ind_ctype(xdt), *s = sfx(xdt);
-  int id = n->index;
+static void split_tail(kctx *k, int root, const split_red *q, kn__sb *sb) {
+  int id = q->id;
   kn__sb_printf(sb, "    if (threadIdx.x == 0) {\n      kn_part%d[b] = acc%d;\n"
                 "      __threadfence();\n      kn_last = atomicAdd(&kn_count%d[o], 1u) == "
                 "(unsigned)(chunks - 1);\n    }\n    __syncthreads();\n", root, id, root);
@@ -453,31 +470,26 @@ static void split_tail(kctx *k, int root, const char *comb, kn__sb *sb) {
                 "      __threadfence();\n      acc%d = %s;\n"
                 "      for (int64_t q = threadIdx.x; q < chunks; q += blockDim.x)\n"
                 "        acc%d = kn_red_comb_%s_%s(acc%d, ((volatile %s *)kn_part%d)[o * chunks + q]);\n"
-                "      acc%d = kn_block_fold(acc%d, (%s)%s, %s);\n",
-                id, r->init_text, id, r->kname, s, id, A, root, id, id, A, r->init_text, comb);
-  kn__ind_red_result(sb, in, id, n->meta[0].dtype);
+                "      acc%d = kn_block_fold(acc%d, (%s)%s, %s);\n", id, q->r->init_text, id,
+                q->r->kname, q->s, id, q->A, root, id, id, q->A, q->r->init_text, q->comb);
+  kn__ind_red_result(sb, q->in, id, q->n->meta[0].dtype);
   kn__sb_printf(sb, "      if (threadIdx.x == 0) {\n        out%d[o] = %s(v%d);\n"
                 "        kn_count%d[o] = 0;\n      }\n    }\n    __syncthreads();\n  }\n",
-                kn__cg_out_index(k, id), kn__cg_st_fn(n->meta[0].dtype), id, root);
+                kn__cg_out_index(k, id), kn__cg_st_fn(q->n->meta[0].dtype), id, root);
 }
 
 /* The globals of the split kernel root (before it) and its body. */
 static void split_body(kctx *k, int root, int64_t chunks, kn__sb *glob, kn__sb *sb) {
-  const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[0]);
-  const kn__ind_node *in = &k->p->nodes[n->index];
-  const kn__red_row *r = in->red;
-  kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
-  const char *A = r->acc == KN__RACC_WIDE ? "double" : kn__ind_ctype(xdt), *s = sfx(xdt);
-  int id = n->index;
-  kn__sb_printf(glob, "__device__ %s kn_part%d[", A, root);
+  split_red q;
+  split_red_of(k, &q);
+  int id = q.id;
+  kn__sb_printf(glob, "__device__ %s kn_part%d[", q.A, root);
   kn__cg_size_product(k, glob, false);
   kn__sb_printf(glob, " * %lld];\n__device__ unsigned kn_count%d[", (long long)chunks, root);
   kn__cg_size_product(k, glob, false);
   kn__sb_puts(glob, "];\n\n");
-  char xv[96], comb[160];
-  kn__ind_red_xv(xv, sizeof xv, in, id, xdt, 1);
-  snprintf(comb, sizeof comb, "[](%s a, %s b) { return kn_red_comb_%s_%s(a, b); }", A, A,
-           r->kname, s);
+  char xv[96];
+  kn__ind_red_xv(xv, sizeof xv, q.in, id, q.n->args[0].u.t.node->meta[q.n->args[0].u.t.idx].dtype, 1);
   kn__sb_puts(sb, "  const int64_t outer = ");
   kn__cg_size_product(k, sb, false);
   kn__sb_puts(sb, ", red = ");
@@ -490,16 +502,18 @@ static void split_body(kctx *k, int root, int64_t chunks, kn__sb *glob, kn__sb *
   for (int d = k->shape->ndim - 1; d >= 0; d--)
     if (!((k->g->mask >> d) & 1)) kn__cg_offsets_dim(k, sb, d);
   kn__sb_puts(sb, "    (void)t;\n    /* ");
-  kn__cg_node_comment(sb, n);
-  kn__sb_printf(sb, "    %s acc%d = %s;\n", A, id, r->init_text);
+  kn__cg_node_comment(sb, q.n);
+  kn__sb_printf(sb, "    %s acc%d = %s;\n", q.A, id, q.r->init_text);
   kn__sb_puts(sb, "    for (int64_t j = c * chunk + threadIdx.x; j < red && j < (c + 1) * chunk;"
                   " j += blockDim.x) {\n");
   k->inner = true;
-  red_elem(k, sb, n);
+  red_elem(k, sb, q.n);
   k->inner = false;
-  kn__sb_printf(sb, "      acc%d = kn_red_comb_%s_%s(acc%d, %s);\n    }\n", id, r->kname, s, id, xv);
-  kn__sb_printf(sb, "    acc%d = kn_block_fold(acc%d, (%s)%s, %s);\n", id, id, A, r->init_text, comb);
-  split_tail(k, root, comb, sb);
+  kn__sb_printf(sb, "      acc%d = kn_red_comb_%s_%s(acc%d, %s);\n    }\n", id, q.r->kname, q.s,
+                id, xv);
+  kn__sb_printf(sb, "    acc%d = kn_block_fold(acc%d, (%s)%s, %s);\n", id, id, q.A,
+                q.r->init_text, q.comb);
+  split_tail(k, root, &q, sb);
 }
 
 static kn_status split_kernel(kctx *k, int64_t chunks, kn__sb *ker, cu_info *info) {

@@ -228,3 +228,22 @@ Test(cuda_train, long_reductions_split_across_blocks) {
   cr_expect(memcmp(kn_data(a), kn_data(b), sizeof(float)) == 0, "the same bits on every run");
   kn_scope_end();
 }
+
+/* A 0-dim host tensor joins an op on CUDA tensors as a scalar (PyTorch's
+** rule); any other host tensor is the mixed-device error. */
+Test(cuda_train, host_scalars_join_device_ops) {
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(2, (int64_t[]){3, 4}, NULL, KN_FLOAT32), *xd = dev(x, KN_CUDA);
+  kn_tensor *two = kn_scalar_tensor(kn_float(2.5), KN_FLOAT32);
+  expect_close(kn_mul(xd, two), kn_mul(x, two), "a host scalar times a CUDA tensor");
+  expect_close(kn_sub(two, xd), kn_sub(two, x), "on either side");
+  kn_tensor *i = kn_scalar_tensor(kn_int(3), KN_INT64);
+  expect_close(kn_add(xd, i), kn_add(x, i), "an int64 scalar: float32 result, as on the CPU");
+  cr_assert_eq(kn_add_(xd, two), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_add_(x, two), KN_OK);
+  expect_close(xd, x, "in place");
+  cr_expect_null(kn_mul(xd, kn_ones(1, (int64_t[]){4}, KN_FLOAT32)));
+  cr_expect(strstr(kn_last_error(), "Expected all tensors to be on the same device"), "%s",
+            kn_last_error());
+  kn_scope_end();
+}

@@ -41,17 +41,24 @@ static kn_status mixed_devices(kn_device a, kn_device b) {
                               "two devices, %s and %s!", x, y);
 }
 
+/* A 0-dim tensor on the host: PyTorch lets one take part in an op on CUDA
+** tensors as a scalar (it does not count as a device). */
+static bool cpu_scalar(const kn_tensor *t) { return !kn__tensor_on_cuda(t) && t->ndim == 0; }
+
 kn_status kn__call_device(const kn__call *c, kn_device *dev) {
+  int n = kn__call_ninputs(c);
+  *dev = KN_CPU;
+  for (int k = 0; k < n && *dev == KN_CPU; k++)
+    if (kn__tensor_on_cuda(kn__call_input(c, k))) *dev = KN_CUDA;
+  if (*dev == KN_CPU || c->op->id == KN_OP_COPY_) return KN_OK;
   bool seen = false;
   kn_device first = KN_CPU;
-  *dev = KN_CPU;
-  for (int k = 0, n = kn__call_ninputs(c); k < n; k++) {
+  for (int k = 0; k < n; k++) {
     const kn_tensor *t = kn__call_input(c, k);
-    if (!t) continue;
+    if (!t || cpu_scalar(t)) continue;
     kn_device d = kn__tensor_on_cuda(t) ? KN_CUDA : KN_CPU;
-    if (d == KN_CUDA) *dev = KN_CUDA;
     if (!seen) first = d, seen = true;
-    else if (d != first && c->op->id != KN_OP_COPY_) return mixed_devices(first, d);
+    else if (d != first) return mixed_devices(first, d);
   }
   return KN_OK;
 }
@@ -113,7 +120,32 @@ bool kn__cuda_own_kernel(int opid) {
   }
 }
 
+static kn_status run_on_device(const kn__call *c, kn__outs *out);
+
+/* The call with each 0-dim host tensor argument replaced by a copy on the
+** device (one element: an upload that waits for the stream). */
 kn_status kn__cuda_kernel(const kn__call *c, kn__outs *out) {
+  bool any = false;
+  for (int a = 0; a < c->nargs && c->op->id != KN_OP_COPY_; a++)
+    any |= c->args[a].kind == KN__A_TENSOR && c->args[a].u.t && cpu_scalar(c->args[a].u.t);
+  if (!any) return run_on_device(c, out);
+  kn__call lifted = *c;
+  kn_status st = KN_OK;
+  for (int a = 0; a < c->nargs && st == KN_OK; a++) {
+    const kn_tensor *t = c->args[a].kind == KN__A_TENSOR ? c->args[a].u.t : NULL;
+    if (!t || !cpu_scalar(t)) continue;
+    kn_tensor *d = kn__empty(0, NULL, t->dtype, KN_CUDA);
+    st = d ? kn__cuda_copy_into(d, t) : kn_last_status();
+    lifted.args[a].u.t = d;
+  }
+  if (st == KN_OK) st = run_on_device(&lifted, out);
+  for (int a = 0; a < c->nargs; a++)
+    if (lifted.args[a].kind == KN__A_TENSOR && lifted.args[a].u.t != c->args[a].u.t)
+      kn_release(lifted.args[a].u.t);
+  return st;
+}
+
+static kn_status run_on_device(const kn__call *c, kn__outs *out) {
   switch ((kn__opid)c->op->id) {
   case KN_OP_COPY_: return cuda_copy_(c);
   case KN_OP_CLONE:

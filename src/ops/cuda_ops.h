@@ -28,9 +28,11 @@ kn_status kn__dispatch_set_device_backend(kn_device dev, kn__device_backend_fn f
 /* The device call c runs on: KN_CUDA when a tensor argument is on the GPU,
 ** else KN_CPU. Tensors on two devices are PyTorch's error "Expected all
 ** tensors to be on the same device, but found at least two devices, cuda:0
-** and cpu!" (copy_ alone moves data between devices). */
+** and cpu!" (copy_ alone moves data between devices), except a 0-dim host
+** tensor, which joins an op on the GPU as a scalar (as in PyTorch). */
 kn_status kn__call_device(const kn__call *c, kn_device *dev);
-/* Run call c on the GPU (outputs made): the ops layer's CUDA kernels first
+/* Run call c on the GPU (outputs made; 0-dim host tensor arguments copied
+** to the device first): the ops layer's CUDA kernels first
 ** (copy_, clone, _to_copy, fill_, zero_, mm, bmm, addmm, _reshape_copy,
 ** cat, stack, _nll_loss_target), then the
 ** registered handler, else "aten.<op>: no CUDA kernel ... (cuda:0)". */

@@ -358,6 +358,29 @@ static kn_status softmax_bwd(const kn__call *c, kn__outs *out) {
   return st;
 }
 
+/* ---- _reshape_copy on the GPU -------------------------------------------------------- */
+/* A contiguous copy (clone: a generated strided kernel that fuses with what
+** produces its input) viewed with the new sizes, instead of the eager op's
+** separate copy kernel (the attention's head layouts: 18 copies per
+** transformer step). Constant sizes only; the CPU keeps the eager op. */
+static bool reshape_copy_ok(const kn__gnode *n) {
+  const kn__vmeta *x = arg_meta(n, 0);
+  if (!x || x->device != KN_CUDA || n->args[1].kind != KN__GA_INTS) return false;
+  for (int k = 0; k < n->args[1].u.ints.n; k++)
+    if (!kn__sym_is_const(n->args[1].u.ints.v[k])) return false;
+  for (int d = 0; d < x->ndim; d++)
+    if (!kn__sym_is_const(x->sizes[d])) return false;
+  return true;
+}
+
+static kn_status reshape_copy(const kn__call *c, kn__outs *out) {
+  kn_scope_begin();
+  kn_tensor *r = kn_view(kn_contiguous(c->args[0].u.t), c->args[1].u.ints.n, c->args[1].u.ints.v);
+  kn_status st = push_all(out, &r, 1);
+  kn_scope_end();
+  return st;
+}
+
 /* ---- layer norm backward ---------------------------------------------------------- */
 /* On the GPU (the CPU keeps its vectorised row kernel): float input, mean
 ** and rstd of its dtype, the affine parameters too. */
@@ -419,6 +442,7 @@ static const drow rules[KN__IND_R_COUNT] = {
     [KN__IND_R_DEC_LOGSUMEXP] = {logsumexp_ok, logsumexp},
     [KN__IND_R_DEC_LAYER_NORM_BWD] = {layer_norm_bwd_ok, layer_norm_bwd},
     [KN__IND_R_DEC_SOFTMAX_BWD] = {softmax_bwd_ok, softmax_bwd},
+    [KN__IND_R_DEC_RESHAPE_COPY] = {reshape_copy_ok, reshape_copy},
 };
 
 /* The rule for n, or NULL: inductor lowers n as it is. Composite ops go

@@ -143,7 +143,8 @@ typedef enum kn__ind_role {
   KN__IND_R_DEC_SOFTMAX, KN__IND_R_DEC_LOG_SOFTMAX, KN__IND_R_DEC_LAYER_NORM,
   KN__IND_R_DEC_BATCH_NORM, KN__IND_R_DEC_MSE_LOSS, KN__IND_R_DEC_NLL_LOSS,
   KN__IND_R_DEC_NLL_LOSS_BWD, KN__IND_R_DEC_LOG_SOFTMAX_BWD, KN__IND_R_DEC_LOGSUMEXP,
-  KN__IND_R_DEC_LAYER_NORM_BWD, KN__IND_R_DEC_SOFTMAX_BWD, /* on the GPU only (their checks) */
+  /* on the GPU only (their checks) */
+  KN__IND_R_DEC_LAYER_NORM_BWD, KN__IND_R_DEC_SOFTMAX_BWD, KN__IND_R_DEC_RESHAPE_COPY,
   KN__IND_R_DEC_KERNEL, /* a composite op, through its own kernel */
   KN__IND_R_COUNT
 } kn__ind_role;

@@ -185,7 +185,7 @@ Test(cuda_train, optimizer_state_lives_on_the_parameters_device) {
 }
 
 /* KILN_CUDA_PROFILE=1: each kernel by what it computes, each GEMM by its
-** shape, with as many calls as were queued. */
+** shape, with as many calls as were queued; an in-place op is one kernel. */
 Test(cuda_train, the_profile_names_kernels_and_products) {
   setenv("KILN_CUDA_PROFILE", "1", 1); /* read once per process: this test's own */
   kn_scope_begin();
@@ -206,6 +206,14 @@ Test(cuda_train, the_profile_names_kernels_and_products) {
   cr_assert_eq(kn__cuda_prof_report(f, 30), KN_OK);
   fclose(f);
   cr_expect(strstr(buf, "0 timed launches"), "%s", buf);
+  free(buf);
+  /* an in-place op on a contiguous tensor computes into it: one kernel, no copy */
+  kn_tensor *b = dev(kn_randn(2, (int64_t[]){4, 6}, NULL, KN_FLOAT32), KN_CUDA);
+  cr_assert_eq(kn_add_(a, b), KN_OK, "%s", kn_last_error());
+  f = open_memstream(&buf, &n);
+  cr_assert_eq(kn__cuda_prof_report(f, 30), KN_OK);
+  fclose(f);
+  cr_expect(strstr(buf, "1 timed launches") && strstr(buf, "pointwise [4, 6]: add"), "%s", buf);
   free(buf);
   kn_scope_end();
 }

@@ -3,7 +3,8 @@
 ** cuBLAS product on kiln's stream, summed per kernel. Each launch is
 ** bracketed by two events on the stream (nothing waits for them); a report
 ** synchronises, reads every pair's elapsed time and prints the kernels by
-** total time. A generated kernel is named by what it computes (the notes
+** total time: when a program asks (kn__cuda_prof_report), and for what is
+** left when the process exits (stderr). A generated kernel is named by what it computes (the notes
 ** the CUDA target writes beside its kernels), a product by its shape.
 ** Launches queued while a CUDA graph is captured are not timed (their
 ** replays are one graph launch, timed as "CUDA graph").
@@ -37,9 +38,17 @@ static int nlabels, caplabels;
 
 #define KN__PROF_MAX_RECS 1000000
 
+static void at_exit(void) {
+  pthread_mutex_lock(&mu);
+  int n = nrecs;
+  pthread_mutex_unlock(&mu);
+  if (n > 0) (void)kn__cuda_prof_report(stderr, 40);
+}
+
 static void read_env(void) {
   const char *e = getenv("KILN_CUDA_PROFILE");
   on = e && *e && strcmp(e, "0") != 0;
+  if (on) atexit(at_exit); /* what no report printed yet, when the process exits */
 }
 
 bool kn__cuda_prof_on(void) {

@@ -212,9 +212,31 @@ static kn_status run(const entry *e, const kn__call *c, kn__outs *out) {
 /* An in-place op (sub_, mul_, ...) as its functional partner (sub, mul)
 ** into a temporary, copied into self with copy_'s conversion: PyTorch's
 ** in-place semantics, and the single-op graphs stay functional. */
+static kn_status run(const entry *e, const kn__call *c, kn__outs *out);
+static entry *find(const kn__call *c, const kn__outs *out);
+
+/* Does the functional call fc give a result of self's dtype and sizes (so
+** that it can be computed into self)? */
+static bool fits_self(kn__call *fc, const kn_tensor *self) {
+  kn__outs m;
+  kn__outs_init(&m);
+  if (kn__dispatch_backend_meta(fc, &m) != KN_OK) return false;
+  bool ok = m.n == 1 && m.t[0]->dtype == self->dtype && m.t[0]->ndim == self->ndim;
+  for (int d = 0; ok && d < self->ndim; d++) ok = m.t[0]->sizes[d] == self->sizes[d];
+  kn__outs_fini(&m);
+  return ok;
+}
+
 static kn_status inplace(const kn__call *c, const kn__opdef *f, kn__outs *out) {
   kn__call fc = *c;
   fc.op = f;
+  kn_tensor *self = out->t[0];
+  if (kn__contiguous(self) && fits_self(&fc, self)) {
+    /* the program computes into self itself (an input it may write:
+    ** kn__inductor_run_into's donation), or copies its result there */
+    entry *e = find(&fc, out);
+    if (e && !e->why) return run(e, &fc, out);
+  }
   kn__outs o;
   kn__outs_init(&o);
   kn_status st = kn__dispatch_backend(&fc, &o);

@@ -13,7 +13,8 @@
 ** tensor's dtype, sizes and strides and every other argument's value (a
 ** new shape compiles a new program: sizes are static). A run computes the
 ** result into the output the dispatcher made (or copies it there). An
-** in-place op runs as its functional partner and a copy into self. An op
+** in-place op runs as its functional partner, into self when self is
+** contiguous and the result fits it, else through a copy. An op
 ** whose plan keeps an extern step (no kernel: it would call itself) fails
 ** with "aten.<op>: no CUDA kernel: the code generator cannot lower it
 ** (cuda:0)", and is remembered as such; an extern step of an op the ops
@@ -209,9 +210,6 @@ static kn_status run(const entry *e, const kn__call *c, kn__outs *out) {
   return st;
 }
 
-/* An in-place op (sub_, mul_, ...) as its functional partner (sub, mul)
-** into a temporary, copied into self with copy_'s conversion: PyTorch's
-** in-place semantics, and the single-op graphs stay functional. */
 static kn_status run(const entry *e, const kn__call *c, kn__outs *out);
 static entry *find(const kn__call *c, const kn__outs *out);
 
@@ -227,6 +225,10 @@ static bool fits_self(kn__call *fc, const kn_tensor *self) {
   return ok;
 }
 
+/* An in-place op (sub_, mul_, ...) as its functional partner (sub, mul),
+** so that the single-op graphs stay functional: computed into self when it
+** fits, else into a temporary copied into self with copy_'s conversion
+** (PyTorch's in-place semantics). */
 static kn_status inplace(const kn__call *c, const kn__opdef *f, kn__outs *out) {
   kn__call fc = *c;
   fc.op = f;

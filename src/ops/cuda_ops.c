@@ -2,8 +2,9 @@
 ** ops/cuda_ops.c: the dispatcher's device layer for CUDA tensors (which
 ** device a call runs on, the device backend handler) and the ops the ops
 ** layer runs on the GPU itself: copy_, clone, _to_copy, fill_, zero_, mm,
-** bmm, addmm, _reshape_copy, cat, stack and _nll_loss_target (matmul, linear, contiguous and to.dtype are composites of
-** these and of views). Also kn_to_device (kiln/cuda.h).
+** bmm, addmm, _reshape_copy, cat, stack and _nll_loss_target (matmul,
+** linear, contiguous and to.dtype are composites of these and of views).
+** Also kn_to_device (kiln/cuda.h).
 */
 #include <stdatomic.h>
 #include <string.h>

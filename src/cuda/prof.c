@@ -33,10 +33,11 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool on;
 static prec *recs;       /* under mu */
 static int nrecs, caprecs;
+static unsigned gen;     /* reports so far: a handle from before a report is stale */
 static plabel *labels;   /* under mu */
 static int nlabels, caplabels;
 
-#define KN__PROF_MAX_RECS 1000000
+#define KN__PROF_MAX_RECS 1000000 /* < 2^20: a handle is the index and a generation */
 
 static void at_exit(void) {
   pthread_mutex_lock(&mu);
@@ -107,9 +108,10 @@ int kn__cuda_prof_begin(void) {
   if (nrecs < caprecs) {
     prec *p = &recs[nrecs];
     p->ev[0] = p->ev[1] = NULL;
+    p->label = -1;
     if (r->cu.EventCreate(&p->ev[0], 0) == 0 && r->cu.EventCreate(&p->ev[1], 0) == 0 &&
         r->cu.EventRecord(p->ev[0], r->stream) == 0)
-      k = nrecs++;
+      k = (int)((gen & 0x3ffu) << 20) | nrecs++; /* the report generation in the high bits */
     else
       destroy(r, p);
   }
@@ -121,8 +123,11 @@ void kn__cuda_prof_end(int k, const void *fn, const char *text) {
   if (k < 0) return;
   kn__cuda_rt *r = kn__cuda_rt_get();
   pthread_mutex_lock(&mu);
-  recs[k].label = label_of(fn, text);
-  r->cu.EventRecord(recs[k].ev[1], r->stream);
+  int i = k & 0xfffff;
+  if ((unsigned)(k >> 20) == (gen & 0x3ffu) && i < nrecs) { /* else a report came between */
+    recs[i].label = label_of(fn, text);
+    r->cu.EventRecord(recs[i].ev[1], r->stream);
+  }
   pthread_mutex_unlock(&mu);
 }
 
@@ -151,6 +156,7 @@ kn_status kn__cuda_prof_report(FILE *out, int top) {
   }
   int n = nrecs;
   nrecs = 0;
+  gen++;
   plabel *sorted = nlabels ? malloc((size_t)nlabels * sizeof *sorted) : NULL;
   if (sorted) memcpy(sorted, labels, (size_t)nlabels * sizeof *sorted);
   if (sorted) qsort(sorted, (size_t)nlabels, sizeof *sorted, by_time);

@@ -2,7 +2,7 @@
 ** cuda/devcheck.c: device-side checks, PyTorch's device-side asserts as
 ** error values. A kernel that validates its input (the targets of
 ** nll_loss) records its first failure in a 16-byte slot of device memory: a
-** code (kn__cuda_check_code) and the value it found. Reading the slot needs
+** code (KN__CUDA_CHECK_*, cuda/cuda.h) and the value it found. Reading the slot needs
 ** the stream synchronised, so it is read where kiln synchronises anyway
 ** (kn__cuda_synchronize and every copy to the host), and only when a
 ** checking kernel was queued since the last read: programs without such

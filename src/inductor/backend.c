@@ -323,18 +323,11 @@ static stcount *storage_counts(const prog *p, kn_tensor *const *in, size_t *cap)
   return set;
 }
 
-/* Does storage st belong to one input only? */
-static bool storage_alone(const stcount *set, size_t cap, const void *st) {
+/* How many inputs storage st belongs to. */
+static int storage_count(const stcount *set, size_t cap, const void *st) {
   size_t k = st_slot(st, cap);
   while (set[k].n && set[k].st != st) k = (k + 1) & (cap - 1);
-  return set[k].n == 1;
-}
-
-/* Does storage st belong to no input? */
-static bool storage_free(const stcount *set, size_t cap, const void *st) {
-  size_t k = st_slot(st, cap);
-  while (set[k].n && set[k].st != st) k = (k + 1) & (cap - 1);
-  return set[k].n == 0;
+  return set[k].n;
 }
 
 /* Is output k's slot computed for it alone (no other output, no input)? */
@@ -356,9 +349,9 @@ static kn_tensor **donors(const prog *p, kn_tensor *const *in, kn_tensor *const 
   for (int k = 0; st && k < p->noutputs; k++) {
     int j = p->into_input[k];
     kn_tensor *t = NULL;
-    if (j >= 0 && into[k] == in[j] && storage_alone(st, cap, in[j]->storage)) t = in[j];
+    if (j >= 0 && into[k] == in[j] && storage_count(st, cap, in[j]->storage) == 1) t = in[j];
     else if (into[k] && into[k]->device == p->device && slot_alone(p, k) &&
-             storage_free(st, cap, into[k]->storage))
+             storage_count(st, cap, into[k]->storage) == 0)
       t = into[k];
     if (!t) continue;
     if (!d && !(d = calloc((size_t)p->plan.nslots, sizeof *d))) break;

@@ -129,7 +129,7 @@ static kn_status bind_kernels(void *h, const char *shown) {
   const char *const *notes = dlsym(h, "kn_ind_kernel_notes"); /* what each computes */
   for (int k = 0; st == KN_OK && names[k]; k++) {
     st = kn__cuda_module_fn(m, names[k], &fns[k]);
-    if (st == KN_OK && notes && notes[k] && kn__cuda_prof_on()) kn__cuda_prof_name(fns[k], notes[k]);
+    if (st == KN_OK && notes && notes[k]) kn__cuda_prof_name(fns[k], notes[k]);
   }
   if (st == KN_OK && !keep_module(m)) st = kn__oom();
   if (st != KN_OK && m) kn__cuda_module_unload(m);

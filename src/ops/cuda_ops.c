@@ -66,7 +66,8 @@ kn_status kn__call_device(const kn__call *c, kn_device *dev) {
 
 /* ---- the ops layer's own CUDA kernels ---- */
 
-static kn_status cuda_copy_(const kn__call *c) {
+static kn_status cuda_copy_(const kn__call *c, kn__outs *out) {
+  (void)out;
   kn_tensor *self = c->args[0].u.t;
   const kn_tensor *src = c->args[1].u.t;
   if (self == src) return KN_OK;
@@ -78,7 +79,8 @@ static kn_status cuda_copy_(const kn__call *c) {
   return st;
 }
 
-static kn_status cuda_fill_(const kn__call *c) {
+static kn_status cuda_fill_(const kn__call *c, kn__outs *out) {
+  (void)out;
   kn_tensor *self = c->args[0].u.t;
   kn_scalar v = c->nargs > 1 ? c->args[1].u.s : kn_int(0);
   unsigned char val[8] = {0};
@@ -101,25 +103,45 @@ static kn_status no_kernel(const kn__call *c) {
 ** written through a view of the output with the input's sizes. */
 static kn_status reshape_copy(const kn__call *c, kn__outs *out) {
   const kn_tensor *x = c->args[0].u.t;
-  int64_t st[KN_MAX_DIMS], acc = 1;
-  for (int d = x->ndim - 1; d >= 0; d--) {
-    st[d] = acc;
-    acc *= x->sizes[d] > 1 ? x->sizes[d] : 1;
-  }
+  int64_t st[KN_MAX_DIMS];
+  kn__contiguous_strides(x->ndim, x->sizes, st);
   kn_tensor *v = kn__make_view(out->t[0], x->ndim, x->sizes, st, out->t[0]->offset);
   kn_status s = v ? kn__cuda_copy_into(v, x) : kn_last_status();
   kn_release(v);
   return s;
 }
 
-bool kn__cuda_own_kernel(int opid) {
-  switch ((kn__opid)opid) {
-  case KN_OP_COPY_: case KN_OP_CLONE: case KN_OP_TO_COPY: case KN_OP_FILL_: case KN_OP_ZERO_:
-  case KN_OP_MM: case KN_OP_BMM: case KN_OP_ADDMM: case KN_OP_NLL_LOSS_TARGET:
-  case KN_OP_RESHAPE_COPY: case KN_OP_CAT: case KN_OP_STACK: return true;
-  default: return false;
+/* clone and _to_copy: a copy converting to the output's dtype. */
+static kn_status clone_k(const kn__call *c, kn__outs *out) {
+  return kn__cuda_copy_into(out->t[0], c->args[0].u.t);
+}
+
+/* cat and stack: their kernels copy into parts of the output (shape_join.c,
+** on the device through kn__cuda_copy_into). */
+static kn_status parts_k(const kn__call *c, kn__outs *out) { return c->op->kernel(c, out); }
+
+typedef kn_status (*own_fn)(const kn__call *c, kn__outs *out);
+
+/* The ops layer's own CUDA kernel of op id, or NULL (the device backend's). */
+static own_fn own_kernel(int id) {
+  switch ((kn__opid)id) {
+  case KN_OP_COPY_: return cuda_copy_;
+  case KN_OP_CLONE:
+  case KN_OP_TO_COPY: return clone_k;
+  case KN_OP_FILL_:
+  case KN_OP_ZERO_: return cuda_fill_;
+  case KN_OP_MM: return kn__cuda_k_mm;
+  case KN_OP_BMM: return kn__cuda_k_bmm;
+  case KN_OP_ADDMM: return kn__cuda_k_addmm;
+  case KN_OP_NLL_LOSS_TARGET: return kn__cuda_k_nll_target;
+  case KN_OP_RESHAPE_COPY: return reshape_copy;
+  case KN_OP_CAT:
+  case KN_OP_STACK: return parts_k;
+  default: return NULL;
   }
 }
+
+bool kn__cuda_own_kernel(int opid) { return own_kernel(opid) != NULL; }
 
 static kn_status run_on_device(const kn__call *c, kn__outs *out);
 
@@ -147,21 +169,8 @@ kn_status kn__cuda_kernel(const kn__call *c, kn__outs *out) {
 }
 
 static kn_status run_on_device(const kn__call *c, kn__outs *out) {
-  switch ((kn__opid)c->op->id) {
-  case KN_OP_COPY_: return cuda_copy_(c);
-  case KN_OP_CLONE:
-  case KN_OP_TO_COPY: return kn__cuda_copy_into(out->t[0], c->args[0].u.t);
-  case KN_OP_FILL_:
-  case KN_OP_ZERO_: return cuda_fill_(c);
-  case KN_OP_MM: return kn__cuda_k_mm(c, out);
-  case KN_OP_BMM: return kn__cuda_k_bmm(c, out);
-  case KN_OP_ADDMM: return kn__cuda_k_addmm(c, out);
-  case KN_OP_NLL_LOSS_TARGET: return kn__cuda_k_nll_target(c, out);
-  case KN_OP_RESHAPE_COPY: return reshape_copy(c, out);
-  case KN_OP_CAT:
-  case KN_OP_STACK: return c->op->kernel(c, out); /* copies into parts of the output */
-  default: break;
-  }
+  own_fn own = own_kernel(c->op->id);
+  if (own) return own(c, out);
   kn__device_backend_fn fn = atomic_load(&cuda_backend);
   return fn ? fn(c, out) : no_kernel(c);
 }

@@ -199,7 +199,8 @@ Test(cuda_train, the_profile_names_kernels_and_products) {
   fclose(f);
   cr_expect(strstr(buf, "KILN_CUDA_PROFILE: 6 timed launches"), "%s", buf);
   cr_expect(strstr(buf, "      3 ") && strstr(buf, "cuBLAS float32 GEMM 4x3x6 B^T"), "%s", buf);
-  cr_expect(strstr(buf, "pointwise [4, 3]: relu"), "%s", buf);
+  /* one program serves every size of the pattern: its symbols are named */
+  cr_expect(strstr(buf, "pointwise [s0, s1]: relu"), "%s", buf);
   free(buf);
   /* reported work is forgotten */
   f = open_memstream(&buf, &n);
@@ -213,7 +214,7 @@ Test(cuda_train, the_profile_names_kernels_and_products) {
   f = open_memstream(&buf, &n);
   cr_assert_eq(kn__cuda_prof_report(f, 30), KN_OK);
   fclose(f);
-  cr_expect(strstr(buf, "1 timed launches") && strstr(buf, "pointwise [4, 6]: add"), "%s", buf);
+  cr_expect(strstr(buf, "1 timed launches") && strstr(buf, "pointwise [s0, s1]: add"), "%s", buf);
   free(buf);
   kn_scope_end();
 }

@@ -468,16 +468,20 @@ static kn_status io_tables(prog *p) {
   return KN_OK;
 }
 
-/* Is m contiguous with n's sizes and dtype (constant sizes)? */
+static bool sym_same(kn_sym a, kn_sym b) {
+  return kn__sym_query(a, KN__SYM_EQ, b) == KN__SYM_TRUE;
+}
+
+/* Is m contiguous with n's sizes and dtype? Sizes may be symbolic (equal
+** expressions; called with the graph's shape env current). */
 static bool same_contiguous(const kn__vmeta *m, const kn__vmeta *n) {
   if (m->kind != KN__V_TENSOR || m->dtype != n->dtype || m->ndim != n->ndim) return false;
-  int64_t want = 1;
+  kn_sym want = kn__sym_const(1);
   for (int d = m->ndim - 1; d >= 0; d--) {
-    if (!kn__sym_is_const(m->sizes[d]) || !kn__sym_is_const(n->sizes[d]) ||
-        !kn__sym_is_const(m->strides[d]) || m->sizes[d].c != n->sizes[d].c)
-      return false;
-    if (m->sizes[d].c != 1 && m->strides[d].c != want) return false;
-    want *= m->sizes[d].c;
+    if (!sym_same(m->sizes[d], n->sizes[d])) return false;
+    bool one = kn__sym_is_const(m->sizes[d]) && m->sizes[d].c == 1;
+    if (!one && !sym_same(m->strides[d], want)) return false;
+    want = kn__sym_mul(want, m->sizes[d]);
   }
   return true;
 }
@@ -661,8 +665,8 @@ static kn_status compile_inner(kn_graph_module *gm, kn_compiled_graph *out) {
   if (st == KN_OK) st = kn__ind_post_grad(g, &p->graph);
   if (st == KN_OK) st = kn__ind_plan_build(p->graph, p->target->epilogues, &p->plan);
   if (st == KN_OK) st = io_tables(p);
-  if (st == KN_OK) st = into_tables(p);
   kn__shape_env *prev = kn__shape_env_set_current(kn__graph_shape_env(g));
+  if (st == KN_OK) st = into_tables(p);
   char *text = st == KN_OK ? kn__graph_serialize(g) : NULL;
   kn__shape_env_set_current(prev);
   if (st == KN_OK && !text) st = kn__oom();

@@ -406,7 +406,12 @@ static void group_header(kctx *k, int root, kn__sb *ker) {
 ** a few blocks. A group of one fold reduction (sum, mean, prod: no NaN flag,
 ** no index, no centring) that is its only output, with constant sizes of at
 ** most KN__CU_SPLIT_ROWS rows of at least KN__CU_SPLIT_MIN elements, splits
-** each row into chunks, a block each: a block folds its chunk into a slot of
+** each row into chunks, a block each. When a size is symbolic (an eager
+** op's program serves every size of its pattern), the kernel and its
+** launch compute the chunk count from the sizes with the same rule (1 for
+** rows below KN__CU_SPLIT_MIN or more than KN__CU_SPLIT_ROWS rows: then a
+** block folds a whole row and stores it), and the module's arrays hold the
+** most rows and chunks. A block folds its chunk into a slot of
 ** a device array of the module, and the last block of a row to finish (an
 ** atomic count; __threadfence orders the slots before it) folds the row's
 ** slots in index order, finalizes and stores. Same sizes, same order: the
@@ -417,7 +422,12 @@ static void group_header(kctx *k, int root, kn__sb *ker) {
 #define KN__CU_SPLIT_MIN 32768
 #define KN__CU_SPLIT_CHUNK 2048
 
-/* The number of chunks a row of k's group is split into, or 0 (no split). */
+#define KN__CU_SPLIT_MAX 1024
+#define KN__CU_SPLIT_RUNTIME (-1)
+
+/* The number of chunks a row of k's group is split into: a constant > 1,
+** KN__CU_SPLIT_RUNTIME (a symbolic row length: computed at run time), or 0
+** (no split). */
 static int64_t split_chunks(kctx *k) {
   const kn__ind_group *g = k->g;
   if (g->nmembers != 1 || k->nouts != 1) return 0;
@@ -427,14 +437,43 @@ static int64_t split_chunks(kctx *k) {
       nan_flags(in->red) || kn__cg_out_index(k, n->index) < 0)
     return 0;
   int64_t outer = 1, red = 1;
+  bool sym = false;
   for (int d = 0; d < k->shape->ndim; d++) {
-    if (!kn__sym_is_const(k->shape->sizes[d])) return 0;
-    if ((g->mask >> d) & 1) red *= k->shape->sizes[d].c;
+    bool reduced = (g->mask >> d) & 1;
+    if (!kn__sym_is_const(k->shape->sizes[d])) sym = true;
+    else if (reduced) red *= k->shape->sizes[d].c;
     else outer *= k->shape->sizes[d].c;
   }
-  if (outer > KN__CU_SPLIT_ROWS || red < KN__CU_SPLIT_MIN) return 0;
+  if (outer > KN__CU_SPLIT_ROWS) return 0;
+  if (sym) return KN__CU_SPLIT_RUNTIME;
+  if (red < KN__CU_SPLIT_MIN) return 0;
   int64_t c = red / KN__CU_SPLIT_CHUNK;
-  return c > 1024 ? 1024 : c;
+  return c > KN__CU_SPLIT_MAX ? KN__CU_SPLIT_MAX : c;
+}
+
+/* The chunk count as C text (the kernel's and the launch's): the constant,
+** or the rule of split_chunks over the row length. */
+static void chunks_text(kctx *k, int64_t chunks, kn__sb *sb) {
+  if (chunks != KN__CU_SPLIT_RUNTIME) {
+    kn__sb_printf(sb, "INT64_C(%lld)", (long long)chunks);
+    return;
+  }
+  kn__sb r;
+  kn__sb_init(&r);
+  kn__sb_putc(&r, '(');
+  kn__cg_size_product(k, &r, true);
+  kn__sb_putc(&r, ')');
+  const char *R = kn__sb_failed(&r) ? "1" : kn__sb_cstr(&r);
+  kn__sb o;
+  kn__sb_init(&o);
+  kn__cg_size_product(k, &o, false);
+  kn__sb_printf(sb, "(%s <= %d && %s >= %d ? (%s / %d < %d ? %s / %d : %d) : 1)",
+                kn__sb_failed(&o) ? "0" : kn__sb_cstr(&o), KN__CU_SPLIT_ROWS, R, KN__CU_SPLIT_MIN,
+                R, KN__CU_SPLIT_CHUNK, KN__CU_SPLIT_MAX, R, KN__CU_SPLIT_CHUNK, KN__CU_SPLIT_MAX);
+  if (kn__sb_failed(&o)) kn__sb_puts(sb, " /* out of memory */ +");
+  kn__sb_fini(&o);
+  if (kn__sb_failed(&r)) kn__sb_puts(sb, " /* out of memory */ +");
+  kn__sb_fini(&r);
 }
 
 /* What the split kernel's parts print of its one reduction. */
@@ -459,6 +498,16 @@ static void split_red_of(kctx *k, split_red *q) {
            q->A, q->r->kname, q->s);
 }
 
+/* A row of one chunk (a run-time count: a short row, or more rows than the
+** split serves): the block's fold is the row's result. */
+static void split_single(kctx *k, const split_red *q, kn__sb *sb) {
+  kn__sb_puts(sb, "    if (chunks == 1) { /* one block folded the whole row */\n");
+  kn__ind_red_result(sb, q->in, q->id, q->n->meta[0].dtype);
+  kn__sb_printf(sb, "      if (threadIdx.x == 0) out%d[o] = %s(v%d);\n      __syncthreads();\n"
+                "      continue;\n    }\n", kn__cg_out_index(k, q->id),
+                kn__cg_st_fn(q->n->meta[0].dtype), q->id);
+}
+
 /* The last block of a row: the row's chunk results in index order, the
 ** result, the store and the count reset. */
 static void split_tail(kctx *k, int root, const split_red *q, kn__sb *sb) {
@@ -478,26 +527,40 @@ static void split_tail(kctx *k, int root, const split_red *q, kn__sb *sb) {
                 kn__cg_out_index(k, id), kn__cg_st_fn(q->n->meta[0].dtype), id, root);
 }
 
+/* The rows the module's arrays hold: the constant row count, or (symbolic)
+** the most a run-time count splits. */
+static int64_t split_rows(const kctx *k) {
+  int64_t rows = 1;
+  for (int d = 0; d < k->shape->ndim; d++)
+    if (!((k->g->mask >> d) & 1)) {
+      if (!kn__sym_is_const(k->shape->sizes[d])) return KN__CU_SPLIT_ROWS;
+      rows *= k->shape->sizes[d].c;
+    }
+  return rows;
+}
+
 /* The globals of the split kernel root (before it) and its body. */
 static void split_body(kctx *k, int root, int64_t chunks, kn__sb *glob, kn__sb *sb) {
   split_red q;
   split_red_of(k, &q);
   int id = q.id;
-  kn__sb_printf(glob, "__device__ %s kn_part%d[", q.A, root);
-  kn__cg_size_product(k, glob, false);
-  kn__sb_printf(glob, " * %lld];\n__device__ unsigned kn_count%d[", (long long)chunks, root);
-  kn__cg_size_product(k, glob, false);
-  kn__sb_puts(glob, "];\n\n");
+  bool rt = chunks == KN__CU_SPLIT_RUNTIME;
+  int64_t rows = split_rows(k);
+  kn__sb_printf(glob, "__device__ %s kn_part%d[%lld];\n__device__ unsigned kn_count%d[%lld];\n\n",
+                q.A, root, (long long)(rows * (rt ? KN__CU_SPLIT_MAX : chunks)), root,
+                (long long)rows);
   char xv[96];
   kn__ind_red_xv(xv, sizeof xv, q.in, id, q.n->args[0].u.t.node->meta[q.n->args[0].u.t.idx].dtype, 1);
   kn__sb_puts(sb, "  const int64_t outer = ");
   kn__cg_size_product(k, sb, false);
   kn__sb_puts(sb, ", red = ");
   kn__cg_size_product(k, sb, true);
-  kn__sb_printf(sb, ", chunks = %lld, chunk = (red + chunks - 1) / chunks;\n"
-                "  __shared__ int kn_last;\n"
-                "  for (int64_t b = blockIdx.x; b < outer * chunks; b += gridDim.x) {\n"
-                "    const int64_t o = b / chunks, c = b %% chunks;\n", (long long)chunks);
+  kn__sb_puts(sb, ", chunks = ");
+  chunks_text(k, chunks, sb);
+  kn__sb_puts(sb, ", chunk = (red + chunks - 1) / chunks;\n"
+                  "  __shared__ int kn_last;\n"
+                  "  for (int64_t b = blockIdx.x; b < outer * chunks; b += gridDim.x) {\n"
+                  "    const int64_t o = b / chunks, c = b % chunks;\n");
   kn__cg_offsets_begin(k, sb, "o");
   for (int d = k->shape->ndim - 1; d >= 0; d--)
     if (!((k->g->mask >> d) & 1)) kn__cg_offsets_dim(k, sb, d);
@@ -513,6 +576,7 @@ static void split_body(kctx *k, int root, int64_t chunks, kn__sb *glob, kn__sb *
                 id, xv);
   kn__sb_printf(sb, "    acc%d = kn_block_fold(acc%d, (%s)%s, %s);\n", id, id, q.A,
                 q.r->init_text, q.comb);
+  if (rt) split_single(k, &q, sb);
   split_tail(k, root, &q, sb);
 }
 
@@ -524,12 +588,17 @@ static kn_status split_kernel(kctx *k, int64_t chunks, kn__sb *ker, cu_info *inf
   kn__sb_init(&grid);
   split_body(k, g->root, chunks, &glob, &body);
   kn__cg_size_product(k, &grid, false);
-  kn__sb_printf(&grid, " * %lld", (long long)chunks);
+  kn__sb_puts(&grid, " * ");
+  chunks_text(k, chunks, &grid);
   kn__sb_puts(ker, kn__sb_cstr(&glob));
   kn__sb_printf(ker, "/* kernel %d: ", g->root);
   kn__cg_put_safe(ker, kn__graph_node(k->p->g, g->members[0])->name);
-  kn__sb_printf(ker, " split (%lld blocks per row, the last one folds them) */\n"
-                "extern \"C\" __global__ void kernel%d(", (long long)chunks, g->root);
+  if (chunks == KN__CU_SPLIT_RUNTIME)
+    kn__sb_printf(ker, " split (up to %d blocks per row by its length, the last one folds "
+                  "them) */\nextern \"C\" __global__ void kernel%d(", KN__CU_SPLIT_MAX, g->root);
+  else
+    kn__sb_printf(ker, " split (%lld blocks per row, the last one folds them) */\n"
+                  "extern \"C\" __global__ void kernel%d(", (long long)chunks, g->root);
   params(k, ker);
   kn__sb_puts(ker, kn__sb_cstr(&body));
   kn__sb_puts(ker, "}\n\n");
@@ -547,7 +616,7 @@ static kn_status group_kernel(kn__ind_plan *p, const kn__kir_item *it, kn__sb *k
   kctx *k = kn__cg_group_kctx(p, NULL, it); /* no stash: every pass recomputes its producers */
   if (!k) return kn__oom();
   int64_t chunks = split_chunks(k);
-  if (chunks > 1) {
+  if (chunks > 1 || chunks == KN__CU_SPLIT_RUNTIME) {
     kn_status st = split_kernel(k, chunks, ker, info);
     kn__cg_kctx_free(k);
     return st;

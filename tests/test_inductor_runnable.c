@@ -11,6 +11,7 @@
 
 #include "core/strbuf.h"
 #include "inductor_util.h"
+#include "kiln/cuda.h"
 #include "kiln/trace.h"
 #include "support/files.h"
 #include "support/trace_util.h"
@@ -146,6 +147,7 @@ Test(inductor_runnable, repros_compile_and_run) {
   cr_expect(strstr(src[4], "kn_topk(") && strstr(src[4], "kn_split(") && strstr(src[4], "[1]"),
             "%s", src[4]);
   for (int i = 0; i < n; i++) {
+    cr_expect_null(strstr(src[i], "on_device"), "a CPU graph's repro names no device: %s", src[i]);
     cr_expect_eq(run_repro(tdir, src[i], i), 1, "repro %d:\n%s", i, src[i]);
     free(src[i]);
   }
@@ -155,6 +157,45 @@ Test(inductor_runnable, repros_compile_and_run) {
   kn_compiled_free(f3);
   kn_compiled_free(f4);
   kn_compiled_free(f5);
+  kn_test_rmdir(tdir);
+  ind_rm(dir);
+}
+
+/* A graph whose inputs are on the GPU (the fake driver, tests/support/
+** fakecuda.c): the repro names the device once, as PyTorch's repro gives
+** each input's device=device(type='cuda', index=0), and draws the inputs on
+** the host before copying them there. It compiles and runs on the fake
+** driver, and with that one line rewritten to KN_CPU on the host. A CPU
+** graph's repro has none of it (the first test's files are unchanged). */
+Test(inductor_runnable, a_cuda_graph_names_its_device) {
+  if (!have_cc()) cr_skip_test("no C compiler");
+  setenv("KILN_CUDA_DRIVER", KN_FAKECUDA_PATH, 1);
+  setenv("KILN_CUDA_CUBLAS", KN_FAKECUDA_PATH, 1);
+  setenv("KILN_CUDA_NVRTC", KN_FAKENVRTC_PATH, 1);
+  char dir[64];
+  ind_cache_dir(dir, sizeof dir);
+  char *tdir = kn_test_trace_start();
+  kn_compiled *f = KN_COMPILE(chain, &(kn_compile_options){.backend = "inductor"});
+  kn_scope_begin();
+  kn_tensor *x = NULL;
+  cr_assert_eq(kn_to_device(kn_randn(KN_SHAPE(4, 5), NULL, KN_FLOAT32), KN_CUDA, &x), KN_OK,
+               "%s", kn_last_error());
+  cr_assert_not_null(kn_call_t(f, x), "%s", kn_last_error());
+  kn_scope_end();
+  char *src[2];
+  cr_assert_eq(artifacts("fx_graph_runnable", src, 2), 1);
+  cr_expect(strstr(src[0], "device(type='cuda', index=0)"), "%s", src[0]);
+  const char *line = "static const kn_device device = KN_CUDA;";
+  char *at = strstr(src[0], line);
+  cr_assert_not_null(at, "%s", src[0]);
+  cr_expect(strstr(src[0], "in[0] = on_device(kn_randn(2, sizein0, gen, KN_FLOAT32));"), "%s",
+            src[0]);
+  cr_expect_geq(run_repro(tdir, src[0], 0), 0, "the repro runs on the (fake) GPU:\n%s", src[0]);
+  memcpy(strstr(at, "KN_CUDA"), "KN_CPU; ", 8); /* the device rewritten to cpu */
+  cr_expect_eq(run_repro(tdir, src[0], 1), 1, "the repro runs on the host:\n%s", src[0]);
+  free(src[0]);
+  kn_trace_disable();
+  kn_compiled_free(f);
   kn_test_rmdir(tdir);
   ind_rm(dir);
 }

@@ -13,6 +13,7 @@
 #include "autograd/autograd.h"
 #include "core/error.h"
 #include "kiln/autograd.h"
+#include "ops/cuda_ops.h"
 #include "tensor/tensor.h"
 
 /* ---- the recorder: tensor -> graph value --------------------------------------- */
@@ -418,6 +419,14 @@ static void specialise_sizes(recorder *r) {
   for (int k = 0; k < r->nsyms; k++) (void)kn__sym_guard_eq_int(r->syms[k], kn__sym_hint(r->syms[k]));
 }
 
+/* KN_CUDA when an input of g is on the GPU (its graph runs there), else
+** KN_META (the meta tensors of the trace stand for host values). */
+static kn_device inputs_device(const kn__graph *g) {
+  for (int i = 0; i < kn__graph_num_inputs(g); i++)
+    if (kn__graph_input(g, i)->meta->device == KN_CUDA) return KN_CUDA;
+  return KN_META;
+}
+
 kn_status kn__aot_trace_joint(const kn__graph *g, const bool *requires_grad, int ninputs,
                               bool inference, kn__aot_joint *out) {
   memset(out, 0, sizeof *out);
@@ -437,8 +446,10 @@ kn_status kn__aot_trace_joint(const kn__graph *g, const bool *requires_grad, int
   if (st == KN_OK && kn__graph_shape_env(g)) kn__graph_set_shape_env(out->g, kn__graph_shape_env(g), false);
   kn__shape_env *env = kn__graph_shape_env(g);
   if (st == KN_OK) st = kn__mode_push(&t.r.mode);
-  if (st == KN_OK) {
+  if (st == KN_OK) { /* the meta tensors stand for the graph's values (cuda or cpu) */
+    kn_device prev = kn__meta_values_device_set(inputs_device(g));
     st = trace_body(&t, g, requires_grad, inference, out);
+    kn__meta_values_device_set(prev);
     kn__mode_pop(&t.r.mode);
   }
   if (env && t.r.plain_read) specialise_sizes(&t.r);

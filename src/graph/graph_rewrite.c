@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "graph/graph_int.h"
+#include "ops/cuda_ops.h"
 #include "tensor/tensor.h"
 
 /* ---- meta tensors for graph values ----------------------------------------- */
@@ -206,7 +207,9 @@ static kn_status decompose_node(kn__graph *g, kn__gnode *n, kn__decomp_fn rule) 
   kn_status st = build_call(n, bound_meta, &r, &c, &scratch);
   if (st == KN_OK) st = kn__mode_push(&r.mode);
   if (st == KN_OK) {
+    kn_device dev = kn__meta_values_device_set(r.device == KN_CUDA ? KN_CUDA : KN_META);
     st = rule(&c, &outs);
+    kn__meta_values_device_set(dev);
     kn__mode_pop(&r.mode);
   }
   if (st == KN_OK && outs.n != n->nout)

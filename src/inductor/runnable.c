@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "cuda/cuda.h"
 #include "inductor/inductor.h"
 #include "logging/log.h"
 #include "ops/opfacts.h"
@@ -246,7 +247,8 @@ static bool emit_call(kn__sb *sb, const kn__gnode *n, const char **reason) {
 }
 
 /* `static const int64_t` sizes and a random tensor of meta m into c<k>
-** (a constant) or in[k] (an input). */
+** (a constant) or in[k] (an input); one of a CUDA graph is drawn on the host
+** (the same values as on the CPU) and copied to the repro's device. */
 static bool emit_random(kn__sb *sb, const char *var, int k, const kn__vmeta *m, bool *dyn) {
   bool input = !strcmp(var, "in");
   const char *e = dtype_enum(m->dtype);
@@ -261,8 +263,9 @@ static bool emit_random(kn__sb *sb, const char *var, int k, const kn__vmeta *m, 
                    : m->dtype == KN_BOOL ? "kn_to_copy(kn_randint(0, 2, %d, size%s%d, gen, KN_INT64), %s)"
                                          : "kn_randint(-8, 8, %d, size%s%d, gen, %s)";
   kn__sb_printf(sb, input ? "  %s[%d] = " : "  %s%d = ", var, k);
+  if (m->device == KN_CUDA) kn__sb_puts(sb, "on_device(");
   kn__sb_printf(sb, mk, m->ndim, var, k, e);
-  kn__sb_puts(sb, ";\n");
+  kn__sb_puts(sb, m->device == KN_CUDA ? ");\n" : ";\n");
   return true;
 }
 
@@ -275,6 +278,33 @@ static const char prelude[] =
     "** called once. Exit status 0: compiled and ran; 1: kiln's error on stderr. */\n"
     "#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n\n#include \"kiln/kiln.h\"\n\n"
     "static kn_generator *gen; /* inputs, constants and the graph's random ops draw from it */\n";
+
+/* A graph on the GPU: its inputs and constants live there, which the repro
+** says once, as PyTorch's repro gives each input's device
+** (device(type='cuda', index=0)); KN_CPU there runs the same repro on the
+** host. */
+static void emit_device(kn__sb *sb) {
+  kn__sb_printf(sb, "\n/* The graph's inputs and constants live on device(type='cuda', index=%d)\n"
+                    "** (KILN_CUDA_DEVICE selects the GPU); KN_CPU here runs the repro on the "
+                    "host. */\n"
+                    "static const kn_device device = KN_CUDA;\n\n"
+                    "/* t copied to `device`, or NULL with kiln's error. */\n"
+                    "static kn_tensor *on_device(kn_tensor *t) {\n"
+                    "  kn_tensor *d = NULL;\n"
+                    "  return t && kn_to_device(t, device, &d) == KN_OK ? d : NULL;\n"
+                    "}\n", kn__cuda_device_index());
+}
+
+/* Does a graph input or constant of g live on the GPU? */
+static bool on_cuda(const kn__graph *g) {
+  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    bool holder = n->op == KN__GN_PLACEHOLDER || n->op == KN__GN_GET_ATTR;
+    if (holder && n->nout > 0 && n->meta[0].kind == KN__V_TENSOR && n->meta[0].device == KN_CUDA)
+      return true;
+  }
+  return false;
+}
 
 /* The body of the graph function; false for a node without a public
 ** form (*why: its target; *reason: the op's documented reason, or NULL
@@ -349,6 +379,7 @@ static bool emit_main(kn__sb *sb, const kn__graph *g, const char **why) {
 char *kn__ind_runnable(const kn__graph *g, const char **why, const char **reason) {
   kn__sb sb = KN__SB_INIT;
   kn__sb_puts(&sb, prelude);
+  if (on_cuda(g)) emit_device(&sb);
   kn__sb fn = KN__SB_INIT;
   *why = *reason = NULL;
   bool ok = emit_fn(&fn, g, why, reason) && emit_main(&sb, g, why);

@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "nn/nn_int.h"
+#include "ops/cuda_ops.h"
 #include "ops/nn.h"
 #include "ops/reduce.h"
 #include "ops/symsize.h"
@@ -98,10 +99,17 @@ static kn_status check_masks(const kn_attention_mask *mk, const kn_tensor *q, co
   return KN_OK;
 }
 
+/* On the GPU masks are applied with ops that run there (masked_fill has no
+** GPU kernel; ops/nn.h, kn__mask_scores) and the causal mask is built on
+** the device; the CPU keeps masked_fill and its position mask. */
+static bool on_gpu(const kn_tensor *t) { return kn__value_device(t) == KN_CUDA; }
+
 /* scores with mask m applied: -inf where a bool mask is true, or m added. */
 static kn_tensor *apply_mask(kn_tensor *scores, kn_tensor *m) {
   if (!scores || !m) return NULL;
   if (m->dtype == KN_UINT8) m = kn_to(m, KN_BOOL);
+  if (m && m->dtype == KN_BOOL && on_gpu(scores))
+    return kn__mask_scores(scores, kn_logical_not(m));
   if (m && m->dtype == KN_BOOL) return kn_masked_fill(scores, m, kn_float(-INFINITY));
   return kn_add(scores, m);
 }
@@ -123,7 +131,9 @@ static kn_tensor *masked_scores(kn_tensor *scores, const kn_attention_mask *mk, 
     am = kn__reshape_sym(am, 4, to);
     if (!am) return NULL;
   }
-  if (!am && mk->is_causal) am = causal_mask(l, s);
+  if (!am && mk->is_causal && !on_gpu(scores)) am = causal_mask(l, s);
+  else if (!am && mk->is_causal && !kn__sym_guard_eq_int(kn__numel_sym(scores), 0))
+    am = kn_logical_not(kn__causal_keep(scores));
   if (am) scores = apply_mask(scores, am);
   if (kp) scores = apply_mask(scores, kn_unsqueeze(kn_unsqueeze(kp, 1), 1)); /* [B, 1, 1, S] */
   return scores;
@@ -133,6 +143,7 @@ static kn_tensor *masked_scores(kn_tensor *scores, const kn_attention_mask *mk, 
 ** scores to add (-inf where true), in dtype dt. */
 static kn_tensor *additive(kn_tensor *m, kn_dtype dt) {
   if (!m || m->dtype != KN_BOOL) return m;
+  if (on_gpu(m)) return kn_log(kn_to(kn_logical_not(m), dt)); /* log(1) = 0, log(0) = -inf */
   return kn_masked_fill(kn_to(m, dt), m, kn_float(-INFINITY));
 }
 

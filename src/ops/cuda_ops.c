@@ -64,6 +64,19 @@ kn_status kn__call_device(const kn__call *c, kn_device *dev) {
   return KN_OK;
 }
 
+static _Thread_local kn_device meta_values_device = KN_META;
+
+kn_device kn__meta_values_device_set(kn_device dev) {
+  kn_device prev = meta_values_device;
+  meta_values_device = dev;
+  return prev;
+}
+
+kn_device kn__value_device(const kn_tensor *t) {
+  kn_device d = kn_tensor_device(t);
+  return d == KN_META && t && !t->is_fake && meta_values_device != KN_META ? meta_values_device : d;
+}
+
 /* ---- the ops layer's own CUDA kernels ---- */
 
 static kn_status cuda_copy_(const kn__call *c, kn__outs *out) {

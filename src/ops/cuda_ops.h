@@ -31,6 +31,15 @@ kn_status kn__dispatch_set_device_backend(kn_device dev, kn__device_backend_fn f
 ** and cpu!" (copy_ alone moves data between devices), except a 0-dim host
 ** tensor, which joins an op on the GPU as a scalar (as in PyTorch). */
 kn_status kn__call_device(const kn__call *c, kn_device *dev);
+/* The device that the meta tensors of the recording running on this
+** thread stand for (a graph recorder's: AOT's joint trace, a
+** decomposition pass): ops that compute differently on the GPU (attention's
+** math form) ask kn__value_device. Set by the recorder around its
+** recording; returns the previous setting (KN_META: none, the default). */
+kn_device kn__meta_values_device_set(kn_device dev);
+/* The device t's values live on: kn_tensor_device(t), except that a meta
+** tensor (not a fake) of a recording of CUDA values reports KN_CUDA. */
+kn_device kn__value_device(const kn_tensor *t);
 /* Run call c on the GPU (outputs made; 0-dim host tensor arguments copied
 ** to the device first): the ops layer's CUDA kernels first
 ** (copy_, clone, _to_copy, fill_, zero_, mm, bmm, addmm, _reshape_copy,

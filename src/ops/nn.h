@@ -90,6 +90,18 @@ const void *kn__nn_dense(const kn_tensor *t, kn_dtype dt, kn_tensor **tmp);
 const void *kn__nn_row_param(const kn_tensor *w, kn_dtype dt, int64_t D, double fill,
                              kn_tensor **tmp);
 
+/* The causal mask of scores like [..., L, S] as PyTorch's tril(ones(L, S)):
+** bool [L, S], true where key j <= query i (top-left aligned, for L != S
+** too), on like's device, built there from like by ops that run on the GPU
+** (no host copy; symbolic sizes stay symbolic). like needs an element to
+** build from (scores without any mask nothing: KN_EINVAL). A new tensor in
+** the current scope, or NULL. */
+kn_tensor *kn__causal_keep(kn_tensor *like);
+/* scores with -inf where the bool mask keep (broadcastable to scores) is
+** false: masked_fill(scores, ~keep, -inf) from ops that run on the GPU (a
+** select of log(keep)). A new tensor in the current scope, or NULL. */
+kn_tensor *kn__mask_scores(kn_tensor *scores, kn_tensor *keep);
+
 /* The fused attention op (_scaled_dot_product_fused_attention) on its own:
 ** softmax(q k^T / sqrt(E) + mask) @ v with the causal mask and an
 ** attn_mask together (the public kn_scaled_dot_product_attention refuses

@@ -34,6 +34,7 @@
 
 #include "core/error.h"
 #include "kiln/ops.h"
+#include "ops/cuda_ops.h"
 #include "ops/iter.h"
 #include "ops/nn.h"
 #include "ops/gemm_select.h"
@@ -494,32 +495,79 @@ kn_status kn__bw_sdpa_fused(kn__bwctx *ctx) {
   return KN_OK;
 }
 
-/* ---- the public op ------------------------------------------------------------------- */
+/* ---- the math form (the GPU) --------------------------------------------------------- */
+
+/* A bool tensor [1] of true on x's device, from x's first element (x has
+** one): x != 0 or x == 0 holds for every value, NaN included. */
+static kn_tensor *device_true(kn_tensor *x) {
+  while (x && x->ndim > 1) x = kn_select(x, 0, 0);
+  x = x ? kn_narrow(x, 0, 0, 1) : NULL;
+  return x ? kn_logical_or(kn_ne_scalar(x, kn_int(0)), kn_eq_scalar(x, kn_int(0))) : NULL;
+}
+
+/* Rows of the keep pattern P = [true, false x (S - 1), true x L] (period
+** S + L), one per query, contiguous: [L, S + L]. */
+static kn_tensor *periodic_rows(kn_tensor *one, kn_sym l, kn_sym s) {
+  kn_sym s1 = kn__sym_sub(s, kn__sym_const(1)), p = kn__sym_add(s, l);
+  kn_tensor *parts[3] = {one, kn_logical_not(kn__expand_sym(one, 1, &s1)),
+                         kn__expand_sym(one, 1, &l)};
+  kn_tensor *row = parts[1] && parts[2] ? kn_cat(parts, 3, 0) : NULL;
+  row = row ? kn_unsqueeze(row, 0) : NULL;
+  return row ? kn_contiguous(kn__expand_sym(row, 2, (kn_sym[]){l, p})) : NULL;
+}
+
+kn_tensor *kn__causal_keep(kn_tensor *like) {
+  if (!like) return NULL;
+  kn_sym sz[KN_MAX_DIMS];
+  kn__tensor_symsizes(like, sz);
+  if (like->ndim < 2 || kn__sym_guard_eq_int(kn__numel_sym(like), 0)) {
+    kn__error(KN_EINVAL, "causal mask: expected scores [..., L, S] with at least one element, "
+                         "found %dD with %lld elements", like->ndim, (long long)kn_numel(like));
+    return NULL;
+  }
+  kn_sym l = sz[like->ndim - 2], s = sz[like->ndim - 1];
+  kn_tensor *one = device_true(like);
+  kn_tensor *rows = one ? periodic_rows(one, l, s) : NULL;
+  if (!rows) return NULL;
+  /* rows read L * (S + L - 1) elements at a time: row i starts i elements
+  ** further into the period, so its element j is P[(j - i) mod (S + L)],
+  ** which is true for j <= i and false for i < j < S */
+  kn_sym w = kn__sym_sub(kn__sym_add(s, l), kn__sym_const(1));
+  kn_tensor *flat = kn__reshape_sym(rows, 1, (kn_sym[]){kn__sym_mul(l, kn__sym_add(s, l))});
+  flat = flat ? kn__slice_sym(flat, 0, kn__sym_const(0), kn__sym_mul(l, w), 1) : NULL;
+  kn_tensor *skew = flat ? kn__view_sym(flat, 2, (kn_sym[]){l, w}) : NULL;
+  return skew ? kn__slice_sym(skew, 1, kn__sym_const(0), s, 1) : NULL;
+}
+
+kn_tensor *kn__mask_scores(kn_tensor *scores, kn_tensor *keep) {
+  if (!scores || !keep) return NULL;
+  kn_tensor *ninf = kn_log(kn_to(keep, scores->dtype)); /* 0 where kept, -inf elsewhere */
+  return ninf ? kn_where(keep, scores, ninf) : NULL;
+}
 
 /* Attention on the GPU, as PyTorch's math backend computes it:
 ** softmax(q k^T * scale + mask) v, from the dispatcher's ops (GEMMs through
 ** cuBLAS, the softmax a generated kernel); autograd and compiled graphs see
-** those parts. scale NULL: 1/sqrt(E). A causal mask needs an explicit
-** attn_mask there. A tensor of the current scope, or NULL. */
+** those parts. scale NULL: 1/sqrt(E). A bool mask is applied as a select of
+** -inf (masked_fill has no GPU kernel), the causal mask as a bool mask built
+** on the device (kn__causal_keep), both when both are given (the fused op's
+** contract, ops/nn.h). A tensor of the current scope, or NULL. */
 static kn_tensor *sdpa_math(kn_tensor *q, kn_tensor *k, kn_tensor *v, kn_tensor *mask, double p,
                             bool causal, const double *scale, kn_generator *gen) {
-  if (causal) {
-    kn__error(KN_EUNSUPPORTED, "scaled_dot_product_attention: is_causal on cuda:0 is not "
-              "supported yet: pass the causal mask as attn_mask (a bool tensor on the device, "
-              "true where a query may attend)");
-    return NULL;
-  }
   double e = (double)q->sizes[q->ndim - 1];
   double sc = scale ? *scale : 1.0 / sqrt(e > 0 ? e : 1);
   kn_tensor *s = kn_mul_scalar(kn_matmul(q, kn_transpose(k, -2, -1)), kn_float(sc));
+  if (causal && s && !kn__sym_guard_eq_int(kn__numel_sym(s), 0)) s = kn__mask_scores(s, kn__causal_keep(s));
   if (mask && mask->dtype == KN_BOOL)
-    s = kn_masked_fill(s, kn_logical_not(mask), kn_float(-INFINITY));
+    s = kn__mask_scores(s, mask);
   else if (mask)
     s = kn_add(s, mask);
   kn_tensor *a = kn_softmax(s, -1);
   if (p > 0) a = kn_dropout(a, p, true, gen);
   return kn_matmul(a, v);
 }
+
+/* ---- the public op ------------------------------------------------------------------- */
 
 static kn_status sdpa_math_call(const kn__call *c, kn__outs *out) {
   double scale = c->args[6].kind == KN__A_DOUBLE ? c->args[6].u.d : 0;
@@ -539,7 +587,7 @@ kn_status kn__k_sdpa(const kn__call *c, kn__outs *out) {
   if (c->args[3].kind == KN__A_TENSOR && c->args[3].u.t && c->args[5].u.b)
     return kn__error(KN_EINVAL, "scaled_dot_product_attention: Explicit attn_mask should not be "
                                 "set when is_causal=True");
-  if (kn_tensor_device(c->args[0].u.t) == KN_CUDA) return sdpa_math_call(c, out);
+  if (kn__value_device(c->args[0].u.t) == KN_CUDA) return sdpa_math_call(c, out);
   kn__arg args[8] = {c->args[0], c->args[1], c->args[2], c->args[4],
                      c->args[5], c->args[3], c->args[6], c->args[7]};
   kn_scope_begin();
@@ -566,7 +614,7 @@ kn_tensor *kn_scaled_dot_product_attention(kn_tensor *query, kn_tensor *key, kn_
 
 kn_tensor *kn__sdpa_fused(kn_tensor *q, kn_tensor *k, kn_tensor *v, kn_tensor *mask, double p,
                           bool causal, kn_generator *gen) {
-  if (q && kn_tensor_device(q) == KN_CUDA) return sdpa_math(q, k, v, mask, p, causal, NULL, gen);
+  if (q && kn__value_device(q) == KN_CUDA) return sdpa_math(q, k, v, mask, p, causal, NULL, gen);
   kn__arg args[8] = {KN_A_T(q), KN_A_T(k), KN_A_T(v), KN_A_D(p), KN_A_B(causal),
                      mask ? KN_A_T(mask) : KN_A_NONE, KN_A_NONE, KN_A_GEN(gen)};
   kn_tensor *r[3];

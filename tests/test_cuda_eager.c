@@ -15,6 +15,7 @@
 #include "inductor_util.h"
 #include "kiln/cuda.h"
 #include "kiln/kiln.h"
+#include "kiln/nn.h"
 
 static char cache[64];
 
@@ -134,4 +135,123 @@ Test(cuda_eager, reductions_over_symbolic_sizes) {
     expect_close(kn_softmax(dx, 1), kn_softmax(x, 1), what);
     kn_scope_end();
   }
+}
+
+/* native_dropout on the device draws the same Philox blocks of the
+** generator as the CPU kernel: a seed gives the same mask and output bit
+** for bit, float32 and float64, contiguous or not; the generator moves on
+** by the same blocks; the backward (autograd) matches too. */
+Test(cuda_eager, dropout_matches_the_cpu_bit_for_bit) {
+  static const kn_dtype dts[] = {KN_FLOAT32, KN_FLOAT64};
+  for (int t = 0; t < 2; t++) {
+    kn_scope_begin();
+    kn_tensor *x = rnd(2, (int64_t[]){7, 9}, dts[t]);
+    kn_tensor *dx = dev(x, KN_CUDA);
+    kn_generator *gc = kn_generator_new(42), *gd = kn_generator_new(42);
+    for (int rep = 0; rep < 2; rep++) { /* the second draw comes from the moved generator */
+      kn_tensor *mc = NULL, *md = NULL;
+      kn_tensor *yc = kn_native_dropout(kn_t(x), 0.3, true, gc, &mc);
+      kn_tensor *yd = kn_native_dropout(kn_t(dx), 0.3, true, gd, &md);
+      cr_assert_not_null(yd, "%s", kn_last_error());
+      cr_expect(ind_close(dev(yd, KN_CPU), yc, 0, 0, "output"), "dtype %d rep %d", t, rep);
+      cr_expect(ind_close(dev(md, KN_CPU), mc, 0, 0, "mask"), "dtype %d rep %d", t, rep);
+      double kept = 0;
+      cr_assert_eq(kn_item_double(kn_sum(kn_to(mc, KN_FLOAT64)), &kept), KN_OK);
+      cr_expect(kept > 0 && kept < 63, "some elements kept, some dropped: %g", kept);
+    }
+    /* gradients through autograd: dropout's backward on the device */
+    kn_tensor *xc = kn_clone(x), *xd = dev(x, KN_CUDA);
+    cr_assert_eq(kn_set_requires_grad(xc, true), KN_OK);
+    cr_assert_eq(kn_set_requires_grad(xd, true), KN_OK);
+    kn_generator *g1 = kn_generator_new(7), *g2 = kn_generator_new(7);
+    kn_tensor *w = rnd(2, (int64_t[]){7, 9}, dts[t]);
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(kn_dropout(xc, 0.5, true, g1), w)), NULL), KN_OK);
+    cr_assert_eq(kn_backward(kn_sum(kn_mul(kn_dropout(xd, 0.5, true, g2), dev(w, KN_CUDA))), NULL),
+                 KN_OK, "%s", kn_last_error());
+    cr_expect(ind_close(dev(kn_grad(xd), KN_CPU), kn_grad(xc), 1e-12, 0, "gradient"), "dtype %d", t);
+    kn_generator_free(gc);
+    kn_generator_free(gd);
+    kn_generator_free(g1);
+    kn_generator_free(g2);
+    kn_scope_end();
+  }
+}
+
+/* p = 0 keeps everything, p = 1 drops everything (scale 0), not training
+** is the identity with an all-true mask; an integer input is refused. */
+Test(cuda_eager, dropout_edge_probabilities) {
+  kn_scope_begin();
+  kn_tensor *x = rnd(1, (int64_t[]){10}, KN_FLOAT32), *dx = dev(x, KN_CUDA);
+  kn_tensor *m = NULL;
+  expect_close(kn_native_dropout(dx, 0.0, true, NULL, &m), x, "p = 0");
+  expect_close(kn_native_dropout(dx, 1.0, true, NULL, &m), kn_mul_scalar(x, kn_float(0)), "p = 1");
+  expect_close(kn_native_dropout(dx, 0.5, false, NULL, &m), x, "not training");
+  cr_expect(ind_close(dev(m, KN_CPU), kn_ones(1, (int64_t[]){10}, KN_BOOL), 0, 0, "mask"));
+  kn_tensor *i = dev(kn_ones(1, (int64_t[]){4}, KN_INT64), KN_CUDA);
+  cr_expect_null(kn_native_dropout(i, 0.5, true, NULL, &m));
+  cr_expect(strstr(kn_last_error(), "expected a floating point input, got int64"), "%s",
+            kn_last_error());
+  kn_scope_end();
+}
+
+/* A TransformerEncoderLayer training with PyTorch's default dropout 0.1 on
+** the GPU: with the default generator seeded alike, the same elements drop
+** as on the CPU, so the output and the gradients of every parameter agree
+** with the CPU's. */
+Test(cuda_eager, transformer_layer_with_dropout_trains_as_on_the_cpu) {
+  kn_generator *g = kn_generator_new(5), *g2 = kn_generator_new(5);
+  kn_module *enc = kn_nn_transformer_encoder_layer(8, 2, 16, 0.1, true, g);
+  kn_module *enc_d = kn_nn_transformer_encoder_layer(8, 2, 16, 0.1, true, g2);
+  cr_assert_eq(kn_module_to_device(enc_d, KN_CUDA), KN_OK, "%s", kn_last_error());
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(3, (int64_t[]){2, 5, 8}, g, KN_FLOAT32);
+  kn_manual_seed(11);
+  kn_tensor *y = kn_nn_forward(enc, x);
+  kn_manual_seed(11);
+  kn_tensor *yd = kn_nn_forward(enc_d, dev(x, KN_CUDA));
+  expect_close(yd, y, "output with dropout");
+  kn_nn_train(enc, false); /* dropout did drop something: eval mode differs */
+  double diff = 0;
+  cr_assert_eq(kn_item_double(kn_amax(kn_abs(kn_sub(kn_nn_forward(enc, x), y)), NULL, 0, false),
+                              &diff), KN_OK, "%s", kn_last_error());
+  cr_expect_gt(diff, 1e-3, "the training forward equals the eval forward: no element dropped");
+  kn_nn_train(enc, true);
+  cr_assert_eq(kn_backward(kn_sum(kn_mul(y, y)), NULL), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_backward(kn_sum(kn_mul(yd, yd)), NULL), KN_OK, "%s", kn_last_error());
+  static const char *const names[] = {"linear1.weight", "linear2.bias", "norm1.weight",
+                                      "self_attn.in_proj_weight"};
+  for (int i = 0; i < 4; i++) {
+    kn_tensor *gd = kn_grad(kn_module_get(enc_d, names[i]));
+    cr_assert_not_null(gd, "%s has a gradient", names[i]);
+    cr_expect(ind_close(dev(gd, KN_CPU), kn_grad(kn_module_get(enc, names[i])), 1e-4, 1e-5,
+                        names[i]), "%s", names[i]);
+  }
+  kn_scope_end();
+  kn_module_free(enc), kn_module_free(enc_d);
+  kn_generator_free(g), kn_generator_free(g2);
+}
+
+static kn_value drop_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  return kn_vtensor(kn_mul_scalar(kn_dropout(kn_exp(args[0].u.t), 0.25, true, NULL), kn_float(2)));
+}
+
+/* A compiled graph with dropout on the GPU (the dropout an extern step of
+** the generated program, the ops layer's kernel) draws what eager draws on
+** the CPU from the same default-generator seed. */
+Test(cuda_eager, compiled_dropout_matches_eager_on_the_cpu) {
+  kn_scope_begin();
+  kn_tensor *x = rnd(2, (int64_t[]){6, 10}, KN_FLOAT32);
+  kn_manual_seed(3);
+  kn_value a = kn_vtensor(x);
+  kn_tensor *want = drop_fn(&a, 1, NULL).u.t;
+  kn_compiled *f = KN_COMPILE(drop_fn, &(kn_compile_options){.backend = "inductor"});
+  cr_assert_not_null(f, "%s", kn_last_error());
+  kn_manual_seed(3);
+  kn_value args[1] = {kn_vtensor(dev(x, KN_CUDA))}, out;
+  cr_assert_eq(kn_call(f, args, 1, &out), KN_OK, "%s", kn_last_error());
+  expect_close(out.u.t, want, "compiled dropout");
+  kn_value_release(out);
+  kn_compiled_free(f);
+  kn_scope_end();
 }

@@ -8,7 +8,10 @@
 **
 ** _nll_loss_target (the checking part of nll_loss's decomposition) is one
 ** more such kernel: a target out of bounds is a device-side check
-** (cuda/devcheck.c), reported at the next synchronisation.
+** (cuda/devcheck.c), reported at the next synchronisation. native_dropout
+** and its backward are two more (one module per dtype): the mask comes
+** from the same Philox blocks of the generator as on the CPU
+** (ops/nn_misc.c), so a seed gives the same mask on either device.
 **
 ** Conversions follow kiln's CPU kernels: integers convert through int64,
 ** anything involving a floating type through double (float16 and bfloat16
@@ -25,6 +28,7 @@
 #include "kiln/cuda.h"
 #include "ops/cuda_ops.h"
 #include "ops/iter.h"
+#include "tensor/random.h"
 #include "tensor/tensor.h"
 
 /* The geometry a kernel walks (same layout in the CUDA source below). */
@@ -108,6 +112,7 @@ static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static kernel_cache copies[KN_DTYPE_COUNT][KN_DTYPE_COUNT]; /* under cache_mu */
 static kernel_cache fills[4];                               /* by log2 element size */
 static kernel_cache nll_target;                             /* _nll_loss_target */
+static kernel_cache dropouts[KN_DTYPE_COUNT][2];            /* native_dropout, its backward */
 
 /* Compile src, load it and find kernel name into *k (cache_mu held). */
 static kn_status build(const char *src, const char *file, const char *name, kernel_cache *k) {
@@ -342,5 +347,150 @@ kn_status kn__cuda_k_nll_target(const kn__call *c, kn__outs *out) {
     st = kn__cuda_launch(fn, grid, block, 0, args);
   }
   kn_release(t);
+  return st;
+}
+
+/* ---- native_dropout and its backward ----------------------------------------------- */
+/* Philox4x32-10 as tensor/random.c computes it (the high and low words of
+** the products without __umulhi, so the tests' host shim runs it too), and
+** the CPU kernel's rule per element: kept when the 24-bit uniform of its
+** word is below 1 - p, then x * scale in double, stored in the dtype. */
+static const char dropout_src[] =
+    "__device__ void kn_philox(unsigned long long seed, unsigned long long ctr, unsigned r[4]) {\n"
+    "  unsigned c0 = (unsigned)ctr, c1 = (unsigned)(ctr >> 32), c2 = 0, c3 = 0;\n"
+    "  unsigned k0 = (unsigned)seed, k1 = (unsigned)(seed >> 32);\n"
+    "  for (int i = 0; i < 10; i++) {\n"
+    "    unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;\n"
+    "    unsigned n0 = (unsigned)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned)(p0 >> 32) ^ c3 ^ k1;\n"
+    "    c0 = n0; c1 = (unsigned)p1; c2 = n2; c3 = (unsigned)p0;\n"
+    "    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;\n"
+    "  }\n"
+    "  r[0] = c0; r[1] = c1; r[2] = c2; r[3] = c3;\n"
+    "}\n"
+    "extern \"C\" __global__ void kn_dropout(const T *x, T *o, unsigned char *m, long long n,\n"
+    "    unsigned long long seed, unsigned long long first, float keep, double scale, int train) {\n"
+    "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < (n + 3) / 4;\n"
+    "       b += (long long)gridDim.x * blockDim.x) {\n"
+    "    unsigned r[4] = {0, 0, 0, 0};\n"
+    "    if (train) kn_philox(seed, first + (unsigned long long)b, r);\n"
+    "    for (int k = 0; k < 4 && b * 4 + k < n; k++) {\n"
+    "      const long long i = b * 4 + k;\n"
+    "      const bool kept = !train || (float)(r[k] >> 8) * (1.0f / 16777216.0f) < keep;\n"
+    "      m[i] = kept;\n"
+    "      o[i] = ST(kept ? LD(x[i]) * (train ? scale : 1.0) : 0.0);\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
+    "extern \"C\" __global__ void kn_dropout_bw(const T *g, const unsigned char *m, T *o,\n"
+    "    long long n, double scale) {\n"
+    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+    "       i += (long long)gridDim.x * blockDim.x)\n"
+    "    o[i] = ST(m[i] ? LD(g[i]) * scale : 0.0);\n"
+    "}\n";
+
+/* The dropout kernel of dtype dt (backward: its backward's), built once. */
+static kn_status dropout_kernel(kn_dtype dt, bool backward, void **fn) {
+  static const char *const ld[] = {[KN_FLOAT16] = "(double)kn_h2f(v)",
+                                   [KN_BFLOAT16] = "(double)kn_b2f(v)",
+                                   [KN_FLOAT32] = "(double)(v)", [KN_FLOAT64] = "(v)"};
+  static const char *const st[] = {[KN_FLOAT16] = "kn_f2h((float)(v))",
+                                   [KN_BFLOAT16] = "kn_f2b((float)(v))",
+                                   [KN_FLOAT32] = "(float)(v)", [KN_FLOAT64] = "(v)"};
+  pthread_mutex_lock(&cache_mu);
+  kernel_cache *k = &dropouts[dt][backward];
+  kn_status s = KN_OK;
+  if (!k->fn) {
+    kn__sb sb;
+    kn__sb_init(&sb);
+    kn__sb_puts(&sb, prelude);
+    kn__sb_printf(&sb, "typedef %s T;\n#define LD(v) %s\n#define ST(v) %s\n", ctype(dt), ld[dt],
+                  st[dt]);
+    kn__sb_puts(&sb, dropout_src);
+    char file[64];
+    snprintf(file, sizeof file, "kiln_dropout%s_%s.cu", backward ? "_backward" : "",
+             kn_dtype_name(dt));
+    s = kn__sb_failed(&sb) ? kn__oom()
+                           : build(kn__sb_cstr(&sb), file, backward ? "kn_dropout_bw" : "kn_dropout",
+                                   k);
+    kn__sb_fini(&sb);
+  }
+  *fn = k->fn;
+  pthread_mutex_unlock(&cache_mu);
+  return s;
+}
+
+/* Run kernel fn over n elements with args, then copy each contiguous
+** temporary tmp[j] into the output it stands for (outputs that are not
+** contiguous). */
+static kn_status launch_into(void *fn, long long n, void **args, kn_tensor **tmp,
+                             kn__outs *out) {
+  unsigned grid[3], block[3];
+  launch_dims(n, grid, block);
+  kn_status st = n > 0 ? kn__cuda_launch(fn, grid, block, 0, args) : KN_OK;
+  for (int j = 0; j < out->n; j++)
+    if (tmp[j] != out->t[j]) {
+      if (st == KN_OK) st = device_copy(out->t[j], tmp[j]);
+      kn_release(tmp[j]);
+    }
+  return st;
+}
+
+/* out->t[j], or a contiguous temporary of its sizes (owned) when it is not
+** contiguous; NULL on OOM. */
+static kn_tensor *dense_out(kn__outs *out, int j) {
+  kn_tensor *t = out->t[j];
+  return kn_is_contiguous(t) ? t : kn__empty(t->ndim, t->sizes, t->dtype, KN_CUDA);
+}
+
+static kn_status dropout_args_check(kn_dtype dt) {
+  if (dt == KN_FLOAT16 || dt == KN_BFLOAT16 || dt == KN_FLOAT32 || dt == KN_FLOAT64) return KN_OK;
+  return kn__error(KN_EDTYPE, "dropout: expected a floating point input, got %s",
+                   kn_dtype_name(dt));
+}
+
+/* native_dropout(input, p, train, generator) on the device: the output and
+** its mask, the generator's Philox blocks reserved as on the CPU. */
+kn_status kn__cuda_k_dropout(const kn__call *c, kn__outs *out) {
+  kn_status st = dropout_args_check(c->args[0].u.t->dtype);
+  kn_tensor *x = st == KN_OK ? kn__cuda_contiguous(c->args[0].u.t, c->args[0].u.t->dtype) : NULL;
+  if (!x) return kn_last_status();
+  double p = c->args[1].u.d, scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
+  int train = c->args[2].kind != KN__A_BOOL || c->args[2].u.b;
+  kn_generator *gen = kn__generator_or_default(c->args[3].kind == KN__A_GEN ? c->args[3].u.gen : NULL);
+  long long n = kn__numel(x->ndim, x->sizes);
+  unsigned long long seed = gen->seed, first = train && n > 0
+      ? kn__generator_reserve(gen, (uint64_t)((n + 3) / 4)) : 0;
+  float keep = (float)(1.0 - p);
+  void *fn = NULL;
+  kn_tensor *tmp[2] = {dense_out(out, 0), dense_out(out, 1)};
+  if (!tmp[0] || !tmp[1]) st = kn__oom();
+  if (st == KN_OK && n > 0) st = dropout_kernel(x->dtype, false, &fn);
+  void *xp = kn_cuda_data_ptr(x), *op = tmp[0] ? kn_cuda_data_ptr(tmp[0]) : NULL,
+       *mp = tmp[1] ? kn_cuda_data_ptr(tmp[1]) : NULL;
+  void *args[] = {&xp, &op, &mp, &n, &seed, &first, &keep, &scale, &train};
+  if (st == KN_OK) st = launch_into(fn, n, args, tmp, out);
+  else for (int j = 0; j < 2; j++) if (tmp[j] != out->t[j]) kn_release(tmp[j]);
+  kn_release(x);
+  return st;
+}
+
+/* native_dropout_backward(grad_output, mask, scale) on the device. */
+kn_status kn__cuda_k_dropout_backward(const kn__call *c, kn__outs *out) {
+  kn_status st = dropout_args_check(c->args[0].u.t->dtype);
+  kn_tensor *g = st == KN_OK ? kn__cuda_contiguous(c->args[0].u.t, c->args[0].u.t->dtype) : NULL;
+  kn_tensor *m = g ? kn__cuda_contiguous(c->args[1].u.t, KN_BOOL) : NULL;
+  kn_tensor *tmp[1] = {m ? dense_out(out, 0) : NULL};
+  st = tmp[0] ? KN_OK : kn_last_status() != KN_OK ? kn_last_status() : kn__oom();
+  long long n = g ? kn__numel(g->ndim, g->sizes) : 0;
+  double scale = c->args[2].u.d;
+  void *fn = NULL;
+  if (st == KN_OK && n > 0) st = dropout_kernel(g->dtype, true, &fn);
+  void *gp = g ? kn_cuda_data_ptr(g) : NULL, *mp = m ? kn_cuda_data_ptr(m) : NULL,
+       *op = tmp[0] ? kn_cuda_data_ptr(tmp[0]) : NULL;
+  void *args[] = {&gp, &mp, &op, &n, &scale};
+  if (st == KN_OK) st = launch_into(fn, n, args, tmp, out);
+  else if (tmp[0] && tmp[0] != out->t[0]) kn_release(tmp[0]);
+  kn_release(g);
+  kn_release(m);
   return st;
 }

@@ -147,6 +147,8 @@ static own_fn own_kernel(int id) {
   case KN_OP_BMM: return kn__cuda_k_bmm;
   case KN_OP_ADDMM: return kn__cuda_k_addmm;
   case KN_OP_NLL_LOSS_TARGET: return kn__cuda_k_nll_target;
+  case KN_OP_DROPOUT: return kn__cuda_k_dropout;
+  case KN_OP_DROPOUT_BACKWARD: return kn__cuda_k_dropout_backward;
   case KN_OP_RESHAPE_COPY: return reshape_copy;
   case KN_OP_CAT:
   case KN_OP_STACK: return parts_k;

@@ -43,7 +43,7 @@ kn_device kn__value_device(const kn_tensor *t);
 /* Run call c on the GPU (outputs made; 0-dim host tensor arguments copied
 ** to the device first): the ops layer's CUDA kernels first
 ** (copy_, clone, _to_copy, fill_, zero_, mm, bmm, addmm, _reshape_copy,
-** cat, stack, _nll_loss_target), then the
+** cat, stack, _nll_loss_target, native_dropout and its backward), then the
 ** registered handler, else "aten.<op>: no CUDA kernel ... (cuda:0)". */
 kn_status kn__cuda_kernel(const kn__call *c, kn__outs *out);
 
@@ -60,6 +60,10 @@ kn_tensor *kn__cuda_contiguous(const kn_tensor *t, kn_dtype dt);
 /* _nll_loss_target on the device (outputs made; a bad target is a
 ** device-side check, reported at the next synchronisation). */
 kn_status kn__cuda_k_nll_target(const kn__call *c, kn__outs *out);
+/* native_dropout and native_dropout_backward on the device (outputs made):
+** the mask from the generator's Philox blocks, as on the CPU. */
+kn_status kn__cuda_k_dropout(const kn__call *c, kn__outs *out);
+kn_status kn__cuda_k_dropout_backward(const kn__call *c, kn__outs *out);
 /* Whether the ops layer runs op id on the GPU itself (kn__cuda_kernel's own
 ** kernels: a compiled graph may call them as extern steps). */
 bool kn__cuda_own_kernel(int opid);

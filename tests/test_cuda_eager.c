@@ -255,3 +255,33 @@ Test(cuda_eager, compiled_dropout_matches_eager_on_the_cpu) {
   kn_compiled_free(f);
   kn_scope_end();
 }
+
+static kn_value scalar_fn(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  return kn_vtensor(kn_add_scalar(kn_mul(kn_exp(args[0].u.t), args[1].u.t), kn_float(1)));
+}
+
+/* A 0-dim host tensor is an input of a compiled GPU graph as it joins an
+** eager op (PyTorch's rule): copied to the device for each call, so a new
+** value is read on the next call; a host tensor of one element but one
+** dim is still an error (the recompile for it names both devices). */
+Test(cuda_eager, host_scalar_inputs_of_compiled_graphs) {
+  kn_scope_begin();
+  kn_tensor *x = rnd(2, (int64_t[]){4, 6}, KN_FLOAT32), *dx = dev(x, KN_CUDA);
+  kn_compiled *f = KN_COMPILE(scalar_fn, &(kn_compile_options){.backend = "inductor"});
+  cr_assert_not_null(f, "%s", kn_last_error());
+  for (int i = 0; i < 3; i++) {
+    kn_tensor *s = kn_scalar_tensor(kn_float(0.5 + i), KN_FLOAT32);
+    kn_value args[2] = {kn_vtensor(dx), kn_vtensor(s)}, out;
+    cr_assert_eq(kn_call(f, args, 2, &out), KN_OK, "%s", kn_last_error());
+    kn_value want = scalar_fn((kn_value[]){kn_vtensor(x), kn_vtensor(s)}, 2, NULL);
+    expect_close(out.u.t, want.u.t, "a host scalar input");
+    kn_value_release(out);
+  }
+  kn_value bad[2] = {kn_vtensor(dx), kn_vtensor(kn_ones(1, (int64_t[]){1}, KN_FLOAT32))}, out;
+  cr_expect_neq(kn_call(f, bad, 2, &out), KN_OK);
+  cr_expect(strstr(kn_last_error(), "expected all graph inputs on one device, found cuda:0 "
+                                    "(input 0) and cpu (input 1)"), "%s", kn_last_error());
+  kn_compiled_free(f);
+  kn_scope_end();
+}

@@ -27,6 +27,7 @@
 #include "kiln/cuda.h"
 #include "inductor/inductor.h"
 #include "inductor/target.h"
+#include "ops/cuda_ops.h"
 #include "ops/threads.h"
 #include "ops/vmath.h"
 #include "logging/log.h"
@@ -386,13 +387,50 @@ kn_status kn__inductor_run_into(const kn_compiled_graph *c, kn_tensor *const *in
   return run_with(c->state, in, nin, out, nout, into);
 }
 
+static kn_status run_frame(prog *p, kn_tensor *const *in, kn_tensor **out,
+                           kn_tensor *const *into);
+
+/* Is t a 0-dim tensor in host memory (a scalar that joins a GPU graph)? */
+static bool host_scalar(const kn_tensor *t) {
+  return t->ndim == 0 && !kn__tensor_on_cuda(t) && t->device != KN_META && !t->is_fake;
+}
+
+/* A GPU program's 0-dim host inputs, copied to the device for the call (a
+** one-element upload each, as an eager op on CUDA tensors lifts them). */
+static kn_status run_lifted(prog *p, kn_tensor *const *in, int nin, kn_tensor **out,
+                            kn_tensor *const *into) {
+  kn_tensor **lifted = calloc((size_t)nin, sizeof *lifted);
+  if (!lifted) return kn__oom();
+  kn_status st = KN_OK;
+  for (int i = 0; i < nin && st == KN_OK; i++) {
+    if (!host_scalar(in[i])) {
+      lifted[i] = kn_retain(in[i]);
+      continue;
+    }
+    lifted[i] = kn__empty(0, NULL, in[i]->dtype, KN_CUDA);
+    st = lifted[i] ? kn__cuda_copy_into(lifted[i], in[i]) : kn_last_status();
+  }
+  if (st == KN_OK) st = run_frame(p, lifted, out, into);
+  for (int i = 0; i < nin; i++) kn_release(lifted[i]);
+  free(lifted);
+  return st;
+}
+
 static kn_status run_with(prog *p, kn_tensor *const *in, int nin, kn_tensor **out, int nout,
                           kn_tensor *const *into) {
   if (nin != p->ninputs || nout != p->noutputs)
     return kn__error(KN_EINVAL, "inductor: expected %d inputs and %d outputs, got %d and %d",
                      p->ninputs, p->noutputs, nin, nout);
-  for (int i = 0; i < nin; i++)
+  bool lift = false;
+  for (int i = 0; i < nin; i++) {
     if (!in[i]) return kn__error(KN_EINVAL, "inductor: graph input %d is NULL", i);
+    lift |= p->device == KN_CUDA && host_scalar(in[i]);
+  }
+  return lift ? run_lifted(p, in, nin, out, into) : run_frame(p, in, out, into);
+}
+
+static kn_status run_frame(prog *p, kn_tensor *const *in, kn_tensor **out,
+                           kn_tensor *const *into) {
   size_t ns = (size_t)p->plan.nslots, nv = (size_t)p->nsyms + 1, nx = (size_t)p->plan.nsymx + 1;
   char *mem = calloc(1, ns * (sizeof(kn_tensor *) + sizeof(bool)) + (nv + nx) * sizeof(int64_t));
   if (!mem) return kn__oom();
@@ -614,13 +652,18 @@ static const char *dev_name(kn_device d) {
 }
 
 /* The device of g's tensor inputs (KN_CPU without any): the CUDA target
-** compiles a graph on CUDA; inputs on two devices are an error. */
+** compiles a graph on CUDA; inputs on two devices are an error, except
+** that a 0-dim host input joins a GPU graph as a scalar (PyTorch's rule;
+** run_lifted copies it there for each call). */
 static kn_status graph_device(const kn__graph *g, kn_device *out) {
   *out = KN_CPU;
   int first = -1;
+  bool gpu = false;
+  for (int i = 0; i < kn__graph_num_inputs(g); i++)
+    gpu |= kn__graph_input(g, i)->meta[0].device == KN_CUDA;
   for (int i = 0; i < kn__graph_num_inputs(g); i++) {
     const kn__vmeta *m = &kn__graph_input(g, i)->meta[0];
-    if (m->kind != KN__V_TENSOR) continue;
+    if (m->kind != KN__V_TENSOR || (gpu && m->ndim == 0 && m->device == KN_CPU)) continue;
     if (first >= 0 && m->device != *out)
       return kn__error(KN_EINVAL, "inductor: expected all graph inputs on one device, found %s "
                        "(input %d) and %s (input %d)", dev_name(*out), first,

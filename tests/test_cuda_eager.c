@@ -285,3 +285,48 @@ Test(cuda_eager, host_scalar_inputs_of_compiled_graphs) {
   kn_compiled_free(f);
   kn_scope_end();
 }
+
+/* ---- a sweep: every elementwise formula class, eagerly on the device, one
+** program serving three shapes of a pattern, against the CPU ---- */
+typedef kn_tensor *(*fn1)(kn_tensor *);
+typedef kn_tensor *(*fn2)(kn_tensor *, kn_tensor *);
+
+static kn_tensor *gelu_tanh(kn_tensor *a) { return kn_gelu(a, KN_GELU_TANH); }
+static kn_tensor *pow3(kn_tensor *a) { return kn_pow_scalar(a, kn_float(3)); }
+static kn_tensor *where_gt(kn_tensor *a, kn_tensor *b) { return kn_where(kn_gt(a, b), a, b); }
+
+static void sweep_shapes(const char *name, fn1 f1, fn2 f2, kn_dtype dt) {
+  static const int64_t shapes[][2] = {{3, 5}, {17, 4}, {2, 129}};
+  for (int s = 0; s < 3; s++) {
+    kn_scope_begin();
+    kn_tensor *a = kn_add_scalar(kn_abs(rnd(2, shapes[s], dt)), kn_float(0.25));
+    kn_tensor *b = kn_sub_scalar(rnd(2, shapes[s], dt), kn_float(0.1));
+    char what[80];
+    snprintf(what, sizeof what, "%s %s [%lld, %lld]", name, kn_dtype_name(dt),
+             (long long)shapes[s][0], (long long)shapes[s][1]);
+    kn_tensor *got = f1 ? f1(dev(a, KN_CUDA)) : f2(dev(a, KN_CUDA), dev(b, KN_CUDA));
+    kn_tensor *want = f1 ? f1(a) : f2(a, b);
+    cr_assert_not_null(got, "%s: %s", what, kn_last_error());
+    double tol = dt == KN_FLOAT64 ? 1e-12 : 2e-5;
+    cr_expect(ind_close(dev(got, KN_CPU), want, tol, tol, what), "%s", what);
+    kn_scope_end();
+  }
+}
+
+Test(cuda_eager, elementwise_sweep_over_shapes) {
+  static const struct { const char *name; fn1 f; } un[] = {
+      {"neg", kn_neg}, {"exp", kn_exp}, {"log", kn_log}, {"sqrt", kn_sqrt},
+      {"rsqrt", kn_rsqrt}, {"tanh", kn_tanh}, {"sigmoid", kn_sigmoid}, {"relu", kn_relu},
+      {"gelu_tanh", gelu_tanh}, {"erf", kn_erf}, {"floor", kn_floor},
+      {"pow3", pow3}};
+  static const struct { const char *name; fn2 f; } bin[] = {
+      {"sub", kn_sub}, {"div", kn_div}, {"maximum", kn_maximum}, {"lt", kn_lt},
+      {"where_gt", where_gt}};
+  for (size_t i = 0; i < sizeof un / sizeof *un; i++) sweep_shapes(un[i].name, un[i].f, NULL, KN_FLOAT32);
+  for (size_t i = 0; i < sizeof bin / sizeof *bin; i++)
+    sweep_shapes(bin[i].name, NULL, bin[i].f, KN_FLOAT32);
+  sweep_shapes("exp", kn_exp, NULL, KN_FLOAT64);
+  sweep_shapes("div", NULL, kn_div, KN_FLOAT64);
+  cr_expect_leq(programs(), (int)(sizeof un / sizeof *un + sizeof bin / sizeof *bin) + 8,
+               "about one program per op and dtype: %d", programs());
+}

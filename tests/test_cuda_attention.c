@@ -17,30 +17,14 @@
 #include <string.h>
 
 #include "inductor_util.h"
+#include "cuda_fake_util.h"
 #include "kiln/compile.h"
 #include "kiln/cuda.h"
 #include "kiln/kiln.h"
 #include "kiln/nn.h"
 #include "ops/nn.h"
 
-static char cache[64];
-
-static void setup(void) {
-  setenv("KILN_CUDA_DRIVER", KN_FAKECUDA_PATH, 1);
-  setenv("KILN_CUDA_CUBLAS", KN_FAKECUDA_PATH, 1); /* the fake driver's cuBLAS */
-  setenv("KILN_CUDA_NVRTC", KN_FAKENVRTC_PATH, 1);
-  ind_cache_dir(cache, sizeof cache);
-}
-
-static void teardown(void) { ind_rm(cache); }
-
-TestSuite(cuda_attention, .init = setup, .fini = teardown, .timeout = 600);
-
-static kn_tensor *dev(kn_tensor *t, kn_device d) {
-  kn_tensor *o = NULL;
-  cr_assert_eq(kn_to_device(t, d, &o), KN_OK, "%s", kn_last_error());
-  return o;
-}
+TestSuite(cuda_attention, .init = cuda_fake_setup, .fini = cuda_fake_teardown, .timeout = 600);
 
 /* A leaf on device d that requires grad, with t's values. */
 static kn_tensor *leaf(kn_tensor *t, kn_device d) {

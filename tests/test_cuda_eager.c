@@ -13,33 +13,12 @@
 #include <string.h>
 
 #include "inductor_util.h"
+#include "cuda_fake_util.h"
 #include "kiln/cuda.h"
 #include "kiln/kiln.h"
 #include "kiln/nn.h"
 
-static char cache[64];
-
-/* The fake driver, and a reference to dynamo/backends.c, whose constructor
-** registers the CUDA eager handler (a static link keeps only the objects a
-** program references). */
-static void setup(void) {
-  kn_compile_counter cc = {0};
-  kn_compile_counter_clear(&cc);
-  setenv("KILN_CUDA_DRIVER", KN_FAKECUDA_PATH, 1);
-  setenv("KILN_CUDA_CUBLAS", KN_FAKECUDA_PATH, 1);
-  setenv("KILN_CUDA_NVRTC", KN_FAKENVRTC_PATH, 1);
-  ind_cache_dir(cache, sizeof cache);
-}
-
-static void teardown(void) { ind_rm(cache); }
-
-TestSuite(cuda_eager, .init = setup, .fini = teardown, .timeout = 300);
-
-static kn_tensor *dev(kn_tensor *t, kn_device d) {
-  kn_tensor *o = NULL;
-  cr_assert_eq(kn_to_device(t, d, &o), KN_OK, "%s", kn_last_error());
-  return o;
-}
+TestSuite(cuda_eager, .init = cuda_fake_setup, .fini = cuda_fake_teardown, .timeout = 300);
 
 static kn_tensor *rnd(int nd, const int64_t *sizes, kn_dtype dt) {
   return kn_randn(nd, sizes, NULL, dt);
@@ -52,7 +31,7 @@ static void expect_close(kn_tensor *got_dev, kn_tensor *want, const char *what) 
 }
 
 /* Compiled programs in the private cache so far. */
-static int programs(void) { return ind_count(cache, ".so"); }
+static int programs(void) { return ind_count(cuda_fake_cache, ".so"); }
 
 /* One add program for every 2-d float32 shape whose two sizes differ. */
 Test(cuda_eager, one_program_serves_every_size_of_a_pattern) {

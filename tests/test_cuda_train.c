@@ -16,29 +16,13 @@
 
 #include "cuda/cuda.h"
 #include "inductor_util.h"
+#include "cuda_fake_util.h"
 #include "kiln/cuda.h"
 #include "kiln/kiln.h"
 #include "kiln/nn.h"
 #include "kiln/optim.h"
 
-static char cache[64];
-
-static void setup(void) {
-  setenv("KILN_CUDA_DRIVER", KN_FAKECUDA_PATH, 1);
-  setenv("KILN_CUDA_CUBLAS", KN_FAKECUDA_PATH, 1); /* the fake driver's cuBLAS */
-  setenv("KILN_CUDA_NVRTC", KN_FAKENVRTC_PATH, 1);
-  ind_cache_dir(cache, sizeof cache);
-}
-
-static void teardown(void) { ind_rm(cache); }
-
-TestSuite(cuda_train, .init = setup, .fini = teardown, .timeout = 300);
-
-static kn_tensor *dev(kn_tensor *t, kn_device d) {
-  kn_tensor *o = NULL;
-  cr_assert_eq(kn_to_device(t, d, &o), KN_OK, "%s", kn_last_error());
-  return o;
-}
+TestSuite(cuda_train, .init = cuda_fake_setup, .fini = cuda_fake_teardown, .timeout = 300);
 
 static void expect_close(kn_tensor *got_dev, kn_tensor *want, const char *what) {
   cr_assert_not_null(got_dev, "%s: %s", what, kn_last_error());

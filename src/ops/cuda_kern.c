@@ -131,22 +131,20 @@ static kn_status build(const char *src, const char *file, const char *name, kern
   return s;
 }
 
-static kn_status copy_kernel(kn_dtype sd, kn_dtype dd, void **fn) {
+/* The kernel of cache slot k, built on first use from the source gen
+** writes after the prelude (gen(sb, ud)) into file's module; *fn is it. */
+typedef void (*src_fn)(kn__sb *sb, const void *ud);
+
+static kn_status cached(kernel_cache *k, src_fn gen, const void *ud, const char *file,
+                        const char *name, void **fn) {
   pthread_mutex_lock(&cache_mu);
-  kernel_cache *k = &copies[sd][dd];
   kn_status s = KN_OK;
   if (!k->fn) {
     kn__sb sb;
     kn__sb_init(&sb);
     kn__sb_puts(&sb, prelude);
-    kn__sb_printf(&sb, "extern \"C\" __global__ void kn_copy(const %s *src, %s *dst, geom g) {\n"
-                       "  KN_LOOP({ %s x = src[so]; dst[dof] = ",
-                  ctype(sd), ctype(dd), ctype(sd));
-    convert_expr(&sb, sd, dd);
-    kn__sb_puts(&sb, "; })\n}\n");
-    char file[64];
-    snprintf(file, sizeof file, "kiln_copy_%s_%s.cu", kn_dtype_name(sd), kn_dtype_name(dd));
-    s = kn__sb_failed(&sb) ? kn__oom() : build(kn__sb_cstr(&sb), file, "kn_copy", k);
+    gen(&sb, ud);
+    s = kn__sb_failed(&sb) ? kn__oom() : build(kn__sb_cstr(&sb), file, name, k);
     kn__sb_fini(&sb);
   }
   *fn = k->fn;
@@ -154,28 +152,38 @@ static kn_status copy_kernel(kn_dtype sd, kn_dtype dd, void **fn) {
   return s;
 }
 
+typedef struct dtype_pair { kn_dtype sd, dd; } dtype_pair;
+
+static void copy_src(kn__sb *sb, const void *ud) {
+  const dtype_pair *d = ud;
+  kn__sb_printf(sb, "extern \"C\" __global__ void kn_copy(const %s *src, %s *dst, geom g) {\n"
+                    "  KN_LOOP({ %s x = src[so]; dst[dof] = ",
+                ctype(d->sd), ctype(d->dd), ctype(d->sd));
+  convert_expr(sb, d->sd, d->dd);
+  kn__sb_puts(sb, "; })\n}\n");
+}
+
+static kn_status copy_kernel(kn_dtype sd, kn_dtype dd, void **fn) {
+  char file[64];
+  snprintf(file, sizeof file, "kiln_copy_%s_%s.cu", kn_dtype_name(sd), kn_dtype_name(dd));
+  dtype_pair d = {sd, dd};
+  return cached(&copies[sd][dd], copy_src, &d, file, "kn_copy", fn);
+}
+
+static const char *const fill_types[] = {"unsigned char", "unsigned short", "unsigned int",
+                                         "unsigned long long"};
+
+static void fill_src(kn__sb *sb, const void *ud) {
+  const char *t = fill_types[*(const int *)ud];
+  kn__sb_printf(sb, "extern \"C\" __global__ void kn_fill(%s *dst, %s v, geom g) {\n"
+                    "  KN_LOOP({ (void)so; dst[dof] = v; })\n}\n", t, t);
+}
+
 static kn_status fill_kernel(size_t es, void **fn) {
   int l = es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3;
-  static const char *const ut[] = {"unsigned char", "unsigned short", "unsigned int",
-                                   "unsigned long long"};
-  pthread_mutex_lock(&cache_mu);
-  kernel_cache *k = &fills[l];
-  kn_status s = KN_OK;
-  if (!k->fn) {
-    kn__sb sb;
-    kn__sb_init(&sb);
-    kn__sb_puts(&sb, prelude);
-    kn__sb_printf(&sb, "extern \"C\" __global__ void kn_fill(%s *dst, %s v, geom g) {\n"
-                       "  KN_LOOP({ (void)so; dst[dof] = v; })\n}\n",
-                  ut[l], ut[l]);
-    char file[32];
-    snprintf(file, sizeof file, "kiln_fill_%zu.cu", es);
-    s = kn__sb_failed(&sb) ? kn__oom() : build(kn__sb_cstr(&sb), file, "kn_fill", k);
-    kn__sb_fini(&sb);
-  }
-  *fn = k->fn;
-  pthread_mutex_unlock(&cache_mu);
-  return s;
+  char file[32];
+  snprintf(file, sizeof file, "kiln_fill_%zu.cu", es);
+  return cached(&fills[l], fill_src, &l, file, "kn_fill", fn);
 }
 
 static void launch_dims(long long n, unsigned grid[3], unsigned block[3]) {
@@ -388,35 +396,26 @@ static const char dropout_src[] =
     "    o[i] = ST(m[i] ? LD(g[i]) * scale : 0.0);\n"
     "}\n";
 
-/* The dropout kernel of dtype dt (backward: its backward's), built once. */
-static kn_status dropout_kernel(kn_dtype dt, bool backward, void **fn) {
+static void dropout_src_of(kn__sb *sb, const void *ud) {
   static const char *const ld[] = {[KN_FLOAT16] = "(double)kn_h2f(v)",
                                    [KN_BFLOAT16] = "(double)kn_b2f(v)",
                                    [KN_FLOAT32] = "(double)(v)", [KN_FLOAT64] = "(v)"};
   static const char *const st[] = {[KN_FLOAT16] = "kn_f2h((float)(v))",
                                    [KN_BFLOAT16] = "kn_f2b((float)(v))",
                                    [KN_FLOAT32] = "(float)(v)", [KN_FLOAT64] = "(v)"};
-  pthread_mutex_lock(&cache_mu);
-  kernel_cache *k = &dropouts[dt][backward];
-  kn_status s = KN_OK;
-  if (!k->fn) {
-    kn__sb sb;
-    kn__sb_init(&sb);
-    kn__sb_puts(&sb, prelude);
-    kn__sb_printf(&sb, "typedef %s T;\n#define LD(v) %s\n#define ST(v) %s\n", ctype(dt), ld[dt],
-                  st[dt]);
-    kn__sb_puts(&sb, dropout_src);
-    char file[64];
-    snprintf(file, sizeof file, "kiln_dropout%s_%s.cu", backward ? "_backward" : "",
-             kn_dtype_name(dt));
-    s = kn__sb_failed(&sb) ? kn__oom()
-                           : build(kn__sb_cstr(&sb), file, backward ? "kn_dropout_bw" : "kn_dropout",
-                                   k);
-    kn__sb_fini(&sb);
-  }
-  *fn = k->fn;
-  pthread_mutex_unlock(&cache_mu);
-  return s;
+  kn_dtype dt = *(const kn_dtype *)ud;
+  kn__sb_printf(sb, "typedef %s T;\n#define LD(v) %s\n#define ST(v) %s\n", ctype(dt), ld[dt],
+                st[dt]);
+  kn__sb_puts(sb, dropout_src);
+}
+
+/* The dropout kernel of dtype dt (backward: its backward's), built once. */
+static kn_status dropout_kernel(kn_dtype dt, bool backward, void **fn) {
+  char file[64];
+  snprintf(file, sizeof file, "kiln_dropout%s_%s.cu", backward ? "_backward" : "",
+           kn_dtype_name(dt));
+  return cached(&dropouts[dt][backward], dropout_src_of, &dt, file,
+                backward ? "kn_dropout_bw" : "kn_dropout", fn);
 }
 
 /* Run kernel fn over n elements with args, then copy each contiguous

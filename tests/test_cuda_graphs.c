@@ -314,6 +314,42 @@ Test(cudagraphs, a_graph_mutating_an_input_runs_without_graphs) {
   unsetenv("KILN_LOGS");
 }
 
+static kn_value drop_twice(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  return kn_vtensor(kn_mul_scalar(kn_dropout(args[0].u.t, 0.5, true, NULL), kn_float(2)));
+}
+
+/* A graph with dropout runs without graphs (its generator's counter lives
+** on the host: a replay would drop the same elements every call): each
+** call draws a new mask, the one eager draws from the same seed. */
+Test(cudagraphs, a_graph_with_a_random_op_runs_without_graphs) {
+  set_logs("perf_hints");
+  kn_compile_options o = {.backend = "inductor", .mode = "reduce-overhead"};
+  kn_compiled *f = KN_COMPILE(drop_twice, &o);
+  cr_assert_not_null(f, "%s", kn_last_error());
+  kn_scope_begin();
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
+  counts c0 = fake_counts();
+  kn_tensor *x = input(4, 8, 1.0), *xd = to_dev(x, KN_CUDA);
+  for (int k = 0; k < 4; k++) {
+    kn_manual_seed(100 + (uint64_t)k);
+    kn_tensor *y = to_dev(kn_call_t(f, xd), KN_CPU);
+    kn_manual_seed(100 + (uint64_t)k);
+    kn_tensor *want = kn_mul_scalar(kn_dropout(x, 0.5, true, NULL), kn_float(2));
+    cr_assert(ind_close(y, want, 0, 0, "call"), "call %d draws the mask of its seed", k);
+  }
+  kn_test_capture_end(&r);
+  cr_expect_eq(fake_counts().graphs, c0.graphs, "no graph");
+  cr_assert_eq(kn_test_count_artifact(&r, "perf_hints"), 1, "logged once");
+  cr_expect(strstr(r.v[0].message, "skipping cudagraphs due to a random op (aten.native_dropout"),
+            "%s", r.v[0].message);
+  kn_test_records_free(&r);
+  kn_scope_end();
+  kn_compiled_free(f);
+  unsetenv("KILN_LOGS");
+}
+
 /* A CPU graph with mode reduce-overhead runs as in default mode. */
 Test(cudagraphs, a_cpu_graph_runs_normally) {
   set_logs("perf_hints");

@@ -18,8 +18,9 @@
 **
 ** A graph is not captured (it runs normally, the reason logged once to
 ** perf_hints at WARNING and to the cudagraphs artifact, in PyTorch's words
-** "skipping cudagraphs due to ...") when it mutates an input, when an
-** input is on the CPU (a CPU-only graph simply runs), when a call needs
+** "skipping cudagraphs due to ...") when it mutates an input, when it
+** holds a random op (dropout: its generator's counter lives on the host,
+** so a replay would draw the same numbers), when an input is on the CPU (a CPU-only graph simply runs), when a call needs
 ** autograd, when an output aliases an input or is not on the GPU, or when
 ** the capture fails (work that cannot be captured: a copy to the host, a
 ** synchronisation); the last three mark that geometry's recording only.
@@ -91,6 +92,18 @@ static int mutated_inputs(const kn__graph *g) {
     if (base_of(n->args[0].u.t.node)->op == KN__GN_PLACEHOLDER) count++;
   }
   return count;
+}
+
+/* The first op that draws from a generator (dropout, rand), or NULL: the
+** generator's counter moves on the host, so a replay would draw the same
+** numbers again. */
+static const char *random_op(const kn__graph *g) {
+  for (int i = 0; i < kn__graph_num_nodes(g); i++) {
+    const kn__gnode *n = kn__graph_node(g, i);
+    if (n->op == KN__GN_CALL && n->opdef && (n->opdef->flags & KN_OPF_RANDOM))
+      return n->opdef->name;
+  }
+  return NULL;
 }
 
 static const char *input_name(const cg *c, int i) {
@@ -428,10 +441,14 @@ kn_status kn__cudagraphs_wrap(const kn_graph_module *gm, kn_compiled_graph *g) {
   c->inner = *g;
   const kn__graph *gr = kn__graph_module_graph(gm);
   int nmut = mutated_inputs(gr);
-  char buf[100];
-  snprintf(buf, sizeof buf, "mutated inputs (%d instances)", nmut);
+  const char *rnd = random_op(gr);
+  char buf[200];
+  if (nmut > 0) snprintf(buf, sizeof buf, "mutated inputs (%d instances)", nmut);
+  else if (rnd)
+    snprintf(buf, sizeof buf, "a random op (aten.%s draws from a generator whose state is on "
+             "the host: a replay would repeat its numbers)", rnd);
   kn_status st = keep_names(c, gr);
-  if (st == KN_OK && nmut > 0 && !(c->skip = strdup(buf))) st = kn__oom();
+  if (st == KN_OK && (nmut > 0 || rnd) && !(c->skip = strdup(buf))) st = kn__oom();
   if (st != KN_OK) {
     c->inner = (kn_compiled_graph){0}; /* the caller keeps g */
     cg_free(c);

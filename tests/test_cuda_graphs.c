@@ -21,8 +21,11 @@
 #include "inductor_util.h"
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
+#include "kiln/nn.h"
+#include "kiln/optim.h"
 #include "kiln/trace.h"
 #include "logging/log.h"
+#include "tensor/tensor.h"
 #include "support/dynamo_util.h"
 #include "support/log_capture.h"
 #include "support/ten_ops.h"
@@ -484,4 +487,126 @@ Test(cudagraphs, one_call_writes_the_records_of_seed_test_cudagraphs) {
       "{\"compilation_metrics_runtime\": \"METRICS\", \"frame_id\": 0, \"frame_compile_id\": 0}\n");
   free(got);
   kn_compiled_free(f);
+}
+
+/* ---- training steps ------------------------------------------------------------------ */
+static kn_value mlp_loss(const kn_value *args, int nargs, void *ud) {
+  (void)nargs, (void)ud;
+  kn_tensor *logits = kn_nn_forward(args[0].u.m, args[1].u.t);
+  return kn_vtensor(kn_cross_entropy(logits, args[2].u.t, NULL, KN_REDUCTION_MEAN, -100, 0.0));
+}
+
+typedef struct trainer {
+  kn_module *m;
+  kn_optimizer *opt;
+  kn_tensor *x, *x2, *y; /* on the trainer's device, owned */
+  kn_compiled *f;        /* NULL: eager */
+} trainer;
+
+static void trainer_new(trainer *t, kn_device d, const char *mode) {
+  kn_generator *g = kn_generator_new(9);
+  t->m = kn_nn_sequential(3, (kn_module *[]){kn_nn_linear(6, 5, true, g), kn_nn_relu(),
+                                              kn_nn_linear(5, 3, true, g)});
+  cr_assert_eq(kn_module_to_device(t->m, d), KN_OK, "%s", kn_last_error());
+  kn_scope_begin();
+  t->x = kn_retain(to_dev(kn_randn(2, (int64_t[]){8, 6}, g, KN_FLOAT32), d));
+  t->x2 = kn_retain(to_dev(kn_randn(2, (int64_t[]){8, 6}, g, KN_FLOAT32), d));
+  kn_tensor *y = kn_from_ints((int64_t[]){0, 2, 1, 1, 0, 2, 2, 1}, 1, (int64_t[]){8});
+  t->y = kn_retain(to_dev(y, d));
+  kn_scope_end();
+  kn_tensor **p = NULL;
+  int n = kn_nn_parameters(t->m, &p);
+  t->opt = kn_sgd(p, n, &(kn_optim_options){.lr = 0.1});
+  free(p);
+  t->f = NULL;
+  if (mode) {
+    kn_compile_options o = {.backend = "inductor", .mode = mode};
+    t->f = KN_COMPILE(mlp_loss, &o);
+    cr_assert_not_null(t->f, "%s", kn_last_error());
+  }
+  kn_generator_free(g);
+}
+
+static void trainer_free(trainer *t) {
+  if (t->f) kn_compiled_free(t->f);
+  kn_optim_free(t->opt);
+  kn_module_free(t->m);
+  kn_release(t->x), kn_release(t->x2), kn_release(t->y);
+}
+
+/* The loss of x (a tensor of the current scope). */
+static kn_tensor *loss_of(trainer *t, kn_tensor *x) {
+  kn_value args[3] = {kn_vmodule(t->m), kn_vtensor(x), kn_vtensor(t->y)}, out;
+  if (!t->f) return mlp_loss(args, 3, NULL).u.t;
+  cr_assert_eq(kn_call(t->f, args, 3, &out), KN_OK, "%s", kn_last_error());
+  return kn__autorelease(out.u.t);
+}
+
+/* One SGD step on the loss of x (and of x2 when twice: two forwards before
+** one backward, as gradient accumulation does); returns the loss. */
+static double train_step(trainer *t, bool twice) {
+  kn_optim_zero_grad(t->opt);
+  kn_scope_begin();
+  kn_tensor *l = loss_of(t, t->x);
+  if (twice) l = kn_add(l, loss_of(t, t->x2));
+  double v = 0;
+  cr_assert_eq(kn_item_double(l, &v), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_backward(l, NULL), KN_OK, "%s", kn_last_error());
+  cr_assert_eq(kn_optim_step(t->opt), KN_OK, "%s", kn_last_error());
+  kn_scope_end();
+  return v;
+}
+
+static kn_status param_close(void *ud, const char *path, kn_tensor *t) {
+  kn_module *cpu = ud;
+  kn_scope_begin();
+  cr_expect(ind_close(to_dev(t, KN_CPU), kn_module_get(cpu, path), 1e-5, 1e-6, path), "%s", path);
+  kn_scope_end();
+  return KN_OK;
+}
+
+/* reduce-overhead around training: the forward and the backward graph are
+** each recorded (after a warm-up) and replayed, two graph launches a step;
+** the losses and parameters follow eager training on the CPU. A step that
+** runs two forwards before its backward finds the first forward's saved
+** activations still in use: its second forward runs without the graph (a
+** replay would overwrite them), as does the second backward call (the
+** first one's gradients are in use), the result stays right, and later
+** steps replay again. */
+Test(cudagraphs, training_steps_replay_forward_and_backward) {
+  setenv("KILN_CUDA_CUBLAS", KN_FAKECUDA_PATH, 1); /* the fake driver's cuBLAS */
+  set_logs("cudagraphs");
+  trainer cpu, gpu;
+  trainer_new(&cpu, KN_CPU, NULL);
+  trainer_new(&gpu, KN_CUDA, "reduce-overhead");
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
+  counts c0 = fake_counts();
+  for (int k = 0; k < 7; k++) {
+    bool twice = k == 4;
+    if (k == 1) c0 = fake_counts();
+    double want = train_step(&cpu, twice), got = train_step(&gpu, twice);
+    cr_expect(fabs(got - want) <= 1e-5 * fabs(want) + 1e-6, "step %d: loss %g, cpu %g", k, got,
+              want);
+  }
+  counts c1 = fake_counts();
+  kn_test_capture_end(&r);
+  /* steps 1-6 launch the forward's and the backward's graph once each; in step 4 the
+  ** second forward and the second backward call run without theirs */
+  cr_expect_eq(c1.graphs - c0.graphs, 12, "two graph launches a step: %ld",
+               c1.graphs - c0.graphs);
+  kn_nn_named_tensors(gpu.m, true, param_close, cpu.m);
+  /* the forward's second call, and the backward's second call in that step (the first's
+  ** gradients are being accumulated), each noted once per graph */
+  size_t recorded = 0, busy = 0;
+  for (size_t i = 0; i < r.n; i++) {
+    recorded += strstr(r.v[i].message, "recorded a CUDA graph") != NULL;
+    busy += strstr(r.v[i].message, "outputs of the graph's last replay are still in use") != NULL;
+  }
+  cr_expect_eq(recorded, 2, "the forward's and the backward's recording");
+  cr_expect_eq(busy, 2, "one in-use note per graph");
+  kn_test_records_free(&r);
+  trainer_free(&cpu);
+  trainer_free(&gpu);
+  unsetenv("KILN_LOGS");
 }

@@ -107,6 +107,8 @@ typedef struct kn__aot_config {
   void *fw_ud;
   kn_backend_fn bw_compiler;
   void *bw_ud;
+  kn_backend_fn inference_compiler; /* NULL: fw_compiler compiles inference graphs too
+                                       (with fw_ud) */
   kn__aot_partitioner partitioner; /* zero: the default partitioner; the
                                       KILN_AOT_PARTITIONER setting overrides it */
   kn__aot_run_into_fn fw_run_into; /* NULL, or how inference graphs with inputs mutated

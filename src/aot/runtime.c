@@ -302,7 +302,8 @@ static kn_status compile_inference(aot_fn *f, const kn__graph *g, const kn__aot_
   }
   kn__aot_phase ph;
   kn__aot_phase_begin(&ph, "aot_compile_fw");
-  st = compile_graph(pr.fw, cfg->fw_compiler, cfg->fw_ud, ex, n, &f->fw);
+  st = compile_graph(pr.fw, cfg->inference_compiler ? cfg->inference_compiler : cfg->fw_compiler,
+                     cfg->fw_ud, ex, n, &f->fw);
   kn__aot_phase_end(&ph);
   pr.fw = NULL; /* the module owns it */
   kn__aot_prepared_fini(&pr);
@@ -437,6 +438,6 @@ kn_status kn__aot_eager_compile(kn_graph_module *gm, kn_tensor *const *ex, int n
   void *eud = NULL;
   kn_status st = kn__backend_lookup("eager", NULL, &eager, &eud);
   if (st != KN_OK) return st;
-  kn__aot_config cfg = {eager, eud, eager, eud, KN__AOT_PART_DEFAULT, NULL, NULL};
+  kn__aot_config cfg = {eager, eud, eager, eud, NULL, KN__AOT_PART_DEFAULT, NULL, NULL};
   return kn__aot_compile(gm, ex, n, &cfg, out);
 }

@@ -26,12 +26,27 @@
 
 /* ---- "inductor": AOT autograd + the code generator ------------------------------ */
 
-/* The forward/backward/inference compiler AOT calls: inductor, noting a
-** failure (a compiler error is the backend's error, never a fallback). */
+/* The inference compiler AOT calls: inductor, noting a failure (a compiler
+** error is the backend's error, never a fallback). */
 static kn_status ind_graph(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
                            kn_compiled_graph *out) {
   kn_status st = kn__inductor_compile(gm, ex, n, NULL, out);
   if (st != KN_OK) *(bool *)ud = true;
+  return st;
+}
+
+/* The forward and backward compiler of a training graph: under mode
+** reduce-overhead each is wrapped in CUDA graphs of its own (PyTorch
+** records forward and backward apart too), whose outputs a replay never
+** overwrites while they are in use (saved activations, gradients). */
+static kn_status ind_train_graph(kn_graph_module *gm, kn_tensor *const *ex, int n, void *ud,
+                                 kn_compiled_graph *out) {
+  kn_status st = ind_graph(gm, ex, n, ud, out);
+  kn__compile_ctx *cx = kn__compile_ctx_get();
+  if (st != KN_OK || !cx->cudagraphs) return st;
+  st = kn__cudagraphs_wrap_guarded(gm, out);
+  if (st == KN_OK) cx->cudagraphs_inner = true;
+  else *(bool *)ud = true;
   return st;
 }
 
@@ -42,8 +57,9 @@ static kn_status inductor_backend(kn_graph_module *gm, kn_tensor *const *ex, int
   bool failed = false;
   /* min-cut, as PyTorch's inductor: of equal cuts it saves an activation
   ** rather than its GEMM's output, so GEMM + activation stay one call */
-  kn__aot_config cfg = {.fw_compiler = ind_graph, .fw_ud = &failed, .bw_compiler = ind_graph,
-                        .bw_ud = &failed, .partitioner = KN__AOT_PART_MINCUT,
+  kn__aot_config cfg = {.fw_compiler = ind_train_graph, .fw_ud = &failed,
+                        .bw_compiler = ind_train_graph, .bw_ud = &failed,
+                        .inference_compiler = ind_graph, .partitioner = KN__AOT_PART_MINCUT,
                         .fw_run_into = kn__inductor_run_into,
                         .inference_passes = kn__ind_joint_graph_passes};
   kn_status st = kn__aot_compile(gm, ex, n, &cfg, out);
@@ -128,11 +144,18 @@ static kn_status inner_compile(void *ud, kn_graph_module *gm, kn_tensor *const *
                                kn_compiled_graph *out) {
   kn_compiled *f = ud;
   memset(out, 0, sizeof *out);
+  kn__compile_ctx *cx = kn__compile_ctx_get();
+  kn__compile_ctx was = *cx;
+  cx->cudagraphs = f->opts.mode && !strcmp(f->opts.mode, "reduce-overhead");
+  cx->cudagraphs_inner = false;
   kn_status st;
   if (f->opts.backend_fn) st = f->opts.backend_fn(gm, examples, n, f->opts.backend_ud, out);
   else st = kn__eager_compile(gm, out);
+  bool wrap = cx->cudagraphs && !cx->cudagraphs_inner;
+  cx->cudagraphs = was.cudagraphs;
+  cx->cudagraphs_inner = was.cudagraphs_inner;
   if (st == KN_OK && !out->run) st = kn__error(KN_EINVAL, "the backend returned no callable");
-  if (st == KN_OK && f->opts.mode && !strcmp(f->opts.mode, "reduce-overhead")) st = kn__cudagraphs_wrap(gm, out);
+  if (st == KN_OK && wrap) st = kn__cudagraphs_wrap(gm, out);
   return st;
 }
 

@@ -26,6 +26,7 @@
 ** synchronisation); the last three mark that geometry's recording only.
 */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,16 @@
 #include "ops/opdef.h"
 #include "tensor/tensor.h"
 
+/* An output of a training graph that is a view of one of its inputs (a
+** saved primal, a transposed weight): a replay hands out the same view of
+** the caller's input. */
+typedef struct passview {
+  int input; /* -1: not a view of an input */
+  int ndim;
+  int64_t sizes[KN_MAX_DIMS], strides[KN_MAX_DIMS];
+  int64_t doff; /* its offset past the input's */
+} passview;
+
 typedef struct rec {
   struct rec *next;
   int64_t *key;          /* per input: dtype, ndim, sizes, strides */
@@ -51,6 +62,7 @@ typedef struct rec {
   bool checks;           /* the graph holds a device-side check (cuda/devcheck.c) */
   struct rec *direct;    /* owned: the recording made on the inputs themselves, or NULL */
   void **last;           /* [nin] the inputs' device addresses at the last replay */
+  passview *pass;        /* [nout] guarded graphs only, or NULL */
 } rec;
 
 typedef struct cg {
@@ -61,6 +73,9 @@ typedef struct cg {
   pthread_mutex_t mu;      /* one call at a time: replays share the static buffers */
   rec *recs;
   bool told;               /* a reason was logged (once per compiled graph) */
+  bool guarded;            /* a training graph: no replay over outputs in use, no
+                              recording that keeps its inputs */
+  bool told_busy;          /* the outputs-in-use hint was logged */
   int64_t nrecorded, nreplayed; /* statistics, under mu */
 } cg;
 
@@ -188,7 +203,9 @@ static void rec_clear(rec *r) {
   for (int i = 0; r->sout && i < r->nout; i++) kn_release(r->sout[i]);
   free(r->sin);
   free(r->sout);
+  free(r->pass);
   r->sin = r->sout = NULL;
+  r->pass = NULL;
 }
 
 static void rec_free(rec *r) {
@@ -214,15 +231,33 @@ static kn_status static_inputs(rec *r, kn_tensor *const *in, int nin) {
 }
 
 /* Why the captured outputs cannot be handed out as static outputs, or NULL. */
-static const char *bad_outputs(const rec *r, kn_tensor *const *out, int nout, char *buf,
+/* Output o as a view of static input i into r->pass (guarded graphs). */
+static void pass_view(rec *r, int o, int i, const kn_tensor *out) {
+  passview *p = &r->pass[o];
+  p->input = i;
+  p->ndim = out->ndim;
+  memcpy(p->sizes, out->sizes, (size_t)out->ndim * sizeof *p->sizes);
+  memcpy(p->strides, out->strides, (size_t)out->ndim * sizeof *p->strides);
+  p->doff = out->offset - r->sin[i]->offset;
+}
+
+/* Why the captured outputs cannot be handed out as static outputs, or NULL.
+** A guarded graph's output on an input's memory becomes a view of the
+** caller's input (r->pass) instead. */
+static const char *bad_outputs(rec *r, bool guarded, kn_tensor *const *out, int nout, char *buf,
                                size_t n) {
+  if (guarded && !(r->pass = calloc((size_t)nout + 1, sizeof *r->pass))) return "out of memory";
   for (int o = 0; o < nout; o++) {
     if (!kn__tensor_on_cuda(out[o])) {
       snprintf(buf, n, "an output on the cpu (output %d)", o);
       return buf;
     }
+    if (guarded) r->pass[o].input = -1;
     for (int i = 0; i < r->nin; i++)
-      if (kn_same_storage(out[o], r->sin[i])) {
+      if (kn_same_storage(out[o], r->sin[i]) && guarded) {
+        pass_view(r, o, i, out[o]);
+        break;
+      } else if (kn_same_storage(out[o], r->sin[i])) {
         snprintf(buf, n, "output %d aliasing input %d", o, i);
         return buf;
       }
@@ -255,8 +290,10 @@ static kn_status capture(cg *c, rec *r, int nout) {
   if (run != KN_OK)
     snprintf(why, sizeof why, "a step that cannot be captured: %s", kn_last_error());
   st = kn__cuda_capture_end(&r->graph);
-  const char *bad = run == KN_OK ? bad_outputs(r, out, nout, why, sizeof why) : NULL;
-  for (int o = 0; run == KN_OK && !bad && o < nout; o++) r->sout[o] = kn_retain(out[o]);
+  const char *bad = run == KN_OK ? bad_outputs(r, c->guarded, out, nout, why, sizeof why) : NULL;
+  if (bad && !why[0]) snprintf(why, sizeof why, "%s", bad);
+  for (int o = 0; run == KN_OK && !bad && o < nout; o++)
+    if (!r->pass || r->pass[o].input < 0) r->sout[o] = kn_retain(out[o]);
   kn_scope_end();
   free(out);
   if (why[0]) {
@@ -286,7 +323,10 @@ static kn_status replay(cg *c, rec *r, kn_tensor *const *in, kn_tensor **out) {
   if (st != KN_OK) return st;
   if (r->checks) kn__cuda_check_arm(); /* read its check at the next synchronisation */
   for (int o = 0; o < r->nout; o++) {
-    kn_tensor *a = kn__tensor_alias(r->sout[o]);
+    const passview *p = r->pass && r->pass[o].input >= 0 ? &r->pass[o] : NULL;
+    kn_tensor *a = p ? kn__make_view(in[p->input], p->ndim, p->sizes, p->strides,
+                                     in[p->input]->offset + p->doff)
+                     : kn__tensor_alias(r->sout[o]);
     if (!a) {
       for (int k = 0; k < o; k++) out[k] = NULL; /* autoreleased already */
       return kn__oom();
@@ -376,6 +416,27 @@ static kn_status replay_any(cg *c, rec *r, kn_tensor *const *in, int nin, kn_ten
   return replay(c, r, in, out);
 }
 
+/* ---- training graphs ---------------------------------------------------------- */
+/* Is an output of r's last replay still referenced outside the recording
+** (a saved activation whose backward has not run, a gradient kept as
+** .grad)? Its storage has one reference per tensor on it: the recording's
+** own static output, and whatever aliases are alive. */
+static bool outputs_in_use(const rec *r) {
+  for (int o = 0; o < r->nout; o++)
+    if (r->sout[o] && atomic_load(&r->sout[o]->storage->refcount) > 1) return true;
+  return false;
+}
+
+static kn_status run_busy(cg *c, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
+  if (!c->told_busy) {
+    c->told_busy = true;
+    KN_LOG_ARTIFACT(KN_ART_CUDAGRAPHS, "a call ran without its CUDA graph: outputs of the "
+                    "graph's last replay are still in use (saved for a backward that has not "
+                    "run, or gradients kept as .grad); a replay would overwrite them");
+  }
+  return c->inner.run(c->inner.state, in, nin, out, nout);
+}
+
 static kn_status cg_call(cg *c, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
   rec *r = find_rec(c, in, nin);
   if (!r) return kn__oom();
@@ -392,7 +453,8 @@ static kn_status cg_call(cg *c, kn_tensor *const *in, int nin, kn_tensor **out, 
   if (r->nout != nout || r->nin != nin)
     return kn__error(KN_EINVAL, "cudagraphs: expected %d inputs and %d outputs, got %d and %d",
                      r->nin, r->nout, nin, nout);
-  return replay_any(c, r, in, nin, out, nout);
+  if (c->guarded && outputs_in_use(r)) return run_busy(c, in, nin, out, nout);
+  return c->guarded ? replay(c, r, in, out) : replay_any(c, r, in, nin, out, nout);
 }
 
 static kn_status cg_run(void *state, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
@@ -434,7 +496,7 @@ static kn_status keep_names(cg *c, const kn__graph *g) {
   return KN_OK;
 }
 
-kn_status kn__cudagraphs_wrap(const kn_graph_module *gm, kn_compiled_graph *g) {
+static kn_status wrap(const kn_graph_module *gm, kn_compiled_graph *g, bool guarded) {
   cg *c = calloc(1, sizeof *c);
   if (!c) return kn__oom();
   pthread_mutex_init(&c->mu, NULL);
@@ -454,8 +516,17 @@ kn_status kn__cudagraphs_wrap(const kn_graph_module *gm, kn_compiled_graph *g) {
     cg_free(c);
     return st;
   }
+  c->guarded = guarded;
   *g = (kn_compiled_graph){cg_run, c, cg_free};
   return KN_OK;
+}
+
+kn_status kn__cudagraphs_wrap(const kn_graph_module *gm, kn_compiled_graph *g) {
+  return wrap(gm, g, false);
+}
+
+kn_status kn__cudagraphs_wrap_guarded(const kn_graph_module *gm, kn_compiled_graph *g) {
+  return wrap(gm, g, true);
 }
 
 bool kn__cudagraphs_stats(const kn_compiled_graph *g, int64_t *recorded, int64_t *replayed) {

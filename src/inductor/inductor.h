@@ -57,6 +57,11 @@ kn_status kn__inductor_run_into(const kn_compiled_graph *c, kn_tensor *const *in
 ** *g is the wrapper, which owns the former callable; on failure *g is
 ** unchanged. */
 kn_status kn__cudagraphs_wrap(const kn_graph_module *gm, kn_compiled_graph *g);
+/* The same for a training graph (AOT's forward or backward): a replay never
+** overwrites outputs still in use (a call whose earlier outputs are still
+** referenced runs the graph normally instead), and no recording keeps its
+** inputs (they may be another recording's outputs: saved activations). */
+kn_status kn__cudagraphs_wrap_guarded(const kn_graph_module *gm, kn_compiled_graph *g);
 /* A wrapper's counts of recordings and replays; false when g is not one. */
 bool kn__cudagraphs_stats(const kn_compiled_graph *g, int64_t *recorded, int64_t *replayed);
 

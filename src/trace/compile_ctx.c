@@ -5,7 +5,7 @@
 
 #include "trace/compile_id.h"
 
-static _Thread_local kn__compile_ctx ctx = {false, {-1, -1, -1}, 0};
+static _Thread_local kn__compile_ctx ctx = {false, {-1, -1, -1}, 0, false, false};
 
 kn__compile_ctx *kn__compile_ctx_get(void) { return &ctx; }
 

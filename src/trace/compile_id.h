@@ -29,6 +29,11 @@ typedef struct kn__compile_ctx {
   bool active;       /* inside a compile */
   kn_compile_id id;
   int64_t attempt;   /* 0 for the first attempt */
+  /* mode reduce-overhead: set by dynamo around its backend call; a backend
+  ** that wraps the graphs it compiles in CUDA graphs itself (inductor's
+  ** training forward and backward) sets cudagraphs_inner, and dynamo then
+  ** leaves the whole callable unwrapped */
+  bool cudagraphs, cudagraphs_inner;
 } kn__compile_ctx;
 
 /* The calling thread's context; borrowed, never NULL. */

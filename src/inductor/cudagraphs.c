@@ -16,6 +16,13 @@
 ** outputs: the next replay of the same recording overwrites them (as
 ** PyTorch's "overwritten by a subsequent run"); clone one to keep it.
 **
+** Training (kn__cudagraphs_wrap_guarded: inductor wraps AOT's forward and
+** backward graphs apart): a replay would overwrite outputs autograd still
+** holds (saved activations, gradients), so a call that finds a tensor
+** still on the last replay's outputs runs the graph normally; outputs on
+** an input's memory are handed out as views of the caller's input, and no
+** recording keeps its inputs (they may be another recording's outputs).
+**
 ** A graph is not captured (it runs normally, the reason logged once to
 ** perf_hints at WARNING and to the cudagraphs artifact, in PyTorch's words
 ** "skipping cudagraphs due to ...") when it mutates an input, when it
@@ -135,7 +142,8 @@ static const char *call_skip(cg *c, kn_tensor *const *in, int nin, char *buf, si
       return buf;
     }
     if (grad && in[i]->requires_grad) {
-      snprintf(buf, n, "autograd: input %s requires grad (kiln records forward-only graphs)",
+      snprintf(buf, n, "autograd: input %s requires grad (a callable captured whole records "
+               "its forward only: the inductor backend records training graphs)",
                input_name(c, i));
       return buf;
     }

@@ -11,7 +11,12 @@
 ** implementation is the reference one ("ref:...") is not used (unless a
 ** test forces it): the caller falls back to the conversion path, and the
 ** refusal is cached with the primitive's key so it is decided once per
-** shape.
+** shape. A bfloat16 primitive without AMX is refused too: vdpbf16ps issues
+** on one port, so its peak is the float32 FMA's on two, and on a Xeon with
+** AVX512-BF16 and no AMX (oneDNN 2.7's brg:avx512_core_bf16) the
+** conversion path ran 1.3-1.75x faster than oneDNN's bfloat16 kernel
+** (docs/KERNELS.md, "bfloat16 GEMMs"); with AMX, oneDNN's tiles are the
+** fast path.
 **
 ** Primitives are cached per (dtype, sizes, operand strides, result dtype
 ** and row stride) in a
@@ -105,7 +110,8 @@ static kn_status build(mm_entry *e) {
   const dnnl_memory_desc_t *sm = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   if (sm) e->scratch = *sm;
   else memset(&e->scratch, 0, sizeof e->scratch);
-  bool refuse = !strncmp(impl, "ref", 3) && e->key.mode != KN__GEMM16_ONEDNN;
+  bool slow = !strncmp(impl, "ref", 3) || (e->key.dt == KN_BFLOAT16 && !strstr(impl, "amx"));
+  bool refuse = slow && e->key.mode != KN__GEMM16_ONEDNN;
   if (!refuse) s = dnnl_primitive_create(&e->prim, pd);
   dnnl_primitive_desc_destroy(pd);
   return kn__dnnl_status(s, "matmul primitive creation");

@@ -27,8 +27,8 @@
 ** perf_hints at WARNING and to the cudagraphs artifact, in PyTorch's words
 ** "skipping cudagraphs due to ...") when it mutates an input, when it
 ** holds a random op (dropout: its generator's counter lives on the host,
-** so a replay would draw the same numbers), when an input is on the CPU (a CPU-only graph simply runs), when a call needs
-** autograd, when an output aliases an input or is not on the GPU, or when
+** so a replay would draw the same numbers), when an input is on the CPU
+** (a CPU-only graph simply runs), when a call needs autograd, when an output aliases an input or is not on the GPU, or when
 ** the capture fails (work that cannot be captured: a copy to the host, a
 ** synchronisation); the last three mark that geometry's recording only.
 */
@@ -238,7 +238,6 @@ static kn_status static_inputs(rec *r, kn_tensor *const *in, int nin) {
   return KN_OK;
 }
 
-/* Why the captured outputs cannot be handed out as static outputs, or NULL. */
 /* Output o as a view of static input i into r->pass (guarded graphs). */
 static void pass_view(rec *r, int o, int i, const kn_tensor *out) {
   passview *p = &r->pass[o];
@@ -254,7 +253,6 @@ static void pass_view(rec *r, int o, int i, const kn_tensor *out) {
 ** caller's input (r->pass) instead. */
 static const char *bad_outputs(rec *r, bool guarded, kn_tensor *const *out, int nout, char *buf,
                                size_t n) {
-  if (guarded && !(r->pass = calloc((size_t)nout + 1, sizeof *r->pass))) return "out of memory";
   for (int o = 0; o < nout; o++) {
     if (!kn__tensor_on_cuda(out[o])) {
       snprintf(buf, n, "an output on the cpu (output %d)", o);
@@ -284,6 +282,10 @@ static kn_status capture(cg *c, rec *r, int nout) {
     return kn__oom();
   }
   r->nout = nout;
+  if (c->guarded && !(r->pass = calloc((size_t)nout + 1, sizeof *r->pass))) {
+    free(out);
+    return kn__oom();
+  }
   kn_scope_begin();
   kn_status st = kn__cuda_capture_begin();
   if (st != KN_OK) {
@@ -299,7 +301,6 @@ static kn_status capture(cg *c, rec *r, int nout) {
     snprintf(why, sizeof why, "a step that cannot be captured: %s", kn_last_error());
   st = kn__cuda_capture_end(&r->graph);
   const char *bad = run == KN_OK ? bad_outputs(r, c->guarded, out, nout, why, sizeof why) : NULL;
-  if (bad && !why[0]) snprintf(why, sizeof why, "%s", bad);
   for (int o = 0; run == KN_OK && !bad && o < nout; o++)
     if (!r->pass || r->pass[o].input < 0) r->sout[o] = kn_retain(out[o]);
   kn_scope_end();

@@ -4,8 +4,10 @@
 ** fake driver runs the generated kernels on the host. One program serves
 ** every size of a contiguous pattern (sizes of 2 or more are symbols; equal
 ** sizes share one, 0 and 1 stay constants); strided inputs take programs of
-** their sizes. Every value is compared with the same op on the CPU,
-** and the programs are counted in a private code cache.
+** their sizes. Also what else eager and compiled GPU code gained with it:
+** dropout on the device (the CPU's Philox mask, bit for bit), 0-dim host
+** tensors as compiled-graph inputs. Every value is compared with the same
+** op on the CPU, and the programs are counted in a private code cache.
 */
 #include <criterion/criterion.h>
 #include <math.h>

@@ -19,6 +19,7 @@
 #include "kiln/kiln.h"
 #include "kiln/log.h"
 #include "support/dynamo_util.h"
+#include "support/fixture.h"
 #include "support/log_capture.h"
 #include "support/trace_util.h"
 #include "tensor/tensor.h"
@@ -148,6 +149,42 @@ Test(cuda_dynamo, aot_eager_keeps_the_device) {
   kn_tensor *h = NULL;
   cr_assert_eq(kn_to_device(y, KN_CPU, &h), KN_OK);
   cr_expect(memcmp(kn_data(h), v, sizeof v) == 0);
+  kn_scope_end();
+  kn_compiled_free(f);
+}
+
+static kn_tensor *fma_fn(kn_tensor *a, kn_tensor *b, kn_tensor *c) { return kn_add(a, kn_mul(b, c)); }
+
+/* Seed test_nvfuser_guards (004): a + b * c on CUDA tensors, cache limit 2:
+** a second call and a contiguous view of other memory reuse the frame; a
+** permuted b (other strides) compiles a second one. The results equal
+** eager CPU. */
+Test(cuda_dynamo, seed_nvfuser_guards) {
+  setenv("KILN_CUDA_NVRTC", KN_FAKENVRTC_PATH, 1); /* eager ops' kernels run on the host */
+  kn_compile_counter cc = {0};
+  kn_compile_options o = {.backend_fn = kn_compile_counter_backend, .backend_ud = &cc,
+                          .cache_size_limit = 2};
+  kn_compiled *f = KN_COMPILE(fma_fn, &o);
+  cr_assert_not_null(f, "%s", kn_last_error());
+  kn_scope_begin();
+  int64_t s345[3] = {3, 4, 5}, s354[3] = {3, 5, 4};
+  kn_tensor *a = kn_rand(3, s345, NULL, KN_FLOAT32), *b = kn_rand(3, s345, NULL, KN_FLOAT32);
+  kn_tensor *c = kn_rand(3, s345, NULL, KN_FLOAT32), *bt = kn_rand(3, s354, NULL, KN_FLOAT32);
+  kn_tensor *ad = to_cuda(a), *bd = to_cuda(b), *cd = to_cuda(c), *btd = to_cuda(bt);
+  kn_tensor *bv = kn_view(btd, 3, s345), *bp = kn_permute(btd, 3, (int64_t[]){0, 2, 1});
+  struct { kn_tensor *b, *bcpu; int frames; } calls[] = {
+      {bd, b, 1}, {bd, b, 1}, {bv, kn_view(bt, 3, s345), 1},
+      {bp, kn_permute(bt, 3, (int64_t[]){0, 2, 1}), 2}};
+  for (int k = 0; k < 4; k++) {
+    kn_tensor *y = kn_call_t(f, ad, calls[k].b, cd);
+    cr_assert_not_null(y, "call %d: %s", k, kn_last_error());
+    cr_expect_eq(kn_tensor_device(y), KN_CUDA);
+    cr_expect_eq(cc.frame_count, calls[k].frames, "call %d: %d frames", k, cc.frame_count);
+    kn_tensor *h = NULL, *want = fma_fn(a, calls[k].bcpu, c);
+    cr_assert_eq(kn_to_device(y, KN_CPU, &h), KN_OK, "%s", kn_last_error());
+    char why[200];
+    cr_expect(kn_tensors_close(h, want, 1e-6, 1e-6, true, why, sizeof why), "call %d: %s", k, why);
+  }
   kn_scope_end();
   kn_compiled_free(f);
 }

@@ -418,8 +418,10 @@ Test(cudagraphs, a_step_that_cannot_be_captured_falls_back) {
   }
   kn_test_capture_end(&r);
   cr_expect_eq(fake_counts().graphs, c0.graphs, "no graph");
-  cr_expect_eq(r.n, 1, "the reason, once");
-  for (size_t i = 0; i < r.n; i++)
+  cr_expect_eq(r.n, 2, "the warm-up, then the reason once");
+  cr_expect(r.n > 0 && strstr(r.v[0].message, "warming up the compiled graph"), "%s",
+            r.n ? r.v[0].message : "");
+  for (size_t i = 1; i < r.n; i++)
     cr_expect(strstr(r.v[i].message, "skipping cudagraphs due to a step that cannot be captured: "
                                      "a copy to the host during CUDA graph capture"),
               "%s", r.v[i].message);
@@ -487,6 +489,28 @@ Test(cudagraphs, one_call_writes_the_records_of_seed_test_cudagraphs) {
       "{\"compilation_metrics_runtime\": \"METRICS\", \"frame_id\": 0, \"frame_compile_id\": 0}\n");
   free(got);
   kn_compiled_free(f);
+}
+
+/* test_logging's test_cudagraphs: with KILN_LOGS=cudagraphs, one call
+** under reduce-overhead logs more than 0 and fewer than 8 records (the
+** warm-up's). */
+Test(cudagraphs, seed_logging_one_call_logs_a_few_records) {
+  set_logs("cudagraphs");
+  kn_compile_options o = {.mode = "reduce-overhead"};
+  kn_compiled *f = KN_COMPILE(inductor_schedule_fn, &o);
+  kn_scope_begin();
+  kn_test_records r = {0};
+  kn_test_capture_begin(&r);
+  kn_tensor *y = kn_call_t(f, to_dev(kn_ones(2, (int64_t[]){1000, 1000}, KN_FLOAT32), KN_CUDA));
+  kn_test_capture_end(&r);
+  cr_assert_not_null(y, "%s", kn_last_error());
+  size_t n = kn_test_count_artifact(&r, "cudagraphs");
+  cr_expect(n > 0 && n < 8, "%zu cudagraphs records", n);
+  cr_expect_not_null(kn_test_get_record(&r, "warming up the compiled graph"));
+  kn_test_records_free(&r);
+  kn_scope_end();
+  kn_compiled_free(f);
+  unsetenv("KILN_LOGS");
 }
 
 /* ---- training steps ------------------------------------------------------------------ */

@@ -168,7 +168,7 @@ Test(seeds_doc, no_row_waits_for_a_built_capability) {
     rows++;
   }
   cr_expect_geq(rows, 75, "rows found: %d", rows);
-  cr_expect_geq(waits, 5, "rows waiting for distributed or GPU: %d", waits);
+  cr_expect_geq(waits, 2, "rows waiting for distributed or GPU: %d", waits);
   free(doc);
 }
 

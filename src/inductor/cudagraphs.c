@@ -449,8 +449,11 @@ static kn_status run_busy(cg *c, kn_tensor *const *in, int nin, kn_tensor **out,
 static kn_status cg_call(cg *c, kn_tensor *const *in, int nin, kn_tensor **out, int nout) {
   rec *r = find_rec(c, in, nin);
   if (!r) return kn__oom();
-  if (!r->skip && !r->graph && r->calls++ == 0) /* warm-up */
+  if (!r->skip && !r->graph && r->calls++ == 0) { /* warm-up */
+    KN_LOG_ARTIFACT(KN_ART_CUDAGRAPHS, "warming up the compiled graph on a new input geometry "
+                    "(%d inputs): the next call of this geometry records a CUDA graph", nin);
     return c->inner.run(c->inner.state, in, nin, out, nout);
+  }
   if (!r->skip && !r->graph) {
     kn_status st = record(c, r, in, nin, nout);
     if (st != KN_OK) return st;

@@ -451,29 +451,30 @@ static int64_t split_chunks(kctx *k) {
   return c > KN__CU_SPLIT_MAX ? KN__CU_SPLIT_MAX : c;
 }
 
+/* The product of k's reduced (or kept) sizes, parenthesised. */
+static void size_paren(kctx *k, kn__sb *sb, bool reduced) {
+  kn__sb_putc(sb, '(');
+  kn__cg_size_product(k, sb, reduced);
+  kn__sb_putc(sb, ')');
+}
+
 /* The chunk count as C text (the kernel's and the launch's): the constant,
-** or the rule of split_chunks over the row length. */
+** or the rule of split_chunks over the sizes:
+** (rows <= ROWS && len >= MIN ? (len / CHUNK < MAX ? len / CHUNK : MAX) : 1). */
 static void chunks_text(kctx *k, int64_t chunks, kn__sb *sb) {
   if (chunks != KN__CU_SPLIT_RUNTIME) {
     kn__sb_printf(sb, "INT64_C(%lld)", (long long)chunks);
     return;
   }
-  kn__sb r;
-  kn__sb_init(&r);
-  kn__sb_putc(&r, '(');
-  kn__cg_size_product(k, &r, true);
-  kn__sb_putc(&r, ')');
-  const char *R = kn__sb_failed(&r) ? "1" : kn__sb_cstr(&r);
-  kn__sb o;
-  kn__sb_init(&o);
-  kn__cg_size_product(k, &o, false);
-  kn__sb_printf(sb, "(%s <= %d && %s >= %d ? (%s / %d < %d ? %s / %d : %d) : 1)",
-                kn__sb_failed(&o) ? "0" : kn__sb_cstr(&o), KN__CU_SPLIT_ROWS, R, KN__CU_SPLIT_MIN,
-                R, KN__CU_SPLIT_CHUNK, KN__CU_SPLIT_MAX, R, KN__CU_SPLIT_CHUNK, KN__CU_SPLIT_MAX);
-  if (kn__sb_failed(&o)) kn__sb_puts(sb, " /* out of memory */ +");
-  kn__sb_fini(&o);
-  if (kn__sb_failed(&r)) kn__sb_puts(sb, " /* out of memory */ +");
-  kn__sb_fini(&r);
+  kn__sb_putc(sb, '(');
+  size_paren(k, sb, false);
+  kn__sb_printf(sb, " <= %d && ", KN__CU_SPLIT_ROWS);
+  size_paren(k, sb, true);
+  kn__sb_printf(sb, " >= %d ? (", KN__CU_SPLIT_MIN);
+  size_paren(k, sb, true);
+  kn__sb_printf(sb, " / %d < %d ? ", KN__CU_SPLIT_CHUNK, KN__CU_SPLIT_MAX);
+  size_paren(k, sb, true);
+  kn__sb_printf(sb, " / %d : %d) : 1)", KN__CU_SPLIT_CHUNK, KN__CU_SPLIT_MAX);
 }
 
 /* What the split kernel's parts print of its one reduction. */

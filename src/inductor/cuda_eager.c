@@ -95,15 +95,16 @@ static int sym_of(syms *sy, int64_t v) {
   return sy->n++;
 }
 
-/* Sizes 0 and 1 stay constants (PyTorch specialises them too); a tensor
-** that is not canonical keeps its sizes and strides. */
-static bool generic_dim(const kn_tensor *t, int d) { return canonical(t) && t->sizes[d] >= 2; }
+/* Which sizes of a canonical tensor are symbols: 0 and 1 stay constants
+** (PyTorch specialises them too). A tensor that is not canonical keeps its
+** sizes and strides. */
+static bool symbolic_size(int64_t v) { return v >= 2; }
 
 static void key_tensor(kn__sb *sb, const kn_tensor *t, syms *sy) {
   bool gen = sy && canonical(t);
   kn__sb_printf(sb, "%c%d[", gen ? 'G' : 'T', (int)t->dtype);
   for (int d = 0; d < t->ndim; d++) {
-    int k = gen && generic_dim(t, d) ? sym_of(sy, t->sizes[d]) : -1;
+    int k = gen && symbolic_size(t->sizes[d]) ? sym_of(sy, t->sizes[d]) : -1;
     if (k >= 0) kn__sb_printf(sb, "s%d,", k);
     else if (gen) kn__sb_printf(sb, "%lld,", (long long)t->sizes[d]);
     else kn__sb_printf(sb, "%lld:%lld,", (long long)t->sizes[d], (long long)t->strides[d]);
@@ -240,8 +241,9 @@ static kn_tensor *fake_of(const kn_tensor *t, const syms *sy, const kn_sym *s) {
   kn__storage *st = kn__storage_new(t->storage->nbytes, KN_META);
   kn_tensor *f = st ? kn__tensor_wrap(st, t->dtype, t->ndim, t->sizes, t->strides, 0) : NULL;
   if (st) kn__storage_release(st);
-  kn__symshape *ss = f && canonical(t) ? calloc(1, sizeof *ss) : NULL;
-  if (!f || (canonical(t) && !ss)) {
+  bool gen = canonical(t);
+  kn__symshape *ss = f && gen ? calloc(1, sizeof *ss) : NULL;
+  if (!f || (gen && !ss)) {
     kn_release(f);
     kn__oom();
     return NULL;
@@ -252,7 +254,7 @@ static kn_tensor *fake_of(const kn_tensor *t, const syms *sy, const kn_sym *s) {
   kn_sym acc = kn__sym_const(1);
   for (int d = t->ndim - 1; d >= 0; d--) {
     int k = -1;
-    for (int j = 0; generic_dim(t, d) && j < sy->n && k < 0; j++)
+    for (int j = 0; symbolic_size(t->sizes[d]) && j < sy->n && k < 0; j++)
       if (sy->val[j] == t->sizes[d]) k = j;
     ss->sizes[d] = k >= 0 ? s[k] : kn__sym_const(t->sizes[d]);
     ss->strides[d] = acc;

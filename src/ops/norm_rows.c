@@ -48,10 +48,6 @@ void kn__layer_norm_rows(kn_dtype dt, const void *x, void *y, int64_t M, int64_t
   }
 }
 
-static double ld(const void *p, kn_dtype dt, int64_t i) {
-  return dt == KN_FLOAT32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
 /* Rows [r0, r1) of layer_norm's (rms false; acc: 2 * D doubles, gw and gb)
 ** or rms_norm's (acc: D doubles, gw) backward; acc may be NULL. mean is
 ** unused for rms_norm. */
@@ -59,21 +55,18 @@ static void bwd_rows(const kn__norm_rows *k, bool rms, kn_dtype dt, const void *
                      const void *go, int64_t r0, int64_t r1, int64_t D, const void *mean,
                      const void *rstd, const void *w, void *gi, double *acc) {
   double *gw = acc, *gb = acc && !rms ? acc + D : NULL;
-  bool f32 = dt == KN_FLOAT32;
-  for (int64_t r = r0; r < r1; r++) {
-    double rs = ld(rstd, dt, r);
-    const char *xr = (const char *)x + r * D * (f32 ? 4 : 8);
-    const char *gr = (const char *)go + r * D * (f32 ? 4 : 8);
-    char *ir = gi ? (char *)gi + r * D * (f32 ? 4 : 8) : NULL;
-    if (rms && f32)
-      k->rms_bwd_f32((const float *)xr, (const float *)gr, D, rs, w, (float *)ir, gw);
-    else if (rms)
-      k->rms_bwd_f64((const double *)xr, (const double *)gr, D, rs, w, (double *)ir, gw);
-    else if (f32) k->bwd_f32((const float *)xr, (const float *)gr, D, ld(mean, dt, r), rs, w,
-                             (float *)ir, gw, gb);
-    else k->bwd_f64((const double *)xr, (const double *)gr, D, ld(mean, dt, r), rs, w,
-                    (double *)ir, gw, gb);
+  int64_t n = r1 - r0, o = r0 * D;
+  if (dt == KN_FLOAT32) {
+    const float *xf = (const float *)x + o, *gf = (const float *)go + o;
+    float *if_ = gi ? (float *)gi + o : NULL;
+    if (rms) k->rms_bwd_f32(xf, gf, n, D, (const float *)rstd + r0, w, if_, gw);
+    else k->bwd_f32(xf, gf, n, D, (const float *)mean + r0, (const float *)rstd + r0, w, if_, gw, gb);
+    return;
   }
+  const double *xd = (const double *)x + o, *gd = (const double *)go + o;
+  double *id = gi ? (double *)gi + o : NULL;
+  if (rms) k->rms_bwd_f64(xd, gd, n, D, (const double *)rstd + r0, w, id, gw);
+  else k->bwd_f64(xd, gd, n, D, (const double *)mean + r0, (const double *)rstd + r0, w, id, gw, gb);
 }
 
 /* out[i] = the sum over the nt threads' rows (nacc * D doubles each, this

@@ -5,7 +5,8 @@
 ** L1: a sum, a sum of squared deviations (two-pass variance, accumulated in
 ** double), and the scaled output; the backward reads a row of x and of the
 ** output gradient once for the two row sums and once for the input gradient,
-** adding the weight and bias gradients into per-thread double rows. Rows are
+** adding the weight and bias gradients into per-thread double rows (the
+** next row's sums pipelined into this row's gradient pass). Rows are
 ** spread over a team of one thread per KN__GRAIN elements (ops/threads.h;
 ** the weight and bias gradients' sums then depend on the team). rms_norm
 ** likewise: a sum of squares (in double) and the scaled output; backward, a
@@ -32,20 +33,22 @@ typedef struct kn__norm_rows {
                   const float *b, float *mean, float *rstd);
   void (*fwd_f64)(const double *x, double *y, int64_t D, double eps, const double *w,
                   const double *b, double *mean, double *rstd);
-  void (*bwd_f32)(const float *x, const float *go, int64_t D, double mean, double rstd,
-                  const float *w, float *gi, double *gw, double *gb);
-  void (*bwd_f64)(const double *x, const double *go, int64_t D, double mean, double rstd,
-                  const double *w, double *gi, double *gw, double *gb);
+  /* backward of n consecutive rows (mean[r], rstd[r] row r's); the row
+  ** after the last is never read */
+  void (*bwd_f32)(const float *x, const float *go, int64_t n, int64_t D, const float *mean,
+                  const float *rstd, const float *w, float *gi, double *gw, double *gb);
+  void (*bwd_f64)(const double *x, const double *go, int64_t n, int64_t D, const double *mean,
+                  const double *rstd, const double *w, double *gi, double *gw, double *gb);
   /* rms_norm: rstd = 1 / sqrt(mean(x^2) + eps); backward gw (D doubles,
   ** added to) may be NULL, gi too. */
   void (*rms_fwd_f32)(const float *x, float *y, int64_t D, double eps, const float *w,
                       float *rstd);
   void (*rms_fwd_f64)(const double *x, double *y, int64_t D, double eps, const double *w,
                       double *rstd);
-  void (*rms_bwd_f32)(const float *x, const float *go, int64_t D, double rstd, const float *w,
-                      float *gi, double *gw);
-  void (*rms_bwd_f64)(const double *x, const double *go, int64_t D, double rstd,
-                      const double *w, double *gi, double *gw);
+  void (*rms_bwd_f32)(const float *x, const float *go, int64_t n, int64_t D, const float *rstd,
+                      const float *w, float *gi, double *gw);
+  void (*rms_bwd_f64)(const double *x, const double *go, int64_t n, int64_t D,
+                      const double *rstd, const double *w, double *gi, double *gw);
 } kn__norm_rows;
 
 extern const kn__norm_rows kn__norm_rows_baseline;

@@ -778,6 +778,43 @@ Test(vmath, softmax_special_lines_on_every_isa) {
   kn_scope_end();
 }
 
+/* The row maximum of the contiguous float32 softmax (four running maxima
+** over blocks of four vectors, then single vectors, then a scalar tail) at
+** every position of lines of 200, on every ISA: each line's largest
+** element (100 above the others) moves one place further, so every running maximum, the single
+** vectors and the tail each hold it once; a NaN inside the four-vector
+** part still makes its line NaN. Against the float64 path. */
+Test(vmath, softmax_row_maximum_at_every_position) {
+  kn_scope_begin();
+  const int64_t n = 200;
+  kn_tensor *x = kn_empty(KN_SHAPE(201, 200), KN_FLOAT32);
+  float *xv = kn_data(x);
+  for (int64_t r = 0; r < 201; r++)
+    for (int64_t k = 0; k < n; k++) xv[r * n + k] = (float)((k * 13 + r) % 29) / 4.0f - 30.0f;
+  /* line r's max at r, far enough above the rest that exp(x - m) of a
+  ** smaller m overflows: a maximum missed shows as inf or NaN */
+  for (int64_t r = 0; r < n; r++) xv[r * n + r] = 100.0f + (float)(r % 3);
+  xv[200 * n + 70] = NAN;
+  kn_tensor *x64 = kn_to(x, KN_FLOAT64);
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    if (kn__vmath_force((kn__isa)isa) != KN_OK) continue;
+    for (int lg = 0; lg < 2; lg++) {
+      kn_tensor *got = lg ? kn_log_softmax(x, 1) : kn_softmax(x, 1);
+      kn_tensor *want = lg ? kn_log_softmax(x64, 1) : kn_softmax(x64, 1);
+      const float *g = kn_data(got);
+      const double *w = kn_data(want);
+      for (int64_t k = 0; k < 201 * n; k++)
+        cr_assert(isnan(w[k]) ? isnan(g[k]) : fabs(g[k] - w[k]) <= 2e-6 * (1 + fabs(w[k])),
+                  "%s %s[%lld][%lld] = %g, want %g", kn__isa_name((kn__isa)isa),
+                  lg ? "log_softmax" : "softmax", (long long)(k / n), (long long)(k % n),
+                  (double)g[k], w[k]);
+      cr_assert(isnan(g[200 * n]), "the NaN line");
+    }
+  }
+  kn__vmath_force(KN__ISA_COUNT);
+  kn_scope_end();
+}
+
 /* The backward rows of contiguous float32 lines (the table's
 ** softmax_bwd_f32, lines of 333: a vector tail) on every ISA against the
 ** formulas in long double from the same float inputs, and against the

@@ -27,6 +27,7 @@ static inline __m512 kn_sqrt16(__m512 x) {
 #define KN_VM_ANY_GTF(v, c) (_mm512_cmp_ps_mask(v, _mm512_set1_ps(c), _CMP_GT_OQ) != 0)
 #define KN_VM_ANY_GTD(v, c) (_mm512_cmp_pd_mask(v, _mm512_set1_pd(c), _CMP_GT_OQ) != 0)
 #define KN_VM_FMAF(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define KN_VM_MAXF _mm512_max_ps /* a > b ? a : b: NaN in the second operand is returned */
 #define KN_VM_ANYI(m) (_mm512_test_epi32_mask((__m512i)(m), (__m512i)(m)) != 0) /* any lane of an int mask set */
 #define KN_VM_HAS_FMA 1
 #define KN_VM_TABLE kn__vmath_avx512

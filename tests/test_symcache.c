@@ -10,6 +10,7 @@
 #pragma GCC optimize("no-optimize-sibling-calls")
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
 #include "kiln/log.h"
+#include "core/symbolize.h"
+#include "core/symcache.h"
 #include "support/dynamo_util.h"
 #include "support/log_capture.h"
 
@@ -268,5 +271,104 @@ Test(symcache, save_removes_stale_temporaries) {
   cr_expect(!present(dir, stale), "the stale temporary is still there");
   cr_expect(present(dir, live), "a temporary that may be in use was removed");
   free(a.text);
+  remove_dir(dir);
+}
+
+/* ---- code without debug info ---------------------------------------------- */
+
+typedef struct frame_result {
+  bool libdw;     /* was libdw loaded in the process */
+  bool complete;  /* the frame had a file and line */
+  char func[128]; /* its function ("" when none) */
+} frame_result;
+
+/* In a new process using cache directory dir and separate debug files under
+** dbg: the frame of an address inside kn_nodebug_twice, in a shared object
+** built without debug info (tests/support/nodebug.c). */
+static frame_result nodebug_frame(const char *dir, const char *dbg) {
+  int fd[2];
+  cr_assert_eq(pipe(fd), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    close(fd[0]);
+    setenv("KILN_CACHE_DIR", dir, 1);
+    kn__symcache_debug_dir(dbg);
+    void *lib = dlopen(KN_NODEBUG_PATH, RTLD_NOW | RTLD_LOCAL);
+    char *at = lib ? (char *)dlsym(lib, "kn_nodebug_twice") : NULL;
+    frame_result r = {0};
+    if (at) {
+      kn__srcframe f = kn__symbolize(at + 4);
+      kn__symbolize_save();
+      r.complete = f.file && f.line > 0;
+      snprintf(r.func, sizeof r.func, "%s", f.func ? f.func : "");
+    }
+    r.libdw = mapped("libdw");
+    _exit(write(fd[1], &r, sizeof r) == sizeof r ? 0 : 1);
+  }
+  close(fd[1]);
+  frame_result r;
+  cr_assert_eq(read(fd[0], &r, sizeof r), (ssize_t)sizeof r);
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  return r;
+}
+
+/* The build ID of the symbols file holding a partial frame of func, into
+** id ("" when none). */
+static void partial_file_id(const char *dir, const char *func, char *id, size_t n) {
+  char sub[512], want[160];
+  snprintf(sub, sizeof sub, "%s/symbols", dir);
+  snprintf(want, sizeof want, " 0 %s\t\n", func);
+  DIR *d = opendir(sub);
+  cr_assert(d);
+  id[0] = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    const char *dot = strstr(e->d_name, ".sym");
+    if (!dot || dot[4]) continue;
+    char p[1024], line[4096];
+    snprintf(p, sizeof p, "%s/%s", sub, e->d_name);
+    FILE *f = fopen(p, "r");
+    cr_assert(f);
+    while (fgets(line, sizeof line, f))
+      if (strstr(line, want)) snprintf(id, n, "%.*s", (int)(dot - e->d_name), e->d_name);
+    fclose(f);
+  }
+  closedir(d);
+}
+
+/* A frame libdw finds without a file or line (code built without -g) is
+** kept too: the next process gets the same function name without loading
+** libdw. Once a separate debug file for the module's build ID exists (a
+** debug package installed since), the partial frame is not trusted: libdw
+** is asked again. */
+Test(symcache, partial_frames_are_kept_until_a_debug_file_appears) {
+  char dir[] = "/tmp/kiln-symcache-XXXXXX", dbg[600];
+  fresh_dir(dir);
+  snprintf(dbg, sizeof dbg, "%s/debug", dir);
+  cr_assert_eq(mkdir(dbg, 0700), 0);
+  frame_result a = nodebug_frame(dir, dbg), b = nodebug_frame(dir, dbg);
+  cr_assert_str_eq(a.func, "kn_nodebug_twice");
+  cr_assert(!a.complete, "code built with -g0 had a file and line");
+  cr_expect(a.libdw, "the first process did not look anything up");
+  cr_expect(!b.libdw, "the second process loaded libdw");
+  cr_expect_str_eq(b.func, a.func);
+  cr_expect(!b.complete);
+  char id[160], path[1200];
+  partial_file_id(dir, a.func, id, sizeof id);
+  cr_assert(strlen(id) > 2, "no partial frame of %s was written", a.func);
+  snprintf(path, sizeof path, "%s/.build-id", dbg);
+  cr_assert_eq(mkdir(path, 0700), 0);
+  snprintf(path, sizeof path, "%s/.build-id/%.2s", dbg, id);
+  cr_assert_eq(mkdir(path, 0700), 0);
+  snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", dbg, id, id + 2);
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  fclose(f);
+  frame_result c = nodebug_frame(dir, dbg);
+  cr_expect(c.libdw, "a partial frame was trusted although a debug file exists");
+  cr_expect_str_eq(c.func, a.func);
   remove_dir(dir);
 }

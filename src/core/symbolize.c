@@ -47,6 +47,9 @@ static struct {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static kn__hashmap addr_cache;  /* u64 address -> kn__srcframe* */
 static bool cache_init;
+/* A frame came from the disk cache: libdw searched for it in some process
+** (partial frames are only stored so), so it can be loaded here too. */
+static bool disk_vouched;
 
 static void *sym(void *h, const char *name) { return dlsym(h, name); }
 
@@ -135,6 +138,7 @@ kn__srcframe kn__symbolize(void *addr) {
   if (found && c) {
     r = *c;
   } else if (kn__symcache_find(pc, &r)) { /* strings owned by the disk cache */
+    disk_vouched = true;
     kn__srcframe *n = malloc(sizeof *n);
     if (n && kn__hm_put_u64(&addr_cache, pc, n)) *n = r;
     else free(n);
@@ -152,7 +156,7 @@ kn__srcframe kn__symbolize(void *addr) {
         r.func = r.file = NULL; /* the strings were libdw's: don't keep them */
       } else {
         r = *n;
-        kn__symcache_note(pc, n);
+        kn__symcache_note(pc, n, dw.ok);
       }
     } else {
       r.func = r.file = NULL;
@@ -170,8 +174,8 @@ void kn__symbolize_save(void) {
 
 bool kn__symbolize_available(void) {
   pthread_mutex_lock(&lock);
-  if (!dw.tried) dw_load();
-  bool ok = dw.ok;
+  if (!dw.tried && !disk_vouched) dw_load();
+  bool ok = dw.tried ? dw.ok : disk_vouched;
   pthread_mutex_unlock(&lock);
   return ok;
 }

@@ -5,7 +5,7 @@
 ** first use (no build dependency: without libdw, or without debug info,
 ** the parts that cannot be found are NULL / 0). Results are cached per
 ** address for the life of the process (one mutex guards the cache), and
-** complete ones on disk per module build ID (core/symcache.h), so a new
+** on disk per module build ID (core/symcache.h; partial ones too), so a new
 ** process running the same binaries finds them without libdw. Used
 ** by the capture frontend (source lines of graph nodes, dynamo/srcloc.h)
 ** and by the checked handle mode (where a tensor was created and
@@ -34,7 +34,8 @@ kn__srcframe kn__symbolize(void *addr);
 ** ends. */
 void kn__symbolize_save(void);
 /* Could libdw be loaded (so that a frame without a file lacks debug info,
-** rather than a symbolizer)? Loads it on first use. */
+** rather than a symbolizer)? Loads it on first use, unless a frame already
+** came from the disk cache (libdw found it in an earlier process). */
 bool kn__symbolize_available(void);
 
 /* From now on, search only local debug info: never start elfutils'

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/cachefs.h"
 #include "core/error.h"
@@ -24,6 +25,7 @@ typedef struct symmod {
   const ElfW(Phdr) *phdr; /* its program headers (mapped with it) */
   int phnum;
   char id[129];       /* build ID in hex; "" when it has none */
+  int debug_file;     /* separate debug info for id now: -1 not looked, 0 none, 1 some */
   bool read;          /* its build ID found and its file read */
   bool dirty;         /* frames noted since the last save */
   kn__hashmap frames; /* offset -> kn__srcframe* (owned, never freed) */
@@ -31,6 +33,7 @@ typedef struct symmod {
 
 static symmod *mods;
 static int nmods, capmods;
+static char debug_dir[256] = "/usr/lib/debug"; /* kn__symcache_debug_dir */
 static kn__cachedir dir = {.fd = -1};
 static int dir_state; /* 0: not tried; 1: open; -1: unusable */
 
@@ -75,7 +78,7 @@ static int add_mod(struct dl_phdr_info *info, size_t size, void *ud) {
   (void)size;
   (void)ud;
   symmod m = {.base = info->dlpi_addr, .lo = UINTPTR_MAX, .phdr = info->dlpi_phdr,
-              .phnum = info->dlpi_phnum};
+              .phnum = info->dlpi_phnum, .debug_file = -1};
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     uintptr_t a = info->dlpi_addr + ph->p_vaddr;
@@ -129,15 +132,20 @@ static void file_name(const symmod *m, char *out, size_t n) { snprintf(out, n, "
 
 static bool storable(const char *s) { return s && *s && !strpbrk(s, "\t\n"); }
 
-/* Keep f for offset off (strings copied) unless the module has one. */
+/* A frame with a function (or none) but no file and line: what libdw finds
+** in code without debug info. */
+static bool partial(const kn__srcframe *f) { return !f->file; }
+
+/* Keep f for offset off (strings copied; func may be NULL, file NULL with
+** line 0 for a partial frame) unless the module has one. */
 static void put_frame(symmod *m, uint64_t off, const char *func, const char *file, int line) {
   bool found = false;
   kn__hm_get_u64(&m->frames, off, &found);
   if (found) return;
   kn__srcframe *f = malloc(sizeof *f);
-  char *fn = strdup(func), *fl = strdup(file);
-  if (f && fn && fl && kn__hm_put_u64(&m->frames, off, f)) {
-    *f = (kn__srcframe){fn, fl, line};
+  char *fn = func ? strdup(func) : NULL, *fl = file ? strdup(file) : NULL;
+  if (f && (fn || !func) && (fl || !file) && kn__hm_put_u64(&m->frames, off, f)) {
+    *f = (kn__srcframe){fn, fl, file ? line : 0};
     return;
   }
   free(f);
@@ -146,18 +154,20 @@ static void put_frame(symmod *m, uint64_t off, const char *func, const char *fil
 }
 
 /* One line "<hex offset> <line> <func>\t<file>" (NUL-terminated, its
-** newline removed); false when it does not parse. */
+** newline removed), or "<hex offset> 0 <func>\t" for a partial frame ("?":
+** no function); false when it does not parse. */
 static bool parse_line(symmod *m, char *s) {
   char *e = NULL;
   unsigned long long off = strtoull(s, &e, 16);
   if (e == s || *e != ' ') return false;
   char *l = e + 1;
   long line = strtol(l, &e, 10);
-  if (e == l || *e != ' ' || line <= 0 || line > 100000000) return false;
+  if (e == l || *e != ' ' || line < 0 || line > 100000000) return false;
   char *func = e + 1, *tab = strchr(func, '\t');
-  if (!tab || tab == func || !tab[1]) return false;
+  if (!tab || tab == func || !tab[1] != !line) return false;
   *tab = 0;
-  put_frame(m, off, func, tab + 1, (int)line);
+  if (line) put_frame(m, off, func, tab + 1, (int)line);
+  else put_frame(m, off, strcmp(func, "?") ? func : NULL, NULL, 0);
   return true;
 }
 
@@ -186,8 +196,8 @@ static void write_file(symmod *m) {
   const kn__hm_slot *sl;
   for (size_t i = 0; kn__hm_next(&m->frames, &i, &sl);) {
     const kn__srcframe *f = sl->val;
-    kn__sb_printf(&sb, "%llx %d %s\t%s\n", (unsigned long long)sl->key.u, f->line, f->func,
-                  f->file);
+    kn__sb_printf(&sb, "%llx %d %s\t%s\n", (unsigned long long)sl->key.u, f->line,
+                  f->func ? f->func : "?", f->file ? f->file : "");
   }
   char name[160];
   file_name(m, name, sizeof name);
@@ -209,6 +219,19 @@ static symmod *cached_module(uint64_t pc) {
   return m->id[0] && dir_state > 0 ? m : NULL;
 }
 
+/* Is there separate debug info for m's build ID now (Debian's debug
+** packages: <debug dir>/.build-id/<2 hex digits>/<the rest>.debug)? Asked
+** once per module and process. */
+static bool has_debug_file(symmod *m) {
+  if (m->debug_file < 0) {
+    char path[sizeof debug_dir + 160];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", debug_dir, m->id, m->id + 2);
+    m->debug_file = strlen(m->id) > 2 && stat(path, &st) == 0;
+  }
+  return m->debug_file > 0;
+}
+
 bool kn__symcache_find(uint64_t pc, kn__srcframe *out) {
   kn__error_state es;
   kn__error_save(&es);
@@ -216,21 +239,28 @@ bool kn__symcache_find(uint64_t pc, kn__srcframe *out) {
   kn__error_restore(&es);
   bool found = false;
   const kn__srcframe *f = m ? kn__hm_get_u64(&m->frames, pc - m->base, &found) : NULL;
-  if (!found || !f) return false;
+  if (!found || !f || (partial(f) && has_debug_file(m))) return false;
   *out = *f;
   return true;
 }
 
-void kn__symcache_note(uint64_t pc, const kn__srcframe *f) {
-  if (!storable(f->func) || !storable(f->file) || f->line <= 0) return;
+void kn__symcache_note(uint64_t pc, const kn__srcframe *f, bool searched) {
+  bool whole = storable(f->func) && storable(f->file) && f->line > 0;
+  bool part = searched && !f->file && !f->line && (!f->func || storable(f->func));
+  if (!whole && !part) return;
   kn__error_state es;
   kn__error_save(&es);
   symmod *m = cached_module(pc);
   kn__error_restore(&es);
-  if (!m) return;
+  if (!m || (part && has_debug_file(m))) return;
   size_t before = m->frames.len;
-  put_frame(m, pc - m->base, f->func, f->file, f->line);
+  put_frame(m, pc - m->base, f->func, whole ? f->file : NULL, f->line);
   if (m->frames.len != before) m->dirty = true;
+}
+
+void kn__symcache_debug_dir(const char *path) {
+  snprintf(debug_dir, sizeof debug_dir, "%s", path ? path : "/usr/lib/debug");
+  for (int i = 0; i < nmods; i++) mods[i].debug_file = -1;
 }
 
 void kn__symcache_save(void) {

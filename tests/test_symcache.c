@@ -194,8 +194,10 @@ Test(symcache, second_process_prints_the_same_lines_without_libdw) {
   remove_dir(dir);
 }
 
-/* Lines that do not parse (and a last line cut short) are skipped: the
-** frames come from libdw again and the file is written whole. */
+/* Lines that do not parse (a partial frame with a file, a complete one
+** without, no function, a negative line, no tab, and a last line cut
+** short) are skipped: the frames come from libdw again and the file is
+** written whole. */
 Test(symcache, damaged_file_is_looked_up_again) {
   char dir[] = "/tmp/kiln-symcache-XXXXXX";
   fresh_dir(dir);
@@ -205,7 +207,7 @@ Test(symcache, damaged_file_is_looked_up_again) {
   FILE *f = fopen(path, "w");
   cr_assert(f);
   fputs("kiln-symbols 1\nnot a line\n12 x user_fn\tnowhere.c\n34 0 user_fn\tnowhere.c\n"
-        "56 7 user_fn", f);
+        "78 0 \t\n9a -1 user_fn\t\nbc 0 user_fn\nde 5 user_fn\t\n56 7 user_fn", f);
   fclose(f);
   run_result b = run_process(dir);
   cr_expect(b.libdw);

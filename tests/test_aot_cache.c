@@ -23,6 +23,7 @@
 #include "kiln/trace.h"
 #include "support/dynamo_util.h"
 #include "support/trace_util.h"
+#include "support/log_capture.h"
 
 static char *dir, *cache;
 static void setup(void) {
@@ -36,6 +37,8 @@ static void teardown(void) {
   kn_test_rmdir(dir);
   kn_test_rmdir(cache);
   unsetenv("KILN_CACHE_DIR");
+  unsetenv("KILN_AOT_DISK_CACHE");
+  unsetenv("XDG_CACHE_HOME");
   kn_reset();
 }
 TestSuite(aot_cache, .init = setup, .fini = teardown);
@@ -206,4 +209,54 @@ Test(aot_cache, group_writable_directory_is_not_used) {
   char *r = json_field("aotautograd_cache_miss", 1, "reason");
   cr_expect_str_eq(r, "not in cache", "the entry in the untrusted directory was not read");
   free(r);
+}
+
+/* Without KILN_CACHE_DIR the disk cache lives under the default root, as
+** the code cache's ($XDG_CACHE_HOME/kiln here): a new process reads it. */
+Test(aot_cache, default_root_serves_a_new_process) {
+  unsetenv("KILN_CACHE_DIR");
+  setenv("XDG_CACHE_HOME", cache, 1);
+  cr_expect_eq(compile_and_run(), 0.0);
+  char *root = cache;
+  char sub[4200];
+  snprintf(sub, sizeof sub, "%s/kiln", root);
+  cache = sub; /* entry_file looks in <cache>/aotautograd */
+  char *path = entry_file();
+  cache = root;
+  kn__aot_cache_clear();
+  cr_expect_eq(compile_and_run(), 0.0);
+  free(kn_test_dyn_trace(false, NULL));
+  char *r = json_field("aotautograd_cache_hit", 0, "reason");
+  cr_expect_str_eq(r, "found on disk");
+  free(r), free(path);
+}
+
+/* KILN_AOT_DISK_CACHE=0 keeps the AOT cache in memory: nothing is written,
+** and a new process traces again. */
+Test(aot_cache, switched_off_stays_in_memory) {
+  setenv("KILN_AOT_DISK_CACHE", "0", 1);
+  cr_expect_eq(compile_and_run(), 0.0);
+  char sub[4200];
+  snprintf(sub, sizeof sub, "%s/aotautograd", cache);
+  cr_expect(access(sub, F_OK) != 0, "%s was made", sub);
+  kn__aot_cache_clear();
+  cr_expect_eq(compile_and_run(), 0.0);
+  free(kn_test_dyn_trace(false, NULL));
+  char *r = json_field("aotautograd_cache_miss", 1, "reason");
+  cr_expect_str_eq(r, "not in cache");
+  free(r);
+}
+
+/* Another value is named in a warning; the disk cache stays on. */
+Test(aot_cache, malformed_switch_is_named_and_ignored) {
+  setenv("KILN_AOT_DISK_CACHE", "no", 1);
+  kn_test_records rec = {0};
+  kn_test_capture_begin(&rec);
+  cr_expect_eq(compile_and_run(), 0.0);
+  kn_test_capture_end(&rec);
+  bool named = false;
+  for (size_t i = 0; i < rec.n; i++)
+    named |= strstr(rec.v[i].message, "KILN_AOT_DISK_CACHE: expected 0 or 1, found 'no'") != NULL;
+  cr_expect(named, "no warning named the setting");
+  free(entry_file());
 }

@@ -20,11 +20,12 @@
 #include "support/trace_util.h"
 #include "tensor/tensor.h"
 
-/* The AOT cache in memory only: KILN_CACHE_DIR (set for the suite's
-** compiled code) would let an earlier run's entry turn a miss these tests
-** expect in the trace into a hit. */
+/* The AOT cache in memory only (KILN_AOT_DISK_CACHE=0): an entry on disk
+** from an earlier run would turn a miss these tests expect in the trace
+** into a hit. */
 static void setup(void) {
   unsetenv("KILN_CACHE_DIR");
+  setenv("KILN_AOT_DISK_CACHE", "0", 1);
   kn_test_dynamo_setup();
 }
 

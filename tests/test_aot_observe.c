@@ -21,7 +21,8 @@
 static char *dir;
 static void setup(void) {
   kn_reset();
-  unsetenv("KILN_CACHE_DIR"); /* the memory cache alone */
+  unsetenv("KILN_CACHE_DIR");
+  setenv("KILN_AOT_DISK_CACHE", "0", 1); /* the memory cache alone */
   dir = kn_test_trace_start();
 }
 static void teardown(void) {

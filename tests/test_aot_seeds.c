@@ -29,7 +29,8 @@
 #include "support/dynamo_util.h"
 
 static void setup(void) {
-  unsetenv("KILN_CACHE_DIR"); /* the AOT cache in memory only */
+  unsetenv("KILN_CACHE_DIR");
+  setenv("KILN_AOT_DISK_CACHE", "0", 1); /* the AOT cache in memory only */
   kn_test_dynamo_setup();
 }
 

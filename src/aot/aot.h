@@ -275,7 +275,8 @@ typedef struct kn__aot_prepared {
 ** (JSON {"key", "reason"}), aot_joint_graph and torch._functorch.config
 ** (training) to the trace, and times the phases. KN_OK or an error (nothing
 ** leaks). The cache is process-wide, in memory, bounded (oldest out), and
-** on disk under KILN_CACHE_DIR when set (aot_cache_disk.c). */
+** on disk under the cache root unless KILN_AOT_DISK_CACHE=0
+** (aot_cache_disk.c). */
 kn_status kn__aot_prepare(const kn__graph *g, const bool *requires_grad, int n, bool inference,
                           const kn__aot_config *cfg, kn__aot_prepared *out);
 void kn__aot_prepared_fini(kn__aot_prepared *p);

@@ -14,8 +14,8 @@
 ** graphs using a user generator (the graph borrows it). Trace artifacts
 ** aotautograd_cache_miss / _hit / _bypass carry {"key", "reason"}.
 ** In memory, process-wide, at most MAX_ENTRIES (the oldest goes); and on
-** disk when KILN_CACHE_DIR is set (aot_cache_disk.c): a memory miss reads
-** the disk, a build writes both.
+** disk under the cache root unless KILN_AOT_DISK_CACHE=0 (aot_cache_disk.c):
+** a memory miss reads the disk, a build writes both.
 */
 #include <pthread.h>
 #include <sha2.h>

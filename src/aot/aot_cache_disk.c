@@ -1,6 +1,8 @@
 /*
-** aot/aot_cache_disk.c: the AOT cache on disk, when KILN_CACHE_DIR is set:
-** one file DIR/aotautograd/<key>.entry per prepared compile:
+** aot/aot_cache_disk.c: the AOT cache on disk, under the cache root of the
+** other caches (KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
+** ~/.cache/kiln; core/cachefs.h) unless KILN_AOT_DISK_CACHE=0: one file
+** ROOT/aotautograd/<key>.entry per prepared compile:
 **
 **   kiln-aot-cache 1 <key>
 **   <inference> <nuser> <ngrads> <nsaved>
@@ -36,15 +38,27 @@
 
 #define MAX_ENTRY_BYTES ((size_t)64 << 20)
 
-static atomic_bool warned_dir;
+static atomic_bool warned_dir, warned_setting;
 
-/* DIR/aotautograd (created, checked), or false when KILN_CACHE_DIR is unset
-** or unusable (one warning per process says why). */
+/* KILN_AOT_DISK_CACHE: unset, empty or 1 keeps the disk cache, 0 leaves the
+** AOT cache in memory only; anything else is named in one warning per
+** process and keeps it. */
+static bool disk_wanted(void) {
+  const char *v = getenv("KILN_AOT_DISK_CACHE");
+  if (!v || !*v || !strcmp(v, "1")) return true;
+  if (!strcmp(v, "0")) return false;
+  if (!atomic_exchange(&warned_setting, true))
+    KN_LOG(KN_LOG_AOT, KN_WARNING, "KILN_AOT_DISK_CACHE: expected 0 or 1, found '%.100s'; the "
+           "AOT cache stays on disk", v);
+  return true;
+}
+
+/* ROOT/aotautograd (created, checked), or false when the disk cache is
+** turned off or unusable (one warning per process says why). */
 static bool cache_open(kn__cachedir *cd) {
-  const char *d = getenv("KILN_CACHE_DIR");
   char root[KN__CACHE_PATH_CAP];
   *cd = (kn__cachedir){.fd = -1};
-  if (!d || !*d) return false;
+  if (!disk_wanted()) return false;
   kn_status st = kn__cache_root(root, NULL);
   if (st == KN_OK) st = kn__cachedir_open(root, "aotautograd", true, cd);
   if (st != KN_OK && !atomic_exchange(&warned_dir, true))

@@ -1,6 +1,7 @@
 /*
 ** aot/aot_cache_int.h: the AOT cache's disk half (aot_cache_disk.c), used
-** by aot_cache.c. Both work only when KILN_CACHE_DIR is set.
+** by aot_cache.c. Both do nothing under KILN_AOT_DISK_CACHE=0 or when the
+** cache root cannot be used.
 */
 #ifndef KN_AOT_CACHE_INT_H
 #define KN_AOT_CACHE_INT_H

@@ -44,13 +44,8 @@ static atomic_bool warned_dir, warned_setting;
 ** AOT cache in memory only; anything else is named in one warning per
 ** process and keeps it. */
 static bool disk_wanted(void) {
-  const char *v = getenv("KILN_AOT_DISK_CACHE");
-  if (!v || !*v || !strcmp(v, "1")) return true;
-  if (!strcmp(v, "0")) return false;
-  if (!atomic_exchange(&warned_setting, true))
-    KN_LOG(KN_LOG_AOT, KN_WARNING, "KILN_AOT_DISK_CACHE: expected 0 or 1, found '%.100s'; the "
-           "AOT cache stays on disk", v);
-  return true;
+  return kn__log_env_flag("KILN_AOT_DISK_CACHE", true, KN_LOG_AOT, &warned_setting,
+                          "the AOT cache stays on disk");
 }
 
 /* ROOT/aotautograd (created, checked), or false when the disk cache is

@@ -409,13 +409,8 @@ static int tier_pending;
 static atomic_bool warned_tiered;
 
 bool kn__ind_tiered(void) {
-  const char *v = getenv("KILN_INDUCTOR_TIERED");
-  if (!v || !*v || !strcmp(v, "0")) return false;
-  if (!strcmp(v, "1")) return true;
-  if (!atomic_exchange(&warned_tiered, true))
-    KN_LOG(KN_LOG_INDUCTOR, KN_WARNING, "KILN_INDUCTOR_TIERED: expected 0 or 1, found '%.100s'; "
-           "tiered compiles stay off", v);
-  return false;
+  return kn__log_env_flag("KILN_INDUCTOR_TIERED", false, KN_LOG_INDUCTOR, &warned_tiered,
+                          "tiered compiles stay off");
 }
 
 void kn__ind_tier_release(kn__ind_tier *t) {

@@ -74,6 +74,13 @@ void kn__log_emit(int logger, int level, unsigned flags, const char *file,
 void kn__log_vemit(int logger, int level, unsigned flags, const char *file,
                    int line, const char *fmt, va_list ap);
 
+/* A 0/1 environment setting: unset or empty gives dflt, "0" and "1" their
+** value; anything else gives dflt and is named once (per *warned, the
+** caller's flag) in a WARNING on logger lg: "<name>: expected 0 or 1, found
+** '<value>'; <otherwise>". */
+bool kn__log_env_flag(const char *name, bool dflt, int lg, atomic_bool *warned,
+                      const char *otherwise);
+
 /* Forget settings, sinks, rank, KILN_LOGS_OUT and KILN_LOGS_FORMAT, then read
 ** the environment again as at process start (tests only; user loggers and
 ** artifacts stay registered). */

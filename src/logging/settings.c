@@ -373,3 +373,13 @@ char *kn_log_help(bool verbose) {
   kn__log_ensure_init();
   return help_text(verbose);
 }
+
+bool kn__log_env_flag(const char *name, bool dflt, int lg, atomic_bool *warned,
+                      const char *otherwise) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  if (!strcmp(v, "0") || !strcmp(v, "1")) return v[0] == '1';
+  if (!atomic_exchange(warned, true))
+    KN_LOG(lg, KN_WARNING, "%s: expected 0 or 1, found '%.100s'; %s", name, v, otherwise);
+  return dflt;
+}

@@ -75,16 +75,20 @@ static void child(const char *dir, int fd) {
   _exit(w ? 0 : 1);
 }
 
-static run_result run_process(const char *dir) {
-  int fd[2];
+/* A child process with a pipe to its parent: 0 in the child (which writes
+** fd[1]), the child's pid in the parent (which reads fd[0]). */
+static pid_t fork_piped(int fd[2]) {
   cr_assert_eq(pipe(fd), 0);
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    close(fd[0]);
-    child(dir, fd[1]);
-  }
-  close(fd[1]);
+  close(fd[pid == 0 ? 0 : 1]);
+  return pid;
+}
+
+static run_result run_process(const char *dir) {
+  int fd[2];
+  pid_t pid = fork_piped(fd);
+  if (pid == 0) child(dir, fd[1]);
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap);
   cr_assert(buf);
@@ -289,11 +293,8 @@ typedef struct frame_result {
 ** built without debug info (tests/support/nodebug.c). */
 static frame_result nodebug_frame(const char *dir, const char *dbg) {
   int fd[2];
-  cr_assert_eq(pipe(fd), 0);
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
+  pid_t pid = fork_piped(fd);
   if (pid == 0) {
-    close(fd[0]);
     setenv("KILN_CACHE_DIR", dir, 1);
     kn__symcache_debug_dir(dbg);
     void *lib = dlopen(KN_NODEBUG_PATH, RTLD_NOW | RTLD_LOCAL);
@@ -308,7 +309,6 @@ static frame_result nodebug_frame(const char *dir, const char *dbg) {
     r.libdw = mapped("libdw");
     _exit(write(fd[1], &r, sizeof r) == sizeof r ? 0 : 1);
   }
-  close(fd[1]);
   frame_result r;
   cr_assert_eq(read(fd[0], &r, sizeof r), (ssize_t)sizeof r);
   close(fd[0]);

@@ -23,6 +23,9 @@ gpu_train
 "
 [ $# -gt 0 ] && PROGRAMS="$*" # the programs named, in that order
 
+# Libraries gzip'd by bundle.sh are unpacked first.
+for gz in "$DIR"/lib/*.gz; do [ -e "$gz" ] && gunzip -f "$gz"; done
+
 for d in "$DIR/lib" "$DIR"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done

@@ -527,7 +527,8 @@ static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
 
 /* kn__vm_softmax_bwd_f32: plain loops in double that `omp simd` vectorises
 ** (the lanes' sums combined in a fixed order); log_softmax's exps in float
-** through v_exp_f, written to gi first (its tail padded with zeros). */
+** through v_exp_f, a vector at a time beside the formula (the tail padded
+** with zeros). */
 static void softmax_bwd_f(float *restrict gi, const float *restrict g, const float *restrict y,
                           int64_t n, bool log_) {
   double s = 0;
@@ -540,16 +541,21 @@ static void softmax_bwd_f(float *restrict gi, const float *restrict g, const flo
   }
 #pragma omp simd reduction(+ : s)
   for (int64_t k = 0; k < n; k++) s += (double)g[k];
-  int64_t k = 0;
-  for (; k + KN_VM_WF <= n; k += KN_VM_WF) st_f(gi + k, v_exp_f(ld_f(y + k)));
-  if (k < n) {
-    float b[KN_VM_WF] = {0};
-    memcpy(b, y + k, (size_t)(n - k) * sizeof *b);
-    st_f(b, v_exp_f(ld_f(b)));
-    memcpy(gi + k, b, (size_t)(n - k) * sizeof *gi);
-  }
+  /* one pass: each vector's exps kept in L1 beside the formula (a pass
+  ** writing them to gi and another reading them back cost a sweep more) */
+  float e[KN_VM_WF] __attribute__((aligned(64)));
+  for (int64_t k = 0; k < n; k += KN_VM_WF) {
+    int64_t m = n - k < KN_VM_WF ? n - k : KN_VM_WF;
+    if (m == KN_VM_WF) {
+      st_f(e, v_exp_f(ld_f(y + k)));
+    } else { /* the tail, padded with zeros */
+      memset(e, 0, sizeof e);
+      memcpy(e, y + k, (size_t)m * sizeof *e);
+      st_f(e, v_exp_f(ld_f(e)));
+    }
 #pragma omp simd
-  for (int64_t j = 0; j < n; j++) gi[j] = (float)((double)g[j] - (double)gi[j] * s);
+    for (int64_t j = 0; j < m; j++) gi[k + j] = (float)((double)g[k + j] - (double)e[j] * s);
+  }
 }
 
 /* ---- float32 softplus (see kn__vm_softplus_f32) --------------------------- */

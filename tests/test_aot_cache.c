@@ -257,6 +257,7 @@ Test(aot_cache, malformed_switch_is_named_and_ignored) {
   bool named = false;
   for (size_t i = 0; i < rec.n; i++)
     named |= strstr(rec.v[i].message, "KILN_AOT_DISK_CACHE: expected 0 or 1, found 'no'") != NULL;
+  kn_test_records_free(&rec);
   cr_expect(named, "no warning named the setting");
   free(entry_file());
 }

@@ -60,13 +60,15 @@ static void bwd_rows(const kn__norm_rows *k, bool rms, kn_dtype dt, const void *
     const float *xf = (const float *)x + o, *gf = (const float *)go + o;
     float *if_ = gi ? (float *)gi + o : NULL;
     if (rms) k->rms_bwd_f32(xf, gf, n, D, (const float *)rstd + r0, w, if_, gw);
-    else k->bwd_f32(xf, gf, n, D, (const float *)mean + r0, (const float *)rstd + r0, w, if_, gw, gb);
+    else k->bwd_f32(xf, gf, n, D, (const float *)mean + r0, (const float *)rstd + r0, w, if_, gw,
+                    gb);
     return;
   }
   const double *xd = (const double *)x + o, *gd = (const double *)go + o;
   double *id = gi ? (double *)gi + o : NULL;
   if (rms) k->rms_bwd_f64(xd, gd, n, D, (const double *)rstd + r0, w, id, gw);
-  else k->bwd_f64(xd, gd, n, D, (const double *)mean + r0, (const double *)rstd + r0, w, id, gw, gb);
+  else k->bwd_f64(xd, gd, n, D, (const double *)mean + r0, (const double *)rstd + r0, w, id, gw,
+                  gb);
 }
 
 /* out[i] = the sum over the nt threads' rows (nacc * D doubles each, this

@@ -461,11 +461,11 @@ static inline kn_vf vmax_f(kn_vf a, kn_vf m) {
 }
 
 /* The largest element of x (NaN skipped; -inf when none). Four running
-** maxima: one alone was a chain of dependent maxps/blends, latency-bound
-** at 4-7 cycles per vector (a third of eager softmax's time over rows of
-** 1024 on an AVX-512 Xeon). The maximum does not depend on the grouping
-** (apart from the sign of a zero maximum, which softmax cannot see: x - 0
-** and x + 0 round alike and exp(+-0) is 1). */
+** maxima instead of one chain of dependent max/blend steps: eager float32
+** softmax over 4096 rows of 1024 held in L2 lost about 0.2 of its 2.2 ms
+** on an AVX-512 Xeon. The maximum does not depend on the grouping (apart
+** from the sign of a zero maximum, which softmax cannot see: x - 0 and
+** x + 0 round alike and exp(+-0) is 1). */
 static float line_max_f(const float *x, int64_t n) {
   kn_vf m0 = (kn_vf){0} - INFINITY, m1 = m0, m2 = m0, m3 = m0;
   int64_t k = 0;

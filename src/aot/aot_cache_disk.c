@@ -44,8 +44,8 @@ static atomic_bool warned_dir, warned_setting;
 ** AOT cache in memory only; anything else is named in one warning per
 ** process and keeps it. */
 static bool disk_wanted(void) {
-  return kn__log_env_flag("KILN_AOT_DISK_CACHE", true, KN_LOG_AOT, &warned_setting,
-                          "the AOT cache stays on disk");
+  return KN_LOG_ENV_FLAG("KILN_AOT_DISK_CACHE", true, KN_LOG_AOT, &warned_setting,
+                         "the AOT cache stays on disk");
 }
 
 /* ROOT/aotautograd (created, checked), or false when the disk cache is

@@ -409,8 +409,8 @@ static int tier_pending;
 static atomic_bool warned_tiered;
 
 bool kn__ind_tiered(void) {
-  return kn__log_env_flag("KILN_INDUCTOR_TIERED", false, KN_LOG_INDUCTOR, &warned_tiered,
-                          "tiered compiles stay off");
+  return KN_LOG_ENV_FLAG("KILN_INDUCTOR_TIERED", false, KN_LOG_INDUCTOR, &warned_tiered,
+                         "tiered compiles stay off");
 }
 
 void kn__ind_tier_release(kn__ind_tier *t) {

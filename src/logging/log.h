@@ -77,9 +77,11 @@ void kn__log_vemit(int logger, int level, unsigned flags, const char *file,
 /* A 0/1 environment setting: unset or empty gives dflt, "0" and "1" their
 ** value; anything else gives dflt and is named once (per *warned, the
 ** caller's flag) in a WARNING on logger lg: "<name>: expected 0 or 1, found
-** '<value>'; <otherwise>". */
+** '<value>'; <otherwise>", logged at the caller's file and line. */
+#define KN_LOG_ENV_FLAG(name, dflt, lg, warned, otherwise) \
+  kn__log_env_flag((name), (dflt), (lg), (warned), (otherwise), __FILE__, __LINE__)
 bool kn__log_env_flag(const char *name, bool dflt, int lg, atomic_bool *warned,
-                      const char *otherwise);
+                      const char *otherwise, const char *file, int line);
 
 /* Forget settings, sinks, rank, KILN_LOGS_OUT and KILN_LOGS_FORMAT, then read
 ** the environment again as at process start (tests only; user loggers and

@@ -375,11 +375,12 @@ char *kn_log_help(bool verbose) {
 }
 
 bool kn__log_env_flag(const char *name, bool dflt, int lg, atomic_bool *warned,
-                      const char *otherwise) {
+                      const char *otherwise, const char *file, int line) {
   const char *v = getenv(name);
   if (!v || !*v) return dflt;
   if (!strcmp(v, "0") || !strcmp(v, "1")) return v[0] == '1';
-  if (!atomic_exchange(warned, true))
-    KN_LOG(lg, KN_WARNING, "%s: expected 0 or 1, found '%.100s'; %s", name, v, otherwise);
+  if (!atomic_exchange(warned, true) && KN_LOG_ENABLED(lg, KN_WARNING))
+    kn__log_emit(lg, KN_WARNING, 0u, file, line, "%s: expected 0 or 1, found '%.100s'; %s", name,
+                 v, otherwise);
   return dflt;
 }

@@ -28,9 +28,10 @@
 ** "skipping cudagraphs due to ...") when it mutates an input, when it
 ** holds a random op (dropout: its generator's counter lives on the host,
 ** so a replay would draw the same numbers), when an input is on the CPU
-** (a CPU-only graph simply runs), when a call needs autograd, when an output aliases an input or is not on the GPU, or when
-** the capture fails (work that cannot be captured: a copy to the host, a
-** synchronisation); the last three mark that geometry's recording only.
+** (a CPU-only graph simply runs), when a call needs autograd, when an
+** output aliases an input or is not on the GPU, or when the capture fails
+** (work that cannot be captured: a copy to the host, a synchronisation);
+** the last three mark that geometry's recording only.
 */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -71,10 +71,11 @@ static double compile_and_run(void) {
   return d;
 }
 
-/* The one entry file's path, checking nothing else is in the directory. */
-static char *entry_file(void) {
+/* The one entry file's path under the cache root `root`, checking nothing
+** else is in its aotautograd directory. */
+static char *entry_file_in(const char *root) {
   char sub[4200];
-  snprintf(sub, sizeof sub, "%s/aotautograd", cache);
+  snprintf(sub, sizeof sub, "%s/aotautograd", root);
   DIR *d = opendir(sub);
   cr_assert(d, "no %s", sub);
   char *found = NULL;
@@ -92,6 +93,8 @@ static char *entry_file(void) {
   cr_assert_eq(n, 1, "%d files in %s", n, sub);
   return found;
 }
+
+static char *entry_file(void) { return entry_file_in(cache); }
 
 static char *json_field(const char *artifact, int n, const char *field) {
   char *p = kn_test_dyn_payload(artifact, n);
@@ -217,12 +220,9 @@ Test(aot_cache, default_root_serves_a_new_process) {
   unsetenv("KILN_CACHE_DIR");
   setenv("XDG_CACHE_HOME", cache, 1);
   cr_expect_eq(compile_and_run(), 0.0);
-  char *root = cache;
-  char sub[4200];
-  snprintf(sub, sizeof sub, "%s/kiln", root);
-  cache = sub; /* entry_file looks in <cache>/aotautograd */
-  char *path = entry_file();
-  cache = root;
+  char root[4200];
+  snprintf(root, sizeof root, "%s/kiln", cache);
+  char *path = entry_file_in(root);
   kn__aot_cache_clear();
   cr_expect_eq(compile_and_run(), 0.0);
   free(kn_test_dyn_trace(false, NULL));

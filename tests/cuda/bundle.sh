@@ -6,7 +6,8 @@
 # runs), run_gpu.sh and torch_baseline.py into <out-dir>, and every library
 # the programs load that glibc does not provide (as ldd resolves them here)
 # into <out-dir>/lib; the programs lose their debug info and libraries over
-# 1 MB are gzip'd (run_gpu.sh unpacks them): about 37 MB in all. Prints what it packed and the bundle's size. There:
+# 1 MB are gzip'd (run_gpu.sh unpacks them): about 33 MB in all. Prints what
+# it packed and the bundle's size. There:
 #   bash <out-dir>/run_gpu.sh <out-dir> [program ...]
 set -euo pipefail
 BUILD=${1:?usage: bundle.sh <build-dir> <out-dir>}

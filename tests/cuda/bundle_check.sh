@@ -16,12 +16,14 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "bundle_check: $*" >&2; exit 1; }
 
-bash "$HERE/bundle.sh" "$BUILD" "$tmp/b" > "$tmp/pack.txt" 2>&1 || { cat "$tmp/pack.txt"; fail "bundle.sh failed"; }
-[ -x "$tmp/b/run_gpu.sh" ] || [ -f "$tmp/b/run_gpu.sh" ] || fail "run_gpu.sh not in the bundle"
+bash "$HERE/bundle.sh" "$BUILD" "$tmp/b" > "$tmp/pack.txt" 2>&1 ||
+  { cat "$tmp/pack.txt"; fail "bundle.sh failed"; }
+[ -f "$tmp/b/run_gpu.sh" ] || fail "run_gpu.sh not in the bundle"
 ls "$tmp/b"/lib/*.gz > /dev/null 2>&1 || fail "no library was compressed"
 KILN_CUDA_DRIVER=$DRV KILN_CUDA_NVRTC=$NVRTC KILN_CUDA_CUBLAS=$DRV \
   bash "$tmp/b/run_gpu.sh" "$tmp/b" gpu_runtime > "$tmp/run.txt" 2>&1
-grep -q "^CUDA-SUMMARY gpu_runtime: [0-9]* ok" "$tmp/run.txt" || { cat "$tmp/run.txt"; fail "the bundled gpu_runtime did not run to its summary"; }
+grep -q "^CUDA-SUMMARY gpu_runtime: [0-9]* ok" "$tmp/run.txt" ||
+  { cat "$tmp/run.txt"; fail "the bundled gpu_runtime did not run to its summary"; }
 ls "$tmp/b"/lib/*.gz > /dev/null 2>&1 && fail "run_gpu.sh left libraries compressed"
 for p in "$tmp"/b/gpu_*; do
   [ -x "$p" ] || continue

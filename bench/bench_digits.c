@@ -13,8 +13,8 @@
 **     the same step with kn_set_num_threads / torch.set_num_threads at 1 and
 **     2; process CPU time at 1 thread (on a shared machine wall time mostly
 **     measures the other processes), wall time at 2.
-** torch runs with OPENBLAS_CORETYPE set to the core kiln's OpenBLAS detects
-** (printed), so it gets its best GEMM. Without /usr/bin/python3 and torch the
+** torch runs with OPENBLAS_CORETYPE set to the best core this CPU allows
+** (kn_bench_openblas_core, printed), so it gets its best GEMM. Without /usr/bin/python3 and torch the
 ** torch lines are skipped.
 */
 #include <kiln/kiln.h>
@@ -57,7 +57,6 @@ static kn_status step(kn_compiled *f, kn_module *m, kn_optimizer *opt, kn_tensor
   return st;
 }
 
-char *openblas_get_corename(void);
 
 /* Process CPU time at 1 thread, else wall time. */
 static double clock_s(int threads) {
@@ -122,7 +121,7 @@ static const char *const torch_script =
 ** false when torch is missing. */
 static bool torch_ms(const char *core, double ms[3]) {
   char env[128];
-  snprintf(env, sizeof env, "OPENBLAS_CORETYPE=%s", core);
+  snprintf(env, sizeof env, "%s%s", core ? "OPENBLAS_CORETYPE=" : "", core ? core : "");
   return kn_bench_python(torch_script, env, ms, 3) == 3;
 }
 
@@ -134,9 +133,8 @@ int main(void) {
   }
   printf("BENCH digits_cnn_step_ms %.3f ms\n", k[0]);
   for (int t = 1; t <= 2; t++) printf("BENCH cnn_step_ms_%dT %.3f ms\n", t, k[t]);
-  const char *env = getenv("OPENBLAS_CORETYPE");
-  const char *core = env ? env : openblas_get_corename();
-  printf("BENCH_INFO torch OPENBLAS_CORETYPE=%s\n", core);
+  const char *core = kn_bench_openblas_core();
+  printf("BENCH_INFO torch OPENBLAS_CORETYPE=%s\n", core ? core : "(unset: OpenBLAS's choice)");
   double t[3];
   if (!torch_ms(core, t)) {
     printf("BENCH_INFO digits_cnn_step_torch skipped (no /usr/bin/python3 with torch)\n");

@@ -180,15 +180,6 @@ static const char *const torch_script =
     "    ts.append((time.perf_counter() - t0) / 3 * 1e3)\n"
     "print(sorted(ts)[2])\n";
 
-/* OpenBLAS's name for this CPU's core. */
-static const char *openblas_core(void) {
-  __builtin_cpu_init();
-  if (__builtin_cpu_is("amd")) return "ZEN";
-  if (__builtin_cpu_supports("avx512f")) return "SKYLAKEX";
-  if (__builtin_cpu_supports("avx2")) return "HASWELL";
-  return NULL;
-}
-
 /* Median ms per torch step, or a negative number when torch is missing. */
 static double torch_ms(int threads, const char *core) {
   char env[128];
@@ -207,7 +198,7 @@ int main(void) {
   if (la) fclose(la);
   cold_compile();
   printf("BENCH lstm_step_eager_ms %.2f ms (kiln eager, 1 thread)\n", kiln_ms(1, false));
-  const char *core = openblas_core();
+  const char *core = kn_bench_openblas_core();
   printf("BENCH_INFO OPENBLAS_CORETYPE %s (for torch)\n", core ? core : "(unset: unknown core)");
   for (int threads = 1; threads <= 2; threads++) {
     double k = kiln_ms(threads, true);

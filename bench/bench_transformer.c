@@ -5,7 +5,7 @@
 ** kiln compiled (forward + backward by dynamo + AOT + inductor, static
 ** shapes, compiled SGD step), at 1 and 2 OpenMP threads, and against torch
 ** 1.13 eager running the same layer in a python3 child process of this run
-** (OPENBLAS_CORETYPE set to the core kiln's OpenBLAS detects, printed, so
+** (OPENBLAS_CORETYPE set to the best core this CPU allows, printed, so
 ** torch gets its best GEMM). Prints
 **   BENCH transformer_layer_step_{eager,compiled}_ms_{1T,2T},
 **   BENCH_INFO transformer_layer_compiled_kernels (generated kernels and
@@ -14,7 +14,14 @@
 **   goal >= 1.3),
 **   BENCH transformer_layer_step_torch_ms_{1T,2T} and
 **   RATIO transformer_layer_step_vs_torch[_2T] (torch / kiln compiled;
-**   goal >= 1.2).
+**   goal >= 1.2),
+**   BENCH transformer_layer_step_gemm_ms_1T and
+**   RATIO transformer_layer_step_eager_vs_gemm_only (no goal): the float32
+**   GEMMs of one eager step (shapes, library and team as recorded; the
+**   compiled step calls the same ones) replayed alone, and eager's time over
+**   theirs: the most a compiled step calling the same GEMMs could gain over
+**   eager, were everything else free (eager steps and the replay alternate,
+**   the median of the ratios).
 ** Medians over repetitions: process CPU time at 1 thread (both sides), wall
 ** time at 2 threads. Without /usr/bin/python3 and torch the
 ** torch lines are skipped with a message.
@@ -35,7 +42,6 @@
 #define SEQ 128
 #define BATCH 16
 
-char *openblas_get_corename(void);
 
 static kn_value loss_fn(const kn_value *args, int nargs, void *ud) {
   (void)nargs, (void)ud;
@@ -121,6 +127,66 @@ static void count_kernels(const char *dir) {
          "compiled graphs (forward, backward, SGD step)\n", k, e, files);
 }
 
+/* The float32 GEMMs of one step, recorded (shapes, library, team, calls),
+** and operands large enough for any of them. */
+typedef struct gemm_set {
+  kn__gemm_rec r[KN__GEMM_REC_MAX];
+  int n, calls;
+  float *a, *b, *c;
+} gemm_set;
+
+static void gemm_set_record(gemm_set *g, setup *s) {
+  kn__gemm_record(true);
+  step(s);
+  int64_t dropped = 0, most = 1;
+  g->n = kn__gemm_recorded(g->r, KN__GEMM_REC_MAX, &dropped);
+  kn__gemm_record(false);
+  if (dropped) die("more GEMM shapes than the record holds");
+  g->calls = 0;
+  for (int i = 0; i < g->n; i++) {
+    const kn__gemm_shape h = g->r[i].s;
+    int64_t big = h.M * h.K > h.K * h.N ? h.M * h.K : h.K * h.N;
+    if (h.M * h.N > big) big = h.M * h.N;
+    if (big > most) most = big;
+    g->calls += (int)g->r[i].calls;
+  }
+  g->a = malloc((size_t)most * sizeof *g->a), g->b = malloc((size_t)most * sizeof *g->b);
+  g->c = malloc((size_t)most * sizeof *g->c);
+  if (!g->a || !g->b || !g->c) die("gemm replay buffers");
+  for (int64_t i = 0; i < most; i++) g->a[i] = (float)(i % 7) / 8, g->b[i] = (float)(i % 5) / 8;
+}
+
+/* Every recorded call once (one step's GEMMs alone). */
+static void gemm_set_replay(const gemm_set *g) {
+  for (int i = 0; i < g->n; i++) {
+    const kn__gemm_rec *r = &g->r[i];
+    const kn__gemm_shape h = r->s;
+    int64_t lda = h.ta ? h.M : h.K, ldb = h.tb ? h.K : h.N;
+    for (int64_t k = 0; k < r->calls; k++)
+      if (kn__nn_sgemm_plan(&r->plan, h.ta, h.tb, h.M, h.N, h.K, 1, g->a, lda, g->b, ldb, 0,
+                            g->c, h.N))
+        die("gemm replay");
+  }
+}
+
+/* One thread: eager steps of s and its GEMMs replayed alone, alternating
+** (this machine's speed drifts over seconds); the median ms of the GEMMs
+** and the median of the per-repetition ratios eager / GEMMs. */
+static double gemm_bound(setup *s, gemm_set *g, double *ratio) {
+  double tg[REPS], q[REPS];
+  for (int r = 0; r < REPS; r++) {
+    double t0 = clock_s(true);
+    for (int k = 0; k < STEPS; k++) step(s);
+    double te = (clock_s(true) - t0) / STEPS;
+    t0 = clock_s(true);
+    for (int k = 0; k < STEPS; k++) gemm_set_replay(g);
+    tg[r] = (clock_s(true) - t0) / STEPS * 1e3;
+    q[r] = te * 1e3 / tg[r];
+  }
+  *ratio = kn_bench_median(q, REPS);
+  return kn_bench_median(tg, REPS);
+}
+
 static const char *const torch_script =
     "import sys, time, torch, torch.nn as nn\n"
     "torch.manual_seed(0)\n"
@@ -143,7 +209,7 @@ static const char *const torch_script =
 /* Median ms per torch step at 1 and 2 threads; false when torch is missing. */
 static bool torch_ms(const char *core, double *ms) {
   char env[128];
-  snprintf(env, sizeof env, "OPENBLAS_CORETYPE=%s", core);
+  snprintf(env, sizeof env, "%s%s", core ? "OPENBLAS_CORETYPE=" : "", core ? core : "");
   return kn_bench_python(torch_script, env, ms, 2) == 2;
 }
 
@@ -170,14 +236,22 @@ int main(void) {
   printf("RATIO transformer_layer_step_compiled_vs_eager %.3f (1 thread; goal >= 1.3)\n",
          te[0] / tc[0]);
   printf("RATIO transformer_layer_step_compiled_vs_eager_2T %.3f (goal >= 1.3)\n", te[1] / tc[1]);
+  kn_set_num_threads(1);
+  gemm_set g;
+  gemm_set_record(&g, &eager);
+  double bound, tg = gemm_bound(&eager, &g, &bound);
+  printf("BENCH transformer_layer_step_gemm_ms_1T %.2f ms (%d float32 GEMM calls of one step in %d "
+         "shapes, replayed alone)\n", tg, g.calls, g.n);
+  printf("RATIO transformer_layer_step_eager_vs_gemm_only %.3f (1 thread, alternating: the most a "
+         "step calling the same GEMMs could gain over eager)\n", bound);
+  free(g.a), free(g.b), free(g.c);
   setup_free(&eager);
   setup_free(&comp);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "chmod -R u+w %s 2>/dev/null; rm -rf %s", dir, dir);
   if (system(cmd) != 0) fprintf(stderr, "bench_transformer: could not remove %s\n", dir);
-  const char *env = getenv("OPENBLAS_CORETYPE");
-  const char *core = env ? env : openblas_get_corename();
-  printf("BENCH_INFO torch OPENBLAS_CORETYPE=%s\n", core);
+  const char *core = kn_bench_openblas_core();
+  printf("BENCH_INFO torch OPENBLAS_CORETYPE=%s\n", core ? core : "(unset: OpenBLAS's choice)");
   double tt[2];
   if (!torch_ms(core, tt)) {
     printf("BENCH_INFO transformer_layer_step_torch skipped (no /usr/bin/python3 with torch)\n");

@@ -5,12 +5,15 @@
 ** the passive policy, 300000 for libgomp's own default, 30000000000 for
 ** active). Checked for a program linking libkiln.a (this test program) and
 ** for one linking libkiln.so, with the variables unset (kiln's choice) and
-** set by the user (kept).
+** set by the user (kept). The same for OpenBLAS's kernels: OPENBLAS_VERBOSE=2
+** makes OpenBLAS print the core whose kernels it took ("Core: SkylakeX"),
+** expected from /proc/cpuinfo's vendor and flags.
 */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "kiln/kiln.h"
@@ -79,4 +82,95 @@ Test(ompenv, this_process_made_its_choice) {
 /* Without kiln, libgomp's own default: what kiln's choice replaces. */
 Test(ompenv, libgomp_alone_spins) {
   expect_spincount("", KN_GOMP_ONLY_PROBE, "300000");
+}
+
+/* ---- OpenBLAS's kernels -------------------------------------------------------- */
+
+/* The core OpenBLAS printed when `exe` started under `env` (OPENBLAS_VERBOSE
+** 2), into core. */
+static void blas_core_of(const char *env, const char *exe, char *core, size_t size) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 %s %s 2>&1 >/dev/null",
+           env, exe);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  char line[256];
+  core[0] = 0;
+  while (fgets(line, sizeof line, p)) {
+    if (strncmp(line, "Core: ", 6) || core[0]) continue;
+    size_t k = strcspn(line + 6, "\n");
+    k = k < size ? k : size - 1;
+    memcpy(core, line + 6, k);
+    core[k] = 0;
+  }
+  pclose(p);
+  cr_assert(core[0], "%s %s: OpenBLAS printed no core", env, exe);
+}
+
+/* Whether /proc/cpuinfo's first processor has every flag of the
+** space-separated list, and is GenuineIntel. */
+static bool cpuinfo_has(const char *flags) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  cr_assert_not_null(f);
+  char line[8192];
+  bool intel = false, all = false;
+  while (fgets(line, sizeof line, f)) {
+    if (!strncmp(line, "vendor_id", 9)) intel = strstr(line, "GenuineIntel") != NULL;
+    if (strncmp(line, "flags", 5)) continue;
+    all = true;
+    char want[256];
+    snprintf(want, sizeof want, "%s", flags);
+    for (char *w = strtok(want, " "); w && all; w = strtok(NULL, " ")) {
+      char pat[300];
+      snprintf(pat, sizeof pat, " %s ", w);
+      line[strcspn(line, "\n")] = ' ';
+      all = strstr(line, pat) != NULL;
+    }
+    break;
+  }
+  fclose(f);
+  return intel && all;
+}
+
+/* The core kiln should set (NULL: OpenBLAS's own choice). */
+static const char *expected_core(void) {
+  if (cpuinfo_has("avx512f avx512cd avx512bw avx512dq avx512vl")) return "SkylakeX";
+  if (cpuinfo_has("avx2 fma")) return "Haswell";
+  return NULL;
+}
+
+Test(ompenv, kiln_picks_openblas_kernels_for_the_cpu) {
+  const char *want = expected_core();
+  const char *progs[] = {STATIC_PROGRAM, KN_OMPENV_PROBE};
+  for (int i = 0; i < 2; i++) {
+    char core[64];
+    blas_core_of("", progs[i], core, sizeof core);
+    if (want) cr_expect_str_eq(core, want, "%s", progs[i]);
+    else cr_log_info("not an Intel CPU with AVX2: OpenBLAS chose %s itself", core);
+  }
+}
+
+Test(ompenv, the_users_openblas_core_is_kept) {
+  const char *progs[] = {STATIC_PROGRAM, KN_OMPENV_PROBE};
+  for (int i = 0; i < 2; i++) {
+    char core[64];
+    blas_core_of("OPENBLAS_CORETYPE=PRESCOTT", progs[i], core, sizeof core);
+    cr_expect_str_eq(core, "Prescott", "%s", progs[i]);
+  }
+}
+
+extern const char *kn__ompenv_blas_core;
+extern int kn__ompenv_blas_kept;
+Test(ompenv, this_process_set_its_openblas_core) {
+  const char *env = getenv("OPENBLAS_CORETYPE"), *want = expected_core();
+  if (kn__ompenv_blas_kept) {
+    cr_assert(env && *env);
+    cr_assert_str_eq(kn__ompenv_blas_core, "");
+  } else if (want) {
+    cr_assert_not_null(env);
+    cr_assert_str_eq(env, kn__ompenv_blas_core);
+    cr_assert(!strcasecmp(env, want), "set %s, expected %s", env, want);
+  } else {
+    cr_assert_str_eq(kn__ompenv_blas_core, "");
+  }
 }

@@ -34,3 +34,31 @@ __attribute__((constructor)) static void choose_wait_policy(void) {
   }
   kn__ompenv_choice = setenv("OMP_WAIT_POLICY", "passive", 0) == 0 ? 1 : 0;
 }
+
+/* The OpenBLAS core this library set (OPENBLAS_CORETYPE), "" when it set
+** none: the user's setting was kept (kn__ompenv_blas_kept 1), or the CPU is
+** left to OpenBLAS. */
+__attribute__((visibility("default"))) const char *kn__ompenv_blas_core = "";
+__attribute__((visibility("default"))) int kn__ompenv_blas_kept;
+
+/* OPENBLAS_CORETYPE for this CPU, NULL: OpenBLAS's own choice. */
+static const char *blas_core(void) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_is("intel")) return NULL;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
+    return "SKYLAKEX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "HASWELL";
+  return NULL;
+}
+
+__attribute__((constructor)) static void choose_blas_core(void) {
+  const char *user = getenv("OPENBLAS_CORETYPE");
+  if (user && *user) {
+    kn__ompenv_blas_kept = 1;
+    return;
+  }
+  const char *core = blas_core();
+  if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0) kn__ompenv_blas_core = core;
+}

@@ -40,6 +40,20 @@ target_include_directories(kn_deps INTERFACE ${DNNL_INCLUDE_DIR})
 # Link flags for the pkg-config file and for static consumers.
 set(KN_DEP_LIBS jansson md openblas sleef dnnl gomp pthread m dl)
 set(KN_PC_REQUIRES "jansson libmd openblas sleef")
+# OpenBLAS's libraries also go in kiln.pc's Libs.private before
+# -lkiln_ompenv: pkg-config puts the Requires' libraries last, and
+# libkiln_ompenv must be linked after OpenBLAS, whose kernels it chooses
+# (src/ompenv/ompenv.c). As -Wl,-l...: pkgconf drops the first of two equal
+# -l flags, which would leave only the late one.
+set(KN_PC_OPENBLAS "")
+foreach(f ${OPENBLAS_LDFLAGS})
+  if(f MATCHES "^-l")
+    string(APPEND KN_PC_OPENBLAS " -Wl,${f}")
+  else()
+    string(APPEND KN_PC_OPENBLAS " ${f}")
+  endif()
+endforeach()
+string(STRIP "${KN_PC_OPENBLAS}" KN_PC_OPENBLAS)
 
 # MPI (optional): the distributed layer (src/distributed/, kiln/distributed.h)
 # runs on Open MPI (Debian's libopenmpi-dev). Without it, or with

@@ -206,8 +206,10 @@ Test(inductor_fuse, cheap_producer_is_recomputed) {
   expect_code(1, 2, 0, 0);
 }
 
-/* exp gets a buffer; its two readers are one loop that reads it last, so
-** the first output is written over it (in place): two buffers in all. */
+/* exp is not recomputed in its two readers (a transcendental function):
+** they join its loop, which computes it once per element (one call of the
+** vector-math table a block) and never stores it, since nothing else reads
+** it: one kernel, the two outputs its only buffers. */
 Test(inductor_fuse, transcendental_is_not_recomputed) {
   kn_test_records r = {0};
   logs_begin(&r);
@@ -219,13 +221,100 @@ Test(inductor_fuse, transcendental_is_not_recomputed) {
   logs_end(&r);
   expect_record(&r, "fusion: exp gets a buffer: 2 readers, not recomputed: a transcendental "
                     "function");
+  expect_record(&r, "fusion: add fused with exp (kernel 2): same sizes, it reads a value the "
+                    "loop computes");
+  expect_record(&r, "fusion: mul fused with add (kernel 3): same sizes, it reads a value the "
+                    "loop computes");
+  expect_record(&r, "fusion: exp is not stored: only its loop (kernel 3) reads it");
   const kn_test_record *s = kn_test_get_record(&r, "schedule: ");
   cr_assert_not_null(s);
-  cr_expect_str_eq(s->message, "schedule: 2 kernels, 0 extern calls, 0 nodes fused, 0 reduction "
-                               "groups\n  kernel1: pointwise exp [7, 9]\n"
-                               "  kernel3: pointwise add mul [7, 9] (horizontal)\n");
+  cr_expect_str_eq(s->message, "schedule: 1 kernels, 0 extern calls, 1 nodes fused, 0 reduction "
+                               "groups\n  kernel3: pointwise add mul [7, 9] (horizontal)\n");
   kn_test_records_free(&r);
-  expect_code(2, 2, 1, 0);
+  expect_code(1, 2, 0, 0);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "f64[0]("), 1, "exp called once a block:\n%s", src);
+  free(src);
+}
+
+/* ---- vertical fusion: a loop that reads another loop's value ---------------------------- */
+
+/* exp(x) is a result, and the loop of (exp(x) * x) + x reads it: that loop
+** joins exp's, which stores exp(x) for the result and hands it on in a
+** register: one kernel, read x once, two buffers (the results). */
+static void stored_and_read(kn_tensor *x, kn_tensor **out) {
+  kn_tensor *e = kn_exp(x);
+  out[0] = e;
+  out[1] = kn_add(kn_mul(e, x), x);
+}
+TUPLE_FN(stored_and_read)
+
+/* tanh(exp(x) + x): a vector-math node whose operand's tree reads the
+** loop's exp; staged a block at a time, its operand block is filled from
+** exp's block. */
+static void staged_reader(kn_tensor *x, kn_tensor **out) {
+  kn_tensor *e = kn_exp(x);
+  out[0] = e;
+  out[1] = kn_tanh(kn_add(e, x));
+}
+TUPLE_FN(staged_reader)
+
+/* The GEMM reads exp(x) between exp's loop and the add's: the add cannot
+** join (the set would run at the add, after the GEMM read the buffer). */
+static void extern_between(kn_tensor *x, kn_tensor **out) {
+  kn_tensor *e = kn_exp(x);
+  out[1] = kn_matmul(e, e);
+  out[0] = kn_add(e, x);
+}
+TUPLE_FN(extern_between)
+
+static void vertical_case(kn_fn fn, body2 ref, const char *name, kn_dtype dt, const char **recs,
+                          int nrecs, const char *schedule, int kernels, int allocs, int exts) {
+  kn_test_records r = {0};
+  logs_begin(&r);
+  kn_compiled *f = compile_tuple(fn, name, KN_DYNAMIC_FALSE);
+  kn_scope_begin();
+  check_tuple(f, ref, kn_randn(KN_SHAPE(8, 8), NULL, dt), name);
+  kn_scope_end();
+  kn_compiled_free(f);
+  logs_end(&r);
+  for (int i = 0; i < nrecs; i++) expect_record(&r, recs[i]);
+  const kn_test_record *s = kn_test_get_record(&r, "schedule: ");
+  cr_assert_not_null(s);
+  cr_expect_str_eq(s->message, schedule);
+  kn_test_records_free(&r);
+  expect_code(kernels, allocs, 0, exts);
+}
+
+Test(inductor_fuse, a_loop_reading_a_stored_value_joins_its_loop) {
+  const char *recs[] = {"fusion: mul inlined into add: its only user, same sizes",
+                        "fusion: add fused with exp (kernel 3): same sizes, it reads a value the "
+                        "loop computes"};
+  vertical_case(stored_and_read_fn, stored_and_read, "stored_and_read", KN_FLOAT32, recs, 2,
+                "schedule: 1 kernels, 0 extern calls, 1 nodes fused, 0 reduction groups\n"
+                "  kernel3: pointwise exp add [8, 8] (horizontal)\n", 1, 2, 0);
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "f32[0]("), 1, "exp called once a block:\n%s", src);
+  cr_expect_eq(kn_test_count_of(src, "in1["), 0, "exp read back from memory:\n%s", src);
+  free(src);
+}
+
+Test(inductor_fuse, a_staged_vector_math_operand_reads_the_loops_value) {
+  const char *recs[] = {"fusion: add inlined into tanh: its only user, same sizes",
+                        "fusion: tanh fused with exp (kernel 3): same sizes, it reads a value the "
+                        "loop computes"};
+  vertical_case(staged_reader_fn, staged_reader, "staged_reader", KN_FLOAT64, recs, 2,
+                "schedule: 1 kernels, 0 extern calls, 1 nodes fused, 0 reduction groups\n"
+                "  kernel3: pointwise exp tanh [8, 8] (horizontal)\n", 1, 2, 0);
+}
+
+Test(inductor_fuse, a_reader_before_the_loop_keeps_it_apart) {
+  const char *recs[] = {"fusion: add not fused horizontally with exp: a reader of the set comes "
+                        "before it"};
+  vertical_case(extern_between_fn, extern_between, "extern_between", KN_FLOAT32, recs, 1,
+                "schedule: 2 kernels, 1 extern calls, 0 nodes fused, 0 reduction groups\n"
+                "  kernel1: pointwise exp [8, 8]\n  extern mm (kiln.ops.mm)\n"
+                "  kernel3: pointwise add [8, 8]\n", 2, 2, 1);
 }
 
 /* ---- horizontal fusion --------------------------------------------------------------- */

@@ -59,6 +59,8 @@ typedef struct kctx {
 ** group outputs); NULL on OOM. Owned by the caller: kn__cg_kctx_free. */
 kctx *kn__cg_kctx_new(kn__ind_plan *p, int nflags, int nouts);
 void kn__cg_kctx_free(kctx *k);
+/* Is m a root of k's pointwise loop (its value the variable vM there)? */
+bool kn__cg_is_root(const kctx *k, const kn__gnode *m);
 /* The kernel's leaves: the IR item's reads, in order. */
 void kn__cg_item_leaves(kctx *k);
 /* The output a read is written in place over (the memory plan's), or -1. */

@@ -187,11 +187,17 @@ static void put_scalar(kn__sb *sb, kn_scalar s) {
   else kn__sb_puts(sb, s.v.b ? "1" : "0");
 }
 
-/* Is node m's value a local variable vM of the kernel (inlined or a group
-** member), rather than a buffer read? */
+bool kn__cg_is_root(const kctx *k, const kn__gnode *m) {
+  for (int o = 0; !k->g && o < k->nroots; o++)
+    if (k->roots[o] == m) return true;
+  return false;
+}
+
+/* Is node m's value a local variable vM of the kernel (inlined, a group
+** member, or a root of the same pointwise loop), rather than a buffer read? */
 static bool is_var(const kctx *k, const kn__gnode *m) {
   const kn__ind_node *mn = &k->p->nodes[m->index];
-  return mn->inlined || (k->g && mn->group == k->gi);
+  return mn->inlined || (k->g && mn->group == k->gi) || kn__cg_is_root(k, m);
 }
 
 
@@ -294,7 +300,9 @@ static void hoist_scalars(kctx *k, kn__sb *sb, const kn__gnode *n) {
   }
 }
 
-/* Statements computing the tree of n, producers first. */
+/* Statements computing the tree of n, producers first (a root of the same
+** loop that n reads among them: the loop's roots come in graph order, so in
+** its last loop it is computed already; a staging loop computes it again). */
 void kn__cg_stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   const kn__ind_node *in = &k->p->nodes[n->index];
   if (k->done[n->index]) return; /* recomputed nodes read twice: once per element */
@@ -307,7 +315,8 @@ void kn__cg_stmts(kctx *k, kn__sb *sb, const kn__gnode *n) {
   }
   for (int q = 0; q < in->f.nopnds && q < n->nargs; q++) {
     const kn__garg *a = &n->args[q];
-    if (a->kind == KN__GA_TENSOR && k->p->nodes[a->u.t.node->index].inlined)
+    if (a->kind == KN__GA_TENSOR &&
+        (k->p->nodes[a->u.t.node->index].inlined || kn__cg_is_root(k, a->u.t.node)))
       kn__cg_stmts(k, sb, a->u.t.node);
   }
   kn__cg_hoist_loads(k, sb, n);

@@ -85,7 +85,7 @@ static bool direct(kctx *k, const kn__gnode *v, int q, kn__sb *src) {
     kn__sb_printf(src, "vmo%d", m->index);
     return true;
   }
-  if (!k->flat || mn->inlined || mn->expr) return false;
+  if (!k->flat || mn->inlined || mn->expr || kn__cg_is_root(k, m)) return false;
   int li = kn__cg_leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]);
   if (k->alias[li] >= 0 || kn__cg_leaf_scalar(k->leaves[li].m) || k->leaves[li].m->dtype != ct)
     return false;
@@ -114,7 +114,8 @@ static void stage(kctx *k, kn__sb *sb, const kn__gnode *v, const char *idx, cons
     block_loop_open(k, sb, idx, pre);
     for (int q = 0; q < nin; q++) {
       const kn__garg *a = &v->args[q];
-      if (!in_place[q] && a->kind == KN__GA_TENSOR && k->p->nodes[a->u.t.node->index].inlined)
+      if (!in_place[q] && a->kind == KN__GA_TENSOR &&
+          (k->p->nodes[a->u.t.node->index].inlined || kn__cg_is_root(k, a->u.t.node)))
         kn__cg_stmts(k, sb, a->u.t.node);
     }
     for (int q = 0; q < nin; q++) {

@@ -88,7 +88,9 @@ static bool read_ref(const kn__ind_plan *p, kn__kir_item *it, kn__gref r) {
 }
 
 /* Reads and computed nodes of the tree rooted at n (inlined producers are
-** computed in the kernel; constants are expressions, neither). */
+** computed in the kernel; constants are expressions, neither; a root of
+** the same loop collected before n, which n reads, is computed too: in[]
+** marks it). */
 static bool collect(const kn__ind_plan *p, kn__kir_item *it, const kn__gnode *n, unsigned char *in) {
   const kn__ind_node *pn = &p->nodes[n->index];
   if (!in[n->index]) {
@@ -99,7 +101,7 @@ static bool collect(const kn__ind_plan *p, kn__kir_item *it, const kn__gnode *n,
     const kn__garg *a = &n->args[q];
     if (a->kind != KN__GA_TENSOR) continue;
     const kn__gnode *m = a->u.t.node;
-    if (p->nodes[m->index].expr) continue;
+    if (p->nodes[m->index].expr || (!p->nodes[m->index].inlined && in[m->index])) continue;
     if (p->nodes[m->index].inlined ? !collect(p, it, m, in) : !read_ref(p, it, a->u.t))
       return false;
   }

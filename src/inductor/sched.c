@@ -17,7 +17,10 @@
 **    one loop), or recomputed in each of several readers when it is one
 **    cheap formula over inputs every reader reads itself.
 ** 3. Horizontal fusion: pointwise kernels of the same sizes that read a
-**    common buffer are one loop writing several outputs.
+**    common buffer are one loop writing several outputs. A kernel that
+**    reads the output of such a loop joins it too (vertically): the loop
+**    stores that value and hands it on in a register (an optimizer's new
+**    exp_avg, kept in its state and read by the parameter's update).
 ** 4. Slots: a node gets a buffer only when something outside its kernel
 **    reads it (another kernel, an extern call, the graph's output).
 ** 5. Epilogues (sched_epi.c, when the target runs them): a pointwise kernel
@@ -650,6 +653,37 @@ static bool shares_input(const sctx *s, const kn__gnode *a, const kn__gnode *b, 
   return false;
 }
 
+/* Is root m in the set whose last root is last? */
+static bool hz_member(const sctx *s, int last, int m) {
+  const kn__ind_node *mi = &s->p->nodes[m];
+  return pw_root(mi) && (m == last || mi->hz == last);
+}
+
+/* Does the loop of root b read a member of the set whose last root is
+** last (vertical: b's loop then computes the member's value itself)? */
+static bool reads_member(const sctx *s, int last, const kn__gnode *bn, int budget) {
+  for (int a = 0; a < nopnds(s, bn); a++) {
+    const kn__gnode *m = arg_node(bn, a);
+    if (!m) continue;
+    if (hz_member(s, last, m->index)) return true;
+    if (budget > 0 && s->p->nodes[m->index].inlined && reads_member(s, last, m, budget - 1))
+      return true;
+  }
+  return false;
+}
+
+/* May node u, a reader of a member of the set whose last root is last,
+** read it once root b joins (the set's loop runs at b)? When u comes at or
+** after b, is a member itself, or is computed inside the loop: inlined or
+** recomputed only into readers that may. */
+static bool reader_ok(const sctx *s, int last, int b, int u, int budget) {
+  if (u >= b || hz_member(s, last, u)) return true;
+  if (!s->p->nodes[u].inlined || budget <= 0) return false;
+  for (int k = s->uoff[u]; k < s->uoff[u + 1]; k++)
+    if (s->uidx[k] != b && !reader_ok(s, last, b, s->uidx[k], budget - 1)) return false;
+  return true;
+}
+
 /* Would the loop of the set whose last root is last, with root b, read
 ** more than KN__KER_MAX_READS buffers? (OOM: yes, no fusion.) */
 static bool hz_too_wide(sctx *s, int last, int b) {
@@ -669,14 +703,13 @@ static const char *hz_refusal(sctx *s, int last, int b) {
   int count = 0;
   bool shared = false, sizes = true, order = true;
   for (int m = 0; m <= last; m++) {
-    const kn__ind_node *mi = &s->p->nodes[m];
-    if (!pw_root(mi) || (m != last && mi->hz != last)) continue;
+    if (!hz_member(s, last, m)) continue;
     sizes &= same_sizes(&node(s, m)->meta[0], &bn->meta[0]);
-    for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++) order &= s->uidx[u] > b;
+    for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++) order &= reader_ok(s, last, b, s->uidx[u], 8);
     shared = shared || shares_input(s, node(s, m), bn, 64);
     count++;
   }
-  if (!shared) return "no common input";
+  if (!shared && !reads_member(s, last, bn, 64)) return "no common input";
   if (!sizes) return "sizes differ";
   if (!order) return "a reader of the set comes before it";
   if (count >= KN__HZ_MAX) return "the set is full";
@@ -685,12 +718,46 @@ static const char *hz_refusal(sctx *s, int last, int b) {
 
 static void hz_join(sctx *s, int last, int b) {
   kn__ind_plan *p = s->p;
+  bool vertical = reads_member(s, last, node(s, b), 64);
   for (int m = 0; m <= last; m++)
-    if (pw_root(&p->nodes[m]) && (m == last || p->nodes[m].hz == last)) p->nodes[m].hz = b;
+    if (hz_member(s, last, m)) p->nodes[m].hz = b;
   p->nodes[b].hz = b;
   p->nkernels--;
-  fusion_logf(s, "%s fused horizontally with %s (kernel %d): same sizes, a common input",
-              node(s, b)->name, node(s, last)->name, b);
+  if (vertical)
+    fusion_logf(s, "%s fused with %s (kernel %d): same sizes, it reads a value the loop "
+                "computes", node(s, b)->name, node(s, last)->name, b);
+  else
+    fusion_logf(s, "%s fused horizontally with %s (kernel %d): same sizes, a common input",
+                node(s, b)->name, node(s, last)->name, b);
+}
+
+/* Is every reader of node u computed in the loop of the set whose last
+** root is last (a member, or a node inlined into members only)? */
+static bool read_in_set(const sctx *s, int last, int u, int budget) {
+  for (int k = s->uoff[u]; k < s->uoff[u + 1]; k++) {
+    int r = s->uidx[k];
+    if (hz_member(s, last, r)) continue;
+    if (!s->p->nodes[r].inlined || budget <= 0 || !read_in_set(s, last, r, budget - 1))
+      return false;
+  }
+  return s->uoff[u + 1] > s->uoff[u];
+}
+
+/* A member of a set that only the set's own roots read (they joined it
+** vertically) needs no buffer: its value stays in the loop, as an inlined
+** node's does (its slot is left unused). */
+static void drop_unread_members(sctx *s) {
+  kn__ind_plan *p = s->p;
+  for (int m = 0; m < s->nn; m++) {
+    kn__ind_node *mi = &p->nodes[m];
+    if (!pw_root(mi) || mi->hz < 0 || mi->hz == m || !read_in_set(s, mi->hz, m, 8)) continue;
+    fusion_logf(s, "%s is not stored: only its loop (kernel %d) reads it", node(s, m)->name,
+                mi->hz);
+    mi->inlined = true;
+    mi->hz = -1;
+    mi->slot = -1;
+    p->nfused++;
+  }
 }
 
 static void horizontal(sctx *s) {
@@ -800,6 +867,7 @@ kn_status kn__ind_schedule(kn__ind_plan *p, bool allow) {
   }
   if (st == KN_OK) {
     if (allow) horizontal(&s);
+    if (allow) drop_unread_members(&s);
     group_slots(&s);
     if (allow && p->epilogues) kn__ind_schedule_epilogues(p, s.fusion_log);
     schedule_log(&s);

@@ -62,6 +62,7 @@ static bool producer(const kn__ind_plan *p, const kn__gnode *m, int idx, const k
 typedef struct walk {
   const kn__ind_plan *p;
   const kn__vmeta *space;
+  int set;      /* the kernel's last root: its roots' values are the loop's own */
   int ext;      /* the latest candidate producer, or -1 */
   int latest;   /* the latest run point of another read */
   bool refused; /* a recomputed node is inlined in the tree */
@@ -81,6 +82,10 @@ static void note_read(walk *w, const kn__gnode *m, int idx) {
   }
 }
 
+static bool pw_root(const kn__ind_node *in) {
+  return in->kind == KN__IND_PW && in->group < 0 && !in->inlined && !in->expr && in->slot >= 0;
+}
+
 static void visit(walk *w, const kn__gnode *n) {
   const kn__ind_node *in = &w->p->nodes[n->index];
   w->work++;
@@ -89,6 +94,9 @@ static void visit(walk *w, const kn__gnode *n) {
     const kn__garg *a = &n->args[q];
     const kn__gnode *m = a->kind == KN__GA_TENSOR ? a->u.t.node : NULL;
     if (!m || w->p->nodes[m->index].expr) continue;
+    if (!w->p->nodes[m->index].inlined && kn__ind_run_point(w->p, m->index) == w->set &&
+        pw_root(&w->p->nodes[m->index]))
+      continue; /* a root of this loop, computed in it (visited as one) */
     if (!w->p->nodes[m->index].inlined) {
       note_read(w, m, a->u.t.idx);
     } else if (m->nusers != 1) {
@@ -97,10 +105,6 @@ static void visit(walk *w, const kn__gnode *n) {
       visit(w, m);
     }
   }
-}
-
-static bool pw_root(const kn__ind_node *in) {
-  return in->kind == KN__IND_PW && in->group < 0 && !in->inlined && !in->expr && in->slot >= 0;
 }
 
 /* prev[m]: the root of m's horizontal set before m (-1: m is its first),
@@ -144,7 +148,7 @@ int kn__ind_schedule_epilogues(kn__ind_plan *p, bool log) {
   for (int r = 0; r < p->nnodes; r++) {
     const kn__ind_node *in = &p->nodes[r];
     if (!pw_root(in) || (in->hz >= 0 && in->hz != r)) continue;
-    walk w = {p, &kn__graph_node(p->g, r)->meta[0], -1, -1, false, 0};
+    walk w = {p, &kn__graph_node(p->g, r)->meta[0], r, -1, -1, false, 0};
     for (int m = r; m >= 0 && !w.refused; m = prev[m]) visit(&w, kn__graph_node(p->g, m));
     work += w.work;
     if (w.ext < 0 || w.refused || w.latest >= w.ext) continue;

@@ -125,8 +125,8 @@ bench: deps-mpi
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release > /dev/null
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 	@set -o pipefail; { echo "# make bench $$(date -u '+%Y-%m-%d %H:%M UTC'), $$(sed -n \
-	  's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $$(nproc) CPUs, $$(grep -o -m1 \
-	  -w -e avx512f -e avx2 /proc/cpuinfo | head -1), $(BUILD_DIR) (Release)"; \
+	  's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $$(nproc) CPUs, $$(for f in avx512f avx2; \
+	  do grep -q -w $$f /proc/cpuinfo && { echo $$f; break; }; done), $(BUILD_DIR) (Release)"; \
 	  for b in $(BUILD_DIR)/bench/bench_*; do [ -x "$$b" ] || continue; \
 	  echo "== $$(basename $$b) load $$(cut -d' ' -f1 /proc/loadavg)"; "$$b" || exit 1; done; } \
 	  | tee $(BUILD_DIR)/bench.log

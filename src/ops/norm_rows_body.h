@@ -33,11 +33,14 @@ static void NR_NAME(fwd)(const NR_T *restrict x, NR_T *restrict y, int64_t D, do
   }
   double rs = 1.0 / sqrt(ss / (double)D + eps);
   NR_NAME(prefetch_next)(x, D);
+  /* the output in the row's type from the rounded mean and rstd (what the
+  ** backward reads back too): float32 rows at the width of float vectors,
+  ** within a few ULP of the same formula in double */
+  const NR_T mt = (NR_T)m, rt = (NR_T)rs;
 #pragma omp simd
-  for (int64_t i = 0; i < D; i++)
-    y[i] = (NR_T)(((double)x[i] - m) * rs * (double)w[i] + (double)b[i]);
-  *mean = (NR_T)m;
-  *rstd = (NR_T)rs;
+  for (int64_t i = 0; i < D; i++) y[i] = (x[i] - mt) * rt * w[i] + b[i];
+  *mean = mt;
+  *rstd = rt;
 }
 
 /* layer_norm's backward row sums: sg = sum(go * w), sgx = sum(go * w * xh)

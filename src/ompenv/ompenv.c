@@ -41,8 +41,12 @@ __attribute__((constructor)) static void choose_wait_policy(void) {
 __attribute__((visibility("default"))) const char *kn__ompenv_blas_core = "";
 __attribute__((visibility("default"))) int kn__ompenv_blas_kept;
 
-/* OPENBLAS_CORETYPE for this CPU, NULL: OpenBLAS's own choice. */
+/* OPENBLAS_CORETYPE for this CPU, NULL: OpenBLAS's own choice (always on
+** CPUs other than x86). */
 static const char *blas_core(void) {
+#if !defined(__x86_64__) && !defined(__i386__)
+  return NULL;
+#else
   __builtin_cpu_init();
   if (!__builtin_cpu_is("intel")) return NULL;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
@@ -51,6 +55,7 @@ static const char *blas_core(void) {
     return "SKYLAKEX";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "HASWELL";
   return NULL;
+#endif
 }
 
 __attribute__((constructor)) static void choose_blas_core(void) {

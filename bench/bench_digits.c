@@ -14,8 +14,8 @@
 **     2; process CPU time at 1 thread (on a shared machine wall time mostly
 **     measures the other processes), wall time at 2.
 ** torch runs with OPENBLAS_CORETYPE set to the best core this CPU allows
-** (kn_bench_openblas_core, printed), so it gets its best GEMM. Without /usr/bin/python3 and torch the
-** torch lines are skipped.
+** (kn_bench_openblas_core, printed), so it gets its best GEMM. Without
+** /usr/bin/python3 and torch the torch lines are skipped.
 */
 #include <kiln/kiln.h>
 #include <stdbool.h>

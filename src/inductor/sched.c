@@ -40,6 +40,7 @@
 ** The `schedule` artifact lists the kernels in order; `fusion` logs every
 ** decision with its reason.
 */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -732,14 +733,11 @@ static void hz_join(sctx *s, int last, int b) {
 }
 
 /* Is every reader of node u computed in the loop of the set whose last
-** root is last (a member, or a node inlined into members only)? */
-static bool read_in_set(const sctx *s, int last, int u, int budget) {
-  for (int k = s->uoff[u]; k < s->uoff[u + 1]; k++) {
-    int r = s->uidx[k];
-    if (hz_member(s, last, r)) continue;
-    if (!s->p->nodes[r].inlined || budget <= 0 || !read_in_set(s, last, r, budget - 1))
-      return false;
-  }
+** root is last (a member, or a node inlined into members only)? reader_ok
+** with no root joining (no reader's position counts). */
+static bool read_in_set(const sctx *s, int last, int u) {
+  for (int k = s->uoff[u]; k < s->uoff[u + 1]; k++)
+    if (!reader_ok(s, last, INT_MAX, s->uidx[k], 8)) return false;
   return s->uoff[u + 1] > s->uoff[u];
 }
 
@@ -750,7 +748,7 @@ static void drop_unread_members(sctx *s) {
   kn__ind_plan *p = s->p;
   for (int m = 0; m < s->nn; m++) {
     kn__ind_node *mi = &p->nodes[m];
-    if (!pw_root(mi) || mi->hz < 0 || mi->hz == m || !read_in_set(s, mi->hz, m, 8)) continue;
+    if (!pw_root(mi) || mi->hz < 0 || mi->hz == m || !read_in_set(s, mi->hz, m)) continue;
     fusion_logf(s, "%s is not stored: only its loop (kernel %d) reads it", node(s, m)->name,
                 mi->hz);
     mi->inlined = true;

@@ -37,19 +37,16 @@ static inline double kn_bench_median(double *v, int n) {
 }
 
 /* The OpenBLAS core a torch baseline runs with (OPENBLAS_CORETYPE): the
-** caller's OPENBLAS_CORETYPE when set, else the best core this CPU's
-** instructions allow. Debian's OpenBLAS 0.3.21 names a CPU newer than it
-** knows "Prescott" and takes its SSE3 kernels, which would time torch's
-** GEMMs at a fraction of what the machine does. NULL: no better choice
-** than OpenBLAS's own. */
+** one in the environment, which libkiln_ompenv set before main on Intel
+** CPUs unless the user had (src/ompenv/ompenv.c: Debian's OpenBLAS 0.3.21
+** names an Intel CPU newer than it knows "Prescott" and takes its SSE3
+** kernels, which would time torch's GEMMs at a fraction of what the
+** machine does); else ZEN on AMD. NULL: OpenBLAS's own choice. */
 static inline const char *kn_bench_openblas_core(void) {
   const char *env = getenv("OPENBLAS_CORETYPE");
   if (env && *env) return env;
   __builtin_cpu_init();
-  if (__builtin_cpu_is("amd")) return "ZEN";
-  if (__builtin_cpu_supports("avx512f")) return "SKYLAKEX";
-  if (__builtin_cpu_supports("avx2")) return "HASWELL";
-  return NULL;
+  return __builtin_cpu_is("amd") ? "ZEN" : NULL;
 }
 
 /* Run a Python script (Debian's /usr/bin/python3, fed on its standard input)

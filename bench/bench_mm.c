@@ -57,8 +57,9 @@ static void print_info(void) {
   printf("BENCH_INFO openblas_config %s\n", openblas_get_config());
   const char *ct = getenv("OPENBLAS_CORETYPE");
   if (ct) printf("BENCH_INFO OPENBLAS_CORETYPE %s\n", ct);
-  const char *wp = getenv("OMP_WAIT_POLICY");
-  printf("BENCH_INFO omp_wait_policy %s\n", wp ? wp : "default");
+  const char *wp = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+  printf("BENCH_INFO omp_wait_policy %s%s%s\n", wp ? wp : "default", spin ? ", GOMP_SPINCOUNT " : "",
+         spin ? spin : "");
   printf("BENCH_INFO kiln_kernels %s\n", kn_nn_kernel_info());
 }
 

@@ -2,14 +2,17 @@
 ** test_ompenv.c: kiln's default OpenMP wait policy (src/ompenv/ompenv.c).
 ** libgomp itself is asked what it runs with: OMP_DISPLAY_ENV=VERBOSE makes
 ** it print its settings when it starts, GOMP_SPINCOUNT among them (0 for
-** the passive policy, 300000 for libgomp's own default, 30000000000 for
-** active). Checked for a program linking libkiln.a (this test program) and
-** for one linking libkiln.so, with the variables unset (kiln's choice) and
-** set by the user (kept). The same for OpenBLAS's kernels: OPENBLAS_VERBOSE=2
-** makes OpenBLAS print the core whose kernels it took ("Core: SkylakeX"),
-** expected from /proc/cpuinfo's vendor and flags.
+** the passive policy, 30000 for kiln's short spin, 300000 for libgomp's
+** own default, 30000000000 for active). Checked for a program linking
+** libkiln.a (this test program) and for one linking libkiln.so, with the
+** variables unset (kiln's choice) and set by the user (kept). The same for
+** OpenBLAS's kernels: OPENBLAS_VERBOSE=2 makes OpenBLAS print the core
+** whose kernels it took ("Core: SkylakeX"), expected from /proc/cpuinfo's
+** vendor and flags.
 */
 #include <criterion/criterion.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,9 +56,41 @@ static const char *static_program(void) {
 }
 #define STATIC_PROGRAM static_program()
 
-Test(ompenv, kiln_chooses_passive_waiting_when_the_user_did_not) {
-  expect_spincount("", STATIC_PROGRAM, "0");
-  expect_spincount("", KN_OMPENV_PROBE, "0");
+/* kiln's rule, from literals: a short spin only with 8 CPUs or more of the
+** process's own and a 1-minute load under half of them. */
+extern bool kn__ompenv_wait_rule(int cpus, double load);
+Test(ompenv, the_wait_rule) {
+  cr_expect(!kn__ompenv_wait_rule(1, 0.0));
+  cr_expect(!kn__ompenv_wait_rule(2, 0.0));
+  cr_expect(!kn__ompenv_wait_rule(7, 0.0));
+  cr_expect(kn__ompenv_wait_rule(8, 0.0));
+  cr_expect(kn__ompenv_wait_rule(8, 3.99));
+  cr_expect(!kn__ompenv_wait_rule(8, 4.0));
+  cr_expect(kn__ompenv_wait_rule(16, 0.3));
+  cr_expect(!kn__ompenv_wait_rule(16, 9.0));
+  cr_expect(!kn__ompenv_wait_rule(64, -1.0)); /* no /proc/loadavg: unknown load */
+}
+
+/* One CPU of its own (taskset): the rule says passive on any machine. */
+Test(ompenv, kiln_chooses_passive_waiting_on_one_cpu) {
+  expect_spincount("taskset -c 0", STATIC_PROGRAM, "0");
+  expect_spincount("taskset -c 0", KN_OMPENV_PROBE, "0");
+}
+
+/* On this machine, what the rule says for its CPUs and load (read here
+** and by the program within the same second: a load right at the rule's
+** edge could differ, which this test reports as such). */
+Test(ompenv, kiln_chooses_by_the_rule_when_the_user_did_not) {
+  cpu_set_t set;
+  cr_assert_eq(sched_getaffinity(0, sizeof set, &set), 0);
+  double load = -1;
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f && fscanf(f, "%lf", &load) != 1) load = -1;
+  if (f) fclose(f);
+  bool spin = kn__ompenv_wait_rule(CPU_COUNT(&set), load);
+  cr_log_info("%d CPUs, load %.2f: %s", CPU_COUNT(&set), load, spin ? "spin" : "passive");
+  expect_spincount("", STATIC_PROGRAM, spin ? "30000" : "0");
+  expect_spincount("", KN_OMPENV_PROBE, spin ? "30000" : "0");
 }
 
 Test(ompenv, the_users_setting_is_kept) {
@@ -73,10 +108,11 @@ Test(ompenv, this_process_made_its_choice) {
   kn_tensor *b = kn_add(a, a);
   cr_assert_eq(kn_get(b, (int64_t[]){7}), 2.0);
   kn_release(a), kn_release(b);
-  cr_assert(kn__ompenv_choice == 1 || kn__ompenv_choice == 2, "choice %d", kn__ompenv_choice);
-  const char *wp = getenv("OMP_WAIT_POLICY");
+  cr_assert(kn__ompenv_choice >= 1 && kn__ompenv_choice <= 3, "choice %d", kn__ompenv_choice);
+  const char *wp = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
   if (kn__ompenv_choice == 1) cr_assert_str_eq(wp, "passive");
-  else cr_assert(wp || getenv("GOMP_SPINCOUNT"));
+  else if (kn__ompenv_choice == 3) cr_assert_str_eq(spin, "30000");
+  else cr_assert(wp || spin);
 }
 
 /* Without kiln, libgomp's own default: what kiln's choice replaces. */

@@ -15,6 +15,7 @@
 **     function, in a cache directory of its own).
 */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@
 #include "support/log_capture.h"
 #include "inductor/kir.h"
 #include "inductor/target.h"
+#include "ops/threads.h"
 #include "kiln/kiln.h"
 
 /* A plan of g made by hand: inputs get a slot; calls with an inductor
@@ -365,19 +367,66 @@ static char *source_for(const kn__ind_target *t) { return source_sized(t, 300, 3
 Test(inductor_kir, small_constant_loops_run_without_openmp) {
   char *small = source_sized(&kn__ind_target_c, 4, 3), *edge = source_sized(&kn__ind_target_c, 256, 255);
   char *big = source_sized(&kn__ind_target_c, 256, 256);
-  cr_expect(!strstr(small, "#pragma omp parallel for"), "%s", small);
-  cr_expect(!strstr(edge, "#pragma omp parallel for"), "%s", edge);
+  cr_expect(!strstr(small, "#pragma omp parallel"), "%s", small);
+  cr_expect(!strstr(edge, "#pragma omp parallel"), "%s", edge);
   cr_expect(!strstr(small, "= kn_team(") && !strstr(edge, "= kn_team("), "%s", small);
   cr_expect(strstr(big, "  const int nt = kn_team(n, n, KN_GRAIN"), "%s", big);
-  cr_expect(strstr(big, "#pragma omp parallel for num_threads(nt)"), "%s", big);
+  cr_expect(strstr(big, "  #pragma omp parallel num_threads(nt)\n  {\n    kn_join_enter(&j);\n"
+                        "    #pragma omp for schedule(static) nowait\n"), "%s", big);
   free(small);
   free(edge);
   free(big);
 }
 
+/* A generated team closes its region as the eager kernels' (kn__par_join):
+** the prelude's kn_join_wait, compiled on its own, gives kn__par_wait_rule's
+** answer (ns there, seconds here) over a grid of team states. */
+Test(inductor_kir, generated_join_waits_by_the_eager_rule) {
+  char *src = source_sized(&kn__ind_target_c, 256, 256);
+  const char *a = strstr(src, "static inline bool kn_join_wait("), *e = a ? strstr(a, "\n}\n") : NULL;
+  cr_assert(a && e, "no kn_join_wait in:\n%s", src);
+  char dir[] = "/tmp/kn-join-XXXXXX", path[64], cmd[256];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/j.c", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "#include <stdbool.h>\n#include <stdio.h>\n%.*s\n", (int)(e + 3 - a), a);
+  fputs("int main(void) {\n  int nt, s, r; long p, w;\n"
+        "  while (scanf(\"%d %d %d %ld %ld\", &nt, &s, &r, &p, &w) == 5)\n"
+        "    printf(\"%d\\n\", kn_join_wait(nt, s, r, p * 1e-9, w * 1e-9));\n  return 0;\n}\n", f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "cc -O2 -o %s/j %s && %s/j < %s/in > %s/out", dir, path, dir, dir, dir);
+  char in[64];
+  snprintf(in, sizeof in, "%s/in", dir);
+  f = fopen(in, "w");
+  const long parts[] = {1000, 90000}, waits[] = {0, 10, 999, 1000, 90000, 90001};
+  char want[1024] = "";
+  for (int nt = 1; nt <= 4; nt++)
+    for (int st = 0; st < nt; st++)
+      for (int ar = 0; ar <= st; ar++)
+        for (int pi = 0; pi < 2; pi++)
+          for (int wi = 0; wi < 6; wi++) {
+            fprintf(f, "%d %d %d %ld %ld\n", nt, st, ar, parts[pi], waits[wi]);
+            strcat(want, kn__par_wait_rule(nt, st, ar, parts[pi], waits[wi]) ? "1\n" : "0\n");
+          }
+  fclose(f);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  char out[1024] = "", outp[64];
+  snprintf(outp, sizeof outp, "%s/out", dir);
+  f = fopen(outp, "r");
+  cr_assert_not_null(f);
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  fclose(f);
+  cr_expect_str_eq(out, want);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_expect_eq(system(cmd), 0);
+  free(src);
+}
+
 Test(inductor_kir, c_target_prints_pragmas_and_the_vector_abi_scalar_target_neither) {
   char *c = source_for(&kn__ind_target_c), *s = source_for(&kn__ind_target_c_scalar);
-  cr_expect(strstr(c, "#pragma omp parallel for"));
+  cr_expect(strstr(c, "#pragma omp parallel num_threads(nt)"));
   cr_expect(strstr(c, "_ZGV"));
   cr_expect(strstr(c, "simd(\\\"notinbranch\\\")") || strstr(c, "simd(\"notinbranch\")"));
   cr_expect(!strstr(s, "#pragma"), "%s", s);

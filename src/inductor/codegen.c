@@ -443,9 +443,15 @@ static void run_parts(const kctx *k, kn__sb *sb, const char *fn, const char *bas
   kn__sb_printf(sb, "  const int nt = kn_team(%s, %s, %s);\n  if (nt < 2) {\n", work, n, grain);
   whole_call(sb, "    ", fn, base, n, args);
   kn__sb_printf(sb, "    return;\n  }\n"
-                    "  #pragma omp parallel for num_threads(nt)\n"
-                    "  for (int t = 0; t < nt; t++)\n"
-                    "    %s(%s%skn_share(%s, t, nt, %d), %s%skn_share(%s, t + 1, nt, %d)%s);\n",
+                    "  kn_join j = {0, 0, 0};\n"
+                    "  #pragma omp parallel num_threads(nt)\n"
+                    "  {\n"
+                    "    kn_join_enter(&j);\n"
+                    "    #pragma omp for schedule(static) nowait\n"
+                    "    for (int t = 0; t < nt; t++)\n"
+                    "      %s(%s%skn_share(%s, t, nt, %d), %s%skn_share(%s, t + 1, nt, %d)%s);\n"
+                    "    kn_join_close(&j);\n"
+                    "  }\n",
                 fn, b, plus, n, align, b, plus, n, align, args);
 }
 

@@ -51,11 +51,43 @@ static const char prelude[] =
 ** that compute (vector math, reductions), KN_GRAIN_MEM for those that only
 ** move data with a few operations an element; ops/threads.h's KN__GRAIN
 ** and KN__GRAIN_MEM, the eager kernels' grains, are the same values and
-** docs/KERNELS.md, "Threads", has the measurements behind them. */
+** docs/KERNELS.md, "Threads", has the measurements behind them. A team's
+** region closes as the eager kernels' (ops/threads.h, kn__par_join): thread
+** 0 waits for the others spinning, while all of them have started and for
+** at most as long as its own share took, instead of sleeping at the
+** closing barrier under the passive wait policy (a second wake-up per
+** region); kn_join_wait is kn__par_wait_rule. */
 static const char omp_prelude[] =
     "#define KN_GRAIN 32768\n"
     "#define KN_GRAIN_MEM 131072\n"
+    "#include <stdatomic.h>\n"
     "int omp_get_max_threads(void);\n"
+    "int omp_get_thread_num(void);\n"
+    "int omp_get_num_threads(void);\n"
+    "double omp_get_wtime(void);\n"
+    "typedef struct kn_join { _Atomic int started, arrived; double t0; } kn_join;\n"
+    "static inline void kn_join_enter(kn_join *j) {\n"
+    "  if (omp_get_thread_num() == 0) j->t0 = omp_get_wtime();\n"
+    "  else atomic_fetch_add_explicit(&j->started, 1, memory_order_relaxed);\n"
+    "}\n"
+    "static inline bool kn_join_wait(int nt, int started, int arrived, double part, double waited) {\n"
+    "  return arrived < nt - 1 && started == nt - 1 && waited <= part;\n"
+    "}\n"
+    "static inline void kn_join_close(kn_join *j) {\n"
+    "  if (omp_get_thread_num() != 0) {\n"
+    "    atomic_fetch_add_explicit(&j->arrived, 1, memory_order_release);\n"
+    "    return;\n"
+    "  }\n"
+    "  const int nt = omp_get_num_threads();\n"
+    "  const double t = omp_get_wtime(), part = t - j->t0;\n"
+    "  while (kn_join_wait(nt, atomic_load_explicit(&j->started, memory_order_relaxed),\n"
+    "                      atomic_load_explicit(&j->arrived, memory_order_acquire), part,\n"
+    "                      omp_get_wtime() - t)) {\n"
+    "#if defined(__x86_64__) || defined(__i386__)\n"
+    "    for (int k = 0; k < 32; k++) __builtin_ia32_pause();\n"
+    "#endif\n"
+    "  }\n"
+    "}\n"
     "static inline int kn_team(int64_t work, int64_t units, int64_t grain) {\n"
     "  int64_t t = work / grain;\n"
     "  if (t > units) t = units;\n"

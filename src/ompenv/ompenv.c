@@ -8,9 +8,9 @@
 ** ~3x slower, and up to 20x on a busy machine. Sleeping at once costs a
 ** wake-up per region instead, which on a quiet virtual machine with many
 ** CPUs is the whole kernel: on a 16-CPU VM a compiled 1M-element add took
-** 106-121 us on 16 threads passive (334 on one) against 23-28 us with a
+** 106-162 us on 16 threads passive (334 on one) against 23-28 us with a
 ** short spin (GOMP_SPINCOUNT=30000), while with all 16 CPUs busy the same
-** spin made an MLP training step 2.4x slower than passive (docs/KERNELS.md,
+** spin made an MLP training step 2.4-3.5x slower than passive (docs/KERNELS.md,
 ** "The wait policy"). So kiln chooses per process, when it starts
 ** (kn__ompenv_wait_rule): a short spin (KN__SPINCOUNT turns) where at least
 ** KN__SPIN_MIN_CPUS CPUs are this process's and the 1-minute load average

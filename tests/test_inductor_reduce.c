@@ -446,3 +446,51 @@ Test(inductor_reduce, log_softmax_layouts_and_dynamic_rows) {
   cr_expect_eq(ind_count(cache, ".so"), 1, "one compile for every length");
   expect_code(-1, 0, "dynamic log_softmax");
 }
+
+/* A float32 maximum row read in place is one call of the table's row
+** maximum (codegen_expsum.c): amax over the last dim, rows of 7, 1000 and
+** 1031 (short, a multiple of nothing, past 1024) with NaN and +-inf
+** planted (special()), equal to eager element for element (NaN where
+** eager's is); a row of -inf only gives -inf. float64 rows and a prepared
+** row (the inf-norm's |x|) keep the lanes' loop. */
+static kn_tensor *amax_last(kn_tensor *x) { return kn_amax(x, dlast, 1, false); }
+static kn_tensor *inf_norm_last(kn_tensor *x) {
+  return kn_linalg_vector_norm(x, INFINITY, dlast, 1, false);
+}
+Test(inductor_reduce, float32_maximum_rows_call_the_table) {
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  const int64_t cols[] = {7, 1000, 1031};
+  for (int c = 0; c < 3; c++) {
+    kn_compiled *f = KN_COMPILE(amax_last, &o);
+    kn_scope_begin();
+    kn_tensor *x = special(KN_SHAPE(23, cols[c]), KN_FLOAT32);
+    for (int64_t j = 0; j < cols[c]; j++) ((float *)kn_data(x))[4 * cols[c] + j] = -INFINITY;
+    kn_tensor *got = kn_contiguous(kn_call_t(f, x)), *want = kn_contiguous(amax_last(x));
+    cr_assert(got, "%s", kn_last_error());
+    const float *g = kn_data(got), *w = kn_data(want);
+    for (int r = 0; r < 23; r++)
+      cr_expect(g[r] == w[r] || (isnan(g[r]) && isnan(w[r])), "cols %lld row %d: %a, eager %a",
+                (long long)cols[c], r, g[r], w[r]);
+    cr_expect(isinf(g[4]) && g[4] < 0, "a row of -inf: %a", g[4]);
+    kn_scope_end();
+    kn_compiled_free(f);
+  }
+  char *src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "KN_VMT()->rowmax_f32(in0 + o0 + jb, "), 3, "%s", src);
+  free(src);
+  expect_code(3, 0, "amax");
+  kn_compiled *f = KN_COMPILE(amax_last, &o), *h = KN_COMPILE(inf_norm_last, &o);
+  kn_scope_begin();
+  kn_tensor *x = special(KN_SHAPE(5, 300), KN_FLOAT64);
+  cr_expect(ind_close(kn_call_t(f, x), amax_last(x), 0, 0, "amax float64"));
+  kn_tensor *y = kn_randn(KN_SHAPE(5, 300), NULL, KN_FLOAT32);
+  cr_expect(ind_close(kn_call_t(h, y), inf_norm_last(y), 0, 0, "inf-norm float32"));
+  kn_scope_end();
+  kn_compiled_free(f);
+  kn_compiled_free(h);
+  src = kn_test_inductor_sources(cache);
+  cr_expect_eq(kn_test_count_of(src, "->rowmax_f32("), 0, "%s", src);
+  cr_expect_eq(kn_test_count_of(src, "static void kernel"), 2, "%s", src);
+  free(src);
+  expect_code(-1, 0, "float64 amax and the inf-norm");
+}

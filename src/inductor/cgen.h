@@ -139,6 +139,14 @@ bool kn__cg_row_leaf(kctx *k, int li, kn_dtype dt, int nd, const int *dims, kn__
 ** a - alpha * b where an output keeps them) and true; else false, nothing
 ** printed. */
 bool kn__cg_expsum_block(kctx *k, kn__sb *pre, const kn__gnode *n, int nd, const int *dims);
+/* Does a maximum row r over float32 elements xdt take the table's row
+** maximum (codegen_expsum.c) when its row is read in place? And the call
+** for the row at addr of len elements, into lane 0 of reduction id (opens
+** the pass's block as red_inner's lanes loop does; the remainder loop that
+** follows finds nothing left). */
+bool kn__cg_rowmax_row(const kctx *k, const kn__red_row *r, kn_dtype xdt);
+void kn__cg_rowmax_call(kn__sb *sb, const kn__red_row *r, int id, const char *addr,
+                        const char *len);
 /* Row prefetch (codegen_prefetch.c): at the start of row o, the flags pfL
 ** of the leaves read (or written) along contiguous rows two rows ahead and
 ** the whole-row prefetches no blocked pass made; in the first pass made

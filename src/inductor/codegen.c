@@ -904,7 +904,9 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
   kn__sb_init(&len);
   kn__cg_sym_text(k, &len, k->shape->sizes[dim]);
   const char *L = kn__sb_cstr(&len);
-  if (r->acc == KN__RACC_INPUT) { /* lanes of the compute type, updated in the block loop */
+  if (r->acc == KN__RACC_INPUT && code[3][0] && !strcmp(xv, "x") && kn__cg_rowmax_row(k, r, xdt)) {
+    kn__cg_rowmax_call(sb, r, n->index, code[3], L); /* the row in place: one table call */
+  } else if (r->acc == KN__RACC_INPUT) { /* lanes of the compute type, updated in the block loop */
     kn__sb_printf(sb, "    {\n      int64_t jb = 0;\n      for (; jb + 16 <= %s; jb += 16) {\n",
                   L);
     if (k->t->vector_abi) kn__sb_puts(sb, "      #pragma GCC unroll 1\n");
@@ -1172,7 +1174,9 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
       kn__ind_red_pass_row(in, 0)->acc == KN__RACC_WIDE && kn__cg_member(k, src))
     block_vms(k, &code[1], src, nd, dims);
   red_body(k, &code[0], n, nd, dims);
-  if (in->red->acc == KN__RACC_WIDE && !k->expsum) row_direct(k, n, nd, dims, &code[3]);
+  if ((in->red->acc == KN__RACC_WIDE && !k->expsum) ||
+      kn__cg_rowmax_row(k, kn__ind_red_pass_row(in, 0), src->meta[n->args[0].u.t.idx].dtype))
+    row_direct(k, n, nd, dims, &code[3]);
   memset(k->blk, 0, (size_t)k->p->nnodes);
   red_body(k, &code[2], n, nd, dims); /* the remainder: no block */
   k->inner = false;

@@ -253,6 +253,9 @@ _Static_assert(offsetof(kn__vmath, expsum_f32) ==
                    offsetof(kn__vmath, f64b) + sizeof(kn__vm2_f64[KN__VM_NBINARY]) +
                        3 * sizeof(void (*)(void)),
                "generated code's kn_vmtab places expsum_f32 where kn__vmath has it");
+_Static_assert(offsetof(kn__vmath, rowmax_f32) ==
+                   offsetof(kn__vmath, expsum_f32) + sizeof(kn__vm_expsum_f32),
+               "generated code's kn_vmtab places rowmax_f32 where kn__vmath has it");
 static const char vm_pragmas[] =
     "#pragma GCC diagnostic ignored \"-Wpsabi\"\n"
     "#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)\n"
@@ -267,6 +270,7 @@ static const char vm_table[] =
     "  void (*f64b[KN_VM_NB])(double *, const double *, const double *, int64_t);\n"
     "  void (*softmax_f32)(void), (*softmax_bwd_f32)(void), (*softplus_f32)(void);\n"
     "  void (*expsum_f32)(float *, float *, const float *, float, int64_t, double *);\n"
+    "  float (*rowmax_f32)(const float *, int64_t, int *);\n"
     "} kn_vmtab;\n"
     "#ifdef KN_TU_PART\n"
     "KN_HID extern const kn_vmtab *_Atomic kn_vmt;\n"

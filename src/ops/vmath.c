@@ -121,9 +121,19 @@ static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, dou
   }
 }
 
+static float rowmax_f(const float *x, int64_t n, int *nan) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; i++) {
+    m = x[i] > m ? x[i] : m;
+    if (x[i] != x[i]) *nan = 1;
+  }
+  return m;
+}
+
 const kn__vmath kn__vmath_scalar = {"scalar",       KN__VM_ROW1(f), KN__VM_ROW1(d),
                                     KN__VM_ROW2(f), KN__VM_ROW2(d), softmax_f,
-                                    softmax_bwd_f,  softplus_f,     expsum_f};
+                                    softmax_bwd_f,  softplus_f,     expsum_f,
+                                    rowmax_f};
 
 /* ---- selection ---------------------------------------------------------------- */
 

@@ -85,6 +85,13 @@ typedef void (*kn__vm_softplus_f32)(float *y, const float *x, int64_t n, float b
 typedef void (*kn__vm_expsum_f32)(float *e, float *d, const float *x, float c, int64_t n,
                                   double *acc);
 
+/* The largest element of a contiguous float32 row (NaNs skipped; -inf when
+** it has none; which of two equal zeros is unspecified), and *nan set to 1
+** when the row holds a NaN (left as it is otherwise): a row kernel's
+** maximum pass (softmax's, log_softmax's, amax) in running maxima of
+** several vectors instead of its lanes' one chain of dependent steps. */
+typedef float (*kn__vm_rowmax_f32)(const float *x, int64_t n, int *nan);
+
 typedef struct kn__vmath {
   const char *name; /* "scalar", "sse4", "avx2", "avx512" */
   kn__vm_f32 f32[KN__VM_NUNARY];
@@ -97,6 +104,7 @@ typedef struct kn__vmath {
   /* generated code declares the members up to here (inductor/formula.c):
   ** the layout above is theirs */
   kn__vm_expsum_f32 expsum_f32;
+  kn__vm_rowmax_f32 rowmax_f32;
 } kn__vmath;
 
 /* The rows of a table whose functions are named a_<op>_<L> (L = f or d):

@@ -460,27 +460,40 @@ static inline kn_vf vmax_f(kn_vf a, kn_vf m) {
 #endif
 }
 
-/* The largest element of x (NaN skipped; -inf when none). Four running
-** maxima instead of one chain of dependent max/blend steps: eager float32
-** softmax over 4096 rows of 1024 held in L2 lost about 0.2 of its 2.2 ms
-** on an AVX-512 Xeon. The maximum does not depend on the grouping (apart
-** from the sign of a zero maximum, which softmax cannot see: x - 0 and
-** x + 0 round alike and exp(+-0) is 1). */
-static float line_max_f(const float *x, int64_t n) {
+/* The largest element of x (NaN skipped; -inf when none); *nan set to 1
+** when x holds a NaN (kn__vm_rowmax_f32). Four running maxima instead of
+** one chain of dependent max/blend steps: eager float32 softmax over 4096
+** rows of 1024 held in L2 lost about 0.2 of its 2.2 ms on an AVX-512 Xeon.
+** The maximum does not depend on the grouping (apart from the sign of a
+** zero maximum, which softmax cannot see: x - 0 and x + 0 round alike and
+** exp(+-0) is 1). */
+static float line_max_f(const float *x, int64_t n, int *nan) {
   kn_vf m0 = (kn_vf){0} - INFINITY, m1 = m0, m2 = m0, m3 = m0;
+  kn_vfi q = {0};
   int64_t k = 0;
   for (; k + 4 * KN_VM_WF <= n; k += 4 * KN_VM_WF) {
-    m0 = vmax_f(ld_f(x + k), m0);
-    m1 = vmax_f(ld_f(x + k + KN_VM_WF), m1);
-    m2 = vmax_f(ld_f(x + k + 2 * KN_VM_WF), m2);
-    m3 = vmax_f(ld_f(x + k + 3 * KN_VM_WF), m3);
+    kn_vf a = ld_f(x + k), b = ld_f(x + k + KN_VM_WF), c = ld_f(x + k + 2 * KN_VM_WF),
+          d = ld_f(x + k + 3 * KN_VM_WF);
+    m0 = vmax_f(a, m0), m1 = vmax_f(b, m1), m2 = vmax_f(c, m2), m3 = vmax_f(d, m3);
+    q |= (a != a) | (b != b) | (c != c) | (d != d);
   }
-  for (; k + KN_VM_WF <= n; k += KN_VM_WF) m0 = vmax_f(ld_f(x + k), m0);
+  for (; k + KN_VM_WF <= n; k += KN_VM_WF) {
+    kn_vf a = ld_f(x + k);
+    m0 = vmax_f(a, m0);
+    q |= a != a;
+  }
   m0 = vmax_f(vmax_f(m1, m0), vmax_f(m3, m2));
   float ms[KN_VM_WF], mx = -INFINITY;
   st_f(ms, m0);
   for (int j = 0; j < KN_VM_WF; j++) mx = ms[j] > mx ? ms[j] : mx;
-  for (; k < n; k++) mx = x[k] > mx ? x[k] : mx;
+  int32_t qs[KN_VM_WF], any = 0;
+  memcpy(qs, &q, sizeof qs);
+  for (int j = 0; j < KN_VM_WF; j++) any |= qs[j];
+  for (; k < n; k++) {
+    mx = x[k] > mx ? x[k] : mx;
+    any |= x[k] != x[k];
+  }
+  if (any) *nan = 1;
   return mx;
 }
 
@@ -510,7 +523,8 @@ static double exp_sum_f(float *y, const float *x, int64_t n, float mx) {
 }
 
 static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
-  float mx = line_max_f(x, n);
+  int nan = 0; /* a NaN maximum is not taken: the exps of NaNs are NaN */
+  float mx = line_max_f(x, n, &nan);
   if (isinf(mx) && mx < 0) mx = 0;
   double sum = exp_sum_f(y, x, n, mx);
   int64_t k = 0;
@@ -650,4 +664,5 @@ static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, dou
 
 const kn__vmath KN_VM_TABLE = {KN_VM_NAME,     KN__VM_ROW1(f), KN__VM_ROW1(d),
                                KN__VM_ROW2(f), KN__VM_ROW2(d), softmax_f,
-                               softmax_bwd_f,  softplus_f,     expsum_f};
+                               softmax_bwd_f,  softplus_f,     expsum_f,
+                               line_max_f};

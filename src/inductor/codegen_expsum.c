@@ -32,7 +32,6 @@
 ** of a maximum that is a zero of either sign.
 */
 #include <math.h>
-#include <string.h>
 
 #include "inductor/cgen.h"
 #include "ops/pointwise.h"
@@ -130,10 +129,11 @@ bool kn__cg_expsum_block(kctx *k, kn__sb *pre, const kn__gnode *n, int nd, const
   return ok;
 }
 
+/* amax and logsumexp's shift: the rows of x > acc ? x : acc from -inf over
+** x as it is, one value (argmax carries an index; the inf-norm takes |x|). */
 bool kn__cg_rowmax_row(const kctx *k, const kn__red_row *r, kn_dtype xdt) {
-  return xdt == KN_FLOAT32 && k->t->openmp && r->acc == KN__RACC_INPUT &&
-         r->shape == KN__RSHAPE_FOLD && !r->prepped && !strcmp(r->init_text, "(-INFINITY)") &&
-         !strcmp(r->combine, "(x > acc ? x : acc)");
+  return xdt == KN_FLOAT32 && k->t->openmp &&
+         (r->kind == KN__RED_MAX || r->kind == KN__RED_SHIFT);
 }
 
 void kn__cg_rowmax_call(kn__sb *sb, const kn__red_row *r, int id, const char *addr,

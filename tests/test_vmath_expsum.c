@@ -2,12 +2,17 @@
 ** test_vmath_expsum.c: the fused exp(x - c) and its sum of every vector-math
 ** table this CPU runs (kn__vm_expsum_f32, ops/vmath.h), against a second
 ** implementation from the same table's parts: t = x - c in float, the
-** table's own array exp of those t, and each exp added in double to lane
-** i % 16 in increasing i. The stored differences and exps must be the same
-** bits, and so must the 16 lane sums (the same additions in the same order),
-** NaN matching NaN. Lengths 0..40 each, then up to 9000 around the vector
-** and lane widths; unaligned blocks; NaN, +-inf, huge negative, denormal
-** and subnormal-producing inputs; shifts c of 0, finite, +inf and NaN.
+** table's own array exp of those t, then the contract's sums: groups of 64
+** from the block's start, lane l adding (float)((e[g+l] + e[g+16+l]) +
+** (e[g+32+l] + e[g+48+l])) in double, the elements after the last whole
+** group each added in double to lane i % 16 in increasing i. The stored
+** differences and exps must be the same bits, and so must the 16 lane sums
+** (the same additions in the same order), NaN matching NaN. Lengths 0..140
+** each (no group, one, two), then up to 9000 around the vector, lane and
+** group widths, wide-ranged and of one size (whose sums round differently
+** in another order); unaligned blocks; NaN, +-inf, huge negative, denormal and
+** subnormal-producing inputs; shifts c of 0, finite, +inf and NaN; the
+** fetch hint (ahead) changes nothing.
 */
 #include <criterion/criterion.h>
 #include <float.h>
@@ -43,7 +48,13 @@ static void reference(const kn__vmath *t, float *e, float *d, const float *x, fl
                       double *acc) {
   for (int64_t i = 0; i < n; i++) d[i] = x[i] - c;
   t->f32[KN__VM_EXP](e, d, n);
-  for (int64_t i = 0; i < n; i++) acc[i % L] += (double)e[i];
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L)
+    for (int l = 0; l < L; l++) {
+      float p = e[i + l] + e[i + L + l], q = e[i + 2 * L + l] + e[i + 3 * L + l];
+      acc[l] += (double)(p + q);
+    }
+  for (; i < n; i++) acc[i % L] += (double)e[i];
 }
 
 static void lanes_init(double *acc) {
@@ -71,7 +82,7 @@ static void check(const kn__vmath *t, const float *src, int64_t n, float c, int 
   lanes_init(acc);
   lanes_init(racc);
   reference(t, re, rd, x, c, n, racc);
-  t->expsum_f32(e, d, x, c, n, acc);
+  t->expsum_f32(e, d, x, c, n, acc, NULL);
   int64_t de = first_diff_f(e, re, n), dd = first_diff_f(d, rd, n);
   int dl = first_diff_d(acc, racc);
   cr_expect(de < 0, "%s n %lld c %a: exp[%lld] = %a, table exp %a", t->name, (long long)n, c,
@@ -80,9 +91,9 @@ static void check(const kn__vmath *t, const float *src, int64_t n, float c, int 
             (long long)dd, dd < 0 ? 0 : d[dd], dd < 0 ? 0 : rd[dd]);
   cr_expect(dl < 0, "%s n %lld c %a: lane %d = %a, want %a", t->name, (long long)n, c, dl,
             dl < 0 ? 0 : acc[dl], dl < 0 ? 0 : racc[dl]);
-  /* neither output stored: the same lanes */
+  /* neither output stored, the block itself as the fetch hint: the same lanes */
   lanes_init(acc);
-  t->expsum_f32(NULL, NULL, x, c, n, acc);
+  t->expsum_f32(NULL, NULL, x, c, n, acc, x);
   dl = first_diff_d(acc, racc);
   cr_expect(dl < 0, "%s n %lld c %a, no outputs: lane %d = %a, want %a", t->name, (long long)n,
             c, dl, dl < 0 ? 0 : acc[dl], dl < 0 ? 0 : racc[dl]);
@@ -96,9 +107,31 @@ Test(vmath_expsum, every_table_every_short_length) {
   for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
     const kn__vmath *t = kn__vmath_table((kn__isa)isa);
     if (!t) continue;
-    for (int64_t n = 0; n <= 40; n++)
+    for (int64_t n = 0; n <= 140; n++)
       for (size_t k = 0; k < sizeof shifts / sizeof shifts[0]; k++)
         check(t, src + n, n, shifts[k], (int)(n % 3), (int)(n % 5), (int)(n % 7));
+  }
+}
+
+/* Inputs in [-2, 0] (deterministic): exps of one size, whose float sums
+** round differently in another order. */
+static void fill_narrow(float *x, int64_t n) {
+  uint32_t s = 777;
+  for (int64_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = -(float)(s >> 8) / 8388608.0f;
+  }
+}
+
+Test(vmath_expsum, every_table_long_lengths_narrow) {
+  static float src[NMAX];
+  fill_narrow(src, NMAX);
+  const int64_t lens[] = {64, 200, 1024, 1031, 9000};
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    for (size_t j = 0; j < sizeof lens / sizeof lens[0]; j++)
+      check(t, src, lens[j], 0.0f, (int)(j % 4), 1, 2);
   }
 }
 
@@ -115,7 +148,7 @@ Test(vmath_expsum, every_table_long_lengths_unaligned) {
   }
 }
 
-/* Blocks of a multiple of 16 then the rest continue the lanes: the same
+/* Blocks of a multiple of 64 then the rest continue the lanes: the same
 ** sums as one call; the exp written over x (in place) and the difference
 ** over x give the same bits as separate outputs. */
 Test(vmath_expsum, blocks_continue_and_in_place) {
@@ -128,19 +161,20 @@ Test(vmath_expsum, blocks_continue_and_in_place) {
     double one[L], split[L];
     lanes_init(one);
     lanes_init(split);
-    t->expsum_f32(e, d, x, 1.5f, N, one);
+    t->expsum_f32(e, d, x, 1.5f, N, one, NULL);
     for (int64_t b = 0; b < N; b += 256)
-      t->expsum_f32(NULL, NULL, x + b, 1.5f, N - b < 256 ? N - b : 256, split);
+      t->expsum_f32(NULL, NULL, x + b, 1.5f, N - b < 256 ? N - b : 256, split,
+                    b + 512 < N ? x + b + 512 : NULL);
     int dl = first_diff_d(one, split);
     cr_expect(dl < 0, "%s: blocks of 256 differ from one call at lane %d", t->name, dl);
     memcpy(y, x, sizeof y);
     lanes_init(split);
-    t->expsum_f32(y, NULL, y, 1.5f, N, split);
+    t->expsum_f32(y, NULL, y, 1.5f, N, split, NULL);
     cr_expect(first_diff_f(y, e, N) < 0 && first_diff_d(one, split) < 0, "%s: exp in place",
               t->name);
     memcpy(y, x, sizeof y);
     lanes_init(split);
-    t->expsum_f32(NULL, y, y, 1.5f, N, split);
+    t->expsum_f32(NULL, y, y, 1.5f, N, split, NULL);
     cr_expect(first_diff_f(y, d, N) < 0 && first_diff_d(one, split) < 0, "%s: x - c in place",
               t->name);
   }
@@ -156,12 +190,36 @@ Test(vmath_expsum, special_values) {
     if (!t) continue;
     float e[L];
     double acc[L] = {0};
-    t->expsum_f32(e, NULL, x, 0.0f, L, acc);
+    t->expsum_f32(e, NULL, x, 0.0f, L, acc, NULL);
     cr_expect(e[0] == 0 && e[1] == 0 && e[2] == 1 && e[3] == INFINITY && isnan(e[4]) &&
                   e[5] == 1 && e[15] == 0,
               "%s: exp of specials %a %a %a %a %a %a", t->name, e[0], e[1], e[2], e[3], e[4], e[5]);
     cr_expect(acc[0] == 0 && acc[2] == 1 && acc[3] == INFINITY && isnan(acc[4]) &&
                   fabs(acc[6] - 2.718281828459045) < 1e-6,
               "%s: lanes %a %a %a %a %a", t->name, acc[0], acc[2], acc[3], acc[4], acc[6]);
+  }
+}
+
+/* The groups literally: 133 zeros with c = 0 (exp 1 each) make two groups
+** of 4 per lane and five elements after them: lanes 0-4 hold 9, the rest 8;
+** in one group a NaN makes its lane NaN, an inf its lane inf, and a lane of
+** -inf stays 0, while every other lane still sums 4 exps of 0. */
+Test(vmath_expsum, groups_literally) {
+  enum { N = 133 };
+  float x[N] = {0};
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    double acc[L] = {0};
+    t->expsum_f32(NULL, NULL, x, 0.0f, N, acc, NULL);
+    for (int l = 0; l < L; l++)
+      cr_expect(acc[l] == (l < 5 ? 9.0 : 8.0), "%s: lane %d = %a", t->name, l, acc[l]);
+    float y[4 * L] = {0};
+    y[2 * L + 4] = NAN, y[L + 3] = INFINITY;
+    for (int r = 0; r < 4; r++) y[r * L + 9] = -INFINITY;
+    double g[L] = {0};
+    t->expsum_f32(NULL, NULL, y, 0.0f, 4 * L, g, NULL);
+    cr_expect(isnan(g[4]) && g[3] == INFINITY && g[9] == 0 && g[0] == 4 && g[15] == 4,
+              "%s: group lanes %a %a %a %a %a", t->name, g[4], g[3], g[9], g[0], g[15]);
   }
 }

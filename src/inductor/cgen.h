@@ -52,6 +52,7 @@ typedef struct kctx {
   int *outs;                /* [nmembers] stored members */
   const kn__gnode *hoisted; /* node whose loads are bound to ldN_Q before its statement */
   int pf_blocks;            /* leaves [0, pf_blocks) prefetch in a pass's blocks (group_prefetch) */
+  int pf_call;              /* 1 + the leaf a fused call fetches itself in those blocks; 0: none */
   bool expsum;              /* this pass's blocks are one fused exp-and-sum call each */
 } kctx;
 
@@ -153,6 +154,11 @@ void kn__cg_rowmax_call(kn__sb *sb, const kn__red_row *r, int id, const char *ad
 ** in blocks, the prefetches of block [jb, jb + bn) of row o + 2. */
 void kn__cg_group_prefetch(kctx *k, kn__sb *sb);
 void kn__cg_block_prefetch(kctx *k, kn__sb *sb);
+/* A fused call's argument (into sb) for input leaf li's block [jb, jb + bn)
+** of row o + 2 when the call is made in the group's first pass in blocks
+** and the leaf is read along contiguous rows (that pass's block prefetch
+** then leaves the leaf to the call); a null pointer otherwise. */
+void kn__cg_call_prefetch(kctx *k, int li, kn__sb *sb);
 /* Index ramps (codegen_pick.c): the reduced loop level whose index leaf li
 ** holds element-wise (read as that loop's variable), or -1; a one-hot sum
 ** member n (sum of where(ramp == t, v, 0)) printed as the one element

@@ -40,7 +40,7 @@ static const char prelude[] =
     "#define KN_HID __attribute__((visibility(\"hidden\")))\n\n"
     "int kn_ind_abi(void);\n"
     "#if KN_TU_DEFS\n"
-    "int kn_ind_abi(void) { return 4; }\n"
+    "int kn_ind_abi(void) { return 5; }\n"
     "#endif\n\n";
 
 /* The OpenMP targets' team sizes (run_parts): a kernel of `work` elements

@@ -10,11 +10,14 @@
 ** block, and a loop adding the exps to the pass's 16 double lanes: three
 ** passes over the block, and the exps stored and reloaded. The fused call
 ** reads x in place, subtracts c in float, computes the same exp (bit for
-** bit the array function's) and adds each to lane j % 16 in the order the
-** summing loop did (blocks are multiples of 16 long), so the row's sum and
-** every value stored are the same bits; where a later pass reads x - max
+** bit the array function's) and adds the exps to the lanes in groups of
+** 64 (each lane's four exps summed in float, then once in double: its
+** contract in ops/vmath.h; blocks are 256 long but the last, so a row's
+** groups do not depend on the blocks); where a later pass reads x - max
 ** (log_softmax) or the exps (softmax) from an output, the call writes them
 ** there. The remainder of a row (< 16 elements) keeps the element loop.
+** The call also fetches the input's block of the row two rows on
+** (kn__cg_call_prefetch), a line at a time between its arithmetic.
 **
 ** The pattern: a SUM or MEAN member of a group whose element is a float32
 ** exp member of the pass (not computed before), whose operand is a float32
@@ -72,14 +75,15 @@ static bool row_shift(kctx *k, const kn__gnode *sub, kn__sb *c) {
 
 /* Operand a of the sub: an input read in place (its block's address into
 ** src). */
-static bool row_input(kctx *k, const kn__gnode *sub, int nd, const int *dims, kn__sb *src) {
+static bool row_input(kctx *k, const kn__gnode *sub, int nd, const int *dims, kn__sb *src,
+                      int *li) {
   const kn__garg *a = &sub->args[0];
   if (a->kind != KN__GA_TENSOR || !a->u.t.node) return false;
   const kn__gnode *m = a->u.t.node;
   const kn__ind_node *mn = &k->p->nodes[m->index];
   if (mn->expr || mn->inlined || kn__cg_member(k, m)) return false;
-  int li = kn__cg_leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]);
-  return kn__cg_row_leaf(k, li, KN_FLOAT32, nd, dims, src);
+  *li = kn__cg_leaf_index(k, kn__ind_value_slot(k->p, a->u.t), &m->meta[a->u.t.idx]);
+  return kn__cg_row_leaf(k, *li, KN_FLOAT32, nd, dims, src);
 }
 
 /* Where the call stores member m for a later pass, into dst: its output's
@@ -115,17 +119,23 @@ bool kn__cg_expsum_block(kctx *k, kn__sb *pre, const kn__gnode *n, int nd, const
     return false;
   const kn__gnode *sub = ex->args[0].u.t.node;
   if (!f32_member(k, sub, KN__PW_SUB, -1)) return false;
-  kn__sb e, d, x, c;
-  kn__sb_init(&e), kn__sb_init(&d), kn__sb_init(&x), kn__sb_init(&c);
-  bool ok = row_input(k, sub, nd, dims, &x) && row_shift(k, sub, &c) &&
+  kn__sb e, d, x, c, a;
+  kn__sb_init(&e), kn__sb_init(&d), kn__sb_init(&x), kn__sb_init(&c), kn__sb_init(&a);
+  int li = -1;
+  bool ok = row_input(k, sub, nd, dims, &x, &li) && row_shift(k, sub, &c) &&
             kept_at(k, ex, nd, dims, &e) && kept_at(k, sub, nd, dims, &d);
-  if (ok)
+  if (ok) {
+    kn__cg_call_prefetch(k, li, &a);
     kn__sb_printf(pre,
-                  "      KN_VMT()->expsum_f32(%s, %s, %s, %s, bn, lane%d);  /* exp(x - c), sum */\n",
-                  kn__sb_cstr(&e), kn__sb_cstr(&d), kn__sb_cstr(&x), kn__sb_cstr(&c), n->index);
-  if (kn__sb_failed(&e) || kn__sb_failed(&d) || kn__sb_failed(&x) || kn__sb_failed(&c))
+                  "      KN_VMT()->expsum_f32(%s, %s, %s, %s, bn, lane%d,\n"
+                  "                           %s);  /* exp(x - c), sum; the row ahead */\n",
+                  kn__sb_cstr(&e), kn__sb_cstr(&d), kn__sb_cstr(&x), kn__sb_cstr(&c), n->index,
+                  kn__sb_cstr(&a));
+  }
+  if (kn__sb_failed(&e) || kn__sb_failed(&d) || kn__sb_failed(&x) || kn__sb_failed(&c) ||
+      kn__sb_failed(&a))
     k->failed = true;
-  kn__sb_fini(&e), kn__sb_fini(&d), kn__sb_fini(&x), kn__sb_fini(&c);
+  kn__sb_fini(&e), kn__sb_fini(&d), kn__sb_fini(&x), kn__sb_fini(&c), kn__sb_fini(&a);
   return ok;
 }
 

@@ -99,7 +99,7 @@ void kn__cg_block_prefetch(kctx *k, kn__sb *sb) {
     char p[24];
     kn__sb_init(&out);
     leaf_base(k, li, p, sizeof p);
-    if (leaf_rows(k, li, k->shape->ndim - 2, true, &out))
+    if (li != k->pf_call - 1 && leaf_rows(k, li, k->shape->ndim - 2, true, &out))
       kn__sb_printf(sb, "      if (pf%d)\n        for (int64_t q = 0; q < bn; q += 64 / (int64_t)sizeof *%s)\n"
                         "          __builtin_prefetch(%s + o%d + 2 * (%s) + jb + q%s);\n",
                     li, p, p, li, kn__sb_cstr(&out), k->leaves[li].slot < 0 ? ", 1" : "");
@@ -108,3 +108,19 @@ void kn__cg_block_prefetch(kctx *k, kn__sb *sb) {
   }
 }
 
+void kn__cg_call_prefetch(kctx *k, int li, kn__sb *sb) {
+  kn__sb out;
+  char p[24];
+  kn__sb_init(&out);
+  leaf_base(k, li, p, sizeof p);
+  if (k->pf_blocks == 0 && k->leaves[li].slot >= 0 && group_prefetches(k) &&
+      leaf_rows(k, li, k->shape->ndim - 2, false, &out)) {
+    kn__sb_printf(sb, "pf%d ? %s + o%d + 2 * (%s) + jb : (const float *)0", li, p, li,
+                  kn__sb_cstr(&out));
+    k->pf_call = li + 1;
+  } else {
+    kn__sb_puts(sb, "(const float *)0");
+  }
+  if (kn__sb_failed(&out)) k->failed = true;
+  kn__sb_fini(&out);
+}

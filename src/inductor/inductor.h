@@ -81,7 +81,7 @@ kn_status kn__ind_cuda_eager(const struct kn__call *c, struct kn__outs *out);
 ** success, nonzero after setting kiln's error; call returns nonzero then.
 ** vmath returns the vector-math table the eager kernels use (a kn__vmath,
 ** ops/vmath.h): generated code computes exp, log, tanh, ... with it. */
-#define KN__IND_ABI 4
+#define KN__IND_ABI 5
 /* A generated epilogue (kir.h's KN__KIR_EPILOGUE item): computes rows
 ** [r0, r1) of its output space (every dim but the last) from the GEMM's
 ** output g (the whole output's data; those rows are final) and the

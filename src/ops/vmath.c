@@ -112,13 +112,26 @@ static void softplus_f(float *y, const float *x, int64_t n, float beta, float th
   }
 }
 
-static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, double *acc) {
-  for (int64_t i = 0; i < n; i++) {
-    float t = x[i] - c, v = s_exp_f(t);
-    if (d) d[i] = t;
-    if (e) e[i] = v;
-    acc[i % KN__VM_SUM_LANES] += (double)v;
-  }
+/* exp(x[i] - c), t and the exp stored where asked */
+static float expsum_one(float *e, float *d, const float *x, float c, int64_t i) {
+  float t = x[i] - c, v = s_exp_f(t);
+  if (d) d[i] = t;
+  if (e) e[i] = v;
+  return v;
+}
+
+static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, double *acc,
+                     const float *ahead) {
+  enum { L = KN__VM_SUM_LANES };
+  (void)ahead; /* no prefetch in the scalar table */
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L)
+    for (int l = 0; l < L; l++) {
+      float v0 = expsum_one(e, d, x, c, i + l), v1 = expsum_one(e, d, x, c, i + L + l);
+      float v2 = expsum_one(e, d, x, c, i + 2 * L + l), v3 = expsum_one(e, d, x, c, i + 3 * L + l);
+      acc[l] += (double)((v0 + v1) + (v2 + v3));
+    }
+  for (; i < n; i++) acc[i % L] += (double)expsum_one(e, d, x, c, i);
 }
 
 static float rowmax_f(const float *x, int64_t n, int *nan) {

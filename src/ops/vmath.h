@@ -77,13 +77,21 @@ typedef void (*kn__vm_softplus_f32)(float *y, const float *x, int64_t n, float b
 ** kernel's sum(exp(x - max)): softmax, log_softmax, logsumexp): element i
 ** computes t = x[i] - c in float, stores d[i] = t (d NULL: not stored),
 ** computes the table's exp of t, bit for bit its f32[KN__VM_EXP] of the
-** array of those t (e NULL: not stored, else e[i]), and adds it, converted
-** to double, to acc[i % KN__VM_SUM_LANES], in increasing i: the same sums
-** as a loop over the stored exps, and a block after another continues the
-** lanes when the first's length is a multiple of KN__VM_SUM_LANES. e or d
-** may equal x; they overlap nothing else. */
+** array of those t (e NULL: not stored, else e[i]), and adds it to the
+** double lanes acc[0..KN__VM_SUM_LANES): the block is taken in groups of
+** 4 x KN__VM_SUM_LANES elements from its start, and in a group lane l adds
+** (float)((e[g + l] + e[g + 16 + l]) + (e[g + 32 + l] + e[g + 48 + l])),
+** the exps added in float in that order and converted once (each float
+** addition rounds by at most half an ULP of its sum); the elements after
+** the last whole group are added one by one,
+** converted, to acc[i % KN__VM_SUM_LANES], in increasing i. A block after
+** another continues the lanes as one block would when the first's length
+** is a multiple of 4 x KN__VM_SUM_LANES. e or d may equal x; they overlap
+** nothing else. ahead (NULL: none): the addresses fetched while the block
+** computes, n elements from there, a line per 16 (a row kernel's same block
+** two rows on); only a hint, never read as data. */
 typedef void (*kn__vm_expsum_f32)(float *e, float *d, const float *x, float c, int64_t n,
-                                  double *acc);
+                                  double *acc, const float *ahead);
 
 /* The largest element of a contiguous float32 row (NaNs skipped; -inf when
 ** it has none; which of two equal zeros is unspecified), and *nan set to 1

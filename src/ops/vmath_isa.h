@@ -449,6 +449,22 @@ static inline void acc_halves(kn_vfdh *acc, const float *p) {
 #endif
 }
 
+/* acc_halves of the float vector v in a register. */
+static inline void acc_halves_v(kn_vfdh *acc, kn_vf v) {
+#if KN_VM_WF == 16 && defined(__AVX512F__)
+  acc[0] += (kn_vfdh)_mm512_cvtps_pd(_mm512_castps512_ps256((__m512)v));
+  acc[1] += (kn_vfdh)_mm512_cvtps_pd(
+      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd((__m512)v), 1)));
+#elif KN_VM_WF == 8 && defined(__AVX__)
+  acc[0] += (kn_vfdh)_mm256_cvtps_pd(_mm256_castps256_ps128((__m256)v));
+  acc[1] += (kn_vfdh)_mm256_cvtps_pd(_mm256_extractf128_ps((__m256)v, 1));
+#else
+  float b[KN_VM_WF];
+  st_f(b, v);
+  acc_halves(acc, b);
+#endif
+}
+
 /* a > m ? a : m, lane by lane (NaN in a never taken): the ISA's maxps,
 ** which computes exactly that, where the table file names it. */
 static inline kn_vf vmax_f(kn_vf a, kn_vf m) {
@@ -603,14 +619,34 @@ static void softplus_f(float *y, const float *x, int64_t n, float beta, float th
 
 /* ---- float32 exp(x - c) and its sum (see kn__vm_expsum_f32) ------------- */
 
-/* Chunks of KN_VM_ES_CHUNK elements (a multiple of 16): their exps first
-** (into e, or into a buffer in L1), then their sum from memory, a loop of
-** conversions and additions only. Adding each vector's exps as they were
-** computed (one loop, converting from the register) was slower on AMD Zen 3
-** (AVX2): cross_entropy's compiled forward over 4096 rows of 1024 floats
-** took 2.5-2.8 ms instead of 2.25 (fastest of 60 calls), fewer exps in
-** flight while the additions waited on each; so were chunks of 64. */
+/* Groups of KN_VM_ES_GROUP = 4 x 16 elements first (kn__vm_expsum_f32's
+** contract): a vector's exps stay in registers, each lane's four exps of a
+** group are added in float, pairwise, and the sum once in double: a quarter
+** of the conversions of adding every exp in double (compiled softmax,
+** log_softmax and cross_entropy over 4096 rows of 1024 floats, one thread,
+** AVX-512 Xeon: 7-13% less time, docs/INDUCTOR.md; adding every exp from
+** the register in double instead was slower than the chunks below, 1.97-2.01
+** against 1.86-1.92 ms for softmax). While a group computes, the caller's
+** block ahead (two rows on) is fetched, a line per 16 elements, between
+** the arithmetic rather than in a burst after the call.
+** The rest (< 64) in chunks of KN_VM_ES_CHUNK elements (a multiple of 16):
+** their exps first (into e, or into a buffer in L1), then their sum from
+** memory, a loop of conversions and additions only. Adding each vector's
+** exps as they were computed (one loop, converting from the register) was
+** slower on AMD Zen 3 (AVX2): cross_entropy's compiled forward over 4096
+** rows of 1024 floats took 2.5-2.8 ms instead of 2.25 (fastest of 60
+** calls), fewer exps in flight while the additions waited on each; so were
+** chunks of 64. */
 #define KN_VM_ES_CHUNK 256
+#define KN_VM_ES_GROUP (4 * KN__VM_SUM_LANES)
+/* exp(x[o] - c) of one vector, t and the exp stored where asked */
+static inline kn_vf expsum_one(float *e, float *d, const float *x, float c, int64_t o) {
+  kn_vf t = ld_f(x + o) - c, v;
+  if (d) st_f(d + o, t);
+  v = v_exp_f(t);
+  if (e) st_f(e + o, v);
+  return v;
+}
 static inline void expsum_exps(float *b, float *d, const float *x, float c, int64_t m) {
   for (int64_t k = 0; k < m; k += KN_VM_WF) {
     kn_vf t = ld_f(x + k) - c;
@@ -627,11 +663,25 @@ static inline void expsum_exps(float *b, float *d, const float *x, float c, int6
 #define KN_VM_NG (KN__VM_SUM_LANES / KN_VM_WF) /* vectors per 16 lanes */
 /* vector g of the group at b + k (g < KN_VM_NG; others fold to 0, never run) */
 #define KN_VM_ES(g) acc_halves(a + 2 * ((g) < KN_VM_NG ? (g) : 0), b + k + (g) * KN_VM_WF)
-static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, double *acc) {
+static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, double *acc,
+                     const float *ahead) {
   kn_vfdh a[KN_VM_NHALF];
   memcpy(a, acc, sizeof a);
   float buf[KN_VM_ES_CHUNK] __attribute__((aligned(64)));
   int64_t i = 0;
+  for (; i + KN_VM_ES_GROUP <= n; i += KN_VM_ES_GROUP) {
+    if (ahead)
+      for (int l = 0; l < KN_VM_ES_GROUP; l += 16) __builtin_prefetch(ahead + i + l);
+    for (int q = 0; q < KN_VM_NG; q++) {
+      int64_t o = i + q * KN_VM_WF;
+      kn_vf v0 = expsum_one(e, d, x, c, o), v1 = expsum_one(e, d, x, c, o + KN__VM_SUM_LANES);
+      kn_vf v2 = expsum_one(e, d, x, c, o + 2 * KN__VM_SUM_LANES);
+      kn_vf v3 = expsum_one(e, d, x, c, o + 3 * KN__VM_SUM_LANES);
+      acc_halves_v(a + 2 * q, (v0 + v1) + (v2 + v3));
+    }
+  }
+  if (ahead)
+    for (int64_t l = i; l < n; l += 16) __builtin_prefetch(ahead + l);
   for (; i + KN__VM_SUM_LANES <= n; i += KN_VM_ES_CHUNK) {
     int64_t m = n - i < KN_VM_ES_CHUNK ? (n - i) & -(int64_t)KN__VM_SUM_LANES : KN_VM_ES_CHUNK;
     float *b = e ? e + i : buf;

@@ -854,6 +854,51 @@ Test(vmath, softmax_backward_rows_on_every_isa) {
   kn_scope_end();
 }
 
+/* The softmax backward's gradient in float from the split sum (the table's
+** softmax_bwd_f32, ops/vmath.h) on every ISA, 300 rows of 1000 (peaked
+** rows: a few large probabilities, the rest tiny) against y * (g - s) in
+** long double from the same float inputs: within 2.5 ULP of the exact
+** value everywhere (0.5 in double; a gradient from s rounded to float alone
+** misses it by about 2^-24 |y s| where g cancels s). */
+Test(vmath, softmax_backward_within_ulps_on_every_isa) {
+  kn_scope_begin();
+  const int64_t n = 1000, M = 300;
+  kn_generator *gen = kn_generator_new(11);
+  kn_tensor *x = kn_mul_scalar(kn_randn(KN_SHAPE(300, 1000), gen, KN_FLOAT32), kn_float(3));
+  kn_tensor *g = kn_randn(KN_SHAPE(300, 1000), gen, KN_FLOAT32);
+  float *gv = kn_data(g);
+  for (int64_t r = 0; r < M; r += 3) /* rows where g is close to the sum */
+    for (int64_t k = 0; k < n; k++) gv[r * n + k] = 1.0f + gv[r * n + k] * 1e-3f;
+  kn_tensor *y = kn_softmax(x, 1);
+  const float *yv = kn_data(y);
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    if (kn__vmath_force((kn__isa)isa) != KN_OK) continue;
+    kn_tensor *got = kn_softmax_backward_data(g, y, 1);
+    cr_assert_not_null(got, "%s", kn_last_error());
+    const float *o = kn_data(got);
+    double worst = 0;
+    int64_t at = -1;
+    for (int64_t r = 0; r < M; r++) {
+      LD s = 0;
+      for (int64_t k = 0; k < n; k++) s += (LD)gv[r * n + k] * yv[r * n + k];
+      for (int64_t k = 0; k < n; k++) {
+        int64_t i = r * n + k;
+        LD want = yv[i] * (gv[i] - s);
+        float wf = (float)want;
+        if (wf == 0 || !isfinite(wf)) continue;
+        double ulp = (double)(nextafterf(fabsf(wf), INFINITY) - fabsf(wf));
+        double e = (double)fabsl((LD)o[i] - want) / ulp;
+        if (e > worst) worst = e, at = i;
+      }
+    }
+    cr_expect(worst <= 2.5, "%s softmax_backward: %.2f ULP at %lld (got %a)",
+              kn__isa_name((kn__isa)isa), worst, (long long)at, at < 0 ? 0 : o[at]);
+  }
+  kn__vmath_force(KN__ISA_COUNT);
+  kn_generator_free(gen);
+  kn_scope_end();
+}
+
 /* softplus (beta x, exp, log1p from the table, in blocks) on every ISA
 ** against the wide-type formula: composite bounds. */
 Test(vmath, softplus_on_every_isa) {

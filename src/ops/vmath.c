@@ -100,9 +100,11 @@ static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
 static void softmax_bwd_f(float *gi, const float *g, const float *y, int64_t n, bool log_) {
   double s = 0;
   for (int64_t k = 0; k < n; k++) s += log_ ? (double)g[k] : (double)g[k] * (double)y[k];
-  for (int64_t k = 0; k < n; k++)
-    gi[k] = log_ ? (float)((double)g[k] - (double)expf(y[k]) * s)
-                 : (float)((double)y[k] * ((double)g[k] - s));
+  const float sh = (float)s, sl = (float)(s - (double)sh); /* the vector tables' split */
+  for (int64_t k = 0; k < n; k++) {
+    float e = log_ ? expf(y[k]) : 0;
+    gi[k] = log_ ? (g[k] - e * sh) - e * sl : y[k] * ((g[k] - sh) - sl);
+  }
 }
 
 static void softplus_f(float *y, const float *x, int64_t n, float beta, float thr) {

@@ -24,7 +24,11 @@ The figures of one \`make bench\` run: every line with a goal in
 \`scripts/bench-doc.sh build/bench.log > docs/BENCH.md\` after \`make bench\`;
 pages that quote a current figure point here. On another machine, or the
 same one under load, run it again: figures move 10-20 % from run to run on a
-quiet 2-core VM and 2-10x on a busy one.
+quiet 2-core VM and 2-10x on a busy one; on a shared cloud VM whose host is
+busy the memory-bound ones move more (bench_rows' row kernels at one
+thread: softmax 1.015 and 0.698 of the copy floor in two quiet runs 20
+minutes apart, 2026-11-28), so a goal met or missed by one run is one
+sample.
 
 - Run: $run
 - Load average before each program (1 minute):

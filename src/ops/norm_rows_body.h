@@ -58,6 +58,16 @@ static void NR_NAME(bwd_sums)(const NR_T *restrict x, const NR_T *restrict go, i
   *sg_ = sg, *sgx_ = sgx;
 }
 
+/* One element's input gradient in the row's type from its row constants:
+** layer_norm's rstd * g - (b + c * xhat) and rms_norm's rstd * g - x * c,
+** g = go * w, xhat = (x - mean) * rstd (see bwd and rms_bwd). */
+static inline NR_T NR_NAME(ln_gx)(NR_T go, NR_T w, NR_T x, NR_T mt, NR_T rt, NR_T b, NR_T c) {
+  return rt * (go * w) - (b + c * ((x - mt) * rt));
+}
+static inline NR_T NR_NAME(rms_gx)(NR_T go, NR_T w, NR_T x, NR_T rt, NR_T c) {
+  return rt * (go * w) - x * c;
+}
+
 /* The backward of n rows (row r's mean and rstd at mean[r], rstd[r]). The
 ** row sums in double; the input gradient rs * g - (b + c * xh) in the row's
 ** type (g = go * w, xh = (x - mean) * rstd, b = rs * sg / D and c = rs * sgx
@@ -102,7 +112,7 @@ static void NR_NAME(bwd)(const NR_T *restrict x, const NR_T *restrict go, int64_
     if (r + 1 == n && gw) {
 #pragma omp simd
       for (int64_t i = 0; i < D; i++) {
-        ir[i] = rt * (gr[i] * w[i]) - (b + c * ((xr[i] - mt) * rt));
+        ir[i] = NR_NAME(ln_gx)(gr[i], w[i], xr[i], mt, rt, b, c);
         double o = (double)gr[i];
         gw[i] += o * (((double)xr[i] - m) * rs);
         gb[i] += o;
@@ -110,11 +120,11 @@ static void NR_NAME(bwd)(const NR_T *restrict x, const NR_T *restrict go, int64_
     } else if (r + 1 == n) {
 #pragma omp simd
       for (int64_t i = 0; i < D; i++)
-        ir[i] = rt * (gr[i] * w[i]) - (b + c * ((xr[i] - mt) * rt));
+        ir[i] = NR_NAME(ln_gx)(gr[i], w[i], xr[i], mt, rt, b, c);
     } else if (gw) { /* the weight and bias gradients in the input gradient's pass */
 #pragma omp simd reduction(+ : sgn, sgxn)
       for (int64_t i = 0; i < D; i++) {
-        ir[i] = rt * (gr[i] * w[i]) - (b + c * ((xr[i] - mt) * rt));
+        ir[i] = NR_NAME(ln_gx)(gr[i], w[i], xr[i], mt, rt, b, c);
         double o = (double)gr[i];
         gw[i] += o * (((double)xr[i] - m) * rs);
         gb[i] += o;
@@ -125,7 +135,7 @@ static void NR_NAME(bwd)(const NR_T *restrict x, const NR_T *restrict go, int64_
     } else {
 #pragma omp simd reduction(+ : sgn, sgxn)
       for (int64_t i = 0; i < D; i++) {
-        ir[i] = rt * (gr[i] * w[i]) - (b + c * ((xr[i] - mt) * rt));
+        ir[i] = NR_NAME(ln_gx)(gr[i], w[i], xr[i], mt, rt, b, c);
         double q = (double)gn[i] * (double)w[i];
         sgn += q;
         sgxn += q * (((double)xn[i] - mn) * rn);
@@ -181,23 +191,23 @@ static void NR_NAME(rms_bwd)(const NR_T *restrict x, const NR_T *restrict go, in
     if (r + 1 == n && gw) {
 #pragma omp simd
       for (int64_t i = 0; i < D; i++) {
-        ir[i] = rt * (gr[i] * w[i]) - xr[i] * ct;
+        ir[i] = NR_NAME(rms_gx)(gr[i], w[i], xr[i], rt, ct);
         gw[i] += (double)gr[i] * (double)xr[i] * rs;
       }
     } else if (r + 1 == n) {
 #pragma omp simd
-      for (int64_t i = 0; i < D; i++) ir[i] = rt * (gr[i] * w[i]) - xr[i] * ct;
+      for (int64_t i = 0; i < D; i++) ir[i] = NR_NAME(rms_gx)(gr[i], w[i], xr[i], rt, ct);
     } else if (gw) {
 #pragma omp simd reduction(+ : sn)
       for (int64_t i = 0; i < D; i++) {
-        ir[i] = rt * (gr[i] * w[i]) - xr[i] * ct;
+        ir[i] = NR_NAME(rms_gx)(gr[i], w[i], xr[i], rt, ct);
         gw[i] += (double)gr[i] * (double)xr[i] * rs;
         sn += (double)gn[i] * (double)w[i] * (double)xn[i];
       }
     } else {
 #pragma omp simd reduction(+ : sn)
       for (int64_t i = 0; i < D; i++) {
-        ir[i] = rt * (gr[i] * w[i]) - xr[i] * ct;
+        ir[i] = NR_NAME(rms_gx)(gr[i], w[i], xr[i], rt, ct);
         sn += (double)gn[i] * (double)w[i] * (double)xn[i];
       }
     }

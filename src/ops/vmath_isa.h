@@ -634,20 +634,16 @@ static void softplus_f(float *y, const float *x, int64_t n, float beta, float th
 ** group are added in float, pairwise, and the sum once in double: a quarter
 ** of the conversions of adding every exp in double (compiled softmax,
 ** log_softmax and cross_entropy over 4096 rows of 1024 floats, one thread,
-** AVX-512 Xeon: 7-13% less time, docs/INDUCTOR.md; adding every exp from
-** the register in double instead was slower than the chunks below, 1.97-2.01
+** AVX-512 Xeon: 7-13% less time, docs/INDUCTOR.md). Adding every exp in
+** double was done a chunk of 256 exps at a time, stored and then summed
+** from L1: on AMD Zen 3 (AVX2) adding each vector's exps from the register
+** as they were computed was slower (fewer exps in flight while the
+** additions waited on each), and so it was on the AVX-512 Xeon (1.97-2.01
 ** against 1.86-1.92 ms for softmax). While a group computes, the caller's
 ** block ahead (two rows on) is fetched, a line per 16 elements, between
-** the arithmetic rather than in a burst after the call.
-** The rest (< 64) in chunks of KN_VM_ES_CHUNK elements (a multiple of 16):
-** their exps first (into e, or into a buffer in L1), then their sum from
-** memory, a loop of conversions and additions only. Adding each vector's
-** exps as they were computed (one loop, converting from the register) was
-** slower on AMD Zen 3 (AVX2): cross_entropy's compiled forward over 4096
-** rows of 1024 floats took 2.5-2.8 ms instead of 2.25 (fastest of 60
-** calls), fewer exps in flight while the additions waited on each; so were
-** chunks of 64. */
-#define KN_VM_ES_CHUNK 256
+** the arithmetic rather than in a burst after the call. The rest (< 64
+** elements) adds each exp in double: whole sets of 16 lanes from registers,
+** then the last elements (< 16) in zero-padded vectors, one by one. */
 #define KN_VM_ES_GROUP (4 * KN__VM_SUM_LANES)
 /* exp(x[o] - c) of one vector, t and the exp stored where asked */
 static inline kn_vf expsum_one(float *e, float *d, const float *x, float c, int64_t o) {
@@ -657,27 +653,15 @@ static inline kn_vf expsum_one(float *e, float *d, const float *x, float c, int6
   if (e) st_f(e + o, v);
   return v;
 }
-static inline void expsum_exps(float *b, float *d, const float *x, float c, int64_t m) {
-  for (int64_t k = 0; k < m; k += KN_VM_WF) {
-    kn_vf t = ld_f(x + k) - c;
-    if (d) st_f(d + k, t);
-    st_f(b + k, v_exp_f(t));
-  }
-}
 
 /* The 16 lanes as 32 / KN_VM_WF halves of a float vector's width (lane l in
-** half l / (KN_VM_WF / 2)), in registers through the loop (the vectors of a
-** group of 16 written out, so that every half's index is a constant); the
-** last elements (< 16) in zero-padded vectors, added one by one. */
+** half l / (KN_VM_WF / 2)), in registers through the loop. */
 #define KN_VM_NHALF (2 * KN__VM_SUM_LANES / KN_VM_WF)
 #define KN_VM_NG (KN__VM_SUM_LANES / KN_VM_WF) /* vectors per 16 lanes */
-/* vector g of the group at b + k (g < KN_VM_NG; others fold to 0, never run) */
-#define KN_VM_ES(g) acc_halves(a + 2 * ((g) < KN_VM_NG ? (g) : 0), b + k + (g) * KN_VM_WF)
 static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, double *acc,
                      const float *ahead) {
   kn_vfdh a[KN_VM_NHALF];
   memcpy(a, acc, sizeof a);
-  float buf[KN_VM_ES_CHUNK] __attribute__((aligned(64)));
   int64_t i = 0;
   for (; i + KN_VM_ES_GROUP <= n; i += KN_VM_ES_GROUP) {
     if (ahead)
@@ -692,20 +676,9 @@ static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, dou
   }
   if (ahead)
     for (int64_t l = i; l < n; l += 16) __builtin_prefetch(ahead + l);
-  for (; i + KN__VM_SUM_LANES <= n; i += KN_VM_ES_CHUNK) {
-    int64_t m = n - i < KN_VM_ES_CHUNK ? (n - i) & -(int64_t)KN__VM_SUM_LANES : KN_VM_ES_CHUNK;
-    float *b = e ? e + i : buf;
-    expsum_exps(b, d ? d + i : NULL, x + i, c, m);
-    for (int64_t k = 0; k < m; k += KN__VM_SUM_LANES) {
-      KN_VM_ES(0);
-      if (KN_VM_NG > 1) KN_VM_ES(1);
-      if (KN_VM_NG > 2) KN_VM_ES(2), KN_VM_ES(3);
-    }
-    if (m < KN_VM_ES_CHUNK) {
-      i += m;
-      break;
-    }
-  }
+  for (; i + KN__VM_SUM_LANES <= n; i += KN__VM_SUM_LANES)
+    for (int q = 0; q < KN_VM_NG; q++)
+      acc_halves_v(a + 2 * q, expsum_one(e, d, x, c, i + q * KN_VM_WF));
   memcpy(acc, a, sizeof a);
   for (; i < n; i += KN_VM_WF) {
     int m = n - i < KN_VM_WF ? (int)(n - i) : KN_VM_WF;

@@ -7,8 +7,11 @@
 #ifndef KN_BENCH_UTIL_H
 #define KN_BENCH_UTIL_H
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +70,66 @@ static inline int kn_bench_python(const char *script, const char *env, double *v
   if (r) fclose(r);
   remove(out);
   return got;
+}
+
+/* A Python process (Debian's /usr/bin/python3) running script, which
+** answers requests line by line: for timing torch or numpy in turns with
+** kiln, each repetition a request, so that both see the same moments of a
+** machine whose speed moves over minutes (timing one after the other moved
+** ratios 2x between runs on a shared VM). */
+typedef struct kn_bench_py {
+  FILE *to, *from; /* its standard input and output */
+  pid_t pid;
+} kn_bench_py;
+
+/* Starts script with the environment variable name=value (name NULL: none);
+** false when the process cannot be started (its own failures, a missing
+** module say, show as kn_bench_py_ask reading nothing). */
+static inline bool kn_bench_py_start(kn_bench_py *p, const char *script, const char *name,
+                                     const char *value) {
+  int in[2], out[2];
+  if (pipe(in) != 0) return false;
+  if (pipe(out) != 0) {
+    close(in[0]), close(in[1]);
+    return false;
+  }
+  fflush(stdout);
+  signal(SIGPIPE, SIG_IGN); /* a process gone shows as a failed write */
+  p->pid = fork();
+  if (p->pid == 0) {
+    dup2(in[0], 0), dup2(out[1], 1);
+    close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+    if (!freopen("/dev/null", "w", stderr)) _exit(127);
+    if (name) setenv(name, value, 1);
+    execl("/usr/bin/python3", "python3", "-c", script, (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]), close(out[1]);
+  if (p->pid < 0) {
+    close(in[1]), close(out[0]);
+    return false;
+  }
+  p->to = fdopen(in[1], "w"), p->from = fdopen(out[0], "r");
+  return p->to && p->from;
+}
+
+/* Sends one request line and reads up to n numbers of its one-line answer
+** into v; returns how many were read (0 once the process has gone). */
+static inline int kn_bench_py_ask(kn_bench_py *p, const char *request, double *v, int n) {
+  char line[1024];
+  if (fprintf(p->to, "%s\n", request) < 0 || fflush(p->to) != 0) return 0;
+  if (!fgets(line, sizeof line, p->from)) return 0;
+  int got = 0, used;
+  for (const char *s = line; got < n && sscanf(s, "%lf%n", &v[got], &used) == 1; s += used) got++;
+  return got;
+}
+
+/* Ends the process (closing its input) and waits for it. */
+static inline void kn_bench_py_stop(kn_bench_py *p) {
+  if (p->to) fclose(p->to);
+  if (p->from) fclose(p->from);
+  if (p->pid > 0) waitpid(p->pid, NULL, 0);
+  p->to = p->from = NULL, p->pid = 0;
 }
 
 /* One BENCH_INFO line per float32 GEMM shape recorded since

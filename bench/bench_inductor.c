@@ -29,14 +29,17 @@
 **     kernels' vector math on blocks of elements) over eager, with the time
 **     of the same loop written with libm (what generated code called
 **     before) beside it.
-**   RATIO softmax_inductor_vs_eager and layernorm_inductor_vs_eager (goal
-**     >= 2): softmax over the rows of 4096 x 1024 float32 (and layer norm
-**     with weight and bias), the eager op's time over the compiled one's
-**     (1 thread); RATIO log_softmax_inductor_vs_eager (no goal) likewise.
-**     With them the floor of any softmax, a loop copying the rows into a
-**     fresh output (RATIO softmax_inductor_vs_copy_floor, and
+**   RATIO softmax_inductor_vs_eager, layernorm_inductor_vs_eager and
+**     log_softmax_inductor_vs_eager (no goal): softmax over the rows of
+**     4096 x 1024 float32 (and layer norm with weight and bias), the eager
+**     op's time over the compiled one's (1 thread). With them the floor of
+**     any softmax, a loop copying the rows into a fresh output (RATIO
+**     softmax_inductor_vs_copy_floor, goal >= 0.8, and
 **     softmax_eager_vs_copy_floor: the eager time over that floor, the
-**     largest softmax_inductor_vs_eager any code could reach).
+**     largest softmax_inductor_vs_eager any code could reach). A row
+**     kernel's goal is the floor's, whatever eager does: the eager row
+**     kernels run near the floor too, so no compiled one can be 2 times
+**     faster than them (the goal of 2 these lines had until 2026-11-28).
 **   RATIO cross_entropy_inductor_vs_eager (no goal): cross_entropy (mean)
 **     of 4096 x 1000 float32 logits, forward and backward (the gradient of
 **     the logits), eager time over compiled time (1 thread).
@@ -226,16 +229,17 @@ static void bench_rows(void) {
   double ts = time_compiled(sm, x, 2), es = time_eager(softmax_fn, x, 2);
   double tl = time_compiled(ln, x, 2), el = time_eager(layernorm_fn, x, 2);
   printf("BENCH softmax_inductor_us %.0f\nBENCH softmax_eager_us %.0f\n", ts * 1e6, es * 1e6);
-  printf("RATIO softmax_inductor_vs_eager %.2f (goal >= 2)\n", es / ts);
+  printf("RATIO softmax_inductor_vs_eager %.2f\n", es / ts);
   /* the least any softmax does: read the rows once and write a fresh output */
   double tc = time_copy_warm(kn_data(x), 4096 * 1024);
   printf("BENCH rows_copy_floor_us %.0f\n", tc * 1e6);
-  printf("RATIO softmax_inductor_vs_copy_floor %.2f (copy time / compiled time; 1 = at the floor)\n",
+  printf("RATIO softmax_inductor_vs_copy_floor %.2f (copy time / compiled time; 1 = at the floor; "
+         "goal >= 0.8)\n",
          tc / ts);
   printf("RATIO softmax_eager_vs_copy_floor %.2f (the most any compiled softmax could gain over "
          "eager)\n", es / tc);
   printf("BENCH layernorm_inductor_us %.0f\nBENCH layernorm_eager_us %.0f\n", tl * 1e6, el * 1e6);
-  printf("RATIO layernorm_inductor_vs_eager %.2f (goal >= 2)\n", el / tl);
+  printf("RATIO layernorm_inductor_vs_eager %.2f\n", el / tl);
   kn_compiled *ls = compile(log_softmax_fn);
   double tg = time_compiled(ls, x, 2), eg = time_eager(log_softmax_fn, x, 2);
   printf("BENCH log_softmax_inductor_us %.0f\nBENCH log_softmax_eager_us %.0f\n", tg * 1e6,

@@ -476,6 +476,34 @@ static inline kn_vf vmax_f(kn_vf a, kn_vf m) {
 #endif
 }
 
+/* NaN lanes seen, accumulated over a row (nanq_add4_f: four vectors). On
+** AVX-512 a mask: two unordered compares of two vectors each, where the
+** four a != a compares and their conversion to a vector made the row's max
+** take 30% longer (294 against 227 us for 4096 rows of 1024 in L2, Xeon,
+** 2026-11-28). */
+#ifdef KN_VM_X512
+typedef __mmask16 kn_nanq;
+static inline kn_nanq nanq_add4_f(kn_nanq q, kn_vf a, kn_vf b, kn_vf c, kn_vf d) {
+  return q | _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(c, d, _CMP_UNORD_Q);
+}
+static inline kn_nanq nanq_add_f(kn_nanq q, kn_vf a) {
+  return q | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+}
+static inline bool nanq_any(kn_nanq q) { return q != 0; }
+#else
+typedef kn_vfi kn_nanq;
+static inline kn_nanq nanq_add4_f(kn_nanq q, kn_vf a, kn_vf b, kn_vf c, kn_vf d) {
+  return q | (a != a) | (b != b) | (c != c) | (d != d);
+}
+static inline kn_nanq nanq_add_f(kn_nanq q, kn_vf a) { return q | (a != a); }
+static inline bool nanq_any(kn_nanq q) {
+  int32_t qs[KN_VM_WF], any = 0;
+  memcpy(qs, &q, sizeof qs);
+  for (int j = 0; j < KN_VM_WF; j++) any |= qs[j];
+  return any != 0;
+}
+#endif
+
 /* The largest element of x (NaN skipped; -inf when none); *nan set to 1
 ** when x holds a NaN (kn__vm_rowmax_f32). Four running maxima instead of
 ** one chain of dependent max/blend steps: eager float32 softmax over 4096
@@ -485,26 +513,24 @@ static inline kn_vf vmax_f(kn_vf a, kn_vf m) {
 ** exp(+-0) is 1). */
 static float line_max_f(const float *x, int64_t n, int *nan) {
   kn_vf m0 = (kn_vf){0} - INFINITY, m1 = m0, m2 = m0, m3 = m0;
-  kn_vfi q = {0};
+  kn_nanq q = {0};
   int64_t k = 0;
   for (; k + 4 * KN_VM_WF <= n; k += 4 * KN_VM_WF) {
     kn_vf a = ld_f(x + k), b = ld_f(x + k + KN_VM_WF), c = ld_f(x + k + 2 * KN_VM_WF),
           d = ld_f(x + k + 3 * KN_VM_WF);
     m0 = vmax_f(a, m0), m1 = vmax_f(b, m1), m2 = vmax_f(c, m2), m3 = vmax_f(d, m3);
-    q |= (a != a) | (b != b) | (c != c) | (d != d);
+    q = nanq_add4_f(q, a, b, c, d);
   }
   for (; k + KN_VM_WF <= n; k += KN_VM_WF) {
     kn_vf a = ld_f(x + k);
     m0 = vmax_f(a, m0);
-    q |= a != a;
+    q = nanq_add_f(q, a);
   }
   m0 = vmax_f(vmax_f(m1, m0), vmax_f(m3, m2));
   float ms[KN_VM_WF], mx = -INFINITY;
   st_f(ms, m0);
   for (int j = 0; j < KN_VM_WF; j++) mx = ms[j] > mx ? ms[j] : mx;
-  int32_t qs[KN_VM_WF], any = 0;
-  memcpy(qs, &q, sizeof qs);
-  for (int j = 0; j < KN_VM_WF; j++) any |= qs[j];
+  int any = nanq_any(q);
   for (; k < n; k++) {
     mx = x[k] > mx ? x[k] : mx;
     any |= x[k] != x[k];

@@ -22,9 +22,13 @@
 **   theirs: the most a compiled step calling the same GEMMs could gain over
 **   eager, were everything else free (eager steps and the replay alternate,
 **   the median of the ratios).
-** Medians over repetitions: process CPU time at 1 thread (both sides), wall
-** time at 2 threads. Without /usr/bin/python3 and torch the
-** torch lines are skipped with a message.
+** Medians over REPS turns of STEPS steps each, eager, compiled and torch
+** in alternation (torch runs in a Python process beside the bench that
+** times a turn on request), so that the three see the same moments of a
+** machine whose speed moves (timed one block after the other, the ratios
+** moved 0.90-1.20 and 1.05-1.25 between two runs on a shared VM): process
+** CPU time at 1 thread (all sides), wall time at 2 threads. Without
+** /usr/bin/python3 and torch the torch lines are skipped with a message.
 */
 #include <kiln/kiln.h>
 #include <stdio.h>
@@ -101,15 +105,11 @@ static double clock_s(bool cpu) {
   return cpu ? kn_bench_clock(CLOCK_PROCESS_CPUTIME_ID) : kn_bench_wall_s();
 }
 
-static double time_steps(setup *s, bool cpu) {
-  double t[REPS];
-  for (int w = 0; w < 2; w++) step(s); /* compile, warm caches */
-  for (int r = 0; r < REPS; r++) {
-    double t0 = clock_s(cpu);
-    for (int k = 0; k < STEPS; k++) step(s);
-    t[r] = (clock_s(cpu) - t0) / STEPS * 1e3;
-  }
-  return kn_bench_median(t, REPS);
+/* One turn: ms per step over STEPS steps of s. */
+static double turn_ms(setup *s, bool cpu) {
+  double t0 = clock_s(cpu);
+  for (int k = 0; k < STEPS; k++) step(s);
+  return (clock_s(cpu) - t0) / STEPS * 1e3;
 }
 
 /* Generated kernels and extern calls in the compiled graphs of dir. */
@@ -187,7 +187,10 @@ static double gemm_bound(setup *s, gemm_set *g, double *ratio) {
   return kn_bench_median(tg, REPS);
 }
 
-static const char *const torch_script =
+/* The torch side: the same layer in a Python process beside the bench,
+** answering "rep <threads>" with the ms per step of one turn of STEPS steps
+** (process CPU time at 1 thread, wall time with more). */
+static const char *const torch_body =
     "import sys, time, torch, torch.nn as nn\n"
     "torch.manual_seed(0)\n"
     "layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True).train()\n"
@@ -195,47 +198,90 @@ static const char *const torch_script =
     "x = torch.randn(16, 128, 256)\n"
     "def step():\n"
     "    layer(x).sum().backward(); opt.step(); opt.zero_grad(set_to_none=True)\n"
-    "for nt in (1, 2):\n"
+    "for line in sys.stdin:\n"
+    "    nt = int(line.split()[1])\n"
     "    torch.set_num_threads(nt)\n"
     "    clock = time.process_time if nt == 1 else time.perf_counter\n"
-    "    for _ in range(2): step()\n"
-    "    ts = []\n"
-    "    for _ in range(5):\n"
-    "        t0 = clock()\n"
-    "        for _ in range(2): step()\n"
-    "        ts.append((clock() - t0) / 2 * 1e3)\n"
-    "    print(sorted(ts)[2])\n";
+    "    t0 = clock()\n"
+    "    for _ in range(S): step()\n"
+    "    print((clock() - t0) / S * 1e3, flush=True)\n";
 
-/* Median ms per torch step at 1 and 2 threads; false when torch is missing. */
-static bool torch_ms(const char *core, double *ms) {
-  char env[128];
-  snprintf(env, sizeof env, "%s%s", core ? "OPENBLAS_CORETYPE=" : "", core ? core : "");
-  return kn_bench_python(torch_script, env, ms, 2) == 2;
+/* Starts the torch process (OPENBLAS_CORETYPE=core unless NULL) and checks
+** it answers; false when /usr/bin/python3 or torch is missing. */
+static bool torch_start(kn_bench_py *py, const char *core) {
+  char script[2048], req[16];
+  double ms;
+  snprintf(script, sizeof script, "S = %d\n%s", STEPS, torch_body);
+  snprintf(req, sizeof req, "rep 1");
+  return kn_bench_py_start(py, script, core ? "OPENBLAS_CORETYPE" : NULL, core) &&
+         kn_bench_py_ask(py, req, &ms, 1) == 1;
+}
+
+/* A turn of torch at nt threads (ms per step), or -1 when it is gone. */
+static double torch_turn(kn_bench_py *py, int nt) {
+  char req[16];
+  double ms;
+  snprintf(req, sizeof req, "rep %d", nt);
+  return kn_bench_py_ask(py, req, &ms, 1) == 1 ? ms : -1;
+}
+
+/* A pause before each turn: the BLAS and OpenMP threads of the side that
+** ran before spin for up to about 0.1 s after their last call, and at 2
+** threads on 2 CPUs they took a CPU from the next turn (eager after torch
+** ran 87 ms where it ran 65 alone). */
+static void settle(void) { usleep(150000); }
+
+/* Eager, compiled and (py non-NULL) torch at nt threads: two warm-up steps
+** each (the GEMMs they choose printed), then REPS turns of each in
+** alternation; their medians into ms[0..3) (torch's -1 when absent). */
+static void time_turns(setup *eager, setup *comp, kn_bench_py *py, int nt, double *ms) {
+  bool cpu = nt == 1;
+  double t[3][REPS];
+  kn__gemm_record(true);
+  for (int w = 0; w < 2; w++) step(eager); /* warm caches */
+  kn_bench_gemm_choices(nt > 1 ? "eager_2T" : "eager_1T");
+  for (int w = 0; w < 2; w++) step(comp); /* compiles, warms */
+  kn_bench_gemm_choices(nt > 1 ? "compiled_2T" : "compiled_1T");
+  kn__gemm_record(false);
+  if (py && torch_turn(py, nt) < 0) py = NULL;
+  for (int r = 0; r < REPS; r++) {
+    settle();
+    t[0][r] = turn_ms(eager, cpu);
+    settle();
+    t[1][r] = turn_ms(comp, cpu);
+    settle();
+    t[2][r] = py ? torch_turn(py, nt) : -1;
+    if (t[2][r] < 0) py = NULL;
+  }
+  for (int k = 0; k < 2; k++) ms[k] = kn_bench_median(t[k], REPS);
+  ms[2] = py ? kn_bench_median(t[2], REPS) : -1;
 }
 
 int main(void) {
   char dir[] = "/tmp/kn-bench-transformer-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   setenv("KILN_CACHE_DIR", dir, 1);
+  const char *core = kn_bench_openblas_core();
+  printf("BENCH_INFO torch OPENBLAS_CORETYPE=%s\n", core ? core : "(unset: OpenBLAS's choice)");
+  kn_bench_py py = {0};
+  bool torch = torch_start(&py, core);
+  if (!torch) printf("BENCH_INFO transformer_layer_step_torch skipped (no /usr/bin/python3 with torch)\n");
   setup eager, comp;
   setup_new(&eager, false);
   setup_new(&comp, true);
-  double te[2], tc[2];
+  double ms[2][3];
   for (int t = 0; t < 2; t++) {
     kn_set_num_threads(t + 1);
-    kn__gemm_record(true);
-    te[t] = time_steps(&eager, t == 0);
-    kn_bench_gemm_choices(t ? "eager_2T" : "eager_1T");
-    tc[t] = time_steps(&comp, t == 0);
-    kn_bench_gemm_choices(t ? "compiled_2T" : "compiled_1T");
-    kn__gemm_record(false);
-    printf("BENCH transformer_layer_step_eager_ms_%dT %.2f ms\n", t + 1, te[t]);
-    printf("BENCH transformer_layer_step_compiled_ms_%dT %.2f ms\n", t + 1, tc[t]);
+    time_turns(&eager, &comp, torch ? &py : NULL, t + 1, ms[t]);
+    printf("BENCH transformer_layer_step_eager_ms_%dT %.2f ms\n", t + 1, ms[t][0]);
+    printf("BENCH transformer_layer_step_compiled_ms_%dT %.2f ms\n", t + 1, ms[t][1]);
   }
+  kn_bench_py_stop(&py);
   count_kernels(dir);
   printf("RATIO transformer_layer_step_compiled_vs_eager %.3f (1 thread; goal >= 1.3)\n",
-         te[0] / tc[0]);
-  printf("RATIO transformer_layer_step_compiled_vs_eager_2T %.3f (goal >= 1.3)\n", te[1] / tc[1]);
+         ms[0][0] / ms[0][1]);
+  printf("RATIO transformer_layer_step_compiled_vs_eager_2T %.3f (goal >= 1.3)\n",
+         ms[1][0] / ms[1][1]);
   kn_set_num_threads(1);
   gemm_set g;
   gemm_set_record(&g, &eager);
@@ -250,16 +296,15 @@ int main(void) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "chmod -R u+w %s 2>/dev/null; rm -rf %s", dir, dir);
   if (system(cmd) != 0) fprintf(stderr, "bench_transformer: could not remove %s\n", dir);
-  const char *core = kn_bench_openblas_core();
-  printf("BENCH_INFO torch OPENBLAS_CORETYPE=%s\n", core ? core : "(unset: OpenBLAS's choice)");
-  double tt[2];
-  if (!torch_ms(core, tt)) {
-    printf("BENCH_INFO transformer_layer_step_torch skipped (no /usr/bin/python3 with torch)\n");
+  if (!torch) return 0;
+  if (ms[0][2] < 0 || ms[1][2] < 0) {
+    printf("BENCH_INFO transformer_layer_step_torch skipped (the torch process stopped)\n");
     return 0;
   }
   for (int t = 0; t < 2; t++)
-    printf("BENCH transformer_layer_step_torch_ms_%dT %.2f ms\n", t + 1, tt[t]);
-  printf("RATIO transformer_layer_step_vs_torch %.3f (1 thread; goal >= 1.2)\n", tt[0] / tc[0]);
-  printf("RATIO transformer_layer_step_vs_torch_2T %.3f (goal >= 1.2)\n", tt[1] / tc[1]);
+    printf("BENCH transformer_layer_step_torch_ms_%dT %.2f ms\n", t + 1, ms[t][2]);
+  printf("RATIO transformer_layer_step_vs_torch %.3f (1 thread; goal >= 1.2)\n",
+         ms[0][2] / ms[0][1]);
+  printf("RATIO transformer_layer_step_vs_torch_2T %.3f (goal >= 1.2)\n", ms[1][2] / ms[1][1]);
   return 0;
 }

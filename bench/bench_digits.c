@@ -14,8 +14,13 @@
 **     2; process CPU time at 1 thread (on a shared machine wall time mostly
 **     measures the other processes), wall time at 2.
 ** torch runs with OPENBLAS_CORETYPE set to the best core this CPU allows
-** (kn_bench_openblas_core, printed), so it gets its best GEMM. Without
-** /usr/bin/python3 and torch the torch lines are skipped.
+** (kn_bench_openblas_core, printed), so it gets its best GEMM, in Python
+** processes beside the bench that time a turn of STEPS steps on request:
+** kiln and torch take REPS turns each in alternation (a pause before each),
+** the medians compared, so both see the same moments of the machine. torch
+** runs twice, with libgomp's default wait policy and with
+** OMP_WAIT_POLICY=passive (kn_bench_torch), and the faster counts.
+** Without /usr/bin/python3 and torch the torch lines are skipped.
 */
 #include <kiln/kiln.h>
 #include <stdbool.h>
@@ -63,39 +68,51 @@ static double clock_s(int threads) {
   return threads == 1 ? kn_bench_clock(CLOCK_PROCESS_CPUTIME_ID) : kn_bench_wall_s();
 }
 
-/* Median ms per kiln step at `threads` threads (0: kiln's default). */
-static double kiln_ms(int threads) {
-  kn_generator *g = kn_generator_new(0);
-  kn_module *m = make_cnn(g);
+/* The kiln side: the CNN, its Adam state, the compiled loss and a batch. */
+typedef struct kiln_side {
+  kn_generator *g;
+  kn_module *m;
+  kn_optimizer *opt;
+  kn_compiled *f;
+  kn_tensor *x, *y;
+} kiln_side;
+
+static void kiln_new(kiln_side *k) {
+  k->g = kn_generator_new(0);
+  k->m = make_cnn(k->g);
   kn_tensor **ps = NULL;
-  int n = kn_nn_parameters(m, &ps);
-  kn_optimizer *opt = kn_adam(ps, n, &(kn_optim_options){.lr = 3e-3});
+  int n = kn_nn_parameters(k->m, &ps);
+  k->opt = kn_adam(ps, n, &(kn_optim_options){.lr = 3e-3});
   free(ps);
-  kn_compiled *f = kn_compile_fn(loss_fn, NULL, 3, "loss_fn", __FILE__, __LINE__, NULL);
-  kn_tensor *x = kn_rand(KN_SHAPE(64, 1, 8, 8), g, KN_FLOAT32);
-  kn_tensor *y = kn_randint(0, 10, KN_SHAPE(64), g, KN_INT64);
-  double t[REPS];
-  for (int w = 0; w < 3; w++) step(f, m, opt, x, y); /* compile, create state */
-  for (int r = 0; r < REPS; r++) {
-    double t0 = clock_s(threads);
-    for (int s = 0; s < STEPS; s++)
-      if (step(f, m, opt, x, y) != KN_OK) {
-        fprintf(stderr, "bench_digits: %s\n", kn_last_error());
-        exit(1);
-      }
-    t[r] = (clock_s(threads) - t0) / STEPS * 1e3;
-  }
-  kn_release(x), kn_release(y);
-  kn_compiled_free(f);
-  kn_optim_free(opt);
-  kn_module_free(m);
-  kn_generator_free(g);
-  qsort(t, REPS, sizeof *t, kn_bench_cmp_double);
-  return t[REPS / 2];
+  k->f = kn_compile_fn(loss_fn, NULL, 3, "loss_fn", __FILE__, __LINE__, NULL);
+  k->x = kn_rand(KN_SHAPE(64, 1, 8, 8), k->g, KN_FLOAT32);
+  k->y = kn_randint(0, 10, KN_SHAPE(64), k->g, KN_INT64);
 }
 
-static const char *const torch_script =
-    "import time, torch, torch.nn as nn\n"
+static void kiln_free(kiln_side *k) {
+  kn_release(k->x), kn_release(k->y);
+  kn_compiled_free(k->f);
+  kn_optim_free(k->opt);
+  kn_module_free(k->m);
+  kn_generator_free(k->g);
+}
+
+/* ms per step over a turn of STEPS steps at `threads` threads (0: default). */
+static double kiln_turn(kiln_side *k, int threads) {
+  double t0 = clock_s(threads);
+  for (int s = 0; s < STEPS; s++)
+    if (step(k->f, k->m, k->opt, k->x, k->y) != KN_OK) {
+      fprintf(stderr, "bench_digits: %s\n", kn_last_error());
+      exit(1);
+    }
+  return (clock_s(threads) - t0) / STEPS * 1e3;
+}
+
+/* The torch side: the same model in a Python process beside the bench,
+** answering "rep <threads>" (0: torch's default) with the ms per step of
+** one turn of STEPS steps (process CPU time at 1 thread, else wall time). */
+static const char *const torch_body =
+    "import sys, time, torch, torch.nn as nn\n"
     "torch.manual_seed(0)\n"
     "m = nn.Sequential(nn.Conv2d(1, 16, 3, padding='same'), nn.ReLU(), nn.MaxPool2d(2),\n"
     "    nn.Conv2d(16, 32, 3, padding='same'), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),\n"
@@ -106,44 +123,76 @@ static const char *const torch_script =
     "    loss = nn.functional.cross_entropy(m(x), y); loss.backward(); opt.step()\n"
     "    opt.zero_grad(set_to_none=True)\n"
     "default = torch.get_num_threads()\n"
-    "for nt in (default, 1, 2):\n"
+    "for line in sys.stdin:\n"
+    "    nt = int(line.split()[1]) or default\n"
     "    torch.set_num_threads(nt)\n"
     "    clock = time.process_time if nt == 1 else time.perf_counter\n"
-    "    for _ in range(3): step()\n"
-    "    ts = []\n"
-    "    for _ in range(7):\n"
-    "        t0 = clock()\n"
-    "        for _ in range(20): step()\n"
-    "        ts.append((clock() - t0) / 20 * 1e3)\n"
-    "    print(sorted(ts)[3])\n";
+    "    t0 = clock()\n"
+    "    for _ in range(S): step()\n"
+    "    print((clock() - t0) / S * 1e3, flush=True)\n";
 
-/* Median ms per torch step at its default thread count, 1 and 2 threads;
-** false when torch is missing. */
-static bool torch_ms(const char *core, double ms[3]) {
-  char env[128];
-  snprintf(env, sizeof env, "%s%s", core ? "OPENBLAS_CORETYPE=" : "", core ? core : "");
-  return kn_bench_python(torch_script, env, ms, 3) == 3;
+/* A turn of torch at `threads` threads in each process (ms per step into
+** v, -1 for one that is gone). */
+static void torch_turn(kn_bench_torch *tp, int threads, double v[2]) {
+  char req[16];
+  snprintf(req, sizeof req, "rep %d", threads);
+  kn_bench_torch_ask(tp, req, v);
+}
+
+/* A pause before each turn: the other side's BLAS and OpenMP threads spin
+** for up to about 0.1 s after their last call (see bench_transformer.c). */
+static void settle(void) { usleep(150000); }
+
+/* Kiln and (tp non-NULL) torch at `threads` threads: three warm-up steps
+** each, then REPS turns of each in alternation; medians into ms[0] (kiln)
+** and ms[1] (torch's faster wait policy, -1 when absent; *passive which). */
+static void time_turns(kiln_side *k, kn_bench_torch *tp, int threads, double ms[2],
+                       bool *passive) {
+  double t[3][REPS], v[2];
+  for (int w = 0; w < 3; w++) step(k->f, k->m, k->opt, k->x, k->y); /* compile, state */
+  if (tp) torch_turn(tp, threads, v);
+  for (int r = 0; r < REPS; r++) {
+    settle();
+    t[0][r] = kiln_turn(k, threads);
+    settle();
+    if (tp) torch_turn(tp, threads, v);
+    t[1][r] = tp ? v[0] : -1, t[2][r] = tp ? v[1] : -1;
+  }
+  ms[0] = kn_bench_median(t[0], REPS);
+  ms[1] = tp ? kn_bench_torch_best(tp, t[1], t[2], REPS, passive) : -1;
 }
 
 int main(void) {
-  double k[3] = {kiln_ms(0), 0, 0};
-  for (int t = 1; t <= 2; t++) {
-    kn_set_num_threads(t);
-    k[t] = kiln_ms(t);
-  }
-  printf("BENCH digits_cnn_step_ms %.3f ms\n", k[0]);
-  for (int t = 1; t <= 2; t++) printf("BENCH cnn_step_ms_%dT %.3f ms\n", t, k[t]);
   const char *core = kn_bench_openblas_core();
   printf("BENCH_INFO torch OPENBLAS_CORETYPE=%s\n", core ? core : "(unset: OpenBLAS's choice)");
-  double t[3];
-  if (!torch_ms(core, t)) {
-    printf("BENCH_INFO digits_cnn_step_torch skipped (no /usr/bin/python3 with torch)\n");
+  char script[2048];
+  snprintf(script, sizeof script, "S = %d\n%s", STEPS, torch_body);
+  kn_bench_torch tp = {0};
+  bool torch = kn_bench_torch_start(&tp, script, core, "rep 1"), passive[3] = {0};
+  kiln_side k;
+  kiln_new(&k);
+  double ms[3][2];
+  for (int t = 0; t <= 2; t++) {
+    if (t) kn_set_num_threads(t);
+    time_turns(&k, torch ? &tp : NULL, t, ms[t], &passive[t]);
+  }
+  kiln_free(&k);
+  kn_bench_torch_stop(&tp);
+  printf("BENCH digits_cnn_step_ms %.3f ms\n", ms[0][0]);
+  for (int t = 1; t <= 2; t++) printf("BENCH cnn_step_ms_%dT %.3f ms\n", t, ms[t][0]);
+  if (!torch || ms[0][1] < 0 || ms[1][1] < 0 || ms[2][1] < 0) {
+    printf("BENCH_INFO digits_cnn_step_torch skipped (no /usr/bin/python3 with torch, or it "
+           "stopped)\n");
     return 0;
   }
-  printf("BENCH digits_cnn_step_torch_ms %.3f ms\n", t[0]);
-  for (int n = 1; n <= 2; n++) printf("BENCH cnn_step_torch_ms_%dT %.3f ms\n", n, t[n]);
-  printf("RATIO digits_cnn_step_vs_torch %.3f (default threads; goal >= 1.5)\n", t[0] / k[0]);
-  printf("RATIO cnn_step_vs_torch %.3f (1 thread; goal >= 1.2)\n", t[1] / k[1]);
-  printf("RATIO cnn_step_vs_torch_2T %.3f (goal >= 1.2)\n", t[2] / k[2]);
+  static const char *const pol[2] = {"libgomp's default", "OMP_WAIT_POLICY=passive"};
+  printf("BENCH digits_cnn_step_torch_ms %.3f ms (%s, the faster)\n", ms[0][1], pol[passive[0]]);
+  for (int n = 1; n <= 2; n++)
+    printf("BENCH cnn_step_torch_ms_%dT %.3f ms (%s, the faster)\n", n, ms[n][1],
+           pol[passive[n]]);
+  printf("RATIO digits_cnn_step_vs_torch %.3f (default threads; goal >= 1.5)\n",
+         ms[0][1] / ms[0][0]);
+  printf("RATIO cnn_step_vs_torch %.3f (1 thread; goal >= 1.2)\n", ms[1][1] / ms[1][0]);
+  printf("RATIO cnn_step_vs_torch_2T %.3f (goal >= 1.2)\n", ms[2][1] / ms[2][0]);
   return 0;
 }

@@ -23,8 +23,10 @@
 **   eager, were everything else free (eager steps and the replay alternate,
 **   the median of the ratios).
 ** Medians over REPS turns of STEPS steps each, eager, compiled and torch
-** in alternation (torch runs in a Python process beside the bench that
-** times a turn on request), so that the three see the same moments of a
+** in alternation (torch runs in Python processes beside the bench that
+** time a turn on request, once with libgomp's default wait policy and once
+** with OMP_WAIT_POLICY=passive, the faster counted: kn_bench_torch), so
+** that the three see the same moments of a
 ** machine whose speed moves (timed one block after the other, the ratios
 ** moved 0.90-1.20 and 1.05-1.25 between two runs on a shared VM): process
 ** CPU time at 1 thread (all sides), wall time at 2 threads. Without
@@ -206,23 +208,12 @@ static const char *const torch_body =
     "    for _ in range(S): step()\n"
     "    print((clock() - t0) / S * 1e3, flush=True)\n";
 
-/* Starts the torch process (OPENBLAS_CORETYPE=core unless NULL) and checks
-** it answers; false when /usr/bin/python3 or torch is missing. */
-static bool torch_start(kn_bench_py *py, const char *core) {
-  char script[2048], req[16];
-  double ms;
-  snprintf(script, sizeof script, "S = %d\n%s", STEPS, torch_body);
-  snprintf(req, sizeof req, "rep 1");
-  return kn_bench_py_start(py, script, core ? "OPENBLAS_CORETYPE" : NULL, core) &&
-         kn_bench_py_ask(py, req, &ms, 1) == 1;
-}
-
-/* A turn of torch at nt threads (ms per step), or -1 when it is gone. */
-static double torch_turn(kn_bench_py *py, int nt) {
+/* A turn of torch at nt threads in each process (ms per step into v, -1
+** for one that is gone). */
+static void torch_turn(kn_bench_torch *tp, int nt, double v[2]) {
   char req[16];
-  double ms;
   snprintf(req, sizeof req, "rep %d", nt);
-  return kn_bench_py_ask(py, req, &ms, 1) == 1 ? ms : -1;
+  kn_bench_torch_ask(tp, req, v);
 }
 
 /* A pause before each turn: the BLAS and OpenMP threads of the side that
@@ -231,30 +222,32 @@ static double torch_turn(kn_bench_py *py, int nt) {
 ** ran 87 ms where it ran 65 alone). */
 static void settle(void) { usleep(150000); }
 
-/* Eager, compiled and (py non-NULL) torch at nt threads: two warm-up steps
+/* Eager, compiled and (tp non-NULL) torch at nt threads: two warm-up steps
 ** each (the GEMMs they choose printed), then REPS turns of each in
-** alternation; their medians into ms[0..3) (torch's -1 when absent). */
-static void time_turns(setup *eager, setup *comp, kn_bench_py *py, int nt, double *ms) {
+** alternation; their medians into ms[0..3) (torch's faster wait policy, -1
+** when absent; *passive says which). */
+static void time_turns(setup *eager, setup *comp, kn_bench_torch *tp, int nt, double *ms,
+                       bool *passive) {
   bool cpu = nt == 1;
-  double t[3][REPS];
+  double t[4][REPS], v[2];
   kn__gemm_record(true);
   for (int w = 0; w < 2; w++) step(eager); /* warm caches */
   kn_bench_gemm_choices(nt > 1 ? "eager_2T" : "eager_1T");
   for (int w = 0; w < 2; w++) step(comp); /* compiles, warms */
   kn_bench_gemm_choices(nt > 1 ? "compiled_2T" : "compiled_1T");
   kn__gemm_record(false);
-  if (py && torch_turn(py, nt) < 0) py = NULL;
+  if (tp) torch_turn(tp, nt, v);
   for (int r = 0; r < REPS; r++) {
     settle();
     t[0][r] = turn_ms(eager, cpu);
     settle();
     t[1][r] = turn_ms(comp, cpu);
     settle();
-    t[2][r] = py ? torch_turn(py, nt) : -1;
-    if (t[2][r] < 0) py = NULL;
+    if (tp) torch_turn(tp, nt, v);
+    t[2][r] = tp ? v[0] : -1, t[3][r] = tp ? v[1] : -1;
   }
   for (int k = 0; k < 2; k++) ms[k] = kn_bench_median(t[k], REPS);
-  ms[2] = py ? kn_bench_median(t[2], REPS) : -1;
+  ms[2] = tp ? kn_bench_torch_best(tp, t[2], t[3], REPS, passive) : -1;
 }
 
 int main(void) {
@@ -263,8 +256,10 @@ int main(void) {
   setenv("KILN_CACHE_DIR", dir, 1);
   const char *core = kn_bench_openblas_core();
   printf("BENCH_INFO torch OPENBLAS_CORETYPE=%s\n", core ? core : "(unset: OpenBLAS's choice)");
-  kn_bench_py py = {0};
-  bool torch = torch_start(&py, core);
+  kn_bench_torch tp = {0};
+  char script[2048];
+  snprintf(script, sizeof script, "S = %d\n%s", STEPS, torch_body);
+  bool torch = kn_bench_torch_start(&tp, script, core, "rep 1"), passive[2] = {0};
   if (!torch) printf("BENCH_INFO transformer_layer_step_torch skipped (no /usr/bin/python3 with torch)\n");
   setup eager, comp;
   setup_new(&eager, false);
@@ -272,11 +267,11 @@ int main(void) {
   double ms[2][3];
   for (int t = 0; t < 2; t++) {
     kn_set_num_threads(t + 1);
-    time_turns(&eager, &comp, torch ? &py : NULL, t + 1, ms[t]);
+    time_turns(&eager, &comp, torch ? &tp : NULL, t + 1, ms[t], &passive[t]);
     printf("BENCH transformer_layer_step_eager_ms_%dT %.2f ms\n", t + 1, ms[t][0]);
     printf("BENCH transformer_layer_step_compiled_ms_%dT %.2f ms\n", t + 1, ms[t][1]);
   }
-  kn_bench_py_stop(&py);
+  kn_bench_torch_stop(&tp);
   count_kernels(dir);
   printf("RATIO transformer_layer_step_compiled_vs_eager %.3f (1 thread; goal >= 1.3)\n",
          ms[0][0] / ms[0][1]);
@@ -302,7 +297,8 @@ int main(void) {
     return 0;
   }
   for (int t = 0; t < 2; t++)
-    printf("BENCH transformer_layer_step_torch_ms_%dT %.2f ms\n", t + 1, ms[t][2]);
+    printf("BENCH transformer_layer_step_torch_ms_%dT %.2f ms (%s, the faster)\n", t + 1,
+           ms[t][2], passive[t] ? "OMP_WAIT_POLICY=passive" : "libgomp's default");
   printf("RATIO transformer_layer_step_vs_torch %.3f (1 thread; goal >= 1.2)\n",
          ms[0][2] / ms[0][1]);
   printf("RATIO transformer_layer_step_vs_torch_2T %.3f (goal >= 1.2)\n", ms[1][2] / ms[1][1]);

@@ -293,7 +293,7 @@ int main(void) {
   char *script = write_absnormal(path, y) ? python_script(path) : NULL;
   kn_bench_py py = {0};
   double ok;
-  bool have = script && kn_bench_py_start(&py, script, "OMP_NUM_THREADS", "1") &&
+  bool have = script && kn_bench_py_start(&py, script, "OMP_NUM_THREADS", "1", false) &&
               kn_bench_py_ask(&py, "case 0", &ok, 1) == 1;
   if (!have)
     printf("BENCH_INFO unary_vs_numpy_torch skipped: /usr/bin/python3 with numpy and torch "

@@ -7,6 +7,7 @@
 #ifndef KN_BENCH_UTIL_H
 #define KN_BENCH_UTIL_H
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -77,19 +78,24 @@ static inline int kn_bench_python(const char *script, const char *env, double *v
 ** kiln, each repetition a request, so that both see the same moments of a
 ** machine whose speed moves over minutes (timing one after the other moved
 ** ratios 2x between runs on a shared VM). */
+/* What libkiln_ompenv did to this process's OpenMP environment (1: set
+** OMP_WAIT_POLICY=passive, 3: set GOMP_SPINCOUNT; src/ompenv/ompenv.c). */
+extern int kn__ompenv_choice;
+
 typedef struct kn_bench_py {
   FILE *to, *from; /* its standard input and output */
   pid_t pid;
 } kn_bench_py;
 
-/* Starts script with the environment variable name=value (name NULL: none);
-** false when the process cannot be started (its own failures, a missing
-** module say, show as kn_bench_py_ask reading nothing). */
+/* Starts script with the environment variable name=value (name NULL: none),
+** and OMP_WAIT_POLICY=passive when passive; false when the process cannot be
+** started (its own failures, a missing module say, show as kn_bench_py_ask
+** reading nothing). */
 static inline bool kn_bench_py_start(kn_bench_py *p, const char *script, const char *name,
-                                     const char *value) {
-  int in[2], out[2];
-  if (pipe(in) != 0) return false;
-  if (pipe(out) != 0) {
+                                     const char *value, bool passive) {
+  int in[2], out[2]; /* close-on-exec: another child must not keep them open */
+  if (pipe2(in, O_CLOEXEC) != 0) return false;
+  if (pipe2(out, O_CLOEXEC) != 0) {
     close(in[0]), close(in[1]);
     return false;
   }
@@ -100,6 +106,13 @@ static inline bool kn_bench_py_start(kn_bench_py *p, const char *script, const c
     dup2(in[0], 0), dup2(out[1], 1);
     close(in[0]), close(in[1]), close(out[0]), close(out[1]);
     if (!freopen("/dev/null", "w", stderr)) _exit(127);
+    /* the baseline gets the user's OpenMP settings, not the wait policy
+    ** libkiln_ompenv chose for this process (src/ompenv/ompenv.c): with
+    ** kiln's OMP_WAIT_POLICY=passive (2 CPUs) torch's 2-thread CNN step
+    ** took 6.7 ms instead of 3.8 */
+    if (kn__ompenv_choice == 1) unsetenv("OMP_WAIT_POLICY");
+    if (kn__ompenv_choice == 3) unsetenv("GOMP_SPINCOUNT");
+    if (passive) setenv("OMP_WAIT_POLICY", "passive", 1);
     if (name) setenv(name, value, 1);
     execl("/usr/bin/python3", "python3", "-c", script, (char *)NULL);
     _exit(127);
@@ -130,6 +143,54 @@ static inline void kn_bench_py_stop(kn_bench_py *p) {
   if (p->from) fclose(p->from);
   if (p->pid > 0) waitpid(p->pid, NULL, 0);
   p->to = p->from = NULL, p->pid = 0;
+}
+
+/* A torch baseline in two Python processes running one script: p[0] with
+** the OpenMP wait policy a user gets (libgomp's spin), p[1] with
+** OMP_WAIT_POLICY=passive. Which is faster depends on the work and the
+** machine (2 vCPUs: torch's 2-thread CNN step 3.8 ms spinning and 6.7
+** passive, its transformer step 199 ms spinning and 94 passive, where the
+** BLAS threads and the spinning OpenMP threads shared the CPUs), so the
+** benchmarks time both and compare kiln with the faster: the best a torch
+** user could run. */
+typedef struct kn_bench_torch {
+  kn_bench_py p[2];
+  bool up[2];
+} kn_bench_torch;
+
+/* Starts both (OPENBLAS_CORETYPE=core unless NULL); true when at least one
+** answers `probe` with a number. */
+static inline bool kn_bench_torch_start(kn_bench_torch *t, const char *script, const char *core,
+                                        const char *probe) {
+  double v;
+  for (int k = 0; k < 2; k++)
+    t->up[k] = kn_bench_py_start(&t->p[k], script, core ? "OPENBLAS_CORETYPE" : NULL, core, k) &&
+               kn_bench_py_ask(&t->p[k], probe, &v, 1) == 1;
+  return t->up[0] || t->up[1];
+}
+
+/* One request to each process that is up: its number into v[k], -1 for
+** one that is not (or stopped answering). */
+static inline void kn_bench_torch_ask(kn_bench_torch *t, const char *req, double v[2]) {
+  for (int k = 0; k < 2; k++) {
+    if (t->up[k] && kn_bench_py_ask(&t->p[k], req, &v[k], 1) != 1) t->up[k] = false;
+    if (!t->up[k]) v[k] = -1;
+  }
+}
+
+/* The faster of the two medians (n values each in v[0], v[1]; sorts them),
+** -1 when neither process answered every request; *passive says which. */
+static inline double kn_bench_torch_best(kn_bench_torch *t, double *v0, double *v1, int n,
+                                         bool *passive) {
+  double m[2] = {-1, -1};
+  for (int k = 0; k < 2; k++)
+    if (t->up[k]) m[k] = kn_bench_median(k ? v1 : v0, n);
+  *passive = m[1] >= 0 && (m[0] < 0 || m[1] < m[0]);
+  return *passive ? m[1] : m[0];
+}
+
+static inline void kn_bench_torch_stop(kn_bench_torch *t) {
+  for (int k = 0; k < 2; k++) kn_bench_py_stop(&t->p[k]);
 }
 
 /* One BENCH_INFO line per float32 GEMM shape recorded since

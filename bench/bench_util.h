@@ -73,15 +73,15 @@ static inline int kn_bench_python(const char *script, const char *env, double *v
   return got;
 }
 
-/* A Python process (Debian's /usr/bin/python3) running script, which
-** answers requests line by line: for timing torch or numpy in turns with
-** kiln, each repetition a request, so that both see the same moments of a
-** machine whose speed moves over minutes (timing one after the other moved
-** ratios 2x between runs on a shared VM). */
 /* What libkiln_ompenv did to this process's OpenMP environment (1: set
 ** OMP_WAIT_POLICY=passive, 3: set GOMP_SPINCOUNT; src/ompenv/ompenv.c). */
 extern int kn__ompenv_choice;
 
+/* A Python process (Debian's /usr/bin/python3) running script, which
+** answers requests line by line: for timing torch or numpy in turns with
+** kiln, each repetition a request, so that both see the same moments of a
+** machine whose speed moves from second to second (timing one after the
+** other moved ratios 0.8-1.6x between runs on a shared VM). */
 typedef struct kn_bench_py {
   FILE *to, *from; /* its standard input and output */
   pid_t pid;

@@ -108,9 +108,8 @@ static double kiln_turn(kiln_side *k, int threads) {
   return (clock_s(threads) - t0) / STEPS * 1e3;
 }
 
-/* The torch side: the same model in a Python process beside the bench,
-** answering "rep <threads>" (0: torch's default) with the ms per step of
-** one turn of STEPS steps (process CPU time at 1 thread, else wall time). */
+/* The torch side: the same model in Python processes beside the bench
+** (kn_bench_torch, KN_BENCH_TORCH_LOOP). */
 static const char *const torch_body =
     "import sys, time, torch, torch.nn as nn\n"
     "torch.manual_seed(0)\n"
@@ -122,26 +121,7 @@ static const char *const torch_body =
     "def step():\n"
     "    loss = nn.functional.cross_entropy(m(x), y); loss.backward(); opt.step()\n"
     "    opt.zero_grad(set_to_none=True)\n"
-    "default = torch.get_num_threads()\n"
-    "for line in sys.stdin:\n"
-    "    nt = int(line.split()[1]) or default\n"
-    "    torch.set_num_threads(nt)\n"
-    "    clock = time.process_time if nt == 1 else time.perf_counter\n"
-    "    t0 = clock()\n"
-    "    for _ in range(S): step()\n"
-    "    print((clock() - t0) / S * 1e3, flush=True)\n";
-
-/* A turn of torch at `threads` threads in each process (ms per step into
-** v, -1 for one that is gone). */
-static void torch_turn(kn_bench_torch *tp, int threads, double v[2]) {
-  char req[16];
-  snprintf(req, sizeof req, "rep %d", threads);
-  kn_bench_torch_ask(tp, req, v);
-}
-
-/* A pause before each turn: the other side's BLAS and OpenMP threads spin
-** for up to about 0.1 s after their last call (see bench_transformer.c). */
-static void settle(void) { usleep(150000); }
+    KN_BENCH_TORCH_LOOP;
 
 /* Kiln and (tp non-NULL) torch at `threads` threads: three warm-up steps
 ** each, then REPS turns of each in alternation; medians into ms[0] (kiln)
@@ -150,12 +130,12 @@ static void time_turns(kiln_side *k, kn_bench_torch *tp, int threads, double ms[
                        bool *passive) {
   double t[3][REPS], v[2];
   for (int w = 0; w < 3; w++) step(k->f, k->m, k->opt, k->x, k->y); /* compile, state */
-  if (tp) torch_turn(tp, threads, v);
+  if (tp) kn_bench_torch_turn(tp, threads, v);
   for (int r = 0; r < REPS; r++) {
-    settle();
+    kn_bench_settle();
     t[0][r] = kiln_turn(k, threads);
-    settle();
-    if (tp) torch_turn(tp, threads, v);
+    kn_bench_settle();
+    if (tp) kn_bench_torch_turn(tp, threads, v);
     t[1][r] = tp ? v[0] : -1, t[2][r] = tp ? v[1] : -1;
   }
   ms[0] = kn_bench_median(t[0], REPS);

@@ -189,9 +189,8 @@ static double gemm_bound(setup *s, gemm_set *g, double *ratio) {
   return kn_bench_median(tg, REPS);
 }
 
-/* The torch side: the same layer in a Python process beside the bench,
-** answering "rep <threads>" with the ms per step of one turn of STEPS steps
-** (process CPU time at 1 thread, wall time with more). */
+/* The torch side: the same layer in Python processes beside the bench
+** (kn_bench_torch, KN_BENCH_TORCH_LOOP). */
 static const char *const torch_body =
     "import sys, time, torch, torch.nn as nn\n"
     "torch.manual_seed(0)\n"
@@ -200,27 +199,7 @@ static const char *const torch_body =
     "x = torch.randn(16, 128, 256)\n"
     "def step():\n"
     "    layer(x).sum().backward(); opt.step(); opt.zero_grad(set_to_none=True)\n"
-    "for line in sys.stdin:\n"
-    "    nt = int(line.split()[1])\n"
-    "    torch.set_num_threads(nt)\n"
-    "    clock = time.process_time if nt == 1 else time.perf_counter\n"
-    "    t0 = clock()\n"
-    "    for _ in range(S): step()\n"
-    "    print((clock() - t0) / S * 1e3, flush=True)\n";
-
-/* A turn of torch at nt threads in each process (ms per step into v, -1
-** for one that is gone). */
-static void torch_turn(kn_bench_torch *tp, int nt, double v[2]) {
-  char req[16];
-  snprintf(req, sizeof req, "rep %d", nt);
-  kn_bench_torch_ask(tp, req, v);
-}
-
-/* A pause before each turn: the BLAS and OpenMP threads of the side that
-** ran before spin for up to about 0.1 s after their last call, and at 2
-** threads on 2 CPUs they took a CPU from the next turn (eager after torch
-** ran 87 ms where it ran 65 alone). */
-static void settle(void) { usleep(150000); }
+    KN_BENCH_TORCH_LOOP;
 
 /* Eager, compiled and (tp non-NULL) torch at nt threads: two warm-up steps
 ** each (the GEMMs they choose printed), then REPS turns of each in
@@ -236,14 +215,14 @@ static void time_turns(setup *eager, setup *comp, kn_bench_torch *tp, int nt, do
   for (int w = 0; w < 2; w++) step(comp); /* compiles, warms */
   kn_bench_gemm_choices(nt > 1 ? "compiled_2T" : "compiled_1T");
   kn__gemm_record(false);
-  if (tp) torch_turn(tp, nt, v);
+  if (tp) kn_bench_torch_turn(tp, nt, v);
   for (int r = 0; r < REPS; r++) {
-    settle();
+    kn_bench_settle();
     t[0][r] = turn_ms(eager, cpu);
-    settle();
+    kn_bench_settle();
     t[1][r] = turn_ms(comp, cpu);
-    settle();
-    if (tp) torch_turn(tp, nt, v);
+    kn_bench_settle();
+    if (tp) kn_bench_torch_turn(tp, nt, v);
     t[2][r] = tp ? v[0] : -1, t[3][r] = tp ? v[1] : -1;
   }
   for (int k = 0; k < 2; k++) ms[k] = kn_bench_median(t[k], REPS);

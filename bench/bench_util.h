@@ -189,6 +189,34 @@ static inline double kn_bench_torch_best(kn_bench_torch *t, double *v0, double *
   return *passive ? m[1] : m[0];
 }
 
+/* The end of a torch baseline's script, after its step() and S (the steps
+** of a turn): "rep <threads>" (0: torch's default) answered with the ms per
+** step of one turn of S steps (process CPU time at 1 thread, else wall
+** time). */
+#define KN_BENCH_TORCH_LOOP                                                 \
+  "default = torch.get_num_threads()\n"                                     \
+  "for line in sys.stdin:\n"                                                \
+  "    nt = int(line.split()[1]) or default\n"                              \
+  "    torch.set_num_threads(nt)\n"                                         \
+  "    clock = time.process_time if nt == 1 else time.perf_counter\n"       \
+  "    t0 = clock()\n"                                                      \
+  "    for _ in range(S): step()\n"                                         \
+  "    print((clock() - t0) / S * 1e3, flush=True)\n"
+
+/* A turn of torch at `threads` threads in each process (ms per step into
+** v, -1 for one that is gone). */
+static inline void kn_bench_torch_turn(kn_bench_torch *t, int threads, double v[2]) {
+  char req[16];
+  snprintf(req, sizeof req, "rep %d", threads);
+  kn_bench_torch_ask(t, req, v);
+}
+
+/* A pause before each turn of kiln or torch: the BLAS and OpenMP threads of
+** the side that ran before spin for up to about 0.1 s after their last
+** call, and at 2 threads on 2 CPUs they took a CPU from the next turn
+** (bench_transformer: eager after torch ran 87 ms where it ran 65 alone). */
+static inline void kn_bench_settle(void) { usleep(150000); }
+
 static inline void kn_bench_torch_stop(kn_bench_torch *t) {
   for (int k = 0; k < 2; k++) kn_bench_py_stop(&t->p[k]);
 }

@@ -3,10 +3,14 @@
 ** batch 32, 64 time steps, batch_first; MSE loss against a fixed target, SGD)
 ** with the step's function compiled by kiln's inductor backend (forward and
 ** loss compiled, the compiled backward run by kn_backward, eager SGD),
-** against Debian's torch 1.13 eager running the same model in a python3
-** child process of this same run, at 1 and at 2 threads on both sides.
-** torch runs with OPENBLAS_CORETYPE set to this CPU's core (Debian's
-** OpenBLAS otherwise falls back to its SSE3 kernels), printed as BENCH_INFO.
+** against Debian's torch 1.13 eager running the same model, at 1 and at 2
+** threads on both sides. torch runs with OPENBLAS_CORETYPE set to this CPU's
+** core (Debian's OpenBLAS otherwise falls back to its SSE3 kernels), printed
+** as BENCH_INFO, in Python processes beside the bench that time a turn of
+** STEPS steps on request: kiln and torch take REPS turns each in
+** alternation (a pause before each), the medians compared, so both see the
+** same moments of the machine; torch runs with libgomp's default wait policy
+** and with OMP_WAIT_POLICY=passive (kn_bench_torch), and the faster counts.
 ** Prints
 **   BENCH lstm_compile_cold_ms  the first step with an empty code cache:
 **                               capture, AOT autograd, code generation and
@@ -17,19 +21,21 @@
 **   BENCH lstm_step_ms / lstm_step_torch_ms per thread count;
 **   RATIO lstm_step_vs_torch    torch time / kiln time (goal >= 1.2), once
 **                               per thread count.
-** Wall-clock medians. Without /usr/bin/python3 and torch the torch lines are
-** skipped.
+** Medians of process CPU time at 1 thread (on a shared machine wall time
+** mostly measures the other processes), wall time at 2. Without
+** /usr/bin/python3 and torch the torch lines are skipped.
 */
 #include <kiln/kiln.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
 
-#define REPS 5
+#define REPS 7
 #define STEPS 3
 #define B 32
 #define T 64
@@ -142,29 +148,22 @@ static void cold_compile(void) {
   unsetenv("KILN_CACHE_DIR");
 }
 
-static double kiln_ms(int threads, bool compiled) {
-  kn_set_num_threads(threads);
-  setup s;
-  setup_init(&s, compiled);
-  for (int w = 0; w < 2; w++) step(&s); /* compile (cached), warm */
-  kn__gemm_record(true);
-  double t[REPS];
-  for (int r = 0; r < REPS; r++) {
-    double t0 = kn_bench_wall_s();
-    for (int k = 0; k < STEPS; k++) step(&s);
-    t[r] = (kn_bench_wall_s() - t0) / STEPS * 1e3;
-  }
-  char tag[32];
-  snprintf(tag, sizeof tag, "%s_%dT", compiled ? "compiled" : "eager", threads);
-  kn_bench_gemm_choices(tag);
-  kn__gemm_record(false);
-  setup_fini(&s);
-  return kn_bench_median(t, REPS);
+/* Process CPU time at 1 thread, else wall time. */
+static double clock_s(int threads) {
+  return threads == 1 ? kn_bench_clock(CLOCK_PROCESS_CPUTIME_ID) : kn_bench_wall_s();
 }
 
-static const char *const torch_script =
-    "import os, time, torch, torch.nn as nn\n"
-    "torch.set_num_threads(int(os.environ['OMP_NUM_THREADS']))\n"
+/* ms per step over a turn of STEPS steps at `threads` threads. */
+static double kiln_turn(setup *s, int threads) {
+  double t0 = clock_s(threads);
+  for (int k = 0; k < STEPS; k++) step(s);
+  return (clock_s(threads) - t0) / STEPS * 1e3;
+}
+
+/* The torch side: the same model in Python processes beside the bench
+** (kn_bench_torch, KN_BENCH_TORCH_LOOP). */
+static const char *const torch_body =
+    "import sys, time, torch, torch.nn as nn\n"
     "torch.manual_seed(0)\n"
     "m = nn.LSTM(64, 256, batch_first=True)\n"
     "opt = torch.optim.SGD(m.parameters(), lr=1e-2)\n"
@@ -172,21 +171,35 @@ static const char *const torch_script =
     "def step():\n"
     "    loss = nn.functional.mse_loss(m(x)[0], y); loss.backward(); opt.step()\n"
     "    opt.zero_grad(set_to_none=True)\n"
-    "for _ in range(2): step()\n"
-    "ts = []\n"
-    "for _ in range(5):\n"
-    "    t0 = time.perf_counter()\n"
-    "    for _ in range(3): step()\n"
-    "    ts.append((time.perf_counter() - t0) / 3 * 1e3)\n"
-    "print(sorted(ts)[2])\n";
+    KN_BENCH_TORCH_LOOP;
 
-/* Median ms per torch step, or a negative number when torch is missing. */
-static double torch_ms(int threads, const char *core) {
-  char env[128];
-  snprintf(env, sizeof env, "%s%s OMP_NUM_THREADS=%d", core ? "OPENBLAS_CORETYPE=" : "",
-           core ? core : "", threads);
-  double ms = -1;
-  return kn_bench_python(torch_script, env, &ms, 1) == 1 ? ms : -1;
+/* Kiln (compiled, or eager) and, tp non-NULL, torch at `threads` threads:
+** two warm-up steps each, then REPS turns of each in alternation; medians
+** into ms[0] (kiln) and ms[1] (torch's faster wait policy, -1 when absent;
+** *passive which). The GEMM shapes kiln chose are printed. */
+static void time_turns(bool compiled, kn_bench_torch *tp, int threads, double ms[2],
+                       bool *passive) {
+  kn_set_num_threads(threads);
+  setup s;
+  setup_init(&s, compiled);
+  for (int w = 0; w < 2; w++) step(&s); /* compile (cached), warm */
+  double t[3][REPS], v[2];
+  if (tp) kn_bench_torch_turn(tp, threads, v);
+  kn__gemm_record(true);
+  for (int r = 0; r < REPS; r++) {
+    kn_bench_settle();
+    t[0][r] = kiln_turn(&s, threads);
+    kn_bench_settle();
+    if (tp) kn_bench_torch_turn(tp, threads, v);
+    t[1][r] = tp ? v[0] : -1, t[2][r] = tp ? v[1] : -1;
+  }
+  char tag[32];
+  snprintf(tag, sizeof tag, "%s_%dT", compiled ? "compiled" : "eager", threads);
+  kn_bench_gemm_choices(tag);
+  kn__gemm_record(false);
+  setup_fini(&s);
+  ms[0] = kn_bench_median(t[0], REPS);
+  ms[1] = tp ? kn_bench_torch_best(tp, t[1], t[2], REPS, passive) : -1;
 }
 
 int main(void) {
@@ -197,22 +210,31 @@ int main(void) {
            load[1], load[2]);
   if (la) fclose(la);
   cold_compile();
-  printf("BENCH lstm_step_eager_ms %.2f ms (kiln eager, 1 thread)\n", kiln_ms(1, false));
+  double ms[2];
+  bool passive = false;
+  time_turns(false, NULL, 1, ms, &passive);
+  printf("BENCH lstm_step_eager_ms %.2f ms (kiln eager, 1 thread)\n", ms[0]);
   const char *core = kn_bench_openblas_core();
   printf("BENCH_INFO OPENBLAS_CORETYPE %s (for torch)\n", core ? core : "(unset: unknown core)");
+  char script[2048];
+  snprintf(script, sizeof script, "S = %d\n%s", STEPS, torch_body);
+  kn_bench_torch tp = {0};
+  bool torch = kn_bench_torch_start(&tp, script, core, "rep 1");
+  static const char *const pol[2] = {"libgomp's default", "OMP_WAIT_POLICY=passive"};
   for (int threads = 1; threads <= 2; threads++) {
-    double k = kiln_ms(threads, true);
-    printf("BENCH lstm_step_ms %.2f ms (kiln compiled, %d thread%s)\n", k, threads,
-           threads > 1 ? "s" : "");
-    double t = torch_ms(threads, core);
-    if (t <= 0) {
-      printf("BENCH_INFO lstm_step_torch skipped (no /usr/bin/python3 with torch)\n");
+    time_turns(true, torch ? &tp : NULL, threads, ms, &passive);
+    const char *pl = threads > 1 ? "s" : "";
+    printf("BENCH lstm_step_ms %.2f ms (kiln compiled, %d thread%s)\n", ms[0], threads, pl);
+    if (ms[1] <= 0) {
+      printf("BENCH_INFO lstm_step_torch skipped (no /usr/bin/python3 with torch, or it "
+             "stopped)\n");
       continue;
     }
-    printf("BENCH lstm_step_torch_ms %.2f ms (torch 1.13 eager, %d thread%s)\n", t, threads,
-           threads > 1 ? "s" : "");
-    printf("RATIO lstm_step_vs_torch %.3f (%d thread%s: torch / kiln; goal >= 1.2)\n", t / k,
-           threads, threads > 1 ? "s" : "");
+    printf("BENCH lstm_step_torch_ms %.2f ms (torch 1.13 eager, %d thread%s, %s, the faster)\n",
+           ms[1], threads, pl, pol[passive]);
+    printf("RATIO lstm_step_vs_torch %.3f (%d thread%s: torch / kiln; goal >= 1.2)\n",
+           ms[1] / ms[0], threads, pl);
   }
+  kn_bench_torch_stop(&tp);
   return 0;
 }

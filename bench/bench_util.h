@@ -53,26 +53,6 @@ static inline const char *kn_bench_openblas_core(void) {
   return __builtin_cpu_is("amd") ? "ZEN" : NULL;
 }
 
-/* Run a Python script (Debian's /usr/bin/python3, fed on its standard input)
-** with env ("NAME=value ..." put before the command, or "") and read up to n
-** numbers from what it prints into v. Returns how many were read: 0 when
-** python3 or the module the script imports is missing, or it failed. The
-** benchmarks time torch this way, in the same run as kiln. */
-static inline int kn_bench_python(const char *script, const char *env, double *v, int n) {
-  char out[64], cmd[512];
-  snprintf(out, sizeof out, "/tmp/kn_bench_py_%d.txt", (int)getpid());
-  snprintf(cmd, sizeof cmd, "%s /usr/bin/python3 - 2>/dev/null > %s", env, out);
-  FILE *f = popen(cmd, "w");
-  if (!f) return 0;
-  fputs(script, f);
-  int rc = pclose(f), got = 0;
-  FILE *r = rc == 0 ? fopen(out, "r") : NULL;
-  while (r && got < n && fscanf(r, "%lf", &v[got]) == 1) got++;
-  if (r) fclose(r);
-  remove(out);
-  return got;
-}
-
 /* What libkiln_ompenv did to this process's OpenMP environment (1: set
 ** OMP_WAIT_POLICY=passive, 3: set GOMP_SPINCOUNT; src/ompenv/ompenv.c). */
 extern int kn__ompenv_choice;

@@ -227,8 +227,8 @@ Test(inductor_rows, softmax_sums_read_the_exps_in_place) {
       kn_compiled_free(f);
       char *src = kn_test_inductor_sources(cache);
       if (lens[i] == 1025) {
-        const char *call = lg ? "expsum_f32((float *)0, out0 + o1 + jb, in0 + o0 + jb, ((float)v1), bn"
-                              : "expsum_f32(out0 + o1 + jb, (float *)0, in0 + o0 + jb, ((float)v1), bn";
+        const char *call = lg ? "expsum_max_f32((float *)0, out0 + o1 + jb, in0 + o0 + jb, ((float)v1), bn"
+                              : "expsum_max_f32(out0 + o1 + jb, (float *)0, in0 + o0 + jb, ((float)v1), bn";
         cr_expect_eq(kn_test_count_of(src, call), 1, "%s: the fused call:\n%s", w, src);
         cr_expect_eq(kn_test_count_of(src, "*tmp = "), 0, "%s: no summing loop:\n%s", w, src);
         cr_expect_eq(kn_test_count_of(src, " vmi"), 0, "%s: no operand block:\n%s", w, src);
@@ -261,9 +261,13 @@ static void softmax_row_bits(const float *x, int64_t n, bool log_, float *y) {
   t->f32[KN__VM_EXP](e, d, n);
   double lane[16] = {0};
   int64_t blocks = n & ~(int64_t)15, g = 0;
-  for (; g + 64 <= blocks; g += 64) /* block starts are multiples of 64: groups align */
+#define F64(i) ((e[(i) + l] + e[(i) + 16 + l]) + (e[(i) + 32 + l] + e[(i) + 48 + l]))
+  for (; g + 256 <= blocks; g += 256) /* blocks are 256 long but the last: groups align */
     for (int l = 0; l < 16; l++)
-      lane[l] += (double)((e[g + l] + e[g + 16 + l]) + (e[g + 32 + l] + e[g + 48 + l]));
+      lane[l] += (double)((F64(g) + F64(g + 64)) + (F64(g + 128) + F64(g + 192)));
+  for (; g + 64 <= blocks; g += 64)
+    for (int l = 0; l < 16; l++) lane[l] += (double)F64(g);
+#undef F64
   for (; g < n; g++) lane[g < blocks ? g % 16 : 0] += (double)e[g];
   double acc = lane[0];
   for (int l = 1; l < 16; l++) acc = acc + lane[l];
@@ -311,6 +315,58 @@ Test(inductor_rows, fused_exp_sum_keeps_the_bits) {
       ind_rm(cache);
       ind_cache_dir(cache, sizeof cache);
     }
+  }
+}
+
+/* sum(exp(x - c)) over the last dim with shifts that are not the row's
+** maximum of x: amax(x) - 3 (every x - c up to 3) and amax(2x) (x - c > 0
+** where x < 0). */
+static kn_tensor *sum_exp_below_max(kn_tensor *x) {
+  const int64_t d = 1;
+  kn_tensor *c = kn_sub_scalar(kn_amax(x, &d, 1, true), kn_float(3));
+  return kn_sum_dims(kn_exp(kn_sub(x, c)), &d, 1, false);
+}
+static kn_tensor *sum_exp_other_max(kn_tensor *x) {
+  const int64_t d = 1;
+  return kn_sum_dims(kn_exp(kn_sub(x, kn_amax(kn_mul_scalar(x, kn_float(2)), &d, 1, true))), &d,
+                     1, false);
+}
+
+/* Only a shift that is the row's maximum of the same values takes the
+** table's expsum_max_f32 (whose exp skips its upper range check); other
+** shifts, under which exps exceed 1, call expsum_f32: each compiled sum
+** within 1e-6 of the sum in double over rows of 1025 (a block of 256
+** four times, then the rest). */
+Test(inductor_rows, only_the_rows_maximum_takes_the_max_shift_call) {
+  kn_tensor *(*fns[2])(kn_tensor *) = {sum_exp_below_max, sum_exp_other_max};
+  for (int k = 0; k < 2; k++) {
+    kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+    kn_compiled *f = k ? KN_COMPILE(sum_exp_other_max, &o) : KN_COMPILE(sum_exp_below_max, &o);
+    kn_scope_begin();
+    kn_tensor *x = kn_contiguous(kn_randn(KN_SHAPE(4, 1025), NULL, KN_FLOAT32));
+    kn_tensor *y = kn_contiguous(kn_call_t(f, x));
+    cr_assert_not_null(y, "%s", kn_last_error());
+    const float *xv = kn_data(x), *yv = kn_data(y);
+    for (int64_t r = 0; r < 4; r++) {
+      double m = -INFINITY, s = 0;
+      for (int64_t j = 0; j < 1025; j++) {
+        double v = k ? 2.0 * xv[r * 1025 + j] : xv[r * 1025 + j];
+        m = v > m ? v : m;
+      }
+      if (!k) m -= 3;
+      for (int64_t j = 0; j < 1025; j++) s += exp((double)xv[r * 1025 + j] - m);
+      cr_expect(fabs(yv[r] - s) <= 1e-6 * s, "shift %d row %lld: compiled %.9g, double %.9g", k,
+                (long long)r, yv[r], s);
+    }
+    cr_expect(ind_close(y, fns[k](x), 1e-6, 1e-6, "eager"));
+    kn_scope_end();
+    kn_compiled_free(f);
+    char *src = kn_test_inductor_sources(cache);
+    cr_expect_eq(kn_test_count_of(src, "KN_VMT()->expsum_f32("), 1, "shift %d:\n%s", k, src);
+    cr_expect_eq(kn_test_count_of(src, "expsum_max_f32("), 0, "shift %d:\n%s", k, src);
+    free(src);
+    ind_rm(cache);
+    ind_cache_dir(cache, sizeof cache);
   }
 }
 

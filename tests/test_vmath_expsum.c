@@ -2,17 +2,20 @@
 ** test_vmath_expsum.c: the fused exp(x - c) and its sum of every vector-math
 ** table this CPU runs (kn__vm_expsum_f32, ops/vmath.h), against a second
 ** implementation from the same table's parts: t = x - c in float, the
-** table's own array exp of those t, then the contract's sums: groups of 64
-** from the block's start, lane l adding (float)((e[g+l] + e[g+16+l]) +
-** (e[g+32+l] + e[g+48+l])) in double, the elements after the last whole
-** group each added in double to lane i % 16 in increasing i. The stored
+** table's own array exp of those t, then the contract's sums: groups of 256
+** from the block's start, then of 64, lane l adding in double the float
+** F = (e[g+l] + e[g+16+l]) + (e[g+32+l] + e[g+48+l]) of a group of 64, or
+** (F(g) + F(g+64)) + (F(g+128) + F(g+192)) of one of 256, the elements
+** after the last whole group each added in double to lane i % 16 in
+** increasing i. The stored
 ** differences and exps must be the same bits, and so must the 16 lane sums
 ** (the same additions in the same order), NaN matching NaN. Lengths 0..140
 ** each (no group, one, two), then up to 9000 around the vector, lane and
 ** group widths, wide-ranged and of one size (whose sums round differently
 ** in another order); unaligned blocks; NaN, +-inf, huge negative, denormal and
 ** subnormal-producing inputs; shifts c of 0, finite, +inf and NaN; the
-** fetch hint (ahead) changes nothing.
+** fetch hint (ahead) changes nothing. expsum_max_f32 (for a shift at least
+** every x) gives the same bits as expsum_f32 wherever that holds.
 */
 #include <criterion/criterion.h>
 #include <float.h>
@@ -49,6 +52,15 @@ static void reference(const kn__vmath *t, float *e, float *d, const float *x, fl
   for (int64_t i = 0; i < n; i++) d[i] = x[i] - c;
   t->f32[KN__VM_EXP](e, d, n);
   int64_t i = 0;
+  for (; i + 16 * L <= n; i += 16 * L)
+    for (int l = 0; l < L; l++) {
+      float f[4];
+      for (int g = 0; g < 4; g++) {
+        const float *p = e + i + 4 * L * g + l;
+        f[g] = (p[0] + p[L]) + (p[2 * L] + p[3 * L]);
+      }
+      acc[l] += (double)((f[0] + f[1]) + (f[2] + f[3]));
+    }
   for (; i + 4 * L <= n; i += 4 * L)
     for (int l = 0; l < L; l++) {
       float p = e[i + l] + e[i + L + l], q = e[i + 2 * L + l] + e[i + 3 * L + l];
@@ -200,10 +212,45 @@ Test(vmath_expsum, special_values) {
   }
 }
 
+/* expsum_max_f32 against expsum_f32 for shifts at least every x (the row's
+** maximum, above it, +inf), rows holding NaN, -inf, huge negative and
+** denormal-producing values, every length to 140 and long ones, unaligned:
+** the same exps, differences and lanes, bit for bit. */
+Test(vmath_expsum, max_shift_matches) {
+  static float src[NMAX], e1[NMAX + 16], e2[NMAX + 16], d1[NMAX + 16], d2[NMAX + 16];
+  fill(src, NMAX);
+  const int64_t lens[] = {300, 1000, 1024, 1031, 4099, 9000};
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    for (int64_t j = 0; j < 141 + 6; j++) {
+      int64_t n = j < 141 ? j : lens[j - 141], off = j % 5;
+      const float *x = src + NMAX - n;
+      float mx = -INFINITY;
+      for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+      const float cs[3] = {mx, mx + 40.0f, INFINITY};
+      for (int k = 0; k < 3; k++) {
+        double a1[L], a2[L];
+        lanes_init(a1);
+        lanes_init(a2);
+        t->expsum_f32(e1 + off, d1 + off, x, cs[k], n, a1, NULL);
+        t->expsum_max_f32(e2 + off, d2 + off, x, cs[k], n, a2, x);
+        int64_t de = first_diff_f(e1 + off, e2 + off, n);
+        int dl = first_diff_d(a1, a2);
+        cr_expect(de < 0 && first_diff_f(d1 + off, d2 + off, n) < 0 && dl < 0,
+                  "%s n %lld c %a: exp[%lld], lane %d differ", t->name, (long long)n, cs[k],
+                  (long long)de, dl);
+      }
+    }
+  }
+}
+
 /* The groups literally: 133 zeros with c = 0 (exp 1 each) make two groups
 ** of 4 per lane and five elements after them: lanes 0-4 hold 9, the rest 8;
 ** in one group a NaN makes its lane NaN, an inf its lane inf, and a lane of
-** -inf stays 0, while every other lane still sums 4 exps of 0. */
+** -inf stays 0, while every other lane still sums 4 exps of 0; 300 zeros
+** make one group of 256 and 44 elements after it (lanes 0-11 hold 19, the
+** rest 18). */
 Test(vmath_expsum, groups_literally) {
   enum { N = 133 };
   float x[N] = {0};
@@ -221,5 +268,11 @@ Test(vmath_expsum, groups_literally) {
     t->expsum_f32(NULL, NULL, y, 0.0f, 4 * L, g, NULL);
     cr_expect(isnan(g[4]) && g[3] == INFINITY && g[9] == 0 && g[0] == 4 && g[15] == 4,
               "%s: group lanes %a %a %a %a %a", t->name, g[4], g[3], g[9], g[0], g[15]);
+    /* 300 zeros: a group of 256 (16 per lane), no group of 64, 44 alone */
+    float z[300] = {0};
+    double h[L] = {0};
+    t->expsum_max_f32(NULL, NULL, z, 0.0f, 300, h, NULL);
+    for (int l = 0; l < L; l++)
+      cr_expect(h[l] == (l < 12 ? 19.0 : 18.0), "%s: 300: lane %d = %a", t->name, l, h[l]);
   }
 }

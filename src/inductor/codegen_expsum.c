@@ -24,7 +24,11 @@
 ** sub member a - alpha * b with a read from an input with stride 1 along the
 ** innermost reduced dim and b the same for the whole row (a row value such
 ** as the max, a constant or a scalar): c = alpha * b, rounded to float as
-** the sub's formula rounds it.
+** the sub's formula rounds it. Where b is the row's maximum of a itself (an
+** amax member over the same dims, alpha 1: softmax, log_softmax,
+** cross_entropy), the call is the table's expsum_max_f32, whose exp skips
+** its upper range check (every x - c is <= 0 or NaN): one vector operation
+** of about fifteen fewer per 16 elements on AVX-512, the same results.
 **
 ** The maximum pass before it (and amax's, logsumexp's shift) is one call of
 ** the table's row maximum (rowmax_f32) for a float32 row read in place:
@@ -71,6 +75,21 @@ static bool row_shift(kctx *k, const kn__gnode *sub, kn__sb *c) {
   kn__cg_operand(k, c, sub, 1);
   kn__sb_putc(c, ')');
   return true;
+}
+
+/* Is the shift the row's maximum of the values it is subtracted from (b an
+** amax member of the group over the sub's operand a, reducing the same dims,
+** alpha 1)? Then every a - b is <= 0 or NaN, and the table's expsum_max_f32
+** (the exp without its upper range check) gives the same results. */
+static bool shift_is_max(const kctx *k, const kn__ind_node *sum, const kn__gnode *sub) {
+  const kn__garg *a = &sub->args[0], *b = &sub->args[1];
+  if (k->p->nodes[sub->index].f.p1 != 1 || b->kind != KN__GA_TENSOR || !b->u.t.node) return false;
+  const kn__gnode *m = b->u.t.node;
+  const kn__ind_node *mn = &k->p->nodes[m->index];
+  return mn->kind == KN__IND_RED && mn->red->kind == KN__RED_MAX &&
+         mn->red_mask == sum->red_mask && kn__cg_member(k, m) && m->nargs >= 1 &&
+         m->args[0].kind == KN__GA_TENSOR && m->args[0].u.t.node == a->u.t.node &&
+         m->args[0].u.t.idx == a->u.t.idx;
 }
 
 /* Operand a of the sub: an input read in place (its block's address into
@@ -126,11 +145,12 @@ bool kn__cg_expsum_block(kctx *k, kn__sb *pre, const kn__gnode *n, int nd, const
             kept_at(k, ex, nd, dims, &e) && kept_at(k, sub, nd, dims, &d);
   if (ok) {
     kn__cg_call_prefetch(k, li, &a);
+    const bool mx = shift_is_max(k, in, sub);
     kn__sb_printf(pre,
-                  "      KN_VMT()->expsum_f32(%s, %s, %s, %s, bn, lane%d,\n"
-                  "                           %s);  /* exp(x - c), sum; the row ahead */\n",
-                  kn__sb_cstr(&e), kn__sb_cstr(&d), kn__sb_cstr(&x), kn__sb_cstr(&c), n->index,
-                  kn__sb_cstr(&a));
+                  "      KN_VMT()->expsum%s_f32(%s, %s, %s, %s, bn, lane%d,\n"
+                  "                           %s);  /* exp(x - c), sum; the row ahead%s */\n",
+                  mx ? "_max" : "", kn__sb_cstr(&e), kn__sb_cstr(&d), kn__sb_cstr(&x),
+                  kn__sb_cstr(&c), n->index, kn__sb_cstr(&a), mx ? "; c is its max" : "");
   }
   if (kn__sb_failed(&e) || kn__sb_failed(&d) || kn__sb_failed(&x) || kn__sb_failed(&c) ||
       kn__sb_failed(&a))

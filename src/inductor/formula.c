@@ -256,6 +256,9 @@ _Static_assert(offsetof(kn__vmath, expsum_f32) ==
 _Static_assert(offsetof(kn__vmath, rowmax_f32) ==
                    offsetof(kn__vmath, expsum_f32) + sizeof(kn__vm_expsum_f32),
                "generated code's kn_vmtab places rowmax_f32 where kn__vmath has it");
+_Static_assert(offsetof(kn__vmath, expsum_max_f32) ==
+                   offsetof(kn__vmath, rowmax_f32) + sizeof(kn__vm_rowmax_f32),
+               "generated code's kn_vmtab places expsum_max_f32 where kn__vmath has it");
 static const char vm_pragmas[] =
     "#pragma GCC diagnostic ignored \"-Wpsabi\"\n"
     "#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)\n"
@@ -272,6 +275,8 @@ static const char vm_table[] =
     "  void (*expsum_f32)(float *, float *, const float *, float, int64_t, double *,\n"
     "                     const float *);\n"
     "  float (*rowmax_f32)(const float *, int64_t, int *);\n"
+    "  void (*expsum_max_f32)(float *, float *, const float *, float, int64_t, double *,\n"
+    "                         const float *);\n"
     "} kn_vmtab;\n"
     "#ifdef KN_TU_PART\n"
     "KN_HID extern const kn_vmtab *_Atomic kn_vmt;\n"

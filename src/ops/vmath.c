@@ -122,17 +122,30 @@ static float expsum_one(float *e, float *d, const float *x, float c, int64_t i) 
   return v;
 }
 
+/* lane l's float sum of the group of 64 at i: (e0 + e1) + (e2 + e3) */
+static float expsum_four(float *e, float *d, const float *x, float c, int64_t i, int l) {
+  enum { L = KN__VM_SUM_LANES };
+  float v0 = expsum_one(e, d, x, c, i + l), v1 = expsum_one(e, d, x, c, i + L + l);
+  float v2 = expsum_one(e, d, x, c, i + 2 * L + l), v3 = expsum_one(e, d, x, c, i + 3 * L + l);
+  return (v0 + v1) + (v2 + v3);
+}
+
+/* kn__vm_expsum_f32's groups of 256, of 64, then one by one (the vector
+** tables compute the lanes in that order, a vector at a time); also the
+** table's expsum_max_f32 (the same function: no shortcut to take here). */
 static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, double *acc,
                      const float *ahead) {
   enum { L = KN__VM_SUM_LANES };
   (void)ahead; /* no prefetch in the scalar table */
   int64_t i = 0;
-  for (; i + 4 * L <= n; i += 4 * L)
+  for (; i + 16 * L <= n; i += 16 * L)
     for (int l = 0; l < L; l++) {
-      float v0 = expsum_one(e, d, x, c, i + l), v1 = expsum_one(e, d, x, c, i + L + l);
-      float v2 = expsum_one(e, d, x, c, i + 2 * L + l), v3 = expsum_one(e, d, x, c, i + 3 * L + l);
-      acc[l] += (double)((v0 + v1) + (v2 + v3));
+      float s[4];
+      for (int g = 0; g < 4; g++) s[g] = expsum_four(e, d, x, c, i + g * 4 * L, l);
+      acc[l] += (double)((s[0] + s[1]) + (s[2] + s[3]));
     }
+  for (; i + 4 * L <= n; i += 4 * L)
+    for (int l = 0; l < L; l++) acc[l] += (double)expsum_four(e, d, x, c, i, l);
   for (; i < n; i++) acc[i % L] += (double)expsum_one(e, d, x, c, i);
 }
 
@@ -148,7 +161,7 @@ static float rowmax_f(const float *x, int64_t n, int *nan) {
 const kn__vmath kn__vmath_scalar = {"scalar",       KN__VM_ROW1(f), KN__VM_ROW1(d),
                                     KN__VM_ROW2(f), KN__VM_ROW2(d), softmax_f,
                                     softmax_bwd_f,  softplus_f,     expsum_f,
-                                    rowmax_f};
+                                    rowmax_f,       expsum_f};
 
 /* ---- selection ---------------------------------------------------------------- */
 

@@ -82,14 +82,18 @@ typedef void (*kn__vm_softplus_f32)(float *y, const float *x, int64_t n, float b
 ** computes the table's exp of t, bit for bit its f32[KN__VM_EXP] of the
 ** array of those t (e NULL: not stored, else e[i]), and adds it to the
 ** double lanes acc[0..KN__VM_SUM_LANES): the block is taken in groups of
-** 4 x KN__VM_SUM_LANES elements from its start, and in a group lane l adds
-** (float)((e[g + l] + e[g + 16 + l]) + (e[g + 32 + l] + e[g + 48 + l])),
-** the exps added in float in that order and converted once (each float
-** addition rounds by at most half an ULP of its sum); the elements after
-** the last whole group are added one by one,
-** converted, to acc[i % KN__VM_SUM_LANES], in increasing i. A block after
+** 256 (16 x KN__VM_SUM_LANES) elements from its start, then of 64: in a
+** group of 64 at g lane l's float sum is
+** F(g, l) = (e[g + l] + e[g + 16 + l]) + (e[g + 32 + l] + e[g + 48 + l]),
+** in a group of 256 at g it is (F(g, l) + F(g + 64, l)) + (F(g + 128, l) +
+** F(g + 192, l)), the exps added in float in that order and the sum
+** converted once and added to acc[l] (each float addition rounds by at most
+** half an ULP of its sum and exps are never negative, so a group's float
+** sum is within 2 x 2^-24 (64) or 4 x 2^-24 (256) of the exact sum of its
+** exps, relatively); the elements after the last whole group are added one
+** by one, converted, to acc[i % KN__VM_SUM_LANES], in increasing i. A block after
 ** another continues the lanes as one block would when the first's length
-** is a multiple of 4 x KN__VM_SUM_LANES. e or d may equal x; they overlap
+** is a multiple of 16 x KN__VM_SUM_LANES. e or d may equal x; they overlap
 ** nothing else. ahead (NULL: none): the addresses fetched while the block
 ** computes, n elements from there, a line per 16 (a row kernel's same block
 ** two rows on); only a hint, never read as data. */
@@ -116,6 +120,11 @@ typedef struct kn__vmath {
   ** the layout above is theirs */
   kn__vm_expsum_f32 expsum_f32;
   kn__vm_rowmax_f32 rowmax_f32;
+  /* expsum_f32 for a shift c at least every x of the block (a row's
+  ** maximum: softmax, log_softmax, logsumexp), where every x - c is <= 0
+  ** or NaN: the same results, the exp's check for its upper range skipped.
+  ** Other inputs give unspecified exps (never a crash). */
+  kn__vm_expsum_f32 expsum_max_f32;
 } kn__vmath;
 
 /* The rows of a table whose functions are named a_<op>_<L> (L = f or d):

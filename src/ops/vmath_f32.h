@@ -171,6 +171,21 @@ static inline kn_vf v_exp_own_f(kn_vf x) {
 #endif
 }
 
+/* v_exp_own_f of lanes that are <= 0 or NaN (x - c with c at least every x),
+** the same bits for less work: no upper clamp on AVX-512, a one-sided range
+** check with FMA. Other lanes: unspecified. */
+static inline kn_vf v_exp_le0_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_exp_le0_f(x);
+#elif KN_VM_HAS_FMA
+  kn_vfi wide = (kn_vfi)(x < -87.0f); /* |x| > 87 for such lanes; NaN is not */
+  if (__builtin_expect(!KN_VM_ANYI(wide), 1)) return exp_mid_f(x);
+  return v_exp_wide_f(x);
+#else
+  return v_exp_wide_f(x);
+#endif
+}
+
 /* ln 2 = KN_LN2F + KN_LN2FLO (KN_LN2F the float nearest ln 2). */
 #define KN_LN2F 0x1.62e43p-1f
 #define KN_LN2FLO -0x1.05c61p-29f

@@ -65,11 +65,17 @@ static inline kn_vf x5_exp_poly_f(kn_vf r) {
 ** exhaustively against the double exp; 1.01 with the product x / ln2
 ** rounded before vrndscaleps and 1 + (r + r^2 P) before, which took 15-18%
 ** longer on an AVX-512 Xeon). */
-static inline kn_vf x5_exp_f(kn_vf x) {
-  kn_vf xc = _mm512_max_ps(VF(-104), _mm512_min_ps(VF(89), x));
+static inline kn_vf x5_exp_in_f(kn_vf xc) {
   kn_vf t = fma_f(xc, VF(KN_LOG2E), VF(0x1.8p23f)), n = t - VF(0x1.8p23f);
   return _mm512_scalef_ps(x5_exp_poly_f(exp_reduce_f(xc, n)), n);
 }
+
+static inline kn_vf x5_exp_f(kn_vf x) {
+  return x5_exp_in_f(_mm512_max_ps(VF(-104), _mm512_min_ps(VF(89), x)));
+}
+
+/* x5_exp_f of lanes <= 0 or NaN (the same bits): the lower clamp alone. */
+static inline kn_vf x5_exp_le0_f(kn_vf x) { return x5_exp_in_f(_mm512_max_ps(VF(-104), x)); }
 
 /* 2^x = 2^n (1 + f q(f)) with n = rint(x) and f = x - n exact (|f| <= 1/2),
 ** q(f) ~ (2^f - 1) / f a degree-5 polynomial whose first coefficient is ln 2

@@ -539,22 +539,24 @@ static float line_max_f(const float *x, int64_t n, int *nan) {
   return mx;
 }
 
-/* y = exp(x - mx); returns the sum in double. The tail is padded with -inf
-** (exp 0). While the exps run from L1, the line after this one (the next
-** line of a contiguous tensor; elsewhere a harmless prefetch) is loaded, so
-** that the next line's maximum pass does not wait on memory. */
+/* y = exp(x - mx); returns the sum in double. mx is at least every x (the
+** row's maximum, NaNs skipped, or 0 over a row of -inf), so v_exp_le0_f
+** applies. The tail is padded with -inf (exp 0). While the exps run from
+** L1, the line after this one (the next line of a contiguous tensor;
+** elsewhere a harmless prefetch) is loaded, so that the next line's maximum
+** pass does not wait on memory. */
 static double exp_sum_f(float *y, const float *x, int64_t n, float mx) {
   kn_vfdh acc[2] = {{0}, {0}};
   int64_t k = 0;
   for (; k + KN_VM_WF <= n; k += KN_VM_WF) {
     __builtin_prefetch(x + n + k); /* the next line, when it follows */
-    st_f(y + k, v_exp_f(ld_f(x + k) - mx));
+    st_f(y + k, v_exp_le0_f(ld_f(x + k) - mx));
     acc_halves(acc, y + k);
   }
   if (k < n) {
     float b[KN_VM_WF];
     for (int j = 0; j < KN_VM_WF; j++) b[j] = k + j < n ? x[k + j] : -INFINITY;
-    st_f(b, v_exp_f(ld_f(b) - mx));
+    st_f(b, v_exp_le0_f(ld_f(b) - mx));
     memcpy(y + k, b, (size_t)(n - k) * sizeof *y);
     acc_halves(acc, b);
   }
@@ -655,56 +657,81 @@ static void softplus_f(float *y, const float *x, int64_t n, float beta, float th
 
 /* ---- float32 exp(x - c) and its sum (see kn__vm_expsum_f32) ------------- */
 
-/* Groups of KN_VM_ES_GROUP = 4 x 16 elements first (kn__vm_expsum_f32's
-** contract): a vector's exps stay in registers, each lane's four exps of a
-** group are added in float, pairwise, and the sum once in double: a quarter
-** of the conversions of adding every exp in double (compiled softmax,
-** log_softmax and cross_entropy over 4096 rows of 1024 floats, one thread,
-** AVX-512 Xeon: 7-13% less time, docs/INDUCTOR.md). Adding every exp in
-** double was done a chunk of 256 exps at a time, stored and then summed
-** from L1: on AMD Zen 3 (AVX2) adding each vector's exps from the register
-** as they were computed was slower (fewer exps in flight while the
-** additions waited on each), and so it was on the AVX-512 Xeon (1.97-2.01
-** against 1.86-1.92 ms for softmax). While a group computes, the caller's
-** block ahead (two rows on) is fetched, a line per 16 elements, between
-** the arithmetic rather than in a burst after the call. The rest (< 64
+/* Groups of KN_VM_ES_BIG = 16 x 16 elements first, then of KN_VM_ES_GROUP =
+** 4 x 16 (kn__vm_expsum_f32's contract): a vector's exps stay in registers,
+** each lane's exps of a group are added in float, pairwise, and the sum
+** once in double, so that the conversions and double additions (seven
+** operations per 16 lanes on AVX-512) come once per 16 exps instead of
+** once per exp. Adding every exp in double was done a chunk of 256 exps
+** at a time, stored and then summed from L1: on AMD Zen 3 (AVX2) adding
+** each vector's exps from the register as they were computed was slower
+** (fewer exps in flight while the additions waited on each), and so it was
+** on the AVX-512 Xeon (1.97-2.01 against 1.86-1.92 ms for softmax); four
+** exps a lane per conversion cut compiled softmax, log_softmax and
+** cross_entropy by 7-13% (one thread, 4096 rows of 1024), sixteen the
+** exp-and-sum by a further 8-11% (docs/INDUCTOR.md). While a group computes, the caller's block
+** ahead (two rows on) is fetched, a line per 16 elements, between the
+** arithmetic rather than in a burst after the call. The rest (< 64
 ** elements) adds each exp in double: whole sets of 16 lanes from registers,
-** then the last elements (< 16) in zero-padded vectors, one by one. */
+** then the last elements (< 16) in zero-padded vectors, one by one.
+** expsum_max_f takes the lanes' exps from v_exp_le0_f (c at least every x:
+** the same bits, one operation fewer on AVX-512). */
 #define KN_VM_ES_GROUP (4 * KN__VM_SUM_LANES)
+#define KN_VM_ES_BIG (16 * KN__VM_SUM_LANES)
 /* exp(x[o] - c) of one vector, t and the exp stored where asked */
-static inline kn_vf expsum_one(float *e, float *d, const float *x, float c, int64_t o) {
+static inline kn_vf expsum_one(float *e, float *d, const float *x, float c, int64_t o,
+                               bool le0) {
   kn_vf t = ld_f(x + o) - c, v;
   if (d) st_f(d + o, t);
-  v = v_exp_f(t);
+  v = le0 ? v_exp_le0_f(t) : v_exp_f(t);
   if (e) st_f(e + o, v);
   return v;
+}
+
+/* The float sum of one vector's lanes of the group of 64 at i (o = i + its
+** offset in the 16 lanes): (e0 + e1) + (e2 + e3). */
+static inline kn_vf expsum_four(float *e, float *d, const float *x, float c, int64_t o,
+                                bool le0) {
+  kn_vf v0 = expsum_one(e, d, x, c, o, le0);
+  kn_vf v1 = expsum_one(e, d, x, c, o + KN__VM_SUM_LANES, le0);
+  kn_vf v2 = expsum_one(e, d, x, c, o + 2 * KN__VM_SUM_LANES, le0);
+  kn_vf v3 = expsum_one(e, d, x, c, o + 3 * KN__VM_SUM_LANES, le0);
+  return (v0 + v1) + (v2 + v3);
+}
+
+static inline void expsum_fetch(const float *ahead, int64_t i, int64_t n) {
+  for (int64_t l = i; l < n; l += 16) __builtin_prefetch(ahead + l);
 }
 
 /* The 16 lanes as 32 / KN_VM_WF halves of a float vector's width (lane l in
 ** half l / (KN_VM_WF / 2)), in registers through the loop. */
 #define KN_VM_NHALF (2 * KN__VM_SUM_LANES / KN_VM_WF)
 #define KN_VM_NG (KN__VM_SUM_LANES / KN_VM_WF) /* vectors per 16 lanes */
-static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, double *acc,
-                     const float *ahead) {
+__attribute__((always_inline)) static inline void
+expsum_body(float *e, float *d, const float *x, float c, int64_t n, double *acc,
+            const float *ahead, bool le0) {
   kn_vfdh a[KN_VM_NHALF];
   memcpy(a, acc, sizeof a);
   int64_t i = 0;
-  for (; i + KN_VM_ES_GROUP <= n; i += KN_VM_ES_GROUP) {
-    if (ahead)
-      for (int l = 0; l < KN_VM_ES_GROUP; l += 16) __builtin_prefetch(ahead + i + l);
+  for (; i + KN_VM_ES_BIG <= n; i += KN_VM_ES_BIG)
     for (int q = 0; q < KN_VM_NG; q++) {
-      int64_t o = i + q * KN_VM_WF;
-      kn_vf v0 = expsum_one(e, d, x, c, o), v1 = expsum_one(e, d, x, c, o + KN__VM_SUM_LANES);
-      kn_vf v2 = expsum_one(e, d, x, c, o + 2 * KN__VM_SUM_LANES);
-      kn_vf v3 = expsum_one(e, d, x, c, o + 3 * KN__VM_SUM_LANES);
-      acc_halves_v(a + 2 * q, (v0 + v1) + (v2 + v3));
+      kn_vf s[4];
+      for (int g = 0; g < 4; g++) {
+        int64_t o = i + g * KN_VM_ES_GROUP;
+        if (ahead && q == 0) expsum_fetch(ahead, o, o + KN_VM_ES_GROUP);
+        s[g] = expsum_four(e, d, x, c, o + q * KN_VM_WF, le0);
+      }
+      acc_halves_v(a + 2 * q, (s[0] + s[1]) + (s[2] + s[3]));
     }
+  for (; i + KN_VM_ES_GROUP <= n; i += KN_VM_ES_GROUP) {
+    if (ahead) expsum_fetch(ahead, i, i + KN_VM_ES_GROUP);
+    for (int q = 0; q < KN_VM_NG; q++)
+      acc_halves_v(a + 2 * q, expsum_four(e, d, x, c, i + q * KN_VM_WF, le0));
   }
-  if (ahead)
-    for (int64_t l = i; l < n; l += 16) __builtin_prefetch(ahead + l);
+  if (ahead) expsum_fetch(ahead, i, n);
   for (; i + KN__VM_SUM_LANES <= n; i += KN__VM_SUM_LANES)
     for (int q = 0; q < KN_VM_NG; q++)
-      acc_halves_v(a + 2 * q, expsum_one(e, d, x, c, i + q * KN_VM_WF));
+      acc_halves_v(a + 2 * q, expsum_one(e, d, x, c, i + q * KN_VM_WF, le0));
   memcpy(acc, a, sizeof a);
   for (; i < n; i += KN_VM_WF) {
     int m = n - i < KN_VM_WF ? (int)(n - i) : KN_VM_WF;
@@ -715,13 +742,23 @@ static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, dou
       st_f(b, t);
       memcpy(d + i, b, (size_t)m * sizeof *d);
     }
-    st_f(b, v_exp_f(t));
+    st_f(b, v_exp_f(t)); /* the padding lanes (0 - c) may exceed 0 */
     if (e) memcpy(e + i, b, (size_t)m * sizeof *e);
     for (int j = 0; j < m; j++) acc[(i + j) % KN__VM_SUM_LANES] += (double)b[j];
   }
 }
 
+static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, double *acc,
+                     const float *ahead) {
+  expsum_body(e, d, x, c, n, acc, ahead, false);
+}
+
+static void expsum_max_f(float *e, float *d, const float *x, float c, int64_t n, double *acc,
+                         const float *ahead) {
+  expsum_body(e, d, x, c, n, acc, ahead, true);
+}
+
 const kn__vmath KN_VM_TABLE = {KN_VM_NAME,     KN__VM_ROW1(f), KN__VM_ROW1(d),
                                KN__VM_ROW2(f), KN__VM_ROW2(d), softmax_f,
                                softmax_bwd_f,  softplus_f,     expsum_f,
-                               line_max_f};
+                               line_max_f,     expsum_max_f};

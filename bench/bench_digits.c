@@ -63,10 +63,6 @@ static kn_status step(kn_compiled *f, kn_module *m, kn_optimizer *opt, kn_tensor
 }
 
 
-/* Process CPU time at 1 thread, else wall time. */
-static double clock_s(int threads) {
-  return threads == 1 ? kn_bench_clock(CLOCK_PROCESS_CPUTIME_ID) : kn_bench_wall_s();
-}
 
 /* The kiln side: the CNN, its Adam state, the compiled loss and a batch. */
 typedef struct kiln_side {
@@ -99,20 +95,19 @@ static void kiln_free(kiln_side *k) {
 
 /* ms per step over a turn of STEPS steps at `threads` threads (0: default). */
 static double kiln_turn(kiln_side *k, int threads) {
-  double t0 = clock_s(threads);
+  double t0 = kn_bench_turn_clock(threads);
   for (int s = 0; s < STEPS; s++)
     if (step(k->f, k->m, k->opt, k->x, k->y) != KN_OK) {
       fprintf(stderr, "bench_digits: %s\n", kn_last_error());
       exit(1);
     }
-  return (clock_s(threads) - t0) / STEPS * 1e3;
+  return (kn_bench_turn_clock(threads) - t0) / STEPS * 1e3;
 }
 
 /* The torch side: the same model in Python processes beside the bench
 ** (kn_bench_torch, KN_BENCH_TORCH_LOOP). */
 static const char *const torch_body =
-    "import sys, time, torch, torch.nn as nn\n"
-    "torch.manual_seed(0)\n"
+    KN_BENCH_TORCH_HEAD
     "m = nn.Sequential(nn.Conv2d(1, 16, 3, padding='same'), nn.ReLU(), nn.MaxPool2d(2),\n"
     "    nn.Conv2d(16, 32, 3, padding='same'), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),\n"
     "    nn.Linear(128, 10))\n"

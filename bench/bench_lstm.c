@@ -30,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -148,23 +147,17 @@ static void cold_compile(void) {
   unsetenv("KILN_CACHE_DIR");
 }
 
-/* Process CPU time at 1 thread, else wall time. */
-static double clock_s(int threads) {
-  return threads == 1 ? kn_bench_clock(CLOCK_PROCESS_CPUTIME_ID) : kn_bench_wall_s();
-}
-
 /* ms per step over a turn of STEPS steps at `threads` threads. */
 static double kiln_turn(setup *s, int threads) {
-  double t0 = clock_s(threads);
+  double t0 = kn_bench_turn_clock(threads);
   for (int k = 0; k < STEPS; k++) step(s);
-  return (clock_s(threads) - t0) / STEPS * 1e3;
+  return (kn_bench_turn_clock(threads) - t0) / STEPS * 1e3;
 }
 
 /* The torch side: the same model in Python processes beside the bench
 ** (kn_bench_torch, KN_BENCH_TORCH_LOOP). */
 static const char *const torch_body =
-    "import sys, time, torch, torch.nn as nn\n"
-    "torch.manual_seed(0)\n"
+    KN_BENCH_TORCH_HEAD
     "m = nn.LSTM(64, 256, batch_first=True)\n"
     "opt = torch.optim.SGD(m.parameters(), lr=1e-2)\n"
     "x = torch.randn(32, 64, 64); y = torch.randn(32, 64, 256)\n"

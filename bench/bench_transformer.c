@@ -192,8 +192,7 @@ static double gemm_bound(setup *s, gemm_set *g, double *ratio) {
 /* The torch side: the same layer in Python processes beside the bench
 ** (kn_bench_torch, KN_BENCH_TORCH_LOOP). */
 static const char *const torch_body =
-    "import sys, time, torch, torch.nn as nn\n"
-    "torch.manual_seed(0)\n"
+    KN_BENCH_TORCH_HEAD
     "layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True).train()\n"
     "opt = torch.optim.SGD(layer.parameters(), lr=1e-4)\n"
     "x = torch.randn(16, 128, 256)\n"

@@ -169,6 +169,19 @@ static inline double kn_bench_torch_best(kn_bench_torch *t, double *v0, double *
   return *passive ? m[1] : m[0];
 }
 
+/* The clock of a turn at `threads` threads (0: the default count), as
+** KN_BENCH_TORCH_LOOP's: process CPU time at 1 thread (on a shared machine
+** wall time mostly measures the other processes), wall time with more. */
+static inline double kn_bench_turn_clock(int threads) {
+  return threads == 1 ? kn_bench_clock(CLOCK_PROCESS_CPUTIME_ID) : kn_bench_wall_s();
+}
+
+/* The start of a torch baseline's script: the modules it and
+** KN_BENCH_TORCH_LOOP use, and a fixed seed. */
+#define KN_BENCH_TORCH_HEAD                                                 \
+  "import sys, time, torch, torch.nn as nn\n"                               \
+  "torch.manual_seed(0)\n"
+
 /* The end of a torch baseline's script, after its step() and S (the steps
 ** of a turn): "rep <threads>" (0: torch's default) answered with the ms per
 ** step of one turn of S steps (process CPU time at 1 thread, else wall

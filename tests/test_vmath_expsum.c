@@ -7,9 +7,9 @@
 ** F = (e[g+l] + e[g+16+l]) + (e[g+32+l] + e[g+48+l]) of a group of 64, or
 ** (F(g) + F(g+64)) + (F(g+128) + F(g+192)) of one of 256, the elements
 ** after the last whole group each added in double to lane i % 16 in
-** increasing i. The stored
-** differences and exps must be the same bits, and so must the 16 lane sums
-** (the same additions in the same order), NaN matching NaN. Lengths 0..140
+** increasing i. The stored differences and exps must be the same bits, and
+** so must the 16 lane sums (the same additions in the same order), NaN
+** matching NaN. Lengths 0..140
 ** each (no group, one, two), then up to 9000 around the vector, lane and
 ** group widths, wide-ranged and of one size (whose sums round differently
 ** in another order); unaligned blocks; NaN, +-inf, huge negative, denormal and

@@ -91,10 +91,10 @@ typedef void (*kn__vm_softplus_f32)(float *y, const float *x, int64_t n, float b
 ** half an ULP of its sum and exps are never negative, so a group's float
 ** sum is within 2 x 2^-24 (64) or 4 x 2^-24 (256) of the exact sum of its
 ** exps, relatively); the elements after the last whole group are added one
-** by one, converted, to acc[i % KN__VM_SUM_LANES], in increasing i. A block after
-** another continues the lanes as one block would when the first's length
-** is a multiple of 16 x KN__VM_SUM_LANES. e or d may equal x; they overlap
-** nothing else. ahead (NULL: none): the addresses fetched while the block
+** by one, converted, to acc[i % KN__VM_SUM_LANES], in increasing i. A block
+** after another continues the lanes as one block would when the first's
+** length is a multiple of 16 x KN__VM_SUM_LANES. e or d may equal x; they
+** overlap nothing else. ahead (NULL: none): the addresses fetched while the block
 ** computes, n elements from there, a line per 16 (a row kernel's same block
 ** two rows on); only a hint, never read as data. */
 typedef void (*kn__vm_expsum_f32)(float *e, float *d, const float *x, float c, int64_t n,
@@ -120,8 +120,8 @@ typedef struct kn__vmath {
   ** the layout above is theirs */
   kn__vm_expsum_f32 expsum_f32;
   kn__vm_rowmax_f32 rowmax_f32;
-  /* expsum_f32 for a shift c at least every x of the block (a row's
-  ** maximum: softmax, log_softmax, logsumexp), where every x - c is <= 0
+  /* expsum_f32 for a shift c at least every x of the block (the row's
+  ** maximum: softmax, log_softmax, cross_entropy), where every x - c is <= 0
   ** or NaN: the same results, the exp's check for its upper range skipped.
   ** Other inputs give unspecified exps (never a crash). */
   kn__vm_expsum_f32 expsum_max_f32;

@@ -62,8 +62,6 @@ static kn_status step(kn_compiled *f, kn_module *m, kn_optimizer *opt, kn_tensor
   return st;
 }
 
-
-
 /* The kiln side: the CNN, its Adam state, the compiled loss and a batch. */
 typedef struct kiln_side {
   kn_generator *g;

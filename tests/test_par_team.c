@@ -5,8 +5,11 @@
 ** parallel` region) and passes each call on to libgomp's, recording the
 ** team size asked for; the executable exports it (ENABLE_EXPORTS), so the
 ** generated code's shared objects call it too. Small eager and compiled
-** kernels must not call it at all (ops/threads.h, kn__par_team); large ones
-** ask for one thread per grain, at most the threads set. Results are
+** kernels must not call it at all (ops/threads.h, kn__par_team); those of
+** two grains and more ask for every thread set, whatever their team
+** (kn__par_threads: a smaller region makes libgomp end threads of its
+** pool). It defines pthread_create too, counting the threads libgomp
+** starts: kernels of different team sizes in turn must start none. Results are
 ** compared across thread counts: bit for bit for elementwise and row-wise
 ** kernels and for the whole-tensor sum (its blocks are added in order),
 ** within 1e-12 relative for layer norm's weight gradient (per-thread sums).
@@ -14,8 +17,9 @@
 */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
-#include <omp.h>
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -34,6 +38,16 @@ void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigne
   atomic_fetch_add(&ncalls, 1);
   atomic_store(&last_team, num_threads);
   real(fn, data, num_threads, flags);
+}
+
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static _Atomic int nthreads_started;
+
+int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg) {
+  static pthread_create_fn real;
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+  atomic_fetch_add(&nthreads_started, 1);
+  return real(t, a, fn, arg);
 }
 
 static void reset(void) {
@@ -108,7 +122,9 @@ static kn_tensor *sum_cols(kn_tensor *x) { return kn_sum_dims(x, (int64_t[]){0},
 static kn_tensor *softmax_rows(kn_tensor *x) { return kn_softmax(x, 1); }
 static kn_tensor *add_self(kn_tensor *x) { return kn_add(x, x); }
 
-Test(par_team, eager_teams_take_one_thread_per_grain) {
+/* Which kernels enter OpenMP: from two grains (one for every grain of
+** work is the team, ops/threads.h), in a region of every thread set. */
+Test(par_team, eager_kernels_of_two_grains_and_more_open_a_region_of_every_thread) {
   cr_assert_eq(kn_set_num_threads(4), KN_OK);
   kn_tensor *x = kn_ones(KN_SHAPE(1), KN_FLOAT32);
   kn_release(kn_tanh(x));
@@ -116,16 +132,16 @@ Test(par_team, eager_teams_take_one_thread_per_grain) {
   const int64_t g = KN__GRAIN, gm = KN__GRAIN_MEM;
   struct { int64_t rows, cols; kn_tensor *(*op)(kn_tensor *); unsigned team; const char *what; } c[] = {
       {1, g + g / 2, kn_tanh, 0, "tanh of 1.5 grains"},
-      {1, 3 * g, kn_tanh, 3, "tanh of 3 grains"},
+      {1, 3 * g, kn_tanh, 4, "tanh of 3 grains"},
       {1, 40 * g, kn_tanh, 4, "tanh of 40 grains (4 threads set)"},
-      {1, 3 * gm, add_self, 3, "add of 3 memory grains"},
+      {1, 3 * gm, add_self, 4, "add of 3 memory grains"},
       {1, gm, add_self, 0, "add of 1 memory grain"},
-      {3, 4 * g, sum_rows, 3, "sum of 3 rows of 4 grains (one thread a row)"},
+      {3, 4 * g, sum_rows, 4, "sum of 3 rows of 4 grains (one thread a row)"},
       {64, g / 16, sum_rows, 4, "sum of 64 rows, 4 grains"},
       {16, g / 16, softmax_rows, 0, "softmax of half a grain"},
       {512, g / 64, softmax_rows, 4, "softmax of 8 grains"},
       {2048, 256, sum_cols, 4, "bias-gradient sum of 16 grains, 256 columns (chunks of 64)"},
-      {4096, 96, sum_cols, 2, "sum over rows of 96 columns (chunks of 64 and 32)"},
+      {4096, 96, sum_cols, 4, "sum over rows of 96 columns (chunks of 64 and 32)"},
   };
   for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
     x = values(c[i].rows, c[i].cols);
@@ -175,9 +191,9 @@ Test(par_team, layer_norm_weight_gradient_within_tolerance) {
   kn_release(gw[1]);
 }
 
-/* Compiled: a small kernel runs on the calling thread, a large one asks
-** for one thread per KN_GRAIN (the generated code's, 2^15) up to the
-** threads set; the results are the same at 1 and 3 threads. */
+/* Compiled: a small kernel runs on the calling thread, one of two
+** KN_GRAIN (the generated code's, 2^15) and more in a region of every
+** thread set; the results are the same at 1 and 3 threads. */
 Test(par_team, generated_kernels_enter_openmp_only_when_large) {
   kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
   kn_compiled *f = KN_COMPILE(add_fn, &o), *s = KN_COMPILE(softmax_fn, &o);
@@ -215,13 +231,14 @@ Test(par_team, generated_kernels_enter_openmp_only_when_large) {
 static kn_tensor *plain_add(kn_tensor *a, kn_tensor *b) { return kn_add(a, b); }
 
 /* A generated loop without vector math moves data: its grain is
-** KN_GRAIN_MEM (2^17, ops/threads.h's KN__GRAIN_MEM), 4 times the other. */
+** KN_GRAIN_MEM (2^17, ops/threads.h's KN__GRAIN_MEM), 4 times the other:
+** 3 x 2^15 elements stay on the calling thread, 3 x 2^17 do not. */
 Test(par_team, generated_data_moving_kernels_take_the_larger_grain) {
   kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
   kn_compiled *f = KN_COMPILE(plain_add, &o);
   cr_assert_eq(kn_set_num_threads(8), KN_OK);
   struct { int64_t rows, cols; unsigned team; } c[] = {
-      {3, KN__GRAIN, 0}, {3, KN__GRAIN_MEM, 3}, {40, KN__GRAIN_MEM, 8}};
+      {3, KN__GRAIN, 0}, {3, KN__GRAIN_MEM, 8}, {40, KN__GRAIN_MEM, 8}};
   for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
     kn_tensor *a = values(c[i].rows, c[i].cols);
     kn_release(kn_call_t(f, a, a)); /* compiles (each size once: static) */
@@ -313,6 +330,70 @@ Test(par_team, convolutions_take_one_thread_per_conv_grain) {
   int big = conv_regions(256, &team);
   cr_expect_geq(big, 1, "an 18.9M multiply-add convolution ran on one thread");
   cr_expect_eq(team, 2u, "team %u", team);
+}
+
+/* bmm of 8 products of 128x128x64 (one KN__GRAIN_MAC each, so each
+** product's own team is one thread): one region over the batch at 2
+** threads, each product one library call on its thread; the same bits as
+** at 1 thread, where they run one after another. */
+Test(par_team, bmm_of_small_products_splits_the_batch_over_the_threads) {
+  kn_generator *g = kn_generator_new(3);
+  kn_tensor *a = kn_randn(KN_SHAPE(8, 128, 64), g, KN_FLOAT32);
+  kn_tensor *b = kn_randn(KN_SHAPE(8, 128, 64), g, KN_FLOAT32), *bt = kn_transpose(b, 1, 2);
+  kn_tensor *r[2];
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(kn_set_num_threads(k + 1), KN_OK);
+    kn_release(kn_bmm(a, bt)); /* set-up apart */
+    reset();
+    r[k] = kn_bmm(a, bt);
+    cr_assert(r[k], "%s", kn_last_error());
+    cr_expect_eq(atomic_load(&ncalls), k, "%d regions at %d threads", atomic_load(&ncalls), k + 1);
+    if (k) cr_expect_eq(atomic_load(&last_team), 2u, "team %u", atomic_load(&last_team));
+  }
+  cr_expect(same_bits(r[0], r[1]), "bmm differs between 1 and 2 threads");
+  const float *p = kn_data(r[1]), *pa = kn_data(a), *pb = kn_data(b);
+  for (int i = 0; i < 8; i++) { /* one element of each product, in double */
+    double want = 0;
+    for (int k = 0; k < 64; k++) want += (double)pa[(i * 128 + 5) * 64 + k] * pb[(i * 128 + 7) * 64 + k];
+    cr_expect(fabs(p[(i * 128 + 5) * 128 + 7] - want) <= 1e-4 * (1 + fabs(want)), "product %d: %g vs %g",
+              i, p[(i * 128 + 5) * 128 + 7], want);
+  }
+  kn_release(r[0]), kn_release(r[1]), kn_release(a), kn_release(b), kn_release(bt);
+  kn_generator_free(g);
+}
+
+/* Kernels whose teams differ, in turn, at 4 threads (2 on the test
+** machine: libgomp runs more threads than CPUs as well): tanh of 40
+** grains (a team of 4), of 2 grains (2), an add of 3 memory grains (3), a
+** softmax of 8 grains, a layer_norm of 16, a compiled add of 3 memory
+** grains (3).
+** Every region asks for the 4 threads set, and after the first round
+** libgomp starts no thread: a region smaller than the one before would
+** end its surplus threads and the next larger one start them again. */
+Test(par_team, kernels_of_different_teams_in_turn_start_no_thread) {
+  cr_assert_eq(kn_set_num_threads(4), KN_OK);
+  const int64_t g = KN__GRAIN;
+  kn_tensor *big = values(1, 40 * g), *two = values(1, 2 * g), *mem = values(1, 3 * KN__GRAIN_MEM);
+  kn_tensor *rows = values(512, g / 64), *ln = values(512, g / 32), *w = kn_ones(KN_SHAPE(g / 32), KN_FLOAT32);
+  kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+  kn_compiled *f = KN_COMPILE(plain_add, &o);
+  int started = 0;
+  for (int round = 0; round < 6; round++) {
+    if (round == 1) started = atomic_load(&nthreads_started);
+    reset();
+    kn_tensor *r[6] = {kn_tanh(big), kn_tanh(two), kn_add(mem, mem), kn_softmax(rows, 1),
+                       kn_layer_norm(ln, 1, (int64_t[]){g / 32}, w, NULL, 1e-5), kn_call_t(f, mem, mem)};
+    for (int i = 0; i < 6; i++) cr_assert(r[i], "kernel %d: %s", i, kn_last_error());
+    cr_expect_eq(atomic_load(&ncalls), 6, "round %d: %d regions", round, atomic_load(&ncalls));
+    cr_expect_eq(atomic_load(&last_team), 4u, "round %d: the last region asked for %u", round,
+                 atomic_load(&last_team));
+    for (int i = 0; i < 6; i++) kn_release(r[i]);
+  }
+  cr_expect_eq(atomic_load(&nthreads_started) - started, 0,
+               "libgomp started %d threads in 5 rounds of kernels of teams 4, 2, 3, 4, 4, 3",
+               atomic_load(&nthreads_started) - started);
+  kn_compiled_free(f);
+  kn_release(big), kn_release(two), kn_release(mem), kn_release(rows), kn_release(ln), kn_release(w);
 }
 
 /* The calling thread's wait at a region's close (kn__par_join): only while

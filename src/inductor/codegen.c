@@ -430,7 +430,10 @@ static void whole_call(kn__sb *sb, const char *ind, const char *fn, const char *
 ** from base, or 0 when base is NULL; work elements in all; the arguments
 ** after the range: args): on the calling thread when the team is one
 ** thread (no OpenMP call at all), else one share per thread of a team
-** sized by KN_GRAIN (kn_team, kn_share in the prelude). Without OpenMP,
+** sized by KN_GRAIN (kn_team, kn_share in the prelude), in a region of
+** all the threads set, the surplus ones idle: a smaller region makes
+** libgomp end threads of its pool and the next larger one create them
+** again (ops/threads.h, kn__par_threads). Without OpenMP,
 ** one call. Shares of elements start on multiples of 64 (from base), so no
 ** two threads write one cache line. */
 static void run_parts(const kctx *k, kn__sb *sb, const char *fn, const char *base, const char *n,
@@ -444,7 +447,7 @@ static void run_parts(const kctx *k, kn__sb *sb, const char *fn, const char *bas
   whole_call(sb, "    ", fn, base, n, args);
   kn__sb_printf(sb, "    return;\n  }\n"
                     "  kn_join j = {0, 0, 0};\n"
-                    "  #pragma omp parallel num_threads(nt)\n"
+                    "  #pragma omp parallel num_threads(omp_get_max_threads())\n"
                     "  {\n"
                     "    kn_join_enter(&j);\n"
                     "    #pragma omp for schedule(static) nowait\n"

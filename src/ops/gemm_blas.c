@@ -2,8 +2,8 @@
 ** ops/gemm_blas.c: running a float32 GEMM in the library chosen for it
 ** (ops/gemm_select.h), and float64 on OpenBLAS.
 **
-** oneDNN runs on the OpenMP team it is given (kn__par_limit lowers the
-** calling thread's count for a small product). OpenBLAS runs on kiln's
+** oneDNN runs on the OpenMP team it is given: the whole count, or the
+** calling thread alone for a product under two grains (onednn_sgemm). OpenBLAS runs on kiln's
 ** OpenMP team too: its own count is set to 1 before its first use (and
 ** again whenever something else raised it: a program comparing libraries),
 ** and the product is cut into one block of rows (or, when M is small
@@ -74,10 +74,12 @@ static void blas_team(const gemm_args *g, int team) {
   KN__PAR_FOR(team, for (int t = 0; t < team; t++) blas_block(g, by_rows, t, team););
 }
 
+/* oneDNN on the calling thread for a team of one, else on the whole count
+** (kn__par_threads: a smaller region would end threads of libgomp's pool). */
 static kn_status onednn_sgemm(const gemm_args *g, int team) {
   int threads = omp_get_max_threads(), prev = 0;
-  if (team < threads) {
-    omp_set_num_threads(team);
+  if (team < 2 && threads > 1) {
+    omp_set_num_threads(1);
     prev = threads;
   }
   dnnl_status_t s = dnnl_sgemm(g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', g->M, g->N, g->K,

@@ -185,7 +185,7 @@ static void run_chunks(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int nt
   int64_t chunk = (n + nt - 1) / nt;
   chunk = (chunk + 63) & ~(int64_t)63;
   int64_t nchunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(kn__par_threads(nt))
   for (int64_t c = 0; c < nchunks; c++) {
     char *p[KN__ITER_MAX];
     int64_t lo = c * chunk, len = n - lo < chunk ? n - lo : chunk;
@@ -195,7 +195,7 @@ static void run_chunks(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int nt
 }
 
 static void run_rows(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int nt) {
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(kn__par_threads(nt))
   for (int64_t r = 0; r < it->remaining; r++) {
     char *p[KN__ITER_MAX];
     kn__iter_row_ptrs(it, r, p);

@@ -5,6 +5,9 @@
 ** Error texts follow PyTorch 1.13 ("mat1 and mat2 shapes cannot be
 ** multiplied (3x4 and 5x6)", "expected scalar type Float but found Double").
 */
+#include <omp.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +16,7 @@
 #include "kiln/ops_nn.h"
 #include "ops/iter.h"
 #include "ops/nn.h"
+#include "ops/threads.h"
 
 /* "3x4" for two symbolic sizes. */
 static void fmt_x(kn_sym a, kn_sym b, char *buf, size_t n) {
@@ -84,20 +88,43 @@ kn_status kn__meta_bmm(const kn__call *c, kn__metas *out) {
   return kn__metas_push_sizes(out, a->dtype, 3, os) ? KN_OK : kn__oom();
 }
 
+/* Product i of the batch into its rows of o. */
+static kn_status bmm_one(const kn_tensor *a, const kn_tensor *b, kn_tensor *o, int64_t i) {
+  int64_t M = a->sizes[1], K = a->sizes[2], N = b->sizes[2];
+  int64_t ea = (int64_t)kn_dtype_size(a->dtype);
+  kn__mat ma = {(const char *)kn_data(a) + i * a->strides[0] * ea, a->strides[1], a->strides[2]};
+  kn__mat mb = {(const char *)kn_data(b) + i * b->strides[0] * ea, b->strides[1], b->strides[2]};
+  char *po = (char *)kn_data(o) + i * M * N * ea;
+  return kn__nn_gemm("bmm", a->dtype, M, N, K, ma, mb, po, N, 1.0, 0.0);
+}
+
+/* The team that takes the batch's products, one library call a product on
+** its thread: when one product's own team (KN__GRAIN_MAC) is smaller than
+** the threads set, one per grain of the whole batch, at most one a
+** product; else 1 (the products one after another, each on every thread).
+** Attention's 64 products of 128x128x64 (one grain each) ran one after
+** another on the calling thread: 1.3 ms at 1 and at 16 threads. */
+static int batch_team(int64_t B, int64_t M, int64_t N, int64_t K) {
+  if (B < 2 || kn__par_team(M * N * K, INT64_MAX, KN__GRAIN_MAC) >= omp_get_max_threads())
+    return 1;
+  return kn__par_team(B * M * N * K, B, KN__GRAIN_MAC);
+}
+
 kn_status kn__k_bmm(const kn__call *c, kn__outs *out) {
   const kn_tensor *a = c->args[0].u.t, *b = c->args[1].u.t;
   kn_tensor *o = out->t[0];
-  int64_t B = a->sizes[0], M = a->sizes[1], K = a->sizes[2], N = b->sizes[2];
-  size_t ea = kn_dtype_size(a->dtype);
+  int64_t B = a->sizes[0];
   kn_status st = kn__nn_gemm_check("bmm", a->dtype);
-  for (int64_t i = 0; i < B && st == KN_OK; i++) {
-    kn__mat ma = {(const char *)kn_data(a) + i * a->strides[0] * (int64_t)ea, a->strides[1],
-                  a->strides[2]};
-    kn__mat mb = {(const char *)kn_data(b) + i * b->strides[0] * (int64_t)ea, b->strides[1],
-                  b->strides[2]};
-    char *po = (char *)kn_data(o) + i * M * N * (int64_t)ea;
-    st = kn__nn_gemm("bmm", a->dtype, M, N, K, ma, mb, po, N, 1.0, 0.0);
-  }
+  if (st != KN_OK) return st;
+  int team = batch_team(B, a->sizes[1], b->sizes[2], a->sizes[2]);
+  if (team > 1) {
+    _Atomic bool failed = false;
+    KN__PAR_FOR(team, for (int64_t i = 0; i < B; i++) {
+      if (bmm_one(a, b, o, i) != KN_OK) atomic_store(&failed, true);
+    });
+    if (!atomic_load(&failed)) return KN_OK;
+  } /* else, or again on this thread for the error's message */
+  for (int64_t i = 0; i < B && st == KN_OK; i++) st = bmm_one(a, b, o, i);
   return st;
 }
 

@@ -90,7 +90,7 @@ static kn_status bwd_drive(bool rms, kn_dtype dt, const void *x, const void *go,
                            int64_t D, const void *mean, const void *rstd, const void *w,
                            void *gi, void *gw, void *gb) {
   const kn__norm_rows *k = kn__norm_rows_get();
-  int nt = kn__par_team(M * D, M, KN__GRAIN), nacc = rms ? 1 : 2;
+  int nt = kn__par_threads(kn__par_team(M * D, M, KN__GRAIN)), nacc = rms ? 1 : 2;
   bool want = gw || gb;
   double *acc = NULL;
   if (want && !(acc = calloc((size_t)nt * (size_t)nacc * (size_t)(D ? D : 1), sizeof *acc)))

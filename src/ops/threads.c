@@ -91,10 +91,12 @@ int kn__par_team(int64_t work, int64_t units, int64_t grain) {
   return t < m ? (int)t : m;
 }
 
+int kn__par_threads(int team) { return team < 2 ? 1 : omp_get_max_threads(); }
+
 int kn__par_limit(int64_t work, int64_t grain) {
   int t = kn__par_team(work, INT64_MAX, grain), m = omp_get_max_threads();
-  if (t >= m) return 0;
-  omp_set_num_threads(t);
+  if (t > 1 || m < 2) return 0; /* the whole count: a smaller region ends threads */
+  omp_set_num_threads(1);
   return m;
 }
 

@@ -60,11 +60,12 @@ int kn__par_team(int64_t work, int64_t units, int64_t grain);
 #define KN__GRAIN_CONV ((int64_t)1 << 22)
 
 /* Before a library call (oneDNN) doing `work` units: when the team from
-** grain (kn__par_team) is smaller than OpenMP's count on this thread, set
-** that count to the team (a thread-local setting; oneDNN reads it when it
-** creates and runs a primitive) and return the count to restore with
+** grain (kn__par_team) is one thread and OpenMP's count on this thread is
+** more, set that count to 1 (a thread-local setting; oneDNN reads it when
+** it creates and runs a primitive) and return the count to restore with
 ** kn__par_restore; else 0 and nothing changes. A call of a team of one
-** then runs on the calling thread without entering OpenMP. */
+** then runs on the calling thread without entering OpenMP; a larger team
+** gets the whole count (kn__par_threads says why no count in between). */
 int kn__par_limit(int64_t work, int64_t grain);
 void kn__par_restore(int prev);
 
@@ -91,8 +92,21 @@ void kn__par_join(kn__join *j);
 ** threads having entered and `arrived` joined? */
 bool kn__par_wait_rule(int nt, int started, int arrived, int64_t part, int64_t waited);
 
-/* KN__PAR_FOR(team, loop): the `for` loop run by an OpenMP team of `team`
-** threads (schedule static, closed by kn__par_join) when team > 1, else a
+/* The size of the OpenMP region a kernel whose team is `team` opens: 1 for
+** team < 2, else OpenMP's count on this thread (the threads set), whatever
+** the team. libgomp ends the surplus threads of its pool whenever a region
+** asks for fewer threads than the one before, and creates them again (a
+** pthread_create and a fresh stack each) for the next larger one: on a
+** 16-core machine, a layer_norm of 16 grains after an add of 4 took 2.2 ms
+** instead of 43 us, and a transformer step created ~2,700 threads. So
+** every region kiln opens has this one size; a team smaller than it shares
+** its loop out over all of the region's threads, or leaves the surplus
+** threads idle (the generated code's shares, a per-thread block). */
+int kn__par_threads(int team);
+
+/* KN__PAR_FOR(team, loop): the `for` loop run by an OpenMP region of
+** kn__par_threads(team) threads (schedule static, closed by
+** kn__par_join) when team > 1, else a
 ** plain loop on the calling thread: unlike `#pragma omp parallel for if
 ** (...)`, a false condition calls nothing of OpenMP's (GOMP_parallel starts
 ** a team of one, a futex and some bookkeeping, on every call).
@@ -103,8 +117,9 @@ bool kn__par_wait_rule(int nt, int started, int arrived, int64_t part, int64_t w
   do {                                                                                  \
     const int kn__nt = (team);                                                          \
     if (kn__nt > 1) {                                                                   \
-      kn__join kn__j = {0, 0, 0};                                                             \
-      _Pragma("omp parallel num_threads(kn__nt)") {                                     \
+      const int kn__nr = kn__par_threads(kn__nt);                                       \
+      kn__join kn__j = {0, 0, 0};                                                       \
+      _Pragma("omp parallel num_threads(kn__nr)") {                                     \
         kn__par_enter(&kn__j);                                                          \
         _Pragma("omp for schedule(static) nowait") __VA_ARGS__                          \
         kn__par_join(&kn__j);                                                           \
@@ -117,8 +132,9 @@ bool kn__par_wait_rule(int nt, int started, int arrived, int64_t part, int64_t w
   do {                                                                                  \
     const int kn__nt = (team);                                                          \
     if (kn__nt > 1) {                                                                   \
-      kn__join kn__j = {0, 0, 0};                                                             \
-      _Pragma("omp parallel num_threads(kn__nt)") {                                     \
+      const int kn__nr = kn__par_threads(kn__nt);                                       \
+      kn__join kn__j = {0, 0, 0};                                                       \
+      _Pragma("omp parallel num_threads(kn__nr)") {                                     \
         kn__par_enter(&kn__j);                                                          \
         __VA_ARGS__                                                                     \
         kn__par_join(&kn__j);                                                           \

@@ -158,11 +158,11 @@ int main(void) {
            "stopped)\n");
     return 0;
   }
-  static const char *const pol[2] = {"libgomp's default", "OMP_WAIT_POLICY=passive"};
-  printf("BENCH digits_cnn_step_torch_ms %.3f ms (%s, the faster)\n", ms[0][1], pol[passive[0]]);
+  printf("BENCH digits_cnn_step_torch_ms %.3f ms (%s, the faster)\n", ms[0][1],
+         kn_bench_torch_policy(passive[0]));
   for (int n = 1; n <= 2; n++)
     printf("BENCH cnn_step_torch_ms_%dT %.3f ms (%s, the faster)\n", n, ms[n][1],
-           pol[passive[n]]);
+           kn_bench_torch_policy(passive[n]));
   printf("RATIO digits_cnn_step_vs_torch %.3f (default threads; goal >= 1.5)\n",
          ms[0][1] / ms[0][0]);
   printf("RATIO cnn_step_vs_torch %.3f (1 thread; goal >= 1.2)\n", ms[1][1] / ms[1][0]);

@@ -213,7 +213,6 @@ int main(void) {
   snprintf(script, sizeof script, "S = %d\n%s", STEPS, torch_body);
   kn_bench_torch tp = {0};
   bool torch = kn_bench_torch_start(&tp, script, core, "rep 1");
-  static const char *const pol[2] = {"libgomp's default", "OMP_WAIT_POLICY=passive"};
   for (int threads = 1; threads <= 2; threads++) {
     time_turns(true, torch ? &tp : NULL, threads, ms, &passive);
     const char *pl = threads > 1 ? "s" : "";
@@ -224,7 +223,7 @@ int main(void) {
       continue;
     }
     printf("BENCH lstm_step_torch_ms %.2f ms (torch 1.13 eager, %d thread%s, %s, the faster)\n",
-           ms[1], threads, pl, pol[passive]);
+           ms[1], threads, pl, kn_bench_torch_policy(passive));
     printf("RATIO lstm_step_vs_torch %.3f (%d thread%s: torch / kiln; goal >= 1.2)\n",
            ms[1] / ms[0], threads, pl);
   }

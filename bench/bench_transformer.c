@@ -276,7 +276,7 @@ int main(void) {
   }
   for (int t = 0; t < 2; t++)
     printf("BENCH transformer_layer_step_torch_ms_%dT %.2f ms (%s, the faster)\n", t + 1,
-           ms[t][2], passive[t] ? "OMP_WAIT_POLICY=passive" : "libgomp's default");
+           ms[t][2], kn_bench_torch_policy(passive[t]));
   printf("RATIO transformer_layer_step_vs_torch %.3f (1 thread; goal >= 1.2)\n",
          ms[0][2] / ms[0][1]);
   printf("RATIO transformer_layer_step_vs_torch_2T %.3f (goal >= 1.2)\n", ms[1][2] / ms[1][1]);

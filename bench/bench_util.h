@@ -169,6 +169,11 @@ static inline double kn_bench_torch_best(kn_bench_torch *t, double *v0, double *
   return *passive ? m[1] : m[0];
 }
 
+/* The name of the wait policy kn_bench_torch_best chose, for BENCH lines. */
+static inline const char *kn_bench_torch_policy(bool passive) {
+  return passive ? "OMP_WAIT_POLICY=passive" : "libgomp's default";
+}
+
 /* The clock of a turn at `threads` threads (0: the default count), as
 ** KN_BENCH_TORCH_LOOP's: process CPU time at 1 thread (on a shared machine
 ** wall time mostly measures the other processes), wall time with more. */

@@ -354,9 +354,10 @@ Test(par_team, bmm_of_small_products_splits_the_batch_over_the_threads) {
   const float *p = kn_data(r[1]), *pa = kn_data(a), *pb = kn_data(b);
   for (int i = 0; i < 8; i++) { /* one element of each product, in double */
     double want = 0;
-    for (int k = 0; k < 64; k++) want += (double)pa[(i * 128 + 5) * 64 + k] * pb[(i * 128 + 7) * 64 + k];
-    cr_expect(fabs(p[(i * 128 + 5) * 128 + 7] - want) <= 1e-4 * (1 + fabs(want)), "product %d: %g vs %g",
-              i, p[(i * 128 + 5) * 128 + 7], want);
+    for (int k = 0; k < 64; k++)
+      want += (double)pa[(i * 128 + 5) * 64 + k] * pb[(i * 128 + 7) * 64 + k];
+    double got = p[(i * 128 + 5) * 128 + 7];
+    cr_expect(fabs(got - want) <= 1e-4 * (1 + fabs(want)), "product %d: %g vs %g", i, got, want);
   }
   kn_release(r[0]), kn_release(r[1]), kn_release(a), kn_release(b), kn_release(bt);
   kn_generator_free(g);
@@ -374,7 +375,8 @@ Test(par_team, kernels_of_different_teams_in_turn_start_no_thread) {
   cr_assert_eq(kn_set_num_threads(4), KN_OK);
   const int64_t g = KN__GRAIN;
   kn_tensor *big = values(1, 40 * g), *two = values(1, 2 * g), *mem = values(1, 3 * KN__GRAIN_MEM);
-  kn_tensor *rows = values(512, g / 64), *ln = values(512, g / 32), *w = kn_ones(KN_SHAPE(g / 32), KN_FLOAT32);
+  kn_tensor *rows = values(512, g / 64), *ln = values(512, g / 32);
+  kn_tensor *w = kn_ones(KN_SHAPE(g / 32), KN_FLOAT32);
   kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
   kn_compiled *f = KN_COMPILE(plain_add, &o);
   int started = 0;
@@ -382,7 +384,8 @@ Test(par_team, kernels_of_different_teams_in_turn_start_no_thread) {
     if (round == 1) started = atomic_load(&nthreads_started);
     reset();
     kn_tensor *r[6] = {kn_tanh(big), kn_tanh(two), kn_add(mem, mem), kn_softmax(rows, 1),
-                       kn_layer_norm(ln, 1, (int64_t[]){g / 32}, w, NULL, 1e-5), kn_call_t(f, mem, mem)};
+                       kn_layer_norm(ln, 1, (int64_t[]){g / 32}, w, NULL, 1e-5),
+                       kn_call_t(f, mem, mem)};
     for (int i = 0; i < 6; i++) cr_assert(r[i], "kernel %d: %s", i, kn_last_error());
     cr_expect_eq(atomic_load(&ncalls), 6, "round %d: %d regions", round, atomic_load(&ncalls));
     cr_expect_eq(atomic_load(&last_team), 4u, "round %d: the last region asked for %u", round,
@@ -393,7 +396,8 @@ Test(par_team, kernels_of_different_teams_in_turn_start_no_thread) {
                "libgomp started %d threads in 5 rounds of kernels of teams 4, 2, 3, 4, 4, 3",
                atomic_load(&nthreads_started) - started);
   kn_compiled_free(f);
-  kn_release(big), kn_release(two), kn_release(mem), kn_release(rows), kn_release(ln), kn_release(w);
+  kn_release(big), kn_release(two), kn_release(mem);
+  kn_release(rows), kn_release(ln), kn_release(w);
 }
 
 /* The calling thread's wait at a region's close (kn__par_join): only while

@@ -3,8 +3,9 @@
 ** (ops/gemm_select.h), and float64 on OpenBLAS.
 **
 ** oneDNN runs on the OpenMP team it is given: the whole count, or the
-** calling thread alone for a product under two grains (onednn_sgemm). OpenBLAS runs on kiln's
-** OpenMP team too: its own count is set to 1 before its first use (and
+** calling thread alone for a product under two grains (onednn_sgemm).
+** OpenBLAS runs on kiln's OpenMP team too: its own count is set to 1
+** before its first use (and
 ** again whenever something else raised it: a program comparing libraries),
 ** and the product is cut into one block of rows (or, when M is small
 ** against N, of columns) a thread, each block one single-threaded OpenBLAS

@@ -97,19 +97,21 @@ bool kn__par_wait_rule(int nt, int started, int arrived, int64_t part, int64_t w
 ** the team. libgomp ends the surplus threads of its pool whenever a region
 ** asks for fewer threads than the one before, and creates them again (a
 ** pthread_create and a fresh stack each) for the next larger one: on a
-** 16-core machine, a layer_norm of 16 grains after an add of 4 took 2.2 ms
-** instead of 43 us, and a transformer step created ~2,700 threads. So
-** every region kiln opens has this one size; a team smaller than it shares
-** its loop out over all of the region's threads, or leaves the surplus
-** threads idle (the generated code's shares, a per-thread block). */
+** 16-core machine, a layer_norm of 16 grains in turns with an add of 4
+** took 2.2 ms instead of 43 us, and 10 transformer steps page-faulted
+** 13,000 times (a 2-CPU machine at 8 threads: 944 threads started in 23
+** steps). So every region kiln opens has this one size; a team smaller
+** than it shares its loop out over all of the region's threads, or leaves
+** the surplus threads idle (the generated code's shares, a per-thread
+** block). */
 int kn__par_threads(int team);
 
 /* KN__PAR_FOR(team, loop): the `for` loop run by an OpenMP region of
-** kn__par_threads(team) threads (schedule static, closed by
-** kn__par_join) when team > 1, else a
-** plain loop on the calling thread: unlike `#pragma omp parallel for if
-** (...)`, a false condition calls nothing of OpenMP's (GOMP_parallel starts
-** a team of one, a futex and some bookkeeping, on every call).
+** kn__par_threads(team) threads (schedule static, closed by kn__par_join)
+** when team > 1, else a plain loop on the calling thread: unlike
+** `#pragma omp parallel for if (...)`, a false condition calls nothing of
+** OpenMP's (GOMP_parallel starts a team of one, a futex and some
+** bookkeeping, on every call).
 ** KN__PAR_REGION(team, block): likewise a `parallel` region whose block
 ** shares its loops with _Pragma("omp for"), which a lone thread runs
 ** whole. */

@@ -78,11 +78,7 @@ static void blas_team(const gemm_args *g, int team) {
 /* oneDNN on the calling thread for a team of one, else on the whole count
 ** (kn__par_threads: a smaller region would end threads of libgomp's pool). */
 static kn_status onednn_sgemm(const gemm_args *g, int team) {
-  int threads = omp_get_max_threads(), prev = 0;
-  if (team < 2 && threads > 1) {
-    omp_set_num_threads(1);
-    prev = threads;
-  }
+  int prev = kn__par_limit_team(team);
   dnnl_status_t s = dnnl_sgemm(g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', g->M, g->N, g->K,
                                (float)g->alpha, g->A, g->lda, g->B, g->ldb, (float)g->beta,
                                g->C, g->ldc);

@@ -143,28 +143,21 @@ static void store_acc(const acc *a, rkind k, int64_t nred, char *dst, kn_dtype o
 }
 
 /* Whole-tensor sum of one contiguous floating row (16-bit: converted to
-** float32 in blocks): blocks of 16384 elements
-** summed on the threads, their sums added in order (the same result on any
-** number of threads); on the calling thread when the partial sums cannot
-** be allocated. */
-static double block_sum(const char *p, int64_t n, kn_dtype dt, int64_t b) {
-  const int64_t blk = 16384, lo = b * blk, len = (lo + blk <= n) ? blk : n - lo;
-  if (is16(dt)) return sum_16(p + lo * 2, dt, len);
-  return dt == KN_FLOAT32 ? sum_f32((const float *)p + lo, len) : sum_f64((const double *)p + lo, len);
+** float32 in blocks): blocks of 16384 elements summed on the threads, their
+** sums added in order (kn__par_sum_blocks: the same result on any number
+** of threads). */
+typedef struct row_ref { const char *p; kn_dtype dt; } row_ref;
+
+static double block_sum(const void *ctx, int64_t lo, int64_t hi) {
+  const row_ref *r = ctx;
+  if (is16(r->dt)) return sum_16(r->p + lo * 2, r->dt, hi - lo);
+  return r->dt == KN_FLOAT32 ? sum_f32((const float *)r->p + lo, hi - lo)
+                             : sum_f64((const double *)r->p + lo, hi - lo);
 }
 
 static double par_sum_row(const char *p, int64_t n, kn_dtype dt) {
-  int64_t nb = (n + 16383) / 16384;
-  double *part = malloc((size_t)nb * sizeof *part), total = 0;
-  int nt = part ? kn__par_team(n, nb, KN__GRAIN) : 1;
-  if (!part) {
-    for (int64_t b = 0; b < nb; b++) total += block_sum(p, n, dt, b);
-    return total;
-  }
-  KN__PAR_FOR(nt, for (int64_t b = 0; b < nb; b++) part[b] = block_sum(p, n, dt, b););
-  for (int64_t b = 0; b < nb; b++) total += part[b];
-  free(part);
-  return total;
+  row_ref r = {p, dt};
+  return kn__par_sum_blocks(n, 16384, KN__GRAIN, block_sum, &r);
 }
 
 /* Sum/mean over outer dims when the innermost kept dim is contiguous

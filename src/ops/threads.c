@@ -93,11 +93,32 @@ int kn__par_team(int64_t work, int64_t units, int64_t grain) {
 
 int kn__par_threads(int team) { return team < 2 ? 1 : omp_get_max_threads(); }
 
-int kn__par_limit(int64_t work, int64_t grain) {
-  int t = kn__par_team(work, INT64_MAX, grain), m = omp_get_max_threads();
-  if (t > 1 || m < 2) return 0; /* the whole count: a smaller region ends threads */
+int kn__par_limit_team(int team) {
+  int m = omp_get_max_threads();
+  if (team > 1 || m < 2) return 0; /* the whole count: a smaller region ends threads */
   omp_set_num_threads(1);
   return m;
+}
+
+int kn__par_limit(int64_t work, int64_t grain) {
+  return kn__par_limit_team(kn__par_team(work, INT64_MAX, grain));
+}
+
+double kn__par_sum_blocks(int64_t n, int64_t blk, int64_t grain,
+                          double (*fn)(const void *ctx, int64_t lo, int64_t hi), const void *ctx) {
+  int64_t nb = (n + blk - 1) / blk;
+  double *part = malloc((size_t)(nb ? nb : 1) * sizeof *part), total = 0;
+  if (!part) {
+    for (int64_t lo = 0; lo < n; lo += blk) total += fn(ctx, lo, lo + blk < n ? lo + blk : n);
+    return total;
+  }
+  KN__PAR_FOR(kn__par_team(n, nb, grain), for (int64_t b = 0; b < nb; b++) {
+    int64_t lo = b * blk;
+    part[b] = fn(ctx, lo, lo + blk < n ? lo + blk : n);
+  });
+  for (int64_t b = 0; b < nb; b++) total += part[b];
+  free(part);
+  return total;
 }
 
 void kn__par_restore(int prev) {

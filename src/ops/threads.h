@@ -67,7 +67,17 @@ int kn__par_team(int64_t work, int64_t units, int64_t grain);
 ** then runs on the calling thread without entering OpenMP; a larger team
 ** gets the whole count (kn__par_threads says why no count in between). */
 int kn__par_limit(int64_t work, int64_t grain);
+/* kn__par_limit for a team already sized (a GEMM's plan): the same rule. */
+int kn__par_limit_team(int team);
 void kn__par_restore(int prev);
+
+/* The sum of fn over the blocks [lo, hi) of blk elements that cut [0, n),
+** each block's value computed on the threads (a team of n / grain, at most
+** one a block) and the values added in block order: the same result on any
+** number of threads. On the calling thread, in the same order, when the
+** per-block values cannot be allocated. */
+double kn__par_sum_blocks(int64_t n, int64_t blk, int64_t grain,
+                          double (*fn)(const void *ctx, int64_t lo, int64_t hi), const void *ctx);
 
 /* The start and close of a team's region (every thread calls
 ** kn__par_enter first and kn__par_join last). Under kiln's passive wait

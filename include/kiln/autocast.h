@@ -13,7 +13,10 @@
 ** captured graph holds the casts as explicit _to_copy nodes). The policy is
 ** torch 1.13's CPU autocast policy, one entry per op (src/ops/ops_autocast.def):
 **   lower    mm, bmm, addmm, matmul, linear, convolution: floating inputs
-**            (not float64) are cast to the region's dtype;
+**            (not float64) are cast to the region's dtype; also
+**            scaled_dot_product_attention (torch 2's CPU list; torch 1.13
+**            has no such op): it takes bfloat16/float16, computes in float32
+**            and returns the region's dtype;
 **   fp32     prod, mse_loss, l1_loss, binary_cross_entropy, nll_loss,
 **            cross_entropy: floating inputs (not float64) are cast to float32;
 **   promote  cat, stack: floating inputs are cast to the widest of them and

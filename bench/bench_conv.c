@@ -215,7 +215,7 @@ int main(void) {
   kn__convg g = {.N = N, .C = C, .H = H, .W = W, .O = O, .kh = K, .kw = K, .OH = H, .OW = W,
                  .G = 1, .sh = 1, .sw = 1, .ph = 1, .pw = 1, .dh = 1, .dw = 1};
   char impl[64];
-  if (kn__dnnl_conv_impl(&g, impl, sizeof impl) == KN_OK)
+  if (kn__dnnl_conv_impl(&g, KN_FLOAT32, impl, sizeof impl) == KN_OK)
     printf("BENCH_INFO conv2d_kiln_impl %s\n", impl);
   double tk[REPS], tp[REPS], tr[REPS], tb[REPS];
   /* warm up (builds kiln's primitive cache), then interleave */

@@ -1,8 +1,10 @@
 /*
 ** ops/nn_conv.c: 2-D convolution, forward and backward.
 **
-** float32 runs on oneDNN convolution primitives (ops/nn_conv_dnnl.c). Other
-** dtypes (and empty channel counts) use im2col + GEMM. Forward, per image and
+** float32 runs on oneDNN convolution primitives (ops/nn_conv_dnnl.c), and
+** bfloat16 and float16 where oneDNN has JIT kernels for them on this CPU.
+** Other dtypes and cases (and empty channel counts) use im2col + GEMM.
+** Forward, per image and
 ** group: unfold the input patch of every output
 ** position into the columns of a [C/g * kh * kw, OH * OW] matrix, then one
 ** GEMM with the group's weights viewed as [O/g, C/g * kh * kw]. Backward
@@ -270,10 +272,15 @@ static void add_bias(kn_tensor *o, const kn_tensor *b, const convg *g) {
     }
 }
 
-/* ---- float32 on oneDNN ---------------------------------------------------------- */
+/* ---- float32, bfloat16 and float16 on oneDNN ------------------------------------- */
 
-static bool use_dnnl(kn_dtype dt, const convg *g) {
-  return dt == KN_FLOAT32 && g->N > 0 && g->C > 0 && g->O > 0;
+/* float32 always; bfloat16 and float16 where oneDNN has JIT kernels for every
+** direction in dirs (KN__CONV_*) on this CPU (AVX512-BF16, AMX; not on
+** AVX2): elsewhere they take the im2col path below. */
+static bool use_dnnl(kn_dtype dt, const convg *g, bool bias, unsigned dirs) {
+  if (!(g->N > 0 && g->C > 0 && g->O > 0)) return false;
+  if (dt == KN_FLOAT32) return true;
+  return (dt == KN_BFLOAT16 || dt == KN_FLOAT16) && kn__dnnl_conv_fast(g, dt, bias, dirs);
 }
 
 /* t itself (a new reference) when contiguous, else a contiguous copy. */
@@ -282,17 +289,59 @@ static kn_tensor *dense(const kn_tensor *t) {
   return kn__contiguous_copy(t, t->dtype);
 }
 
-static const float *fdata(const kn_tensor *t) { return t ? kn_data(t) : NULL; }
+static const void *fdata(const kn_tensor *t) { return t ? kn_data(t) : NULL; }
 
 static kn_status conv_fwd_dnnl(const convg *g, const kn_tensor *x0, const kn_tensor *w0,
                               const kn_tensor *b0, kn_tensor *o) {
   kn_tensor *x = dense(x0), *w = dense(w0), *b = b0 ? dense(b0) : NULL;
   kn_status st = !x || !w || (b0 && !b) ? kn_last_status()
-                 : kn__dnnl_conv_fwd(g, fdata(x), fdata(w), fdata(b), kn_data(o));
+                 : kn__dnnl_conv_fwd(g, o->dtype, fdata(x), fdata(w), fdata(b), kn_data(o));
   kn_release(x);
   kn_release(w);
   kn_release(b);
   return st;
+}
+
+/* ---- bfloat16 and float16 without oneDNN kernels: through float32 ---------------- */
+
+static bool is_half(kn_dtype dt) { return dt == KN_BFLOAT16 || dt == KN_FLOAT16; }
+
+/* float32 copies of t[0..n) (NULL stays NULL) into w[0..n); false when out of memory. */
+static bool widen_all(const kn_tensor *const *t, int n, kn_tensor **w) {
+  bool ok = true;
+  for (int i = 0; i < n; i++) {
+    w[i] = t[i] ? kn__contiguous_copy(t[i], KN_FLOAT32) : NULL;
+    ok = ok && (!t[i] || w[i]);
+  }
+  return ok;
+}
+
+/* A float32 stand-in of the 16-bit output t (NULL when t is NULL). */
+static kn_tensor *stand_in(const kn_tensor *t) {
+  return t ? kn__empty(t->ndim, t->sizes, KN_FLOAT32, t->device) : NULL;
+}
+
+/* Rounds the stand-ins w[0..n) into t[0..n) once each, then frees them. */
+static kn_status narrow_all(kn_status st, kn_tensor *const *t, kn_tensor **w, int n) {
+  for (int i = 0; i < n; i++) {
+    if (st == KN_OK && t[i] && w[i]) st = kn__copy_into(t[i], w[i]);
+    kn_release(w[i]);
+  }
+  return st;
+}
+
+/* A 16-bit convolution where oneDNN has no kernel for the type: its inputs
+** widened to float32 once, oneDNN's float32 convolution, the output rounded
+** once (as the 16-bit kernels do; faster and tighter than im2col with a
+** 16-bit GEMM, which rounds the product and then the bias sum). */
+static kn_status conv_fwd_widened(const convg *g, const kn_tensor *x, const kn_tensor *w,
+                                  const kn_tensor *b, kn_tensor *o) {
+  const kn_tensor *in[3] = {x, w, b};
+  kn_tensor *wide[3], *o32 = stand_in(o);
+  kn_status st = widen_all(in, 3, wide) && o32 ? KN_OK : kn_last_status();
+  if (st == KN_OK) st = conv_fwd_dnnl(g, wide[0], wide[1], wide[2], o32);
+  for (int i = 0; i < 3; i++) kn_release(wide[i]);
+  return narrow_all(st, &o, &o32, 1);
 }
 
 kn_status kn__k_convolution(const kn__call *c, kn__outs *out) {
@@ -305,7 +354,9 @@ kn_status kn__k_convolution(const kn__call *c, kn__outs *out) {
   if ((st = kn__nn_gemm_check("slow_conv2d_cpu", dt)) != KN_OK) return st;
   kn_tensor *o = out->t[0];
   if (kn_numel(o) == 0) return KN_OK;
-  if (use_dnnl(dt, &g)) return conv_fwd_dnnl(&g, x, c->args[1].u.t, b, o);
+  if (use_dnnl(dt, &g, b != NULL, KN__CONV_FWD)) return conv_fwd_dnnl(&g, x, c->args[1].u.t, b, o);
+  if (is_half(dt) && use_dnnl(KN_FLOAT32, &g, false, 0))
+    return conv_fwd_widened(&g, x, c->args[1].u.t, b, o);
   kn_tensor *w = kn__contiguous_copy(c->args[1].u.t, dt);
   if (!w) return kn_last_status();
   int64_t Cg = g.C / g.G, Og = g.O / g.G, kk = Cg * g.kh * g.kw, ohw = g.OH * g.OW;
@@ -419,20 +470,35 @@ static kn_status backward_group(const convg *g, kn_dtype dt, const kn_tensor *x,
   return st;
 }
 
-static kn_status conv_bwd_dnnl(const convg *g, const kn__call *c, kn_tensor *gi, kn_tensor *gw,
-                               kn_tensor *gb) {
-  kn_tensor *gout = dense(c->args[0].u.t);
-  kn_tensor *x = gw ? dense(c->args[1].u.t) : NULL, *w = gi ? dense(c->args[2].u.t) : NULL;
+/* The backward on oneDNN from the tensors gout0, x0, w0 (of one dtype). */
+static kn_status conv_bwd_dnnl(const convg *g, const kn_tensor *gout0, const kn_tensor *x0,
+                               const kn_tensor *w0, kn_tensor *gi, kn_tensor *gw, kn_tensor *gb) {
+  kn_tensor *gout = dense(gout0);
+  kn_tensor *x = gw ? dense(x0) : NULL, *w = gi ? dense(w0) : NULL;
   kn_status st = !gout || (gw && !x) || (gi && !w) ? kn_last_status() : KN_OK;
-  if (st == KN_OK && gi) st = kn__dnnl_conv_bwd_data(g, fdata(gout), fdata(w), kn_data(gi));
+  kn_dtype dt = x0->dtype;
+  if (st == KN_OK && gi) st = kn__dnnl_conv_bwd_data(g, dt, fdata(gout), fdata(w), kn_data(gi));
   if (st == KN_OK && gw)
-    st = kn__dnnl_conv_bwd_weights(g, fdata(x), fdata(gout), kn_data(gw),
-                                   gb ? (float *)kn_data(gb) : NULL);
+    st = kn__dnnl_conv_bwd_weights(g, dt, fdata(x), fdata(gout), kn_data(gw),
+                                   gb ? kn_data(gb) : NULL);
   if (st == KN_OK && gb && !gw) bias_grad(gb, gout, g);
   kn_release(gout);
   kn_release(x);
   kn_release(w);
   return st;
+}
+
+/* The 16-bit backward through float32 (see conv_fwd_widened): each
+** gradient rounded once. */
+static kn_status conv_bwd_widened(const convg *g, const kn__call *c, kn_tensor *gi, kn_tensor *gw,
+                                  kn_tensor *gb) {
+  const kn_tensor *in[3] = {c->args[0].u.t, c->args[1].u.t, c->args[2].u.t};
+  kn_tensor *wide[3], *outs[3] = {gi, gw, gb}, *o32[3] = {stand_in(gi), stand_in(gw), stand_in(gb)};
+  bool ok = widen_all(in, 3, wide) && (!gi || o32[0]) && (!gw || o32[1]) && (!gb || o32[2]);
+  kn_status st = ok ? conv_bwd_dnnl(g, wide[0], wide[1], wide[2], o32[0], o32[1], o32[2])
+                    : kn_last_status();
+  for (int i = 0; i < 3; i++) kn_release(wide[i]);
+  return narrow_all(st, outs, o32, 3);
 }
 
 kn_status kn__k_convolution_backward(const kn__call *c, kn__outs *out) {
@@ -446,7 +512,10 @@ kn_status kn__k_convolution_backward(const kn__call *c, kn__outs *out) {
   if ((st = kn__nn_gemm_check("slow_conv2d_cpu", dt)) != KN_OK) return st;
   kn_tensor *gi = mask_bit(c, 0) ? out->t[0] : NULL, *gw = mask_bit(c, 1) ? out->t[1] : NULL;
   kn_tensor *gb = mask_bit(c, 2) ? out->t[2] : NULL;
-  if (use_dnnl(dt, &g)) return conv_bwd_dnnl(&g, c, gi, gw, gb);
+  unsigned dirs = (gi ? KN__CONV_BWD_DATA : 0) | (gw ? KN__CONV_BWD_WEIGHTS : 0);
+  if (use_dnnl(dt, &g, gb && gw, dirs))
+    return conv_bwd_dnnl(&g, c->args[0].u.t, x, c->args[2].u.t, gi, gw, gb);
+  if (is_half(dt) && use_dnnl(KN_FLOAT32, &g, false, 0)) return conv_bwd_widened(&g, c, gi, gw, gb);
   if (gi) zero(gi);
   if (gw) zero(gw);
   kn_tensor *gout = kn__contiguous_copy(c->args[0].u.t, dt);

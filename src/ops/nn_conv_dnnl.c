@@ -1,9 +1,12 @@
 /*
-** ops/nn_conv_dnnl.c: float32 convolution through oneDNN primitives.
+** ops/nn_conv_dnnl.c: float32, bfloat16 and float16 convolution through
+** oneDNN primitives (16-bit ones accumulate in float32 inside oneDNN and
+** round each result once; the caller asks kn__dnnl_conv_fast first and
+** falls back where oneDNN has only its reference loops).
 **
 ** Creating a primitive (descriptor, implementation search, JIT code) costs
 ** far more than running a small convolution, so primitives are cached per
-** (direction, bias, geometry) in a small process-wide list guarded by a
+** (direction, bias, dtype, geometry) in a small process-wide list guarded by a
 ** mutex; the least recently used entry leaves the list when it is full and
 ** is destroyed once no thread is running it. Primitives run outside the lock
 ** and may run in several threads at once: they are created with the "user"
@@ -40,6 +43,7 @@ typedef struct conv_key {
   kn__convg g;
   conv_dir dir;
   bool bias;
+  kn_dtype dt; /* float32, bfloat16 or float16: every tensor of the call */
 } conv_key;
 
 /* One argument of a cached primitive: its layout for the caller (plain) and
@@ -60,9 +64,10 @@ typedef struct conv_entry {
   dnnl_memory_desc_t scratch; /* the primitive's scratchpad */
   int nslots;
   conv_slot slot[4];
-  char impl[64];
+  char impl[160]; /* the implementation's name, or why oneDNN refused */
   int users;    /* threads running prim right now */
   bool evicted; /* out of the list: destroyed by its last user */
+  kn_status refused; /* KN_OK, or the error oneDNN's refusal gave (not built again) */
   struct conv_entry *next;
 } conv_entry;
 
@@ -81,22 +86,26 @@ typedef struct conv_mds {
   dnnl_memory_desc_t md[4];
 } conv_mds;
 
+static dnnl_data_type_t dnnl_type(kn_dtype dt) {
+  return dt == KN_BFLOAT16 ? dnnl_bf16 : dt == KN_FLOAT16 ? dnnl_f16 : dnnl_f32;
+}
+
 /* Plain layouts (any = false) or "let the primitive choose" (any = true);
-** the bias is always plain. */
-static void mds_of(const kn__convg *g, bool any, conv_mds *m) {
+** the bias is always plain. Every tensor of dtype dt (16-bit convolutions
+** accumulate in float32 inside oneDNN and round each result once). */
+static void mds_of(const kn__convg *g, kn_dtype dt, bool any, conv_mds *m) {
   dnnl_dims_t src = {g->N, g->C, g->H, g->W}, dst = {g->N, g->O, g->OH, g->OW};
   dnnl_dims_t w4 = {g->O, g->C, g->kh, g->kw};
   dnnl_dims_t w5 = {g->G, g->O / g->G, g->C / g->G, g->kh, g->kw}, b = {g->O};
   dnnl_format_tag_t act = any ? dnnl_format_tag_any : dnnl_nchw;
-  dnnl_memory_desc_init_by_tag(&m->md[R_SRC], 4, src, dnnl_f32, act);
-  dnnl_memory_desc_init_by_tag(&m->md[R_DST], 4, dst, dnnl_f32, act);
+  dnnl_data_type_t t = dnnl_type(dt);
+  dnnl_memory_desc_init_by_tag(&m->md[R_SRC], 4, src, t, act);
+  dnnl_memory_desc_init_by_tag(&m->md[R_DST], 4, dst, t, act);
   if (g->G == 1)
-    dnnl_memory_desc_init_by_tag(&m->md[R_WEI], 4, w4, dnnl_f32,
-                                 any ? dnnl_format_tag_any : dnnl_oihw);
+    dnnl_memory_desc_init_by_tag(&m->md[R_WEI], 4, w4, t, any ? dnnl_format_tag_any : dnnl_oihw);
   else
-    dnnl_memory_desc_init_by_tag(&m->md[R_WEI], 5, w5, dnnl_f32,
-                                 any ? dnnl_format_tag_any : dnnl_goihw);
-  dnnl_memory_desc_init_by_tag(&m->md[R_BIAS], 1, b, dnnl_f32, dnnl_a);
+    dnnl_memory_desc_init_by_tag(&m->md[R_WEI], 5, w5, t, any ? dnnl_format_tag_any : dnnl_goihw);
+  dnnl_memory_desc_init_by_tag(&m->md[R_BIAS], 1, b, t, dnnl_a);
 }
 
 /* Strides, oneDNN dilations (PyTorch's minus one) and paddings of g. The
@@ -145,7 +154,7 @@ static dnnl_status_t user_scratch(dnnl_primitive_attr_t *attr) {
 static dnnl_status_t make_pd(const conv_key *k, dnnl_engine_t eng, dnnl_primitive_attr_t attr,
                              dnnl_primitive_desc_t *pd) {
   conv_mds m;
-  mds_of(&k->g, true, &m);
+  mds_of(&k->g, k->dt, true, &m);
   dnnl_convolution_desc_t fd, bd;
   dnnl_status_t s = fwd_desc(k, &m, k->dir == FWD && k->bias, &fd);
   if (s != dnnl_success) return s;
@@ -232,7 +241,7 @@ static kn_status build_entry(conv_entry *e) {
     impl = "unknown";
   snprintf(e->impl, sizeof e->impl, "%s", impl);
   conv_mds plain;
-  mds_of(&e->key.g, false, &plain);
+  mds_of(&e->key.g, e->key.dt, false, &plain);
   e->nslots = e->key.dir == BWD_DATA ? 3 : e->key.bias ? 4 : 3;
   e->scratch = scratch_md(pd);
   for (int i = 0; i < e->nslots && s == dnnl_success; i++)
@@ -246,7 +255,8 @@ static kn_status build_entry(conv_entry *e) {
 /* ---- cache -------------------------------------------------------------------- */
 
 static bool key_eq(const conv_key *a, const conv_key *b) {
-  return a->dir == b->dir && a->bias == b->bias && !memcmp(&a->g, &b->g, sizeof a->g);
+  return a->dir == b->dir && a->bias == b->bias && a->dt == b->dt &&
+         !memcmp(&a->g, &b->g, sizeof a->g);
 }
 
 /* Move the hit to the front; drop the last entry when the list is full. */
@@ -278,7 +288,20 @@ static void cache_insert(conv_entry *e) {
   cache_len++;
 }
 
-/* The cached entry for k (built on a miss). Called with cache_mu held. */
+/* A refused entry: its error, remembered (a float16 convolution on a
+** oneDNN without float16 kernels is refused on every call alike). */
+static void refuse(conv_entry *e, kn_status st) {
+  for (int i = 0; i < e->nslots; i++)
+    if (e->slot[i].reorder) dnnl_primitive_destroy(e->slot[i].reorder);
+  if (e->prim) dnnl_primitive_destroy(e->prim);
+  e->prim = NULL;
+  e->nslots = 0;
+  e->refused = st;
+  snprintf(e->impl, sizeof e->impl, "%s", kn_last_error());
+}
+
+/* The cached entry for k (built on a miss; one oneDNN refused is cached
+** too, and its error returned). Called with cache_mu held. */
 static kn_status lookup(const conv_key *k, conv_entry **out) {
   conv_entry *e = cache_find(k);
   if (!e) {
@@ -286,14 +309,15 @@ static kn_status lookup(const conv_key *k, conv_entry **out) {
     if (!e) return kn__oom();
     e->key = *k;
     kn_status st = build_entry(e);
-    if (st != KN_OK) {
+    if (st == KN_ENOMEM) {
       entry_free(e);
       return st;
     }
+    if (st != KN_OK) refuse(e, st);
     cache_insert(e);
   }
   *out = e;
-  return KN_OK;
+  return e->refused != KN_OK ? kn__error(e->refused, "%s", e->impl) : KN_OK;
 }
 
 /* ---- execution ------------------------------------------------------------------ */
@@ -306,7 +330,7 @@ typedef struct slot_mem {
   size_t nbytes;
 } slot_mem;
 
-static dnnl_status_t slot_open(const conv_slot *sl, dnnl_engine_t eng, const float *p,
+static dnnl_status_t slot_open(const conv_slot *sl, dnnl_engine_t eng, const void *p,
                                slot_mem *m) {
   dnnl_status_t s = dnnl_memory_create(&m->user, &sl->user, eng, (void *)(uintptr_t)p);
   if (s != dnnl_success || !sl->reorder) {
@@ -374,7 +398,7 @@ static dnnl_status_t reorders(const exec_ctx *x, const conv_entry *e, const slot
   return s;
 }
 
-static kn_status execute(const conv_entry *e, const float *const *ptrs) {
+static kn_status execute(const conv_entry *e, const void *const *ptrs) {
   exec_ctx x = {NULL, NULL, NULL, scratch_size(e)};
   kn_status st = kn__dnnl_engine(&x.eng);
   if (st != KN_OK) return st;
@@ -397,64 +421,84 @@ static kn_status execute(const conv_entry *e, const float *const *ptrs) {
   return kn__dnnl_status(s, "convolution");
 }
 
-/* Find (or build) the primitive for k and run it on the pointers (in the
-** order of specs[k->dir]). */
 /* The multiply-adds of a convolution (every direction does as many). */
 static int64_t conv_macs(const kn__convg *g) {
   return g->N * g->O * g->OH * g->OW * (g->G ? g->C / g->G : g->C) * g->kh * g->kw;
 }
 
-/* Build and run under the team of the convolution's size (kn__par_limit,
-** KN__GRAIN_CONV): a small one runs on the calling thread, without waking
-** oneDNN's team. */
-static kn_status run_on(const conv_key *k, const float *const *ptrs) {
+/* Is e oneDNN's reference implementation (plain C loops, for a case its
+** JIT kernels do not cover on this CPU)? */
+static bool entry_is_ref(const conv_entry *e) { return !strncmp(e->impl, "ref", 3); }
+
+/* Find (or build) the primitive for k and run it on the pointers (in the
+** order of specs[k->dir]) under the team of the convolution's size
+** (kn__par_limit, KN__GRAIN_CONV): a small one runs on the calling thread,
+** without waking oneDNN's team. */
+static kn_status run(const conv_key *k, const void *const *ptrs) {
+  int prev = kn__par_limit(conv_macs(&k->g), KN__GRAIN_CONV);
   pthread_mutex_lock(&cache_mu);
   conv_entry *e;
   kn_status st = lookup(k, &e);
   if (st == KN_OK) e->users++;
   pthread_mutex_unlock(&cache_mu);
-  if (st != KN_OK) return st;
-  st = execute(e, ptrs);
-  pthread_mutex_lock(&cache_mu);
-  if (--e->users == 0 && e->evicted) entry_free(e);
-  pthread_mutex_unlock(&cache_mu);
-  return st;
-}
-
-static kn_status run(const conv_key *k, const float *const *ptrs) {
-  int prev = kn__par_limit(conv_macs(&k->g), KN__GRAIN_CONV);
-  kn_status st = run_on(k, ptrs);
+  if (st == KN_OK) {
+    st = execute(e, ptrs);
+    pthread_mutex_lock(&cache_mu);
+    if (--e->users == 0 && e->evicted) entry_free(e);
+    pthread_mutex_unlock(&cache_mu);
+  }
   kn__par_restore(prev);
   return st;
 }
 
-kn_status kn__dnnl_conv_fwd(const kn__convg *g, const float *x, const float *w, const float *b,
-                            float *y) {
-  conv_key k = {*g, FWD, b != NULL};
-  const float *ptrs[4] = {x, w, y, b};
+kn_status kn__dnnl_conv_fwd(const kn__convg *g, kn_dtype dt, const void *x, const void *w,
+                            const void *b, void *y) {
+  conv_key k = {*g, FWD, b != NULL, dt};
+  const void *ptrs[4] = {x, w, y, b};
   return run(&k, ptrs);
 }
 
-kn_status kn__dnnl_conv_bwd_data(const kn__convg *g, const float *gy, const float *w,
-                                 float *gx) {
-  conv_key k = {*g, BWD_DATA, false};
-  const float *ptrs[3] = {gy, w, gx};
+kn_status kn__dnnl_conv_bwd_data(const kn__convg *g, kn_dtype dt, const void *gy, const void *w,
+                                 void *gx) {
+  conv_key k = {*g, BWD_DATA, false, dt};
+  const void *ptrs[3] = {gy, w, gx};
   return run(&k, ptrs);
 }
 
-kn_status kn__dnnl_conv_bwd_weights(const kn__convg *g, const float *x, const float *gy,
-                                    float *gw, float *gb) {
-  conv_key k = {*g, BWD_WEIGHTS, gb != NULL};
-  const float *ptrs[4] = {x, gy, gw, gb};
+kn_status kn__dnnl_conv_bwd_weights(const kn__convg *g, kn_dtype dt, const void *x,
+                                    const void *gy, void *gw, void *gb) {
+  conv_key k = {*g, BWD_WEIGHTS, gb != NULL, dt};
+  const void *ptrs[4] = {x, gy, gw, gb};
   return run(&k, ptrs);
 }
 
-kn_status kn__dnnl_conv_impl(const kn__convg *g, char *buf, size_t n) {
-  conv_key k = {*g, FWD, false};
+/* The cached entry of k's implementation name into buf, and whether it is
+** oneDNN's reference one (*ref may be NULL). */
+static kn_status impl_of(const conv_key *k, char *buf, size_t n, bool *ref) {
   pthread_mutex_lock(&cache_mu);
   conv_entry *e;
-  kn_status st = lookup(&k, &e);
-  if (st == KN_OK) snprintf(buf, n, "%s", e->impl);
+  kn_status st = lookup(k, &e);
+  if (st == KN_OK && buf) snprintf(buf, n, "%s", e->impl);
+  if (st == KN_OK && ref) *ref = entry_is_ref(e);
   pthread_mutex_unlock(&cache_mu);
   return st;
+}
+
+kn_status kn__dnnl_conv_impl(const kn__convg *g, kn_dtype dt, char *buf, size_t n) {
+  conv_key k = {*g, FWD, false, dt};
+  return impl_of(&k, buf, n, NULL);
+}
+
+bool kn__dnnl_conv_fast(const kn__convg *g, kn_dtype dt, bool bias, unsigned dirs) {
+  kn__error_state saved;
+  kn__error_save(&saved);
+  bool fast = true;
+  for (int d = FWD; d <= BWD_WEIGHTS && fast; d++) {
+    if (!(dirs & (1u << d))) continue;
+    conv_key k = {*g, (conv_dir)d, bias && d != BWD_DATA, dt};
+    bool ref = true;
+    fast = impl_of(&k, NULL, 0, &ref) == KN_OK && !ref;
+  }
+  kn__error_restore(&saved); /* a case oneDNN refuses is not an error: the caller falls back */
+  return fast;
 }

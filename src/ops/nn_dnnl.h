@@ -50,17 +50,30 @@ kn_status kn__dnnl_gemm16_impl(kn_dtype dt, int64_t M, int64_t N, int64_t K, cha
 typedef enum kn__gemm16_mode { KN__GEMM16_AUTO, KN__GEMM16_ONEDNN, KN__GEMM16_CONVERT } kn__gemm16_mode;
 void kn__gemm16_set_mode(kn__gemm16_mode m);
 
-/* y = conv(x, w) (+ b when b is non-NULL); contiguous float32 buffers. */
-kn_status kn__dnnl_conv_fwd(const kn__convg *g, const float *x, const float *w, const float *b,
-                            float *y);
+/* Convolutions through oneDNN's primitives (ops/nn_conv_dnnl.c), every
+** tensor contiguous in PyTorch's layout and of dtype dt (float32, bfloat16
+** or float16; 16-bit ones accumulate in float32 and round each result
+** once). y = conv(x, w) + b (b may be NULL). */
+kn_status kn__dnnl_conv_fwd(const kn__convg *g, kn_dtype dt, const void *x, const void *w,
+                            const void *b, void *y);
 /* gx = d conv / d x for output gradient gy (gx is overwritten). */
-kn_status kn__dnnl_conv_bwd_data(const kn__convg *g, const float *gy, const float *w, float *gx);
+kn_status kn__dnnl_conv_bwd_data(const kn__convg *g, kn_dtype dt, const void *gy, const void *w,
+                                 void *gx);
 /* gw (and gb when non-NULL) for input x and output gradient gy (overwritten). */
-kn_status kn__dnnl_conv_bwd_weights(const kn__convg *g, const float *x, const float *gy,
-                                    float *gw, float *gb);
+kn_status kn__dnnl_conv_bwd_weights(const kn__convg *g, kn_dtype dt, const void *x,
+                                    const void *gy, void *gw, void *gb);
 
-/* The implementation oneDNN picked for the forward convolution of g (for
-** example "gemm:jit" or "jit:avx512_core"), copied into buf (n bytes). */
-kn_status kn__dnnl_conv_impl(const kn__convg *g, char *buf, size_t n);
+/* The directions of kn__dnnl_conv_fast, as bits. */
+#define KN__CONV_FWD 1u
+#define KN__CONV_BWD_DATA 2u
+#define KN__CONV_BWD_WEIGHTS 4u
+/* Does oneDNN have a JIT kernel (not its reference loops) for each direction
+** in dirs of g in dt on this CPU? Builds (and caches) the primitives; a case
+** oneDNN refuses gives false, and the thread's last error is left as it was. */
+bool kn__dnnl_conv_fast(const kn__convg *g, kn_dtype dt, bool bias, unsigned dirs);
+
+/* The implementation oneDNN picked for the forward convolution of g in dt
+** (for example "gemm:jit" or "jit:avx512_core"), copied into buf (n bytes). */
+kn_status kn__dnnl_conv_impl(const kn__convg *g, kn_dtype dt, char *buf, size_t n);
 
 #endif

@@ -11,6 +11,8 @@
 **     TransformerEncoderLayer (d_model 256, 4 heads, feed-forward 1024,
 **     batch 8 x 64 tokens, dropout 0; MSE loss, backward, SGD) in float32
 **     over the same step under bfloat16 autocast (goal >= 1.6 on such a CPU).
+**   RATIO conv2d_step_bf16_vs_f32: a ResNet-stage convolution forward and
+**     backward in float32 over the same under bfloat16 autocast (no goal).
 ** BENCH transformer_layer_step_split: the step's time under kiln's
 **   profiler (3 rounds of 3 steps each way, the least kept) split into the
 **   GEMMs (every part of kn__nn_gemm: oneDNN's bfloat16 matmul, or the
@@ -83,6 +85,51 @@ static double mm_ratio(void) {
     kn_scope_end();
   }
   return exp(logsum / 3);
+}
+
+/* Forward and backward of conv2d(x, w, b) (3x3, padding 1), under
+** bfloat16 autocast when bf16: float32 leaves either way. */
+static double time_conv(kn_tensor *x, kn_tensor *w, kn_tensor *b, bool bf16) {
+  kn_scope_begin();
+  double t0 = kn_bench_wall_s();
+  if (bf16) kn_autocast_begin(KN_BFLOAT16);
+  kn_tensor *y = kn_conv2d(x, w, b, NULL, (int64_t[]){1, 1}, NULL, 1);
+  if (bf16) kn_autocast_end();
+  kn_tensor *ins[3] = {x, w, b}, *g[3];
+  if (!y || kn_autograd_grad((kn_tensor *[]){kn_sum(kn_to(y, KN_FLOAT32))}, 1, ins, 3, NULL,
+                             false, false, false, g) != KN_OK)
+    die("conv2d");
+  double t = kn_bench_wall_s() - t0;
+  kn_scope_end();
+  return t;
+}
+
+/* RATIO conv2d_step_bf16_vs_f32: a ResNet-stage convolution (batch 8, 64 ->
+** 64 channels, 28 x 28, 3 x 3) forward and backward, float32 over bfloat16
+** autocast (no goal: the issue sets none; printed with oneDNN's kernel). */
+static double conv_ratio(void) {
+  kn_scope_begin();
+  kn_tensor *x = kn_randn(KN_SHAPE(8, 64, 28, 28), NULL, KN_FLOAT32);
+  kn_tensor *w = kn_mul_scalar(kn_randn(KN_SHAPE(64, 64, 3, 3), NULL, KN_FLOAT32), kn_float(0.05));
+  kn_tensor *b = kn_zeros(KN_SHAPE(64), KN_FLOAT32);
+  kn_set_requires_grad(x, true), kn_set_requires_grad(w, true), kn_set_requires_grad(b, true);
+  kn__convg g = {.N = 8, .C = 64, .H = 28, .W = 28, .O = 64, .kh = 3, .kw = 3, .OH = 28,
+                 .OW = 28, .G = 1, .sh = 1, .sw = 1, .ph = 1, .pw = 1, .dh = 1, .dw = 1};
+  char impl[160] = "none (bfloat16 widened to float32)";
+  if (kn__dnnl_conv_fast(&g, KN_BFLOAT16, true, KN__CONV_FWD))
+    kn__dnnl_conv_impl(&g, KN_BFLOAT16, impl, sizeof impl);
+  printf("BENCH_INFO conv2d_bf16_impl %s\n", impl);
+  double best32 = INFINITY, best16 = INFINITY;
+  for (int r = 0; r < ROUNDS + 1; r++) {
+    double t32 = time_conv(x, w, b, false), t16 = time_conv(x, w, b, true);
+    if (r == 0) continue;
+    best32 = t32 < best32 ? t32 : best32;
+    best16 = t16 < best16 ? t16 : best16;
+  }
+  printf("BENCH conv2d_step_8x64x28x28_3x3 f32 %.3f ms bf16 %.3f ms\n", best32 * 1e3,
+         best16 * 1e3);
+  kn_scope_end();
+  return best32 / best16;
 }
 
 /* One training step of the layer; bf16: under bfloat16 autocast. The
@@ -309,6 +356,7 @@ int main(void) {
   const char *na = bf16_cpu ? "" : "goal n/a on this CPU, without AVX512-BF16 or AMX: ";
   printf("RATIO mm_bf16_vs_f32 %.3f (%s%s1.8; oneDNN isa %s)\n", mm, na,
          bf16_cpu ? "goal >= " : "its goal is >= ", isa);
+  printf("RATIO conv2d_step_bf16_vs_f32 %.3f (no goal; oneDNN isa %s)\n", conv_ratio(), isa);
   double tl = layer_ratio(profile);
   printf("RATIO transformer_layer_step_bf16_vs_f32 %.3f (%s%s1.6; oneDNN isa %s)\n", tl, na,
          bf16_cpu ? "goal >= " : "its goal is >= ", isa);

@@ -126,7 +126,8 @@ bench: deps-mpi
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 	@set -o pipefail; { echo "# make bench $$(date -u '+%Y-%m-%d %H:%M UTC'), $$(sed -n \
 	  's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $$(nproc) CPUs, $$(for f in avx512f avx2; \
-	  do grep -q -w $$f /proc/cpuinfo && { echo $$f; break; }; done), $(BUILD_DIR) (Release)"; \
+	  do grep -q -w $$f /proc/cpuinfo && { echo $$f; break; }; done)$$(for f in avx512_bf16 \
+	  amx_bf16; do grep -q -w $$f /proc/cpuinfo && printf ' %s' $$f; done), $(BUILD_DIR) (Release)"; \
 	  for b in $(BUILD_DIR)/bench/bench_*; do [ -x "$$b" ] || continue; \
 	  echo "== $$(basename $$b) load $$(cut -d' ' -f1 /proc/loadavg)"; "$$b" || exit 1; done; } \
 	  | tee $(BUILD_DIR)/bench.log

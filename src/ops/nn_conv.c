@@ -1,10 +1,10 @@
 /*
 ** ops/nn_conv.c: 2-D convolution, forward and backward.
 **
-** float32 runs on oneDNN convolution primitives (ops/nn_conv_dnnl.c), and
-** bfloat16 and float16 where oneDNN has JIT kernels for them on this CPU.
-** Other dtypes and cases (and empty channel counts) use im2col + GEMM.
-** Forward, per image and
+** float32 runs on oneDNN convolution primitives (ops/nn_conv_dnnl.c);
+** bfloat16 and float16 on oneDNN's 16-bit kernels where this CPU has them,
+** else widened to float32 for its kernels and rounded once. Other dtypes
+** (and empty channel counts) use im2col + GEMM. Forward, per image and
 ** group: unfold the input patch of every output
 ** position into the columns of a [C/g * kh * kw, OH * OW] matrix, then one
 ** GEMM with the group's weights viewed as [O/g, C/g * kh * kw]. Backward
@@ -276,7 +276,7 @@ static void add_bias(kn_tensor *o, const kn_tensor *b, const convg *g) {
 
 /* float32 always; bfloat16 and float16 where oneDNN has JIT kernels for every
 ** direction in dirs (KN__CONV_*) on this CPU (AVX512-BF16, AMX; not on
-** AVX2): elsewhere they take the im2col path below. */
+** AVX2): elsewhere they take the widened path below. */
 static bool use_dnnl(kn_dtype dt, const convg *g, bool bias, unsigned dirs) {
   if (!(g->N > 0 && g->C > 0 && g->O > 0)) return false;
   if (dt == KN_FLOAT32) return true;

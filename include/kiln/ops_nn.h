@@ -95,7 +95,8 @@ KN_API kn_tensor *kn_rms_norm(kn_tensor *input, int ndim, const int64_t *normali
 ** kernel that never materialises the [L, S] weights (a blocked online
 ** softmax, FlashAttention's schedule; its backward recomputes them blockwise).
 ** query [..., L, E], key [..., S, E], value [..., S, Ev] with the same
-** leading sizes, float32 or float64 -> [..., L, Ev].
+** leading sizes, float32, float64, bfloat16 or float16 -> [..., L, Ev]
+** (bfloat16 and float16 compute in float32 and round the result once).
 ** attn_mask (may be NULL): broadcastable to [..., L, S]; bool (true = the
 ** key takes part, as torch's SDPA; note MultiheadAttention's masks use the
 ** opposite convention) or of the query's dtype (added to the scores; it gets

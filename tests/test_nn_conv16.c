@@ -106,7 +106,9 @@ static void against_float64(kn_dtype dt, double eps) {
   }
 }
 
-Test(nn_conv16, bfloat16_within_one_rounding_of_float64) { against_float64(KN_BFLOAT16, 1.0 / 256); }
+Test(nn_conv16, bfloat16_within_one_rounding_of_float64) {
+  against_float64(KN_BFLOAT16, 1.0 / 256);
+}
 Test(nn_conv16, float16_within_one_rounding_of_float64) { against_float64(KN_FLOAT16, 1.0 / 2048); }
 
 /* A bfloat16 convolution through autocast: float32 leaves, bfloat16 output,

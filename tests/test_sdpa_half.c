@@ -90,7 +90,8 @@ static hset make_set(const hcase *c, kn_dtype half, kn_dtype dt) {
             leaf(draw(g, c->B, c->H, c->S, c->Ev, half), dt, true), NULL,
             leaf(draw(g, c->B, c->H, c->L, c->Ev, half), dt, false)};
   if (c->mask == 1) s.m = padding(c);
-  if (c->mask == 2) s.m = leaf(kn_to(kn_randn(KN_SHAPE(c->L, c->S), g, KN_FLOAT32), half), dt, true);
+  if (c->mask == 2)
+    s.m = leaf(kn_to(kn_randn(KN_SHAPE(c->L, c->S), g, KN_FLOAT32), half), dt, true);
   kn_generator_free(g);
   return s;
 }
@@ -229,7 +230,8 @@ static acase make_acase(void) {
   acase a = {kn_randn(KN_SHAPE(2, 2, 33, 16), g, KN_FLOAT32),
              kn_randn(KN_SHAPE(2, 2, 40, 16), g, KN_FLOAT32),
              kn_randn(KN_SHAPE(2, 2, 40, 8), g, KN_FLOAT32),
-             kn_randn(KN_SHAPE(33, 40), g, KN_FLOAT32), kn_randn(KN_SHAPE(2, 2, 33, 8), g, KN_FLOAT32)};
+             kn_randn(KN_SHAPE(33, 40), g, KN_FLOAT32),
+             kn_randn(KN_SHAPE(2, 2, 33, 8), g, KN_FLOAT32)};
   kn_set_requires_grad(a.q, true), kn_set_requires_grad(a.k, true), kn_set_requires_grad(a.v, true);
   kn_generator_free(g);
   return a;

@@ -170,6 +170,26 @@ kn_tensor *kn__contiguous_copy(const kn_tensor *t, kn_dtype dt) {
   return r;
 }
 
+bool kn__is16(kn_dtype dt) { return dt == KN_BFLOAT16 || dt == KN_FLOAT16; }
+
+const kn_tensor *kn__widen16(const kn_tensor *t, kn_tensor **keep) {
+  *keep = NULL;
+  if (!kn__is16(t->dtype)) return t;
+  return *keep = kn__contiguous_copy(t, KN_FLOAT32);
+}
+
+kn_tensor *kn__stand_in16(kn_tensor *t, kn_tensor **keep) {
+  *keep = NULL;
+  if (!kn__is16(t->dtype)) return t;
+  return *keep = kn__empty(t->ndim, t->sizes, KN_FLOAT32, t->device);
+}
+
+kn_status kn__narrow16(kn_status st, kn_tensor *t, kn_tensor *keep) {
+  if (st == KN_OK && keep) st = kn__copy_into(t, keep);
+  kn_release(keep);
+  return st;
+}
+
 void kn__iter_row_ptrs(const kn__iter *it, int64_t r, char **p) {
   for (int k = 0; k < it->nops; k++) p[k] = it->base[k];
   for (int d = it->ndim - 2; d >= 0 && r > 0; d--) {

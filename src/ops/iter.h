@@ -79,4 +79,18 @@ kn_status kn__copy_into(kn_tensor *dst, const kn_tensor *src);
 /* A new contiguous copy of t (dtype dt). Owned; NULL on error. No dispatch. */
 kn_tensor *kn__contiguous_copy(const kn_tensor *t, kn_dtype dt);
 
+/* 16-bit floating tensors through a float32 kernel (the inputs widened once,
+** the results rounded once: attention, convolution without oneDNN 16-bit
+** kernels). kn__is16: bfloat16 or float16. kn__widen16: t itself, or for a
+** 16-bit t a float32 contiguous copy kept in *keep (owned by the caller);
+** NULL (and *keep NULL) on error. kn__stand_in16: the tensor a kernel writes
+** t's values into: t itself, or for a 16-bit t a new float32 tensor of its
+** sizes kept in *keep; NULL on error. kn__narrow16: when st is KN_OK and
+** keep is non-NULL, rounds keep into t; releases keep; returns st or the
+** copy's error. */
+bool kn__is16(kn_dtype dt);
+const kn_tensor *kn__widen16(const kn_tensor *t, kn_tensor **keep);
+kn_tensor *kn__stand_in16(kn_tensor *t, kn_tensor **keep);
+kn_status kn__narrow16(kn_status st, kn_tensor *t, kn_tensor *keep);
+
 #endif

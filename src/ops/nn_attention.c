@@ -18,7 +18,8 @@
 ** oneDNN's sgemm) and float64; bfloat16 and float16 compute in float32
 ** (FlashAttention's accumulation type): the inputs widened once, the
 ** outputs and gradients rounded once, the logsumexp kept in float32, so a
-** 16-bit call gives the float32 kernel's results rounded (at_widen).
+** 16-bit call gives the float32 kernel's results rounded (at_widen,
+** ops/iter.h's kn__widen16 and kn__narrow16).
 ** Dropout keeps each probability with 1 - p, counter-based: element
 ** (head, i, j) of the [heads, L, S] weights uses Philox block
 ** first + n / 4, lane n % 4 (n its row-major index), so the mask does not
@@ -230,12 +231,9 @@ static void at_exp_f64(double *y, const double *x, int64_t n) {
 
 /* ---- checks (meta) ------------------------------------------------------------------ */
 
-/* bfloat16 and float16 attention computes in float32 (see at_widen). */
-static bool at_half(kn_dtype dt) { return dt == KN_BFLOAT16 || dt == KN_FLOAT16; }
-
 /* The type the kernel computes in, and the logsumexp's type: float32 for
 ** 16-bit inputs (FlashAttention's accumulation type), else the input's. */
-static kn_dtype at_work_dtype(kn_dtype dt) { return at_half(dt) ? KN_FLOAT32 : dt; }
+static kn_dtype at_work_dtype(kn_dtype dt) { return kn__is16(dt) ? KN_FLOAT32 : dt; }
 
 static kn_status check_mask(const char *op, const kn_tensor *m, const kn_tensor *q, int nd,
                             const kn_sym *want) {
@@ -266,7 +264,7 @@ static kn_status check_qkv(const char *op, const kn_tensor *q, const kn_tensor *
   const kn_tensor *t[3] = {q, k, v};
   const char *names[3] = {"query", "key", "value"};
   for (int i = 0; i < 3; i++) {
-    if (t[i]->dtype != KN_FLOAT32 && t[i]->dtype != KN_FLOAT64 && !at_half(t[i]->dtype))
+    if (t[i]->dtype != KN_FLOAT32 && t[i]->dtype != KN_FLOAT64 && !kn__is16(t[i]->dtype))
       return kn__error(KN_EDTYPE, "%s: expected %s of dtype float32, float64, bfloat16 or "
                                   "float16, found %s", op, names[i], kn_dtype_name(t[i]->dtype));
     if (t[i]->dtype != q->dtype)
@@ -407,45 +405,28 @@ static kn_status at_geom_init(at_geom *g, const kn_tensor *q, const kn_tensor *k
   return KN_OK;
 }
 
-/* 16-bit tensors among t[0..n) replaced by float32 copies, kept in w32[i]
-** (owned by the caller): attention on bfloat16 and float16 computes and
-** accumulates in float32, so its results are those of the float32 kernel on
-** the widened inputs, rounded once at the end. */
-static kn_status at_widen(const kn_tensor **t, int n, kn_tensor **w32) {
-  for (int i = 0; i < n; i++) {
-    if (!t[i] || !at_half(t[i]->dtype)) continue;
-    if (!(w32[i] = kn__contiguous_copy(t[i], KN_FLOAT32))) return kn_last_status();
-    t[i] = w32[i];
-  }
+/* 16-bit tensors among t[0..n) (NULL entries stay) replaced by float32
+** copies kept in keep[i] (kn__widen16; owned by the caller): attention on
+** bfloat16 and float16 computes and accumulates in float32, so its results
+** are those of the float32 kernel on the widened inputs, rounded once at
+** the end (kn__stand_in16, kn__narrow16). */
+static kn_status at_widen(const kn_tensor **t, int n, kn_tensor **keep) {
+  for (int i = 0; i < n; i++)
+    if (t[i] && !(t[i] = kn__widen16(t[i], &keep[i]))) return kn_last_status();
   return KN_OK;
-}
-
-/* *p: where a kernel writes output t: t's data, or for a 16-bit t that of
-** a float32 stand-in of its sizes kept in *w (owned by the caller, rounded
-** into t by at_narrow). */
-static kn_status at_dest(kn_tensor *t, kn_tensor **w, void **p) {
-  *p = kn_data(t);
-  if (!at_half(t->dtype)) return KN_OK;
-  if (!(*w = kn__empty(t->ndim, t->sizes, KN_FLOAT32, t->device))) return kn_last_status();
-  *p = kn_data(*w);
-  return KN_OK;
-}
-
-static kn_status at_narrow(kn_tensor *t, const kn_tensor *w) {
-  return w ? kn__copy_into(t, w) : KN_OK;
 }
 
 kn_status kn__k_sdpa_fused(const kn__call *c, kn__outs *out) {
   at_geom g;
   memset(&g, 0, sizeof g);
   const kn_tensor *t[4] = {c->args[0].u.t, c->args[1].u.t, c->args[2].u.t, opt_t(c, 5)};
-  kn_tensor *tmp[3] = {NULL, NULL, NULL}, *w32[5] = {NULL, NULL, NULL, NULL, NULL};
-  void *o = NULL;
+  kn_tensor *tmp[3] = {NULL, NULL, NULL}, *w32[4] = {NULL, NULL, NULL, NULL}, *o32 = NULL;
+  kn_tensor *o = NULL;
   kn_status st = at_widen(t, 4, w32);
   if (st == KN_OK)
     st = at_geom_init(&g, t[0], t[1], t[2], t[3], c->args[4].u.b, &c->args[6], c->args[3].u.d,
                       tmp);
-  if (st == KN_OK) st = at_dest(out->t[0], &w32[4], &o);
+  if (st == KN_OK && !(o = kn__stand_in16(out->t[0], &o32))) st = kn_last_status();
   int64_t *rng = kn_data(out->t[2]);
   if (st == KN_OK && g.p > 0) {
     kn_generator *gen = kn__generator_or_default(c->args[7].kind == KN__A_GEN ? c->args[7].u.gen
@@ -455,11 +436,11 @@ kn_status kn__k_sdpa_fused(const kn__call *c, kn__outs *out) {
   }
   rng[0] = (int64_t)g.seed, rng[1] = (int64_t)g.first;
   if (st == KN_OK && g.BH * g.L > 0)
-    st = t[0]->dtype == KN_FLOAT32 ? fwd_f32(&g, o, kn_data(out->t[1]))
-                                   : fwd_f64(&g, o, kn_data(out->t[1]));
-  if (st == KN_OK) st = at_narrow(out->t[0], w32[4]);
+    st = t[0]->dtype == KN_FLOAT32 ? fwd_f32(&g, kn_data(o), kn_data(out->t[1]))
+                                   : fwd_f64(&g, kn_data(o), kn_data(out->t[1]));
+  st = kn__narrow16(st, out->t[0], o32);
   for (int i = 0; i < 3; i++) kn_release(tmp[i]);
-  for (int i = 0; i < 5; i++) kn_release(w32[i]);
+  for (int i = 0; i < 4; i++) kn_release(w32[i]);
   return st;
 }
 
@@ -495,7 +476,11 @@ static kn_status at_bwd_run(const kn__call *c, at_geom *g, kn_dtype wd, kn__outs
     st = kn__error(KN_ESHAPE, "_scaled_dot_product_fused_attention_backward: expected rng_state "
                               "of 2 elements, found %lld", (long long)kn_numel(sv[3]));
   bool gm = kn_numel(out->t[3]) && g->mkind != AT_MASK_NONE;
-  for (int i = 0; i < (gm ? 4 : 3) && st == KN_OK; i++) st = at_dest(out->t[i], &w[i], &p[i]);
+  for (int i = 0; i < (gm ? 4 : 3) && st == KN_OK; i++) {
+    kn_tensor *d = kn__stand_in16(out->t[i], &w[i]);
+    if (d) p[i] = kn_data(d);
+    else st = kn_last_status();
+  }
   if (st == KN_OK) {
     const int64_t *rng = kn_data(sv[3]);
     g->seed = (uint64_t)rng[0], g->first = (uint64_t)rng[1];
@@ -504,8 +489,7 @@ static kn_status at_bwd_run(const kn__call *c, at_geom *g, kn_dtype wd, kn__outs
                           : bwd_f64(g, kn_data(sv[0]), kn_data(sv[1]), kn_data(sv[2]), p[0], p[1],
                                     p[2], p[3]);
   }
-  for (int i = 0; i < 4 && st == KN_OK; i++) st = at_narrow(out->t[i], w[i]);
-  for (int i = 0; i < 4; i++) kn_release(sv[i]), kn_release(w[i]);
+  for (int i = 0; i < 4; i++) st = kn__narrow16(st, out->t[i], w[i]), kn_release(sv[i]);
   return st;
 }
 

@@ -280,7 +280,7 @@ static void add_bias(kn_tensor *o, const kn_tensor *b, const convg *g) {
 static bool use_dnnl(kn_dtype dt, const convg *g, bool bias, unsigned dirs) {
   if (!(g->N > 0 && g->C > 0 && g->O > 0)) return false;
   if (dt == KN_FLOAT32) return true;
-  return (dt == KN_BFLOAT16 || dt == KN_FLOAT16) && kn__dnnl_conv_fast(g, dt, bias, dirs);
+  return kn__is16(dt) && kn__dnnl_conv_fast(g, dt, bias, dirs);
 }
 
 /* t itself (a new reference) when contiguous, else a contiguous copy. */
@@ -304,30 +304,26 @@ static kn_status conv_fwd_dnnl(const convg *g, const kn_tensor *x0, const kn_ten
 
 /* ---- bfloat16 and float16 without oneDNN kernels: through float32 ---------------- */
 
-static bool is_half(kn_dtype dt) { return dt == KN_BFLOAT16 || dt == KN_FLOAT16; }
-
-/* float32 copies of t[0..n) (NULL stays NULL) into w[0..n); false when out of memory. */
+/* The 16-bit tensors t[0..n) (NULL stays NULL) widened to float32
+** (kn__widen16), kept in w[0..n); false on error. */
 static bool widen_all(const kn_tensor *const *t, int n, kn_tensor **w) {
   bool ok = true;
   for (int i = 0; i < n; i++) {
-    w[i] = t[i] ? kn__contiguous_copy(t[i], KN_FLOAT32) : NULL;
-    ok = ok && (!t[i] || w[i]);
+    w[i] = NULL;
+    if (t[i] && !kn__widen16(t[i], &w[i])) ok = false;
   }
   return ok;
 }
 
-/* A float32 stand-in of the 16-bit output t (NULL when t is NULL). */
-static kn_tensor *stand_in(const kn_tensor *t) {
-  return t ? kn__empty(t->ndim, t->sizes, KN_FLOAT32, t->device) : NULL;
-}
-
-/* Rounds the stand-ins w[0..n) into t[0..n) once each, then frees them. */
-static kn_status narrow_all(kn_status st, kn_tensor *const *t, kn_tensor **w, int n) {
+/* Float32 stand-ins of the 16-bit outputs t[0..n) (NULL stays NULL) into
+** w[0..n) (kn__stand_in16); false on error. */
+static bool stand_ins(kn_tensor *const *t, int n, kn_tensor **w) {
+  bool ok = true;
   for (int i = 0; i < n; i++) {
-    if (st == KN_OK && t[i] && w[i]) st = kn__copy_into(t[i], w[i]);
-    kn_release(w[i]);
+    w[i] = NULL;
+    if (t[i] && !kn__stand_in16(t[i], &w[i])) ok = false;
   }
-  return st;
+  return ok;
 }
 
 /* A 16-bit convolution where oneDNN has no kernel for the type: its inputs
@@ -337,11 +333,11 @@ static kn_status narrow_all(kn_status st, kn_tensor *const *t, kn_tensor **w, in
 static kn_status conv_fwd_widened(const convg *g, const kn_tensor *x, const kn_tensor *w,
                                   const kn_tensor *b, kn_tensor *o) {
   const kn_tensor *in[3] = {x, w, b};
-  kn_tensor *wide[3], *o32 = stand_in(o);
-  kn_status st = widen_all(in, 3, wide) && o32 ? KN_OK : kn_last_status();
+  kn_tensor *wide[3], *o32 = NULL;
+  kn_status st = widen_all(in, 3, wide) && stand_ins(&o, 1, &o32) ? KN_OK : kn_last_status();
   if (st == KN_OK) st = conv_fwd_dnnl(g, wide[0], wide[1], wide[2], o32);
   for (int i = 0; i < 3; i++) kn_release(wide[i]);
-  return narrow_all(st, &o, &o32, 1);
+  return kn__narrow16(st, o, o32);
 }
 
 kn_status kn__k_convolution(const kn__call *c, kn__outs *out) {
@@ -355,7 +351,7 @@ kn_status kn__k_convolution(const kn__call *c, kn__outs *out) {
   kn_tensor *o = out->t[0];
   if (kn_numel(o) == 0) return KN_OK;
   if (use_dnnl(dt, &g, b != NULL, KN__CONV_FWD)) return conv_fwd_dnnl(&g, x, c->args[1].u.t, b, o);
-  if (is_half(dt) && use_dnnl(KN_FLOAT32, &g, false, 0))
+  if (kn__is16(dt) && use_dnnl(KN_FLOAT32, &g, false, 0))
     return conv_fwd_widened(&g, x, c->args[1].u.t, b, o);
   kn_tensor *w = kn__contiguous_copy(c->args[1].u.t, dt);
   if (!w) return kn_last_status();
@@ -493,12 +489,12 @@ static kn_status conv_bwd_dnnl(const convg *g, const kn_tensor *gout0, const kn_
 static kn_status conv_bwd_widened(const convg *g, const kn__call *c, kn_tensor *gi, kn_tensor *gw,
                                   kn_tensor *gb) {
   const kn_tensor *in[3] = {c->args[0].u.t, c->args[1].u.t, c->args[2].u.t};
-  kn_tensor *wide[3], *outs[3] = {gi, gw, gb}, *o32[3] = {stand_in(gi), stand_in(gw), stand_in(gb)};
-  bool ok = widen_all(in, 3, wide) && (!gi || o32[0]) && (!gw || o32[1]) && (!gb || o32[2]);
+  kn_tensor *wide[3], *outs[3] = {gi, gw, gb}, *o32[3];
+  bool ok = widen_all(in, 3, wide) & stand_ins(outs, 3, o32); /* both run: all set */
   kn_status st = ok ? conv_bwd_dnnl(g, wide[0], wide[1], wide[2], o32[0], o32[1], o32[2])
                     : kn_last_status();
-  for (int i = 0; i < 3; i++) kn_release(wide[i]);
-  return narrow_all(st, outs, o32, 3);
+  for (int i = 0; i < 3; i++) kn_release(wide[i]), st = kn__narrow16(st, outs[i], o32[i]);
+  return st;
 }
 
 kn_status kn__k_convolution_backward(const kn__call *c, kn__outs *out) {
@@ -515,7 +511,7 @@ kn_status kn__k_convolution_backward(const kn__call *c, kn__outs *out) {
   unsigned dirs = (gi ? KN__CONV_BWD_DATA : 0) | (gw ? KN__CONV_BWD_WEIGHTS : 0);
   if (use_dnnl(dt, &g, gb && gw, dirs))
     return conv_bwd_dnnl(&g, c->args[0].u.t, x, c->args[2].u.t, gi, gw, gb);
-  if (is_half(dt) && use_dnnl(KN_FLOAT32, &g, false, 0)) return conv_bwd_widened(&g, c, gi, gw, gb);
+  if (kn__is16(dt) && use_dnnl(KN_FLOAT32, &g, false, 0)) return conv_bwd_widened(&g, c, gi, gw, gb);
   if (gi) zero(gi);
   if (gw) zero(gw);
   kn_tensor *gout = kn__contiguous_copy(c->args[0].u.t, dt);

@@ -12,6 +12,7 @@
 #ifndef KN_OPS_THREADS_H
 #define KN_OPS_THREADS_H
 
+#include <omp.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -124,7 +125,13 @@ int kn__par_threads(int team);
 ** bookkeeping, on every call).
 ** KN__PAR_REGION(team, block): likewise a `parallel` region whose block
 ** shares its loops with _Pragma("omp for"), which a lone thread runs
-** whole. */
+** whole. Called from inside a parallel region of the caller's own (a user's
+** `omp parallel`, where kn__par_team gives 1), the block runs in a region
+** of one thread: an orphaned `omp for` there would bind to the caller's
+** team and hand each of its threads a share of that thread's own loop (a
+** softmax, cumsum or layer_norm backward called from four user threads
+** computed a quarter of each result), and omp_get_thread_num() would be
+** the caller's. */
 #define KN__PAR_FOR(team, ...)                                                          \
   do {                                                                                  \
     const int kn__nt = (team);                                                          \
@@ -143,8 +150,8 @@ int kn__par_threads(int team);
 #define KN__PAR_REGION(team, ...)                                                       \
   do {                                                                                  \
     const int kn__nt = (team);                                                          \
-    if (kn__nt > 1) {                                                                   \
-      const int kn__nr = kn__par_threads(kn__nt);                                       \
+    if (kn__nt > 1 || omp_in_parallel()) {                                              \
+      const int kn__nr = kn__nt > 1 ? kn__par_threads(kn__nt) : 1;                      \
       kn__join kn__j = {0, 0, 0};                                                       \
       _Pragma("omp parallel num_threads(kn__nr)") {                                     \
         kn__par_enter(&kn__j);                                                          \

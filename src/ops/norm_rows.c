@@ -32,20 +32,37 @@ const kn__norm_rows *kn__norm_rows_get(void) {
   return wide && kn__norm_rows_avx2.name ? &kn__norm_rows_avx2 : &kn__norm_rows_baseline;
 }
 
+/* Rows [r0, r1) of layer_norm's (rms false) or rms_norm's forward. */
+static void fwd_rows(const kn__norm_rows *k, bool rms, kn_dtype dt, const void *x, void *y,
+                     int64_t r0, int64_t r1, int64_t D, double eps, const void *w,
+                     const void *b, void *mean, void *rstd) {
+  int64_t n = r1 - r0, o = r0 * D;
+  if (dt == KN_FLOAT32) {
+    const float *xf = (const float *)x + o;
+    float *yf = (float *)y + o, *rf = (float *)rstd + r0;
+    if (rms) k->rms_fwd_f32(xf, yf, n, D, eps, w, rf);
+    else k->fwd_f32(xf, yf, n, D, eps, w, b, (float *)mean + r0, rf);
+    return;
+  }
+  const double *xd = (const double *)x + o;
+  double *yd = (double *)y + o, *rd = (double *)rstd + r0;
+  if (rms) k->rms_fwd_f64(xd, yd, n, D, eps, w, rd);
+  else k->fwd_f64(xd, yd, n, D, eps, w, b, (double *)mean + r0, rd);
+}
+
+/* The forward over M rows on a team, each thread a contiguous range. */
+static void fwd_drive(bool rms, kn_dtype dt, const void *x, void *y, int64_t M, int64_t D,
+                      double eps, const void *w, const void *b, void *mean, void *rstd) {
+  const kn__norm_rows *k = kn__norm_rows_get();
+  KN__PAR_REGION(kn__par_team(M * D, M, KN__GRAIN), {
+    int t = omp_get_thread_num(), n = omp_get_num_threads();
+    fwd_rows(k, rms, dt, x, y, M * t / n, M * (t + 1) / n, D, eps, w, b, mean, rstd);
+  });
+}
+
 void kn__layer_norm_rows(kn_dtype dt, const void *x, void *y, int64_t M, int64_t D, double eps,
                          const void *w, const void *b, void *mean, void *rstd) {
-  const kn__norm_rows *k = kn__norm_rows_get();
-  if (dt == KN_FLOAT32) {
-    KN__PAR_FOR(kn__par_team(M * D, M, KN__GRAIN), for (int64_t r = 0; r < M; r++) {
-      k->fwd_f32((const float *)x + r * D, (float *)y + r * D, D, eps, w, b,
-                 (float *)mean + r, (float *)rstd + r);
-    });
-  } else {
-    KN__PAR_FOR(kn__par_team(M * D, M, KN__GRAIN), for (int64_t r = 0; r < M; r++) {
-      k->fwd_f64((const double *)x + r * D, (double *)y + r * D, D, eps, w, b,
-                 (double *)mean + r, (double *)rstd + r);
-    });
-  }
+  fwd_drive(false, dt, x, y, M, D, eps, w, b, mean, rstd);
 }
 
 /* Rows [r0, r1) of layer_norm's (rms false; acc: 2 * D doubles, gw and gb)
@@ -117,17 +134,7 @@ kn_status kn__layer_norm_rows_backward(kn_dtype dt, const void *x, const void *g
 
 void kn__rms_norm_rows(kn_dtype dt, const void *x, void *y, int64_t M, int64_t D, double eps,
                        const void *w, void *rstd) {
-  const kn__norm_rows *k = kn__norm_rows_get();
-  if (dt == KN_FLOAT32) {
-    KN__PAR_FOR(kn__par_team(M * D, M, KN__GRAIN), for (int64_t r = 0; r < M; r++) {
-      k->rms_fwd_f32((const float *)x + r * D, (float *)y + r * D, D, eps, w, (float *)rstd + r);
-    });
-  } else {
-    KN__PAR_FOR(kn__par_team(M * D, M, KN__GRAIN), for (int64_t r = 0; r < M; r++) {
-      k->rms_fwd_f64((const double *)x + r * D, (double *)y + r * D, D, eps, w,
-                     (double *)rstd + r);
-    });
-  }
+  fwd_drive(true, dt, x, y, M, D, eps, w, NULL, NULL, rstd);
 }
 
 kn_status kn__rms_norm_rows_backward(kn_dtype dt, const void *x, const void *go, int64_t M,

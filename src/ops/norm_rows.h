@@ -1,9 +1,10 @@
 /*
 ** ops/norm_rows.h: layer_norm's and rms_norm's row kernels (internal).
 ** Each row of D
-** contiguous elements is normalised in one vectorised pass over data held in
+** contiguous elements is normalised by vectorised passes over data held in
 ** L1: a sum, a sum of squared deviations (two-pass variance, accumulated in
-** double), and the scaled output; the backward reads a row of x and of the
+** double), and the scaled output, whose pass also adds up the next row's sum
+** (the next row streams in while this one computes); the backward reads a row of x and of the
 ** output gradient once for the two row sums and once for the input gradient,
 ** adding the weight and bias gradients into per-thread double rows (the
 ** next row's sums pipelined into this row's gradient pass). Rows are
@@ -29,22 +30,23 @@
 ** (no input gradient); gw and gb (D doubles each, added to) may be NULL. */
 typedef struct kn__norm_rows {
   const char *name; /* "avx2", "baseline" */
-  void (*fwd_f32)(const float *x, float *y, int64_t D, double eps, const float *w,
+  /* forward of n consecutive rows (row r's mean and rstd to mean[r], rstd[r]) */
+  void (*fwd_f32)(const float *x, float *y, int64_t n, int64_t D, double eps, const float *w,
                   const float *b, float *mean, float *rstd);
-  void (*fwd_f64)(const double *x, double *y, int64_t D, double eps, const double *w,
-                  const double *b, double *mean, double *rstd);
+  void (*fwd_f64)(const double *x, double *y, int64_t n, int64_t D, double eps,
+                  const double *w, const double *b, double *mean, double *rstd);
   /* backward of n consecutive rows (mean[r], rstd[r] row r's); the row
   ** after the last is never read */
   void (*bwd_f32)(const float *x, const float *go, int64_t n, int64_t D, const float *mean,
                   const float *rstd, const float *w, float *gi, double *gw, double *gb);
   void (*bwd_f64)(const double *x, const double *go, int64_t n, int64_t D, const double *mean,
                   const double *rstd, const double *w, double *gi, double *gw, double *gb);
-  /* rms_norm: rstd = 1 / sqrt(mean(x^2) + eps); backward gw (D doubles,
-  ** added to) may be NULL, gi too. */
-  void (*rms_fwd_f32)(const float *x, float *y, int64_t D, double eps, const float *w,
-                      float *rstd);
-  void (*rms_fwd_f64)(const double *x, double *y, int64_t D, double eps, const double *w,
-                      double *rstd);
+  /* rms_norm over n rows: rstd = 1 / sqrt(mean(x^2) + eps); backward gw (D
+  ** doubles, added to) may be NULL, gi too. */
+  void (*rms_fwd_f32)(const float *x, float *y, int64_t n, int64_t D, double eps,
+                      const float *w, float *rstd);
+  void (*rms_fwd_f64)(const double *x, double *y, int64_t n, int64_t D, double eps,
+                      const double *w, double *rstd);
   void (*rms_bwd_f32)(const float *x, const float *go, int64_t n, int64_t D, const float *rstd,
                       const float *w, float *gi, double *gw);
   void (*rms_bwd_f64)(const double *x, const double *go, int64_t n, int64_t D,

@@ -135,7 +135,7 @@ Test(user_omp, compiled_function_in_user_threads) {
   cr_assert(f, "%s", kn_last_error());
   kn_tensor *x[NT], *want[NT], *got[NT] = {NULL};
   for (int t = 0; t < NT; t++) {
-    x[t] = kn_randn(KN_SHAPE(64, 300), g, KN_FLOAT32);
+    x[t] = kn_randn(KN_SHAPE(256, 300), g, KN_FLOAT32); /* two grains */
     kn_scope_begin();
     want[t] = kn_retain(compiled_fn(x[t]));
     cr_assert(kn_call_t(f, x[t]), "%s", kn_last_error()); /* compiled before the threads */

@@ -1,10 +1,10 @@
 /*
 ** ops/norm_rows.h: layer_norm's and rms_norm's row kernels (internal).
-** Each row of D
-** contiguous elements is normalised by vectorised passes over data held in
-** L1: a sum, a sum of squared deviations (two-pass variance, accumulated in
-** double), and the scaled output, whose pass also adds up the next row's sum
-** (the next row streams in while this one computes); the backward reads a row of x and of the
+** Each row of D contiguous elements is normalised by vectorised passes over
+** data held in L1: a sum, a sum of squared deviations (two-pass variance,
+** accumulated in double), and the scaled output, whose pass also adds up the
+** next row's sum (the next row streams in while this one computes); the
+** backward reads a row of x and of the
 ** output gradient once for the two row sums and once for the input gradient,
 ** adding the weight and bias gradients into per-thread double rows (the
 ** next row's sums pipelined into this row's gradient pass). Rows are

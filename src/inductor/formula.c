@@ -290,8 +290,11 @@ static const char vm_table[] =
     "  atomic_store_explicit(&kn_vmt, (const kn_vmtab *)t, memory_order_relaxed);\n"
     "}\n"
     "#define KN_VMT() atomic_load_explicit(&kn_vmt, memory_order_relaxed)\n"
-    "/* one element runs as a whole vector of the widest table (64 bytes) */\n"
-    "#define KN_VM_PAD(T) (64 / (int)sizeof(T))\n";
+    "/* one element runs as a whole vector of the widest table (64 bytes),\n"
+    "** built in a register and stored whole: an array written element by\n"
+    "** element and read back as one vector stalled the table's load */\n"
+    "#define KN_VM_PAD(T) (64 / (int)sizeof(T))\n"
+    "#define KN_VM_PADV(T, N) typedef T N __attribute__((vector_size(64), may_alias))\n";
 /* `simd` on the scalar declarations (scalar targets: nothing). */
 static const char vm_simd[] =
     "#if defined(__GNUC__) && !defined(__clang__)\n"
@@ -320,8 +323,9 @@ static const char vm1[] =
     "  KN_VM_DECL(NAME, T, T) \\\n"
     "  KN_HID T NAME##_s(T x) __asm__(#NAME); \\\n"
     "  T NAME##_s(T x) { \\\n"
-    "    T xs[KN_VM_PAD(T)] = {x}, ys[KN_VM_PAD(T)]; \\\n"
-    "    KN_VMT()->F[K](ys, xs, KN_VM_PAD(T)); \\\n"
+    "    KN_VM_PADV(T, NAME##_pv); \\\n"
+    "    NAME##_pv xs = {x}, ys; \\\n"
+    "    KN_VMT()->F[K]((T *)&ys, (const T *)&xs, KN_VM_PAD(T)); \\\n"
     "    return ys[0]; \\\n"
     "  } \\\n"
     "  KN_VM1_W(NAME, T, F, K, b, W1) KN_VM1_W(NAME, T, F, K, c, W2) \\\n"
@@ -345,8 +349,9 @@ static const char vm2[] =
     "  KN_VM_DECL(NAME, T, T, T) \\\n"
     "  KN_HID T NAME##_s(T a, T b) __asm__(#NAME); \\\n"
     "  T NAME##_s(T a, T b) { \\\n"
-    "    T as[KN_VM_PAD(T)] = {a}, bs[KN_VM_PAD(T)] = {b}, ys[KN_VM_PAD(T)]; \\\n"
-    "    KN_VMT()->F[K](ys, as, bs, KN_VM_PAD(T)); \\\n"
+    "    KN_VM_PADV(T, NAME##_pv); \\\n"
+    "    NAME##_pv as = {a}, bs = {b}, ys; \\\n"
+    "    KN_VMT()->F[K]((T *)&ys, (const T *)&as, (const T *)&bs, KN_VM_PAD(T)); \\\n"
     "    return ys[0]; \\\n"
     "  } \\\n"
     "  KN_VM2_W(NAME, T, F, K, b, W1) KN_VM2_W(NAME, T, F, K, c, W2) \\\n"

@@ -100,9 +100,7 @@ bool kn__iter_next(kn__iter *it, char **p, int64_t *n) {
 
 int64_t kn__iter_numel(const kn__iter *it) { return kn__numel(it->ndim, it->sizes); }
 
-/* n elements of es bytes, strided: fixed-size moves for the usual sizes
-** (a memcpy call per element costs more than the move). */
-static void strided_copy(char *d, int64_t ds, const char *s, int64_t ss, size_t es, int64_t n) {
+void kn__strided_copy(char *d, int64_t ds, const char *s, int64_t ss, size_t es, int64_t n) {
 #define KN_MOVE(T)                                                             \
   for (int64_t i = 0; i < n; i++) {                                            \
     T v;                                                                       \
@@ -126,7 +124,7 @@ static void copy_row(char *d, int64_t ds, kn_dtype dt, const char *s, int64_t ss
   if (dt == st && ds == (int64_t)es && ss == (int64_t)es) {
     memcpy(d, s, (size_t)n * es);
   } else if (dt == st) {
-    strided_copy(d, ds, s, ss, es, n);
+    kn__strided_copy(d, ds, s, ss, es, n);
   } else if (ds == (int64_t)es && ss == (int64_t)kn_dtype_size(st) &&
              kn__cvt16_run(d, dt, s, st, n)) {
     /* float32 <-> bfloat16/float16, contiguous: vectorised */

@@ -76,6 +76,11 @@ void kn__iter_run(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int64_t gra
 ** dispatch, record autograd or bump versions. dst must not overlap src
 ** unless they are identical. */
 kn_status kn__copy_into(kn_tensor *dst, const kn_tensor *src);
+/* n elements of es bytes from s to d, ss and ds bytes apart: fixed-size moves
+** for sizes 1, 2, 4 and 8 (a memcpy call per element costs more than the
+** move). */
+void kn__strided_copy(char *d, int64_t ds, const char *s, int64_t ss, size_t es, int64_t n);
+
 /* A new contiguous copy of t (dtype dt). Owned; NULL on error. No dispatch. */
 kn_tensor *kn__contiguous_copy(const kn_tensor *t, kn_dtype dt);
 

@@ -195,36 +195,41 @@ static double time_loop(const float *a, int64_t n) { return time_loop_warm(fused
 ** each side then finds the caches as its own runs leave them. Timed apart
 ** (the copy after the others), the copy found its buffer evicted or not by
 ** chance and the ratio read 0.55-0.72 in runs where bench_rows' same
-** softmax read 0.94-1.0. */
+** softmax read 0.94-1.0. A run of the compiled f on x, and of the copy of x
+** into out: */
+typedef struct vs_copy {
+  kn_compiled *f;
+  kn_tensor *x;
+  float *out;
+} vs_copy;
+
+static double run_compiled(void *ud, int rep) {
+  vs_copy *v = ud;
+  kn_scope_begin();
+  double t0 = kn_bench_cpu_s();
+  kn_tensor *y = kn_call_t(v->f, v->x);
+  double t = kn_bench_cpu_s() - t0;
+  if (!y) die("compiled call");
+  sink += ((float *)kn_data(y))[rep];
+  kn_scope_end();
+  return t;
+}
+
+static double run_copy(void *ud, int rep) {
+  vs_copy *v = ud;
+  double t0 = kn_bench_cpu_s();
+  copy_loop(v->out, kn_data(v->x), kn_numel(v->x));
+  double t = kn_bench_cpu_s() - t0;
+  sink += v->out[rep];
+  return t;
+}
+
 static void time_vs_copy(kn_compiled *f, kn_tensor *x, double *t_op, double *t_copy) {
-  int64_t n = kn_numel(x);
-  float *out = malloc((size_t)n * sizeof *out);
-  if (!out) die("malloc");
-  copy_loop(out, kn_data(x), n);
-  double to[REPS], tc[REPS];
-  for (int r = 0; r < REPS; r++) {
-    to[r] = tc[r] = 1e30;
-    for (int k = 0; k < TURN; k++) {
-      kn_scope_begin();
-      double t0 = kn_bench_cpu_s();
-      kn_tensor *y = kn_call_t(f, x);
-      double t = kn_bench_cpu_s() - t0;
-      if (!y) die("compiled call");
-      sink += ((float *)kn_data(y))[r];
-      kn_scope_end();
-      to[r] = t < to[r] ? t : to[r];
-    }
-    for (int k = 0; k < TURN; k++) {
-      double t0 = kn_bench_cpu_s();
-      copy_loop(out, kn_data(x), n);
-      double t = kn_bench_cpu_s() - t0;
-      sink += out[r];
-      tc[r] = t < tc[r] ? t : tc[r];
-    }
-  }
-  free(out);
-  *t_op = kn_bench_median(to, REPS);
-  *t_copy = kn_bench_median(tc, REPS);
+  vs_copy v = {f, x, malloc((size_t)kn_numel(x) * sizeof(float))};
+  if (!v.out) die("malloc");
+  copy_loop(v.out, kn_data(x), kn_numel(x));
+  kn_bench_turns(REPS, TURN, run_compiled, &v, run_copy, &v, t_op, t_copy);
+  free(v.out);
 }
 
 static kn_compiled *compile(kn_tensor *(*fn)(kn_tensor *)) {

@@ -152,75 +152,88 @@ static void floor_bwd(float *restrict gi, const float *restrict x, const float *
 
 static double now(bool one) { return one ? kn_bench_cpu_s() : kn_bench_wall_s(); }
 
+/* eager layer_norm over 4096 rows of 1024 (weight and bias), its backward
+** (input, weight and bias gradients) and their floors: the runs of
+** bench_layer_norm, for kn_bench_turns. */
+typedef struct ln_args {
+  kn_tensor *x, *w, *b, *go, *y;
+  float *fy;
+  bool one;
+} ln_args;
+
+static double ln_fwd_run(void *ud, int rep) {
+  ln_args *a = ud;
+  const int64_t ns[1] = {LD};
+  kn_scope_begin();
+  double t0 = now(a->one);
+  kn_tensor *y = kn_layer_norm(a->x, 1, ns, a->w, a->b, 1e-5);
+  double t = now(a->one) - t0;
+  if (!y) die("layer_norm");
+  sink = ((float *)kn_data(y))[rep];
+  kn_scope_end();
+  return t;
+}
+
+static double ln_bwd_run(void *ud, int rep) {
+  ln_args *a = ud;
+  kn_tensor *ins[3] = {a->x, a->w, a->b}, *g[3];
+  kn_scope_begin();
+  double t0 = now(a->one);
+  if (kn_autograd_grad(&a->y, 1, ins, 3, &a->go, true, false, false, g) != KN_OK)
+    die("ln backward");
+  double t = now(a->one) - t0;
+  sink = ((float *)kn_data(g[0]))[rep];
+  kn_scope_end();
+  return t;
+}
+
+static double ln_floor_fwd_run(void *ud, int rep) {
+  ln_args *a = ud;
+  double t0 = now(a->one);
+  floor_fwd(a->fy, kn_data(a->x));
+  double t = now(a->one) - t0;
+  sink = a->fy[rep];
+  return t;
+}
+
+static double ln_floor_bwd_run(void *ud, int rep) {
+  ln_args *a = ud;
+  double t0 = now(a->one);
+  floor_bwd(a->fy, kn_data(a->x), kn_data(a->go));
+  double t = now(a->one) - t0;
+  sink = a->fy[rep];
+  return t;
+}
+
 static void bench_layer_norm(bool one) {
   int prev = omp_get_max_threads();
   if (one) omp_set_num_threads(1);
   kn_generator *gen = kn_generator_new(1);
-  kn_tensor *x = kn_randn(KN_SHAPE(LM, LD), gen, KN_FLOAT32);
-  kn_tensor *w = kn_randn(KN_SHAPE(LD), gen, KN_FLOAT32), *b = kn_randn(KN_SHAPE(LD), gen, KN_FLOAT32);
-  kn_tensor *go = kn_randn(KN_SHAPE(LM, LD), gen, KN_FLOAT32);
-  float *fy = malloc((size_t)LM * LD * sizeof *fy);
-  if (!x || !w || !b || !go || !fy) die("layer_norm setup");
-  const int64_t ns[1] = {LD};
-  double tf[REPS], tb[REPS], cf[REPS], cb[REPS];
-  for (int r = 0; r < REPS; r++) {
-    tf[r] = cf[r] = 1e30;
-    for (int k = 0; k < TURN; k++) {
-      kn_scope_begin();
-      double t0 = now(one);
-      kn_tensor *y = kn_layer_norm(x, 1, ns, w, b, 1e-5);
-      double t = now(one) - t0;
-      if (!y) die("layer_norm");
-      sink = ((float *)kn_data(y))[r];
-      kn_scope_end();
-      tf[r] = t < tf[r] ? t : tf[r];
-    }
-    for (int k = 0; k < TURN; k++) {
-      double t0 = now(one);
-      floor_fwd(fy, kn_data(x));
-      double t = now(one) - t0;
-      sink = fy[r];
-      cf[r] = t < cf[r] ? t : cf[r];
-    }
-  }
-  kn_tensor *ins[3] = {x, w, b};
+  ln_args a = {.x = kn_randn(KN_SHAPE(LM, LD), gen, KN_FLOAT32),
+               .w = kn_randn(KN_SHAPE(LD), gen, KN_FLOAT32),
+               .b = kn_randn(KN_SHAPE(LD), gen, KN_FLOAT32),
+               .go = kn_randn(KN_SHAPE(LM, LD), gen, KN_FLOAT32),
+               .fy = malloc((size_t)LM * LD * sizeof(float)),
+               .one = one};
+  if (!a.x || !a.w || !a.b || !a.go || !a.fy) die("layer_norm setup");
+  double f, bw, cf, cb;
+  kn_bench_turns(REPS, TURN, ln_fwd_run, &a, ln_floor_fwd_run, &a, &f, &cf);
+  kn_tensor *ins[3] = {a.x, a.w, a.b};
   for (int i = 0; i < 3; i++) kn_set_requires_grad(ins[i], true);
+  const int64_t ns[1] = {LD};
   kn_scope_begin();
-  kn_tensor *y = kn_layer_norm(x, 1, ns, w, b, 1e-5);
-  for (int r = 0; r < REPS; r++) {
-    tb[r] = cb[r] = 1e30;
-    for (int k = 0; k < TURN; k++) {
-      kn_scope_begin();
-      kn_tensor *g[3];
-      double t0 = now(one);
-      if (kn_autograd_grad(&y, 1, ins, 3, &go, true, false, false, g) != KN_OK)
-        die("ln backward");
-      double t = now(one) - t0;
-      sink = ((float *)kn_data(g[0]))[r];
-      kn_scope_end();
-      tb[r] = t < tb[r] ? t : tb[r];
-    }
-    for (int k = 0; k < TURN; k++) {
-      double t0 = now(one);
-      floor_bwd(fy, kn_data(x), kn_data(go));
-      double t = now(one) - t0;
-      sink = fy[r];
-      cb[r] = t < cb[r] ? t : cb[r];
-    }
-  }
+  a.y = kn_layer_norm(a.x, 1, ns, a.w, a.b, 1e-5);
+  kn_bench_turns(REPS, TURN, ln_bwd_run, &a, ln_floor_bwd_run, &a, &bw, &cb);
   kn_scope_end();
   const char *tag = one ? "1T" : "allT";
-  double f = kn_bench_median(tf, REPS), bw = kn_bench_median(tb, REPS);
   printf("BENCH layer_norm_eager_ms_%s %.3f ms (%d threads; copy floor %.3f ms)\n", tag, f * 1e3,
-         omp_get_max_threads(), kn_bench_median(cf, REPS) * 1e3);
+         omp_get_max_threads(), cf * 1e3);
   printf("BENCH layer_norm_backward_eager_ms_%s %.3f ms (copy floor %.3f ms)\n", tag, bw * 1e3,
-         kn_bench_median(cb, REPS) * 1e3);
-  printf("RATIO layer_norm_eager_vs_copy_floor_%s %.3f (goal >= 0.5)\n", tag,
-         kn_bench_median(cf, REPS) / f);
-  printf("RATIO layer_norm_backward_eager_vs_copy_floor_%s %.3f (goal >= 0.4)\n", tag,
-         kn_bench_median(cb, REPS) / bw);
-  free(fy);
-  kn_release(x), kn_release(w), kn_release(b), kn_release(go);
+         cb * 1e3);
+  printf("RATIO layer_norm_eager_vs_copy_floor_%s %.3f (goal >= 0.5)\n", tag, cf / f);
+  printf("RATIO layer_norm_backward_eager_vs_copy_floor_%s %.3f (goal >= 0.4)\n", tag, cb / bw);
+  free(a.fy);
+  kn_release(a.x), kn_release(a.w), kn_release(a.b), kn_release(a.go);
   kn_generator_free(gen);
   omp_set_num_threads(prev);
 }
@@ -311,26 +324,35 @@ static double rk_floor_once(const rk_op *op, kn_tensor *x, kn_tensor *go, bool b
   return t;
 }
 
+/* The arguments of rk_once and rk_floor_once, for kn_bench_turns. */
+typedef struct rk_args {
+  const rk_op *op;
+  kn_compiled *f;
+  kn_tensor *x, *go;
+  bool bwd, one;
+  float *buf;
+} rk_args;
+
+static double rk_run(void *ud, int rep) {
+  (void)rep;
+  const rk_args *a = ud;
+  return rk_once(a->op, a->f, a->x, a->go, a->bwd, a->one);
+}
+
+static double rk_floor_run(void *ud, int rep) {
+  (void)rep;
+  const rk_args *a = ud;
+  return rk_floor_once(a->op, a->x, a->go, a->bwd, a->one, a->buf);
+}
+
 /* Median time of the op's forward or backward, and of its floor: REPS
 ** turns of each in alternation, a turn TURN runs in a row of which the
 ** fastest counts (see TURN). */
 static void rk_time(const rk_op *op, kn_compiled *f, kn_tensor *x, kn_tensor *go, bool bwd,
                     bool one, float *buf, double *t_op, double *t_floor) {
-  double to[REPS], tf[REPS];
+  rk_args a = {op, f, x, go, bwd, one, buf};
   rk_once(op, f, x, go, bwd, one); /* warm-up: compiles */
-  for (int r = 0; r < REPS; r++) {
-    to[r] = tf[r] = 1e30;
-    for (int k = 0; k < TURN; k++) {
-      double t = rk_once(op, f, x, go, bwd, one);
-      to[r] = t < to[r] ? t : to[r];
-    }
-    for (int k = 0; k < TURN; k++) {
-      double t = rk_floor_once(op, x, go, bwd, one, buf);
-      tf[r] = t < tf[r] ? t : tf[r];
-    }
-  }
-  *t_op = kn_bench_median(to, REPS);
-  *t_floor = kn_bench_median(tf, REPS);
+  kn_bench_turns(REPS, TURN, rk_run, &a, rk_floor_run, &a, t_op, t_floor);
 }
 
 static kn_compiled *rk_compile(const rk_op *op) {

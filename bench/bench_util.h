@@ -2,7 +2,8 @@
 ** bench/bench_util.h: the clocks and the median every benchmark uses.
 ** Thread CPU time for single-threaded paths (on a shared machine wall time
 ** mostly measures the other processes), monotonic wall time for the rest.
-** kn_bench_gemm_choices prints which library ran each float32 GEMM shape.
+** kn_bench_gemm_choices prints which library ran each float32 GEMM shape;
+** kn_bench_turns times two runs in alternating turns.
 */
 #ifndef KN_BENCH_UTIL_H
 #define KN_BENCH_UTIL_H
@@ -38,6 +39,36 @@ static inline int kn_bench_cmp_double(const void *a, const void *b) {
 static inline double kn_bench_median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, kn_bench_cmp_double);
   return v[n / 2];
+}
+
+/* One timed run of a side of kn_bench_turns: its time in seconds (the run
+** times itself, so that work around what it measures need not count). */
+typedef double (*kn_bench_run)(void *ud, int rep);
+
+#define KN_BENCH_TURNS_MAX 64
+
+/* Two runs timed in alternating turns, so that both see the same moments of
+** a machine whose speed moves: reps (at most KN_BENCH_TURNS_MAX) turns of
+** each, a turn `turn` runs in a row (each then finds in the caches what its
+** own earlier runs left, as a loop of calls does) of which the fastest
+** counts; *ta and *tb get the median turn of a and of b. */
+static inline void kn_bench_turns(int reps, int turn, kn_bench_run a, void *ua, kn_bench_run b,
+                                  void *ub, double *ta, double *tb) {
+  double va[KN_BENCH_TURNS_MAX], vb[KN_BENCH_TURNS_MAX];
+  if (reps > KN_BENCH_TURNS_MAX) reps = KN_BENCH_TURNS_MAX;
+  for (int r = 0; r < reps; r++) {
+    va[r] = vb[r] = 1e30;
+    for (int k = 0; k < turn; k++) {
+      double t = a(ua, r);
+      va[r] = t < va[r] ? t : va[r];
+    }
+    for (int k = 0; k < turn; k++) {
+      double t = b(ub, r);
+      vb[r] = t < vb[r] ? t : vb[r];
+    }
+  }
+  *ta = kn_bench_median(va, reps);
+  *tb = kn_bench_median(vb, reps);
 }
 
 /* The OpenBLAS core a torch baseline runs with (OPENBLAS_CORETYPE): the

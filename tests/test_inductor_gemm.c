@@ -83,6 +83,12 @@ static kn_tensor *addmm_full(kn_tensor *x, kn_tensor *w, kn_tensor *b, kn_tensor
   (void)b;
   return kn_relu(kn_addmm(r, x, kn_t(w), kn_float(0.5), kn_float(2.0)));
 }
+/* addmm whose self is one column of r, [M, 1]: broadcast along the rows of
+** the output (the bias copied into each row element by element, stride 0) */
+static kn_tensor *addmm_column(kn_tensor *x, kn_tensor *w, kn_tensor *b, kn_tensor *r) {
+  (void)b;
+  return kn_relu(kn_addmm(kn_narrow(r, 1, 1, 1), x, kn_t(w), kn_float(0.5), kn_float(2.0)));
+}
 /* several users of one GEMM's output: y = x @ w^T feeds relu's epilogue
 ** and, later, the epilogue of a second GEMM (a residual add of y) */
 static kn_tensor *two_users(kn_tensor *x, kn_tensor *w, kn_tensor *b, kn_tensor *r) {
@@ -196,6 +202,10 @@ Test(inductor_gemm, cast_to_bfloat16) {
 }
 Test(inductor_gemm, addmm_full_self_alpha_beta) {
   check(addmm_full, "addmm_full", KN_FLOAT64, small, 1e-12, one);
+}
+Test(inductor_gemm, addmm_column_self) {
+  check(addmm_column, "addmm_column", KN_FLOAT32, small, 1e-6, one);
+  check(addmm_column, "addmm_column", KN_FLOAT64, small, 1e-12, one);
 }
 /* y feeds relu's epilogue and the second GEMM's residual add: it is
 ** written whole (not in place); the second epilogue writes over its GEMM */

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "inductor/inductor.h"
+#include "ops/iter.h"
 #include "ops/nn.h"
 #include "tensor/tensor.h"
 
@@ -42,8 +43,7 @@ static void bias_rows(const kn_tensor *b, char *out, int64_t N, size_t es, int64
   for (int64_t r = r0; r < r1; r++) {
     char *row = out + (size_t)(r * N) * es;
     if (cs == 1) memcpy(row, bp + (size_t)(r * rs) * es, (size_t)N * es);
-    else
-      for (int64_t j = 0; j < N; j++) memcpy(row + (size_t)j * es, bp + (size_t)(r * rs + j * cs) * es, es);
+    else kn__strided_copy(row, (int64_t)es, bp + (size_t)(r * rs) * es, cs * (int64_t)es, es, N);
   }
 }
 

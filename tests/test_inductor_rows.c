@@ -278,7 +278,8 @@ static void softmax_row_bits(const float *x, int64_t n, bool log_, float *y) {
 }
 
 /* softmax and log_softmax rows through the fused call give the bits of its
-** contract (softmax_row_bits): rows of 7 (no block), 1000 (a last block
+** contract (softmax_row_bits), compiled and eager alike (eager's float32
+** rows compute as the generated kernel: ops/vmath_softmax.h): rows of 7 (no block), 1000 (a last block
 ** with groups and a rest), 1025 and 9000, one of N(0, 1) values and two of
 ** wide-ranged values (exps that underflow), a row with -inf and
 ** one with NaN; NaN matches NaN. */
@@ -298,16 +299,20 @@ Test(inductor_rows, fused_exp_sum_keeps_the_bits) {
       xv[n + n / 2] = -INFINITY, xv[2 * n + 3] = NAN;
       const float *got = kn_data(kn_contiguous(kn_call_t(f, x)));
       cr_assert_not_null(got, "%s", kn_last_error());
+      const float *eager = kn_data(lg ? kn_log_softmax(x, 1) : kn_softmax(x, 1));
+      cr_assert_not_null(eager, "%s", kn_last_error());
       for (int64_t r = 0; r < 3; r++) {
         softmax_row_bits(xv + r * n, n, lg, want);
-        int64_t bad = -1;
-        for (int64_t j = 0; j < n && bad < 0; j++)
-          if (memcmp(&got[r * n + j], &want[j], sizeof *want) &&
-              !(isnan(got[r * n + j]) && isnan(want[j])))
-            bad = j;
-        cr_expect(bad < 0, "%s row %lld of %lld: element %lld compiled %a, loops %a",
-                  lg ? "log_softmax" : "softmax", (long long)r, (long long)n, (long long)bad,
-                  bad < 0 ? 0 : got[r * n + bad], bad < 0 ? 0 : want[bad]);
+        for (int k = 0; k < 2; k++) { /* compiled, then eager (the same row computation) */
+          const float *v = (k ? eager : got) + r * n;
+          int64_t bad = -1;
+          for (int64_t j = 0; j < n && bad < 0; j++)
+            if (memcmp(&v[j], &want[j], sizeof *want) && !(isnan(v[j]) && isnan(want[j])))
+              bad = j;
+          cr_expect(bad < 0, "%s row %lld of %lld: element %lld %s %a, loops %a",
+                    lg ? "log_softmax" : "softmax", (long long)r, (long long)n, (long long)bad,
+                    k ? "eager" : "compiled", bad < 0 ? 0 : v[bad], bad < 0 ? 0 : want[bad]);
+        }
       }
       free(want);
       kn_scope_end();

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "ops/vmath.h"
+#include "ops/vmath_softmax.h"
 
 /* ---- the scalar table ----------------------------------------------------- */
 
@@ -82,21 +83,6 @@ KN_SC_ALL(float, f)
 KN_SC_ALL(double, d)
 
 
-static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
-  float mx = -INFINITY;
-  for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;
-  if (isinf(mx) && mx < 0) mx = 0;
-  double sum = 0;
-  for (int64_t k = 0; k < n; k++) sum += (double)(y[k] = expf(x[k] - mx));
-  if (log_) {
-    float ls = (float)log(sum);
-    for (int64_t k = 0; k < n; k++) y[k] = (x[k] - mx) - ls;
-  } else {
-    float inv = (float)(1 / sum);
-    for (int64_t k = 0; k < n; k++) y[k] *= inv;
-  }
-}
-
 static void softmax_bwd_f(float *gi, const float *g, const float *y, int64_t n, bool log_) {
   double s = 0;
   for (int64_t k = 0; k < n; k++) s += log_ ? (double)g[k] : (double)g[k] * (double)y[k];
@@ -156,6 +142,12 @@ static float rowmax_f(const float *x, int64_t n, int *nan) {
     if (x[i] != x[i]) *nan = 1;
   }
   return m;
+}
+
+/* kn__vm_softmax_f32: the generated row kernel's softmax (ops/vmath_softmax.h)
+** from this table's own functions. */
+static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
+  kn__vm_softmax_row(y, x, n, log_, rowmax_f, expsum_f, a_exp_f, a_log_f);
 }
 
 const kn__vmath kn__vmath_scalar = {"scalar",       KN__VM_ROW1(f), KN__VM_ROW1(d),

@@ -53,9 +53,11 @@ typedef void (*kn__vm2_f32)(float *y, const float *a, const float *b, int64_t n)
 typedef void (*kn__vm2_f64)(double *y, const double *a, const double *b, int64_t n);
 
 /* softmax (log_: log_softmax) of one contiguous float32 line x into y (not
-** overlapping x): the maximum (NaN skipped) is subtracted in float, exps in
-** float are summed in double, y = e * (1 / sum) or (x - max) - log(sum) in
-** float, as torch computes float32 softmax. An all -inf line uses max 0. */
+** overlapping x), as the generated row kernel computes it, bit for bit
+** (ops/vmath_softmax.h): the maximum (NaN when the line holds one) is
+** subtracted in float, the exps are summed through this table's
+** expsum_max_f32 and lanes, y = e * (1 / sum) or (x - max) - log(sum) in
+** float. A line of -inf (or with +inf) gives NaN, as torch's. */
 typedef void (*kn__vm_softmax_f32)(float *y, const float *x, int64_t n, bool log_);
 /* The backward of one contiguous float32 line (gi not overlapping g or y):
 ** softmax gi = y * (g - sum(g * y)), log_softmax gi = g - exp(y) * sum(g),

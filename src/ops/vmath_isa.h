@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ops/vmath.h"
+#include "ops/vmath_softmax.h"
 
 #include <stdint.h>
 
@@ -539,50 +540,6 @@ static float line_max_f(const float *x, int64_t n, int *nan) {
   return mx;
 }
 
-/* y = exp(x - mx); returns the sum in double. mx is at least every x (the
-** row's maximum, NaNs skipped, or 0 over a row of -inf), so v_exp_le0_f
-** applies. The tail is padded with -inf (exp 0). While the exps run from
-** L1, the line after this one (the next line of a contiguous tensor;
-** elsewhere a harmless prefetch) is loaded, so that the next line's maximum
-** pass does not wait on memory. */
-static double exp_sum_f(float *y, const float *x, int64_t n, float mx) {
-  kn_vfdh acc[2] = {{0}, {0}};
-  int64_t k = 0;
-  for (; k + KN_VM_WF <= n; k += KN_VM_WF) {
-    __builtin_prefetch(x + n + k); /* the next line, when it follows */
-    st_f(y + k, v_exp_le0_f(ld_f(x + k) - mx));
-    acc_halves(acc, y + k);
-  }
-  if (k < n) {
-    float b[KN_VM_WF];
-    for (int j = 0; j < KN_VM_WF; j++) b[j] = k + j < n ? x[k + j] : -INFINITY;
-    st_f(b, v_exp_le0_f(ld_f(b) - mx));
-    memcpy(y + k, b, (size_t)(n - k) * sizeof *y);
-    acc_halves(acc, b);
-  }
-  double s[KN_VM_WF], sum = 0;
-  memcpy(s, &acc, sizeof s);
-  for (int j = 0; j < KN_VM_WF; j++) sum += s[j];
-  return sum;
-}
-
-static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
-  int nan = 0; /* a NaN maximum is not taken: the exps of NaNs are NaN */
-  float mx = line_max_f(x, n, &nan);
-  if (isinf(mx) && mx < 0) mx = 0;
-  double sum = exp_sum_f(y, x, n, mx);
-  int64_t k = 0;
-  if (log_) {
-    float ls = (float)log(sum);
-    for (; k + KN_VM_WF <= n; k += KN_VM_WF) st_f(y + k, (ld_f(x + k) - mx) - ls);
-    for (; k < n; k++) y[k] = (x[k] - mx) - ls;
-  } else {
-    float inv = (float)(1 / sum);
-    for (; k + KN_VM_WF <= n; k += KN_VM_WF) st_f(y + k, ld_f(y + k) * inv);
-    for (; k < n; k++) y[k] *= inv;
-  }
-}
-
 /* kn__vm_softmax_bwd_f32: the sums in double in plain loops that `omp simd`
 ** vectorises (the lanes' sums combined in a fixed order); the gradient in
 ** float from the sum split into two floats, s = sh + sl (sh the float
@@ -756,6 +713,12 @@ static void expsum_f(float *e, float *d, const float *x, float c, int64_t n, dou
 static void expsum_max_f(float *e, float *d, const float *x, float c, int64_t n, double *acc,
                          const float *ahead) {
   expsum_body(e, d, x, c, n, acc, ahead, true);
+}
+
+/* kn__vm_softmax_f32: the generated row kernel's softmax (ops/vmath_softmax.h)
+** from this table's own functions. */
+static void softmax_f(float *y, const float *x, int64_t n, bool log_) {
+  kn__vm_softmax_row(y, x, n, log_, line_max_f, expsum_max_f, a_exp_f, a_log_f);
 }
 
 const kn__vmath KN_VM_TABLE = {KN_VM_NAME,     KN__VM_ROW1(f), KN__VM_ROW1(d),

@@ -31,6 +31,7 @@
 /* Elements of a padded call of the array functions: one AVX-512 vector, as
 ** generated code's scalar calls (KN_VM_PAD in inductor/formula.c). */
 #define KN__VM_SOFTMAX_PAD 16
+typedef float kn__vm_pad16 __attribute__((vector_size(64), may_alias));
 
 static inline void kn__vm_softmax_row(float *y, const float *x, int64_t n, bool log_,
                                       kn__vm_rowmax_f32 rowmax, kn__vm_expsum_f32 expsum,
@@ -54,8 +55,11 @@ static inline void kn__vm_softmax_row(float *y, const float *x, int64_t n, bool 
   for (int l = 1; l < KN__VM_SUM_LANES; l++) acc += lane[l];
   float s = (float)acc;
   if (log_) {
-    float b[KN__VM_SOFTMAX_PAD] = {s};
-    log_fn(b, b, KN__VM_SOFTMAX_PAD);
+    /* built as one vector and stored whole: an array written element by
+    ** element and read back as a vector stalled the table's load (store
+    ** forwarding fails), three quarters of the log's time */
+    kn__vm_pad16 b = {s};
+    log_fn((float *)&b, (const float *)&b, KN__VM_SOFTMAX_PAD);
     const float ls = b[0];
     for (int64_t k = 0; k < n; k++) y[k] = y[k] - ls;
   } else {

@@ -137,9 +137,13 @@ bool kn__cg_row_leaf(kctx *k, int li, kn_dtype dt, int nd, const int *dims, kn__
 /* Sum n's pass over float32 exp(a - alpha * b), a read in place and b the
 ** same for the row (codegen_expsum.c): the fused table call of each block
 ** printed into pre (it adds the block to n's lanes and stores the exps or
-** a - alpha * b where an output keeps them) and true; else false, nothing
-** printed. */
-bool kn__cg_expsum_block(kctx *k, kn__sb *pre, const kn__gnode *n, int nd, const int *dims);
+** a - alpha * b where an output keeps them), and into tail the rest of the
+** row's (fewer than 16 elements from jb, nt_ of them, the last in lane
+** at_ + nt_ - 1 of the 16-float vector t_ it declares: the row's last 16
+** elements, zero-padded in a row under 16) computation up to its exps in
+** t_, stores included, and true; else false, nothing printed. */
+bool kn__cg_expsum_block(kctx *k, kn__sb *pre, kn__sb *tail, const kn__gnode *n, int nd,
+                         const int *dims);
 /* Does a maximum row r over float32 elements xdt take the table's row
 ** maximum (codegen_expsum.c) when its row is read in place? And the call
 ** for the row at addr of len elements, into lane 0 of reduction id (opens

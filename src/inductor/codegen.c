@@ -897,9 +897,9 @@ static void plan_stash_operand(kctx *k, const kn__gnode *src) {
 ** place (row_direct; empty if none); with k->expsum, the block's statements
 ** are one fused call that adds the block to the lanes itself;
 ** idx: the element's index in the row (index-carrying rows). */
-static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const code[4],
+static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const code[5],
                       int dim, const kn__red_row *r, const char *xv, const char *idx) {
-  const char *body = code[0], *pre = code[1], *rest = code[2];
+  const char *body = code[0], *pre = code[1], *rest = code[2], *tail = code[4];
   kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
   const char *ct = strcmp(xv, "x") ? "double" : kn__ind_ctype(xdt);
   int t = k->depth - 1;
@@ -941,6 +941,12 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
     if (!k->expsum) kn__ind_red_update(sb, r, n->index, xdt, "l", "tmp[b + l]", idx);
     kn__cg_block_prefetch(k, sb);
     kn__sb_puts(sb, "      jb += bn;\n      }\n");
+  }
+  if (k->expsum && tail[0]) { /* the rest in one vector (codegen_expsum.c) */
+    kn__sb_printf(sb, "      if (jb < %s) {\n        const int64_t nt_ = %s - jb, at_ = %s >= 16 ? "
+                  "16 - nt_ : 0;\n%s        for (int64_t q_ = 0; q_ < nt_; q_++) {\n        ", L, L, L, tail);
+    kn__ind_red_update(sb, r, n->index, xdt, "0", "t_[at_ + q_]", idx);
+    kn__sb_printf(sb, "        }\n        jb = %s;\n      }\n", L);
   }
   kn__sb_printf(sb, "      for (; jb < %s; jb++) {\n      const int64_t j%d = jb;\n", L, t);
   kn__sb_puts(sb, rest);
@@ -1135,7 +1141,7 @@ static void row_index(kctx *k, kn__sb *sb, const kn__gnode *n, int nd, const int
 }
 
 /* The loops of one pass with row r's lanes, combined into accID after. */
-static void red_loops(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const text[4],
+static void red_loops(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const text[5],
                       const kn__red_row *r, const char *xv) {
   int dims[KN_MAX_DIMS], nd = kn__cg_red_dims(k, dims);
   kn_dtype xdt = n->args[0].u.t.node->meta[n->args[0].u.t.idx].dtype;
@@ -1167,12 +1173,12 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
     plan_stash(k, src);
     plan_stash_operand(k, src);
   }
-  kn__sb code[4];
-  for (int c = 0; c < 4; c++) kn__sb_init(&code[c]);
+  kn__sb code[5];
+  for (int c = 0; c < 5; c++) kn__sb_init(&code[c]);
   k->inner = true;
   /* blocks of vector math feed the double lanes' blocks: every pass's row WIDE */
-  /* sum(exp(x - max)): one fused call per block instead */
-  k->expsum = kn__cg_expsum_block(k, &code[1], n, nd, dims);
+  /* sum(exp(x - max)): one fused call per block instead, the rest one vector */
+  k->expsum = kn__cg_expsum_block(k, &code[1], &code[4], n, nd, dims);
   if (!k->expsum && in->red->acc == KN__RACC_WIDE &&
       kn__ind_red_pass_row(in, 0)->acc == KN__RACC_WIDE && kn__cg_member(k, src))
     block_vms(k, &code[1], src, nd, dims);
@@ -1183,8 +1189,8 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   memset(k->blk, 0, (size_t)k->p->nnodes);
   red_body(k, &code[2], n, nd, dims); /* the remainder: no block */
   k->inner = false;
-  const char *text[4];
-  for (int c = 0; c < 4; c++) text[c] = kn__sb_cstr(&code[c]);
+  const char *text[5];
+  for (int c = 0; c < 5; c++) text[c] = kn__sb_cstr(&code[c]);
   kn_dtype xdt = src->meta[n->args[0].u.t.idx].dtype;
   char xv[96];
   if (in->red->shape == KN__RSHAPE_CENTERED) {
@@ -1197,7 +1203,7 @@ static void red_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   kn__ind_red_xv(xv, sizeof xv, in, n->index, xdt, 1);
   red_loops(k, sb, n, text, kn__ind_red_pass_row(in, 1), xv);
   k->expsum = false;
-  for (int c = 0; c < 4; c++) {
+  for (int c = 0; c < 5; c++) {
     if (kn__sb_failed(&code[c])) k->failed = true;
     kn__sb_fini(&code[c]);
   }

@@ -26,9 +26,9 @@ pages that quote a current figure point here. On another machine, or the
 same one under load, run it again: figures move 10-20 % from run to run on a
 quiet 2-core VM and 2-10x on a busy one, so a goal met or missed by one run
 is one sample. Where a ratio compares kiln with a baseline (a copy floor,
-numpy, torch), bench_rows, bench_inductor (its softmax floor), bench_unary,
-bench_digits and bench_transformer
-time the two in alternating turns of a few runs each, so both see the same
+numpy, torch, one rank), bench_rows, bench_inductor (its softmax floor),
+bench_unary, bench_digits, bench_transformer and bench_ddp (one rank against
+two) time the two in alternating turns of a few runs each, so both see the same
 moments of a shared VM whose speed moves from second to second (timed one
 block after the other, the same ratio moved 0.8-1.6x between quiet runs,
 2026-11-28); torch runs with libgomp's default wait policy and with

@@ -7,7 +7,8 @@
 ** dim; other layouts copy it. A sum's lanes likewise read such a buffer, or
 ** the block the table computed, in place; a sum of exp(x - max) (softmax,
 ** log_softmax) is one fused table call per block, bit for bit the element
-** loops it replaced. Checked against the formula in double (an
+** loops it replaced, and the row's rest (< 16 elements) one more vector
+** call. Checked against the formula in double (an
 ** independent expectation) and against eager, for rows of 1, 7, 1023, 1025
 ** and 9000 elements, float32 and float64, rows with a stride of their own
 ** (a narrowed tensor), a transposed input, two reduced dims, and dynamic
@@ -320,6 +321,49 @@ Test(inductor_rows, fused_exp_sum_keeps_the_bits) {
       ind_rm(cache);
       ind_cache_dir(cache, sizeof cache);
     }
+  }
+}
+
+/* mean(exp(x - amax(x))) over the last dim: a MEAN member of the fused
+** call, its rest (n % 16 elements) one vector (codegen_expsum.c). */
+static kn_tensor *mean_exp_shifted(kn_tensor *x) {
+  const int64_t d = 1;
+  return kn_mean_dims(kn_exp(kn_sub(x, kn_amax(x, &d, 1, true))), &d, 1, false);
+}
+
+/* The rest of a fused row as one vector, for every remainder length (rows
+** of 16 to 31 elements, and 3 and 1000): the compiled mean within 1e-6 of
+** the formula in double, and the generated code makes one table call for
+** it. */
+Test(inductor_rows, fused_row_rest_is_one_vector) {
+  for (int64_t n = 1; n <= 33; n++) {
+    int64_t len = n <= 16 ? 15 + n : n == 17 ? 3 : n == 18 ? 1000 : 0;
+    if (!len) break;
+    kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+    kn_compiled *f = KN_COMPILE(mean_exp_shifted, &o);
+    kn_scope_begin();
+    kn_tensor *x = kn_contiguous(kn_mul_scalar(kn_randn(KN_SHAPE(5, len), NULL, KN_FLOAT32),
+                                               kn_float(4)));
+    kn_tensor *y = kn_contiguous(kn_call_t(f, x));
+    cr_assert_not_null(y, "%s", kn_last_error());
+    const float *xv = kn_data(x), *yv = kn_data(y);
+    for (int64_t r = 0; r < 5; r++) {
+      double m = -INFINITY, s = 0;
+      for (int64_t j = 0; j < len; j++) m = xv[r * len + j] > m ? xv[r * len + j] : m;
+      for (int64_t j = 0; j < len; j++) s += exp((double)xv[r * len + j] - m);
+      s /= (double)len;
+      cr_expect(fabs(yv[r] - s) <= 1e-6 * s, "rows of %lld, row %lld: compiled %.9g, double %.9g",
+                (long long)len, (long long)r, yv[r], s);
+    }
+    kn_scope_end();
+    kn_compiled_free(f);
+    char *src = kn_test_inductor_sources(cache);
+    if (len % 16)
+      cr_expect_eq(kn_test_count_of(src, "KN_VMT()->f32[0]((float *)&t_"), 1, "rows of %lld:\n%s",
+                   (long long)len, src);
+    free(src);
+    ind_rm(cache);
+    ind_cache_dir(cache, sizeof cache);
   }
 }
 

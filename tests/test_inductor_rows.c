@@ -15,6 +15,7 @@
 ** row lengths under one compile.
 */
 #include "inductor_util.h"
+#include "kiln/autograd.h"
 #include "ops/vmath.h"
 #include "support/files.h"
 
@@ -361,6 +362,46 @@ Test(inductor_rows, fused_row_rest_is_one_vector) {
     if (len % 16)
       cr_expect_eq(kn_test_count_of(src, "KN_VMT()->f32[0]((float *)&t_"), 1, "rows of %lld:\n%s",
                    (long long)len, src);
+    free(src);
+    ind_rm(cache);
+    ind_cache_dir(cache, sizeof cache);
+  }
+}
+
+/* log_softmax's backward on the CPU: where its gradient is an input of the
+** backward graph (log_softmax ends the compiled forward) the generated code
+** calls the eager row kernel (the same bits as eager); where it comes from
+** nll_loss's backward (cross_entropy) it is decomposed and fused (no extern
+** call of it). Gradients against eager. */
+static kn_tensor *log_softmax_rows(kn_tensor *x) { return kn_log_softmax(x, 1); }
+static kn_tensor *g_target;
+static kn_tensor *cross_entropy_rows(kn_tensor *x) {
+  return kn_cross_entropy(x, g_target, NULL, KN_REDUCTION_MEAN, -100, 0.0);
+}
+
+Test(inductor_rows, log_softmax_backward_extern_only_without_a_producer) {
+  for (int k = 0; k < 2; k++) {
+    kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+    kn_compiled *f = k ? KN_COMPILE(cross_entropy_rows, &o) : KN_COMPILE(log_softmax_rows, &o);
+    kn_scope_begin();
+    g_target = kn_randint(0, 1000, 1, (const int64_t[]){6}, NULL, KN_INT64);
+    kn_tensor *x = kn_randn(KN_SHAPE(6, 1000), NULL, KN_FLOAT32), *xe = kn_detach(x);
+    kn_set_requires_grad(x, true), kn_set_requires_grad(xe, true);
+    kn_tensor *go = k ? NULL : kn_randn(KN_SHAPE(6, 1000), NULL, KN_FLOAT32);
+    kn_tensor *y = kn_call_t(f, x), *ye = k ? cross_entropy_rows(xe) : log_softmax_rows(xe);
+    cr_assert_not_null(y, "%s", kn_last_error());
+    kn_tensor *gx = NULL, *gxe = NULL;
+    cr_assert_eq(kn_autograd_grad(&y, 1, &x, 1, k ? NULL : &go, false, false, false, &gx), KN_OK,
+                 "%s", kn_last_error());
+    cr_assert_eq(kn_autograd_grad(&ye, 1, &xe, 1, k ? NULL : &go, false, false, false, &gxe),
+                 KN_OK, "%s", kn_last_error());
+    /* the extern is the eager kernel: equal bits; the fused form within rounding */
+    cr_expect(ind_close(gx, gxe, k ? 1e-5 : 0, k ? 1e-7 : 0, k ? "cross_entropy" : "log_softmax"));
+    kn_scope_end();
+    kn_compiled_free(f);
+    char *src = kn_test_inductor_sources(cache);
+    cr_expect_eq(kn_test_count_of(src, "extern kiln.ops._log_softmax_backward_data"), k ? 0 : 1,
+                 "%s:\n%s", k ? "cross_entropy" : "log_softmax", src);
     free(src);
     ind_rm(cache);
     ind_cache_dir(cache, sizeof cache);

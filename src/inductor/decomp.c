@@ -323,11 +323,27 @@ static kn_status nll_loss_bwd(const kn__call *c, kn__outs *out) {
 }
 
 /* ---- log_softmax backward ------------------------------------------------------------- */
-static bool log_softmax_bwd_ok(const kn__gnode *n) {
+static bool log_softmax_bwd_form(const kn__gnode *n) {
   const kn__vmeta *g = arg_meta(n, 0), *y = arg_meta(n, 1);
   return is_float(g) && y && y->dtype == g->dtype && g->ndim >= 1 &&
          kn__sym_is_const(n->args[2].u.i) && n->args[3].kind == KN__GA_DTYPE &&
          n->args[3].u.dt == g->dtype;
+}
+
+/* Decomposed, unless on the CPU the gradient is an input of the graph
+** (nothing produces it here to fuse with: log_softmax ended the compiled
+** forward, the loss was computed outside) and the rows run along the last
+** dim in float32: then the eager row kernel, one pass at the copy floor's
+** speed (docs/KERNELS.md), beats the generated passes. Where the gradient
+** comes from nll_loss's backward (cross_entropy) the decomposition fuses
+** the two and never writes the dense gradient. */
+static bool log_softmax_bwd_ok(const kn__gnode *n) {
+  if (!log_softmax_bwd_form(n)) return false;
+  const kn__vmeta *g = arg_meta(n, 0);
+  const kn__gnode *src = n->args[0].u.t.node;
+  int64_t dim = n->args[2].u.i.c < 0 ? n->args[2].u.i.c + g->ndim : n->args[2].u.i.c;
+  return !(g->device == KN_CPU && g->dtype == KN_FLOAT32 && dim == g->ndim - 1 &&
+           src->op == KN__GN_PLACEHOLDER);
 }
 
 /* grad - exp(output) * sum(grad) over the dim, as the eager kernel. */
@@ -345,7 +361,7 @@ static kn_status log_softmax_bwd(const kn__call *c, kn__outs *out) {
 ** y * (grad - sum(grad * y)) over the dim. */
 static bool softmax_bwd_ok(const kn__gnode *n) {
   const kn__vmeta *g = arg_meta(n, 0);
-  return log_softmax_bwd_ok(n) && g->device == KN_CUDA;
+  return log_softmax_bwd_form(n) && g->device == KN_CUDA;
 }
 
 static kn_status softmax_bwd(const kn__call *c, kn__outs *out) {

@@ -10,10 +10,11 @@
 ** last n % 16 elements through the array exp, each added to lane 0; the 16
 ** double lanes added in order, the sum rounded to float, s. softmax: the
 ** exps times 1 / s (in float); log_softmax: (x - c) minus the array log
-** of s. Against adding every exp in double, the sum is within 4 x 2^-24 of
-** the exact sum of the exps (ops/vmath.h), and the exps and the sum's
-** conversions take one pass instead of two: eager softmax over 4096 rows of
-** 1024 took ~20% less time (docs/KERNELS.md).
+** of s. The sum is within 4 x 2^-24 of the exact sum of the exps
+** (ops/vmath.h); against adding every exp in double (a conversion of each
+** vector, which bounded the pass), the groups convert once per 16 vectors:
+** eager softmax over 4096 rows of 1024 took ~20% less time
+** (docs/KERNELS.md).
 **
 ** A table's file includes this after its rowmax, expsum_max, array exp and
 ** array log, and passes them (constants: the calls inline).
@@ -44,12 +45,19 @@ static inline void kn__vm_softmax_row(float *y, const float *x, int64_t n, bool 
   /* the row two on, as the generated kernels fetch it (never read) */
   if (m > 0) expsum(log_ ? NULL : y, log_ ? y : NULL, x, c, m, lane, x + 2 * n);
   if (m < n) {
-    float b[KN__VM_SOFTMAX_PAD] = {0};
-    for (int64_t k = m; k < n; k++) b[k - m] = x[k] - c;
-    if (log_) memcpy(y + m, b, (size_t)(n - m) * sizeof *y);
-    exp_(b, b, KN__VM_SOFTMAX_PAD);
-    if (!log_) memcpy(y + m, b, (size_t)(n - m) * sizeof *y);
-    for (int64_t k = m; k < n; k++) lane[0] += (double)b[k - m];
+    /* the last 16 elements of the row as one vector (the tail in its last
+    ** lanes; a row under 16 zero-padded), x - c and its exps stored whole:
+    ** the table's load then never waits on element-wise stores (a failed
+    ** store forwarding), and lanes are independent, so the tail's bits are
+    ** the padded array's */
+    kn__vm_pad16 t = {0};
+    int64_t at = n >= KN__VM_SOFTMAX_PAD ? KN__VM_SOFTMAX_PAD - (n - m) : 0;
+    memcpy(&t, x + m - at, (size_t)(at + n - m) * sizeof *x);
+    t = t - c;
+    if (log_) memcpy(y + m, (float *)&t + at, (size_t)(n - m) * sizeof *y);
+    exp_((float *)&t, (const float *)&t, KN__VM_SOFTMAX_PAD);
+    if (!log_) memcpy(y + m, (float *)&t + at, (size_t)(n - m) * sizeof *y);
+    for (int64_t k = m; k < n; k++) lane[0] += (double)t[at + k - m];
   }
   double acc = lane[0];
   for (int l = 1; l < KN__VM_SUM_LANES; l++) acc += lane[l];

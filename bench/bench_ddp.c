@@ -38,31 +38,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kiln/kiln.h"
+
+#include "bench_util.h"
 
 #define BATCH 512
 #define WARMUP 2
 #define STEPS 21
 #define PROFILED 5
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return v[n / 2];
-}
 
 static kn_module *make_model(bool cnn, kn_generator *g) {
   if (!cnn)
@@ -89,7 +74,7 @@ static bool end_queued;
 
 static kn_status mark_end(void *ud, kn_status st) {
   (void)ud;
-  compute_end = now_s();
+  compute_end = kn_bench_wall_s();
   end_queued = false;
   return st;
 }
@@ -113,7 +98,7 @@ static times step(kn_module *m, kn_ddp *ddp, kn_optimizer *opt, kn_tensor *x, kn
                   int64_t lo, int64_t n) {
   times t = {0};
   kn_scope_begin();
-  double t0 = now_s();
+  double t0 = kn_bench_wall_s();
   kn_tensor *xs = kn_narrow(x, 0, lo, n), *ys = kn_narrow(y, 0, lo, n);
   kn_tensor *out = ddp ? kn_ddp_forward(ddp, xs) : kn_nn_forward(m, xs);
   kn_tensor *l = kn_cross_entropy(out, ys, NULL, KN_REDUCTION_MEAN, -100, 0.0);
@@ -121,10 +106,10 @@ static times step(kn_module *m, kn_ddp *ddp, kn_optimizer *opt, kn_tensor *x, kn
     fprintf(stderr, "bench_ddp: %s\n", kn_last_error());
     exit(1);
   }
-  t.wait = ddp ? now_s() - compute_end : 0;
+  t.wait = ddp ? kn_bench_wall_s() - compute_end : 0;
   kn_optim_step(opt);
   kn_optim_zero_grad(opt);
-  t.step = now_s() - t0;
+  t.step = kn_bench_wall_s() - t0;
   kn_scope_end();
   return t;
 }
@@ -161,12 +146,12 @@ static double allreduce_alone(kn_module *m) {
   kn_tensor *flat = kn_zeros(1, &n, KN_FLOAT32);
   for (int i = 0; i < STEPS; i++) {
     kn_dist_barrier();
-    double t0 = now_s();
+    double t0 = kn_bench_wall_s();
     kn_dist_all_reduce(flat, KN_REDUCE_AVG);
-    v[i] = now_s() - t0;
+    v[i] = kn_bench_wall_s() - t0;
   }
   kn_scope_end();
-  return median(v, STEPS);
+  return kn_bench_median(v, STEPS);
 }
 
 /* One DDP step on rows [lo, lo + n): its time and wait after the backward,
@@ -275,29 +260,26 @@ static void models_free(models *s) {
   kn_module_free(s->solo), kn_module_free(s->m), kn_module_free(s->dflt);
 }
 
-static void report(const char *name, const turns *t, double ov, double comm, int launched,
-                   int buckets, int world) {
-  double one[STEPS], share[STEPS], two[STEPS], copied[STEPS], wait[STEPS], ratio[STEPS];
-  memcpy(one, t->one, sizeof one), memcpy(share, t->share, sizeof share);
-  memcpy(copied, t->copied, sizeof copied);
-  memcpy(two, t->two, sizeof two), memcpy(wait, t->wait, sizeof wait);
-  memcpy(ratio, t->ratio, sizeof ratio);
-  double t1 = median(one, STEPS), t2 = median(two, STEPS), th = median(share, STEPS);
-  double q = median(ratio, STEPS);
+static void report(const char *name, turns *t, double ov, double comm, int launched, int buckets,
+                   int world) {
+  double t1 = kn_bench_median(t->one, STEPS), t2 = kn_bench_median(t->two, STEPS);
+  double th = kn_bench_median(t->share, STEPS);
+  double q = kn_bench_median(t->ratio, STEPS); /* sorts: ratio[0] and [STEPS - 1] the range */
   printf("BENCH ddp_step_1rank_%s %.2f ms (batch %d)\n", name, 1e3 * t1, BATCH);
   printf("BENCH ddp_step_2ranks_%s %.2f ms (batch %d each; gradient_as_bucket_view)\n", name,
          1e3 * t2, BATCH / world);
   printf("BENCH ddp_step_2ranks_copied_grads_%s %.2f ms (the default options: the averaged "
-         "gradients copied out of the buckets)\n", name, 1e3 * median(copied, STEPS));
+         "gradients copied out of the buckets)\n", name,
+         1e3 * kn_bench_median(t->copied, STEPS));
   printf("RATIO ddp_2ranks_step_vs_1rank_%s %.2f (goal >= 1.6; median of %d turns' ratios, "
-         "%.2f-%.2f)\n", name, q, STEPS, ratio[0], ratio[STEPS - 1]);
+         "%.2f-%.2f)\n", name, q, STEPS, t->ratio[0], t->ratio[STEPS - 1]);
   printf("BENCH ddp_step_1rank_share_%s %.2f ms (batch %d alone, no DDP: the ratio with free "
          "gradient averaging and no contention is at most %.2f)\n", name, 1e3 * th,
          BATCH / world, t1 / th);
   printf("BENCH ddp_allreduce_overlap_%s %.2f (share of the gradients all-reduced before the "
          "backward's compute ended; wait after backward %.2f ms, all-reduce alone %.2f ms; "
-         "%d of %d buckets started during backward)\n", name, ov, 1e3 * median(wait, STEPS),
-         1e3 * comm, launched, buckets);
+         "%d of %d buckets started during backward)\n", name, ov,
+         1e3 * kn_bench_median(t->wait, STEPS), 1e3 * comm, launched, buckets);
 }
 
 static void bench_model(bool cnn, int rank, int world) {
@@ -306,7 +288,7 @@ static void bench_model(bool cnn, int rank, int world) {
   models s;
   models_new(&s, cnn);
   int64_t share = BATCH / world;
-  static turns t;
+  turns t;
   timed_turns(&s, rank, share, &t);
   int launched = kn_ddp_buckets_launched_in_backward(s.ddp);
   double ov[PROFILED];
@@ -320,7 +302,8 @@ static void bench_model(bool cnn, int rank, int world) {
   kn_profiler_clear();
   double comm = allreduce_alone(s.m);
   if (rank == 0)
-    report(name, &t, median(ov, PROFILED), comm, launched, kn_ddp_num_buckets(s.ddp), world);
+    report(name, &t, kn_bench_median(ov, PROFILED), comm, launched, kn_ddp_num_buckets(s.ddp),
+           world);
   models_free(&s);
   kn_scope_end();
 }

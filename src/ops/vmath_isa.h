@@ -645,15 +645,33 @@ static inline kn_vf expsum_one(float *e, float *d, const float *x, float c, int6
   return v;
 }
 
-/* The float sum of one vector's lanes of the group of 64 at i (o = i + its
-** offset in the 16 lanes): (e0 + e1) + (e2 + e3). */
-static inline kn_vf expsum_four(float *e, float *d, const float *x, float c, int64_t o,
-                                bool le0) {
-  kn_vf v0 = expsum_one(e, d, x, c, o, le0);
-  kn_vf v1 = expsum_one(e, d, x, c, o + KN__VM_SUM_LANES, le0);
-  kn_vf v2 = expsum_one(e, d, x, c, o + 2 * KN__VM_SUM_LANES, le0);
-  kn_vf v3 = expsum_one(e, d, x, c, o + 3 * KN__VM_SUM_LANES, le0);
-  return (v0 + v1) + (v2 + v3);
+/* The float sums of nf (1 or 2) groups of 64 lanes from o (each sum[g]
+** the lanes of one vector's 16 at o + g * 64 + its offset: (e0 + e1) +
+** (e2 + e3)). On AVX-512 the 4 nf exps are computed interleaved
+** (x5_exp_fn), the same bits; eight in turns ran 6% faster than four. */
+static inline void expsum_fours(float *e, float *d, const float *x, float c, int64_t o,
+                                bool le0, kn_vf *sum, int nf) {
+#if defined(KN_VM_X512) && KN__VM_SUM_LANES == KN_VM_WF
+  kn_vf v[KN_X5_MAX];
+  for (int k = 0; k < 4 * nf; k++) {
+    v[k] = ld_f(x + o + k * KN_VM_WF) - c;
+    if (d) st_f(d + o + k * KN_VM_WF, v[k]);
+  }
+  x5_exp_fn(v, 4 * nf, le0);
+  for (int k = 0; k < 4 * nf; k++)
+    if (e) st_f(e + o + k * KN_VM_WF, v[k]);
+  for (int g = 0; g < nf; g++)
+    sum[g] = (v[4 * g] + v[4 * g + 1]) + (v[4 * g + 2] + v[4 * g + 3]);
+#else
+  for (int g = 0; g < nf; g++) {
+    int64_t p = o + g * KN_VM_ES_GROUP;
+    kn_vf v0 = expsum_one(e, d, x, c, p, le0);
+    kn_vf v1 = expsum_one(e, d, x, c, p + KN__VM_SUM_LANES, le0);
+    kn_vf v2 = expsum_one(e, d, x, c, p + 2 * KN__VM_SUM_LANES, le0);
+    kn_vf v3 = expsum_one(e, d, x, c, p + 3 * KN__VM_SUM_LANES, le0);
+    sum[g] = (v0 + v1) + (v2 + v3);
+  }
+#endif
 }
 
 static inline void expsum_fetch(const float *ahead, int64_t i, int64_t n) {
@@ -673,17 +691,20 @@ expsum_body(float *e, float *d, const float *x, float c, int64_t n, double *acc,
   for (; i + KN_VM_ES_BIG <= n; i += KN_VM_ES_BIG)
     for (int q = 0; q < KN_VM_NG; q++) {
       kn_vf s[4];
-      for (int g = 0; g < 4; g++) {
+      for (int g = 0; g < 4; g += 2) {
         int64_t o = i + g * KN_VM_ES_GROUP;
-        if (ahead && q == 0) expsum_fetch(ahead, o, o + KN_VM_ES_GROUP);
-        s[g] = expsum_four(e, d, x, c, o + q * KN_VM_WF, le0);
+        if (ahead && q == 0) expsum_fetch(ahead, o, o + 2 * KN_VM_ES_GROUP);
+        expsum_fours(e, d, x, c, o + q * KN_VM_WF, le0, s + g, 2);
       }
       acc_halves_v(a + 2 * q, (s[0] + s[1]) + (s[2] + s[3]));
     }
   for (; i + KN_VM_ES_GROUP <= n; i += KN_VM_ES_GROUP) {
     if (ahead) expsum_fetch(ahead, i, i + KN_VM_ES_GROUP);
-    for (int q = 0; q < KN_VM_NG; q++)
-      acc_halves_v(a + 2 * q, expsum_four(e, d, x, c, i + q * KN_VM_WF, le0));
+    for (int q = 0; q < KN_VM_NG; q++) {
+      kn_vf s;
+      expsum_fours(e, d, x, c, i + q * KN_VM_WF, le0, &s, 1);
+      acc_halves_v(a + 2 * q, s);
+    }
   }
   if (ahead) expsum_fetch(ahead, i, n);
   for (; i + KN__VM_SUM_LANES <= n; i += KN__VM_SUM_LANES)
@@ -714,7 +735,6 @@ static void expsum_max_f(float *e, float *d, const float *x, float c, int64_t n,
                          const float *ahead) {
   expsum_body(e, d, x, c, n, acc, ahead, true);
 }
-
 /* kn__vm_softmax_f32: the generated row kernel's softmax (ops/vmath_softmax.h)
 ** from this table's own functions. */
 static void softmax_f(float *y, const float *x, int64_t n, bool log_) {

@@ -735,6 +735,7 @@ static void expsum_max_f(float *e, float *d, const float *x, float c, int64_t n,
                          const float *ahead) {
   expsum_body(e, d, x, c, n, acc, ahead, true);
 }
+
 /* kn__vm_softmax_f32: the generated row kernel's softmax (ops/vmath_softmax.h)
 ** from this table's own functions. */
 static void softmax_f(float *y, const float *x, int64_t n, bool log_) {

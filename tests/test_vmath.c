@@ -854,6 +854,48 @@ Test(vmath, softmax_backward_rows_on_every_isa) {
   kn_scope_end();
 }
 
+/* log_softmax's backward row (the table's softmax_bwd_f32) bit for bit as
+** (g - e * sh) - e * sl with e the table's own array exp of y, elementwise:
+** rows of 1000 (AVX-512: seven blocks of eight vectors whose exps are
+** interleaved, then single vectors and a padded tail). The gradients are
+** multiples of 1/64 and a few of 3 * 2^-30, whose double sum is exact in
+** any order, so that sh and sl (not 0) are known without the kernel's
+** summation order. */
+Test(vmath, log_softmax_backward_bits_from_the_table_exp) {
+  kn_scope_begin();
+  const int64_t n = 1000, M = 4;
+  kn_generator *gen = kn_generator_new(5);
+  kn_tensor *y = kn_log_softmax(kn_randn(KN_SHAPE(4, 1000), gen, KN_FLOAT32), 1);
+  kn_tensor *g = kn_empty(KN_SHAPE(4, 1000), KN_FLOAT32);
+  float *gv = kn_data(g), *e = malloc((size_t)n * sizeof *e);
+  const float *yv = kn_data(y);
+  cr_assert(y && g && e);
+  for (int64_t i = 0; i < M * n; i++) /* a few tiny ones: sl is not 0 */
+    gv[i] = i % 97 == 5 ? 0x3p-30f : (float)((i * 37) % 41 - 20) / 64.0f;
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    if (kn__vmath_force((kn__isa)isa) != KN_OK) continue;
+    kn_tensor *got = kn_log_softmax_backward_data(g, y, 1);
+    cr_assert_not_null(got, "%s", kn_last_error());
+    const float *o = kn_data(got);
+    for (int64_t r = 0; r < M; r++) {
+      double s = 0;
+      for (int64_t k = 0; k < n; k++) s += gv[r * n + k];
+      const float sh = (float)s, sl = (float)(s - (double)sh);
+      kn__vmath_get()->f32[KN__VM_EXP](e, yv + r * n, n);
+      for (int64_t k = 0; k < n; k++) {
+        float want = (gv[r * n + k] - e[k] * sh) - e[k] * sl;
+        cr_assert(!memcmp(&want, o + r * n + k, sizeof want),
+                  "%s log_softmax_backward[%lld][%lld] = %a, want %a",
+                  kn__isa_name((kn__isa)isa), (long long)r, (long long)k, o[r * n + k], want);
+      }
+    }
+  }
+  kn__vmath_force(KN__ISA_COUNT);
+  free(e);
+  kn_generator_free(gen);
+  kn_scope_end();
+}
+
 /* The softmax backward's gradient in float from the split sum (the table's
 ** softmax_bwd_f32, ops/vmath.h) on every ISA, 300 rows of 1000 (peaked
 ** rows: a few large probabilities, the rest tiny) against y * (g - s) in

@@ -10,7 +10,8 @@
 **   RATIO pointwise_eager_2T_vs_1T (and _tanh): wall time of a float32 add
 **     (memory-bound) and tanh (compute-bound) over 1M elements on one thread
 **     over the same on two (kn_set_num_threads), when the machine has two
-**     cores or more (goal >= 1.8),
+**     cores or more (goal >= 1.8): one call a run, the fastest of 5 runs in
+**     a row a turn, 1T and 2T turns alternating, the median of 21 turns,
 **   BENCH_INFO openblas_core.
 ** Each number is the median of several repetitions of thread CPU time; the
 ** whole run takes a few seconds.
@@ -114,29 +115,35 @@ static void bench_example_fn(void) {
   kn_release(a);
 }
 
-/* Wall seconds per call of fn(a, b) (the median of REPS runs of inner calls). */
-static double wall_per_call(kn_tensor *(*fn)(kn_tensor *, kn_tensor *), kn_tensor *a,
-                            kn_tensor *b, int inner) {
-  double t[REPS];
-  for (int r = 0; r < REPS; r++) {
-    double t0 = kn_bench_wall_s();
-    for (int i = 0; i < inner; i++) {
-      kn_tensor *c = fn(a, b);
-      if (!c) {
-        fprintf(stderr, "bench_eager: %s\n", kn_last_error());
-        exit(1);
-      }
-      sink = ((float *)kn_data(c))[i];
-      kn_release(c);
-    }
-    t[r] = (kn_bench_wall_s() - t0) / inner;
-  }
-  return kn_bench_median(t, REPS);
-}
-
 static kn_tensor *tanh2(kn_tensor *a, kn_tensor *b) { (void)b; return kn_tanh(a); }
 
-/* 2 threads against 1 on the same 1M-element op (wall time). */
+/* One call of fn on `threads` threads, and its wall time (a side of
+** kn_bench_turns). */
+typedef struct thr_side {
+  kn_tensor *(*fn)(kn_tensor *, kn_tensor *);
+  kn_tensor *a, *b;
+  int threads;
+} thr_side;
+
+static double thr_once(void *ud, int rep) {
+  thr_side *s = ud;
+  kn_set_num_threads(s->threads);
+  double t0 = kn_bench_wall_s();
+  kn_tensor *c = s->fn(s->a, s->b);
+  double t = kn_bench_wall_s() - t0;
+  if (!c) {
+    fprintf(stderr, "bench_eager: %s\n", kn_last_error());
+    exit(1);
+  }
+  sink = ((float *)kn_data(c))[rep];
+  kn_release(c);
+  return t;
+}
+
+/* 2 threads against 1 on the same 1M-element op (wall time), in alternating
+** turns: on a VM whose vCPUs slow down for seconds at a time, the two
+** timed one after the other read 1.03 once and 1.83-1.99 in the next four
+** runs (tanh). */
 static void bench_threads(void) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 2) {
@@ -149,10 +156,9 @@ static void bench_threads(void) {
       {"", kn_add}, {"_tanh", tanh2}};
   int before = kn_get_num_threads();
   for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
-    kn_set_num_threads(1);
-    double t1 = wall_per_call(ops[k].fn, a, b, 20);
-    kn_set_num_threads(2);
-    double t2 = wall_per_call(ops[k].fn, a, b, 20);
+    thr_side one = {ops[k].fn, a, b, 1}, two = {ops[k].fn, a, b, 2};
+    double t1, t2;
+    kn_bench_turns(21, 5, thr_once, &one, thr_once, &two, &t1, &t2);
     printf("BENCH pointwise_eager%s_1T_us %.1f us 2T_us %.1f us\n", ops[k].suffix, t1 * 1e6,
            t2 * 1e6);
     printf("RATIO pointwise_eager_2T_vs_1T%s %.2f (goal >= 1.8)\n", ops[k].suffix, t1 / t2);

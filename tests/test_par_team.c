@@ -170,6 +170,31 @@ Test(par_team, eager_results_do_not_depend_on_the_thread_count) {
   kn_release(w);
 }
 
+/* One long row (a contiguous tensor: the iterator's one row, cut into
+** chunks the threads take as they finish; ops/iter.c) of a length that no
+** chunk size divides, in place on copies of x: at 2 threads bit for bit
+** what 1 thread gives, and every element done (tanh within 2e-6 of libm's,
+** x + x exactly: an element left out would still hold x). */
+Test(par_team, a_long_row_in_chunks_gives_the_same_bits) {
+  const int64_t n = ((int64_t)1 << 20) + 37;
+  kn_tensor *x = values(1, n), *r[2][2];
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(kn_set_num_threads(k + 1), KN_OK);
+    r[k][0] = kn_clone(x), r[k][1] = kn_clone(x);
+    cr_assert(r[k][0] && r[k][1]);
+    cr_assert_eq(kn_tanh_(r[k][0]), KN_OK, "%s", kn_last_error());
+    cr_assert_eq(kn_add_(r[k][1], x), KN_OK, "%s", kn_last_error());
+  }
+  const float *xv = kn_data(x), *t = kn_data(r[1][0]), *a = kn_data(r[1][1]);
+  for (int64_t i = 0; i < n; i++)
+    cr_assert(fabsf(t[i] - tanhf(xv[i])) <= 2e-6f && a[i] == xv[i] + xv[i],
+              "element %lld: tanh %a add %a of %a", (long long)i, t[i], a[i], xv[i]);
+  cr_expect(same_bits(r[0][0], r[1][0]), "tanh differs");
+  cr_expect(same_bits(r[0][1], r[1][1]), "add differs");
+  for (int k = 0; k < 2; k++) kn_release(r[k][0]), kn_release(r[k][1]);
+  kn_release(x);
+}
+
 /* The weight gradient of layer norm sums per-thread rows: close, not equal. */
 Test(par_team, layer_norm_weight_gradient_within_tolerance) {
   kn_tensor *gw[2];

@@ -197,13 +197,20 @@ void kn__iter_row_ptrs(const kn__iter *it, int64_t r, char **p) {
   }
 }
 
-/* Split one long row into nt chunks of whole cache lines for the threads. */
-static void run_chunks(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int nt) {
+/* Split one long row into chunks of whole cache lines, KN__ITER_CHUNKS a
+** thread (each at least a quarter grain), that the threads take in turn as
+** they finish the one before: a thread on a core that runs slower (another
+** process on it, a vCPU the host shares) takes fewer, instead of the whole
+** team waiting for its half. */
+#define KN__ITER_CHUNKS 8
+static void run_chunks(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int nt,
+                       int64_t grain) {
   int64_t n = it->inner_n;
-  int64_t chunk = (n + nt - 1) / nt;
+  int64_t chunk = (n + nt * KN__ITER_CHUNKS - 1) / (nt * KN__ITER_CHUNKS);
+  if (chunk < grain / 4) chunk = grain / 4;
   chunk = (chunk + 63) & ~(int64_t)63;
   int64_t nchunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(kn__par_threads(nt))
+#pragma omp parallel for schedule(dynamic, 1) num_threads(kn__par_threads(nt))
   for (int64_t c = 0; c < nchunks; c++) {
     char *p[KN__ITER_MAX];
     int64_t lo = c * chunk, len = n - lo < chunk ? n - lo : chunk;
@@ -227,7 +234,7 @@ void kn__iter_run(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int64_t gra
   int nt = rows > 0 ? kn__par_team(rows * it->inner_n, rows == 1 ? it->inner_n / 64 : rows, grain)
                     : 1;
   if (nt > 1 && rows == 1) {
-    run_chunks(it, fn, ctx, nt);
+    run_chunks(it, fn, ctx, nt, grain);
   } else if (nt > 1) {
     run_rows(it, fn, ctx, nt);
   } else {

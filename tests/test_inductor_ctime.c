@@ -372,8 +372,8 @@ Test(inductor_ctime, reduction_rows_are_a_function_under_openmp) {
   cr_expect_eq(count(src, "static void kn_rows"), 2, "%s", src);
   cr_expect_eq(count(src, "(int64_t lo, int64_t hi, const int64_t *restrict s, float *restrict "
                           "out0, const float *restrict in0) {\n"), 2, "%s", src);
-  cr_expect_eq(count(src, "    #pragma omp for schedule(static) nowait\n"
-                          "    for (int t = 0; t < nt; t++)\n      kn_rows"), 1, "%s", src);
+  cr_expect_eq(count(src, "    #pragma omp for schedule(dynamic, 1) nowait\n"
+                          "    for (int t = 0; t < np; t++)\n      kn_rows"), 1, "%s", src);
   cr_expect_eq(count(src, "  for (int64_t o = lo; o < hi; o++) {\n"), 2, "%s", src);
   cr_expect_eq(count(src, "static void kernel"), 2);
   free(src);

@@ -372,7 +372,7 @@ Test(inductor_kir, small_constant_loops_run_without_openmp) {
   cr_expect(!strstr(small, "= kn_team(") && !strstr(edge, "= kn_team("), "%s", small);
   cr_expect(strstr(big, "  const int nt = kn_team(n, n, KN_GRAIN"), "%s", big);
   cr_expect(strstr(big, "  #pragma omp parallel num_threads(omp_get_max_threads())\n  {\n    kn_join_enter(&j);\n"
-                        "    #pragma omp for schedule(static) nowait\n"), "%s", big);
+                        "    #pragma omp for schedule(dynamic, 1) nowait\n"), "%s", big);
   free(small);
   free(edge);
   free(big);

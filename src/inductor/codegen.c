@@ -429,11 +429,13 @@ static void whole_call(kn__sb *sb, const char *ind, const char *fn, const char *
 /* How a kernel runs its part function fn over n pieces (elements or rows,
 ** from base, or 0 when base is NULL; work elements in all; the arguments
 ** after the range: args): on the calling thread when the team is one
-** thread (no OpenMP call at all), else one share per thread of a team
-** sized by KN_GRAIN (kn_team, kn_share in the prelude), in a region of
-** all the threads set, the surplus ones idle: a smaller region makes
-** libgomp end threads of its pool and the next larger one create them
-** again (ops/threads.h, kn__par_threads). Without OpenMP,
+** thread (no OpenMP call at all), else shares for a team sized by
+** KN_GRAIN (kn_team), eight a thread (kn_parts, kn_share in the prelude)
+** that the threads take as they finish the one before (a thread on a
+** slower core takes fewer instead of the team waiting for its equal
+** share), in a region of all the threads set, the surplus ones idle: a
+** smaller region makes libgomp end threads of its pool and the next larger
+** one create them again (ops/threads.h, kn__par_threads). Without OpenMP,
 ** one call. Shares of elements start on multiples of 64 (from base), so no
 ** two threads write one cache line. */
 static void run_parts(const kctx *k, kn__sb *sb, const char *fn, const char *base, const char *n,
@@ -446,16 +448,17 @@ static void run_parts(const kctx *k, kn__sb *sb, const char *fn, const char *bas
   kn__sb_printf(sb, "  const int nt = kn_team(%s, %s, %s);\n  if (nt < 2) {\n", work, n, grain);
   whole_call(sb, "    ", fn, base, n, args);
   kn__sb_printf(sb, "    return;\n  }\n"
+                    "  const int np = kn_parts(nt, %s, %s, %s);\n"
                     "  kn_join j = {0, 0, 0};\n"
                     "  #pragma omp parallel num_threads(omp_get_max_threads())\n"
                     "  {\n"
                     "    kn_join_enter(&j);\n"
-                    "    #pragma omp for schedule(static) nowait\n"
-                    "    for (int t = 0; t < nt; t++)\n"
-                    "      %s(%s%skn_share(%s, t, nt, %d), %s%skn_share(%s, t + 1, nt, %d)%s);\n"
+                    "    #pragma omp for schedule(dynamic, 1) nowait\n"
+                    "    for (int t = 0; t < np; t++)\n"
+                    "      %s(%s%skn_share(%s, t, np, %d), %s%skn_share(%s, t + 1, np, %d)%s);\n"
                     "    kn_join_close(&j);\n"
                     "  }\n",
-                fn, b, plus, n, align, b, plus, n, align, args);
+                work, n, grain, fn, b, plus, n, align, b, plus, n, align, args);
 }
 
 /* The comment of a pointwise kernel named after its last root. */

@@ -378,49 +378,87 @@ Test(inductor_kir, small_constant_loops_run_without_openmp) {
   free(big);
 }
 
+/* The prelude function of src that starts at `head`, compiled on its own
+** after `incl`, with `body` as main's body, run on the input text `in`: its
+** output into out (len bytes, NUL-terminated). */
+static void run_prelude_fn(const char *src, const char *head, const char *incl, const char *body,
+                           const char *in, char *out, size_t len) {
+  const char *a = strstr(src, head), *e = a ? strstr(a, "\n}\n") : NULL;
+  cr_assert(a && e, "no %s in:\n%s", head, src);
+  char dir[] = "/tmp/kn-prelude-XXXXXX", path[64], cmd[256];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/j.c", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "%s#include <stdio.h>\n%.*s\nint main(void) {\n%s  return 0;\n}\n", incl,
+          (int)(e + 3 - a), a, body);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/in", dir);
+  f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs(in, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "cc -O2 -o %s/j %s/j.c && %s/j < %s/in > %s/out", dir, dir, dir, dir,
+           dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  snprintf(path, sizeof path, "%s/out", dir);
+  f = fopen(path, "r");
+  cr_assert_not_null(f);
+  size_t n = fread(out, 1, len - 1, f);
+  out[n] = 0;
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
 /* A generated team closes its region as the eager kernels' (kn__par_join):
 ** the prelude's kn_join_wait, compiled on its own, gives kn__par_wait_rule's
 ** answer (ns there, seconds here) over a grid of team states. */
 Test(inductor_kir, generated_join_waits_by_the_eager_rule) {
   char *src = source_sized(&kn__ind_target_c, 256, 256);
-  const char *a = strstr(src, "static inline bool kn_join_wait("), *e = a ? strstr(a, "\n}\n") : NULL;
-  cr_assert(a && e, "no kn_join_wait in:\n%s", src);
-  char dir[] = "/tmp/kn-join-XXXXXX", path[64], cmd[256];
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/j.c", dir);
-  FILE *f = fopen(path, "w");
-  cr_assert_not_null(f);
-  fprintf(f, "#include <stdbool.h>\n#include <stdio.h>\n%.*s\n", (int)(e + 3 - a), a);
-  fputs("int main(void) {\n  int nt, s, r; long p, w;\n"
-        "  while (scanf(\"%d %d %d %ld %ld\", &nt, &s, &r, &p, &w) == 5)\n"
-        "    printf(\"%d\\n\", kn_join_wait(nt, s, r, p * 1e-9, w * 1e-9));\n  return 0;\n}\n", f);
-  fclose(f);
-  snprintf(cmd, sizeof cmd, "cc -O2 -o %s/j %s && %s/j < %s/in > %s/out", dir, path, dir, dir, dir);
-  char in[64];
-  snprintf(in, sizeof in, "%s/in", dir);
-  f = fopen(in, "w");
   const long parts[] = {1000, 90000}, waits[] = {0, 10, 999, 1000, 90000, 90001};
-  char want[1024] = "";
+  char in[8192] = "", want[1024] = "", out[1024];
   for (int nt = 1; nt <= 4; nt++)
     for (int st = 0; st < nt; st++)
       for (int ar = 0; ar <= st; ar++)
         for (int pi = 0; pi < 2; pi++)
           for (int wi = 0; wi < 6; wi++) {
-            fprintf(f, "%d %d %d %ld %ld\n", nt, st, ar, parts[pi], waits[wi]);
+            snprintf(in + strlen(in), sizeof in - strlen(in), "%d %d %d %ld %ld\n", nt, st, ar,
+                     parts[pi], waits[wi]);
             strcat(want, kn__par_wait_rule(nt, st, ar, parts[pi], waits[wi]) ? "1\n" : "0\n");
           }
-  fclose(f);
-  cr_assert_eq(system(cmd), 0, "%s", cmd);
-  char out[1024] = "", outp[64];
-  snprintf(outp, sizeof outp, "%s/out", dir);
-  f = fopen(outp, "r");
-  cr_assert_not_null(f);
-  size_t n = fread(out, 1, sizeof out - 1, f);
-  out[n] = 0;
-  fclose(f);
+  run_prelude_fn(src, "static inline bool kn_join_wait(", "#include <stdbool.h>\n",
+                 "  int nt, s, r; long p, w;\n"
+                 "  while (scanf(\"%d %d %d %ld %ld\", &nt, &s, &r, &p, &w) == 5)\n"
+                 "    printf(\"%d\\n\", kn_join_wait(nt, s, r, p * 1e-9, w * 1e-9));\n",
+                 in, out, sizeof out);
   cr_expect_str_eq(out, want);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  cr_expect_eq(system(cmd), 0);
+  free(src);
+}
+
+/* A generated kernel cuts its team's work into parts as the eager kernels
+** do: the prelude's kn_parts, compiled on its own, gives kn__par_parts's
+** count over a grid of teams, sizes, piece counts and grains. */
+Test(inductor_kir, generated_parts_by_the_eager_rule) {
+  char *src = source_sized(&kn__ind_target_c, 256, 256);
+  const long work[] = {0, 8191, 65536, 151552, 1L << 20, 1L << 30}, units[] = {1, 5, 37, 4096};
+  const long grain[] = {0, 3, 32768, 131072};
+  char in[16384] = "", want[4096] = "", out[4096];
+  for (int nt = 1; nt <= 4; nt++)
+    for (int w = 0; w < 6; w++)
+      for (int u = 0; u < 4; u++)
+        for (int g = 0; g < 4; g++) {
+          snprintf(in + strlen(in), sizeof in - strlen(in), "%d %ld %ld %ld\n", nt, work[w],
+                   units[u], grain[g]);
+          snprintf(want + strlen(want), sizeof want - strlen(want), "%d\n",
+                   kn__par_parts(nt, work[w], units[u], grain[g]));
+        }
+  run_prelude_fn(src, "static inline int kn_parts(", "#include <stdint.h>\n",
+                 "  int nt; long w, u, g;\n"
+                 "  while (scanf(\"%d %ld %ld %ld\", &nt, &w, &u, &g) == 4)\n"
+                 "    printf(\"%d\\n\", kn_parts(nt, w, u, g));\n",
+                 in, out, sizeof out);
+  cr_expect_str_eq(out, want);
   free(src);
 }
 

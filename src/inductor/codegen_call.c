@@ -56,7 +56,9 @@ static const char prelude[] =
 ** 0 waits for the others spinning, while all of them have started and for
 ** at most as long as its own share took, instead of sleeping at the
 ** closing barrier under the passive wait policy (a second wake-up per
-** region); kn_join_wait is kn__par_wait_rule. */
+** region); kn_join_wait is kn__par_wait_rule. The team's pieces go in
+** parts taken as threads finish; kn_parts is kn__par_parts (KN__PAR_PARTS
+** is its 8). */
 static const char omp_prelude[] =
     "#define KN_GRAIN 32768\n"
     "#define KN_GRAIN_MEM 131072\n"
@@ -96,7 +98,8 @@ static const char omp_prelude[] =
     "  return t < m ? (int)t : m;\n"
     "}\n"
     "/* parts of a loop of units pieces for a team of nt: 8 a thread, each at least\n"
-    "** a quarter grain of work and one piece, taken as threads finish */\n"
+    "** a quarter grain of work and one piece, taken as threads finish\n"
+    "** (ops/threads.h, kn__par_parts) */\n"
     "static inline int kn_parts(int nt, int64_t work, int64_t units, int64_t grain) {\n"
     "  int64_t p = (int64_t)nt * 8, q = work / (grain / 4 > 0 ? grain / 4 : 1);\n"
     "  if (p > q) p = q;\n"

@@ -197,18 +197,13 @@ void kn__iter_row_ptrs(const kn__iter *it, int64_t r, char **p) {
   }
 }
 
-/* Split one long row into chunks of whole cache lines, KN__ITER_CHUNKS a
-** thread (each at least a quarter grain), that the threads take in turn as
-** they finish the one before: a thread on a core that runs slower (another
-** process on it, a vCPU the host shares) takes fewer, instead of the whole
-** team waiting for its half. */
-#define KN__ITER_CHUNKS 8
+/* Split one long row into chunks of whole cache lines (kn__par_parts of
+** them) that the threads take as they finish the one before. */
 static void run_chunks(kn__iter *it, kn__iter_row_fn fn, const void *ctx, int nt,
                        int64_t grain) {
   int64_t n = it->inner_n;
-  int64_t chunk = (n + nt * KN__ITER_CHUNKS - 1) / (nt * KN__ITER_CHUNKS);
-  if (chunk < grain / 4) chunk = grain / 4;
-  chunk = (chunk + 63) & ~(int64_t)63;
+  int np = kn__par_parts(nt, n, (n + 63) / 64, grain);
+  int64_t chunk = ((n + np - 1) / np + 63) & ~(int64_t)63;
   int64_t nchunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(kn__par_threads(nt))
   for (int64_t c = 0; c < nchunks; c++) {

@@ -91,6 +91,13 @@ int kn__par_team(int64_t work, int64_t units, int64_t grain) {
   return t < m ? (int)t : m;
 }
 
+int kn__par_parts(int nt, int64_t work, int64_t units, int64_t grain) {
+  int64_t p = (int64_t)nt * KN__PAR_PARTS, q = work / (grain / 4 > 0 ? grain / 4 : 1);
+  if (p > q) p = q;
+  if (p > units) p = units;
+  return p < nt ? nt : (int)p;
+}
+
 int kn__par_threads(int team) { return team < 2 ? 1 : omp_get_max_threads(); }
 
 int kn__par_limit_team(int team) {

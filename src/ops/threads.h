@@ -49,6 +49,16 @@ bool kn__threads_parse(const char *v, int *n, char *why, size_t len);
 ** the loop is at least two grains. */
 int kn__par_team(int64_t work, int64_t units, int64_t grain);
 
+/* The parts a team of nt (kn__par_team) cuts a loop of `work` elements in
+** `units` pieces into, that its threads take as they finish the one before
+** (schedule(dynamic)): KN__PAR_PARTS a thread, each at least a quarter
+** grain of work and one piece, never fewer than nt. A thread on a slower
+** core (another process on it, a vCPU the host shares) then takes fewer
+** parts instead of the team waiting for its equal share. The generated
+** code's kn_parts (inductor/codegen_call.c) is this rule. */
+#define KN__PAR_PARTS 8
+int kn__par_parts(int nt, int64_t work, int64_t units, int64_t grain);
+
 /* Multiply-adds a thread of a library's GEMM or convolution (oneDNN) gets
 ** at least: 2^20, some 30 us of AVX2 FMAs, a few wake-ups. */
 #define KN__GRAIN_MAC ((int64_t)1 << 20)

@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kiln/kiln.h"
 #include "ops/norm_rows.h"
@@ -164,5 +165,43 @@ Test(norm_rows, baseline_kernels_match_the_double_reference) {
   cr_assert_str_eq(kn__norm_rows_get()->name, "baseline");
   sweep(KN_FLOAT32);
   sweep(KN_FLOAT64);
+  cr_assert_eq(kn__vmath_force(KN__ISA_COUNT), KN_OK);
+}
+
+/* Rows pipelined: a row's sum (layer_norm) or sum of squares (rms_norm) is
+** added up in the previous row's pass, the first row's in a pass of its own.
+** Nine copies of one row must then give nine equal rows, bit for bit, for
+** every row length up to 40 and some longer (rests of 0 to 15 elements
+** past the vectors), float32 and float64, on every ISA's kernels. */
+static int equal_rows(kn_tensor *y, int64_t rows, int64_t D) {
+  kn_tensor *c = kn_contiguous(y);
+  const char *v = kn_data(c);
+  size_t w = (size_t)D * kn_dtype_size(kn_tensor_dtype(c));
+  int r = 1;
+  while (r < rows && !memcmp(v, v + r * w, w)) r++;
+  return r == rows;
+}
+
+static void same_rows_sweep(kn_dtype dt) {
+  const double eps = 1e-6;
+  for (int64_t D = 1; D <= 1100; D += D < 40 ? 1 : 97) {
+    kn_scope_begin();
+    kn_tensor *row = kn_add_scalar(kn_randn(KN_SHAPE(1, D), NULL, dt), kn_float(2));
+    kn_tensor *x = kn_contiguous(kn_expand(row, KN_SHAPE(9, D)));
+    const int64_t d = D;
+    kn_tensor *ln = kn_layer_norm(x, 1, &d, NULL, NULL, 1e-5), *rn = kn_rms_norm(x, 1, &d, NULL, &eps);
+    cr_assert(ln && rn, "%s", kn_last_error());
+    cr_expect(equal_rows(ln, 9, D), "layer_norm, rows of %lld (%s)", (long long)D, kn_dtype_name(dt));
+    cr_expect(equal_rows(rn, 9, D), "rms_norm, rows of %lld (%s)", (long long)D, kn_dtype_name(dt));
+    kn_scope_end();
+  }
+}
+
+Test(norm_rows, pipelined_rows_give_equal_rows_equal_bits) {
+  for (int isa = 0; isa < 2; isa++) {
+    if (isa) cr_assert_eq(kn__vmath_force(KN__ISA_SCALAR), KN_OK);
+    same_rows_sweep(KN_FLOAT32);
+    same_rows_sweep(KN_FLOAT64);
+  }
   cr_assert_eq(kn__vmath_force(KN__ISA_COUNT), KN_OK);
 }

@@ -29,12 +29,15 @@ static inline double NR_NAME(row_sumsq)(const NR_T *restrict x, int64_t D) {
 ** double, the row in L1), and the output in the row's type from the rounded
 ** mean and rstd (what the backward reads back too): float32 rows at the width
 ** of float vectors, within a few ULP of the same formula in double. The
-** passes are pipelined as the backward's: row r's output pass also adds up
-** row r + 1's sum, so the next row streams in from memory while this row's
-** arithmetic runs. Against a pass per row with a prefetch of the next row
-** before its output pass (one thread, AVX-512 Xeon, 4096 x 1024 floats in
-** turns): rows of 64 0.53 -> 0.65 of the copy floor, 4096 0.62 -> 0.81, 768
-** and 1024 about the same (0.86-0.93). */
+** passes are pipelined: row r's variance pass also adds up row r + 1's sum,
+** so the next row streams in from memory while this row's arithmetic runs,
+** and the two chains of double adds overlap. Against a pass per row with a
+** prefetch of the next row before its output pass (one thread, AVX-512
+** Xeon, 4096 x 1024 floats in turns): rows of 64 0.53 -> 0.65 of the copy
+** floor, 4096 0.62 -> 0.81, with the next sum in the output pass; moved
+** into the variance pass (the output pass has no chain for it to overlap),
+** rows of 1024 0.76-0.77 -> 0.87-0.90 (`bench_rows layer_norm 1T`, the
+** two libraries in turns, 2-vCPU AVX-512 Xeon, load 1). */
 static void NR_NAME(fwd)(const NR_T *restrict x, NR_T *restrict y, int64_t n, int64_t D,
                          double eps, const NR_T *restrict w, const NR_T *restrict b,
                          NR_T *mean, NR_T *rstd) {
@@ -44,22 +47,23 @@ static void NR_NAME(fwd)(const NR_T *restrict x, NR_T *restrict y, int64_t n, in
     const NR_T *xr = x + r * D, *xn = xr + D;
     NR_T *yr = y + r * D;
     double m = s / (double)D, ss = 0, sn = 0;
-#pragma omp simd reduction(+ : ss)
-    for (int64_t i = 0; i < D; i++) {
-      double d = (double)xr[i] - m;
-      ss += d * d;
-    }
-    const NR_T mt = (NR_T)m, rt = (NR_T)(1.0 / sqrt(ss / (double)D + eps));
     if (r + 1 < n) {
-#pragma omp simd reduction(+ : sn)
+#pragma omp simd reduction(+ : ss, sn)
       for (int64_t i = 0; i < D; i++) {
-        yr[i] = (xr[i] - mt) * rt * w[i] + b[i];
+        double d = (double)xr[i] - m;
+        ss += d * d;
         sn += (double)xn[i];
       }
     } else {
-#pragma omp simd
-      for (int64_t i = 0; i < D; i++) yr[i] = (xr[i] - mt) * rt * w[i] + b[i];
+#pragma omp simd reduction(+ : ss)
+      for (int64_t i = 0; i < D; i++) {
+        double d = (double)xr[i] - m;
+        ss += d * d;
+      }
     }
+    const NR_T mt = (NR_T)m, rt = (NR_T)(1.0 / sqrt(ss / (double)D + eps));
+#pragma omp simd
+    for (int64_t i = 0; i < D; i++) yr[i] = (xr[i] - mt) * rt * w[i] + b[i];
     mean[r] = mt, rstd[r] = rt;
     s = sn;
   }

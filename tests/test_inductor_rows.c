@@ -16,6 +16,7 @@
 */
 #include "inductor_util.h"
 #include "kiln/autograd.h"
+#include "kiln/threads.h"
 #include "ops/vmath.h"
 #include "support/files.h"
 
@@ -486,4 +487,50 @@ Test(inductor_rows, softmax_over_dim0_keeps_its_exps) {
     ind_rm(cache);
     ind_cache_dir(cache, sizeof cache);
   }
+}
+
+/* (x - mean(x)) * rsqrt(mean((x - mean(x))^2) + 1e-5) over the last dim:
+** layer_norm's forward without weight and bias, two sums a row. */
+static kn_tensor *normalize_last(kn_tensor *x) {
+  const int64_t d = -1;
+  kn_tensor *c = kn_sub(x, kn_mean_dims(x, &d, 1, true));
+  kn_tensor *v = kn_mean_dims(kn_mul(c, c), &d, 1, true);
+  return kn_mul(c, kn_rsqrt(kn_add_scalar(v, kn_float(1e-5))));
+}
+
+/* Rows pipelined (codegen_pipe.c): row o + 1's first sum is added up in
+** row o's second pass. The same sums in the same order: compiled bit for
+** bit eager's ops, where rows stop having a next one (the end of a part
+** of the row range, of the innermost kept dim of a 3-d input), rows with a
+** rest (lengths not a multiple of 16), rows 1009 elements apart (a
+** narrowed input), at 1 and 2 threads; and the generated code hands the
+** next row's lanes on. */
+Test(inductor_rows, pipelined_rows_keep_the_bits) {
+  const int64_t shapes[5][3] = {{3, 5, 7}, {2, 37, 1025}, {4, 50, 1000}, {1, 3, 16}, {150, 1009, 1000}};
+  int threads = kn_get_num_threads();
+  for (int i = 0; i < 5; i++) {
+    kn_compile_options o = {.backend = "inductor", .dynamic = KN_DYNAMIC_FALSE};
+    kn_compiled *f = KN_COMPILE(normalize_last, &o);
+    kn_scope_begin();
+    const int64_t *s = shapes[i];
+    kn_tensor *x = i < 4 ? kn_randn(KN_SHAPE(s[0], s[1], s[2]), NULL, KN_FLOAT32)
+                         : kn_narrow(kn_randn(KN_SHAPE(s[0], s[1]), NULL, KN_FLOAT32), 1, 4, s[2]);
+    x = kn_add_scalar(kn_mul_scalar(x, kn_float(3)), kn_float(i)); /* rows off zero */
+    for (int nt = 1; nt <= 2; nt++) {
+      cr_assert_eq(kn_set_num_threads(nt), KN_OK);
+      char w[64];
+      snprintf(w, sizeof w, "shape %d at %d threads", i, nt);
+      kn_tensor *y = kn_call_t(f, x);
+      cr_assert_not_null(y, "%s: %s", w, kn_last_error());
+      cr_expect(ind_close(y, normalize_last(x), 0, 0, w));
+    }
+    kn_scope_end();
+    kn_compiled_free(f);
+    char *src = kn_test_inductor_sources(cache);
+    cr_expect_eq(kn_test_count_of(src, "nxh_ = nx_;"), 1, "shape %d:\n%s", i, src);
+    free(src);
+    ind_rm(cache);
+    ind_cache_dir(cache, sizeof cache);
+  }
+  kn_set_num_threads(threads);
 }

@@ -54,6 +54,10 @@ typedef struct kctx {
   int pf_blocks;            /* leaves [0, pf_blocks) prefetch in a pass's blocks (group_prefetch) */
   int pf_call;              /* 1 + the leaf a fused call fetches itself in those blocks; 0: none */
   bool expsum;              /* this pass's blocks are one fused exp-and-sum call each */
+  /* rows pipelined (codegen_pipe.c): row o + 1's pass of pipe_lead made in
+  ** row o's pass of pipe_host, reading leaf pipe_leaf; NULL: none */
+  const kn__gnode *pipe_lead, *pipe_host;
+  int pipe_leaf;
 } kctx;
 
 /* A context for plan p (flag arrays [nnodes + 1] x nflags, room for nouts
@@ -169,6 +173,21 @@ void kn__cg_call_prefetch(kctx *k, int li, kn__sb *sb);
 ** where the index is t: true, or false and nothing printed. */
 int kn__cg_ramp_level(const kctx *k, int li);
 bool kn__cg_pick_pass(kctx *k, kn__sb *sb, const kn__gnode *n);
+/* Is reduction member n such a one-hot sum (printed by kn__cg_pick_pass)? */
+bool kn__cg_pick_row(kctx *k, const kn__gnode *n);
+/* Rows pipelined (codegen_pipe.c): choose the lead and host passes (or
+** none); the next row's lanes before the row loop; nx_ (row o + 1 is next)
+** at a row's start; in the lead's pass (open/close around its loops) the
+** lanes taken from the previous row when it computed them; in the host's,
+** the next row's lanes declared (open), added up block by block (block,
+** in the block loop) and the next row's rest added and handed on (close).
+** Each prints nothing for other passes or when no rows are pipelined. */
+void kn__cg_pipe_plan(kctx *k);
+void kn__cg_pipe_decl(kctx *k, kn__sb *sb);
+void kn__cg_pipe_row(kctx *k, kn__sb *sb);
+void kn__cg_pipe_open(kctx *k, kn__sb *sb, const kn__gnode *n);
+void kn__cg_pipe_block(kctx *k, kn__sb *sb, const kn__gnode *n);
+void kn__cg_pipe_close(kctx *k, kn__sb *sb, const kn__gnode *n);
 /* Entry point: rt->release of slots; a launch's buffer events (in-place
 ** takes, reuse, releases, allocations) into o (single) or o[w]. */
 void kn__cg_releases(kn__sb *call, const int *slots, int n);

@@ -942,6 +942,7 @@ static void red_inner(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
   }
   if (r->acc != KN__RACC_INPUT) {
     if (!k->expsum) kn__ind_red_update(sb, r, n->index, xdt, "l", "tmp[b + l]", idx);
+    kn__cg_pipe_block(k, sb, n);
     kn__cg_block_prefetch(k, sb);
     kn__sb_puts(sb, "      jb += bn;\n      }\n");
   }
@@ -1152,9 +1153,11 @@ static void red_loops(kctx *k, kn__sb *sb, const kn__gnode *n, const char *const
   kn__sb_init(&idx);
   row_index(k, &idx, n, nd, dims);
   kn__ind_red_lanes_open(sb, r, n->index, xdt);
+  kn__cg_pipe_open(k, sb, n);
   int nl = open_loops(k, sb, nd - 1);
   red_inner(k, sb, n, text, dims[nd - 1], r, xv, kn__sb_cstr(&idx));
   close_loops(sb, nl);
+  kn__cg_pipe_close(k, sb, n);
   kn__ind_red_lanes_close(sb, r, n->index, xdt);
   if (kn__sb_failed(&idx)) k->failed = true;
   kn__sb_fini(&idx);
@@ -1288,6 +1291,7 @@ static void group_sizes(kctx *k, kn__sb *sb) {
 static void group_row(kctx *k, kn__sb *row) {
   kn__sb rows;
   kn__sb_init(&rows);
+  kn__cg_pipe_plan(k);
   for (int i = 0; i < k->g->nmembers; i++) {
     const kn__gnode *n = kn__graph_node(k->p->g, k->g->members[i]);
     if (k->p->nodes[n->index].row) row_member(k, &rows, n);
@@ -1295,6 +1299,7 @@ static void group_row(kctx *k, kn__sb *row) {
   store_pass(k, &rows);
   group_row_offsets(k, row); /* after the passes: they may add leaves */
   if (k->t->vector_abi) kn__cg_group_prefetch(k, row); /* GCC builtins */
+  kn__cg_pipe_row(k, row);
   kn__sb_puts(row, kn__sb_cstr(&rows));
   if (kn__sb_failed(&rows)) k->failed = true;
   kn__sb_fini(&rows);
@@ -1337,6 +1342,7 @@ static void group_text(kctx *k, int root, const char *row, kn__sb *ker) {
                 "const int64_t *restrict s", root);
   group_open(k, ker);
   group_sizes(k, ker);
+  kn__cg_pipe_decl(k, ker);
   kn__sb_puts(ker, "  for (int64_t o = lo; o < hi; o++) {\n");
   kn__sb_puts(ker, row);
   kn__sb_puts(ker, "  }\n}\n");

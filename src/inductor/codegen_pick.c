@@ -131,6 +131,11 @@ static const kn__gnode *one_hot(const kctx *k, const kn__gnode *n, int *tq) {
   return NULL;
 }
 
+bool kn__cg_pick_row(kctx *k, const kn__gnode *n) {
+  int tq;
+  return one_hot(k, n, &tq) != NULL;
+}
+
 bool kn__cg_pick_pass(kctx *k, kn__sb *sb, const kn__gnode *n) {
   int tq, dims[KN_MAX_DIMS];
   const kn__gnode *w = one_hot(k, n, &tq);

@@ -314,6 +314,13 @@ void kn__ind_red_lanes_open(kn__sb *sb, const kn__red_row *r, int id, kn_dtype x
 void kn__ind_red_update(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt, const char *l,
                         const char *x, const char *idx);
 void kn__ind_red_lanes_close(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt);
+/* The same lanes named <name>ID (a FOLD row's, no flags): declared and
+** set to the row's start (indented for a row's body, in_row, or for the
+** function's), and lane l's update by element x. */
+void kn__ind_red_lanes_named(kn__sb *sb, const kn__red_row *r, kn_dtype xdt, const char *name,
+                             int id, bool in_row);
+void kn__ind_red_update_named(kn__sb *sb, const kn__red_row *r, kn_dtype xdt, const char *name,
+                              int id, const char *l, const char *x);
 /* `const <odt> vID = ...` from the accumulator (the row's finalize over
 ** `red` elements, or the index). */
 void kn__ind_red_result(kn__sb *sb, const kn__ind_node *in, int id, kn_dtype odt);

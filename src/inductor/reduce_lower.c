@@ -235,6 +235,19 @@ void kn__ind_red_update(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt, 
                   id, l, x);
 }
 
+void kn__ind_red_lanes_named(kn__sb *sb, const kn__red_row *r, kn_dtype xdt, const char *name,
+                             int id, bool in_row) {
+  const char *ind = in_row ? "    " : "  ";
+  kn__sb_printf(sb, "%s%s %s%d[16];\n%sfor (int l = 0; l < 16; l++) %s%d[l] = %s;\n", ind,
+                acc_type(r, xdt), name, id, ind, name, id, r->init_text);
+}
+
+void kn__ind_red_update_named(kn__sb *sb, const kn__red_row *r, kn_dtype xdt, const char *name,
+                              int id, const char *l, const char *x) {
+  kn__sb_printf(sb, "%s%d[%s] = kn_red_comb_%s_%s(%s%d[%s], %s);\n", name, id, l, r->kname,
+                sfx(xdt), name, id, l, x);
+}
+
 void kn__ind_red_lanes_close(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt) {
   const char *s = sfx(xdt);
   kn__sb_printf(sb, "    %s acc%d = lane%d[0];\n", acc_type(r, xdt), id, id);

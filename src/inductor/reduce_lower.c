@@ -231,8 +231,7 @@ void kn__ind_red_update(kn__sb *sb, const kn__red_row *r, int id, kn_dtype xdt, 
     kn__sb_printf(sb, "{ lane%d[%s] = kn_red_comb_%s_%s(lane%d[%s], %s); nan%d[%s] |= %s != %s; }\n",
                   id, l, r->kname, s, id, l, x, id, l, x, x);
   else
-    kn__sb_printf(sb, "lane%d[%s] = kn_red_comb_%s_%s(lane%d[%s], %s);\n", id, l, r->kname, s,
-                  id, l, x);
+    kn__ind_red_update_named(sb, r, xdt, "lane", id, l, x);
 }
 
 void kn__ind_red_lanes_named(kn__sb *sb, const kn__red_row *r, kn_dtype xdt, const char *name,

@@ -289,6 +289,14 @@ static const struct {
     {KN__VM_EXP2, -0x1p23f},
     /* exp's two paths (vmath_f32.h): |x| <= 87 takes the one without clamp */
     {KN__VM_EXP, 87},            {KN__VM_EXP, -87},
+    /* erf: the generic kernel's switch at 0.875 and clamp at 4; AVX-512's
+    ** pieces (the first one's end, quarter octaves from 2^-4, eighths of [2,
+    ** 4), the clamp at 3.96875) */
+    {KN__VM_ERF, 0.875f},        {KN__VM_ERF, 4},             {KN__VM_ERF, 0.078125f},
+    {KN__VM_ERF, 0.0625f},       {KN__VM_ERF, -0.25f},        {KN__VM_ERF, 1},
+    {KN__VM_ERF, 1.75f},         {KN__VM_ERF, 2},             {KN__VM_ERF, -2.25f},
+    {KN__VM_ERF, 3.75f},         {KN__VM_ERF, 3.96875f},      {KN__VM_ERF, 0x1p-8f},
+    {KN__VM_GELU, 2.828427f},    {KN__VM_GELU, -2.828427f},   {KN__VM_GELU, 0.110485f},
 };
 
 Test(vmath, float_kernels_at_branch_points) {
@@ -311,6 +319,35 @@ Test(vmath, float_kernels_at_branch_points) {
                    branch_points[b].at);
     }
   }
+}
+
+/* erf within one ULP of the correctly rounded result (the bound its
+** kernels claim, tighter than the 2 of the banner) at every 97th float of
+** [0, 4.5] and their negatives, on every ISA: each piece of AVX-512's table
+** (x5_erf_f) is crossed thousands of times. */
+Test(vmath, erf_within_one_ulp_dense) {
+  const uint32_t top = 0x40900000u; /* 4.5f */
+  const int64_t n = 2 * ((int64_t)top / 97 + 1);
+  float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+  cr_assert(x && y);
+  for (int64_t i = 0; i < n / 2; i++) {
+    uint32_t u = (uint32_t)(i * 97);
+    memcpy(&x[2 * i], &u, sizeof u);
+    x[2 * i + 1] = -x[2 * i];
+  }
+  for (int isa = 0; isa < KN__ISA_COUNT; isa++) {
+    const kn__vmath *t = kn__vmath_table((kn__isa)isa);
+    if (!t) continue;
+    t->f32[KN__VM_ERF](y, x, n);
+    int64_t bad = 0, u;
+    for (int64_t i = 0; i < n; i++)
+      if (!within(y[i], erfl((LD)x[i]), true, false, 1, 1, &u) && bad++ < 3)
+        cr_log_error("%s float32 erf(%a) = %a, want %a (%lld ulps)", t->name, x[i], y[i],
+                     (double)(float)erfl((LD)x[i]), (long long)u);
+    cr_expect_eq(bad, 0, "%s erf: %lld inputs beyond 1 ULP", t->name, (long long)bad);
+  }
+  free(x);
+  free(y);
 }
 
 /* Every 65521st float32 bit pattern (all signs, magnitudes, NaNs and

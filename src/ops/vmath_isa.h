@@ -299,7 +299,8 @@ static inline kn_vf exp_neg16_f(kn_vf u) {
 ** same either way): a vector of N(0,1) activations nearly always has such a
 ** lane (a predictable branch), a sorted or wide-ranged run mostly has none.
 ** Skipping the exp side too was slower on random data (mispredictions).
-** NaN stays NaN. */
+** NaN stays NaN. AVX-512 evaluates piecewise polynomials from register
+** tables instead (x5_erf_f: 0.62 ULP, no exp). */
 static inline kn_vf erf_small_f(kn_vf a) {
   kn_vf z = a * a;
   kn_vf p = fma_f(VF(-6.218503113e-04f), z, VF(5.035122391e-03f));
@@ -311,15 +312,14 @@ static inline kn_vf erf_small_f(kn_vf a) {
 }
 
 static inline kn_vf v_erf_poly_f(kn_vf x) {
+#ifdef KN_VM_X512
+  return x5_erf_f(x);
+#else
   kn_vfi bits = (kn_vfi)x, sgn = bits & INT32_MIN;
   kn_vf a = (kn_vf)(bits ^ sgn);
-#ifdef KN_VM_X512
-  kn_vf ac = _mm512_min_ps(VF(4), a); /* NaN stays */
-#else
   kn_vfi over = a > 4.0f;
   kn_vf four = (kn_vf){0} + 4.0f;
   kn_vf ac = (kn_vf)(((kn_vfi)a & ~over) | ((kn_vfi)four & over));
-#endif
   kn_vf t = ac - 0.875f, t2 = t * t, t4 = t2 * t2, t8 = t4 * t4;
   kn_vf q01 = fma_f(t, VF(-3.158338070e-01f), VF(4.643115699e-01f));
   kn_vf q23 = fma_f(t, VF(-1.008875594e-01f), VF(1.879543960e-01f));
@@ -329,15 +329,12 @@ static inline kn_vf v_erf_poly_f(kn_vf x) {
   kn_vf q03 = fma_f(t2, q23, q01), q47 = fma_f(t2, q67, q45);
   kn_vf q8a = fma_f(t2, VF(9.423242773e-06f), q89);
   kn_vf q = fma_f(t8, q8a, fma_f(t4, q47, q03));
-#ifdef KN_VM_X512
-  kn_vf big = fma_f(-x5_exp_mid_f(-(ac * ac)), q, VF(1));
-#else
   kn_vf big = fma_f(-exp_neg16_f(-(ac * ac)), q, VF(1));
-#endif
   kn_vfi m = a < 0.875f;
   if (!KN_VM_ANYI(m)) return (kn_vf)((kn_vfi)big | sgn);
   kn_vf small = erf_small_f(a);
   return (kn_vf)((((kn_vfi)small & m) | ((kn_vfi)big & ~m)) | sgn);
+#endif
 }
 
 /* Outputs of at least this many bytes (one call's) are written with

@@ -221,17 +221,23 @@ static inline kn_vf x5_tab32_f(__m512i i, const float *t) {
   return _mm512_permutex2var_ps(_mm512_loadu_ps(t), i, _mm512_loadu_ps(t + 16));
 }
 
+/* c1 + c2 y + ... + c5 y^4 of the pieces i of a table of rows b, c0, ..., c5
+** (x5_tanh_tab's layout), in Horner's order: the caller's last step is
+** its own (p y + c0, or another addend). */
+static inline kn_vf x5_tab_poly_f(__m512i i, const float (*t)[32], kn_vf y) {
+  kn_vf p = fma_f(x5_tab32_f(i, t[6]), y, x5_tab32_f(i, t[5]));
+  p = fma_f(p, y, x5_tab32_f(i, t[4]));
+  p = fma_f(p, y, x5_tab32_f(i, t[3]));
+  return fma_f(p, y, x5_tab32_f(i, t[2]));
+}
+
 /* tanh x: the sign of x is copied last (NaN stays NaN, +-inf give +-1, -0
 ** stays -0). At most 1 ULP. */
 static inline kn_vf x5_tanh_f(kn_vf x) {
   kn_vf a = _mm512_min_ps(VF(9.5f), _mm512_abs_ps(x)); /* NaN stays */
   __m512i i = _mm512_srli_epi32(_mm512_castps_si512(_mm512_max_ps(VF(0x1p-4f), a)), 21);
   kn_vf y = a - x5_tab32_f(i, x5_tanh_tab[0]);
-  kn_vf p = fma_f(x5_tab32_f(i, x5_tanh_tab[6]), y, x5_tab32_f(i, x5_tanh_tab[5]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[4]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[3]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[2]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_tanh_tab[1]));
+  kn_vf p = fma_f(x5_tab_poly_f(i, x5_tanh_tab, y), y, x5_tab32_f(i, x5_tanh_tab[1]));
   return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
       _mm512_castps_si512(p), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
 }
@@ -313,12 +319,9 @@ static inline kn_vf x5_erf_f(kn_vf x) {
   __m512i sh = _mm512_sub_epi32(_mm512_set1_epi32(21), _mm512_srli_epi32(zi, 30));
   __m512i i = _mm512_srlv_epi32(zi, sh);
   kn_vf y = z - x5_tab32_f(i, x5_erf_tab[0]);
-  kn_vf p = fma_f(x5_tab32_f(i, x5_erf_tab[6]), y, x5_tab32_f(i, x5_erf_tab[5]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_erf_tab[4]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_erf_tab[3]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_erf_tab[2]));
   __mmask16 first = _mm512_cmp_ps_mask(z, VF(0.078125f), _CMP_LT_OQ);
-  p = fma_f(p, y, _mm512_mask_mov_ps(x5_tab32_f(i, x5_erf_tab[1]), first, y));
+  kn_vf c0 = _mm512_mask_mov_ps(x5_tab32_f(i, x5_erf_tab[1]), first, y);
+  kn_vf p = fma_f(x5_tab_poly_f(i, x5_erf_tab, y), y, c0);
   return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
       _mm512_castps_si512(p), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
 }
@@ -437,11 +440,7 @@ static inline kn_vf x5_atan_f(kn_vf x) {
   __m512i i = _mm512_srli_epi32(_mm512_castps_si512(ti), 21);
   i = _mm512_mask_xor_epi32(i, big, i, _mm512_set1_epi32(16));
   kn_vf y = t - x5_tab32_f(i, x5_atan_tab[0]);
-  kn_vf p = fma_f(x5_tab32_f(i, x5_atan_tab[6]), y, x5_tab32_f(i, x5_atan_tab[5]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[4]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[3]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[2]));
-  p = fma_f(p, y, x5_tab32_f(i, x5_atan_tab[1]));
+  kn_vf p = fma_f(x5_tab_poly_f(i, x5_atan_tab, y), y, x5_tab32_f(i, x5_atan_tab[1]));
   return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
       _mm512_castps_si512(p), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xd8));
 }
